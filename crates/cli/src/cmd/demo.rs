@@ -1,0 +1,8 @@
+//! `vodkit demo` (issue #6).
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<()> {
+    super::not_yet("vodkit demo", 6)
+}

@@ -1,0 +1,68 @@
+//! One module per subcommand. Conventions shared by all of them:
+//! errors print as one line `vodkit: <what>: <why>`; bad input (files, flags, specs) is a
+//! [`UsageError`] and exits 2; runtime failures exit 1.
+
+pub mod bench;
+pub mod demo;
+pub mod fileset;
+pub mod hdd;
+pub mod load;
+pub mod prefetchd;
+pub mod preload;
+pub mod run;
+pub mod serve;
+pub mod simulate;
+pub mod synth;
+pub mod sys;
+pub mod trace;
+pub mod workload;
+
+use std::fmt;
+use std::process::ExitCode;
+
+/// Marks an error as the user's input being wrong (exit code 2).
+#[derive(Debug)]
+pub struct UsageError(pub String);
+
+impl fmt::Display for UsageError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// Wrap any displayable input error as a usage error.
+pub fn usage(e: impl fmt::Display) -> anyhow::Error {
+    anyhow::Error::new(UsageError(e.to_string()))
+}
+
+/// Fail for a subcommand whose issue has not landed yet.
+pub fn not_yet(what: &str, issue: u32) -> anyhow::Result<()> {
+    anyhow::bail!("{what} is not implemented yet (tracked in issue #{issue})")
+}
+
+pub fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("VODKIT_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}
+
+/// Print the error on one line and map it to the process exit code.
+pub fn exit_code(result: anyhow::Result<()>) -> ExitCode {
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            let line = format!("{e:#}").replace('\n', " ");
+            eprintln!("vodkit: {line}");
+            if e.chain().any(|c| c.is::<UsageError>()) {
+                ExitCode::from(2)
+            } else {
+                ExitCode::from(1)
+            }
+        }
+    }
+}

@@ -1,0 +1,8 @@
+//! `vodkit prefetchd` (issue #7).
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<()> {
+    super::not_yet("vodkit prefetchd", 7)
+}

@@ -1,0 +1,8 @@
+//! `vodkit sys` (issue #5).
+
+#[derive(clap::Args)]
+pub struct Args {}
+
+pub fn run(_args: Args) -> anyhow::Result<()> {
+    super::not_yet("vodkit sys", 5)
+}

@@ -1,0 +1,66 @@
+//! The `vodkit` binary: argument parsing and wiring only. Each subcommand lives in its own
+//! module under `cmd/` and calls into the crate that does the work.
+
+mod cmd;
+
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+/// Generate, drive, serve, emulate, analyze and report HTTP video delivery.
+#[derive(Parser)]
+#[command(name = "vodkit", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Generate workloads from specs; show specs; import/export session logs.
+    Workload(cmd::workload::Args),
+    /// Write, verify and inspect the files a workload's server serves.
+    Fileset(cmd::fileset::Args),
+    /// Replay sessions against an HTTP server and measure it.
+    Load(cmd::load::Args),
+    /// Serve video over HTTP/1.1 with serialized aggressive prefetching.
+    Serve(cmd::serve::Args),
+    /// Emulated hard disk: bring up, tear down, tune and benchmark.
+    Hdd(cmd::hdd::Args),
+    /// Run a command under a memory budget that includes its page cache.
+    Run(cmd::run::Args),
+    /// System metrics: disk, CPU, memory and network per second.
+    Sys(cmd::sys::Args),
+    /// Capacity experiments with servers under test side by side.
+    Bench(cmd::bench::Args),
+    /// A five-minute capacity comparison on built-in defaults.
+    Demo(cmd::demo::Args),
+    /// Run an unmodified program with the prefetching preload library.
+    Preload(cmd::preload::Args),
+    /// The prefetch daemon the preload library talks to.
+    Prefetchd(cmd::prefetchd::Args),
+    /// Chains and phases from access logs.
+    Trace(cmd::trace::Args),
+    /// Trace-driven simulation of prefetch policies.
+    Simulate(cmd::simulate::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    cmd::init_logging();
+    let result = match cli.command {
+        Command::Workload(a) => cmd::workload::run(a),
+        Command::Fileset(a) => cmd::fileset::run(a),
+        Command::Load(a) => cmd::load::run(a),
+        Command::Serve(a) => cmd::serve::run(a),
+        Command::Hdd(a) => cmd::hdd::run(a),
+        Command::Run(a) => cmd::run::run(a),
+        Command::Sys(a) => cmd::sys::run(a),
+        Command::Bench(a) => cmd::bench::run(a),
+        Command::Demo(a) => cmd::demo::run(a),
+        Command::Preload(a) => cmd::preload::run(a),
+        Command::Prefetchd(a) => cmd::prefetchd::run(a),
+        Command::Trace(a) => cmd::trace::run(a),
+        Command::Simulate(a) => cmd::simulate::run(a),
+    };
+    cmd::exit_code(result)
+}

@@ -1,0 +1,10 @@
+//! Streaming-video workloads: what viewers watch and how they ask for it.
+//!
+//! A workload spec (TOML or a built-in such as `youtube-2011`) becomes a [`model::Catalog`]
+//! of titles and a list of [`model::Session`]s; session logs are read and written in the
+//! jsonl, thesis, videoperf and httperf dialects, and file sets are written with
+//! deterministic [`content`] so every received byte can be verified.
+
+pub mod content;
+pub mod model;
+pub mod netflix;

@@ -1,0 +1,215 @@
+//! The files exchanged between stages: `catalog.json`, `sessions.jsonl`, `workload.json`.
+//!
+//! These types are the contract between the generator, the load tool, the bench runner and
+//! the trace tools; `docs/workload.md` documents them field by field. Units: bytes as
+//! integers, times in seconds, bit rates in kbit/s.
+
+use serde::{Deserialize, Serialize};
+
+/// Every title of a workload (`catalog.json`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Catalog {
+    /// Name of the spec the catalog was generated from (`youtube-2011`, a file path, ...).
+    pub spec: String,
+    pub seed: u64,
+    pub titles: Vec<Title>,
+}
+
+/// One title (a video) in one or more renditions.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Title {
+    pub id: u32,
+    /// Popularity rank, 1 = most popular. Independent of `id` and of disk placement.
+    pub rank: u32,
+    pub duration_s: f64,
+    pub renditions: Vec<Rendition>,
+}
+
+/// One encoding of a title, stored as one file or as a sequence of chunk files.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Rendition {
+    pub bitrate_kbps: u32,
+    #[serde(default)]
+    pub media: Media,
+    /// Content bytes of the rendition (before any chunk padding).
+    pub size_bytes: u64,
+    pub layout: Layout,
+    /// The files holding the rendition, in playback order (one for `unchunked`).
+    pub files: Vec<FileRef>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Media {
+    #[default]
+    Combined,
+    Video,
+    Audio,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "lowercase")]
+pub enum Layout {
+    Unchunked,
+    Chunked { chunk_bytes: u64 },
+}
+
+/// A file of the file set: path relative to the served root (no leading slash).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileRef {
+    pub path: String,
+    /// Size of the file on disk (chunk files may be padded, thesis 3.5.2).
+    pub size_bytes: u64,
+}
+
+/// One viewing session (a line of `sessions.jsonl`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Session {
+    pub id: u64,
+    /// Gap before this session's arrival, drawn from Exp(1): a load tool running at `r`
+    /// sessions/s starts session i at (sum of gaps up to i) / r.
+    pub gap: f64,
+    /// Explicit start time in seconds, overriding the gap schedule when present.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_s: Option<f64>,
+    /// Client class name (see [`WorkloadMeta::client_classes`]).
+    pub class: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub title: Option<u32>,
+    /// Nominal bit rate the session plays at (for the playout-buffer QoS model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bitrate_kbps: Option<u32>,
+    pub requests: Vec<Request>,
+}
+
+/// One HTTP request of a session.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    /// URL path, starting with `/`.
+    pub path: String,
+    /// Absent: the whole file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub range: Option<ByteRange>,
+    /// Start-to-start interval: this request is not sent before `pacing_s` seconds after
+    /// the previous request of the session started (0 = unpaced, e.g. prebuffer requests).
+    #[serde(default)]
+    pub pacing_s: f64,
+    /// The whole response must arrive within this many seconds of sending the request.
+    pub timeout_s: f64,
+    /// Index of the session's connection this request is sent on (0 = first).
+    #[serde(default)]
+    pub conn: u32,
+    /// Seconds of content the response carries (for the playout-buffer QoS model).
+    #[serde(default)]
+    pub media_s: f64,
+}
+
+/// A requested byte range.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ByteRange {
+    /// `Range: bytes=first-last` (inclusive).
+    Closed { first: u64, last: u64 },
+    /// `Range: bytes=first-`; the client reads `read` bytes and then closes the connection.
+    OpenEnded { first: u64, read: u64 },
+}
+
+impl ByteRange {
+    /// Bytes the client expects to receive.
+    pub fn len(&self) -> u64 {
+        match *self {
+            ByteRange::Closed { first, last } => last.saturating_sub(first) + 1,
+            ByteRange::OpenEnded { read, .. } => read,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn first(&self) -> u64 {
+        match *self {
+            ByteRange::Closed { first, .. } | ByteRange::OpenEnded { first, .. } => first,
+        }
+    }
+
+    /// The `Range` header value, e.g. `bytes=0-524287` or `bytes=1048576-`.
+    pub fn header_value(&self) -> String {
+        match *self {
+            ByteRange::Closed { first, last } => format!("bytes={first}-{last}"),
+            ByteRange::OpenEnded { first, .. } => format!("bytes={first}-"),
+        }
+    }
+}
+
+/// Workload-wide settings the load tool needs beside the sessions (`workload.json`).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WorkloadMeta {
+    pub spec: String,
+    pub seed: u64,
+    pub client_classes: Vec<ClientClass>,
+    pub measurement: Measurement,
+}
+
+/// A population of viewers sharing a link: receive bandwidth and one-way delay.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ClientClass {
+    pub name: String,
+    /// Receive bandwidth in bits per second (0 = unlimited).
+    pub bandwidth_bps: u64,
+    pub one_way_delay_s: f64,
+    /// Fraction of sessions in this class.
+    pub share: f64,
+}
+
+/// Warm-up and ramp exclusion (thesis 3.6.1).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Measurement {
+    /// Number of most popular chunks fetched before measuring (listed in `warmup.jsonl`).
+    pub warmup_chunks: u64,
+    pub ramp_up_sessions: u64,
+    pub ramp_down_sessions: u64,
+    pub ramp_up_requests: u64,
+    pub ramp_down_requests: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn session_line_round_trips() {
+        let s = Session {
+            id: 7,
+            gap: 0.25,
+            start_s: None,
+            class: "bband".into(),
+            title: Some(3),
+            bitrate_kbps: Some(419),
+            requests: vec![
+                Request {
+                    path: "/v/t3.dat".into(),
+                    range: Some(ByteRange::Closed { first: 0, last: 524_287 }),
+                    pacing_s: 0.0,
+                    timeout_s: 10.0,
+                    conn: 0,
+                    media_s: 10.0,
+                },
+                Request {
+                    path: "/v/t3.dat".into(),
+                    range: Some(ByteRange::OpenEnded { first: 524_288, read: 1000 }),
+                    pacing_s: 10.0,
+                    timeout_s: 10.0,
+                    conn: 1,
+                    media_s: 0.02,
+                },
+            ],
+        };
+        let line = serde_json::to_string(&s).unwrap();
+        assert!(!line.contains('\n'));
+        let back: Session = serde_json::from_str(&line).unwrap();
+        assert_eq!(back, s);
+        assert_eq!(s.requests[0].range.unwrap().len(), 524_288);
+        assert_eq!(s.requests[1].range.unwrap().header_value(), "bytes=524288-");
+    }
+}
