@@ -1,0 +1,189 @@
+//! Drive presets and where each of their numbers comes from.
+//!
+//! Sources: seed 001 Table 1 (FreeBSD `diskinfo -t` on the HP 10k SAS and WD Red drives:
+//! raw MB/s at the outer, middle and inner positions and positioning times over a full,
+//! half and quarter stroke), thesis 4.4.1 / 4.5.3 (WD Red WD10EFRX 5,400 rpm, Seagate
+//! ST1000DM003 7,200 rpm, both 1 TB), thesis 5.6.2 (Hitachi Deskstar 5K3000: 125.5 MB/s for
+//! sequential 2 MB reads, 48.4 MB/s for random 2 MB reads). `docs/disk.md` has the table.
+
+use super::seek::SeekCurve;
+use super::zones::ZoneProfile;
+use serde::{Deserialize, Serialize};
+
+/// Everything the timing model needs to know about one drive model.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DriveSpec {
+    /// Preset name (`wd-red`, ...).
+    pub name: String,
+    /// Marketing name of the drive the preset imitates.
+    pub model: String,
+    /// Capacity in bytes of the real drive.
+    pub capacity_bytes: u64,
+    /// Spindle speed.
+    pub rpm: f64,
+    /// Transfer rate by zone.
+    pub zones: ZoneProfile,
+    /// Seek time by distance.
+    pub seek: SeekCurve,
+    /// The figures the preset was fitted to, for reports and tests.
+    pub published: Published,
+}
+
+/// Published figures of a drive (MB/s are MiB/s in this model; ms include rotation).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Published {
+    pub outer_mb_s: Option<f64>,
+    pub middle_mb_s: Option<f64>,
+    pub inner_mb_s: Option<f64>,
+    /// Positioning time over a full stroke, ms (seek plus rotational latency).
+    pub full_stroke_ms: Option<f64>,
+    pub half_stroke_ms: Option<f64>,
+    pub quarter_stroke_ms: Option<f64>,
+    /// Throughput of 2 MB reads at random positions, MB/s.
+    pub random_2mb_mb_s: Option<f64>,
+    /// Throughput of sequential 2 MB reads, MB/s.
+    pub sequential_2mb_mb_s: Option<f64>,
+    /// Maximum seeks per second derived with thesis Eq. 5.4.
+    pub s_max_per_s: Option<f64>,
+}
+
+/// Names accepted by [`preset`].
+pub const PRESET_NAMES: [&str; 4] = ["wd-red", "hp-10k", "hitachi-5k3000", "seagate-7200"];
+
+/// Number of constant-rate zones every preset uses (recent drives have a few dozen).
+const ZONES: u32 = 32;
+
+/// Look a preset up by name; `None` for an unknown name (see [`PRESET_NAMES`]).
+pub fn preset(name: &str) -> Option<DriveSpec> {
+    match name {
+        "wd-red" => Some(wd_red()),
+        "hp-10k" => Some(hp_10k()),
+        "hitachi-5k3000" => Some(hitachi_5k3000()),
+        "seagate-7200" => Some(seagate_7200()),
+        _ => None,
+    }
+}
+
+/// Average rotational latency (half a revolution) in ms.
+pub fn half_rotation_ms(rpm: f64) -> f64 {
+    30_000.0 / rpm
+}
+
+/// WD Red WD10EFRX, 1 TB, 5,400 rpm: zones and seeks straight from seed 001 Table 1.
+pub fn wd_red() -> DriveSpec {
+    let rpm = 5400.0;
+    DriveSpec {
+        name: "wd-red".into(),
+        model: "Western Digital Red WD10EFRX 1 TB 5,400 rpm".into(),
+        capacity_bytes: 1_000_204_886_016,
+        rpm,
+        zones: ZoneProfile {
+            outer_mb_s: 133.0,
+            middle_mb_s: 115.0,
+            inner_mb_s: 67.0,
+            zones: ZONES,
+        },
+        seek: SeekCurve::fit(18.9, 23.1, 32.6, half_rotation_ms(rpm)),
+        published: Published {
+            outer_mb_s: Some(133.0),
+            middle_mb_s: Some(115.0),
+            inner_mb_s: Some(67.0),
+            full_stroke_ms: Some(32.6),
+            half_stroke_ms: Some(23.1),
+            quarter_stroke_ms: Some(18.9),
+            ..Published::default()
+        },
+    }
+}
+
+/// HP 146 GB 10,000 rpm 2.5" SAS: zones and seeks straight from seed 001 Table 1.
+pub fn hp_10k() -> DriveSpec {
+    let rpm = 10_000.0;
+    DriveSpec {
+        name: "hp-10k".into(),
+        model: "HP 146 GB 10,000 rpm SAS".into(),
+        capacity_bytes: 146_815_733_760,
+        rpm,
+        zones: ZoneProfile {
+            outer_mb_s: 122.0,
+            middle_mb_s: 107.0,
+            inner_mb_s: 73.0,
+            zones: ZONES,
+        },
+        seek: SeekCurve::fit(6.8, 8.0, 10.5, half_rotation_ms(rpm)),
+        published: Published {
+            outer_mb_s: Some(122.0),
+            middle_mb_s: Some(107.0),
+            inner_mb_s: Some(73.0),
+            full_stroke_ms: Some(10.5),
+            half_stroke_ms: Some(8.0),
+            quarter_stroke_ms: Some(6.8),
+            ..Published::default()
+        },
+    }
+}
+
+/// Hitachi Deskstar 5K3000 (2 TB, 5,400 rpm), the drive behind thesis Eq. 5.4.
+///
+/// Only two figures are published: 125.5 MB/s sequential and 48.4 MB/s random, both for
+/// 2 MB reads. The outer rate is the sequential figure; middle and inner rates keep the WD
+/// Red's proportions (a drive of the same class and speed). The seek curve has the WD
+/// Red's shape scaled by the factor that makes the model's random 2 MB throughput equal
+/// to the published one, so the model's Eq. 5.4 `s_max` comes out at 39.4 seeks/s.
+pub fn hitachi_5k3000() -> DriveSpec {
+    let rpm = 5400.0;
+    let outer = 125.5;
+    let mut spec = DriveSpec {
+        name: "hitachi-5k3000".into(),
+        model: "Hitachi Deskstar 5K3000 2 TB 5,400 rpm".into(),
+        capacity_bytes: 2_000_398_934_016,
+        rpm,
+        zones: ZoneProfile {
+            outer_mb_s: outer,
+            middle_mb_s: outer * 115.0 / 133.0,
+            inner_mb_s: outer * 67.0 / 133.0,
+            zones: ZONES,
+        },
+        seek: wd_red().seek,
+        published: Published {
+            outer_mb_s: Some(outer),
+            sequential_2mb_mb_s: Some(125.5),
+            random_2mb_mb_s: Some(48.4),
+            s_max_per_s: Some(39.4),
+            ..Published::default()
+        },
+    };
+    let k = super::capacity::fit_seek_scale(&spec, 2.0 * super::zones::MIB, 48.4);
+    spec.seek = spec.seek.scaled(k);
+    spec
+}
+
+/// Seagate Barracuda ST1000DM003 (1 TB, 7,200 rpm), the faster drive of thesis 4.5.3.
+///
+/// The seeds give only its speed and that it seeks and rotates faster than the WD Red. The
+/// preset takes the manufacturer's data sheet: 210 MB/s maximum sustained rate (used as the
+/// outer rate, middle and inner in the WD Red's proportions) and an 8.5 ms average read seek
+/// (the WD Red's seek shape scaled so the mean over random positions is 8.5 ms).
+pub fn seagate_7200() -> DriveSpec {
+    let rpm = 7200.0;
+    let outer = 210.0;
+    let shape = wd_red().seek;
+    let seek = shape.scaled(8.5 / shape.mean_random_ms());
+    DriveSpec {
+        name: "seagate-7200".into(),
+        model: "Seagate Barracuda ST1000DM003 1 TB 7,200 rpm".into(),
+        capacity_bytes: 1_000_204_886_016,
+        rpm,
+        zones: ZoneProfile {
+            outer_mb_s: outer,
+            middle_mb_s: outer * 115.0 / 133.0,
+            inner_mb_s: outer * 67.0 / 133.0,
+            zones: ZONES,
+        },
+        seek,
+        published: Published {
+            outer_mb_s: Some(outer),
+            ..Published::default()
+        },
+    }
+}
