@@ -1,2 +1,15 @@
 //! `vodkit bench` and `vodkit demo`: run servers under test against a workload, search for
 //! each one's maximum failure-free rate and report the results side by side.
+//!
+//! The pieces are independent of each other and of the other vodkit crates: [`sut`] parses
+//! the server list, [`nginx`]/[`apache`]/[`process`] run the unmodified peers, [`search`] is
+//! the pure capacity search, [`report`] writes bench.json/report.md/report.html, and
+//! [`scenario`] holds the seed experiments as data.
+
+pub mod apache;
+pub mod nginx;
+pub mod point;
+pub mod process;
+pub mod report;
+pub mod search;
+pub mod sut;

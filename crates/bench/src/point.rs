@@ -1,0 +1,143 @@
+//! What one data point (one server, one rate, one repeat) measured: client results over the
+//! steady-state window, disk and CPU behaviour from the system sampler, and the server's
+//! own error lines.
+
+use serde::{Deserialize, Serialize};
+
+/// Disk behaviour over the steady-state window (iostat-style, seed 001 §5).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct DiskMetrics {
+    pub mb_s: f64,
+    pub reads_per_s: f64,
+    /// Busy time divided by transactions (ms).
+    pub ms_per_transaction: f64,
+    pub avg_read_kib: f64,
+    /// Fraction of time the device was busy (0..1).
+    pub utilization: f64,
+}
+
+/// Client-side results of the load generator (steady state only).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct ClientMetrics {
+    pub sessions: u64,
+    pub failed_sessions: u64,
+    pub failure_fraction: f64,
+    pub requests: u64,
+    pub timed_out_requests: u64,
+    /// Bytes of completed responses per second (MB = 10^6 bytes).
+    pub throughput_mb_s: f64,
+    /// Length of the steady-state window the figures cover (s).
+    pub steady_s: f64,
+    /// QoS figures from the load generator, passed through as it reports them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qos: Option<serde_json::Value>,
+}
+
+/// Everything measured at one data point.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct PointMetrics {
+    pub client: ClientMetrics,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk: Option<DiskMetrics>,
+    /// CPU utilization across all cores (0..1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_util: Option<f64>,
+    /// Prefetch size over time (seconds since start, bytes) for adaptive policies.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub prefetch_size: Vec<(f64, u64)>,
+    /// Error-log lines the server left behind during this point.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub server_errors: Vec<String>,
+    /// Things about this point a reader should know (e.g. caches could not be dropped).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub notes: Vec<String>,
+}
+
+impl PointMetrics {
+    pub fn observation(&self) -> crate::search::Observation {
+        crate::search::Observation {
+            failure_fraction: self.client.failure_fraction,
+            failed_sessions: self.client.failed_sessions,
+            timed_out_requests: self.client.timed_out_requests,
+        }
+    }
+}
+
+/// Average of several points' figures (used at the capacity rate across repeats).
+pub fn mean_of(points: &[&PointMetrics]) -> Option<PointMetrics> {
+    let n = points.len();
+    if n == 0 {
+        return None;
+    }
+    let avg =
+        |f: &dyn Fn(&PointMetrics) -> f64| points.iter().map(|p| f(p)).sum::<f64>() / n as f64;
+    let avg_opt = |f: &dyn Fn(&PointMetrics) -> Option<f64>| {
+        let v: Vec<f64> = points.iter().filter_map(|p| f(p)).collect();
+        (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
+    };
+    let disk = avg_opt(&|p| p.disk.map(|d| d.mb_s)).map(|mb_s| DiskMetrics {
+        mb_s,
+        reads_per_s: avg_opt(&|p| p.disk.map(|d| d.reads_per_s)).unwrap_or(0.0),
+        ms_per_transaction: avg_opt(&|p| p.disk.map(|d| d.ms_per_transaction)).unwrap_or(0.0),
+        avg_read_kib: avg_opt(&|p| p.disk.map(|d| d.avg_read_kib)).unwrap_or(0.0),
+        utilization: avg_opt(&|p| p.disk.map(|d| d.utilization)).unwrap_or(0.0),
+    });
+    Some(PointMetrics {
+        client: ClientMetrics {
+            sessions: points.iter().map(|p| p.client.sessions).sum::<u64>() / n as u64,
+            failed_sessions: points
+                .iter()
+                .map(|p| p.client.failed_sessions)
+                .max()
+                .unwrap_or(0),
+            failure_fraction: avg(&|p| p.client.failure_fraction),
+            requests: points.iter().map(|p| p.client.requests).sum::<u64>() / n as u64,
+            timed_out_requests: points
+                .iter()
+                .map(|p| p.client.timed_out_requests)
+                .max()
+                .unwrap_or(0),
+            throughput_mb_s: avg(&|p| p.client.throughput_mb_s),
+            steady_s: avg(&|p| p.client.steady_s),
+            qos: points[0].client.qos.clone(),
+        },
+        disk,
+        cpu_util: avg_opt(&|p| p.cpu_util),
+        prefetch_size: points[0].prefetch_size.clone(),
+        server_errors: points
+            .iter()
+            .flat_map(|p| p.server_errors.clone())
+            .collect(),
+        notes: Vec::new(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn point(tput: f64, disk: Option<f64>) -> PointMetrics {
+        PointMetrics {
+            client: ClientMetrics {
+                throughput_mb_s: tput,
+                sessions: 10,
+                ..Default::default()
+            },
+            disk: disk.map(|mb_s| DiskMetrics {
+                mb_s,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn mean_averages_present_figures_only() {
+        let a = point(10.0, Some(4.0));
+        let b = point(20.0, None);
+        let m = mean_of(&[&a, &b]).unwrap();
+        assert_eq!(m.client.throughput_mb_s, 15.0);
+        assert_eq!(m.disk.unwrap().mb_s, 4.0);
+        assert!(mean_of(&[]).is_none());
+    }
+}

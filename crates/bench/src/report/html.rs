@@ -1,0 +1,296 @@
+//! report.html: one self-contained page (no scripts, no external files) with the summary
+//! table and inline SVG plots drawn with plotters' SVG backend.
+
+use super::{text, BenchReport, ServerReport};
+use plotters::prelude::*;
+use std::collections::BTreeMap;
+
+const PALETTE: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(255, 127, 14),
+    RGBColor(44, 160, 44),
+    RGBColor(214, 39, 40),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+];
+
+/// One line of a plot: name and (x, y) points.
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// Mean of a per-point figure at each rate, for one server.
+fn by_rate(s: &ServerReport, f: impl Fn(&super::PointRecord) -> Option<f64>) -> Vec<(f64, f64)> {
+    let mut acc: BTreeMap<u64, (f64, f64, u32)> = BTreeMap::new();
+    for p in &s.points {
+        if let Some(v) = f(p) {
+            let e = acc.entry(p.rate.to_bits()).or_insert((p.rate, 0.0, 0));
+            e.1 += v;
+            e.2 += 1;
+        }
+    }
+    let mut v: Vec<(f64, f64)> = acc
+        .values()
+        .map(|(r, sum, n)| (*r, sum / *n as f64))
+        .collect();
+    v.sort_by(|a, b| a.0.total_cmp(&b.0));
+    v
+}
+
+/// Draw a line plot as an SVG string; an explanatory note when there is nothing to draw.
+pub fn line_plot(title: &str, x_desc: &str, y_desc: &str, series: &[Series]) -> String {
+    let all: Vec<(f64, f64)> = series
+        .iter()
+        .flat_map(|s| s.points.iter().copied())
+        .collect();
+    if all.is_empty() {
+        return format!(
+            "<p class=\"empty\">{}: no data measured.</p>",
+            escape(title)
+        );
+    }
+    let (mut x0, mut x1) = all
+        .iter()
+        .fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.0), b.max(p.0)));
+    let y1 = all.iter().fold(0.0f64, |m, p| m.max(p.1));
+    if x1 <= x0 {
+        x0 -= 0.5;
+        x1 += 0.5;
+    }
+    let y1 = if y1 <= 0.0 { 1.0 } else { y1 * 1.1 };
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (640, 360)).into_drawing_area();
+        let draw = || -> Result<(), Box<dyn std::error::Error + '_>> {
+            root.fill(&WHITE)?;
+            let mut chart = ChartBuilder::on(&root)
+                .caption(title, ("sans-serif", 18))
+                .margin(12)
+                .x_label_area_size(40)
+                .y_label_area_size(60)
+                .build_cartesian_2d(x0..x1, 0.0..y1)?;
+            chart
+                .configure_mesh()
+                .x_desc(x_desc)
+                .y_desc(y_desc)
+                .draw()?;
+            for (i, s) in series.iter().enumerate() {
+                let color = PALETTE[i % PALETTE.len()];
+                chart
+                    .draw_series(LineSeries::new(
+                        s.points.iter().copied(),
+                        color.stroke_width(2),
+                    ))?
+                    .label(s.name.clone())
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
+                    });
+                chart.draw_series(s.points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+            }
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .position(SeriesLabelPosition::UpperLeft)
+                .draw()?;
+            root.present()?;
+            Ok(())
+        };
+        if let Err(e) = draw() {
+            return format!(
+                "<p class=\"empty\">{}: plot failed: {}</p>",
+                escape(title),
+                escape(&e.to_string())
+            );
+        }
+    }
+    svg
+}
+
+fn per_server(
+    r: &BenchReport,
+    f: impl Fn(&super::PointRecord) -> Option<f64> + Copy,
+) -> Vec<Series> {
+    r.servers
+        .iter()
+        .map(|s| Series {
+            name: s.sut.clone(),
+            points: by_rate(s, f),
+        })
+        .filter(|s| !s.points.is_empty())
+        .collect()
+}
+
+/// Numeric top-level QoS fields reported by the load generator, in a stable order.
+fn qos_fields(r: &BenchReport) -> Vec<String> {
+    let mut names = std::collections::BTreeSet::new();
+    for s in &r.servers {
+        for p in &s.points {
+            if let Some(serde_json::Value::Object(m)) = &p.metrics.client.qos {
+                names.extend(
+                    m.iter()
+                        .filter(|(_, v)| v.is_number())
+                        .map(|(k, _)| k.clone()),
+                );
+            }
+        }
+    }
+    names.into_iter().take(4).collect()
+}
+
+/// Render the whole page.
+pub fn render(r: &BenchReport) -> String {
+    let rate = format!("offered rate ({})", r.rate_unit);
+    let mut plots = vec![
+        line_plot(
+            "Client throughput",
+            &rate,
+            "MB/s",
+            &per_server(r, |p| Some(p.metrics.client.throughput_mb_s)),
+        ),
+        line_plot(
+            "Failed sessions",
+            &rate,
+            "% of sessions",
+            &per_server(r, |p| Some(p.metrics.client.failure_fraction * 100.0)),
+        ),
+        line_plot(
+            "Disk throughput",
+            &rate,
+            "MB/s",
+            &per_server(r, |p| p.metrics.disk.map(|d| d.mb_s)),
+        ),
+        line_plot(
+            "Disk time per transaction",
+            &rate,
+            "ms",
+            &per_server(r, |p| p.metrics.disk.map(|d| d.ms_per_transaction)),
+        ),
+        line_plot(
+            "CPU utilization",
+            &rate,
+            "%",
+            &per_server(r, |p| p.metrics.cpu_util.map(|c| c * 100.0)),
+        ),
+    ];
+    for field in qos_fields(r) {
+        let f = field.clone();
+        let series: Vec<Series> = r
+            .servers
+            .iter()
+            .map(|s| Series {
+                name: s.sut.clone(),
+                points: by_rate(s, |p| p.metrics.client.qos.as_ref()?.get(&f)?.as_f64()),
+            })
+            .filter(|s| !s.points.is_empty())
+            .collect();
+        plots.push(line_plot(&format!("QoS: {field}"), &rate, &field, &series));
+    }
+    let prefetch: Vec<Series> = r
+        .servers
+        .iter()
+        .filter_map(|s| {
+            let p = s
+                .points
+                .iter()
+                .rev()
+                .find(|p| !p.metrics.prefetch_size.is_empty())?;
+            let pts = p
+                .metrics
+                .prefetch_size
+                .iter()
+                .map(|(t, b)| (*t, *b as f64 / 1048576.0))
+                .collect();
+            Some(Series {
+                name: format!("{} at {}", s.sut, p.rate),
+                points: pts,
+            })
+        })
+        .collect();
+    plots.push(if prefetch.is_empty() {
+        "<p class=\"empty\">Prefetch size over time: no server reported it (only adaptive policies such as \
+         <code>auto</code> do).</p>"
+            .to_string()
+    } else {
+        line_plot("Prefetch size over time", "seconds", "MiB", &prefetch)
+    });
+
+    let md_table = text::table(r);
+    let mut html = String::from(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>vodkit bench report</title>\n\
+         <style>body{font-family:sans-serif;max-width:1000px;margin:2em auto;padding:0 1em}\
+         pre{background:#f5f5f5;padding:1em;overflow-x:auto}.empty{color:#777}\
+         table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:3px 8px}</style>\n\
+         </head><body>\n<h1>vodkit bench report</h1>\n",
+    );
+    if let Some(s) = &r.scenario {
+        html += &format!(
+            "<h2>Scenario {}</h2>\n<p>Mirrors {}.</p>\n<p>Finding checked: {}</p>\n<p><b>Verdict:</b> {}</p>\n",
+            escape(&s.name),
+            escape(&s.mirrors),
+            escape(&s.finding),
+            escape(&s.verdict)
+        );
+    }
+    html += &format!(
+        "<table><tr><th>workload</th><td>{}</td></tr><tr><th>testbed</th><td>{}</td></tr>\
+         <tr><th>criterion</th><td>{}</td></tr><tr><th>repeats</th><td>{}</td></tr></table>\n",
+        escape(&r.workload),
+        escape(&r.testbed),
+        escape(&r.criterion),
+        r.repeat
+    );
+    html += &format!(
+        "<h2>Summary</h2>\n<pre>{}</pre>\n<h2>Plots</h2>\n",
+        escape(&md_table)
+    );
+    for p in plots {
+        html += &p;
+        html += "\n";
+    }
+    if !r.notes.is_empty() {
+        html += "<h2>Notes</h2>\n<ul>\n";
+        for n in &r.notes {
+            html += &format!("<li>{}</li>\n", escape(n));
+        }
+        html += "</ul>\n";
+    }
+    html += "</body></html>\n";
+    html
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plot_is_inline_svg_with_legend() {
+        let svg = line_plot(
+            "Client throughput",
+            "rate",
+            "MB/s",
+            &[Series {
+                name: "nginx".into(),
+                points: vec![(1.0, 2.0), (2.0, 4.0)],
+            }],
+        );
+        assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(80)]);
+        assert!(svg.contains("nginx"));
+    }
+
+    #[test]
+    fn empty_plot_says_so() {
+        let s = line_plot("Disk throughput", "rate", "MB/s", &[]);
+        assert!(s.contains("no data measured"));
+    }
+}

@@ -1,0 +1,301 @@
+//! The bench's outputs: `bench.json` (the schema below, documented in docs/bench.md),
+//! `report.md`, a self-contained `report.html` with inline SVG plots, and the terminal table.
+//! [`check`] verifies that a report is complete and internally consistent.
+
+pub mod html;
+pub mod text;
+
+use crate::point::{mean_of, PointMetrics};
+use crate::search::{SearchOutcome, SearchPlan};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Version tag of the bench.json layout.
+pub const SCHEMA: &str = "vodkit-bench/1";
+
+/// Top level of bench.json.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct BenchReport {
+    pub schema: String,
+    pub generated_unix_s: u64,
+    pub workload: String,
+    pub testbed: String,
+    #[serde(default)]
+    pub memory_bytes: Option<u64>,
+    pub criterion: String,
+    pub search: serde_json::Value,
+    pub repeat: u32,
+    /// Unit of every rate in the file.
+    pub rate_unit: String,
+    #[serde(default)]
+    pub scenario: Option<ScenarioInfo>,
+    pub servers: Vec<ServerReport>,
+    #[serde(default)]
+    pub comparisons: Vec<Comparison>,
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+/// Which seed experiment a scenario mirrors and whether the run reproduced it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ScenarioInfo {
+    pub name: String,
+    pub mirrors: String,
+    pub finding: String,
+    /// "reproduced", "not reproduced" or "inconclusive", with the reason.
+    pub verdict: String,
+}
+
+/// A measured ratio between two servers, or against a reference, with an optional target.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Comparison {
+    pub what: String,
+    pub ratio: Option<f64>,
+    #[serde(default)]
+    pub target: Option<f64>,
+    #[serde(default)]
+    pub met: Option<bool>,
+    pub note: String,
+}
+
+/// Outcome kinds for one server.
+pub const MEASURED: &str = "measured";
+pub const SKIPPED: &str = "skipped";
+pub const FAILED: &str = "failed";
+
+/// One server's results.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ServerReport {
+    pub sut: String,
+    pub kind: String,
+    /// `measured`, `skipped` (not available here) or `failed` (error during the run).
+    pub status: String,
+    #[serde(default)]
+    pub reason: Option<String>,
+    /// Mean over repeats of the highest rate that met the criterion.
+    pub max_failure_free_rate: Option<f64>,
+    /// 95% confidence interval of that rate (t-distribution; needs ≥ 2 repeats).
+    pub ci95: Option<[f64; 2]>,
+    #[serde(default)]
+    pub per_repeat: Vec<Option<f64>>,
+    #[serde(default)]
+    pub hit_ceiling: bool,
+    /// Figures at the capacity rate (mean over the repeats that passed there).
+    pub throughput_mb_s: Option<f64>,
+    pub disk_mb_s: Option<f64>,
+    pub disk_ms_per_transaction: Option<f64>,
+    pub avg_read_kib: Option<f64>,
+    pub disk_util: Option<f64>,
+    pub cpu_util: Option<f64>,
+    #[serde(default)]
+    pub qos: Option<serde_json::Value>,
+    pub points: Vec<PointRecord>,
+}
+
+/// One data point as stored in bench.json.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PointRecord {
+    pub rate: f64,
+    pub repeat: u32,
+    pub passed: bool,
+    pub metrics: PointMetrics,
+}
+
+impl ServerReport {
+    /// A server that could not be measured (missing program, dependency not landed, …).
+    pub fn not_measured(sut: &crate::sut::Sut, status: &str, reason: String) -> ServerReport {
+        ServerReport {
+            sut: sut.label.clone(),
+            kind: sut.kind().into(),
+            status: status.into(),
+            reason: Some(reason),
+            max_failure_free_rate: None,
+            ci95: None,
+            per_repeat: Vec::new(),
+            hit_ceiling: false,
+            throughput_mb_s: None,
+            disk_mb_s: None,
+            disk_ms_per_transaction: None,
+            avg_read_kib: None,
+            disk_util: None,
+            cpu_util: None,
+            qos: None,
+            points: Vec::new(),
+        }
+    }
+
+    /// Summarise a finished search.
+    pub fn from_search(sut: &crate::sut::Sut, out: &SearchOutcome<PointMetrics>) -> ServerReport {
+        let mut r = ServerReport::not_measured(sut, MEASURED, String::new());
+        r.reason = None;
+        r.points = out
+            .trials
+            .iter()
+            .map(|t| PointRecord {
+                rate: t.rate,
+                repeat: t.repeat,
+                passed: t.passed,
+                metrics: t.detail.clone(),
+            })
+            .collect();
+        r.per_repeat = out
+            .repeats
+            .iter()
+            .map(|x| x.max_failure_free_rate)
+            .collect();
+        r.hit_ceiling = out.repeats.iter().any(|x| x.hit_ceiling);
+        let Some(est) = out.capacity() else {
+            r.reason = Some("no tried rate met the criterion".into());
+            return r;
+        };
+        r.max_failure_free_rate = Some(est.mean);
+        r.ci95 = est.ci95.map(|(a, b)| [a, b]);
+        // Figures at each repeat's own capacity rate, averaged.
+        let at_capacity: Vec<&PointMetrics> = out
+            .repeats
+            .iter()
+            .filter_map(|rep| {
+                let rate = rep.max_failure_free_rate?;
+                out.trials
+                    .iter()
+                    .find(|t| t.repeat == rep.repeat && t.passed && t.rate == rate)
+            })
+            .map(|t| &t.detail)
+            .collect();
+        if let Some(m) = mean_of(&at_capacity) {
+            r.throughput_mb_s = Some(m.client.throughput_mb_s);
+            r.disk_mb_s = m.disk.map(|d| d.mb_s);
+            r.disk_ms_per_transaction = m.disk.map(|d| d.ms_per_transaction);
+            r.avg_read_kib = m.disk.map(|d| d.avg_read_kib);
+            r.disk_util = m.disk.map(|d| d.utilization);
+            r.cpu_util = m.cpu_util;
+            r.qos = m.client.qos;
+        }
+        r
+    }
+}
+
+impl BenchReport {
+    pub fn server(&self, sut: &str) -> Option<&ServerReport> {
+        self.servers.iter().find(|s| s.sut == sut)
+    }
+}
+
+/// Builds a report skeleton from the run's settings.
+pub fn new_report(
+    workload: &str,
+    testbed: &str,
+    memory_bytes: Option<u64>,
+    criterion: &str,
+    plan: &SearchPlan,
+    repeat: u32,
+) -> BenchReport {
+    BenchReport {
+        schema: SCHEMA.into(),
+        generated_unix_s: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0),
+        workload: workload.into(),
+        testbed: testbed.into(),
+        memory_bytes,
+        criterion: criterion.into(),
+        search: serde_json::to_value(plan).unwrap_or_default(),
+        repeat,
+        rate_unit: "sessions/s".into(),
+        scenario: None,
+        servers: Vec::new(),
+        comparisons: Vec::new(),
+        notes: Vec::new(),
+    }
+}
+
+/// Paths of the files a report is written to.
+pub struct Written {
+    pub json: PathBuf,
+    pub markdown: PathBuf,
+    pub html: PathBuf,
+}
+
+/// Write bench.json, report.md and report.html into `dir`.
+pub fn write_all(report: &BenchReport, dir: &Path) -> std::io::Result<Written> {
+    std::fs::create_dir_all(dir)?;
+    let w = Written {
+        json: dir.join("bench.json"),
+        markdown: dir.join("report.md"),
+        html: dir.join("report.html"),
+    };
+    let json = serde_json::to_string_pretty(report).map_err(std::io::Error::other)?;
+    std::fs::write(&w.json, json + "\n")?;
+    std::fs::write(&w.markdown, text::markdown(report))?;
+    std::fs::write(&w.html, html::render(report))?;
+    Ok(w)
+}
+
+/// Problems that make a report incomplete or inconsistent (empty when it is sound).
+pub fn check(report: &BenchReport) -> Vec<String> {
+    let mut problems = Vec::new();
+    if report.schema != SCHEMA {
+        problems.push(format!(
+            "schema is `{}`, expected `{SCHEMA}`",
+            report.schema
+        ));
+    }
+    if report.servers.is_empty() {
+        problems.push("no servers".into());
+    }
+    for s in &report.servers {
+        let p = |m: &str| format!("{}: {m}", s.sut);
+        match s.status.as_str() {
+            MEASURED => {
+                if s.points.is_empty() {
+                    problems.push(p("measured but has no data points"));
+                }
+                if let Some(rate) = s.max_failure_free_rate {
+                    if !s
+                        .points
+                        .iter()
+                        .any(|pt| pt.passed && pt.rate <= rate + 1e-9)
+                    {
+                        problems.push(p("capacity is not backed by a passing point"));
+                    }
+                    if s.throughput_mb_s.is_none() {
+                        problems.push(p("capacity without throughput"));
+                    }
+                    if let Some([lo, hi]) = s.ci95 {
+                        if !(lo <= rate && rate <= hi) {
+                            problems.push(p("ci95 does not contain the mean"));
+                        }
+                    }
+                }
+                let n = s.per_repeat.len() as u32;
+                if n != report.repeat.max(1) {
+                    problems.push(p(&format!(
+                        "{n} repeats recorded, {} expected",
+                        report.repeat
+                    )));
+                }
+                for pt in &s.points {
+                    let c = &pt.metrics.client;
+                    if !(0.0..=1.0).contains(&c.failure_fraction) || c.failed_sessions > c.sessions
+                    {
+                        problems.push(p(&format!(
+                            "point at {} has impossible failure figures",
+                            pt.rate
+                        )));
+                    }
+                    if c.throughput_mb_s < 0.0 || !c.throughput_mb_s.is_finite() {
+                        problems.push(p(&format!("point at {} has a bad throughput", pt.rate)));
+                    }
+                }
+            }
+            SKIPPED | FAILED => {
+                if s.reason.as_deref().unwrap_or("").is_empty() {
+                    problems.push(p("not measured and no reason given"));
+                }
+            }
+            other => problems.push(p(&format!("unknown status `{other}`"))),
+        }
+    }
+    problems
+}
