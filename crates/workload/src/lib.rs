@@ -6,5 +6,9 @@
 //! deterministic [`content`] so every received byte can be verified.
 
 pub mod content;
+pub mod error;
+pub mod logfmt;
 pub mod model;
 pub mod netflix;
+
+pub use error::InputError;
