@@ -8,6 +8,7 @@
 
 pub mod apache;
 pub mod nginx;
+pub mod peers;
 pub mod point;
 pub mod process;
 pub mod report;

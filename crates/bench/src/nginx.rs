@@ -19,6 +19,22 @@ pub struct NginxSetup {
     pub workers: usize,
     /// Run workers as root (only when the runner itself is root, so they can read any file set).
     pub as_root: bool,
+    /// Open-file limit to ask for (None: keep the inherited one, e.g. when it cannot be raised).
+    pub nofile: Option<u64>,
+}
+
+/// The open-file limit worth requesting: up to 65536, never above the hard limit.
+pub fn nofile_target() -> Option<u64> {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit writes into the struct we pass.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
+        return None;
+    }
+    let want = 65536u64.min(lim.rlim_max as u64);
+    (want > lim.rlim_cur as u64).then_some(want)
 }
 
 impl NginxSetup {
@@ -50,11 +66,10 @@ pub fn render(setup: &NginxSetup) -> String {
 {user}daemon off;\n\
 master_process on;\n\
 worker_processes {workers};\n\
-worker_rlimit_nofile 65536;\n\
-pid {pid};\n\
+{rlimit}pid {pid};\n\
 error_log {error_log} warn;\n\
 events {{\n\
-    worker_connections 16384;\n\
+    worker_connections {connections};\n\
     multi_accept on;\n\
 }}\n\
 http {{\n\
@@ -80,6 +95,11 @@ http {{\n\
     }}\n\
 }}\n",
         workers = setup.workers.max(1),
+        rlimit = setup
+            .nofile
+            .map(|n| format!("worker_rlimit_nofile {n};\n"))
+            .unwrap_or_default(),
+        connections = setup.nofile.unwrap_or(4096).min(16384),
         pid = d("nginx.pid"),
         error_log = quoted(&setup.error_log()),
         body = d("client_body_temp"),
@@ -113,12 +133,14 @@ mod tests {
             port: 18080,
             workers: 2,
             as_root: false,
+            nofile: Some(65536),
         };
         let c = render(&s);
         for needle in [
             "sendfile on;",
             "keepalive_requests 1000000000;",
             "worker_processes 2;",
+            "worker_rlimit_nofile 65536;",
             "listen 127.0.0.1:18080;",
             "pid \"/tmp/run x/nginx.pid\";",
             "root \"/srv/video\";",
