@@ -1,2 +1,24 @@
-//! `vodkit load`: replays viewing sessions against an HTTP server as thousands of paced,
-//! timed-out, bandwidth-limited players would, and measures throughput, latency and QoS.
+//! The streaming-video load generator: replays viewing sessions against an HTTP server as
+//! thousands of paced, timed-out, bandwidth-limited players would, and measures
+//! throughput, latency and client-side quality (thesis 3.4 and 3.6, seed 004 section 2.2).
+//!
+//! [`run`] drives a [`LoadConfig`] to a [`Run`]: a serializable [`Results`] summary plus
+//! the raw per-session records. [`input`] reads session logs and workload metadata.
+
+pub mod config;
+pub mod engine;
+pub mod hist;
+pub mod http;
+pub mod input;
+pub mod link;
+pub mod qos;
+pub mod record;
+pub mod results;
+pub mod session;
+pub mod status;
+
+pub use config::{InputError, LoadConfig, Ramp, Target};
+pub use engine::{run, run_async, LoadError, Run};
+pub use link::Link;
+pub use results::{write_csv, Results};
+pub use tokio_util::sync::CancellationToken;

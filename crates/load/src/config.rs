@@ -1,0 +1,302 @@
+//! What a load run needs: the target, the sessions and their schedule, client links,
+//! warm-up requests and the steady-state window.
+
+use crate::link::Link;
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::time::Duration;
+use vodkit_workload::model::{Measurement, Request, Session, WorkloadMeta};
+
+/// Bad input to a load run: a one-line message naming what is wrong.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct InputError(pub String);
+
+/// The server under test.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Target {
+    pub addr: SocketAddr,
+    /// `Host` header value (host and port as given).
+    pub host: String,
+}
+
+impl Target {
+    /// Parse `http://HOST:PORT[/]`. Only loopback addresses are accepted unless
+    /// `allow_remote` is set: a load generator must not hit someone else's server by a typo.
+    pub fn parse(url: &str, allow_remote: bool) -> Result<Target, InputError> {
+        let bad = |why: &str| InputError(format!("--target {url:?}: {why}"));
+        let rest = url
+            .strip_prefix("http://")
+            .ok_or_else(|| bad("expected http://HOST:PORT (https is not supported)"))?;
+        let authority = rest.trim_end_matches('/');
+        if authority.is_empty() || authority.contains('/') {
+            return Err(bad("expected http://HOST:PORT with no path"));
+        }
+        let with_port = if authority.rsplit_once(':').is_some_and(|(h, p)| {
+            !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) && !h.ends_with(':')
+        }) {
+            authority.to_string()
+        } else {
+            format!("{authority}:80")
+        };
+        let addr = with_port
+            .to_socket_addrs()
+            .map_err(|e| bad(&format!("cannot resolve: {e}")))?
+            .next()
+            .ok_or_else(|| bad("host resolves to no address"))?;
+        if !allow_remote && !is_loopback(addr.ip()) {
+            return Err(bad(
+                "not a loopback address; pass --allow-remote to load a server you operate",
+            ));
+        }
+        Ok(Target {
+            addr,
+            host: authority.to_string(),
+        })
+    }
+}
+
+fn is_loopback(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => v4.is_loopback(),
+        IpAddr::V6(v6) => {
+            v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback())
+        }
+    }
+}
+
+/// Which sessions and requests count as steady state (thesis 3.6.1).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ramp {
+    pub up_sessions: u64,
+    pub down_sessions: u64,
+    pub up_requests: u64,
+    pub down_requests: u64,
+}
+
+impl From<&Measurement> for Ramp {
+    fn from(m: &Measurement) -> Ramp {
+        Ramp {
+            up_sessions: m.ramp_up_sessions,
+            down_sessions: m.ramp_down_sessions,
+            up_requests: m.ramp_up_requests,
+            down_requests: m.ramp_down_requests,
+        }
+    }
+}
+
+/// Everything a run needs.
+#[derive(Clone, Debug)]
+pub struct LoadConfig {
+    pub target: Target,
+    pub sessions: Vec<Session>,
+    /// Client links by class name; classes not listed are unlimited.
+    pub links: HashMap<String, Link>,
+    /// Sessions per second for sessions without an explicit `start_s`.
+    pub rate: f64,
+    pub max_sessions: Option<usize>,
+    /// Stop the run (no new sessions, active ones cancelled) after this long.
+    pub duration: Option<Duration>,
+    /// Check every received byte against the deterministic file content.
+    pub verify: bool,
+    /// Fetched before the measured run starts (most popular chunks first).
+    pub warmup: Vec<Request>,
+    /// Connections used for warm-up.
+    pub warmup_connections: usize,
+    pub ramp: Ramp,
+    /// Print a live status line on stderr.
+    pub progress: bool,
+    /// Runtime worker threads; `None` = one per core.
+    pub workers: Option<usize>,
+    /// Free-form description of the input, copied into results.json.
+    pub source: String,
+}
+
+impl LoadConfig {
+    /// A configuration with defaults: no link emulation, no warm-up, no ramp exclusion.
+    pub fn new(target: Target, sessions: Vec<Session>, rate: f64) -> LoadConfig {
+        LoadConfig {
+            target,
+            sessions,
+            links: HashMap::new(),
+            rate,
+            max_sessions: None,
+            duration: None,
+            verify: false,
+            warmup: Vec::new(),
+            warmup_connections: 8,
+            ramp: Ramp::default(),
+            progress: false,
+            workers: None,
+            source: String::new(),
+        }
+    }
+
+    /// Take client links and ramp settings from a workload's `workload.json`.
+    pub fn apply_meta(&mut self, meta: &WorkloadMeta) {
+        for class in &meta.client_classes {
+            self.links.insert(
+                class.name.clone(),
+                Link {
+                    bandwidth_bps: class.bandwidth_bps,
+                    one_way_delay: Duration::from_secs_f64(class.one_way_delay_s.max(0.0)),
+                },
+            );
+        }
+        self.ramp = Ramp::from(&meta.measurement);
+    }
+
+    /// Check the configuration before anything is started.
+    pub fn validate(&self) -> Result<(), InputError> {
+        if !(self.rate.is_finite() && self.rate > 0.0) {
+            return Err(InputError(format!(
+                "--rate {}: expected a positive number of sessions per second",
+                self.rate
+            )));
+        }
+        for (i, s) in self.sessions.iter().enumerate() {
+            let at = || format!("session {} (#{} in the log)", s.id, i + 1);
+            if !(s.gap.is_finite() && s.gap >= 0.0) {
+                return Err(InputError(format!(
+                    "{}: gap {} is not a non-negative number",
+                    at(),
+                    s.gap
+                )));
+            }
+            if let Some(t) = s.start_s {
+                if !(t.is_finite() && t >= 0.0) {
+                    return Err(InputError(format!(
+                        "{}: start_s {t} is not a non-negative number",
+                        at()
+                    )));
+                }
+            }
+            for (j, r) in s.requests.iter().enumerate() {
+                let what = |field: &str, v: f64| {
+                    InputError(format!(
+                        "{}, request {}: {field} {v} is not a non-negative number",
+                        at(),
+                        j + 1
+                    ))
+                };
+                if !r.path.starts_with('/') {
+                    return Err(InputError(format!(
+                        "{}, request {}: path {:?} must start with '/'",
+                        at(),
+                        j + 1,
+                        r.path
+                    )));
+                }
+                if r.path
+                    .bytes()
+                    .any(|b| b.is_ascii_whitespace() || b.is_ascii_control())
+                {
+                    return Err(InputError(format!(
+                        "{}, request {}: path {:?} contains whitespace or control characters",
+                        at(),
+                        j + 1,
+                        r.path
+                    )));
+                }
+                if !(r.pacing_s.is_finite() && r.pacing_s >= 0.0) {
+                    return Err(what("pacing_s", r.pacing_s));
+                }
+                if !(r.timeout_s.is_finite() && r.timeout_s > 0.0) {
+                    return Err(InputError(format!(
+                        "{}, request {}: timeout_s {} must be a positive number",
+                        at(),
+                        j + 1,
+                        r.timeout_s
+                    )));
+                }
+                if !(r.media_s.is_finite() && r.media_s >= 0.0) {
+                    return Err(what("media_s", r.media_s));
+                }
+                if r.conn > 63 {
+                    return Err(InputError(format!(
+                        "{}, request {}: conn {} is above the limit of 63 parallel connections",
+                        at(),
+                        j + 1,
+                        r.conn
+                    )));
+                }
+                if let Some(vodkit_workload::model::ByteRange::Closed { first, last }) = r.range {
+                    if last < first {
+                        return Err(InputError(format!(
+                            "{}, request {}: range {first}-{last} ends before it starts",
+                            at(),
+                            j + 1
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Arrival times (seconds after the start) of the sessions that will run, in the
+    /// order of the log: explicit `start_s` where given, else cumulative gaps / rate.
+    pub fn schedule(&self) -> Vec<f64> {
+        let n = self
+            .max_sessions
+            .unwrap_or(usize::MAX)
+            .min(self.sessions.len());
+        let mut cumulative = 0.0;
+        self.sessions[..n]
+            .iter()
+            .map(|s| {
+                cumulative += s.gap;
+                s.start_s.unwrap_or(cumulative / self.rate)
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn targets_parse_and_remote_is_refused() {
+        let t = Target::parse("http://127.0.0.1:8080/", false).unwrap();
+        assert_eq!(t.addr, "127.0.0.1:8080".parse().unwrap());
+        assert_eq!(t.host, "127.0.0.1:8080");
+        assert_eq!(
+            Target::parse("http://127.0.0.2", false)
+                .unwrap()
+                .addr
+                .port(),
+            80
+        );
+        assert!(Target::parse("http://[::1]:81", false).is_ok());
+        assert!(Target::parse("https://127.0.0.1:1", false).is_err());
+        assert!(Target::parse("http://127.0.0.1:1/x", false).is_err());
+        let remote = Target::parse("http://192.0.2.1:80", false).unwrap_err();
+        assert!(remote.0.contains("loopback"), "{remote}");
+        assert!(Target::parse("http://192.0.2.1:80", true).is_ok());
+    }
+
+    #[test]
+    fn schedule_uses_gaps_over_rate_and_explicit_starts() {
+        let t = Target::parse("http://127.0.0.1:1", false).unwrap();
+        let mk = |gap: f64, start_s: Option<f64>| Session {
+            id: 0,
+            gap,
+            start_s,
+            class: "c".into(),
+            title: None,
+            bitrate_kbps: None,
+            requests: vec![],
+        };
+        let mut cfg = LoadConfig::new(
+            t,
+            vec![mk(1.0, None), mk(3.0, None), mk(0.5, Some(9.0))],
+            2.0,
+        );
+        assert_eq!(cfg.schedule(), vec![0.5, 2.0, 9.0]);
+        cfg.max_sessions = Some(1);
+        assert_eq!(cfg.schedule(), vec![0.5]);
+        cfg.rate = 0.0;
+        assert!(cfg.validate().is_err());
+    }
+}

@@ -1,0 +1,231 @@
+//! The run: raise the descriptor limit, warm the server up, start sessions open-loop at
+//! their arrival times, sample live counters once a second, and collect every session's
+//! record when the last one ends (or the run is stopped).
+
+use crate::config::{InputError, LoadConfig};
+use crate::http::{Ask, Conn, Progress};
+use crate::record::SessionRecord;
+use crate::results::{Results, Sample};
+use crate::session::{self, Live, Plan, Shared};
+use crate::status::StatusLine;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// A run that could not take place at all (individual request failures are results).
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error("cannot start the load runtime: {0}")]
+    Runtime(std::io::Error),
+}
+
+/// Everything a run produced: the summary and the raw per-session records.
+#[derive(Debug)]
+pub struct Run {
+    pub results: Results,
+    pub sessions: Vec<SessionRecord>,
+}
+
+/// Run a load test on a runtime of its own (one worker per core unless configured).
+/// `stop` ends the run early; sessions still active are recorded as cancelled.
+pub fn run(config: LoadConfig, stop: CancellationToken) -> Result<Run, LoadError> {
+    config.validate()?;
+    let workers = config.workers.unwrap_or_else(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    });
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers.max(1))
+        .thread_name("vodkit-load")
+        .enable_all()
+        .build()
+        .map_err(LoadError::Runtime)?;
+    runtime.block_on(run_async(config, stop))
+}
+
+/// Run a load test on the caller's tokio runtime.
+pub async fn run_async(config: LoadConfig, stop: CancellationToken) -> Result<Run, LoadError> {
+    config.validate()?;
+    let fd_limit = raise_nofile_limit();
+    let warmed = warm_up(&config, &stop).await;
+    let schedule = config.schedule();
+    let shared = Arc::new(Shared {
+        addr: config.target.addr,
+        host: config.target.host.clone(),
+        verify: config.verify,
+        t0: Instant::now(),
+        live: Live::default(),
+        cancel: stop.child_token(),
+    });
+    if let Some(d) = config.duration {
+        let cancel = shared.cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(d).await;
+            cancel.cancel();
+        });
+    }
+    let sampler_stop = CancellationToken::new();
+    let sampler = tokio::spawn(sample(
+        shared.clone(),
+        config.progress,
+        sampler_stop.clone(),
+    ));
+
+    let mut order: Vec<usize> = (0..schedule.len()).collect();
+    order.sort_by(|&a, &b| schedule[a].total_cmp(&schedule[b]));
+    let mut handles = Vec::with_capacity(order.len());
+    for (index, &i) in order.iter().enumerate() {
+        let at = shared.t0 + Duration::from_secs_f64(schedule[i]);
+        tokio::select! {
+            _ = tokio::time::sleep_until(at) => {}
+            _ = shared.cancel.cancelled() => break,
+        }
+        let session = Arc::new(config.sessions[i].clone());
+        let link = config
+            .links
+            .get(&session.class)
+            .copied()
+            .unwrap_or_default();
+        let plan = Plan {
+            index,
+            session,
+            arrival: schedule[i],
+            link,
+        };
+        handles.push(tokio::spawn(session::run(plan, shared.clone())));
+    }
+    let mut sessions = Vec::with_capacity(handles.len());
+    for h in handles {
+        match h.await {
+            Ok(record) => sessions.push(record),
+            Err(e) => tracing::error!("a session task ended abnormally: {e}"),
+        }
+    }
+    let elapsed = shared.t0.elapsed().as_secs_f64();
+    sampler_stop.cancel();
+    let timeseries = sampler.await.unwrap_or_default();
+    let results = Results::build(&config, &sessions, timeseries, elapsed, warmed, fd_limit);
+    Ok(Run { results, sessions })
+}
+
+/// Fetch the warm-up requests over a few connections, unmeasured. Returns how many
+/// completed.
+async fn warm_up(config: &LoadConfig, stop: &CancellationToken) -> u64 {
+    if config.warmup.is_empty() {
+        return 0;
+    }
+    let next = Arc::new(AtomicU64::new(0));
+    let done = Arc::new(AtomicU64::new(0));
+    let requests = Arc::new(config.warmup.clone());
+    let mut workers = Vec::new();
+    for _ in 0..config.warmup_connections.max(1) {
+        let (next, done, requests) = (next.clone(), done.clone(), requests.clone());
+        let (addr, host, stop) = (config.target.addr, config.target.host.clone(), stop.clone());
+        workers.push(tokio::spawn(async move {
+            let sink = AtomicU64::new(0);
+            let mut conn: Option<Conn> = None;
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed) as usize;
+                let Some(req) = requests.get(i) else { break };
+                if stop.is_cancelled() {
+                    break;
+                }
+                if conn.is_none() {
+                    conn = Conn::open(addr, None).await.ok();
+                }
+                let Some(c) = conn.as_mut() else { continue };
+                let ask = Ask {
+                    path: &req.path,
+                    range: req.range,
+                    host: &host,
+                    session_id: 0,
+                    verify: false,
+                };
+                let mut progress = Progress::default();
+                let limit = Duration::from_secs_f64(req.timeout_s.max(1.0));
+                match tokio::time::timeout(
+                    limit,
+                    crate::http::exchange(c, &ask, None, &sink, &mut progress),
+                )
+                .await
+                {
+                    Ok(Ok(d)) => {
+                        done.fetch_add(1, Ordering::Relaxed);
+                        if !d.reusable {
+                            conn = None;
+                        }
+                    }
+                    _ => conn = None,
+                }
+            }
+        }));
+    }
+    for w in workers {
+        let _ = w.await;
+    }
+    done.load(Ordering::Relaxed)
+}
+
+/// Once a second: record a time-series sample and refresh the status line.
+async fn sample(shared: Arc<Shared>, progress: bool, stop: CancellationToken) -> Vec<Sample> {
+    let mut status = StatusLine::new(progress);
+    let mut series = Vec::new();
+    let mut tick =
+        tokio::time::interval_at(shared.t0 + Duration::from_secs(1), Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let live = &shared.live;
+    let (mut bytes, mut reqs, mut fails) = (0u64, 0u64, 0u64);
+    loop {
+        let finishing = tokio::select! {
+            _ = tick.tick() => false,
+            _ = stop.cancelled() => true,
+        };
+        let elapsed = shared.t0.elapsed().as_secs_f64();
+        let now_bytes = live.bytes.load(Ordering::Relaxed);
+        let now_reqs = live.completed_requests.load(Ordering::Relaxed);
+        let now_fails = live.failed_sessions.load(Ordering::Relaxed);
+        let s = Sample {
+            t_s: elapsed.round() as u64,
+            active_sessions: live.active_sessions.load(Ordering::Relaxed),
+            requests_per_s: (now_reqs - reqs) as f64,
+            mb_per_s: (now_bytes - bytes) as f64 / 1e6,
+            failures: now_fails - fails,
+        };
+        (bytes, reqs, fails) = (now_bytes, now_reqs, now_fails);
+        if finishing {
+            status.finish();
+            return series;
+        }
+        status.show(elapsed, &s, now_fails);
+        series.push(s);
+    }
+}
+
+/// Raise the soft descriptor limit to the hard limit; returns the new soft limit.
+pub fn raise_nofile_limit() -> u64 {
+    // SAFETY: getrlimit/setrlimit only read and write the struct we pass.
+    unsafe {
+        let mut lim = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) != 0 {
+            return 0;
+        }
+        if lim.rlim_cur < lim.rlim_max {
+            let want = libc::rlimit {
+                rlim_cur: lim.rlim_max,
+                rlim_max: lim.rlim_max,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
+                return want.rlim_cur as u64;
+            }
+        }
+        lim.rlim_cur as u64
+    }
+}

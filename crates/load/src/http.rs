@@ -1,0 +1,437 @@
+//! One HTTP/1.1 exchange on a persistent connection: write a GET (whole file, closed range
+//! or open-ended range), parse the response head with `httparse`, read exactly the body
+//! the request calls for (through the session's token bucket), verify it if asked, and
+//! classify whatever goes wrong.
+
+use crate::link::Bucket;
+use crate::record::{Failure, FailureReason};
+use std::io::{self, Write as _};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpSocket, TcpStream};
+use tokio::time::Instant;
+use vodkit_workload::content;
+use vodkit_workload::model::ByteRange;
+
+/// Largest response head accepted.
+const MAX_HEAD_BYTES: usize = 64 * 1024;
+/// Largest single read from the socket.
+const READ_BYTES: usize = 64 * 1024;
+
+/// An open connection plus the bytes read from it but not yet consumed.
+pub struct Conn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+    /// Exchanges completed on this connection (0 = fresh).
+    pub exchanges: u32,
+}
+
+impl Conn {
+    /// Open a TCP connection; `recv_buffer` shrinks the receive buffer for slow links.
+    pub async fn open(addr: SocketAddr, recv_buffer: Option<u32>) -> Result<Conn, Failure> {
+        let connect_err =
+            |e: io::Error| Failure::new(FailureReason::Connect, format!("{addr}: {e}"));
+        let socket = if addr.is_ipv4() {
+            TcpSocket::new_v4()
+        } else {
+            TcpSocket::new_v6()
+        }
+        .map_err(connect_err)?;
+        if let Some(bytes) = recv_buffer {
+            socket.set_recv_buffer_size(bytes).map_err(connect_err)?;
+        }
+        let stream = socket.connect(addr).await.map_err(connect_err)?;
+        stream.set_nodelay(true).map_err(connect_err)?;
+        Ok(Conn {
+            stream,
+            buf: Vec::new(),
+            exchanges: 0,
+        })
+    }
+
+    /// Give back the read buffer's memory while the connection idles (pacing waits).
+    pub fn release_buffer(&mut self) {
+        if self.buf.is_empty() {
+            self.buf = Vec::new();
+        }
+    }
+
+    async fn read_some(&mut self, bucket: Option<&Bucket>) -> io::Result<usize> {
+        let want = match bucket {
+            Some(b) => b.grant(READ_BYTES).await,
+            None => READ_BYTES,
+        };
+        self.buf.reserve(want);
+        let n = (&mut self.stream)
+            .take(want as u64)
+            .read_buf(&mut self.buf)
+            .await?;
+        if let Some(b) = bucket {
+            b.charge(n);
+        }
+        Ok(n)
+    }
+}
+
+/// What to ask for.
+pub struct Ask<'a> {
+    pub path: &'a str,
+    pub range: Option<ByteRange>,
+    /// `Host` header value.
+    pub host: &'a str,
+    pub session_id: u64,
+    pub verify: bool,
+}
+
+/// Progress of an exchange, kept outside the future so a timeout still knows it.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Progress {
+    pub first_byte: Option<Instant>,
+    pub bytes: u64,
+    pub status: u16,
+}
+
+/// A complete response.
+#[derive(Debug)]
+pub struct Done {
+    /// The connection may carry another request.
+    pub reusable: bool,
+}
+
+/// Why an exchange did not complete.
+#[derive(Debug)]
+pub enum ExchangeError {
+    /// A reused connection was found closed before any response byte: retry on a new one.
+    Stale,
+    Failed(Failure),
+}
+
+fn fail(reason: FailureReason, detail: impl Into<String>) -> ExchangeError {
+    ExchangeError::Failed(Failure::new(reason, detail))
+}
+
+/// The request head.
+pub fn request_head(ask: &Ask<'_>) -> Vec<u8> {
+    let mut head = Vec::with_capacity(128 + ask.path.len());
+    let _ = write!(
+        head,
+        "GET {} HTTP/1.1\r\nHost: {}\r\nX-Session-Id: {}\r\n",
+        ask.path, ask.host, ask.session_id
+    );
+    if let Some(range) = ask.range {
+        let _ = write!(head, "Range: {}\r\n", range.header_value());
+    }
+    head.extend_from_slice(b"\r\n");
+    head
+}
+
+/// The parts of a response head the client acts on.
+#[derive(Debug, Default)]
+struct Head {
+    len: usize,
+    status: u16,
+    http10: bool,
+    content_length: Option<u64>,
+    connection_close: bool,
+    keep_alive: bool,
+    range_first: Option<u64>,
+}
+
+fn parse_head(buf: &[u8]) -> Result<Option<Head>, ExchangeError> {
+    let mut headers = [httparse::EMPTY_HEADER; 48];
+    let mut resp = httparse::Response::new(&mut headers);
+    let len = match resp.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => return Ok(None),
+        Err(e) => {
+            return Err(fail(
+                FailureReason::Protocol,
+                format!("bad response head: {e}"),
+            ))
+        }
+    };
+    let mut head = Head {
+        len,
+        status: resp.code.unwrap_or(0),
+        http10: resp.version == Some(0),
+        ..Head::default()
+    };
+    for h in resp.headers.iter() {
+        let value = std::str::from_utf8(h.value).unwrap_or("").trim();
+        if h.name.eq_ignore_ascii_case("content-length") {
+            let n = value.parse::<u64>().map_err(|_| {
+                fail(
+                    FailureReason::Protocol,
+                    format!("bad Content-Length {value:?}"),
+                )
+            })?;
+            head.content_length = Some(n);
+        } else if h.name.eq_ignore_ascii_case("transfer-encoding")
+            && !value.eq_ignore_ascii_case("identity")
+        {
+            return Err(fail(
+                FailureReason::Protocol,
+                format!("Transfer-Encoding {value:?} is not supported for file responses"),
+            ));
+        } else if h.name.eq_ignore_ascii_case("connection") {
+            let v = value.to_ascii_lowercase();
+            head.connection_close |= v.contains("close");
+            head.keep_alive |= v.contains("keep-alive");
+        } else if h.name.eq_ignore_ascii_case("content-range") {
+            head.range_first = value
+                .strip_prefix("bytes ")
+                .and_then(|r| r.split('-').next())
+                .and_then(|f| f.trim().parse().ok());
+        }
+    }
+    Ok(Some(head))
+}
+
+/// How many body bytes to read, and whether the connection must be closed afterwards.
+fn body_plan(ask: &Ask<'_>, head: &Head) -> Result<(Option<u64>, bool), ExchangeError> {
+    let want_status = if ask.range.is_some() { 206 } else { 200 };
+    if head.status != want_status {
+        return Err(fail(
+            FailureReason::Status,
+            format!(
+                "{} answered {}, expected {want_status}",
+                ask.path, head.status
+            ),
+        ));
+    }
+    if let (Some(range), Some(first)) = (ask.range, head.range_first) {
+        if first != range.first() {
+            return Err(fail(
+                FailureReason::Protocol,
+                format!(
+                    "Content-Range starts at {first}, asked for {}",
+                    range.first()
+                ),
+            ));
+        }
+    }
+    let cl = head.content_length;
+    match ask.range {
+        Some(ByteRange::Closed { .. }) => {
+            let want = ask.range.map(|r| r.len()).unwrap_or(0);
+            match cl {
+                Some(n) if n > want => Err(fail(
+                    FailureReason::OversizedBody,
+                    format!("server announced {n} bytes for a {want}-byte range"),
+                )),
+                Some(n) if n < want => Err(fail(
+                    FailureReason::ShortBody,
+                    format!("server announced {n} bytes for a {want}-byte range"),
+                )),
+                _ => Ok((Some(want), false)),
+            }
+        }
+        Some(ByteRange::OpenEnded { read, .. }) => match cl {
+            Some(n) if n < read => Err(fail(
+                FailureReason::ShortBody,
+                format!("server announced {n} bytes, the session reads {read}"),
+            )),
+            // Read what the session needs, then hang up.
+            _ => Ok((Some(read), true)),
+        },
+        None => Ok((cl, cl.is_none())),
+    }
+}
+
+fn io_failure(e: &io::Error, what: &str) -> ExchangeError {
+    fail(FailureReason::Reset, format!("{what}: {e}"))
+}
+
+/// Run one exchange. `live_bytes` counts body bytes as they arrive.
+pub async fn exchange(
+    conn: &mut Conn,
+    ask: &Ask<'_>,
+    bucket: Option<&Bucket>,
+    live_bytes: &AtomicU64,
+    progress: &mut Progress,
+) -> Result<Done, ExchangeError> {
+    let reused = conn.exchanges > 0;
+    let head_bytes = request_head(ask);
+    if let Err(e) = conn.stream.write_all(&head_bytes).await {
+        return Err(if reused {
+            ExchangeError::Stale
+        } else {
+            io_failure(&e, "sending request")
+        });
+    }
+    // Response head.
+    let head = loop {
+        if !conn.buf.is_empty() {
+            if let Some(head) = parse_head(&conn.buf)? {
+                break head;
+            }
+            if conn.buf.len() > MAX_HEAD_BYTES {
+                return Err(fail(
+                    FailureReason::Protocol,
+                    "response head larger than 64 KiB",
+                ));
+            }
+        }
+        let had = conn.buf.len();
+        match conn.read_some(bucket).await {
+            Ok(0) if had == 0 && reused => return Err(ExchangeError::Stale),
+            Ok(0) if had == 0 => {
+                return Err(fail(
+                    FailureReason::Reset,
+                    "connection closed before a response",
+                ))
+            }
+            Ok(0) => {
+                return Err(fail(
+                    FailureReason::Protocol,
+                    "connection closed inside the response head",
+                ))
+            }
+            Ok(_) => {
+                progress.first_byte.get_or_insert_with(Instant::now);
+            }
+            Err(_) if had == 0 && reused => return Err(ExchangeError::Stale),
+            Err(e) => return Err(io_failure(&e, "reading response head")),
+        }
+    };
+    progress.status = head.status;
+    let (need, close_after) = body_plan(ask, &head)?;
+    conn.buf.drain(..head.len);
+
+    let key = ask
+        .verify
+        .then(|| content::path_key(ask.path.trim_start_matches('/')));
+    let origin = ask.range.map(|r| r.first()).unwrap_or(0);
+    loop {
+        let remaining = need.map(|n| n - progress.bytes).unwrap_or(u64::MAX);
+        let take = (conn.buf.len() as u64).min(remaining) as usize;
+        if take > 0 {
+            if let Some(key) = key {
+                if let Some(at) =
+                    content::first_mismatch(key, origin + progress.bytes, &conn.buf[..take])
+                {
+                    return Err(fail(
+                        FailureReason::Mismatch,
+                        format!(
+                            "{} byte {} differs from the file content",
+                            ask.path,
+                            origin + progress.bytes + at as u64
+                        ),
+                    ));
+                }
+            }
+            conn.buf.drain(..take);
+            progress.bytes += take as u64;
+            live_bytes.fetch_add(take as u64, Ordering::Relaxed);
+        }
+        if need == Some(progress.bytes) {
+            break;
+        }
+        match conn.read_some(bucket).await {
+            Ok(0) if need.is_none() => break,
+            Ok(0) => {
+                return Err(fail(
+                    FailureReason::ShortBody,
+                    format!(
+                        "connection closed after {} of {} body bytes",
+                        progress.bytes,
+                        need.unwrap_or(0)
+                    ),
+                ))
+            }
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::ConnectionReset => {
+                return Err(fail(
+                    FailureReason::ShortBody,
+                    format!("connection reset after {} body bytes", progress.bytes),
+                ))
+            }
+            Err(e) => return Err(io_failure(&e, "reading body")),
+        }
+    }
+    conn.exchanges += 1;
+    let server_keeps = if head.http10 {
+        head.keep_alive
+    } else {
+        !head.connection_close
+    };
+    Ok(Done {
+        reusable: server_keeps && !close_after,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ask(range: Option<ByteRange>) -> Ask<'static> {
+        Ask {
+            path: "/v/a.dat",
+            range,
+            host: "127.0.0.1:80",
+            session_id: 3,
+            verify: false,
+        }
+    }
+
+    #[test]
+    fn request_head_carries_range_and_session() {
+        let head = request_head(&ask(Some(ByteRange::OpenEnded { first: 10, read: 5 })));
+        let text = String::from_utf8(head).unwrap();
+        assert!(text.starts_with("GET /v/a.dat HTTP/1.1\r\n"));
+        assert!(text.contains("Range: bytes=10-\r\n"));
+        assert!(text.contains("X-Session-Id: 3\r\n"));
+        assert!(text.ends_with("\r\n\r\n"));
+    }
+
+    #[test]
+    fn head_parsing_and_body_plans() {
+        let raw = b"HTTP/1.1 206 Partial Content\r\nContent-Length: 100\r\nContent-Range: bytes 0-99/500\r\n\r\nxx";
+        let head = parse_head(raw).unwrap().unwrap();
+        assert_eq!(head.status, 206);
+        assert_eq!(head.content_length, Some(100));
+        assert_eq!(head.range_first, Some(0));
+        let closed = ask(Some(ByteRange::Closed { first: 0, last: 99 }));
+        assert_eq!(body_plan(&closed, &head).unwrap(), (Some(100), false));
+        let too_small = ask(Some(ByteRange::Closed { first: 0, last: 49 }));
+        assert!(matches!(
+            body_plan(&too_small, &head),
+            Err(ExchangeError::Failed(Failure {
+                reason: FailureReason::OversizedBody,
+                ..
+            }))
+        ));
+        let open = ask(Some(ByteRange::OpenEnded { first: 0, read: 40 }));
+        assert_eq!(body_plan(&open, &head).unwrap(), (Some(40), true));
+        let whole = ask(None);
+        assert!(matches!(
+            body_plan(&whole, &head),
+            Err(ExchangeError::Failed(Failure {
+                reason: FailureReason::Status,
+                ..
+            }))
+        ));
+    }
+
+    #[test]
+    fn garbage_and_chunked_are_protocol_errors() {
+        assert!(matches!(
+            parse_head(b"SSH-2.0-OpenSSH\r\n\r\n"),
+            Err(ExchangeError::Failed(Failure {
+                reason: FailureReason::Protocol,
+                ..
+            }))
+        ));
+        assert!(matches!(
+            parse_head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            Err(ExchangeError::Failed(Failure {
+                reason: FailureReason::Protocol,
+                ..
+            }))
+        ));
+        assert!(parse_head(b"HTTP/1.1 200 OK\r\nContent-Le")
+            .unwrap()
+            .is_none());
+    }
+}

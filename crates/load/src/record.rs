@@ -1,0 +1,141 @@
+//! What the engine remembers about every request and session it ran: the raw material
+//! for results.json, the QoS model and the per-request CSV export.
+
+use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Why a request (and with it its session) failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureReason {
+    /// The whole response did not arrive within the request's timeout.
+    Timeout,
+    /// The TCP connection could not be opened.
+    Connect,
+    /// The server reset or closed the connection before the response was complete
+    /// headers.
+    Reset,
+    /// The status code was not the one the request calls for (200, or 206 for a range).
+    Status,
+    /// The connection ended before the announced or required body length.
+    ShortBody,
+    /// The server announced or sent more than the request asked for.
+    OversizedBody,
+    /// A received byte differs from the deterministic file content (`--verify`).
+    Mismatch,
+    /// The response was not valid HTTP/1.1 (garbage, unsupported framing).
+    Protocol,
+}
+
+impl FailureReason {
+    pub const ALL: [FailureReason; 8] = [
+        FailureReason::Timeout,
+        FailureReason::Connect,
+        FailureReason::Reset,
+        FailureReason::Status,
+        FailureReason::ShortBody,
+        FailureReason::OversizedBody,
+        FailureReason::Mismatch,
+        FailureReason::Protocol,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureReason::Timeout => "timeout",
+            FailureReason::Connect => "connect",
+            FailureReason::Reset => "reset",
+            FailureReason::Status => "status",
+            FailureReason::ShortBody => "short_body",
+            FailureReason::OversizedBody => "oversized_body",
+            FailureReason::Mismatch => "mismatch",
+            FailureReason::Protocol => "protocol",
+        }
+    }
+}
+
+impl fmt::Display for FailureReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// A failed request: the class and a human-readable detail.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Failure {
+    pub reason: FailureReason,
+    pub detail: String,
+}
+
+impl Failure {
+    pub fn new(reason: FailureReason, detail: impl Into<String>) -> Failure {
+        Failure {
+            reason,
+            detail: detail.into(),
+        }
+    }
+}
+
+impl fmt::Display for Failure {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.reason, self.detail)
+    }
+}
+
+/// One request as it happened. Times are seconds since the start of the run.
+#[derive(Clone, Debug)]
+pub struct RequestRecord {
+    /// Index of the request within its session.
+    pub index: u32,
+    pub conn: u32,
+    /// When the request was issued (pacing counts from here).
+    pub started: f64,
+    /// Time to first byte of the response, seconds after `started`.
+    pub ttfb: Option<f64>,
+    /// Time to last byte, seconds after `started`; `None` unless completed.
+    pub ttlb: Option<f64>,
+    /// Body bytes received.
+    pub bytes: u64,
+    pub status: u16,
+    pub failure: Option<Failure>,
+    /// Seconds of content the response carries (playout model).
+    pub media_s: f64,
+    /// Pacing interval the log asked for (0 = unpaced).
+    pub pacing_s: f64,
+}
+
+impl RequestRecord {
+    pub fn completed(&self) -> bool {
+        self.failure.is_none() && self.ttlb.is_some()
+    }
+
+    pub fn finished_at(&self) -> Option<f64> {
+        self.ttlb.map(|d| self.started + d)
+    }
+}
+
+/// How a session ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionEnd {
+    Completed,
+    Failed(FailureReason),
+    /// Stopped by `--duration` or cancellation before it could finish.
+    Cancelled,
+}
+
+/// One session as it happened.
+#[derive(Clone, Debug)]
+pub struct SessionRecord {
+    /// Position in arrival order (0 = first session started).
+    pub index: usize,
+    /// The session as the log gave it (id, class, bit rate, requests).
+    pub session: std::sync::Arc<vodkit_workload::model::Session>,
+    /// Scheduled arrival, seconds since the start of the run.
+    pub arrival: f64,
+    pub end: SessionEnd,
+    pub requests: Vec<RequestRecord>,
+    /// Requests never sent because the session failed or was cancelled.
+    pub skipped: u32,
+    /// Connections opened, and how many of those replaced one the server had closed.
+    pub connections_opened: u32,
+    pub reconnects: u32,
+}

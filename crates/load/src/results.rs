@@ -1,0 +1,486 @@
+//! results.json: what a run measured, restricted to steady state, in a form several load
+//! hosts' files can be merged from. `docs/load.md` documents every key.
+
+use crate::config::LoadConfig;
+use crate::hist::{Hist, Percentiles};
+use crate::qos::{self, FailurePhase};
+use crate::record::{FailureReason, SessionEnd, SessionRecord};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The whole results file. Top-level keys are fixed by issue #3.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Results {
+    pub run: RunInfo,
+    pub requests: RequestStats,
+    pub sessions: SessionStats,
+    /// Steady-state client throughput in MB/s (10^6 bytes), completed requests only.
+    pub throughput_mb_s: f64,
+    /// Completed requests whose content was due before they arrived (playout model).
+    pub missed_deadlines: u64,
+    pub latency_ms: LatencyStats,
+    pub timeseries: Vec<Sample>,
+    pub qos: Qos,
+    pub connections: ConnStats,
+}
+
+/// Run parameters and totals over the whole run (ramps included).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunInfo {
+    pub target: String,
+    pub source: String,
+    pub rate: f64,
+    pub verify: bool,
+    /// `off` or `user` (token bucket and delay in the load generator).
+    pub link_emulation: String,
+    pub warmup_requests: u64,
+    pub ramp_up_sessions: u64,
+    pub ramp_down_sessions: u64,
+    pub ramp_up_requests: u64,
+    pub ramp_down_requests: u64,
+    pub sessions_scheduled: u64,
+    pub sessions_started: u64,
+    pub requests_sent: u64,
+    pub elapsed_s: f64,
+    /// Start and end (seconds into the run) of the steady-state throughput window.
+    pub steady_window_s: [f64; 2],
+    pub fd_limit: u64,
+    /// Number of load hosts merged into this file (1 for a single run).
+    pub hosts: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RequestStats {
+    pub completed: u64,
+    pub timed_out: u64,
+    /// Failed requests other than timeouts, by reason.
+    pub errors: BTreeMap<String, u64>,
+    /// Body bytes received by steady-state requests, completed or not.
+    pub bytes: u64,
+    /// Requests never sent because their session had already failed.
+    pub skipped: u64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SessionStats {
+    pub started: u64,
+    pub completed: u64,
+    pub failed: u64,
+    /// Still running when the run was stopped; neither completed nor failed.
+    pub cancelled: u64,
+    /// failed / (completed + failed).
+    pub failure_fraction: f64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LatencyStats {
+    /// Request start to first response byte.
+    pub ttfb: Percentiles,
+    /// Request start to last body byte.
+    pub ttlb: Percentiles,
+}
+
+/// One second of the run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Sample {
+    pub t_s: u64,
+    pub active_sessions: u64,
+    pub requests_per_s: f64,
+    pub mb_per_s: f64,
+    /// Sessions that failed during this second.
+    pub failures: u64,
+}
+
+/// Client-side quality (seed 004 section 2.2) over steady-state sessions.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Qos {
+    /// Sessions the playout model could be applied to.
+    pub sessions: u64,
+    pub startup_delay_ms: Percentiles,
+    pub rebuffer_events: u64,
+    pub rebuffer_s: f64,
+    pub play_s: f64,
+    /// rebuffer_s / play_s.
+    pub rebuffer_ratio: f64,
+    pub startup_failures: u64,
+    pub inplay_failures: u64,
+    /// Lateness of responses that arrived after their content was due.
+    pub late_jitter_ms: Percentiles,
+    pub acceptable_sessions: u64,
+    pub acceptable_sessions_fraction: f64,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ConnStats {
+    pub opened: u64,
+    /// Connections reopened because the server had closed the previous one.
+    pub reconnects: u64,
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 {
+        a / b
+    } else {
+        0.0
+    }
+}
+
+/// Steady-state membership of every request, by session and request index.
+fn steady_requests(config: &LoadConfig, sessions: &[SessionRecord]) -> (Vec<bool>, Vec<Vec<bool>>) {
+    let n = sessions.len() as u64;
+    let ramp = config.ramp;
+    let session_steady: Vec<bool> = sessions
+        .iter()
+        .map(|s| {
+            let i = s.index as u64;
+            i >= ramp.up_sessions && i + ramp.down_sessions < n
+        })
+        .collect();
+    let mut order: Vec<(f64, usize, usize)> = sessions
+        .iter()
+        .enumerate()
+        .flat_map(|(si, s)| {
+            s.requests
+                .iter()
+                .enumerate()
+                .map(move |(ri, r)| (r.started, si, ri))
+        })
+        .collect();
+    order.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total = order.len() as u64;
+    let mut steady: Vec<Vec<bool>> = sessions
+        .iter()
+        .map(|s| vec![false; s.requests.len()])
+        .collect();
+    for (rank, &(_, si, ri)) in order.iter().enumerate() {
+        let rank = rank as u64;
+        steady[si][ri] =
+            session_steady[si] && rank >= ramp.up_requests && rank + ramp.down_requests < total;
+    }
+    (session_steady, steady)
+}
+
+impl Results {
+    /// Summarize a finished run.
+    pub fn build(
+        config: &LoadConfig,
+        sessions: &[SessionRecord],
+        timeseries: Vec<Sample>,
+        elapsed_s: f64,
+        warmup_requests: u64,
+        fd_limit: u64,
+    ) -> Results {
+        let (session_steady, steady) = steady_requests(config, sessions);
+        let mut requests = RequestStats::default();
+        let mut ttfb = Hist::new();
+        let mut ttlb = Hist::new();
+        let (mut w0, mut w1, mut done_bytes) = (f64::INFINITY, f64::NEG_INFINITY, 0u64);
+        let mut conns = ConnStats::default();
+        let mut sent = 0u64;
+        for (si, s) in sessions.iter().enumerate() {
+            conns.opened += u64::from(s.connections_opened);
+            conns.reconnects += u64::from(s.reconnects);
+            sent += s.requests.len() as u64;
+            if session_steady[si] {
+                requests.skipped += u64::from(s.skipped);
+            }
+            for (ri, r) in s.requests.iter().enumerate() {
+                if !steady[si][ri] {
+                    continue;
+                }
+                requests.bytes += r.bytes;
+                match &r.failure {
+                    Some(f) if f.reason == FailureReason::Timeout => requests.timed_out += 1,
+                    Some(f) => *requests.errors.entry(f.reason.to_string()).or_default() += 1,
+                    None => {}
+                }
+                if let (true, Some(d)) = (r.completed(), r.ttlb) {
+                    requests.completed += 1;
+                    done_bytes += r.bytes;
+                    ttlb.record_s(d);
+                    if let Some(f) = r.ttfb {
+                        ttfb.record_s(f);
+                    }
+                    w0 = w0.min(r.started);
+                    w1 = w1.max(r.started + d);
+                }
+            }
+        }
+        let window = if w1 > w0 { [w0, w1] } else { [0.0, 0.0] };
+        let mut stats = SessionStats::default();
+        let mut q = Qos::default();
+        let mut startup = Hist::new();
+        let mut late = Hist::new();
+        for (si, s) in sessions.iter().enumerate() {
+            if !session_steady[si] {
+                continue;
+            }
+            stats.started += 1;
+            match s.end {
+                SessionEnd::Completed => stats.completed += 1,
+                SessionEnd::Failed(_) => stats.failed += 1,
+                SessionEnd::Cancelled => stats.cancelled += 1,
+            }
+            let Some(p) = qos::playout(s) else { continue };
+            q.sessions += 1;
+            if let Some(d) = p.startup_delay_s {
+                startup.record_s(d);
+            }
+            q.rebuffer_events += u64::from(p.rebuffer_events);
+            q.rebuffer_s += p.rebuffer_s;
+            q.play_s += p.play_s;
+            for l in &p.late_s {
+                late.record_s(*l);
+            }
+            match p.failure {
+                Some(FailurePhase::Startup) => q.startup_failures += 1,
+                Some(FailurePhase::InPlay) => q.inplay_failures += 1,
+                None => {}
+            }
+            q.acceptable_sessions += u64::from(p.acceptable());
+        }
+        q.startup_delay_ms = startup.percentiles();
+        q.late_jitter_ms = late.percentiles();
+        let mut results = Results {
+            run: RunInfo {
+                target: format!("http://{}", config.target.host),
+                source: config.source.clone(),
+                rate: config.rate,
+                verify: config.verify,
+                link_emulation: if config.links.values().all(|l| l.is_unlimited()) {
+                    "off".into()
+                } else {
+                    "user".into()
+                },
+                warmup_requests,
+                ramp_up_sessions: config.ramp.up_sessions,
+                ramp_down_sessions: config.ramp.down_sessions,
+                ramp_up_requests: config.ramp.up_requests,
+                ramp_down_requests: config.ramp.down_requests,
+                sessions_scheduled: config.schedule().len() as u64,
+                sessions_started: sessions.len() as u64,
+                requests_sent: sent,
+                elapsed_s,
+                steady_window_s: window,
+                fd_limit,
+                hosts: 1,
+            },
+            requests,
+            sessions: stats,
+            throughput_mb_s: ratio(done_bytes as f64 / 1e6, window[1] - window[0]),
+            missed_deadlines: late.percentiles().count,
+            latency_ms: LatencyStats {
+                ttfb: ttfb.percentiles(),
+                ttlb: ttlb.percentiles(),
+            },
+            timeseries,
+            qos: q,
+            connections: conns,
+        };
+        results.refresh_fractions();
+        results
+    }
+
+    fn refresh_fractions(&mut self) {
+        let s = &mut self.sessions;
+        s.failure_fraction = ratio(s.failed as f64, (s.completed + s.failed) as f64);
+        let q = &mut self.qos;
+        q.rebuffer_ratio = ratio(q.rebuffer_s, q.play_s);
+        q.acceptable_sessions_fraction = ratio(q.acceptable_sessions as f64, q.sessions as f64);
+    }
+
+    /// Merge results of load hosts that ran at the same time against the same server:
+    /// counts and histograms add, throughputs add, time series add second by second.
+    pub fn merge(parts: &[Results]) -> Result<Results, String> {
+        let Some(first) = parts.first() else {
+            return Err("nothing to merge".into());
+        };
+        let mut out = first.clone();
+        let mut hists = [
+            first.latency_ms.ttfb.hist()?,
+            first.latency_ms.ttlb.hist()?,
+            first.qos.startup_delay_ms.hist()?,
+            first.qos.late_jitter_ms.hist()?,
+        ];
+        for (i, p) in parts.iter().enumerate().skip(1) {
+            let ctx = |e: String| format!("input {}: {e}", i + 1);
+            out.run.hosts += p.run.hosts;
+            out.run.sessions_scheduled += p.run.sessions_scheduled;
+            out.run.sessions_started += p.run.sessions_started;
+            out.run.requests_sent += p.run.requests_sent;
+            out.run.warmup_requests += p.run.warmup_requests;
+            out.run.elapsed_s = out.run.elapsed_s.max(p.run.elapsed_s);
+            out.run.rate += p.run.rate;
+            out.run.steady_window_s = [
+                out.run.steady_window_s[0].min(p.run.steady_window_s[0]),
+                out.run.steady_window_s[1].max(p.run.steady_window_s[1]),
+            ];
+            let r = &mut out.requests;
+            r.completed += p.requests.completed;
+            r.timed_out += p.requests.timed_out;
+            r.bytes += p.requests.bytes;
+            r.skipped += p.requests.skipped;
+            for (k, v) in &p.requests.errors {
+                *r.errors.entry(k.clone()).or_default() += v;
+            }
+            let s = &mut out.sessions;
+            s.started += p.sessions.started;
+            s.completed += p.sessions.completed;
+            s.failed += p.sessions.failed;
+            s.cancelled += p.sessions.cancelled;
+            out.throughput_mb_s += p.throughput_mb_s;
+            out.missed_deadlines += p.missed_deadlines;
+            let q = &mut out.qos;
+            q.sessions += p.qos.sessions;
+            q.rebuffer_events += p.qos.rebuffer_events;
+            q.rebuffer_s += p.qos.rebuffer_s;
+            q.play_s += p.qos.play_s;
+            q.startup_failures += p.qos.startup_failures;
+            q.inplay_failures += p.qos.inplay_failures;
+            q.acceptable_sessions += p.qos.acceptable_sessions;
+            out.connections.opened += p.connections.opened;
+            out.connections.reconnects += p.connections.reconnects;
+            for (j, sample) in p.timeseries.iter().enumerate() {
+                match out.timeseries.get_mut(j) {
+                    Some(t) => {
+                        t.active_sessions += sample.active_sessions;
+                        t.requests_per_s += sample.requests_per_s;
+                        t.mb_per_s += sample.mb_per_s;
+                        t.failures += sample.failures;
+                    }
+                    None => out.timeseries.push(sample.clone()),
+                }
+            }
+            let theirs = [
+                &p.latency_ms.ttfb,
+                &p.latency_ms.ttlb,
+                &p.qos.startup_delay_ms,
+                &p.qos.late_jitter_ms,
+            ];
+            for (h, t) in hists.iter_mut().zip(theirs) {
+                h.add(&t.hist().map_err(ctx)?);
+            }
+        }
+        let [ttfb, ttlb, startup, late] = hists;
+        out.latency_ms.ttfb = ttfb.percentiles();
+        out.latency_ms.ttlb = ttlb.percentiles();
+        out.qos.startup_delay_ms = startup.percentiles();
+        out.qos.late_jitter_ms = late.percentiles();
+        out.refresh_fractions();
+        Ok(out)
+    }
+
+    /// A readable multi-line summary.
+    pub fn summary(&self) -> String {
+        let r = &self.requests;
+        let s = &self.sessions;
+        let q = &self.qos;
+        let errors = if r.errors.is_empty() {
+            "none".to_string()
+        } else {
+            r.errors
+                .iter()
+                .map(|(k, v)| format!("{k} {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let lat = |p: &Percentiles| {
+            format!(
+                "p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1} ms",
+                p.p50, p.p90, p.p99, p.p99_9, p.max
+            )
+        };
+        let mut out = String::new();
+        out += &format!(
+            "target {}  ({} host{}, {:.1} s, link emulation {})\n",
+            self.run.target,
+            self.run.hosts,
+            if self.run.hosts == 1 { "" } else { "s" },
+            self.run.elapsed_s,
+            self.run.link_emulation
+        );
+        out += &format!(
+            "sessions   started {}  completed {}  failed {} ({:.2}%)  cancelled {}\n",
+            s.started,
+            s.completed,
+            s.failed,
+            100.0 * s.failure_fraction,
+            s.cancelled
+        );
+        out += &format!(
+            "requests   completed {}  timed out {}  errors: {}  skipped {}\n",
+            r.completed, r.timed_out, errors, r.skipped
+        );
+        out += &format!(
+            "throughput {:.2} MB/s  ({} bytes received)  missed deadlines {}\n",
+            self.throughput_mb_s, r.bytes, self.missed_deadlines
+        );
+        out += &format!("first byte {}\n", lat(&self.latency_ms.ttfb));
+        out += &format!("last byte  {}\n", lat(&self.latency_ms.ttlb));
+        out += &format!(
+            "qos        startup p50 {:.1} ms p99 {:.1} ms  rebuffers {} (ratio {:.4})  failures startup {} in-play {}  acceptable {:.1}% of {}\n",
+            q.startup_delay_ms.p50,
+            q.startup_delay_ms.p99,
+            q.rebuffer_events,
+            q.rebuffer_ratio,
+            q.startup_failures,
+            q.inplay_failures,
+            100.0 * q.acceptable_sessions_fraction,
+            q.sessions
+        );
+        out += &format!(
+            "connections opened {}  reconnects {}\n",
+            self.connections.opened, self.connections.reconnects
+        );
+        out
+    }
+}
+
+/// Write one CSV row per request (for pandas and friends).
+pub fn write_csv<W: std::io::Write>(out: W, sessions: &[SessionRecord]) -> std::io::Result<()> {
+    let mut w = csv::Writer::from_writer(out);
+    w.write_record([
+        "session_index",
+        "session_id",
+        "class",
+        "request",
+        "conn",
+        "path",
+        "range",
+        "started_s",
+        "ttfb_ms",
+        "ttlb_ms",
+        "bytes",
+        "status",
+        "outcome",
+        "detail",
+    ])?;
+    let ms = |v: Option<f64>| v.map(|s| format!("{:.3}", s * 1000.0)).unwrap_or_default();
+    for s in sessions {
+        for r in &s.requests {
+            let planned = &s.session.requests[r.index as usize];
+            let (outcome, detail) = match &r.failure {
+                Some(f) => (f.reason.as_str(), f.detail.as_str()),
+                None if r.completed() => ("ok", ""),
+                None => ("unfinished", ""),
+            };
+            w.write_record([
+                s.index.to_string(),
+                s.session.id.to_string(),
+                s.session.class.clone(),
+                r.index.to_string(),
+                r.conn.to_string(),
+                planned.path.clone(),
+                planned.range.map(|g| g.header_value()).unwrap_or_default(),
+                format!("{:.6}", r.started),
+                ms(r.ttfb),
+                ms(r.ttlb),
+                r.bytes.to_string(),
+                r.status.to_string(),
+                outcome.to_string(),
+                detail.to_string(),
+            ])?;
+        }
+    }
+    w.flush()
+}

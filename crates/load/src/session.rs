@@ -1,0 +1,318 @@
+//! One viewing session as a task: requests in log order, each on its connection, paced
+//! start-to-start, each bounded by its timeout; the first failure ends the session.
+
+use crate::http::{self, Ask, Conn, ExchangeError, Progress};
+use crate::link::{Bucket, Link};
+use crate::record::{Failure, FailureReason, RequestRecord, SessionEnd, SessionRecord};
+use futures_util::stream::{FuturesUnordered, StreamExt};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+use vodkit_workload::model::Session;
+
+/// Counters sampled once a second for the status line and the time series.
+#[derive(Debug, Default)]
+pub struct Live {
+    pub active_sessions: AtomicU64,
+    pub bytes: AtomicU64,
+    pub completed_requests: AtomicU64,
+    pub failed_sessions: AtomicU64,
+    pub completed_sessions: AtomicU64,
+}
+
+/// What every session of a run shares.
+#[derive(Debug)]
+pub struct Shared {
+    pub addr: SocketAddr,
+    pub host: String,
+    pub verify: bool,
+    /// Start of the measured run.
+    pub t0: Instant,
+    pub live: Live,
+    pub cancel: CancellationToken,
+}
+
+/// A session ready to run.
+pub struct Plan {
+    pub index: usize,
+    pub session: Arc<Session>,
+    pub arrival: f64,
+    pub link: Link,
+}
+
+/// A connection slot of a session.
+#[derive(Default)]
+struct Slot {
+    conn: Option<Conn>,
+    busy: bool,
+    /// The previous connection of this slot was closed by the server.
+    server_closed: bool,
+}
+
+/// What an in-flight request hands back.
+struct Finished {
+    index: usize,
+    conn: Option<Conn>,
+    record: RequestRecord,
+    server_closed: bool,
+    opened: u32,
+    reconnects: u32,
+}
+
+/// Run a session to its end and return what happened.
+pub async fn run(plan: Plan, shared: Arc<Shared>) -> SessionRecord {
+    shared.live.active_sessions.fetch_add(1, Ordering::Relaxed);
+    let record = drive(&plan, &shared).await;
+    shared.live.active_sessions.fetch_sub(1, Ordering::Relaxed);
+    match record.end {
+        SessionEnd::Completed => shared
+            .live
+            .completed_sessions
+            .fetch_add(1, Ordering::Relaxed),
+        SessionEnd::Failed(_) => shared.live.failed_sessions.fetch_add(1, Ordering::Relaxed),
+        SessionEnd::Cancelled => 0,
+    };
+    record
+}
+
+async fn drive(plan: &Plan, shared: &Arc<Shared>) -> SessionRecord {
+    let session = &plan.session;
+    let bucket = Bucket::new(plan.link.bandwidth_bps);
+    let slots_needed = session
+        .requests
+        .iter()
+        .map(|r| r.conn as usize + 1)
+        .max()
+        .unwrap_or(1);
+    let mut slots: Vec<Slot> = (0..slots_needed).map(|_| Slot::default()).collect();
+    let mut records: Vec<Option<RequestRecord>> = vec![None; session.requests.len()];
+    let mut inflight = FuturesUnordered::new();
+    let mut prev_start: Option<Instant> = None;
+    let mut end: Option<SessionEnd> = None;
+    let (mut opened, mut reconnects) = (0u32, 0u32);
+    let mut issued = 0usize;
+
+    let mut settle = |done: Finished, slots: &mut Vec<Slot>, end: &mut Option<SessionEnd>| {
+        let slot = &mut slots[done.record.conn as usize];
+        slot.busy = false;
+        slot.conn = done.conn;
+        slot.server_closed = done.server_closed;
+        opened += done.opened;
+        reconnects += done.reconnects;
+        if let Some(f) = &done.record.failure {
+            end.get_or_insert(SessionEnd::Failed(f.reason));
+        } else {
+            shared
+                .live
+                .completed_requests
+                .fetch_add(1, Ordering::Relaxed);
+        }
+        records[done.index] = Some(done.record);
+    };
+
+    'requests: for (i, req) in session.requests.iter().enumerate() {
+        let c = req.conn as usize;
+        let due = prev_start.map(|p| p + Duration::from_secs_f64(req.pacing_s));
+        loop {
+            if end.is_some() {
+                break 'requests;
+            }
+            let ready = !slots[c].busy && due.is_none_or(|d| Instant::now() >= d);
+            if ready {
+                break;
+            }
+            if !slots[c].busy {
+                if let Some(conn) = slots[c].conn.as_mut() {
+                    conn.release_buffer();
+                }
+            }
+            tokio::select! {
+                Some(done) = inflight.next(), if !inflight.is_empty() => settle(done, &mut slots, &mut end),
+                _ = tokio::time::sleep_until(due.unwrap_or_else(Instant::now)), if !slots[c].busy => {},
+                _ = shared.cancel.cancelled() => { end = Some(SessionEnd::Cancelled); }
+            }
+        }
+        let start = Instant::now();
+        prev_start = Some(start);
+        let slot = &mut slots[c];
+        slot.busy = true;
+        let conn = slot.conn.take();
+        let reconnect = conn.is_none() && slot.server_closed;
+        inflight.push(perform(
+            i,
+            conn,
+            reconnect,
+            plan,
+            shared.clone(),
+            bucket.clone(),
+            start,
+        ));
+        issued += 1;
+    }
+    while end.is_none() && !inflight.is_empty() {
+        tokio::select! {
+            Some(done) = inflight.next() => settle(done, &mut slots, &mut end),
+            _ = shared.cancel.cancelled() => { end = Some(SessionEnd::Cancelled); }
+        }
+    }
+    drop(inflight);
+    // Requests that were in flight when the session ended are kept as sent but unfinished.
+    let t0 = shared.t0;
+    let requests = records
+        .into_iter()
+        .enumerate()
+        .take(issued)
+        .map(|(i, r)| {
+            r.unwrap_or_else(|| {
+                let req = &session.requests[i];
+                RequestRecord {
+                    index: i as u32,
+                    conn: req.conn,
+                    started: t0.elapsed().as_secs_f64(),
+                    ttfb: None,
+                    ttlb: None,
+                    bytes: 0,
+                    status: 0,
+                    failure: None,
+                    media_s: req.media_s,
+                    pacing_s: req.pacing_s,
+                }
+            })
+        })
+        .collect();
+    SessionRecord {
+        index: plan.index,
+        session: session.clone(),
+        arrival: plan.arrival,
+        end: end.unwrap_or(SessionEnd::Completed),
+        requests,
+        skipped: (session.requests.len() - issued) as u32,
+        connections_opened: opened,
+        reconnects,
+    }
+}
+
+/// Send one request (connecting or reconnecting as needed) and read its response within
+/// its timeout.
+async fn perform(
+    index: usize,
+    conn: Option<Conn>,
+    reconnect: bool,
+    plan: &Plan,
+    shared: Arc<Shared>,
+    bucket: Option<Bucket>,
+    start: Instant,
+) -> Finished {
+    let req = &plan.session.requests[index];
+    let timeout = Duration::from_secs_f64(req.timeout_s);
+    let owd = plan.link.one_way_delay;
+    let mut progress = Progress::default();
+    let mut opened = 0u32;
+    let mut reconnects = 0u32;
+    let ask = Ask {
+        path: &req.path,
+        range: req.range,
+        host: &shared.host,
+        session_id: plan.session.id,
+        verify: shared.verify,
+    };
+    let recv_buffer = plan.link.recv_buffer_bytes();
+    let attempt = async {
+        if !owd.is_zero() {
+            tokio::time::sleep(owd).await;
+        }
+        let mut conn = match conn {
+            Some(c) => c,
+            None => {
+                opened += 1;
+                reconnects += u32::from(reconnect);
+                Conn::open(shared.addr, recv_buffer).await?
+            }
+        };
+        let done = match http::exchange(
+            &mut conn,
+            &ask,
+            bucket.as_ref(),
+            &shared.live.bytes,
+            &mut progress,
+        )
+        .await
+        {
+            Err(ExchangeError::Stale) => {
+                opened += 1;
+                reconnects += 1;
+                conn = Conn::open(shared.addr, recv_buffer).await?;
+                progress = Progress::default();
+                http::exchange(
+                    &mut conn,
+                    &ask,
+                    bucket.as_ref(),
+                    &shared.live.bytes,
+                    &mut progress,
+                )
+                .await
+                .map_err(|e| match e {
+                    ExchangeError::Stale => Failure::new(
+                        FailureReason::Reset,
+                        "a fresh connection was closed before the response",
+                    ),
+                    ExchangeError::Failed(f) => f,
+                })?
+            }
+            Err(ExchangeError::Failed(f)) => return Err(f),
+            Ok(done) => done,
+        };
+        if !owd.is_zero() {
+            tokio::time::sleep(owd).await;
+        }
+        Ok::<_, Failure>((conn, done))
+    };
+    let outcome = tokio::time::timeout_at(start + timeout, attempt).await;
+    let finished_after = start.elapsed().as_secs_f64();
+    let ttfb = progress
+        .first_byte
+        .map(|t| t.duration_since(start).as_secs_f64() + owd.as_secs_f64());
+    let (conn, server_closed, ttlb, failure) = match outcome {
+        Ok(Ok((conn, done))) => {
+            let keep = done.reusable.then_some(conn);
+            let server_closed = keep.is_none()
+                && !matches!(
+                    req.range,
+                    Some(vodkit_workload::model::ByteRange::OpenEnded { .. })
+                );
+            (keep, server_closed, Some(finished_after), None)
+        }
+        Ok(Err(f)) => (None, false, None, Some(f)),
+        Err(_) => (
+            None,
+            false,
+            None,
+            Some(Failure::new(
+                FailureReason::Timeout,
+                format!("{} not complete within {} s", req.path, req.timeout_s),
+            )),
+        ),
+    };
+    Finished {
+        index,
+        conn,
+        record: RequestRecord {
+            index: index as u32,
+            conn: req.conn,
+            started: start.duration_since(shared.t0).as_secs_f64(),
+            ttfb,
+            ttlb,
+            bytes: progress.bytes,
+            status: progress.status,
+            failure,
+            media_s: req.media_s,
+            pacing_s: req.pacing_s,
+        },
+        server_closed,
+        opened,
+        reconnects,
+    }
+}
