@@ -1,8 +1,102 @@
-//! `vodkit serve` (issue #4).
+//! `vodkit serve` (issue #4): flags for the HTTP/1.1 video origin in `vodkit-server`.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use vodkit_server::{IoMode, IoSettings, ServerConfig};
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Directory whose files are served.
+    #[arg(long)]
+    root: PathBuf,
+    /// HTTP listen address.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// How cache misses are read: vanilla, serialized, prefetch or asap.
+    #[arg(long, default_value = "vanilla")]
+    io: String,
+    /// Prefetch policy, e.g. none, fixed:2MiB, sqrt:4MiB@419, auto.
+    #[arg(long)]
+    prefetch: Option<String>,
+    /// catalog.json giving each file's bit rate.
+    #[arg(long)]
+    catalog: Option<PathBuf>,
+    /// Append one line per response to this file (format in docs/server.md).
+    #[arg(long)]
+    access_log: Option<PathBuf>,
+    /// Admin listener for /metrics and /stats (off unless given).
+    #[arg(long)]
+    admin: Option<SocketAddr>,
+    /// Close keep-alive connections idle this long.
+    #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
+    idle_timeout: Duration,
+    /// A request head must be complete this long after its first byte.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    header_timeout: Duration,
+    /// Close a connection after this many requests (default: unlimited).
+    #[arg(long)]
+    max_requests: Option<u64>,
+    /// Minimum body send rate once --send-grace has passed, e.g. 1KiB.
+    #[arg(long, default_value = "1KiB")]
+    min_send_rate: bytesize::ByteSize,
+    /// How long a response may take before the minimum send rate applies.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    send_grace: Duration,
+    /// Simultaneous connections; more get 503.
+    #[arg(long, default_value_t = 16384)]
+    max_connections: usize,
+    /// Send Access-Control-Allow-Origin with this value.
+    #[arg(long)]
+    cors: Option<String>,
+    /// Follow symlinks that lead outside --root.
+    #[arg(long)]
+    allow_outside_symlinks: bool,
+    /// Longest wait for in-flight responses after SIGTERM.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    drain_timeout: Duration,
+    /// Event-loop threads (default: one per CPU).
+    #[arg(long, default_value_t = 0)]
+    threads: usize,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    super::not_yet("vodkit serve", 4)
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let mode: IoMode = args
+        .io
+        .parse()
+        .map_err(|e| super::usage(format!("--io: {e}")))?;
+    if !args.root.is_dir() {
+        return Err(super::usage(format!(
+            "--root {}: not a directory",
+            args.root.display()
+        )));
+    }
+    let mut config = ServerConfig::new(&args.root);
+    config.listen = args.listen;
+    config.admin = args.admin;
+    config.io = IoSettings {
+        mode,
+        prefetch: args.prefetch,
+        catalog: args.catalog,
+    };
+    config.access_log = args.access_log;
+    config.idle_timeout = args.idle_timeout;
+    config.header_timeout = args.header_timeout;
+    config.max_requests_per_connection = args.max_requests;
+    config.min_send_rate = args.min_send_rate.as_u64();
+    config.send_grace = args.send_grace;
+    config.max_connections = args.max_connections;
+    config.cors_origin = args.cors;
+    config.allow_outside_symlinks = args.allow_outside_symlinks;
+    config.drain_timeout = args.drain_timeout;
+    config.worker_threads = args.threads;
+    vodkit_server::run_until_signal(config, |http, admin| {
+        eprintln!("vodkit serve: listening on http://{http}");
+        if let Some(a) = admin {
+            eprintln!("vodkit serve: admin on http://{a} (/metrics, /stats)");
+        }
+    })
+    .context("vodkit serve")
 }

@@ -1,0 +1,181 @@
+//! The access log: one tab-separated line per response, written by a background task so
+//! connections never wait for the disk. The format is documented in `docs/server.md`
+//! and is read back by `vodkit trace`.
+
+use std::fmt::Write as _;
+use std::fs::OpenOptions;
+use std::io::{self, BufWriter, Write};
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::mpsc;
+
+/// First line written to a new log file; names the format version and the fields.
+pub const HEADER: &str = "#vodkit-access-log v1\tend_time\tservice_time\tclient\tconn\treq\tsession\tmethod\tpath\trange\tstatus\tbytes\tbytes_mem\tbytes_disk\toutcome";
+
+/// How a response ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every byte was handed to the kernel.
+    Done,
+    /// The client went away or the socket failed mid-response.
+    Aborted,
+    /// The client read slower than the minimum send rate.
+    TooSlow,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Done => "done",
+            Outcome::Aborted => "aborted",
+            Outcome::TooSlow => "slow",
+        }
+    }
+}
+
+/// Everything one log line says.
+#[derive(Debug, Clone)]
+pub struct Entry {
+    pub end: SystemTime,
+    pub service: Duration,
+    pub client: SocketAddr,
+    pub conn: u64,
+    pub req: u64,
+    pub session: Option<String>,
+    pub method: String,
+    pub path: String,
+    pub range: String,
+    pub status: u16,
+    pub bytes: u64,
+    pub bytes_mem: u64,
+    pub bytes_disk: u64,
+    pub outcome: Outcome,
+}
+
+/// Replace bytes that would break the field structure (controls, spaces, non-ASCII) with
+/// percent escapes; an empty value becomes `-`.
+pub fn field(text: &str) -> String {
+    if text.is_empty() {
+        return "-".into();
+    }
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if (0x21..0x7f).contains(&b) && b != b'%' {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
+impl Entry {
+    /// The entry as one line (with trailing newline).
+    pub fn line(&self) -> String {
+        let end = self.end.duration_since(UNIX_EPOCH).unwrap_or_default();
+        let session = self
+            .session
+            .as_deref()
+            .map(|s| field(&s[..s.len().min(256)]));
+        format!(
+            "{}.{:06}\t{:.6}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
+            end.as_secs(),
+            end.subsec_micros(),
+            self.service.as_secs_f64(),
+            self.client,
+            self.conn,
+            self.req,
+            session.as_deref().unwrap_or("-"),
+            field(&self.method),
+            field(&self.path),
+            self.range,
+            self.status,
+            self.bytes,
+            self.bytes_mem,
+            self.bytes_disk,
+            self.outcome.as_str()
+        )
+    }
+}
+
+/// Sending side of the log; cheap to clone.
+#[derive(Debug, Clone)]
+pub struct AccessLog {
+    tx: mpsc::UnboundedSender<Entry>,
+}
+
+impl AccessLog {
+    /// Open (append) the file and start the writer task. Returns the log handle and the
+    /// task, which ends after every handle is dropped and the file is flushed.
+    pub fn open(path: &Path) -> io::Result<(AccessLog, tokio::task::JoinHandle<()>)> {
+        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        let fresh = file.metadata()?.len() == 0;
+        let mut out = BufWriter::with_capacity(64 * 1024, file);
+        if fresh {
+            writeln!(out, "{HEADER}")?;
+            out.flush()?;
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        let task = tokio::spawn(write_loop(rx, out));
+        Ok((AccessLog { tx }, task))
+    }
+
+    pub fn record(&self, entry: Entry) {
+        let _ = self.tx.send(entry);
+    }
+}
+
+async fn write_loop(mut rx: mpsc::UnboundedReceiver<Entry>, mut out: BufWriter<std::fs::File>) {
+    let mut batch = Vec::with_capacity(256);
+    loop {
+        let n = rx.recv_many(&mut batch, 256).await;
+        if n == 0 {
+            break;
+        }
+        for e in batch.drain(..) {
+            if let Err(err) = out.write_all(e.line().as_bytes()) {
+                tracing::error!("access log write failed: {err}");
+            }
+        }
+        if rx.is_empty() {
+            let _ = out.flush();
+        }
+    }
+    let _ = out.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn line_has_fourteen_fields_and_escapes() {
+        let e = Entry {
+            end: UNIX_EPOCH + Duration::from_micros(1_700_000_000_123_456),
+            service: Duration::from_micros(2500),
+            client: "127.0.0.1:5000".parse().unwrap(),
+            conn: 3,
+            req: 2,
+            session: Some("s 1".into()),
+            method: "GET".into(),
+            path: "/a b.mp4".into(),
+            range: "0-9".into(),
+            status: 206,
+            bytes: 10,
+            bytes_mem: 10,
+            bytes_disk: 0,
+            outcome: Outcome::Done,
+        };
+        let line = e.line();
+        assert_eq!(
+            line,
+            "1700000000.123456\t0.002500\t127.0.0.1:5000\t3\t2\ts%201\tGET\t/a%20b.mp4\t0-9\t206\t10\t10\t0\tdone\n"
+        );
+        assert_eq!(
+            HEADER.split('\t').count(),
+            line.trim_end().split('\t').count() + 1
+        );
+    }
+}

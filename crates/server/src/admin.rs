@@ -1,0 +1,79 @@
+//! The admin listener: `GET /metrics` (Prometheus text) and `GET /stats` (JSON), one
+//! request per connection. It runs on its own address, off by default.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+use crate::request::{parse_head, HeadLimits, Method, Parsed};
+use crate::Shared;
+
+/// Accept admin connections until the task is aborted.
+pub async fn run(listener: TcpListener, shared: Arc<Shared>) {
+    loop {
+        let Ok((stream, _)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let shared = shared.clone();
+        tokio::spawn(async move {
+            let _ = tokio::time::timeout(Duration::from_secs(10), handle(stream, &shared)).await;
+        });
+    }
+}
+
+async fn handle(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
+    let mut buf = Vec::with_capacity(1024);
+    let limits = HeadLimits::default();
+    let req = loop {
+        let mut chunk = [0u8; 1024];
+        let n = stream.read(&mut chunk).await?;
+        if n == 0 {
+            return Ok(());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        match parse_head(&buf, &limits) {
+            Ok(Parsed::Complete(req, _)) => break req,
+            Ok(Parsed::Partial) => continue,
+            Err(_) => return reply(&mut stream, 400, "text/plain", "bad request\n".into()).await,
+        }
+    };
+    let path = req.target.split('?').next().unwrap_or("");
+    match (&req.method, path) {
+        (Method::Get, "/metrics") => {
+            let text = shared.metrics.prometheus_text();
+            reply(
+                &mut stream,
+                200,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                text,
+            )
+            .await
+        }
+        (Method::Get, "/stats") => {
+            let stats = shared.metrics.stats(&shared.io.mode().to_string());
+            let mut text = serde_json::to_string_pretty(&stats).unwrap_or_default();
+            text.push('\n');
+            reply(&mut stream, 200, "application/json", text).await
+        }
+        _ => reply(&mut stream, 404, "text/plain", "not found\n".into()).await,
+    }
+}
+
+async fn reply(
+    stream: &mut TcpStream,
+    status: u16,
+    ctype: &str,
+    body: String,
+) -> std::io::Result<()> {
+    let head = format!(
+        "HTTP/1.1 {status} {}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        crate::response::reason(status),
+        body.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(body.as_bytes()).await?;
+    stream.shutdown().await
+}

@@ -1,0 +1,191 @@
+//! Writing responses to a non-blocking socket: the head with `send(MSG_MORE)`, file
+//! ranges with `sendfile(2)` straight from the page cache, and a minimum-send-rate clock
+//! that drops clients which stop reading.
+//!
+//! When a range is not resident in memory the sendfile call would block on the disk, so
+//! it is made on tokio's blocking pool (nginx's `aio threads` design) with a duplicated
+//! socket descriptor, and the event loop keeps running.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::io::Interest;
+use tokio::net::TcpStream;
+
+use crate::range::ByteRange;
+
+/// Why sending a response stopped early.
+#[derive(Debug)]
+pub enum SendError {
+    /// The client closed the connection or the socket failed.
+    Io(io::Error),
+    /// The client read slower than the configured minimum rate.
+    TooSlow,
+}
+
+impl From<io::Error> for SendError {
+    fn from(e: io::Error) -> Self {
+        SendError::Io(e)
+    }
+}
+
+/// Tracks bytes handed to the kernel for one response and the deadline they imply:
+/// after `grace`, at least `min_rate` bytes per second must have gone out.
+#[derive(Debug)]
+pub struct SendClock {
+    start: Instant,
+    grace: Duration,
+    min_rate: u64,
+    /// Body bytes accepted by the kernel so far.
+    pub body_sent: u64,
+    head_sent: u64,
+}
+
+impl SendClock {
+    pub fn new(grace: Duration, min_rate: u64) -> Self {
+        SendClock {
+            start: Instant::now(),
+            grace,
+            min_rate,
+            body_sent: 0,
+            head_sent: 0,
+        }
+    }
+
+    fn deadline(&self) -> Instant {
+        let sent = self.body_sent + self.head_sent;
+        let allowance = if self.min_rate == 0 {
+            Duration::from_secs(365 * 24 * 3600)
+        } else {
+            Duration::from_secs_f64(sent as f64 / self.min_rate as f64)
+        };
+        self.start + self.grace + allowance
+    }
+}
+
+/// Wait until the socket is writable, or fail when the send-rate deadline passes.
+async fn writable(stream: &TcpStream, clock: &SendClock) -> Result<(), SendError> {
+    let deadline = tokio::time::Instant::from_std(clock.deadline());
+    match tokio::time::timeout_at(deadline, stream.writable()).await {
+        Ok(r) => Ok(r?),
+        Err(_) => Err(SendError::TooSlow),
+    }
+}
+
+/// Send a byte slice; `more` tells the kernel that further data follows (MSG_MORE), so
+/// a head and the start of its body leave in the same segment.
+pub async fn send_bytes(
+    stream: &TcpStream,
+    data: &[u8],
+    more: bool,
+    is_body: bool,
+    clock: &mut SendClock,
+) -> Result<(), SendError> {
+    let fd = stream.as_raw_fd();
+    let flags = libc::MSG_NOSIGNAL | if more { libc::MSG_MORE } else { 0 };
+    let mut done = 0usize;
+    while done < data.len() {
+        writable(stream, clock).await?;
+        let rest = &data[done..];
+        let r = stream.try_io(Interest::WRITABLE, || {
+            // SAFETY: rest is a valid buffer and fd is the stream's open socket.
+            let n = unsafe { libc::send(fd, rest.as_ptr().cast(), rest.len(), flags) };
+            if n < 0 {
+                Err(io::Error::last_os_error())
+            } else {
+                Ok(n as usize)
+            }
+        });
+        match r {
+            Ok(n) => {
+                done += n;
+                if is_body {
+                    clock.body_sent += n as u64;
+                } else {
+                    clock.head_sent += n as u64;
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Largest count passed to one sendfile call (the kernel caps it near 2 GiB anyway).
+const SENDFILE_CHUNK: u64 = 1 << 30;
+
+fn sendfile_once(sock: i32, file: i32, offset: u64, count: u64) -> io::Result<usize> {
+    let mut off = offset as libc::off_t;
+    // SAFETY: both descriptors are open for the duration of the call; off is a valid pointer.
+    let n = unsafe { libc::sendfile(sock, file, &mut off, count.min(SENDFILE_CHUNK) as usize) };
+    if n < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(n as usize)
+    }
+}
+
+/// Send a file range with sendfile. With `blocking`, each call runs on the blocking
+/// thread pool because the kernel may have to read the disk.
+pub async fn send_file_range(
+    stream: &TcpStream,
+    file: &Arc<File>,
+    range: ByteRange,
+    blocking: bool,
+    clock: &mut SendClock,
+) -> Result<(), SendError> {
+    let mut offset = range.first;
+    let end = range.last + 1;
+    let dup: Option<Arc<OwnedFd>> = if blocking {
+        Some(Arc::new(stream.as_fd().try_clone_to_owned()?))
+    } else {
+        None
+    };
+    while offset < end {
+        writable(stream, clock).await?;
+        let count = end - offset;
+        let r = match &dup {
+            None => stream.try_io(Interest::WRITABLE, || {
+                sendfile_once(stream.as_raw_fd(), file.as_raw_fd(), offset, count)
+            }),
+            Some(sock) => {
+                let (sock, f) = (sock.clone(), file.clone());
+                let job = move || sendfile_once(sock.as_raw_fd(), f.as_raw_fd(), offset, count);
+                let r = tokio::task::spawn_blocking(job)
+                    .await
+                    .map_err(io::Error::other)?;
+                if let Err(e) = &r {
+                    if e.kind() == io::ErrorKind::WouldBlock {
+                        // Tell tokio the socket is full so writable() waits for an edge.
+                        let _ = stream.try_io(Interest::WRITABLE, || -> io::Result<()> {
+                            Err(io::ErrorKind::WouldBlock.into())
+                        });
+                    }
+                }
+                r
+            }
+        };
+        match r {
+            Ok(0) => {
+                // The file shrank under us; the promised length cannot be delivered.
+                return Err(SendError::Io(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "file truncated",
+                )));
+            }
+            Ok(n) => {
+                offset += n as u64;
+                clock.body_sent += n as u64;
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,75 @@
+//! Server configuration: addresses, limits and timeouts, with defaults suited to video
+//! (long-lived keep-alive connections, no cap on requests per connection).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::request::HeadLimits;
+
+/// Everything [`crate::Server::bind`] needs.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// Directory whose files are served.
+    pub root: PathBuf,
+    /// Listening address for HTTP (loopback by default).
+    pub listen: SocketAddr,
+    /// Optional admin listener for `/metrics` and `/stats` (off by default).
+    pub admin: Option<SocketAddr>,
+    /// How cache misses are read (see [`crate::IoMode`]).
+    pub io: crate::io::IoSettings,
+    /// Access log file (appended); `None` disables the log.
+    pub access_log: Option<PathBuf>,
+    /// Close a keep-alive connection after this long without a new request.
+    pub idle_timeout: Duration,
+    /// A request head must arrive completely within this time of its first byte.
+    pub header_timeout: Duration,
+    /// Close the connection after this many requests (`None`: unlimited).
+    pub max_requests_per_connection: Option<u64>,
+    /// Minimum body send rate in bytes/s, enforced after `send_grace`.
+    pub min_send_rate: u64,
+    /// Time a response may take before the minimum send rate applies.
+    pub send_grace: Duration,
+    /// Simultaneous client connections; further ones get 503 and are closed.
+    pub max_connections: usize,
+    /// Request line and head limits (414/431).
+    pub limits: HeadLimits,
+    /// More ranges than this in one request are ignored (200 with the full file).
+    pub max_ranges: usize,
+    /// Largest request body read and discarded; larger bodies get 413.
+    pub max_body: u64,
+    /// `Access-Control-Allow-Origin` value; `None` sends no CORS headers.
+    pub cors_origin: Option<String>,
+    /// Follow symlinks that point outside the root.
+    pub allow_outside_symlinks: bool,
+    /// Longest wait for in-flight responses on shutdown.
+    pub drain_timeout: Duration,
+    /// Runtime worker threads for [`crate::Server::start`] (0: one per CPU).
+    pub worker_threads: usize,
+}
+
+impl ServerConfig {
+    /// Defaults for serving `root` on 127.0.0.1:8080.
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        ServerConfig {
+            root: root.into(),
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            admin: None,
+            io: crate::io::IoSettings::default(),
+            access_log: None,
+            idle_timeout: Duration::from_secs(120),
+            header_timeout: Duration::from_secs(10),
+            max_requests_per_connection: None,
+            min_send_rate: 1024,
+            send_grace: Duration::from_secs(30),
+            max_connections: 16384,
+            limits: HeadLimits::default(),
+            max_ranges: 64,
+            max_body: 65536,
+            cors_origin: None,
+            allow_outside_symlinks: false,
+            drain_timeout: Duration::from_secs(30),
+            worker_threads: 0,
+        }
+    }
+}

@@ -1,0 +1,318 @@
+//! One client connection: read request heads (pipelined ones too), answer them strictly in
+//! order, keep the connection alive between requests, and enforce the idle timeout, the
+//! header timeout and the request-per-connection limit.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::{Instant, SystemTime};
+
+use tokio::net::TcpStream;
+
+use crate::access_log::{Entry, Outcome};
+use crate::body::{send_bytes, send_file_range, SendClock, SendError};
+use crate::request::{parse_head, HeadError, Method, Parsed, Request};
+use crate::response::{head_bytes, plan, Body, Response, Segment};
+use crate::Shared;
+
+/// Identity of a connection, for the access log.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnInfo {
+    pub id: u64,
+    pub peer: SocketAddr,
+}
+
+/// Serve a connection until the client closes it, a limit ends it, or shutdown.
+pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: ConnInfo) {
+    let mut shutdown = shared.shutdown.subscribe();
+    let mut buf: Vec<u8> = Vec::with_capacity(4096);
+    let mut served = 0u64;
+    let mut head_started: Option<Instant> = None;
+    loop {
+        if !buf.is_empty() {
+            match parse_head(&buf, &shared.config.limits) {
+                Ok(Parsed::Complete(req, used)) => {
+                    buf.drain(..used);
+                    served += 1;
+                    head_started = None;
+                    let stopping = *shutdown.borrow();
+                    let keep =
+                        match discard_body(&stream, &mut buf, req.content_length, &shared).await {
+                            Ok(()) => answer(&shared, &stream, &req, info, served, stopping).await,
+                            Err(()) => false,
+                        };
+                    if !keep {
+                        break;
+                    }
+                    continue;
+                }
+                Ok(Parsed::Partial) => {
+                    head_started.get_or_insert_with(Instant::now);
+                }
+                Err(e) => {
+                    reject(&shared, &stream, &e, info, served + 1).await;
+                    break;
+                }
+            }
+        }
+        let stopping = *shutdown.borrow();
+        if buf.is_empty() && stopping {
+            break;
+        }
+        let deadline = match head_started {
+            Some(t) => t + shared.config.header_timeout,
+            None => Instant::now() + shared.config.idle_timeout,
+        };
+        let deadline = tokio::time::Instant::from_std(deadline);
+        buf.reserve(4096);
+        tokio::select! {
+            r = tokio::time::timeout_at(deadline, read_more(&stream, &mut buf)) => match r {
+                Ok(Ok(0)) | Ok(Err(_)) => break,
+                Ok(Ok(_)) => {}
+                Err(_) => {
+                    if !buf.is_empty() {
+                        shared.metrics.header_timeouts.inc();
+                        let resp = Response::text(408, true);
+                        let mut clock = SendClock::new(shared.config.send_grace, shared.config.min_send_rate);
+                        let _ = send_bytes(&stream, &full_text(&resp), false, false, &mut clock).await;
+                    }
+                    break;
+                }
+            },
+            _ = async { let _ = shutdown.wait_for(|&v| v).await; }, if buf.is_empty() => break,
+        }
+    }
+}
+
+/// Read whatever the socket has into the spare capacity of `buf`.
+async fn read_more(stream: &TcpStream, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+    loop {
+        stream.readable().await?;
+        let start = buf.len();
+        buf.resize(buf.capacity(), 0);
+        match stream.try_read(&mut buf[start..]) {
+            Ok(n) => {
+                buf.truncate(start + n);
+                return Ok(n);
+            }
+            Err(e) => {
+                buf.truncate(start);
+                if e.kind() != std::io::ErrorKind::WouldBlock {
+                    return Err(e);
+                }
+            }
+        }
+    }
+}
+
+/// Read and drop a request body of `len` bytes (we never use bodies); too large → 413.
+async fn discard_body(
+    stream: &TcpStream,
+    buf: &mut Vec<u8>,
+    len: u64,
+    shared: &Shared,
+) -> Result<(), ()> {
+    if len == 0 {
+        return Ok(());
+    }
+    if len > shared.config.max_body {
+        let resp = Response::text(413, true);
+        let mut clock = SendClock::new(shared.config.send_grace, shared.config.min_send_rate);
+        let _ = send_bytes(stream, &full_text(&resp), false, false, &mut clock).await;
+        return Err(());
+    }
+    let mut left = len as usize;
+    let deadline = tokio::time::Instant::from_std(Instant::now() + shared.config.header_timeout);
+    loop {
+        let take = left.min(buf.len());
+        buf.drain(..take);
+        left -= take;
+        if left == 0 {
+            return Ok(());
+        }
+        buf.reserve(8192);
+        match tokio::time::timeout_at(deadline, read_more(stream, buf)).await {
+            Ok(Ok(n)) if n > 0 => {}
+            _ => return Err(()),
+        }
+    }
+}
+
+fn full_text(resp: &Response) -> Vec<u8> {
+    let mut out = head_bytes(resp, &http_date(), !resp.close);
+    if let Body::Text(b) = &resp.body {
+        out.extend_from_slice(b);
+    }
+    out
+}
+
+/// Answer a head the parser refused, then the connection closes.
+async fn reject(shared: &Shared, stream: &TcpStream, e: &HeadError, info: ConnInfo, req_no: u64) {
+    shared.metrics.bad_requests.inc();
+    let started = Instant::now();
+    let resp = Response::text(e.status(), true);
+    let mut clock = SendClock::new(shared.config.send_grace, shared.config.min_send_rate);
+    let r = send_bytes(stream, &full_text(&resp), false, false, &mut clock).await;
+    shared.metrics.count_status(resp.status);
+    if let Some(log) = &shared.log {
+        log.record(Entry {
+            end: SystemTime::now(),
+            service: started.elapsed(),
+            client: info.peer,
+            conn: info.id,
+            req: req_no,
+            session: None,
+            method: "-".into(),
+            path: "-".into(),
+            range: "-".into(),
+            status: resp.status,
+            bytes: clock.body_sent,
+            bytes_mem: 0,
+            bytes_disk: 0,
+            outcome: if r.is_ok() {
+                Outcome::Done
+            } else {
+                Outcome::Aborted
+            },
+        });
+    }
+}
+
+/// Per-response byte accounting.
+#[derive(Debug, Default)]
+struct Served {
+    from_memory: u64,
+    from_disk: u64,
+}
+
+/// Answer one request; returns whether the connection stays open.
+async fn answer(
+    shared: &Shared,
+    stream: &TcpStream,
+    req: &Request,
+    info: ConnInfo,
+    req_no: u64,
+    shutting_down: bool,
+) -> bool {
+    let started = Instant::now();
+    let resp = plan(req, &shared.root, &shared.plan);
+    let at_limit = shared
+        .config
+        .max_requests_per_connection
+        .is_some_and(|max| req_no >= max);
+    let keep = req.wants_keep_alive() && !resp.close && !at_limit && !shutting_down;
+    let mut clock = SendClock::new(shared.config.send_grace, shared.config.min_send_rate);
+    let mut served = Served::default();
+    let send_body = req.method != Method::Head;
+    let result = send_response(
+        shared,
+        stream,
+        &resp,
+        keep,
+        send_body,
+        &mut clock,
+        &mut served,
+    )
+    .await;
+    let outcome = match &result {
+        Ok(()) => Outcome::Done,
+        Err(SendError::TooSlow) => Outcome::TooSlow,
+        Err(SendError::Io(_)) => Outcome::Aborted,
+    };
+    let m = &shared.metrics;
+    m.count_status(resp.status);
+    m.body_bytes.inc_by(clock.body_sent);
+    m.bytes_from_memory.inc_by(served.from_memory);
+    m.bytes_from_disk.inc_by(served.from_disk);
+    match outcome {
+        Outcome::TooSlow => m.responses_too_slow.inc(),
+        Outcome::Aborted => m.responses_aborted.inc(),
+        Outcome::Done => 0,
+    };
+    if let Some(log) = &shared.log {
+        log.record(Entry {
+            end: SystemTime::now(),
+            service: started.elapsed(),
+            client: info.peer,
+            conn: info.id,
+            req: req_no,
+            session: req.session_id.clone(),
+            method: req.method.as_str().to_string(),
+            path: crate::target::path_part(&req.target)
+                .unwrap_or(&req.target)
+                .to_string(),
+            range: resp.range_log.clone(),
+            status: resp.status,
+            bytes: clock.body_sent,
+            bytes_mem: served.from_memory,
+            bytes_disk: served.from_disk,
+            outcome,
+        });
+    }
+    keep && result.is_ok()
+}
+
+async fn send_response(
+    shared: &Shared,
+    stream: &TcpStream,
+    resp: &Response,
+    keep: bool,
+    send_body: bool,
+    clock: &mut SendClock,
+    served: &mut Served,
+) -> Result<(), SendError> {
+    let head = head_bytes(resp, &http_date(), keep);
+    match (&resp.body, send_body) {
+        (Body::Text(text), true) => {
+            let mut all = head;
+            all.extend_from_slice(text);
+            send_bytes(stream, &all, false, false, clock).await?;
+            clock.body_sent = text.len() as u64;
+            Ok(())
+        }
+        (
+            Body::File {
+                file,
+                path,
+                size,
+                segments,
+            },
+            true,
+        ) if !segments.is_empty() => {
+            send_bytes(stream, &head, true, false, clock).await?;
+            let last = segments.len() - 1;
+            for (i, seg) in segments.iter().enumerate() {
+                match seg {
+                    Segment::Bytes(b) => send_bytes(stream, b, i < last, true, clock).await?,
+                    Segment::File(range) => {
+                        let prep = shared.io.prepare(file, path, *size, *range).await;
+                        served.from_memory += prep.from_memory;
+                        served.from_disk += prep.from_disk;
+                        send_file_range(stream, file, *range, prep.send_blocking, clock).await?;
+                    }
+                }
+            }
+            Ok(())
+        }
+        _ => send_bytes(stream, &head, false, false, clock).await,
+    }
+}
+
+/// The current time as an HTTP date, formatted at most once per second per thread.
+pub fn http_date() -> String {
+    use std::cell::RefCell;
+    thread_local! {
+        static CACHE: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+    }
+    let now = SystemTime::now();
+    let secs = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.0 != secs {
+            *c = (secs, httpdate::fmt_http_date(now));
+        }
+        c.1.clone()
+    })
+}

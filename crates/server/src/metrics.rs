@@ -1,0 +1,154 @@
+//! Server counters, exported in Prometheus text format (`/metrics`) and as JSON (`/stats`)
+//! on the admin listener.
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use serde::Serialize;
+
+/// Live counters shared by all connections.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    pub connections_open: Gauge,
+    pub connections_total: Counter,
+    pub connections_refused: Counter,
+    pub requests: Family<Vec<(String, String)>, Counter>,
+    pub requests_total: Counter,
+    pub responses_aborted: Counter,
+    pub responses_too_slow: Counter,
+    pub body_bytes: Counter,
+    pub bytes_from_memory: Counter,
+    pub bytes_from_disk: Counter,
+    pub header_timeouts: Counter,
+    pub bad_requests: Counter,
+}
+
+/// The `/stats` document.
+#[derive(Debug, Serialize)]
+pub struct Stats {
+    pub connections_open: i64,
+    pub connections_total: u64,
+    pub connections_refused: u64,
+    pub requests_total: u64,
+    pub responses_aborted: u64,
+    pub responses_too_slow: u64,
+    pub body_bytes: u64,
+    pub bytes_from_memory: u64,
+    pub bytes_from_disk: u64,
+    pub header_timeouts: u64,
+    pub bad_requests: u64,
+    pub io_mode: String,
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let mut registry = Registry::with_prefix("vodkit_server");
+        let m = Metrics {
+            registry: Registry::default(),
+            connections_open: Gauge::default(),
+            connections_total: Counter::default(),
+            connections_refused: Counter::default(),
+            requests: Family::default(),
+            requests_total: Counter::default(),
+            responses_aborted: Counter::default(),
+            responses_too_slow: Counter::default(),
+            body_bytes: Counter::default(),
+            bytes_from_memory: Counter::default(),
+            bytes_from_disk: Counter::default(),
+            header_timeouts: Counter::default(),
+            bad_requests: Counter::default(),
+        };
+        registry.register(
+            "connections_open",
+            "Client connections currently open",
+            m.connections_open.clone(),
+        );
+        registry.register(
+            "connections",
+            "Client connections accepted",
+            m.connections_total.clone(),
+        );
+        registry.register(
+            "connections_refused",
+            "Connections refused with 503 at the connection limit",
+            m.connections_refused.clone(),
+        );
+        registry.register("responses", "Responses by status code", m.requests.clone());
+        registry.register(
+            "responses_aborted",
+            "Responses cut short by the client",
+            m.responses_aborted.clone(),
+        );
+        registry.register(
+            "responses_too_slow",
+            "Responses dropped below the minimum send rate",
+            m.responses_too_slow.clone(),
+        );
+        registry.register(
+            "body_bytes",
+            "Response body bytes handed to the kernel",
+            m.body_bytes.clone(),
+        );
+        registry.register(
+            "memory_bytes",
+            "Body bytes found in the page cache",
+            m.bytes_from_memory.clone(),
+        );
+        registry.register(
+            "disk_bytes",
+            "Body bytes that had to be read from disk",
+            m.bytes_from_disk.clone(),
+        );
+        registry.register(
+            "header_timeouts",
+            "Request heads not completed in time",
+            m.header_timeouts.clone(),
+        );
+        registry.register(
+            "bad_requests",
+            "Malformed or oversized request heads",
+            m.bad_requests.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+
+    pub fn count_status(&self, status: u16) {
+        self.requests_total.inc();
+        self.requests
+            .get_or_create(&vec![("status".to_string(), status.to_string())])
+            .inc();
+    }
+
+    /// Prometheus text exposition.
+    pub fn prometheus_text(&self) -> String {
+        let mut out = String::new();
+        let _ = encode(&mut out, &self.registry);
+        out
+    }
+
+    pub fn stats(&self, io_mode: &str) -> Stats {
+        Stats {
+            connections_open: self.connections_open.get(),
+            connections_total: self.connections_total.get(),
+            connections_refused: self.connections_refused.get(),
+            requests_total: self.requests_total.get(),
+            responses_aborted: self.responses_aborted.get(),
+            responses_too_slow: self.responses_too_slow.get(),
+            body_bytes: self.body_bytes.get(),
+            bytes_from_memory: self.bytes_from_memory.get(),
+            bytes_from_disk: self.bytes_from_disk.get(),
+            header_timeouts: self.header_timeouts.get(),
+            bad_requests: self.bad_requests.get(),
+            io_mode: io_mode.to_string(),
+        }
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}

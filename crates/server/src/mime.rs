@@ -1,0 +1,55 @@
+//! Content-Type by file extension, with the video and streaming-manifest types first.
+
+use std::path::Path;
+
+/// Media type for a file name; `application/octet-stream` when the extension is unknown.
+pub fn content_type(path: &Path) -> &'static str {
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("")
+        .to_ascii_lowercase();
+    match ext.as_str() {
+        "mp4" | "m4v" | "cmfv" => "video/mp4",
+        "m4s" => "video/iso.segment",
+        "m4a" | "cmfa" => "audio/mp4",
+        "webm" => "video/webm",
+        "weba" => "audio/webm",
+        "mkv" => "video/x-matroska",
+        "mov" => "video/quicktime",
+        "ts" | "m2ts" => "video/mp2t",
+        "flv" => "video/x-flv",
+        "ogv" => "video/ogg",
+        "ogg" | "oga" => "audio/ogg",
+        "aac" => "audio/aac",
+        "mp3" => "audio/mpeg",
+        "mpd" => "application/dash+xml",
+        "m3u8" => "application/vnd.apple.mpegurl",
+        "vtt" => "text/vtt",
+        "srt" => "application/x-subrip",
+        "json" => "application/json",
+        "html" | "htm" => "text/html; charset=utf-8",
+        "txt" => "text/plain; charset=utf-8",
+        "jpg" | "jpeg" => "image/jpeg",
+        "png" => "image/png",
+        _ => "application/octet-stream",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn video_types() {
+        assert_eq!(content_type(Path::new("a/b.MP4")), "video/mp4");
+        assert_eq!(content_type(Path::new("seg-1.m4s")), "video/iso.segment");
+        assert_eq!(content_type(Path::new("x.mpd")), "application/dash+xml");
+        assert_eq!(
+            content_type(Path::new("x.m3u8")),
+            "application/vnd.apple.mpegurl"
+        );
+        assert_eq!(content_type(Path::new("x.ts")), "video/mp2t");
+        assert_eq!(content_type(Path::new("noext")), "application/octet-stream");
+    }
+}

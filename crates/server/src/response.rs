@@ -1,0 +1,370 @@
+//! Deciding the response to a request: status, header block and body plan (file ranges,
+//! a multipart/byteranges layout, or a short generated body).
+
+use std::fmt::Write as _;
+use std::fs::File;
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use crate::mime::content_type;
+use crate::range::{self, ByteRange, RangeSpec, Resolved};
+use crate::request::{Method, Request};
+use crate::target::{relative_path, DocRoot};
+use crate::validators::{evaluate, if_range_holds, Conditions, Precondition, Validators};
+
+/// Settings the planner needs from the server configuration.
+#[derive(Debug, Clone)]
+pub struct PlanSettings {
+    pub max_ranges: usize,
+    pub cors_origin: Option<String>,
+}
+
+/// One piece of a response body.
+#[derive(Debug)]
+pub enum Segment {
+    /// Literal bytes (multipart boundaries and part headers).
+    Bytes(Vec<u8>),
+    /// A byte range of the file, sent with sendfile.
+    File(ByteRange),
+}
+
+/// The body to send after the head.
+#[derive(Debug)]
+pub enum Body {
+    Empty,
+    Text(Vec<u8>),
+    File {
+        file: Arc<File>,
+        path: PathBuf,
+        size: u64,
+        segments: Vec<Segment>,
+    },
+}
+
+/// A planned response.
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    /// Header lines (each ending in CRLF) except Date, Server and Connection.
+    pub headers: String,
+    /// Value for Content-Length; also the body length for GET.
+    pub content_length: u64,
+    pub body: Body,
+    /// Close the connection after this response whatever the client wants.
+    pub close: bool,
+    /// The requested ranges, normalized for the access log.
+    pub range_log: String,
+}
+
+impl Response {
+    /// A short text response for errors and informational statuses.
+    pub fn text(status: u16, close: bool) -> Response {
+        let body = format!("{status} {}\n", reason(status)).into_bytes();
+        let headers = "Content-Type: text/plain; charset=utf-8\r\n".to_string();
+        Response {
+            status,
+            headers,
+            content_length: body.len() as u64,
+            body: Body::Text(body),
+            close,
+            range_log: "-".into(),
+        }
+    }
+}
+
+/// Standard reason phrases for the statuses this server sends.
+pub fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        204 => "No Content",
+        206 => "Partial Content",
+        304 => "Not Modified",
+        400 => "Bad Request",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        412 => "Precondition Failed",
+        413 => "Content Too Large",
+        414 => "URI Too Long",
+        416 => "Range Not Satisfiable",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        503 => "Service Unavailable",
+        _ => "Unknown",
+    }
+}
+
+/// Plan the response to a GET, HEAD or OPTIONS request for a file under `root`.
+pub fn plan(req: &Request, root: &DocRoot, settings: &PlanSettings) -> Response {
+    let range_specs = req.range.as_deref().and_then(range::parse_range);
+    let range_log = range::log_text(range_specs.as_deref());
+    let mut resp = plan_inner(req, root, settings, range_specs.as_deref());
+    resp.range_log = range_log;
+    if let Some(origin) = &settings.cors_origin {
+        let _ = write!(
+            resp.headers,
+            "Access-Control-Allow-Origin: {origin}\r\n\
+             Access-Control-Expose-Headers: Content-Length, Content-Range, Accept-Ranges, ETag\r\n"
+        );
+    }
+    resp
+}
+
+fn plan_inner(
+    req: &Request,
+    root: &DocRoot,
+    settings: &PlanSettings,
+    specs: Option<&[RangeSpec]>,
+) -> Response {
+    match req.method {
+        Method::Get | Method::Head => {}
+        Method::Options => return options_response(),
+        Method::Other(_) => {
+            let mut r = Response::text(405, false);
+            r.headers.push_str("Allow: GET, HEAD, OPTIONS\r\n");
+            return r;
+        }
+    }
+    let rel = match relative_path(&req.target) {
+        Ok(p) => p,
+        Err(e) => return Response::text(e.status(), false),
+    };
+    let file = match root.open_file(&rel) {
+        Ok(f) => f,
+        Err(e) => return Response::text(e.status(), false),
+    };
+    let meta = match file.metadata() {
+        Ok(m) => m,
+        Err(_) => return Response::text(500, false),
+    };
+    let size = meta.len();
+    let v = Validators::from_metadata(meta.ino(), size, meta.mtime(), meta.mtime_nsec());
+    let mut headers = String::with_capacity(256);
+    let _ = write!(
+        headers,
+        "Accept-Ranges: bytes\r\nETag: {}\r\nLast-Modified: {}\r\n",
+        v.etag,
+        v.last_modified_text()
+    );
+    let cond = Conditions {
+        if_match: req.if_match.as_deref(),
+        if_unmodified_since: req.if_unmodified_since.as_deref(),
+        if_none_match: req.if_none_match.as_deref(),
+        if_modified_since: req.if_modified_since.as_deref(),
+    };
+    match evaluate(&cond, &v) {
+        Precondition::Proceed => {}
+        Precondition::NotModified => return bodiless(304, headers),
+        Precondition::Failed => {
+            let mut r = Response::text(412, false);
+            r.headers.push_str(&headers);
+            return r;
+        }
+    }
+    let use_ranges = match (specs, req.if_range.as_deref()) {
+        (Some(_), Some(ir)) => if_range_holds(ir, &v),
+        (Some(_), None) => true,
+        (None, _) => false,
+    };
+    let resolved = match specs {
+        Some(s) if use_ranges => range::resolve(s, size, settings.max_ranges),
+        _ => Resolved::Full,
+    };
+    let ctype = content_type(&rel);
+    let file = Arc::new(file);
+    match resolved {
+        Resolved::Full => {
+            let _ = write!(headers, "Content-Type: {ctype}\r\n");
+            let segments = if size > 0 {
+                vec![Segment::File(ByteRange {
+                    first: 0,
+                    last: size - 1,
+                })]
+            } else {
+                Vec::new()
+            };
+            file_response(200, headers, size, file, rel, size, segments)
+        }
+        Resolved::Unsatisfiable => {
+            let mut r = Response::text(416, false);
+            let _ = write!(r.headers, "Content-Range: bytes */{size}\r\n");
+            r.headers.push_str(&headers);
+            r
+        }
+        Resolved::Partial(ranges) if ranges.len() == 1 => {
+            let br = ranges[0];
+            let _ = write!(
+                headers,
+                "Content-Type: {ctype}\r\nContent-Range: bytes {}-{}/{size}\r\n",
+                br.first, br.last
+            );
+            file_response(
+                206,
+                headers,
+                br.len(),
+                file,
+                rel,
+                size,
+                vec![Segment::File(br)],
+            )
+        }
+        Resolved::Partial(ranges) => {
+            let boundary = boundary_for(&v.etag, &ranges);
+            let (segments, total) = multipart_segments(&ranges, size, ctype, &boundary);
+            let _ = write!(
+                headers,
+                "Content-Type: multipart/byteranges; boundary={boundary}\r\n"
+            );
+            file_response(206, headers, total, file, rel, size, segments)
+        }
+    }
+}
+
+fn file_response(
+    status: u16,
+    headers: String,
+    content_length: u64,
+    file: Arc<File>,
+    path: PathBuf,
+    size: u64,
+    segments: Vec<Segment>,
+) -> Response {
+    Response {
+        status,
+        headers,
+        content_length,
+        body: Body::File {
+            file,
+            path,
+            size,
+            segments,
+        },
+        close: false,
+        range_log: String::new(),
+    }
+}
+
+fn bodiless(status: u16, headers: String) -> Response {
+    Response {
+        status,
+        headers,
+        content_length: 0,
+        body: Body::Empty,
+        close: false,
+        range_log: String::new(),
+    }
+}
+
+fn options_response() -> Response {
+    let mut r = bodiless(204, "Allow: GET, HEAD, OPTIONS\r\n".into());
+    r.headers.push_str(
+        "Access-Control-Allow-Methods: GET, HEAD, OPTIONS\r\n\
+         Access-Control-Allow-Headers: Range, If-Range, If-None-Match, If-Modified-Since, X-Session-Id\r\n",
+    );
+    r
+}
+
+/// A boundary that depends on the file version and the ranges, so responses are
+/// reproducible, and that is long enough not to occur in video data by accident.
+fn boundary_for(etag: &str, ranges: &[ByteRange]) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let mut feed = |bytes: &[u8]| {
+        for b in bytes {
+            h ^= *b as u64;
+            h = h.wrapping_mul(0x0100_0000_01b3);
+        }
+    };
+    feed(etag.as_bytes());
+    for r in ranges {
+        feed(&r.first.to_le_bytes());
+        feed(&r.last.to_le_bytes());
+    }
+    format!("vodkit-byteranges-{h:016x}")
+}
+
+/// Lay out a multipart/byteranges body; returns the segments and the total length.
+fn multipart_segments(
+    ranges: &[ByteRange],
+    size: u64,
+    ctype: &str,
+    boundary: &str,
+) -> (Vec<Segment>, u64) {
+    let mut segments = Vec::with_capacity(ranges.len() * 2 + 1);
+    let mut total = 0u64;
+    for (i, r) in ranges.iter().enumerate() {
+        let lead = if i == 0 { "" } else { "\r\n" };
+        let part = format!(
+            "{lead}--{boundary}\r\nContent-Type: {ctype}\r\nContent-Range: bytes {}-{}/{size}\r\n\r\n",
+            r.first, r.last
+        );
+        total += part.len() as u64 + r.len();
+        segments.push(Segment::Bytes(part.into_bytes()));
+        segments.push(Segment::File(*r));
+    }
+    let tail = format!("\r\n--{boundary}--\r\n");
+    total += tail.len() as u64;
+    segments.push(Segment::Bytes(tail.into_bytes()));
+    (segments, total)
+}
+
+/// Format the complete response head.
+pub fn head_bytes(resp: &Response, date: &str, keep_alive: bool) -> Vec<u8> {
+    let mut head = String::with_capacity(160 + resp.headers.len());
+    let _ = write!(
+        head,
+        "HTTP/1.1 {} {}\r\nServer: vodkit\r\nDate: {date}\r\n{}",
+        resp.status,
+        reason(resp.status),
+        resp.headers
+    );
+    if resp.status != 304 && resp.status != 204 {
+        let _ = write!(head, "Content-Length: {}\r\n", resp.content_length);
+    }
+    head.push_str(if keep_alive {
+        "Connection: keep-alive\r\n\r\n"
+    } else {
+        "Connection: close\r\n\r\n"
+    });
+    head.into_bytes()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn multipart_length_matches_layout() {
+        let ranges = [
+            ByteRange { first: 0, last: 9 },
+            ByteRange {
+                first: 20,
+                last: 24,
+            },
+        ];
+        let (segs, total) = multipart_segments(&ranges, 100, "video/mp4", "B");
+        let mut counted = 0u64;
+        for s in &segs {
+            counted += match s {
+                Segment::Bytes(b) => b.len() as u64,
+                Segment::File(r) => r.len(),
+            };
+        }
+        assert_eq!(counted, total);
+        match &segs[0] {
+            Segment::Bytes(b) => assert!(b.starts_with(b"--B\r\nContent-Type: video/mp4\r\n")),
+            _ => panic!("first segment must be a part header"),
+        }
+    }
+
+    #[test]
+    fn head_has_length_and_connection() {
+        let r = Response::text(404, false);
+        let h = String::from_utf8(head_bytes(&r, "D", true)).unwrap();
+        assert!(h.starts_with("HTTP/1.1 404 Not Found\r\n"));
+        assert!(h.contains("Content-Length: 14\r\n"));
+        assert!(h.ends_with("Connection: keep-alive\r\n\r\n"));
+    }
+}

@@ -1,0 +1,200 @@
+//! Binding, accepting and shutting down: the connection limit, connection ids, the admin
+//! listener, and the graceful drain on shutdown.
+
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Semaphore};
+use tokio::task::JoinSet;
+
+use crate::access_log::AccessLog;
+use crate::config::ServerConfig;
+use crate::conn::{self, ConnInfo};
+use crate::io::DiskIo;
+use crate::metrics::Metrics;
+use crate::response::PlanSettings;
+use crate::target::DocRoot;
+use crate::Shared;
+
+/// Entry point of the library.
+#[derive(Debug)]
+pub struct Server;
+
+/// A running server: its addresses, and the way to stop it.
+#[derive(Debug)]
+pub struct ServerHandle {
+    local_addr: SocketAddr,
+    admin_addr: Option<SocketAddr>,
+    shutdown: Arc<watch::Sender<bool>>,
+    task: tokio::task::JoinHandle<()>,
+    shared: Arc<Shared>,
+}
+
+impl Server {
+    /// Open the root and the listeners, and start serving on the current tokio runtime.
+    pub async fn bind(config: ServerConfig) -> io::Result<ServerHandle> {
+        let root = DocRoot::open(&config.root, config.allow_outside_symlinks).map_err(|e| {
+            io::Error::new(
+                e.kind(),
+                format!("document root {}: {e}", config.root.display()),
+            )
+        })?;
+        let listener = TcpListener::bind(config.listen)
+            .await
+            .map_err(|e| io::Error::new(e.kind(), format!("listen on {}: {e}", config.listen)))?;
+        let local_addr = listener.local_addr()?;
+        let admin =
+            match config.admin {
+                Some(addr) => Some(TcpListener::bind(addr).await.map_err(|e| {
+                    io::Error::new(e.kind(), format!("admin listen on {addr}: {e}"))
+                })?),
+                None => None,
+            };
+        let admin_addr = admin.as_ref().map(|l| l.local_addr()).transpose()?;
+        let (log, log_task) = match &config.access_log {
+            Some(path) => {
+                let (log, task) = AccessLog::open(path).map_err(|e| {
+                    io::Error::new(e.kind(), format!("access log {}: {e}", path.display()))
+                })?;
+                (Some(log), Some(task))
+            }
+            None => (None, None),
+        };
+        let io = DiskIo::new(config.io.clone())
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let shutdown = Arc::new(watch::channel(false).0);
+        let shared = Arc::new(Shared {
+            plan: PlanSettings {
+                max_ranges: config.max_ranges,
+                cors_origin: config.cors_origin.clone(),
+            },
+            config,
+            root,
+            metrics: Metrics::new(),
+            log,
+            io,
+            shutdown: shutdown.clone(),
+        });
+        let admin_task = admin.map(|l| tokio::spawn(crate::admin::run(l, shared.clone())));
+        let task = tokio::spawn(accept_loop(listener, shared.clone(), admin_task, log_task));
+        Ok(ServerHandle {
+            local_addr,
+            admin_addr,
+            shutdown,
+            task,
+            shared,
+        })
+    }
+}
+
+impl ServerHandle {
+    pub fn local_addr(&self) -> SocketAddr {
+        self.local_addr
+    }
+
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin_addr
+    }
+
+    /// Current counters (the same figures as `/stats`).
+    pub fn stats(&self) -> crate::metrics::Stats {
+        self.shared
+            .metrics
+            .stats(&self.shared.io.mode().to_string())
+    }
+
+    /// Ask the server to stop accepting and drain; returns at once.
+    pub fn begin_shutdown(&self) {
+        self.shutdown.send_replace(true);
+    }
+
+    /// Stop accepting, let in-flight responses finish (up to the drain timeout), flush
+    /// the access log, and return.
+    pub async fn shutdown(self) {
+        self.begin_shutdown();
+        let ServerHandle { task, shared, .. } = self;
+        drop(shared);
+        let _ = task.await;
+    }
+
+    /// Wait until the server has stopped (after [`ServerHandle::begin_shutdown`]).
+    pub async fn wait(self) {
+        let ServerHandle { task, shared, .. } = self;
+        drop(shared);
+        let _ = task.await;
+    }
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    shared: Arc<Shared>,
+    admin_task: Option<tokio::task::JoinHandle<()>>,
+    log_task: Option<tokio::task::JoinHandle<()>>,
+) {
+    let limit = Arc::new(Semaphore::new(shared.config.max_connections));
+    let mut conns = JoinSet::new();
+    let mut stop = shared.shutdown.subscribe();
+    let mut next_id = 0u64;
+    loop {
+        tokio::select! {
+            r = listener.accept() => match r {
+                Ok((stream, peer)) => {
+                    next_id += 1;
+                    admit(&shared, &limit, &mut conns, stream, ConnInfo { id: next_id, peer });
+                }
+                Err(e) => {
+                    // Out of descriptors or similar: back off briefly instead of spinning.
+                    tracing::warn!("accept failed: {e}");
+                    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+                }
+            },
+            Some(_) = conns.join_next(), if !conns.is_empty() => {}
+            _ = async { let _ = stop.wait_for(|&v| v).await; } => break,
+        }
+    }
+    drop(listener);
+    let drain = async { while conns.join_next().await.is_some() {} };
+    if tokio::time::timeout(shared.config.drain_timeout, drain)
+        .await
+        .is_err()
+    {
+        tracing::warn!("drain timeout: closing {} connections", conns.len());
+        conns.shutdown().await;
+    }
+    if let Some(t) = admin_task {
+        t.abort();
+        let _ = t.await;
+    }
+    drop(shared);
+    if let Some(t) = log_task {
+        let _ = t.await;
+    }
+}
+
+fn admit(
+    shared: &Arc<Shared>,
+    limit: &Arc<Semaphore>,
+    conns: &mut JoinSet<()>,
+    stream: TcpStream,
+    info: ConnInfo,
+) {
+    let m = &shared.metrics;
+    let Ok(permit) = limit.clone().try_acquire_owned() else {
+        m.connections_refused.inc();
+        let _ = stream.try_write(
+            b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\nRetry-After: 1\r\n\r\n",
+        );
+        return;
+    };
+    let _ = stream.set_nodelay(true);
+    m.connections_total.inc();
+    m.connections_open.inc();
+    let shared = shared.clone();
+    conns.spawn(async move {
+        conn::serve(shared.clone(), stream, info).await;
+        shared.metrics.connections_open.dec();
+        drop(permit);
+    });
+}

@@ -1,0 +1,264 @@
+//! Mapping a request target to a file under the document root, without ever leaving it.
+//!
+//! Decoding rejects NUL bytes and bad escapes; dot segments are resolved before lookup
+//! and a path climbing above the root is refused. Opening uses `openat2(2)` with
+//! `RESOLVE_BENEATH`, so the kernel itself refuses symlinks that point outside the root
+//! (unless the operator allows them); kernels without `openat2` fall back to a
+//! canonicalize-and-compare check.
+
+use std::ffi::OsString;
+use std::fs::File;
+use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::path::{Path, PathBuf};
+
+/// Why a target could not be mapped to a servable file; each maps to a status code.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TargetError {
+    /// Bad syntax, bad escape, NUL byte, or `..` above the root: 400.
+    BadRequest,
+    /// Exists but may not be served (escaping symlink, not a regular file, no permission): 403.
+    Forbidden,
+    /// 404.
+    NotFound,
+}
+
+impl TargetError {
+    pub fn status(self) -> u16 {
+        match self {
+            TargetError::BadRequest => 400,
+            TargetError::Forbidden => 403,
+            TargetError::NotFound => 404,
+        }
+    }
+}
+
+/// The path part of a request target (no query), with its leading slash.
+pub fn path_part(target: &str) -> Result<&str, TargetError> {
+    let path = if target.starts_with('/') {
+        target
+    } else if let Some(rest) = target
+        .strip_prefix("http://")
+        .or_else(|| target.strip_prefix("https://"))
+    {
+        match rest.find('/') {
+            Some(i) => &rest[i..],
+            None => "/",
+        }
+    } else {
+        return Err(TargetError::BadRequest);
+    };
+    let end = path.find(['?', '#']).unwrap_or(path.len());
+    Ok(&path[..end])
+}
+
+/// Decode a request path into a relative file path with no dot segments.
+pub fn relative_path(target: &str) -> Result<PathBuf, TargetError> {
+    let decoded = percent_decode(path_part(target)?.as_bytes())?;
+    let mut parts: Vec<&[u8]> = Vec::new();
+    for segment in decoded.split(|&b| b == b'/') {
+        match segment {
+            b"" | b"." => {}
+            b".." => {
+                if parts.pop().is_none() {
+                    return Err(TargetError::BadRequest);
+                }
+            }
+            s => parts.push(s),
+        }
+    }
+    let joined = parts.join(&b'/');
+    Ok(PathBuf::from(OsString::from_vec(joined)))
+}
+
+fn percent_decode(raw: &[u8]) -> Result<Vec<u8>, TargetError> {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        let b = raw[i];
+        if b == b'%' {
+            let hi = raw.get(i + 1).and_then(|c| (*c as char).to_digit(16));
+            let lo = raw.get(i + 2).and_then(|c| (*c as char).to_digit(16));
+            match (hi, lo) {
+                (Some(h), Some(l)) => out.push((h * 16 + l) as u8),
+                _ => return Err(TargetError::BadRequest),
+            }
+            i += 3;
+        } else {
+            out.push(b);
+            i += 1;
+        }
+    }
+    if out.contains(&0) {
+        return Err(TargetError::BadRequest);
+    }
+    Ok(out)
+}
+
+/// The document root, opened once; files are looked up relative to it.
+#[derive(Debug)]
+pub struct DocRoot {
+    dir: OwnedFd,
+    canonical: PathBuf,
+    allow_outside_symlinks: bool,
+}
+
+/// `struct open_how` from linux/openat2.h (libc marks its copy non-exhaustive).
+#[repr(C)]
+struct OpenHow {
+    flags: u64,
+    mode: u64,
+    resolve: u64,
+}
+
+const RESOLVE_NO_MAGICLINKS: u64 = 0x02;
+const RESOLVE_BENEATH: u64 = 0x08;
+
+impl DocRoot {
+    pub fn open(root: &Path, allow_outside_symlinks: bool) -> io::Result<DocRoot> {
+        let canonical = root.canonicalize()?;
+        if !canonical.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "not a directory",
+            ));
+        }
+        let c = std::ffi::CString::new(canonical.as_os_str().as_bytes())?;
+        // SAFETY: c is a valid NUL-terminated path; the returned fd is owned below.
+        let fd = unsafe {
+            libc::open(
+                c.as_ptr(),
+                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fd is a fresh descriptor we own.
+        let dir = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(DocRoot {
+            dir,
+            canonical,
+            allow_outside_symlinks,
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.canonical
+    }
+
+    /// Open a regular file under the root for reading.
+    pub fn open_file(&self, rel: &Path) -> Result<File, TargetError> {
+        let file = match self.openat2(rel) {
+            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => self.open_checked(rel)?,
+            Err(e) => return Err(map_open_error(&e)),
+            Ok(f) => f,
+        };
+        let meta = file.metadata().map_err(|_| TargetError::NotFound)?;
+        if meta.is_dir() {
+            return Err(TargetError::NotFound);
+        }
+        if !meta.is_file() {
+            return Err(TargetError::Forbidden);
+        }
+        Ok(file)
+    }
+
+    fn openat2(&self, rel: &Path) -> io::Result<File> {
+        let name = if rel.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            rel
+        };
+        let c = std::ffi::CString::new(name.as_os_str().as_bytes())
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let resolve = if self.allow_outside_symlinks {
+            RESOLVE_NO_MAGICLINKS
+        } else {
+            RESOLVE_BENEATH | RESOLVE_NO_MAGICLINKS
+        };
+        let how = OpenHow {
+            flags: (libc::O_RDONLY | libc::O_CLOEXEC | libc::O_NOCTTY | libc::O_NONBLOCK) as u64,
+            mode: 0,
+            resolve,
+        };
+        // SAFETY: arguments are valid for the openat2 syscall; the fd is owned below.
+        let fd = unsafe {
+            libc::syscall(
+                libc::SYS_openat2,
+                self.dir.as_raw_fd(),
+                c.as_ptr(),
+                &how as *const OpenHow,
+                std::mem::size_of::<OpenHow>(),
+            )
+        };
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fd is a fresh descriptor we own.
+        Ok(unsafe { File::from_raw_fd(fd as i32) })
+    }
+
+    /// Fallback for kernels without openat2: canonicalize, then compare with the root.
+    fn open_checked(&self, rel: &Path) -> Result<File, TargetError> {
+        let full = self.canonical.join(rel);
+        let real = full.canonicalize().map_err(|e| map_open_error(&e))?;
+        if !self.allow_outside_symlinks && !real.starts_with(&self.canonical) {
+            return Err(TargetError::Forbidden);
+        }
+        File::open(&real).map_err(|e| map_open_error(&e))
+    }
+}
+
+fn map_open_error(e: &io::Error) -> TargetError {
+    match e.raw_os_error() {
+        Some(libc::ENOENT) | Some(libc::ENOTDIR) | Some(libc::ENAMETOOLONG) => {
+            TargetError::NotFound
+        }
+        Some(libc::EXDEV) | Some(libc::ELOOP) | Some(libc::EACCES) | Some(libc::EPERM) => {
+            TargetError::Forbidden
+        }
+        _ => TargetError::NotFound,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decodes_and_normalizes() {
+        assert_eq!(
+            relative_path("/a/b.mp4?x=1").unwrap(),
+            PathBuf::from("a/b.mp4")
+        );
+        assert_eq!(
+            relative_path("/a/./c/../b%20c.mp4").unwrap(),
+            PathBuf::from("a/b c.mp4")
+        );
+        assert_eq!(
+            relative_path("http://h:80/v.mp4").unwrap(),
+            PathBuf::from("v.mp4")
+        );
+        assert_eq!(relative_path("//a//b").unwrap(), PathBuf::from("a/b"));
+    }
+
+    #[test]
+    fn traversal_and_bad_escapes_rejected() {
+        for bad in [
+            "/../etc/passwd",
+            "/a/../../etc/passwd",
+            "/%2e%2e/etc/passwd",
+            "/%2E%2E%2Fetc%2Fpasswd",
+            "/a%2f..%2f..%2fetc",
+            "/x%00.mp4",
+            "/bad%zz",
+            "/trunc%2",
+            "*",
+            "etc/passwd",
+        ] {
+            assert_eq!(relative_path(bad), Err(TargetError::BadRequest), "{bad}");
+        }
+    }
+}

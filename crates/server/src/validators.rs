@@ -1,0 +1,201 @@
+//! Validators and preconditions (RFC 9110 §8.8, §13): strong ETags, Last-Modified, and
+//! the evaluation of If-Match, If-Unmodified-Since, If-None-Match, If-Modified-Since
+//! and If-Range.
+
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// The validators of one file version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Validators {
+    /// Strong entity tag including the quotes, e.g. `"1a2b-5f00-3e8"`.
+    pub etag: String,
+    /// Modification time truncated to whole seconds (HTTP dates have no fractions).
+    pub last_modified: SystemTime,
+}
+
+impl Validators {
+    /// Build validators from file metadata: inode, size and modification time in
+    /// nanoseconds, so any rewrite of the file changes the tag.
+    pub fn from_metadata(ino: u64, size: u64, mtime_sec: i64, mtime_nsec: i64) -> Self {
+        let nanos = (mtime_sec as i128) * 1_000_000_000 + mtime_nsec as i128;
+        let etag = format!("\"{ino:x}-{size:x}-{:x}\"", nanos.max(0));
+        let secs = mtime_sec.max(0) as u64;
+        Validators {
+            etag,
+            last_modified: UNIX_EPOCH + Duration::from_secs(secs),
+        }
+    }
+
+    pub fn last_modified_text(&self) -> String {
+        httpdate::fmt_http_date(self.last_modified)
+    }
+}
+
+/// The conditional request headers, as received.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Conditions<'a> {
+    pub if_match: Option<&'a str>,
+    pub if_unmodified_since: Option<&'a str>,
+    pub if_none_match: Option<&'a str>,
+    pub if_modified_since: Option<&'a str>,
+}
+
+/// What the preconditions decided for a GET or HEAD.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Precondition {
+    Proceed,
+    NotModified,
+    Failed,
+}
+
+/// Evaluate preconditions in the order RFC 9110 §13.2.2 prescribes for GET/HEAD.
+pub fn evaluate(cond: &Conditions<'_>, v: &Validators) -> Precondition {
+    if let Some(list) = cond.if_match {
+        if !list_matches(list, &v.etag, true) {
+            return Precondition::Failed;
+        }
+    } else if let Some(date) = cond.if_unmodified_since.and_then(parse_date) {
+        if v.last_modified > date {
+            return Precondition::Failed;
+        }
+    }
+    if let Some(list) = cond.if_none_match {
+        if list_matches(list, &v.etag, false) {
+            return Precondition::NotModified;
+        }
+    } else if let Some(date) = cond.if_modified_since.and_then(parse_date) {
+        if v.last_modified <= date {
+            return Precondition::NotModified;
+        }
+    }
+    Precondition::Proceed
+}
+
+/// Whether an `If-Range` value lets the Range header apply: a strong ETag must match
+/// exactly, a date must equal Last-Modified; anything else (weak tag, bad date) fails.
+pub fn if_range_holds(value: &str, v: &Validators) -> bool {
+    let value = value.trim();
+    if value.starts_with('"') {
+        return value == v.etag;
+    }
+    if value.starts_with("W/") {
+        return false;
+    }
+    parse_date(value) == Some(v.last_modified)
+}
+
+fn parse_date(text: &str) -> Option<SystemTime> {
+    httpdate::parse_http_date(text.trim()).ok()
+}
+
+/// Match an entity-tag list (`*` or comma-separated tags) against our strong tag, using
+/// strong or weak comparison.
+fn list_matches(list: &str, etag: &str, strong: bool) -> bool {
+    let list = list.trim();
+    if list == "*" {
+        return true;
+    }
+    list.split(',').map(str::trim).any(|tag| {
+        if let Some(weak) = tag.strip_prefix("W/") {
+            !strong && weak == etag
+        } else {
+            tag == etag
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v() -> Validators {
+        Validators::from_metadata(0x10, 100, 1_700_000_000, 5)
+    }
+
+    #[test]
+    fn etag_is_strong_and_depends_on_mtime() {
+        let a = v();
+        let b = Validators::from_metadata(0x10, 100, 1_700_000_000, 6);
+        assert!(a.etag.starts_with('"') && a.etag.ends_with('"'));
+        assert_ne!(a.etag, b.etag);
+        assert_eq!(a.last_modified_text(), "Tue, 14 Nov 2023 22:13:20 GMT");
+    }
+
+    #[test]
+    fn if_none_match_uses_weak_comparison() {
+        let v = v();
+        let weak = format!("W/{}", v.etag);
+        let cond = |inm: &str| Conditions {
+            if_none_match: Some(inm),
+            ..Default::default()
+        };
+        assert_eq!(
+            evaluate(&cond(&v.etag.clone()), &v),
+            Precondition::NotModified
+        );
+        assert_eq!(evaluate(&cond(&weak), &v), Precondition::NotModified);
+        assert_eq!(evaluate(&cond("\"x\", *"), &v), Precondition::Proceed);
+        assert_eq!(evaluate(&cond("*"), &v), Precondition::NotModified);
+        assert_eq!(evaluate(&cond("\"x\""), &v), Precondition::Proceed);
+    }
+
+    #[test]
+    fn if_modified_since_ignored_when_if_none_match_present() {
+        let v = v();
+        let later = "Wed, 15 Nov 2023 00:00:00 GMT";
+        let c = Conditions {
+            if_modified_since: Some(later),
+            ..Default::default()
+        };
+        assert_eq!(evaluate(&c, &v), Precondition::NotModified);
+        let c = Conditions {
+            if_modified_since: Some(later),
+            if_none_match: Some("\"x\""),
+            ..Default::default()
+        };
+        assert_eq!(evaluate(&c, &v), Precondition::Proceed);
+        let earlier = "Mon, 13 Nov 2023 00:00:00 GMT";
+        let c = Conditions {
+            if_modified_since: Some(earlier),
+            ..Default::default()
+        };
+        assert_eq!(evaluate(&c, &v), Precondition::Proceed);
+        let c = Conditions {
+            if_modified_since: Some("garbage"),
+            ..Default::default()
+        };
+        assert_eq!(evaluate(&c, &v), Precondition::Proceed);
+    }
+
+    #[test]
+    fn if_match_needs_strong_match() {
+        let v = v();
+        let weak = format!("W/{}", v.etag);
+        let c = Conditions {
+            if_match: Some(&weak),
+            ..Default::default()
+        };
+        assert_eq!(evaluate(&c, &v), Precondition::Failed);
+        let c = Conditions {
+            if_match: Some(&v.etag),
+            ..Default::default()
+        };
+        assert_eq!(evaluate(&c, &v), Precondition::Proceed);
+        let c = Conditions {
+            if_unmodified_since: Some("Mon, 13 Nov 2023 00:00:00 GMT"),
+            ..Default::default()
+        };
+        assert_eq!(evaluate(&c, &v), Precondition::Failed);
+    }
+
+    #[test]
+    fn if_range_forms() {
+        let v = v();
+        assert!(if_range_holds(&v.etag, &v));
+        assert!(!if_range_holds(&format!("W/{}", v.etag), &v));
+        assert!(!if_range_holds("\"other\"", &v));
+        assert!(if_range_holds(&v.last_modified_text(), &v));
+        assert!(!if_range_holds("Mon, 13 Nov 2023 00:00:00 GMT", &v));
+        assert!(!if_range_holds("nonsense", &v));
+    }
+}
