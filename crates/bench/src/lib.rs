@@ -7,10 +7,14 @@
 //! [`scenario`] holds the seed experiments as data.
 
 pub mod apache;
+pub mod experiment;
+pub mod launch;
 pub mod nginx;
 pub mod peers;
 pub mod point;
 pub mod process;
+pub mod readahead;
 pub mod report;
+pub mod scenario;
 pub mod search;
 pub mod sut;

@@ -205,6 +205,9 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
             ));
         }
     }
+    if sut.readahead.is_some() && !matches!(sut.base, Base::Nginx | Base::Apache) {
+        return Err("+readahead tunes the kernel for unmodified servers (nginx, apache)".into());
+    }
     if sut.preload && matches!(sut.base, Base::Vodkit { .. }) {
         return Err(
             "+preload is for unmodified servers (nginx, apache); vodkit prefetches itself".into(),

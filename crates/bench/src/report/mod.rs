@@ -251,13 +251,24 @@ pub fn check(report: &BenchReport) -> Vec<String> {
                 if s.points.is_empty() {
                     problems.push(p("measured but has no data points"));
                 }
+                for (i, r) in s.per_repeat.iter().enumerate() {
+                    if let Some(r) = r {
+                        let backed = s
+                            .points
+                            .iter()
+                            .any(|pt| pt.passed && pt.repeat == i as u32 && pt.rate == *r);
+                        if !backed {
+                            problems
+                                .push(p(&format!("repeat {i}: capacity {r} has no passing point")));
+                        }
+                    }
+                }
                 if let Some(rate) = s.max_failure_free_rate {
-                    if !s
-                        .points
-                        .iter()
-                        .any(|pt| pt.passed && pt.rate <= rate + 1e-9)
-                    {
-                        problems.push(p("capacity is not backed by a passing point"));
+                    let each: Vec<f64> = s.per_repeat.iter().map(|r| r.unwrap_or(0.0)).collect();
+                    let lo = each.iter().copied().fold(f64::INFINITY, f64::min);
+                    let hi = each.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                    if !(lo - 1e-9 <= rate && rate <= hi + 1e-9) {
+                        problems.push(p("capacity is not backed by the repeats' passing points"));
                     }
                     if s.throughput_mb_s.is_none() {
                         problems.push(p("capacity without throughput"));

@@ -1,0 +1,253 @@
+//! The procedure behind each data point, over small traits so that each part of the
+//! testbed (file set and disk, servers, load generator, system sampler) can be swapped:
+//!
+//! 1. drop the page cache (the testbed knows how),
+//! 2. start the server under test (under its memory budget),
+//! 3. start the system sampler, run the load at the rate (the load generator warms the
+//!    cache first and reports the steady-state window, ramps excluded),
+//! 4. summarise disk and CPU over that window, stop the server, collect its error lines.
+//!
+//! [`run_bench`] runs the capacity search for every server and assembles the report.
+
+use crate::point::{ClientMetrics, DiskMetrics, PointMetrics};
+use crate::report::{self, BenchReport, ServerReport};
+use crate::search::{self, Criterion, Observation, Oracle, SearchPlan, Trial};
+use crate::sut::Sut;
+use std::time::SystemTime;
+
+/// What the load generator reports for one run.
+#[derive(Debug, Clone, Default)]
+pub struct LoadOutcome {
+    pub client: ClientMetrics,
+    /// Steady-state window as wall-clock times (start, end).
+    pub steady: Option<(SystemTime, SystemTime)>,
+}
+
+/// Runs the workload's sessions against a server at a rate (sessions/s).
+pub trait LoadDriver {
+    fn run(&mut self, base_url: &str, rate: f64, repeat: u32) -> Result<LoadOutcome, String>;
+}
+
+/// Disk and CPU figures over a window.
+#[derive(Debug, Clone, Default)]
+pub struct SystemFigures {
+    pub disk: Option<DiskMetrics>,
+    pub cpu_util: Option<f64>,
+    pub notes: Vec<String>,
+}
+
+/// Samples system metrics while a point runs.
+pub trait Sampler {
+    fn start(&mut self) -> Result<(), String>;
+    /// Stop sampling and summarise the steady-state window (whole run when `None`).
+    fn finish(&mut self, window: Option<(SystemTime, SystemTime)>)
+        -> Result<SystemFigures, String>;
+}
+
+/// A sampler for when none is available; it says so in every point's notes.
+pub struct NoSampler(pub String);
+
+impl Sampler for NoSampler {
+    fn start(&mut self) -> Result<(), String> {
+        Ok(())
+    }
+    fn finish(&mut self, _: Option<(SystemTime, SystemTime)>) -> Result<SystemFigures, String> {
+        Ok(SystemFigures {
+            notes: vec![self.0.clone()],
+            ..Default::default()
+        })
+    }
+}
+
+/// A started server under test.
+pub trait Running {
+    fn base_url(&self) -> String;
+    /// Prefetch size over time, for servers that adapt it.
+    fn prefetch_series(&self) -> Vec<(f64, u64)> {
+        Vec::new()
+    }
+    /// Stop the server; returns the error-log lines it left.
+    fn stop(self: Box<Self>) -> Result<Vec<String>, String>;
+}
+
+/// Why a server could not be started.
+#[derive(Debug, Clone)]
+pub enum StartError {
+    /// The server cannot run here (not installed, dependency not available yet): skip it.
+    Unavailable(String),
+    /// It should run but failed: a runtime error for this server.
+    Failed(String),
+}
+
+/// Starts servers under test.
+pub trait Launcher {
+    /// Check up front whether `sut` can run here at all.
+    fn available(&self, sut: &Sut) -> Result<(), String>;
+    fn start(&mut self, sut: &Sut) -> Result<Box<dyn Running>, StartError>;
+}
+
+/// The file set's home: plain directory or emulated disk.
+pub trait Testbed {
+    fn describe(&self) -> String;
+    /// Empty the page cache before a point; returns a note when it could not.
+    fn drop_caches(&mut self) -> Option<String>;
+}
+
+/// A plain directory on whatever disk it lives on.
+pub struct PlainDisk;
+
+impl Testbed for PlainDisk {
+    fn describe(&self) -> String {
+        "plain disk (no emulation)".into()
+    }
+    fn drop_caches(&mut self) -> Option<String> {
+        drop_page_cache().err()
+    }
+}
+
+/// `sync; echo 3 > /proc/sys/vm/drop_caches` (needs root).
+pub fn drop_page_cache() -> Result<(), String> {
+    // SAFETY: sync(2) has no preconditions.
+    unsafe { libc::sync() };
+    std::fs::write("/proc/sys/vm/drop_caches", "3\n").map_err(|e| {
+        format!("page cache not dropped before the point ({e}); results include a warm cache")
+    })
+}
+
+/// The pieces of one bench, borrowed for the run.
+pub struct Rig<'a> {
+    pub testbed: &'a mut dyn Testbed,
+    pub launcher: &'a mut dyn Launcher,
+    pub load: &'a mut dyn LoadDriver,
+    pub sampler: &'a mut dyn Sampler,
+}
+
+/// Error that ends one server's search.
+#[derive(Debug, Clone)]
+pub struct PointError(pub StartError);
+
+struct ServerOracle<'r, 'a> {
+    rig: &'r mut Rig<'a>,
+    sut: &'r Sut,
+}
+
+impl Oracle for ServerOracle<'_, '_> {
+    type Detail = PointMetrics;
+    type Error = PointError;
+
+    fn measure(
+        &mut self,
+        rate: f64,
+        repeat: u32,
+    ) -> Result<(Observation, PointMetrics), PointError> {
+        let mut m = PointMetrics::default();
+        if let Some(note) = self.rig.testbed.drop_caches() {
+            m.notes.push(note);
+        }
+        let server = self.rig.launcher.start(self.sut).map_err(PointError)?;
+        let url = server.base_url();
+        let sampling = self.rig.sampler.start();
+        let load = self.rig.load.run(&url, rate, repeat);
+        let figures = match sampling {
+            Ok(()) => self
+                .rig
+                .sampler
+                .finish(load.as_ref().ok().and_then(|l| l.steady)),
+            Err(e) => Err(e),
+        };
+        m.prefetch_size = server.prefetch_series();
+        let stopped = server.stop();
+        let load =
+            load.map_err(|e| PointError(StartError::Failed(format!("load at rate {rate}: {e}"))))?;
+        m.client = load.client;
+        match figures {
+            Ok(f) => {
+                m.disk = f.disk;
+                m.cpu_util = f.cpu_util;
+                m.notes.extend(f.notes);
+            }
+            Err(e) => m.notes.push(format!("system metrics unavailable: {e}")),
+        }
+        match stopped {
+            Ok(lines) => m.server_errors = lines,
+            Err(e) => m.notes.push(format!("stopping the server: {e}")),
+        }
+        Ok((m.observation(), m))
+    }
+}
+
+/// Settings of one bench run.
+pub struct BenchSettings {
+    pub workload: String,
+    pub memory_bytes: Option<u64>,
+    pub plan: SearchPlan,
+    pub criterion: Criterion,
+    pub repeat: u32,
+}
+
+/// Progress callbacks (the CLI draws bars; tests ignore them).
+pub trait Progress {
+    fn server_started(&mut self, _sut: &Sut, _index: usize, _total: usize) {}
+    fn point(&mut self, _sut: &Sut, _trial: &Trial<PointMetrics>) {}
+    fn server_done(&mut self, _report: &ServerReport) {}
+}
+
+/// Progress that shows nothing.
+pub struct Quiet;
+impl Progress for Quiet {}
+
+/// Search every server's capacity and build the report (not yet written to disk).
+pub fn run_bench(
+    settings: &BenchSettings,
+    suts: &[Sut],
+    rig: &mut Rig<'_>,
+    progress: &mut dyn Progress,
+) -> BenchReport {
+    let mut rep = report::new_report(
+        &settings.workload,
+        &rig.testbed.describe(),
+        settings.memory_bytes,
+        &settings.criterion.to_string(),
+        &settings.plan,
+        settings.repeat.max(1),
+    );
+    for (i, sut) in suts.iter().enumerate() {
+        progress.server_started(sut, i, suts.len());
+        let server = match rig.launcher.available(sut) {
+            Err(why) => ServerReport::not_measured(sut, report::SKIPPED, why),
+            Ok(()) => {
+                let mut oracle = ServerOracle { rig, sut };
+                let outcome = search::search(
+                    &mut oracle,
+                    &settings.plan,
+                    settings.criterion,
+                    settings.repeat,
+                    |t| progress.point(sut, t),
+                );
+                match outcome {
+                    Ok(out) => ServerReport::from_search(sut, &out),
+                    Err(PointError(StartError::Unavailable(why))) => {
+                        ServerReport::not_measured(sut, report::SKIPPED, why)
+                    }
+                    Err(PointError(StartError::Failed(why))) => {
+                        ServerReport::not_measured(sut, report::FAILED, why)
+                    }
+                }
+            }
+        };
+        progress.server_done(&server);
+        rep.servers.push(server);
+    }
+    let errs: usize = rep
+        .servers
+        .iter()
+        .flat_map(|s| &s.points)
+        .map(|p| p.metrics.server_errors.len())
+        .sum();
+    if errs > 0 {
+        rep.notes.push(format!(
+            "servers logged {errs} error lines during the runs; see each point's server_errors"
+        ));
+    }
+    rep
+}

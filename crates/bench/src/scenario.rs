@@ -1,0 +1,490 @@
+//! The seed experiments as data. A scenario is a set of cells (one workload variant, one
+//! testbed, one memory budget, several servers); each names the seed figure it mirrors and
+//! the finding it checks, and carries the checks that decide whether the run reproduced it.
+//! Sizes are chosen so a scenario finishes in about 30 minutes on a 2-core machine.
+
+use crate::report::{BenchReport, Comparison};
+use serde::Serialize;
+
+/// One workload/testbed/memory combination and the servers measured on it.
+#[derive(Debug, Clone, Serialize)]
+pub struct Cell {
+    /// Prefix for server names in the report (empty when the scenario has one cell).
+    pub label: &'static str,
+    /// Built-in spec name for `vodkit workload new --spec`.
+    pub spec: &'static str,
+    /// `--set key=value` overrides for the spec.
+    pub sets: Vec<&'static str>,
+    /// File-set layout: `unchunked` or `chunked:SIZE`.
+    pub layout: &'static str,
+    /// `plain` or `hdd:PRESET`.
+    pub testbed: &'static str,
+    /// Memory budget for the server (page cache included).
+    pub memory: &'static str,
+    pub suts: Vec<&'static str>,
+}
+
+/// A relation between measured capacities that the seed finding predicts.
+#[derive(Debug, Clone, Serialize)]
+pub enum Check {
+    /// capacity(a) / capacity(b) ≥ min_ratio.
+    Ratio {
+        a: &'static str,
+        b: &'static str,
+        min_ratio: f64,
+    },
+    /// capacity(a) ≥ max over `of` × fraction (e.g. auto within 10% of the best fixed size).
+    NearBest {
+        a: &'static str,
+        of: Vec<&'static str>,
+        fraction: f64,
+    },
+    /// Capacities do not decrease along the list (within `slack` relative).
+    NonDecreasing {
+        order: Vec<&'static str>,
+        slack: f64,
+    },
+}
+
+/// A named experiment from the seeds.
+#[derive(Debug, Clone, Serialize)]
+pub struct Scenario {
+    pub name: &'static str,
+    pub mirrors: &'static str,
+    pub finding: &'static str,
+    /// Workload scale factor (`--scale`) so the scenario fits its time budget.
+    pub scale: f64,
+    /// Longest load run per data point (seconds).
+    pub point_s: u64,
+    /// Rough capacity guess in sessions/s to seed the search.
+    pub rate_guess: f64,
+    pub cells: Vec<Cell>,
+    pub checks: Vec<Check>,
+}
+
+fn cell(label: &'static str, suts: &[&'static str]) -> Cell {
+    Cell {
+        label,
+        spec: "youtube-2011",
+        sets: Vec::new(),
+        layout: "unchunked",
+        testbed: "hdd:wd-red",
+        memory: "1GiB",
+        suts: suts.to_vec(),
+    }
+}
+
+/// Name in the report of server `sut` in cell `label`.
+pub fn qualified(label: &str, sut: &str) -> String {
+    if label.is_empty() {
+        sut.to_string()
+    } else {
+        format!("{label} {sut}")
+    }
+}
+
+/// Every scenario, in the order `--scenario help` lists them.
+pub fn all() -> Vec<Scenario> {
+    let base = Scenario {
+        name: "",
+        mirrors: "",
+        finding: "",
+        scale: 0.1,
+        point_s: 240,
+        rate_guess: 1.0,
+        cells: Vec::new(),
+        checks: Vec::new(),
+    };
+    let chunk_suts = ["vodkit:vanilla", "vodkit:asap:fixed:2MiB"];
+    vec![
+        Scenario {
+            name: "chunking",
+            mirrors: "thesis Table 3.4 and Figs 3.10-3.15",
+            finding: "with serialized 2 MB prefetching, storing titles in bigger chunks (best: one file per title) \
+                      raises capacity a lot, while the vanilla server barely notices the chunk size",
+            cells: vec![
+                Cell { layout: "chunked:512KiB", ..cell("0.5MB", &chunk_suts) },
+                Cell { layout: "chunked:2MiB", ..cell("2MB", &chunk_suts) },
+                cell("unchunked", &chunk_suts),
+            ],
+            checks: vec![
+                Check::NonDecreasing {
+                    order: vec!["0.5MB vodkit:asap:fixed:2MiB", "2MB vodkit:asap:fixed:2MiB", "unchunked vodkit:asap:fixed:2MiB"],
+                    slack: 0.05,
+                },
+                Check::Ratio { a: "unchunked vodkit:asap:fixed:2MiB", b: "unchunked vodkit:vanilla", min_ratio: 1.5 },
+            ],
+            ..base.clone()
+        },
+        Scenario {
+            name: "prefetch-size",
+            mirrors: "thesis Fig 4.1 and Table 4.1",
+            finding: "capacity peaks at a middle prefetch size (too large wastes memory on evictions), and the \
+                      automatic policy lands close to the best fixed size",
+            cells: vec![cell(
+                "",
+                &[
+                    "vodkit:vanilla",
+                    "vodkit:asap:fixed:1MiB",
+                    "vodkit:asap:fixed:2MiB",
+                    "vodkit:asap:fixed:4MiB",
+                    "vodkit:asap:fixed:8MiB",
+                    "vodkit:asap:auto",
+                ],
+            )],
+            checks: vec![
+                Check::NearBest {
+                    a: "vodkit:asap:auto",
+                    of: vec!["vodkit:asap:fixed:1MiB", "vodkit:asap:fixed:2MiB", "vodkit:asap:fixed:4MiB", "vodkit:asap:fixed:8MiB"],
+                    fraction: 0.9,
+                },
+                Check::Ratio { a: "vodkit:asap:fixed:4MiB", b: "vodkit:vanilla", min_ratio: 2.0 },
+            ],
+            ..base.clone()
+        },
+        Scenario {
+            name: "memory",
+            mirrors: "thesis Figs 4.5 and 4.6",
+            finding: "a larger memory budget raises capacity (more cache hits, room for bigger prefetches), and \
+                      the automatic policy tracks the best fixed size at every budget",
+            cells: ["512MiB", "1GiB", "2GiB"]
+                .into_iter()
+                .zip(["mem=512MiB", "mem=1GiB", "mem=2GiB"])
+                .map(|(m, label)| Cell {
+                    memory: m,
+                    ..cell(label, &["vodkit:vanilla", "vodkit:asap:fixed:2MiB", "vodkit:asap:auto"])
+                })
+                .collect(),
+            checks: vec![Check::NonDecreasing {
+                order: vec!["mem=512MiB vodkit:asap:auto", "mem=1GiB vodkit:asap:auto", "mem=2GiB vodkit:asap:auto"],
+                slack: 0.05,
+            }],
+            ..base.clone()
+        },
+        Scenario {
+            name: "popularity",
+            mirrors: "thesis Fig 4.7",
+            finding: "a more skewed popularity (higher Zipf alpha) raises capacity through cache hits while disk \
+                      throughput stays about the same",
+            cells: [("alpha=0.6", "catalog.zipf_alpha=0.6"), ("alpha=0.8", "catalog.zipf_alpha=0.8"), ("alpha=1.0", "catalog.zipf_alpha=1.0")]
+                .into_iter()
+                .map(|(label, set)| Cell { sets: vec![set], ..cell(label, &["vodkit:asap:fixed:4MiB", "vodkit:asap:auto"]) })
+                .collect(),
+            checks: vec![Check::NonDecreasing {
+                order: vec!["alpha=0.6 vodkit:asap:auto", "alpha=0.8 vodkit:asap:auto", "alpha=1.0 vodkit:asap:auto"],
+                slack: 0.05,
+            }],
+            ..base.clone()
+        },
+        Scenario {
+            name: "disks",
+            mirrors: "thesis Figs 4.8 and 4.9",
+            finding: "the faster 7,200 rpm drive supports more sessions, and prefetching gains more over vanilla on it",
+            cells: [("wd-red", "hdd:wd-red"), ("seagate", "hdd:seagate-7200")]
+                .into_iter()
+                .map(|(label, tb)| Cell { testbed: tb, ..cell(label, &["vodkit:vanilla", "vodkit:asap:auto"]) })
+                .collect(),
+            checks: vec![Check::Ratio { a: "seagate vodkit:asap:auto", b: "wd-red vodkit:asap:auto", min_ratio: 1.0 }],
+            ..base.clone()
+        },
+        Scenario {
+            name: "mixed-bitrate",
+            mirrors: "thesis Fig 4.10",
+            finding: "with half SD and half HD titles, sizing prefetches by the square root of the bit rate does at \
+                      least as well as proportional or equal sizes",
+            rate_guess: 0.5,
+            cells: vec![Cell {
+                spec: "youtube-2014-mixed",
+                ..cell(
+                    "",
+                    &[
+                        "vodkit:asap:sqrt:6MiB@2095",
+                        "vodkit:asap:proportional:6MiB@2095",
+                        "vodkit:asap:fixed:6MiB",
+                        "vodkit:asap:auto",
+                        "vodkit:vanilla",
+                    ],
+                )
+            }],
+            checks: vec![
+                Check::NearBest {
+                    a: "vodkit:asap:sqrt:6MiB@2095",
+                    of: vec!["vodkit:asap:proportional:6MiB@2095", "vodkit:asap:fixed:6MiB"],
+                    fraction: 0.97,
+                },
+            ],
+            ..base.clone()
+        },
+        Scenario {
+            name: "io-modes",
+            mirrors: "seed 001 Table 2 and Fig 11",
+            finding: "serializing small reads alone does not help, large prefetches do, and prefetching with \
+                      serialized disk access (ASAP) is best",
+            cells: vec![cell(
+                "",
+                &["vodkit:vanilla", "vodkit:serialized", "vodkit:prefetch:fixed:2MiB", "vodkit:asap:fixed:2MiB"],
+            )],
+            checks: vec![
+                Check::Ratio { a: "vodkit:asap:fixed:2MiB", b: "vodkit:prefetch:fixed:2MiB", min_ratio: 1.0 },
+                Check::Ratio { a: "vodkit:prefetch:fixed:2MiB", b: "vodkit:vanilla", min_ratio: 1.2 },
+            ],
+            ..base.clone()
+        },
+        Scenario {
+            name: "servers",
+            mirrors: "seed 001 Table 3 (Linux rows) and Figs 8, 14-16",
+            finding: "serialized aggressive prefetching roughly doubles the capacity of default nginx/Apache \
+                      whether built in or preloaded; kernel readahead tuning closes much of the gap",
+            cells: vec![cell(
+                "",
+                &[
+                    "vodkit:asap:auto",
+                    "nginx",
+                    "apache",
+                    "nginx+preload",
+                    "apache+preload",
+                    "nginx+readahead:1024,maxsectors:16384",
+                    "nginx+readahead:2048,maxsectors:16384",
+                ],
+            )],
+            checks: vec![
+                Check::Ratio { a: "vodkit:asap:auto", b: "nginx", min_ratio: 3.0 },
+                Check::Ratio { a: "vodkit:asap:auto", b: "nginx+readahead:1024,maxsectors:16384", min_ratio: 1.2 },
+                Check::Ratio { a: "nginx+preload", b: "nginx", min_ratio: 1.5 },
+            ],
+            ..base
+        },
+    ]
+}
+
+/// Look a scenario up by name; the error lists the known names.
+pub fn find(name: &str) -> Result<Scenario, String> {
+    let all = all();
+    let names: Vec<&str> = all.iter().map(|s| s.name).collect();
+    all.iter().find(|s| s.name == name).cloned().ok_or_else(|| {
+        format!(
+            "unknown scenario `{name}`; expected one of {}",
+            names.join(", ")
+        )
+    })
+}
+
+fn capacity(report: &BenchReport, name: &str) -> Option<f64> {
+    report.server(name).and_then(|s| s.max_failure_free_rate)
+}
+
+/// Evaluate the scenario's checks on a finished report: the comparisons and an overall verdict.
+pub fn evaluate(s: &Scenario, report: &BenchReport) -> (Vec<Comparison>, String) {
+    let mut out = Vec::new();
+    for c in &s.checks {
+        out.push(match c {
+            Check::Ratio { a, b, min_ratio } => {
+                let ratio = capacity(report, a)
+                    .zip(capacity(report, b))
+                    .and_then(|(x, y)| (y > 0.0).then(|| x / y));
+                comparison(format!("{a} / {b}"), ratio, *min_ratio, report, &[a, b])
+            }
+            Check::NearBest { a, of, fraction } => {
+                let best = of
+                    .iter()
+                    .filter_map(|n| capacity(report, n))
+                    .fold(None, |m: Option<f64>, v| Some(m.map_or(v, |m| m.max(v))));
+                let ratio = capacity(report, a)
+                    .zip(best)
+                    .and_then(|(x, y)| (y > 0.0).then(|| x / y));
+                let mut names = vec![*a];
+                names.extend(of.iter().copied());
+                comparison(
+                    format!("{a} / best of {}", of.join(", ")),
+                    ratio,
+                    *fraction,
+                    report,
+                    &names,
+                )
+            }
+            Check::NonDecreasing { order, slack } => {
+                let caps: Vec<Option<f64>> = order.iter().map(|n| capacity(report, n)).collect();
+                let worst = caps
+                    .windows(2)
+                    .map(|w| w[0].zip(w[1]).and_then(|(x, y)| (x > 0.0).then(|| y / x)))
+                    .try_fold(f64::INFINITY, |m, r| r.map(|r| m.min(r)));
+                comparison(
+                    format!("smallest step ratio along {}", order.join(" → ")),
+                    worst,
+                    1.0 - slack,
+                    report,
+                    order,
+                )
+            }
+        });
+    }
+    let verdict = if out.iter().any(|c| c.met.is_none()) {
+        let missing: Vec<&str> = out
+            .iter()
+            .filter(|c| c.met.is_none())
+            .map(|c| c.note.as_str())
+            .collect();
+        format!("inconclusive: {}", missing.join("; "))
+    } else if out.iter().all(|c| c.met == Some(true)) {
+        "reproduced: every check met its target".to_string()
+    } else {
+        let missed: Vec<String> = out
+            .iter()
+            .filter(|c| c.met == Some(false))
+            .map(|c| {
+                format!(
+                    "{} = {:.2} (target {:.2})",
+                    c.what,
+                    c.ratio.unwrap_or(0.0),
+                    c.target.unwrap_or(0.0)
+                )
+            })
+            .collect();
+        format!("not reproduced: {}", missed.join("; "))
+    };
+    (out, verdict)
+}
+
+fn comparison(
+    what: String,
+    ratio: Option<f64>,
+    target: f64,
+    report: &BenchReport,
+    names: &[&str],
+) -> Comparison {
+    let note = match ratio {
+        Some(r) if r >= target => format!("met (target ≥ {target:.2})"),
+        Some(r) => format!(
+            "missed by {:.0}% (target ≥ {target:.2})",
+            (1.0 - r / target) * 100.0
+        ),
+        None => {
+            let why: Vec<String> = names
+                .iter()
+                .map(|n| match report.server(n) {
+                    None => format!("{n} not run"),
+                    Some(s) => match (&s.reason, s.max_failure_free_rate) {
+                        (_, Some(_)) => format!("{n} measured"),
+                        (Some(r), None) => format!("{n}: {r}"),
+                        (None, None) => format!("{n}: no capacity"),
+                    },
+                })
+                .filter(|s| !s.ends_with("measured"))
+                .collect();
+            format!("not measurable: {}", why.join(", "))
+        }
+    };
+    Comparison {
+        what,
+        ratio,
+        target: Some(target),
+        met: ratio.map(|r| r >= target),
+        note,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{new_report, ServerReport};
+    use crate::search::SearchPlan;
+
+    #[test]
+    fn every_issue_scenario_exists_with_parseable_servers_and_checks_naming_them() {
+        let names: Vec<&str> = all().iter().map(|s| s.name).collect();
+        assert_eq!(
+            names,
+            [
+                "chunking",
+                "prefetch-size",
+                "memory",
+                "popularity",
+                "disks",
+                "mixed-bitrate",
+                "io-modes",
+                "servers"
+            ]
+        );
+        for s in all() {
+            assert!(!s.mirrors.is_empty() && !s.finding.is_empty(), "{}", s.name);
+            let mut qualified_names = Vec::new();
+            for c in &s.cells {
+                let list = c.suts.join(",");
+                let suts =
+                    crate::sut::parse_list(&list).unwrap_or_else(|e| panic!("{}: {e}", s.name));
+                qualified_names.extend(suts.iter().map(|x| qualified(c.label, &x.label)));
+                assert!(c.memory.parse::<bytesize::ByteSize>().is_ok());
+            }
+            for ch in &s.checks {
+                let named: Vec<&str> = match ch {
+                    Check::Ratio { a, b, .. } => vec![a, b],
+                    Check::NearBest { a, of, .. } => {
+                        std::iter::once(*a).chain(of.iter().copied()).collect()
+                    }
+                    Check::NonDecreasing { order, .. } => order.clone(),
+                };
+                for n in named {
+                    assert!(
+                        qualified_names.iter().any(|q| q == n),
+                        "{}: check names unknown server {n}",
+                        s.name
+                    );
+                }
+            }
+        }
+        assert!(find("nope").unwrap_err().contains("servers"));
+    }
+
+    fn report_with(caps: &[(&str, Option<f64>)]) -> BenchReport {
+        let mut r = new_report(
+            "w",
+            "t",
+            None,
+            "strict",
+            &SearchPlan::FixedRates { rates: vec![1.0] },
+            1,
+        );
+        for (name, cap) in caps {
+            let sut = crate::sut::parse_one(name.split(' ').next_back().unwrap()).unwrap();
+            let mut s = ServerReport::not_measured(&sut, crate::report::MEASURED, String::new());
+            s.sut = name.to_string();
+            s.reason = if cap.is_none() {
+                Some("nginx is not installed".into())
+            } else {
+                None
+            };
+            s.max_failure_free_rate = *cap;
+            r.servers.push(s);
+        }
+        r
+    }
+
+    #[test]
+    fn verdicts_follow_the_measured_ratios() {
+        let s = find("io-modes").unwrap();
+        let good = report_with(&[
+            ("vodkit:vanilla", Some(2.0)),
+            ("vodkit:serialized", Some(1.8)),
+            ("vodkit:prefetch:fixed:2MiB", Some(3.0)),
+            ("vodkit:asap:fixed:2MiB", Some(3.5)),
+        ]);
+        let (cmp, verdict) = evaluate(&s, &good);
+        assert!(verdict.starts_with("reproduced"), "{verdict}");
+        assert_eq!(cmp.len(), 2);
+        let bad = report_with(&[
+            ("vodkit:vanilla", Some(2.0)),
+            ("vodkit:prefetch:fixed:2MiB", Some(2.0)),
+            ("vodkit:asap:fixed:2MiB", Some(3.0)),
+        ]);
+        let (cmp, verdict) = evaluate(&s, &bad);
+        assert!(verdict.starts_with("not reproduced"), "{verdict}");
+        assert!(cmp[1].note.contains("missed by 17%"), "{}", cmp[1].note);
+        let s = find("servers").unwrap();
+        let partial = report_with(&[("vodkit:asap:auto", Some(3.0)), ("nginx", None)]);
+        let (_, verdict) = evaluate(&s, &partial);
+        assert!(
+            verdict.starts_with("inconclusive") && verdict.contains("not installed"),
+            "{verdict}"
+        );
+    }
+}

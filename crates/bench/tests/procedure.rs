@@ -1,0 +1,217 @@
+//! The per-point procedure and the report, driven by simulated servers of known capacity:
+//! every step runs in order, skipped servers carry a reason, and the written report is
+//! complete and consistent.
+
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::SystemTime;
+use vodkit_bench::experiment::*;
+use vodkit_bench::point::{ClientMetrics, DiskMetrics};
+use vodkit_bench::report::{self, BenchReport};
+use vodkit_bench::search::{Criterion, SearchPlan};
+use vodkit_bench::sut::{parse_list, Sut};
+
+type Log = Rc<RefCell<Vec<String>>>;
+
+struct Bed(Log);
+impl Testbed for Bed {
+    fn describe(&self) -> String {
+        "simulated".into()
+    }
+    fn drop_caches(&mut self) -> Option<String> {
+        self.0.borrow_mut().push("drop".into());
+        None
+    }
+}
+
+struct Sim {
+    log: Log,
+}
+struct SimRunning {
+    url: String,
+    log: Log,
+}
+impl Running for SimRunning {
+    fn base_url(&self) -> String {
+        self.url.clone()
+    }
+    fn stop(self: Box<Self>) -> Result<Vec<String>, String> {
+        self.log.borrow_mut().push("stop".into());
+        Ok(vec![])
+    }
+}
+impl Launcher for Sim {
+    fn available(&self, sut: &Sut) -> Result<(), String> {
+        if sut.label == "apache" {
+            Err("apache2 is not installed; skipped".into())
+        } else {
+            Ok(())
+        }
+    }
+    fn start(&mut self, sut: &Sut) -> Result<Box<dyn Running>, StartError> {
+        self.log.borrow_mut().push(format!("start {}", sut.label));
+        let cap = if sut.label == "nginx" { 2.0 } else { 6.5 };
+        Ok(Box::new(SimRunning {
+            url: format!("sim://{cap}"),
+            log: self.log.clone(),
+        }))
+    }
+}
+
+struct Load(Log);
+impl LoadDriver for Load {
+    fn run(&mut self, url: &str, rate: f64, _repeat: u32) -> Result<LoadOutcome, String> {
+        self.0.borrow_mut().push("load".into());
+        let cap: f64 = url.trim_start_matches("sim://").parse().unwrap();
+        let failed = if rate > cap {
+            ((rate - cap) * 10.0).ceil() as u64
+        } else {
+            0
+        };
+        let sessions = 100;
+        let now = SystemTime::now();
+        Ok(LoadOutcome {
+            client: ClientMetrics {
+                sessions,
+                failed_sessions: failed.min(sessions),
+                failure_fraction: failed.min(sessions) as f64 / sessions as f64,
+                requests: 1500,
+                timed_out_requests: failed,
+                throughput_mb_s: rate.min(cap) * 3.0,
+                steady_s: 60.0,
+                qos: Some(serde_json::json!({"rebuffer_ratio": 0.01 * rate})),
+            },
+            steady: Some((now, now)),
+        })
+    }
+}
+
+struct Samp(Log);
+impl Sampler for Samp {
+    fn start(&mut self) -> Result<(), String> {
+        self.0.borrow_mut().push("sample".into());
+        Ok(())
+    }
+    fn finish(&mut self, w: Option<(SystemTime, SystemTime)>) -> Result<SystemFigures, String> {
+        assert!(w.is_some(), "the steady window reaches the sampler");
+        Ok(SystemFigures {
+            disk: Some(DiskMetrics {
+                mb_s: 40.0,
+                reads_per_s: 20.0,
+                ms_per_transaction: 5.0,
+                avg_read_kib: 2048.0,
+                utilization: 0.9,
+            }),
+            cpu_util: Some(0.2),
+            notes: vec![],
+        })
+    }
+}
+
+fn run(repeat: u32) -> (BenchReport, Log) {
+    let log: Log = Rc::default();
+    let suts = parse_list("vodkit:asap:auto,nginx,apache").unwrap();
+    let settings = BenchSettings {
+        workload: "sim".into(),
+        memory_bytes: Some(1 << 30),
+        plan: SearchPlan::FailureFree {
+            start: 1.0,
+            step: 1.0,
+            precision: 0.1,
+            max_rate: 50.0,
+        },
+        criterion: Criterion::Strict,
+        repeat,
+    };
+    let (mut bed, mut l, mut ld, mut s) = (
+        Bed(log.clone()),
+        Sim { log: log.clone() },
+        Load(log.clone()),
+        Samp(log.clone()),
+    );
+    let mut rig = Rig {
+        testbed: &mut bed,
+        launcher: &mut l,
+        load: &mut ld,
+        sampler: &mut s,
+    };
+    (run_bench(&settings, &suts, &mut rig, &mut Quiet), log)
+}
+
+#[test]
+fn each_point_follows_the_procedure_in_order() {
+    let (_, log) = run(1);
+    let log = log.borrow();
+    let first: Vec<&str> = log.iter().take(5).map(String::as_str).collect();
+    assert_eq!(
+        first,
+        ["drop", "start vodkit:asap:auto", "sample", "load", "stop"]
+    );
+    assert!(
+        !log.iter().any(|l| l.contains("apache")),
+        "a skipped server is never started"
+    );
+}
+
+#[test]
+fn report_is_complete_consistent_and_written() {
+    let (rep, _) = run(3);
+    assert!(report::check(&rep).is_empty(), "{:?}", report::check(&rep));
+    let v = rep.server("vodkit:asap:auto").unwrap();
+    let cap = v.max_failure_free_rate.unwrap();
+    assert!((6.4..=6.5).contains(&cap), "{cap}");
+    assert_eq!(v.disk_mb_s, Some(40.0));
+    assert!(v.ci95.is_some());
+    let n = rep.server("nginx").unwrap().max_failure_free_rate.unwrap();
+    assert!((1.9..=2.0).contains(&n), "{n}");
+    let a = rep.server("apache").unwrap();
+    assert_eq!(a.status, report::SKIPPED);
+    assert!(a.reason.as_deref().unwrap().contains("not installed"));
+
+    let dir = tempfile::tempdir().unwrap();
+    let w = report::write_all(&rep, dir.path()).unwrap();
+    let back: BenchReport =
+        serde_json::from_str(&std::fs::read_to_string(&w.json).unwrap()).unwrap();
+    assert!(report::check(&back).is_empty());
+    let raw: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&w.json).unwrap()).unwrap();
+    for key in [
+        "max_failure_free_rate",
+        "ci95",
+        "throughput_mb_s",
+        "disk_mb_s",
+        "disk_ms_per_transaction",
+        "avg_read_kib",
+        "cpu_util",
+    ] {
+        assert!(
+            raw["servers"][0].get(key).is_some(),
+            "bench.json lacks {key}"
+        );
+    }
+    let md = std::fs::read_to_string(&w.markdown).unwrap();
+    assert!(md.contains("| vodkit:asap:auto |") && md.contains("not installed"));
+    let html = std::fs::read_to_string(&w.html).unwrap();
+    assert!(html.matches("<svg").count() >= 5, "plots inline");
+    assert!(
+        !html.contains("<script") && !html.contains("src=\"http"),
+        "self-contained"
+    );
+    assert!(html.contains("QoS: rebuffer_ratio"));
+}
+
+#[test]
+fn a_broken_report_is_caught() {
+    let (mut rep, _) = run(1);
+    rep.servers[0].max_failure_free_rate = Some(1000.0);
+    rep.servers[2].reason = None;
+    let problems = report::check(&rep);
+    assert!(
+        problems.iter().any(|p| p.contains("not backed")),
+        "{problems:?}"
+    );
+    assert!(
+        problems.iter().any(|p| p.contains("no reason")),
+        "{problems:?}"
+    );
+}
