@@ -6,9 +6,12 @@
 //! deterministic [`content`] so every received byte can be verified.
 
 pub mod content;
+pub mod dist;
 pub mod error;
 pub mod logfmt;
 pub mod model;
 pub mod netflix;
+pub mod spec;
+pub mod units;
 
 pub use error::InputError;

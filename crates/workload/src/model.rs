@@ -189,7 +189,10 @@ mod tests {
             requests: vec![
                 Request {
                     path: "/v/t3.dat".into(),
-                    range: Some(ByteRange::Closed { first: 0, last: 524_287 }),
+                    range: Some(ByteRange::Closed {
+                        first: 0,
+                        last: 524_287,
+                    }),
                     pacing_s: 0.0,
                     timeout_s: 10.0,
                     conn: 0,
@@ -197,7 +200,10 @@ mod tests {
                 },
                 Request {
                     path: "/v/t3.dat".into(),
-                    range: Some(ByteRange::OpenEnded { first: 524_288, read: 1000 }),
+                    range: Some(ByteRange::OpenEnded {
+                        first: 524_288,
+                        read: 1000,
+                    }),
                     pacing_s: 10.0,
                     timeout_s: 10.0,
                     conn: 1,
