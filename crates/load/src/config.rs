@@ -110,6 +110,8 @@ pub struct LoadConfig {
     pub workers: Option<usize>,
     /// Free-form description of the input, copied into results.json.
     pub source: String,
+    /// Stop the run cleanly on Ctrl-C (SIGINT), keeping what was measured.
+    pub stop_on_interrupt: bool,
 }
 
 impl LoadConfig {
@@ -129,6 +131,7 @@ impl LoadConfig {
             progress: false,
             workers: None,
             source: String::new(),
+            stop_on_interrupt: false,
         }
     }
 

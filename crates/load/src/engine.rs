@@ -52,6 +52,14 @@ pub fn run(config: LoadConfig, stop: CancellationToken) -> Result<Run, LoadError
 pub async fn run_async(config: LoadConfig, stop: CancellationToken) -> Result<Run, LoadError> {
     config.validate()?;
     let fd_limit = raise_nofile_limit();
+    if config.stop_on_interrupt {
+        let stop = stop.clone();
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                stop.cancel();
+            }
+        });
+    }
     let warmed = warm_up(&config, &stop).await;
     let schedule = config.schedule();
     let shared = Arc::new(Shared {
@@ -223,9 +231,9 @@ pub fn raise_nofile_limit() -> u64 {
                 rlim_max: lim.rlim_max,
             };
             if libc::setrlimit(libc::RLIMIT_NOFILE, &want) == 0 {
-                return want.rlim_cur as u64;
+                return want.rlim_cur;
             }
         }
-        lim.rlim_cur as u64
+        lim.rlim_cur
     }
 }

@@ -156,6 +156,7 @@ mod tests {
             started,
             ttfb: Some(took / 2.0),
             ttlb: Some(took),
+            elapsed: took,
             bytes: 100,
             status: 200,
             failure: None,

@@ -93,6 +93,8 @@ pub struct RequestRecord {
     pub ttfb: Option<f64>,
     /// Time to last byte, seconds after `started`; `None` unless completed.
     pub ttlb: Option<f64>,
+    /// Seconds from `started` until the request ended: completed, failed or timed out.
+    pub elapsed: f64,
     /// Body bytes received.
     pub bytes: u64,
     pub status: u16,

@@ -94,6 +94,7 @@ async fn drive(plan: &Plan, shared: &Arc<Shared>) -> SessionRecord {
     let mut end: Option<SessionEnd> = None;
     let (mut opened, mut reconnects) = (0u32, 0u32);
     let mut issued = 0usize;
+    let mut issued_at: Vec<f64> = Vec::with_capacity(session.requests.len());
 
     let mut settle = |done: Finished, slots: &mut Vec<Slot>, end: &mut Option<SessionEnd>| {
         let slot = &mut slots[done.record.conn as usize];
@@ -137,6 +138,7 @@ async fn drive(plan: &Plan, shared: &Arc<Shared>) -> SessionRecord {
         }
         let start = Instant::now();
         prev_start = Some(start);
+        issued_at.push(start.duration_since(shared.t0).as_secs_f64());
         let slot = &mut slots[c];
         slot.busy = true;
         let conn = slot.conn.take();
@@ -160,7 +162,6 @@ async fn drive(plan: &Plan, shared: &Arc<Shared>) -> SessionRecord {
     }
     drop(inflight);
     // Requests that were in flight when the session ended are kept as sent but unfinished.
-    let t0 = shared.t0;
     let requests = records
         .into_iter()
         .enumerate()
@@ -171,9 +172,10 @@ async fn drive(plan: &Plan, shared: &Arc<Shared>) -> SessionRecord {
                 RequestRecord {
                     index: i as u32,
                     conn: req.conn,
-                    started: t0.elapsed().as_secs_f64(),
+                    started: issued_at[i],
                     ttfb: None,
                     ttlb: None,
+                    elapsed: 0.0,
                     bytes: 0,
                     status: 0,
                     failure: None,
@@ -305,6 +307,7 @@ async fn perform(
             started: start.duration_since(shared.t0).as_secs_f64(),
             ttfb,
             ttlb,
+            elapsed: finished_after,
             bytes: progress.bytes,
             status: progress.status,
             failure,

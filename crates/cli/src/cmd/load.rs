@@ -1,8 +1,234 @@
-//! `vodkit load` (issue #3).
+//! `vodkit load`: replay a session log against an HTTP server and measure it; `vodkit load
+//! merge` combines results.json files from several load hosts. Logic is in `vodkit-load`.
+
+use super::usage;
+use anyhow::Context;
+use clap::Subcommand;
+use std::path::PathBuf;
+use std::time::Duration;
+use vodkit_load::{input, CancellationToken, LoadConfig, Results, Target};
+use vodkit_workload::logfmt::LogFormat;
 
 #[derive(clap::Args)]
-pub struct Args {}
+#[command(args_conflicts_with_subcommands = true)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Option<LoadCommand>,
+    #[command(flatten)]
+    run: RunArgs,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    super::not_yet("vodkit load", 3)
+#[derive(Subcommand)]
+enum LoadCommand {
+    /// Merge results.json files of load hosts that ran at the same time.
+    Merge(MergeArgs),
+}
+
+#[derive(clap::Args)]
+struct MergeArgs {
+    /// results.json files to merge.
+    #[arg(required = true)]
+    inputs: Vec<PathBuf>,
+    /// Write the merged results here instead of printing a summary.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print the merged results as JSON on stdout.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Server under test, `http://HOST:PORT` (loopback unless --allow-remote).
+    #[arg(long)]
+    target: Option<String>,
+    /// Session log (sessions.jsonl or an httperf-family wsesslog).
+    #[arg(long)]
+    sessions: Option<PathBuf>,
+    /// Dialect of the session log.
+    #[arg(long, default_value = "auto", value_parser = parse_format)]
+    format: FormatChoice,
+    /// Sessions started per second (Poisson arrivals from the log's gaps).
+    #[arg(long, default_value_t = 1.0)]
+    rate: f64,
+    /// Run at most this many sessions of the log.
+    #[arg(long)]
+    max_sessions: Option<usize>,
+    /// Stop after this long (e.g. `10m`); sessions still running are cancelled.
+    #[arg(long, value_parser = humantime::parse_duration)]
+    duration: Option<Duration>,
+    /// Check every received byte against the file set's deterministic content.
+    #[arg(long)]
+    verify: bool,
+    /// Write results.json here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Print results.json on stdout instead of the readable summary.
+    #[arg(long)]
+    json: bool,
+    /// Write one CSV row per request here.
+    #[arg(long)]
+    csv: Option<PathBuf>,
+    /// workload.json with client classes and ramps (default: beside the session log).
+    #[arg(long)]
+    workload: Option<PathBuf>,
+    /// Do not emulate client links (bandwidth, delay) even if workload.json defines them.
+    #[arg(long)]
+    no_link: bool,
+    /// Warm the server up with the most popular chunks (warmup.jsonl beside the log).
+    #[arg(long)]
+    warmup: bool,
+    /// Warm-up list to use instead of warmup.jsonl beside the log (implies --warmup).
+    #[arg(long)]
+    warmup_file: Option<PathBuf>,
+    /// Number of warm-up requests (default: workload.json's warmup_chunks, else all).
+    #[arg(long)]
+    warmup_chunks: Option<u64>,
+    /// Sessions at the start excluded from the steady state (default from workload.json).
+    #[arg(long)]
+    ramp_up_sessions: Option<u64>,
+    /// Sessions at the end excluded from the steady state.
+    #[arg(long)]
+    ramp_down_sessions: Option<u64>,
+    /// Requests at the start excluded from the steady state.
+    #[arg(long)]
+    ramp_up_requests: Option<u64>,
+    /// Requests at the end excluded from the steady state.
+    #[arg(long)]
+    ramp_down_requests: Option<u64>,
+    /// Show the live status line even when stderr is not a terminal.
+    #[arg(long)]
+    progress: bool,
+    /// Worker threads (default: one per core).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Allow a target that is not a loopback address.
+    #[arg(long)]
+    allow_remote: bool,
+}
+
+#[derive(Clone, Copy)]
+struct FormatChoice(Option<LogFormat>);
+
+fn parse_format(s: &str) -> Result<FormatChoice, String> {
+    if s == "auto" {
+        return Ok(FormatChoice(None));
+    }
+    s.parse().map(|f| FormatChoice(Some(f)))
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.command {
+        Some(LoadCommand::Merge(m)) => merge(m),
+        None => run_load(args.run),
+    }
+}
+
+fn run_load(a: RunArgs) -> anyhow::Result<()> {
+    let target = a
+        .target
+        .as_deref()
+        .ok_or_else(|| usage("--target is required (e.g. --target http://127.0.0.1:8080)"))?;
+    let target = Target::parse(target, a.allow_remote).map_err(usage)?;
+    let sessions_path = a
+        .sessions
+        .clone()
+        .ok_or_else(|| usage("--sessions is required (a sessions.jsonl or wsesslog file)"))?;
+    let (sessions, format) = input::read_sessions(&sessions_path, a.format.0).map_err(usage)?;
+    let meta_path = a
+        .workload
+        .clone()
+        .or_else(|| input::sibling(&sessions_path, "workload.json"));
+    let meta = match &meta_path {
+        Some(p) => Some(input::read_meta(p).map_err(usage)?),
+        None => None,
+    };
+    let mut config = LoadConfig::new(target, sessions, a.rate);
+    config.source = format!("{} ({format})", sessions_path.display());
+    if let (Some(meta), Some(p)) = (&meta, &meta_path) {
+        if !a.no_link {
+            input::check_classes(&config.sessions, meta, &p.display().to_string())
+                .map_err(usage)?;
+        }
+        config.apply_meta(meta);
+    }
+    if a.no_link {
+        config.links.clear();
+    }
+    if a.warmup || a.warmup_file.is_some() {
+        let path = a
+            .warmup_file
+            .clone()
+            .or_else(|| input::sibling(&sessions_path, "warmup.jsonl"))
+            .ok_or_else(|| {
+                usage("--warmup: no warmup.jsonl beside the session log (use --warmup-file)")
+            })?;
+        let limit = a.warmup_chunks.or(meta
+            .as_ref()
+            .map(|m| m.measurement.warmup_chunks)
+            .filter(|&n| n > 0));
+        config.warmup = input::read_warmup(&path, limit).map_err(usage)?;
+    }
+    let ramp = &mut config.ramp;
+    ramp.up_sessions = a.ramp_up_sessions.unwrap_or(ramp.up_sessions);
+    ramp.down_sessions = a.ramp_down_sessions.unwrap_or(ramp.down_sessions);
+    ramp.up_requests = a.ramp_up_requests.unwrap_or(ramp.up_requests);
+    ramp.down_requests = a.ramp_down_requests.unwrap_or(ramp.down_requests);
+    config.max_sessions = a.max_sessions;
+    config.duration = a.duration;
+    config.verify = a.verify;
+    config.progress = a.progress;
+    config.workers = a.threads;
+    config.stop_on_interrupt = true;
+
+    let run = vodkit_load::run(config, CancellationToken::new()).map_err(|e| match e {
+        vodkit_load::LoadError::Input(e) => usage(e),
+        other => anyhow::Error::new(other),
+    })?;
+    if let Some(path) = &a.out {
+        write_json(path, &run.results)?;
+    }
+    if let Some(path) = &a.csv {
+        let file = std::fs::File::create(path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        vodkit_load::write_csv(std::io::BufWriter::new(file), &run.sessions)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&run.results)?);
+    } else {
+        print!("{}", run.results.summary());
+    }
+    Ok(())
+}
+
+fn write_json(path: &PathBuf, results: &Results) -> anyhow::Result<()> {
+    let text = serde_json::to_string_pretty(results)?;
+    std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
+}
+
+fn merge(m: MergeArgs) -> anyhow::Result<()> {
+    let mut parts = Vec::new();
+    for p in &m.inputs {
+        let text =
+            std::fs::read_to_string(p).map_err(|e| usage(format!("{}: {e}", p.display())))?;
+        let r: Results = serde_json::from_str(&text).map_err(|e| {
+            usage(format!(
+                "{}:{}: not a vodkit results file: {e}",
+                p.display(),
+                e.line()
+            ))
+        })?;
+        parts.push(r);
+    }
+    let merged = Results::merge(&parts).map_err(usage)?;
+    if let Some(out) = &m.out {
+        write_json(out, &merged)?;
+    }
+    if m.json {
+        println!("{}", serde_json::to_string_pretty(&merged)?);
+    } else {
+        print!("{}", merged.summary());
+    }
+    Ok(())
 }
