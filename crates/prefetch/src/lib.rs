@@ -1,12 +1,32 @@
 //! The prefetch engine shared by `vodkit serve`, `vodkit prefetchd` and `vodkit simulate`.
 //!
-//! Policies ([`policy`]) decide how much to read when a viewer's request misses the page
-//! cache; they are pure state machines driven by the caller's clock, so the simulator
-//! runs exactly the code the server deploys. See `docs/prefetch.md`.
+//! - [`policy`]: how much to read on a miss — pure state machines driven by the caller's
+//!   clock, so the simulator runs exactly the code the server deploys;
+//! - [`engine`]: residency checks, per-device FIFO workers or a thread pool, reads;
+//! - [`ledger`] and [`stats`]: prefetch evictions, eviction time, waste, disk time;
+//! - [`metrics`]: the accounting as Prometheus metrics;
+//! - [`bitrate`], [`chain`], [`device`], [`residency`]: inputs the engine needs.
+//!
+//! See `docs/prefetch.md`.
 
+pub mod bitrate;
+pub mod chain;
+pub mod device;
+pub mod engine;
+pub mod ledger;
+pub mod metrics;
 pub mod policy;
+pub mod residency;
+pub mod stats;
 
+pub use bitrate::BitrateMap;
+pub use chain::{ChainPosition, ChainTracker};
+pub use device::DeviceMap;
+pub use engine::{Begin, Engine, EngineConfig, IoMode, Pending, ReadOutcome, ReadRequest};
+pub use ledger::{Ledger, LedgerConfig, LedgerTotals};
 pub use policy::{
     ChainKind, Observation, Policy, PolicySpec, PolicyState, ReadContext, SpecError,
     DEFAULT_BITRATE_KBPS,
 };
+pub use residency::Probe;
+pub use stats::{DeviceStats, Stats, StatsLog};

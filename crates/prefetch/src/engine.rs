@@ -1,0 +1,699 @@
+//! The engine: detects misses and performs (enlarged, serialized) reads (Linux).
+//!
+//! For every request the caller hands over an open file and a byte range. The engine
+//! checks the range's residency ([`crate::residency`]); if it is all in memory the call
+//! returns at once. Otherwise the miss is read according to the [`IoMode`]
+//! (seed 001 §5):
+//!
+//! | mode | who reads | how much |
+//! |---|---|---|
+//! | `vanilla` | a shared thread pool | exactly the request |
+//! | `serialized` | one FIFO worker per device | exactly the request |
+//! | `prefetch` | a shared thread pool | the policy's prefetch size |
+//! | `asap` | one FIFO worker per device | the policy's prefetch size |
+//!
+//! Reads are blocking `pread`s into a reusable buffer (never readahead or
+//! `POSIX_FADV_WILLNEED`, which the kernel may truncate); the bytes land in the page
+//! cache and the caller then sends them with `sendfile`. Reads stop at end of file.
+//!
+//! Callers: an async server awaits [`Engine::ensure_resident`] (the worker completes a
+//! oneshot channel); a synchronous daemon calls [`Engine::ensure_resident_blocking`].
+//! Both report per call how many requested bytes were in memory and how many were not.
+
+use crate::chain::ChainPosition;
+use crate::device::DeviceMap;
+use crate::ledger::{Ledger, LedgerConfig};
+use crate::policy::{FileId, Observation, Policy, PolicySpec, ReadContext};
+use crate::residency::{self, Probe};
+use crate::stats::{DeviceStats, Stats};
+use crossbeam_channel::{Receiver, Sender};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::Instant;
+use tokio::sync::oneshot;
+
+/// How misses are read (seed 001 §5).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum IoMode {
+    Vanilla,
+    Serialized,
+    Prefetch,
+    #[default]
+    Asap,
+}
+
+impl IoMode {
+    pub fn name(self) -> &'static str {
+        match self {
+            IoMode::Vanilla => "vanilla",
+            IoMode::Serialized => "serialized",
+            IoMode::Prefetch => "prefetch",
+            IoMode::Asap => "asap",
+        }
+    }
+
+    /// One FIFO worker per device (rather than the shared pool).
+    pub fn serializes(self) -> bool {
+        matches!(self, IoMode::Serialized | IoMode::Asap)
+    }
+
+    /// Reads are enlarged to the policy's prefetch size.
+    pub fn prefetches(self) -> bool {
+        matches!(self, IoMode::Prefetch | IoMode::Asap)
+    }
+}
+
+impl fmt::Display for IoMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for IoMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "vanilla" => Ok(IoMode::Vanilla),
+            "serialized" => Ok(IoMode::Serialized),
+            "prefetch" => Ok(IoMode::Prefetch),
+            "asap" => Ok(IoMode::Asap),
+            _ => Err(format!(
+                "I/O mode `{s}`: expected vanilla, serialized, prefetch or asap"
+            )),
+        }
+    }
+}
+
+/// Engine settings.
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    pub mode: IoMode,
+    pub policy: PolicySpec,
+    pub probe: Probe,
+    pub devices: DeviceMap,
+    /// Threads of the shared pool (`vanilla`, `prefetch`).
+    pub pool_threads: usize,
+    /// Largest single `pread`; longer reads are issued as consecutive pieces.
+    pub max_read_bytes: u64,
+    pub ledger: LedgerConfig,
+    /// How often (seconds) accounting deltas are fed to the policy.
+    pub observe_every_s: f64,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            mode: IoMode::Asap,
+            policy: PolicySpec::Fixed { bytes: 2 << 20 },
+            probe: Probe::Auto,
+            devices: DeviceMap::new(),
+            pool_threads: 16,
+            max_read_bytes: 64 << 20,
+            ledger: LedgerConfig::default(),
+            observe_every_s: 1.0,
+        }
+    }
+}
+
+/// One request to make resident.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReadRequest {
+    pub offset: u64,
+    pub len: u64,
+    /// Bit rate of the file (from a [`crate::BitrateMap`]); `None` = policy default.
+    pub bitrate_kbps: Option<u32>,
+    /// Position in the client's chain (from a [`crate::ChainTracker`]); `None` = a
+    /// chain's first request, starting elsewhere than offset zero.
+    pub chain: Option<ChainPosition>,
+}
+
+/// What one call did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ReadOutcome {
+    /// Requested bytes after clipping to the file.
+    pub requested: u64,
+    /// Of those, bytes already in memory.
+    pub from_memory: u64,
+    /// Of those, bytes that were not in memory (read from disk by this call).
+    pub from_disk: u64,
+    /// Bytes the read covered (0 for a hit): the request or the prefetch size.
+    pub read_bytes: u64,
+    /// Seconds waiting in the queue before the read started.
+    pub queued_s: f64,
+    /// Seconds the read took.
+    pub read_s: f64,
+    /// Engine-clock time ([`Engine::now_s`]) the read started and ended.
+    pub started_s: f64,
+    pub finished_s: f64,
+    /// Device (queue) the read went to.
+    pub device: Option<Arc<str>>,
+}
+
+/// A miss being read; finish with [`Pending::wait`] or [`Pending::wait_blocking`].
+pub struct Pending {
+    rx: oneshot::Receiver<io::Result<ReadDone>>,
+    outcome: ReadOutcome,
+}
+
+impl Pending {
+    pub async fn wait(self) -> io::Result<ReadOutcome> {
+        let Pending { rx, outcome } = self;
+        let done = rx.await.map_err(|_| worker_gone())?;
+        Ok(finish(outcome, done?))
+    }
+
+    /// Blocks the calling thread; do not call from inside an async runtime.
+    pub fn wait_blocking(self) -> io::Result<ReadOutcome> {
+        let Pending { rx, outcome } = self;
+        let done = rx.blocking_recv().map_err(|_| worker_gone())?;
+        Ok(finish(outcome, done?))
+    }
+}
+
+fn finish(outcome: ReadOutcome, done: ReadDone) -> ReadOutcome {
+    ReadOutcome {
+        read_bytes: done.bytes,
+        queued_s: done.queued_s,
+        read_s: done.read_s,
+        started_s: done.started_s,
+        finished_s: done.finished_s,
+        ..outcome
+    }
+}
+
+/// Result of [`Engine::begin`].
+pub enum Begin {
+    /// Everything was in memory (or there was nothing to read).
+    Ready(ReadOutcome),
+    /// A read was queued.
+    Pending(Pending),
+}
+
+fn worker_gone() -> io::Error {
+    io::Error::other("prefetch engine shut down before the read finished")
+}
+
+struct ReadDone {
+    bytes: u64,
+    queued_s: f64,
+    read_s: f64,
+    started_s: f64,
+    finished_s: f64,
+}
+
+struct Job {
+    file: Arc<File>,
+    file_id: FileId,
+    file_size: u64,
+    offset: u64,
+    requested_end: u64,
+    read_len: u64,
+    device: Arc<str>,
+    enqueued_s: f64,
+    reply: oneshot::Sender<io::Result<ReadDone>>,
+}
+
+#[derive(Default)]
+struct DeviceState {
+    reads: u64,
+    read_bytes: u64,
+    disk_bytes: u64,
+    inflight: u64,
+    queued: u64,
+    busy_since: f64,
+    busy_s: f64,
+    busy_at_observe: f64,
+    recent_busy: f64,
+}
+
+impl DeviceState {
+    fn busy_until(&self, now: f64) -> f64 {
+        if self.inflight > 0 {
+            self.busy_s + (now - self.busy_since)
+        } else {
+            self.busy_s
+        }
+    }
+}
+
+#[derive(Default)]
+struct Counters {
+    requests: u64,
+    hits: u64,
+    misses: u64,
+    requested_bytes: u64,
+    memory_bytes: u64,
+    missed_bytes: u64,
+    reads: u64,
+    read_bytes: u64,
+    read_errors: u64,
+    disk_bytes: u64,
+}
+
+struct State {
+    policy: Box<dyn Policy>,
+    ledger: Ledger,
+    counters: Counters,
+    devices: BTreeMap<Arc<str>, DeviceState>,
+    device_names: HashMap<u64, Arc<str>>,
+    pending: Observation,
+    last_observe_s: f64,
+}
+
+struct Shared {
+    mode: IoMode,
+    probe: Probe,
+    max_read_bytes: u64,
+    observe_every_s: f64,
+    device_map: DeviceMap,
+    start: Instant,
+    state: Mutex<State>,
+}
+
+impl Shared {
+    fn now(&self) -> f64 {
+        self.start.elapsed().as_secs_f64()
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+impl State {
+    /// Feeds the accumulated deltas to the policy about once per `every` seconds.
+    fn maybe_observe(&mut self, now: f64, every: f64) {
+        let dt = now - self.last_observe_s;
+        if dt < every {
+            return;
+        }
+        let mut busy_total = 0.0;
+        for d in self.devices.values_mut() {
+            let busy = d.busy_until(now);
+            let delta = busy - d.busy_at_observe;
+            d.recent_busy = (delta / dt).clamp(0.0, 1.0);
+            d.busy_at_observe = busy;
+            busy_total += delta;
+        }
+        let n = self.devices.len().max(1) as f64;
+        let mut obs = std::mem::take(&mut self.pending);
+        obs.now_s = now;
+        obs.disk_time_s = busy_total;
+        obs.busy_s = busy_total / n;
+        self.policy.observe(&obs);
+        self.ledger.expire(now);
+        self.last_observe_s = now;
+    }
+}
+
+/// The prefetch engine. Cheap to share behind an `Arc`; dropping it stops the workers
+/// after they finish the reads already queued.
+pub struct Engine {
+    shared: Arc<Shared>,
+    pool: Mutex<Option<Sender<Job>>>,
+    queues: Mutex<HashMap<Arc<str>, Sender<Job>>>,
+    threads: Mutex<Vec<JoinHandle<()>>>,
+}
+
+impl fmt::Debug for Engine {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Engine")
+            .field("mode", &self.shared.mode)
+            .finish()
+    }
+}
+
+/// Folds device and inode into one file identity.
+pub fn file_id(dev: u64, ino: u64) -> FileId {
+    dev.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ ino
+}
+
+impl Engine {
+    pub fn new(cfg: EngineConfig) -> Engine {
+        let shared = Arc::new(Shared {
+            mode: cfg.mode,
+            probe: cfg.probe,
+            max_read_bytes: cfg.max_read_bytes.max(4096),
+            observe_every_s: cfg.observe_every_s,
+            device_map: cfg.devices.clone(),
+            start: Instant::now(),
+            state: Mutex::new(State {
+                policy: cfg.policy.build(),
+                ledger: Ledger::new(cfg.ledger.clone()),
+                counters: Counters::default(),
+                devices: BTreeMap::new(),
+                device_names: HashMap::new(),
+                pending: Observation::default(),
+                last_observe_s: 0.0,
+            }),
+        });
+        let engine = Engine {
+            shared,
+            pool: Mutex::new(None),
+            queues: Mutex::new(HashMap::new()),
+            threads: Mutex::new(Vec::new()),
+        };
+        if !cfg.mode.serializes() {
+            let (tx, rx) = crossbeam_channel::unbounded();
+            for i in 0..cfg.pool_threads.max(1) {
+                engine.spawn(format!("vodkit-pool-{i}"), rx.clone());
+            }
+            *engine.pool.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
+        }
+        engine
+    }
+
+    pub fn mode(&self) -> IoMode {
+        self.shared.mode
+    }
+
+    /// Seconds since the engine started (the clock policies see).
+    pub fn now_s(&self) -> f64 {
+        self.shared.now()
+    }
+
+    fn spawn(&self, name: String, rx: Receiver<Job>) {
+        let shared = self.shared.clone();
+        let handle = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || worker(shared, rx))
+            .expect("spawning an I/O worker thread");
+        self.threads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(handle);
+    }
+
+    fn queue_for(&self, device: &Arc<str>) -> Option<Sender<Job>> {
+        if !self.shared.mode.serializes() {
+            return self.pool.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        }
+        let mut queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(tx) = queues.get(device) {
+            return Some(tx.clone());
+        }
+        let (tx, rx) = crossbeam_channel::unbounded();
+        self.spawn(format!("vodkit-io-{device}"), rx);
+        queues.insert(device.clone(), tx.clone());
+        Some(tx)
+    }
+
+    /// Checks the request and queues a read if anything is missing.
+    pub fn begin(&self, file: &Arc<File>, req: &ReadRequest) -> io::Result<Begin> {
+        let meta = file.metadata()?;
+        let size = meta.len();
+        let fid = file_id(meta.dev(), meta.ino());
+        let len = req.len.min(size.saturating_sub(req.offset));
+        if len == 0 {
+            return Ok(Begin::Ready(ReadOutcome::default()));
+        }
+        let missing = match residency::check(file, req.offset, len, size, self.shared.probe) {
+            Ok(r) => r.missing,
+            Err(e) => {
+                tracing::debug!("residency check failed, treating as a miss: {e}");
+                len
+            }
+        };
+        let now = self.shared.now();
+        let mut st = self.shared.lock();
+        let c = &mut st.counters;
+        c.requests += 1;
+        c.requested_bytes += len;
+        c.memory_bytes += len - missing;
+        c.missed_bytes += missing;
+        st.pending.requested_bytes += len;
+        let effect = st
+            .ledger
+            .record_request(fid, req.offset, req.offset + len, missing, now);
+        st.pending.evicted_bytes += effect.evicted_bytes;
+        st.pending.evictions += effect.evictions;
+        st.pending.eviction_time_s += effect.eviction_time_s;
+        let mut outcome = ReadOutcome {
+            requested: len,
+            from_memory: len - missing,
+            from_disk: missing,
+            ..Default::default()
+        };
+        if missing == 0 {
+            st.counters.hits += 1;
+            st.maybe_observe(now, self.shared.observe_every_s);
+            return Ok(Begin::Ready(outcome));
+        }
+        st.counters.misses += 1;
+        let chain = req.chain.unwrap_or(ChainPosition {
+            bytes: 0,
+            kind: Default::default(),
+        });
+        let ctx = ReadContext {
+            file: fid,
+            offset: req.offset,
+            len,
+            file_size: size,
+            bitrate_kbps: req.bitrate_kbps,
+            chain_bytes: chain.bytes,
+            chain_kind: chain.kind,
+            now_s: now,
+        };
+        let prefetch = if self.shared.mode.prefetches() {
+            st.policy.prefetch_bytes(&ctx)
+        } else {
+            0
+        };
+        let read_len = ctx.read_len(prefetch);
+        let device = self.device_name(&mut st, meta.dev());
+        let dev = st.devices.entry(device.clone()).or_default();
+        dev.queued += 1;
+        st.maybe_observe(now, self.shared.observe_every_s);
+        drop(st);
+        outcome.device = Some(device.clone());
+        let (reply, rx) = oneshot::channel();
+        let job = Job {
+            file: file.clone(),
+            file_id: fid,
+            file_size: size,
+            offset: req.offset,
+            requested_end: req.offset + len,
+            read_len,
+            device: device.clone(),
+            enqueued_s: now,
+            reply,
+        };
+        let sent = self.queue_for(&device).map(|tx| tx.send(job).is_ok());
+        if sent != Some(true) {
+            return Err(worker_gone());
+        }
+        Ok(Begin::Pending(Pending { rx, outcome }))
+    }
+
+    fn device_name(&self, st: &mut State, dev: u64) -> Arc<str> {
+        st.device_names
+            .entry(dev)
+            .or_insert_with(|| Arc::from(self.shared.device_map.name_for(dev)))
+            .clone()
+    }
+
+    /// Makes `[offset, offset + len)` resident, awaiting the read if needed.
+    pub async fn ensure_resident(
+        &self,
+        file: &Arc<File>,
+        req: ReadRequest,
+    ) -> io::Result<ReadOutcome> {
+        match self.begin(file, &req)? {
+            Begin::Ready(o) => Ok(o),
+            Begin::Pending(p) => p.wait().await,
+        }
+    }
+
+    /// Makes `[offset, offset + len)` resident, blocking the calling thread.
+    pub fn ensure_resident_blocking(
+        &self,
+        file: &Arc<File>,
+        req: ReadRequest,
+    ) -> io::Result<ReadOutcome> {
+        match self.begin(file, &req)? {
+            Begin::Ready(o) => Ok(o),
+            Begin::Pending(p) => p.wait_blocking(),
+        }
+    }
+
+    /// A snapshot of the accounting.
+    pub fn stats(&self) -> Stats {
+        let now = self.shared.now();
+        let mut st = self.shared.lock();
+        st.maybe_observe(now, self.shared.observe_every_s);
+        let c = &st.counters;
+        let mut s = Stats {
+            uptime_s: now,
+            mode: self.shared.mode.name().into(),
+            requests: c.requests,
+            hits: c.hits,
+            misses: c.misses,
+            requested_bytes: c.requested_bytes,
+            memory_bytes: c.memory_bytes,
+            missed_bytes: c.missed_bytes,
+            reads: c.reads,
+            read_bytes: c.read_bytes,
+            read_errors: c.read_errors,
+            disk_bytes: c.disk_bytes,
+            prefetch: st.ledger.totals().clone(),
+            policy: st.policy.current(),
+            ..Default::default()
+        };
+        for (name, d) in &st.devices {
+            let busy = d.busy_until(now);
+            s.disk_time_s += busy;
+            s.devices.push(DeviceStats {
+                device: name.to_string(),
+                reads: d.reads,
+                read_bytes: d.read_bytes,
+                disk_bytes: d.disk_bytes,
+                busy_s: busy,
+                busy_fraction: if now > 0.0 { busy / now } else { 0.0 },
+                recent_busy_fraction: d.recent_busy,
+                queue_depth: d.queued,
+            });
+        }
+        s.derive();
+        s
+    }
+
+    /// Logs [`crate::StatsLog`] lines through `tracing` every `every` until the engine
+    /// is dropped.
+    pub fn spawn_logger(self: &Arc<Self>, every: std::time::Duration) {
+        let weak = Arc::downgrade(self);
+        let _ = std::thread::Builder::new()
+            .name("vodkit-prefetch-log".into())
+            .spawn(move || {
+                let mut log = crate::StatsLog::new();
+                loop {
+                    std::thread::sleep(every);
+                    let Some(engine) = weak.upgrade() else { break };
+                    tracing::info!("{}", log.line(&engine.stats()));
+                }
+            });
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.pool.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.queues
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
+        let threads = std::mem::take(&mut *self.threads.lock().unwrap_or_else(|p| p.into_inner()));
+        for t in threads {
+            let _ = t.join();
+        }
+    }
+}
+
+fn worker(shared: Arc<Shared>, rx: Receiver<Job>) {
+    let mut buf: Vec<u8> = Vec::new();
+    for job in rx {
+        run_job(&shared, &mut buf, job);
+    }
+}
+
+fn run_job(shared: &Shared, buf: &mut Vec<u8>, job: Job) {
+    let started = shared.now();
+    {
+        let mut st = shared.lock();
+        let d = st.devices.entry(job.device.clone()).or_default();
+        if d.inflight == 0 {
+            d.busy_since = started;
+        }
+        d.inflight += 1;
+    }
+    // Pages of the read range not yet cached: what this read really takes from disk.
+    let not_cached = residency::check(
+        &job.file,
+        job.offset,
+        job.read_len,
+        job.file_size,
+        shared.probe,
+    )
+    .map(|r| r.missing)
+    .unwrap_or(job.read_len);
+    let result = read_range(
+        &job.file,
+        job.offset,
+        job.read_len,
+        shared.max_read_bytes,
+        buf,
+    );
+    let finished = shared.now();
+    let mut st = shared.lock();
+    let d = st.devices.entry(job.device.clone()).or_default();
+    d.inflight -= 1;
+    d.queued = d.queued.saturating_sub(1);
+    if d.inflight == 0 {
+        d.busy_s += finished - d.busy_since;
+    }
+    let reply = match result {
+        Ok(n) => {
+            let disk = not_cached.min(n);
+            d.reads += 1;
+            d.read_bytes += n;
+            d.disk_bytes += disk;
+            st.counters.reads += 1;
+            st.counters.read_bytes += n;
+            st.counters.disk_bytes += disk;
+            st.pending.disk_bytes += disk;
+            st.ledger.record_read(
+                job.file_id,
+                job.offset,
+                job.requested_end,
+                job.offset + n,
+                started,
+            );
+            Ok(ReadDone {
+                bytes: n,
+                queued_s: started - job.enqueued_s,
+                read_s: finished - started,
+                started_s: started,
+                finished_s: finished,
+            })
+        }
+        Err(e) => {
+            st.counters.read_errors += 1;
+            Err(e)
+        }
+    };
+    st.maybe_observe(finished, shared.observe_every_s);
+    drop(st);
+    // The caller may have gone away (client disconnected); that is fine.
+    let _ = job.reply.send(reply);
+}
+
+/// Blocking `pread`s of `[offset, offset + len)` into `buf`, at most `max_piece` bytes
+/// per call; returns the bytes read (short at end of file).
+fn read_range(
+    file: &File,
+    offset: u64,
+    len: u64,
+    max_piece: u64,
+    buf: &mut Vec<u8>,
+) -> io::Result<u64> {
+    let piece = len.min(max_piece) as usize;
+    if buf.len() < piece {
+        buf.resize(piece, 0);
+    }
+    let mut done = 0u64;
+    while done < len {
+        let want = ((len - done) as usize).min(piece);
+        match file.read_at(&mut buf[..want], offset + done) {
+            Ok(0) => break,
+            Ok(n) => done += n as u64,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(done)
+}

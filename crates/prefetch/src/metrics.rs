@@ -1,0 +1,285 @@
+//! Prometheus metrics for the engine (`prometheus-client`), read from a [`Stats`]
+//! snapshot at every scrape.
+//!
+//! Names (all prefixed `vodkit_prefetch_`; counters get `_total` in the text format):
+//! `requests`, `hits`, `misses`, `requested_bytes`, `memory_bytes`, `missed_bytes`,
+//! `reads`, `read_bytes`, `read_errors`, `disk_bytes`, `prefetched_bytes`,
+//! `prefetch_used_bytes`, `prefetch_evicted_bytes`, `prefetch_evictions`,
+//! `wasted_bytes`, `eviction_time_seconds` (counters); `eviction_time_mean_seconds`,
+//! `disk_ms_per_128k`, `device_busy_fraction{device}`, `device_queue_depth{device}`,
+//! `size_bytes{bitrate_kbps}` (gauges); `device_busy_seconds{device}` (counter).
+
+use crate::engine::Engine;
+use crate::stats::Stats;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
+use std::sync::Arc;
+
+/// Registers the engine's metrics in `registry`.
+pub fn register(registry: &mut Registry, engine: Arc<Engine>) {
+    registry.register_collector(Box::new(EngineCollector(engine)));
+}
+
+#[derive(Debug)]
+struct EngineCollector(Arc<Engine>);
+
+impl Collector for EngineCollector {
+    fn encode(&self, encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        encode_stats(&self.0.stats(), encoder)
+    }
+}
+
+fn counter(enc: &mut DescriptorEncoder, name: &str, help: &str, v: u64) -> std::fmt::Result {
+    let m = ConstCounter::new(v);
+    m.encode(enc.encode_descriptor(name, help, None, m.metric_type())?)
+}
+
+fn counter_f(enc: &mut DescriptorEncoder, name: &str, help: &str, v: f64) -> std::fmt::Result {
+    let m = ConstCounter::new(v);
+    m.encode(enc.encode_descriptor(name, help, None, m.metric_type())?)
+}
+
+fn gauge(enc: &mut DescriptorEncoder, name: &str, help: &str, v: f64) -> std::fmt::Result {
+    let m = ConstGauge::new(v);
+    m.encode(enc.encode_descriptor(name, help, None, m.metric_type())?)
+}
+
+/// Gauge family with one label.
+fn gauges(
+    enc: &mut DescriptorEncoder,
+    name: &str,
+    help: &str,
+    label: &'static str,
+    values: &[(String, f64)],
+) -> std::fmt::Result {
+    if values.is_empty() {
+        return Ok(());
+    }
+    let mut m = enc.encode_descriptor(name, help, None, ConstGauge::new(0.0).metric_type())?;
+    for (l, v) in values {
+        let labels = [(label, l.clone())];
+        ConstGauge::new(*v).encode(m.encode_family(&labels)?)?;
+    }
+    Ok(())
+}
+
+/// Encodes a snapshot (also usable without an [`Engine`], e.g. by the simulator).
+pub fn encode_stats(s: &Stats, mut enc: DescriptorEncoder) -> std::fmt::Result {
+    let e = &mut enc;
+    let p = &s.prefetch;
+    counter(
+        e,
+        "vodkit_prefetch_requests",
+        "Requests checked for residency",
+        s.requests,
+    )?;
+    counter(
+        e,
+        "vodkit_prefetch_hits",
+        "Requests entirely in memory",
+        s.hits,
+    )?;
+    counter(
+        e,
+        "vodkit_prefetch_misses",
+        "Requests with bytes missing from memory",
+        s.misses,
+    )?;
+    counter(
+        e,
+        "vodkit_prefetch_requested_bytes",
+        "Bytes requested",
+        s.requested_bytes,
+    )?;
+    counter(
+        e,
+        "vodkit_prefetch_memory_bytes",
+        "Requested bytes served from memory",
+        s.memory_bytes,
+    )?;
+    counter(
+        e,
+        "vodkit_prefetch_missed_bytes",
+        "Requested bytes not in memory",
+        s.missed_bytes,
+    )?;
+    counter(e, "vodkit_prefetch_reads", "Reads issued", s.reads)?;
+    counter(
+        e,
+        "vodkit_prefetch_read_bytes",
+        "Bytes covered by reads",
+        s.read_bytes,
+    )?;
+    counter(
+        e,
+        "vodkit_prefetch_read_errors",
+        "Reads that failed",
+        s.read_errors,
+    )?;
+    counter(
+        e,
+        "vodkit_prefetch_disk_bytes",
+        "Bytes fetched from disk",
+        s.disk_bytes,
+    )?;
+    counter(
+        e,
+        "vodkit_prefetch_prefetched_bytes",
+        "Bytes read beyond requests",
+        p.prefetched_bytes,
+    )?;
+    counter(
+        e,
+        "vodkit_prefetch_prefetch_used_bytes",
+        "Prefetched bytes later requested",
+        p.used_bytes,
+    )?;
+    counter(
+        e,
+        "vodkit_prefetch_prefetch_evicted_bytes",
+        "Prefetched bytes evicted before they were requested",
+        p.evicted_bytes,
+    )?;
+    counter(
+        e,
+        "vodkit_prefetch_prefetch_evictions",
+        "Prefetch evictions found",
+        p.evictions,
+    )?;
+    counter(
+        e,
+        "vodkit_prefetch_wasted_bytes",
+        "Prefetched bytes never requested",
+        p.wasted_bytes,
+    )?;
+    counter_f(
+        e,
+        "vodkit_prefetch_eviction_time_seconds",
+        "Sum of times from prefetch to eviction",
+        p.eviction_time_s,
+    )?;
+    gauge(
+        e,
+        "vodkit_prefetch_eviction_time_mean_seconds",
+        "Mean time from prefetch to eviction",
+        s.eviction_time_mean_s,
+    )?;
+    gauge(
+        e,
+        "vodkit_prefetch_disk_ms_per_128k",
+        "Device busy milliseconds per 128 KiB from disk",
+        s.disk_ms_per_128k,
+    )?;
+    let busy: Vec<_> = s
+        .devices
+        .iter()
+        .map(|d| (d.device.clone(), d.recent_busy_fraction))
+        .collect();
+    gauges(
+        e,
+        "vodkit_prefetch_device_busy_fraction",
+        "Recent fraction of time the device was reading",
+        "device",
+        &busy,
+    )?;
+    let depth: Vec<_> = s
+        .devices
+        .iter()
+        .map(|d| (d.device.clone(), d.queue_depth as f64))
+        .collect();
+    gauges(
+        e,
+        "vodkit_prefetch_device_queue_depth",
+        "Reads queued or running",
+        "device",
+        &depth,
+    )?;
+    if !s.devices.is_empty() {
+        let m = ConstCounter::new(0.0);
+        let mut fam = e.encode_descriptor(
+            "vodkit_prefetch_device_busy_seconds",
+            "Seconds the device had a read in progress",
+            None,
+            m.metric_type(),
+        )?;
+        for d in &s.devices {
+            let labels = [("device", d.device.clone())];
+            ConstCounter::new(d.busy_s).encode(fam.encode_family(&labels)?)?;
+        }
+    }
+    let sizes: Vec<_> = s
+        .policy
+        .classes
+        .iter()
+        .map(|c| (c.bitrate_kbps.to_string(), c.bytes as f64))
+        .collect();
+    gauges(
+        e,
+        "vodkit_prefetch_size_bytes",
+        "Current prefetch size per bit-rate class",
+        "bitrate_kbps",
+        &sizes,
+    )?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{ClassSize, PolicyState};
+    use crate::stats::DeviceStats;
+
+    #[derive(Debug)]
+    struct Fixed(Stats);
+    impl Collector for Fixed {
+        fn encode(&self, encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+            encode_stats(&self.0, encoder)
+        }
+    }
+
+    #[test]
+    fn snapshot_encodes_as_prometheus_text() {
+        let mut s = Stats {
+            requests: 10,
+            requested_bytes: 5_000,
+            disk_bytes: 131_072,
+            disk_time_s: 0.01,
+            devices: vec![DeviceStats {
+                device: "vda".into(),
+                recent_busy_fraction: 0.5,
+                busy_s: 3.0,
+                ..Default::default()
+            }],
+            policy: PolicyState {
+                policy: "sqrt".into(),
+                classes: vec![ClassSize {
+                    bitrate_kbps: 419,
+                    bytes: 3_000_000,
+                }],
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        s.prefetch.evictions = 2;
+        s.prefetch.eviction_time_s = 120.0;
+        s.derive();
+        let mut reg = Registry::default();
+        reg.register_collector(Box::new(Fixed(s)));
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &reg).unwrap();
+        for needle in [
+            "vodkit_prefetch_requests_total 10",
+            "vodkit_prefetch_requested_bytes_total 5000",
+            "vodkit_prefetch_prefetch_evictions_total 2",
+            "vodkit_prefetch_eviction_time_mean_seconds 60",
+            "vodkit_prefetch_disk_ms_per_128k 10",
+            "vodkit_prefetch_device_busy_fraction{device=\"vda\"} 0.5",
+            "vodkit_prefetch_size_bytes{bitrate_kbps=\"419\"} 3000000",
+        ] {
+            assert!(out.contains(needle), "missing `{needle}` in\n{out}");
+        }
+    }
+}

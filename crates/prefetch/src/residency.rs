@@ -1,0 +1,340 @@
+//! Is a byte range of a file in the page cache? (Linux)
+//!
+//! Three ways to ask, chosen by [`Probe`]:
+//! - `cachestat(2)` (Linux ≥ 6.5): counts cached pages of a range without mapping it;
+//! - `mincore(2)` on a temporary read-only mapping of the range (any Linux), the way
+//!   Libception checks before forwarding a read;
+//! - `preadv2(RWF_NOWAIT)` into a scratch buffer: the kernel copies the cached prefix and
+//!   stops at the first page that would need I/O (costs a copy of the cached part).
+//!
+//! [`Probe::Auto`] uses `cachestat` and falls back to `mincore` when the kernel lacks it.
+//! None of these block on disk I/O.
+
+use std::fs::File;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// How residency is checked.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Probe {
+    /// `cachestat`, falling back to `mincore` if unsupported.
+    #[default]
+    Auto,
+    Cachestat,
+    Mincore,
+    Nowait,
+}
+
+impl std::str::FromStr for Probe {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Probe::Auto),
+            "cachestat" => Ok(Probe::Cachestat),
+            "mincore" => Ok(Probe::Mincore),
+            "nowait" | "preadv2" => Ok(Probe::Nowait),
+            _ => Err(format!(
+                "residency probe `{s}`: expected auto, cachestat, mincore or nowait"
+            )),
+        }
+    }
+}
+
+/// Page-cache state of a byte range.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Residency {
+    /// Bytes of the range (as asked, after clipping to the file).
+    pub len: u64,
+    /// Bytes of the range not in memory (whole pages, clipped to the range).
+    pub missing: u64,
+}
+
+impl Residency {
+    pub fn resident(&self) -> u64 {
+        self.len - self.missing
+    }
+
+    pub fn is_complete(&self) -> bool {
+        self.missing == 0
+    }
+}
+
+/// The system page size.
+pub fn page_size() -> u64 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as u64
+    } else {
+        4096
+    }
+}
+
+/// Page-aligned span covering `[offset, offset + len)`: (first page byte, byte length).
+fn page_span(offset: u64, len: u64, page: u64) -> (u64, u64) {
+    let start = offset / page * page;
+    let end = (offset + len).div_ceil(page) * page;
+    (start, end - start)
+}
+
+/// Converts a count of missing pages of the span into missing bytes of the range.
+fn missing_bytes(missing_pages: u64, len: u64, page: u64) -> u64 {
+    (missing_pages * page).min(len)
+}
+
+static CACHESTAT_MISSING: AtomicBool = AtomicBool::new(false);
+
+/// Checks `[offset, offset + len)` of `file`, whose size is `file_size`; the range is
+/// clipped to the file.
+pub fn check(
+    file: &File,
+    offset: u64,
+    len: u64,
+    file_size: u64,
+    probe: Probe,
+) -> io::Result<Residency> {
+    let len = len.min(file_size.saturating_sub(offset));
+    if len == 0 {
+        return Ok(Residency::default());
+    }
+    match probe {
+        Probe::Cachestat => cachestat(file, offset, len),
+        Probe::Mincore => mincore(file, offset, len),
+        Probe::Nowait => nowait(file, offset, len),
+        Probe::Auto => {
+            if !CACHESTAT_MISSING.load(Ordering::Relaxed) {
+                match cachestat(file, offset, len) {
+                    Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
+                        CACHESTAT_MISSING.store(true, Ordering::Relaxed);
+                    }
+                    other => return other,
+                }
+            }
+            mincore(file, offset, len)
+        }
+    }
+}
+
+#[repr(C)]
+#[derive(Default)]
+struct CachestatRange {
+    off: u64,
+    len: u64,
+}
+
+#[repr(C)]
+#[derive(Default, Debug)]
+struct Cachestat {
+    nr_cache: u64,
+    nr_dirty: u64,
+    nr_writeback: u64,
+    nr_evicted: u64,
+    nr_recently_evicted: u64,
+}
+
+/// `cachestat(2)` is number 451 on every architecture (it came after the syscall
+/// tables were unified).
+const SYS_CACHESTAT: libc::c_long = 451;
+
+/// Pages of the range in the page cache, and pages evicted from it (kernel's count).
+fn cachestat_raw(file: &File, offset: u64, len: u64) -> io::Result<Cachestat> {
+    let range = CachestatRange { off: offset, len };
+    let mut out = Cachestat::default();
+    // SAFETY: both pointers refer to live, correctly laid out structs for the call.
+    let rc = unsafe {
+        libc::syscall(
+            SYS_CACHESTAT,
+            file.as_raw_fd() as libc::c_uint,
+            &range as *const CachestatRange,
+            &mut out as *mut Cachestat,
+            0 as libc::c_uint,
+        )
+    };
+    if rc < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(out)
+}
+
+fn cachestat(file: &File, offset: u64, len: u64) -> io::Result<Residency> {
+    let page = page_size();
+    let (start, span) = page_span(offset, len, page);
+    let st = cachestat_raw(file, start, span)?;
+    let pages = span / page;
+    let missing = pages.saturating_sub(st.nr_cache);
+    Ok(Residency {
+        len,
+        missing: missing_bytes(missing, len, page),
+    })
+}
+
+fn mincore(file: &File, offset: u64, len: u64) -> io::Result<Residency> {
+    let page = page_size();
+    let (start, span) = page_span(offset, len, page);
+    // SAFETY: mapping a file read-only and shared; the mapping is only passed to mincore
+    // and unmapped before returning, never dereferenced.
+    unsafe {
+        let addr = libc::mmap(
+            std::ptr::null_mut(),
+            span as usize,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            start as libc::off_t,
+        );
+        if addr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let mut vec = vec![0u8; (span / page) as usize];
+        let rc = libc::mincore(addr, span as usize, vec.as_mut_ptr());
+        let err = io::Error::last_os_error();
+        libc::munmap(addr, span as usize);
+        if rc != 0 {
+            return Err(err);
+        }
+        let missing = vec.iter().filter(|&&b| b & 1 == 0).count() as u64;
+        Ok(Residency {
+            len,
+            missing: missing_bytes(missing, len, page),
+        })
+    }
+}
+
+thread_local! {
+    static SCRATCH: std::cell::RefCell<Vec<u8>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+fn nowait(file: &File, offset: u64, len: u64) -> io::Result<Residency> {
+    SCRATCH.with(|s| {
+        let mut buf = s.borrow_mut();
+        let mut done = 0u64;
+        while done < len {
+            let want = (len - done).min(1 << 20) as usize;
+            if buf.len() < want {
+                buf.resize(want, 0);
+            }
+            let iov = libc::iovec {
+                iov_base: buf.as_mut_ptr().cast(),
+                iov_len: want,
+            };
+            // SAFETY: the iovec points into a live buffer of at least `want` bytes.
+            let n = unsafe {
+                libc::preadv2(
+                    file.as_raw_fd(),
+                    &iov,
+                    1,
+                    (offset + done) as libc::off_t,
+                    libc::RWF_NOWAIT,
+                )
+            };
+            if n < 0 {
+                let e = io::Error::last_os_error();
+                if e.raw_os_error() == Some(libc::EAGAIN) {
+                    break;
+                }
+                return Err(e);
+            }
+            if n == 0 {
+                break;
+            }
+            done += n as u64;
+        }
+        Ok(Residency {
+            len,
+            missing: len - done.min(len),
+        })
+    })
+}
+
+/// Drops the cached pages of a range (`posix_fadvise(DONTNEED)`); for tests and tools.
+pub fn drop_cached(file: &File, offset: u64, len: u64) -> io::Result<()> {
+    // SAFETY: plain syscall on an owned descriptor.
+    let rc = unsafe {
+        libc::posix_fadvise(
+            file.as_raw_fd(),
+            offset as libc::off_t,
+            len as libc::off_t,
+            libc::POSIX_FADV_DONTNEED,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::from_raw_os_error(rc));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn written_file(len: usize) -> (tempfile::TempDir, File) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("f.bin");
+        let mut f = File::create(&path).unwrap();
+        let data: Vec<u8> = (0..len).map(|i| (i % 251) as u8).collect();
+        f.write_all(&data).unwrap();
+        f.sync_all().unwrap();
+        (dir, File::open(&path).unwrap())
+    }
+
+    #[test]
+    fn page_span_covers_partial_pages() {
+        assert_eq!(page_span(0, 1, 4096), (0, 4096));
+        assert_eq!(page_span(4095, 2, 4096), (0, 8192));
+        assert_eq!(page_span(8192, 4096, 4096), (8192, 4096));
+        assert_eq!(missing_bytes(2, 100, 4096), 100);
+    }
+
+    #[test]
+    fn every_probe_sees_dropped_and_reread_ranges() {
+        let size = 1 << 20;
+        let (_dir, f) = written_file(size);
+        let size = size as u64;
+        for probe in [Probe::Auto, Probe::Cachestat, Probe::Mincore, Probe::Nowait] {
+            drop_cached(&f, 0, 0).unwrap();
+            let r = check(&f, 0, size, size, probe).unwrap();
+            if r.missing == 0 {
+                eprintln!("skipping {probe:?}: the kernel kept the pages after DONTNEED");
+                continue;
+            }
+            assert_eq!(r.len, size);
+            if probe != Probe::Nowait {
+                assert_eq!(r.missing, size, "{probe:?}: all pages should be gone");
+            }
+            // Read the first half back in.
+            let mut buf = vec![0u8; (size / 2) as usize];
+            std::os::unix::fs::FileExt::read_exact_at(&f, &mut buf, 0).unwrap();
+            let first = check(&f, 0, size / 2, size, probe).unwrap();
+            assert!(first.is_complete(), "{probe:?}: {first:?}");
+            let second = check(&f, size / 2, size / 2, size, probe).unwrap();
+            // Kernel readahead may have pulled in some of the second half.
+            assert!(second.len == size / 2, "{probe:?}");
+            let whole = check(&f, 0, size, size, probe).unwrap();
+            assert_eq!(whole.missing, second.missing, "{probe:?}");
+        }
+    }
+
+    #[test]
+    fn ranges_are_clipped_to_the_file() {
+        let (_dir, f) = written_file(10_000);
+        let r = check(&f, 9_000, 5_000, 10_000, Probe::Auto).unwrap();
+        assert_eq!(r.len, 1_000);
+        let r = check(&f, 20_000, 5_000, 10_000, Probe::Auto).unwrap();
+        assert_eq!(r, Residency::default());
+    }
+
+    #[test]
+    fn cachestat_is_available_on_this_kernel() {
+        let (_dir, f) = written_file(4096);
+        match cachestat_raw(&f, 0, 4096) {
+            Ok(_) => {}
+            Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => {
+                eprintln!("skipping: cachestat(2) not supported by this kernel (needs 6.5)");
+            }
+            Err(e) => panic!("cachestat failed: {e}"),
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! The engine's accounting as a serializable snapshot, and a periodic log line.
+
+use crate::ledger::LedgerTotals;
+use crate::policy::PolicyState;
+use serde::{Deserialize, Serialize};
+
+/// Per-device figures.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeviceStats {
+    pub device: String,
+    /// Reads issued to this device.
+    pub reads: u64,
+    /// Bytes those reads covered.
+    pub read_bytes: u64,
+    /// Of those, bytes that were not in memory before the read (really from disk).
+    pub disk_bytes: u64,
+    /// Seconds with at least one read in progress.
+    pub busy_s: f64,
+    /// `busy_s` over the engine's lifetime.
+    pub busy_fraction: f64,
+    /// Busy fraction over the last observation period (about a second).
+    pub recent_busy_fraction: f64,
+    /// Reads waiting or running now.
+    pub queue_depth: u64,
+}
+
+/// Everything the engine counts (totals since start).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Stats {
+    pub uptime_s: f64,
+    pub mode: String,
+    /// Requests checked.
+    pub requests: u64,
+    /// Requests found entirely in memory.
+    pub hits: u64,
+    /// Requests with at least one byte missing.
+    pub misses: u64,
+    pub requested_bytes: u64,
+    /// Requested bytes that were already in memory.
+    pub memory_bytes: u64,
+    /// Requested bytes that had to come from disk.
+    pub missed_bytes: u64,
+    /// Reads issued and the bytes they covered (requests plus prefetch).
+    pub reads: u64,
+    pub read_bytes: u64,
+    pub read_errors: u64,
+    /// Bytes the reads really fetched from disk (not already cached).
+    pub disk_bytes: u64,
+    /// Prefetch accounting (prefetched, used, evicted, eviction time, wasted).
+    pub prefetch: LedgerTotals,
+    /// Mean time from prefetch to discovering its eviction, seconds.
+    pub eviction_time_mean_s: f64,
+    /// Device busy seconds, summed over devices.
+    pub disk_time_s: f64,
+    /// Device busy milliseconds per 128 KiB fetched from disk (the thesis' ms/t).
+    pub disk_ms_per_128k: f64,
+    pub devices: Vec<DeviceStats>,
+    pub policy: PolicyState,
+}
+
+impl Stats {
+    /// Fills the derived fields from the totals.
+    pub(crate) fn derive(&mut self) {
+        let p = &self.prefetch;
+        self.eviction_time_mean_s = if p.evictions > 0 {
+            p.eviction_time_s / p.evictions as f64
+        } else {
+            0.0
+        };
+        self.disk_ms_per_128k = if self.disk_bytes > 0 {
+            self.disk_time_s * 1000.0 / (self.disk_bytes as f64 / 131_072.0)
+        } else {
+            0.0
+        };
+    }
+}
+
+/// Formats one log line per call with rates since the previous call.
+#[derive(Debug, Default)]
+pub struct StatsLog {
+    prev: Option<Stats>,
+}
+
+fn mb(bytes: u64) -> f64 {
+    bytes as f64 / 1e6
+}
+
+impl StatsLog {
+    pub fn new() -> Self {
+        StatsLog::default()
+    }
+
+    /// One line summarising the period since the last call (or since start).
+    pub fn line(&mut self, cur: &Stats) -> String {
+        let zero = Stats::default();
+        let prev = self.prev.as_ref().unwrap_or(&zero);
+        let dt = (cur.uptime_s - prev.uptime_s).max(1e-9);
+        let rate = |c: u64, p: u64| mb(c.saturating_sub(p)) / dt;
+        let busy = cur
+            .devices
+            .iter()
+            .map(|d| format!("{}={:.0}%", d.device, d.recent_busy_fraction * 100.0))
+            .collect::<Vec<_>>()
+            .join(",");
+        let sizes = cur
+            .policy
+            .classes
+            .iter()
+            .map(|c| format!("{}k={:.2}MB", c.bitrate_kbps, mb(c.bytes)))
+            .collect::<Vec<_>>()
+            .join(",");
+        let (p, q) = (&cur.prefetch, &prev.prefetch);
+        let line = format!(
+            "prefetch[{mode}] req {req:.1} MB/s mem {mem:.1} disk {disk:.1} prefetched {pf:.1} \
+             evicted {ev:.2} wasted {w:.2} | hits {h} misses {m} | {ms:.1} ms/128K evict-time {et:.0}s \
+             | busy {busy} | size {sizes}",
+            mode = cur.mode,
+            req = rate(cur.requested_bytes, prev.requested_bytes),
+            mem = rate(cur.memory_bytes, prev.memory_bytes),
+            disk = rate(cur.disk_bytes, prev.disk_bytes),
+            pf = rate(p.prefetched_bytes, q.prefetched_bytes),
+            ev = rate(p.evicted_bytes, q.evicted_bytes),
+            w = rate(p.wasted_bytes, q.wasted_bytes),
+            h = cur.hits - prev.hits.min(cur.hits),
+            m = cur.misses - prev.misses.min(cur.misses),
+            ms = cur.disk_ms_per_128k,
+            et = cur.eviction_time_mean_s,
+        );
+        self.prev = Some(cur.clone());
+        line
+    }
+}

@@ -1,0 +1,264 @@
+//! Engine tests on real files: residency after `posix_fadvise(DONTNEED)`, read sizes per
+//! I/O mode, FIFO order of the serialized worker, and the prefetch accounting.
+
+use std::fs::File;
+use std::io::Write;
+use std::sync::Arc;
+use vodkit_prefetch::residency::{self, drop_cached, Probe};
+use vodkit_prefetch::{
+    Begin, ChainKind, ChainPosition, Engine, EngineConfig, IoMode, LedgerConfig, PolicySpec,
+    ReadRequest,
+};
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1 << 20;
+
+/// A written, fsynced file with its pages dropped from the cache, or `None` (with the
+/// reason printed) when this filesystem keeps them.
+fn cold_file(dir: &tempfile::TempDir, name: &str, size: u64) -> Option<Arc<File>> {
+    let path = dir.path().join(name);
+    let mut f = File::create(&path).unwrap();
+    let block: Vec<u8> = (0..MIB).map(|i| (i % 253) as u8).collect();
+    let mut left = size;
+    while left > 0 {
+        let n = left.min(MIB) as usize;
+        f.write_all(&block[..n]).unwrap();
+        left -= n as u64;
+    }
+    f.sync_all().unwrap();
+    let f = File::open(&path).unwrap();
+    drop_cached(&f, 0, 0).unwrap();
+    let r = residency::check(&f, 0, size, size, Probe::Auto).unwrap();
+    if r.missing != size {
+        eprintln!(
+            "skipping: {} keeps pages after POSIX_FADV_DONTNEED ({} of {size} bytes resident)",
+            dir.path().display(),
+            r.resident()
+        );
+        return None;
+    }
+    Some(Arc::new(f))
+}
+
+fn tmp() -> tempfile::TempDir {
+    // The target directory is on a real disk; /tmp may be tmpfs.
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
+fn engine(mode: IoMode, policy: &str) -> Engine {
+    Engine::new(EngineConfig {
+        mode,
+        policy: policy.parse().unwrap(),
+        pool_threads: 4,
+        ..Default::default()
+    })
+}
+
+fn req(offset: u64, len: u64) -> ReadRequest {
+    ReadRequest {
+        offset,
+        len,
+        ..Default::default()
+    }
+}
+
+fn resident(f: &File, offset: u64, len: u64) -> bool {
+    let size = f.metadata().unwrap().len();
+    residency::check(f, offset, len, size, Probe::Auto)
+        .unwrap()
+        .is_complete()
+}
+
+#[test]
+fn asap_reads_the_prefetch_size_and_the_range_becomes_resident() {
+    let dir = tmp();
+    let Some(f) = cold_file(&dir, "a.bin", 8 * MIB) else {
+        return;
+    };
+    let e = engine(IoMode::Asap, "fixed:2MiB");
+    let o = e.ensure_resident_blocking(&f, req(0, 512 * KIB)).unwrap();
+    assert_eq!(o.requested, 512 * KIB);
+    assert_eq!(o.from_disk, 512 * KIB);
+    assert_eq!(o.from_memory, 0);
+    assert_eq!(o.read_bytes, 2 * MIB);
+    assert!(o.device.is_some());
+    assert!(resident(&f, 0, 2 * MIB), "the whole prefetch is cached");
+    // The next request is served from memory.
+    let o = e
+        .ensure_resident_blocking(&f, req(512 * KIB, 512 * KIB))
+        .unwrap();
+    assert_eq!(
+        (o.from_memory, o.from_disk, o.read_bytes),
+        (512 * KIB, 0, 0)
+    );
+    let s = e.stats();
+    assert_eq!((s.requests, s.hits, s.misses), (2, 1, 1));
+    assert_eq!(s.requested_bytes, MIB);
+    assert_eq!(s.memory_bytes, 512 * KIB);
+    assert_eq!(s.read_bytes, 2 * MIB);
+    assert_eq!(s.prefetch.prefetched_bytes, 3 * MIB / 2);
+    assert_eq!(s.prefetch.used_bytes, 512 * KIB);
+    assert!(s.disk_bytes > 0 && s.disk_bytes <= 2 * MIB);
+    assert_eq!(s.devices.len(), 1);
+    assert_eq!(s.devices[0].reads, 1);
+    assert_eq!(s.policy.classes[0].bytes, 2 * MIB);
+}
+
+#[test]
+fn serialized_and_vanilla_read_exactly_the_request() {
+    let dir = tmp();
+    for mode in [IoMode::Serialized, IoMode::Vanilla] {
+        let Some(f) = cold_file(&dir, mode.name(), 4 * MIB) else {
+            return;
+        };
+        let e = engine(mode, "fixed:2MiB");
+        let o = e.ensure_resident_blocking(&f, req(MIB, 300 * KIB)).unwrap();
+        assert_eq!(o.read_bytes, 300 * KIB, "{mode}");
+        assert_eq!(e.stats().prefetch.prefetched_bytes, 0, "{mode}");
+    }
+}
+
+#[test]
+fn prefetch_mode_reads_the_policy_size_on_the_pool() {
+    let dir = tmp();
+    let Some(f) = cold_file(&dir, "p.bin", 8 * MIB) else {
+        return;
+    };
+    let e = engine(IoMode::Prefetch, "first-grow");
+    let r = ReadRequest {
+        offset: 0,
+        len: 64 * KIB,
+        bitrate_kbps: Some(419),
+        chain: Some(ChainPosition {
+            bytes: 0,
+            kind: ChainKind::ChunkAtZero,
+        }),
+    };
+    let o = e.ensure_resident_blocking(&f, r).unwrap();
+    assert_eq!(o.read_bytes, 131_073);
+}
+
+#[test]
+fn reads_past_end_of_file_are_clipped() {
+    let dir = tmp();
+    let Some(f) = cold_file(&dir, "eof.bin", MIB) else {
+        return;
+    };
+    let e = engine(IoMode::Asap, "fixed:4MiB");
+    let o = e
+        .ensure_resident_blocking(&f, req(900 * KIB, 512 * KIB))
+        .unwrap();
+    assert_eq!(o.requested, 124 * KIB);
+    assert_eq!(o.read_bytes, 124 * KIB);
+    let o = e.ensure_resident_blocking(&f, req(2 * MIB, 10)).unwrap();
+    assert_eq!(o.requested, 0);
+}
+
+#[test]
+fn serialized_worker_serves_misses_one_at_a_time_in_arrival_order() {
+    let dir = tmp();
+    let files: Vec<_> = (0..12)
+        .map_while(|i| cold_file(&dir, &format!("q{i}"), 256 * KIB))
+        .collect();
+    if files.len() < 12 {
+        return;
+    }
+    let e = engine(IoMode::Serialized, "none");
+    let pending: Vec<_> = files
+        .iter()
+        .map(|f| match e.begin(f, &req(0, 256 * KIB)).unwrap() {
+            Begin::Pending(p) => p,
+            Begin::Ready(_) => panic!("a cold file was reported resident"),
+        })
+        .collect();
+    let outcomes: Vec<_> = pending
+        .into_iter()
+        .map(|p| p.wait_blocking().unwrap())
+        .collect();
+    for pair in outcomes.windows(2) {
+        let (a, b) = (&pair[0], &pair[1]);
+        assert_eq!(a.read_bytes, 256 * KIB);
+        // FIFO: a later submission starts no earlier, and only after the one before
+        // it finished (one read at a time on the device).
+        assert!(b.started_s >= a.finished_s, "{a:?} then {b:?}");
+    }
+    let s = e.stats();
+    assert_eq!(s.devices.len(), 1);
+    assert_eq!(s.devices[0].reads, 12);
+}
+
+#[test]
+fn prefetch_evictions_and_waste_are_accounted() {
+    let dir = tmp();
+    let Some(f) = cold_file(&dir, "ev.bin", 8 * MIB) else {
+        return;
+    };
+    let e = Engine::new(EngineConfig {
+        mode: IoMode::Asap,
+        policy: PolicySpec::Fixed { bytes: 4 * MIB },
+        observe_every_s: 0.0,
+        ledger: LedgerConfig {
+            ttl_s: 0.2,
+            ..Default::default()
+        },
+        ..Default::default()
+    });
+    e.ensure_resident_blocking(&f, req(0, 512 * KIB)).unwrap();
+    // Memory pressure: the prefetched pages go before the viewer asks for them.
+    drop_cached(&f, 0, 0).unwrap();
+    let o = e
+        .ensure_resident_blocking(&f, req(512 * KIB, 512 * KIB))
+        .unwrap();
+    assert_eq!(o.from_disk, 512 * KIB);
+    let s = e.stats();
+    assert_eq!(s.prefetch.evictions, 1);
+    assert_eq!(s.prefetch.evicted_bytes, 512 * KIB);
+    assert!(s.eviction_time_mean_s >= 0.0);
+    // The second read (4 MiB from 512 KiB) superseded the rest of the first record.
+    assert_eq!(s.prefetch.superseded_bytes, 3 * MIB);
+    // The viewer stops; after the ttl the unrequested prefetch counts as waste.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let s = e.stats();
+    std::thread::sleep(std::time::Duration::from_millis(50));
+    let s2 = e.stats();
+    let wasted = s.prefetch.wasted_bytes.max(s2.prefetch.wasted_bytes);
+    assert_eq!(wasted, 4 * MIB - 512 * KIB, "{:?}", s2.prefetch);
+}
+
+#[test]
+fn async_callers_await_the_worker() {
+    let dir = tmp();
+    let Some(f) = cold_file(&dir, "async.bin", 4 * MIB) else {
+        return;
+    };
+    let e = Arc::new(engine(IoMode::Asap, "sqrt:2MiB@419"));
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let o = rt.block_on(async {
+        let r = ReadRequest {
+            offset: 0,
+            len: 100 * KIB,
+            bitrate_kbps: Some(1676), // 4 × 419: √4 = 2 → 4 MiB
+            chain: None,
+        };
+        e.ensure_resident(&f, r).await.unwrap()
+    });
+    assert_eq!(o.read_bytes, 4 * MIB);
+    assert!(resident(&f, 0, 4 * MIB));
+}
+
+#[test]
+fn stats_serialize_and_log_line_is_one_line() {
+    let e = engine(IoMode::Asap, "auto");
+    let s = e.stats();
+    let json = serde_json::to_string(&s).unwrap();
+    assert!(json.contains("\"mode\":\"asap\""));
+    let mut log = vodkit_prefetch::StatsLog::new();
+    let line = log.line(&s);
+    assert!(
+        line.starts_with("prefetch[asap]") && !line.contains('\n'),
+        "{line}"
+    );
+    assert!(line.contains("419k=3.15MB"), "{line}");
+}
