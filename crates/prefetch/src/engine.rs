@@ -151,6 +151,9 @@ pub struct ReadOutcome {
     /// Engine-clock time ([`Engine::now_s`]) the read started and ended.
     pub started_s: f64,
     pub finished_s: f64,
+    /// The miss fell inside a read already queued or running and waited for it (then
+    /// `read_bytes` and the timings are that read's).
+    pub joined: bool,
     /// Device (queue) the read went to.
     pub device: Option<Arc<str>>,
 }
@@ -199,6 +202,7 @@ fn worker_gone() -> io::Error {
     io::Error::other("prefetch engine shut down before the read finished")
 }
 
+#[derive(Clone)]
 struct ReadDone {
     bytes: u64,
     queued_s: f64,
@@ -216,7 +220,17 @@ struct Job {
     read_len: u64,
     device: Arc<str>,
     enqueued_s: f64,
-    reply: oneshot::Sender<io::Result<ReadDone>>,
+    id: u64,
+}
+
+/// A queued or running read that later misses inside its range can wait for.
+struct Inflight {
+    id: u64,
+    start: u64,
+    end: u64,
+    waiters: Vec<oneshot::Sender<io::Result<ReadDone>>>,
+    /// Requests that joined the read: `[start, end)` ranges to mark as used.
+    joined: Vec<(u64, u64)>,
 }
 
 #[derive(Default)]
@@ -254,6 +268,7 @@ struct Counters {
     read_bytes: u64,
     read_errors: u64,
     disk_bytes: u64,
+    joined: u64,
 }
 
 struct State {
@@ -262,6 +277,8 @@ struct State {
     counters: Counters,
     devices: BTreeMap<Arc<str>, DeviceState>,
     device_names: HashMap<u64, Arc<str>>,
+    inflight: HashMap<FileId, Vec<Inflight>>,
+    next_job: u64,
     pending: Observation,
     last_observe_s: f64,
 }
@@ -349,6 +366,8 @@ impl Engine {
                 counters: Counters::default(),
                 devices: BTreeMap::new(),
                 device_names: HashMap::new(),
+                inflight: HashMap::new(),
+                next_job: 0,
                 pending: Observation::default(),
                 last_observe_s: 0.0,
             }),
@@ -446,6 +465,21 @@ impl Engine {
             return Ok(Begin::Ready(outcome));
         }
         st.counters.misses += 1;
+        let end = req.offset + len;
+        if let Some(read) = st.inflight.get_mut(&fid).and_then(|reads| {
+            reads
+                .iter_mut()
+                .find(|r| r.start <= req.offset && end <= r.end)
+        }) {
+            // A read already queued or running covers this miss: wait for it.
+            let (reply, rx) = oneshot::channel();
+            read.waiters.push(reply);
+            read.joined.push((req.offset, end));
+            st.counters.joined += 1;
+            outcome.joined = true;
+            st.maybe_observe(now, self.shared.observe_every_s);
+            return Ok(Begin::Pending(Pending { rx, outcome }));
+        }
         let chain = req.chain.unwrap_or(ChainPosition {
             bytes: 0,
             kind: Default::default(),
@@ -469,10 +503,19 @@ impl Engine {
         let device = self.device_name(&mut st, meta.dev());
         let dev = st.devices.entry(device.clone()).or_default();
         dev.queued += 1;
+        let id = st.next_job;
+        st.next_job += 1;
+        let (reply, rx) = oneshot::channel();
+        st.inflight.entry(fid).or_default().push(Inflight {
+            id,
+            start: req.offset,
+            end: req.offset + read_len,
+            waiters: vec![reply],
+            joined: Vec::new(),
+        });
         st.maybe_observe(now, self.shared.observe_every_s);
         drop(st);
         outcome.device = Some(device.clone());
-        let (reply, rx) = oneshot::channel();
         let job = Job {
             file: file.clone(),
             file_id: fid,
@@ -482,10 +525,12 @@ impl Engine {
             read_len,
             device: device.clone(),
             enqueued_s: now,
-            reply,
+            id,
         };
         let sent = self.queue_for(&device).map(|tx| tx.send(job).is_ok());
         if sent != Some(true) {
+            let mut st = self.shared.lock();
+            take_inflight(&mut st, fid, id);
             return Err(worker_gone());
         }
         Ok(Begin::Pending(Pending { rx, outcome }))
@@ -540,6 +585,7 @@ impl Engine {
             reads: c.reads,
             read_bytes: c.read_bytes,
             read_errors: c.read_errors,
+            joined: c.joined,
             disk_bytes: c.disk_bytes,
             prefetch: st.ledger.totals().clone(),
             policy: st.policy.current(),
@@ -666,10 +712,34 @@ fn run_job(shared: &Shared, buf: &mut Vec<u8>, job: Job) {
             Err(e)
         }
     };
+    let read = take_inflight(&mut st, job.file_id, job.id);
+    if let (Some(r), Ok(_)) = (&read, &reply) {
+        // Misses that joined this read are served by it: their bytes count as used.
+        for &(a, b) in &r.joined {
+            st.ledger.record_request(job.file_id, a, b, 0, finished);
+        }
+    }
     st.maybe_observe(finished, shared.observe_every_s);
     drop(st);
-    // The caller may have gone away (client disconnected); that is fine.
-    let _ = job.reply.send(reply);
+    // Callers may have gone away (client disconnected); that is fine.
+    for waiter in read.map(|r| r.waiters).unwrap_or_default() {
+        let copy = match &reply {
+            Ok(d) => Ok(d.clone()),
+            Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
+        };
+        let _ = waiter.send(copy);
+    }
+}
+
+/// Removes a read from the in-flight table.
+fn take_inflight(st: &mut State, file: FileId, id: u64) -> Option<Inflight> {
+    let reads = st.inflight.get_mut(&file)?;
+    let i = reads.iter().position(|r| r.id == id)?;
+    let read = reads.swap_remove(i);
+    if reads.is_empty() {
+        st.inflight.remove(&file);
+    }
+    Some(read)
 }
 
 /// Blocking `pread`s of `[offset, offset + len)` into `buf`, at most `max_piece` bytes

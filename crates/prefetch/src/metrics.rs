@@ -3,7 +3,7 @@
 //!
 //! Names (all prefixed `vodkit_prefetch_`; counters get `_total` in the text format):
 //! `requests`, `hits`, `misses`, `requested_bytes`, `memory_bytes`, `missed_bytes`,
-//! `reads`, `read_bytes`, `read_errors`, `disk_bytes`, `prefetched_bytes`,
+//! `reads`, `read_bytes`, `read_errors`, `joined`, `disk_bytes`, `prefetched_bytes`,
 //! `prefetch_used_bytes`, `prefetch_evicted_bytes`, `prefetch_evictions`,
 //! `wasted_bytes`, `eviction_time_seconds` (counters); `eviction_time_mean_seconds`,
 //! `disk_ms_per_128k`, `device_busy_fraction{device}`, `device_queue_depth{device}`,

@@ -44,6 +44,8 @@ pub struct Stats {
     pub reads: u64,
     pub read_bytes: u64,
     pub read_errors: u64,
+    /// Misses that waited for a read already queued or running instead of a new read.
+    pub joined: u64,
     /// Bytes the reads really fetched from disk (not already cached).
     pub disk_bytes: u64,
     /// Prefetch accounting (prefetched, used, evicted, eviction time, wasted).

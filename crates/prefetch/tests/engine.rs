@@ -262,3 +262,37 @@ fn stats_serialize_and_log_line_is_one_line() {
     );
     assert!(line.contains("419k=3.15MB"), "{line}");
 }
+
+#[test]
+fn a_miss_inside_a_queued_read_waits_for_it_instead_of_reading_again() {
+    let dir = tmp();
+    let Some(blocker) = cold_file(&dir, "blocker.bin", 32 * MIB) else {
+        return;
+    };
+    let Some(f) = cold_file(&dir, "video.bin", 8 * MIB) else {
+        return;
+    };
+    let e = engine(IoMode::Asap, "fixed:4MiB");
+    // Occupy the device's FIFO worker so the next reads stay queued.
+    let Begin::Pending(busy) = e.begin(&blocker, &req(0, 32 * MIB)).unwrap() else {
+        panic!("cold blocker reported resident")
+    };
+    let Begin::Pending(first) = e.begin(&f, &req(0, 512 * KIB)).unwrap() else {
+        panic!("cold file reported resident")
+    };
+    let second = match e.begin(&f, &req(MIB, 512 * KIB)).unwrap() {
+        Begin::Pending(p) => p,
+        Begin::Ready(_) => panic!("second request resident while its read is queued"),
+    };
+    busy.wait_blocking().unwrap();
+    let a = first.wait_blocking().unwrap();
+    let b = second.wait_blocking().unwrap();
+    assert!(!a.joined && b.joined);
+    assert_eq!((a.read_bytes, b.read_bytes), (4 * MIB, 4 * MIB));
+    assert_eq!(b.from_disk, 512 * KIB);
+    let s = e.stats();
+    assert_eq!(s.reads, 2, "blocker + one read for both misses");
+    assert_eq!(s.joined, 1);
+    // The joined request consumed its part of the prefetch.
+    assert_eq!(s.prefetch.used_bytes, 512 * KIB);
+}
