@@ -6,6 +6,7 @@
 //! the pure capacity search, [`report`] writes bench.json/report.md/report.html, and
 //! [`scenario`] holds the seed experiments as data.
 
+pub mod adapters;
 pub mod apache;
 pub mod experiment;
 pub mod launch;

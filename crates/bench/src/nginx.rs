@@ -33,8 +33,8 @@ pub fn nofile_target() -> Option<u64> {
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } != 0 {
         return None;
     }
-    let want = 65536u64.min(lim.rlim_max as u64);
-    (want > lim.rlim_cur as u64).then_some(want)
+    let want = 65536u64.min(lim.rlim_max);
+    (want > lim.rlim_cur).then_some(want)
 }
 
 impl NginxSetup {

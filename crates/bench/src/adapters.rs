@@ -1,0 +1,274 @@
+//! Thin adapters from the bench's traits to the other vodkit crates: the load generator
+//! (`vodkit-load`) as the [`LoadDriver`], and the vodkit origin (`vodkit-server`) started
+//! in-process or as a `vodkit serve` child process under the memory budget.
+
+use crate::experiment::{LoadDriver, LoadOutcome, Running, StartError};
+use crate::launch::{CommandWrap, VodkitStarter};
+use crate::point::ClientMetrics;
+use crate::process::{free_port, ServerProcess, StartSpec};
+use crate::sut::IoMode;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, SystemTime};
+use vodkit_workload::model::{Request, Session, WorkloadMeta};
+
+/// Replays a generated workload directory (sessions.jsonl, workload.json, warmup.jsonl).
+pub struct WorkloadLoad {
+    pub sessions: Vec<Session>,
+    pub meta: Option<WorkloadMeta>,
+    pub warmup: Vec<Request>,
+    /// Cap on each point's run time (None: the whole session list).
+    pub max_duration: Option<Duration>,
+    pub max_sessions: Option<usize>,
+    /// Show the load generator's live status line.
+    pub live_status: bool,
+}
+
+impl WorkloadLoad {
+    /// Read the workload directory written by `vodkit workload new`.
+    pub fn open(dir: &Path) -> Result<WorkloadLoad, String> {
+        let sessions_path = dir.join("sessions.jsonl");
+        if !sessions_path.is_file() {
+            return Err(format!(
+                "{}: no sessions.jsonl (expected a `vodkit workload new` output)",
+                dir.display()
+            ));
+        }
+        let (sessions, _) =
+            vodkit_load::input::read_sessions(&sessions_path, None).map_err(|e| e.to_string())?;
+        let meta = match vodkit_load::input::sibling(&sessions_path, "workload.json") {
+            Some(p) => Some(vodkit_load::input::read_meta(&p).map_err(|e| e.to_string())?),
+            None => None,
+        };
+        let warm_limit = meta.as_ref().map(|m| m.measurement.warmup_chunks);
+        let warmup = match vodkit_load::input::sibling(&sessions_path, "warmup.jsonl") {
+            Some(p) => {
+                vodkit_load::input::read_warmup(&p, warm_limit).map_err(|e| e.to_string())?
+            }
+            None => Vec::new(),
+        };
+        Ok(WorkloadLoad {
+            sessions,
+            meta,
+            warmup,
+            max_duration: None,
+            max_sessions: None,
+            live_status: false,
+        })
+    }
+
+    /// The first request path of the workload (used to probe server readiness).
+    pub fn probe_path(&self) -> Option<String> {
+        self.sessions
+            .iter()
+            .flat_map(|s| s.requests.first())
+            .map(|r| r.path.clone())
+            .next()
+    }
+}
+
+/// Convert the load generator's results into the bench's client figures.
+pub fn client_metrics(r: &vodkit_load::Results) -> ClientMetrics {
+    let errors: u64 = r.requests.errors.values().sum();
+    let qos = serde_json::json!({
+        "acceptable_sessions_fraction": r.qos.acceptable_sessions_fraction,
+        "rebuffer_ratio": r.qos.rebuffer_ratio,
+        "startup_delay_p90_ms": r.qos.startup_delay_ms.p90,
+        "ttlb_p99_ms": r.latency_ms.ttlb.p99,
+    });
+    ClientMetrics {
+        sessions: r.sessions.completed + r.sessions.failed,
+        failed_sessions: r.sessions.failed,
+        failure_fraction: r.sessions.failure_fraction,
+        requests: r.requests.completed + r.requests.timed_out + errors,
+        timed_out_requests: r.requests.timed_out,
+        throughput_mb_s: r.throughput_mb_s,
+        steady_s: (r.run.steady_window_s[1] - r.run.steady_window_s[0]).max(0.0),
+        qos: Some(qos),
+    }
+}
+
+impl LoadDriver for WorkloadLoad {
+    fn run(&mut self, base_url: &str, rate: f64, _repeat: u32) -> Result<LoadOutcome, String> {
+        let target = vodkit_load::Target::parse(base_url, false).map_err(|e| e.to_string())?;
+        let mut config = vodkit_load::LoadConfig::new(target, self.sessions.clone(), rate);
+        if let Some(meta) = &self.meta {
+            config.apply_meta(meta);
+        }
+        config.warmup = self.warmup.clone();
+        config.duration = self.max_duration;
+        config.max_sessions = self.max_sessions;
+        config.progress = self.live_status;
+        config.source = format!("vodkit bench at {rate} sessions/s");
+        let run = vodkit_load::run(config, vodkit_load::CancellationToken::new())
+            .map_err(|e| e.to_string())?;
+        let end = SystemTime::now();
+        let r = &run.results;
+        // The run's clock starts after warm-up; place the window on the wall clock from the end.
+        let t0 = end - Duration::from_secs_f64(r.run.elapsed_s.max(0.0));
+        let [a, b] = r.run.steady_window_s;
+        let steady = (b > a).then(|| {
+            (
+                t0 + Duration::from_secs_f64(a.max(0.0)),
+                t0 + Duration::from_secs_f64(b),
+            )
+        });
+        Ok(LoadOutcome {
+            client: client_metrics(r),
+            steady,
+        })
+    }
+}
+
+/// Runs the vodkit origin in this process (no memory budget possible; used by tests).
+pub struct InProcessVodkit {
+    runtime: tokio::runtime::Runtime,
+}
+
+impl InProcessVodkit {
+    pub fn new() -> std::io::Result<InProcessVodkit> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()?;
+        Ok(InProcessVodkit { runtime })
+    }
+}
+
+struct InProcessRunning {
+    handle: Option<vodkit_server::ServerHandle>,
+    url: String,
+    runtime: tokio::runtime::Handle,
+}
+
+impl Running for InProcessRunning {
+    fn base_url(&self) -> String {
+        self.url.clone()
+    }
+    fn stop(mut self: Box<Self>) -> Result<Vec<String>, String> {
+        if let Some(h) = self.handle.take() {
+            self.runtime.block_on(h.shutdown());
+        }
+        Ok(Vec::new())
+    }
+}
+
+fn server_io(io: IoMode) -> vodkit_server::IoMode {
+    match io {
+        IoMode::Vanilla => vodkit_server::IoMode::Vanilla,
+        IoMode::Serialized => vodkit_server::IoMode::Serialized,
+        IoMode::Prefetch => vodkit_server::IoMode::Prefetch,
+        IoMode::Asap => vodkit_server::IoMode::Asap,
+    }
+}
+
+impl VodkitStarter for InProcessVodkit {
+    fn start(
+        &mut self,
+        io: IoMode,
+        policy: &str,
+        root: &Path,
+        run_dir: &Path,
+        budget: Option<&CommandWrap>,
+    ) -> Result<Box<dyn Running>, StartError> {
+        if budget.is_some() {
+            return Err(StartError::Failed(
+                "an in-process vodkit server cannot run under a memory budget".into(),
+            ));
+        }
+        let mut config = vodkit_server::ServerConfig::new(root);
+        config.listen = "127.0.0.1:0".parse().expect("literal address");
+        config.io = vodkit_server::IoSettings {
+            mode: server_io(io),
+            prefetch: (policy != "none").then(|| policy.to_string()),
+            catalog: None,
+        };
+        config.access_log = Some(run_dir.join("access.log"));
+        config.idle_timeout = Duration::from_secs(3600);
+        let handle = self
+            .runtime
+            .block_on(vodkit_server::Server::bind(config))
+            .map_err(|e| StartError::Failed(format!("vodkit server: {e}")))?;
+        let url = format!("http://{}", handle.local_addr());
+        Ok(Box::new(InProcessRunning {
+            handle: Some(handle),
+            url,
+            runtime: self.runtime.handle().clone(),
+        }))
+    }
+}
+
+/// Runs `vodkit serve` as a child process (so a memory budget can apply to it).
+pub struct ChildVodkit {
+    /// The vodkit binary (the CLI passes its own executable).
+    pub exe: PathBuf,
+    /// catalog.json for bit-rate-aware policies.
+    pub catalog: Option<PathBuf>,
+    /// A file of the set, requested to check readiness.
+    pub probe_path: String,
+}
+
+fn vodkit_error_line(line: &str) -> bool {
+    line.contains(" ERROR ") || line.contains("panicked")
+}
+
+impl VodkitStarter for ChildVodkit {
+    fn start(
+        &mut self,
+        io: IoMode,
+        policy: &str,
+        root: &Path,
+        run_dir: &Path,
+        budget: Option<&CommandWrap>,
+    ) -> Result<Box<dyn Running>, StartError> {
+        let port = free_port().map_err(|e| StartError::Failed(e.to_string()))?;
+        let mut cmd = Command::new(&self.exe);
+        cmd.arg("serve").arg("--root").arg(root);
+        cmd.args([
+            "--listen",
+            &format!("127.0.0.1:{port}"),
+            "--io",
+            io.as_str(),
+            "--idle-timeout",
+            "3600s",
+        ]);
+        if policy != "none" {
+            cmd.args(["--prefetch", policy]);
+        }
+        if let Some(c) = &self.catalog {
+            cmd.arg("--catalog").arg(c);
+        }
+        cmd.arg("--access-log").arg(run_dir.join("access.log"));
+        let cmd = match budget {
+            Some(b) => b(cmd).map_err(StartError::Failed)?,
+            None => cmd,
+        };
+        let process = ServerProcess::start(
+            cmd,
+            StartSpec {
+                name: "vodkit",
+                port,
+                run_dir,
+                error_log: run_dir.join("vodkit.stderr"),
+                is_error: vodkit_error_line,
+                probe_path: &self.probe_path,
+                timeout: Duration::from_secs(20),
+            },
+        )
+        .map_err(|e| StartError::Failed(e.to_string()))?;
+        Ok(Box::new(ChildRunning(process)))
+    }
+}
+
+struct ChildRunning(ServerProcess);
+
+impl Running for ChildRunning {
+    fn base_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.0.port)
+    }
+    fn stop(self: Box<Self>) -> Result<Vec<String>, String> {
+        self.0
+            .stop(Duration::from_secs(40))
+            .map_err(|e| e.to_string())
+    }
+}
