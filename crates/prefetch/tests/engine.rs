@@ -296,3 +296,65 @@ fn a_miss_inside_a_queued_read_waits_for_it_instead_of_reading_again() {
     // The joined request consumed its part of the prefetch.
     assert_eq!(s.prefetch.used_bytes, 512 * KIB);
 }
+
+fn auto_engine() -> Engine {
+    Engine::new(EngineConfig {
+        mode: IoMode::Asap,
+        policy: "auto:start=1MiB@419,interval=0.2,busy=0,ramp=0.01"
+            .parse()
+            .unwrap(),
+        observe_every_s: 0.0,
+        ..Default::default()
+    })
+}
+
+/// Plays a viewer reading 256 KiB at a time; `evict` drops the file's pages after each
+/// request (memory pressure).
+fn play(e: &Engine, f: &Arc<File>, bytes: u64, evict: bool) {
+    let mut offset = 0;
+    while offset < bytes {
+        e.ensure_resident_blocking(f, req(offset, 256 * KIB))
+            .unwrap();
+        if evict {
+            drop_cached(f, 0, 0).unwrap();
+        }
+        offset += 256 * KIB;
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn engine_feeds_scores_to_the_auto_policy() {
+    let dir = tmp();
+    let Some(f) = cold_file(&dir, "auto.bin", 16 * MIB) else {
+        return;
+    };
+    let e = auto_engine();
+    play(&e, &f, 12 * MIB, false);
+    let s = e.stats();
+    let d = &s.policy.detail;
+    assert!(d["windows"] >= 1.0, "{d:?}");
+    // Without evictions every busy window ends in the descent (phase 2 moving, 3 at a
+    // minimum) with a score stored.
+    assert!(d.contains_key("last_score"), "no score measured: {d:?}");
+    assert!(d["phase"] == 2.0 || d["phase"] == 3.0, "{d:?}");
+    assert!(s.disk_time_s > 0.0 && s.disk_ms_per_128k > 0.0, "{s:?}");
+    assert_eq!(s.prefetch.evictions, 0);
+}
+
+#[test]
+fn engine_reports_prefetch_evictions_to_the_auto_policy() {
+    let dir = tmp();
+    let Some(f) = cold_file(&dir, "evict.bin", 16 * MIB) else {
+        return;
+    };
+    let e = auto_engine();
+    play(&e, &f, 8 * MIB, true);
+    let s = e.stats();
+    let d = &s.policy.detail;
+    assert!(s.prefetch.evictions > 0);
+    // Evicted within ~20 ms: eviction time × 419 kbps is tiny, so the eviction rule sets
+    // the target to the minimum size (one step).
+    assert_eq!(d["phase"], 4.0, "eviction rule: {d:?}");
+    assert_eq!(d["target_bytes"], 524_288.0, "{d:?}");
+}
