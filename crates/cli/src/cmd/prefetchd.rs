@@ -1,8 +1,66 @@
-//! `vodkit prefetchd` (issue #7).
+//! `vodkit prefetchd`: the prefetch daemon the preload library reports misses to.
+
+use std::path::PathBuf;
+use vodkit_preload::daemon::{serve_until_signalled, DaemonConfig, Mode};
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Unix socket to listen on (the library finds it through VODKIT_PREFETCHD_SOCKET).
+    #[arg(long, default_value_os_t = vodkit_preload::default_socket())]
+    pub socket: PathBuf,
+    /// Prefetch policy: none, fixed:SIZE, sqrt:SIZE@KBPS, first-grow, auto, ...
+    #[arg(long, default_value = "fixed:2MiB")]
+    pub prefetch: String,
+    /// One I/O worker per device instead of one for all devices.
+    #[arg(long)]
+    pub per_device: bool,
+    /// serialize (no enlarging), prefetch (enlarge in the library, no serializing),
+    /// both, or track (record misses only).
+    #[arg(long, default_value = "both")]
+    pub mode: String,
+    /// Write metrics as JSON to this file every --metrics-interval and at exit.
+    #[arg(long)]
+    pub metrics: Option<PathBuf>,
+    /// How often to rewrite the metrics file.
+    #[arg(long, default_value = "1s")]
+    pub metrics_interval: humantime::Duration,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    super::not_yet("vodkit prefetchd", 7)
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let config = config(&args.socket, &args.prefetch, args.per_device, &args.mode)?;
+    eprintln!(
+        "prefetchd: listening on {} (mode {}, policy {}, {}); Ctrl-C stops",
+        config.socket.display(),
+        config.mode,
+        config.policy,
+        if config.per_device {
+            "one worker per device"
+        } else {
+            "one worker"
+        }
+    );
+    let last = serve_until_signalled(
+        config,
+        args.metrics.as_deref(),
+        args.metrics_interval.into(),
+    )
+    .map_err(|e| anyhow::anyhow!("prefetchd on {}: {e}", args.socket.display()))?;
+    println!("{}", serde_json::to_string_pretty(&last)?);
+    Ok(())
+}
+
+/// Build a daemon configuration from command-line values (shared with `vodkit preload`).
+pub fn config(
+    socket: &std::path::Path,
+    prefetch: &str,
+    per_device: bool,
+    mode: &str,
+) -> anyhow::Result<DaemonConfig> {
+    let mut config = DaemonConfig::new(socket);
+    config.policy = prefetch.parse().map_err(super::usage)?;
+    config.mode = mode
+        .parse::<Mode>()
+        .map_err(|e| super::usage(format!("--mode {e}")))?;
+    config.per_device = per_device;
+    Ok(config)
 }

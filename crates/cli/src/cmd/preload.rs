@@ -1,8 +1,72 @@
-//! `vodkit preload` (issue #7).
+//! `vodkit preload`: run an unmodified program with the prefetching preload library,
+//! starting a prefetch daemon for it when none is running.
+
+use std::path::PathBuf;
+use std::process::Command;
+use vodkit_preload::{run_command, Preload};
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Print the path of the preload library (writing it there if needed) and exit.
+    #[arg(long)]
+    pub print_path: bool,
+    /// Daemon socket; a daemon is started on it unless one already listens there.
+    #[arg(long, default_value_os_t = vodkit_preload::default_socket())]
+    pub socket: PathBuf,
+    /// Prefetch policy for a daemon started here.
+    #[arg(long, default_value = "fixed:2MiB")]
+    pub prefetch: String,
+    /// One I/O worker per device (daemon started here).
+    #[arg(long)]
+    pub per_device: bool,
+    /// serialize, prefetch, both or track (daemon started here).
+    #[arg(long, default_value = "both")]
+    pub mode: String,
+    /// Longest time the library waits for the daemon before reading anyway.
+    #[arg(long)]
+    pub timeout: Option<humantime::Duration>,
+    /// Write the daemon's final metrics as JSON here (daemon started here).
+    #[arg(long)]
+    pub metrics: Option<PathBuf>,
+    /// The program to run and its arguments.
+    #[arg(last = true)]
+    pub command: Vec<std::ffi::OsString>,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    super::not_yet("vodkit preload", 7)
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.print_path {
+        let path = vodkit_preload::library::path()
+            .map_err(|e| anyhow::anyhow!("cannot write the preload library: {e}"))?;
+        println!("{}", path.display());
+        return Ok(());
+    }
+    let Some((program, rest)) = args.command.split_first() else {
+        return Err(super::usage(
+            "nothing to run: give a command after `--` (or --print-path)",
+        ));
+    };
+    let config =
+        super::prefetchd::config(&args.socket, &args.prefetch, args.per_device, &args.mode)?;
+    let mut preload = Preload::start(config)?;
+    if let Some(t) = args.timeout {
+        preload = preload.with_timeout_ms(t.as_millis() as u64);
+    }
+    let mut cmd = Command::new(program);
+    cmd.args(rest);
+    let status = run_command(&preload, cmd)
+        .map_err(|e| anyhow::anyhow!("cannot run {}: {e}", program.to_string_lossy()))?;
+    if let Some(m) = preload.finish() {
+        if let Some(path) = &args.metrics {
+            vodkit_preload::daemon::write_metrics(path, &m)
+                .map_err(|e| anyhow::anyhow!("writing {}: {e}", path.display()))?;
+        }
+    }
+    match status.code() {
+        Some(0) => Ok(()),
+        Some(code) => std::process::exit(code),
+        None => {
+            use std::os::unix::process::ExitStatusExt;
+            std::process::exit(128 + status.signal().unwrap_or(0))
+        }
+    }
 }

@@ -1,0 +1,131 @@
+//! Daemon counters: what the library reported (per call, per outcome) next to the shared
+//! engine's accounting (hits, misses, reads, disk time, prefetch evictions, policy
+//! sizes) — the same figures `vodkit serve` reports. Exposed as a JSON snapshot
+//! (`vodkit prefetchd --metrics FILE`).
+
+use super::{DaemonConfig, Mode};
+use crate::protocol::{Op, Request};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+use vodkit_prefetch::{PolicyState, ReadOutcome, Stats};
+
+#[derive(Default)]
+pub(crate) struct Metrics {
+    pub connections: AtomicU64,
+    pub requests: AtomicU64,
+    pub requested_bytes: AtomicU64,
+    pub by_op: [AtomicU64; 6],
+    pub not_regular: AtomicU64,
+    pub tracked: AtomicU64,
+    pub prefetch_here: AtomicU64,
+    pub planned_bytes: AtomicU64,
+    pub engine_calls: AtomicU64,
+    pub already_resident: AtomicU64,
+    pub read_errors: AtomicU64,
+    pub bad_messages: AtomicU64,
+}
+
+/// What became of the misses the library reported.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct ModeCounts {
+    /// Handed to the engine (`serialize`, `both`).
+    pub engine: u64,
+    /// Of those, found resident by the time the engine looked (another read got them).
+    pub already_resident: u64,
+    /// Sized here and read by the library (`prefetch`).
+    pub prefetch_in_library: u64,
+    /// Only recorded (`track`).
+    pub tracked_only: u64,
+    /// The descriptor was not a regular file (nothing done).
+    pub not_regular: u64,
+}
+
+/// A point-in-time copy of the counters.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct MetricsSnapshot {
+    pub socket: String,
+    pub mode: Mode,
+    pub policy: String,
+    pub per_device: bool,
+    pub uptime_s: f64,
+    pub connections: u64,
+    /// Misses reported by the library.
+    pub requests: u64,
+    pub requests_by_call: BTreeMap<Op, u64>,
+    /// Bytes the applications asked for in those misses.
+    pub requested_bytes: u64,
+    pub outcomes: ModeCounts,
+    /// Bytes the library was told to read itself (`prefetch` mode).
+    pub planned_bytes: u64,
+    pub read_errors: u64,
+    pub bad_messages: u64,
+    /// The engine's accounting (reads, disk time, per-device queues, policy state).
+    pub engine: Stats,
+    /// Policy state in `prefetch` mode, where sizing happens outside the engine.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub library_policy: Option<PolicyState>,
+}
+
+const OPS: [Op; 6] = [
+    Op::Read,
+    Op::Pread,
+    Op::Readv,
+    Op::Sendfile,
+    Op::CopyFileRange,
+    Op::Splice,
+];
+
+impl Metrics {
+    pub(crate) fn note_request(&self, req: &Request) {
+        self.requests.fetch_add(1, Ordering::Relaxed);
+        self.requested_bytes.fetch_add(req.len, Ordering::Relaxed);
+        let i = usize::from(req.op.to_wire()) - 1;
+        self.by_op[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn note_outcome(&self, o: &ReadOutcome) {
+        self.engine_calls.fetch_add(1, Ordering::Relaxed);
+        if o.from_disk == 0 {
+            self.already_resident.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    pub(crate) fn snapshot(
+        &self,
+        config: &DaemonConfig,
+        uptime: Duration,
+        engine: Stats,
+        library_policy: Option<PolicyState>,
+    ) -> MetricsSnapshot {
+        let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        MetricsSnapshot {
+            socket: config.socket.display().to_string(),
+            mode: config.mode,
+            policy: config.policy.to_string(),
+            per_device: config.per_device,
+            uptime_s: uptime.as_secs_f64(),
+            connections: get(&self.connections),
+            requests: get(&self.requests),
+            requests_by_call: OPS
+                .iter()
+                .zip(&self.by_op)
+                .map(|(op, n)| (*op, get(n)))
+                .filter(|(_, n)| *n > 0)
+                .collect(),
+            requested_bytes: get(&self.requested_bytes),
+            outcomes: ModeCounts {
+                engine: get(&self.engine_calls),
+                already_resident: get(&self.already_resident),
+                prefetch_in_library: get(&self.prefetch_here),
+                tracked_only: get(&self.tracked),
+                not_regular: get(&self.not_regular),
+            },
+            planned_bytes: get(&self.planned_bytes),
+            read_errors: get(&self.read_errors),
+            bad_messages: get(&self.bad_messages),
+            engine,
+            library_policy,
+        }
+    }
+}

@@ -1,0 +1,413 @@
+//! The prefetch daemon (`vodkit prefetchd`): accepts misses reported by the preload
+//! library, sizes them with a prefetch policy and performs the reads, one at a time per
+//! device (or globally), before replying so the application's own call finds its data in
+//! the page cache.
+//!
+//! Threads: one accepts connections; one per connection receives requests and waits for
+//! their completion (each library connection carries one request at a time). The reads
+//! run on the shared prefetch engine of `vodkit-prefetch` (the one `vodkit serve` uses):
+//! per-device FIFO workers, residency re-checks, the policy, and its accounting.
+
+mod chains;
+mod metrics;
+pub mod socket;
+
+pub use metrics::{MetricsSnapshot, ModeCounts};
+
+use crate::protocol::{Reply, Request};
+use chains::ChainTracker;
+use metrics::Metrics;
+use std::collections::HashMap;
+use std::fmt;
+use std::fs::File;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+use vodkit_prefetch::{
+    ChainPosition, DeviceMap, Engine, EngineConfig, IoMode, Policy, PolicySpec, ReadContext,
+    ReadRequest,
+};
+
+/// What the daemon does with a miss (seed 001 §3.2.2).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Serialize reads per device without enlarging them.
+    Serialize,
+    /// Enlarge reads per policy; the library performs them itself, unserialized.
+    Prefetch,
+    /// Serialize and enlarge (the full design; default).
+    Both,
+    /// Only record misses; no reads, no waiting.
+    Track,
+}
+
+impl FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Mode, String> {
+        match s {
+            "serialize" => Ok(Mode::Serialize),
+            "prefetch" => Ok(Mode::Prefetch),
+            "both" => Ok(Mode::Both),
+            "track" => Ok(Mode::Track),
+            other => Err(format!(
+                "mode `{other}`: expected serialize, prefetch, both or track"
+            )),
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Mode::Serialize => "serialize",
+            Mode::Prefetch => "prefetch",
+            Mode::Both => "both",
+            Mode::Track => "track",
+        })
+    }
+}
+
+/// How a daemon is set up.
+#[derive(Debug, Clone)]
+pub struct DaemonConfig {
+    pub socket: PathBuf,
+    /// Prefetch policy (ignored in `serialize` and `track` modes).
+    pub policy: PolicySpec,
+    /// One I/O worker per device instead of one for all devices.
+    pub per_device: bool,
+    pub mode: Mode,
+}
+
+impl DaemonConfig {
+    /// Defaults: `both`, `fixed:2MiB` (the seed's default prefetch size), one worker.
+    pub fn new(socket: impl Into<PathBuf>) -> DaemonConfig {
+        DaemonConfig {
+            socket: socket.into(),
+            policy: PolicySpec::Fixed { bytes: 2 << 20 },
+            per_device: false,
+            mode: Mode::Both,
+        }
+    }
+}
+
+impl Mode {
+    /// The engine mode behind a daemon mode (`prefetch` and `track` read nothing in the
+    /// daemon; their engine only serves the accounting).
+    fn io_mode(self) -> IoMode {
+        match self {
+            Mode::Serialize => IoMode::Serialized,
+            Mode::Both => IoMode::Asap,
+            Mode::Prefetch | Mode::Track => IoMode::Vanilla,
+        }
+    }
+}
+
+/// State shared by the daemon's threads.
+struct Shared {
+    config: DaemonConfig,
+    started: Instant,
+    /// Sizes reads in `prefetch` mode, where the library performs them itself.
+    library_policy: Mutex<Box<dyn Policy>>,
+    chains: Mutex<ChainTracker>,
+    engine: Engine,
+    metrics: Metrics,
+    stopping: AtomicBool,
+    connections: Mutex<HashMap<u64, RawFd>>,
+    next_conn: AtomicU64,
+}
+
+/// A running daemon. Dropping it stops it.
+pub struct Daemon {
+    shared: Arc<Shared>,
+    listener: OwnedFd,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+impl Daemon {
+    /// Listen on the configured socket and start serving.
+    pub fn start(config: DaemonConfig) -> std::io::Result<Daemon> {
+        let listener = socket::listen(&config.socket)?;
+        let engine = Engine::new(EngineConfig {
+            mode: config.mode.io_mode(),
+            policy: config.policy.clone(),
+            devices: if config.per_device {
+                DeviceMap::new()
+            } else {
+                DeviceMap::single("all")
+            },
+            pool_threads: 1,
+            ..EngineConfig::default()
+        });
+        let shared = Arc::new(Shared {
+            library_policy: Mutex::new(config.policy.build()),
+            engine,
+            config,
+            started: Instant::now(),
+            chains: Mutex::new(ChainTracker::default()),
+            metrics: Metrics::default(),
+            stopping: AtomicBool::new(false),
+            connections: Mutex::new(HashMap::new()),
+            next_conn: AtomicU64::new(0),
+        });
+        let fd = listener.as_raw_fd();
+        let s = Arc::clone(&shared);
+        let acceptor = std::thread::Builder::new()
+            .name("prefetchd-accept".into())
+            .spawn(move || accept_loop(s, fd))?;
+        Ok(Daemon {
+            shared,
+            listener,
+            acceptor: Some(acceptor),
+        })
+    }
+
+    /// The socket path clients connect to.
+    pub fn socket(&self) -> &Path {
+        &self.shared.config.socket
+    }
+
+    /// Counters so far.
+    pub fn metrics(&self) -> MetricsSnapshot {
+        let engine = self.shared.engine.stats();
+        let library_policy = match self.shared.config.mode {
+            Mode::Prefetch => self.shared.library_policy.lock().ok().map(|p| p.current()),
+            _ => None,
+        };
+        self.shared.metrics.snapshot(
+            &self.shared.config,
+            self.shared.started.elapsed(),
+            engine,
+            library_policy,
+        )
+    }
+
+    /// Stop accepting, close every connection (clients fall back to plain calls) and
+    /// remove the socket file.
+    pub fn stop(mut self) -> MetricsSnapshot {
+        self.shutdown();
+        self.metrics()
+    }
+
+    fn shutdown(&mut self) {
+        if self.shared.stopping.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        // SAFETY: shutting down our own listening socket wakes the blocked accept.
+        unsafe { libc::shutdown(self.listener.as_raw_fd(), libc::SHUT_RDWR) };
+        if let Some(a) = self.acceptor.take() {
+            let _ = a.join();
+        }
+        if let Ok(conns) = self.shared.connections.lock() {
+            for fd in conns.values() {
+                // SAFETY: the fd stays open until its connection thread exits, and that
+                // thread removes it from this map first.
+                unsafe { libc::shutdown(*fd, libc::SHUT_RDWR) };
+            }
+        }
+        let _ = std::fs::remove_file(&self.shared.config.socket);
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+fn accept_loop(shared: Arc<Shared>, listener: RawFd) {
+    loop {
+        match socket::accept(listener) {
+            Ok(Some(conn)) => {
+                if shared.stopping.load(Ordering::SeqCst) {
+                    return;
+                }
+                let id = shared.next_conn.fetch_add(1, Ordering::Relaxed);
+                if let Ok(mut c) = shared.connections.lock() {
+                    c.insert(id, conn.as_raw_fd());
+                }
+                shared.metrics.connections.fetch_add(1, Ordering::Relaxed);
+                let s = Arc::clone(&shared);
+                let spawned = std::thread::Builder::new()
+                    .name("prefetchd-conn".into())
+                    .spawn(move || {
+                        serve_connection(&s, &conn);
+                        if let Ok(mut c) = s.connections.lock() {
+                            c.remove(&id);
+                        }
+                    });
+                if let Err(e) = spawned {
+                    tracing::warn!("cannot start a connection thread: {e}");
+                    if let Ok(mut c) = shared.connections.lock() {
+                        c.remove(&id);
+                    }
+                }
+            }
+            Ok(None) => return,
+            Err(e) => {
+                if !shared.stopping.load(Ordering::SeqCst) {
+                    tracing::error!("accept failed: {e}");
+                }
+                return;
+            }
+        }
+    }
+}
+
+fn serve_connection(shared: &Shared, conn: &OwnedFd) {
+    loop {
+        match socket::receive(conn.as_raw_fd()) {
+            Ok(socket::Incoming::Request(req, Some(file))) => {
+                let reply = handle(shared, &req, file);
+                if let Err(e) = socket::send_reply(conn.as_raw_fd(), reply, req.seq) {
+                    tracing::debug!("reply to pid {} failed: {e}", req.pid);
+                    return;
+                }
+            }
+            Ok(socket::Incoming::Request(req, None)) => {
+                shared.metrics.bad_messages.fetch_add(1, Ordering::Relaxed);
+                let _ = socket::send_reply(conn.as_raw_fd(), Reply::Error, req.seq);
+            }
+            Ok(socket::Incoming::Garbage(why)) => {
+                shared.metrics.bad_messages.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!("ignoring a bad message: {why}");
+            }
+            Ok(socket::Incoming::Closed) => return,
+            Err(e) => {
+                if !shared.stopping.load(Ordering::SeqCst) {
+                    tracing::debug!("connection failed: {e}");
+                }
+                return;
+            }
+        }
+    }
+}
+
+/// Whether `file` is a regular file; returns its identity for the chain tracker.
+fn regular_file_id(file: &File) -> Option<u64> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = file.metadata().ok()?;
+    meta.is_file()
+        .then(|| vodkit_prefetch::engine::file_id(meta.dev(), meta.ino()))
+}
+
+/// Decide and perform what one miss needs; returns the reply for the library.
+fn handle(shared: &Shared, req: &Request, file: OwnedFd) -> Reply {
+    let m = &shared.metrics;
+    m.note_request(req);
+    let file = Arc::new(File::from(file));
+    let Some(file_id) = regular_file_id(&file) else {
+        m.not_regular.fetch_add(1, Ordering::Relaxed);
+        return Reply::Skipped;
+    };
+    let mode = shared.config.mode;
+    if mode == Mode::Track {
+        m.tracked.fetch_add(1, Ordering::Relaxed);
+        return Reply::Skipped;
+    }
+    let now_s = shared.started.elapsed().as_secs_f64();
+    let chain = shared
+        .chains
+        .lock()
+        .map(|mut c| c.place(file_id, req.offset))
+        .unwrap_or(ChainPosition {
+            bytes: 0,
+            kind: Default::default(),
+        });
+    if mode == Mode::Prefetch {
+        return plan_in_library(shared, req, file_id, chain, now_s);
+    }
+    let request = ReadRequest {
+        offset: req.offset,
+        len: req.len,
+        bitrate_kbps: None,
+        chain: Some(chain),
+    };
+    match shared.engine.ensure_resident_blocking(&file, request) {
+        Ok(outcome) => {
+            m.note_outcome(&outcome);
+            Reply::Done
+        }
+        Err(e) => {
+            m.read_errors.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!("prefetch read failed: {e}");
+            Reply::Error
+        }
+    }
+}
+
+/// `prefetch` mode: size the read with the policy and let the library perform it.
+fn plan_in_library(
+    shared: &Shared,
+    req: &Request,
+    file_id: u64,
+    chain: ChainPosition,
+    now_s: f64,
+) -> Reply {
+    let ctx = ReadContext {
+        file: file_id,
+        offset: req.offset,
+        len: req.len,
+        file_size: req.file_size,
+        bitrate_kbps: None,
+        chain_bytes: chain.bytes,
+        chain_kind: chain.kind,
+        now_s,
+    };
+    let size = shared
+        .library_policy
+        .lock()
+        .map(|mut p| p.prefetch_bytes(&ctx))
+        .unwrap_or(0);
+    let len = ctx.read_len(size);
+    if len == 0 {
+        return Reply::Skipped;
+    }
+    shared.metrics.prefetch_here.fetch_add(1, Ordering::Relaxed);
+    shared
+        .metrics
+        .planned_bytes
+        .fetch_add(len, Ordering::Relaxed);
+    Reply::PrefetchHere {
+        offset: req.offset,
+        len,
+    }
+}
+
+/// Run a daemon until SIGINT or SIGTERM, writing its metrics as JSON to `metrics` (when
+/// given) every `interval` and once more at the end. Returns the final counters.
+pub fn serve_until_signalled(
+    config: DaemonConfig,
+    metrics: Option<&Path>,
+    interval: std::time::Duration,
+) -> std::io::Result<MetricsSnapshot> {
+    crate::signals::catch_termination();
+    let daemon = Daemon::start(config)?;
+    let mut last_write = Instant::now();
+    while crate::signals::take().is_none() {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        if let Some(path) = metrics {
+            if last_write.elapsed() >= interval {
+                write_metrics(path, &daemon.metrics())?;
+                last_write = Instant::now();
+            }
+        }
+    }
+    let last = daemon.stop();
+    if let Some(path) = metrics {
+        write_metrics(path, &last)?;
+    }
+    Ok(last)
+}
+
+/// Write a metrics snapshot as JSON, atomically (readers never see half a file).
+pub fn write_metrics(path: &Path, m: &MetricsSnapshot) -> std::io::Result<()> {
+    let tmp = path.with_extension("tmp");
+    let json = serde_json::to_vec_pretty(m).map_err(std::io::Error::other)?;
+    std::fs::write(&tmp, json)?;
+    std::fs::rename(&tmp, path)
+}
