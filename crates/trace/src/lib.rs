@@ -1,2 +1,25 @@
 //! `vodkit trace`: turns server access logs into chains of sequential requests and phases
 //! of client behaviour, and characterizes them (thesis chapter 5).
+//!
+//! Pipeline: a [`read`] module parses one log line into a [`record::LogRequest`]; the
+//! [`analyze`] driver feeds them to per-session [`chain::ChainBuilder`]s; when a session can
+//! no longer grow its chains are closed, written out, and summarized into [`chainstats`],
+//! [`phase`] and [`sessions`] statistics, which [`report`] renders as HTML.
+
+pub mod analyze;
+pub mod chain;
+pub mod chainstats;
+pub mod files;
+pub mod fit;
+pub mod phase;
+pub mod read;
+pub mod record;
+pub mod report;
+pub mod sessions;
+mod svg;
+
+pub use analyze::{analyze, Analysis, AnalyzeOptions};
+pub use chain::{read_chains_csv, Chain, ChainKind};
+pub use files::{FileInfo, FileTable};
+pub use fit::{growth_factor, survival_distance, PowerLawFit, PowerLawSegment};
+pub use read::LogFormat;

@@ -1,0 +1,431 @@
+//! Chains (thesis 5.3): maximal runs of byte-adjacent requests for one file in one session.
+//!
+//! Two requests are adjacent when one starts at the byte where the other ends, and they
+//! belong together when their activity intervals (arrival to completion) are at most the
+//! chain window apart (40 s by default), whatever order they arrived or completed in. The
+//! builder keeps open *fragments*: every request extends the longest fragment that ends
+//! where it starts, or prepends to the longest one starting where it ends, or both (which
+//! merges them); this is the two passes of the thesis (find adjacent pairs, then combine
+//! them into the longest chains) done incrementally so memory stays one small record per
+//! chain. A request that repeats a range already inside a chain starts a chain of its own.
+
+use std::io::{BufRead, Write};
+use std::path::Path;
+
+use vodkit_workload::model::Media;
+
+use crate::files::{media_name, parse_media, FileTable};
+use crate::record::{LogRequest, RequestKind};
+
+/// Kind of a chain: the kind of the request at its start offset.
+pub type ChainKind = RequestKind;
+
+/// Default chain window (thesis 5.3): adjacent requests this close in time join.
+pub const CHAIN_WINDOW_S: f64 = 40.0;
+
+/// The columns of `chains.csv`.
+pub const CSV_HEADER: &str =
+    "session,file,start_offset,bytes,requests,t_start,t_end,kind,media,bitrate_kbps,drive";
+
+/// One chain as written to and read from `chains.csv`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Chain {
+    pub session: String,
+    pub file: String,
+    pub start_offset: u64,
+    /// Bytes of the file the chain covers (end offset minus start offset).
+    pub bytes: u64,
+    pub requests: u32,
+    /// Earliest arrival of any of its requests (s).
+    pub t_start: f64,
+    /// Latest completion of any of its requests (s).
+    pub t_end: f64,
+    pub kind: ChainKind,
+    pub media: Option<Media>,
+    pub bitrate_kbps: Option<u32>,
+    pub drive: Option<String>,
+}
+
+impl Chain {
+    pub fn duration_s(&self) -> f64 {
+        self.t_end - self.t_start
+    }
+}
+
+/// A chain inside the analyzer: file by id, no strings.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct ChainRec {
+    pub file: u32,
+    pub start: u64,
+    pub bytes: u64,
+    pub requests: u32,
+    pub t0: f64,
+    pub t1: f64,
+    pub kind: ChainKind,
+    /// Body bytes sent for the chain's requests.
+    pub sent: u64,
+}
+
+impl ChainRec {
+    pub fn duration_s(&self) -> f64 {
+        self.t1 - self.t0
+    }
+
+    pub fn end(&self) -> u64 {
+        self.start + self.bytes
+    }
+}
+
+#[derive(Clone, Debug)]
+struct Frag {
+    start: u64,
+    end: u64,
+    /// Activity interval of the request at the start and at the end offset.
+    s_int: (f64, f64),
+    e_int: (f64, f64),
+    t0: f64,
+    t1: f64,
+    requests: u32,
+    sent: u64,
+    kind: ChainKind,
+}
+
+fn gap(a: (f64, f64), b: (f64, f64)) -> f64 {
+    (a.0.max(b.0) - a.1.min(b.1)).max(0.0)
+}
+
+/// Builds the chains of one session.
+#[derive(Clone, Debug, Default)]
+pub struct ChainBuilder {
+    files: Vec<(u32, Vec<Frag>)>,
+}
+
+impl ChainBuilder {
+    /// Number of open fragments (for memory accounting).
+    pub fn fragments(&self) -> usize {
+        self.files.iter().map(|f| f.1.len()).sum()
+    }
+
+    pub fn add(&mut self, file: u32, r: &LogRequest<'_>, window_s: f64) {
+        let frags = match self.files.iter().position(|f| f.0 == file) {
+            Some(i) => &mut self.files[i].1,
+            None => {
+                self.files.push((file, Vec::new()));
+                &mut self.files.last_mut().expect("just pushed").1
+            }
+        };
+        let (a, b) = (r.offset, r.end());
+        let int = (r.recv_s(), r.done_s);
+        let mut pred: Option<usize> = None;
+        let mut succ: Option<usize> = None;
+        for (i, f) in frags.iter().enumerate() {
+            if f.end == a && gap(f.e_int, int) <= window_s {
+                if pred.is_none_or(|p| f.end - f.start > frags[p].end - frags[p].start) {
+                    pred = Some(i);
+                }
+            } else if f.start == b && gap(f.s_int, int) <= window_s {
+                if succ.is_none_or(|s| f.end - f.start > frags[s].end - frags[s].start) {
+                    succ = Some(i);
+                }
+            }
+        }
+        match (pred, succ) {
+            (Some(p), Some(s)) => {
+                let tail = frags[s].clone();
+                let f = &mut frags[p];
+                f.end = tail.end;
+                f.e_int = tail.e_int;
+                f.t0 = f.t0.min(tail.t0).min(int.0);
+                f.t1 = f.t1.max(tail.t1).max(int.1);
+                f.requests += tail.requests + 1;
+                f.sent += tail.sent + r.bytes_sent;
+                frags.swap_remove(s);
+            }
+            (Some(p), None) => {
+                let f = &mut frags[p];
+                f.end = b;
+                f.e_int = int;
+                f.t0 = f.t0.min(int.0);
+                f.t1 = f.t1.max(int.1);
+                f.requests += 1;
+                f.sent += r.bytes_sent;
+            }
+            (None, Some(s)) => {
+                let f = &mut frags[s];
+                f.start = a;
+                f.s_int = int;
+                f.kind = r.kind;
+                f.t0 = f.t0.min(int.0);
+                f.t1 = f.t1.max(int.1);
+                f.requests += 1;
+                f.sent += r.bytes_sent;
+            }
+            (None, None) => frags.push(Frag {
+                start: a,
+                end: b,
+                s_int: int,
+                e_int: int,
+                t0: int.0,
+                t1: int.1,
+                requests: 1,
+                sent: r.bytes_sent,
+                kind: r.kind,
+            }),
+        }
+    }
+
+    /// The session's chains, ordered by start time (then file and offset).
+    pub fn finish(self) -> Vec<ChainRec> {
+        let mut out: Vec<ChainRec> = self
+            .files
+            .into_iter()
+            .flat_map(|(file, frags)| {
+                frags.into_iter().map(move |f| ChainRec {
+                    file,
+                    start: f.start,
+                    bytes: f.end - f.start,
+                    requests: f.requests,
+                    t0: f.t0,
+                    t1: f.t1,
+                    kind: f.kind,
+                    sent: f.sent,
+                })
+            })
+            .collect();
+        out.sort_by(|x, y| {
+            x.t0.total_cmp(&y.t0)
+                .then(x.file.cmp(&y.file))
+                .then(x.start.cmp(&y.start))
+        });
+        out
+    }
+}
+
+pub fn kind_name(k: ChainKind) -> &'static str {
+    match k {
+        RequestKind::Open => "open",
+        RequestKind::Chunk => "chunk",
+    }
+}
+
+/// Append one `chains.csv` row.
+pub fn write_row(
+    w: &mut impl Write,
+    session: &str,
+    c: &ChainRec,
+    files: &FileTable,
+) -> std::io::Result<()> {
+    let f = files.get(c.file);
+    writeln!(
+        w,
+        "{},{},{},{},{},{:.3},{:.3},{},{},{},{}",
+        session,
+        f.name,
+        c.start,
+        c.bytes,
+        c.requests,
+        c.t0,
+        c.t1,
+        kind_name(c.kind),
+        media_name(f.media),
+        f.bitrate_kbps.map(|b| b.to_string()).unwrap_or_default(),
+        f.drive.as_deref().unwrap_or("")
+    )
+}
+
+/// Read a `chains.csv` back. Errors name the line and field.
+pub fn read_chains_csv(path: &Path) -> Result<Vec<Chain>, String> {
+    let file = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    parse_chains_csv(std::io::BufReader::new(file), &path.display().to_string())
+}
+
+/// Parse `chains.csv` text from any reader; `name` is used in error messages.
+pub fn parse_chains_csv(input: impl BufRead, name: &str) -> Result<Vec<Chain>, String> {
+    let mut out = Vec::new();
+    let mut header = false;
+    for (i, line) in input.lines().enumerate() {
+        let n = i + 1;
+        let line = line.map_err(|e| format!("{name}:{n}: {e}"))?;
+        let line = line.trim_end_matches('\r');
+        if line.trim().is_empty() {
+            continue;
+        }
+        if !header {
+            if line.trim() != CSV_HEADER {
+                return Err(format!("{name}:{n}: expected the header {CSV_HEADER}"));
+            }
+            header = true;
+            continue;
+        }
+        let f: Vec<&str> = line.split(',').collect();
+        if f.len() != 11 {
+            return Err(format!("{name}:{n}: expected 11 fields, got {}", f.len()));
+        }
+        let bad = |field: &str, want: &str| format!("{name}:{n}: field {field}: expected {want}");
+        let opt = |s: &str| Some(s.to_string()).filter(|s| !s.is_empty());
+        out.push(Chain {
+            session: f[0].to_string(),
+            file: f[1].to_string(),
+            start_offset: f[2].parse().map_err(|_| bad("start_offset", "bytes"))?,
+            bytes: f[3].parse().map_err(|_| bad("bytes", "bytes"))?,
+            requests: f[4].parse().map_err(|_| bad("requests", "a count"))?,
+            t_start: f[5].parse().map_err(|_| bad("t_start", "seconds"))?,
+            t_end: f[6].parse().map_err(|_| bad("t_end", "seconds"))?,
+            kind: match f[7] {
+                "open" => RequestKind::Open,
+                "chunk" => RequestKind::Chunk,
+                _ => return Err(bad("kind", "open or chunk")),
+            },
+            media: if f[8].is_empty() {
+                None
+            } else {
+                Some(parse_media(f[8]).ok_or_else(|| bad("media", "audio, video or combined"))?)
+            },
+            bitrate_kbps: if f[9].is_empty() {
+                None
+            } else {
+                Some(f[9].parse().map_err(|_| bad("bitrate_kbps", "kbit/s"))?)
+            },
+            drive: opt(f[10]),
+        });
+    }
+    if !header {
+        return Err(format!(
+            "{name}: empty file, expected the header {CSV_HEADER}"
+        ));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(
+        offset: u64,
+        len: u64,
+        done: f64,
+        service: f64,
+        kind: RequestKind,
+    ) -> LogRequest<'static> {
+        LogRequest {
+            done_s: done,
+            service_s: service,
+            session: "s",
+            file: "f",
+            offset,
+            extent: len,
+            kind,
+            bytes_sent: len,
+            conn: None,
+        }
+    }
+
+    fn chains(reqs: &[LogRequest<'_>]) -> Vec<(u64, u64, u32)> {
+        let mut b = ChainBuilder::default();
+        for r in reqs {
+            b.add(0, r, CHAIN_WINDOW_S);
+        }
+        b.finish()
+            .iter()
+            .map(|c| (c.start, c.bytes, c.requests))
+            .collect()
+    }
+
+    #[test]
+    fn sequential_requests_form_one_chain_and_pauses_split() {
+        let c = RequestKind::Chunk;
+        let reqs = [
+            req(0, 10, 1.0, 0.1, c),
+            req(10, 10, 30.0, 0.1, c),
+            req(20, 10, 69.0, 0.1, c),
+            req(30, 10, 200.0, 0.1, c),
+        ];
+        assert_eq!(chains(&reqs), vec![(0, 30, 3), (30, 10, 1)]);
+    }
+
+    #[test]
+    fn out_of_order_and_parallel_parts_join_in_any_order() {
+        let c = RequestKind::Chunk;
+        let parts = [
+            req(0, 10, 1.0, 0.5, c),
+            req(10, 10, 1.2, 0.7, c),
+            req(20, 10, 1.1, 0.6, c),
+            req(30, 10, 1.3, 0.8, c),
+        ];
+        // Every permutation of completion order gives the same single chain.
+        let orders = [
+            [0, 1, 2, 3],
+            [3, 2, 1, 0],
+            [1, 3, 0, 2],
+            [2, 0, 3, 1],
+            [3, 0, 2, 1],
+        ];
+        for o in orders {
+            let reqs: Vec<_> = o.iter().map(|&i| parts[i].clone()).collect();
+            assert_eq!(chains(&reqs), vec![(0, 40, 4)], "order {o:?}");
+        }
+    }
+
+    #[test]
+    fn open_ended_request_joins_by_activity_interval() {
+        // A 10-minute open-ended stream that arrived right after the header request.
+        let reqs = [
+            req(0, 100, 1.0, 0.5, RequestKind::Chunk),
+            req(100, 50_000, 601.0, 599.0, RequestKind::Open),
+            req(50_100, 10, 620.0, 0.1, RequestKind::Chunk),
+        ];
+        assert_eq!(chains(&reqs), vec![(0, 50_110, 3)]);
+    }
+
+    #[test]
+    fn repeated_range_starts_its_own_chain_without_breaking_the_original() {
+        let c = RequestKind::Chunk;
+        let reqs = [
+            req(0, 10, 1.0, 0.1, c),
+            req(10, 10, 2.0, 0.1, c),
+            req(10, 10, 3.0, 0.1, c),
+            req(20, 10, 4.0, 0.1, c),
+        ];
+        assert_eq!(chains(&reqs), vec![(0, 30, 3), (10, 10, 1)]);
+        // A re-download long after the first viewing is a separate chain too.
+        let later = [
+            req(0, 10, 1.0, 0.1, c),
+            req(10, 10, 2.0, 0.1, c),
+            req(0, 10, 300.0, 0.1, c),
+            req(10, 10, 301.0, 0.1, c),
+        ];
+        assert_eq!(chains(&later), vec![(0, 20, 2), (0, 20, 2)]);
+    }
+
+    #[test]
+    fn csv_round_trip_and_errors() {
+        let mut files = FileTable::default();
+        let id = files.intern("nf/v.mp4");
+        let rec = ChainRec {
+            file: id,
+            start: 5,
+            bytes: 100,
+            requests: 2,
+            t0: 1.5,
+            t1: 9.25,
+            kind: RequestKind::Open,
+            sent: 100,
+        };
+        let mut buf = Vec::new();
+        writeln!(buf, "{CSV_HEADER}").unwrap();
+        write_row(&mut buf, "s1", &rec, &files).unwrap();
+        let back = parse_chains_csv(&buf[..], "mem").unwrap();
+        assert_eq!(back.len(), 1);
+        assert_eq!(back[0].file, "nf/v.mp4");
+        assert_eq!(
+            (back[0].start_offset, back[0].bytes, back[0].requests),
+            (5, 100, 2)
+        );
+        assert_eq!(back[0].kind, RequestKind::Open);
+        assert_eq!(back[0].media, None);
+        let bad = format!("{CSV_HEADER}\ns,f,1,x,1,0,1,open,,,\n");
+        let e = parse_chains_csv(bad.as_bytes(), "mem").unwrap_err();
+        assert!(e.contains("mem:2: field bytes"), "{e}");
+    }
+}

@@ -1,0 +1,383 @@
+//! Chain statistics (thesis 5.3): Table 5.4 by kind and media, the length CDFs by count and
+//! by bytes (Fig. 5.11), zero-offset chains by kind (Fig. 5.12), the CCDF with its
+//! piecewise power-law fit (Fig. 5.13) and survival growth factors.
+
+use serde::Serialize;
+use vodkit_workload::model::Media;
+
+use crate::chain::{kind_name, ChainRec};
+use crate::files::{media_name, FileInfo};
+use crate::fit::{growth_factor, PowerLawFit};
+use crate::record::RequestKind;
+
+/// Length an open-ended client reads from offset 0 for its segment table (thesis 5.3.2).
+pub const OPEN_HEADER_READ: u64 = 786_432;
+
+#[derive(Clone, Copy, Debug, Default)]
+struct RowAcc {
+    chains: u64,
+    requests: u64,
+    bytes: u64,
+    title_s: f64,
+    title_chains: u64,
+}
+
+impl RowAcc {
+    fn add(&mut self, o: &RowAcc) {
+        self.chains += o.chains;
+        self.requests += o.requests;
+        self.bytes += o.bytes;
+        self.title_s += o.title_s;
+        self.title_chains += o.title_chains;
+    }
+}
+
+const MEDIA: [Option<Media>; 4] = [
+    Some(Media::Audio),
+    Some(Media::Video),
+    Some(Media::Combined),
+    None,
+];
+
+fn media_slot(m: Option<Media>) -> usize {
+    MEDIA
+        .iter()
+        .position(|x| *x == m)
+        .expect("all media listed")
+}
+
+/// Nominal title seconds of `bytes` at `kbps`.
+pub fn title_seconds(bytes: u64, kbps: u32) -> f64 {
+    bytes as f64 * 8.0 / (f64::from(kbps) * 1000.0)
+}
+
+/// Collects chains as sessions close; [`ChainStatsBuilder::finish`] summarizes.
+#[derive(Debug, Default)]
+pub struct ChainStatsBuilder {
+    rows: [[RowAcc; 4]; 2],
+    /// (length, class): class 0 = open at offset 0, 1 = chunk at offset 0, 2 = other.
+    lengths: Vec<(u64, u8)>,
+}
+
+impl ChainStatsBuilder {
+    pub fn add(&mut self, c: &ChainRec, f: &FileInfo) {
+        let k = usize::from(c.kind == RequestKind::Chunk);
+        let row = &mut self.rows[k][media_slot(f.media)];
+        row.chains += 1;
+        row.requests += u64::from(c.requests);
+        row.bytes += c.bytes;
+        if let Some(kbps) = f.bitrate_kbps.filter(|&b| b > 0) {
+            row.title_s += title_seconds(c.bytes, kbps);
+            row.title_chains += 1;
+        }
+        let class = match (c.start, c.kind) {
+            (0, RequestKind::Open) => 0,
+            (0, RequestKind::Chunk) => 1,
+            _ => 2,
+        };
+        self.lengths.push((c.bytes, class));
+    }
+
+    pub fn chains(&self) -> usize {
+        self.lengths.len()
+    }
+
+    /// All chain lengths (for fits by callers).
+    pub fn lengths(&self) -> Vec<u64> {
+        self.lengths.iter().map(|l| l.0).collect()
+    }
+
+    pub fn finish(mut self, breakpoints: &[f64], probabilities: &[f64]) -> ChainSummary {
+        self.lengths.sort_unstable();
+        let lengths: Vec<u64> = self.lengths.iter().map(|l| l.0).collect();
+        let total_chains = lengths.len() as u64;
+        let total_bytes: u64 = lengths.iter().sum();
+        let mut table = Vec::new();
+        let mut grand = RowAcc::default();
+        for (k, kind) in [RequestKind::Open, RequestKind::Chunk]
+            .into_iter()
+            .enumerate()
+        {
+            let mut total = RowAcc::default();
+            for (m, media) in MEDIA.iter().enumerate() {
+                let acc = self.rows[k][m];
+                total.add(&acc);
+                if acc.chains > 0 {
+                    table.push(TableRow::new(
+                        kind_name(kind),
+                        media_name(*media),
+                        &acc,
+                        total_chains,
+                    ));
+                }
+            }
+            grand.add(&total);
+            table.push(TableRow::new(
+                kind_name(kind),
+                "total",
+                &total,
+                total_chains,
+            ));
+        }
+        table.push(TableRow::new("all", "total", &grand, total_chains));
+
+        let grid = log_grid();
+        let mut prefix = Vec::with_capacity(lengths.len() + 1);
+        prefix.push(0u64);
+        for l in &lengths {
+            prefix.push(prefix.last().expect("seeded") + l);
+        }
+        let le = |x: f64| lengths.partition_point(|&l| l as f64 <= x);
+        let pct = |a: u64, b: u64| {
+            if b == 0 {
+                0.0
+            } else {
+                100.0 * a as f64 / b as f64
+            }
+        };
+        let length_cdf = grid
+            .iter()
+            .map(|&x| {
+                let i = le(x);
+                CdfPoint {
+                    bytes: x,
+                    chains_pct: pct(i as u64, total_chains),
+                    bytes_pct: pct(prefix[i], total_bytes),
+                }
+            })
+            .collect();
+        let ccdf = grid
+            .iter()
+            .map(|&x| [x, pct(total_chains - le(x) as u64, total_chains)])
+            .filter(|p| p[1] > 0.0)
+            .collect();
+        let class_cdf = |class: u8| {
+            let v: Vec<u64> = self
+                .lengths
+                .iter()
+                .filter(|l| l.1 == class)
+                .map(|l| l.0)
+                .collect();
+            let n = v.len() as u64;
+            ZeroOffsetClass {
+                chains: n,
+                exactly_open_header_read_pct: pct(
+                    v.iter().filter(|&&l| l == OPEN_HEADER_READ).count() as u64,
+                    n,
+                ),
+                cdf: grid
+                    .iter()
+                    .map(|&x| [x, pct(v.partition_point(|&l| l as f64 <= x) as u64, n)])
+                    .collect(),
+            }
+        };
+        let zero_open = class_cdf(0);
+        let zero_chunk = class_cdf(1);
+        let fit = PowerLawFit::fit(&lengths, breakpoints);
+        let survival = probabilities
+            .iter()
+            .map(|&p| SurvivalRow {
+                p,
+                segments: fit
+                    .segments
+                    .iter()
+                    .map(|s| SurvivalSegment {
+                        lo: s.lo,
+                        hi: s.hi,
+                        c: s.c,
+                        growth: growth_factor(p, s.c),
+                    })
+                    .collect(),
+            })
+            .collect();
+        let big: u64 = lengths.iter().filter(|&&l| l > 10_000_000).sum();
+        ChainSummary {
+            chains: total_chains,
+            requests: grand.requests,
+            bytes: total_bytes,
+            chains_le_1mb_pct: pct(le(1e6) as u64, total_chains),
+            bytes_in_chains_gt_10mb_pct: pct(big, total_bytes),
+            table_5_4: table,
+            length_cdf,
+            zero_offset: ZeroOffset {
+                share_pct: pct(zero_open.chains + zero_chunk.chains, total_chains),
+                open: zero_open,
+                chunk: zero_chunk,
+                nonzero: class_cdf(2),
+            },
+            ccdf,
+            breakpoints: breakpoints.to_vec(),
+            fit,
+            survival,
+        }
+    }
+}
+
+/// Lengths 100 B .. 100 GB, ten points per decade.
+fn log_grid() -> Vec<f64> {
+    (20..=110)
+        .map(|k| 10f64.powf(f64::from(k) / 10.0))
+        .collect()
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TableRow {
+    pub kind: String,
+    pub media: String,
+    pub chains: u64,
+    pub share_pct: f64,
+    pub requests_per_chain: f64,
+    pub mb_per_chain: f64,
+    /// Nominal title seconds per chain (chains of files with a known bit rate).
+    pub title_s_per_chain: Option<f64>,
+}
+
+impl TableRow {
+    fn new(kind: &str, media: &str, a: &RowAcc, total: u64) -> TableRow {
+        let per = |x: f64| {
+            if a.chains == 0 {
+                0.0
+            } else {
+                x / a.chains as f64
+            }
+        };
+        TableRow {
+            kind: kind.to_string(),
+            media: if media.is_empty() {
+                "unknown".into()
+            } else {
+                media.to_string()
+            },
+            chains: a.chains,
+            share_pct: if total == 0 {
+                0.0
+            } else {
+                100.0 * a.chains as f64 / total as f64
+            },
+            requests_per_chain: per(a.requests as f64),
+            mb_per_chain: per(a.bytes as f64) / 1e6,
+            title_s_per_chain: (a.title_chains > 0).then(|| a.title_s / a.title_chains as f64),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct CdfPoint {
+    pub bytes: f64,
+    /// Percent of chains no longer than `bytes`.
+    pub chains_pct: f64,
+    /// Percent of all bytes that are in chains no longer than `bytes`.
+    pub bytes_pct: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ZeroOffsetClass {
+    pub chains: u64,
+    /// Percent of these chains exactly 768 KiB long.
+    pub exactly_open_header_read_pct: f64,
+    /// `[bytes, percent of chains no longer]`.
+    pub cdf: Vec<[f64; 2]>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ZeroOffset {
+    pub share_pct: f64,
+    pub open: ZeroOffsetClass,
+    pub chunk: ZeroOffsetClass,
+    pub nonzero: ZeroOffsetClass,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SurvivalSegment {
+    pub lo: f64,
+    pub hi: f64,
+    pub c: f64,
+    /// d / x at this probability.
+    pub growth: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SurvivalRow {
+    pub p: f64,
+    pub segments: Vec<SurvivalSegment>,
+}
+
+/// Everything `chains.json` holds.
+#[derive(Clone, Debug, Serialize)]
+pub struct ChainSummary {
+    pub chains: u64,
+    pub requests: u64,
+    pub bytes: u64,
+    pub chains_le_1mb_pct: f64,
+    pub bytes_in_chains_gt_10mb_pct: f64,
+    pub table_5_4: Vec<TableRow>,
+    pub length_cdf: Vec<CdfPoint>,
+    pub zero_offset: ZeroOffset,
+    /// `[bytes, percent of chains longer]`.
+    pub ccdf: Vec<[f64; 2]>,
+    pub breakpoints: Vec<f64>,
+    pub fit: PowerLawFit,
+    pub survival: Vec<SurvivalRow>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chain::ChainKind;
+
+    fn rec(start: u64, bytes: u64, requests: u32, kind: ChainKind) -> ChainRec {
+        ChainRec {
+            file: 0,
+            start,
+            bytes,
+            requests,
+            t0: 0.0,
+            t1: 1.0,
+            kind,
+            sent: bytes,
+        }
+    }
+
+    #[test]
+    fn table_and_cdfs_from_hand_built_chains() {
+        let video = FileInfo {
+            name: "v".into(),
+            bitrate_kbps: Some(1000),
+            media: Some(Media::Video),
+            ..Default::default()
+        };
+        let audio = FileInfo {
+            name: "a".into(),
+            bitrate_kbps: Some(100),
+            media: Some(Media::Audio),
+            ..Default::default()
+        };
+        let mut b = ChainStatsBuilder::default();
+        b.add(&rec(0, OPEN_HEADER_READ, 1, RequestKind::Open), &video);
+        b.add(&rec(0, 10_000, 1, RequestKind::Chunk), &video);
+        b.add(&rec(5_000, 2_000_000, 10, RequestKind::Chunk), &video);
+        b.add(&rec(7, 125_000, 3, RequestKind::Chunk), &audio);
+        let s = b.finish(&[1e6, 2e8], &[0.45]);
+        assert_eq!(s.chains, 4);
+        assert_eq!(s.requests, 15);
+        let chunk_video = s
+            .table_5_4
+            .iter()
+            .find(|r| r.kind == "chunk" && r.media == "video")
+            .unwrap();
+        assert_eq!(chunk_video.chains, 2);
+        assert!((chunk_video.share_pct - 50.0).abs() < 1e-9);
+        assert!((chunk_video.requests_per_chain - 5.5).abs() < 1e-9);
+        // 2,010,000 bytes at 1000 kbit/s = 16.08 s over two chains.
+        assert!((chunk_video.title_s_per_chain.unwrap() - 8.04).abs() < 1e-9);
+        let audio_row = s.table_5_4.iter().find(|r| r.media == "audio").unwrap();
+        assert!((audio_row.title_s_per_chain.unwrap() - 10.0).abs() < 1e-9);
+        assert!((s.chains_le_1mb_pct - 75.0).abs() < 1e-9);
+        assert_eq!(s.zero_offset.open.chains, 1);
+        assert_eq!(s.zero_offset.open.exactly_open_header_read_pct, 100.0);
+        assert_eq!(s.zero_offset.chunk.chains, 1);
+        assert!((s.zero_offset.share_pct - 50.0).abs() < 1e-9);
+        let last = s.length_cdf.last().unwrap();
+        assert_eq!((last.chains_pct, last.bytes_pct), (100.0, 100.0));
+    }
+}

@@ -1,0 +1,539 @@
+//! Streaming access-log readers: the Netflix-style CSV of thesis 5.1, nginx with the
+//! `log_format` in docs/trace.md, and vodkit's own access log (docs/server.md).
+//!
+//! Lines are read one at a time into a reused buffer; a line that does not parse is
+//! counted (the first few are kept with their line numbers) and skipped, never fatal.
+
+use std::io::BufRead;
+
+use crate::record::{LogRequest, RequestKind};
+
+/// How many bad lines are kept verbatim in a [`ReadSummary`].
+pub const BAD_EXAMPLES: usize = 5;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogFormat {
+    /// Decide from the first line.
+    Auto,
+    /// `ts_end,service_time_s,session,file,offset,length,open_ended,bytes_sent,device_type`.
+    Netflix,
+    /// nginx `log_format vodkit_trace` (docs/trace.md).
+    Nginx,
+    /// vodkit's tab-separated access log (`#vodkit-access-log v1`).
+    Vodkit,
+}
+
+impl std::str::FromStr for LogFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(LogFormat::Auto),
+            "netflix" | "csv" => Ok(LogFormat::Netflix),
+            "nginx" => Ok(LogFormat::Nginx),
+            "vodkit" => Ok(LogFormat::Vodkit),
+            _ => Err(format!(
+                "unknown log format {s:?} (expected auto, netflix, nginx or vodkit)"
+            )),
+        }
+    }
+}
+
+/// What a pass over a log found besides the requests themselves.
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
+pub struct ReadSummary {
+    pub format: String,
+    pub lines: u64,
+    pub requests: u64,
+    /// Lines that did not parse.
+    pub bad_lines: u64,
+    /// `(line number, reason)` of the first bad lines.
+    pub bad_examples: Vec<(u64, String)>,
+    /// Responses other than 200/206 (errors, 304, 416...), not requests for content.
+    pub skipped_status: u64,
+    /// Requests that covered no bytes.
+    pub empty: u64,
+    /// Multi-range or suffix-range requests, which chains cannot place.
+    pub unsupported_range: u64,
+}
+
+impl ReadSummary {
+    fn bad(&mut self, line: u64, why: String) {
+        self.bad_lines += 1;
+        if self.bad_examples.len() < BAD_EXAMPLES {
+            self.bad_examples.push((line, why));
+        }
+    }
+
+    /// One line for humans: counts and the first bad lines.
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "{} lines, {} requests ({} format)",
+            self.lines, self.requests, self.format
+        );
+        if self.bad_lines > 0 {
+            s += &format!("; {} bad lines", self.bad_lines);
+            for (n, why) in &self.bad_examples {
+                s += &format!("; line {n}: {why}");
+            }
+        }
+        if self.skipped_status + self.empty + self.unsupported_range > 0 {
+            s += &format!(
+                "; skipped {} non-200/206, {} empty, {} multi/suffix-range",
+                self.skipped_status, self.empty, self.unsupported_range
+            );
+        }
+        s
+    }
+}
+
+enum Parsed<'a> {
+    Request(LogRequest<'a>),
+    /// Header, comment or blank line.
+    Skip,
+    Status,
+    Empty,
+    Unsupported,
+}
+
+/// Netflix CSV column positions, from the header.
+#[derive(Clone, Copy)]
+struct CsvCols {
+    ts_end: usize,
+    service: usize,
+    session: usize,
+    file: usize,
+    offset: usize,
+    length: usize,
+    open: usize,
+    sent: usize,
+    width: usize,
+}
+
+const CSV_NAMES: [&str; 8] = [
+    "ts_end",
+    "service_time_s",
+    "session",
+    "file",
+    "offset",
+    "length",
+    "open_ended",
+    "bytes_sent",
+];
+
+fn csv_header(line: &str) -> Option<CsvCols> {
+    let names: Vec<&str> = line.split(',').map(str::trim).collect();
+    let pos = |n: &str| names.iter().position(|x| *x == n);
+    Some(CsvCols {
+        ts_end: pos(CSV_NAMES[0])?,
+        service: pos(CSV_NAMES[1])?,
+        session: pos(CSV_NAMES[2])?,
+        file: pos(CSV_NAMES[3])?,
+        offset: pos(CSV_NAMES[4])?,
+        length: pos(CSV_NAMES[5])?,
+        open: pos(CSV_NAMES[6])?,
+        sent: pos(CSV_NAMES[7])?,
+        width: names.len(),
+    })
+}
+
+fn num<T: std::str::FromStr>(s: &str, field: &str, want: &str) -> Result<T, String> {
+    s.parse()
+        .map_err(|_| format!("field {field}: expected {want}, got {:?}", truncate(s)))
+}
+
+fn truncate(s: &str) -> &str {
+    let mut end = s.len().min(40);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+fn time(s: &str, field: &str) -> Result<f64, String> {
+    let v: f64 = num(s, field, "seconds")?;
+    if v.is_finite() && v >= 0.0 {
+        Ok(v)
+    } else {
+        Err(format!("field {field}: expected non-negative seconds"))
+    }
+}
+
+fn parse_csv<'a>(line: &'a str, c: &CsvCols) -> Result<Parsed<'a>, String> {
+    let mut f: [&str; 16] = [""; 16];
+    let mut n = 0;
+    for part in line.split(',') {
+        if n < f.len() {
+            f[n] = part;
+        }
+        n += 1;
+    }
+    if n != c.width {
+        return Err(format!(
+            "expected {} comma-separated fields, got {n}",
+            c.width
+        ));
+    }
+    let open = match f[c.open].trim() {
+        "1" | "true" => true,
+        "0" | "false" => false,
+        other => {
+            return Err(format!(
+                "field open_ended: expected 0 or 1, got {:?}",
+                truncate(other)
+            ))
+        }
+    };
+    let offset: u64 = num(f[c.offset].trim(), "offset", "a byte offset")?;
+    let sent: u64 = num(f[c.sent].trim(), "bytes_sent", "a byte count")?;
+    let extent = if open {
+        sent
+    } else {
+        num(
+            f[c.length].trim(),
+            "length",
+            "a byte count (empty only for open-ended requests)",
+        )?
+    };
+    let session = f[c.session].trim();
+    let file = f[c.file].trim();
+    if session.is_empty() || file.is_empty() {
+        return Err("fields session and file must not be empty".into());
+    }
+    if extent == 0 {
+        return Ok(Parsed::Empty);
+    }
+    Ok(Parsed::Request(LogRequest {
+        done_s: time(f[c.ts_end].trim(), "ts_end")?,
+        service_s: time(f[c.service].trim(), "service_time_s")?,
+        session,
+        file: crate::files::normalize_name(file),
+        offset,
+        extent,
+        kind: if open {
+            RequestKind::Open
+        } else {
+            RequestKind::Chunk
+        },
+        bytes_sent: sent,
+        conn: None,
+    }))
+}
+
+/// A requested range as logs write it: `bytes=a-b`, `a-b`, `a-`, or `-` for none.
+enum RangeField {
+    Whole,
+    Closed(u64, u64),
+    From(u64),
+    Unsupported,
+}
+
+fn parse_range(s: &str) -> Result<RangeField, String> {
+    let s = s.trim();
+    let s = s.strip_prefix("bytes=").unwrap_or(s);
+    if s.is_empty() || s == "-" {
+        return Ok(RangeField::Whole);
+    }
+    if s.contains(',') || s.starts_with('-') {
+        return Ok(RangeField::Unsupported);
+    }
+    let (a, b) = s
+        .split_once('-')
+        .ok_or_else(|| format!("field range: expected first-last, got {:?}", truncate(s)))?;
+    let a: u64 = num(a.trim(), "range", "a byte offset")?;
+    if b.trim().is_empty() {
+        return Ok(RangeField::From(a));
+    }
+    let b: u64 = num(b.trim(), "range", "a byte offset")?;
+    if b < a {
+        return Err(format!(
+            "field range: last byte before first in {:?}",
+            truncate(s)
+        ));
+    }
+    Ok(RangeField::Closed(a, b))
+}
+
+/// Shared tail of the nginx and vodkit readers.
+#[allow(clippy::too_many_arguments)]
+fn http_request<'a>(
+    done_s: f64,
+    service_s: f64,
+    session: &'a str,
+    path: &'a str,
+    range: &str,
+    status: u16,
+    body: u64,
+    conn: Option<u64>,
+) -> Result<Parsed<'a>, String> {
+    if status != 200 && status != 206 {
+        return Ok(Parsed::Status);
+    }
+    let (offset, extent, kind) = match parse_range(range)? {
+        RangeField::Unsupported => return Ok(Parsed::Unsupported),
+        RangeField::Whole => (0, body, RequestKind::Open),
+        RangeField::From(a) => (if status == 206 { a } else { 0 }, body, RequestKind::Open),
+        RangeField::Closed(a, b) if status == 206 => (a, (b - a + 1).min(body), RequestKind::Chunk),
+        RangeField::Closed(..) => (0, body, RequestKind::Open),
+    };
+    if extent == 0 {
+        return Ok(Parsed::Empty);
+    }
+    Ok(Parsed::Request(LogRequest {
+        done_s,
+        service_s,
+        session,
+        file: crate::files::normalize_name(path),
+        offset,
+        extent,
+        kind,
+        bytes_sent: body,
+        conn,
+    }))
+}
+
+/// Split an nginx line into space-separated tokens, `"..."` quoting allowed.
+fn nginx_tokens(line: &str) -> Result<Vec<&str>, String> {
+    let mut out = Vec::with_capacity(10);
+    let mut rest = line.trim();
+    while !rest.is_empty() {
+        if let Some(r) = rest.strip_prefix('"') {
+            let end = r.find('"').ok_or("unterminated quoted field")?;
+            out.push(&r[..end]);
+            rest = r[end + 1..].trim_start();
+        } else {
+            let end = rest.find(' ').unwrap_or(rest.len());
+            out.push(&rest[..end]);
+            rest = rest[end..].trim_start();
+        }
+    }
+    Ok(out)
+}
+
+fn parse_nginx(line: &str) -> Result<Parsed<'_>, String> {
+    let t = nginx_tokens(line)?;
+    if t.len() != 8 && t.len() != 9 {
+        return Err(format!(
+            "expected 9 fields of log_format vodkit_trace ($msec $request_time $connection \
+             \"$http_x_session_id\" \"$request_uri\" \"$http_range\" $status $bytes_sent $body_bytes_sent), got {}",
+            t.len()
+        ));
+    }
+    let done = time(t[0], "$msec")?;
+    let service = time(t[1], "$request_time")?;
+    let conn: u64 = num(t[2], "$connection", "an integer")?;
+    let status: u16 = num(t[6], "$status", "an HTTP status")?;
+    let body: u64 = num(t[t.len() - 1], "$body_bytes_sent", "a byte count")?;
+    // Without a session header every connection is its own session.
+    let session = if t[3].is_empty() || t[3] == "-" {
+        t[2]
+    } else {
+        t[3]
+    };
+    http_request(done, service, session, t[4], t[5], status, body, Some(conn))
+}
+
+fn parse_vodkit(line: &str) -> Result<Parsed<'_>, String> {
+    if line.starts_with('#') {
+        return Ok(Parsed::Skip);
+    }
+    let t: Vec<&str> = line.split('\t').collect();
+    if t.len() < 12 {
+        return Err(format!(
+            "expected 14 tab-separated fields of #vodkit-access-log v1, got {}",
+            t.len()
+        ));
+    }
+    let done = time(t[0], "end_time")?;
+    let service = time(t[1], "service_time")?;
+    let conn: u64 = num(t[3], "conn", "an integer")?;
+    let status: u16 = num(t[9], "status", "an HTTP status")?;
+    let body: u64 = num(t[10], "bytes", "a byte count")?;
+    let session = if t[5] == "-" { t[3] } else { t[5] };
+    if t[6] != "GET" {
+        return Ok(Parsed::Status);
+    }
+    http_request(done, service, session, t[7], t[8], status, body, Some(conn))
+}
+
+fn detect(first: &str) -> LogFormat {
+    if first.starts_with("#vodkit-access-log") {
+        LogFormat::Vodkit
+    } else if csv_header(first).is_some() {
+        LogFormat::Netflix
+    } else if first.split('\t').count() >= 12 {
+        LogFormat::Vodkit
+    } else {
+        LogFormat::Nginx
+    }
+}
+
+/// Read every request of `input`, calling `sink` for each; returns the summary. Only I/O
+/// errors are returned as errors; unparseable lines are counted.
+pub fn read_log<R: BufRead>(
+    mut input: R,
+    format: LogFormat,
+    mut sink: impl FnMut(&LogRequest<'_>),
+) -> std::io::Result<ReadSummary> {
+    let mut sum = ReadSummary::default();
+    let mut buf = Vec::with_capacity(256);
+    let mut fmt = format;
+    let mut cols: Option<CsvCols> = None;
+    loop {
+        buf.clear();
+        if input.read_until(b'\n', &mut buf)? == 0 {
+            break;
+        }
+        sum.lines += 1;
+        let n = sum.lines;
+        let Ok(line) = std::str::from_utf8(&buf) else {
+            sum.bad(n, "not UTF-8".into());
+            continue;
+        };
+        let line = line.trim_end_matches(['\n', '\r']);
+        if line.trim().is_empty() {
+            continue;
+        }
+        if fmt == LogFormat::Auto {
+            fmt = detect(line);
+        }
+        let parsed = match fmt {
+            LogFormat::Netflix => match &cols {
+                Some(c) => parse_csv(line, c),
+                None => match csv_header(line) {
+                    Some(c) => {
+                        cols = Some(c);
+                        Ok(Parsed::Skip)
+                    }
+                    None => {
+                        sum.bad(
+                            n,
+                            format!("expected the CSV header {}", CSV_NAMES.join(",")),
+                        );
+                        continue;
+                    }
+                },
+            },
+            LogFormat::Nginx => parse_nginx(line),
+            LogFormat::Vodkit => parse_vodkit(line),
+            LogFormat::Auto => unreachable!("format decided above"),
+        };
+        match parsed {
+            Ok(Parsed::Request(r)) => {
+                sum.requests += 1;
+                sink(&r);
+            }
+            Ok(Parsed::Skip) => {}
+            Ok(Parsed::Status) => sum.skipped_status += 1,
+            Ok(Parsed::Empty) => sum.empty += 1,
+            Ok(Parsed::Unsupported) => sum.unsupported_range += 1,
+            Err(why) => sum.bad(n, why),
+        }
+    }
+    sum.format = match fmt {
+        LogFormat::Auto => "empty",
+        LogFormat::Netflix => "netflix",
+        LogFormat::Nginx => "nginx",
+        LogFormat::Vodkit => "vodkit",
+    }
+    .to_string();
+    Ok(sum)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn collect(
+        text: &str,
+        f: LogFormat,
+    ) -> (
+        Vec<(String, String, u64, u64, RequestKind, f64)>,
+        ReadSummary,
+    ) {
+        let mut out = Vec::new();
+        let sum = read_log(text.as_bytes(), f, |r| {
+            out.push((
+                r.session.to_string(),
+                r.file.to_string(),
+                r.offset,
+                r.extent,
+                r.kind,
+                r.recv_s(),
+            ))
+        })
+        .unwrap();
+        (out, sum)
+    }
+
+    #[test]
+    fn netflix_csv_with_bad_lines() {
+        let text =
+            "ts_end,service_time_s,session,file,offset,length,open_ended,bytes_sent,device_type\n\
+                    10,0.5,s1,f1,0,100,0,100,tv\n\
+                    11,2,s1,f1,100,,1,5000,tv\n\
+                    garbage\n\
+                    12,0.1,s1,f1,x,1,0,1,tv\n\
+                    13,0.1,s1,f1,1,,0,1,tv\n";
+        let (reqs, sum) = collect(text, LogFormat::Auto);
+        assert_eq!(sum.format, "netflix");
+        assert_eq!(reqs.len(), 2);
+        assert_eq!(
+            reqs[0],
+            ("s1".into(), "f1".into(), 0, 100, RequestKind::Chunk, 9.5)
+        );
+        assert_eq!(reqs[1].3, 5000);
+        assert_eq!(reqs[1].4, RequestKind::Open);
+        assert_eq!(sum.bad_lines, 3);
+        assert_eq!(sum.bad_examples[0].0, 4);
+        assert!(
+            sum.bad_examples[1].1.contains("field offset"),
+            "{:?}",
+            sum.bad_examples
+        );
+        assert!(
+            sum.bad_examples[2].1.contains("field length"),
+            "{:?}",
+            sum.bad_examples
+        );
+        assert!(sum.describe().contains("line 4"));
+    }
+
+    #[test]
+    fn nginx_lines_with_and_without_session() {
+        let text =
+            "1700000000.500 0.250 17 \"abc\" \"/nf/v1.mp4?x=1\" \"bytes=100-199\" 206 400 100\n\
+                    1700000001.000 1.000 18 \"-\" \"/nf/v1.mp4\" \"bytes=200-\" 206 9300 9000\n\
+                    1700000002.000 0.001 18 \"-\" \"/missing\" \"-\" 404 150 0\n\
+                    1700000003.000 0.001 18 \"-\" \"/nf/v1.mp4\" \"bytes=0-1,5-9\" 206 150 10\n";
+        let (reqs, sum) = collect(text, LogFormat::Auto);
+        assert_eq!(sum.format, "nginx");
+        assert_eq!(reqs.len(), 2, "{sum:?}");
+        assert_eq!(reqs[0].0, "abc");
+        assert_eq!(reqs[0].1, "nf/v1.mp4");
+        assert_eq!((reqs[0].2, reqs[0].3), (100, 100));
+        assert_eq!(reqs[1].0, "18");
+        assert_eq!(
+            (reqs[1].2, reqs[1].3, reqs[1].4),
+            (200, 9000, RequestKind::Open)
+        );
+        assert_eq!(sum.skipped_status, 1);
+        assert_eq!(sum.unsupported_range, 1);
+    }
+
+    #[test]
+    fn vodkit_tsv_lines() {
+        let text = "#vodkit-access-log v1\tend_time\tservice_time\tclient\tconn\treq\tsession\tmethod\tpath\trange\tstatus\tbytes\tbytes_mem\tbytes_disk\toutcome\n\
+                    100.000001\t0.5\t127.0.0.1:5000\t3\t1\tsess9\tGET\t/nf/a.mp4\t0-99\t206\t100\t100\t0\tdone\n\
+                    101.0\t0.5\t127.0.0.1:5000\t3\t2\tsess9\tGET\t/nf/a.mp4\t100-\t206\t50\t0\t50\taborted\n\
+                    101.0\tbad\n";
+        let (reqs, sum) = collect(text, LogFormat::Auto);
+        assert_eq!(sum.format, "vodkit");
+        assert_eq!(reqs.len(), 2);
+        assert_eq!(reqs[0].0, "sess9");
+        assert_eq!(
+            (reqs[1].2, reqs[1].3, reqs[1].4),
+            (100, 50, RequestKind::Open)
+        );
+        assert_eq!(sum.bad_lines, 1);
+    }
+}

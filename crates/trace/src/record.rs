@@ -1,0 +1,38 @@
+//! One parsed log line: what a request asked for, when the server saw it and what it sent.
+
+/// Whether a request named its last byte (chunk, a closed range) or let the server send
+/// until the client closed the connection (open-ended).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RequestKind {
+    Chunk,
+    Open,
+}
+
+/// A request as the readers hand it over; strings borrow from the line buffer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LogRequest<'a> {
+    /// Completion time (seconds; any epoch, the same for the whole log).
+    pub done_s: f64,
+    /// Seconds the server spent on the request (`done_s - service_s` = when it arrived).
+    pub service_s: f64,
+    pub session: &'a str,
+    pub file: &'a str,
+    pub offset: u64,
+    /// Bytes of the file the request covers: the range length for chunk requests, the
+    /// body bytes actually sent for open-ended ones.
+    pub extent: u64,
+    pub kind: RequestKind,
+    pub bytes_sent: u64,
+    /// Connection id when the log has one.
+    pub conn: Option<u64>,
+}
+
+impl LogRequest<'_> {
+    pub fn recv_s(&self) -> f64 {
+        self.done_s - self.service_s
+    }
+
+    pub fn end(&self) -> u64 {
+        self.offset + self.extent
+    }
+}

@@ -1,0 +1,468 @@
+//! Session and request statistics (thesis 5.2): request types (Table 5.2), parallel
+//! connections per file (Table 5.3), fraction of the title downloaded (Fig. 5.5), portions
+//! of titles accessed (Fig. 5.6), start, end and pause positions (Fig. 5.7) and average
+//! chunk request sizes by bit rate (Fig. 5.10).
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use vodkit_workload::model::Media;
+
+use crate::chain::{kind_name, ChainRec};
+use crate::chainstats::title_seconds;
+use crate::files::{media_name, FileInfo, FileTable};
+use crate::record::{LogRequest, RequestKind};
+
+const BINS: usize = 100;
+
+/// Highest concurrency seen for one file of one session, from the last few requests.
+#[derive(Clone, Debug, Default)]
+pub struct ParallelTracker {
+    recent: Vec<(f64, f64, Option<u64>)>,
+    pub max: u32,
+}
+
+impl ParallelTracker {
+    const KEEP: usize = 8;
+
+    /// Count the requests whose activity overlaps this one (distinct connections when the
+    /// log names them).
+    pub fn add(&mut self, r: &LogRequest<'_>) {
+        let (a, b) = (r.recv_s(), r.done_s);
+        let mut conns: Vec<Option<u64>> = vec![r.conn];
+        for &(x, y, c) in &self.recent {
+            if x <= b && a <= y && (c.is_none() || !conns.contains(&c)) {
+                conns.push(c);
+            }
+        }
+        self.max = self.max.max(conns.len() as u32);
+        if self.recent.len() == Self::KEEP {
+            self.recent.remove(0);
+        }
+        self.recent.push((a, b, r.conn));
+    }
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Acc {
+    requests: u64,
+    bytes: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct SizeAcc {
+    requests: u64,
+    bytes: u64,
+}
+
+const MEDIA: [Option<Media>; 4] = [
+    Some(Media::Audio),
+    Some(Media::Video),
+    Some(Media::Combined),
+    None,
+];
+
+fn slot(m: Option<Media>) -> usize {
+    MEDIA.iter().position(|x| *x == m).expect("listed")
+}
+
+/// Accumulates session statistics.
+#[derive(Debug)]
+pub struct SessionStatsBuilder {
+    requests: [[Acc; 4]; 2],
+    chunk_sizes: BTreeMap<(u8, u32), SizeAcc>,
+    parallel: [u64; 6],
+    fraction: [Vec<f32>; 3],
+    portions: [Vec<u64>; 2],
+    portion_sessions: [u64; 2],
+    starts: Vec<u64>,
+    ends: Vec<u64>,
+    pauses: Vec<u64>,
+    sessions: u64,
+    positioned: u64,
+}
+
+impl Default for SessionStatsBuilder {
+    fn default() -> Self {
+        SessionStatsBuilder {
+            requests: Default::default(),
+            chunk_sizes: BTreeMap::new(),
+            parallel: [0; 6],
+            fraction: Default::default(),
+            portions: [vec![0; BINS], vec![0; BINS]],
+            portion_sessions: [0; 2],
+            starts: vec![0; BINS],
+            ends: vec![0; BINS],
+            pauses: vec![0; BINS],
+            sessions: 0,
+            positioned: 0,
+        }
+    }
+}
+
+fn bin(x: f64) -> usize {
+    ((x * BINS as f64).floor().max(0.0) as usize).min(BINS - 1)
+}
+
+impl SessionStatsBuilder {
+    pub fn on_request(&mut self, r: &LogRequest<'_>, f: &FileInfo) {
+        let k = usize::from(r.kind == RequestKind::Chunk);
+        let acc = &mut self.requests[k][slot(f.media)];
+        acc.requests += 1;
+        acc.bytes += r.bytes_sent;
+        if r.kind == RequestKind::Chunk {
+            let key = (slot(f.media) as u8, f.bitrate_kbps.unwrap_or(0));
+            let s = self.chunk_sizes.entry(key).or_default();
+            s.requests += 1;
+            s.bytes += r.extent;
+        }
+    }
+
+    /// Close a session: `parallel` holds the max concurrency per file, `size` gives a file's
+    /// size in bytes when known.
+    pub fn add_session(
+        &mut self,
+        chains: &[ChainRec],
+        parallel: &[u32],
+        files: &FileTable,
+        size: impl Fn(u32) -> Option<u64>,
+    ) {
+        if chains.is_empty() {
+            return;
+        }
+        self.sessions += 1;
+        for &p in parallel {
+            self.parallel[(p.max(1) as usize - 1).min(5)] += 1;
+        }
+        let mut frac = [0.0f64; 3];
+        let mut has = [false; 3];
+        let mut touched = [[false; BINS]; 2];
+        let mut start: Option<(f64, f64)> = None;
+        let mut end: Option<(f64, f64)> = None;
+        for c in chains {
+            let f = files.get(c.file);
+            let Some(sz) = size(c.file).filter(|&s| s > 0) else {
+                continue;
+            };
+            let m = slot(f.media).min(2);
+            let m = if f.media.is_none() { 1 } else { m };
+            frac[m] += c.bytes as f64 / sz as f64;
+            has[m] = true;
+            let group = usize::from(f.media != Some(Media::Audio));
+            let (a, b) = (c.start as f64 / sz as f64, c.end() as f64 / sz as f64);
+            for t in touched[group]
+                .iter_mut()
+                .take(bin(b.min(1.0) - 1e-12) + 1)
+                .skip(bin(a))
+            {
+                *t = true;
+            }
+            if group == 1 {
+                if start.is_none_or(|s| c.t0 < s.0) {
+                    start = Some((c.t0, a));
+                }
+                if end.is_none_or(|e| c.t1 > e.0) {
+                    end = Some((c.t1, b));
+                }
+            }
+        }
+        for m in 0..3 {
+            if has[m] {
+                self.fraction[m].push(frac[m] as f32);
+            }
+        }
+        for g in 0..2 {
+            if touched[g].iter().any(|&t| t) {
+                self.portion_sessions[g] += 1;
+                for (i, t) in touched[g].iter().enumerate() {
+                    self.portions[g][i] += u64::from(*t);
+                }
+            }
+        }
+        if let (Some(s), Some(e)) = (start, end) {
+            self.positioned += 1;
+            self.starts[bin(s.1)] += 1;
+            self.ends[bin(e.1.min(1.0) - 1e-12)] += 1;
+        }
+        // Pauses: a chain continuing exactly where an earlier one stopped, after a gap
+        // longer than the chain window.
+        for (i, a) in chains.iter().enumerate() {
+            if files.get(a.file).media == Some(Media::Audio) {
+                continue;
+            }
+            let Some(sz) = size(a.file).filter(|&s| s > 0) else {
+                continue;
+            };
+            if chains[i + 1..]
+                .iter()
+                .any(|b| b.file == a.file && b.start == a.end() && b.t0 > a.t1)
+            {
+                self.pauses[bin(a.end() as f64 / sz as f64)] += 1;
+            }
+        }
+    }
+
+    pub fn finish(self) -> SessionSummary {
+        let total_req: u64 = self.requests.iter().flatten().map(|a| a.requests).sum();
+        let total_bytes: u64 = self.requests.iter().flatten().map(|a| a.bytes).sum();
+        let pct = |a: f64, b: f64| if b > 0.0 { 100.0 * a / b } else { 0.0 };
+        let mut table_5_2 = Vec::new();
+        for (k, kind) in [RequestKind::Open, RequestKind::Chunk]
+            .into_iter()
+            .enumerate()
+        {
+            let mut sum = Acc::default();
+            for (m, media) in MEDIA.iter().enumerate() {
+                let a = self.requests[k][m];
+                sum.requests += a.requests;
+                sum.bytes += a.bytes;
+                if a.requests > 0 {
+                    table_5_2.push(RequestRow::new(
+                        kind_name(kind),
+                        media_name(*media),
+                        a,
+                        total_req,
+                        total_bytes,
+                    ));
+                }
+            }
+            table_5_2.push(RequestRow::new(
+                kind_name(kind),
+                "total",
+                sum,
+                total_req,
+                total_bytes,
+            ));
+        }
+        table_5_2.push(RequestRow::new(
+            "all",
+            "total",
+            Acc {
+                requests: total_req,
+                bytes: total_bytes,
+            },
+            total_req,
+            total_bytes,
+        ));
+        let files: u64 = self.parallel.iter().sum();
+        let ccdf = |v: &Vec<f32>| -> Vec<[f64; 2]> {
+            let mut s: Vec<f32> = v.clone();
+            s.sort_by(f32::total_cmp);
+            (0..=60)
+                .map(|i| {
+                    let x = f64::from(i) * 5.0;
+                    let le = s.partition_point(|&f| f64::from(f) * 100.0 <= x);
+                    [x, pct((s.len() - le) as f64, s.len() as f64)]
+                })
+                .collect()
+        };
+        let per_bin = |v: &[u64], n: u64| {
+            v.iter()
+                .map(|&c| pct(c as f64, n as f64))
+                .collect::<Vec<f64>>()
+        };
+        SessionSummary {
+            sessions: self.sessions,
+            table_5_2,
+            table_5_3_pct: self
+                .parallel
+                .iter()
+                .map(|&c| pct(c as f64, files as f64))
+                .collect(),
+            files_per_session: files,
+            fraction_downloaded_ccdf: FractionCcdf {
+                audio: ccdf(&self.fraction[0]),
+                video: ccdf(&self.fraction[1]),
+                combined: ccdf(&self.fraction[2]),
+            },
+            portions_accessed_pct: Portions {
+                audio: per_bin(&self.portions[0], self.portion_sessions[0]),
+                video_or_combined: per_bin(&self.portions[1], self.portion_sessions[1]),
+            },
+            positions_pct: Positions {
+                start: per_bin(&self.starts, self.positioned),
+                end: per_bin(&self.ends, self.positioned),
+                pause: per_bin(&self.pauses, self.positioned),
+            },
+            chunk_sizes: self
+                .chunk_sizes
+                .iter()
+                .map(|(&(m, kbps), a)| ChunkSizeRow {
+                    media: match MEDIA[usize::from(m)] {
+                        None => "unknown".into(),
+                        some => media_name(some).into(),
+                    },
+                    bitrate_kbps: kbps,
+                    requests: a.requests,
+                    mean_bytes: a.bytes as f64 / a.requests as f64,
+                    mean_title_s: (kbps > 0)
+                        .then(|| title_seconds(a.bytes, kbps) / a.requests as f64),
+                })
+                .collect(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct RequestRow {
+    pub kind: String,
+    pub media: String,
+    pub requests: u64,
+    pub requests_pct: f64,
+    pub gb: f64,
+    pub bytes_pct: f64,
+}
+
+impl RequestRow {
+    fn new(kind: &str, media: &str, a: Acc, req: u64, bytes: u64) -> RequestRow {
+        let pct = |x: u64, t: u64| {
+            if t > 0 {
+                100.0 * x as f64 / t as f64
+            } else {
+                0.0
+            }
+        };
+        RequestRow {
+            kind: kind.into(),
+            media: if media.is_empty() {
+                "unknown".into()
+            } else {
+                media.into()
+            },
+            requests: a.requests,
+            requests_pct: pct(a.requests, req),
+            gb: a.bytes as f64 / 1e9,
+            bytes_pct: pct(a.bytes, bytes),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FractionCcdf {
+    /// `[percent of title, percent of sessions downloading more]`.
+    pub audio: Vec<[f64; 2]>,
+    pub video: Vec<[f64; 2]>,
+    pub combined: Vec<[f64; 2]>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Portions {
+    /// Per 1% bin of the title: percent of sessions that requested it.
+    pub audio: Vec<f64>,
+    pub video_or_combined: Vec<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Positions {
+    /// Per 1% bin: percent of sessions starting, ending and pausing there.
+    pub start: Vec<f64>,
+    pub end: Vec<f64>,
+    pub pause: Vec<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ChunkSizeRow {
+    pub media: String,
+    pub bitrate_kbps: u32,
+    pub requests: u64,
+    pub mean_bytes: f64,
+    pub mean_title_s: Option<f64>,
+}
+
+/// Everything `sessions.json` holds.
+#[derive(Clone, Debug, Serialize)]
+pub struct SessionSummary {
+    pub sessions: u64,
+    pub table_5_2: Vec<RequestRow>,
+    /// Percent of (session, file) pairs with 1, 2, 3, 4, 5 and 6+ concurrent requests.
+    pub table_5_3_pct: Vec<f64>,
+    pub files_per_session: u64,
+    pub fraction_downloaded_ccdf: FractionCcdf,
+    pub portions_accessed_pct: Portions,
+    pub positions_pct: Positions,
+    pub chunk_sizes: Vec<ChunkSizeRow>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lr(done: f64, service: f64, conn: Option<u64>) -> LogRequest<'static> {
+        LogRequest {
+            done_s: done,
+            service_s: service,
+            session: "s",
+            file: "f",
+            offset: 0,
+            extent: 1,
+            kind: RequestKind::Chunk,
+            bytes_sent: 1,
+            conn,
+        }
+    }
+
+    #[test]
+    fn parallel_counts_overlapping_requests() {
+        let mut p = ParallelTracker::default();
+        p.add(&lr(1.0, 0.5, None));
+        p.add(&lr(1.1, 0.5, None));
+        p.add(&lr(1.2, 0.5, None));
+        p.add(&lr(5.0, 0.1, None));
+        assert_eq!(p.max, 3);
+        // The same connection twice is not parallelism.
+        let mut q = ParallelTracker::default();
+        q.add(&lr(1.0, 0.5, Some(7)));
+        q.add(&lr(1.1, 0.5, Some(7)));
+        assert_eq!(q.max, 1);
+    }
+
+    #[test]
+    fn fraction_portions_and_positions() {
+        let mut files = FileTable::default();
+        let v = files.intern("v");
+        files.files[v as usize].media = Some(Media::Video);
+        files.files[v as usize].bitrate_kbps = Some(1000);
+        let chains = [
+            ChainRec {
+                file: v,
+                start: 0,
+                bytes: 250,
+                requests: 2,
+                t0: 0.0,
+                t1: 10.0,
+                kind: RequestKind::Chunk,
+                sent: 250,
+            },
+            ChainRec {
+                file: v,
+                start: 250,
+                bytes: 250,
+                requests: 2,
+                t0: 100.0,
+                t1: 110.0,
+                kind: RequestKind::Chunk,
+                sent: 250,
+            },
+        ];
+        let mut b = SessionStatsBuilder::default();
+        b.add_session(&chains, &[3], &files, |_| Some(1000));
+        let s = b.finish();
+        assert_eq!(s.table_5_3_pct[2], 100.0);
+        // 50% of the title: every session downloaded more than 45% and none more than 50%.
+        let at = |x: f64| {
+            s.fraction_downloaded_ccdf
+                .video
+                .iter()
+                .find(|p| p[0] == x)
+                .unwrap()[1]
+        };
+        assert_eq!(at(45.0), 100.0);
+        assert_eq!(at(50.0), 0.0);
+        assert_eq!(s.portions_accessed_pct.video_or_combined[0], 100.0);
+        assert_eq!(s.portions_accessed_pct.video_or_combined[49], 100.0);
+        assert_eq!(s.portions_accessed_pct.video_or_combined[50], 0.0);
+        assert_eq!(s.positions_pct.start[0], 100.0);
+        assert_eq!(s.positions_pct.end[49], 100.0);
+        assert_eq!(s.positions_pct.pause[25], 100.0);
+    }
+}
