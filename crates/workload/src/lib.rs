@@ -8,6 +8,9 @@
 pub mod content;
 pub mod dist;
 pub mod error;
+pub mod exchange;
+pub mod generate;
+pub mod layout;
 pub mod logfmt;
 pub mod model;
 pub mod netflix;
