@@ -31,6 +31,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::fs::File;
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
@@ -104,6 +105,11 @@ pub struct EngineConfig {
     pub ledger: LedgerConfig,
     /// How often (seconds) accounting deltas are fed to the policy.
     pub observe_every_s: f64,
+    /// `false`: before an enlarged read (`prefetch`, `asap`), mark the file
+    /// `POSIX_FADV_RANDOM` so the kernel adds no readahead of its own and the policy alone
+    /// decides what is read. The advice applies to the caller's open file description
+    /// (its later `sendfile` misses get no readahead either).
+    pub kernel_readahead: bool,
 }
 
 impl Default for EngineConfig {
@@ -117,6 +123,7 @@ impl Default for EngineConfig {
             max_read_bytes: 64 << 20,
             ledger: LedgerConfig::default(),
             observe_every_s: 1.0,
+            kernel_readahead: true,
         }
     }
 }
@@ -288,6 +295,7 @@ struct Shared {
     probe: Probe,
     max_read_bytes: u64,
     observe_every_s: f64,
+    kernel_readahead: bool,
     device_map: DeviceMap,
     start: Instant,
     state: Mutex<State>,
@@ -358,6 +366,7 @@ impl Engine {
             probe: cfg.probe,
             max_read_bytes: cfg.max_read_bytes.max(4096),
             observe_every_s: cfg.observe_every_s,
+            kernel_readahead: cfg.kernel_readahead,
             device_map: cfg.devices.clone(),
             start: Instant::now(),
             state: Mutex::new(State {
@@ -667,6 +676,12 @@ fn run_job(shared: &Shared, buf: &mut Vec<u8>, job: Job) {
     )
     .map(|r| r.missing)
     .unwrap_or(job.read_len);
+    if !shared.kernel_readahead && shared.mode.prefetches() {
+        // SAFETY: advisory call on a descriptor the job keeps open.
+        unsafe {
+            libc::posix_fadvise(job.file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM);
+        }
+    }
     let result = read_range(
         &job.file,
         job.offset,
