@@ -552,6 +552,13 @@ impl Engine {
             .clone()
     }
 
+    /// Residency of a range without counting it or reading anything (e.g. to decide
+    /// whether a `sendfile` may block).
+    pub fn probe(&self, file: &File, offset: u64, len: u64) -> io::Result<residency::Residency> {
+        let size = file.metadata()?.len();
+        residency::check(file, offset, len, size, self.shared.probe)
+    }
+
     /// Makes `[offset, offset + len)` resident, awaiting the read if needed.
     pub async fn ensure_resident(
         &self,

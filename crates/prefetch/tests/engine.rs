@@ -358,3 +358,23 @@ fn engine_reports_prefetch_evictions_to_the_auto_policy() {
     assert_eq!(d["phase"], 4.0, "eviction rule: {d:?}");
     assert_eq!(d["target_bytes"], 524_288.0, "{d:?}");
 }
+
+#[test]
+fn engine_is_shareable_and_its_future_can_be_spawned() {
+    fn send_sync<T: Send + Sync>(_: &T) {}
+    fn send<T: Send>(_: &T) {}
+    let e = Arc::new(engine(IoMode::Asap, "none"));
+    send_sync(&e);
+    let dir = tmp();
+    let path = dir.path().join("s.bin");
+    std::fs::write(&path, b"0123456789").unwrap();
+    let f = Arc::new(File::open(&path).unwrap());
+    let fut = e.ensure_resident(&f, req(0, 10));
+    send(&fut);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap();
+    let o = rt.block_on(fut).unwrap();
+    assert_eq!(o.requested, 10);
+    assert_eq!(e.probe(&f, 0, 10).unwrap().len, 10);
+}
