@@ -16,6 +16,13 @@ use super::truth::{PhaseKind, RunBook, SynthRequest, TruthPhase, TruthRun};
 /// Bytes an open-ended client reads from offset 0 to get a segment table (thesis 5.3.2).
 pub const OPEN_HEADER_READ: u64 = 786_432;
 
+/// Longest quiet time between request clusters in pacing mode (the thesis saw pacing gaps
+/// of up to 32 s); keeps every gap inside a chain well under the 40 s chain window.
+const MAX_PACING_WAIT_S: f64 = 20.0;
+/// A successor transient stops probing after this long, so a stable chain it interrupts
+/// continues within the chain window.
+const MAX_SUCCESSOR_PROBING_S: f64 = 12.0;
+
 /// Per-file parallel connection mix, 1..=6 (thesis Table 5.3).
 pub const PARALLEL_MIX: [f64; 6] = [0.419, 0.180, 0.330, 0.060, 0.008, 0.003];
 
@@ -171,7 +178,7 @@ fn draw_profile(rng: &mut ChaCha8Rng, combined: bool, p: &SessionParams) -> Prof
         bw_bps: CLIENT_CLASSES[class].1 * 1000.0 * rng.random_range(0.6..1.4),
         rtt: rng.random_range(0.02..0.12),
         buffer_target_s: rng.random_range(60.0..240.0),
-        pace_segs: rng.random_range(4..=14),
+        pace_segs: rng.random_range(4..=10),
     }
 }
 
@@ -518,7 +525,11 @@ impl Player<'_> {
             }
         }
         let open = self.prof.video_open;
+        let began = self.t;
         for &i in &probes {
+            if !first && self.t - began > MAX_SUCCESSOR_PROBING_S {
+                break;
+            }
             let file = self.ladder[i];
             self.header(file, open);
             self.cur = file;
@@ -527,7 +538,7 @@ impl Player<'_> {
             } else {
                 pos
             };
-            let k = self.rng.random_range(1..=3);
+            let k = self.rng.random_range(1..=if first { 3 } else { 2 });
             self.fetch(k);
             self.close_video();
             let pause = self.rng.random_range(0.0..1.5);
@@ -579,6 +590,7 @@ impl Player<'_> {
             } else {
                 let refill = f64::from(self.prof.pace_segs) * SEGMENT_S;
                 let dt = (buffer - (target - refill))
+                    .min(MAX_PACING_WAIT_S)
                     .min(next_event - self.t)
                     .max(0.01);
                 let dt = dt.min(self.watch_total - self.watched + 0.01);

@@ -72,9 +72,9 @@ pub struct TruthPhase {
 }
 
 /// Joins within this gap extend a run; the analyzer's window is 40 s.
-pub const JOIN_GAP_S: f64 = 30.0;
+pub const JOIN_GAP_S: f64 = 36.0;
 /// Byte-adjacent runs closer than this in time, but not joined, would be ambiguous.
-pub const CLEAR_GAP_S: f64 = 50.0;
+pub const CLEAR_GAP_S: f64 = 45.0;
 
 /// Gap between two activity intervals (0 when they overlap).
 fn interval_gap(a0: f64, a1: f64, b0: f64, b1: f64) -> f64 {
@@ -177,8 +177,8 @@ mod tests {
         assert_eq!(b.runs[0].end, 20);
         assert_eq!(b.runs[0].requests, 2);
         assert_eq!(b.ambiguous, 0);
-        // 45 s later and adjacent: neither clearly joined nor clearly apart.
-        b.add(&req(30, 10, 145.0));
+        // 41 s later and adjacent: neither clearly joined nor clearly apart.
+        b.add(&req(30, 10, 141.0));
         assert_eq!(b.ambiguous, 1);
     }
 }

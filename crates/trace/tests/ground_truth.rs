@@ -1,0 +1,182 @@
+//! Acceptance: on logs synthesized from the netflix-2014 model the analyzer recovers the
+//! ground truth — every chain exactly (count, bytes, boundaries, request counts) and at
+//! least 95% of the phase time classified as in the truth.
+
+use std::collections::HashMap;
+use std::io::BufRead;
+use std::path::Path;
+
+use vodkit_trace::analyze::{analyze, AnalyzeOptions, SessionSink};
+use vodkit_trace::chain::{read_chains_csv, ChainRec};
+use vodkit_trace::files::FileTable;
+use vodkit_trace::phase::{agreement, Phase, PhaseKind};
+use vodkit_workload::netflix::{synth_log, NetflixSpec};
+
+type Key = (String, String, u64, u64, u32);
+
+#[derive(Default)]
+struct Collect {
+    chains: Vec<(Key, f64, f64)>,
+    phases: HashMap<String, Vec<(PhaseKind, f64, f64)>>,
+}
+
+impl SessionSink for Collect {
+    fn session(
+        &mut self,
+        name: &str,
+        chains: &[ChainRec],
+        phases: &[Phase],
+        files: &FileTable,
+    ) -> std::io::Result<()> {
+        for c in chains {
+            let key = (
+                name.to_string(),
+                files.get(c.file).name.clone(),
+                c.start,
+                c.bytes,
+                c.requests,
+            );
+            self.chains.push((key, c.t0, c.t1));
+        }
+        self.phases.insert(
+            name.to_string(),
+            phases
+                .iter()
+                .map(|p| (p.kind, p.t_start, p.t_end))
+                .collect(),
+        );
+        Ok(())
+    }
+}
+
+fn truth_phases(path: &Path) -> HashMap<String, Vec<(PhaseKind, f64, f64)>> {
+    let mut out: HashMap<String, Vec<(PhaseKind, f64, f64)>> = HashMap::new();
+    let f = std::io::BufReader::new(std::fs::File::open(path).unwrap());
+    for line in f.lines().skip(1) {
+        let line = line.unwrap();
+        let v: Vec<&str> = line.split(',').collect();
+        let kind = match v[1] {
+            "transient" => PhaseKind::Transient,
+            "stable" => PhaseKind::Stable,
+            "inactive" => PhaseKind::Inactive,
+            other => panic!("unknown phase {other}"),
+        };
+        out.entry(v[0].to_string()).or_default().push((
+            kind,
+            v[2].parse().unwrap(),
+            v[3].parse().unwrap(),
+        ));
+    }
+    out
+}
+
+fn check(seed: u64, sets: &[(&str, &str)], time_tolerance: f64) {
+    let dir = tempfile::tempdir().unwrap();
+    let sets: Vec<(String, String)> = sets
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let spec = NetflixSpec::new(seed, 0.15, &sets).unwrap();
+    let sum = synth_log(&spec, dir.path()).unwrap();
+    assert_eq!(
+        sum.ambiguous, 0,
+        "the generator must not produce ambiguous adjacency"
+    );
+    assert!(sum.requests > 5_000, "{sum:?}");
+
+    let files = FileTable::from_csv(&dir.path().join("files.csv")).unwrap();
+    let log = std::io::BufReader::new(std::fs::File::open(dir.path().join("log.csv")).unwrap());
+    let mut got = Collect::default();
+    let a = analyze(log, files, &AnalyzeOptions::default(), &mut got).unwrap();
+    assert_eq!(a.read.bad_lines, 0, "{}", a.read.describe());
+    assert_eq!(a.read.requests, sum.requests);
+    assert_eq!(a.chains.chains, sum.chains);
+
+    // Chains: the same multiset of (session, file, start, bytes, requests).
+    let truth = read_chains_csv(&dir.path().join("truth/chains.csv")).unwrap();
+    let mut want: Vec<(Key, f64, f64)> = truth
+        .iter()
+        .map(|c| {
+            (
+                (
+                    c.session.clone(),
+                    c.file.clone(),
+                    c.start_offset,
+                    c.bytes,
+                    c.requests,
+                ),
+                c.t_start,
+                c.t_end,
+            )
+        })
+        .collect();
+    let mut have = got.chains.clone();
+    want.sort_by(|x, y| x.0.cmp(&y.0).then(x.1.total_cmp(&y.1)));
+    have.sort_by(|x, y| x.0.cmp(&y.0).then(x.1.total_cmp(&y.1)));
+    let want_keys: Vec<&Key> = want.iter().map(|w| &w.0).collect();
+    let have_keys: Vec<&Key> = have.iter().map(|h| &h.0).collect();
+    if want_keys != have_keys {
+        let missing: Vec<_> = want_keys
+            .iter()
+            .filter(|k| !have_keys.contains(k))
+            .take(5)
+            .collect();
+        let extra: Vec<_> = have_keys
+            .iter()
+            .filter(|k| !want_keys.contains(k))
+            .take(5)
+            .collect();
+        panic!(
+            "chains differ: truth {} analyzer {}; missing {missing:?}; extra {extra:?}",
+            want_keys.len(),
+            have_keys.len()
+        );
+    }
+    for (w, h) in want.iter().zip(&have) {
+        assert!(
+            (w.1 - h.1).abs() <= time_tolerance && (w.2 - h.2).abs() <= time_tolerance,
+            "{w:?} vs {h:?}"
+        );
+    }
+
+    // Phases: at least 95% of the true phase time classified the same.
+    let truth_ph = truth_phases(&dir.path().join("truth/phases.csv"));
+    let (mut agree, mut total) = (0.0, 0.0);
+    for (session, t) in &truth_ph {
+        let found = got.phases.get(session).map(Vec::as_slice).unwrap_or(&[]);
+        let (a, tt) = agreement(t, found);
+        agree += a;
+        total += tt;
+    }
+    let share = agree / total;
+    println!(
+        "seed {seed}: {} chains, phase agreement {:.2}%",
+        want.len(),
+        100.0 * share
+    );
+    assert!(total > 0.0);
+    assert!(share >= 0.95, "phase agreement {:.2}% < 95%", 100.0 * share);
+}
+
+#[test]
+fn synthesized_log_chains_and_phases_match_truth() {
+    check(11, &[], 0.002);
+}
+
+#[test]
+fn one_second_timestamps_still_give_exact_chains() {
+    check(12, &[("ts_resolution", "1")], 1.001);
+}
+
+#[test]
+fn open_ended_heavy_clients_match_truth() {
+    check(
+        13,
+        &[
+            ("open_video_share", "0.8"),
+            ("open_audio_share", "0.9"),
+            ("combined_share", "0.4"),
+        ],
+        0.002,
+    );
+}
