@@ -153,6 +153,21 @@ impl EmpiricalCdf {
         self.quantile(rng.random::<f64>())
     }
 
+    /// P(X <= x) under the interpolated distribution (the inverse of [`Self::quantile`]).
+    pub fn cdf(&self, x: f64) -> f64 {
+        if x < 0.0 {
+            return 0.0;
+        }
+        let (mut p0, mut x0) = (0.0, 0.0);
+        for (&p1, &x1) in self.p.iter().zip(&self.x) {
+            if x < x1 {
+                return p0 + (p1 - p0) * (x - x0) / (x1 - x0);
+            }
+            (p0, x0) = (p1, x1);
+        }
+        1.0
+    }
+
     /// The mean of `g(X)` under the interpolated distribution, by midpoint integration
     /// over `steps` equal slices of probability (used by tests and summaries).
     pub fn mean_of(&self, steps: usize, mut g: impl FnMut(f64) -> f64) -> f64 {
@@ -211,6 +226,11 @@ mod tests {
         let step = EmpiricalCdf::new(&[0.5, 0.5, 1.0], &[1.0, 2.0, 2.0]).unwrap();
         assert_eq!(step.quantile(0.5), 1.0);
         assert_eq!(step.quantile(0.75), 2.0);
+        for u in [0.1, 0.3, 0.5, 0.9] {
+            assert!((c.cdf(c.quantile(u)) - u).abs() < 1e-12);
+        }
+        assert_eq!(c.cdf(-1.0), 0.0);
+        assert_eq!(c.cdf(31.0), 1.0);
     }
 
     #[test]

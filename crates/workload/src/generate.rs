@@ -249,6 +249,14 @@ impl Plan {
         self.collections.len()
     }
 
+    /// Client-request units of title `t` (its content bytes over the request size, rounded up).
+    pub fn title_units(&self, t: usize) -> u64 {
+        let col = &self.collections[self.title_collection[t]];
+        self.catalog.titles[t].renditions[0]
+            .size_bytes
+            .div_ceil(col.request_bytes)
+    }
+
     /// Number of client requests a session watching `fraction` of title `t` makes.
     pub fn requests_for(&self, t: usize, fraction: f64) -> u64 {
         let col = &self.collections[self.title_collection[t]];
