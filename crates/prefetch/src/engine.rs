@@ -33,7 +33,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, MetadataExt};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 use std::time::Instant;
 use tokio::sync::oneshot;
@@ -110,6 +110,12 @@ pub struct EngineConfig {
     /// decides what is read. The advice applies to the caller's open file description
     /// (its later `sendfile` misses get no readahead either).
     pub kernel_readahead: bool,
+    /// Every this many seconds (0 = never) a background thread checks pending prefetched
+    /// ranges for eviction, so eviction times are dated when the pages went rather than
+    /// when a viewer asked for them ([`Engine::sweep_now`]).
+    pub sweep_every_s: f64,
+    /// Most ranges checked per sweep.
+    pub sweep_limit: usize,
 }
 
 impl Default for EngineConfig {
@@ -124,6 +130,8 @@ impl Default for EngineConfig {
             ledger: LedgerConfig::default(),
             observe_every_s: 1.0,
             kernel_readahead: true,
+            sweep_every_s: 1.0,
+            sweep_limit: 4096,
         }
     }
 }
@@ -286,6 +294,8 @@ struct State {
     device_names: HashMap<u64, Arc<str>>,
     inflight: HashMap<FileId, Vec<Inflight>>,
     next_job: u64,
+    /// Files with prefetched ranges in the ledger, for sweeps: (file, size).
+    swept_files: HashMap<FileId, (Weak<File>, u64)>,
     pending: Observation,
     last_observe_s: f64,
 }
@@ -296,6 +306,7 @@ struct Shared {
     max_read_bytes: u64,
     observe_every_s: f64,
     kernel_readahead: bool,
+    sweep_limit: usize,
     device_map: DeviceMap,
     start: Instant,
     state: Mutex<State>,
@@ -342,6 +353,7 @@ impl State {
 pub struct Engine {
     shared: Arc<Shared>,
     pool: Mutex<Option<Sender<Job>>>,
+    stop_sweeper: Mutex<Option<Sender<()>>>,
     queues: Mutex<HashMap<Arc<str>, Sender<Job>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
 }
@@ -367,6 +379,7 @@ impl Engine {
             max_read_bytes: cfg.max_read_bytes.max(4096),
             observe_every_s: cfg.observe_every_s,
             kernel_readahead: cfg.kernel_readahead,
+            sweep_limit: cfg.sweep_limit,
             device_map: cfg.devices.clone(),
             start: Instant::now(),
             state: Mutex::new(State {
@@ -377,6 +390,7 @@ impl Engine {
                 device_names: HashMap::new(),
                 inflight: HashMap::new(),
                 next_job: 0,
+                swept_files: HashMap::new(),
                 pending: Observation::default(),
                 last_observe_s: 0.0,
             }),
@@ -384,6 +398,7 @@ impl Engine {
         let engine = Engine {
             shared,
             pool: Mutex::new(None),
+            stop_sweeper: Mutex::new(None),
             queues: Mutex::new(HashMap::new()),
             threads: Mutex::new(Vec::new()),
         };
@@ -393,6 +408,9 @@ impl Engine {
                 engine.spawn(format!("vodkit-pool-{i}"), rx.clone());
             }
             *engine.pool.lock().unwrap_or_else(|p| p.into_inner()) = Some(tx);
+        }
+        if cfg.sweep_every_s > 0.0 {
+            engine.spawn_sweeper(std::time::Duration::from_secs_f64(cfg.sweep_every_s));
         }
         engine
     }
@@ -416,6 +434,32 @@ impl Engine {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .push(handle);
+    }
+
+    fn spawn_sweeper(&self, every: std::time::Duration) {
+        let (stop, stopped) = crossbeam_channel::bounded::<()>(0);
+        let shared = self.shared.clone();
+        let handle = std::thread::Builder::new()
+            .name("vodkit-prefetch-sweep".into())
+            .spawn(move || {
+                while let Err(crossbeam_channel::RecvTimeoutError::Timeout) =
+                    stopped.recv_timeout(every)
+                {
+                    sweep(&shared);
+                }
+            })
+            .expect("spawning the sweeper thread");
+        self.threads
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(handle);
+        *self.stop_sweeper.lock().unwrap_or_else(|p| p.into_inner()) = Some(stop);
+    }
+
+    /// Checks pending prefetched ranges for eviction now; returns how many were found
+    /// (partly) evicted. The background sweeper calls this every `sweep_every_s`.
+    pub fn sweep_now(&self) -> usize {
+        sweep(&self.shared)
     }
 
     fn queue_for(&self, device: &Arc<str>) -> Option<Sender<Job>> {
@@ -644,6 +688,10 @@ impl Engine {
 
 impl Drop for Engine {
     fn drop(&mut self) {
+        self.stop_sweeper
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
         self.pool.lock().unwrap_or_else(|p| p.into_inner()).take();
         self.queues
             .lock()
@@ -734,6 +782,11 @@ fn run_job(shared: &Shared, buf: &mut Vec<u8>, job: Job) {
             Err(e)
         }
     };
+    if st.ledger.tracks(job.file_id) {
+        st.swept_files
+            .entry(job.file_id)
+            .or_insert_with(|| (Arc::downgrade(&job.file), job.file_size));
+    }
     let read = take_inflight(&mut st, job.file_id, job.id);
     if let (Some(r), Ok(_)) = (&read, &reply) {
         // Misses that joined this read are served by it: their bytes count as used.
@@ -751,6 +804,42 @@ fn run_job(shared: &Shared, buf: &mut Vec<u8>, job: Job) {
         };
         let _ = waiter.send(copy);
     }
+}
+
+/// One sweep: checks pending prefetched ranges and dates the evicted ones.
+fn sweep(shared: &Shared) -> usize {
+    let checks: Vec<_> = {
+        let mut st = shared.lock();
+        let State {
+            ledger,
+            swept_files,
+            ..
+        } = &mut *st;
+        swept_files.retain(|f, (w, _)| ledger.tracks(*f) && w.strong_count() > 0);
+        ledger
+            .sweep_targets(shared.sweep_limit)
+            .into_iter()
+            .filter_map(|t| {
+                let (w, size) = swept_files.get(&t.file)?;
+                Some((t, w.upgrade()?, *size))
+            })
+            .collect()
+    };
+    let gone: Vec<_> = checks
+        .into_iter()
+        .filter(|(t, f, size)| {
+            residency::check(f, t.start, t.end - t.start, *size, shared.probe)
+                .map(|r| r.missing > 0)
+                .unwrap_or(false)
+        })
+        .map(|(t, _, _)| t)
+        .collect();
+    let now = shared.now();
+    let mut st = shared.lock();
+    for t in &gone {
+        st.ledger.mark_gone(t.file, t.record, now);
+    }
+    gone.len()
 }
 
 /// Removes a read from the in-flight table.

@@ -5,8 +5,9 @@
 //! - a request that finds recorded bytes resident uses the prefetch;
 //! - a request that finds recorded bytes missing is a *prefetch eviction*: the data was
 //!   read ahead and evicted before anyone asked for it. Its *eviction time* is taken as
-//!   the time between the prefetch and this discovery (an upper bound; the kernel does
-//!   not say when it dropped the pages);
+//!   the time between the prefetch and the first sweep that saw the pages gone
+//!   ([`Ledger::mark_gone`]), or this discovery if no sweep saw it (the kernel does not
+//!   say when it dropped the pages);
 //! - bytes still unrequested when a record expires (no request touched it for `ttl_s`)
 //!   or is pushed out by the per-file / total bounds are *wasted prefetch*.
 //!
@@ -66,7 +67,10 @@ pub struct RequestEffect {
 
 #[derive(Clone, Debug)]
 struct Record {
+    id: u64,
     at_s: f64,
+    /// First time a sweep found some of the pending bytes gone from memory.
+    gone_s: Option<f64>,
     touched_s: f64,
     /// Sorted, disjoint, unrequested `[start, end)` intervals.
     pending: Vec<(u64, u64)>,
@@ -107,6 +111,16 @@ pub struct Ledger {
     files: HashMap<FileId, Vec<Record>>,
     totals: LedgerTotals,
     last_sweep_s: f64,
+    next_id: u64,
+}
+
+/// A pending prefetched range to check for eviction (see [`Ledger::sweep_targets`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SweepTarget {
+    pub file: FileId,
+    pub record: u64,
+    pub start: u64,
+    pub end: u64,
 }
 
 impl Ledger {
@@ -146,10 +160,13 @@ impl Ledger {
         }
         records.retain(|r| !r.pending.is_empty());
         records.push(Record {
+            id: self.next_id,
             at_s: now_s,
+            gone_s: None,
             touched_s: now_s,
             pending: vec![(lo, end)],
         });
+        self.next_id += 1;
         self.totals.prefetched_bytes += end - lo;
         if records.len() > self.cfg.max_ranges_per_file {
             let oldest = records.remove(0);
@@ -186,7 +203,8 @@ impl Ledger {
             if evicted > 0 {
                 effect.evicted_bytes += evicted;
                 effect.evictions += 1;
-                effect.eviction_time_s += (now_s - r.at_s).max(0.0);
+                let gone = r.gone_s.unwrap_or(now_s).min(now_s);
+                effect.eviction_time_s += (gone - r.at_s).max(0.0);
             }
         }
         records.retain(|r| !r.pending.is_empty());
@@ -198,6 +216,46 @@ impl Ledger {
         self.totals.evictions += effect.evictions;
         self.totals.eviction_time_s += effect.eviction_time_s;
         effect
+    }
+
+    /// Up to `limit` pending ranges not yet seen evicted. A caller that finds one of them
+    /// (partly) gone from memory reports it with [`Ledger::mark_gone`]; the eviction time
+    /// of a later prefetch eviction is then measured to that moment instead of to the
+    /// request that discovers it.
+    pub fn sweep_targets(&self, limit: usize) -> Vec<SweepTarget> {
+        self.files
+            .iter()
+            .flat_map(|(&file, rs)| {
+                rs.iter()
+                    .filter(|r| r.gone_s.is_none())
+                    .filter_map(move |r| {
+                        let &(start, end) = r.pending.first()?;
+                        Some(SweepTarget {
+                            file,
+                            record: r.id,
+                            start,
+                            end,
+                        })
+                    })
+            })
+            .take(limit)
+            .collect()
+    }
+
+    /// Files with open records.
+    pub fn tracks(&self, file: FileId) -> bool {
+        self.files.contains_key(&file)
+    }
+
+    /// A sweep at `now_s` found part of a record's pending bytes evicted.
+    pub fn mark_gone(&mut self, file: FileId, record: u64, now_s: f64) {
+        if let Some(r) = self
+            .files
+            .get_mut(&file)
+            .and_then(|rs| rs.iter_mut().find(|r| r.id == record))
+        {
+            r.gone_s.get_or_insert(now_s);
+        }
     }
 
     /// Closes records untouched for `ttl_s`; their unrequested bytes become waste.
@@ -293,6 +351,21 @@ mod tests {
         let t = l.totals().clone();
         assert_eq!(t.evictions, 2);
         assert_eq!(t.evicted_bytes, MIB / 2 + 4096);
+    }
+
+    #[test]
+    fn a_sweep_dates_the_eviction_before_the_request_finds_it() {
+        let mut l = Ledger::default();
+        l.record_read(2, 0, MIB / 2, 2 * MIB, 10.0);
+        let targets = l.sweep_targets(10);
+        assert_eq!(targets.len(), 1);
+        assert_eq!((targets[0].start, targets[0].end), (MIB / 2, 2 * MIB));
+        l.mark_gone(2, targets[0].record, 25.0);
+        l.mark_gone(2, targets[0].record, 30.0); // the first sighting counts
+        assert!(l.sweep_targets(10).is_empty());
+        let e = l.record_request(2, MIB / 2, MIB, MIB / 2, 70.0);
+        assert_eq!(e.evictions, 1);
+        assert!((e.eviction_time_s - 15.0).abs() < 1e-9, "{e:?}");
     }
 
     #[test]

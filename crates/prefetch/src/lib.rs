@@ -23,7 +23,7 @@ pub use bitrate::BitrateMap;
 pub use chain::{ChainPosition, ChainTracker};
 pub use device::DeviceMap;
 pub use engine::{Begin, Engine, EngineConfig, IoMode, Pending, ReadOutcome, ReadRequest};
-pub use ledger::{Ledger, LedgerConfig, LedgerTotals};
+pub use ledger::{Ledger, LedgerConfig, LedgerTotals, SweepTarget};
 pub use policy::{
     ChainKind, Observation, Policy, PolicySpec, PolicyState, ReadContext, SpecError,
     DEFAULT_BITRATE_KBPS,

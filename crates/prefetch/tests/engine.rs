@@ -378,3 +378,35 @@ fn engine_is_shareable_and_its_future_can_be_spawned() {
     assert_eq!(o.requested, 10);
     assert_eq!(e.probe(&f, 0, 10).unwrap().len, 10);
 }
+
+#[test]
+fn a_sweep_dates_evictions_before_the_viewer_finds_them() {
+    let dir = tmp();
+    let Some(f) = cold_file(&dir, "sweep.bin", 8 * MIB) else {
+        return;
+    };
+    let e = Engine::new(EngineConfig {
+        mode: IoMode::Asap,
+        policy: PolicySpec::Fixed { bytes: 4 * MIB },
+        sweep_every_s: 0.0, // swept by hand below
+        ..Default::default()
+    });
+    let o = e.ensure_resident_blocking(&f, req(0, 512 * KIB)).unwrap();
+    assert_eq!(e.sweep_now(), 0, "nothing evicted yet");
+    drop_cached(&f, 0, 0).unwrap();
+    let swept_at = e.now_s();
+    assert_eq!(e.sweep_now(), 1);
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    e.ensure_resident_blocking(&f, req(512 * KIB, 512 * KIB))
+        .unwrap();
+    let found_at = e.now_s();
+    let s = e.stats();
+    assert_eq!(s.prefetch.evictions, 1);
+    let t = s.eviction_time_mean_s;
+    // Dated at the sweep, not at the request 0.3 s later.
+    assert!(t >= swept_at - o.started_s - 1e-6, "{t}");
+    assert!(
+        t <= e.now_s() - o.started_s - (found_at - swept_at) + 0.05,
+        "{t}"
+    );
+}
