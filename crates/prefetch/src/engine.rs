@@ -326,7 +326,7 @@ impl State {
     /// Feeds the accumulated deltas to the policy about once per `every` seconds.
     fn maybe_observe(&mut self, now: f64, every: f64) {
         let dt = now - self.last_observe_s;
-        if dt < every {
+        if dt < every || dt <= 0.0 {
             return;
         }
         let mut busy_total = 0.0;
@@ -584,6 +584,9 @@ impl Engine {
         if sent != Some(true) {
             let mut st = self.shared.lock();
             take_inflight(&mut st, fid, id);
+            if let Some(d) = st.devices.get_mut(&device) {
+                d.queued = d.queued.saturating_sub(1);
+            }
             return Err(worker_gone());
         }
         Ok(Begin::Pending(Pending { rx, outcome }))
