@@ -447,3 +447,21 @@ fn auto_is_deterministic() {
         run_auto(&mut b, 5000, 0.8, curve)
     );
 }
+
+#[test]
+fn sizes_accept_binary_decimal_and_plain_units() {
+    assert_eq!(spec("fixed:2MiB"), PolicySpec::Fixed { bytes: 2 * MIB });
+    assert_eq!(spec("fixed:2MB"), PolicySpec::Fixed { bytes: 2_000_000 });
+    assert_eq!(spec("fixed:512KiB"), PolicySpec::Fixed { bytes: 524_288 });
+    assert_eq!(
+        spec("fixed:3145728"),
+        PolicySpec::Fixed { bytes: 3_145_728 }
+    );
+    assert_eq!(
+        spec(" sqrt:1 MiB@419kbps "),
+        PolicySpec::Sqrt {
+            bytes: MIB,
+            ref_kbps: 419
+        }
+    );
+}
