@@ -11,7 +11,9 @@ pub const MIB: f64 = 1_048_576.0;
 /// Between the points the rate follows the parabola through all three, which is decreasing
 /// across the whole surface as long as the middle figure lies between the outer and inner
 /// ones closer to the outer one (true for every preset). The surface is then cut into
-/// `zones` equal bands of addresses and each band gets the parabola's value at its centre.
+/// `zones` equal bands of addresses and each band gets the parabola's value at its inner
+/// edge, so the innermost zone runs exactly at the inner figure and the outermost within
+/// a fraction of a percent of the outer one.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct ZoneProfile {
     /// Rate at the first address (outermost track), MB/s.
@@ -44,7 +46,7 @@ impl ZoneProfile {
     /// Sustained rate (MB/s) of zone `z`.
     pub fn zone_mb_s(&self, z: u32) -> f64 {
         let n = f64::from(self.zones.max(1));
-        self.curve_mb_s((f64::from(z) + 0.5) / n)
+        self.curve_mb_s((f64::from(z) + 1.0) / n)
     }
 
     /// Sustained rate (bytes/s) at address fraction `x`.

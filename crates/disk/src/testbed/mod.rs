@@ -1,1 +1,498 @@
-//! placeholder
+//! The emulated hard disk: a FUSE-served image delayed by the drive model, attached as a
+//! loop device with direct I/O, formatted ext4 and mounted, so unmodified programs read
+//! it through the whole kernel path (page cache, readahead, scheduler, queue limits).
+//!
+//! Linux only, needs root, `/dev/fuse`, `fusermount3` (or `fusermount`), `losetup`,
+//! `mkfs.ext4` and `mount`. [`Testbed::up`] brings a device up inside the calling process;
+//! [`daemon`] runs it in a background process for the CLI; [`down`] tears down a device
+//! by mount point, including what a crashed process left behind.
+
+pub mod daemon;
+pub mod extents;
+pub mod faults;
+pub mod fusedev;
+pub mod queue;
+pub mod system;
+
+pub use extents::{file_extents, Extent};
+pub use faults::FaultPlan;
+pub use fusedev::DeviceCounters;
+pub use queue::{QueueSettings, QueueTuning};
+
+use crate::model::{preset, Drive, DriveOptions, PRESET_NAMES};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Errors of the testbed; `Input` is the caller's mistake, the rest are the system's.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Input(String),
+    #[error("{0}")]
+    Unsupported(String),
+    #[error("{0}")]
+    Tool(String),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+}
+
+fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
+    let context = context.into();
+    move |source| Error::Io { context, source }
+}
+
+/// Where device state lives unless told otherwise.
+pub const DEFAULT_STATE_ROOT: &str = "/run/vodkit/hdd";
+
+/// Everything needed to bring one emulated disk up.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Config {
+    /// Drive preset name (see [`PRESET_NAMES`]).
+    pub preset: String,
+    /// Image size in bytes; the image stands for the whole platter.
+    pub size: u64,
+    /// Sparse backing file on the real disk (created if missing, grown if smaller).
+    pub image: PathBuf,
+    /// Where the ext4 file system is mounted.
+    pub mount: PathBuf,
+    pub drive: DriveOptions,
+    /// Delay writes by the model too (off: populating a file set runs at host speed).
+    pub model_writes: bool,
+    pub faults: FaultPlan,
+    /// Queue settings applied after attaching (rotational is always set).
+    pub tuning: QueueTuning,
+    /// Run mkfs even if the image already holds an ext4 file system.
+    pub reformat: bool,
+    /// Directory for state files and the FUSE mount point.
+    pub state_root: PathBuf,
+}
+
+impl Config {
+    pub fn new(
+        preset: &str,
+        size: u64,
+        image: impl Into<PathBuf>,
+        mount: impl Into<PathBuf>,
+    ) -> Self {
+        Config {
+            preset: preset.to_string(),
+            size,
+            image: image.into(),
+            mount: mount.into(),
+            drive: DriveOptions::default(),
+            model_writes: false,
+            faults: FaultPlan::default(),
+            tuning: QueueTuning::default(),
+            reformat: false,
+            state_root: PathBuf::from(DEFAULT_STATE_ROOT),
+        }
+    }
+
+    fn validate(&self) -> Result<(), Error> {
+        if preset(&self.preset).is_none() {
+            return Err(Error::Input(format!(
+                "unknown preset `{}` (expected one of: {})",
+                self.preset,
+                PRESET_NAMES.join(", ")
+            )));
+        }
+        if self.size < 64 << 20 || self.size % 4096 != 0 {
+            return Err(Error::Input(format!(
+                "size {} must be a multiple of 4 KiB and at least 64 MiB",
+                self.size
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// What a running device looks like on disk (`state.json` in its state directory).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct State {
+    pub mount: PathBuf,
+    pub image: PathBuf,
+    pub fuse_dir: PathBuf,
+    /// Loop device name, e.g. `loop3`.
+    pub loop_device: String,
+    pub direct_io: bool,
+    pub preset: String,
+    pub size: u64,
+    /// Process serving the FUSE file system.
+    pub pid: u32,
+    pub ready: bool,
+}
+
+impl State {
+    /// Path of the device's control file.
+    pub fn control_path(&self) -> PathBuf {
+        self.fuse_dir.join(fusedev::CONTROL_NAME)
+    }
+}
+
+/// State directory of the device mounted at `mount`.
+pub fn state_dir(state_root: &Path, mount: &Path) -> PathBuf {
+    let flat: String = mount
+        .to_string_lossy()
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    state_root.join(flat.trim_start_matches('_'))
+}
+
+/// Read the state of the device at `mount`, if one was brought up.
+pub fn load_state(state_root: &Path, mount: &Path) -> Option<State> {
+    let text = std::fs::read_to_string(state_dir(state_root, mount).join("state.json")).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// All devices with a state file under `state_root`.
+pub fn list_states(state_root: &Path) -> Vec<State> {
+    let Ok(entries) = std::fs::read_dir(state_root) else {
+        return Vec::new();
+    };
+    let mut states: Vec<State> = entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| std::fs::read_to_string(e.path().join("state.json")).ok())
+        .filter_map(|t| serde_json::from_str(&t).ok())
+        .collect();
+    states.sort_by(|a, b| a.mount.cmp(&b.mount));
+    states
+}
+
+fn save_state(dir: &Path, state: &State) -> Result<(), Error> {
+    let tmp = dir.join("state.json.tmp");
+    let text = serde_json::to_string_pretty(state).map_err(|e| Error::Tool(e.to_string()))?;
+    std::fs::write(&tmp, text).map_err(io(format!("{}", tmp.display())))?;
+    std::fs::rename(&tmp, dir.join("state.json")).map_err(io("state.json"))
+}
+
+/// Refuse early, in one line, when this machine cannot host the testbed.
+pub fn preflight() -> Result<(), Error> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Err(Error::Unsupported(
+            "the emulated disk needs root (FUSE mount, loop device, mkfs)".into(),
+        ));
+    }
+    if !Path::new("/dev/fuse").exists() {
+        return Err(Error::Unsupported(
+            "/dev/fuse is missing (load the fuse module)".into(),
+        ));
+    }
+    if !Path::new("/dev/loop-control").exists() {
+        return Err(Error::Unsupported(
+            "/dev/loop-control is missing (load the loop module)".into(),
+        ));
+    }
+    if !system::have_tool("fusermount3") && !system::have_tool("fusermount") {
+        return Err(Error::Unsupported(
+            "fusermount3 not found (install fuse3)".into(),
+        ));
+    }
+    for tool in ["losetup", "mkfs.ext4", "mount"] {
+        if !system::have_tool(tool) {
+            return Err(Error::Unsupported(format!("{tool} not found on PATH")));
+        }
+    }
+    Ok(())
+}
+
+/// A running emulated disk owned by this process.
+pub struct Testbed {
+    state: State,
+    dir: PathBuf,
+    session: Option<fuser::BackgroundSession>,
+}
+
+impl Testbed {
+    /// Bring a device up in this process: backing file, FUSE server (a background
+    /// thread), loop device, ext4, mount, queue settings, state file.
+    pub fn up(cfg: &Config) -> Result<Testbed, Error> {
+        cfg.validate()?;
+        preflight()?;
+        if system::mount_at(&cfg.mount).is_some() {
+            return Err(Error::Input(format!(
+                "{} is already a mount point",
+                cfg.mount.display()
+            )));
+        }
+        let dir = state_dir(&cfg.state_root, &cfg.mount);
+        if let Some(old) = load_state(&cfg.state_root, &cfg.mount) {
+            if pid_alive(old.pid) {
+                return Err(Error::Input(format!(
+                    "a device for {} is already served by pid {}",
+                    cfg.mount.display(),
+                    old.pid
+                )));
+            }
+            down(&cfg.state_root, &cfg.mount)?;
+        }
+        let fuse_dir = dir.join("fuse");
+        std::fs::create_dir_all(&fuse_dir).map_err(io(format!("{}", fuse_dir.display())))?;
+        std::fs::create_dir_all(&cfg.mount).map_err(io(format!("{}", cfg.mount.display())))?;
+        let backing = open_backing(&cfg.image, cfg.size)?;
+        let fresh = cfg.reformat || !has_ext4(&backing);
+
+        let spec = preset(&cfg.preset).expect("validated");
+        let drive = Drive::new(spec, cfg.drive).with_span(cfg.size);
+        let fs = fusedev::DiskFs::new(
+            backing,
+            cfg.size,
+            drive,
+            cfg.faults.clone(),
+            cfg.model_writes,
+        );
+        let mut fuse_cfg = fuser::Config::default();
+        fuse_cfg.mount_options = vec![
+            fuser::MountOption::FSName("vodkit-hdd".into()),
+            fuser::MountOption::NoAtime,
+        ];
+        fuse_cfg.n_threads = Some(fusedev::SESSION_THREADS);
+        let session = fuser::spawn_mount(fs, &fuse_dir, &fuse_cfg)
+            .map_err(|e| Error::Tool(format!("FUSE mount at {}: {e}", fuse_dir.display())))?;
+        let mut bed = Testbed {
+            state: State {
+                mount: cfg.mount.clone(),
+                image: cfg.image.clone(),
+                fuse_dir: fuse_dir.clone(),
+                loop_device: String::new(),
+                direct_io: false,
+                preset: cfg.preset.clone(),
+                size: cfg.size,
+                pid: std::process::id(),
+                ready: false,
+            },
+            dir,
+            session: Some(session),
+        };
+        if let Err(e) = bed.attach_and_mount(cfg, fresh) {
+            let _ = bed.teardown();
+            return Err(e);
+        }
+        Ok(bed)
+    }
+
+    fn attach_and_mount(&mut self, cfg: &Config, fresh: bool) -> Result<(), Error> {
+        let image = self.state.fuse_dir.join(fusedev::IMAGE_NAME);
+        let image_s = image.to_string_lossy().to_string();
+        let dev = system::run("losetup", &["--find", "--show", "--direct-io=on", &image_s])?
+            .trim()
+            .to_string();
+        self.state.loop_device = dev.trim_start_matches("/dev/").to_string();
+        let name = self.state.loop_device.clone();
+        self.state.direct_io = std::fs::read_to_string(format!("/sys/block/{name}/loop/dio"))
+            .map(|s| s.trim() == "1")
+            .unwrap_or(false);
+        if !self.state.direct_io {
+            tracing::warn!(
+                "{dev}: direct I/O refused by the kernel; the FUSE side still bypasses its cache"
+            );
+        }
+        let mut tuning = cfg.tuning.clone();
+        tuning.rotational = Some(true);
+        queue::apply(&name, &tuning)?;
+        if fresh {
+            system::run(
+                "mkfs.ext4",
+                &[
+                    "-F",
+                    "-q",
+                    "-m",
+                    "0",
+                    "-L",
+                    "vodkit-hdd",
+                    "-E",
+                    "lazy_itable_init=0,lazy_journal_init=0,nodiscard",
+                    &dev,
+                ],
+            )?;
+        }
+        let mnt = cfg.mount.to_string_lossy().to_string();
+        system::run("mount", &["-t", "ext4", "-o", "noatime", &dev, &mnt])?;
+        self.state.ready = true;
+        save_state(&self.dir, &self.state)
+    }
+
+    pub fn state(&self) -> &State {
+        &self.state
+    }
+
+    /// Record that another process (the daemon) serves this device.
+    pub fn set_pid(&mut self, pid: u32) -> Result<(), Error> {
+        self.state.pid = pid;
+        save_state(&self.dir, &self.state)
+    }
+
+    /// Unmount, detach and stop serving; removes the state directory.
+    pub fn down(mut self) -> Result<(), Error> {
+        self.teardown()
+    }
+
+    fn teardown(&mut self) -> Result<(), Error> {
+        let mut first_error = None;
+        if system::mount_at(&self.state.mount).is_some_and(|m| m.fstype == "ext4") {
+            if let Err(e) = system::unmount(&self.state.mount) {
+                first_error.get_or_insert(e);
+            }
+        }
+        detach_loops(&self.state.fuse_dir.join(fusedev::IMAGE_NAME));
+        if let Some(session) = self.session.take() {
+            if let Err(e) = session.umount_and_join() {
+                tracing::warn!("FUSE unmount: {e}");
+                system::abort_fuse_connection(&self.state.fuse_dir);
+                let _ = system::unmount(&self.state.fuse_dir);
+            }
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+impl Drop for Testbed {
+    fn drop(&mut self) {
+        if self.session.is_some() {
+            let _ = self.teardown();
+        }
+    }
+}
+
+fn open_backing(path: &Path, size: u64) -> Result<std::fs::File, Error> {
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent).map_err(io(format!("{}", parent.display())))?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(path)
+        .map_err(io(format!("{}", path.display())))?;
+    let len = file
+        .metadata()
+        .map_err(io(format!("{}", path.display())))?
+        .len();
+    if len > size {
+        return Err(Error::Input(format!(
+            "{} is {len} bytes, larger than the requested size {size}",
+            path.display()
+        )));
+    }
+    if len < size {
+        file.set_len(size)
+            .map_err(io(format!("{}", path.display())))?;
+    }
+    Ok(file)
+}
+
+/// Whether the backing file starts with an ext2/3/4 superblock (magic 0xEF53 at 1080).
+fn has_ext4(file: &std::fs::File) -> bool {
+    use std::os::unix::fs::FileExt;
+    let mut magic = [0u8; 2];
+    file.read_exact_at(&mut magic, 1024 + 56).is_ok() && magic == [0x53, 0xEF]
+}
+
+fn detach_loops(image: &Path) {
+    for dev in system::loops_backed_by(image) {
+        if let Err(e) = system::run("losetup", &["-d", &format!("/dev/{dev}")]) {
+            tracing::warn!("{e}");
+        }
+    }
+}
+
+/// Whether process `pid` exists.
+pub fn pid_alive(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks for existence and permission.
+    pid != 0 && unsafe { libc::kill(pid as libc::pid_t, 0) } == 0
+}
+
+/// Tear down the device mounted at `mount`, whether its server is alive (asked to stop)
+/// or dead (its leftovers are released): ext4 unmounted, loop detached, FUSE unmounted,
+/// state removed. Returns what was done, one item per step.
+pub fn down(state_root: &Path, mount: &Path) -> Result<Vec<String>, Error> {
+    let mut done = Vec::new();
+    let dir = state_dir(state_root, mount);
+    let state = load_state(state_root, mount);
+    if let Some(st) = &state {
+        if st.pid != std::process::id() && pid_alive(st.pid) {
+            // SAFETY: sending SIGTERM to the daemon recorded in the state file.
+            unsafe { libc::kill(st.pid as libc::pid_t, libc::SIGTERM) };
+            if wait_gone(st.pid, 30.0) {
+                done.push(format!("stopped server pid {}", st.pid));
+            } else {
+                unsafe { libc::kill(st.pid as libc::pid_t, libc::SIGKILL) };
+                wait_gone(st.pid, 5.0);
+                done.push(format!("killed unresponsive server pid {}", st.pid));
+            }
+        }
+    }
+    let fuse_dir = state
+        .as_ref()
+        .map(|s| s.fuse_dir.clone())
+        .unwrap_or_else(|| dir.join("fuse"));
+    let image = fuse_dir.join(fusedev::IMAGE_NAME);
+    // A dead server would make every request on its connection hang or fail; abort it.
+    if system::mount_at(&fuse_dir).is_some() {
+        system::abort_fuse_connection(&fuse_dir);
+    }
+    if let Some(m) = system::mount_at(mount) {
+        let ours = m.fstype == "ext4" && (m.source.contains("/dev/loop") || state.is_some());
+        if ours {
+            system::unmount(mount)?;
+            done.push(format!("unmounted {}", mount.display()));
+        }
+    }
+    for dev in system::loops_backed_by(&image) {
+        system::run("losetup", &["-d", &format!("/dev/{dev}")])?;
+        done.push(format!("detached /dev/{dev}"));
+    }
+    if system::mount_at(&fuse_dir).is_some() {
+        system::unmount(&fuse_dir)?;
+        done.push(format!("unmounted FUSE at {}", fuse_dir.display()));
+    }
+    if dir.exists() {
+        std::fs::remove_dir_all(&dir).map_err(io(format!("{}", dir.display())))?;
+    }
+    Ok(done)
+}
+
+fn wait_gone(pid: u32, secs: f64) -> bool {
+    let until = std::time::Instant::now() + std::time::Duration::from_secs_f64(secs);
+    while std::time::Instant::now() < until {
+        if !pid_alive(pid) {
+            return true;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    !pid_alive(pid)
+}
+
+/// Send one control command (`eio-range S E`, `eio-rate P [SEED]`, `eio-clear`) to a
+/// running device.
+pub fn control(state: &State, command: &str) -> Result<(), Error> {
+    let path = state.control_path();
+    std::fs::write(&path, format!("{command}\n")).map_err(|e| match e.raw_os_error() {
+        Some(libc::EINVAL) => Error::Input(format!(
+            "control command `{command}` refused (see `vodkit hdd tune --help`)"
+        )),
+        _ => Error::Io {
+            context: format!("{}", path.display()),
+            source: e,
+        },
+    })
+}
+
+/// Counters of a running device.
+pub fn counters(state: &State) -> Result<DeviceCounters, Error> {
+    let path = state.control_path();
+    let text = std::fs::read_to_string(&path).map_err(io(format!("{}", path.display())))?;
+    serde_json::from_str(&text).map_err(|e| Error::Tool(format!("{}: {e}", path.display())))
+}
