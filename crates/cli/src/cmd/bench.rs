@@ -1,8 +1,107 @@
-//! `vodkit bench` (issue #6).
+//! `vodkit bench` (issue #6): capacity experiments with servers under test side by side.
+//! Flags only; the work is in `vodkit_bench::runner`.
+
+use std::path::PathBuf;
+use std::time::Duration;
+use vodkit_bench::runner::{self, BenchRequest, RunError};
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Workload directory from `vodkit workload new` (sessions.jsonl, workload.json, …).
+    #[arg(long, required_unless_present = "scenario")]
+    workload: Option<PathBuf>,
+    /// Existing file set to serve (default: create it from the workload).
+    #[arg(long)]
+    root: Option<PathBuf>,
+    /// Servers under test, comma separated: vodkit[:IO[:POLICY]], nginx, apache,
+    /// X+preload, nginx+readahead:KB[,maxsectors:KB], url:http://127.0.0.1:PORT/
+    #[arg(long, default_value = "vodkit:asap:auto,nginx")]
+    sut: String,
+    /// Where the file set lives: plain (this machine's disk) or hdd:PRESET (emulated disk).
+    #[arg(long, default_value = "plain")]
+    testbed: String,
+    /// Memory budget of each server, page cache included (e.g. 1GiB).
+    #[arg(long)]
+    memory: Option<String>,
+    /// File-set layout when the bench creates it: unchunked or chunked:SIZE.
+    #[arg(long)]
+    layout: Option<String>,
+    /// failure-free[:start=R,step=R,precision=R,max=R] or fixed-rates:R,R,… (sessions/s).
+    #[arg(long)]
+    search: Option<String>,
+    /// strict (no timeouts) or sessions:PERCENT% (e.g. sessions:0.3%).
+    #[arg(long, default_value = "strict")]
+    criterion: String,
+    /// Repeat each search N times for a 95% confidence interval.
+    #[arg(long, default_value_t = 1)]
+    repeat: u32,
+    /// Longest load run per data point, e.g. 5m (default: the whole session list).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    point_duration: Option<Duration>,
+    /// Run a seed experiment by name (`--scenario list` shows them).
+    #[arg(long)]
+    scenario: Option<String>,
+    /// Directory for bench.json, report.md, report.html and per-run logs.
+    #[arg(long, required_unless_present = "scenario")]
+    out: Option<PathBuf>,
+    /// No progress output.
+    #[arg(long)]
+    quiet: bool,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    super::not_yet("vodkit bench", 6)
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if let Some(name) = &args.scenario {
+        return scenario(name, &args);
+    }
+    let (Some(workload), Some(out)) = (args.workload.clone(), args.out.clone()) else {
+        return Err(super::usage("--workload and --out are required"));
+    };
+    let req = BenchRequest {
+        workload,
+        root: args.root,
+        suts: args.sut,
+        testbed: args.testbed,
+        memory: args.memory,
+        layout: args.layout,
+        search: args.search,
+        criterion: args.criterion,
+        repeat: args.repeat,
+        point_duration: args.point_duration,
+        out,
+        vodkit_exe: std::env::current_exe().ok(),
+        progress: !args.quiet,
+    };
+    match runner::run(&req) {
+        Ok((_, table)) => {
+            print!("{table}");
+            Ok(())
+        }
+        Err(RunError::Usage(m)) => Err(super::usage(m)),
+        Err(RunError::Runtime(m)) => Err(anyhow::anyhow!(m)),
+    }
+}
+
+fn scenario(name: &str, args: &Args) -> anyhow::Result<()> {
+    if name == "list" {
+        for s in vodkit_bench::scenario::all() {
+            println!(
+                "{:<14} mirrors {}\n{:<14} checks: {}",
+                s.name, s.mirrors, "", s.finding
+            );
+        }
+        return Ok(());
+    }
+    let s = vodkit_bench::scenario::find(name).map_err(super::usage)?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("bench-{}", s.name)));
+    match vodkit_bench::scenario_run::run(&s, &out, std::env::current_exe().ok(), !args.quiet) {
+        Ok(table) => {
+            print!("{table}");
+            Ok(())
+        }
+        Err(RunError::Usage(m)) => Err(super::usage(m)),
+        Err(RunError::Runtime(m)) => Err(anyhow::anyhow!(m)),
+    }
 }

@@ -1,0 +1,374 @@
+//! `vodkit bench` end to end: check the request, assemble the rig (file set, testbed,
+//! launcher, load driver, sampler), run the search for every server with progress, write
+//! the report files and return the terminal table. The CLI only maps flags onto
+//! [`BenchRequest`] and errors onto exit codes.
+
+use crate::adapters::{ChildVodkit, WorkloadLoad};
+use crate::experiment::{run_bench, BenchSettings, NoSampler, PlainDisk, Progress, Rig, Testbed};
+use crate::launch::LocalLauncher;
+use crate::point::PointMetrics;
+use crate::report::{self, BenchReport, ServerReport};
+use crate::search::{Criterion, SearchPlan, Trial};
+use crate::sut::{self, Sut};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Input problem (exit 2) or runtime failure (exit 1).
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("{0}")]
+    Usage(String),
+    #[error("{0}")]
+    Runtime(String),
+}
+
+/// Where the testbed comes from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TestbedChoice {
+    Plain,
+    Hdd(String),
+}
+
+impl TestbedChoice {
+    pub fn parse(s: &str) -> Result<TestbedChoice, String> {
+        match s {
+            "plain" => Ok(TestbedChoice::Plain),
+            _ => match s.strip_prefix("hdd:") {
+                Some(p) if !p.is_empty() => Ok(TestbedChoice::Hdd(p.to_string())),
+                _ => Err(format!(
+                    "--testbed `{s}`: expected plain or hdd:PRESET (e.g. hdd:wd-red)"
+                )),
+            },
+        }
+    }
+}
+
+/// Everything `vodkit bench` was asked to do.
+#[derive(Debug, Clone)]
+pub struct BenchRequest {
+    pub workload: PathBuf,
+    /// File-set root; `None` means create it from the workload.
+    pub root: Option<PathBuf>,
+    pub suts: String,
+    pub testbed: String,
+    pub memory: Option<String>,
+    pub layout: Option<String>,
+    pub search: Option<String>,
+    pub criterion: String,
+    pub repeat: u32,
+    /// Longest load run per data point.
+    pub point_duration: Option<Duration>,
+    pub out: PathBuf,
+    /// The vodkit binary used to start `vodkit serve` children.
+    pub vodkit_exe: Option<PathBuf>,
+    /// Draw progress on stderr.
+    pub progress: bool,
+}
+
+/// Checked form of a request.
+pub struct Checked {
+    pub suts: Vec<Sut>,
+    pub testbed: TestbedChoice,
+    pub memory: Option<u64>,
+    pub criterion: Criterion,
+    pub plan_text: Option<String>,
+}
+
+/// Validate flags without touching the machine.
+pub fn check_request(req: &BenchRequest) -> Result<Checked, RunError> {
+    let suts = sut::parse_list(&req.suts).map_err(|e| RunError::Usage(e.to_string()))?;
+    let testbed = TestbedChoice::parse(&req.testbed).map_err(RunError::Usage)?;
+    let memory = match &req.memory {
+        Some(m) => Some(
+            m.parse::<bytesize::ByteSize>()
+                .map_err(|_| RunError::Usage(format!("--memory `{m}`: expected a size like 1GiB")))?
+                .as_u64(),
+        ),
+        None => None,
+    };
+    let criterion: Criterion = req.criterion.parse().map_err(RunError::Usage)?;
+    if req.repeat == 0 {
+        return Err(RunError::Usage("--repeat must be at least 1".into()));
+    }
+    if let Some(s) = &req.search {
+        SearchPlan::parse(s, &SearchPlan::failure_free_around(1.0)).map_err(RunError::Usage)?;
+    }
+    if !req.workload.join("sessions.jsonl").is_file() {
+        return Err(RunError::Usage(format!(
+            "--workload {}: no sessions.jsonl there (create one with `vodkit workload new`)",
+            req.workload.display()
+        )));
+    }
+    if let Some(l) = &req.layout {
+        return Err(RunError::Usage(format!(
+            "--layout {l}: a workload's layout is fixed when it is generated; use `vodkit workload new --set layout={l}` (or a scenario)"
+        )));
+    }
+    if let Some(r) = &req.root {
+        if !r.is_dir() {
+            return Err(RunError::Usage(format!(
+                "--root {}: not a directory",
+                r.display()
+            )));
+        }
+    }
+    Ok(Checked {
+        suts,
+        testbed,
+        memory,
+        criterion,
+        plan_text: req.search.clone(),
+    })
+}
+
+/// A rough capacity guess in sessions/s from the workload: the rate at which the offered
+/// load reaches `target_mb_s`.
+pub fn rate_guess(load: &WorkloadLoad, target_mb_s: f64) -> f64 {
+    let n = load.sessions.len().max(1) as f64;
+    let bytes: f64 = load
+        .sessions
+        .iter()
+        .flat_map(|s| &s.requests)
+        .map(|r| r.range.map(|x| x.len()).unwrap_or(512 * 1024) as f64)
+        .sum();
+    let per_session_mb = (bytes / n / 1e6).max(0.01);
+    (target_mb_s / per_session_mb).max(0.05)
+}
+
+/// Progress on stderr: a spinner for the running point, one line per finished point.
+pub struct BarProgress {
+    bar: ProgressBar,
+}
+
+impl BarProgress {
+    pub fn new(enabled: bool) -> BarProgress {
+        let bar = if enabled {
+            ProgressBar::new_spinner()
+        } else {
+            ProgressBar::hidden()
+        };
+        bar.set_style(
+            ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+                .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+        );
+        bar.enable_steady_tick(Duration::from_millis(200));
+        BarProgress { bar }
+    }
+
+    pub fn message(&self, m: String) {
+        self.bar.set_message(m);
+    }
+
+    pub fn line(&self, m: String) {
+        self.bar.println(m);
+    }
+
+    pub fn finish(&self) {
+        self.bar.finish_and_clear();
+    }
+}
+
+impl Progress for BarProgress {
+    fn server_started(&mut self, sut: &Sut, index: usize, total: usize) {
+        self.bar
+            .set_message(format!("server {}/{total}: {sut} — starting", index + 1));
+    }
+    fn point(&mut self, sut: &Sut, t: &Trial<PointMetrics>) {
+        let c = &t.detail.client;
+        self.bar.println(format!(
+            "  {sut} repeat {} rate {:.3}/s: {} — {:.1} MB/s, {:.2}% sessions failed, {} timeouts",
+            t.repeat + 1,
+            t.rate,
+            if t.passed { "pass" } else { "FAIL" },
+            c.throughput_mb_s,
+            c.failure_fraction * 100.0,
+            c.timed_out_requests
+        ));
+        self.bar
+            .set_message(format!("{sut}: searching (last rate {:.3}/s)", t.rate));
+    }
+    fn server_done(&mut self, r: &ServerReport) {
+        let what = match (r.max_failure_free_rate, &r.reason) {
+            (Some(x), _) => format!("max failure-free rate {x:.3} sessions/s"),
+            (None, Some(why)) => format!("{}: {why}", r.status),
+            (None, None) => r.status.clone(),
+        };
+        self.bar.println(format!("{}: {what}", r.sut));
+    }
+}
+
+/// Sampler availability note (the vodkit-disk sampler has not landed).
+pub const SAMPLER_MISSING: &str =
+    "disk and CPU metrics not sampled: the vodkit-disk system sampler is not available yet (issue #5)";
+
+/// Build the testbed for `choice`; the emulated disk is not wired yet.
+pub fn testbed_for(choice: &TestbedChoice) -> Result<Box<dyn Testbed>, RunError> {
+    match choice {
+        TestbedChoice::Plain => Ok(Box::new(PlainDisk)),
+        TestbedChoice::Hdd(p) => Err(RunError::Runtime(format!(
+            "--testbed hdd:{p}: the emulated disk is not available to the bench yet (issue #5); use --testbed plain"
+        ))),
+    }
+}
+
+/// Run the request and write bench.json, report.md and report.html into `out`.
+pub fn run(req: &BenchRequest) -> Result<(BenchReport, String), RunError> {
+    let checked = check_request(req)?;
+    if checked.memory.is_some() {
+        return Err(RunError::Runtime(
+            "--memory: memory budgets come from the vodkit-disk cgroup runner, which is not available yet (issue #5)".into(),
+        ));
+    }
+    let root = match &req.root {
+        Some(r) => r.clone(),
+        None => {
+            let catalog = crate::prepare::catalog(&req.workload).map_err(RunError::Usage)?;
+            let root = req.workload.join("files");
+            let bar = BarProgress::new(req.progress);
+            crate::prepare::write_fileset(&catalog, &root, |done, total| {
+                bar.message(format!(
+                    "writing file set {} / {}",
+                    bytesize::ByteSize(done),
+                    bytesize::ByteSize(total)
+                ))
+            })
+            .map_err(|e| RunError::Runtime(format!("file set: {e}")))?;
+            bar.finish();
+            root
+        }
+    };
+    let mut testbed = testbed_for(&checked.testbed)?;
+    let mut load = WorkloadLoad::open(&req.workload).map_err(RunError::Usage)?;
+    load.max_duration = req.point_duration;
+    let probe = load.probe_path().unwrap_or_else(|| "/".into());
+    let guess = rate_guess(&load, 20.0);
+    let plan = match &checked.plan_text {
+        Some(t) => SearchPlan::parse(t, &SearchPlan::failure_free_around(guess))
+            .map_err(RunError::Usage)?,
+        None => SearchPlan::failure_free_around(guess),
+    };
+    let run_base = req.out.join("runs");
+    let mut launcher = LocalLauncher::new(root.clone(), run_base, probe.clone());
+    if let Some(exe) = &req.vodkit_exe {
+        let catalog = req.workload.join("catalog.json");
+        launcher.vodkit = Ok(Box::new(ChildVodkit {
+            exe: exe.clone(),
+            catalog: catalog.is_file().then_some(catalog),
+            probe_path: probe,
+        }));
+    }
+    let mut sampler = NoSampler(SAMPLER_MISSING.into());
+    let settings = BenchSettings {
+        workload: req.workload.display().to_string(),
+        memory_bytes: checked.memory,
+        plan,
+        criterion: checked.criterion,
+        repeat: req.repeat,
+    };
+    let mut progress = BarProgress::new(req.progress);
+    let mut rig = Rig {
+        testbed: testbed.as_mut(),
+        launcher: &mut launcher,
+        load: &mut load,
+        sampler: &mut sampler,
+    };
+    let mut rep = run_bench(&settings, &checked.suts, &mut rig, &mut progress);
+    progress.finish();
+    rep.notes.push(SAMPLER_MISSING.into());
+    finish(&mut rep, &req.out)
+}
+
+/// Write the report files and return the terminal table with the file paths.
+pub fn finish(rep: &mut BenchReport, out: &Path) -> Result<(BenchReport, String), RunError> {
+    let problems = report::check(rep);
+    for p in &problems {
+        rep.notes.push(format!("report check: {p}"));
+    }
+    let w = report::write_all(rep, out)
+        .map_err(|e| RunError::Runtime(format!("writing the report in {}: {e}", out.display())))?;
+    let table = format!(
+        "{}\nreport: {}\n        {}\n        {}\n",
+        report::text::table(rep),
+        w.html.display(),
+        w.markdown.display(),
+        w.json.display()
+    );
+    Ok((rep.clone(), table))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req(dir: &Path) -> BenchRequest {
+        BenchRequest {
+            workload: dir.to_path_buf(),
+            root: None,
+            suts: "nginx".into(),
+            testbed: "plain".into(),
+            memory: None,
+            layout: None,
+            search: None,
+            criterion: "strict".into(),
+            repeat: 1,
+            point_duration: None,
+            out: dir.join("out"),
+            vodkit_exe: None,
+            progress: false,
+        }
+    }
+
+    #[test]
+    fn input_errors_are_usage_errors_naming_the_flag() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = check_request(&req(dir.path())).err().unwrap();
+        assert!(
+            matches!(e, RunError::Usage(ref m) if m.contains("--workload") && m.contains("sessions.jsonl")),
+            "{e}"
+        );
+        std::fs::write(dir.path().join("sessions.jsonl"), "").unwrap();
+        for (edit, needle) in [
+            (
+                Box::new(|r: &mut BenchRequest| r.suts = "nginx,iis".into())
+                    as Box<dyn Fn(&mut BenchRequest)>,
+                "iis",
+            ),
+            (
+                Box::new(|r: &mut BenchRequest| r.testbed = "ssd".into()),
+                "--testbed",
+            ),
+            (
+                Box::new(|r: &mut BenchRequest| r.memory = Some("lots".into())),
+                "--memory",
+            ),
+            (
+                Box::new(|r: &mut BenchRequest| r.criterion = "lenient".into()),
+                "criterion",
+            ),
+            (Box::new(|r: &mut BenchRequest| r.repeat = 0), "--repeat"),
+            (
+                Box::new(|r: &mut BenchRequest| r.search = Some("fixed-rates:a".into())),
+                "fixed-rates",
+            ),
+        ] {
+            let mut r = req(dir.path());
+            edit(&mut r);
+            match check_request(&r) {
+                Err(RunError::Usage(m)) => assert!(m.contains(needle), "{m}"),
+                Err(e) => panic!("{needle}: not a usage error: {e}"),
+                Ok(_) => panic!("{needle}: accepted"),
+            }
+        }
+        assert!(check_request(&req(dir.path())).is_ok());
+    }
+
+    #[test]
+    fn testbed_choice_parses() {
+        assert_eq!(
+            TestbedChoice::parse("hdd:wd-red").unwrap(),
+            TestbedChoice::Hdd("wd-red".into())
+        );
+        assert!(TestbedChoice::parse("hdd:").is_err());
+    }
+}

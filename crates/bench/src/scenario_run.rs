@@ -1,0 +1,236 @@
+//! Running scenarios (and the demo): prepare each cell's workload and file set (cached),
+//! bring up its testbed, search every server's capacity, merge the cells into one report
+//! with cell-qualified server names, and judge the seed finding.
+
+use crate::adapters::{ChildVodkit, InProcessVodkit, WorkloadLoad};
+use crate::experiment::{run_bench, BenchSettings, NoSampler, Rig};
+use crate::launch::LocalLauncher;
+use crate::report::{self, BenchReport, Comparison, ScenarioInfo, ServerReport};
+use crate::runner::{
+    finish, rate_guess, testbed_for, BarProgress, RunError, TestbedChoice, SAMPLER_MISSING,
+};
+use crate::scenario::{self, Scenario};
+use crate::search::{Criterion, SearchPlan};
+use crate::sut;
+use crate::{prepare, sut::Sut};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// One cell ready to run.
+#[derive(Debug, Clone)]
+pub struct CellPlan {
+    pub label: String,
+    pub spec: String,
+    pub sets: Vec<String>,
+    pub scale: f64,
+    pub testbed: TestbedChoice,
+    pub memory: Option<u64>,
+    pub suts: Vec<Sut>,
+    pub point: Duration,
+    /// Offered load (MB/s) the first guess of the search aims at.
+    pub guess_mb_s: f64,
+    pub criterion: Criterion,
+    pub repeat: u32,
+}
+
+/// Turn a scenario's data into runnable cells.
+pub fn cells(s: &Scenario) -> Result<Vec<CellPlan>, String> {
+    s.cells
+        .iter()
+        .map(|c| {
+            let mut sets: Vec<String> = c.sets.iter().map(|x| x.to_string()).collect();
+            if c.layout != "unchunked" {
+                sets.push(format!("layout={}", c.layout));
+            }
+            let memory = c
+                .memory
+                .parse::<bytesize::ByteSize>()
+                .map_err(|e| format!("{}: {e}", c.memory))?
+                .as_u64();
+            Ok(CellPlan {
+                label: c.label.to_string(),
+                spec: c.spec.to_string(),
+                sets,
+                scale: s.scale,
+                testbed: TestbedChoice::parse(c.testbed)?,
+                memory: Some(memory),
+                suts: sut::parse_list(&c.suts.join(",")).map_err(|e| e.to_string())?,
+                point: Duration::from_secs(s.point_s),
+                guess_mb_s: s.rate_guess * 20.0,
+                criterion: Criterion::Strict,
+                repeat: 1,
+            })
+        })
+        .collect()
+}
+
+/// Every server of `cell` reported as not measured for `why`.
+fn all_skipped(cell: &CellPlan, status: &str, why: &str) -> Vec<ServerReport> {
+    cell.suts
+        .iter()
+        .map(|s| {
+            let mut r = ServerReport::not_measured(s, status, why.to_string());
+            r.sut = scenario::qualified(&cell.label, &s.label);
+            r
+        })
+        .collect()
+}
+
+/// Run one cell; servers come back with cell-qualified names.
+pub fn run_cell(
+    cell: &CellPlan,
+    out: &Path,
+    vodkit_exe: Option<&PathBuf>,
+    progress: &mut BarProgress,
+    notes: &mut Vec<String>,
+) -> Vec<ServerReport> {
+    let cache = prepare::cache_dir();
+    let sets: Vec<&str> = cell.sets.iter().map(String::as_str).collect();
+    progress.message(format!(
+        "{}: generating workload {} (scale {})",
+        cell.label, cell.spec, cell.scale
+    ));
+    let workload = match prepare::workload(&cell.spec, &sets, cell.scale, &cache) {
+        Ok(w) => w,
+        Err(e) => return all_skipped(cell, report::FAILED, &format!("workload: {e}")),
+    };
+    let mut testbed = match testbed_for(&cell.testbed) {
+        Ok(t) => t,
+        Err(e) => return all_skipped(cell, report::SKIPPED, &e.to_string()),
+    };
+    if cell.memory.is_some() {
+        return all_skipped(
+            cell,
+            report::SKIPPED,
+            "memory budgets need the vodkit-disk cgroup runner, which is not available yet (issue #5)",
+        );
+    }
+    let catalog = match prepare::catalog(&workload) {
+        Ok(c) => c,
+        Err(e) => return all_skipped(cell, report::FAILED, &e),
+    };
+    let root = workload.join("files");
+    let label = cell.label.clone();
+    let written = prepare::write_fileset(&catalog, &root, |done, total| {
+        progress.message(format!(
+            "{label}: writing file set {} / {}",
+            bytesize::ByteSize(done),
+            bytesize::ByteSize(total)
+        ))
+    });
+    if let Err(e) = written {
+        return all_skipped(cell, report::FAILED, &format!("file set: {e}"));
+    }
+    let mut load = match WorkloadLoad::open(&workload) {
+        Ok(l) => l,
+        Err(e) => return all_skipped(cell, report::FAILED, &e),
+    };
+    load.max_duration = Some(cell.point);
+    let probe = load.probe_path().unwrap_or_else(|| "/".into());
+    let guess = rate_guess(&load, cell.guess_mb_s);
+    let plan = SearchPlan::FailureFree {
+        start: guess / 2.0,
+        step: guess / 2.0,
+        precision: guess / 8.0,
+        max_rate: guess * 10.0,
+    };
+    let safe: String = cell
+        .label
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+        .collect();
+    let mut launcher = LocalLauncher::new(root, out.join("runs").join(safe), probe.clone());
+    launcher.vodkit = match vodkit_exe {
+        Some(exe) => {
+            let catalog = workload.join("catalog.json");
+            Ok(Box::new(ChildVodkit {
+                exe: exe.clone(),
+                catalog: Some(catalog),
+                probe_path: probe,
+            }))
+        }
+        None => InProcessVodkit::new()
+            .map(|v| Box::new(v) as Box<dyn crate::launch::VodkitStarter>)
+            .map_err(|e| e.to_string()),
+    };
+    let mut sampler = NoSampler(SAMPLER_MISSING.into());
+    let settings = BenchSettings {
+        workload: workload.display().to_string(),
+        memory_bytes: cell.memory,
+        plan,
+        criterion: cell.criterion,
+        repeat: cell.repeat,
+    };
+    let mut rig = Rig {
+        testbed: testbed.as_mut(),
+        launcher: &mut launcher,
+        load: &mut load,
+        sampler: &mut sampler,
+    };
+    let rep = run_bench(&settings, &cell.suts, &mut rig, progress);
+    notes.extend(rep.notes.iter().map(|n| format!("{}: {n}", cell.label)));
+    rep.servers
+        .into_iter()
+        .map(|mut s| {
+            s.sut = scenario::qualified(&cell.label, &s.sut);
+            s
+        })
+        .collect()
+}
+
+/// Run a whole scenario and write its report into `out`.
+pub fn run(
+    s: &Scenario,
+    out: &Path,
+    vodkit_exe: Option<PathBuf>,
+    show_progress: bool,
+) -> Result<String, RunError> {
+    let cells = cells(s).map_err(RunError::Usage)?;
+    let mut progress = BarProgress::new(show_progress);
+    let first = &cells[0];
+    let plan = SearchPlan::failure_free_around(1.0);
+    let mut rep = report::new_report(
+        &format!("{} x{} (per cell)", first.spec, s.scale),
+        &cells
+            .iter()
+            .map(|c| format!("{:?}", c.testbed))
+            .collect::<Vec<_>>()
+            .join(", "),
+        first.memory,
+        &first.criterion.to_string(),
+        &plan,
+        first.repeat,
+    );
+    rep.search = serde_json::json!({"kind": "failure-free", "start": "guess/2", "step": "guess/2", "precision": "guess/8", "point_s": s.point_s});
+    let mut notes = Vec::new();
+    for c in &cells {
+        progress.line(format!(
+            "cell `{}`: {} servers",
+            if c.label.is_empty() { "-" } else { &c.label },
+            c.suts.len()
+        ));
+        rep.servers.extend(run_cell(
+            c,
+            out,
+            vodkit_exe.as_ref(),
+            &mut progress,
+            &mut notes,
+        ));
+    }
+    progress.finish();
+    rep.notes = notes;
+    judge(s, &mut rep);
+    finish(&mut rep, out).map(|(_, table)| table)
+}
+
+/// Fill in the scenario block and the comparisons.
+pub fn judge(s: &Scenario, rep: &mut BenchReport) {
+    let (comparisons, verdict): (Vec<Comparison>, String) = scenario::evaluate(s, rep);
+    rep.comparisons = comparisons;
+    rep.scenario = Some(ScenarioInfo {
+        name: s.name.into(),
+        mirrors: s.mirrors.into(),
+        finding: s.finding.into(),
+        verdict,
+    });
+}
