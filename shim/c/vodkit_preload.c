@@ -304,10 +304,14 @@ static int range_resident(int fd, uint64_t off, uint64_t len, uint64_t size) {
         struct vk_cachestat cs;
         if (syscall(SYS_cachestat, fd, &r, &cs, 0) == 0)
             return cs.nr_cache >= pages;
-        if (errno == ENOSYS)
-            __atomic_store_n(&cachestat_missing, 1, __ATOMIC_RELAXED);
-        else
+        if (errno == EPERM || errno == EACCES)
+            /* Recent kernels only report residency to those who may write the file (and
+             * mincore is restricted the same way). Processes that dropped privileges
+             * (server workers) then let the daemon, which can check, decide. */
+            return 0;
+        if (errno != ENOSYS)
             return 1;
+        __atomic_store_n(&cachestat_missing, 1, __ATOMIC_RELAXED);
     }
     return resident_mincore(fd, first, pages);
 }

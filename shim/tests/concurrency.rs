@@ -79,7 +79,7 @@ fn daemon_process_helper() {
 }
 
 fn start_daemon_process(socket: &Path) -> std::process::Child {
-    let child = Command::new(std::env::current_exe().unwrap())
+    let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
             "daemon_process_helper",
@@ -97,6 +97,8 @@ fn start_daemon_process(socket: &Path) -> std::process::Child {
         }
         std::thread::sleep(Duration::from_millis(25));
     }
+    let _ = child.kill();
+    let _ = child.wait();
     panic!("helper daemon did not come up");
 }
 
