@@ -21,11 +21,13 @@ pub fn layout_dir(layout: Layout) -> String {
 pub fn layout_name(layout: Layout) -> String {
     match layout {
         Layout::Unchunked => "unchunked".into(),
-        Layout::Chunked { chunk_bytes } => format!(
-            "chunked:{}",
-            bytesize::ByteSize::b(chunk_bytes).display().iec_short()
-        )
-        .replace(' ', ""),
+        Layout::Chunked { chunk_bytes } => {
+            let c = compact_size(chunk_bytes);
+            match c.strip_suffix(['k', 'm', 'g']) {
+                Some(n) => format!("chunked:{n}{}iB", c[n.len()..].to_uppercase()),
+                None => format!("chunked:{c}"),
+            }
+        }
     }
 }
 

@@ -9,6 +9,7 @@ pub mod content;
 pub mod dist;
 pub mod error;
 pub mod exchange;
+pub mod fileset;
 pub mod generate;
 pub mod layout;
 pub mod logfmt;
