@@ -12,7 +12,7 @@ fn main() {
     let st = bed.state().clone();
     let spec = vodkit_disk::model::preset("wd-red").unwrap();
     let opts = vodkit_disk::devbench::BenchOptions {
-        sequential_bytes: 32 << 20,
+        sequential_bytes: 96 << 20,
         random_2m_reads: 10,
         random_128k_reads: 10,
         ..Default::default()

@@ -1,1 +1,317 @@
-//! placeholder
+//! Memory budgets for a server under test: run a command inside a memory cgroup whose limit
+//! covers its anonymous memory *and* the page cache it fills, so "a server with 4 GB"
+//! (thesis 4.5.1) can be reproduced on a machine with much more memory.
+//!
+//! cgroup v1 (`memory.limit_in_bytes`, as on this project's test machines) and v2
+//! (`memory.max`) are both handled; the budget cgroup is created below the caller's own
+//! memory cgroup and removed afterwards. Needs root (or a delegated cgroup).
+
+use serde::{Deserialize, Serialize};
+use std::ffi::CString;
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitStatus};
+use std::time::{Duration, Instant};
+
+/// Errors of memory budgets.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    #[error("{0}")]
+    Unsupported(String),
+    #[error("{context}: {source}")]
+    Io {
+        context: String,
+        source: std::io::Error,
+    },
+}
+
+fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
+    let context = context.into();
+    move |source| Error::Io { context, source }
+}
+
+/// Which cgroup interface is in use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum CgroupVersion {
+    V1,
+    V2,
+}
+
+/// One reading of a budget cgroup.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct MemoryUsage {
+    /// Seconds since the budget was created.
+    pub t: f64,
+    /// Charged memory, page cache included, bytes.
+    pub usage_bytes: u64,
+    /// Page cache part of it, bytes.
+    pub cache_bytes: u64,
+    /// Anonymous memory part of it, bytes.
+    pub anon_bytes: u64,
+}
+
+/// A memory cgroup with a limit.
+#[derive(Debug)]
+pub struct MemoryBudget {
+    dir: PathBuf,
+    version: CgroupVersion,
+    limit: u64,
+    created: Instant,
+}
+
+/// Locate the caller's memory cgroup directory and the interface version.
+pub fn own_memory_cgroup() -> Result<(PathBuf, CgroupVersion), Error> {
+    let text = std::fs::read_to_string("/proc/self/cgroup").map_err(io("/proc/self/cgroup"))?;
+    for line in text.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (
+            parts.next(),
+            parts.next().unwrap_or(""),
+            parts.next().unwrap_or(""),
+        );
+        if controllers.split(',').any(|c| c == "memory") {
+            let dir = Path::new("/sys/fs/cgroup/memory").join(path.trim_start_matches('/'));
+            if dir.join("memory.limit_in_bytes").exists() {
+                return Ok((dir, CgroupVersion::V1));
+            }
+        }
+    }
+    for root in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
+        let controllers =
+            std::fs::read_to_string(format!("{root}/cgroup.controllers")).unwrap_or_default();
+        if controllers.split_whitespace().any(|c| c == "memory") {
+            let path = text
+                .lines()
+                .find_map(|l| l.strip_prefix("0::"))
+                .unwrap_or("/");
+            return Ok((
+                Path::new(root).join(path.trim_start_matches('/')),
+                CgroupVersion::V2,
+            ));
+        }
+    }
+    Err(Error::Unsupported(
+        "no memory cgroup controller is mounted (need cgroup v1 memory or v2 with memory)".into(),
+    ))
+}
+
+impl MemoryBudget {
+    /// Create a budget cgroup named `name` with `limit` bytes below the caller's cgroup.
+    pub fn create(name: &str, limit: u64) -> Result<Self, Error> {
+        let (parent, version) = own_memory_cgroup()?;
+        let dir = parent.join(name);
+        std::fs::create_dir(&dir).map_err(|e| match e.kind() {
+            std::io::ErrorKind::PermissionDenied => Error::Unsupported(format!(
+                "cannot create {}: permission denied (needs root)",
+                dir.display()
+            )),
+            _ => Error::Io {
+                context: format!("{}", dir.display()),
+                source: e,
+            },
+        })?;
+        let budget = MemoryBudget {
+            dir,
+            version,
+            limit,
+            created: Instant::now(),
+        };
+        let (file, value) = match version {
+            CgroupVersion::V1 => ("memory.limit_in_bytes", limit.to_string()),
+            CgroupVersion::V2 => ("memory.max", limit.to_string()),
+        };
+        std::fs::write(budget.dir.join(file), &value)
+            .map_err(io(format!("{}/{file}", budget.dir.display())))?;
+        if version == CgroupVersion::V2 {
+            // Keep the budget honest: no swapping the overflow out.
+            let _ = std::fs::write(budget.dir.join("memory.swap.max"), "0");
+        }
+        Ok(budget)
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn version(&self) -> CgroupVersion {
+        self.version
+    }
+
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// File a process joins the budget through.
+    pub fn procs_file(&self) -> PathBuf {
+        self.dir.join("cgroup.procs")
+    }
+
+    /// Move process `pid` into the budget.
+    pub fn add(&self, pid: u32) -> Result<(), Error> {
+        std::fs::write(self.procs_file(), pid.to_string())
+            .map_err(io(format!("{}", self.procs_file().display())))
+    }
+
+    /// Current usage.
+    pub fn usage(&self) -> MemoryUsage {
+        let read = |f: &str| std::fs::read_to_string(self.dir.join(f)).unwrap_or_default();
+        let stat = read("memory.stat");
+        let field = |name: &str| {
+            stat.lines()
+                .find_map(|l| l.strip_prefix(name).and_then(|v| v.strip_prefix(' ')))
+                .and_then(|v| v.trim().parse().ok())
+                .unwrap_or(0u64)
+        };
+        let (usage_file, cache, anon) = match self.version {
+            CgroupVersion::V1 => (
+                "memory.usage_in_bytes",
+                field("total_cache"),
+                field("total_rss"),
+            ),
+            CgroupVersion::V2 => ("memory.current", field("file"), field("anon")),
+        };
+        MemoryUsage {
+            t: self.created.elapsed().as_secs_f64(),
+            usage_bytes: read(usage_file).trim().parse().unwrap_or(0),
+            cache_bytes: cache,
+            anon_bytes: anon,
+        }
+    }
+
+    /// Highest usage the kernel recorded, page cache included (None where not offered).
+    pub fn peak_bytes(&self) -> Option<u64> {
+        let file = match self.version {
+            CgroupVersion::V1 => "memory.max_usage_in_bytes",
+            CgroupVersion::V2 => "memory.peak",
+        };
+        std::fs::read_to_string(self.dir.join(file))
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    /// Kill what is left inside and remove the cgroup.
+    pub fn remove(self) -> Result<(), Error> {
+        for _ in 0..50 {
+            let procs = std::fs::read_to_string(self.procs_file()).unwrap_or_default();
+            let pids: Vec<i32> = procs
+                .split_whitespace()
+                .filter_map(|p| p.parse().ok())
+                .collect();
+            if pids.is_empty() {
+                break;
+            }
+            for pid in pids {
+                // SAFETY: killing processes we placed in our own budget cgroup.
+                unsafe { libc::kill(pid, libc::SIGKILL) };
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        std::fs::remove_dir(&self.dir).map_err(io(format!("{}", self.dir.display())))
+    }
+}
+
+/// What [`run`] observed.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunReport {
+    pub limit_bytes: u64,
+    pub cgroup: PathBuf,
+    pub version: CgroupVersion,
+    /// Exit code of the command (None if killed by a signal).
+    pub exit_code: Option<i32>,
+    /// Highest charged memory (kernel's record where available, else sampled).
+    pub peak_bytes: u64,
+    /// Highest page cache seen in the samples.
+    pub peak_cache_bytes: u64,
+    pub samples: Vec<MemoryUsage>,
+}
+
+/// Run `argv` inside a fresh budget of `limit` bytes, sampling usage every `interval`;
+/// `on_sample` sees each sample as it is taken. The cgroup is removed afterwards.
+pub fn run(
+    limit: u64,
+    argv: &[String],
+    interval: Duration,
+    mut on_sample: impl FnMut(&MemoryUsage),
+) -> Result<RunReport, Error> {
+    let (prog, args) = argv
+        .split_first()
+        .ok_or_else(|| Error::Unsupported("no command given".into()))?;
+    let name = format!("vodkit-run-{}", std::process::id());
+    let budget = MemoryBudget::create(&name, limit)?;
+    let result = run_in(&budget, prog, args, interval, &mut on_sample);
+    let peak_kernel = budget.peak_bytes();
+    let cgroup = budget.dir().to_path_buf();
+    let version = budget.version();
+    budget.remove()?;
+    let (status, samples) = result?;
+    let sampled_peak = samples.iter().map(|s| s.usage_bytes).max().unwrap_or(0);
+    Ok(RunReport {
+        limit_bytes: limit,
+        cgroup,
+        version,
+        exit_code: status.code(),
+        peak_bytes: peak_kernel.unwrap_or(sampled_peak),
+        peak_cache_bytes: samples.iter().map(|s| s.cache_bytes).max().unwrap_or(0),
+        samples,
+    })
+}
+
+fn run_in(
+    budget: &MemoryBudget,
+    prog: &str,
+    args: &[String],
+    interval: Duration,
+    on_sample: &mut impl FnMut(&MemoryUsage),
+) -> Result<(ExitStatus, Vec<MemoryUsage>), Error> {
+    let procs = CString::new(budget.procs_file().to_string_lossy().as_bytes())
+        .map_err(|_| Error::Unsupported("cgroup path contains NUL".into()))?;
+    let mut cmd = Command::new(prog);
+    cmd.args(args);
+    // SAFETY: only async-signal-safe calls (open, write, close) between fork and exec; the
+    // child joins the budget before the command starts, so everything it does is charged.
+    unsafe {
+        cmd.pre_exec(move || {
+            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let ok = libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
+            libc::close(fd);
+            if ok {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
+        });
+    }
+    let mut child = cmd.spawn().map_err(io(prog.to_string()))?;
+    let mut samples = Vec::new();
+    loop {
+        let s = budget.usage();
+        on_sample(&s);
+        samples.push(s);
+        if let Some(status) = child.try_wait().map_err(io(prog.to_string()))? {
+            return Ok((status, samples));
+        }
+        std::thread::sleep(interval);
+    }
+}
+
+/// Drop the page cache of one file (`posix_fadvise(DONTNEED)`), e.g. before a run that must
+/// read it from disk. Dirty pages are written first.
+pub fn evict_file(path: &Path) -> Result<(), Error> {
+    use std::os::fd::AsRawFd;
+    let f = std::fs::File::open(path).map_err(io(format!("{}", path.display())))?;
+    f.sync_all().map_err(io(format!("{}", path.display())))?;
+    // SAFETY: valid fd; the advice only affects caching.
+    let rc = unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_DONTNEED) };
+    if rc != 0 {
+        return Err(Error::Io {
+            context: format!("{}", path.display()),
+            source: std::io::Error::from_raw_os_error(rc),
+        });
+    }
+    Ok(())
+}

@@ -18,6 +18,12 @@ pub fn spawn(
     timeout: Duration,
 ) -> Result<State, Error> {
     super::preflight()?;
+    if super::system::mount_at(&cfg.mount).is_some() {
+        return Err(Error::Input(format!(
+            "{} is already a mount point",
+            cfg.mount.display()
+        )));
+    }
     let dir = state_dir(&cfg.state_root, &cfg.mount);
     std::fs::create_dir_all(&dir).map_err(io(format!("{}", dir.display())))?;
     let log_path = dir.join("daemon.log");

@@ -410,8 +410,13 @@ fn detach_loops(image: &Path) {
 
 /// Whether process `pid` exists.
 pub fn pid_alive(pid: u32) -> bool {
+    // A zombie (exited, not yet reaped by its parent) no longer serves anything.
+    let zombie = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+        .ok()
+        .and_then(|s| s.rsplit_once(") ").map(|(_, rest)| rest.starts_with('Z')))
+        .unwrap_or(false);
     // SAFETY: signal 0 only checks for existence and permission.
-    pid != 0 && unsafe { libc::kill(pid as libc::pid_t, 0) } == 0
+    pid != 0 && !zombie && unsafe { libc::kill(pid as libc::pid_t, 0) } == 0
 }
 
 /// Tear down the device mounted at `mount`, whether its server is alive (asked to stop)
