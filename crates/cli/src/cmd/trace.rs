@@ -1,8 +1,187 @@
-//! `vodkit trace` (issue #8).
+//! `vodkit trace` (issue #8): chains, phases and a characterization report from an access
+//! log. Logic lives in `vodkit_trace`; this module parses flags and wires files.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context as _;
+use clap::Subcommand;
+use vodkit_trace::analyze::{analyze, AnalyzeOptions};
+use vodkit_trace::output::{write_json, DirSink, PassSummary};
+use vodkit_trace::phase::PhaseParams;
+use vodkit_trace::{FileTable, LogFormat};
+
+use super::usage;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    #[command(subcommand)]
+    command: TraceCommand,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    super::not_yet("vodkit trace", 8)
+#[derive(Subcommand)]
+enum TraceCommand {
+    /// Find chains of adjacent requests: chains.csv and chains.json (Table 5.4, Figs 5.11-5.13).
+    Chains(Common),
+    /// Find transient, stable and inactive phases: phases.csv and phases.json.
+    Phases(Common),
+    /// Everything: chains, phases, session statistics and report.html.
+    Report(Common),
+}
+
+#[derive(clap::Args)]
+struct Common {
+    /// Access log to read.
+    #[arg(long)]
+    log: PathBuf,
+    /// Log format: auto, netflix, nginx or vodkit.
+    #[arg(long, default_value = "auto")]
+    format: String,
+    /// File table (file,bitrate_kbps,media,size_bytes,drive).
+    #[arg(long, conflicts_with = "catalog")]
+    files: Option<PathBuf>,
+    /// Workload catalog.json instead of a file table.
+    #[arg(long)]
+    catalog: Option<PathBuf>,
+    /// Output directory.
+    #[arg(long)]
+    out: PathBuf,
+    /// Chain window: adjacent requests this close in time join.
+    #[arg(long, default_value = "40s")]
+    window: String,
+    /// Longest service time for which chain joins are guaranteed (bounds memory).
+    #[arg(long, default_value = "1h")]
+    max_service: String,
+    /// CCDF breakpoints for the power-law fits.
+    #[arg(long, default_value = "1MB,200MB", value_delimiter = ',')]
+    breakpoints: Vec<String>,
+    /// Survival probabilities P for the growth factor d/x (repeatable).
+    #[arg(long = "survival-p", default_value = "0.45", value_delimiter = ',')]
+    survival_p: Vec<f64>,
+    /// Chains at most this long are short (transient).
+    #[arg(long, default_value = "40s")]
+    short_chain: String,
+    /// Short chains closer than this form one transient phase.
+    #[arg(long, default_value = "10s")]
+    transient_gap: String,
+    /// This long without requests is an inactive phase.
+    #[arg(long, default_value = "40s")]
+    inactive: String,
+    /// Leave sessions starting this close to the log's end out of session statistics.
+    #[arg(long, default_value = "0s")]
+    exclude_tail: String,
+}
+
+fn seconds(flag: &str, v: &str) -> anyhow::Result<f64> {
+    let d = humantime::parse_duration(v)
+        .map_err(|e| usage(format!("--{flag} {v}: {e} (e.g. 40s, 500ms)")))?;
+    Ok(d.as_secs_f64())
+}
+
+fn options(c: &Common) -> anyhow::Result<AnalyzeOptions> {
+    let format: LogFormat = c.format.parse().map_err(usage)?;
+    let mut breakpoints = Vec::new();
+    for b in &c.breakpoints {
+        let v: bytesize::ByteSize = b
+            .trim()
+            .parse()
+            .map_err(|e| usage(format!("--breakpoints {b}: {e} (e.g. 1MB, 200MB)")))?;
+        breakpoints.push(v.as_u64() as f64);
+    }
+    breakpoints.sort_by(f64::total_cmp);
+    for p in &c.survival_p {
+        if !(*p > 0.0 && *p < 1.0) {
+            return Err(usage(format!(
+                "--survival-p {p}: expected a probability between 0 and 1"
+            )));
+        }
+    }
+    let window_s = seconds("window", &c.window)?;
+    if window_s <= 0.0 {
+        return Err(usage("--window must be positive"));
+    }
+    Ok(AnalyzeOptions {
+        format,
+        window_s,
+        max_service_s: seconds("max-service", &c.max_service)?,
+        phase: PhaseParams {
+            short_chain_s: seconds("short-chain", &c.short_chain)?,
+            transient_gap_s: seconds("transient-gap", &c.transient_gap)?,
+            inactive_s: seconds("inactive", &c.inactive)?,
+        },
+        breakpoints,
+        probabilities: c.survival_p.clone(),
+        exclude_tail_s: seconds("exclude-tail", &c.exclude_tail)?,
+    })
+}
+
+fn file_table(c: &Common) -> anyhow::Result<FileTable> {
+    match (&c.files, &c.catalog) {
+        (Some(f), _) => FileTable::from_csv(f).map_err(usage),
+        (None, Some(cat)) => FileTable::from_catalog(cat).map_err(usage),
+        (None, None) => Ok(FileTable::default()),
+    }
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum What {
+    Chains,
+    Phases,
+    Report,
+}
+
+fn open_log(path: &Path) -> anyhow::Result<std::io::BufReader<std::fs::File>> {
+    let f = std::fs::File::open(path).map_err(|e| usage(format!("{}: {e}", path.display())))?;
+    Ok(std::io::BufReader::with_capacity(1 << 20, f))
+}
+
+fn go(c: Common, what: What) -> anyhow::Result<()> {
+    let opts = options(&c)?;
+    let files = file_table(&c)?;
+    let log = open_log(&c.log)?;
+    let chains = what != What::Phases;
+    let phases = what != What::Chains;
+    let mut sink =
+        DirSink::create(&c.out, chains, phases).with_context(|| format!("{}", c.out.display()))?;
+    let started = std::time::Instant::now();
+    let a =
+        analyze(log, files, &opts, &mut sink).with_context(|| format!("{}", c.log.display()))?;
+    sink.finish()
+        .with_context(|| format!("{}", c.out.display()))?;
+    let out = &c.out;
+    let ctx = || format!("{}", out.display());
+    write_json(out, "summary.json", &PassSummary::of(&a)).with_context(ctx)?;
+    if chains {
+        write_json(out, "chains.json", &a.chains).with_context(ctx)?;
+    }
+    if phases {
+        write_json(out, "phases.json", &a.phases).with_context(ctx)?;
+    }
+    if what == What::Report {
+        write_json(out, "sessions.json", &a.sessions).with_context(ctx)?;
+        std::fs::write(out.join("report.html"), vodkit_trace::report::html(&a))
+            .with_context(ctx)?;
+    }
+    let secs = started.elapsed().as_secs_f64();
+    eprintln!("{}", a.read.describe());
+    println!(
+        "{} sessions, {} chains ({:.1}% <= 1 MB, {:.1}% of bytes in chains > 10 MB); phases: transient {:.1}% / stable {:.1}% / inactive {:.1}% of time; {:.0} requests/s -> {}",
+        a.phases.sessions,
+        a.chains.chains,
+        a.chains.chains_le_1mb_pct,
+        a.chains.bytes_in_chains_gt_10mb_pct,
+        a.phases.time_pct.transient,
+        a.phases.time_pct.stable,
+        a.phases.time_pct.inactive,
+        a.read.requests as f64 / secs.max(1e-9),
+        out.display()
+    );
+    Ok(())
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.command {
+        TraceCommand::Chains(c) => go(c, What::Chains),
+        TraceCommand::Phases(c) => go(c, What::Phases),
+        TraceCommand::Report(c) => go(c, What::Report),
+    }
 }
