@@ -502,7 +502,16 @@ impl Engine {
         st.pending.requested_bytes += len;
         let effect = st
             .ledger
-            .record_request(fid, req.offset, req.offset + len, missing, now);
+            .record_request(fid, req.offset, req.offset + len, now, |a, b| {
+                // Only the prefetched parts of the request count as evicted, so ask about
+                // exactly those bytes (a request may also run past its prefetch).
+                if missing == 0 {
+                    return 0;
+                }
+                residency::check(file, a, b - a, size, self.shared.probe)
+                    .map(|r| r.missing)
+                    .unwrap_or(0)
+            });
         st.pending.evicted_bytes += effect.evicted_bytes;
         st.pending.evictions += effect.evictions;
         st.pending.eviction_time_s += effect.eviction_time_s;
@@ -794,7 +803,8 @@ fn run_job(shared: &Shared, buf: &mut Vec<u8>, job: Job) {
     if let (Some(r), Ok(_)) = (&read, &reply) {
         // Misses that joined this read are served by it: their bytes count as used.
         for &(a, b) in &r.joined {
-            st.ledger.record_request(job.file_id, a, b, 0, finished);
+            st.ledger
+                .record_request(job.file_id, a, b, finished, |_, _| 0);
         }
     }
     st.maybe_observe(finished, shared.observe_every_s);

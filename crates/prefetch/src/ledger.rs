@@ -177,28 +177,37 @@ impl Ledger {
         }
     }
 
-    /// A request for `[start, end)` at `now_s` found `missing` of its bytes not in memory.
+    /// A request for `[start, end)` arrived at `now_s`. For every prefetched, still
+    /// unrequested part `[a, b)` of it the ledger asks `missing_in(a, b)` how many of those
+    /// bytes are not in memory (a residency check; the simulator answers from its model).
     pub fn record_request(
         &mut self,
         file: FileId,
         start: u64,
         end: u64,
-        missing: u64,
         now_s: f64,
+        mut missing_in: impl FnMut(u64, u64) -> u64,
     ) -> RequestEffect {
         let mut effect = RequestEffect::default();
         let Some(records) = self.files.get_mut(&file) else {
             return effect;
         };
-        let mut missing_left = missing;
         for r in records.iter_mut() {
-            let fresh = r.take(start, end);
-            if fresh == 0 {
+            let overlap: Vec<(u64, u64)> = r
+                .pending
+                .iter()
+                .map(|&(a, b)| (a.max(start), b.min(end)))
+                .filter(|(a, b)| a < b)
+                .collect();
+            if overlap.is_empty() {
                 continue;
             }
+            let evicted: u64 = overlap
+                .iter()
+                .map(|&(a, b)| missing_in(a, b).min(b - a))
+                .sum();
+            let fresh = r.take(start, end);
             r.touched_s = now_s;
-            let evicted = fresh.min(missing_left);
-            missing_left -= evicted;
             effect.used_bytes += fresh - evicted;
             if evicted > 0 {
                 effect.evicted_bytes += evicted;
@@ -315,6 +324,28 @@ mod tests {
 
     const MIB: u64 = 1 << 20;
 
+    fn none(_: u64, _: u64) -> u64 {
+        0
+    }
+
+    fn all(a: u64, b: u64) -> u64 {
+        b - a
+    }
+
+    #[test]
+    fn misses_outside_the_prefetched_range_are_not_evictions() {
+        let mut l = Ledger::default();
+        // 1.3 MiB read for a 0.5 MiB request: the range ends mid-request later on.
+        l.record_read(4, 0, MIB / 2, 13 * MIB / 10, 0.0);
+        let mut asked = vec![];
+        let e = l.record_request(4, MIB, 3 * MIB / 2, 1.0, |a, b| {
+            asked.push((a, b));
+            0 // the prefetched part is resident; only the tail past 1.3 MiB is not
+        });
+        assert_eq!(asked, [(MIB, 13 * MIB / 10)]);
+        assert_eq!((e.evictions, e.used_bytes), (0, 13 * MIB / 10 - MIB));
+    }
+
     #[test]
     fn sequential_viewer_uses_the_whole_prefetch() {
         let mut l = Ledger::default();
@@ -322,7 +353,7 @@ mod tests {
         l.record_read(1, 0, MIB / 2, 2 * MIB, 0.0);
         assert_eq!(l.totals().prefetched_bytes, 3 * MIB / 2);
         for i in 1..4 {
-            let e = l.record_request(1, i * MIB / 2, (i + 1) * MIB / 2, 0, i as f64 * 10.0);
+            let e = l.record_request(1, i * MIB / 2, (i + 1) * MIB / 2, i as f64 * 10.0, none);
             assert_eq!(e.used_bytes, MIB / 2);
             assert_eq!(e.evictions, 0);
         }
@@ -339,14 +370,14 @@ mod tests {
     fn evicted_prefetch_is_counted_with_its_age() {
         let mut l = Ledger::default();
         l.record_read(7, 0, MIB / 2, 4 * MIB, 100.0);
-        l.record_request(7, MIB / 2, MIB, 0, 110.0);
+        l.record_request(7, MIB / 2, MIB, 110.0, none);
         // At 160 s the next half MiB is gone.
-        let e = l.record_request(7, MIB, 3 * MIB / 2, MIB / 2, 160.0);
+        let e = l.record_request(7, MIB, 3 * MIB / 2, 160.0, all);
         assert_eq!(e.evicted_bytes, MIB / 2);
         assert_eq!(e.evictions, 1);
         assert!((e.eviction_time_s - 60.0).abs() < 1e-9);
         // Only part missing: evicted bytes are capped by what was missing.
-        let e = l.record_request(7, 3 * MIB / 2, 2 * MIB, 4096, 170.0);
+        let e = l.record_request(7, 3 * MIB / 2, 2 * MIB, 170.0, |_, _| 4096);
         assert_eq!((e.evicted_bytes, e.used_bytes), (4096, MIB / 2 - 4096));
         let t = l.totals().clone();
         assert_eq!(t.evictions, 2);
@@ -363,7 +394,7 @@ mod tests {
         l.mark_gone(2, targets[0].record, 25.0);
         l.mark_gone(2, targets[0].record, 30.0); // the first sighting counts
         assert!(l.sweep_targets(10).is_empty());
-        let e = l.record_request(2, MIB / 2, MIB, MIB / 2, 70.0);
+        let e = l.record_request(2, MIB / 2, MIB, 70.0, all);
         assert_eq!(e.evictions, 1);
         assert!((e.eviction_time_s - 15.0).abs() < 1e-9, "{e:?}");
     }
@@ -375,7 +406,7 @@ mod tests {
             ..Default::default()
         });
         l.record_read(3, 0, MIB / 2, 3 * MIB, 0.0);
-        l.record_request(3, MIB / 2, MIB, 0, 10.0);
+        l.record_request(3, MIB / 2, MIB, 10.0, none);
         l.expire(30.0);
         assert_eq!(l.totals().wasted_bytes, 0, "still within ttl");
         l.expire(60.0);
@@ -387,7 +418,7 @@ mod tests {
     fn skipping_ahead_wastes_the_skipped_part_only() {
         let mut l = Ledger::default();
         l.record_read(1, 0, MIB, 4 * MIB, 0.0);
-        l.record_request(1, 3 * MIB, 4 * MIB, 0, 5.0);
+        l.record_request(1, 3 * MIB, 4 * MIB, 5.0, none);
         l.close_all();
         let t = l.totals();
         assert_eq!(t.used_bytes, MIB);

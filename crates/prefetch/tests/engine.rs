@@ -412,3 +412,23 @@ fn a_sweep_dates_evictions_before_the_viewer_finds_them() {
         "{t}"
     );
 }
+
+#[test]
+fn requests_running_past_their_prefetch_are_not_evictions() {
+    let dir = tmp();
+    let Some(f) = cold_file(&dir, "odd.bin", 8 * MIB) else {
+        return;
+    };
+    // 1300 KiB is not a multiple of the 512 KiB requests: every third request starts
+    // inside a prefetched range and runs past its end onto uncached bytes.
+    let e = engine(IoMode::Asap, "fixed:1300KiB");
+    let mut offset = 0;
+    while offset < 8 * MIB {
+        e.ensure_resident_blocking(&f, req(offset, 512 * KIB))
+            .unwrap();
+        offset += 512 * KIB;
+    }
+    let s = e.stats();
+    assert!(s.misses >= 2 && s.prefetch.used_bytes > 0, "{s:?}");
+    assert_eq!(s.prefetch.evictions, 0, "{:?}", s.prefetch);
+}
