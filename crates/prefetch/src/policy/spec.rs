@@ -354,3 +354,17 @@ impl fmt::Display for PolicySpec {
         }
     }
 }
+
+impl serde::Serialize for PolicySpec {
+    /// As its canonical string, e.g. `"sqrt:6291456@2095"`.
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_string())
+    }
+}
+
+impl<'de> serde::Deserialize<'de> for PolicySpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}

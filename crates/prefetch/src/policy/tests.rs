@@ -465,3 +465,13 @@ fn sizes_accept_binary_decimal_and_plain_units() {
         }
     );
 }
+
+#[test]
+fn specs_serialize_as_strings() {
+    let s = spec("first-grow-sr:8MiB@2000");
+    let json = serde_json::to_string(&s).unwrap();
+    assert!(json.starts_with("\"first-grow-sr:max=8388608"), "{json}");
+    assert_eq!(serde_json::from_str::<PolicySpec>(&json).unwrap(), s);
+    let err = serde_json::from_str::<PolicySpec>("\"fixed:lots\"").unwrap_err();
+    assert!(err.to_string().contains("not a size"), "{err}");
+}
