@@ -30,27 +30,80 @@ pub struct Run {
     pub sessions: Vec<SessionRecord>,
 }
 
-/// Run a load test on a runtime of its own (one worker per core unless configured).
-/// `stop` ends the run early; sessions still active are recorded as cancelled.
+/// Run a load test on threads of its own: one single-threaded tokio runtime per core
+/// (or `config.workers`), sessions dealt round-robin to them. Like wrk's threads, each
+/// worker owns its sockets and timers outright, so a response never wakes another
+/// thread. `stop` ends the run early; sessions still active are recorded as cancelled.
 pub fn run(config: LoadConfig, stop: CancellationToken) -> Result<Run, LoadError> {
     config.validate()?;
-    let workers = config.workers.unwrap_or_else(|| {
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-    });
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers.max(1))
-        .thread_name("vodkit-load")
+    let workers = config
+        .workers
+        .unwrap_or_else(|| {
+            std::thread::available_parallelism()
+                .map(|n| n.get())
+                .unwrap_or(1)
+        })
+        .max(1);
+    let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(LoadError::Runtime)?;
-    runtime.block_on(run_async(config, stop))
+    runtime.block_on(async move {
+        let (shared, plans, prep) = prepare(&config, &stop).await;
+        let mut shards: Vec<Vec<Plan>> = (0..workers).map(|_| Vec::new()).collect();
+        for (k, plan) in plans.into_iter().enumerate() {
+            shards[k % workers].push(plan);
+        }
+        let sampler = Sampler::start(&shared, config.progress);
+        let mut receivers = Vec::with_capacity(workers);
+        for (k, shard) in shards.into_iter().enumerate() {
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            let shared = shared.clone();
+            std::thread::Builder::new()
+                .name(format!("vodkit-load-{k}"))
+                .spawn(move || {
+                    let records = match tokio::runtime::Builder::new_current_thread()
+                        .enable_all()
+                        .build()
+                    {
+                        Ok(rt) => rt.block_on(launch(shard, shared)),
+                        Err(e) => {
+                            tracing::error!("load worker {k} has no runtime: {e}");
+                            shared.cancel.cancel();
+                            Vec::new()
+                        }
+                    };
+                    let _ = tx.send(records);
+                })
+                .map_err(LoadError::Runtime)?;
+            receivers.push(rx);
+        }
+        let mut sessions = Vec::new();
+        for rx in receivers {
+            sessions.extend(rx.await.unwrap_or_default());
+        }
+        sessions.sort_by_key(|s| s.index);
+        Ok(finish(&config, &shared, sessions, sampler, prep).await)
+    })
 }
 
-/// Run a load test on the caller's tokio runtime.
+/// Run a load test on the caller's tokio runtime (all sessions spawned onto it).
 pub async fn run_async(config: LoadConfig, stop: CancellationToken) -> Result<Run, LoadError> {
     config.validate()?;
+    let (shared, plans, prep) = prepare(&config, &stop).await;
+    let sampler = Sampler::start(&shared, config.progress);
+    let sessions = launch(plans, shared.clone()).await;
+    Ok(finish(&config, &shared, sessions, sampler, prep).await)
+}
+
+/// What was set up before the clock started.
+struct Prep {
+    warmed: u64,
+    fd_limit: u64,
+}
+
+/// Raise the descriptor limit, hook Ctrl-C, warm up, start the clock and plan sessions.
+async fn prepare(config: &LoadConfig, stop: &CancellationToken) -> (Arc<Shared>, Vec<Plan>, Prep) {
     let fd_limit = raise_nofile_limit();
     if config.stop_on_interrupt {
         let stop = stop.clone();
@@ -60,7 +113,7 @@ pub async fn run_async(config: LoadConfig, stop: CancellationToken) -> Result<Ru
             }
         });
     }
-    let warmed = warm_up(&config, &stop).await;
+    let warmed = warm_up(config, stop).await;
     let schedule = config.schedule();
     let shared = Arc::new(Shared {
         addr: config.target.addr,
@@ -77,34 +130,39 @@ pub async fn run_async(config: LoadConfig, stop: CancellationToken) -> Result<Ru
             cancel.cancel();
         });
     }
-    let sampler_stop = CancellationToken::new();
-    let sampler = tokio::spawn(sample(
-        shared.clone(),
-        config.progress,
-        sampler_stop.clone(),
-    ));
-
     let mut order: Vec<usize> = (0..schedule.len()).collect();
     order.sort_by(|&a, &b| schedule[a].total_cmp(&schedule[b]));
-    let mut handles = Vec::with_capacity(order.len());
-    for (index, &i) in order.iter().enumerate() {
-        let at = shared.t0 + Duration::from_secs_f64(schedule[i]);
+    let plans = order
+        .iter()
+        .enumerate()
+        .map(|(index, &i)| {
+            let session = Arc::new(config.sessions[i].clone());
+            let link = config
+                .links
+                .get(&session.class)
+                .copied()
+                .unwrap_or_default();
+            Plan {
+                index,
+                session,
+                arrival: schedule[i],
+                link,
+            }
+        })
+        .collect();
+    (shared, plans, Prep { warmed, fd_limit })
+}
+
+/// Start each planned session at its arrival time (plans are in arrival order) and
+/// collect their records.
+async fn launch(plans: Vec<Plan>, shared: Arc<Shared>) -> Vec<SessionRecord> {
+    let mut handles = Vec::with_capacity(plans.len());
+    for plan in plans {
+        let at = shared.t0 + Duration::from_secs_f64(plan.arrival);
         tokio::select! {
             _ = tokio::time::sleep_until(at) => {}
             _ = shared.cancel.cancelled() => break,
         }
-        let session = Arc::new(config.sessions[i].clone());
-        let link = config
-            .links
-            .get(&session.class)
-            .copied()
-            .unwrap_or_default();
-        let plan = Plan {
-            index,
-            session,
-            arrival: schedule[i],
-            link,
-        };
         handles.push(tokio::spawn(session::run(plan, shared.clone())));
     }
     let mut sessions = Vec::with_capacity(handles.len());
@@ -114,11 +172,46 @@ pub async fn run_async(config: LoadConfig, stop: CancellationToken) -> Result<Ru
             Err(e) => tracing::error!("a session task ended abnormally: {e}"),
         }
     }
+    sessions
+}
+
+async fn finish(
+    config: &LoadConfig,
+    shared: &Arc<Shared>,
+    sessions: Vec<SessionRecord>,
+    sampler: Sampler,
+    prep: Prep,
+) -> Run {
     let elapsed = shared.t0.elapsed().as_secs_f64();
-    sampler_stop.cancel();
-    let timeseries = sampler.await.unwrap_or_default();
-    let results = Results::build(&config, &sessions, timeseries, elapsed, warmed, fd_limit);
-    Ok(Run { results, sessions })
+    let timeseries = sampler.stop().await;
+    let results = Results::build(
+        config,
+        &sessions,
+        timeseries,
+        elapsed,
+        prep.warmed,
+        prep.fd_limit,
+    );
+    Run { results, sessions }
+}
+
+/// The once-a-second sampling task.
+struct Sampler {
+    stop: CancellationToken,
+    task: tokio::task::JoinHandle<Vec<Sample>>,
+}
+
+impl Sampler {
+    fn start(shared: &Arc<Shared>, progress: bool) -> Sampler {
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(sample(shared.clone(), progress, stop.clone()));
+        Sampler { stop, task }
+    }
+
+    async fn stop(self) -> Vec<Sample> {
+        self.stop.cancel();
+        self.task.await.unwrap_or_default()
+    }
 }
 
 /// Fetch the warm-up requests over a few connections, unmeasured. Returns how many

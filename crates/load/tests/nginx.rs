@@ -164,16 +164,17 @@ fn pacing_is_start_to_start_within_two_percent() {
     let Some(nginx) = Nginx::start(&files()) else {
         return;
     };
-    let pace = 0.5;
+    // Long enough that scheduler noise on a busy 2-core machine stays well inside 2%.
+    let pace = 1.0;
     let mut reqs = vec![
         req("/vid01/secs-0-9", None, 0.0),
         req("/vid01/secs-10-19", None, 0.0),
     ];
-    for _ in 0..4 {
+    for _ in 0..3 {
         reqs.push(req("/vid01/secs-20-29", None, pace));
     }
     let run = run(nginx.target(), vec![session(1, reqs)], |_| {});
-    assert_clean(&run, 1, 6, 6 * CHUNK as u64);
+    assert_clean(&run, 1, 5, 5 * CHUNK as u64);
     let starts: Vec<f64> = run.sessions[0].requests.iter().map(|r| r.started).collect();
     // The two prebuffer requests go back to back.
     let first_done = run.sessions[0].requests[0].elapsed;
