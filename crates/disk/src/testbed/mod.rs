@@ -99,7 +99,7 @@ impl Config {
                 PRESET_NAMES.join(", ")
             )));
         }
-        if self.size < 64 << 20 || self.size % 4096 != 0 {
+        if self.size < 64 << 20 || !self.size.is_multiple_of(4096) {
             return Err(Error::Input(format!(
                 "size {} must be a multiple of 4 KiB and at least 64 MiB",
                 self.size
