@@ -123,10 +123,11 @@ impl ChainBuilder {
                 if pred.is_none_or(|p| f.end - f.start > frags[p].end - frags[p].start) {
                     pred = Some(i);
                 }
-            } else if f.start == b && gap(f.s_int, int) <= window_s {
-                if succ.is_none_or(|s| f.end - f.start > frags[s].end - frags[s].start) {
-                    succ = Some(i);
-                }
+            } else if f.start == b
+                && gap(f.s_int, int) <= window_s
+                && succ.is_none_or(|s| f.end - f.start > frags[s].end - frags[s].start)
+            {
+                succ = Some(i);
             }
         }
         match (pred, succ) {

@@ -443,13 +443,9 @@ pub fn read_log<R: BufRead>(
 mod tests {
     use super::*;
 
-    fn collect(
-        text: &str,
-        f: LogFormat,
-    ) -> (
-        Vec<(String, String, u64, u64, RequestKind, f64)>,
-        ReadSummary,
-    ) {
+    type Row = (String, String, u64, u64, RequestKind, f64);
+
+    fn collect(text: &str, f: LogFormat) -> (Vec<Row>, ReadSummary) {
         let mut out = Vec::new();
         let sum = read_log(text.as_bytes(), f, |r| {
             out.push((

@@ -171,10 +171,10 @@ impl SessionStatsBuilder {
                 self.fraction[m].push(frac[m] as f32);
             }
         }
-        for g in 0..2 {
-            if touched[g].iter().any(|&t| t) {
+        for (g, bins) in touched.iter().enumerate() {
+            if bins.iter().any(|&t| t) {
                 self.portion_sessions[g] += 1;
-                for (i, t) in touched[g].iter().enumerate() {
+                for (i, t) in bins.iter().enumerate() {
                     self.portions[g][i] += u64::from(*t);
                 }
             }

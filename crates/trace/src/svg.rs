@@ -60,7 +60,7 @@ fn ticks(lo: f64, hi: f64, log: bool) -> Vec<f64> {
 fn label(v: f64, log: bool) -> String {
     if log {
         let x = 10f64.powf(v);
-        if x >= 1e4 || x < 1e-2 {
+        if !(1e-2..1e4).contains(&x) {
             format!("1e{}", v.round() as i64)
         } else {
             format!("{x}")
