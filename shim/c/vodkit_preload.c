@@ -84,6 +84,9 @@ typedef ssize_t (*sendfile_fn)(int, int, off_t *, size_t);
 typedef ssize_t (*cfr_fn)(int, off_t *, int, off_t *, size_t, unsigned int);
 typedef ssize_t (*splice_fn)(int, off_t *, int, off_t *, size_t, unsigned int);
 typedef pid_t (*fork_fn)(void);
+typedef int (*dup_fn)(int);
+typedef int (*dup2_fn)(int, int);
+typedef int (*dup3_fn)(int, int, int);
 
 static struct {
     open_fn open, open64;
@@ -102,6 +105,9 @@ static struct {
     cfr_fn copy_file_range;
     splice_fn splice;
     fork_fn fork;
+    dup_fn dup;
+    dup2_fn dup2;
+    dup3_fn dup3;
 } real;
 
 static void resolve_all(void) {
@@ -131,6 +137,9 @@ static void resolve_all(void) {
     RESOLVE(copy_file_range, "copy_file_range");
     RESOLVE(splice, "splice");
     RESOLVE(fork, "fork");
+    RESOLVE(dup, "dup");
+    RESOLVE(dup2, "dup2");
+    RESOLVE(dup3, "dup3");
 #undef RESOLVE
 }
 
@@ -248,6 +257,19 @@ static void track_open(int fd, int flags) {
 static void untrack(int fd) {
     if (fd >= 0 && fd < FD_TABLE)
         __atomic_store_n(&fd_ino[fd], 0, __ATOMIC_RELAXED);
+}
+
+/* After a successful dup: `to` refers to what `from` refers to. */
+static void track_dup(int from, int to) {
+    if (to < 0 || to >= FD_TABLE || from == to)
+        return;
+    uint64_t ino = 0, dev = 0;
+    if (from >= 0 && from < FD_TABLE) {
+        ino = __atomic_load_n(&fd_ino[from], __ATOMIC_RELAXED);
+        dev = __atomic_load_n(&fd_dev[from], __ATOMIC_RELAXED);
+    }
+    __atomic_store_n(&fd_dev[to], dev, __ATOMIC_RELAXED);
+    __atomic_store_n(&fd_ino[to], ino, __ATOMIC_RELAXED);
 }
 
 /* The file size when `fd` is a tracked regular file that still is what was opened. */
@@ -640,6 +662,24 @@ VK_EXPORT int close(int fd) {
             if (pool[i].fd == fd) pool[i].fd = -1;
     }
     return real.close ? real.close(fd) : (int)syscall(SYS_close, fd);
+}
+
+VK_EXPORT int dup(int fd) {
+    int r = real.dup ? real.dup(fd) : (int)syscall(SYS_dup, fd);
+    if (r >= 0) track_dup(fd, r);
+    return r;
+}
+
+VK_EXPORT int dup2(int fd, int to) {
+    int r = real.dup2 ? real.dup2(fd, to) : (int)syscall(SYS_dup2, fd, to);
+    if (r >= 0) track_dup(fd, r);
+    return r;
+}
+
+VK_EXPORT int dup3(int fd, int to, int flags) {
+    int r = real.dup3 ? real.dup3(fd, to, flags) : (int)syscall(SYS_dup3, fd, to, flags);
+    if (r >= 0) track_dup(fd, r);
+    return r;
 }
 
 VK_EXPORT ssize_t read(int fd, void *buf, size_t n) {

@@ -241,6 +241,32 @@ static void open_calls(void) {
     CALL("close dir", close(d), NULL);
 }
 
+static void dup_calls(void) {
+    int fd, d;
+    CALL("open for dup", fd = open(path("data.bin"), O_RDONLY), NULL);
+    CALL("dup", d = dup(fd), NULL);
+    evict(fd);
+    CALL("pread via dup", pread(d, buf, 5000, 123), buf);
+    CALL("close dup", close(d), NULL);
+    CALL("dup2 to 60", dup2(fd, 60), NULL);
+    evict(fd);
+    CALL("read via dup2", read(60, buf, 7000), buf);
+    CALL("dup3 to 61 cloexec", dup3(fd, 61, O_CLOEXEC), NULL);
+    CALL("  cloexec flag", fcntl(61, F_GETFD) & FD_CLOEXEC, NULL);
+    CALL("dup3 same fd", dup3(61, 61, 0), NULL);
+    CALL("dup2 bad fd", dup2(999, 62), NULL);
+    int p[2];
+    CALL("pipe for dup2", pipe(p), NULL);
+    CALL("dup2 pipe over 60", dup2(p[0], 60), NULL);
+    CALL("write pipe", write(p[1], "over", 4), NULL);
+    CALL("read 60 (now a pipe)", read(60, buf, 4), buf);
+    CALL("close 60", close(60), NULL);
+    CALL("close 61", close(61), NULL);
+    close(p[0]);
+    close(p[1]);
+    close(fd);
+}
+
 static void fork_calls(void) {
     int p[2];
     if (pipe(p) != 0) return;
@@ -283,6 +309,7 @@ int main(int argc, char **argv) {
     file_calls();
     socket_and_pipe_calls();
     open_calls();
+    dup_calls();
     fork_calls();
     int fd;
     CALL("next descriptor number", fd = open(path("data.bin"), O_RDONLY), NULL);

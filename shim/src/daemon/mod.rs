@@ -8,6 +8,7 @@
 //! run on the shared prefetch engine of `vodkit-prefetch` (the one `vodkit serve` uses):
 //! per-device FIFO workers, residency re-checks, the policy, and its accounting.
 
+pub mod admin;
 mod chains;
 mod metrics;
 pub mod socket;
@@ -114,7 +115,7 @@ struct Shared {
     /// Sizes reads in `prefetch` mode, where the library performs them itself.
     library_policy: Mutex<Box<dyn Policy>>,
     chains: Mutex<ChainTracker>,
-    engine: Engine,
+    engine: Arc<Engine>,
     metrics: Metrics,
     stopping: AtomicBool,
     connections: Mutex<HashMap<u64, RawFd>>,
@@ -145,7 +146,7 @@ impl Daemon {
         });
         let shared = Arc::new(Shared {
             library_policy: Mutex::new(config.policy.build()),
-            engine,
+            engine: Arc::new(engine),
             config,
             started: Instant::now(),
             chains: Mutex::new(ChainTracker::default()),
@@ -173,17 +174,7 @@ impl Daemon {
 
     /// Counters so far.
     pub fn metrics(&self) -> MetricsSnapshot {
-        let engine = self.shared.engine.stats();
-        let library_policy = match self.shared.config.mode {
-            Mode::Prefetch => self.shared.library_policy.lock().ok().map(|p| p.current()),
-            _ => None,
-        };
-        self.shared.metrics.snapshot(
-            &self.shared.config,
-            self.shared.started.elapsed(),
-            engine,
-            library_policy,
-        )
+        snapshot(&self.shared)
     }
 
     /// Stop accepting, close every connection (clients fall back to plain calls) and
@@ -217,6 +208,20 @@ impl Drop for Daemon {
     fn drop(&mut self) {
         self.shutdown();
     }
+}
+
+fn snapshot(shared: &Shared) -> MetricsSnapshot {
+    let engine = shared.engine.stats();
+    let library_policy = match shared.config.mode {
+        Mode::Prefetch => shared.library_policy.lock().ok().map(|p| p.current()),
+        _ => None,
+    };
+    shared.metrics.snapshot(
+        &shared.config,
+        shared.started.elapsed(),
+        engine,
+        library_policy,
+    )
 }
 
 fn accept_loop(shared: Arc<Shared>, listener: RawFd) {
@@ -384,9 +389,14 @@ pub fn serve_until_signalled(
     config: DaemonConfig,
     metrics: Option<&Path>,
     interval: std::time::Duration,
+    admin: Option<std::net::SocketAddr>,
 ) -> std::io::Result<MetricsSnapshot> {
     crate::signals::catch_termination();
     let daemon = Daemon::start(config)?;
+    if let Some(addr) = admin {
+        let bound = admin::spawn(&daemon, addr)?;
+        eprintln!("prefetchd: admin on http://{bound} (/metrics, /stats)");
+    }
     let mut last_write = Instant::now();
     while crate::signals::take().is_none() {
         std::thread::sleep(std::time::Duration::from_millis(50));

@@ -21,6 +21,9 @@ pub struct Args {
     /// Write metrics as JSON to this file every --metrics-interval and at exit.
     #[arg(long)]
     pub metrics: Option<PathBuf>,
+    /// Admin listener for /metrics (Prometheus) and /stats (JSON); off unless given.
+    #[arg(long)]
+    pub admin: Option<std::net::SocketAddr>,
     /// How often to rewrite the metrics file.
     #[arg(long, default_value = "1s")]
     pub metrics_interval: humantime::Duration,
@@ -60,7 +63,7 @@ pub fn config(
     config.policy = prefetch.parse().map_err(super::usage)?;
     config.mode = mode
         .parse::<Mode>()
-        .map_err(|e| super::usage(format!("--mode {e}")))?;
+        .map_err(|e| super::usage(format!("--{e}")))?;
     config.per_device = per_device;
     Ok(config)
 }

@@ -1,0 +1,115 @@
+//! The daemon's protocol seen from a client: replies per mode, descriptors that are not
+//! regular files, malformed messages, and the admin endpoints.
+
+mod common;
+
+use common::*;
+use std::io::{Read, Write};
+use std::os::fd::AsRawFd;
+use vodkit_preload::daemon::socket;
+use vodkit_preload::protocol::{Op, Request};
+use vodkit_preload::Mode;
+
+fn request(offset: u64, len: u64, size: u64, seq: u64) -> Request {
+    Request {
+        op: Op::Pread,
+        pid: std::process::id(),
+        offset,
+        len,
+        file_size: size,
+        seq,
+    }
+}
+
+#[test]
+fn replies_follow_the_mode_and_bad_input_is_survived() {
+    let dir = open_tempdir();
+    let file = write_content(dir.path(), "a.dat", 3 << 20);
+    evict(&file);
+    let f = std::fs::File::open(&file).unwrap();
+
+    let d = daemon(dir.path(), Mode::Prefetch, "fixed:1MiB");
+    let conn = socket::connect(d.socket()).unwrap();
+    socket::send_request(
+        conn.as_raw_fd(),
+        &request(4096, 100, 3 << 20, 7),
+        f.as_raw_fd(),
+    )
+    .unwrap();
+    // status 1 = read it yourself: from the request's offset, the policy's size
+    assert_eq!(
+        socket::receive_reply(conn.as_raw_fd()).unwrap(),
+        (1, 7, 4096, 1 << 20)
+    );
+
+    // a pipe is not a regular file: skipped (status 2), nothing read
+    let (r, _w) = std::io::pipe().unwrap();
+    socket::send_request(conn.as_raw_fd(), &request(0, 10, 10, 8), r.as_raw_fd()).unwrap();
+    assert_eq!(socket::receive_reply(conn.as_raw_fd()).unwrap().0, 2);
+
+    // garbage is counted and ignored; the connection still works afterwards
+    // SAFETY: sending a short buffer on our own socket.
+    unsafe { libc::send(conn.as_raw_fd(), b"hello".as_ptr().cast(), 5, 0) };
+    socket::send_request(conn.as_raw_fd(), &request(0, 10, 3 << 20, 9), f.as_raw_fd()).unwrap();
+    assert_eq!(socket::receive_reply(conn.as_raw_fd()).unwrap().1, 9);
+    let m = d.stop();
+    assert_eq!(m.bad_messages, 1);
+    assert_eq!(m.outcomes.not_regular, 1);
+    assert_eq!(m.outcomes.prefetch_in_library, 2);
+
+    let d = daemon(dir.path(), Mode::Both, "fixed:2MiB");
+    let conn = socket::connect(d.socket()).unwrap();
+    socket::send_request(
+        conn.as_raw_fd(),
+        &request(0, 4096, 3 << 20, 1),
+        f.as_raw_fd(),
+    )
+    .unwrap();
+    assert_eq!(socket::receive_reply(conn.as_raw_fd()).unwrap().0, 0);
+    let m = d.stop();
+    assert_eq!(m.engine.reads, 1);
+    assert_eq!(m.engine.read_bytes, 2 << 20);
+}
+
+fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn admin_serves_prometheus_metrics_and_json_stats() {
+    let dir = open_tempdir();
+    let file = write_content(dir.path(), "a.dat", 1 << 20);
+    evict(&file);
+    let f = std::fs::File::open(&file).unwrap();
+    let d = daemon(dir.path(), Mode::Both, "fixed:512KiB");
+    let addr = vodkit_preload::daemon::admin::spawn(&d, "127.0.0.1:0".parse().unwrap()).unwrap();
+    let conn = socket::connect(d.socket()).unwrap();
+    socket::send_request(
+        conn.as_raw_fd(),
+        &request(0, 100, 1 << 20, 1),
+        f.as_raw_fd(),
+    )
+    .unwrap();
+    socket::receive_reply(conn.as_raw_fd()).unwrap();
+
+    let metrics = http_get(addr, "/metrics");
+    assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
+    assert!(
+        metrics.contains("vodkit_preload_misses_total{call=\"pread\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("vodkit_prefetch_reads_total 1"),
+        "{metrics}"
+    );
+    let stats = http_get(addr, "/stats");
+    let body = stats.split("\r\n\r\n").nth(1).unwrap();
+    let v: serde_json::Value = serde_json::from_str(body).unwrap();
+    assert_eq!(v["requests"], 1);
+    assert_eq!(v["engine"]["read_bytes"], 512 * 1024);
+    assert!(http_get(addr, "/nope").starts_with("HTTP/1.1 404"));
+}
