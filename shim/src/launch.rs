@@ -130,6 +130,16 @@ impl Preload {
         cmd
     }
 
+    /// A command rewriter for launchers that take one (the bench's `CommandWrap`): it adds
+    /// the library to every command it is given. The `Preload`, and so the daemon it
+    /// started, lives as long as the returned closure.
+    pub fn into_wrap(self) -> impl Fn(Command) -> Result<Command, String> + Send + Sync + 'static {
+        move |mut cmd: Command| {
+            self.apply(&mut cmd);
+            Ok(cmd)
+        }
+    }
+
     /// Stop the daemon this `Preload` started and return its final counters.
     pub fn finish(mut self) -> Option<MetricsSnapshot> {
         self.daemon.take().map(Daemon::stop)

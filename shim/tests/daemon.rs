@@ -113,3 +113,35 @@ fn admin_serves_prometheus_metrics_and_json_stats() {
     assert_eq!(v["engine"]["read_bytes"], 512 * 1024);
     assert!(http_get(addr, "/nope").starts_with("HTTP/1.1 404"));
 }
+
+#[test]
+fn start_reuses_a_running_daemon_and_wrap_adds_the_library() {
+    let dir = open_tempdir();
+    let first = daemon(dir.path(), Mode::Both, "fixed:1MiB");
+    let cfg = vodkit_preload::DaemonConfig::new(first.socket());
+    let preload = vodkit_preload::Preload::start(cfg).unwrap();
+    assert!(
+        preload.daemon().is_none(),
+        "a daemon already listens: reuse it"
+    );
+    let lib = preload.library().to_path_buf();
+    let wrap = preload.into_wrap();
+    let cmd = wrap(std::process::Command::new("true")).unwrap();
+    let env: Vec<_> = cmd.get_envs().collect();
+    let get = |k: &str| {
+        env.iter()
+            .find(|(n, _)| *n == k)
+            .and_then(|(_, v)| *v)
+            .map(|v| v.to_string_lossy().into_owned())
+    };
+    assert!(get("LD_PRELOAD")
+        .unwrap()
+        .starts_with(lib.to_str().unwrap()));
+    assert_eq!(
+        get("VODKIT_PREFETCHD_SOCKET").unwrap(),
+        first.socket().to_str().unwrap()
+    );
+    // a second daemon on the same live socket is refused
+    let again = vodkit_preload::Daemon::start(vodkit_preload::DaemonConfig::new(first.socket()));
+    assert!(again.is_err());
+}
