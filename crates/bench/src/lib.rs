@@ -8,6 +8,7 @@
 
 pub mod adapters;
 pub mod apache;
+pub mod demo;
 pub mod experiment;
 pub mod launch;
 pub mod nginx;
@@ -22,3 +23,4 @@ pub mod scenario;
 pub mod scenario_run;
 pub mod search;
 pub mod sut;
+pub mod system;

@@ -4,7 +4,7 @@
 //! [`BenchRequest`] and errors onto exit codes.
 
 use crate::adapters::{ChildVodkit, WorkloadLoad};
-use crate::experiment::{run_bench, BenchSettings, NoSampler, PlainDisk, Progress, Rig, Testbed};
+use crate::experiment::{run_bench, BenchSettings, PlainDisk, Progress, Rig, Testbed};
 use crate::launch::LocalLauncher;
 use crate::point::PointMetrics;
 use crate::report::{self, BenchReport, ServerReport};
@@ -139,6 +139,8 @@ pub fn rate_guess(load: &WorkloadLoad, target_mb_s: f64) -> f64 {
 /// Progress on stderr: a spinner for the running point, one line per finished point.
 pub struct BarProgress {
     bar: ProgressBar,
+    /// Print lines even when stderr is not a terminal.
+    verbose: bool,
 }
 
 impl BarProgress {
@@ -153,7 +155,10 @@ impl BarProgress {
                 .unwrap_or_else(|_| ProgressStyle::default_spinner()),
         );
         bar.enable_steady_tick(Duration::from_millis(200));
-        BarProgress { bar }
+        BarProgress {
+            bar,
+            verbose: enabled,
+        }
     }
 
     pub fn message(&self, m: String) {
@@ -161,7 +166,13 @@ impl BarProgress {
     }
 
     pub fn line(&self, m: String) {
-        self.bar.println(m);
+        if self.bar.is_hidden() {
+            if self.verbose {
+                eprintln!("{m}");
+            }
+        } else {
+            self.bar.println(m);
+        }
     }
 
     pub fn finish(&self) {
@@ -176,7 +187,7 @@ impl Progress for BarProgress {
     }
     fn point(&mut self, sut: &Sut, t: &Trial<PointMetrics>) {
         let c = &t.detail.client;
-        self.bar.println(format!(
+        self.line(format!(
             "  {sut} repeat {} rate {:.3}/s: {} — {:.1} MB/s, {:.2}% sessions failed, {} timeouts",
             t.repeat + 1,
             t.rate,
@@ -194,13 +205,9 @@ impl Progress for BarProgress {
             (None, Some(why)) => format!("{}: {why}", r.status),
             (None, None) => r.status.clone(),
         };
-        self.bar.println(format!("{}: {what}", r.sut));
+        self.line(format!("{}: {what}", r.sut));
     }
 }
-
-/// Sampler availability note (the vodkit-disk sampler has not landed).
-pub const SAMPLER_MISSING: &str =
-    "disk and CPU metrics not sampled: the vodkit-disk system sampler is not available yet (issue #5)";
 
 /// Build the testbed for `choice`; the emulated disk is not wired yet.
 pub fn testbed_for(choice: &TestbedChoice) -> Result<Box<dyn Testbed>, RunError> {
@@ -215,11 +222,6 @@ pub fn testbed_for(choice: &TestbedChoice) -> Result<Box<dyn Testbed>, RunError>
 /// Run the request and write bench.json, report.md and report.html into `out`.
 pub fn run(req: &BenchRequest) -> Result<(BenchReport, String), RunError> {
     let checked = check_request(req)?;
-    if checked.memory.is_some() {
-        return Err(RunError::Runtime(
-            "--memory: memory budgets come from the vodkit-disk cgroup runner, which is not available yet (issue #5)".into(),
-        ));
-    }
     let root = match &req.root {
         Some(r) => r.clone(),
         None => {
@@ -258,7 +260,13 @@ pub fn run(req: &BenchRequest) -> Result<(BenchReport, String), RunError> {
             probe_path: probe,
         }));
     }
-    let mut sampler = NoSampler(SAMPLER_MISSING.into());
+    let budget = match checked.memory {
+        Some(limit) => Some(crate::system::Budget::create(limit).map_err(RunError::Runtime)?),
+        None => None,
+    };
+    launcher.budget = budget.as_ref().and_then(|b| b.wrap());
+    let mut sampler =
+        crate::system::ProcSampler::for_root(&root, budget.as_ref().and_then(|b| b.cgroup_dir()));
     let settings = BenchSettings {
         workload: req.workload.display().to_string(),
         memory_bytes: checked.memory,
@@ -275,7 +283,7 @@ pub fn run(req: &BenchRequest) -> Result<(BenchReport, String), RunError> {
     };
     let mut rep = run_bench(&settings, &checked.suts, &mut rig, &mut progress);
     progress.finish();
-    rep.notes.push(SAMPLER_MISSING.into());
+    drop(budget);
     finish(&mut rep, &req.out)
 }
 

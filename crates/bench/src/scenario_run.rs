@@ -3,12 +3,10 @@
 //! with cell-qualified server names, and judge the seed finding.
 
 use crate::adapters::{ChildVodkit, InProcessVodkit, WorkloadLoad};
-use crate::experiment::{run_bench, BenchSettings, NoSampler, Rig};
+use crate::experiment::{run_bench, BenchSettings, Rig};
 use crate::launch::LocalLauncher;
 use crate::report::{self, BenchReport, Comparison, ScenarioInfo, ServerReport};
-use crate::runner::{
-    finish, rate_guess, testbed_for, BarProgress, RunError, TestbedChoice, SAMPLER_MISSING,
-};
+use crate::runner::{finish, rate_guess, testbed_for, BarProgress, RunError, TestbedChoice};
 use crate::scenario::{self, Scenario};
 use crate::search::{Criterion, SearchPlan};
 use crate::sut;
@@ -98,13 +96,6 @@ pub fn run_cell(
         Ok(t) => t,
         Err(e) => return all_skipped(cell, report::SKIPPED, &e.to_string()),
     };
-    if cell.memory.is_some() {
-        return all_skipped(
-            cell,
-            report::SKIPPED,
-            "memory budgets need the vodkit-disk cgroup runner, which is not available yet (issue #5)",
-        );
-    }
     let catalog = match prepare::catalog(&workload) {
         Ok(c) => c,
         Err(e) => return all_skipped(cell, report::FAILED, &e),
@@ -153,7 +144,16 @@ pub fn run_cell(
             .map(|v| Box::new(v) as Box<dyn crate::launch::VodkitStarter>)
             .map_err(|e| e.to_string()),
     };
-    let mut sampler = NoSampler(SAMPLER_MISSING.into());
+    let budget = match cell.memory.map(crate::system::Budget::create) {
+        Some(Ok(b)) => Some(b),
+        Some(Err(e)) => return all_skipped(cell, report::SKIPPED, &e),
+        None => None,
+    };
+    launcher.budget = budget.as_ref().and_then(|b| b.wrap());
+    let mut sampler = crate::system::ProcSampler::for_root(
+        &launcher.root,
+        budget.as_ref().and_then(|b| b.cgroup_dir()),
+    );
     let settings = BenchSettings {
         workload: workload.display().to_string(),
         memory_bytes: cell.memory,

@@ -1,8 +1,26 @@
-//! `vodkit demo` (issue #6).
+//! `vodkit demo` (issue #6): a five-minute capacity comparison on built-in defaults.
+//! Flags only; the work is in `vodkit_bench::demo`.
+
+use std::path::PathBuf;
+use vodkit_bench::runner::RunError;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Directory for the report (bench.json, report.md, report.html).
+    #[arg(long, default_value = "vodkit-demo")]
+    out: PathBuf,
+    /// No progress output.
+    #[arg(long)]
+    quiet: bool,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    super::not_yet("vodkit demo", 6)
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match vodkit_bench::demo::run(&args.out, std::env::current_exe().ok(), !args.quiet) {
+        Ok(table) => {
+            print!("{table}");
+            Ok(())
+        }
+        Err(RunError::Usage(m)) => Err(super::usage(m)),
+        Err(RunError::Runtime(m)) => Err(anyhow::anyhow!(m)),
+    }
 }

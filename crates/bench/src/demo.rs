@@ -1,0 +1,128 @@
+//! `vodkit demo`: a capacity comparison in about five minutes on built-in defaults — a
+//! scaled youtube-2011 workload, the emulated WD Red with a memory budget when this machine
+//! can host it (plain disk otherwise, and the report says so), vodkit:asap:auto against
+//! nginx and Apache when they are installed. Installs nothing.
+
+use crate::report::{self, ServerReport};
+use crate::runner::{finish, BarProgress, RunError, TestbedChoice};
+use crate::scenario_run::{run_cell, CellPlan};
+use crate::search::Criterion;
+use crate::sut;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// Demo settings (exposed so the docs and tests use the same numbers).
+pub const SPEC: &str = "youtube-2011";
+pub const SCALE: f64 = 0.01;
+pub const POINT_S: u64 = 30;
+pub const MEMORY: &str = "1GiB";
+
+/// Why the emulated disk cannot be used here (None when it can).
+pub fn emulation_unavailable() -> Option<String> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return Some("not running as root".into());
+    }
+    if !Path::new("/dev/fuse").exists() {
+        return Some("no /dev/fuse".into());
+    }
+    Some("the emulated disk is not available to the bench yet (issue #5)".into())
+}
+
+/// The servers the demo compares, with messages for the ones left out.
+pub fn servers() -> (Vec<sut::Sut>, Vec<(&'static str, String)>) {
+    let mut list = vec!["vodkit:asap:auto"];
+    let mut messages = Vec::new();
+    if crate::peers::nginx_program().is_some() {
+        list.push("nginx");
+    } else {
+        messages.push((
+            "nginx",
+            "nginx is not installed: skipped (Debian: apt-get install nginx)".into(),
+        ));
+    }
+    if crate::peers::apache_program().is_some() {
+        list.push("apache");
+    } else {
+        messages.push((
+            "apache",
+            "Apache is not installed: skipped (Debian: apt-get install apache2)".into(),
+        ));
+    }
+    let suts = sut::parse_list(&list.join(",")).expect("built-in server list parses");
+    (suts, messages)
+}
+
+/// Run the demo into `out`; returns the table and the report paths.
+pub fn run(
+    out: &Path,
+    vodkit_exe: Option<PathBuf>,
+    show_progress: bool,
+) -> Result<String, RunError> {
+    let mut progress = BarProgress::new(show_progress);
+    let mut notes = Vec::new();
+    let (testbed, memory) = match emulation_unavailable() {
+        None => (
+            TestbedChoice::Hdd("wd-red".into()),
+            Some(bytesize::ByteSize::gib(1).as_u64()),
+        ),
+        Some(why) => {
+            let m = format!(
+                "emulated wd-red disk not used ({why}): running on this machine's plain disk without a memory budget, \
+                 so capacities reflect its disk and page cache, not a 5,400 rpm drive"
+            );
+            progress.line(m.clone());
+            notes.push(m);
+            (TestbedChoice::Plain, None)
+        }
+    };
+    let (suts, skipped) = servers();
+    for (_, m) in &skipped {
+        progress.line(m.clone());
+    }
+    let cell = CellPlan {
+        label: String::new(),
+        spec: SPEC.into(),
+        sets: Vec::new(),
+        scale: SCALE,
+        testbed,
+        memory,
+        suts,
+        point: Duration::from_secs(POINT_S),
+        guess_mb_s: 10.0,
+        criterion: Criterion::Strict,
+        repeat: 1,
+    };
+    let mut servers: Vec<ServerReport> =
+        run_cell(&cell, out, vodkit_exe.as_ref(), &mut progress, &mut notes);
+    progress.finish();
+    for (name, m) in skipped {
+        let s = sut::parse_one(name).expect("literal server name");
+        servers.push(ServerReport::not_measured(&s, report::SKIPPED, m));
+    }
+    let mut rep = report::new_report(
+        &format!("{SPEC} scaled x{SCALE}"),
+        &format!("{:?}", cell.testbed),
+        cell.memory,
+        "strict",
+        &crate::search::SearchPlan::failure_free_around(1.0),
+        1,
+    );
+    rep.search = serde_json::json!({"kind": "failure-free", "start": "guess/2", "step": "guess/2", "precision": "guess/8", "point_s": POINT_S});
+    rep.servers = servers;
+    rep.notes = notes;
+    if let (Some(v), Some(n)) = (rep.server("vodkit:asap:auto"), rep.server("nginx")) {
+        let ratio = v
+            .max_failure_free_rate
+            .zip(n.max_failure_free_rate)
+            .and_then(|(a, b)| (b > 0.0).then(|| a / b));
+        rep.comparisons.push(report::Comparison {
+            what: "vodkit:asap:auto / nginx".into(),
+            ratio,
+            target: None,
+            met: None,
+            note: "ratio of max failure-free rates in this run".into(),
+        });
+    }
+    finish(&mut rep, out).map(|(_, t)| t)
+}
