@@ -44,6 +44,12 @@ enum RotationArg {
     Random,
 }
 
+#[derive(Clone, Copy, ValueEnum)]
+enum QueueingArg {
+    Fifo,
+    Sptf,
+}
+
 #[derive(clap::Args)]
 struct UpArgs {
     /// Drive preset: wd-red, hp-10k, hitachi-5k3000, seagate-7200.
@@ -64,6 +70,10 @@ struct UpArgs {
     /// Seed for random rotation and fault rates.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Order in which queued reads are served: arrival order, or shortest positioning
+    /// time first among the queued ones (a drive with command queueing).
+    #[arg(long, value_enum, default_value = "fifo")]
+    queueing: QueueingArg,
     /// On-drive read-ahead segment size (e.g. 2MiB); off by default.
     #[arg(long)]
     drive_readahead: Option<String>,
@@ -226,7 +236,10 @@ fn up(a: UpArgs) -> anyhow::Result<()> {
         RotationArg::Average => Rotation::Average,
         RotationArg::Random => Rotation::Random { seed: a.seed },
     };
-    cfg.drive.queueing = Queueing::Fifo;
+    cfg.drive.queueing = match a.queueing {
+        QueueingArg::Fifo => Queueing::Fifo,
+        QueueingArg::Sptf => Queueing::Sptf { depth: 32 },
+    };
     if let Some(ra) = &a.drive_readahead {
         cfg.drive.readahead_bytes = size_arg("drive-readahead", ra)?;
     }

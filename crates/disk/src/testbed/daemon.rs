@@ -92,7 +92,8 @@ pub fn serve(cfg: &Config) -> Result<(), Error> {
         libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
         set
     };
-    let bed = Testbed::up(cfg)?;
+    let mut bed = Testbed::up(cfg)?;
+    bed.mark_daemon()?;
     eprintln!(
         "serving {} ({}) on /dev/{} mounted at {}",
         bed.state().image.display(),

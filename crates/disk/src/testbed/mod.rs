@@ -122,6 +122,10 @@ pub struct State {
     pub size: u64,
     /// Process serving the FUSE file system.
     pub pid: u32,
+    /// Whether that process is a device daemon (`vodkit hdd up`), which `down` may stop
+    /// with SIGTERM; an in-process testbed's owner is never signalled.
+    #[serde(default)]
+    pub daemon: bool,
     pub ready: bool,
 }
 
@@ -269,6 +273,7 @@ impl Testbed {
                 preset: cfg.preset.clone(),
                 size: cfg.size,
                 pid: std::process::id(),
+                daemon: false,
                 ready: false,
             },
             dir,
@@ -326,9 +331,9 @@ impl Testbed {
         &self.state
     }
 
-    /// Record that another process (the daemon) serves this device.
-    pub fn set_pid(&mut self, pid: u32) -> Result<(), Error> {
-        self.state.pid = pid;
+    /// Record that this process is a device daemon that `down` may signal.
+    pub fn mark_daemon(&mut self) -> Result<(), Error> {
+        self.state.daemon = true;
         save_state(&self.dir, &self.state)
     }
 
@@ -427,7 +432,7 @@ pub fn down(state_root: &Path, mount: &Path) -> Result<Vec<String>, Error> {
     let dir = state_dir(state_root, mount);
     let state = load_state(state_root, mount);
     if let Some(st) = &state {
-        if st.pid != std::process::id() && pid_alive(st.pid) {
+        if st.daemon && st.pid != std::process::id() && pid_alive(st.pid) {
             // SAFETY: sending SIGTERM to the daemon recorded in the state file.
             unsafe { libc::kill(st.pid as libc::pid_t, libc::SIGTERM) };
             if wait_gone(st.pid, 30.0) {
