@@ -17,7 +17,8 @@ fn main() {
         }
     };
     config.worker_threads = args.get(3).and_then(|t| t.parse().ok()).unwrap_or(0);
-    let result = vodkit_server::run_until_signal(config, |addr, _| eprintln!("serve: listening on {addr}"));
+    let result =
+        vodkit_server::run_until_signal(config, |addr, _| eprintln!("serve: listening on {addr}"));
     if let Err(e) = result {
         eprintln!("serve: {e}");
         std::process::exit(1);

@@ -10,6 +10,7 @@ use tokio::net::TcpStream;
 
 use crate::access_log::{Entry, Outcome};
 use crate::body::{send_bytes, send_file_range, SendClock, SendError};
+use crate::io::{Requester, WINDOW};
 use crate::request::{parse_head, HeadError, Method, Parsed, Request};
 use crate::response::{head_bytes, plan, Body, Response, Segment};
 use crate::Shared;
@@ -203,10 +204,18 @@ async fn answer(
     let mut clock = SendClock::new(shared.config.send_grace, shared.config.min_send_rate);
     let mut served = Served::default();
     let send_body = req.method != Method::Head;
+    let open_ended = match req.range.as_deref().and_then(crate::range::parse_range) {
+        None => true,
+        Some(specs) => specs
+            .iter()
+            .any(|s| matches!(s, crate::range::RangeSpec::From(_))),
+    };
+    let who = Requester::new(req.session_id.as_deref(), info.peer.ip(), open_ended);
     let result = send_response(
         shared,
         stream,
         &resp,
+        who,
         keep,
         send_body,
         &mut clock,
@@ -251,10 +260,12 @@ async fn answer(
     keep && result.is_ok()
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn send_response(
     shared: &Shared,
     stream: &TcpStream,
     resp: &Response,
+    who: Requester,
     keep: bool,
     send_body: bool,
     clock: &mut SendClock,
@@ -284,10 +295,7 @@ async fn send_response(
                 match seg {
                     Segment::Bytes(b) => send_bytes(stream, b, i < last, true, clock).await?,
                     Segment::File(range) => {
-                        let prep = shared.io.prepare(file, path, *size, *range).await;
-                        served.from_memory += prep.from_memory;
-                        served.from_disk += prep.from_disk;
-                        send_file_range(stream, file, *range, prep.send_blocking, clock).await?;
+                        send_windows(shared, stream, file, path, who, *range, clock, served).await?
                     }
                 }
             }
@@ -295,6 +303,33 @@ async fn send_response(
         }
         _ => send_bytes(stream, &head, false, false, clock).await,
     }
+}
+
+/// Send one file range window by window: each window is made resident by the I/O layer
+/// (engine) and then sent with sendfile.
+#[allow(clippy::too_many_arguments)]
+async fn send_windows(
+    shared: &Shared,
+    stream: &TcpStream,
+    file: &std::sync::Arc<std::fs::File>,
+    rel_path: &std::path::Path,
+    who: Requester,
+    range: crate::range::ByteRange,
+    clock: &mut SendClock,
+    served: &mut Served,
+) -> Result<(), SendError> {
+    let url_path = rel_path.to_string_lossy();
+    let mut first = range.first;
+    while first <= range.last {
+        let last = range.last.min(first + WINDOW - 1);
+        let window = crate::range::ByteRange { first, last };
+        let prep = shared.io.prepare(file, &url_path, who, window).await;
+        served.from_memory += prep.from_memory;
+        served.from_disk += prep.from_disk;
+        send_file_range(stream, file, window, prep.send_blocking, clock).await?;
+        first = last + 1;
+    }
+    Ok(())
 }
 
 /// The current time as an HTTP date, formatted at most once per second per thread.

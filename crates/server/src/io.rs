@@ -1,109 +1,200 @@
-//! How the server reads what is not in memory: the `--io` modes and the adapter that asks
-//! the prefetch engine (`vodkit-prefetch`) to make a range resident before sendfile.
+//! How the server gets file bytes into memory before sendfile: the `--io` modes, backed
+//! by the prefetch engine (`vodkit-prefetch`), plus the chain and bit-rate context the
+//! prefetch policies need.
+//!
+//! For each window of a response the engine checks residency (`cachestat`/`mincore`);
+//! a hit is sent at once from the event loop, a miss is read by the engine (thread pool
+//! or one FIFO worker per device, request-sized or prefetch-sized, by mode) and then
+//! sent from the page cache. If the pages are gone again by then, the send runs on the
+//! blocking pool, so the event loop never waits for the disk.
 
-use std::fmt;
 use std::fs::File;
+use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+pub use vodkit_prefetch::IoMode;
+use vodkit_prefetch::{
+    Begin, BitrateMap, ChainTracker, Engine, EngineConfig, PolicySpec, ReadRequest,
+};
 
 use crate::range::ByteRange;
 
-/// The four server configurations compared in Libception §5.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum IoMode {
-    /// sendfile lets the kernel read; possibly-blocking sends run on a thread pool.
-    #[default]
-    Vanilla,
-    /// Misses go to one FIFO worker per device that reads exactly the requested bytes.
-    Serialized,
-    /// Misses read the prefetch size, on many threads at once.
-    Prefetch,
-    /// Misses go to one FIFO worker per device that reads the full prefetch size.
-    Asap,
+/// I/O settings from the command line.
+#[derive(Debug, Clone)]
+pub struct IoSettings {
+    pub mode: IoMode,
+    /// Prefetch policy as accepted by `--prefetch` (e.g. `fixed:2MiB`, `auto`); `None`:
+    /// the engine default (`fixed:2MiB`). Only `prefetch` and `asap` enlarge reads.
+    pub prefetch: Option<String>,
+    /// catalog.json (or a path→kbps map) giving each file's bit rate.
+    pub catalog: Option<PathBuf>,
+    /// Device queue overrides such as `8:17=media` or `sdb=media`.
+    pub devices: Vec<String>,
+    /// Interval of the engine's statistics log line (through `tracing` at info level).
+    pub stats_every: Option<Duration>,
 }
 
-impl FromStr for IoMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "vanilla" => Ok(IoMode::Vanilla),
-            "serialized" => Ok(IoMode::Serialized),
-            "prefetch" => Ok(IoMode::Prefetch),
-            "asap" => Ok(IoMode::Asap),
-            other => Err(format!(
-                "unknown I/O mode {other:?} (expected vanilla, serialized, prefetch or asap)"
-            )),
+impl Default for IoSettings {
+    fn default() -> Self {
+        IoSettings {
+            mode: IoMode::Vanilla,
+            prefetch: None,
+            catalog: None,
+            devices: Vec::new(),
+            stats_every: Some(Duration::from_secs(10)),
         }
     }
 }
 
-impl fmt::Display for IoMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            IoMode::Vanilla => "vanilla",
-            IoMode::Serialized => "serialized",
-            IoMode::Prefetch => "prefetch",
-            IoMode::Asap => "asap",
-        })
+/// Largest piece of a response made resident in one engine call. Longer ranges (whole
+/// files, open-ended requests) advance window by window, which the chain tracker sees as
+/// one growing chain, the way a sendfile loop meets misses as it goes.
+pub const WINDOW: u64 = 2 << 20;
+
+/// Who is asking, for chain tracking and the policy.
+#[derive(Debug, Clone, Copy)]
+pub struct Requester {
+    /// Hash of the session id when present, otherwise of the client IP.
+    pub client: u64,
+    /// The request's range was open-ended (`a-` or no Range header).
+    pub open_ended: bool,
+}
+
+impl Requester {
+    pub fn new(session: Option<&str>, ip: std::net::IpAddr, open_ended: bool) -> Self {
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        match session {
+            Some(s) => s.hash(&mut h),
+            None => ip.hash(&mut h),
+        }
+        Requester {
+            client: h.finish(),
+            open_ended,
+        }
     }
 }
 
-/// I/O settings from the command line.
-#[derive(Debug, Clone, Default)]
-pub struct IoSettings {
-    pub mode: IoMode,
-    /// Prefetch policy text as accepted by `--prefetch` (e.g. `fixed:2MiB`).
-    pub prefetch: Option<String>,
-    /// catalog.json giving bit rates per path.
-    pub catalog: Option<PathBuf>,
-}
-
-/// What the engine decided for one range before it is sent.
+/// What the engine did for one window before it is sent.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Prepared {
-    /// Bytes of the range that were already in memory.
+    /// Bytes of the window that were already in memory.
     pub from_memory: u64,
-    /// Bytes of the range that had to come from the disk.
+    /// Bytes of the window that had to come from the disk.
     pub from_disk: u64,
     /// Whether sendfile may still block on the disk and must run on the thread pool.
     pub send_blocking: bool,
 }
 
-/// The server's view of the disk path.
+/// The server's disk path: the engine plus chain and bit-rate context.
 #[derive(Debug)]
 pub struct DiskIo {
-    settings: IoSettings,
+    mode: IoMode,
+    engine: Arc<Engine>,
+    chains: Mutex<ChainTracker>,
+    bitrates: BitrateMap,
 }
 
 impl DiskIo {
-    pub fn new(settings: IoSettings) -> Result<DiskIo, String> {
-        if settings.mode != IoMode::Vanilla {
-            return Err(format!(
-                "--io {} needs the prefetch engine, which is not wired into this build yet",
-                settings.mode
-            ));
+    /// Build the engine; errors name the flag or file at fault.
+    pub fn new(settings: &IoSettings, root: &Path) -> Result<DiskIo, String> {
+        let mut cfg = EngineConfig {
+            mode: settings.mode,
+            ..EngineConfig::default()
+        };
+        if let Some(p) = &settings.prefetch {
+            cfg.policy = p
+                .parse::<PolicySpec>()
+                .map_err(|e| format!("--prefetch: {e}"))?;
         }
-        Ok(DiskIo { settings })
+        for d in &settings.devices {
+            cfg.devices
+                .add_override(d)
+                .map_err(|e| format!("device override {d:?}: {e}"))?;
+        }
+        let bitrates = match &settings.catalog {
+            Some(path) => BitrateMap::load(path).map_err(|e| e.to_string())?,
+            None => BitrateMap::default(),
+        }
+        .with_root(root);
+        let engine = Arc::new(Engine::new(cfg));
+        if let Some(every) = settings.stats_every {
+            engine.spawn_logger(every);
+        }
+        Ok(DiskIo {
+            mode: settings.mode,
+            engine,
+            chains: Mutex::new(ChainTracker::default()),
+            bitrates,
+        })
     }
 
     pub fn mode(&self) -> IoMode {
-        self.settings.mode
+        self.mode
     }
 
-    /// Get a range ready for sendfile. Without residency information every range is
-    /// treated as possibly on disk: counted as disk bytes and sent from the thread pool.
+    pub fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+
+    /// Make `window` of `file` resident through the engine and say how to send it.
     pub async fn prepare(
         &self,
-        _file: &Arc<File>,
-        _path: &Path,
-        _size: u64,
-        range: ByteRange,
+        file: &Arc<File>,
+        url_path: &str,
+        who: Requester,
+        window: ByteRange,
     ) -> Prepared {
-        Prepared {
-            from_memory: 0,
-            from_disk: range.len(),
-            send_blocking: true,
+        let (offset, len) = (window.first, window.len());
+        let bitrate = self.bitrates.get(url_path);
+        let chain = file.metadata().ok().map(|m| {
+            use std::os::unix::fs::MetadataExt;
+            let fid = vodkit_prefetch::engine::file_id(m.dev(), m.ino());
+            let now = self.engine.now_s();
+            let mut chains = self.chains.lock().unwrap_or_else(|p| p.into_inner());
+            chains.request(who.client, fid, offset, len, who.open_ended, now)
+        });
+        let req = ReadRequest {
+            offset,
+            len,
+            bitrate_kbps: bitrate,
+            chain,
+        };
+        let outcome = match self.engine.begin(file, &req) {
+            Ok(Begin::Ready(o)) => {
+                return Prepared {
+                    from_memory: o.from_memory,
+                    from_disk: o.from_disk,
+                    send_blocking: false,
+                }
+            }
+            Ok(Begin::Pending(p)) => p.wait().await,
+            Err(e) => Err(e),
+        };
+        match outcome {
+            Ok(o) => {
+                // The read finished; if memory pressure already took pages back, let the
+                // kernel re-read them on the blocking pool rather than on the event loop.
+                let resident = self
+                    .engine
+                    .probe(file, offset, len)
+                    .map(|r| r.is_complete())
+                    .unwrap_or(false);
+                Prepared {
+                    from_memory: o.from_memory,
+                    from_disk: o.from_disk,
+                    send_blocking: !resident,
+                }
+            }
+            Err(e) => {
+                tracing::debug!("prefetch engine failed, sending from the blocking pool: {e}");
+                Prepared {
+                    from_memory: 0,
+                    from_disk: len,
+                    send_blocking: true,
+                }
+            }
         }
     }
 }

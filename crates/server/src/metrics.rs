@@ -41,11 +41,14 @@ pub struct Stats {
     pub header_timeouts: u64,
     pub bad_requests: u64,
     pub io_mode: String,
+    /// The prefetch engine's accounting (see docs/prefetch.md).
+    pub prefetch: vodkit_prefetch::Stats,
 }
 
 impl Metrics {
-    pub fn new() -> Metrics {
-        let mut registry = Registry::with_prefix("vodkit_server");
+    /// Counters, with the engine's metrics registered alongside when given.
+    pub fn new(engine: Option<std::sync::Arc<vodkit_prefetch::Engine>>) -> Metrics {
+        let mut registry = Registry::default();
         let m = Metrics {
             registry: Registry::default(),
             connections_open: Gauge::default(),
@@ -61,57 +64,11 @@ impl Metrics {
             header_timeouts: Counter::default(),
             bad_requests: Counter::default(),
         };
-        registry.register(
-            "connections_open",
-            "Client connections currently open",
-            m.connections_open.clone(),
-        );
-        registry.register(
-            "connections",
-            "Client connections accepted",
-            m.connections_total.clone(),
-        );
-        registry.register(
-            "connections_refused",
-            "Connections refused with 503 at the connection limit",
-            m.connections_refused.clone(),
-        );
-        registry.register("responses", "Responses by status code", m.requests.clone());
-        registry.register(
-            "responses_aborted",
-            "Responses cut short by the client",
-            m.responses_aborted.clone(),
-        );
-        registry.register(
-            "responses_too_slow",
-            "Responses dropped below the minimum send rate",
-            m.responses_too_slow.clone(),
-        );
-        registry.register(
-            "body_bytes",
-            "Response body bytes handed to the kernel",
-            m.body_bytes.clone(),
-        );
-        registry.register(
-            "memory_bytes",
-            "Body bytes found in the page cache",
-            m.bytes_from_memory.clone(),
-        );
-        registry.register(
-            "disk_bytes",
-            "Body bytes that had to be read from disk",
-            m.bytes_from_disk.clone(),
-        );
-        registry.register(
-            "header_timeouts",
-            "Request heads not completed in time",
-            m.header_timeouts.clone(),
-        );
-        registry.register(
-            "bad_requests",
-            "Malformed or oversized request heads",
-            m.bad_requests.clone(),
-        );
+        register_server(registry.sub_registry_with_prefix("vodkit_server"), &m);
+        if let Some(engine) = engine {
+            // The engine's metric names carry their own `vodkit_prefetch_` prefix.
+            vodkit_prefetch::metrics::register(&mut registry, engine);
+        }
         Metrics { registry, ..m }
     }
 
@@ -129,7 +86,7 @@ impl Metrics {
         out
     }
 
-    pub fn stats(&self, io_mode: &str) -> Stats {
+    pub fn stats(&self, io: &crate::io::DiskIo) -> Stats {
         Stats {
             connections_open: self.connections_open.get(),
             connections_total: self.connections_total.get(),
@@ -142,13 +99,62 @@ impl Metrics {
             bytes_from_disk: self.bytes_from_disk.get(),
             header_timeouts: self.header_timeouts.get(),
             bad_requests: self.bad_requests.get(),
-            io_mode: io_mode.to_string(),
+            io_mode: io.mode().to_string(),
+            prefetch: io.engine().stats(),
         }
     }
 }
 
-impl Default for Metrics {
-    fn default() -> Self {
-        Metrics::new()
-    }
+fn register_server(registry: &mut Registry, m: &Metrics) {
+    registry.register(
+        "connections_open",
+        "Client connections currently open",
+        m.connections_open.clone(),
+    );
+    registry.register(
+        "connections",
+        "Client connections accepted",
+        m.connections_total.clone(),
+    );
+    registry.register(
+        "connections_refused",
+        "Connections refused with 503 at the connection limit",
+        m.connections_refused.clone(),
+    );
+    registry.register("responses", "Responses by status code", m.requests.clone());
+    registry.register(
+        "responses_aborted",
+        "Responses cut short by the client",
+        m.responses_aborted.clone(),
+    );
+    registry.register(
+        "responses_too_slow",
+        "Responses dropped below the minimum send rate",
+        m.responses_too_slow.clone(),
+    );
+    registry.register(
+        "body_bytes",
+        "Response body bytes handed to the kernel",
+        m.body_bytes.clone(),
+    );
+    registry.register(
+        "memory_bytes",
+        "Body bytes found in the page cache",
+        m.bytes_from_memory.clone(),
+    );
+    registry.register(
+        "disk_bytes",
+        "Body bytes that had to be read from disk",
+        m.bytes_from_disk.clone(),
+    );
+    registry.register(
+        "header_timeouts",
+        "Request heads not completed in time",
+        m.header_timeouts.clone(),
+    );
+    registry.register(
+        "bad_requests",
+        "Malformed or oversized request heads",
+        m.bad_requests.clone(),
+    );
 }

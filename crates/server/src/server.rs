@@ -62,8 +62,9 @@ impl Server {
             }
             None => (None, None),
         };
-        let io = DiskIo::new(config.io.clone())
+        let io = DiskIo::new(&config.io, root.path())
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let metrics = Metrics::new(Some(io.engine().clone()));
         let shutdown = Arc::new(watch::channel(false).0);
         let shared = Arc::new(Shared {
             plan: PlanSettings {
@@ -72,7 +73,7 @@ impl Server {
             },
             config,
             root,
-            metrics: Metrics::new(),
+            metrics,
             log,
             io,
             shutdown: shutdown.clone(),
@@ -100,9 +101,7 @@ impl ServerHandle {
 
     /// Current counters (the same figures as `/stats`).
     pub fn stats(&self) -> crate::metrics::Stats {
-        self.shared
-            .metrics
-            .stats(&self.shared.io.mode().to_string())
+        self.shared.metrics.stats(&self.shared.io)
     }
 
     /// Ask the server to stop accepting and drain; returns at once.

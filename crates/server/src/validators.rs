@@ -125,10 +125,12 @@ mod tests {
     fn if_none_match_uses_weak_comparison() {
         let v = v();
         let weak = format!("W/{}", v.etag);
-        let cond = |inm: &str| Conditions {
-            if_none_match: Some(inm),
-            ..Default::default()
-        };
+        fn cond(inm: &str) -> Conditions<'_> {
+            Conditions {
+                if_none_match: Some(inm),
+                ..Default::default()
+            }
+        }
         assert_eq!(
             evaluate(&cond(&v.etag.clone()), &v),
             Precondition::NotModified

@@ -433,8 +433,8 @@ fn access_log_lines_describe_each_response() {
             "0-524287",
             "206",
             "524288",
-            "0",
             "524288",
+            "0",
             "done"
         ][..]
     );
@@ -449,8 +449,8 @@ fn access_log_lines_describe_each_response() {
             "524288-",
             "206",
             rest.as_str(),
-            "0",
             rest.as_str(),
+            "0",
             "done"
         ][..]
     );

@@ -41,7 +41,10 @@ fn path_traversal_attempts_never_escape() {
     for a in attempts {
         let r = c.get(a, &[]);
         assert!(matches!(r.status, 400 | 403 | 404), "{a} -> {}", r.status);
-        assert!(!String::from_utf8_lossy(&r.body).contains("SECRET"), "{a} leaked");
+        assert!(
+            !String::from_utf8_lossy(&r.body).contains("SECRET"),
+            "{a} leaked"
+        );
         if r.header("connection") == Some("close") {
             c = s.connect();
         }
@@ -66,15 +69,24 @@ fn outside_symlinks_only_when_allowed() {
 fn malformed_and_oversized_heads() {
     let s = TestServer::start();
     let long_target = format!("GET /{} HTTP/1.1\r\nHost: t\r\n\r\n", "a".repeat(10_000));
-    let big_header = format!("GET / HTTP/1.1\r\nHost: t\r\nX-Pad: {}\r\n\r\n", "p".repeat(20_000));
+    let big_header = format!(
+        "GET / HTTP/1.1\r\nHost: t\r\nX-Pad: {}\r\n\r\n",
+        "p".repeat(20_000)
+    );
     let cases: Vec<(String, u16)> = vec![
         ("GET / HTTP/1.1\r\n\r\n".into(), 400),
         ("GARBAGE\r\n\r\n".into(), 400),
         ("GET /video.mp4 HTTP/2.0\r\nHost: t\r\n\r\n".into(), 400),
         ("GET /video.mp4 HTTP/1.1\r\nHost t\r\n\r\n".into(), 400),
         ("\x01\x02\x03\r\n\r\n".into(), 400),
-        ("GET /video.mp4 HTTP/1.1\r\nHost: t\r\nContent-Length: -1\r\n\r\n".into(), 400),
-        ("GET /video.mp4 HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n".into(), 501),
+        (
+            "GET /video.mp4 HTTP/1.1\r\nHost: t\r\nContent-Length: -1\r\n\r\n".into(),
+            400,
+        ),
+        (
+            "GET /video.mp4 HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n".into(),
+            501,
+        ),
         (long_target, 414),
         (big_header, 431),
     ];
@@ -87,7 +99,12 @@ fn malformed_and_oversized_heads() {
         assert!(c.is_closed());
     }
     // The server is still fine.
-    assert_eq!(s.connect().get("/video.mp4", &[("Range", "bytes=0-0")]).status, 206);
+    assert_eq!(
+        s.connect()
+            .get("/video.mp4", &[("Range", "bytes=0-0")])
+            .status,
+        206
+    );
     assert!(s.stats().bad_requests >= 9);
 }
 
@@ -98,7 +115,8 @@ fn slowloris_does_not_starve_normal_clients() {
     let mut lorises = Vec::new();
     for i in 0..1000 {
         let mut t = TcpStream::connect(s.addr).unwrap();
-        t.write_all(b"GET /video.mp4 HTTP/1.1\r\nHost: t\r\n").unwrap();
+        t.write_all(b"GET /video.mp4 HTTP/1.1\r\nHost: t\r\n")
+            .unwrap();
         if i % 2 == 0 {
             t.write_all(b"X-Slow: a").unwrap();
         }
@@ -117,7 +135,10 @@ fn slowloris_does_not_starve_normal_clients() {
             assert_eq!(r.status, 206);
             assert_eq!(r.body, &b[..524288], "round {round}");
         }
-        eprintln!("round {round}: 20 requests in {:?} beside 1000 slowloris connections", started.elapsed());
+        eprintln!(
+            "round {round}: 20 requests in {:?} beside 1000 slowloris connections",
+            started.elapsed()
+        );
     }
     assert_eq!(s.stats().connections_open, 1001);
 }
@@ -130,7 +151,11 @@ fn header_timeout_closes_stalled_heads_with_408() {
     t.write_all(b"GET /video.mp4 HTTP/1.1\r\nHo").unwrap();
     let mut got = Vec::new();
     t.read_to_end(&mut got).unwrap();
-    assert!(got.starts_with(b"HTTP/1.1 408 "), "{}", String::from_utf8_lossy(&got));
+    assert!(
+        got.starts_with(b"HTTP/1.1 408 "),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
     assert_eq!(s.stats().header_timeouts, 1);
 }
 
@@ -152,7 +177,8 @@ fn reader_below_minimum_rate_is_dropped() {
     });
     s.write("big.mp4", &pattern(64 * 1024 * 1024));
     let mut t = TcpStream::connect(s.addr).unwrap();
-    t.write_all(b"GET /big.mp4 HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+    t.write_all(b"GET /big.mp4 HTTP/1.1\r\nHost: t\r\n\r\n")
+        .unwrap();
     // Never read: the socket buffers fill and the server must give up on us.
     let deadline = Instant::now() + Duration::from_secs(20);
     while s.stats().responses_too_slow == 0 {
@@ -160,7 +186,12 @@ fn reader_below_minimum_rate_is_dropped() {
         std::thread::sleep(Duration::from_millis(50));
     }
     // Others are unaffected.
-    assert_eq!(s.connect().get("/video.mp4", &[("Range", "bytes=0-0")]).status, 206);
+    assert_eq!(
+        s.connect()
+            .get("/video.mp4", &[("Range", "bytes=0-0")])
+            .status,
+        206
+    );
 }
 
 #[test]
@@ -171,7 +202,8 @@ fn clients_vanishing_mid_body_do_not_disturb_others() {
     let b = pattern(1024 * 1024 + 3);
     for i in 0..30 {
         let mut t = TcpStream::connect(s.addr).unwrap();
-        t.write_all(b"GET /big.mp4 HTTP/1.1\r\nHost: t\r\n\r\n").unwrap();
+        t.write_all(b"GET /big.mp4 HTTP/1.1\r\nHost: t\r\n\r\n")
+            .unwrap();
         let mut some = [0u8; 10000];
         let _ = t.read(&mut some).unwrap();
         // Reset instead of a clean close for half of them.
@@ -184,7 +216,11 @@ fn clients_vanishing_mid_body_do_not_disturb_others() {
     }
     let deadline = Instant::now() + Duration::from_secs(10);
     while s.stats().responses_aborted < 30 {
-        assert!(Instant::now() < deadline, "aborted responses: {}", s.stats().responses_aborted);
+        assert!(
+            Instant::now() < deadline,
+            "aborted responses: {}",
+            s.stats().responses_aborted
+        );
         std::thread::sleep(Duration::from_millis(20));
     }
 }
@@ -206,7 +242,10 @@ fn set_linger_zero(t: &TcpStream) {
 }
 
 fn libc_linger() -> libc::linger {
-    libc::linger { l_onoff: 1, l_linger: 0 }
+    libc::linger {
+        l_onoff: 1,
+        l_linger: 0,
+    }
 }
 
 #[test]

@@ -24,7 +24,11 @@ fn mutate(rng: &mut StdRng, base: &[u8]) -> Vec<u8> {
     let mut v = base.to_vec();
     for _ in 0..rng.random_range(1..8) {
         let op = rng.random_range(0..5);
-        let at = if v.is_empty() { 0 } else { rng.random_range(0..v.len()) };
+        let at = if v.is_empty() {
+            0
+        } else {
+            rng.random_range(0..v.len())
+        };
         match op {
             0 if !v.is_empty() => v[at] = rng.random(),
             1 => v.insert(at, rng.random()),
@@ -49,7 +53,11 @@ fn mutate(rng: &mut StdRng, base: &[u8]) -> Vec<u8> {
 #[test]
 fn parser_and_interpreters_never_panic_on_mutated_heads() {
     let mut rng = StdRng::seed_from_u64(0x5eed);
-    let limits = HeadLimits { max_request_line: 256, max_head_bytes: 1024, max_headers: 16 };
+    let limits = HeadLimits {
+        max_request_line: 256,
+        max_head_bytes: 1024,
+        max_headers: 16,
+    };
     let v = Validators::from_metadata(1, 1000, 1_700_000_000, 0);
     let mut complete = 0;
     let mut errors = 0;
@@ -77,7 +85,10 @@ fn parser_and_interpreters_never_panic_on_mutated_heads() {
         }
     }
     // The mutations must exercise both accepting and rejecting paths.
-    assert!(complete > 10_000 && errors > 10_000, "complete {complete}, errors {errors}");
+    assert!(
+        complete > 10_000 && errors > 10_000,
+        "complete {complete}, errors {errors}"
+    );
 }
 
 #[test]
@@ -86,7 +97,9 @@ fn live_server_survives_random_garbage() {
     let mut rng = StdRng::seed_from_u64(7);
     for i in 0..300 {
         let input = if i % 3 == 0 {
-            (0..rng.random_range(1..2000)).map(|_| rng.random()).collect()
+            (0..rng.random_range(1..2000))
+                .map(|_| rng.random())
+                .collect()
         } else {
             mutate(&mut rng, SEEDS[i % SEEDS.len()].as_bytes())
         };
@@ -95,5 +108,8 @@ fn live_server_survives_random_garbage() {
         let _ = t.shutdown(std::net::Shutdown::Write);
     }
     let r = s.connect().get("/video.mp4", &[("Range", "bytes=10-19")]);
-    assert_eq!((r.status, r.body.as_slice()), (206, &common::pattern(20)[10..]));
+    assert_eq!(
+        (r.status, r.body.as_slice()),
+        (206, &common::pattern(20)[10..])
+    );
 }

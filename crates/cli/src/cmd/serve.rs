@@ -21,9 +21,15 @@ pub struct Args {
     /// Prefetch policy, e.g. none, fixed:2MiB, sqrt:4MiB@419, auto.
     #[arg(long)]
     prefetch: Option<String>,
-    /// catalog.json giving each file's bit rate.
+    /// catalog.json (or a path-to-kbps map) giving each file's bit rate.
     #[arg(long)]
     catalog: Option<PathBuf>,
+    /// Device queue override, e.g. `8:17=media` or `sdb=media` (repeatable).
+    #[arg(long = "device", value_name = "OVERRIDE")]
+    devices: Vec<String>,
+    /// Interval of the prefetch statistics log line (shown with VODKIT_LOG=info); 0 = off.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    stats_every: Duration,
     /// Append one line per response to this file (format in docs/server.md).
     #[arg(long)]
     access_log: Option<PathBuf>,
