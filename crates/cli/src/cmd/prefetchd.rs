@@ -46,6 +46,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         config,
         args.metrics.as_deref(),
         args.metrics_interval.into(),
+        args.admin,
     )
     .map_err(|e| anyhow::anyhow!("prefetchd on {}: {e}", args.socket.display()))?;
     println!("{}", serde_json::to_string_pretty(&last)?);
