@@ -210,6 +210,19 @@ impl Drop for Daemon {
     }
 }
 
+/// Every library connection and every file in flight is a descriptor; servers with hundreds
+/// of worker threads exceed the usual soft limit of 1024, so use the hard limit.
+fn raise_descriptor_limit() {
+    // SAFETY: getrlimit/setrlimit on a local struct.
+    unsafe {
+        let mut lim: libc::rlimit = std::mem::zeroed();
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
 fn snapshot(shared: &Shared) -> MetricsSnapshot {
     let engine = shared.engine.stats();
     let library_policy = match shared.config.mode {
@@ -392,6 +405,9 @@ pub fn serve_until_signalled(
     admin: Option<std::net::SocketAddr>,
 ) -> std::io::Result<MetricsSnapshot> {
     crate::signals::catch_termination();
+    // Only the standalone daemon: an in-process one (`vodkit preload`) would pass the raised
+    // limit on to the program it runs.
+    raise_descriptor_limit();
     let daemon = Daemon::start(config)?;
     if let Some(addr) = admin {
         let bound = admin::spawn(&daemon, addr)?;

@@ -48,6 +48,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let config =
         super::prefetchd::config(&args.socket, &args.prefetch, args.per_device, &args.mode)?;
     let mut preload = Preload::start(config)?;
+    if preload.daemon().is_none() {
+        eprintln!(
+            "vodkit preload: using the daemon already listening on {} (its own policy and mode)",
+            preload.socket().display()
+        );
+    }
     if let Some(t) = args.timeout {
         preload = preload.with_timeout_ms(t.as_millis() as u64);
     }
