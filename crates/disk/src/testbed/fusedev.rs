@@ -5,7 +5,8 @@
 //! and answered only when the modelled completion time has come. Several session threads
 //! take requests off the kernel queue as soon as they arrive (so arrival times are exact),
 //! but the model has one actuator: each request starts when the previous one finished, so
-//! reads are still served one at a time, in arrival order. Writes go straight to
+//! reads are still served one at a time, in the order the kernel sent them (or nearest
+//! first under SPTF queueing). Writes go straight to
 //! the backing file unless write timing is switched on. Reading `control` returns the
 //! device counters as JSON; writing a line to it changes the fault plan.
 
@@ -322,6 +323,13 @@ fn promote_thread() {
 }
 
 impl DiskFs {
+    /// Record the kernel id of a request that bypasses the actuator, so the dispatcher
+    /// does not wait for it as a missing read.
+    fn note_unmodelled(&self, ticket: u64) {
+        let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        st.last_ticket = st.last_ticket.max(ticket);
+    }
+
     /// Note that a scheduled request has been answered.
     fn answered(&self) {
         let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
@@ -477,7 +485,9 @@ impl Filesystem for DiskFs {
                     st.counters.writes += 1;
                     st.counters.write_bytes += data.len() as u64;
                 }
-                if self.model_writes {
+                if !self.model_writes {
+                    self.note_unmodelled(req.unique().0);
+                } else {
                     sleep_until(
                         self.schedule(req.unique().0, offset, data.len() as u64, false, started)
                             .0,
