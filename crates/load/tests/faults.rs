@@ -308,3 +308,14 @@ fn stop_token_cancels_long_sessions() {
     assert_eq!(run.results.sessions.cancelled, 1);
     assert_eq!(run.results.sessions.failed, 0);
 }
+
+#[test]
+fn merge_rejects_empty_input_and_corrupt_histograms() {
+    assert!(vodkit_load::Results::merge(&[]).is_err());
+    let target = serve(|_| (ok_response(10), Action::KeepOpen));
+    let run = run(target, vec![session(1, vec![req(2.0)])], |_| {});
+    let mut bad = run.results.clone();
+    bad.latency_ms.ttlb.histogram = "AAAA".into();
+    let e = vodkit_load::Results::merge(&[run.results.clone(), bad]).unwrap_err();
+    assert!(e.contains("input 2"), "{e}");
+}

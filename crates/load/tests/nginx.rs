@@ -244,3 +244,90 @@ fn missing_file_fails_the_session_with_a_status_error() {
         .requests[0];
     assert_eq!(detail.status, 404);
 }
+
+#[test]
+fn warm_up_ramps_qos_and_outputs() {
+    let Some(nginx) = Nginx::start(&files()) else {
+        return;
+    };
+    let sessions: Vec<Session> = (0..6)
+        .map(|i| {
+            session(
+                i,
+                vec![
+                    req("/vid01/secs-0-9", None, 0.0),
+                    req("/vid01/secs-10-19", None, 0.0),
+                    req("/vid01/secs-20-29", None, 0.05),
+                    req(
+                        "/vid02",
+                        Some(ByteRange::Closed {
+                            first: 10,
+                            last: 1009,
+                        }),
+                        0.05,
+                    ),
+                ],
+            )
+        })
+        .collect();
+    let run = run(nginx.target(), sessions, |c| {
+        c.warmup = vec![
+            req("/vid02", None, 0.0),
+            req("/vid03/high/secs-0-9", None, 0.0),
+            req("/vid01/secs-0-9", None, 0.0),
+        ];
+        c.ramp.up_sessions = 1;
+        c.ramp.down_sessions = 2;
+    });
+    let r = &run.results;
+    assert_eq!(r.run.warmup_requests, 3);
+    assert_eq!(r.run.sessions_started, 6);
+    assert_eq!(r.run.requests_sent, 24);
+    // Steady state: sessions 1, 2 and 3 in arrival order.
+    assert_eq!(r.sessions.started, 3);
+    assert_eq!(r.requests.completed, 12);
+    assert_eq!(r.requests.bytes, 3 * (3 * CHUNK as u64 + 1000));
+    assert!(r.throughput_mb_s > 0.0);
+    assert_eq!(r.qos.sessions, 3);
+    assert_eq!(r.qos.startup_failures + r.qos.inplay_failures, 0);
+    assert!((r.qos.play_s - 12.0).abs() < 1e-6, "{}", r.qos.play_s);
+    assert_eq!(
+        r.qos.rebuffer_events, 0,
+        "1 s of content every 50 ms never runs dry"
+    );
+    assert_eq!(r.qos.startup_delay_ms.count, 3);
+
+    // results.json carries the fixed keys and merges with itself.
+    let json: serde_json::Value = serde_json::to_value(r).unwrap();
+    for key in [
+        "requests",
+        "sessions",
+        "throughput_mb_s",
+        "missed_deadlines",
+        "latency_ms",
+        "timeseries",
+        "qos",
+    ] {
+        assert!(json.get(key).is_some(), "results.json lacks {key}");
+    }
+    for key in ["completed", "timed_out", "errors", "bytes"] {
+        assert!(json["requests"].get(key).is_some(), "requests lacks {key}");
+    }
+    let back: vodkit_load::Results = serde_json::from_value(json).unwrap();
+    let merged = vodkit_load::Results::merge(&[back.clone(), back]).unwrap();
+    assert_eq!(merged.requests.completed, 24);
+    assert_eq!(merged.latency_ms.ttlb.count, 24);
+    assert_eq!(merged.qos.startup_delay_ms.count, 6);
+    assert_eq!(merged.run.hosts, 2);
+    assert!((merged.throughput_mb_s - 2.0 * r.throughput_mb_s).abs() < 1e-9);
+
+    // One CSV row per request sent.
+    let mut csv = Vec::new();
+    vodkit_load::write_csv(&mut csv, &run.sessions).unwrap();
+    let text = String::from_utf8(csv).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(lines.len(), 25);
+    assert!(lines[0].starts_with("session_index,session_id,class,request"));
+    assert_eq!(lines.iter().filter(|l| l.contains(",ok,")).count(), 24);
+    assert!(text.contains("bytes=10-1009"));
+}
