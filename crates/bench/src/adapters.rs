@@ -181,7 +181,7 @@ impl VodkitStarter for InProcessVodkit {
         config.io = vodkit_server::IoSettings {
             mode: server_io(io),
             prefetch: (policy != "none").then(|| policy.to_string()),
-            catalog: None,
+            ..Default::default()
         };
         config.access_log = Some(run_dir.join("access.log"));
         config.idle_timeout = Duration::from_secs(3600);

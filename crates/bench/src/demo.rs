@@ -14,19 +14,14 @@ use std::time::Duration;
 /// Demo settings (exposed so the docs and tests use the same numbers).
 pub const SPEC: &str = "youtube-2011";
 pub const SCALE: f64 = 0.01;
-pub const POINT_S: u64 = 30;
+pub const POINT_S: u64 = 25;
 pub const MEMORY: &str = "1GiB";
 
 /// Why the emulated disk cannot be used here (None when it can).
 pub fn emulation_unavailable() -> Option<String> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        return Some("not running as root".into());
-    }
-    if !Path::new("/dev/fuse").exists() {
-        return Some("no /dev/fuse".into());
-    }
-    Some("the emulated disk is not available to the bench yet (issue #5)".into())
+    vodkit_disk::testbed::preflight()
+        .err()
+        .map(|e| e.to_string())
 }
 
 /// The servers the demo compares, with messages for the ones left out.
@@ -90,6 +85,7 @@ pub fn run(
         suts,
         point: Duration::from_secs(POINT_S),
         guess_mb_s: 10.0,
+        max_steps: 3,
         criterion: Criterion::Strict,
         repeat: 1,
     };

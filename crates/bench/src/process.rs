@@ -4,6 +4,7 @@
 use std::fs;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -81,6 +82,16 @@ impl ServerProcess {
     pub fn start(mut cmd: Command, spec: StartSpec<'_>) -> Result<ServerProcess, ProcessError> {
         let stderr_path = spec.run_dir.join(format!("{}.stderr", spec.name));
         let stdout_path = spec.run_dir.join(format!("{}.stdout", spec.name));
+        // The server dies with the bench, even when the bench is killed.
+        // SAFETY: prctl is async-signal-safe; nothing else runs between fork and exec.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
         cmd.stdin(Stdio::null())
             .stdout(fs::File::create(&stdout_path)?)
             .stderr(fs::File::create(&stderr_path)?);

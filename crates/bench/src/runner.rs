@@ -209,38 +209,54 @@ impl Progress for BarProgress {
     }
 }
 
-/// Build the testbed for `choice`; the emulated disk is not wired yet.
-pub fn testbed_for(choice: &TestbedChoice) -> Result<Box<dyn Testbed>, RunError> {
-    match choice {
-        TestbedChoice::Plain => Ok(Box::new(PlainDisk)),
-        TestbedChoice::Hdd(p) => Err(RunError::Runtime(format!(
-            "--testbed hdd:{p}: the emulated disk is not available to the bench yet (issue #5); use --testbed plain"
-        ))),
-    }
+/// Bring up the testbed for `choice` and make sure the workload's file set is on it.
+/// Returns the testbed and the root to serve.
+pub fn place(
+    choice: &TestbedChoice,
+    workload: &Path,
+    root_override: Option<&Path>,
+    progress: &BarProgress,
+) -> Result<(Box<dyn Testbed>, PathBuf), RunError> {
+    let (testbed, root): (Box<dyn Testbed>, PathBuf) = match (choice, root_override) {
+        (TestbedChoice::Plain, Some(r)) => return Ok((Box::new(PlainDisk), r.to_path_buf())),
+        (TestbedChoice::Plain, None) => (Box::new(PlainDisk), workload.join("files")),
+        (TestbedChoice::Hdd(_), Some(_)) => {
+            return Err(RunError::Usage(
+                "--root cannot be combined with --testbed hdd:…; the bench writes the file set onto the emulated disk".into(),
+            ))
+        }
+        (TestbedChoice::Hdd(preset), None) => {
+            let catalog = crate::prepare::catalog(workload).map_err(RunError::Usage)?;
+            let size = crate::system::HddTestbed::image_size_for(crate::prepare::fileset_bytes(&catalog));
+            progress.message(format!("bringing up the emulated {preset} disk"));
+            let bed = crate::system::HddTestbed::up(preset, &workload.join("hdd.img"), &workload.join("hdd-mnt"), size)
+                .map_err(RunError::Runtime)?;
+            let root = bed.mount.join("files");
+            (Box::new(bed), root)
+        }
+    };
+    let catalog = crate::prepare::catalog(workload).map_err(RunError::Usage)?;
+    crate::prepare::write_fileset(&catalog, &root, |done, total| {
+        progress.message(format!(
+            "writing file set {} / {}",
+            bytesize::ByteSize(done),
+            bytesize::ByteSize(total)
+        ))
+    })
+    .map_err(|e| RunError::Runtime(format!("file set: {e}")))?;
+    Ok((testbed, root))
 }
 
 /// Run the request and write bench.json, report.md and report.html into `out`.
 pub fn run(req: &BenchRequest) -> Result<(BenchReport, String), RunError> {
     let checked = check_request(req)?;
-    let root = match &req.root {
-        Some(r) => r.clone(),
-        None => {
-            let catalog = crate::prepare::catalog(&req.workload).map_err(RunError::Usage)?;
-            let root = req.workload.join("files");
-            let bar = BarProgress::new(req.progress);
-            crate::prepare::write_fileset(&catalog, &root, |done, total| {
-                bar.message(format!(
-                    "writing file set {} / {}",
-                    bytesize::ByteSize(done),
-                    bytesize::ByteSize(total)
-                ))
-            })
-            .map_err(|e| RunError::Runtime(format!("file set: {e}")))?;
-            bar.finish();
-            root
-        }
-    };
-    let mut testbed = testbed_for(&checked.testbed)?;
+    let mut progress = BarProgress::new(req.progress);
+    let (mut testbed, root) = place(
+        &checked.testbed,
+        &req.workload,
+        req.root.as_deref(),
+        &progress,
+    )?;
     let mut load = WorkloadLoad::open(&req.workload).map_err(RunError::Usage)?;
     load.max_duration = req.point_duration;
     let probe = load.probe_path().unwrap_or_else(|| "/".into());
@@ -274,7 +290,6 @@ pub fn run(req: &BenchRequest) -> Result<(BenchReport, String), RunError> {
         criterion: checked.criterion,
         repeat: req.repeat,
     };
-    let mut progress = BarProgress::new(req.progress);
     let mut rig = Rig {
         testbed: testbed.as_mut(),
         launcher: &mut launcher,

@@ -6,7 +6,7 @@ use crate::adapters::{ChildVodkit, InProcessVodkit, WorkloadLoad};
 use crate::experiment::{run_bench, BenchSettings, Rig};
 use crate::launch::LocalLauncher;
 use crate::report::{self, BenchReport, Comparison, ScenarioInfo, ServerReport};
-use crate::runner::{finish, rate_guess, testbed_for, BarProgress, RunError, TestbedChoice};
+use crate::runner::{finish, place, rate_guess, BarProgress, RunError, TestbedChoice};
 use crate::scenario::{self, Scenario};
 use crate::search::{Criterion, SearchPlan};
 use crate::sut;
@@ -27,6 +27,8 @@ pub struct CellPlan {
     pub point: Duration,
     /// Offered load (MB/s) the first guess of the search aims at.
     pub guess_mb_s: f64,
+    /// Steps of guess/2 above the start before the search stops at its ceiling.
+    pub max_steps: u32,
     pub criterion: Criterion,
     pub repeat: u32,
 }
@@ -55,6 +57,7 @@ pub fn cells(s: &Scenario) -> Result<Vec<CellPlan>, String> {
                 suts: sut::parse_list(&c.suts.join(",")).map_err(|e| e.to_string())?,
                 point: Duration::from_secs(s.point_s),
                 guess_mb_s: s.rate_guess * 20.0,
+                max_steps: 8,
                 criterion: Criterion::Strict,
                 repeat: 1,
             })
@@ -92,26 +95,12 @@ pub fn run_cell(
         Ok(w) => w,
         Err(e) => return all_skipped(cell, report::FAILED, &format!("workload: {e}")),
     };
-    let mut testbed = match testbed_for(&cell.testbed) {
-        Ok(t) => t,
-        Err(e) => return all_skipped(cell, report::SKIPPED, &e.to_string()),
+    let (mut testbed, root) = match place(&cell.testbed, &workload, None, progress) {
+        Ok(x) => x,
+        Err(RunError::Runtime(e)) | Err(RunError::Usage(e)) => {
+            return all_skipped(cell, report::SKIPPED, &e)
+        }
     };
-    let catalog = match prepare::catalog(&workload) {
-        Ok(c) => c,
-        Err(e) => return all_skipped(cell, report::FAILED, &e),
-    };
-    let root = workload.join("files");
-    let label = cell.label.clone();
-    let written = prepare::write_fileset(&catalog, &root, |done, total| {
-        progress.message(format!(
-            "{label}: writing file set {} / {}",
-            bytesize::ByteSize(done),
-            bytesize::ByteSize(total)
-        ))
-    });
-    if let Err(e) = written {
-        return all_skipped(cell, report::FAILED, &format!("file set: {e}"));
-    }
     let mut load = match WorkloadLoad::open(&workload) {
         Ok(l) => l,
         Err(e) => return all_skipped(cell, report::FAILED, &e),
@@ -123,7 +112,7 @@ pub fn run_cell(
         start: guess / 2.0,
         step: guess / 2.0,
         precision: guess / 8.0,
-        max_rate: guess * 10.0,
+        max_rate: guess / 2.0 * f64::from(1 + cell.max_steps),
     };
     let safe: String = cell
         .label

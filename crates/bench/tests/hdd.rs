@@ -1,0 +1,60 @@
+//! A miniature bench on the emulated disk with a memory budget: the testbed comes up, the
+//! file set is written onto it, nginx runs inside the budget, and the disk figures come from
+//! the emulated device. Needs root, FUSE and the loop driver; elsewhere it says why and
+//! does nothing.
+
+use vodkit_bench::report;
+use vodkit_bench::runner::{self, BenchRequest};
+
+#[test]
+fn miniature_bench_on_the_emulated_disk() {
+    if let Err(e) = vodkit_disk::testbed::preflight() {
+        eprintln!("SKIPPED: the emulated disk cannot run here: {e}");
+        return;
+    }
+    if vodkit_bench::peers::nginx_program().is_none() {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "nginx must be installed in CI"
+        );
+        eprintln!("SKIPPED: nginx is not installed");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let workload = vodkit_bench::prepare::workload(
+        "youtube-2011",
+        &["catalog.max_duration=40s", "catalog.min_duration=20s"],
+        0.005,
+        dir.path(),
+    )
+    .unwrap();
+    let req = BenchRequest {
+        workload: workload.clone(),
+        root: None,
+        suts: "nginx".into(),
+        testbed: "hdd:wd-red".into(),
+        memory: Some("256MiB".into()),
+        layout: None,
+        search: Some("fixed-rates:2".into()),
+        criterion: "sessions:50%".into(),
+        repeat: 1,
+        point_duration: Some(std::time::Duration::from_secs(20)),
+        out: dir.path().join("out"),
+        vodkit_exe: None,
+        progress: false,
+    };
+    let (rep, table) = runner::run(&req).unwrap();
+    assert!(report::check(&rep).is_empty(), "{:?}", report::check(&rep));
+    assert!(rep.testbed.contains("emulated wd-red"), "{}", rep.testbed);
+    assert_eq!(rep.memory_bytes, Some(256 << 20));
+    let s = rep.server("nginx").unwrap();
+    assert_eq!(s.status, report::MEASURED, "{:?}", s.reason);
+    let p = &s.points[0].metrics;
+    let disk = p.disk.expect("disk figures from the emulated device");
+    assert!(disk.mb_s > 0.0 && disk.reads_per_s > 0.0, "{disk:?}");
+    assert!(p.cpu_util.is_some());
+    assert!(table.contains("nginx"));
+    // The testbed is down again: nothing mounted at the workload's mount point.
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
+    assert!(!mounts.contains(&workload.join("hdd-mnt").display().to_string()));
+}
