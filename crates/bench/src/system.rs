@@ -212,6 +212,64 @@ impl Drop for Budget {
     }
 }
 
+/// The emulated hard disk from `vodkit-disk`, brought up in this process for the bench and
+/// taken down when dropped. The image (and so the file set written on it) is kept.
+pub struct HddTestbed {
+    bed: Option<vodkit_disk::testbed::Testbed>,
+    preset: String,
+    size: u64,
+    pub mount: PathBuf,
+}
+
+impl HddTestbed {
+    /// Bring up `preset` with a `size`-byte image at `image`, mounted at `mount`.
+    pub fn up(preset: &str, image: &Path, mount: &Path, size: u64) -> Result<HddTestbed, String> {
+        let size = size.div_ceil(4096) * 4096;
+        let cfg = vodkit_disk::testbed::Config::new(preset, size.max(64 << 20), image, mount);
+        let bed = vodkit_disk::testbed::Testbed::up(&cfg)
+            .map_err(|e| format!("emulated disk {preset}: {e}"))?;
+        Ok(HddTestbed {
+            bed: Some(bed),
+            preset: preset.into(),
+            size,
+            mount: mount.to_path_buf(),
+        })
+    }
+
+    /// Image size for a file set of `bytes`: room for ext4 and some slack.
+    pub fn image_size_for(bytes: u64) -> u64 {
+        (bytes + bytes / 4 + (256 << 20)).div_ceil(4096) * 4096
+    }
+}
+
+impl crate::experiment::Testbed for HddTestbed {
+    fn describe(&self) -> String {
+        let dev = self
+            .bed
+            .as_ref()
+            .map(|b| b.state().loop_device.clone())
+            .unwrap_or_default();
+        format!(
+            "emulated {} disk ({dev}, {} image)",
+            self.preset,
+            bytesize::ByteSize(self.size)
+        )
+    }
+    fn drop_caches(&mut self) -> Option<String> {
+        crate::experiment::drop_page_cache().err()
+    }
+}
+
+impl Drop for HddTestbed {
+    fn drop(&mut self) {
+        if let Some(b) = self.bed.take() {
+            if let Err(e) = b.down() {
+                tracing::warn!("taking the emulated disk down: {e}");
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -276,64 +334,6 @@ mod tests {
                 "NOTE: {} is not on a block device; nothing to check",
                 here.display()
             ),
-        }
-    }
-}
-
-/// The emulated hard disk from `vodkit-disk`, brought up in this process for the bench and
-/// taken down when dropped. The image (and so the file set written on it) is kept.
-pub struct HddTestbed {
-    bed: Option<vodkit_disk::testbed::Testbed>,
-    preset: String,
-    size: u64,
-    pub mount: PathBuf,
-}
-
-impl HddTestbed {
-    /// Bring up `preset` with a `size`-byte image at `image`, mounted at `mount`.
-    pub fn up(preset: &str, image: &Path, mount: &Path, size: u64) -> Result<HddTestbed, String> {
-        let size = size.div_ceil(4096) * 4096;
-        let cfg = vodkit_disk::testbed::Config::new(preset, size.max(64 << 20), image, mount);
-        let bed = vodkit_disk::testbed::Testbed::up(&cfg)
-            .map_err(|e| format!("emulated disk {preset}: {e}"))?;
-        Ok(HddTestbed {
-            bed: Some(bed),
-            preset: preset.into(),
-            size,
-            mount: mount.to_path_buf(),
-        })
-    }
-
-    /// Image size for a file set of `bytes`: room for ext4 and some slack.
-    pub fn image_size_for(bytes: u64) -> u64 {
-        (bytes + bytes / 4 + (256 << 20)).div_ceil(4096) * 4096
-    }
-}
-
-impl crate::experiment::Testbed for HddTestbed {
-    fn describe(&self) -> String {
-        let dev = self
-            .bed
-            .as_ref()
-            .map(|b| b.state().loop_device.clone())
-            .unwrap_or_default();
-        format!(
-            "emulated {} disk ({dev}, {} image)",
-            self.preset,
-            bytesize::ByteSize(self.size)
-        )
-    }
-    fn drop_caches(&mut self) -> Option<String> {
-        crate::experiment::drop_page_cache().err()
-    }
-}
-
-impl Drop for HddTestbed {
-    fn drop(&mut self) {
-        if let Some(b) = self.bed.take() {
-            if let Err(e) = b.down() {
-                tracing::warn!("taking the emulated disk down: {e}");
-            }
         }
     }
 }
