@@ -23,6 +23,10 @@ const MAX_PACING_WAIT_S: f64 = 20.0;
 /// continues within the chain window.
 const MAX_SUCCESSOR_PROBING_S: f64 = 12.0;
 
+/// Smallest forward and backward skips, in segments.
+const MIN_SKIP_FORWARD_SEGS: u32 = 15;
+const MIN_SKIP_BACK_SEGS: u32 = 200;
+
 /// Per-file parallel connection mix, 1..=6 (thesis Table 5.3).
 pub const PARALLEL_MIX: [f64; 6] = [0.419, 0.180, 0.330, 0.060, 0.008, 0.003];
 
@@ -611,18 +615,26 @@ impl Player<'_> {
         self.t = quiet_from - self.start_abs + gap;
     }
 
-    fn skip(&mut self) {
-        self.close_video();
-        self.close_audio();
+    /// Jump to a new position: forward by at least 15 segments, or back by at least 200
+    /// (so the refill cannot run into the chain just left while it is still fresh).
+    /// Returns false when the title offers no such position.
+    fn skip(&mut self) -> bool {
         let n = self.segments();
         let now = self.v_seg;
-        let mut to = self.rng.random_range(0..n.max(1));
+        let ok = |to: u32| to >= now + MIN_SKIP_FORWARD_SEGS || to + MIN_SKIP_BACK_SEGS <= now;
+        let mut target = None;
         for _ in 0..8 {
-            if to.abs_diff(now) >= 15 {
+            let to = self.rng.random_range(0..n.max(1));
+            if ok(to) {
+                target = Some(to);
                 break;
             }
-            to = self.rng.random_range(0..n.max(1));
         }
+        let Some(to) = target else {
+            return false;
+        };
+        self.close_video();
+        self.close_audio();
         self.v_seg = to;
         self.play_pos = f64::from(to) * SEGMENT_S;
         if let Some(a) = self.audio.as_mut() {
@@ -631,6 +643,7 @@ impl Player<'_> {
         // The playout buffer is flushed and refilled from the new position.
         let settle = self.rng.random_range(0.5..3.0);
         self.wait(settle);
+        true
     }
 
     fn new_rate(&mut self) -> usize {
@@ -755,13 +768,12 @@ pub fn generate(
                     player.transient(false, prev, Some(prev));
                 }
             }
-            Outcome::Skip => {
-                player.skip();
+            Outcome::Skip if player.skip() => {
                 let prev = player.rate;
                 let next = player.new_rate();
                 player.transient(false, next, Some(prev));
             }
-            Outcome::Rate => {
+            Outcome::Rate | Outcome::Skip => {
                 player.close_video();
                 let prev = player.rate;
                 let next = player.new_rate();

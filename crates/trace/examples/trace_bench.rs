@@ -1,0 +1,78 @@
+//! Benchmark driver for `scripts/bench-trace`: `synth DIR SCALE` writes a netflix-2014 log,
+//! `analyze DIR [OUT]` runs chains + phases over it (writing chains.csv and phases.csv to
+//! OUT when given) and prints requests per CPU second. Peak
+//! memory is measured around each step by the script.
+
+use std::io::BufReader;
+use std::path::Path;
+use std::time::Instant;
+
+use vodkit_trace::analyze::{analyze, AnalyzeOptions, NoSink};
+use vodkit_trace::output::DirSink;
+use vodkit_trace::FileTable;
+use vodkit_workload::netflix::{synth_log, NetflixSpec};
+
+fn cpu_seconds() -> f64 {
+    // utime + stime of this process, from /proc (Linux).
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let after = stat.rsplit(')').next().unwrap_or("");
+    let f: Vec<&str> = after.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+fn main() -> Result<(), String> {
+    let args: Vec<String> = std::env::args().collect();
+    match args.get(1).map(String::as_str) {
+        Some("synth") if args.len() == 4 => {
+            let scale: f64 = args[3]
+                .parse()
+                .map_err(|_| "SCALE must be a number".to_string())?;
+            let spec = NetflixSpec::new(42, scale, &[])?;
+            let t = Instant::now();
+            let s = synth_log(&spec, Path::new(&args[2]))?;
+            println!(
+                "synth: {} sessions, {} requests, {} chains ({} ambiguous requests) in {:.1} s",
+                s.sessions,
+                s.requests,
+                s.chains,
+                s.ambiguous,
+                t.elapsed().as_secs_f64()
+            );
+            Ok(())
+        }
+        Some("analyze") if args.len() == 3 || args.len() == 4 => {
+            let dir = Path::new(&args[2]);
+            let out = args.get(3).map(Path::new);
+            let files = FileTable::from_csv(&dir.join("files.csv"))?;
+            let log = std::fs::File::open(dir.join("log.csv")).map_err(|e| e.to_string())?;
+            let cpu0 = cpu_seconds();
+            let t = Instant::now();
+            let input = BufReader::with_capacity(1 << 20, log);
+            let opts = AnalyzeOptions::default();
+            let a = match out {
+                None => analyze(input, files, &opts, &mut NoSink).map_err(|e| e.to_string())?,
+                Some(o) => {
+                    let mut sink = DirSink::create(o, true, true).map_err(|e| e.to_string())?;
+                    let a = analyze(input, files, &opts, &mut sink).map_err(|e| e.to_string())?;
+                    sink.finish().map_err(|e| e.to_string())?;
+                    a
+                }
+            };
+            let wall = t.elapsed().as_secs_f64();
+            let cpu = (cpu_seconds() - cpu0).max(1e-3);
+            println!(
+                "analyze: {} requests, {} chains, {} sessions (peak {} open) in {:.2} s wall, {:.2} s CPU: {:.0} requests/s/core",
+                a.read.requests,
+                a.chains.chains,
+                a.phases.sessions,
+                a.peak_open_sessions,
+                wall,
+                cpu,
+                a.read.requests as f64 / cpu
+            );
+            Ok(())
+        }
+        _ => Err("usage: trace_bench synth DIR SCALE | trace_bench analyze DIR [OUT]".into()),
+    }
+}
