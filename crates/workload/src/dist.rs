@@ -189,7 +189,7 @@ impl Categorical {
     /// Weights must be non-negative with a positive sum.
     pub fn new(weights: &[f64]) -> Option<Categorical> {
         let total: f64 = weights.iter().sum();
-        if !(total.is_finite() && total > 0.0) || weights.iter().any(|w| !(*w >= 0.0)) {
+        if !(total.is_finite() && total > 0.0) || weights.iter().any(|w| w.is_nan() || *w < 0.0) {
             return None;
         }
         let mut acc = 0.0;

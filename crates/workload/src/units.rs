@@ -64,7 +64,7 @@ pub fn parse_bandwidth(s: &str) -> Result<u64, String> {
         _ => return Err(bad()),
     };
     let bps = x * mult;
-    if !(bps.is_finite() && bps >= 0.0 && bps < 1e15) {
+    if !(0.0..1e15).contains(&bps) {
         return Err(bad());
     }
     Ok(bps.round() as u64)
@@ -85,11 +85,11 @@ pub fn parse_size_or_time(s: &str) -> Result<SizeOrTime, String> {
 /// Format a byte count compactly for paths and tables: `512k`, `2m`, `1000`.
 pub fn compact_size(n: u64) -> String {
     const KI: u64 = 1024;
-    if n > 0 && n % (KI * KI * KI) == 0 {
+    if n > 0 && n.trailing_zeros() >= 30 {
         format!("{}g", n / (KI * KI * KI))
-    } else if n > 0 && n % (KI * KI) == 0 {
+    } else if n > 0 && n.trailing_zeros() >= 20 {
         format!("{}m", n / (KI * KI))
-    } else if n > 0 && n % KI == 0 {
+    } else if n > 0 && n.trailing_zeros() >= 10 {
         format!("{}k", n / KI)
     } else {
         n.to_string()

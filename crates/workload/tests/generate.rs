@@ -2,7 +2,7 @@
 //! statistics checked against values computed analytically from the distributions.
 
 use std::collections::HashSet;
-use vodkit_workload::generate::{write_workload, Plan, Tally};
+use vodkit_workload::generate::{write_workload, Plan};
 use vodkit_workload::model::{Catalog, Layout, Session};
 use vodkit_workload::spec;
 

@@ -3,7 +3,7 @@
 
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
-use vodkit_workload::dist::{EmpiricalCdf, Zipf};
+use vodkit_workload::dist::Zipf;
 use vodkit_workload::generate::{Plan, Tally};
 use vodkit_workload::spec::{self, Rounding};
 
@@ -103,8 +103,8 @@ fn arrival_gaps_are_exponential_and_classes_follow_shares() {
     let var = gaps.iter().map(|g| (g - mean).powi(2)).sum::<f64>() / n;
     // Var of the sample variance of Exp(1) is (mu4 - sigma^4)/n = (9 - 1)/n.
     within("gap variance", var, 1.0, (8.0 / n).sqrt(), 5.0);
-    for t in [0.5, 1.0, 2.0] {
-        let q = (-t as f64).exp();
+    for t in [0.5f64, 1.0, 2.0] {
+        let q = (-t).exp();
         let frac = gaps.iter().filter(|&&g| g > t).count() as f64 / n;
         within(
             &format!("P(gap > {t})"),
