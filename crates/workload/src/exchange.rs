@@ -140,3 +140,71 @@ fn imported_meta(sessions: &[Session], origin: &str) -> WorkloadMeta {
         measurement: Measurement::default(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{ByteRange, Request};
+
+    fn sessions(n: u64) -> Vec<Session> {
+        (0..n)
+            .map(|i| Session {
+                id: i,
+                gap: 0.5,
+                start_s: None,
+                class: if i % 2 == 0 { "a".into() } else { "b".into() },
+                title: Some(1),
+                bitrate_kbps: Some(419),
+                requests: vec![Request {
+                    path: "/full/sd-000001.dat".into(),
+                    range: Some(ByteRange::Closed { first: 0, last: 99 }),
+                    pacing_s: 0.0,
+                    timeout_s: 10.0,
+                    conn: 0,
+                    media_s: 0.0,
+                }],
+            })
+            .collect()
+    }
+
+    #[test]
+    fn clients_split_round_robin_and_import_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let all = sessions(7);
+        let files = export(&all, LogFormat::Thesis, 3, &dir.path().join("logs")).unwrap();
+        assert_eq!(files.len(), 3);
+        assert!(files[0].ends_with("client-00.log"));
+        let first = read_sessions(&files[0], None).unwrap();
+        assert_eq!(
+            first.iter().map(|s| s.id).collect::<Vec<_>>(),
+            vec![0, 3, 6]
+        );
+        assert_eq!(first[1], all[3]);
+
+        let out = dir.path().join("imported");
+        assert_eq!(import(&files[1], None, &out).unwrap(), 2);
+        let back = read_sessions(&out, None).unwrap();
+        assert_eq!(back, vec![all[1].clone(), all[4].clone()]);
+        let meta: WorkloadMeta =
+            serde_json::from_str(&std::fs::read_to_string(out.join("workload.json")).unwrap())
+                .unwrap();
+        assert_eq!(meta.client_classes.len(), 2);
+        assert!((meta.client_classes.iter().map(|c| c.share).sum::<f64>() - 1.0).abs() < 1e-12);
+
+        assert!(matches!(
+            export(&all, LogFormat::Httperf, 1, &dir.path().join("h")),
+            Err(ExchangeError::Unsupported { .. })
+        ));
+        assert!(matches!(
+            export(&all, LogFormat::Thesis, 0, &dir.path().join("z")),
+            Err(ExchangeError::Input(_))
+        ));
+        std::fs::write(dir.path().join("bad.log"), "/a range=9-1\n").unwrap();
+        let e = read_sessions(&dir.path().join("bad.log"), None).unwrap_err();
+        assert!(
+            e.to_string()
+                .ends_with("bad.log:1: range: `9-1` ends before it starts"),
+            "{e}"
+        );
+    }
+}
