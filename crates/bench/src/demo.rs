@@ -86,11 +86,18 @@ pub fn run(
         point: Duration::from_secs(POINT_S),
         guess_mb_s: 10.0,
         max_steps: 3,
+        sequential: false,
         criterion: Criterion::Strict,
         repeat: 1,
     };
-    let mut servers: Vec<ServerReport> =
-        run_cell(&cell, out, vodkit_exe.as_ref(), &mut progress, &mut notes);
+    let mut servers: Vec<ServerReport> = run_cell(
+        &cell,
+        out,
+        vodkit_exe.as_ref(),
+        &mut progress,
+        &mut notes,
+        &mut None,
+    );
     progress.finish();
     for (name, m) in skipped {
         let s = sut::parse_one(name).expect("literal server name");

@@ -119,17 +119,22 @@ pub fn write_fileset(
 /// Sequential read of the files the sessions request, in catalog order, after dropping
 /// the page cache: the disk's practical ceiling for this file set (thesis 3.7.2 used `wc`).
 /// Returns MB/s (10^6 bytes).
-pub fn sequential_read_mb_s(c: &Catalog, root: &Path, limit_bytes: u64) -> Result<f64, String> {
+pub fn sequential_read_mb_s(
+    c: &Catalog,
+    root: &Path,
+    wanted: &std::collections::HashSet<String>,
+    limit_bytes: u64,
+) -> Result<f64, String> {
     crate::experiment::drop_page_cache()?;
     let mut buf = vec![0u8; 1 << 20];
     let start = std::time::Instant::now();
     let mut read = 0u64;
-    for f in c
+    let files = c
         .titles
         .iter()
         .flat_map(|t| &t.renditions)
-        .flat_map(|r| &r.files)
-    {
+        .flat_map(|r| &r.files);
+    for f in files.filter(|f| wanted.contains(f.path.trim_start_matches('/'))) {
         let path = root.join(f.path.trim_start_matches('/'));
         let mut file =
             std::fs::File::open(&path).map_err(|e| format!("{}: {e}", path.display()))?;

@@ -60,6 +60,10 @@ pub struct Scenario {
     pub rate_guess: f64,
     pub cells: Vec<Cell>,
     pub checks: Vec<Check>,
+    /// Compare this server's disk MB/s with a sequential read of the requested files
+    /// (the `wc` reference of thesis 3.7.2), with the target fraction.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sequential_reference: Option<(&'static str, f64)>,
 }
 
 fn cell(label: &'static str, suts: &[&'static str]) -> Cell {
@@ -94,6 +98,7 @@ pub fn all() -> Vec<Scenario> {
         rate_guess: 1.0,
         cells: Vec::new(),
         checks: Vec::new(),
+        sequential_reference: None,
     };
     let chunk_suts = ["vodkit:vanilla", "vodkit:asap:fixed:2MiB"];
     vec![
@@ -252,6 +257,7 @@ pub fn all() -> Vec<Scenario> {
                 Check::Ratio { a: "vodkit:asap:auto", b: "nginx+readahead:1024,maxsectors:16384", min_ratio: 1.2 },
                 Check::Ratio { a: "nginx+preload", b: "nginx", min_ratio: 1.5 },
             ],
+            sequential_reference: Some(("vodkit:asap:auto", 0.9)),
             ..base
         },
     ]

@@ -29,6 +29,8 @@ pub struct CellPlan {
     pub guess_mb_s: f64,
     /// Steps of guess/2 above the start before the search stops at its ceiling.
     pub max_steps: u32,
+    /// Also time a sequential read of the requested files on the testbed.
+    pub sequential: bool,
     pub criterion: Criterion,
     pub repeat: u32,
 }
@@ -58,6 +60,7 @@ pub fn cells(s: &Scenario) -> Result<Vec<CellPlan>, String> {
                 point: Duration::from_secs(s.point_s),
                 guess_mb_s: s.rate_guess * 20.0,
                 max_steps: 8,
+                sequential: s.sequential_reference.is_some(),
                 criterion: Criterion::Strict,
                 repeat: 1,
             })
@@ -84,6 +87,7 @@ pub fn run_cell(
     vodkit_exe: Option<&PathBuf>,
     progress: &mut BarProgress,
     notes: &mut Vec<String>,
+    sequential: &mut Option<f64>,
 ) -> Vec<ServerReport> {
     let cache = prepare::cache_dir();
     let sets: Vec<&str> = cell.sets.iter().map(String::as_str).collect();
@@ -157,6 +161,27 @@ pub fn run_cell(
         sampler: &mut sampler,
     };
     let rep = run_bench(&settings, &cell.suts, &mut rig, progress);
+    if cell.sequential {
+        progress.message(format!(
+            "{}: sequential read of the requested files",
+            cell.label
+        ));
+        let wanted: std::collections::HashSet<String> = load
+            .sessions
+            .iter()
+            .flat_map(|s| &s.requests)
+            .map(|r| r.path.trim_start_matches('/').to_string())
+            .collect();
+        let seq = prepare::catalog(&workload)
+            .and_then(|c| prepare::sequential_read_mb_s(&c, &launcher.root, &wanted, 2 << 30));
+        match seq {
+            Ok(v) => *sequential = Some(v),
+            Err(e) => notes.push(format!(
+                "{}: sequential read reference not measured: {e}",
+                cell.label
+            )),
+        }
+    }
     notes.extend(rep.notes.iter().map(|n| format!("{}: {n}", cell.label)));
     rep.servers
         .into_iter()
@@ -192,6 +217,7 @@ pub fn run(
     );
     rep.search = serde_json::json!({"kind": "failure-free", "start": "guess/2", "step": "guess/2", "precision": "guess/8", "point_s": s.point_s});
     let mut notes = Vec::new();
+    let mut sequential = None;
     for c in &cells {
         progress.line(format!(
             "cell `{}`: {} servers",
@@ -204,17 +230,45 @@ pub fn run(
             vodkit_exe.as_ref(),
             &mut progress,
             &mut notes,
+            &mut sequential,
         ));
     }
     progress.finish();
     rep.notes = notes;
-    judge(s, &mut rep);
+    judge(s, &mut rep, sequential);
     finish(&mut rep, out).map(|(_, table)| table)
 }
 
 /// Fill in the scenario block and the comparisons.
-pub fn judge(s: &Scenario, rep: &mut BenchReport) {
-    let (comparisons, verdict): (Vec<Comparison>, String) = scenario::evaluate(s, rep);
+pub fn judge(s: &Scenario, rep: &mut BenchReport, sequential_mb_s: Option<f64>) {
+    let (mut comparisons, mut verdict): (Vec<Comparison>, String) = scenario::evaluate(s, rep);
+    if let Some((name, target)) = s.sequential_reference {
+        let disk = rep.server(name).and_then(|x| x.disk_mb_s);
+        let ratio = disk
+            .zip(sequential_mb_s)
+            .and_then(|(d, q)| (q > 0.0).then(|| d / q));
+        let note = match (disk, sequential_mb_s) {
+            (Some(d), Some(q)) => format!(
+                "{d:.1} MB/s from disk vs {q:.1} MB/s sequential read of the requested files"
+            ),
+            (None, _) => format!("{name} has no disk figures"),
+            (_, None) => "the sequential read was not measured".to_string(),
+        };
+        let met = ratio.map(|r| r >= target);
+        if met == Some(false) && verdict.starts_with("reproduced") {
+            verdict = format!(
+                "not reproduced: {name} disk MB/s / sequential read = {:.2} (target {target:.2})",
+                ratio.unwrap_or(0.0)
+            );
+        }
+        comparisons.push(Comparison {
+            what: format!("{name} disk MB/s / sequential read"),
+            ratio,
+            target: Some(target),
+            met,
+            note,
+        });
+    }
     rep.comparisons = comparisons;
     rep.scenario = Some(ScenarioInfo {
         name: s.name.into(),
