@@ -1,0 +1,324 @@
+//! Outputs of `vodkit simulate`: `sim.json`, `sim.csv`, `index.html` (two plots in the
+//! form of thesis Figs. 5.22/5.23: utilization on the left axis, memory on the right) and
+//! the text summary relative to Fixed.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::sweep::{Curve, Family};
+use crate::SimReport;
+
+const MIB: f64 = 1_048_576.0;
+const GB: f64 = 1e9;
+
+/// Writes `sim.json`, `sim.csv` and `index.html` into `out` (created if missing).
+pub fn write_all(out: &Path, r: &SimReport) -> Result<(), String> {
+    let io = |what: &str, e: std::io::Error| format!("{}: {what}: {e}", out.display());
+    std::fs::create_dir_all(out).map_err(|e| io("create directory", e))?;
+    let json = serde_json::to_string_pretty(r).map_err(|e| e.to_string())?;
+    std::fs::write(out.join("sim.json"), json + "\n").map_err(|e| io("write sim.json", e))?;
+    std::fs::write(out.join("sim.csv"), csv(r)).map_err(|e| io("write sim.csv", e))?;
+    std::fs::write(out.join("index.html"), html(r)).map_err(|e| io("write index.html", e))?;
+    Ok(())
+}
+
+/// One row per policy and parameter.
+pub fn csv(r: &SimReport) -> String {
+    let mut s = String::from(
+        "policy,param_bytes,spec,max_disk_util,max_memory_bytes,feasible,busiest_drive,\
+         busiest_interval,prefetches,disk_bytes,chain_bytes,wasted_bytes\n",
+    );
+    for c in &r.policies {
+        for p in &c.points {
+            let q = &p.result;
+            let _ = writeln!(
+                s,
+                "{},{},\"{}\",{:.6},{},{},{},{},{},{},{},{}",
+                c.policy.name(),
+                p.param_bytes,
+                p.spec,
+                q.max_disk_util,
+                q.max_memory_bytes,
+                q.feasible,
+                q.busiest_drive,
+                q.busiest_interval,
+                q.prefetches,
+                q.disk_bytes,
+                q.chain_bytes,
+                q.wasted_bytes
+            );
+        }
+    }
+    s
+}
+
+fn pct(x: f64) -> String {
+    let v = x * 100.0;
+    if v < 0.0 {
+        format!("\u{2212}{:.0}%", -v)
+    } else {
+        format!("+{v:.0}%")
+    }
+}
+
+/// The comparison with Fixed in the thesis's form, one line per policy.
+pub fn summary_text(r: &SimReport) -> String {
+    let mut s = String::new();
+    let fixed = r.summary.iter().find(|c| c.policy == Family::Fixed);
+    if let Some(f) = fixed {
+        let _ = writeln!(
+            s,
+            "fixed: best utilization {:.1}% at {:.1} MiB with {:.2} GB memory",
+            f.best_util * 100.0,
+            f.best_param_bytes as f64 / MIB,
+            f.best_memory_bytes as f64 / GB
+        );
+    }
+    for c in r.summary.iter().filter(|c| c.policy != Family::Fixed) {
+        let _ = write!(
+            s,
+            "{}: best utilization {:.1}% at {:.1} MiB ({:.2} GB)",
+            c.policy.name(),
+            c.best_util * 100.0,
+            c.best_param_bytes as f64 / MIB,
+            c.best_memory_bytes as f64 / GB
+        );
+        if fixed.is_some() {
+            let mem = c
+                .memory_change_at_equal_util
+                .map_or("never reaches fixed's best utilization".to_string(), |m| {
+                    format!("{} memory at equal best utilization", pct(m))
+                });
+            let util = c
+                .util_change_at_equal_memory
+                .map_or("needs more memory than fixed's best".to_string(), |u| {
+                    format!("{} utilization at equal memory", pct(u))
+                });
+            let _ = write!(s, "; {mem}; {util}");
+        }
+        s.push('\n');
+    }
+    let infeasible: Vec<_> = r
+        .policies
+        .iter()
+        .flat_map(|c| c.points.iter().filter(|p| !p.result.feasible).map(move |p| (c, p)))
+        .collect();
+    if !infeasible.is_empty() {
+        let _ = writeln!(
+            s,
+            "infeasible (a drive above 100%): {} of {} points",
+            infeasible.len(),
+            r.policies.iter().map(|c| c.points.len()).sum::<usize>()
+        );
+    }
+    s
+}
+
+const COLORS: [&str; 6] = [
+    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
+];
+
+fn color(f: Family) -> &'static str {
+    COLORS[Family::ALL.iter().position(|&x| x == f).unwrap_or(0)]
+}
+
+/// Upper end of an axis: a round number at or above `v`.
+fn nice_max(v: f64) -> f64 {
+    if v <= 0.0 || !v.is_finite() {
+        return 1.0;
+    }
+    let mag = 10f64.powf(v.log10().floor());
+    [1.0, 2.0, 2.5, 5.0, 10.0]
+        .iter()
+        .map(|m| m * mag)
+        .find(|&c| c >= v)
+        .unwrap_or(10.0 * mag)
+}
+
+/// A plot of utilization (solid, left axis) and memory (dashed, right axis) against the
+/// sweep parameter for `curves`.
+pub fn dual_axis_svg(title: &str, curves: &[&Curve]) -> String {
+    let (w, h, l, rgt, top, bot) = (720.0, 400.0, 70.0, 80.0, 36.0, 56.0);
+    let pw = w - l - rgt;
+    let ph = h - top - bot;
+    let pts = curves.iter().flat_map(|c| c.points.iter());
+    let x_max = nice_max(pts.clone().map(|p| p.param_bytes as f64 / MIB).fold(0.0, f64::max));
+    let u_max = nice_max(
+        pts.clone()
+            .map(|p| p.result.max_disk_util * 100.0)
+            .fold(0.0, f64::max),
+    );
+    let m_max = nice_max(
+        pts.map(|p| p.result.max_memory_bytes as f64 / GB)
+            .fold(0.0, f64::max),
+    );
+    let px = |x: f64| l + x / x_max * pw;
+    let pu = |u: f64| top + ph - u / u_max * ph;
+    let pm = |m: f64| top + ph - m / m_max * ph;
+    let mut s = String::new();
+    let _ = write!(
+        s,
+        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" \
+         font-family=\"sans-serif\" font-size=\"12\">\
+         <text x=\"{}\" y=\"20\" text-anchor=\"middle\" font-size=\"14\">{}</text>\
+         <rect x=\"{l}\" y=\"{top}\" width=\"{pw}\" height=\"{ph}\" fill=\"none\" stroke=\"#888\"/>",
+        w / 2.0,
+        escape(title)
+    );
+    for k in 0..=5 {
+        let f = k as f64 / 5.0;
+        let y = top + ph - f * ph;
+        let _ = write!(
+            s,
+            "<line x1=\"{l}\" x2=\"{}\" y1=\"{y}\" y2=\"{y}\" stroke=\"#eee\"/>\
+             <text x=\"{}\" y=\"{}\" text-anchor=\"end\">{:.0}</text>\
+             <text x=\"{}\" y=\"{}\">{:.1}</text>",
+            l + pw,
+            l - 6.0,
+            y + 4.0,
+            f * u_max,
+            l + pw + 6.0,
+            y + 4.0,
+            f * m_max
+        );
+        let x = l + f * pw;
+        let _ = write!(
+            s,
+            "<text x=\"{x}\" y=\"{}\" text-anchor=\"middle\">{:.1}</text>",
+            top + ph + 18.0,
+            f * x_max
+        );
+    }
+    let _ = write!(
+        s,
+        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">prefetch size parameter (MiB)</text>\
+         <text transform=\"translate(18,{}) rotate(-90)\" text-anchor=\"middle\">Util: busiest drive (%)</text>\
+         <text transform=\"translate({},{}) rotate(90)\" text-anchor=\"middle\">Mem: peak memory (GB)</text>",
+        l + pw / 2.0,
+        h - 14.0,
+        top + ph / 2.0,
+        w - 14.0,
+        top + ph / 2.0
+    );
+    if u_max >= 100.0 {
+        let y = pu(100.0);
+        let _ = write!(
+            s,
+            "<line x1=\"{l}\" x2=\"{}\" y1=\"{y}\" y2=\"{y}\" stroke=\"#c00\" stroke-dasharray=\"2 2\"/>",
+            l + pw
+        );
+    }
+    for (i, c) in curves.iter().enumerate() {
+        let col = color(c.policy);
+        let line = |f: &dyn Fn(&crate::sweep::Point) -> f64| {
+            c.points
+                .iter()
+                .map(|p| format!("{:.1},{:.1}", px(p.param_bytes as f64 / MIB), f(p)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        let util = line(&|p| pu(p.result.max_disk_util * 100.0));
+        let mem = line(&|p| pm(p.result.max_memory_bytes as f64 / GB));
+        let _ = write!(
+            s,
+            "<polyline fill=\"none\" stroke=\"{col}\" stroke-width=\"2\" points=\"{util}\"/>\
+             <polyline fill=\"none\" stroke=\"{col}\" stroke-width=\"2\" stroke-dasharray=\"6 4\" points=\"{mem}\"/>"
+        );
+        for p in &c.points {
+            let (x, y) = (
+                px(p.param_bytes as f64 / MIB),
+                pu(p.result.max_disk_util * 100.0),
+            );
+            let _ = write!(s, "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"2.5\" fill=\"{col}\"/>");
+        }
+        let ly = top + 14.0 + 16.0 * i as f64;
+        let _ = write!(
+            s,
+            "<line x1=\"{}\" x2=\"{}\" y1=\"{ly}\" y2=\"{ly}\" stroke=\"{col}\" stroke-width=\"2\"/>\
+             <text x=\"{}\" y=\"{}\">{} (solid Util, dashed Mem)</text>",
+            l + 10.0,
+            l + 34.0,
+            l + 40.0,
+            ly + 4.0,
+            c.policy.name()
+        );
+    }
+    s.push_str("</svg>");
+    s
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+}
+
+/// The HTML page: parameters, the two figures, the summary and a table of all points.
+pub fn html(r: &SimReport) -> String {
+    let pick = |fams: &[Family]| -> Vec<&Curve> {
+        r.policies
+            .iter()
+            .filter(|c| fams.contains(&c.policy))
+            .collect()
+    };
+    let rate_based = pick(&[Family::Fixed, Family::Proportional, Family::Sqrt, Family::Auto]);
+    let chain_based = pick(&[Family::Fixed, Family::FirstGrow, Family::FirstGrowSr]);
+    let mut s = String::from(
+        "<!doctype html><html><head><meta charset=\"utf-8\"><title>vodkit simulate</title>\
+         <style>body{font-family:sans-serif;max-width:960px;margin:2em auto}\
+         table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}\
+         </style></head><body><h1>Prefetch policy simulation</h1>",
+    );
+    let _ = write!(
+        s,
+        "<p>{} chains on {} drives over {:.0} s; t_max {:.1} MB/s, s_max {:.1} seeks/s; \
+         interval {} s; buffers released {} s after a chain ends; reference rate {} kbps.</p>\
+         <p>First-Grow: first sizes open@0 {} B ({}), chunk@0 {} B ({}), other {} B ({}); \
+         growth {:.2} ({}, P = {}).</p>",
+        r.chains,
+        r.drives,
+        r.trace_span_s,
+        r.capacity.t_max_mb_s,
+        r.capacity.s_max_per_s,
+        r.interval_s,
+        r.release_after_s,
+        r.ref_kbps,
+        r.first_grow.open_at_zero.bytes,
+        r.first_grow.open_at_zero.source,
+        r.first_grow.chunk_at_zero.bytes,
+        r.first_grow.chunk_at_zero.source,
+        r.first_grow.other.bytes,
+        r.first_grow.other.source,
+        r.first_grow.growth.factor,
+        r.first_grow.growth.source,
+        r.first_grow.growth.probability
+    );
+    let _ = write!(s, "<pre>{}</pre>", escape(&summary_text(r)));
+    if rate_based.len() > 1 || chain_based.len() <= 1 {
+        s.push_str(&dual_axis_svg("Bit-rate-based policies (cf. thesis Fig. 5.22)", &rate_based));
+    }
+    if chain_based.len() > 1 {
+        s.push_str(&dual_axis_svg("Chain-length-based policies (cf. thesis Fig. 5.23)", &chain_based));
+    }
+    s.push_str(
+        "<h2>All points</h2><table><tr><th>policy</th><th>parameter (MiB)</th>\
+         <th>max disk util (%)</th><th>max memory (GB)</th><th>feasible</th>\
+         <th>wasted (GB)</th></tr>",
+    );
+    for c in &r.policies {
+        for p in &c.points {
+            let _ = write!(
+                s,
+                "<tr><td>{}</td><td>{:.2}</td><td>{:.1}</td><td>{:.3}</td><td>{}</td><td>{:.3}</td></tr>",
+                c.policy.name(),
+                p.param_bytes as f64 / MIB,
+                p.result.max_disk_util * 100.0,
+                p.result.max_memory_bytes as f64 / GB,
+                if p.result.feasible { "yes" } else { "no" },
+                p.result.wasted_bytes as f64 / GB
+            );
+        }
+    }
+    s.push_str("</table></body></html>\n");
+    s
+}
