@@ -77,6 +77,11 @@ pub fn run_until_signal(
         }
         tracing::info!("shutting down: draining connections");
         handle.shutdown().await;
-        Ok(())
-    })
+        tracing::info!("drained");
+        Ok::<(), std::io::Error>(())
+    })?;
+    tracing::info!("runtime finished");
+    drop(runtime);
+    tracing::info!("runtime dropped");
+    Ok(())
 }

@@ -4,7 +4,6 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use vodkit_server::{IoMode, IoSettings, ServerConfig};
 
 #[derive(clap::Args)]
@@ -82,10 +81,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let mut config = ServerConfig::new(&args.root);
     config.listen = args.listen;
     config.admin = args.admin;
+    if let Some(p) = &args.prefetch {
+        p.parse::<vodkit_prefetch::PolicySpec>()
+            .map_err(|e| super::usage(format!("--prefetch: {e}")))?;
+    }
     config.io = IoSettings {
         mode,
         prefetch: args.prefetch,
         catalog: args.catalog,
+        devices: args.devices,
+        stats_every: (!args.stats_every.is_zero()).then_some(args.stats_every),
     };
     config.access_log = args.access_log;
     config.idle_timeout = args.idle_timeout;
@@ -104,5 +109,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             eprintln!("vodkit serve: admin on http://{a} (/metrics, /stats)");
         }
     })
-    .context("vodkit serve")
+    .map_err(|e| {
+        // Bad --prefetch/--catalog/--device values surface as InvalidInput: exit 2.
+        if e.kind() == std::io::ErrorKind::InvalidInput {
+            super::usage(e)
+        } else {
+            anyhow::Error::new(e).context("vodkit serve")
+        }
+    })
 }
