@@ -23,6 +23,11 @@ const MAX_PACING_WAIT_S: f64 = 20.0;
 /// continues within the chain window.
 const MAX_SUCCESSOR_PROBING_S: f64 = 12.0;
 
+/// The audio track asks for more data at least this often while playing...
+const AUDIO_CADENCE_S: f64 = 10.0;
+/// ...checked at least this often.
+const AUDIO_STEP_S: f64 = 5.0;
+
 /// Smallest forward and backward skips, in segments.
 const MIN_SKIP_FORWARD_SEGS: u32 = 15;
 const MIN_SKIP_BACK_SEGS: u32 = 200;
@@ -108,6 +113,8 @@ struct Stream {
 struct Audio {
     file: usize,
     next_seg: u32,
+    /// When the audio track last asked for data.
+    last_fetch: f64,
     stream: Option<Stream>,
     header: bool,
 }
@@ -196,14 +203,30 @@ impl Player<'_> {
     }
 
     /// Let wall time pass; playback advances only while there is content buffered.
+    /// Audio keeps its own cadence, in steps of at most `AUDIO_STEP_S`.
     fn wait(&mut self, dt: f64) {
-        let dt = dt.max(0.0);
-        self.t += dt;
-        if self.playing {
-            let avail = f64::from(self.v_seg) * SEGMENT_S - self.play_pos;
-            let played = dt.min(avail.max(0.0));
-            self.play_pos += played;
-            self.watched += played;
+        let mut left = dt.max(0.0);
+        loop {
+            let step = if self.audio.is_some() {
+                left.min(AUDIO_STEP_S)
+            } else {
+                left
+            };
+            self.t += step;
+            if self.playing {
+                let avail = f64::from(self.v_seg) * SEGMENT_S - self.play_pos;
+                let played = step.min(avail.max(0.0));
+                self.play_pos += played;
+                self.watched += played;
+            }
+            left -= step;
+            if self.audio.as_ref().is_some_and(|a| a.header) {
+                let now = self.abs();
+                self.sync_audio(now);
+            }
+            if left <= 0.0 {
+                break;
+            }
         }
     }
 
@@ -415,9 +438,12 @@ impl Player<'_> {
         let cat = self.cat;
         let f = &cat.files[file];
         let want = (self.v_seg + 2).min(f.segments);
-        if audio.next_seg >= want {
+        let stale = issued - audio.last_fetch >= AUDIO_CADENCE_S
+            && audio.next_seg < (self.v_seg + 150).min(f.segments);
+        if audio.next_seg >= want && !stale {
             return;
         }
+        audio.last_fetch = issued;
         let open = self.prof.audio_open;
         let conn = self.prof.conns;
         if !audio.header {
@@ -621,7 +647,26 @@ impl Player<'_> {
     fn skip(&mut self) -> bool {
         let n = self.segments();
         let now = self.v_seg;
-        let ok = |to: u32| to >= now + MIN_SKIP_FORWARD_SEGS || to + MIN_SKIP_BACK_SEGS <= now;
+        let now_abs = self.abs();
+        let cat = self.cat;
+        let recent: Vec<(usize, u64)> = self
+            .book
+            .runs
+            .iter()
+            .filter(|r| now_abs - r.t_end < 300.0)
+            .map(|r| (r.file, r.start))
+            .collect();
+        // A target just below where a recent chain starts would refill into that start.
+        let clear = |to: u32| {
+            recent.iter().all(|&(file, start)| {
+                let f = &cat.files[file];
+                !(f.segment_offset(to) < start
+                    && start <= f.segment_offset(to + MIN_SKIP_BACK_SEGS))
+            })
+        };
+        let ok = |to: u32| {
+            (to >= now + MIN_SKIP_FORWARD_SEGS || to + MIN_SKIP_BACK_SEGS <= now) && clear(to)
+        };
         let mut target = None;
         for _ in 0..8 {
             let to = self.rng.random_range(0..n.max(1));
@@ -743,6 +788,7 @@ pub fn generate(
         audio: audio_file.map(|file| Audio {
             file,
             next_seg: start_seg,
+            last_fetch: f64::NEG_INFINITY,
             stream: None,
             header: false,
         }),
