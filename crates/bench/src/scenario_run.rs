@@ -57,7 +57,7 @@ pub fn cells(s: &Scenario) -> Result<Vec<CellPlan>, String> {
                 testbed: TestbedChoice::parse(c.testbed)?,
                 memory: Some(memory),
                 suts: sut::parse_list(&c.suts.join(",")).map_err(|e| e.to_string())?,
-                point: Duration::from_secs(s.point_s),
+                point: Duration::from_secs(s.point_seconds()),
                 guess_mb_s: s.rate_guess * 20.0,
                 max_steps: 8,
                 sequential: s.sequential_reference.is_some(),

@@ -84,10 +84,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 fn scenario(name: &str, args: &Args) -> anyhow::Result<()> {
     if name == "list" {
         for s in vodkit_bench::scenario::all() {
-            println!(
-                "{:<14} mirrors {}\n{:<14} checks: {}",
-                s.name, s.mirrors, "", s.finding
-            );
+            let minutes = s.server_runs()
+                * vodkit_bench::scenario::POINTS_PER_SEARCH
+                * (s.point_seconds() + vodkit_bench::scenario::OVERHEAD_S)
+                / 60;
+            println!("{:<14} mirrors {} (~{minutes} min)", s.name, s.mirrors);
+            println!("{:<14} checks: {}", "", s.finding);
         }
         return Ok(());
     }
