@@ -136,8 +136,28 @@ impl State {
     }
 }
 
-/// State directory of the device mounted at `mount`.
+/// State directory of the device mounted at `mount`: the path with `/` turned into `_`
+/// and every other byte except letters, digits, `.` and `-` written as `%xx`, so distinct
+/// mount points never share a directory.
 pub fn state_dir(state_root: &Path, mount: &Path) -> PathBuf {
+    let mut flat = String::new();
+    for b in mount.as_os_str().as_encoded_bytes() {
+        match b {
+            b'/' => flat.push('_'),
+            b if b.is_ascii_alphanumeric() || *b == b'.' || *b == b'-' => flat.push(*b as char),
+            b => flat.push_str(&format!("%{b:02x}")),
+        }
+    }
+    let dir = state_root.join(flat.trim_start_matches('_'));
+    // Devices brought up by earlier versions used a lossier name; keep finding them.
+    let legacy = legacy_state_dir(state_root, mount);
+    if !dir.exists() && legacy.join("state.json").exists() {
+        return legacy;
+    }
+    dir
+}
+
+fn legacy_state_dir(state_root: &Path, mount: &Path) -> PathBuf {
     let flat: String = mount
         .to_string_lossy()
         .chars()
@@ -505,4 +525,58 @@ pub fn counters(state: &State) -> Result<DeviceCounters, Error> {
     let path = state.control_path();
     let text = std::fs::read_to_string(&path).map_err(io(format!("{}", path.display())))?;
     serde_json::from_str(&text).map_err(|e| Error::Tool(format!("{}: {e}", path.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_validation_names_the_problem() {
+        let bad = Config::new("floppy", 1 << 30, "/tmp/x.img", "/tmp/x");
+        assert!(
+            matches!(bad.validate(), Err(Error::Input(m)) if m.contains("floppy") && m.contains("wd-red"))
+        );
+        let small = Config::new("wd-red", 1 << 20, "/tmp/x.img", "/tmp/x");
+        assert!(matches!(small.validate(), Err(Error::Input(m)) if m.contains("64 MiB")));
+        let odd = Config::new("wd-red", (1 << 30) + 1, "/tmp/x.img", "/tmp/x");
+        assert!(odd.validate().is_err());
+        assert!(Config::new("hp-10k", 1 << 30, "/tmp/x.img", "/tmp/x")
+            .validate()
+            .is_ok());
+    }
+
+    #[test]
+    fn state_dirs_are_distinct_per_mount_point() {
+        let root = Path::new("/run/x");
+        let a = state_dir(root, Path::new("/mnt/a b"));
+        let b = state_dir(root, Path::new("/mnt/a/b"));
+        let c = state_dir(root, Path::new("/mnt/a_b"));
+        assert_eq!(a, Path::new("/run/x/mnt_a%20b"));
+        assert_eq!(b, Path::new("/run/x/mnt_a_b"));
+        assert_eq!(c, Path::new("/run/x/mnt_a%5fb"));
+        assert_eq!(
+            state_dir(root, Path::new("/var/tmp/vk-1")),
+            Path::new("/run/x/var_tmp_vk-1")
+        );
+    }
+
+    #[test]
+    fn down_with_nothing_up_does_nothing() {
+        let tmp = tempfile::tempdir().unwrap();
+        let steps = down(tmp.path(), &tmp.path().join("never-mounted")).unwrap();
+        assert!(steps.is_empty(), "{steps:?}");
+        assert!(list_states(tmp.path()).is_empty());
+    }
+
+    #[test]
+    fn live_and_exited_processes() {
+        assert!(pid_alive(std::process::id()));
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        // Exited but not yet reaped: a zombie counts as gone.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(!pid_alive(child.id()));
+        child.wait().unwrap();
+        assert!(!pid_alive(0));
+    }
 }
