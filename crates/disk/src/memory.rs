@@ -146,7 +146,31 @@ impl MemoryBudget {
         self.dir.join("cgroup.procs")
     }
 
-    /// Move process `pid` into the budget.
+    /// Make `cmd` join the budget between fork and exec, so the program and everything it
+    /// starts are charged from the first byte (use this to start a server under test).
+    pub fn confine(&self, cmd: &mut Command) -> Result<(), Error> {
+        let procs = CString::new(self.procs_file().to_string_lossy().as_bytes())
+            .map_err(|_| Error::Unsupported("cgroup path contains NUL".into()))?;
+        // SAFETY: only async-signal-safe calls (open, write, close) run in the child.
+        unsafe {
+            cmd.pre_exec(move || {
+                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+                if fd < 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                let ok = libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
+                libc::close(fd);
+                if ok {
+                    Ok(())
+                } else {
+                    Err(std::io::Error::last_os_error())
+                }
+            });
+        }
+        Ok(())
+    }
+
+    /// Move process `pid` into the budget (its existing children stay where they are).
     pub fn add(&self, pid: u32) -> Result<(), Error> {
         std::fs::write(self.procs_file(), pid.to_string())
             .map_err(io(format!("{}", self.procs_file().display())))
@@ -265,27 +289,9 @@ fn run_in(
     interval: Duration,
     on_sample: &mut impl FnMut(&MemoryUsage),
 ) -> Result<(ExitStatus, Vec<MemoryUsage>), Error> {
-    let procs = CString::new(budget.procs_file().to_string_lossy().as_bytes())
-        .map_err(|_| Error::Unsupported("cgroup path contains NUL".into()))?;
     let mut cmd = Command::new(prog);
     cmd.args(args);
-    // SAFETY: only async-signal-safe calls (open, write, close) between fork and exec; the
-    // child joins the budget before the command starts, so everything it does is charged.
-    unsafe {
-        cmd.pre_exec(move || {
-            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
-            if fd < 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            let ok = libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
-            libc::close(fd);
-            if ok {
-                Ok(())
-            } else {
-                Err(std::io::Error::last_os_error())
-            }
-        });
-    }
+    budget.confine(&mut cmd)?;
     let mut child = cmd.spawn().map_err(io(prog.to_string()))?;
     let mut samples = Vec::new();
     loop {
