@@ -645,6 +645,9 @@ impl Player<'_> {
     /// (so the refill cannot run into the chain just left while it is still fresh).
     /// Returns false when the title offers no such position.
     fn skip(&mut self) -> bool {
+        // Close the streams first so their runs are in the book for the check below.
+        self.close_video();
+        self.close_audio();
         let n = self.segments();
         let now = self.v_seg;
         let now_abs = self.abs();
@@ -678,8 +681,6 @@ impl Player<'_> {
         let Some(to) = target else {
             return false;
         };
-        self.close_video();
-        self.close_audio();
         self.v_seg = to;
         self.play_pos = f64::from(to) * SEGMENT_S;
         if let Some(a) = self.audio.as_mut() {
