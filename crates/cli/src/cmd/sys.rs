@@ -2,6 +2,7 @@
 //! as a live table or one JSON object per line.
 
 use clap::Subcommand;
+use std::io::Write;
 use std::time::Duration;
 use vodkit_disk::sys::{Sampler, SamplerConfig};
 
@@ -64,13 +65,16 @@ fn watch(a: WatchArgs) -> anyhow::Result<()> {
         cgroup: a.cgroup.clone(),
     })
     .map_err(super::usage)?;
+    let mut out = std::io::stdout().lock();
     let mut n = 0u64;
     while a.count.is_none_or(|c| n < c) {
         std::thread::sleep(interval);
         let s = sampler.sample();
         n += 1;
         if a.json {
-            println!("{}", serde_json::to_string(&s)?);
+            if writeln!(out, "{}", serde_json::to_string(&s)?).is_err() {
+                return Ok(()); // the reader went away (e.g. `| head`)
+            }
             continue;
         }
         let mb = |b: u64| b as f64 / 1_048_576.0;
@@ -81,7 +85,7 @@ fn watch(a: WatchArgs) -> anyhow::Result<()> {
                 mb(c.cache_bytes)
             )
         });
-        println!(
+        let mut text = format!(
             "t={:>6.1}s cpu usr {:>4.1}% sys {:>4.1}% wait {:>4.1}%  mem avail {:.0} MiB cache {:.0} MiB{cg}  net {:.1}/{:.1} MB/s lo {:.1}/{:.1} MB/s",
             s.t,
             s.cpu.user * 100.0,
@@ -95,8 +99,8 @@ fn watch(a: WatchArgs) -> anyhow::Result<()> {
             s.lo_tx_bytes_s / 1e6
         );
         for d in &s.disks {
-            println!(
-                "  {:<10} r/s {:>7.1} rMB/s {:>7.2} avg {:>7.1} KiB  w/s {:>6.1} wMB/s {:>6.2}  ms/t {:>6.2} util {:>5.1}% qlen {:>5.2}",
+            text += &format!(
+                "\n  {:<10} r/s {:>7.1} rMB/s {:>7.2} avg {:>7.1} KiB  w/s {:>6.1} wMB/s {:>6.2}  ms/t {:>6.2} util {:>5.1}% qlen {:>5.2}",
                 d.device,
                 d.reads_per_s,
                 d.read_mb_s,
@@ -107,6 +111,9 @@ fn watch(a: WatchArgs) -> anyhow::Result<()> {
                 d.utilization * 100.0,
                 d.queue_len
             );
+        }
+        if writeln!(out, "{text}").is_err() {
+            return Ok(()); // the reader went away (e.g. `| head`)
         }
     }
     Ok(())
