@@ -139,7 +139,10 @@ impl ChainBuilder {
                 f.t0 = f.t0.min(tail.t0).min(int.0);
                 f.t1 = f.t1.max(tail.t1).max(int.1);
                 f.requests += tail.requests + 1;
-                f.sent += tail.sent + r.bytes_sent;
+                f.sent = f
+                    .sent
+                    .saturating_add(tail.sent)
+                    .saturating_add(r.bytes_sent);
                 frags.swap_remove(s);
             }
             (Some(p), None) => {
@@ -149,7 +152,7 @@ impl ChainBuilder {
                 f.t0 = f.t0.min(int.0);
                 f.t1 = f.t1.max(int.1);
                 f.requests += 1;
-                f.sent += r.bytes_sent;
+                f.sent = f.sent.saturating_add(r.bytes_sent);
             }
             (None, Some(s)) => {
                 let f = &mut frags[s];
@@ -159,7 +162,7 @@ impl ChainBuilder {
                 f.t0 = f.t0.min(int.0);
                 f.t1 = f.t1.max(int.1);
                 f.requests += 1;
-                f.sent += r.bytes_sent;
+                f.sent = f.sent.saturating_add(r.bytes_sent);
             }
             (None, None) => frags.push(Frag {
                 start: a,

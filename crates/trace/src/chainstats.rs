@@ -26,7 +26,7 @@ impl RowAcc {
     fn add(&mut self, o: &RowAcc) {
         self.chains += o.chains;
         self.requests += o.requests;
-        self.bytes += o.bytes;
+        self.bytes = self.bytes.saturating_add(o.bytes);
         self.title_s += o.title_s;
         self.title_chains += o.title_chains;
     }
@@ -65,7 +65,7 @@ impl ChainStatsBuilder {
         let row = &mut self.rows[k][media_slot(f.media)];
         row.chains += 1;
         row.requests += u64::from(c.requests);
-        row.bytes += c.bytes;
+        row.bytes = row.bytes.saturating_add(c.bytes);
         if let Some(kbps) = f.bitrate_kbps.filter(|&b| b > 0) {
             row.title_s += title_seconds(c.bytes, kbps);
             row.title_chains += 1;
@@ -91,7 +91,7 @@ impl ChainStatsBuilder {
         self.lengths.sort_unstable();
         let lengths: Vec<u64> = self.lengths.iter().map(|l| l.0).collect();
         let total_chains = lengths.len() as u64;
-        let total_bytes: u64 = lengths.iter().sum();
+        let total_bytes: u64 = lengths.iter().fold(0u64, |a, &l| a.saturating_add(l));
         let mut table = Vec::new();
         let mut grand = RowAcc::default();
         for (k, kind) in [RequestKind::Open, RequestKind::Chunk]
@@ -125,7 +125,7 @@ impl ChainStatsBuilder {
         let mut prefix = Vec::with_capacity(lengths.len() + 1);
         prefix.push(0u64);
         for l in &lengths {
-            prefix.push(prefix.last().expect("seeded") + l);
+            prefix.push(prefix.last().expect("seeded").saturating_add(*l));
         }
         let le = |x: f64| lengths.partition_point(|&l| l as f64 <= x);
         let pct = |a: u64, b: u64| {
@@ -190,7 +190,10 @@ impl ChainStatsBuilder {
                     .collect(),
             })
             .collect();
-        let big: u64 = lengths.iter().filter(|&&l| l > 10_000_000).sum();
+        let big: u64 = lengths
+            .iter()
+            .filter(|&&l| l > 10_000_000)
+            .fold(0u64, |a, &l| a.saturating_add(l));
         ChainSummary {
             chains: total_chains,
             requests: grand.requests,

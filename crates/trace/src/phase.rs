@@ -76,7 +76,7 @@ pub fn session_phases(chains: &[ChainRec], files: &FileTable, p: &PhaseParams) -
         match cluster.as_mut() {
             Some(cl) if c.t0 - cl.t_end < p.transient_gap_s => {
                 cl.t_end = cl.t_end.max(c.t1);
-                cl.bytes += c.bytes;
+                cl.bytes = cl.bytes.saturating_add(c.bytes);
                 cl.chains.push(i);
             }
             _ => {
@@ -237,7 +237,7 @@ impl PhaseStatsBuilder {
         self.inactive_s += length(&spans(PhaseKind::Inactive));
         for c in chains {
             if is_audio(files, c) {
-                self.audio_bytes += c.bytes;
+                self.audio_bytes = self.audio_bytes.saturating_add(c.bytes);
             }
         }
         let mut stable: Vec<&Phase> = Vec::new();
@@ -246,12 +246,12 @@ impl PhaseStatsBuilder {
             match ph.kind {
                 PhaseKind::Transient => {
                     self.transient_phases += 1;
-                    self.transient_bytes += ph.bytes;
+                    self.transient_bytes = self.transient_bytes.saturating_add(ph.bytes);
                     transient.push(ph);
                 }
                 PhaseKind::Stable => {
                     self.stable_phases += 1;
-                    self.stable_bytes += ph.bytes;
+                    self.stable_bytes = self.stable_bytes.saturating_add(ph.bytes);
                     stable.push(ph);
                 }
                 PhaseKind::Inactive => self.inactive_phases += 1,
@@ -333,7 +333,7 @@ impl PhaseStatsBuilder {
 
     pub fn finish(self, p: &PhaseParams) -> PhaseSummary {
         let pct = |a: f64, b: f64| if b > 0.0 { 100.0 * a / b } else { 0.0 };
-        let nb = (self.transient_bytes + self.stable_bytes) as f64;
+        let nb = self.transient_bytes as f64 + self.stable_bytes as f64;
         let transfer = |k: u8| {
             self.transfer
                 .iter()

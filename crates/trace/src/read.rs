@@ -202,6 +202,9 @@ fn parse_csv<'a>(line: &'a str, c: &CsvCols) -> Result<Parsed<'a>, String> {
     if extent == 0 {
         return Ok(Parsed::Empty);
     }
+    if offset.checked_add(extent).is_none() {
+        return Err("fields offset and length: the range ends beyond 2^64 bytes".into());
+    }
     Ok(Parsed::Request(LogRequest {
         done_s: time(f[c.ts_end].trim(), "ts_end")?,
         service_s: time(f[c.service].trim(), "service_time_s")?,
@@ -272,11 +275,16 @@ fn http_request<'a>(
         RangeField::Unsupported => return Ok(Parsed::Unsupported),
         RangeField::Whole => (0, body, RequestKind::Open),
         RangeField::From(a) => (if status == 206 { a } else { 0 }, body, RequestKind::Open),
-        RangeField::Closed(a, b) if status == 206 => (a, (b - a + 1).min(body), RequestKind::Chunk),
+        RangeField::Closed(a, b) if status == 206 => {
+            (a, (b - a).saturating_add(1).min(body), RequestKind::Chunk)
+        }
         RangeField::Closed(..) => (0, body, RequestKind::Open),
     };
     if extent == 0 {
         return Ok(Parsed::Empty);
+    }
+    if offset.checked_add(extent).is_none() {
+        return Err("field range: the range ends beyond 2^64 bytes".into());
     }
     Ok(Parsed::Request(LogRequest {
         done_s,
@@ -514,6 +522,20 @@ mod tests {
         );
         assert_eq!(sum.skipped_status, 1);
         assert_eq!(sum.unsupported_range, 1);
+    }
+
+    #[test]
+    fn ranges_past_the_end_of_u64_are_bad_lines_not_panics() {
+        let text =
+            "ts_end,service_time_s,session,file,offset,length,open_ended,bytes_sent,device_type\n\
+                    1,0,s,f,18446744073709551615,10,0,10,tv\n";
+        let (reqs, sum) = collect(text, LogFormat::Auto);
+        assert!(reqs.is_empty());
+        assert_eq!(sum.bad_lines, 1);
+        let nginx = "1.0 0.1 1 \"s\" \"/f\" \"bytes=18446744073709551615-\" 206 10 10\n";
+        let (reqs, sum) = collect(nginx, LogFormat::Nginx);
+        assert!(reqs.is_empty());
+        assert_eq!(sum.bad_lines, 1);
     }
 
     #[test]

@@ -109,12 +109,12 @@ impl SessionStatsBuilder {
         let k = usize::from(r.kind == RequestKind::Chunk);
         let acc = &mut self.requests[k][slot(f.media)];
         acc.requests += 1;
-        acc.bytes += r.bytes_sent;
+        acc.bytes = acc.bytes.saturating_add(r.bytes_sent);
         if r.kind == RequestKind::Chunk {
             let key = (slot(f.media) as u8, f.bitrate_kbps.unwrap_or(0));
             let s = self.chunk_sizes.entry(key).or_default();
             s.requests += 1;
-            s.bytes += r.extent;
+            s.bytes = s.bytes.saturating_add(r.extent);
         }
     }
 
@@ -204,7 +204,11 @@ impl SessionStatsBuilder {
 
     pub fn finish(self) -> SessionSummary {
         let total_req: u64 = self.requests.iter().flatten().map(|a| a.requests).sum();
-        let total_bytes: u64 = self.requests.iter().flatten().map(|a| a.bytes).sum();
+        let total_bytes: u64 = self
+            .requests
+            .iter()
+            .flatten()
+            .fold(0u64, |t, a| t.saturating_add(a.bytes));
         let pct = |a: f64, b: f64| if b > 0.0 { 100.0 * a / b } else { 0.0 };
         let mut table_5_2 = Vec::new();
         for (k, kind) in [RequestKind::Open, RequestKind::Chunk]
@@ -215,7 +219,7 @@ impl SessionStatsBuilder {
             for (m, media) in MEDIA.iter().enumerate() {
                 let a = self.requests[k][m];
                 sum.requests += a.requests;
-                sum.bytes += a.bytes;
+                sum.bytes = sum.bytes.saturating_add(a.bytes);
                 if a.requests > 0 {
                     table_5_2.push(RequestRow::new(
                         kind_name(kind),
