@@ -101,6 +101,12 @@ impl Family {
         }
     }
 
+    /// Whether the size depends only on the file's bit rate, so that one policy call per
+    /// chain gives every read of the chain.
+    pub fn size_per_chain(self) -> bool {
+        matches!(self, Family::Fixed | Family::Proportional | Family::Sqrt)
+    }
+
     /// Whether runs must follow global time order (the policy learns from observations).
     pub fn adapts(self) -> bool {
         self == Family::Auto
@@ -153,7 +159,7 @@ pub fn sweep(
                     let result = if family.adapts() {
                         sim.run_timed(policy.as_mut(), &mut scratch)
                     } else {
-                        sim.run(policy.as_mut(), &mut scratch)
+                        sim.run_with(policy.as_mut(), &mut scratch, family.size_per_chain())
                     };
                     results.lock().expect("no panics while holding")[j] = Some(Point {
                         param_bytes: params[p],

@@ -1,8 +1,133 @@
-//! `vodkit simulate` (issue #9).
+//! `vodkit simulate` (issue #9): trace-driven evaluation of prefetch policies. Logic lives
+//! in `vodkit_sim`; this module parses flags and wires files.
+
+use std::io::{IsTerminal as _, Write as _};
+use std::path::PathBuf;
+
+use vodkit_sim::{report, Capacity, Family, FirstSizes, ModelConfig, Options, Trace};
+
+use super::usage;
 
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Chains of the trace (`vodkit trace chains` output, or a synthesized truth/chains.csv).
+    #[arg(long, required_unless_present = "validate")]
+    chains: Option<PathBuf>,
+    /// File table: file,bitrate_kbps,media,size_bytes,drive.
+    #[arg(long, required_unless_present = "validate")]
+    files: Option<PathBuf>,
+    /// Drive preset of the disk model for t_max and s_max (wd-red, hp-10k, hitachi-5k3000,
+    /// seagate-7200).
+    #[arg(long, conflicts_with_all = ["t_max", "s_max"])]
+    drive: Option<String>,
+    /// Maximum transfer rate, MB/s (MB = 2^20 bytes); needs --s-max.
+    #[arg(long, requires = "s_max")]
+    t_max: Option<f64>,
+    /// Maximum seeks per second; needs --t-max.
+    #[arg(long, requires = "t_max")]
+    s_max: Option<f64>,
+    /// Policies to compare: fixed, proportional, sqrt, first-grow, first-grow-sr, auto.
+    #[arg(long, default_value = "fixed,proportional,sqrt,first-grow,first-grow-sr")]
+    policy: String,
+    /// Sizes to sweep: START:END:STEP or a list (SIZE,SIZE,...).
+    #[arg(long, default_value = "1MiB:16MiB:1MiB")]
+    sweep: String,
+    /// Reference bit rate (kbps) of the size parameter for the bit-rate-scaled policies.
+    #[arg(long, default_value_t = 2000)]
+    ref_kbps: u32,
+    /// Accounting interval for disk utilization.
+    #[arg(long, default_value = "60s")]
+    interval: String,
+    /// How long a chain's buffer stays after the chain ends.
+    #[arg(long, default_value = "40s")]
+    release_after: String,
+    /// First-Grow's first sizes: `trace` (cost-benefit over the trace) or `table` (thesis
+    /// Table 5.6).
+    #[arg(long, default_value = "trace")]
+    first_sizes: String,
+    /// Survival probability P for First-Grow's growth factor.
+    #[arg(long, default_value_t = 0.45)]
+    survival: f64,
+    /// Worker threads (default: all cores).
+    #[arg(long)]
+    threads: Option<usize>,
+    /// Output directory: sim.json, sim.csv, index.html.
+    #[arg(long)]
+    out: PathBuf,
+    /// Compare the model with a real run (`vodkit serve` on the emulated disk).
+    #[arg(long)]
+    validate: bool,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<()> {
-    super::not_yet("vodkit simulate", 9)
+fn seconds(flag: &str, v: &str) -> anyhow::Result<f64> {
+    let t = v.trim();
+    t.parse::<f64>()
+        .ok()
+        .or_else(|| humantime::parse_duration(t).ok().map(|d| d.as_secs_f64()))
+        .ok_or_else(|| usage(format!("--{flag} {v}: expected a duration such as 60s")))
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.validate {
+        anyhow::bail!(
+            "--validate is not available yet: it needs `vodkit serve` with a fixed policy on \
+             the emulated disk and per-run disk/memory measurements (see docs/simulate.md)"
+        );
+    }
+    let capacity = match (&args.drive, args.t_max, args.s_max) {
+        (_, Some(t), Some(s)) => Capacity::given(t, s).map_err(usage)?,
+        (Some(name), _, _) => Capacity::from_preset(name).map_err(usage)?,
+        _ => Capacity::from_preset("hitachi-5k3000").map_err(usage)?,
+    };
+    let mut model = ModelConfig::new(capacity);
+    model.interval_s = seconds("interval", &args.interval)?;
+    model.release_after_s = seconds("release-after", &args.release_after)?;
+    let first_sizes = match args.first_sizes.as_str() {
+        "trace" => FirstSizes::Trace,
+        "table" => FirstSizes::Table,
+        other => {
+            return Err(usage(format!(
+                "--first-sizes {other}: expected trace or table"
+            )))
+        }
+    };
+    let opts = Options {
+        model,
+        families: Family::parse_list(&args.policy).map_err(usage)?,
+        params: vodkit_sim::sweep::parse_sweep(&args.sweep).map_err(usage)?,
+        ref_kbps: args.ref_kbps,
+        first_sizes,
+        survival_p: args.survival,
+        threads: args
+            .threads
+            .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())),
+    };
+    let (Some(chains), Some(files)) = (&args.chains, &args.files) else {
+        return Err(usage("--chains and --files are required"));
+    };
+    let trace = Trace::load(chains, files).map_err(usage)?;
+    if trace.chains.is_empty() {
+        return Err(usage(format!("{}: no chains", chains.display())));
+    }
+    let live = std::io::stderr().is_terminal();
+    let progress = |done: usize, total: usize| {
+        if live {
+            let mut e = std::io::stderr().lock();
+            let _ = write!(e, "\rsimulating: {done}/{total} runs");
+            if done == total {
+                let _ = writeln!(e);
+            }
+        }
+    };
+    let rep = vodkit_sim::simulate(&trace, &opts, &progress).map_err(usage)?;
+    report::write_all(&args.out, &rep).map_err(|e| anyhow::anyhow!(e))?;
+    print!("{}", report::summary_text(&rep));
+    println!(
+        "{} chains x {} runs at {:.2} M chain-policy evaluations/s -> {}",
+        rep.chains,
+        opts.families.len() * opts.params.len(),
+        rep.chain_evals_per_s / 1e6,
+        args.out.display()
+    );
+    Ok(())
 }
