@@ -44,8 +44,26 @@ enum Command {
     Simulate(cmd::simulate::Args),
 }
 
+impl Command {
+    /// Commands that only write files and standard output. Network commands keep SIGPIPE
+    /// ignored, because a peer closing a socket must never kill a server or a load run.
+    fn only_prints(&self) -> bool {
+        matches!(
+            self,
+            Command::Workload(_)
+                | Command::Fileset(_)
+                | Command::Sys(_)
+                | Command::Trace(_)
+                | Command::Simulate(_)
+        )
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if cli.command.only_prints() {
+        cmd::restore_sigpipe();
+    }
     cmd::init_logging();
     let result = match cli.command {
         Command::Workload(a) => cmd::workload::run(a),

@@ -37,9 +37,13 @@ pub fn usage(e: impl fmt::Display) -> anyhow::Error {
     anyhow::Error::new(UsageError(e.to_string()))
 }
 
-/// Fail for a subcommand whose issue has not landed yet.
-pub fn not_yet(what: &str, issue: u32) -> anyhow::Result<()> {
-    anyhow::bail!("{what} is not implemented yet (tracked in issue #{issue})")
+/// Restore the default SIGPIPE action, so `vodkit trace ... | head` ends quietly like
+/// other Unix tools instead of panicking on a closed standard output.
+pub fn restore_sigpipe() {
+    // SAFETY: setting a signal disposition to SIG_DFL at start-up, before any thread runs.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
 }
 
 pub fn init_logging() {
