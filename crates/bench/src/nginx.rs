@@ -4,11 +4,11 @@
 
 use std::path::{Path, PathBuf};
 
-/// The nginx access-log format the trace analyzer reads (one line per response).
-/// Fields: completion time (s), service time (s), session id, connection id, path,
-/// requested range, bytes sent, status.
-pub const ACCESS_LOG_FORMAT: &str = "$msec $request_time \"$http_x_session_id\" $connection \
-\"$uri\" \"$http_range\" $body_bytes_sent $status";
+/// The nginx access-log format the trace analyzer reads (docs/trace.md, `vodkit_trace`):
+/// completion time, service time, connection, session id, request URI, requested range,
+/// status, bytes sent (with headers), body bytes sent.
+pub const ACCESS_LOG_FORMAT: &str = "$msec $request_time $connection \"$http_x_session_id\" \
+\"$request_uri\" \"$http_range\" $status $bytes_sent $body_bytes_sent";
 
 /// What an nginx config needs to know.
 #[derive(Debug, Clone)]
@@ -85,8 +85,8 @@ http {{\n\
     fastcgi_temp_path {fastcgi};\n\
     uwsgi_temp_path {uwsgi};\n\
     scgi_temp_path {scgi};\n\
-    log_format vodkit '{format}';\n\
-    access_log {access} vodkit buffer=256k flush=1s;\n\
+    log_format vodkit_trace '{format}';\n\
+    access_log {access} vodkit_trace buffer=256k flush=1s;\n\
     server {{\n\
         listen 127.0.0.1:{port};\n\
         server_name localhost;\n\
@@ -144,7 +144,7 @@ mod tests {
             "listen 127.0.0.1:18080;",
             "pid \"/tmp/run x/nginx.pid\";",
             "root \"/srv/video\";",
-            "access_log \"/tmp/run x/access.log\" vodkit",
+            "access_log \"/tmp/run x/access.log\" vodkit_trace",
             "$http_x_session_id",
         ] {
             assert!(c.contains(needle), "missing {needle} in\n{c}");
