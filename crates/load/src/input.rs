@@ -84,3 +84,56 @@ pub fn check_classes(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use vodkit_workload::model::{ClientClass, Measurement};
+
+    #[test]
+    fn warmup_lists_are_limited_and_located() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = dir.path().join("warmup.jsonl");
+        let line = r#"{"path":"/v/a.dat","timeout_s":10}"#;
+        std::fs::write(&p, format!("{line}\n\n{line}\n{line}\n")).unwrap();
+        assert_eq!(read_warmup(&p, Some(2)).unwrap().len(), 2);
+        assert_eq!(read_warmup(&p, None).unwrap().len(), 3);
+        std::fs::write(&p, format!("{line}\n{{\"path\":\"x\",\"timeout_s\":1}}\n")).unwrap();
+        let e = read_warmup(&p, None).unwrap_err().to_string();
+        assert!(e.contains("warmup.jsonl:2"), "{e}");
+        let sessions = dir.path().join("sessions.jsonl");
+        assert_eq!(sibling(&sessions, "warmup.jsonl"), Some(p));
+        assert_eq!(sibling(&sessions, "workload.json"), None);
+    }
+
+    #[test]
+    fn undefined_client_classes_are_named() {
+        let meta = WorkloadMeta {
+            spec: "t".into(),
+            seed: 1,
+            client_classes: vec![ClientClass {
+                name: "dsl".into(),
+                bandwidth_bps: 1_000_000,
+                one_way_delay_s: 0.05,
+                share: 1.0,
+            }],
+            measurement: Measurement::default(),
+        };
+        let s = Session {
+            id: 4,
+            gap: 1.0,
+            start_s: None,
+            class: "fibre".into(),
+            title: None,
+            bitrate_kbps: None,
+            requests: vec![],
+        };
+        let e = check_classes(&[s], &meta, "workload.json")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("session 4") && e.contains("\"fibre\"") && e.contains("dsl"),
+            "{e}"
+        );
+    }
+}
