@@ -284,7 +284,7 @@ async fn send_response(
             Body::File {
                 file,
                 path,
-                size,
+                file_id,
                 segments,
             },
             true,
@@ -295,7 +295,10 @@ async fn send_response(
                 match seg {
                     Segment::Bytes(b) => send_bytes(stream, b, i < last, true, clock).await?,
                     Segment::File(range) => {
-                        send_windows(shared, stream, file, path, who, *range, clock, served).await?
+                        send_windows(
+                            shared, stream, file, path, *file_id, who, *range, clock, served,
+                        )
+                        .await?
                     }
                 }
             }
@@ -313,6 +316,7 @@ async fn send_windows(
     stream: &TcpStream,
     file: &std::sync::Arc<std::fs::File>,
     rel_path: &std::path::Path,
+    file_id: u64,
     who: Requester,
     range: crate::range::ByteRange,
     clock: &mut SendClock,
@@ -323,7 +327,10 @@ async fn send_windows(
     while first <= range.last {
         let last = range.last.min(first + WINDOW - 1);
         let window = crate::range::ByteRange { first, last };
-        let prep = shared.io.prepare(file, &url_path, who, window).await;
+        let prep = shared
+            .io
+            .prepare(file, &url_path, file_id, who, window)
+            .await;
         served.from_memory += prep.from_memory;
         served.from_disk += prep.from_disk;
         send_file_range(stream, file, window, prep.send_blocking, clock).await?;

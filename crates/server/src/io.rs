@@ -143,18 +143,17 @@ impl DiskIo {
         &self,
         file: &Arc<File>,
         url_path: &str,
+        file_id: u64,
         who: Requester,
         window: ByteRange,
     ) -> Prepared {
         let (offset, len) = (window.first, window.len());
         let bitrate = self.bitrates.get(url_path);
-        let chain = file.metadata().ok().map(|m| {
-            use std::os::unix::fs::MetadataExt;
-            let fid = vodkit_prefetch::engine::file_id(m.dev(), m.ino());
+        let chain = {
             let now = self.engine.now_s();
             let mut chains = self.chains.lock().unwrap_or_else(|p| p.into_inner());
-            chains.request(who.client, fid, offset, len, who.open_ended, now)
-        });
+            Some(chains.request(who.client, file_id, offset, len, who.open_ended, now))
+        };
         let req = ReadRequest {
             offset,
             len,

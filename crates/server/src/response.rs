@@ -37,7 +37,8 @@ pub enum Body {
     File {
         file: Arc<File>,
         path: PathBuf,
-        size: u64,
+        /// Engine identity of the file (device and inode).
+        file_id: u64,
         segments: Vec<Segment>,
     },
 }
@@ -132,15 +133,12 @@ fn plan_inner(
         Ok(p) => p,
         Err(e) => return Response::text(e.status(), false),
     };
-    let file = match root.open_file(&rel) {
+    let (file, meta) = match root.open_file(&rel) {
         Ok(f) => f,
         Err(e) => return Response::text(e.status(), false),
     };
-    let meta = match file.metadata() {
-        Ok(m) => m,
-        Err(_) => return Response::text(500, false),
-    };
     let size = meta.len();
+    let file_id = vodkit_prefetch::engine::file_id(meta.dev(), meta.ino());
     let v = Validators::from_metadata(meta.ino(), size, meta.mtime(), meta.mtime_nsec());
     let mut headers = String::with_capacity(256);
     let _ = write!(
@@ -186,7 +184,7 @@ fn plan_inner(
             } else {
                 Vec::new()
             };
-            file_response(200, headers, size, file, rel, size, segments)
+            file_response(200, headers, size, file, rel, file_id, segments)
         }
         Resolved::Unsatisfiable => {
             let mut r = Response::text(416, false);
@@ -207,7 +205,7 @@ fn plan_inner(
                 br.len(),
                 file,
                 rel,
-                size,
+                file_id,
                 vec![Segment::File(br)],
             )
         }
@@ -218,7 +216,7 @@ fn plan_inner(
                 headers,
                 "Content-Type: multipart/byteranges; boundary={boundary}\r\n"
             );
-            file_response(206, headers, total, file, rel, size, segments)
+            file_response(206, headers, total, file, rel, file_id, segments)
         }
     }
 }
@@ -229,7 +227,7 @@ fn file_response(
     content_length: u64,
     file: Arc<File>,
     path: PathBuf,
-    size: u64,
+    file_id: u64,
     segments: Vec<Segment>,
 ) -> Response {
     Response {
@@ -239,7 +237,7 @@ fn file_response(
         body: Body::File {
             file,
             path,
-            size,
+            file_id,
             segments,
         },
         close: false,

@@ -149,7 +149,7 @@ impl DocRoot {
     }
 
     /// Open a regular file under the root for reading.
-    pub fn open_file(&self, rel: &Path) -> Result<File, TargetError> {
+    pub fn open_file(&self, rel: &Path) -> Result<(File, std::fs::Metadata), TargetError> {
         let file = match self.openat2(rel) {
             Err(e) if e.raw_os_error() == Some(libc::ENOSYS) => self.open_checked(rel)?,
             Err(e) => return Err(map_open_error(&e)),
@@ -162,7 +162,7 @@ impl DocRoot {
         if !meta.is_file() {
             return Err(TargetError::Forbidden);
         }
-        Ok(file)
+        Ok((file, meta))
     }
 
     fn openat2(&self, rel: &Path) -> io::Result<File> {
