@@ -46,9 +46,13 @@ fn main() -> Result<(), String> {
         trace.chains.len(),
         trace.drives.len()
     );
+    let evals = (trace.chains.len() * runs) as f64;
+    let cpu0 = cpu_seconds();
     let one = vodkit_sim::simulate(&trace, &opts, &|_, _| {})?.chain_evals_per_s;
+    let cpu1 = cpu_seconds();
     opts.threads = threads;
     let many = vodkit_sim::simulate(&trace, &opts, &|_, _| {})?.chain_evals_per_s;
+    let cpu2 = cpu_seconds();
     // Peer: the same schedules with nothing but the policy calls.
     let fg = vodkit_sim::FirstGrowSetup::table();
     let t = Instant::now();
@@ -63,16 +67,35 @@ fn main() -> Result<(), String> {
         }
     }
     let bare = (trace.chains.len() * runs) as f64 / t.elapsed().as_secs_f64();
-    println!("full model, 1 thread:       {:>8.2} M chain-policy evaluations/s", one / 1e6);
     println!(
-        "full model, {threads} threads:      {:>8.2} M/s  (x{:.2} of 1 thread)",
-        many / 1e6,
-        many / one
+        "full model, 1 thread:       {:>8.2} M chain-policy evaluations/s wall, {:.2} M per CPU-second",
+        one / 1e6,
+        evals / (cpu1 - cpu0).max(1e-9) / 1e6
     );
+    println!(
+        "full model, {threads} threads:      {:>8.2} M/s wall (x{:.2} of 1 thread), {:.2} M per CPU-second",
+        many / 1e6,
+        many / one,
+        evals / (cpu2 - cpu1).max(1e-9) / 1e6
+    );
+    if let Ok(l) = std::fs::read_to_string("/proc/loadavg") {
+        println!("load average during the run: {}", l.trim());
+    }
     println!(
         "policy calls only, 1 thread:{:>8.2} M/s  (accounting costs x{:.2}) [{sink}]",
         bare / 1e6,
         bare / one
     );
     Ok(())
+}
+
+/// User plus system CPU seconds of this process (all threads), from `/proc/self/stat`.
+fn cpu_seconds() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command name (which may contain spaces) start at state (field 3).
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15, i.e. indices 11 and 12 after the name.
+    (ticks(11) + ticks(12)) / 100.0
 }

@@ -197,6 +197,8 @@ pub struct Simulator<'a> {
     trace: &'a Trace,
     cfg: ModelConfig,
     origin: f64,
+    /// 1 / interval length.
+    per_interval: f64,
     intervals: usize,
     drives: usize,
 }
@@ -208,6 +210,9 @@ pub struct Scratch {
     seeks: Vec<u32>,
     /// Memory changes: (time since origin as ordered bits, change in bytes).
     events: Vec<(u64, i64)>,
+    /// The same in time order, and bucket counts for sorting them.
+    sorted: Vec<(u64, i64)>,
+    counts: Vec<u32>,
 }
 
 impl<'a> Simulator<'a> {
@@ -231,6 +236,7 @@ impl<'a> Simulator<'a> {
             trace,
             cfg,
             origin,
+            per_interval: 1.0 / cfg.interval_s,
             intervals,
             drives: trace.drives.len().max(1),
         })
@@ -251,7 +257,7 @@ impl<'a> Simulator<'a> {
 
     #[inline]
     fn slot(&self, drive: u32, t: f64) -> usize {
-        let i = (((t - self.origin) / self.cfg.interval_s) as usize).min(self.intervals - 1);
+        let i = (((t - self.origin) * self.per_interval) as usize).min(self.intervals - 1);
         i * self.drives + drive as usize
     }
 
@@ -395,7 +401,9 @@ impl<'a> Simulator<'a> {
             }
         }
         r.feasible = r.max_disk_util <= 1.0;
-        let (peak, at) = peak_memory(&mut s.events);
+        // About one bucket per second of trace, at most a million buckets.
+        let span = self.intervals as f64 * self.cfg.interval_s + self.cfg.release_after_s;
+        let (peak, at) = peak_memory(s, (span / 1e6).max(1.0));
         r.max_memory_bytes = peak;
         r.memory_peak_s = self.origin + at;
         r
@@ -404,8 +412,40 @@ impl<'a> Simulator<'a> {
 
 /// Highest running total of the memory changes, applying all changes that happen at the
 /// same moment together; returns the peak and when it began (seconds since the origin).
-fn peak_memory(events: &mut [(u64, i64)]) -> (u64, f64) {
-    events.sort_unstable_by_key(|e| e.0);
+///
+/// The events are put in time order by a counting sort on `bucket_s`-wide time buckets
+/// followed by a sort within each (small) bucket.
+fn peak_memory(s: &mut Scratch, bucket_s: f64) -> (u64, f64) {
+    let bucket = |key: u64| (f64::from_bits(key) / bucket_s) as usize;
+    let buckets = s.events.iter().map(|e| bucket(e.0)).max().map_or(0, |b| b + 1);
+    s.counts.clear();
+    s.counts.resize(buckets, 0);
+    for e in &s.events {
+        s.counts[bucket(e.0)] += 1;
+    }
+    let mut start = 0u32;
+    for c in s.counts.iter_mut() {
+        let n = *c;
+        *c = start;
+        start += n;
+    }
+    s.sorted.clear();
+    s.sorted.resize(s.events.len(), (0, 0));
+    for &e in &s.events {
+        let b = bucket(e.0);
+        s.sorted[s.counts[b] as usize] = e;
+        s.counts[b] += 1;
+    }
+    // counts[b] is now the end of bucket b.
+    let mut from = 0usize;
+    for &end in &s.counts {
+        let end = end as usize;
+        if end - from > 1 {
+            s.sorted[from..end].sort_unstable_by_key(|e| e.0);
+        }
+        from = end;
+    }
+    let events = &s.sorted;
     let mut total = 0i64;
     let mut peak = 0i64;
     let mut at = 0.0;
