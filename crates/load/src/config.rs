@@ -7,6 +7,19 @@ use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 use vodkit_workload::model::{Measurement, Request, Session, WorkloadMeta};
 
+/// Longest pacing interval or timeout accepted (about 11.5 days).
+pub const MAX_INTERVAL_S: f64 = 1e6;
+
+/// Seconds as a `Duration`, clamped to `[0, MAX_INTERVAL_S * 100]`; NaN is zero.
+pub fn secs(x: f64) -> Duration {
+    let x = if x.is_nan() {
+        0.0
+    } else {
+        x.clamp(0.0, MAX_INTERVAL_S * 100.0)
+    };
+    Duration::try_from_secs_f64(x).unwrap_or(Duration::ZERO)
+}
+
 /// Bad input to a load run: a one-line message naming what is wrong.
 #[derive(Debug, thiserror::Error)]
 #[error("{0}")]
@@ -142,7 +155,7 @@ impl LoadConfig {
                 class.name.clone(),
                 Link {
                     bandwidth_bps: class.bandwidth_bps,
-                    one_way_delay: Duration::from_secs_f64(class.one_way_delay_s.max(0.0)),
+                    one_way_delay: secs(class.one_way_delay_s),
                 },
             );
         }
@@ -177,7 +190,7 @@ impl LoadConfig {
             for (j, r) in s.requests.iter().enumerate() {
                 let what = |field: &str, v: f64| {
                     InputError(format!(
-                        "{}, request {}: {field} {v} is not a non-negative number",
+                        "{}, request {}: {field} {v} is not a number of seconds in 0..=1e6",
                         at(),
                         j + 1
                     ))
@@ -201,12 +214,12 @@ impl LoadConfig {
                         r.path
                     )));
                 }
-                if !(r.pacing_s.is_finite() && r.pacing_s >= 0.0) {
+                if !(r.pacing_s.is_finite() && (0.0..=MAX_INTERVAL_S).contains(&r.pacing_s)) {
                     return Err(what("pacing_s", r.pacing_s));
                 }
-                if !(r.timeout_s.is_finite() && r.timeout_s > 0.0) {
+                if !(r.timeout_s > 0.0 && r.timeout_s <= MAX_INTERVAL_S) {
                     return Err(InputError(format!(
-                        "{}, request {}: timeout_s {} must be a positive number",
+                        "{}, request {}: timeout_s {} must be a positive number of seconds up to 1e6",
                         at(),
                         j + 1,
                         r.timeout_s
@@ -232,6 +245,13 @@ impl LoadConfig {
                         )));
                     }
                 }
+            }
+        }
+        if let Some(last) = self.schedule().into_iter().reduce(f64::max) {
+            if last > MAX_INTERVAL_S * 10.0 {
+                return Err(InputError(format!(
+                    "the last session would start after {last:.0} s; check --rate and the log's gaps or start_s"
+                )));
             }
         }
         Ok(())

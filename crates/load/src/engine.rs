@@ -158,7 +158,7 @@ async fn prepare(config: &LoadConfig, stop: &CancellationToken) -> (Arc<Shared>,
 async fn launch(plans: Vec<Plan>, shared: Arc<Shared>) -> Vec<SessionRecord> {
     let mut handles = Vec::with_capacity(plans.len());
     for plan in plans {
-        let at = shared.t0 + Duration::from_secs_f64(plan.arrival);
+        let at = shared.t0 + crate::config::secs(plan.arrival);
         tokio::select! {
             _ = tokio::time::sleep_until(at) => {}
             _ = shared.cancel.cancelled() => break,
@@ -248,7 +248,7 @@ async fn warm_up(config: &LoadConfig, stop: &CancellationToken) -> u64 {
                     verify: false,
                 };
                 let mut progress = Progress::default();
-                let limit = Duration::from_secs_f64(req.timeout_s.max(1.0));
+                let limit = crate::config::secs(req.timeout_s.max(1.0));
                 match tokio::time::timeout(
                     limit,
                     crate::http::exchange(c, &ask, None, &sink, &mut progress),

@@ -452,12 +452,10 @@ mod tests {
             };
             buf.extend((0..len).map(|_| {
                 let b = next() as u8;
-                if b % 5 == 0 {
-                    b'\n'
-                } else if b % 7 == 0 {
-                    b'\r'
-                } else {
-                    b
+                match b % 16 {
+                    0..=2 => b'\n',
+                    3 => b'\r',
+                    _ => b,
                 }
             }));
             for a in &asks {

@@ -31,7 +31,17 @@ pub fn sibling(sessions: &Path, name: &str) -> Option<PathBuf> {
 pub fn read_meta(path: &Path) -> Result<WorkloadMeta, InputError> {
     let origin = path.display().to_string();
     let text = std::fs::read_to_string(path).map_err(|e| InputError(format!("{origin}: {e}")))?;
-    serde_json::from_str(&text).map_err(|e| InputError(format!("{origin}:{}: {e}", e.line())))
+    let meta: WorkloadMeta = serde_json::from_str(&text)
+        .map_err(|e| InputError(format!("{origin}:{}: {e}", e.line())))?;
+    for (i, c) in meta.client_classes.iter().enumerate() {
+        if !(c.one_way_delay_s.is_finite() && (0.0..=60.0).contains(&c.one_way_delay_s)) {
+            return Err(InputError(format!(
+                "{origin}: client_classes[{i}] ({}): one_way_delay_s {} is not a number of seconds in 0..=60",
+                c.name, c.one_way_delay_s
+            )));
+        }
+    }
+    Ok(meta)
 }
 
 /// Read up to `limit` warm-up requests (one JSON request per line, most popular first).

@@ -81,7 +81,7 @@ impl Bucket {
                 if s.tokens >= 1.0 {
                     return (s.tokens as usize).min(want).max(1);
                 }
-                Duration::from_secs_f64((1.0 - s.tokens) / self.bytes_per_s)
+                crate::config::secs((1.0 - s.tokens) / self.bytes_per_s)
             };
             tokio::time::sleep(wait.max(Duration::from_millis(1))).await;
         }

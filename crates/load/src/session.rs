@@ -8,7 +8,6 @@ use futures_util::stream::{FuturesUnordered, StreamExt};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use vodkit_workload::model::Session;
@@ -116,7 +115,7 @@ async fn drive(plan: &Plan, shared: &Arc<Shared>) -> SessionRecord {
 
     'requests: for (i, req) in session.requests.iter().enumerate() {
         let c = req.conn as usize;
-        let due = prev_start.map(|p| p + Duration::from_secs_f64(req.pacing_s));
+        let due = prev_start.map(|p| p + crate::config::secs(req.pacing_s));
         loop {
             if end.is_some() {
                 break 'requests;
@@ -209,7 +208,7 @@ async fn perform(
     start: Instant,
 ) -> Finished {
     let req = &plan.session.requests[index];
-    let timeout = Duration::from_secs_f64(req.timeout_s);
+    let timeout = crate::config::secs(req.timeout_s);
     let owd = plan.link.one_way_delay;
     let mut progress = Progress::default();
     let mut opened = 0u32;

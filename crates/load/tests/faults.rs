@@ -319,3 +319,26 @@ fn merge_rejects_empty_input_and_corrupt_histograms() {
     let e = vodkit_load::Results::merge(&[run.results.clone(), bad]).unwrap_err();
     assert!(e.contains("input 2"), "{e}");
 }
+
+#[test]
+fn absurd_numbers_are_input_errors_not_panics() {
+    let target = Target::parse("http://127.0.0.1:9", false).unwrap();
+    type Spoil = fn(&mut Request);
+    let cases: [(&str, Spoil); 3] = [
+        ("timeout_s", |r| r.timeout_s = 1e300),
+        ("pacing_s", |r| r.pacing_s = f64::INFINITY),
+        ("timeout_s", |r| r.timeout_s = f64::NAN),
+    ];
+    for (field, spoil) in cases {
+        let mut r = req(1.0);
+        spoil(&mut r);
+        let config = vodkit_load::LoadConfig::new(target.clone(), vec![session(2, vec![r])], 1.0);
+        let e = vodkit_load::run(config, vodkit_load::CancellationToken::new()).unwrap_err();
+        assert!(e.to_string().contains(field), "{e}");
+    }
+    let mut late = session(3, vec![req(1.0)]);
+    late.start_s = Some(1e300);
+    let config = vodkit_load::LoadConfig::new(target, vec![late], 1.0);
+    let e = vodkit_load::run(config, vodkit_load::CancellationToken::new()).unwrap_err();
+    assert!(e.to_string().contains("start"), "{e}");
+}
