@@ -13,9 +13,12 @@ use std::time::Duration;
 
 /// Demo settings (exposed so the docs and tests use the same numbers).
 pub const SPEC: &str = "youtube-2011";
-pub const SCALE: f64 = 0.01;
-pub const POINT_S: u64 = 25;
-pub const MEMORY: &str = "1GiB";
+pub const SCALE: f64 = 0.1;
+/// Titles capped at 40 s so sessions finish inside the short measurement runs.
+pub const SETS: [&str; 1] = ["catalog.max_duration=40s"];
+pub const POINT_S: u64 = 20;
+/// Memory budget on the emulated disk (smaller than the file set, so the disk matters).
+pub const MEMORY_BYTES: u64 = 256 << 20;
 
 /// Why the emulated disk cannot be used here (None when it can).
 pub fn emulation_unavailable() -> Option<String> {
@@ -57,10 +60,7 @@ pub fn run(
     let mut progress = BarProgress::new(show_progress);
     let mut notes = Vec::new();
     let (testbed, memory) = match emulation_unavailable() {
-        None => (
-            TestbedChoice::Hdd("wd-red".into()),
-            Some(bytesize::ByteSize::gib(1).as_u64()),
-        ),
+        None => (TestbedChoice::Hdd("wd-red".into()), Some(MEMORY_BYTES)),
         Some(why) => {
             let m = format!(
                 "emulated wd-red disk not used ({why}): running on this machine's plain disk without a memory budget, \
@@ -78,15 +78,16 @@ pub fn run(
     let cell = CellPlan {
         label: String::new(),
         spec: SPEC.into(),
-        sets: Vec::new(),
+        sets: SETS.iter().map(|s| s.to_string()).collect(),
         scale: SCALE,
         testbed,
         memory,
         suts,
         point: Duration::from_secs(POINT_S),
         guess_mb_s: 10.0,
-        max_steps: 3,
+        max_steps: 5,
         sequential: false,
+        precision_div: 4.0,
         criterion: Criterion::Strict,
         repeat: 1,
     };
@@ -104,14 +105,14 @@ pub fn run(
         servers.push(ServerReport::not_measured(&s, report::SKIPPED, m));
     }
     let mut rep = report::new_report(
-        &format!("{SPEC} scaled x{SCALE}"),
+        &format!("{SPEC} scaled x{SCALE}, {}", SETS.join(" ")),
         &format!("{:?}", cell.testbed),
         cell.memory,
         "strict",
         &crate::search::SearchPlan::failure_free_around(1.0),
         1,
     );
-    rep.search = serde_json::json!({"kind": "failure-free", "start": "guess/2", "step": "guess/2", "precision": "guess/8", "point_s": POINT_S});
+    rep.search = serde_json::json!({"kind": "failure-free", "start": "guess/2", "step": "guess/2", "precision": "guess/4", "max": "3 guess", "point_s": POINT_S});
     rep.servers = servers;
     rep.notes = notes;
     if let (Some(v), Some(n)) = (rep.server("vodkit:asap:auto"), rep.server("nginx")) {

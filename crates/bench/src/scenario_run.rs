@@ -31,6 +31,8 @@ pub struct CellPlan {
     pub max_steps: u32,
     /// Also time a sequential read of the requested files on the testbed.
     pub sequential: bool,
+    /// The search stops bisecting at guess / this.
+    pub precision_div: f64,
     pub criterion: Criterion,
     pub repeat: u32,
 }
@@ -61,6 +63,7 @@ pub fn cells(s: &Scenario) -> Result<Vec<CellPlan>, String> {
                 guess_mb_s: s.rate_guess * 20.0,
                 max_steps: 8,
                 sequential: s.sequential_reference.is_some(),
+                precision_div: 8.0,
                 criterion: Criterion::Strict,
                 repeat: 1,
             })
@@ -115,7 +118,7 @@ pub fn run_cell(
     let plan = SearchPlan::FailureFree {
         start: guess / 2.0,
         step: guess / 2.0,
-        precision: guess / 8.0,
+        precision: guess / cell.precision_div,
         max_rate: guess / 2.0 * f64::from(1 + cell.max_steps),
     };
     let safe: String = cell
@@ -215,7 +218,7 @@ pub fn run(
         &plan,
         first.repeat,
     );
-    rep.search = serde_json::json!({"kind": "failure-free", "start": "guess/2", "step": "guess/2", "precision": "guess/8", "point_s": s.point_s});
+    rep.search = serde_json::json!({"kind": "failure-free", "start": "guess/2", "step": "guess/2", "precision": "guess/8", "point_s": s.point_seconds()});
     let mut notes = Vec::new();
     let mut sequential = None;
     for c in &cells {
