@@ -16,8 +16,14 @@ use vodkit_workload::netflix::{synth_log, NetflixSpec};
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let dir = PathBuf::from(args.first().map_or("/tmp/vodkit-sim-bench", String::as_str));
-    let scale: f64 = args.get(1).map_or(Ok(4.0), |s| s.parse()).map_err(|e| format!("{e}"))?;
-    let threads: usize = args.get(2).map_or(Ok(2), |s| s.parse()).map_err(|e| format!("{e}"))?;
+    let scale: f64 = args
+        .get(1)
+        .map_or(Ok(4.0), |s| s.parse())
+        .map_err(|e| format!("{e}"))?;
+    let threads: usize = args
+        .get(2)
+        .map_or(Ok(2), |s| s.parse())
+        .map_err(|e| format!("{e}"))?;
     let chains = dir.join("truth/chains.csv");
     if !chains.exists() {
         let spec = NetflixSpec::new(1, scale, &[])?;

@@ -97,7 +97,10 @@ impl FirstGrowSetup {
         let table = FirstGrowSetup::table();
         let pick = |mut l: Vec<u64>, fallback: FirstSize| {
             let n = l.len();
-            match (n >= MIN_CHAINS).then(|| best_first_size(&mut l, cap)).flatten() {
+            match (n >= MIN_CHAINS)
+                .then(|| best_first_size(&mut l, cap))
+                .flatten()
+            {
                 Some((bytes, ratio)) => FirstSize {
                     bytes,
                     source: "trace".into(),
@@ -133,7 +136,10 @@ fn category(k: ChainKind) -> usize {
 /// fit has no usable segment.
 pub fn growth_from_fit(lengths: &[u64], probability: f64) -> Growth {
     let fit = PowerLawFit::fit(lengths, &BREAKPOINTS);
-    match fit.segment_at(GROWTH_AT).filter(|s| s.c > 0.0 && s.c.is_finite()) {
+    match fit
+        .segment_at(GROWTH_AT)
+        .filter(|s| s.c > 0.0 && s.c.is_finite())
+    {
         Some(seg) if lengths.len() >= MIN_CHAINS => Growth {
             factor: vodkit_trace::fit::growth_factor(probability, seg.c),
             probability,

@@ -18,7 +18,7 @@ pub mod sweep;
 
 pub use firstgrow::FirstGrowSetup;
 pub use input::{SimChain, Trace};
-pub use model::{Capacity, ModelConfig, RunResult, Scratch, Simulator};
+pub use model::{Capacity, ModelConfig, Reuse, RunResult, Scratch, Simulator};
 pub use sweep::{Comparison, Curve, Family, Point};
 
 use serde::{Deserialize, Serialize};

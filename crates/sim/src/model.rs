@@ -139,26 +139,59 @@ pub fn for_each_prefetch(
     fetched
 }
 
-/// [`for_each_prefetch`] for a policy whose size is the same for every read of a chain:
-/// one policy call, then reads of that size (clipped at the end of the file).
-pub fn for_each_read_of_size(
+/// When the simulator may stop asking a policy within a chain and reuse its last answer.
+/// Every rule gives results identical to asking at every read (tests check this on
+/// hand-built and synthesized traces); they only save policy calls.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Reuse {
+    /// Ask at every read.
+    Never,
+    /// Ask once per chain: the answer depends only on the file's bit rate (`fixed`,
+    /// `proportional`, `sqrt`).
+    PerChain,
+    /// Stop asking once two answers after the first read are equal: the answer is
+    /// `min(growth × chain bytes, cap)`, non-decreasing in the chain bytes, so two equal
+    /// answers at different chain lengths mean the cap is reached (`first-grow`,
+    /// `first-grow-sr`).
+    OnceCapped,
+}
+
+/// [`for_each_prefetch`] with a [`Reuse`] rule: the same reads with fewer policy calls.
+pub fn for_each_read(
     chain: &SimChain,
     policy: &mut dyn Policy,
+    reuse: Reuse,
     mut visit: impl FnMut(f64, u64),
 ) -> u64 {
-    if chain.bytes == 0 {
-        return 0;
-    }
-    // If the file's end clipped this first read, nothing of the file is left after it.
-    let size = next_read(chain, policy, 0, chain.t_start);
     let mut fetched = 0u64;
+    let mut settled: Option<u64> = None;
+    let mut last_grown: Option<u64> = None;
     while fetched < chain.bytes {
-        let left_in_file = chain.file_size.saturating_sub(chain.offset + fetched);
-        let n = size.min(left_in_file);
+        let t = progress_time(chain, fetched);
+        let n = match settled {
+            // A settled answer is clipped at the end of the file like any read.
+            Some(size) => size.min(chain.file_size.saturating_sub(chain.offset + fetched)),
+            None => {
+                let n = next_read(chain, policy, fetched, t);
+                match reuse {
+                    Reuse::Never => {}
+                    Reuse::PerChain => settled = Some(n),
+                    Reuse::OnceCapped if fetched > 0 => {
+                        if last_grown == Some(n) {
+                            settled = Some(n);
+                        }
+                        last_grown = Some(n);
+                    }
+                    Reuse::OnceCapped => {}
+                }
+                n
+            }
+        };
         if n == 0 {
             break;
         }
-        visit(progress_time(chain, fetched), n);
+        visit(t, n);
         fetched += n;
     }
     fetched
@@ -279,19 +312,12 @@ impl<'a> Simulator<'a> {
     /// Runs one policy over every chain, chain by chain. Right for policies whose answers
     /// do not depend on observations (all but `auto`); see [`Simulator::run_timed`].
     pub fn run(&self, policy: &mut dyn Policy, s: &mut Scratch) -> RunResult {
-        self.run_with(policy, s, false)
+        self.run_with(policy, s, Reuse::Never)
     }
 
-    /// As [`Simulator::run`]; with `size_per_chain` the policy is asked once per chain and
-    /// its answer reused for the chain's later reads (clipped at the end of the file).
-    /// Only for policies whose answer depends on nothing but the file's bit rate (`fixed`,
-    /// `proportional`, `sqrt`); the results are identical and the run is faster.
-    pub fn run_with(
-        &self,
-        policy: &mut dyn Policy,
-        s: &mut Scratch,
-        size_per_chain: bool,
-    ) -> RunResult {
+    /// As [`Simulator::run`], asking the policy less often as `reuse` allows (same
+    /// results, faster).
+    pub fn run_with(&self, policy: &mut dyn Policy, s: &mut Scratch, reuse: Reuse) -> RunResult {
         self.reset(s);
         let mut r = RunResult::default();
         let release = self.cfg.release_after_s;
@@ -307,11 +333,7 @@ impl<'a> Simulator<'a> {
                     held = n;
                 }
             };
-            let fetched = if size_per_chain {
-                for_each_read_of_size(c, policy, visit)
-            } else {
-                for_each_prefetch(c, policy, visit)
-            };
+            let fetched = for_each_read(c, policy, reuse, visit);
             if held > 0 {
                 s.events.push((self.key(c.t_end + release), -(held as i64)));
             }
@@ -344,7 +366,8 @@ impl<'a> Simulator<'a> {
             let c = &chains[i as usize];
             let (fetched, held) = state[i as usize];
             let t = progress_time(c, fetched);
-            let interval = (((t - self.origin) / self.cfg.interval_s) as usize).min(self.intervals - 1);
+            let interval =
+                (((t - self.origin) / self.cfg.interval_s) as usize).min(self.intervals - 1);
             while obs_interval < interval {
                 obs_interval += 1;
                 obs.now_s = self.origin + obs_interval as f64 * self.cfg.interval_s;
@@ -417,7 +440,12 @@ impl<'a> Simulator<'a> {
 /// followed by a sort within each (small) bucket.
 fn peak_memory(s: &mut Scratch, bucket_s: f64) -> (u64, f64) {
     let bucket = |key: u64| (f64::from_bits(key) / bucket_s) as usize;
-    let buckets = s.events.iter().map(|e| bucket(e.0)).max().map_or(0, |b| b + 1);
+    let buckets = s
+        .events
+        .iter()
+        .map(|e| bucket(e.0))
+        .max()
+        .map_or(0, |b| b + 1);
     s.counts.clear();
     s.counts.resize(buckets, 0);
     for e in &s.events {

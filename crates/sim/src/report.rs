@@ -101,7 +101,12 @@ pub fn summary_text(r: &SimReport) -> String {
     let infeasible: Vec<_> = r
         .policies
         .iter()
-        .flat_map(|c| c.points.iter().filter(|p| !p.result.feasible).map(move |p| (c, p)))
+        .flat_map(|c| {
+            c.points
+                .iter()
+                .filter(|p| !p.result.feasible)
+                .map(move |p| (c, p))
+        })
         .collect();
     if !infeasible.is_empty() {
         let _ = writeln!(
@@ -142,7 +147,11 @@ pub fn dual_axis_svg(title: &str, curves: &[&Curve]) -> String {
     let pw = w - l - rgt;
     let ph = h - top - bot;
     let pts = curves.iter().flat_map(|c| c.points.iter());
-    let x_max = nice_max(pts.clone().map(|p| p.param_bytes as f64 / MIB).fold(0.0, f64::max));
+    let x_max = nice_max(
+        pts.clone()
+            .map(|p| p.param_bytes as f64 / MIB)
+            .fold(0.0, f64::max),
+    );
     let u_max = nice_max(
         pts.clone()
             .map(|p| p.result.max_disk_util * 100.0)
@@ -229,7 +238,10 @@ pub fn dual_axis_svg(title: &str, curves: &[&Curve]) -> String {
                 px(p.param_bytes as f64 / MIB),
                 pu(p.result.max_disk_util * 100.0),
             );
-            let _ = write!(s, "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"2.5\" fill=\"{col}\"/>");
+            let _ = write!(
+                s,
+                "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"2.5\" fill=\"{col}\"/>"
+            );
         }
         let ly = top + 14.0 + 16.0 * i as f64;
         let _ = write!(
@@ -261,7 +273,12 @@ pub fn html(r: &SimReport) -> String {
             .filter(|c| fams.contains(&c.policy))
             .collect()
     };
-    let rate_based = pick(&[Family::Fixed, Family::Proportional, Family::Sqrt, Family::Auto]);
+    let rate_based = pick(&[
+        Family::Fixed,
+        Family::Proportional,
+        Family::Sqrt,
+        Family::Auto,
+    ]);
     let chain_based = pick(&[Family::Fixed, Family::FirstGrow, Family::FirstGrowSr]);
     let mut s = String::from(
         "<!doctype html><html><head><meta charset=\"utf-8\"><title>vodkit simulate</title>\
@@ -295,10 +312,16 @@ pub fn html(r: &SimReport) -> String {
     );
     let _ = write!(s, "<pre>{}</pre>", escape(&summary_text(r)));
     if rate_based.len() > 1 || chain_based.len() <= 1 {
-        s.push_str(&dual_axis_svg("Bit-rate-based policies (cf. thesis Fig. 5.22)", &rate_based));
+        s.push_str(&dual_axis_svg(
+            "Bit-rate-based policies (cf. thesis Fig. 5.22)",
+            &rate_based,
+        ));
     }
     if chain_based.len() > 1 {
-        s.push_str(&dual_axis_svg("Chain-length-based policies (cf. thesis Fig. 5.23)", &chain_based));
+        s.push_str(&dual_axis_svg(
+            "Chain-length-based policies (cf. thesis Fig. 5.23)",
+            &chain_based,
+        ));
     }
     s.push_str(
         "<h2>All points</h2><table><tr><th>policy</th><th>parameter (MiB)</th>\

@@ -9,7 +9,7 @@ use vodkit_prefetch::policy::FirstGrowParams;
 use vodkit_prefetch::PolicySpec;
 
 use crate::firstgrow::FirstGrowSetup;
-use crate::model::{RunResult, Scratch, Simulator};
+use crate::model::{Reuse, RunResult, Scratch, Simulator};
 
 /// A policy family; the sweep parameter means a different thing for each (thesis 5.6.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -101,10 +101,13 @@ impl Family {
         }
     }
 
-    /// Whether the size depends only on the file's bit rate, so that one policy call per
-    /// chain gives every read of the chain.
-    pub fn size_per_chain(self) -> bool {
-        matches!(self, Family::Fixed | Family::Proportional | Family::Sqrt)
+    /// How often the simulator needs to ask this family's policy within a chain.
+    pub fn reuse(self) -> Reuse {
+        match self {
+            Family::Fixed | Family::Proportional | Family::Sqrt => Reuse::PerChain,
+            Family::FirstGrow | Family::FirstGrowSr => Reuse::OnceCapped,
+            Family::Auto => Reuse::Never,
+        }
     }
 
     /// Whether runs must follow global time order (the policy learns from observations).
@@ -159,7 +162,7 @@ pub fn sweep(
                     let result = if family.adapts() {
                         sim.run_timed(policy.as_mut(), &mut scratch)
                     } else {
-                        sim.run_with(policy.as_mut(), &mut scratch, family.size_per_chain())
+                        sim.run_with(policy.as_mut(), &mut scratch, family.reuse())
                     };
                     results.lock().expect("no panics while holding")[j] = Some(Point {
                         param_bytes: params[p],
@@ -171,7 +174,10 @@ pub fn sweep(
             });
         }
     });
-    let mut all = results.into_inner().expect("no panics while holding").into_iter();
+    let mut all = results
+        .into_inner()
+        .expect("no panics while holding")
+        .into_iter();
     families
         .iter()
         .map(|&policy| Curve {
@@ -201,11 +207,9 @@ pub struct Comparison {
 
 /// The point of a curve with the lowest utilization (first one on ties).
 pub fn best_point(c: &Curve) -> Option<&Point> {
-    c.points.iter().min_by(|a, b| {
-        a.result
-            .max_disk_util
-            .total_cmp(&b.result.max_disk_util)
-    })
+    c.points
+        .iter()
+        .min_by(|a, b| a.result.max_disk_util.total_cmp(&b.result.max_disk_util))
 }
 
 /// Lowest `y` over the curve where `x <= limit`, following the curve between sweep points
@@ -290,10 +294,16 @@ pub fn parse_sweep(s: &str) -> Result<Vec<u64>, String> {
             if (end - start) / step > 10_000 {
                 return Err(format!("--sweep {s}: more than 10000 points"));
             }
-            (0..=(end - start) / step).map(|k| start + k * step).collect()
+            (0..=(end - start) / step)
+                .map(|k| start + k * step)
+                .collect()
         }
         [list] => list.split(',').map(size).collect::<Result<_, _>>()?,
-        _ => return Err(format!("--sweep {s}: expected START:END:STEP or SIZE,SIZE,...")),
+        _ => {
+            return Err(format!(
+                "--sweep {s}: expected START:END:STEP or SIZE,SIZE,..."
+            ))
+        }
     };
     if out.is_empty() {
         return Err(format!("--sweep {s}: no sizes"));
@@ -308,9 +318,14 @@ mod tests {
     #[test]
     fn sweep_ranges_and_lists() {
         let m = 1u64 << 20;
-        assert_eq!(parse_sweep("1MiB:4MiB:1MiB").unwrap(), vec![m, 2 * m, 3 * m, 4 * m]);
+        assert_eq!(
+            parse_sweep("1MiB:4MiB:1MiB").unwrap(),
+            vec![m, 2 * m, 3 * m, 4 * m]
+        );
         assert_eq!(parse_sweep("2MiB,512KiB").unwrap(), vec![2 * m, m / 2]);
-        assert!(parse_sweep("4MiB:1MiB:1MiB").unwrap_err().contains("smaller"));
+        assert!(parse_sweep("4MiB:1MiB:1MiB")
+            .unwrap_err()
+            .contains("smaller"));
         assert!(parse_sweep("1MiB:x:1MiB").unwrap_err().contains("`x`"));
         assert!(parse_sweep("0").is_err());
     }
@@ -329,11 +344,22 @@ mod tests {
         let fg = FirstGrowSetup::table();
         let l = Family::parse_list("fixed,sqrt,first-grow-sr,sqrt").unwrap();
         assert_eq!(l, vec![Family::Fixed, Family::Sqrt, Family::FirstGrowSr]);
-        assert!(Family::parse_list("fixed,bogus").unwrap_err().contains("bogus"));
+        assert!(Family::parse_list("fixed,bogus")
+            .unwrap_err()
+            .contains("bogus"));
         let s = Family::FirstGrowSr.spec(16 << 20, 2000, &fg).to_string();
-        assert!(s.starts_with("first-grow-sr:max=16777216,growth=3.35"), "{s}");
+        assert!(
+            s.starts_with("first-grow-sr:max=16777216,growth=3.35"),
+            "{s}"
+        );
         assert!(s.ends_with("ref=2000"), "{s}");
-        assert_eq!(Family::Sqrt.spec(1000, 2000, &fg).to_string(), "sqrt:1000@2000");
-        assert!(Family::Auto.spec(1 << 20, 2000, &fg).to_string().starts_with("auto:start=1048576@2000"));
+        assert_eq!(
+            Family::Sqrt.spec(1000, 2000, &fg).to_string(),
+            "sqrt:1000@2000"
+        );
+        assert!(Family::Auto
+            .spec(1 << 20, 2000, &fg)
+            .to_string()
+            .starts_with("auto:start=1048576@2000"));
     }
 }

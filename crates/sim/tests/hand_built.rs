@@ -2,7 +2,7 @@
 //! memory (t_max = 100 MiB/s, s_max = 40 seeks/s, 60 s intervals, 40 s release).
 
 use vodkit_prefetch::{ChainKind, PolicySpec};
-use vodkit_sim::{Capacity, ModelConfig, RunResult, Scratch, SimChain, Simulator, Trace};
+use vodkit_sim::{Capacity, ModelConfig, Reuse, RunResult, Scratch, SimChain, Simulator, Trace};
 
 const MIB: u64 = 1 << 20;
 
@@ -44,10 +44,13 @@ fn run_both(t: &Trace, spec: &str) -> RunResult {
     let a = sim.run(spec.build().as_mut(), &mut s);
     let b = sim.run_timed(spec.build().as_mut(), &mut s);
     assert_eq!(a, b, "chain-by-chain and time-ordered runs disagree");
-    if !spec.to_string().starts_with("first-grow") {
-        let c = sim.run_with(spec.build().as_mut(), &mut s, true);
-        assert_eq!(a, c, "one policy call per chain disagrees");
-    }
+    let reuse = if spec.to_string().starts_with("first-grow") {
+        Reuse::OnceCapped
+    } else {
+        Reuse::PerChain
+    };
+    let c = sim.run_with(spec.build().as_mut(), &mut s, reuse);
+    assert_eq!(a, c, "{reuse:?} disagrees with asking at every read");
     a
 }
 
@@ -76,7 +79,10 @@ fn two_overlapping_chains_on_one_drive() {
     // A: as in `single_chain`. B: 2 MiB from 50 s to 70 s, one 4 MiB read at 50 s.
     // Interval 0: 12 MiB + 3 seeks. Buffers: A 0–140 s, B 50–110 s => 8 MiB peak at 50 s.
     let t = trace(
-        vec![chain(0, 10 * MIB, 0.0, 100.0), chain(0, 2 * MIB, 50.0, 70.0)],
+        vec![
+            chain(0, 10 * MIB, 0.0, 100.0),
+            chain(0, 2 * MIB, 50.0, 70.0),
+        ],
         1,
     );
     let r = run_both(&t, "fixed:4MiB");
@@ -89,10 +95,7 @@ fn two_overlapping_chains_on_one_drive() {
 #[test]
 fn buffer_freed_and_allocated_at_the_same_moment_do_not_add_up() {
     // A ends at 20 s, its buffer goes at 60 s, exactly when B starts.
-    let t = trace(
-        vec![chain(0, MIB, 0.0, 20.0), chain(0, MIB, 60.0, 70.0)],
-        1,
-    );
+    let t = trace(vec![chain(0, MIB, 0.0, 20.0), chain(0, MIB, 60.0, 70.0)], 1);
     let r = run_both(&t, "fixed:4MiB");
     assert_eq!(r.max_memory_bytes, 4 * MIB);
     // One read per interval.
@@ -122,7 +125,10 @@ fn chains_on_different_drives() {
     // The same two chains as the overlap test, but B on drive 1: drive 0 keeps
     // 8 MiB + 2 seeks in interval 0 and is the busiest; memory still adds up.
     let t = trace(
-        vec![chain(0, 10 * MIB, 0.0, 100.0), chain(1, 2 * MIB, 50.0, 70.0)],
+        vec![
+            chain(0, 10 * MIB, 0.0, 100.0),
+            chain(1, 2 * MIB, 50.0, 70.0),
+        ],
         2,
     );
     let r = run_both(&t, "fixed:4MiB");
@@ -131,7 +137,10 @@ fn chains_on_different_drives() {
     assert_eq!(r.max_memory_bytes, 8 * MIB);
     // Make drive 1 the busy one: a 30 MiB chain inside interval 0.
     let t = trace(
-        vec![chain(0, 10 * MIB, 0.0, 100.0), chain(1, 30 * MIB, 0.0, 30.0)],
+        vec![
+            chain(0, 10 * MIB, 0.0, 100.0),
+            chain(1, 30 * MIB, 0.0, 30.0),
+        ],
         2,
     );
     let r = run_both(&t, "fixed:4MiB");
@@ -172,5 +181,8 @@ fn square_root_rule_scales_by_bit_rate() {
     c.bitrate_kbps = Some(8000);
     let t = trace(vec![c], 1);
     assert_eq!(run_both(&t, "sqrt:2MiB@2000").max_memory_bytes, 4 * MIB);
-    assert_eq!(run_both(&t, "proportional:2MiB@2000").max_memory_bytes, 8 * MIB);
+    assert_eq!(
+        run_both(&t, "proportional:2MiB@2000").max_memory_bytes,
+        8 * MIB
+    );
 }

@@ -3,7 +3,8 @@
 
 use vodkit_sim::sweep::{compare_with_fixed, parse_sweep};
 use vodkit_sim::{
-    Capacity, Comparison, Family, FirstSizes, ModelConfig, Options, Scratch, Simulator, Trace,
+    Capacity, Comparison, Family, FirstSizes, ModelConfig, Options, Reuse, Scratch, Simulator,
+    Trace,
 };
 use vodkit_workload::netflix::{synth_log, NetflixSpec};
 
@@ -50,16 +51,27 @@ fn thesis_5_6_3_findings_hold_on_a_synthesized_netflix_trace() {
     }
     // Memory of Fixed grows with its size.
     let fixed = &rep.policies[0];
-    let mem: Vec<u64> = fixed.points.iter().map(|p| p.result.max_memory_bytes).collect();
+    let mem: Vec<u64> = fixed
+        .points
+        .iter()
+        .map(|p| p.result.max_memory_bytes)
+        .collect();
     assert!(mem.windows(2).all(|w| w[0] < w[1]), "{mem:?}");
     // Square-Root matches Fixed's best utilization with less memory (thesis: -42%).
     let sqrt = find(s, Family::Sqrt).memory_change_at_equal_util.unwrap();
     assert!(sqrt < -0.2, "sqrt memory change {sqrt}");
     // First-Grow-SR saves at least as much (thesis: -48%).
-    let fgsr = find(s, Family::FirstGrowSr).memory_change_at_equal_util.unwrap();
-    assert!(fgsr < -0.2 && fgsr <= sqrt + 0.05, "first-grow-sr {fgsr} vs sqrt {sqrt}");
+    let fgsr = find(s, Family::FirstGrowSr)
+        .memory_change_at_equal_util
+        .unwrap();
+    assert!(
+        fgsr < -0.2 && fgsr <= sqrt + 0.05,
+        "first-grow-sr {fgsr} vs sqrt {sqrt}"
+    );
     // First-Grow gets lower utilization than Fixed within Fixed's memory (thesis: -5%).
-    let fg = find(s, Family::FirstGrow).util_change_at_equal_memory.unwrap();
+    let fg = find(s, Family::FirstGrow)
+        .util_change_at_equal_memory
+        .unwrap();
     assert!(fg < 0.0, "first-grow utilization change {fg}");
     assert!(find(s, Family::FirstGrow).best_util < find(s, Family::Fixed).best_util);
     // Recomputing the summary from the curves gives the same figures.
@@ -75,10 +87,18 @@ fn shortcuts_agree_with_the_plain_model_on_a_synthesized_trace() {
     )
     .unwrap();
     let mut s = Scratch::default();
-    for spec in ["fixed:3MiB", "sqrt:5MiB@2000", "proportional:2MiB@2000"] {
+    let cases = [
+        ("fixed:3MiB", Reuse::PerChain),
+        ("sqrt:5MiB@2000", Reuse::PerChain),
+        ("proportional:2MiB@2000", Reuse::PerChain),
+        ("first-grow:4MiB", Reuse::OnceCapped),
+        ("first-grow-sr:8MiB@2000", Reuse::OnceCapped),
+        ("first-grow:max=2MiB,growth=1,other=1MiB", Reuse::OnceCapped),
+    ];
+    for (spec, reuse) in cases {
         let spec: vodkit_prefetch::PolicySpec = spec.parse().unwrap();
         let a = sim.run(spec.build().as_mut(), &mut s);
-        let b = sim.run_with(spec.build().as_mut(), &mut s, true);
+        let b = sim.run_with(spec.build().as_mut(), &mut s, reuse);
         assert_eq!(a, b, "{spec}");
     }
     let spec: vodkit_prefetch::PolicySpec = "first-grow-sr:8MiB@2000".parse().unwrap();
