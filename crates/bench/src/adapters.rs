@@ -272,3 +272,15 @@ impl Running for ChildRunning {
             .map_err(|e| e.to_string())
     }
 }
+
+/// The preload shim (`vodkit-preload`) for `+preload` servers: a prefetch daemon with the
+/// seed's default policy (fixed 2 MiB, serialized) started in this process on `socket`, and
+/// a command wrap that preloads the library into the server.
+pub fn preload_wrap(socket: PathBuf) -> Result<CommandWrap, String> {
+    if let Some(dir) = socket.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+    }
+    let preload = vodkit_preload::Preload::start(vodkit_preload::DaemonConfig::new(socket))
+        .map_err(|e| format!("preload shim: {e}"))?;
+    Ok(Box::new(preload.into_wrap()))
+}

@@ -50,8 +50,8 @@ impl LocalLauncher {
             probe_path,
             workers: peers::cores(),
             budget: None,
-            preload: Err("the preload shim launcher is not available yet (issue #7)".into()),
-            vodkit: Err("the vodkit server library is not available yet (issue #4)".into()),
+            preload: Err("no preload shim configured for this run".into()),
+            vodkit: Err("no vodkit server configured for this run".into()),
             starts: 0,
         }
     }

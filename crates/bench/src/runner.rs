@@ -276,6 +276,10 @@ pub fn run(req: &BenchRequest) -> Result<(BenchReport, String), RunError> {
             probe_path: probe,
         }));
     }
+    if checked.suts.iter().any(|s| s.preload) {
+        launcher.preload =
+            crate::adapters::preload_wrap(req.out.join("runs").join("prefetchd.sock"));
+    }
     let budget = match checked.memory {
         Some(limit) => Some(crate::system::Budget::create(limit).map_err(RunError::Runtime)?),
         None => None,

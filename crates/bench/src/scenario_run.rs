@@ -140,6 +140,9 @@ pub fn run_cell(
             .map(|v| Box::new(v) as Box<dyn crate::launch::VodkitStarter>)
             .map_err(|e| e.to_string()),
     };
+    if cell.suts.iter().any(|s| s.preload) {
+        launcher.preload = crate::adapters::preload_wrap(out.join("runs").join("prefetchd.sock"));
+    }
     let budget = match cell.memory.map(crate::system::Budget::create) {
         Some(Ok(b)) => Some(b),
         Some(Err(e)) => return all_skipped(cell, report::SKIPPED, &e),

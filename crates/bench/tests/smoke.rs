@@ -69,6 +69,7 @@ fn miniature_bench_end_to_end() {
     let root = file_set(dir.path());
     let mut launcher = LocalLauncher::new(root, dir.path().join("runs"), "/t0.mp4".into());
     launcher.vodkit = Ok(Box::new(InProcessVodkit::new().unwrap()));
+    launcher.preload = vodkit_bench::adapters::preload_wrap(dir.path().join("prefetchd.sock"));
     let mut load = WorkloadLoad {
         sessions: sessions(24),
         meta: None,
@@ -79,7 +80,7 @@ fn miniature_bench_end_to_end() {
     };
     let mut sampler = NoSampler("system metrics not sampled in this test".into());
     let mut bed = PlainDisk;
-    let suts = parse_list("vodkit:vanilla,nginx,apache+preload").unwrap();
+    let suts = parse_list("vodkit:vanilla,nginx,nginx+preload").unwrap();
     let settings = BenchSettings {
         workload: "smoke (24 sessions x 3 requests of 256 KiB)".into(),
         memory_bytes: None,
@@ -106,7 +107,7 @@ fn miniature_bench_end_to_end() {
     assert!(report::check(&back).is_empty());
 
     let measured: Vec<&str> = if have_nginx {
-        vec!["vodkit:vanilla", "nginx"]
+        vec!["vodkit:vanilla", "nginx", "nginx+preload"]
     } else {
         vec!["vodkit:vanilla"]
     };
@@ -137,9 +138,6 @@ fn miniature_bench_end_to_end() {
         let [lo, hi] = s.ci95.unwrap();
         assert!(lo <= 40.0 && 40.0 <= hi);
     }
-    let preload = back.server("apache+preload").unwrap();
-    assert_eq!(preload.status, report::SKIPPED);
-    assert!(preload.reason.as_deref().unwrap().contains("issue #7"));
     let html = std::fs::read_to_string(&written.html).unwrap();
     assert!(html.contains("<svg") && html.contains("nginx") == have_nginx || !have_nginx);
     let md = std::fs::read_to_string(&written.markdown).unwrap();
