@@ -112,3 +112,25 @@ fn without_a_daemon_calls_proceed_and_warn_once_per_process() {
         "expected one warning per process, got {warnings}: {stderr}"
     );
 }
+
+#[test]
+fn a_daemon_that_never_answers_only_delays_calls() {
+    let dir = probe_dir();
+    let d = dir.path().to_str().unwrap();
+    let plain = stdout_of(&run_plain(TRANSPARENCY_BIN, &[d], LIMIT));
+    // A listener that accepts (the kernel queues connections) but never reads or replies.
+    let socket = dir.path().join("mute.sock");
+    let _listener = vodkit_preload::daemon::socket::listen(&socket).unwrap();
+    let preload = vodkit_preload::Preload::attach(&socket)
+        .unwrap()
+        .with_timeout_ms(30);
+    let mut cmd = preload.command(TRANSPARENCY_BIN);
+    cmd.arg(d);
+    let out = run_with_limit(cmd, LIMIT);
+    assert_same(&plain, &stdout_of(&out), "mute daemon");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("prefetch daemon too slow"),
+        "expected the timeout warning: {stderr}"
+    );
+}
