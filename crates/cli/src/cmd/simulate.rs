@@ -27,7 +27,10 @@ pub struct Args {
     #[arg(long, requires = "t_max")]
     s_max: Option<f64>,
     /// Policies to compare: fixed, proportional, sqrt, first-grow, first-grow-sr, auto.
-    #[arg(long, default_value = "fixed,proportional,sqrt,first-grow,first-grow-sr")]
+    #[arg(
+        long,
+        default_value = "fixed,proportional,sqrt,first-grow,first-grow-sr"
+    )]
     policy: String,
     /// Sizes to sweep: START:END:STEP or a list (SIZE,SIZE,...).
     #[arg(long, default_value = "1MiB:16MiB:1MiB")]
@@ -69,9 +72,12 @@ fn seconds(flag: &str, v: &str) -> anyhow::Result<f64> {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     if args.validate {
+        // Needs an orchestrated run: netflix-2014 file set on the emulated disk, `vodkit
+        // serve` with a fixed policy, `vodkit load`, device counters and prefetch memory
+        // sampled per interval, chains of the server's access log (docs/simulate.md).
         anyhow::bail!(
-            "--validate is not available yet: it needs `vodkit serve` with a fixed policy on \
-             the emulated disk and per-run disk/memory measurements (see docs/simulate.md)"
+            "vodkit simulate --validate is not implemented yet: the orchestrated serve/load run \
+             on the emulated disk is missing (see docs/simulate.md)"
         );
     }
     let capacity = match (&args.drive, args.t_max, args.s_max) {
