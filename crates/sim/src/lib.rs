@@ -6,7 +6,8 @@
 //!   utilization per drive and interval, prefetch memory over time);
 //! - [`firstgrow`]: First-Grow's first sizes and growth from the trace (5.6.1, 5.3.3);
 //! - [`sweep`]: policy families over a size parameter, in parallel, compared with Fixed;
-//! - [`report`]: `sim.json`, `sim.csv`, `index.html` and the text summary.
+//! - [`report`]: `sim.json`, `sim.csv`, `index.html` and the text summary;
+//! - [`validate`]: the model against a measured run's device counters and memory.
 //!
 //! See `docs/simulate.md`.
 
@@ -15,6 +16,7 @@ pub mod input;
 pub mod model;
 pub mod report;
 pub mod sweep;
+pub mod validate;
 
 pub use firstgrow::FirstGrowSetup;
 pub use input::{SimChain, Trace};
