@@ -125,3 +125,58 @@ impl Trace {
             .fold(self.origin_s(), f64::max)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const HEADER: &str =
+        "session,file,start_offset,bytes,requests,t_start,t_end,kind,media,bitrate_kbps,drive";
+
+    fn load(chains: &str, files: &str) -> Result<Trace, String> {
+        let dir = tempfile::tempdir().unwrap();
+        let (c, f) = (dir.path().join("chains.csv"), dir.path().join("files.csv"));
+        std::fs::write(&c, chains).unwrap();
+        std::fs::write(&f, files).unwrap();
+        Trace::load(&c, &f)
+    }
+
+    #[test]
+    fn joins_chains_with_the_file_table() {
+        let files = "file,bitrate_kbps,media,size_bytes,drive\nnf/a.mp4,2000,video,5000,d01\n";
+        let chains = format!(
+            "{HEADER}\n1,nf/a.mp4,0,100,1,1.0,2.0,open,video,,\n\
+             1,nf/b.mp4,10,100,2,3.0,4.0,chunk,,560,d07\n2,nf/c.mp4,0,5,1,5.0,6.0,chunk,,,\n"
+        );
+        let t = load(&chains, files).unwrap();
+        assert_eq!(t.chains.len(), 3);
+        let a = t.chains[0];
+        assert_eq!(
+            (a.kind, a.bitrate_kbps, a.file_size),
+            (ChainKind::OpenAtZero, Some(2000), 5000)
+        );
+        assert_eq!(t.drives[a.drive as usize], "d01");
+        let b = t.chains[1];
+        assert_eq!(
+            (b.kind, b.bitrate_kbps, b.file_size),
+            (ChainKind::Other, Some(560), u64::MAX)
+        );
+        assert_eq!(t.drives[b.drive as usize], "d07");
+        assert_eq!(t.chains[2].kind, ChainKind::ChunkAtZero);
+        assert_eq!(t.drives[t.chains[2].drive as usize], DEFAULT_DRIVE);
+        assert_eq!((t.origin_s(), t.end_s()), (1.0, 6.0));
+    }
+
+    #[test]
+    fn bad_input_names_file_line_and_field() {
+        let files = "file,bitrate_kbps,media,size_bytes,drive\n";
+        let backwards = format!("{HEADER}\n1,f,0,100,1,9.0,2.0,open,,,\n");
+        let e = load(&backwards, files).unwrap_err();
+        assert!(e.contains("chains.csv:2: field t_end"), "{e}");
+        let garbage = format!("{HEADER}\n1,f,zero,100,1,1.0,2.0,open,,,\n");
+        let e = load(&garbage, files).unwrap_err();
+        assert!(e.contains(":2: field start_offset"), "{e}");
+        let e = load(&format!("{HEADER}\n"), "nonsense\n").unwrap_err();
+        assert!(e.contains("files.csv:1"), "{e}");
+    }
+}
