@@ -6,9 +6,16 @@
 //! one drive and reports the relative error of the model's utilization
 //! (`Σ bytes/t_max + reads/s_max` of the reads inside the window, over the window) and of
 //! its peak memory.
+//!
+//! [`against_drive_model`] is the check that needs no real run: it replays the simulated
+//! reads through the timing model the emulated disk uses (`vodkit_disk::Drive`: zoned
+//! transfer rates, seek curve, rotational latency, FIFO) and compares each drive's busy
+//! time per interval with the linear `bytes/t_max + seeks/s_max` of the simulator.
 
 use serde::{Deserialize, Serialize};
 use vodkit_prefetch::PolicySpec;
+
+use vodkit_disk::model::{Drive, DriveOptions, DriveSpec};
 
 use crate::input::Trace;
 use crate::model::{for_each_prefetch, ModelConfig, Scratch, Simulator};
@@ -89,6 +96,90 @@ pub fn compare(
             .filter(|&b| b > 0)
             .map(|b| memory as f64 / b as f64 - 1.0),
     })
+}
+
+/// The simulator's utilization against the drive timing model, per drive and interval.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DriveModelCheck {
+    /// Highest utilization of the simulator (linear model) and of the drive model.
+    pub linear_max_util: f64,
+    pub drive_model_max_util: f64,
+    /// `linear / drive model − 1` of those maxima.
+    pub max_util_error: f64,
+    /// Mean of `|linear / drive model − 1|` over the cells where the drive model is at
+    /// least 5% busy, and how many cells that is.
+    pub mean_abs_cell_error: f64,
+    pub cells: usize,
+}
+
+/// Replays `spec`'s reads of every chain through `drive` (one per trace drive, files at
+/// fixed pseudo-random positions, reads in arrival order) and compares busy time per
+/// interval with the simulator's linear model. Reads are charged to the interval they
+/// arrive in, in both models.
+pub fn against_drive_model(
+    trace: &Trace,
+    cfg: ModelConfig,
+    spec: &PolicySpec,
+    drive: &DriveSpec,
+) -> Result<DriveModelCheck, String> {
+    let sim = Simulator::new(trace, cfg)?;
+    let drives = trace.drives.len().max(1);
+    let intervals = sim.intervals();
+    let origin = trace.origin_s();
+    // (arrival, disk address, bytes) per drive.
+    let mut reads: Vec<Vec<(f64, u64, u64)>> = vec![Vec::new(); drives];
+    let mut policy = spec.build();
+    let room = drive.capacity_bytes.saturating_sub(8 << 30).max(1);
+    for c in &trace.chains {
+        let base = (mix(u64::from(c.file)) % room) & !4095;
+        let mut fetched = 0u64;
+        for_each_prefetch(c, policy.as_mut(), |t, n| {
+            reads[c.drive as usize].push((t, base + c.offset + fetched, n));
+            fetched += n;
+        });
+    }
+    let cell = |d: usize, t: f64| {
+        let i = (((t - origin) / cfg.interval_s) as usize).min(intervals - 1);
+        i * drives + d
+    };
+    let mut linear = vec![0.0f64; intervals * drives];
+    let mut modelled = vec![0.0f64; intervals * drives];
+    for (d, list) in reads.iter_mut().enumerate() {
+        list.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let mut dm = Drive::new(drive.clone(), DriveOptions::default());
+        for &(t, addr, n) in list.iter() {
+            let k = cell(d, t);
+            linear[k] += cfg.capacity.busy_seconds(n as f64, 1.0);
+            modelled[k] += dm.access(addr, n, t).busy();
+        }
+    }
+    let max = |v: &[f64]| v.iter().fold(0.0f64, |a, &b| a.max(b)) / cfg.interval_s;
+    let (lin, dm) = (max(&linear), max(&modelled));
+    if dm <= 0.0 {
+        return Err("no reads to compare".into());
+    }
+    let floor = 0.05 * cfg.interval_s;
+    let errors: Vec<f64> = linear
+        .iter()
+        .zip(&modelled)
+        .filter(|(_, &m)| m >= floor)
+        .map(|(&l, &m)| (l / m - 1.0).abs())
+        .collect();
+    Ok(DriveModelCheck {
+        linear_max_util: lin,
+        drive_model_max_util: dm,
+        max_util_error: lin / dm - 1.0,
+        mean_abs_cell_error: errors.iter().sum::<f64>() / errors.len().max(1) as f64,
+        cells: errors.len(),
+    })
+}
+
+/// A fixed scramble of a file id into a disk position.
+fn mix(x: u64) -> u64 {
+    let mut z = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
 }
 
 #[cfg(test)]

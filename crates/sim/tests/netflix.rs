@@ -107,3 +107,26 @@ fn shortcuts_agree_with_the_plain_model_on_a_synthesized_trace() {
     assert_eq!(a, b);
     assert!(a.wasted_bytes > 0 && a.disk_bytes == a.chain_bytes + a.wasted_bytes);
 }
+
+#[test]
+fn linear_model_against_the_drive_timing_model() {
+    let (_dir, trace) = synthesized();
+    let spec = vodkit_disk::model::preset("hitachi-5k3000").unwrap();
+    let cfg = ModelConfig::new(Capacity::from_disk(&vodkit_disk::model::capacity(&spec)));
+    for policy in ["fixed:2MiB", "fixed:7MiB", "sqrt:8MiB@2000"] {
+        let p: vodkit_prefetch::PolicySpec = policy.parse().unwrap();
+        let c = vodkit_sim::validate::against_drive_model(&trace, cfg, &p, &spec).unwrap();
+        eprintln!(
+            "{policy}: linear max {:.1}% vs drive model {:.1}% ({:+.1}%), mean |cell error| {:.1}% over {} cells",
+            c.linear_max_util * 100.0,
+            c.drive_model_max_util * 100.0,
+            c.max_util_error * 100.0,
+            c.mean_abs_cell_error * 100.0,
+            c.cells
+        );
+        assert!(c.cells > 0);
+        // Eq. 5.4's linearization is fitted to 2 MB random reads; it must stay in the
+        // drive model's neighbourhood (the validation target is 15%).
+        assert!(c.max_util_error.abs() < 0.5, "{policy}: {c:?}");
+    }
+}
