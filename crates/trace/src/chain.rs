@@ -1,8 +1,11 @@
 //! Chains (thesis 5.3): maximal runs of byte-adjacent requests for one file in one session.
 //!
 //! Two requests are adjacent when one starts at the byte where the other ends, and they
-//! belong together when their activity intervals (arrival to completion) are at most the
-//! chain window apart (40 s by default), whatever order they arrived or completed in. The
+//! belong together when the continuing request arrived no more than the chain window
+//! (40 s by default) before the other arrived, nor more than the window after the other
+//! finished — whatever order they arrived or completed in. For short requests this is
+//! "received within 40 s of each other"; a long open-ended stream is continued by a
+//! request arriving within 40 s of the stream's end. The
 //! builder keeps open *fragments*: every request extends the longest fragment that ends
 //! where it starts, or prepends to the longest one starting where it ends, or both (which
 //! merges them); this is the two passes of the thesis (find adjacent pairs, then combine
@@ -90,8 +93,11 @@ struct Frag {
     kind: ChainKind,
 }
 
-fn gap(a: (f64, f64), b: (f64, f64)) -> f64 {
-    (a.0.max(b.0) - a.1.min(b.1)).max(0.0)
+/// How far apart in time a request `pred` and the request `succ` that continues it are:
+/// zero when `succ` arrived between 0 s before `pred` arrived and the moment `pred` was
+/// finished; otherwise the distance to that span. Intervals are (arrival, completion).
+pub fn join_distance(pred: (f64, f64), succ: (f64, f64)) -> f64 {
+    (pred.0 - succ.0).max(succ.0 - pred.1).max(0.0)
 }
 
 /// Builds the chains of one session.
@@ -119,12 +125,12 @@ impl ChainBuilder {
         let mut pred: Option<usize> = None;
         let mut succ: Option<usize> = None;
         for (i, f) in frags.iter().enumerate() {
-            if f.end == a && gap(f.e_int, int) <= window_s {
+            if f.end == a && join_distance(f.e_int, int) <= window_s {
                 if pred.is_none_or(|p| f.end - f.start > frags[p].end - frags[p].start) {
                     pred = Some(i);
                 }
             } else if f.start == b
-                && gap(f.s_int, int) <= window_s
+                && join_distance(int, f.s_int) <= window_s
                 && succ.is_none_or(|s| f.end - f.start > frags[s].end - frags[s].start)
             {
                 succ = Some(i);
@@ -400,6 +406,20 @@ mod tests {
             req(10, 10, 301.0, 0.1, c),
         ];
         assert_eq!(chains(&later), vec![(0, 20, 2), (0, 20, 2)]);
+    }
+
+    #[test]
+    fn a_stream_arriving_after_a_chain_does_not_join_its_start() {
+        // A chain at [100, 200) arrived at t=0; a stream [0, 100) arrived at t=150 and ran
+        // for 10 minutes: it ends where the chain starts but arrived 150 s after it.
+        let reqs = [
+            req(100, 100, 148.0, 148.0, RequestKind::Open),
+            req(0, 100, 750.0, 600.0, RequestKind::Open),
+        ];
+        assert_eq!(chains(&reqs), vec![(100, 100, 1), (0, 100, 1)]);
+        assert_eq!(join_distance((150.0, 750.0), (0.0, 148.0)), 150.0);
+        assert_eq!(join_distance((0.0, 1.0), (30.0, 31.0)), 29.0);
+        assert_eq!(join_distance((5.0, 6.0), (1.0, 2.0)), 4.0);
     }
 
     #[test]

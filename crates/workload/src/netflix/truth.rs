@@ -44,7 +44,6 @@ pub struct TruthRun {
     end_recv: f64,
     end_done: f64,
     start_recv: f64,
-    start_done: f64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,9 +75,11 @@ pub const JOIN_GAP_S: f64 = 36.0;
 /// Byte-adjacent runs closer than this in time, but not joined, would be ambiguous.
 pub const CLEAR_GAP_S: f64 = 45.0;
 
-/// Gap between two activity intervals (0 when they overlap).
-fn interval_gap(a0: f64, a1: f64, b0: f64, b1: f64) -> f64 {
-    (a0.max(b0) - a1.min(b1)).max(0.0)
+/// Time distance between a request (arrival `p0`, completion `p1`) and the one that
+/// continues it (arrival `s0`): zero when `s0` lies within `[p0, p1]`. The analyzer joins at
+/// 40 s.
+fn join_distance(p0: f64, p1: f64, s0: f64) -> f64 {
+    (p0 - s0).max(s0 - p1).max(0.0)
 }
 
 /// The runs of one session, built as requests are issued.
@@ -100,7 +101,7 @@ impl RunBook {
                 continue;
             }
             if run.end == r.offset {
-                let g = interval_gap(run.end_recv, run.end_done, r.recv_s, r.done_s);
+                let g = join_distance(run.end_recv, run.end_done, r.recv_s);
                 if g <= JOIN_GAP_S {
                     let longer = join.is_none_or(|j| {
                         let cur = &self.runs[j];
@@ -113,7 +114,7 @@ impl RunBook {
                     self.ambiguous += 1;
                 }
             } else if run.start == r.end() {
-                let g = interval_gap(run.start_recv, run.start_done, r.recv_s, r.done_s);
+                let g = join_distance(r.recv_s, r.done_s, run.start_recv);
                 if g <= CLEAR_GAP_S {
                     self.ambiguous += 1;
                 }
@@ -143,7 +144,6 @@ impl RunBook {
                     end_recv: r.recv_s,
                     end_done: r.done_s,
                     start_recv: r.recv_s,
-                    start_done: r.done_s,
                 });
                 self.runs.len() - 1
             }
