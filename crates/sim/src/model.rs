@@ -230,8 +230,6 @@ pub struct Simulator<'a> {
     trace: &'a Trace,
     cfg: ModelConfig,
     origin: f64,
-    /// 1 / interval length.
-    per_interval: f64,
     intervals: usize,
     drives: usize,
 }
@@ -269,7 +267,6 @@ impl<'a> Simulator<'a> {
             trace,
             cfg,
             origin,
-            per_interval: 1.0 / cfg.interval_s,
             intervals,
             drives: trace.drives.len().max(1),
         })
@@ -290,7 +287,9 @@ impl<'a> Simulator<'a> {
 
     #[inline]
     fn slot(&self, drive: u32, t: f64) -> usize {
-        let i = (((t - self.origin) * self.per_interval) as usize).min(self.intervals - 1);
+        // A division, not a multiplication by the inverse: a read exactly at an interval
+        // boundary must land in the later interval.
+        let i = (((t - self.origin) / self.cfg.interval_s) as usize).min(self.intervals - 1);
         i * self.drives + drive as usize
     }
 
