@@ -8,10 +8,17 @@ use std::path::{Path, PathBuf};
 use vodkit_workload::model::Catalog;
 
 /// Cache directory for generated workloads and file sets: `$VODKIT_CACHE`, else
-/// `$XDG_CACHE_HOME/vodkit/bench`, else `~/.cache/vodkit/bench`.
+/// `/var/cache/vodkit/bench` for root, else `$XDG_CACHE_HOME/vodkit/bench`, else
+/// `~/.cache/vodkit/bench`.
 pub fn cache_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("VODKIT_CACHE") {
         return PathBuf::from(d);
+    }
+    // As root, servers drop to unprivileged users (Apache: nobody), who cannot enter
+    // /root: keep the file sets where they can.
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return PathBuf::from("/var/cache/vodkit/bench");
     }
     let base = std::env::var_os("XDG_CACHE_HOME")
         .map(PathBuf::from)

@@ -24,7 +24,7 @@ pub enum ProcessError {
         status: String,
         detail: String,
     },
-    #[error("{name} did not answer HTTP on 127.0.0.1:{port} within {secs} s: {detail}")]
+    #[error("{name} on 127.0.0.1:{port} is not serving the file set (waited {secs} s): {detail}")]
     NotReady {
         name: String,
         port: u16,
@@ -129,7 +129,18 @@ impl ServerProcess {
                 });
             }
             let last = match http_status(self.port, probe_path) {
-                Ok(_) => return Ok(()),
+                Ok(code) if (200..300).contains(&code) => return Ok(()),
+                Ok(code) => {
+                    return Err(ProcessError::NotReady {
+                        name: self.name.clone(),
+                        port: self.port,
+                        secs: 0,
+                        detail: format!(
+                            "it answers {code} for {probe_path}; {}",
+                            self.diagnostics()
+                        ),
+                    })
+                }
                 Err(e) => e.to_string(),
             };
             if Instant::now() >= deadline {
