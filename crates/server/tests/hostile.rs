@@ -140,7 +140,12 @@ fn slowloris_does_not_starve_normal_clients() {
             started.elapsed()
         );
     }
-    assert_eq!(s.stats().connections_open, 1001);
+    // The slow heads are all still open (the header timeout is 30 s): none was dropped.
+    assert!(
+        s.stats().connections_open >= 1000,
+        "{:?}",
+        s.stats().connections_open
+    );
 }
 
 #[test]
