@@ -264,15 +264,16 @@ fn inspect(path: &Path, rel: &str, size: u64) -> Result<Existing, FilesetError> 
     Ok(Existing::Keep(if ok { len } else { 0 }))
 }
 
-/// Write (or finish) one file from byte `from` to `size`.
-fn write_file(
-    path: &Path,
-    rel: &str,
+/// One file to write (or finish): bytes `from..size` of `rel` at `path`.
+struct Job {
+    path: PathBuf,
+    rel: String,
     from: u64,
     size: u64,
-    buf: &mut [u8],
-    pb: &ProgressBar,
-) -> Result<(), FilesetError> {
+}
+
+/// Open `path` for writing at `from`, creating directories and dropping anything after it.
+fn open_at(path: &Path, from: u64) -> Result<File, FilesetError> {
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(io(dir, "create directory"))?;
     }
@@ -284,16 +285,51 @@ fn write_file(
         .map_err(io(path, "open for writing"))?;
     f.set_len(from).map_err(io(path, "truncate"))?;
     f.seek(SeekFrom::Start(from)).map_err(io(path, "seek"))?;
-    let key = content::path_key(rel);
-    let mut off = from;
-    while off < size {
-        let n = (size - off).min(buf.len() as u64) as usize;
-        content::fill(key, off, &mut buf[..n]);
-        f.write_all(&buf[..n]).map_err(io(path, "write"))?;
-        off += n as u64;
-        pb.inc(n as u64);
+    Ok(f)
+}
+
+/// Write every job in order. A second thread computes the content while this one writes,
+/// so generating bytes and writing them overlap.
+fn write_jobs(jobs: &[Job], pb: &ProgressBar) -> Result<(), FilesetError> {
+    const PIECE: usize = 4 << 20;
+    for j in jobs.iter().filter(|j| j.from >= j.size) {
+        open_at(&j.path, j.size)?;
     }
-    Ok(())
+    let (full_tx, full_rx) = std::sync::mpsc::sync_channel::<(usize, Vec<u8>)>(2);
+    let (empty_tx, empty_rx) = std::sync::mpsc::channel::<Vec<u8>>();
+    for _ in 0..4 {
+        empty_tx.send(vec![0u8; PIECE]).expect("receiver alive");
+    }
+    std::thread::scope(|scope| {
+        scope.spawn(move || {
+            for (i, j) in jobs.iter().enumerate() {
+                let key = content::path_key(&j.rel);
+                let mut off = j.from;
+                while off < j.size {
+                    let Ok(mut buf) = empty_rx.recv() else { return };
+                    let n = (j.size - off).min(PIECE as u64) as usize;
+                    buf.resize(n, 0);
+                    content::fill(key, off, &mut buf);
+                    if full_tx.send((i, buf)).is_err() {
+                        return;
+                    }
+                    off += n as u64;
+                }
+            }
+        });
+        let mut current: Option<(usize, File)> = None;
+        for (i, buf) in full_rx {
+            if current.as_ref().map(|c| c.0) != Some(i) {
+                current = Some((i, open_at(&jobs[i].path, jobs[i].from)?));
+            }
+            if let Some((_, f)) = current.as_mut() {
+                f.write_all(&buf).map_err(io(&jobs[i].path, "write"))?;
+            }
+            pb.inc(buf.len() as u64);
+            let _ = empty_tx.send(buf);
+        }
+        Ok(())
+    })
 }
 
 /// Write the file set of `catalog` under `root`.
@@ -341,7 +377,7 @@ pub fn create(
         )));
     }
     let pb = bar(needed, opts.progress, "writing");
-    let mut buf = vec![0u8; 1 << 20];
+    let mut jobs = Vec::new();
     for (f, path, state) in plan {
         let from = match state {
             Existing::Complete => {
@@ -354,10 +390,16 @@ pub fn create(
                 k
             }
         };
-        write_file(&path, &f.path, from, f.size_bytes, &mut buf, &pb)?;
         report.written_files += 1;
         report.bytes_written += f.size_bytes - from;
+        jobs.push(Job {
+            path,
+            rel: f.path.clone(),
+            from,
+            size: f.size_bytes,
+        });
     }
+    write_jobs(&jobs, &pb)?;
     sync_fs(root)?;
     pb.finish_and_clear();
     report.seconds = started.elapsed().as_secs_f64();
