@@ -10,9 +10,12 @@ use vodkit_trace::files::FileTable;
 use vodkit_trace::phase::Phase;
 use vodkit_workload::netflix::{synth_log, NetflixSpec};
 
+/// (session, file, start, bytes, requests)
+type Row = (String, String, u64, u64, u32);
+
 #[derive(Default)]
 struct Collect {
-    chains: Vec<(String, String, u64, u64, u32)>,
+    chains: Vec<Row>,
 }
 
 impl SessionSink for Collect {
@@ -39,7 +42,7 @@ impl SessionSink for Collect {
 const HEADER: &str =
     "ts_end,service_time_s,session,file,offset,length,open_ended,bytes_sent,device_type\n";
 
-fn run(text: &str) -> (vodkit_trace::Analysis, Vec<(String, String, u64, u64, u32)>) {
+fn run(text: &str) -> (vodkit_trace::Analysis, Vec<Row>) {
     let mut c = Collect::default();
     let a = analyze(
         text.as_bytes(),
