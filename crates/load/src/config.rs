@@ -125,6 +125,8 @@ pub struct LoadConfig {
     pub source: String,
     /// Stop the run cleanly on Ctrl-C (SIGINT), keeping what was measured.
     pub stop_on_interrupt: bool,
+    /// Where receive bandwidth is limited: in the load generator or by the kernel.
+    pub link_mode: crate::netns::LinkMode,
 }
 
 impl LoadConfig {
@@ -145,6 +147,7 @@ impl LoadConfig {
             workers: None,
             source: String::new(),
             stop_on_interrupt: false,
+            link_mode: crate::netns::LinkMode::User,
         }
     }
 

@@ -4,6 +4,7 @@
 
 use crate::config::{InputError, LoadConfig};
 use crate::http::{Ask, Conn, Progress};
+use crate::netns::{KernelLinks, LinkMode};
 use crate::record::SessionRecord;
 use crate::results::{Results, Sample};
 use crate::session::{self, Live, Plan, Shared};
@@ -21,6 +22,9 @@ pub enum LoadError {
     Input(#[from] InputError),
     #[error("cannot start the load runtime: {0}")]
     Runtime(std::io::Error),
+    /// Kernel shaping was asked for but cannot be set up here.
+    #[error("{0}")]
+    Kernel(String),
 }
 
 /// Everything a run produced: the summary and the raw per-session records.
@@ -49,7 +53,7 @@ pub fn run(config: LoadConfig, stop: CancellationToken) -> Result<Run, LoadError
         .build()
         .map_err(LoadError::Runtime)?;
     runtime.block_on(async move {
-        let (shared, plans, prep) = prepare(&config, &stop).await;
+        let (shared, plans, prep) = prepare(&config, &stop).await?;
         let mut shards: Vec<Vec<Plan>> = (0..workers).map(|_| Vec::new()).collect();
         for (k, plan) in plans.into_iter().enumerate() {
             shards[k % workers].push(plan);
@@ -90,7 +94,7 @@ pub fn run(config: LoadConfig, stop: CancellationToken) -> Result<Run, LoadError
 /// Run a load test on the caller's tokio runtime (all sessions spawned onto it).
 pub async fn run_async(config: LoadConfig, stop: CancellationToken) -> Result<Run, LoadError> {
     config.validate()?;
-    let (shared, plans, prep) = prepare(&config, &stop).await;
+    let (shared, plans, prep) = prepare(&config, &stop).await?;
     let sampler = Sampler::start(&shared, config.progress);
     let sessions = launch(plans, shared.clone()).await;
     Ok(finish(&config, &shared, sessions, sampler, prep).await)
@@ -100,10 +104,15 @@ pub async fn run_async(config: LoadConfig, stop: CancellationToken) -> Result<Ru
 struct Prep {
     warmed: u64,
     fd_limit: u64,
+    /// Namespaces of kernel shaping; deleted when the run is finished with them.
+    _kernel: Option<KernelLinks>,
 }
 
 /// Raise the descriptor limit, hook Ctrl-C, warm up, start the clock and plan sessions.
-async fn prepare(config: &LoadConfig, stop: &CancellationToken) -> (Arc<Shared>, Vec<Plan>, Prep) {
+async fn prepare(
+    config: &LoadConfig,
+    stop: &CancellationToken,
+) -> Result<(Arc<Shared>, Vec<Plan>, Prep), LoadError> {
     let fd_limit = raise_nofile_limit();
     if config.stop_on_interrupt {
         let stop = stop.clone();
@@ -112,7 +121,11 @@ async fn prepare(config: &LoadConfig, stop: &CancellationToken) -> (Arc<Shared>,
                 stop.cancel();
             }
         });
+        // Let the handler register before namespaces exist, so Ctrl-C ends the run
+        // (and deletes them) instead of killing the process.
+        tokio::task::yield_now().await;
     }
+    let kernel = kernel_links(config)?;
     let warmed = warm_up(config, stop).await;
     let schedule = config.schedule();
     let shared = Arc::new(Shared {
@@ -137,20 +150,50 @@ async fn prepare(config: &LoadConfig, stop: &CancellationToken) -> (Arc<Shared>,
         .enumerate()
         .map(|(index, &i)| {
             let session = Arc::new(config.sessions[i].clone());
-            let link = config
+            let mut link = config
                 .links
                 .get(&session.class)
                 .copied()
                 .unwrap_or_default();
+            let route = kernel.as_ref().and_then(|k| k.route(&session.class));
+            if route.is_some() {
+                link.bandwidth_bps = 0;
+            }
             Plan {
                 index,
                 session,
                 arrival: schedule[i],
                 link,
+                route,
             }
         })
         .collect();
-    (shared, plans, Prep { warmed, fd_limit })
+    Ok((
+        shared,
+        plans,
+        Prep {
+            warmed,
+            fd_limit,
+            _kernel: kernel,
+        },
+    ))
+}
+
+/// Set up kernel shaping when asked for (and say so on stderr); `None` in user mode.
+fn kernel_links(config: &LoadConfig) -> Result<Option<KernelLinks>, LoadError> {
+    if config.link_mode != LinkMode::Kernel {
+        return Ok(None);
+    }
+    let links =
+        KernelLinks::create(&config.links, config.target.addr.port()).map_err(LoadError::Kernel)?;
+    if links.classes.is_empty() {
+        eprintln!(
+            "vodkit load: --link kernel: no client class has a bandwidth limit; nothing to shape"
+        );
+    } else {
+        eprintln!("vodkit load: {}", links.describe());
+    }
+    Ok(Some(links))
 }
 
 /// Start each planned session at its arrival time (plans are in arrival order) and

@@ -30,14 +30,23 @@ pub struct Conn {
 impl Conn {
     /// Open a TCP connection; `recv_buffer` shrinks the receive buffer for slow links.
     pub async fn open(addr: SocketAddr, recv_buffer: Option<u32>) -> Result<Conn, Failure> {
-        let connect_err =
-            |e: io::Error| Failure::new(FailureReason::Connect, format!("{addr}: {e}"));
         let socket = if addr.is_ipv4() {
             TcpSocket::new_v4()
         } else {
             TcpSocket::new_v6()
         }
-        .map_err(connect_err)?;
+        .map_err(|e| Failure::new(FailureReason::Connect, format!("{addr}: {e}")))?;
+        Conn::connect(socket, addr, recv_buffer).await
+    }
+
+    /// Connect a socket made elsewhere (e.g. inside a network namespace) to `addr`.
+    pub async fn connect(
+        socket: TcpSocket,
+        addr: SocketAddr,
+        recv_buffer: Option<u32>,
+    ) -> Result<Conn, Failure> {
+        let connect_err =
+            |e: io::Error| Failure::new(FailureReason::Connect, format!("{addr}: {e}"));
         if let Some(bytes) = recv_buffer {
             socket.set_recv_buffer_size(bytes).map_err(connect_err)?;
         }

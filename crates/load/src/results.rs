@@ -247,11 +247,7 @@ impl Results {
                 source: config.source.clone(),
                 rate: config.rate,
                 verify: config.verify,
-                link_emulation: if config.links.values().all(|l| l.is_unlimited()) {
-                    "off".into()
-                } else {
-                    "user".into()
-                },
+                link_emulation: link_emulation(config).into(),
                 warmup_requests,
                 ramp_up_sessions: config.ramp.up_sessions,
                 ramp_down_sessions: config.ramp.down_sessions,
@@ -483,4 +479,18 @@ pub fn write_csv<W: std::io::Write>(out: W, sessions: &[SessionRecord]) -> std::
         }
     }
     w.flush()
+}
+
+/// `run.link_emulation`: `kernel` when some class's bandwidth is shaped in the kernel,
+/// `user` when links are emulated only in the load generator, `off` when unlimited.
+fn link_emulation(config: &LoadConfig) -> &'static str {
+    if config.link_mode == crate::netns::LinkMode::Kernel
+        && config.links.values().any(|l| l.bandwidth_bps > 0)
+    {
+        "kernel"
+    } else if config.links.values().all(|l| l.is_unlimited()) {
+        "off"
+    } else {
+        "user"
+    }
 }

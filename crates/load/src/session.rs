@@ -3,6 +3,7 @@
 
 use crate::http::{self, Ask, Conn, ExchangeError, Progress};
 use crate::link::{Bucket, Link};
+use crate::netns::Route;
 use crate::record::{Failure, FailureReason, RequestRecord, SessionEnd, SessionRecord};
 use futures_util::stream::{FuturesUnordered, StreamExt};
 use std::net::SocketAddr;
@@ -39,7 +40,10 @@ pub struct Plan {
     pub index: usize,
     pub session: Arc<Session>,
     pub arrival: f64,
+    /// The user-space part of the class's link (bandwidth is zero when the kernel shapes it).
     pub link: Link,
+    /// Set when the class is shaped in the kernel: sockets come from its namespace.
+    pub route: Option<Arc<Route>>,
 }
 
 /// A connection slot of a session.
@@ -230,7 +234,7 @@ async fn perform(
             None => {
                 opened += 1;
                 reconnects += u32::from(reconnect);
-                Conn::open(shared.addr, recv_buffer).await?
+                open(plan, &shared, recv_buffer).await?
             }
         };
         let done = match http::exchange(
@@ -245,7 +249,7 @@ async fn perform(
             Err(ExchangeError::Stale) => {
                 opened += 1;
                 reconnects += 1;
-                conn = Conn::open(shared.addr, recv_buffer).await?;
+                conn = open(plan, &shared, recv_buffer).await?;
                 progress = Progress::default();
                 http::exchange(
                     &mut conn,
@@ -316,5 +320,21 @@ async fn perform(
         server_closed,
         opened,
         reconnects,
+    }
+}
+
+/// Open a connection to the server: from the class's namespace when the kernel shapes it.
+async fn open(plan: &Plan, shared: &Shared, recv_buffer: Option<u32>) -> Result<Conn, Failure> {
+    match &plan.route {
+        None => Conn::open(shared.addr, recv_buffer).await,
+        Some(route) => {
+            let socket = route.socket().await.map_err(|e| {
+                Failure::new(
+                    FailureReason::Connect,
+                    format!("{}: no socket in the namespace: {e}", route.addr),
+                )
+            })?;
+            Conn::connect(socket, route.addr, recv_buffer).await
+        }
     }
 }

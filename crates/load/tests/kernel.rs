@@ -1,0 +1,190 @@
+//! Kernel link shaping (`LinkMode::Kernel`): a class limited to 8 Mbit/s downloads through
+//! htb in its own network namespace at that rate (±15%), an unlimited class is not slowed,
+//! and the namespaces are gone when the run ends. Needs root and iproute2; without them
+//! the test prints why and fails under `CI`.
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
+use std::os::fd::FromRawFd;
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use vodkit_load::netns::{addresses, KernelLinks, NETNS_PREFIX};
+use vodkit_load::{CancellationToken, Link, LinkMode, LoadConfig, Target};
+use vodkit_workload::model::{Request, Session};
+
+const BODY: usize = 2_000_000;
+const LIMIT_BPS: u64 = 8_000_000;
+
+/// A listener on `addr` that may not exist yet (`IP_FREEBIND`).
+fn bind_freely(addr: SocketAddrV4) -> TcpListener {
+    // SAFETY: plain socket calls on a descriptor we own; results are checked.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0);
+        assert!(fd >= 0);
+        let one: libc::c_int = 1;
+        let r = libc::setsockopt(
+            fd,
+            libc::IPPROTO_IP,
+            libc::IP_FREEBIND,
+            &one as *const _ as *const libc::c_void,
+            std::mem::size_of::<libc::c_int>() as u32,
+        );
+        assert_eq!(r, 0, "IP_FREEBIND");
+        let sa = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: addr.port().to_be(),
+            sin_addr: libc::in_addr {
+                s_addr: u32::from(*addr.ip()).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        let r = libc::bind(
+            fd,
+            &sa as *const _ as *const libc::sockaddr,
+            std::mem::size_of::<libc::sockaddr_in>() as u32,
+        );
+        assert_eq!(r, 0, "bind {addr}: {}", std::io::Error::last_os_error());
+        assert_eq!(libc::listen(fd, 64), 0);
+        TcpListener::from_raw_fd(fd)
+    }
+}
+
+/// Answer every request on `listener` with a `BODY`-byte 200; note each peer address.
+fn serve(listener: TcpListener, peers: Arc<Mutex<Vec<Ipv4Addr>>>) {
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { continue };
+            if let Ok(std::net::SocketAddr::V4(a)) = stream.peer_addr() {
+                peers.lock().unwrap().push(*a.ip());
+            }
+            std::thread::spawn(move || loop {
+                let mut head = Vec::new();
+                let mut byte = [0u8; 1];
+                while !head.ends_with(b"\r\n\r\n") {
+                    match stream.read(&mut byte) {
+                        Ok(1) => head.push(byte[0]),
+                        _ => return,
+                    }
+                }
+                let mut reply =
+                    format!("HTTP/1.1 200 OK\r\nContent-Length: {BODY}\r\n\r\n").into_bytes();
+                reply.resize(reply.len() + BODY, b'v');
+                if stream.write_all(&reply).is_err() {
+                    return;
+                }
+            });
+        }
+    });
+}
+
+fn session(id: u64, class: &str) -> Session {
+    Session {
+        id,
+        gap: 0.001,
+        start_s: None,
+        class: class.into(),
+        title: None,
+        bitrate_kbps: None,
+        requests: vec![Request {
+            path: "/f".into(),
+            range: None,
+            pacing_s: 0.0,
+            timeout_s: 20.0,
+            conn: 0,
+            media_s: 0.0,
+        }],
+    }
+}
+
+fn namespaces_of(pid: u32) -> Vec<String> {
+    let out = Command::new("ip").args(["netns", "list"]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| l.starts_with(&format!("{NETNS_PREFIX}{pid}-")))
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn kernel_shaped_class_downloads_at_its_rate_and_namespaces_are_removed() {
+    if let Some(why) = KernelLinks::unavailable() {
+        let msg = format!("kernel shaping test cannot run: {why}");
+        if std::env::var_os("CI").is_some() {
+            panic!("{msg}");
+        }
+        eprintln!("SKIPPED: {msg}");
+        return;
+    }
+    let pid = std::process::id();
+    let loopback = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = loopback.local_addr().unwrap().port();
+    // The class "slow" is the only limited class, so it gets veth pair number 0.
+    let (host_addr, client_addr) = addresses(pid, 0);
+    let veth = bind_freely(SocketAddrV4::new(host_addr, port));
+    let peers = Arc::new(Mutex::new(Vec::new()));
+    serve(loopback, peers.clone());
+    serve(veth, peers.clone());
+
+    let target = Target::parse(&format!("http://127.0.0.1:{port}"), false).unwrap();
+    let mut config = LoadConfig::new(target, vec![session(1, "slow"), session(2, "fast")], 100.0);
+    config.link_mode = LinkMode::Kernel;
+    config.links.insert(
+        "slow".into(),
+        Link {
+            bandwidth_bps: LIMIT_BPS,
+            one_way_delay: Duration::ZERO,
+        },
+    );
+    let run = vodkit_load::run(config, CancellationToken::new()).expect("the run starts");
+    assert_eq!(run.results.run.link_emulation, "kernel");
+
+    let by_class = |class: &str| {
+        let s = run
+            .sessions
+            .iter()
+            .find(|s| s.session.class == class)
+            .unwrap();
+        let r = &s.requests[0];
+        assert!(r.completed(), "{class}: {:?}", r.failure);
+        assert_eq!(r.bytes, BODY as u64);
+        r.bytes as f64 * 8.0 / r.ttlb.unwrap()
+    };
+    let slow = by_class("slow");
+    let fast = by_class("fast");
+    eprintln!(
+        "slow class: {:.3} Mbit/s (limit {:.3}); unlimited class: {:.1} Mbit/s",
+        slow / 1e6,
+        LIMIT_BPS as f64 / 1e6,
+        fast / 1e6
+    );
+    let ratio = slow / LIMIT_BPS as f64;
+    assert!(
+        (0.85..=1.15).contains(&ratio),
+        "shaped download ran at {:.3} Mbit/s, {ratio:.3} x the 8 Mbit/s limit",
+        slow / 1e6
+    );
+    assert!(
+        fast > 2.0 * LIMIT_BPS as f64,
+        "the unlimited class was slowed too: {:.3} Mbit/s",
+        fast / 1e6
+    );
+    let peers = peers.lock().unwrap().clone();
+    assert!(
+        peers.contains(&client_addr),
+        "the shaped session did not come from its namespace ({client_addr}); peers: {peers:?}"
+    );
+    assert!(peers.contains(&Ipv4Addr::LOCALHOST), "peers: {peers:?}");
+
+    assert_eq!(
+        namespaces_of(pid),
+        Vec::<String>::new(),
+        "namespaces left behind"
+    );
+    let veth = format!("vkl{}h0", pid % 10_000_000);
+    let shown = Command::new("ip")
+        .args(["link", "show", &veth])
+        .output()
+        .unwrap();
+    assert!(!shown.status.success(), "veth {veth} left behind");
+}
