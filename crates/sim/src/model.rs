@@ -423,9 +423,10 @@ impl<'a> Simulator<'a> {
             }
         }
         r.feasible = r.max_disk_util <= 1.0;
-        // About one bucket per second of trace, at most a million buckets.
+        // About one event per bucket, so most buckets need no sorting.
         let span = self.intervals as f64 * self.cfg.interval_s + self.cfg.release_after_s;
-        let (peak, at) = peak_memory(s, (span / 1e6).max(1.0));
+        let bucket_s = (span / s.events.len().max(1) as f64).max(1e-3);
+        let (peak, at) = peak_memory(s, bucket_s);
         r.max_memory_bytes = peak;
         r.memory_peak_s = self.origin + at;
         r
