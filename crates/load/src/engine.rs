@@ -4,7 +4,7 @@
 
 use crate::config::{InputError, LoadConfig};
 use crate::http::{Ask, Conn, Progress};
-use crate::netns::{KernelLinks, LinkMode};
+use crate::netns::{KernelLinks, LinkMode, Route};
 use crate::record::SessionRecord;
 use crate::results::{Results, Sample};
 use crate::session::{self, Live, Plan, Shared};
@@ -125,7 +125,7 @@ async fn prepare(
         // (and deletes them) instead of killing the process.
         tokio::task::yield_now().await;
     }
-    let kernel = kernel_links(config)?;
+    let kernel = kernel_links(config).await?;
     let warmed = warm_up(config, stop).await;
     let schedule = config.schedule();
     let shared = Arc::new(Shared {
@@ -180,12 +180,15 @@ async fn prepare(
 }
 
 /// Set up kernel shaping when asked for (and say so on stderr); `None` in user mode.
-fn kernel_links(config: &LoadConfig) -> Result<Option<KernelLinks>, LoadError> {
+async fn kernel_links(config: &LoadConfig) -> Result<Option<KernelLinks>, LoadError> {
     if config.link_mode != LinkMode::Kernel {
         return Ok(None);
     }
     let links =
         KernelLinks::create(&config.links, config.target.addr.port()).map_err(LoadError::Kernel)?;
+    for class in &links.classes {
+        reachable(&class.route, &config.target.host).await?;
+    }
     if links.classes.is_empty() {
         eprintln!(
             "vodkit load: --link kernel: no client class has a bandwidth limit; nothing to shape"
@@ -347,6 +350,30 @@ async fn sample(shared: Arc<Shared>, progress: bool, stop: CancellationToken) ->
         }
         status.show(elapsed, &s, now_fails);
         series.push(s);
+    }
+}
+
+/// Check that the server answers TCP connections from a class's namespace; a server bound
+/// to 127.0.0.1 only does not, and every session of the class would fail to connect.
+async fn reachable(route: &Route, host: &str) -> Result<(), LoadError> {
+    let addr = route.addr;
+    let probe = async {
+        let socket = route.socket().await?;
+        socket.connect(addr).await
+    };
+    match tokio::time::timeout(Duration::from_secs(3), probe).await {
+        Ok(Ok(_)) => Ok(()),
+        outcome => {
+            let why = match outcome {
+                Ok(Err(e)) => e.to_string(),
+                _ => "no answer within 3 s".into(),
+            };
+            Err(LoadError::Kernel(format!(
+                "--link kernel: the server ({host}) is not reachable from the client namespace at {addr} ({why}); \
+                 it must listen on 0.0.0.0:{port} (e.g. `vodkit serve --listen 0.0.0.0:{port}`, nginx `listen {port};`)",
+                port = addr.port()
+            )))
+        }
     }
 }
 

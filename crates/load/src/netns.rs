@@ -15,11 +15,21 @@ use std::io;
 use std::net::{Ipv4Addr, SocketAddr, SocketAddrV4};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
 use std::sync::Mutex;
 
 /// Prefix of every namespace this module creates: `vodkit-load-<pid>-<n>`.
 pub const NETNS_PREFIX: &str = "vodkit-load-";
+
+/// Namespace/address slots per process (runs in one process take turns through them).
+const SLOTS: usize = 64;
+static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
+
+/// The slot the next shaped class of this process will get (see [`addresses`]).
+pub fn next_slot() -> usize {
+    NEXT_SLOT.load(Ordering::Relaxed) % SLOTS
+}
 
 /// How client links are emulated.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -115,14 +125,15 @@ impl KernelLinks {
             .map(|(n, _)| n)
             .collect();
         names.sort();
-        if names.len() > 64 {
+        if names.len() > SLOTS {
             return Err(format!(
-                "--link kernel shapes at most 64 client classes, the workload has {}",
+                "--link kernel shapes at most {SLOTS} client classes, the workload has {}",
                 names.len()
             ));
         }
         let mut made = KernelLinks::default();
-        for (k, name) in names.into_iter().enumerate() {
+        for name in names {
+            let k = NEXT_SLOT.fetch_add(1, Ordering::Relaxed) % SLOTS;
             let class = made.add(pid, k, name, links[name].bandwidth_bps, port)?;
             made.classes.push(class);
         }
@@ -138,6 +149,11 @@ impl KernelLinks {
         port: u16,
     ) -> Result<ClassLink, String> {
         let netns = format!("{NETNS_PREFIX}{pid}-{k}");
+        if std::path::Path::new(&format!("/run/netns/{netns}")).exists() {
+            return Err(format!(
+                "namespace {netns} already exists (another run in this process?)"
+            ));
+        }
         let host_if = format!("vkl{}h{k}", pid % 10_000_000);
         let (host_addr, client_addr) = addresses(pid, k);
         ip(&["netns", "add", &netns])?;
@@ -232,8 +248,7 @@ impl Drop for KernelLinks {
     }
 }
 
-/// The veth addresses (root side, namespace side) of class number `k` (in name order
-/// among the limited classes) of process `pid`: /30s carved from 10.213.0.0/16, 256 pid
+/// The veth addresses (root side, namespace side) of slot `k` of process `pid`: /30s carved from 10.213.0.0/16, 256 pid
 /// slots of 64 classes each. A server can bind the root-side address before it exists
 /// with `IP_FREEBIND` (or `net.ipv4.ip_nonlocal_bind = 1`).
 pub fn addresses(pid: u32, k: usize) -> (Ipv4Addr, Ipv4Addr) {

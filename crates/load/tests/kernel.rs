@@ -9,7 +9,7 @@ use std::os::fd::FromRawFd;
 use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use vodkit_load::netns::{addresses, KernelLinks, NETNS_PREFIX};
+use vodkit_load::netns::{addresses, next_slot, KernelLinks, NETNS_PREFIX};
 use vodkit_load::{CancellationToken, Link, LinkMode, LoadConfig, Target};
 use vodkit_workload::model::{Request, Session};
 
@@ -106,26 +106,23 @@ fn namespaces_of(pid: u32) -> Vec<String> {
         .collect()
 }
 
-#[test]
-fn kernel_shaped_class_downloads_at_its_rate_and_namespaces_are_removed() {
-    if let Some(why) = KernelLinks::unavailable() {
-        let msg = format!("kernel shaping test cannot run: {why}");
-        if std::env::var_os("CI").is_some() {
-            panic!("{msg}");
-        }
-        eprintln!("SKIPPED: {msg}");
-        return;
-    }
-    let pid = std::process::id();
-    let loopback = TcpListener::bind("127.0.0.1:0").unwrap();
-    let port = loopback.local_addr().unwrap().port();
-    // The class "slow" is the only limited class, so it gets veth pair number 0.
-    let (host_addr, client_addr) = addresses(pid, 0);
-    let veth = bind_freely(SocketAddrV4::new(host_addr, port));
-    let peers = Arc::new(Mutex::new(Vec::new()));
-    serve(loopback, peers.clone());
-    serve(veth, peers.clone());
+/// Why the test cannot run here, or `None`; under `CI` a missing facility fails.
+/// The tests take turns: the shaped test must know its slot before the run starts.
+static TURN: Mutex<()> = Mutex::new(());
 
+fn cannot_run() -> bool {
+    let Some(why) = KernelLinks::unavailable() else {
+        return false;
+    };
+    let msg = format!("kernel shaping test cannot run: {why}");
+    if std::env::var_os("CI").is_some() {
+        panic!("{msg}");
+    }
+    eprintln!("SKIPPED: {msg}");
+    true
+}
+
+fn slow_config(port: u16) -> LoadConfig {
     let target = Target::parse(&format!("http://127.0.0.1:{port}"), false).unwrap();
     let mut config = LoadConfig::new(target, vec![session(1, "slow"), session(2, "fast")], 100.0);
     config.link_mode = LinkMode::Kernel;
@@ -136,7 +133,48 @@ fn kernel_shaped_class_downloads_at_its_rate_and_namespaces_are_removed() {
             one_way_delay: Duration::ZERO,
         },
     );
-    let run = vodkit_load::run(config, CancellationToken::new()).expect("the run starts");
+    config
+}
+
+#[test]
+fn server_on_loopback_only_is_refused_in_one_line_and_namespaces_are_removed() {
+    if cannot_run() {
+        return;
+    }
+    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    let loopback = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = loopback.local_addr().unwrap().port();
+    serve(loopback, Arc::new(Mutex::new(Vec::new())));
+    let e = vodkit_load::run(slow_config(port), CancellationToken::new())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("not reachable") && e.contains(&format!("0.0.0.0:{port}")),
+        "{e}"
+    );
+    assert!(!e.contains('\n'), "{e}");
+    assert_eq!(namespaces_of(std::process::id()), Vec::<String>::new());
+}
+
+#[test]
+fn kernel_shaped_class_downloads_at_its_rate_and_namespaces_are_removed() {
+    if cannot_run() {
+        return;
+    }
+    let _turn = TURN.lock().unwrap_or_else(|p| p.into_inner());
+    let pid = std::process::id();
+    let loopback = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = loopback.local_addr().unwrap().port();
+    // The class "slow" is the only limited class: it takes the next slot.
+    let slot = next_slot();
+    let (host_addr, client_addr) = addresses(pid, slot);
+    let veth = bind_freely(SocketAddrV4::new(host_addr, port));
+    let peers = Arc::new(Mutex::new(Vec::new()));
+    serve(loopback, peers.clone());
+    serve(veth, peers.clone());
+
+    let run =
+        vodkit_load::run(slow_config(port), CancellationToken::new()).expect("the run starts");
     assert_eq!(run.results.run.link_emulation, "kernel");
 
     let by_class = |class: &str| {
@@ -170,18 +208,17 @@ fn kernel_shaped_class_downloads_at_its_rate_and_namespaces_are_removed() {
         fast / 1e6
     );
     let peers = peers.lock().unwrap().clone();
-    assert!(
-        peers.contains(&client_addr),
-        "the shaped session did not come from its namespace ({client_addr}); peers: {peers:?}"
-    );
-    assert!(peers.contains(&Ipv4Addr::LOCALHOST), "peers: {peers:?}");
+    // From the namespace: the reachability probe and the session's connection.
+    let from = |a: Ipv4Addr| peers.iter().filter(|&&p| p == a).count();
+    assert_eq!(from(client_addr), 2, "peers: {peers:?}");
+    assert_eq!(from(Ipv4Addr::LOCALHOST), 1, "peers: {peers:?}");
 
     assert_eq!(
         namespaces_of(pid),
         Vec::<String>::new(),
         "namespaces left behind"
     );
-    let veth = format!("vkl{}h0", pid % 10_000_000);
+    let veth = format!("vkl{}h{slot}", pid % 10_000_000);
     let shown = Command::new("ip")
         .args(["link", "show", &veth])
         .output()
