@@ -5,7 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
-use vodkit_prefetch::policy::FirstGrowParams;
+use vodkit_prefetch::policy::{AutoParams, FirstGrowParams};
 use vodkit_prefetch::PolicySpec;
 
 use crate::firstgrow::FirstGrowSetup;
@@ -94,10 +94,11 @@ impl Family {
             Family::Sqrt => PolicySpec::Sqrt { bytes, ref_kbps },
             Family::FirstGrow => first_grow(None),
             Family::FirstGrowSr => first_grow(Some(ref_kbps)),
-            Family::Auto => {
-                let spec = format!("auto:start={bytes}@{ref_kbps}");
-                spec.parse().expect("a well-formed auto spec")
-            }
+            Family::Auto => PolicySpec::Auto(AutoParams {
+                start_bytes: bytes,
+                ref_kbps,
+                ..AutoParams::default()
+            }),
         }
     }
 
