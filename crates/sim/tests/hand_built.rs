@@ -196,3 +196,21 @@ fn reads_on_interval_boundaries_belong_to_the_later_interval() {
     assert_eq!(r.prefetches, 3);
     assert!(close(r.max_disk_util, util(2.0, 1.0)), "{r:?}");
 }
+
+#[test]
+fn auto_runs_in_time_order_and_holds_its_size_under_light_load() {
+    // Far below auto's 60% busy threshold the policy keeps its start size, so the
+    // time-ordered run equals Fixed at that size (2000 kbps = the reference rate).
+    let t = trace(
+        vec![
+            chain(0, 10 * MIB, 0.0, 100.0),
+            chain(0, 2 * MIB, 50.0, 70.0),
+        ],
+        1,
+    );
+    let sim = Simulator::new(&t, cfg()).unwrap();
+    let mut s = Scratch::default();
+    let auto: PolicySpec = "auto:start=4MiB@2000".parse().unwrap();
+    let a = sim.run_timed(auto.build().as_mut(), &mut s);
+    assert_eq!(a, run_both(&t, "fixed:4MiB"));
+}
