@@ -194,7 +194,11 @@ async fn kernel_links(config: &LoadConfig) -> Result<Option<KernelLinks>, LoadEr
             "vodkit load: --link kernel: no client class has a bandwidth limit; nothing to shape"
         );
     } else {
-        eprintln!("vodkit load: {}", links.describe());
+        let mut sessions = std::collections::HashMap::new();
+        for s in &config.sessions[..config.schedule().len()] {
+            *sessions.entry(s.class.as_str()).or_insert(0) += 1;
+        }
+        eprintln!("vodkit load: {}", links.describe(&sessions));
     }
     Ok(Some(links))
 }

@@ -213,16 +213,18 @@ impl KernelLinks {
             .map(|c| c.route.clone())
     }
 
-    /// One line saying which classes are shaped in the kernel and how.
-    pub fn describe(&self) -> String {
+    /// One line saying which classes are shaped in the kernel and how; `sessions` counts
+    /// the sessions of each class that will share its link.
+    pub fn describe(&self, sessions: &HashMap<&str, usize>) -> String {
         let parts: Vec<String> = self
             .classes
             .iter()
             .map(|c| {
                 format!(
-                    "{} at {:.3} Mbit/s (namespace {}, server reached at {})",
+                    "{} at {:.3} Mbit/s shared by {} sessions (namespace {}, server reached at {})",
                     c.class,
                     c.bandwidth_bps as f64 / 1e6,
+                    sessions.get(c.class.as_str()).copied().unwrap_or(0),
                     c.netns,
                     c.route.addr
                 )

@@ -6,7 +6,7 @@ use anyhow::Context;
 use clap::Subcommand;
 use std::path::PathBuf;
 use std::time::Duration;
-use vodkit_load::{input, CancellationToken, LoadConfig, Results, Target};
+use vodkit_load::{input, CancellationToken, LinkMode, LoadConfig, Results, Target};
 use vodkit_workload::logfmt::LogFormat;
 
 #[derive(clap::Args)]
@@ -75,6 +75,11 @@ struct RunArgs {
     /// Do not emulate client links (bandwidth, delay) even if workload.json defines them.
     #[arg(long)]
     no_link: bool,
+    /// Where class bandwidth is limited: `user` (token bucket on reads) or `kernel` (htb
+    /// in a network namespace per class; needs root and iproute2, and a server listening
+    /// on 0.0.0.0). One-way delay is emulated in user space either way.
+    #[arg(long, default_value = "user", value_parser = parse_link)]
+    link: LinkMode,
     /// Warm the server up with the most popular chunks (warmup.jsonl beside the log).
     #[arg(long)]
     warmup: bool,
@@ -105,6 +110,14 @@ struct RunArgs {
     /// Allow a target that is not a loopback address.
     #[arg(long)]
     allow_remote: bool,
+}
+
+fn parse_link(s: &str) -> Result<LinkMode, String> {
+    match s {
+        "user" => Ok(LinkMode::User),
+        "kernel" => Ok(LinkMode::Kernel),
+        _ => Err(format!("expected user or kernel, got {s:?}")),
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -180,6 +193,10 @@ fn run_load(a: RunArgs) -> anyhow::Result<()> {
     config.progress = a.progress;
     config.workers = a.threads;
     config.stop_on_interrupt = true;
+    config.link_mode = a.link;
+    if a.no_link && a.link == LinkMode::Kernel {
+        return Err(usage("--no-link and --link kernel contradict each other"));
+    }
 
     let run = vodkit_load::run(config, CancellationToken::new()).map_err(|e| match e {
         vodkit_load::LoadError::Input(e) => usage(e),
