@@ -320,6 +320,9 @@ fn write_jobs(jobs: &[Job], pb: &ProgressBar) -> Result<(), FilesetError> {
         let mut current: Option<(usize, File)> = None;
         for (i, buf) in full_rx {
             if current.as_ref().map(|c| c.0) != Some(i) {
+                if let Some((_, done)) = current.take() {
+                    start_writeback(&done);
+                }
                 current = Some((i, open_at(&jobs[i].path, jobs[i].from)?));
             }
             if let Some((_, f)) = current.as_mut() {
@@ -328,8 +331,28 @@ fn write_jobs(jobs: &[Job], pb: &ProgressBar) -> Result<(), FilesetError> {
             pb.inc(buf.len() as u64);
             let _ = empty_tx.send(buf);
         }
+        if let Some((_, done)) = current.take() {
+            start_writeback(&done);
+        }
         Ok(())
-    })
+    })?;
+    // Wait until each written file is on disk (its writeback was started above), without
+    // flushing unrelated data of the same filesystem.
+    for j in jobs {
+        File::open(&j.path)
+            .and_then(|f| f.sync_data())
+            .map_err(io(&j.path, "flush to disk"))?;
+    }
+    Ok(())
+}
+
+/// Ask the kernel to start writing a finished file back to disk, without waiting.
+fn start_writeback(f: &File) {
+    use std::os::fd::AsRawFd;
+    // SAFETY: plain system call on an open descriptor; failure only loses a hint.
+    unsafe {
+        libc::sync_file_range(f.as_raw_fd(), 0, 0, libc::SYNC_FILE_RANGE_WRITE);
+    }
 }
 
 /// Write the file set of `catalog` under `root`.
@@ -400,21 +423,9 @@ pub fn create(
         });
     }
     write_jobs(&jobs, &pb)?;
-    sync_fs(root)?;
     pb.finish_and_clear();
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
-}
-
-/// Flush the filesystem holding `root` so the file set is on disk when `create` returns.
-fn sync_fs(root: &Path) -> Result<(), FilesetError> {
-    let f = File::open(root).map_err(io(root, "open"))?;
-    use std::os::fd::AsRawFd;
-    // SAFETY: syncfs on an open descriptor has no memory-safety preconditions.
-    if unsafe { libc::syncfs(f.as_raw_fd()) } != 0 {
-        return Err(io(root, "syncfs")(std::io::Error::last_os_error()));
-    }
-    Ok(())
 }
 
 /// One file that does not hold what the catalog says.
