@@ -14,6 +14,8 @@ use crate::files::{media_name, FileInfo, FileTable};
 use crate::record::{LogRequest, RequestKind};
 
 const BINS: usize = 100;
+/// Chains at offset 0 shorter than this are taken for segment-table reads.
+const SEGMENT_TABLE_MAX: u64 = 1 << 20;
 
 /// Highest concurrency seen for one file of one session, from the last few requests.
 #[derive(Clone, Debug, Default)]
@@ -157,7 +159,10 @@ impl SessionStatsBuilder {
             {
                 *t = true;
             }
-            if group == 1 {
+            // Segment-table reads (short chains at offset 0) say nothing about where
+            // playback starts.
+            let table_read = c.start == 0 && c.bytes < SEGMENT_TABLE_MAX;
+            if group == 1 && !table_read {
                 if start.is_none_or(|s| c.t0 < s.0) {
                     start = Some((c.t0, a));
                 }
@@ -179,6 +184,7 @@ impl SessionStatsBuilder {
                 }
             }
         }
+        let start = start.or(end.map(|_| (0.0, 0.0)));
         if let (Some(s), Some(e)) = (start, end) {
             self.positioned += 1;
             self.starts[bin(s.1)] += 1;
@@ -430,7 +436,7 @@ mod tests {
             ChainRec {
                 file: v,
                 start: 0,
-                bytes: 250,
+                bytes: 25_000_000,
                 requests: 2,
                 t0: 0.0,
                 t1: 10.0,
@@ -439,8 +445,8 @@ mod tests {
             },
             ChainRec {
                 file: v,
-                start: 250,
-                bytes: 250,
+                start: 25_000_000,
+                bytes: 25_000_000,
                 requests: 2,
                 t0: 100.0,
                 t1: 110.0,
@@ -449,7 +455,7 @@ mod tests {
             },
         ];
         let mut b = SessionStatsBuilder::default();
-        b.add_session(&chains, &[3], &files, |_| Some(1000));
+        b.add_session(&chains, &[3], &files, |_| Some(100_000_000));
         let s = b.finish();
         assert_eq!(s.table_5_3_pct[2], 100.0);
         // 50% of the title: every session downloaded more than 45% and none more than 50%.
@@ -468,5 +474,11 @@ mod tests {
         assert_eq!(s.positions_pct.start[0], 100.0);
         assert_eq!(s.positions_pct.end[49], 100.0);
         assert_eq!(s.positions_pct.pause[25], 100.0);
+        // A short read at offset 0 (the segment table) does not count as the start.
+        let mut b = SessionStatsBuilder::default();
+        let mut later = chains;
+        later[0].bytes = 20_000;
+        b.add_session(&later, &[1], &files, |_| Some(100_000_000));
+        assert_eq!(b.finish().positions_pct.start[25], 100.0);
     }
 }
