@@ -350,3 +350,30 @@ fn new_tcp_socket() -> io::Result<OwnedFd> {
     // SAFETY: fd is a fresh descriptor owned by nobody else.
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_get_distinct_private_pairs_and_short_interface_names() {
+        let mut seen = std::collections::HashSet::new();
+        for pid in [1u32, 255, 256, 4_194_304] {
+            for k in [0, 1, SLOTS - 1] {
+                let (host, client) = addresses(pid, k);
+                assert_eq!(u32::from(client), u32::from(host) + 1);
+                assert_eq!(host.octets()[..2], [10, 213]);
+                assert_eq!(
+                    u32::from(host) % 4,
+                    1,
+                    "{host} must be the first host of a /30"
+                );
+                seen.insert((pid % 256, k, host));
+                // Linux interface names are at most 15 bytes.
+                assert!(format!("vkl{}h{k}", pid % 10_000_000).len() <= 15);
+            }
+        }
+        let hosts: std::collections::HashSet<_> = seen.iter().map(|s| s.2).collect();
+        assert_eq!(hosts.len(), seen.len(), "two slots share an address");
+    }
+}
