@@ -1,5 +1,6 @@
 //! Kernel link shaping (`LinkMode::Kernel`): a class limited to 8 Mbit/s downloads through
-//! htb in its own network namespace at that rate (±15%), an unlimited class is not slowed,
+//! htb in its own network namespace at that rate (±15%) with its one-way delay still added
+//! in user space, an unlimited class is not slowed,
 //! and the namespaces are gone when the run ends. Needs root and iproute2; without them
 //! the test prints why and fails under `CI`.
 
@@ -130,7 +131,7 @@ fn slow_config(port: u16) -> LoadConfig {
         "slow".into(),
         Link {
             bandwidth_bps: LIMIT_BPS,
-            one_way_delay: Duration::ZERO,
+            one_way_delay: Duration::from_millis(50),
         },
     );
     config
@@ -186,10 +187,19 @@ fn kernel_shaped_class_downloads_at_its_rate_and_namespaces_are_removed() {
         let r = &s.requests[0];
         assert!(r.completed(), "{class}: {:?}", r.failure);
         assert_eq!(r.bytes, BODY as u64);
-        r.bytes as f64 * 8.0 / r.ttlb.unwrap()
+        // Both one-way delays are in the time to first byte and in the time to last
+        // byte, so their difference is the transfer alone.
+        let ttfb = r.ttfb.unwrap();
+        (r.bytes as f64 * 8.0 / (r.ttlb.unwrap() - ttfb), ttfb)
     };
-    let slow = by_class("slow");
-    let fast = by_class("fast");
+    let (slow, slow_ttfb) = by_class("slow");
+    let (fast, fast_ttfb) = by_class("fast");
+    // netem is absent: the class's delay must still be emulated in user space.
+    assert!(
+        slow_ttfb >= 0.1,
+        "two 50 ms one-way delays missing from the first byte: {slow_ttfb} s"
+    );
+    assert!(fast_ttfb < 0.1, "unlimited class delayed: {fast_ttfb} s");
     eprintln!(
         "slow class: {:.3} Mbit/s (limit {:.3}); unlimited class: {:.1} Mbit/s",
         slow / 1e6,
