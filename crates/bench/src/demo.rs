@@ -16,7 +16,7 @@ pub const SPEC: &str = "youtube-2011";
 pub const SCALE: f64 = 0.1;
 /// Titles capped at 40 s so sessions finish inside the short measurement runs.
 pub const SETS: [&str; 1] = ["catalog.max_duration=40s"];
-pub const POINT_S: u64 = 20;
+pub const POINT_S: u64 = 45;
 /// Memory budget on the emulated disk (smaller than the file set, so the disk matters).
 pub const MEMORY_BYTES: u64 = 256 << 20;
 
@@ -85,7 +85,7 @@ pub fn run(
         suts,
         point: Duration::from_secs(POINT_S),
         guess_mb_s: 10.0,
-        max_steps: 5,
+        max_steps: 3,
         sequential: false,
         precision_div: 4.0,
         criterion: Criterion::Strict,

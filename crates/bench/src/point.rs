@@ -56,6 +56,7 @@ pub struct PointMetrics {
 impl PointMetrics {
     pub fn observation(&self) -> crate::search::Observation {
         crate::search::Observation {
+            sessions: self.client.sessions,
             failure_fraction: self.client.failure_fraction,
             failed_sessions: self.client.failed_sessions,
             timed_out_requests: self.client.timed_out_requests,

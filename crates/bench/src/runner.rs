@@ -188,10 +188,15 @@ impl Progress for BarProgress {
     fn point(&mut self, sut: &Sut, t: &Trial<PointMetrics>) {
         let c = &t.detail.client;
         self.line(format!(
-            "  {sut} repeat {} rate {:.3}/s: {} — {:.1} MB/s, {:.2}% sessions failed, {} timeouts",
+            "  {sut} repeat {} rate {:.3}/s: {} — {} steady sessions, {:.1} MB/s, {:.2}% failed, {} timeouts",
             t.repeat + 1,
             t.rate,
-            if t.passed { "pass" } else { "FAIL" },
+            match (t.passed, c.sessions) {
+                (true, _) => "pass",
+                (false, 0) => "NO DATA",
+                (false, _) => "FAIL",
+            },
+            c.sessions,
             c.throughput_mb_s,
             c.failure_fraction * 100.0,
             c.timed_out_requests

@@ -21,7 +21,12 @@ pub enum Criterion {
 }
 
 impl Criterion {
+    /// A point passes when steady-state sessions were measured and the failures stay
+    /// within the criterion (a point without measured sessions proves nothing).
     pub fn passes(&self, o: &Observation) -> bool {
+        if o.sessions == 0 {
+            return false;
+        }
         match *self {
             Criterion::Strict => o.timed_out_requests == 0 && o.failed_sessions == 0,
             Criterion::Sessions {
@@ -72,6 +77,8 @@ impl FromStr for Criterion {
 /// What the criterion looks at in one run.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize)]
 pub struct Observation {
+    /// Steady-state sessions measured.
+    pub sessions: u64,
     pub failure_fraction: f64,
     pub failed_sessions: u64,
     pub timed_out_requests: u64,
@@ -406,6 +413,7 @@ mod tests {
             let cap = self.capacity + self.jitter.get(repeat as usize).copied().unwrap_or(0.0);
             let over = ((rate - cap) / cap).max(0.0);
             let o = Observation {
+                sessions: 1000,
                 failure_fraction: over,
                 failed_sessions: (over * 1000.0).ceil() as u64,
                 timed_out_requests: (over * 5000.0).ceil() as u64,
@@ -572,6 +580,17 @@ mod tests {
                 max_failed_fraction: 0.003
             }
         );
+    }
+
+    #[test]
+    fn a_point_without_sessions_never_passes() {
+        let empty = Observation::default();
+        assert!(!Criterion::Strict.passes(&empty));
+        assert!(!"sessions:0.3%".parse::<Criterion>().unwrap().passes(&empty));
+        assert!(Criterion::Strict.passes(&Observation {
+            sessions: 3,
+            ..empty
+        }));
     }
 
     #[test]

@@ -225,6 +225,15 @@ impl HddTestbed {
     /// Bring up `preset` with a `size`-byte image at `image`, mounted at `mount`.
     pub fn up(preset: &str, image: &Path, mount: &Path, size: u64) -> Result<HddTestbed, String> {
         let size = size.div_ceil(4096) * 4096;
+        // A bench killed earlier leaves its device mounted with nobody serving it: clear it.
+        let state_root = Path::new(vodkit_disk::testbed::DEFAULT_STATE_ROOT);
+        if let Some(old) = vodkit_disk::testbed::load_state(state_root, mount) {
+            if !vodkit_disk::testbed::pid_alive(old.pid) {
+                vodkit_disk::testbed::down(state_root, mount).map_err(|e| {
+                    format!("clearing a stale emulated disk at {}: {e}", mount.display())
+                })?;
+            }
+        }
         let cfg = vodkit_disk::testbed::Config::new(preset, size.max(64 << 20), image, mount);
         let bed = vodkit_disk::testbed::Testbed::up(&cfg)
             .map_err(|e| format!("emulated disk {preset}: {e}"))?;
