@@ -362,7 +362,7 @@ async fn sample(shared: Arc<Shared>, progress: bool, stop: CancellationToken) ->
 async fn reachable(route: &Route, host: &str) -> Result<(), LoadError> {
     let addr = route.addr;
     let probe = async {
-        let socket = route.socket().await?;
+        let socket = route.socket(None).await?;
         socket.connect(addr).await
     };
     match tokio::time::timeout(Duration::from_secs(3), probe).await {

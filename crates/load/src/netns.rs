@@ -1,8 +1,11 @@
 //! Kernel link shaping: one network namespace per bandwidth-limited client class, joined to
-//! the root namespace by a veth pair whose root-side egress (server to viewer) carries an
-//! htb class at the class's bandwidth. Sessions of the class open their sockets inside the
-//! namespace (a helper thread that has joined it creates them; a socket keeps its
-//! namespace for life) and reach the server at the veth's root-side address.
+//! the root namespace by a veth pair. The namespace side carries a pool of client
+//! addresses; the root side's egress (server to viewer) has one htb leaf per address at the
+//! class's bandwidth, found through a u32 hash on the destination address. Each session
+//! leases an address for its lifetime, so each session gets its own link, as in the
+//! user-space emulation. Sessions open their sockets inside the namespace (a helper thread
+//! that has joined it creates and binds them; a socket keeps its namespace for life) and
+//! reach the server at the veth's root-side address.
 //!
 //! This kernel has tbf and htb but no netem, so one-way delay stays in user space. The
 //! namespaces are deleted when [`KernelLinks`] is dropped: at the end of a run, on Ctrl-C
@@ -17,13 +20,15 @@ use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::process::Command;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::mpsc;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 /// Prefix of every namespace this module creates: `vodkit-load-<pid>-<n>`.
 pub const NETNS_PREFIX: &str = "vodkit-load-";
 
 /// Namespace/address slots per process (runs in one process take turns through them).
 const SLOTS: usize = 64;
+/// Client addresses (and htb leaves) per class: `.2` to `.254` of its /24.
+pub const POOL: usize = 253;
 static NEXT_SLOT: AtomicUsize = AtomicUsize::new(0);
 
 /// The slot the next shaped class of this process will get (see [`addresses`]).
@@ -46,17 +51,58 @@ pub enum LinkMode {
 pub struct Route {
     /// The server under test as seen from the class's namespace.
     pub addr: SocketAddr,
-    requests: Mutex<mpsc::Sender<tokio::sync::oneshot::Sender<io::Result<OwnedFd>>>>,
+    /// First client address of the pool (`.2` of the class's /24).
+    first_client: Ipv4Addr,
+    /// Sessions holding each pool address.
+    leases: Mutex<Vec<u32>>,
+    requests: Mutex<mpsc::Sender<SocketRequest>>,
+}
+
+/// A session's client address (and so its htb leaf); given back on drop.
+#[derive(Debug)]
+pub struct Lease {
+    route: Arc<Route>,
+    slot: usize,
+}
+
+impl Lease {
+    pub fn addr(&self) -> Ipv4Addr {
+        Ipv4Addr::from(u32::from(self.route.first_client) + self.slot as u32)
+    }
+
+    pub fn route(&self) -> &Route {
+        &self.route
+    }
+}
+
+impl Drop for Lease {
+    fn drop(&mut self) {
+        let mut leases = self.route.leases.lock().unwrap_or_else(|p| p.into_inner());
+        leases[self.slot] = leases[self.slot].saturating_sub(1);
+    }
 }
 
 impl Route {
-    /// A fresh, unconnected non-blocking TCP socket inside the class's namespace.
-    pub async fn socket(&self) -> io::Result<tokio::net::TcpSocket> {
+    /// Lease the least used client address. Up to [`POOL`] concurrent sessions each get
+    /// their own; beyond that, sessions share leaves (and their bandwidth).
+    pub fn lease(route: &Arc<Route>) -> Lease {
+        let mut leases = route.leases.lock().unwrap_or_else(|p| p.into_inner());
+        let slot = (0..leases.len()).min_by_key(|&i| leases[i]).unwrap_or(0);
+        leases[slot] += 1;
+        Lease {
+            route: route.clone(),
+            slot,
+        }
+    }
+
+    /// A fresh, unconnected non-blocking TCP socket inside the class's namespace, bound to
+    /// `local` (any port) when given.
+    pub async fn socket(&self, local: Option<Ipv4Addr>) -> io::Result<tokio::net::TcpSocket> {
         let (tx, rx) = tokio::sync::oneshot::channel();
         self.requests
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .send(tx)
+            .send((local, tx))
             .map_err(|_| io::Error::other("namespace socket helper has stopped"))?;
         let fd = rx
             .await
@@ -79,9 +125,8 @@ pub struct ClassLink {
     pub netns: String,
     pub host_if: String,
     pub host_addr: Ipv4Addr,
-    pub client_addr: Ipv4Addr,
     pub bandwidth_bps: u64,
-    pub route: std::sync::Arc<Route>,
+    pub route: Arc<Route>,
 }
 
 /// The namespaces of a run; dropping it deletes them.
@@ -155,7 +200,16 @@ impl KernelLinks {
             ));
         }
         let host_if = format!("vkl{}h{k}", pid % 10_000_000);
-        let (host_addr, client_addr) = addresses(pid, k);
+        let (host_addr, first_client) = addresses(pid, k);
+        let in_use = Command::new("ip")
+            .args(["-4", "-o", "addr", "show", "to", &format!("{host_addr}/24")])
+            .output()
+            .map_err(|e| format!("cannot run ip: {e}"))?;
+        if !in_use.stdout.is_empty() {
+            return Err(format!(
+                "addresses {host_addr}/24 are already in use (another `--link kernel` run?)"
+            ));
+        }
         ip(&["netns", "add", &netns])?;
         // From here on a failure still deletes the namespace: the caller drops `self`
         // only for classes already pushed, so clean up this one on error.
@@ -167,9 +221,9 @@ impl KernelLinks {
             cmd(&format!(
                 "link add {host_if} type veth peer name vk0 netns {netns}"
             )),
-            cmd(&format!("addr add {host_addr}/30 dev {host_if}")),
+            cmd(&format!("addr add {host_addr}/24 dev {host_if}")),
             cmd(&format!("link set {host_if} up")),
-            cmd(&format!("-n {netns} addr add {client_addr}/30 dev vk0")),
+            cmd(&format!("-n {netns} addr add {first_client}/24 dev vk0")),
             cmd(&format!("-n {netns} link set vk0 up")),
             cmd(&format!("-n {netns} link set lo up")),
         ];
@@ -177,36 +231,37 @@ impl KernelLinks {
             let args: Vec<&str> = step.iter().map(String::as_str).collect();
             ip(&args).map_err(undo)?;
         }
-        // Server-to-viewer traffic leaves the root side of the pair: shape it there.
-        let rate = format!("{bandwidth_bps}bit");
-        let burst = format!("{}b", (bandwidth_bps / 8 / 100).max(3_200));
-        let tc_steps = [
-            cmd(&format!("qdisc add dev {host_if} root handle 1: htb default 10")),
-            cmd(&format!(
-                "class add dev {host_if} parent 1: classid 1:10 htb rate {rate} ceil {rate} burst {burst} cburst {burst}"
-            )),
-        ];
-        for step in &tc_steps {
-            let args: Vec<&str> = step.iter().map(String::as_str).collect();
-            run("tc", &args).map_err(undo)?;
-        }
+        let pool: String = (1..POOL)
+            .map(|i| {
+                let a = Ipv4Addr::from(u32::from(first_client) + i as u32);
+                format!("addr add {a}/24 dev vk0\n")
+            })
+            .collect();
+        batch("ip", &["-n", &netns, "-batch", "-"], &pool).map_err(undo)?;
+        batch(
+            "tc",
+            &["-batch", "-"],
+            &shaping(&host_if, host_addr, bandwidth_bps),
+        )
+        .map_err(undo)?;
         let requests = socket_helper(&netns).map_err(undo)?;
         Ok(ClassLink {
             class: class.to_string(),
             netns,
             host_if,
             host_addr,
-            client_addr,
             bandwidth_bps,
-            route: std::sync::Arc::new(Route {
+            route: Arc::new(Route {
                 addr: SocketAddr::V4(SocketAddrV4::new(host_addr, port)),
+                first_client,
+                leases: Mutex::new(vec![0; POOL]),
                 requests: Mutex::new(requests),
             }),
         })
     }
 
     /// The route of a kernel-shaped class.
-    pub fn route(&self, class: &str) -> Option<std::sync::Arc<Route>> {
+    pub fn route(&self, class: &str) -> Option<Arc<Route>> {
         self.classes
             .iter()
             .find(|c| c.class == class)
@@ -214,14 +269,14 @@ impl KernelLinks {
     }
 
     /// One line saying which classes are shaped in the kernel and how; `sessions` counts
-    /// the sessions of each class that will share its link.
+    /// each class's sessions.
     pub fn describe(&self, sessions: &HashMap<&str, usize>) -> String {
         let parts: Vec<String> = self
             .classes
             .iter()
             .map(|c| {
                 format!(
-                    "{} at {:.3} Mbit/s shared by {} sessions (namespace {}, server reached at {})",
+                    "{} at {:.3} Mbit/s per session, {} sessions (namespace {}, server reached at {})",
                     c.class,
                     c.bandwidth_bps as f64 / 1e6,
                     sessions.get(c.class.as_str()).copied().unwrap_or(0),
@@ -231,7 +286,7 @@ impl KernelLinks {
             })
             .collect();
         format!(
-            "kernel shaping (htb, one link per class shared by its sessions) in use for: {}; one-way delay stays in user space",
+            "kernel shaping (htb, one leaf per session, {POOL} per class) in use for: {}; one-way delay stays in user space",
             parts.join(", ")
         )
     }
@@ -250,13 +305,66 @@ impl Drop for KernelLinks {
     }
 }
 
-/// The veth addresses (root side, namespace side) of slot `k` of process `pid`: /30s carved from 10.213.0.0/16, 256 pid
-/// slots of 64 classes each. A server can bind the root-side address before it exists
+/// The veth addresses (root side `.1`, first client `.2`) of slot `k` of process `pid`:
+/// /24s carved from 10.213.0.0/16, 4 pid slots (pid mod 4) of 64 classes each. A server can bind the root-side address before it exists
 /// with `IP_FREEBIND` (or `net.ipv4.ip_nonlocal_bind = 1`).
 pub fn addresses(pid: u32, k: usize) -> (Ipv4Addr, Ipv4Addr) {
-    let subnet = ((pid % 256) * 64 + k as u32) * 4;
+    let subnet = ((pid % 4) * SLOTS as u32 + (k % SLOTS) as u32) << 8;
     let base = u32::from(Ipv4Addr::new(10, 213, 0, 0)) + subnet;
     (Ipv4Addr::from(base + 1), Ipv4Addr::from(base + 2))
+}
+
+/// htb on the root side of the pair (server-to-viewer traffic leaves there): a leaf per
+/// client address at `bandwidth_bps`, chosen by a u32 hash table on the destination
+/// address's last byte; anything else (ARP aside, nothing) goes to a default leaf.
+fn shaping(dev: &str, host: Ipv4Addr, bandwidth_bps: u64) -> String {
+    let rate = format!("rate {bandwidth_bps}bit ceil {bandwidth_bps}bit");
+    let burst = (bandwidth_bps / 8 / 100).max(3_200);
+    let burst = format!("burst {burst}b cburst {burst}b");
+    let net = Ipv4Addr::from(u32::from(host) & !0xff);
+    let mut out = format!(
+        "qdisc add dev {dev} root handle 1: htb default 1\n\
+         class add dev {dev} parent 1: classid 1:1 htb {rate} {burst}\n\
+         filter add dev {dev} parent 1: prio 1 handle 2: protocol ip u32 divisor 256\n\
+         filter add dev {dev} parent 1: prio 1 protocol ip u32 ht 800:: match ip dst {net}/24 hashkey mask 0x000000ff at 16 link 2:\n"
+    );
+    for last in 2..2 + POOL as u32 {
+        let addr = Ipv4Addr::from(u32::from(net) + last);
+        out += &format!(
+            "class add dev {dev} parent 1: classid 1:{last:x} htb {rate} {burst}\n\
+             filter add dev {dev} parent 1: prio 1 protocol ip u32 ht 2:{last:x}: match ip dst {addr}/32 flowid 1:{last:x}\n"
+        );
+    }
+    out
+}
+
+/// Run `tool args` with `input` on stdin (`-batch -`).
+fn batch(tool: &str, args: &[&str], input: &str) -> Result<(), String> {
+    use std::io::Write;
+    let mut child = Command::new(tool)
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .map_err(|e| format!("cannot run {tool}: {e}"))?;
+    if let Some(mut stdin) = child.stdin.take() {
+        stdin
+            .write_all(input.as_bytes())
+            .map_err(|e| format!("cannot feed {tool}: {e}"))?;
+    }
+    let out = child
+        .wait_with_output()
+        .map_err(|e| format!("{tool}: {e}"))?;
+    if out.status.success() {
+        return Ok(());
+    }
+    let err = String::from_utf8_lossy(&out.stderr);
+    Err(format!(
+        "`{tool} {}` failed: {}",
+        args.join(" "),
+        err.trim().replace('\n', "; ")
+    ))
 }
 
 fn cmd(line: &str) -> Vec<String> {
@@ -302,7 +410,10 @@ fn remove_stale() {
     }
 }
 
-type SocketRequest = tokio::sync::oneshot::Sender<io::Result<OwnedFd>>;
+type SocketRequest = (
+    Option<Ipv4Addr>,
+    tokio::sync::oneshot::Sender<io::Result<OwnedFd>>,
+);
 
 /// A thread that joins `netns` and creates TCP sockets there on request. It ends when
 /// the last sender is dropped.
@@ -324,8 +435,8 @@ fn socket_helper(netns: &str) -> Result<mpsc::Sender<SocketRequest>, String> {
                 return;
             }
             let _ = ready_tx.send(Ok(()));
-            for reply in rx {
-                let _ = reply.send(new_tcp_socket());
+            for (local, reply) in rx {
+                let _ = reply.send(new_tcp_socket(local));
             }
         })
         .map_err(|e| format!("cannot start the namespace helper thread: {e}"))?;
@@ -335,7 +446,7 @@ fn socket_helper(netns: &str) -> Result<mpsc::Sender<SocketRequest>, String> {
     Ok(tx)
 }
 
-fn new_tcp_socket() -> io::Result<OwnedFd> {
+fn new_tcp_socket(local: Option<Ipv4Addr>) -> io::Result<OwnedFd> {
     // SAFETY: plain socket(2) call; the result is checked before being owned.
     let fd = unsafe {
         libc::socket(
@@ -348,7 +459,29 @@ fn new_tcp_socket() -> io::Result<OwnedFd> {
         return Err(io::Error::last_os_error());
     }
     // SAFETY: fd is a fresh descriptor owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    if let Some(addr) = local {
+        let sa = libc::sockaddr_in {
+            sin_family: libc::AF_INET as libc::sa_family_t,
+            sin_port: 0,
+            sin_addr: libc::in_addr {
+                s_addr: u32::from(addr).to_be(),
+            },
+            sin_zero: [0; 8],
+        };
+        // SAFETY: `sa` is a valid sockaddr_in of the length given.
+        let r = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                &sa as *const libc::sockaddr_in as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_in>() as libc::socklen_t,
+            )
+        };
+        if r != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(fd)
 }
 
 #[cfg(test)]
@@ -356,24 +489,27 @@ mod tests {
     use super::*;
 
     #[test]
-    fn slots_get_distinct_private_pairs_and_short_interface_names() {
-        let mut seen = std::collections::HashSet::new();
-        for pid in [1u32, 255, 256, 4_194_304] {
+    fn slots_get_distinct_private_subnets_and_short_interface_names() {
+        let mut hosts = std::collections::HashSet::new();
+        for pid in [1u32, 2, 3, 4_194_304] {
             for k in [0, 1, SLOTS - 1] {
                 let (host, client) = addresses(pid, k);
                 assert_eq!(u32::from(client), u32::from(host) + 1);
                 assert_eq!(host.octets()[..2], [10, 213]);
-                assert_eq!(
-                    u32::from(host) % 4,
-                    1,
-                    "{host} must be the first host of a /30"
-                );
-                seen.insert((pid % 256, k, host));
+                assert_eq!(host.octets()[3], 1, "{host} must be .1 of its /24");
+                assert!(hosts.insert(host), "two slots share {host}");
                 // Linux interface names are at most 15 bytes.
                 assert!(format!("vkl{}h{k}", pid % 10_000_000).len() <= 15);
             }
         }
-        let hosts: std::collections::HashSet<_> = seen.iter().map(|s| s.2).collect();
-        assert_eq!(hosts.len(), seen.len(), "two slots share an address");
+    }
+
+    #[test]
+    fn shaping_has_a_leaf_and_a_filter_per_pool_address() {
+        let text = shaping("vk", Ipv4Addr::new(10, 213, 7, 1), 8_000_000);
+        assert_eq!(text.matches("htb rate 8000000bit").count(), POOL + 1);
+        assert!(text.contains("ht 2:fe: match ip dst 10.213.7.254/32 flowid 1:fe"));
+        assert!(text.contains("ht 2:2: match ip dst 10.213.7.2/32 flowid 1:2"));
+        assert!(!text.contains("10.213.7.255"));
     }
 }

@@ -3,9 +3,10 @@
 
 use crate::http::{self, Ask, Conn, ExchangeError, Progress};
 use crate::link::{Bucket, Link};
-use crate::netns::Route;
+use crate::netns::{Lease, Route};
 use crate::record::{Failure, FailureReason, RequestRecord, SessionEnd, SessionRecord};
 use futures_util::stream::{FuturesUnordered, StreamExt};
+use std::net::Ipv4Addr;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -84,6 +85,9 @@ pub async fn run(plan: Plan, shared: Arc<Shared>) -> SessionRecord {
 async fn drive(plan: &Plan, shared: &Arc<Shared>) -> SessionRecord {
     let session = &plan.session;
     let bucket = Bucket::new(plan.link.bandwidth_bps);
+    // Kernel shaping: the session's own client address, hence its own htb leaf.
+    let lease = plan.route.as_ref().map(Route::lease);
+    let local = lease.as_ref().map(Lease::addr);
     let slots_needed = session
         .requests
         .iter()
@@ -152,7 +156,10 @@ async fn drive(plan: &Plan, shared: &Arc<Shared>) -> SessionRecord {
             reconnect,
             plan,
             shared.clone(),
-            bucket.clone(),
+            Viewer {
+                bucket: bucket.clone(),
+                local,
+            },
             start,
         ));
         issued += 1;
@@ -200,6 +207,13 @@ async fn drive(plan: &Plan, shared: &Arc<Shared>) -> SessionRecord {
     }
 }
 
+/// The session's side of its link: the user-space bucket, or the client address whose
+/// htb leaf shapes it in the kernel.
+struct Viewer {
+    bucket: Option<Bucket>,
+    local: Option<Ipv4Addr>,
+}
+
 /// Send one request (connecting or reconnecting as needed) and read its response within
 /// its timeout.
 async fn perform(
@@ -208,9 +222,10 @@ async fn perform(
     reconnect: bool,
     plan: &Plan,
     shared: Arc<Shared>,
-    bucket: Option<Bucket>,
+    viewer: Viewer,
     start: Instant,
 ) -> Finished {
+    let Viewer { bucket, local } = viewer;
     let req = &plan.session.requests[index];
     let timeout = crate::config::secs(req.timeout_s);
     let owd = plan.link.one_way_delay;
@@ -234,7 +249,7 @@ async fn perform(
             None => {
                 opened += 1;
                 reconnects += u32::from(reconnect);
-                open(plan, &shared, recv_buffer).await?
+                open(plan, &shared, local, recv_buffer).await?
             }
         };
         let done = match http::exchange(
@@ -249,7 +264,7 @@ async fn perform(
             Err(ExchangeError::Stale) => {
                 opened += 1;
                 reconnects += 1;
-                conn = open(plan, &shared, recv_buffer).await?;
+                conn = open(plan, &shared, local, recv_buffer).await?;
                 progress = Progress::default();
                 http::exchange(
                     &mut conn,
@@ -324,11 +339,16 @@ async fn perform(
 }
 
 /// Open a connection to the server: from the class's namespace when the kernel shapes it.
-async fn open(plan: &Plan, shared: &Shared, recv_buffer: Option<u32>) -> Result<Conn, Failure> {
+async fn open(
+    plan: &Plan,
+    shared: &Shared,
+    local: Option<Ipv4Addr>,
+    recv_buffer: Option<u32>,
+) -> Result<Conn, Failure> {
     match &plan.route {
         None => Conn::open(shared.addr, recv_buffer).await,
         Some(route) => {
-            let socket = route.socket().await.map_err(|e| {
+            let socket = route.socket(local).await.map_err(|e| {
                 Failure::new(
                     FailureReason::Connect,
                     format!("{}: no socket in the namespace: {e}", route.addr),

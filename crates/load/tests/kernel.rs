@@ -1,6 +1,6 @@
 //! Kernel link shaping (`LinkMode::Kernel`): a class limited to 8 Mbit/s downloads through
-//! htb in its own network namespace at that rate (±15%) with its one-way delay still added
-//! in user space, an unlimited class is not slowed,
+//! htb in its own network namespace, two of its sessions at once each at that rate (±15%)
+//! with the one-way delay still added in user space, an unlimited class is not slowed,
 //! and the namespaces are gone when the run ends. Needs root and iproute2; without them
 //! the test prints why and fails under `CI`.
 
@@ -125,7 +125,8 @@ fn cannot_run() -> bool {
 
 fn slow_config(port: u16) -> LoadConfig {
     let target = Target::parse(&format!("http://127.0.0.1:{port}"), false).unwrap();
-    let mut config = LoadConfig::new(target, vec![session(1, "slow"), session(2, "fast")], 100.0);
+    let sessions = vec![session(1, "slow"), session(2, "slow"), session(3, "fast")];
+    let mut config = LoadConfig::new(target, sessions, 100.0);
     config.link_mode = LinkMode::Kernel;
     config.links.insert(
         "slow".into(),
@@ -168,7 +169,7 @@ fn kernel_shaped_class_downloads_at_its_rate_and_namespaces_are_removed() {
     let port = loopback.local_addr().unwrap().port();
     // The class "slow" is the only limited class: it takes the next slot.
     let slot = next_slot();
-    let (host_addr, client_addr) = addresses(pid, slot);
+    let (host_addr, first_client) = addresses(pid, slot);
     let veth = bind_freely(SocketAddrV4::new(host_addr, port));
     let peers = Arc::new(Mutex::new(Vec::new()));
     serve(loopback, peers.clone());
@@ -178,12 +179,9 @@ fn kernel_shaped_class_downloads_at_its_rate_and_namespaces_are_removed() {
         vodkit_load::run(slow_config(port), CancellationToken::new()).expect("the run starts");
     assert_eq!(run.results.run.link_emulation, "kernel");
 
-    let by_class = |class: &str| {
-        let s = run
-            .sessions
-            .iter()
-            .find(|s| s.session.class == class)
-            .unwrap();
+    let by_session = |id: u64| {
+        let s = run.sessions.iter().find(|s| s.session.id == id).unwrap();
+        let class = &s.session.class;
         let r = &s.requests[0];
         assert!(r.completed(), "{class}: {:?}", r.failure);
         assert_eq!(r.bytes, BODY as u64);
@@ -192,25 +190,38 @@ fn kernel_shaped_class_downloads_at_its_rate_and_namespaces_are_removed() {
         let ttfb = r.ttfb.unwrap();
         (r.bytes as f64 * 8.0 / (r.ttlb.unwrap() - ttfb), ttfb)
     };
-    let (slow, slow_ttfb) = by_class("slow");
-    let (fast, fast_ttfb) = by_class("fast");
-    // netem is absent: the class's delay must still be emulated in user space.
-    assert!(
-        slow_ttfb >= 0.1,
-        "two 50 ms one-way delays missing from the first byte: {slow_ttfb} s"
-    );
+    let (fast, fast_ttfb) = by_session(3);
     assert!(fast_ttfb < 0.1, "unlimited class delayed: {fast_ttfb} s");
-    eprintln!(
-        "slow class: {:.3} Mbit/s (limit {:.3}); unlimited class: {:.1} Mbit/s",
-        slow / 1e6,
-        LIMIT_BPS as f64 / 1e6,
-        fast / 1e6
-    );
-    let ratio = slow / LIMIT_BPS as f64;
+    // Two sessions of the class download at the same time, each on its own link.
+    for id in [1, 2] {
+        let (slow, slow_ttfb) = by_session(id);
+        // netem is absent: the class's delay must still be emulated in user space.
+        assert!(
+            slow_ttfb >= 0.1,
+            "two 50 ms one-way delays missing from the first byte: {slow_ttfb} s"
+        );
+        eprintln!(
+            "slow session {id}: {:.3} Mbit/s (limit {:.3}); unlimited session: {:.1} Mbit/s",
+            slow / 1e6,
+            LIMIT_BPS as f64 / 1e6,
+            fast / 1e6
+        );
+        let ratio = slow / LIMIT_BPS as f64;
+        assert!(
+            (0.85..=1.15).contains(&ratio),
+            "shaped session {id} ran at {:.3} Mbit/s, {ratio:.3} x the 8 Mbit/s limit",
+            slow / 1e6
+        );
+    }
+    let starts: Vec<f64> = run
+        .sessions
+        .iter()
+        .filter(|s| s.session.class == "slow")
+        .map(|s| s.requests[0].started)
+        .collect();
     assert!(
-        (0.85..=1.15).contains(&ratio),
-        "shaped download ran at {:.3} Mbit/s, {ratio:.3} x the 8 Mbit/s limit",
-        slow / 1e6
+        (starts[0] - starts[1]).abs() < 0.5,
+        "the shaped sessions did not overlap: {starts:?}"
     );
     assert!(
         fast > 2.0 * LIMIT_BPS as f64,
@@ -218,9 +229,12 @@ fn kernel_shaped_class_downloads_at_its_rate_and_namespaces_are_removed() {
         fast / 1e6
     );
     let peers = peers.lock().unwrap().clone();
-    // From the namespace: the reachability probe and the session's connection.
+    // From the namespace: the reachability probe (first pool address), then one
+    // connection per session, each from its own leased address.
     let from = |a: Ipv4Addr| peers.iter().filter(|&&p| p == a).count();
-    assert_eq!(from(client_addr), 2, "peers: {peers:?}");
+    let second = Ipv4Addr::from(u32::from(first_client) + 1);
+    assert_eq!(from(first_client), 2, "peers: {peers:?}");
+    assert_eq!(from(second), 1, "peers: {peers:?}");
     assert_eq!(from(Ipv4Addr::LOCALHOST), 1, "peers: {peers:?}");
 
     assert_eq!(
