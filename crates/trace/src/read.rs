@@ -447,6 +447,39 @@ pub fn read_log<R: BufRead>(
     Ok(sum)
 }
 
+/// A reader that reports how many bytes have gone through it, at most every `every` bytes.
+pub struct Progress<R, F: FnMut(u64)> {
+    inner: R,
+    done: u64,
+    next: u64,
+    every: u64,
+    report: F,
+}
+
+impl<R, F: FnMut(u64)> Progress<R, F> {
+    pub fn new(inner: R, every: u64, report: F) -> Self {
+        Progress {
+            inner,
+            done: 0,
+            next: every,
+            every: every.max(1),
+            report,
+        }
+    }
+}
+
+impl<R: std::io::Read, F: FnMut(u64)> std::io::Read for Progress<R, F> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.done += n as u64;
+        if self.done >= self.next || n == 0 {
+            (self.report)(self.done);
+            self.next = self.done + self.every;
+        }
+        Ok(n)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -536,6 +569,16 @@ mod tests {
         let (reqs, sum) = collect(nginx, LogFormat::Nginx);
         assert!(reqs.is_empty());
         assert_eq!(sum.bad_lines, 1);
+    }
+
+    #[test]
+    fn progress_reports_bytes_read() {
+        use std::io::Read;
+        let mut seen = Vec::new();
+        let mut r = Progress::new(&b"0123456789"[..], 4, |n| seen.push(n));
+        let mut buf = [0u8; 3];
+        while r.read(&mut buf).unwrap() > 0 {}
+        assert_eq!(seen, vec![6, 10, 10]);
     }
 
     #[test]

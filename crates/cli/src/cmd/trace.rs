@@ -8,6 +8,7 @@ use clap::Subcommand;
 use vodkit_trace::analyze::{analyze, AnalyzeOptions};
 use vodkit_trace::output::{write_json, DirSink, PassSummary};
 use vodkit_trace::phase::PhaseParams;
+use vodkit_trace::read::Progress;
 use vodkit_trace::{FileTable, LogFormat};
 
 use super::usage;
@@ -129,9 +130,21 @@ enum What {
     Report,
 }
 
-fn open_log(path: &Path) -> anyhow::Result<std::io::BufReader<std::fs::File>> {
+/// The log, with a live status line on stderr when it is a terminal.
+fn open_log(path: &Path) -> anyhow::Result<impl std::io::BufRead> {
+    use std::io::IsTerminal as _;
     let f = std::fs::File::open(path).map_err(|e| usage(format!("{}: {e}", path.display())))?;
-    Ok(std::io::BufReader::with_capacity(1 << 20, f))
+    let total = f.metadata().map(|m| m.len()).unwrap_or(0).max(1);
+    let show = std::io::stderr().is_terminal();
+    let reader = Progress::new(f, 16 << 20, move |n| {
+        if show {
+            eprint!("\rreading log: {:5.1}% ", 100.0 * n as f64 / total as f64);
+            if n >= total {
+                eprintln!();
+            }
+        }
+    });
+    Ok(std::io::BufReader::with_capacity(1 << 20, reader))
 }
 
 fn go(c: Common, what: What) -> anyhow::Result<()> {
