@@ -28,6 +28,10 @@ const AUDIO_CADENCE_S: f64 = 10.0;
 /// ...checked at least this often.
 const AUDIO_STEP_S: f64 = 5.0;
 
+/// What an event during playback is: pause, skip, otherwise a bit-rate change.
+const PAUSE_SHARE: f64 = 0.18;
+const SKIP_SHARE: f64 = 0.22;
+
 /// Smallest forward and backward skips, in segments.
 const MIN_SKIP_FORWARD_SEGS: u32 = 15;
 const MIN_SKIP_BACK_SEGS: u32 = 200;
@@ -61,7 +65,7 @@ pub struct SessionParams {
 impl Default for SessionParams {
     fn default() -> Self {
         SessionParams {
-            event_mean_s: 480.0,
+            event_mean_s: 240.0,
             short_share: 0.30,
             combined_share: 0.15,
             open_video_share: 0.15,
@@ -600,9 +604,9 @@ impl Player<'_> {
             }
             if self.t >= next_event {
                 let u: f64 = self.rng.random();
-                return if u < 0.3 {
+                return if u < PAUSE_SHARE {
                     Outcome::Pause
-                } else if u < 0.5 {
+                } else if u < PAUSE_SHARE + SKIP_SHARE {
                     Outcome::Skip
                 } else {
                     Outcome::Rate
