@@ -222,6 +222,10 @@ impl KernelLinks {
                 "link add {host_if} type veth peer name vk0 netns {netns}"
             )),
             cmd(&format!("addr add {host_addr}/24 dev {host_if}")),
+            // One MSS per packet: htb charges a whole GSO super-packet (up to 64 KiB) at
+            // once, which leaves the leaf in debt and delays the next response by up to
+            // 64 KiB at the link rate.
+            cmd(&format!("link set {host_if} gso_max_segs 1 gso_max_size 1500")),
             cmd(&format!("link set {host_if} up")),
             cmd(&format!("-n {netns} addr add {first_client}/24 dev vk0")),
             cmd(&format!("-n {netns} link set vk0 up")),
