@@ -4,7 +4,8 @@
 //! Reading slowly leaves data in the socket's receive buffer; once it is full, TCP flow
 //! control stops the server, which then sees what a slow viewer looks like. What this
 //! cannot reproduce: the congestion-window dynamics of a real long path (slow start over a
-//! 100 ms RTT), packet loss, and queueing in a bottleneck router.
+//! 100 ms RTT), packet loss, and queueing in a bottleneck router. [`crate::netns`] offers
+//! the bandwidth half in the kernel instead (htb in network namespaces).
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
