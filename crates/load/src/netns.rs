@@ -225,7 +225,9 @@ impl KernelLinks {
             // One MSS per packet: htb charges a whole GSO super-packet (up to 64 KiB) at
             // once, which leaves the leaf in debt and delays the next response by up to
             // 64 KiB at the link rate.
-            cmd(&format!("link set {host_if} gso_max_segs 1 gso_max_size 1500")),
+            cmd(&format!(
+                "link set {host_if} gso_max_segs 1 gso_max_size 1500"
+            )),
             cmd(&format!("link set {host_if} up")),
             cmd(&format!("-n {netns} addr add {first_client}/24 dev vk0")),
             cmd(&format!("-n {netns} link set vk0 up")),
