@@ -57,9 +57,20 @@ pub struct Args {
     /// Output directory: sim.json, sim.csv, index.html.
     #[arg(long)]
     out: PathBuf,
-    /// Compare the model with a real run (`vodkit serve` on the emulated disk).
+    /// Compare the model with a real run: a cut-down netflix-2014 workload served by
+    /// `vodkit serve` from the emulated disk (--drive preset) and replayed by `vodkit load`;
+    /// needs root and FUSE. --out is the working directory.
     #[arg(long)]
     validate: bool,
+    /// With --validate: the fixed policy the server runs and the model simulates.
+    #[arg(long, default_value = "fixed:2MiB", requires = "validate")]
+    validate_policy: String,
+    /// With --validate: sessions generated (arriving over about a minute).
+    #[arg(long, default_value_t = 60, requires = "validate")]
+    validate_sessions: u64,
+    /// With --validate: seed of the workload.
+    #[arg(long, default_value_t = 1, requires = "validate")]
+    validate_seed: u64,
 }
 
 fn seconds(flag: &str, v: &str) -> anyhow::Result<f64> {
@@ -72,13 +83,7 @@ fn seconds(flag: &str, v: &str) -> anyhow::Result<f64> {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     if args.validate {
-        // Needs an orchestrated run: netflix-2014 file set on the emulated disk, `vodkit
-        // serve` with a fixed policy, `vodkit load`, device counters and prefetch memory
-        // sampled per interval, chains of the server's access log (docs/simulate.md).
-        anyhow::bail!(
-            "vodkit simulate --validate is not implemented yet: the orchestrated serve/load run \
-             on the emulated disk is missing (see docs/simulate.md)"
-        );
+        return validate(&args);
     }
     let capacity = match (&args.drive, args.t_max, args.s_max) {
         (_, Some(t), Some(s)) => Capacity::given(t, s).map_err(usage)?,
@@ -135,5 +140,41 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         rep.chain_evals_per_s / 1e6,
         args.out.display()
     );
+    Ok(())
+}
+
+fn validate(args: &Args) -> anyhow::Result<()> {
+    if args.t_max.is_some() {
+        return Err(usage(
+            "--validate takes the drive from --drive, not --t-max/--s-max",
+        ));
+    }
+    let mut o = vodkit_sim::realrun::RunOptions::new(&args.out);
+    if let Some(d) = &args.drive {
+        Capacity::from_preset(d).map_err(usage)?;
+        o.preset = d.clone();
+    }
+    if !args.validate_policy.starts_with("fixed:") {
+        return Err(usage(format!(
+            "--validate-policy {}: expected fixed:SIZE",
+            args.validate_policy
+        )));
+    }
+    args.validate_policy
+        .parse::<vodkit_prefetch::PolicySpec>()
+        .map_err(|e| usage(format!("--validate-policy: {e}")))?;
+    o.policy = args.validate_policy.clone();
+    if args.validate_sessions == 0 {
+        return Err(usage("--validate-sessions: expected at least 1"));
+    }
+    o.sessions = args.validate_sessions;
+    o.seed = args.validate_seed;
+    let rep = vodkit_sim::realrun::run(&o, &mut |line: &str| eprintln!("{line}"))
+        .map_err(|e| anyhow::anyhow!(e))?;
+    let path = args.out.join("validate.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&rep)? + "\n")
+        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+    print!("{}", vodkit_sim::realrun::summary_text(&rep));
+    println!("-> {}", path.display());
     Ok(())
 }

@@ -1,0 +1,394 @@
+//! The measured half of `vodkit simulate --validate`: a small `netflix-2014` workload
+//! served by an in-process `vodkit serve` (`asap` I/O, a fixed prefetch policy, access
+//! log) from the emulated hard disk, replayed by `vodkit load`; the device's own busy
+//! accounting and the engine's outstanding prefetched bytes are measured, the access log
+//! is turned into chains, and [`crate::validate::compare`] simulates those chains.
+//!
+//! Needs root, `/dev/fuse` and the testbed's tools. The emulated disk is always taken
+//! down again, also when a step fails.
+
+use std::io::BufReader;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde::Serialize;
+use vodkit_disk::testbed::{self, Testbed};
+use vodkit_prefetch::PolicySpec;
+use vodkit_workload::fileset;
+use vodkit_workload::model::{Catalog, Session};
+
+use crate::input::Trace;
+use crate::model::{Capacity, ModelConfig};
+use crate::shrink::{self, ShrinkLimits};
+use crate::validate::{self, DriveModelCheck, Measured, Validation};
+
+/// What the validation run does.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    /// Working directory: workload, image, mount point, access log, chains, report.
+    pub dir: PathBuf,
+    pub seed: u64,
+    /// Sessions generated (before those left without requests are dropped).
+    pub sessions: u64,
+    /// Titles in the catalog (many, so sessions rarely share a file).
+    pub titles: u32,
+    /// Sessions arrive (Poisson) over about this many seconds.
+    pub arrivals_s: f64,
+    pub limits: ShrinkLimits,
+    /// Drive preset of the emulated disk and of the model's t_max / s_max.
+    pub preset: String,
+    /// The fixed policy, e.g. `fixed:2MiB`.
+    pub policy: String,
+}
+
+impl RunOptions {
+    pub fn new(dir: impl Into<PathBuf>) -> Self {
+        RunOptions {
+            dir: dir.into(),
+            seed: 1,
+            sessions: 60,
+            titles: 3000,
+            arrivals_s: 60.0,
+            limits: ShrinkLimits {
+                session_s: 90.0,
+                max_end: 64 << 20,
+                margin: 16 << 20,
+            },
+            preset: "hitachi-5k3000".into(),
+            policy: "fixed:2MiB".into(),
+        }
+    }
+}
+
+/// Everything a validation run found (`validate.json`).
+#[derive(Clone, Debug, Serialize)]
+pub struct RunReport {
+    pub preset: String,
+    pub policy: String,
+    pub t_max_mb_s: f64,
+    pub s_max_per_s: f64,
+    pub sessions: usize,
+    pub requests: usize,
+    pub files: usize,
+    pub fileset_bytes: u64,
+    pub image_bytes: u64,
+    pub load_elapsed_s: f64,
+    pub requests_completed: u64,
+    pub requests_failed: u64,
+    pub device_reads: u64,
+    pub device_seeks: u64,
+    pub chains: usize,
+    pub measured: Measured,
+    pub validation: Validation,
+    /// The same simulated reads through the emulated drive's own timing model.
+    pub drive_model: Option<DriveModelCheck>,
+}
+
+fn step<E: std::fmt::Display>(what: &str) -> impl FnOnce(E) -> String + '_ {
+    move |e| format!("{what}: {e}")
+}
+
+fn epoch_s() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// The shrunk workload, written to `dir/workload`.
+struct Workload {
+    dir: PathBuf,
+    catalog: Catalog,
+    sessions: Vec<Session>,
+}
+
+fn prepare_workload(o: &RunOptions, note: &mut dyn FnMut(&str)) -> Result<Workload, String> {
+    let full = o.dir.join("workload-full");
+    let sets: Vec<(String, String)> = [
+        ("titles", o.titles.to_string()),
+        ("sessions", o.sessions.to_string()),
+        ("drives", "1".to_string()),
+        (
+            "arrival_rate",
+            (o.sessions as f64 / o.arrivals_s).to_string(),
+        ),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let line = vodkit_workload::netflix::new_workload(o.seed, 1.0, &sets, &full)?;
+    note(&line);
+    let (all, _) =
+        vodkit_load::input::read_sessions(&full.join("sessions.jsonl"), None).map_err(|e| e.0)?;
+    let catalog = fileset::load_catalog(&full.join("catalog.json")).map_err(|e| e.to_string())?;
+    let sessions = shrink::shrink_sessions(&all, &o.limits, 1.0);
+    let catalog = shrink::shrink_catalog(&catalog, &sessions, o.limits.margin);
+    let dir = o.dir.join("workload");
+    std::fs::create_dir_all(&dir).map_err(step(&dir.display().to_string()))?;
+    let write = |name: &str, text: String| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).map_err(step(&p.display().to_string()))
+    };
+    write(
+        "catalog.json",
+        serde_json::to_string_pretty(&catalog).map_err(|e| e.to_string())?,
+    )?;
+    let mut lines = String::new();
+    for s in &sessions {
+        lines += &serde_json::to_string(s).map_err(|e| e.to_string())?;
+        lines.push('\n');
+    }
+    write("sessions.jsonl", lines)?;
+    std::fs::copy(full.join("workload.json"), dir.join("workload.json"))
+        .map_err(step("copy workload.json"))?;
+    write("files.csv", file_table(&catalog))?;
+    Ok(Workload {
+        dir,
+        catalog,
+        sessions,
+    })
+}
+
+/// `files.csv` of the shrunk catalog; every file is on the one emulated drive.
+fn file_table(catalog: &Catalog) -> String {
+    let mut s = String::from("file,bitrate_kbps,media,size_bytes,drive\n");
+    for r in catalog.titles.iter().flat_map(|t| &t.renditions) {
+        for f in &r.files {
+            s += &format!(
+                "{},{},{},{},hdd\n",
+                f.path,
+                r.bitrate_kbps,
+                vodkit_workload::netflix::media_name(r.media),
+                f.size_bytes
+            );
+        }
+    }
+    s
+}
+
+/// Run the whole validation. `note` receives progress lines.
+pub fn run(o: &RunOptions, note: &mut dyn FnMut(&str)) -> Result<RunReport, String> {
+    let spec: PolicySpec = o.policy.parse().map_err(step("policy"))?;
+    if !matches!(o.policy.split(':').next(), Some("fixed")) {
+        return Err(format!(
+            "policy {}: validation runs a fixed policy",
+            o.policy
+        ));
+    }
+    let capacity = Capacity::from_preset(&o.preset)?;
+    testbed::preflight().map_err(|e| format!("emulated disk: {e}"))?;
+    std::fs::create_dir_all(&o.dir).map_err(step(&o.dir.display().to_string()))?;
+    let w = prepare_workload(o, note)?;
+    let bytes = shrink::catalog_bytes(&w.catalog);
+    // Data fills about two thirds of the image, which stands for the whole platter.
+    let image_bytes = ((bytes as f64 * 1.5) as u64 + (256 << 20)).next_multiple_of(1 << 20);
+    note(&format!(
+        "workload: {} sessions, {} requests, {} files, {:.0} MB; image {:.1} GiB ({})",
+        w.sessions.len(),
+        w.sessions.iter().map(|s| s.requests.len()).sum::<usize>(),
+        w.catalog
+            .titles
+            .iter()
+            .map(|t| t.renditions.len())
+            .sum::<usize>(),
+        bytes as f64 / 1e6,
+        image_bytes as f64 / (1u64 << 30) as f64,
+        o.preset
+    ));
+    let mount = o.dir.join("mnt");
+    std::fs::create_dir_all(&mount).map_err(step(&mount.display().to_string()))?;
+    let image = o.dir.join("hdd.img");
+    let _ = std::fs::remove_file(&image);
+    let mut cfg = testbed::Config::new(&o.preset, image_bytes, &image, &mount);
+    cfg.reformat = true;
+    let tb = Testbed::up(&cfg).map_err(|e| format!("emulated disk up: {e}"))?;
+    let measured = serve_and_load(o, &w, &tb, &mount, note);
+    let down = tb.down().map_err(|e| format!("emulated disk down: {e}"));
+    let _ = std::fs::remove_file(&image);
+    let (measured, load) = measured?;
+    down?;
+
+    let log = o.dir.join("access.log");
+    let trace_dir = o.dir.join("trace");
+    let trace = chains_of(&log, &w.dir.join("files.csv"), &trace_dir)?;
+    note(&format!(
+        "access log: {} chains -> {}",
+        trace.chains.len(),
+        trace_dir.join("chains.csv").display()
+    ));
+    let model = ModelConfig::new(capacity);
+    let validation = validate::compare(&trace, model, &spec, &measured)?;
+    let drive = vodkit_disk::model::preset(&o.preset).expect("preset checked above");
+    let drive_model = validate::against_drive_model(&trace, model, &spec, &drive).ok();
+    Ok(RunReport {
+        preset: o.preset.clone(),
+        policy: o.policy.clone(),
+        t_max_mb_s: capacity.t_max_mb_s,
+        s_max_per_s: capacity.s_max_per_s,
+        sessions: w.sessions.len(),
+        requests: w.sessions.iter().map(|s| s.requests.len()).sum(),
+        files: w.catalog.titles.iter().map(|t| t.renditions.len()).sum(),
+        fileset_bytes: bytes,
+        image_bytes,
+        load_elapsed_s: load.elapsed_s,
+        requests_completed: load.completed,
+        requests_failed: load.failed,
+        device_reads: measured.reads,
+        device_seeks: load.seeks,
+        chains: trace.chains.len(),
+        measured,
+        validation,
+        drive_model,
+    })
+}
+
+/// What the load run reported.
+struct LoadSummary {
+    elapsed_s: f64,
+    completed: u64,
+    failed: u64,
+    seeks: u64,
+}
+
+/// Write the file set, drop caches, serve and replay; device counters around the replay.
+fn serve_and_load(
+    o: &RunOptions,
+    w: &Workload,
+    tb: &Testbed,
+    mount: &Path,
+    note: &mut dyn FnMut(&str),
+) -> Result<(Measured, LoadSummary), String> {
+    let started = Instant::now();
+    let opts = fileset::CreateOptions {
+        layout: None,
+        progress: false,
+    };
+    fileset::create(&w.catalog, mount, &opts).map_err(|e| format!("file set: {e}"))?;
+    note(&format!(
+        "file set written in {:.1} s",
+        started.elapsed().as_secs_f64()
+    ));
+    testbed::system::drop_caches().map_err(|e| e.to_string())?;
+
+    let mut server = vodkit_server::ServerConfig::new(mount);
+    server.listen = ([127, 0, 0, 1], 0).into();
+    server.access_log = Some(o.dir.join("access.log"));
+    server.io.mode = vodkit_prefetch::IoMode::Asap;
+    server.io.prefetch = Some(o.policy.clone());
+    server.io.stats_every = None;
+    server.worker_threads = 2;
+    let _ = std::fs::remove_file(o.dir.join("access.log"));
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(step("server runtime"))?;
+    let handle = runtime
+        .block_on(vodkit_server::Server::bind(server))
+        .map_err(step("server"))?;
+    let target = vodkit_load::Target::parse(&format!("http://{}", handle.local_addr()), false)
+        .map_err(|e| e.0)?;
+    let mut load = vodkit_load::LoadConfig::new(target, w.sessions.clone(), 1.0);
+    let meta = vodkit_load::input::read_meta(&w.dir.join("workload.json")).map_err(|e| e.0)?;
+    load.apply_meta(&meta);
+    load.workers = Some(1);
+    load.source = w.dir.join("sessions.jsonl").display().to_string();
+
+    let state = tb.state();
+    let before = testbed::counters(state).map_err(|e| e.to_string())?;
+    let start_s = epoch_s();
+    note("replaying sessions ...");
+    let peak = AtomicU64::new(0);
+    let done = AtomicBool::new(false);
+    let outcome = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            while !done.load(Ordering::Relaxed) {
+                let held = shrink::outstanding_prefetch(&handle.stats().prefetch.prefetch);
+                peak.fetch_max(held, Ordering::Relaxed);
+                std::thread::sleep(Duration::from_millis(200));
+            }
+        });
+        let r = vodkit_load::run(load, vodkit_load::CancellationToken::new());
+        done.store(true, Ordering::Relaxed);
+        r
+    });
+    runtime.block_on(handle.shutdown());
+    drop(runtime);
+    let end_s = epoch_s();
+    let after = testbed::counters(state).map_err(|e| e.to_string())?;
+    let run = outcome.map_err(|e| format!("load: {e}"))?;
+    let r = &run.results;
+    let failed = r.requests.timed_out + r.requests.errors.values().sum::<u64>();
+    note(&format!(
+        "load: {} requests completed, {failed} failed, {:.0} s",
+        r.requests.completed, r.run.elapsed_s
+    ));
+    Ok((
+        Measured {
+            start_s,
+            end_s,
+            read_bytes: after.read_bytes - before.read_bytes,
+            reads: after.reads - before.reads,
+            busy_s: after.busy_secs - before.busy_secs,
+            peak_memory_bytes: Some(peak.load(Ordering::Relaxed)),
+        },
+        LoadSummary {
+            elapsed_s: r.run.elapsed_s,
+            completed: r.requests.completed,
+            failed,
+            seeks: after.seeks - before.seeks,
+        },
+    ))
+}
+
+/// Chains of the server's access log (written to `out/chains.csv`), as a trace.
+fn chains_of(log: &Path, files_csv: &Path, out: &Path) -> Result<Trace, String> {
+    let table = vodkit_trace::FileTable::from_csv(files_csv)?;
+    let file = std::fs::File::open(log).map_err(step(&log.display().to_string()))?;
+    let opts = vodkit_trace::AnalyzeOptions {
+        format: vodkit_trace::LogFormat::Vodkit,
+        ..Default::default()
+    };
+    let mut sink = vodkit_trace::output::DirSink::create(out, true, false)
+        .map_err(step(&out.display().to_string()))?;
+    vodkit_trace::analyze(BufReader::new(file), table, &opts, &mut sink)
+        .map_err(step(&log.display().to_string()))?;
+    sink.finish().map_err(step(&out.display().to_string()))?;
+    Trace::load(&out.join("chains.csv"), files_csv)
+}
+
+/// The report as text lines.
+pub fn summary_text(r: &RunReport) -> String {
+    let v = &r.validation;
+    let mut s = format!(
+        "validation: {} on {} (t_max {:.1} MB/s, s_max {:.1} seeks/s), {} sessions, {} chains, {:.0} s window\n",
+        r.policy, r.preset, r.t_max_mb_s, r.s_max_per_s, r.sessions, r.chains, v.window_s
+    );
+    s += &format!(
+        "disk utilization: measured {:.2}% (device busy {:.1} s, {} reads, {:.0} MB), simulated {:.2}% ({} reads, {:.0} MB): error {:+.1}%\n",
+        v.measured_util * 100.0,
+        r.measured.busy_s,
+        r.measured.reads,
+        r.measured.read_bytes as f64 / 1e6,
+        v.simulated_util * 100.0,
+        v.simulated_reads,
+        v.simulated_read_bytes as f64 / 1e6,
+        v.util_error * 100.0
+    );
+    s += &format!(
+        "prefetch memory: measured peak {:.1} MB outstanding, simulated peak {:.1} MB: error {}\n",
+        v.measured_memory_bytes.unwrap_or(0) as f64 / 1e6,
+        v.simulated_memory_bytes as f64 / 1e6,
+        v.memory_error
+            .map_or("n/a".into(), |e| format!("{:+.1}%", e * 100.0))
+    );
+    if let Some(d) = &r.drive_model {
+        s += &format!(
+            "simulated reads through the drive model: busiest minute {:.2}% vs linear {:.2}% ({:+.1}%)\n",
+            d.drive_model_max_util * 100.0,
+            d.linear_max_util * 100.0,
+            d.max_util_error * 100.0
+        );
+    }
+    s
+}
