@@ -29,8 +29,8 @@ const AUDIO_CADENCE_S: f64 = 10.0;
 const AUDIO_STEP_S: f64 = 5.0;
 
 /// What an event during playback is: pause, skip, otherwise a bit-rate change.
-const PAUSE_SHARE: f64 = 0.18;
-const SKIP_SHARE: f64 = 0.22;
+const PAUSE_SHARE: f64 = 0.3;
+const SKIP_SHARE: f64 = 0.2;
 
 /// Smallest forward and backward skips, in segments.
 const MIN_SKIP_FORWARD_SEGS: u32 = 15;
@@ -65,7 +65,7 @@ pub struct SessionParams {
 impl Default for SessionParams {
     fn default() -> Self {
         SessionParams {
-            event_mean_s: 240.0,
+            event_mean_s: 480.0,
             short_share: 0.30,
             combined_share: 0.15,
             open_video_share: 0.15,
