@@ -14,8 +14,13 @@ use std::time::Duration;
 /// Demo settings (exposed so the docs and tests use the same numbers).
 pub const SPEC: &str = "youtube-2011";
 pub const SCALE: f64 = 0.1;
-/// Titles capped at 40 s so sessions finish inside the short measurement runs.
-pub const SETS: [&str; 1] = ["catalog.max_duration=40s"];
+/// Titles capped at 40 s so sessions finish inside the short measurement runs, and request
+/// ramps sized for sessions that short (the thesis ramps assume 16 requests per session).
+pub const SETS: [&str; 3] = [
+    "catalog.max_duration=40s",
+    "measurement.ramp_up_requests=60",
+    "measurement.ramp_down_requests=30",
+];
 pub const POINT_S: u64 = 45;
 /// Memory budget on the emulated disk (smaller than the file set, so the disk matters).
 pub const MEMORY_BYTES: u64 = 256 << 20;
