@@ -401,6 +401,18 @@ pub fn create(
     Ok(report)
 }
 
+/// A file set root that must already exist.
+fn require_dir(root: &Path) -> Result<(), FilesetError> {
+    if root.is_dir() {
+        Ok(())
+    } else {
+        Err(FilesetError::Input(format!(
+            "{}: no such directory (create the file set with `vodkit fileset create`)",
+            root.display()
+        )))
+    }
+}
+
 /// One file that does not hold what the catalog says.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Problem {
@@ -424,6 +436,7 @@ pub fn verify(
     progress: bool,
 ) -> Result<VerifyReport, FilesetError> {
     let started = Instant::now();
+    require_dir(root)?;
     let files = planned_files(catalog, layout)?;
     let total: u64 = files.iter().map(|(_, f)| f.size_bytes).sum();
     let pb = bar(total, progress, "verifying");

@@ -150,6 +150,7 @@ pub fn report(
     root: &Path,
     layout: Option<Layout>,
 ) -> Result<PlacementReport, FilesetError> {
+    super::require_dir(root)?;
     let files = planned_files(catalog, layout)?;
     let fs_bytes = filesystem_bytes(root)?;
     let mut per_title: Vec<TitlePlacement> = Vec::new();
