@@ -51,9 +51,9 @@ impl RunOptions {
             titles: 3000,
             arrivals_s: 60.0,
             limits: ShrinkLimits {
-                session_s: 90.0,
-                max_end: 64 << 20,
-                margin: 16 << 20,
+                session_s: 80.0,
+                max_end: 48 << 20,
+                margin: 8 << 20,
             },
             preset: "hitachi-5k3000".into(),
             policy: "fixed:2MiB".into(),
@@ -176,6 +176,16 @@ pub fn run(o: &RunOptions, note: &mut dyn FnMut(&str)) -> Result<RunReport, Stri
         ));
     }
     let capacity = Capacity::from_preset(&o.preset)?;
+    let mut o = o.clone();
+    // Files keep at least one prefetch past the last byte requested.
+    if let Some(size) = o
+        .policy
+        .strip_prefix("fixed:")
+        .and_then(|v| v.parse::<bytesize::ByteSize>().ok())
+    {
+        o.limits.margin = o.limits.margin.max(size.as_u64());
+    }
+    let o = &o;
     testbed::preflight().map_err(|e| format!("emulated disk: {e}"))?;
     std::fs::create_dir_all(&o.dir).map_err(step(&o.dir.display().to_string()))?;
     let w = prepare_workload(o, note)?;
@@ -201,6 +211,9 @@ pub fn run(o: &RunOptions, note: &mut dyn FnMut(&str)) -> Result<RunReport, Stri
     let _ = std::fs::remove_file(&image);
     let mut cfg = testbed::Config::new(&o.preset, image_bytes, &image, &mount);
     cfg.reformat = true;
+    // A state directory of its own: tools that clean up devices listed under the shared
+    // default (/run/vodkit/hdd) must not take this one down mid-run.
+    cfg.state_root = o.dir.join("hdd-state");
     let tb = Testbed::up(&cfg).map_err(|e| format!("emulated disk up: {e}"))?;
     let measured = serve_and_load(o, &w, &tb, &mount, note);
     let down = tb.down().map_err(|e| format!("emulated disk down: {e}"));
@@ -357,6 +370,10 @@ fn chains_of(log: &Path, files_csv: &Path, out: &Path) -> Result<Trace, String> 
     Trace::load(&out.join("chains.csv"), files_csv)
 }
 
+fn pct(e: Option<f64>) -> String {
+    e.map_or("n/a".into(), |e| format!("{:+.1}%", e * 100.0))
+}
+
 /// The report as text lines.
 pub fn summary_text(r: &RunReport) -> String {
     let v = &r.validation;
@@ -365,10 +382,11 @@ pub fn summary_text(r: &RunReport) -> String {
         r.policy, r.preset, r.t_max_mb_s, r.s_max_per_s, r.sessions, r.chains, v.window_s
     );
     s += &format!(
-        "disk utilization: measured {:.2}% (device busy {:.1} s, {} reads, {:.0} MB), simulated {:.2}% ({} reads, {:.0} MB): error {:+.1}%\n",
+        "disk utilization: measured {:.2}% (device busy {:.1} s, {} reads, {} seeks, {:.0} MB), simulated {:.2}% ({} reads, {:.0} MB): error {:+.1}%\n",
         v.measured_util * 100.0,
         r.measured.busy_s,
         r.measured.reads,
+        r.device_seeks,
         r.measured.read_bytes as f64 / 1e6,
         v.simulated_util * 100.0,
         v.simulated_reads,
@@ -376,11 +394,12 @@ pub fn summary_text(r: &RunReport) -> String {
         v.util_error * 100.0
     );
     s += &format!(
-        "prefetch memory: measured peak {:.1} MB outstanding, simulated peak {:.1} MB: error {}\n",
+        "prefetch memory: measured peak {:.1} MB outstanding; simulated peak {:.1} MB outstanding (error {}), {:.1} MB in whole buffers (model; error {})\n",
         v.measured_memory_bytes.unwrap_or(0) as f64 / 1e6,
+        v.simulated_outstanding_bytes as f64 / 1e6,
+        pct(v.outstanding_error),
         v.simulated_memory_bytes as f64 / 1e6,
-        v.memory_error
-            .map_or("n/a".into(), |e| format!("{:+.1}%", e * 100.0))
+        pct(v.memory_error),
     );
     if let Some(d) = &r.drive_model {
         s += &format!(

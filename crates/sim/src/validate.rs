@@ -46,6 +46,12 @@ pub struct Validation {
     pub measured_memory_bytes: Option<u64>,
     pub simulated_memory_bytes: u64,
     pub memory_error: Option<f64>,
+    /// Peak of the simulated prefetched bytes not yet consumed ([`outstanding_peak`]): the
+    /// quantity the measured peak is, where `simulated_memory_bytes` is the model's
+    /// whole-buffer accounting.
+    pub simulated_outstanding_bytes: u64,
+    /// `simulated_outstanding / measured − 1`.
+    pub outstanding_error: Option<f64>,
 }
 
 /// Simulates `trace` under `spec` and compares with `m` (all chains are taken to be on the
@@ -82,6 +88,12 @@ pub fn compare(
     let memory = sim
         .run(spec.build().as_mut(), &mut Scratch::default())
         .max_memory_bytes;
+    let outstanding = outstanding_peak(trace, spec, cfg.release_after_s);
+    let error_of = |sim: u64| {
+        m.peak_memory_bytes
+            .filter(|&b| b > 0)
+            .map(|b| sim as f64 / b as f64 - 1.0)
+    };
     Ok(Validation {
         window_s: window,
         measured_util,
@@ -91,11 +103,58 @@ pub fn compare(
         simulated_reads: reads,
         measured_memory_bytes: m.peak_memory_bytes,
         simulated_memory_bytes: memory,
-        memory_error: m
-            .peak_memory_bytes
-            .filter(|&b| b > 0)
-            .map(|b| memory as f64 / b as f64 - 1.0),
+        memory_error: error_of(memory),
+        simulated_outstanding_bytes: outstanding,
+        outstanding_error: error_of(outstanding),
     })
+}
+
+/// Peak over time of the prefetched bytes not yet consumed, summed over chains: a chain
+/// holds what its reads fetched so far less its linear progress, from its start; past its
+/// end what is left (the waste) stays until `release_after_s` later. Between reads every
+/// chain's share only falls, so the peak is at one of the reads; all are checked.
+pub fn outstanding_peak(trace: &Trace, spec: &PolicySpec, release_after_s: f64) -> u64 {
+    let mut policy = spec.build();
+    // Per chain: its reads (time, cumulative bytes after the read).
+    let schedules: Vec<Vec<(f64, u64)>> = trace
+        .chains
+        .iter()
+        .map(|c| {
+            let mut reads = Vec::new();
+            let mut total = 0u64;
+            for_each_prefetch(c, policy.as_mut(), |t, n| {
+                total += n;
+                reads.push((t, total));
+            });
+            reads
+        })
+        .collect();
+    let held = |i: usize, t: f64| -> f64 {
+        let c = &trace.chains[i];
+        if t < c.t_start || t >= c.t_end + release_after_s {
+            return 0.0;
+        }
+        let fetched = schedules[i]
+            .iter()
+            .take_while(|&&(at, _)| at <= t)
+            .last()
+            .map_or(0, |&(_, f)| f) as f64;
+        let span = c.t_end - c.t_start;
+        let consumed = if span <= 0.0 || t >= c.t_end {
+            c.bytes as f64
+        } else {
+            c.bytes as f64 * (t - c.t_start) / span
+        };
+        (fetched - consumed).max(0.0)
+    };
+    let mut peak = 0.0f64;
+    for reads in &schedules {
+        for &(t, _) in reads {
+            let total: f64 = (0..trace.chains.len()).map(|i| held(i, t)).sum();
+            peak = peak.max(total);
+        }
+    }
+    peak.round() as u64
 }
 
 /// The simulator's utilization against the drive timing model, per drive and interval.
@@ -189,9 +248,52 @@ mod tests {
     use crate::model::Capacity;
     use vodkit_prefetch::ChainKind;
 
+    const MIB: u64 = 1 << 20;
+
+    fn chain(file: u32, bytes: u64, t_start: f64, t_end: f64) -> SimChain {
+        SimChain {
+            file,
+            drive: 0,
+            offset: 0,
+            bytes,
+            t_start,
+            t_end,
+            kind: ChainKind::Other,
+            bitrate_kbps: None,
+            file_size: u64::MAX,
+        }
+    }
+
+    fn trace_of(chains: Vec<SimChain>) -> Trace {
+        Trace {
+            files: (0..chains.len()).map(|i| format!("f{i}")).collect(),
+            drives: vec!["d".into()],
+            chains,
+        }
+    }
+
+    #[test]
+    fn outstanding_bytes_of_overlapping_chains() {
+        let spec: PolicySpec = "fixed:4MiB".parse().unwrap();
+        // Chain A: 10 MiB over 0..100 s, reads at 0, 40, 80 s (12 MiB, 2 MiB wasted).
+        // Chain B: the same over 20..120 s, reads at 20, 60, 100 s.
+        // At 20 s: A holds 4 - 2 = 2 MiB, B 4 MiB; every read finds 6 MiB in all.
+        let two = trace_of(vec![
+            chain(0, 10 * MIB, 0.0, 100.0),
+            chain(1, 10 * MIB, 20.0, 120.0),
+        ]);
+        assert_eq!(outstanding_peak(&two, &spec, 40.0), 6 * MIB);
+        // B reading at 100 s: A's end leaves its 2 MiB of waste, kept 40 s more.
+        let late = trace_of(vec![
+            chain(0, 10 * MIB, 0.0, 100.0),
+            chain(1, 4 * MIB, 100.0, 200.0),
+        ]);
+        assert_eq!(outstanding_peak(&late, &spec, 40.0), 6 * MIB);
+        assert_eq!(outstanding_peak(&late, &spec, 0.0), 4 * MIB);
+    }
+
     #[test]
     fn error_against_a_hand_computed_measurement() {
-        const MIB: u64 = 1 << 20;
         // 10 MiB from 0 to 100 s with 4 MiB reads: reads at 0, 40 and 80 s.
         let trace = Trace {
             chains: vec![SimChain {
@@ -225,6 +327,9 @@ mod tests {
         assert!((v.util_error - (1.0 / 1.25 - 1.0)).abs() < 1e-9, "{v:?}");
         assert_eq!(v.simulated_memory_bytes, 4 * MIB);
         assert!((v.memory_error.unwrap() + 0.2).abs() < 1e-12);
+        // Outstanding: 4 MiB right after each read (0, 40, 80 s).
+        assert_eq!(v.simulated_outstanding_bytes, 4 * MIB);
+        assert!((v.outstanding_error.unwrap() + 0.2).abs() < 1e-12);
         let empty = Measured { end_s: 0.0, ..m };
         assert!(compare(&trace, cfg, &spec, &empty).is_err());
     }
