@@ -78,6 +78,11 @@ pub struct RunReport {
     pub requests_failed: u64,
     pub device_reads: u64,
     pub device_seeks: u64,
+    /// The engine's own totals at the end of the replay: reads issued, bytes they covered,
+    /// bytes of those not already in memory.
+    pub engine_reads: u64,
+    pub engine_read_bytes: u64,
+    pub engine_disk_bytes: u64,
     pub chains: usize,
     pub measured: Measured,
     pub validation: Validation,
@@ -248,6 +253,9 @@ pub fn run(o: &RunOptions, note: &mut dyn FnMut(&str)) -> Result<RunReport, Stri
         requests_failed: load.failed,
         device_reads: measured.reads,
         device_seeks: load.seeks,
+        engine_reads: load.engine.reads,
+        engine_read_bytes: load.engine.read_bytes,
+        engine_disk_bytes: load.engine.disk_bytes,
         chains: trace.chains.len(),
         measured,
         validation,
@@ -261,6 +269,7 @@ struct LoadSummary {
     completed: u64,
     failed: u64,
     seeks: u64,
+    engine: vodkit_prefetch::Stats,
 }
 
 /// Write the file set, drop caches, serve and replay; device counters around the replay.
@@ -325,6 +334,7 @@ fn serve_and_load(
         done.store(true, Ordering::Relaxed);
         r
     });
+    let engine = handle.stats().prefetch;
     runtime.block_on(handle.shutdown());
     drop(runtime);
     let end_s = epoch_s();
@@ -350,6 +360,7 @@ fn serve_and_load(
             completed: r.requests.completed,
             failed,
             seeks: after.seeks - before.seeks,
+            engine,
         },
     ))
 }
@@ -400,6 +411,12 @@ pub fn summary_text(r: &RunReport) -> String {
         pct(v.outstanding_error),
         v.simulated_memory_bytes as f64 / 1e6,
         pct(v.memory_error),
+    );
+    s += &format!(
+        "engine: {} reads covering {:.0} MB, {:.0} MB of them not in memory before\n",
+        r.engine_reads,
+        r.engine_read_bytes as f64 / 1e6,
+        r.engine_disk_bytes as f64 / 1e6
     );
     if let Some(d) = &r.drive_model {
         s += &format!(
