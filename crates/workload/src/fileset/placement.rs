@@ -5,83 +5,28 @@
 
 use super::{planned_files, FilesetError};
 use crate::model::{Catalog, Layout};
+use fiemap::{Fiemap, FiemapFlags};
 use serde::Serialize;
 use std::fs::File;
-use std::os::fd::AsRawFd;
 use std::path::Path;
-
-/// `_IOWR('f', 11, struct fiemap)`.
-const FS_IOC_FIEMAP: libc::c_ulong = 0xC020_660B;
-const FIEMAP_FLAG_SYNC: u32 = 0x1;
-const FIEMAP_EXTENT_LAST: u32 = 0x1;
-const EXTENTS_PER_CALL: usize = 128;
-
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-struct FiemapExtent {
-    fe_logical: u64,
-    fe_physical: u64,
-    fe_length: u64,
-    fe_reserved64: [u64; 2],
-    fe_flags: u32,
-    fe_reserved: [u32; 3],
-}
-
-#[repr(C)]
-struct Fiemap {
-    fm_start: u64,
-    fm_length: u64,
-    fm_flags: u32,
-    fm_mapped_extents: u32,
-    fm_extent_count: u32,
-    fm_reserved: u32,
-    fm_extents: [FiemapExtent; EXTENTS_PER_CALL],
-}
 
 /// A physically contiguous run of a file: (physical byte offset, length).
 pub type Extent = (u64, u64);
 
-/// Physical extents of a file, in logical order.
+/// Physical extents of a file, in logical order (data synced first so delayed
+/// allocations are placed).
 pub fn extents(path: &Path) -> Result<Vec<Extent>, FilesetError> {
     let f = File::open(path)
         .map_err(|e| FilesetError::Runtime(format!("{}: open: {e}", path.display())))?;
-    let mut out = Vec::new();
-    let mut start = 0u64;
-    loop {
-        let mut fm = Fiemap {
-            fm_start: start,
-            fm_length: u64::MAX - start,
-            fm_flags: FIEMAP_FLAG_SYNC,
-            fm_mapped_extents: 0,
-            fm_extent_count: EXTENTS_PER_CALL as u32,
-            fm_reserved: 0,
-            fm_extents: [FiemapExtent::default(); EXTENTS_PER_CALL],
-        };
-        // SAFETY: `fm` is a properly sized, writable struct fiemap with room for
-        // `fm_extent_count` extents, as FS_IOC_FIEMAP requires.
-        let rc = unsafe { libc::ioctl(f.as_raw_fd(), FS_IOC_FIEMAP as _, &mut fm as *mut Fiemap) };
-        if rc != 0 {
-            let e = std::io::Error::last_os_error();
-            return Err(FilesetError::Runtime(format!(
+    Fiemap::with_flags(f, FiemapFlags::SYNC)
+        .map(|e| e.map(|e| (e.fe_physical, e.fe_length)))
+        .collect::<std::io::Result<Vec<_>>>()
+        .map_err(|e| {
+            FilesetError::Runtime(format!(
                 "{}: FIEMAP failed ({e}); the filesystem must support FIEMAP (ext4, xfs, btrfs; not tmpfs)",
                 path.display()
-            )));
-        }
-        let n = fm.fm_mapped_extents as usize;
-        if n == 0 {
-            break;
-        }
-        let mut last = false;
-        for e in &fm.fm_extents[..n.min(EXTENTS_PER_CALL)] {
-            out.push((e.fe_physical, e.fe_length));
-            start = e.fe_logical + e.fe_length;
-            last |= e.fe_flags & FIEMAP_EXTENT_LAST != 0;
-        }
-        if last {
-            break;
-        }
-    }
-    Ok(out)
+            ))
+        })
 }
 
 /// Placement of one title.
