@@ -207,3 +207,40 @@ fn nginx_log_with_session_header_and_file_table() {
     assert_eq!(a.phases.phases.stable, 1);
     assert_eq!(a.phases.phases.transient, 0);
 }
+
+#[test]
+fn report_renders_every_section_with_plots() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = NetflixSpec::new(5, 0.03, &[]).unwrap();
+    synth_log(&spec, dir.path()).unwrap();
+    let files = FileTable::from_csv(&dir.path().join("files.csv")).unwrap();
+    let log = std::io::BufReader::new(std::fs::File::open(dir.path().join("log.csv")).unwrap());
+    let a = analyze(
+        log,
+        files,
+        &AnalyzeOptions::default(),
+        &mut Collect::default(),
+    )
+    .unwrap();
+    let html = vodkit_trace::report::html(&a);
+    for needle in [
+        "Table 5.2",
+        "Table 5.3",
+        "Table 5.4",
+        "Fig. 5.11",
+        "Fig. 5.13",
+        "Fig. 5.17",
+        "Fig. 5.20",
+        "Fig. 5.5",
+        "Fig. 5.7",
+        "Fig. 5.10",
+    ] {
+        assert!(html.contains(needle), "report lacks {needle}");
+    }
+    assert!(html.matches("<svg").count() >= 7);
+    assert!(
+        !html.contains("no data</text>"),
+        "every plot of a synthesized log has data"
+    );
+    assert!(html.ends_with("</html>\n"));
+}
