@@ -3,9 +3,10 @@
 use std::path::PathBuf;
 use vodkit_preload::daemon::{serve_until_signalled, DaemonConfig, Mode};
 
+/// How the daemon runs; shared with `vodkit preload`, which starts one when needed.
 #[derive(clap::Args)]
-pub struct Args {
-    /// Unix socket to listen on (the library finds it through VODKIT_PREFETCHD_SOCKET).
+pub struct DaemonArgs {
+    /// Unix socket of the daemon (the library finds it through VODKIT_PREFETCHD_SOCKET).
     #[arg(long, default_value_os_t = vodkit_preload::default_socket())]
     pub socket: PathBuf,
     /// Prefetch policy: none, fixed:SIZE, sqrt:SIZE@KBPS, first-grow, auto, ...
@@ -18,6 +19,18 @@ pub struct Args {
     /// both, or track (record misses only).
     #[arg(long, default_value = "both")]
     pub mode: String,
+}
+
+impl DaemonArgs {
+    pub fn config(&self) -> anyhow::Result<DaemonConfig> {
+        config(&self.socket, &self.prefetch, self.per_device, &self.mode)
+    }
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub daemon: DaemonArgs,
     /// Write metrics as JSON to this file every --metrics-interval and at exit.
     #[arg(long)]
     pub metrics: Option<PathBuf>,
@@ -30,7 +43,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let config = config(&args.socket, &args.prefetch, args.per_device, &args.mode)?;
+    let config = args.daemon.config()?;
     eprintln!(
         "prefetchd: listening on {} (mode {}, policy {}, {}); Ctrl-C stops",
         config.socket.display(),
@@ -48,7 +61,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         args.metrics_interval.into(),
         args.admin,
     )
-    .map_err(|e| anyhow::anyhow!("prefetchd on {}: {e}", args.socket.display()))?;
+    .map_err(|e| anyhow::anyhow!("prefetchd on {}: {e}", args.daemon.socket.display()))?;
     println!("{}", serde_json::to_string_pretty(&last)?);
     Ok(())
 }

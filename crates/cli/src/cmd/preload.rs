@@ -10,18 +10,10 @@ pub struct Args {
     /// Print the path of the preload library (writing it there if needed) and exit.
     #[arg(long)]
     pub print_path: bool,
-    /// Daemon socket; a daemon is started on it unless one already listens there.
-    #[arg(long, default_value_os_t = vodkit_preload::default_socket())]
-    pub socket: PathBuf,
-    /// Prefetch policy for a daemon started here.
-    #[arg(long, default_value = "fixed:2MiB")]
-    pub prefetch: String,
-    /// One I/O worker per device (daemon started here).
-    #[arg(long)]
-    pub per_device: bool,
-    /// serialize, prefetch, both or track (daemon started here).
-    #[arg(long, default_value = "both")]
-    pub mode: String,
+    /// The daemon to use; one is started with these settings unless one already listens
+    /// on the socket.
+    #[command(flatten)]
+    pub daemon: super::prefetchd::DaemonArgs,
     /// Longest time the library waits for the daemon before reading anyway.
     #[arg(long)]
     pub timeout: Option<humantime::Duration>,
@@ -45,8 +37,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "nothing to run: give a command after `--` (or --print-path)",
         ));
     };
-    let config =
-        super::prefetchd::config(&args.socket, &args.prefetch, args.per_device, &args.mode)?;
+    let config = args.daemon.config()?;
     let mut preload = Preload::start(config)?;
     if preload.daemon().is_none() {
         eprintln!(
