@@ -14,10 +14,12 @@ use std::time::Duration;
 /// Demo settings (exposed so the docs and tests use the same numbers).
 pub const SPEC: &str = "youtube-2011";
 pub const SCALE: f64 = 0.1;
-/// Titles capped at 40 s so sessions finish inside the short measurement runs, and request
-/// ramps sized for sessions that short (the thesis ramps assume 16 requests per session).
-pub const SETS: [&str; 3] = [
+/// Titles capped at 40 s so sessions finish inside the short measurement runs, enough
+/// sessions (3,000 after scaling) that high rates do not run out of them within a point,
+/// and request ramps sized for sessions that short (the thesis assumes 16 per session).
+pub const SETS: [&str; 4] = [
     "catalog.max_duration=40s",
+    "catalog.collections.sd.sessions=30000",
     "measurement.ramp_up_requests=60",
     "measurement.ramp_down_requests=30",
 ];
@@ -89,7 +91,7 @@ pub fn run(
         memory,
         suts,
         point: Duration::from_secs(POINT_S),
-        guess_mb_s: 10.0,
+        guess_mb_s: 20.0,
         max_steps: 3,
         sequential: false,
         precision_div: 4.0,
