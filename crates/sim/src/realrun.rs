@@ -40,6 +40,10 @@ pub struct RunOptions {
     pub preset: String,
     /// The fixed policy, e.g. `fixed:2MiB`.
     pub policy: String,
+    /// `read_ahead_kb` of the emulated device; `Some(0)` (default): the kernel adds no
+    /// readahead to the engine's reads, so the disk reads what the policy asks for, as in
+    /// the model. `None` keeps the kernel's default.
+    pub read_ahead_kb: Option<u64>,
 }
 
 impl RunOptions {
@@ -57,6 +61,7 @@ impl RunOptions {
             },
             preset: "hitachi-5k3000".into(),
             policy: "fixed:2MiB".into(),
+            read_ahead_kb: Some(0),
         }
     }
 }
@@ -66,6 +71,7 @@ impl RunOptions {
 pub struct RunReport {
     pub preset: String,
     pub policy: String,
+    pub read_ahead_kb: Option<u64>,
     pub t_max_mb_s: f64,
     pub s_max_per_s: f64,
     pub sessions: usize,
@@ -83,6 +89,11 @@ pub struct RunReport {
     pub engine_reads: u64,
     pub engine_read_bytes: u64,
     pub engine_disk_bytes: u64,
+    /// Prefetched bytes found gone from memory when requested (the model assumes none;
+    /// another process dropping the page cache during the run causes them), and how
+    /// many such evictions.
+    pub engine_evicted_bytes: u64,
+    pub engine_evictions: u64,
     pub chains: usize,
     pub measured: Measured,
     pub validation: Validation,
@@ -216,6 +227,7 @@ pub fn run(o: &RunOptions, note: &mut dyn FnMut(&str)) -> Result<RunReport, Stri
     let _ = std::fs::remove_file(&image);
     let mut cfg = testbed::Config::new(&o.preset, image_bytes, &image, &mount);
     cfg.reformat = true;
+    cfg.tuning.read_ahead_kb = o.read_ahead_kb;
     // A state directory of its own: tools that clean up devices listed under the shared
     // default (/run/vodkit/hdd) must not take this one down mid-run.
     cfg.state_root = o.dir.join("hdd-state");
@@ -241,6 +253,7 @@ pub fn run(o: &RunOptions, note: &mut dyn FnMut(&str)) -> Result<RunReport, Stri
     Ok(RunReport {
         preset: o.preset.clone(),
         policy: o.policy.clone(),
+        read_ahead_kb: o.read_ahead_kb,
         t_max_mb_s: capacity.t_max_mb_s,
         s_max_per_s: capacity.s_max_per_s,
         sessions: w.sessions.len(),
@@ -256,6 +269,8 @@ pub fn run(o: &RunOptions, note: &mut dyn FnMut(&str)) -> Result<RunReport, Stri
         engine_reads: load.engine.reads,
         engine_read_bytes: load.engine.read_bytes,
         engine_disk_bytes: load.engine.disk_bytes,
+        engine_evicted_bytes: load.engine.prefetch.evicted_bytes,
+        engine_evictions: load.engine.prefetch.evictions,
         chains: trace.chains.len(),
         measured,
         validation,
@@ -389,8 +404,8 @@ fn pct(e: Option<f64>) -> String {
 pub fn summary_text(r: &RunReport) -> String {
     let v = &r.validation;
     let mut s = format!(
-        "validation: {} on {} (t_max {:.1} MB/s, s_max {:.1} seeks/s), {} sessions, {} chains, {:.0} s window\n",
-        r.policy, r.preset, r.t_max_mb_s, r.s_max_per_s, r.sessions, r.chains, v.window_s
+        "validation: {} on {} (t_max {:.1} MB/s, s_max {:.1} seeks/s, read_ahead_kb {}), {} sessions, {} chains, {:.0} s window\n",
+        r.policy, r.preset, r.t_max_mb_s, r.s_max_per_s, r.read_ahead_kb.map_or("default".into(), |k| k.to_string()), r.sessions, r.chains, v.window_s
     );
     s += &format!(
         "disk utilization: measured {:.2}% (device busy {:.1} s, {} reads, {} seeks, {:.0} MB), simulated {:.2}% ({} reads, {:.0} MB): error {:+.1}%\n",
@@ -413,10 +428,12 @@ pub fn summary_text(r: &RunReport) -> String {
         pct(v.memory_error),
     );
     s += &format!(
-        "engine: {} reads covering {:.0} MB, {:.0} MB of them not in memory before\n",
+        "engine: {} reads covering {:.0} MB, {:.0} MB of them not in memory before; {:.0} MB of prefetched data evicted before use ({} evictions)\n",
         r.engine_reads,
         r.engine_read_bytes as f64 / 1e6,
-        r.engine_disk_bytes as f64 / 1e6
+        r.engine_disk_bytes as f64 / 1e6,
+        r.engine_evicted_bytes as f64 / 1e6,
+        r.engine_evictions
     );
     if let Some(d) = &r.drive_model {
         s += &format!(

@@ -71,6 +71,10 @@ pub struct Args {
     /// With --validate: seed of the workload.
     #[arg(long, default_value_t = 1, requires = "validate")]
     validate_seed: u64,
+    /// With --validate: read_ahead_kb of the emulated device (0: the kernel adds no
+    /// readahead to the server's reads, as in the model; `default`: leave it).
+    #[arg(long, default_value = "0", requires = "validate")]
+    validate_read_ahead_kb: String,
 }
 
 fn seconds(flag: &str, v: &str) -> anyhow::Result<f64> {
@@ -169,6 +173,14 @@ fn validate(args: &Args) -> anyhow::Result<()> {
     }
     o.sessions = args.validate_sessions;
     o.seed = args.validate_seed;
+    o.read_ahead_kb = match args.validate_read_ahead_kb.as_str() {
+        "default" => None,
+        v => Some(v.parse().map_err(|_| {
+            usage(format!(
+                "--validate-read-ahead-kb {v}: expected KiB (a whole number) or default"
+            ))
+        })?),
+    };
     let rep = vodkit_sim::realrun::run(&o, &mut |line: &str| eprintln!("{line}"))
         .map_err(|e| anyhow::anyhow!(e))?;
     let path = args.out.join("validate.json");
