@@ -71,7 +71,8 @@ impl RunOptions {
 pub struct RunReport {
     pub preset: String,
     pub policy: String,
-    pub read_ahead_kb: Option<u64>,
+    /// `read_ahead_kb` of the emulated device during the run.
+    pub read_ahead_kb: u64,
     pub t_max_mb_s: f64,
     pub s_max_per_s: f64,
     pub sessions: usize,
@@ -227,15 +228,15 @@ pub fn run(o: &RunOptions, note: &mut dyn FnMut(&str)) -> Result<RunReport, Stri
     let _ = std::fs::remove_file(&image);
     let mut cfg = testbed::Config::new(&o.preset, image_bytes, &image, &mount);
     cfg.reformat = true;
-    cfg.tuning.read_ahead_kb = o.read_ahead_kb;
     // A state directory of its own: tools that clean up devices listed under the shared
     // default (/run/vodkit/hdd) must not take this one down mid-run.
     cfg.state_root = o.dir.join("hdd-state");
     let tb = Testbed::up(&cfg).map_err(|e| format!("emulated disk up: {e}"))?;
-    let measured = serve_and_load(o, &w, &tb, &mount, note);
+    let measured = set_read_ahead(&tb, o.read_ahead_kb)
+        .and_then(|ra| serve_and_load(o, &w, &tb, &mount, note).map(|(m, l)| (m, l, ra)));
     let down = tb.down().map_err(|e| format!("emulated disk down: {e}"));
     let _ = std::fs::remove_file(&image);
-    let (measured, load) = measured?;
+    let (measured, load, read_ahead_kb) = measured?;
     down?;
 
     let log = o.dir.join("access.log");
@@ -253,7 +254,7 @@ pub fn run(o: &RunOptions, note: &mut dyn FnMut(&str)) -> Result<RunReport, Stri
     Ok(RunReport {
         preset: o.preset.clone(),
         policy: o.policy.clone(),
-        read_ahead_kb: o.read_ahead_kb,
+        read_ahead_kb,
         t_max_mb_s: capacity.t_max_mb_s,
         s_max_per_s: capacity.s_max_per_s,
         sessions: w.sessions.len(),
@@ -276,6 +277,31 @@ pub fn run(o: &RunOptions, note: &mut dyn FnMut(&str)) -> Result<RunReport, Stri
         validation,
         drive_model,
     })
+}
+
+/// Set the device's `read_ahead_kb` once it is mounted (the kernel recomputes it from the
+/// queue limits while the loop device is set up, so a value given before is lost) and
+/// return the value in force.
+fn set_read_ahead(tb: &Testbed, kb: Option<u64>) -> Result<u64, String> {
+    let dev = &tb.state().loop_device;
+    let now = match kb {
+        Some(kb) => {
+            let tuning = testbed::QueueTuning {
+                read_ahead_kb: Some(kb),
+                ..Default::default()
+            };
+            testbed::queue::apply(dev, &tuning)
+        }
+        None => testbed::queue::read(dev),
+    }
+    .map_err(|e| format!("{dev}: {e}"))?;
+    match kb {
+        Some(kb) if now.read_ahead_kb != kb => Err(format!(
+            "{dev}: read_ahead_kb is {} after setting {kb}",
+            now.read_ahead_kb
+        )),
+        _ => Ok(now.read_ahead_kb),
+    }
 }
 
 /// What the load run reported.
@@ -405,7 +431,7 @@ pub fn summary_text(r: &RunReport) -> String {
     let v = &r.validation;
     let mut s = format!(
         "validation: {} on {} (t_max {:.1} MB/s, s_max {:.1} seeks/s, read_ahead_kb {}), {} sessions, {} chains, {:.0} s window\n",
-        r.policy, r.preset, r.t_max_mb_s, r.s_max_per_s, r.read_ahead_kb.map_or("default".into(), |k| k.to_string()), r.sessions, r.chains, v.window_s
+        r.policy, r.preset, r.t_max_mb_s, r.s_max_per_s, r.read_ahead_kb, r.sessions, r.chains, v.window_s
     );
     s += &format!(
         "disk utilization: measured {:.2}% (device busy {:.1} s, {} reads, {} seeks, {:.0} MB), simulated {:.2}% ({} reads, {:.0} MB): error {:+.1}%\n",
