@@ -40,9 +40,9 @@ pub struct RunOptions {
     pub preset: String,
     /// The fixed policy, e.g. `fixed:2MiB`.
     pub policy: String,
-    /// `read_ahead_kb` of the emulated device; `Some(0)` (default): the kernel adds no
-    /// readahead to the engine's reads, so the disk reads what the policy asks for, as in
-    /// the model. `None` keeps the kernel's default.
+    /// `read_ahead_kb` to set on the emulated device; `None` (default) keeps the kernel's.
+    /// 0 does not make the disk read what the policy asks for: the kernel then splits the
+    /// engine's reads into single pages (docs/simulate.md).
     pub read_ahead_kb: Option<u64>,
 }
 
@@ -61,7 +61,7 @@ impl RunOptions {
             },
             preset: "hitachi-5k3000".into(),
             policy: "fixed:2MiB".into(),
-            read_ahead_kb: Some(0),
+            read_ahead_kb: None,
         }
     }
 }

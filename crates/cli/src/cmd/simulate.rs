@@ -71,9 +71,9 @@ pub struct Args {
     /// With --validate: seed of the workload.
     #[arg(long, default_value_t = 1, requires = "validate")]
     validate_seed: u64,
-    /// With --validate: read_ahead_kb of the emulated device (0: the kernel adds no
-    /// readahead to the server's reads, as in the model; `default`: leave it).
-    #[arg(long, default_value = "0", requires = "validate")]
+    /// With --validate: read_ahead_kb to set on the emulated device (`default`: leave the
+    /// kernel's).
+    #[arg(long, default_value = "default", requires = "validate")]
     validate_read_ahead_kb: String,
 }
 
