@@ -46,9 +46,12 @@ pub fn restore_sigpipe() {
     }
 }
 
+/// Log to stderr at `warn` (`VODKIT_LOG` overrides, e.g. `VODKIT_LOG=debug`). The FUSE
+/// library's notices about operations the emulated disk does not implement are noise for
+/// users, so it logs errors only.
 pub fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_env("VODKIT_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,fuser=error"));
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

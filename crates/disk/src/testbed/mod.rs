@@ -343,6 +343,9 @@ impl Testbed {
         }
         let mnt = cfg.mount.to_string_lossy().to_string();
         system::run("mount", &["-t", "ext4", "-o", "noatime", &dev, &mnt])?;
+        // Opening and mounting the device resets some queue settings (read_ahead_kb among
+        // them), so the tuning is applied again once the filesystem is mounted.
+        queue::apply(&name, &tuning)?;
         self.state.ready = true;
         save_state(&self.dir, &self.state)
     }
