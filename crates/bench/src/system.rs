@@ -6,7 +6,6 @@ use crate::experiment::{Sampler, SystemFigures};
 use crate::launch::CommandWrap;
 use crate::point::DiskMetrics;
 use std::os::unix::fs::MetadataExt;
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -179,24 +178,7 @@ impl Budget {
     pub fn wrap(&self) -> Option<CommandWrap> {
         let procs = self.inner.as_ref()?.procs_file();
         Some(Box::new(move |mut cmd: std::process::Command| {
-            let path = std::ffi::CString::new(procs.to_string_lossy().as_bytes())
-                .map_err(|_| "cgroup path contains NUL".to_string())?;
-            // SAFETY: only open/write/close (async-signal-safe) run between fork and exec.
-            unsafe {
-                cmd.pre_exec(move || {
-                    let fd = libc::open(path.as_ptr(), libc::O_WRONLY);
-                    if fd < 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    let ok = libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
-                    libc::close(fd);
-                    if ok {
-                        Ok(())
-                    } else {
-                        Err(std::io::Error::last_os_error())
-                    }
-                });
-            }
+            vodkit_disk::memory::confine_to(&procs, &mut cmd).map_err(|e| e.to_string())?;
             Ok(cmd)
         }))
     }

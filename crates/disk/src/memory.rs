@@ -149,25 +149,7 @@ impl MemoryBudget {
     /// Make `cmd` join the budget between fork and exec, so the program and everything it
     /// starts are charged from the first byte (use this to start a server under test).
     pub fn confine(&self, cmd: &mut Command) -> Result<(), Error> {
-        let procs = CString::new(self.procs_file().to_string_lossy().as_bytes())
-            .map_err(|_| Error::Unsupported("cgroup path contains NUL".into()))?;
-        // SAFETY: only async-signal-safe calls (open, write, close) run in the child.
-        unsafe {
-            cmd.pre_exec(move || {
-                let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
-                if fd < 0 {
-                    return Err(std::io::Error::last_os_error());
-                }
-                let ok = libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
-                libc::close(fd);
-                if ok {
-                    Ok(())
-                } else {
-                    Err(std::io::Error::last_os_error())
-                }
-            });
-        }
-        Ok(())
+        confine_to(&self.procs_file(), cmd)
     }
 
     /// Move process `pid` into the budget (its existing children stay where they are).
@@ -317,6 +299,30 @@ pub fn evict_file(path: &Path) -> Result<(), Error> {
         return Err(Error::Io {
             context: format!("{}", path.display()),
             source: std::io::Error::from_raw_os_error(rc),
+        });
+    }
+    Ok(())
+}
+
+/// Make `cmd` join the cgroup whose `cgroup.procs` file is `procs` between fork and exec
+/// (for callers that keep only the path, e.g. a command wrapper that outlives a borrow).
+pub fn confine_to(procs: &Path, cmd: &mut Command) -> Result<(), Error> {
+    let procs = CString::new(procs.to_string_lossy().as_bytes())
+        .map_err(|_| Error::Unsupported("cgroup path contains NUL".into()))?;
+    // SAFETY: only async-signal-safe calls (open, write, close) run in the child.
+    unsafe {
+        cmd.pre_exec(move || {
+            let fd = libc::open(procs.as_ptr(), libc::O_WRONLY);
+            if fd < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let ok = libc::write(fd, b"0".as_ptr().cast(), 1) == 1;
+            libc::close(fd);
+            if ok {
+                Ok(())
+            } else {
+                Err(std::io::Error::last_os_error())
+            }
         });
     }
     Ok(())
