@@ -2,7 +2,8 @@
 //! and keep-alive tuned for long streaming sessions, loading only the modules it needs,
 //! with every path inside the run directory and the listener on loopback.
 
-use std::path::{Path, PathBuf};
+use crate::nginx::quoted;
+use std::path::PathBuf;
 
 /// Where Debian keeps the Apache modules.
 pub const MODULE_DIR: &str = "/usr/lib/apache2/modules";
@@ -34,10 +35,6 @@ impl ApacheSetup {
     pub fn access_log(&self) -> PathBuf {
         self.run_dir.join("access.log")
     }
-}
-
-fn quoted(p: &Path) -> String {
-    format!("\"{}\"", p.display().to_string().replace('"', "\\\""))
 }
 
 /// Render the apache2.conf for `setup`.

@@ -49,7 +49,8 @@ impl NginxSetup {
     }
 }
 
-fn quoted(p: &Path) -> String {
+/// A path as a double-quoted config string (nginx and Apache read the same quoting).
+pub(crate) fn quoted(p: &Path) -> String {
     format!("\"{}\"", p.display().to_string().replace('"', "\\\""))
 }
 
