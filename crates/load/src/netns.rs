@@ -362,6 +362,11 @@ fn batch(tool: &str, args: &[&str], input: &str) -> Result<(), String> {
     let out = child
         .wait_with_output()
         .map_err(|e| format!("{tool}: {e}"))?;
+    outcome(tool, args, &out)
+}
+
+/// `Ok` when the tool succeeded, else one line with the command and its stderr.
+fn outcome(tool: &str, args: &[&str], out: &std::process::Output) -> Result<(), String> {
     if out.status.success() {
         return Ok(());
     }
@@ -386,15 +391,7 @@ fn run(tool: &str, args: &[&str]) -> Result<(), String> {
         .args(args)
         .output()
         .map_err(|e| format!("cannot run {tool}: {e}"))?;
-    if out.status.success() {
-        return Ok(());
-    }
-    let err = String::from_utf8_lossy(&out.stderr);
-    Err(format!(
-        "`{tool} {}` failed: {}",
-        args.join(" "),
-        err.trim().replace('\n', "; ")
-    ))
+    outcome(tool, args, &out)
 }
 
 /// Namespaces named by this module whose process no longer exists.
