@@ -2,16 +2,14 @@
 //! each one's maximum failure-free rate and report the results side by side.
 //!
 //! The pieces are independent of each other and of the other vodkit crates: [`sut`] parses
-//! the server list, [`nginx`]/[`apache`]/[`process`] run the unmodified peers, [`search`] is
-//! the pure capacity search, [`report`] writes bench.json/report.md/report.html, and
-//! [`scenario`] holds the seed experiments as data.
+//! the server list, [`peers`]/[`process`] (from `vodkit-peers`) run the unmodified peers,
+//! [`search`] is the pure capacity search, [`report`] writes bench.json/report.md/report.html,
+//! and [`scenario`] holds the seed experiments as data.
 
 pub mod adapters;
-pub mod apache;
 pub mod demo;
 pub mod experiment;
 pub mod launch;
-pub mod nginx;
 pub mod peers;
 pub mod point;
 pub mod prepare;

@@ -1,8 +1,8 @@
-//! Apache httpd as a server under test: a generated config for the event MPM with sendfile
+//! Apache httpd as a peer server: a generated config for the event MPM with sendfile
 //! and keep-alive tuned for long streaming sessions, loading only the modules it needs,
 //! with every path inside the run directory and the listener on loopback.
 
-use crate::nginx::quoted;
+use crate::quoted;
 use std::path::PathBuf;
 
 /// Where Debian keeps the Apache modules.

@@ -1,8 +1,9 @@
-//! nginx as a server under test: a generated config tuned the way seed 001 tuned it
+//! nginx as a peer server: a generated config tuned the way seed 001 tuned it
 //! (sendfile, long keep-alive, no per-connection request cap, one worker per core) with
 //! every writable path inside the run directory and the listener on loopback.
 
-use std::path::{Path, PathBuf};
+use crate::quoted;
+use std::path::PathBuf;
 
 /// The nginx access-log format the trace analyzer reads (docs/trace.md, `vodkit_trace`):
 /// completion time, service time, connection, session id, request URI, requested range,
@@ -47,11 +48,6 @@ impl NginxSetup {
     pub fn access_log(&self) -> PathBuf {
         self.run_dir.join("access.log")
     }
-}
-
-/// A path as a double-quoted config string (nginx and Apache read the same quoting).
-pub(crate) fn quoted(p: &Path) -> String {
-    format!("\"{}\"", p.display().to_string().replace('"', "\\\""))
 }
 
 /// Render the nginx.conf for `setup`.

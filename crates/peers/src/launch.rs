@@ -1,0 +1,153 @@
+//! Starting the unmodified peers (nginx, Apache): write the generated config into the run
+//! directory, start the program (through an optional command wrap such as a preload library
+//! or a memory budget) on a free loopback port, and wait until it serves.
+
+use crate::process::{find_program, free_port, ProcessError, ServerProcess, StartSpec};
+use crate::{apache, nginx};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+/// Turns the plain server command into the one actually run (memory budget, preload shim,
+/// extra environment). [`no_wrap`] runs it as is.
+pub type Wrap<'a> = &'a dyn Fn(Command) -> Result<Command, String>;
+
+/// Where and how a peer serves.
+pub struct PeerSetup<'a> {
+    /// The file-set root the server serves.
+    pub root: &'a Path,
+    /// A fresh directory for config, logs, pid and temp files.
+    pub run_dir: &'a Path,
+    /// Path to request to check readiness.
+    pub probe_path: &'a str,
+    pub workers: usize,
+}
+
+/// Why a peer could not be started.
+#[derive(Debug, thiserror::Error)]
+pub enum PeerError {
+    #[error("{0} is not installed (Debian: apt-get install {1}); skipped")]
+    Missing(&'static str, &'static str),
+    #[error("{0}")]
+    Wrap(String),
+    #[error(transparent)]
+    Process(#[from] ProcessError),
+    #[error("writing the {what} config in {dir}: {source}")]
+    Config {
+        what: &'static str,
+        dir: PathBuf,
+        source: std::io::Error,
+    },
+}
+
+/// The nginx binary, if installed.
+pub fn nginx_program() -> Option<PathBuf> {
+    find_program("nginx")
+}
+
+/// The Apache binary, if installed (Debian names it apache2).
+pub fn apache_program() -> Option<PathBuf> {
+    find_program("apache2").or_else(|| find_program("httpd"))
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Number of online CPUs (one worker per core).
+pub fn cores() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+const START_TIMEOUT: Duration = Duration::from_secs(20);
+
+fn write_config(what: &'static str, dir: &Path, path: &Path, text: &str) -> Result<(), PeerError> {
+    std::fs::create_dir_all(dir)
+        .and_then(|_| std::fs::write(path, text))
+        .map_err(|source| PeerError::Config {
+            what,
+            dir: dir.to_path_buf(),
+            source,
+        })
+}
+
+/// Start nginx with a generated config.
+pub fn start_nginx(setup: &PeerSetup<'_>, wrap: Wrap<'_>) -> Result<ServerProcess, PeerError> {
+    let program = nginx_program().ok_or(PeerError::Missing("nginx", "nginx"))?;
+    let port = free_port().map_err(ProcessError::from)?;
+    let cfg = nginx::NginxSetup {
+        root: setup.root.to_path_buf(),
+        run_dir: setup.run_dir.to_path_buf(),
+        port,
+        workers: setup.workers,
+        as_root: is_root(),
+        nofile: nginx::nofile_target(),
+    };
+    write_config(
+        "nginx",
+        setup.run_dir,
+        &cfg.conf_path(),
+        &nginx::render(&cfg),
+    )?;
+    let mut cmd = Command::new(program);
+    cmd.arg("-p")
+        .arg(setup.run_dir)
+        .arg("-c")
+        .arg(cfg.conf_path())
+        .args(["-e", "stderr"]);
+    let cmd = wrap(cmd).map_err(PeerError::Wrap)?;
+    Ok(ServerProcess::start(
+        cmd,
+        StartSpec {
+            name: "nginx",
+            port,
+            run_dir: setup.run_dir,
+            error_log: cfg.error_log(),
+            is_error: nginx::is_error_line,
+            probe_path: setup.probe_path,
+            timeout: START_TIMEOUT,
+        },
+    )?)
+}
+
+/// Start Apache (event MPM) with a generated config.
+pub fn start_apache(setup: &PeerSetup<'_>, wrap: Wrap<'_>) -> Result<ServerProcess, PeerError> {
+    let program = apache_program().ok_or(PeerError::Missing("apache", "apache2"))?;
+    let port = free_port().map_err(ProcessError::from)?;
+    let cfg = apache::ApacheSetup {
+        root: setup.root.to_path_buf(),
+        run_dir: setup.run_dir.to_path_buf(),
+        port,
+        processes: setup.workers,
+        drop_to: is_root().then(|| ("nobody".to_string(), "nogroup".to_string())),
+    };
+    write_config(
+        "apache",
+        setup.run_dir,
+        &cfg.conf_path(),
+        &apache::render(&cfg),
+    )?;
+    let mut cmd = Command::new(program);
+    cmd.arg("-f").arg(cfg.conf_path()).arg("-DFOREGROUND");
+    let cmd = wrap(cmd).map_err(PeerError::Wrap)?;
+    Ok(ServerProcess::start(
+        cmd,
+        StartSpec {
+            name: "apache",
+            port,
+            run_dir: setup.run_dir,
+            error_log: cfg.error_log(),
+            is_error: apache::is_error_line,
+            probe_path: setup.probe_path,
+            timeout: START_TIMEOUT,
+        },
+    )?)
+}
+
+/// The identity wrap: run the server as is.
+pub fn no_wrap(cmd: Command) -> Result<Command, String> {
+    Ok(cmd)
+}
