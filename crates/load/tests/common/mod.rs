@@ -1,28 +1,21 @@
-//! Test harness: a real nginx on a free loopback port serving files with the deterministic
-//! content, plus helpers to run the engine against it.
+//! Test harness: a real nginx (started by `vodkit-peers`) on a free loopback port serving
+//! files with the deterministic content, plus helpers to run the engine against it.
 #![allow(dead_code)]
 
-use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 use vodkit_load::{CancellationToken, LoadConfig, Run, Target};
+use vodkit_peers::{PeerSetup, ServerProcess};
 use vodkit_workload::content;
 use vodkit_workload::model::Session;
 
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
+    vodkit_peers::free_port().expect("a free loopback port")
 }
 
-/// The nginx binary, or `None` with a printed reason. Under `CI` a missing nginx fails.
-pub fn nginx_binary() -> Option<PathBuf> {
-    for p in ["/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/bin/nginx"] {
-        if Path::new(p).is_file() {
-            return Some(PathBuf::from(p));
-        }
+/// Whether nginx is installed; when not, prints why. Under `CI` a missing nginx fails.
+pub fn have_nginx() -> bool {
+    if vodkit_peers::nginx_program().is_some() {
+        return true;
     }
     let msg =
         "nginx is not installed (Debian: apt-get install nginx-light); nginx tests cannot run";
@@ -30,58 +23,44 @@ pub fn nginx_binary() -> Option<PathBuf> {
         panic!("{msg}");
     }
     eprintln!("SKIPPED: {msg}");
-    None
+    false
 }
 
-/// A running nginx serving `root`; killed on drop.
+/// A running nginx (the generated peer config from `vodkit-peers`) serving `root`; stopped
+/// on drop.
 pub struct Nginx {
     pub dir: tempfile::TempDir,
     pub port: u16,
-    child: Child,
+    server: ServerProcess,
 }
 
 impl Nginx {
     /// Start nginx with `files` (path relative to the root, size) written with the
-    /// deterministic content. Returns `None` (after printing why) when nginx is absent.
+    /// deterministic content; it is ready once it serves the first file. Returns `None`
+    /// (after printing why) when nginx is absent.
     pub fn start(files: &[(&str, usize)]) -> Option<Nginx> {
-        let bin = nginx_binary()?;
+        if !have_nginx() {
+            return None;
+        }
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("root");
         for (path, size) in files {
             write_file(&root, path, *size);
         }
-        let port = free_port();
-        let d = dir.path().display();
-        let conf = format!(
-            "daemon off;\nmaster_process off;\nworker_processes 1;\nerror_log {d}/error.log warn;\npid {d}/nginx.pid;\n\
-             events {{ worker_connections 4096; }}\n\
-             http {{\n access_log off;\n client_body_temp_path {d}/t1;\n proxy_temp_path {d}/t2;\n fastcgi_temp_path {d}/t3;\n uwsgi_temp_path {d}/t4;\n scgi_temp_path {d}/t5;\n\
-             keepalive_requests 1000000;\n keepalive_timeout 120s;\n sendfile on;\n\
-             server {{ listen 127.0.0.1:{port}; root {root}; }}\n}}\n",
-            root = root.display()
-        );
-        let conf_path = dir.path().join("nginx.conf");
-        std::fs::write(&conf_path, conf).unwrap();
-        let child = Command::new(bin)
-            .arg("-c")
-            .arg(&conf_path)
-            .arg("-p")
-            .arg(dir.path())
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("nginx starts");
-        let nginx = Nginx { dir, port, child };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-            assert!(
-                Instant::now() < deadline,
-                "nginx did not listen on port {port}"
-            );
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Some(nginx)
+        let (first, _) = files.first().expect("nginx serves at least one file");
+        let setup = PeerSetup {
+            root: &root,
+            run_dir: &dir.path().join("run"),
+            probe_path: &format!("/{first}"),
+            workers: 1,
+        };
+        let server = vodkit_peers::start_nginx(&setup, &vodkit_peers::no_wrap)
+            .unwrap_or_else(|e| panic!("nginx starts: {e}"));
+        Some(Nginx {
+            port: server.port,
+            dir,
+            server,
+        })
     }
 
     pub fn target(&self) -> Target {
@@ -90,13 +69,6 @@ impl Nginx {
 
     pub fn root(&self) -> PathBuf {
         self.dir.path().join("root")
-    }
-}
-
-impl Drop for Nginx {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
