@@ -55,6 +55,20 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
+/// For test suites: whether a peer's binary was found. When it was not, this prints why
+/// (the test then returns early), except under `CI`, where every test must run: it panics.
+pub fn found_or_skip(program: Option<PathBuf>, what: &str) -> bool {
+    if program.is_some() {
+        return true;
+    }
+    let msg = format!("{what} is not installed here; scripts/install-test-deps installs it");
+    if std::env::var_os("CI").is_some() {
+        panic!("{msg} (CI is set, so this test must run)");
+    }
+    eprintln!("SKIPPED: {msg}");
+    false
+}
+
 /// Number of online CPUs (one worker per core).
 pub fn cores() -> usize {
     std::thread::available_parallelism()
@@ -74,6 +88,33 @@ fn write_config(what: &'static str, dir: &Path, path: &Path, text: &str) -> Resu
         })
 }
 
+/// A peer ready to launch: its rendered config and the command that runs it.
+struct Prepared {
+    name: &'static str,
+    port: u16,
+    conf_path: PathBuf,
+    config: String,
+    error_log: PathBuf,
+    is_error: fn(&str) -> bool,
+    cmd: Command,
+}
+
+/// Write the config, wrap the command, start it and wait until it serves.
+fn launch(setup: &PeerSetup<'_>, p: Prepared, wrap: Wrap<'_>) -> Result<ServerProcess, PeerError> {
+    write_config(p.name, setup.run_dir, &p.conf_path, &p.config)?;
+    let cmd = wrap(p.cmd).map_err(PeerError::Wrap)?;
+    let spec = StartSpec {
+        name: p.name,
+        port: p.port,
+        run_dir: setup.run_dir,
+        error_log: p.error_log,
+        is_error: p.is_error,
+        probe_path: setup.probe_path,
+        timeout: START_TIMEOUT,
+    };
+    Ok(ServerProcess::start(cmd, spec)?)
+}
+
 /// Start nginx with a generated config.
 pub fn start_nginx(setup: &PeerSetup<'_>, wrap: Wrap<'_>) -> Result<ServerProcess, PeerError> {
     let program = nginx_program().ok_or(PeerError::Missing("nginx", "nginx"))?;
@@ -86,31 +127,22 @@ pub fn start_nginx(setup: &PeerSetup<'_>, wrap: Wrap<'_>) -> Result<ServerProces
         as_root: is_root(),
         nofile: nginx::nofile_target(),
     };
-    write_config(
-        "nginx",
-        setup.run_dir,
-        &cfg.conf_path(),
-        &nginx::render(&cfg),
-    )?;
     let mut cmd = Command::new(program);
     cmd.arg("-p")
         .arg(setup.run_dir)
         .arg("-c")
         .arg(cfg.conf_path())
         .args(["-e", "stderr"]);
-    let cmd = wrap(cmd).map_err(PeerError::Wrap)?;
-    Ok(ServerProcess::start(
+    let prepared = Prepared {
+        name: "nginx",
+        port,
+        conf_path: cfg.conf_path(),
+        config: nginx::render(&cfg),
+        error_log: cfg.error_log(),
+        is_error: nginx::is_error_line,
         cmd,
-        StartSpec {
-            name: "nginx",
-            port,
-            run_dir: setup.run_dir,
-            error_log: cfg.error_log(),
-            is_error: nginx::is_error_line,
-            probe_path: setup.probe_path,
-            timeout: START_TIMEOUT,
-        },
-    )?)
+    };
+    launch(setup, prepared, wrap)
 }
 
 /// Start Apache (event MPM) with a generated config.
@@ -124,27 +156,18 @@ pub fn start_apache(setup: &PeerSetup<'_>, wrap: Wrap<'_>) -> Result<ServerProce
         processes: setup.workers,
         drop_to: is_root().then(|| ("nobody".to_string(), "nogroup".to_string())),
     };
-    write_config(
-        "apache",
-        setup.run_dir,
-        &cfg.conf_path(),
-        &apache::render(&cfg),
-    )?;
     let mut cmd = Command::new(program);
     cmd.arg("-f").arg(cfg.conf_path()).arg("-DFOREGROUND");
-    let cmd = wrap(cmd).map_err(PeerError::Wrap)?;
-    Ok(ServerProcess::start(
+    let prepared = Prepared {
+        name: "apache",
+        port,
+        conf_path: cfg.conf_path(),
+        config: apache::render(&cfg),
+        error_log: cfg.error_log(),
+        is_error: apache::is_error_line,
         cmd,
-        StartSpec {
-            name: "apache",
-            port,
-            run_dir: setup.run_dir,
-            error_log: cfg.error_log(),
-            is_error: apache::is_error_line,
-            probe_path: setup.probe_path,
-            timeout: START_TIMEOUT,
-        },
-    )?)
+    };
+    launch(setup, prepared, wrap)
 }
 
 /// The identity wrap: run the server as is.

@@ -11,8 +11,8 @@ pub mod nginx;
 pub mod process;
 
 pub use launch::{
-    apache_program, cores, nginx_program, no_wrap, start_apache, start_nginx, PeerError, PeerSetup,
-    Wrap,
+    apache_program, cores, found_or_skip, nginx_program, no_wrap, start_apache, start_nginx,
+    PeerError, PeerSetup, Wrap,
 };
 pub use process::{
     find_program, free_port, http_get, http_status, ProcessError, ServerProcess, StartSpec,

@@ -7,7 +7,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
-use vodkit_peers::{PeerError, PeerSetup, ServerProcess};
+use vodkit_peers::{
+    apache_program, found_or_skip, nginx_program, no_wrap, start_apache, start_nginx, PeerError,
+    PeerSetup, ServerProcess, Wrap,
+};
 
 /// A file set with one title, readable by workers that drop privileges.
 fn file_set() -> tempfile::TempDir {
@@ -19,28 +22,6 @@ fn file_set() -> tempfile::TempDir {
         std::fs::set_permissions(p, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
     dir
-}
-
-fn setup<'a>(dir: &'a Path, run: &'a Path) -> PeerSetup<'a> {
-    PeerSetup {
-        root: dir,
-        run_dir: run,
-        probe_path: "/title.mp4",
-        workers: 2,
-    }
-}
-
-/// False (after saying why) when `program` is absent; under `CI` that is a failure.
-fn installed(program: Option<std::path::PathBuf>, what: &str) -> bool {
-    if program.is_some() {
-        return true;
-    }
-    let msg = format!("{what} is not installed here; scripts/install-test-deps installs it");
-    if std::env::var_os("CI").is_some() {
-        panic!("{msg} (CI is set, so this must run)");
-    }
-    eprintln!("SKIPPED: {msg}");
-    false
 }
 
 /// Processes (not yet zombies) whose process group is `pgid`.
@@ -80,18 +61,32 @@ fn port_is_free(port: u16) -> bool {
     TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok()
 }
 
+type StartPeer = fn(&PeerSetup<'_>, Wrap<'_>) -> Result<ServerProcess, PeerError>;
+
+/// Start a peer on `dir`'s file set, with its config and logs in `dir/run`.
+fn start_on(dir: &Path, start: StartPeer, wrap: Wrap<'_>) -> Result<ServerProcess, PeerError> {
+    let setup = PeerSetup {
+        root: &dir.join("video"),
+        run_dir: &dir.join("run"),
+        probe_path: "/title.mp4",
+        workers: 2,
+    };
+    start(&setup, wrap)
+}
+
+/// Nothing of the group is left running and the port is free again.
+fn assert_gone(pgid: u32, port: u16) {
+    assert_eq!(wait_for_no_members(pgid), Vec::<u32>::new());
+    assert!(port_is_free(port), "port {port} is still held");
+}
+
 #[test]
 fn a_hard_stop_kills_the_workers_too() {
-    if !installed(vodkit_peers::nginx_program(), "nginx") {
+    if !found_or_skip(nginx_program(), "nginx") {
         return;
     }
     let dir = file_set();
-    let run = dir.path().join("run");
-    let server = vodkit_peers::start_nginx(
-        &setup(&dir.path().join("video"), &run),
-        &vodkit_peers::no_wrap,
-    )
-    .unwrap();
+    let server = start_on(dir.path(), start_nginx, &no_wrap).unwrap();
     let (pgid, port) = (server.pid(), server.port);
     assert!(
         live_members(pgid).len() >= 3,
@@ -103,27 +98,20 @@ fn a_hard_stop_kills_the_workers_too() {
     // SAFETY: kill(2) on the test's own unreaped child.
     assert_eq!(unsafe { libc::kill(pgid as libc::pid_t, libc::SIGSTOP) }, 0);
     server.stop(Duration::from_millis(300)).unwrap();
-    assert_eq!(wait_for_no_members(pgid), Vec::<u32>::new());
-    assert!(port_is_free(port), "port {port} is still held");
+    assert_gone(pgid, port);
 }
 
 #[test]
 fn a_dropped_server_leaves_nothing_behind() {
-    if !installed(vodkit_peers::apache_program(), "apache2") {
+    if !found_or_skip(apache_program(), "apache2") {
         return;
     }
     let dir = file_set();
-    let run = dir.path().join("run");
-    let server = vodkit_peers::start_apache(
-        &setup(&dir.path().join("video"), &run),
-        &vodkit_peers::no_wrap,
-    )
-    .unwrap();
+    let server = start_on(dir.path(), start_apache, &no_wrap).unwrap();
     let (pgid, port) = (server.pid(), server.port);
     assert!(live_members(pgid).len() >= 2, "{:?}", live_members(pgid));
     drop(server);
-    assert_eq!(wait_for_no_members(pgid), Vec::<u32>::new());
-    assert!(port_is_free(port), "port {port} is still held");
+    assert_gone(pgid, port);
 }
 
 /// The server's environment (Apache keeps it readable; nginx writes its title over it).
@@ -134,17 +122,15 @@ fn environment(server: &ServerProcess) -> String {
 
 #[test]
 fn the_wrap_environment_reaches_the_server() {
-    if !installed(vodkit_peers::apache_program(), "apache2") {
+    if !found_or_skip(apache_program(), "apache2") {
         return;
     }
     let dir = file_set();
-    let run = dir.path().join("run");
     let wrap = |mut cmd: Command| -> Result<Command, String> {
         cmd.env("VODKIT_PEERS_WRAPPED", "yes");
         Ok(cmd)
     };
-    let server =
-        vodkit_peers::start_apache(&setup(&dir.path().join("video"), &run), &wrap).unwrap();
+    let server = start_on(dir.path(), start_apache, &wrap).unwrap();
     assert!(
         environment(&server)
             .lines()
@@ -158,13 +144,12 @@ fn the_wrap_environment_reaches_the_server() {
 
 #[test]
 fn a_failing_wrap_is_a_start_error() {
-    if !installed(vodkit_peers::nginx_program(), "nginx") {
+    if !found_or_skip(nginx_program(), "nginx") {
         return;
     }
     let dir = file_set();
-    let run = dir.path().join("run");
     let wrap = |_: Command| -> Result<Command, String> { Err("no memory budget here".into()) };
-    let e = vodkit_peers::start_nginx(&setup(&dir.path().join("video"), &run), &wrap)
+    let e = start_on(dir.path(), start_nginx, &wrap)
         .map(|_| ())
         .unwrap_err();
     assert!(matches!(e, PeerError::Wrap(_)), "{e:?}");

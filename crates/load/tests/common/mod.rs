@@ -12,20 +12,6 @@ pub fn free_port() -> u16 {
     vodkit_peers::free_port().expect("a free loopback port")
 }
 
-/// Whether nginx is installed; when not, prints why. Under `CI` a missing nginx fails.
-pub fn have_nginx() -> bool {
-    if vodkit_peers::nginx_program().is_some() {
-        return true;
-    }
-    let msg =
-        "nginx is not installed (Debian: apt-get install nginx-light); nginx tests cannot run";
-    if std::env::var_os("CI").is_some() {
-        panic!("{msg}");
-    }
-    eprintln!("SKIPPED: {msg}");
-    false
-}
-
 /// A running nginx (the generated peer config from `vodkit-peers`) serving `root`; stopped
 /// on drop.
 pub struct Nginx {
@@ -39,7 +25,7 @@ impl Nginx {
     /// deterministic content; it is ready once it serves the first file. Returns `None`
     /// (after printing why) when nginx is absent.
     pub fn start(files: &[(&str, usize)]) -> Option<Nginx> {
-        if !have_nginx() {
+        if !vodkit_peers::found_or_skip(vodkit_peers::nginx_program(), "nginx") {
             return None;
         }
         let dir = tempfile::tempdir().unwrap();
