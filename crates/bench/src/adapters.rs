@@ -1,14 +1,17 @@
 //! Thin adapters from the bench's traits to the other vodkit crates: the load generator
-//! (`vodkit-load`) as the [`LoadDriver`], and the vodkit origin (`vodkit-server`) started
-//! in-process or as a `vodkit serve` child process under the memory budget.
+//! (`vodkit-load`) as the [`LoadDriver`], the vodkit origin (`vodkit-server`) started
+//! in-process or as a `vodkit serve` child process under the memory budget, and the
+//! prefetch daemon of a `+preload` server (`vodkit prefetchd` as a child under the same
+//! budget, with the preload library from `vodkit-preload`).
 
 use crate::experiment::{LoadDriver, LoadOutcome, Running, StartError};
 use crate::launch::{CommandWrap, VodkitStarter};
 use crate::point::ClientMetrics;
-use crate::process::{free_port, ServerProcess, StartSpec};
+use crate::process::{free_port, http_get, ServerProcess, StartSpec};
 use crate::sut::IoMode;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime};
 use vodkit_workload::model::{Request, Session, WorkloadMeta};
 
@@ -153,15 +156,6 @@ impl Running for InProcessRunning {
     }
 }
 
-fn server_io(io: IoMode) -> vodkit_server::IoMode {
-    match io {
-        IoMode::Vanilla => vodkit_server::IoMode::Vanilla,
-        IoMode::Serialized => vodkit_server::IoMode::Serialized,
-        IoMode::Prefetch => vodkit_server::IoMode::Prefetch,
-        IoMode::Asap => vodkit_server::IoMode::Asap,
-    }
-}
-
 impl VodkitStarter for InProcessVodkit {
     fn start(
         &mut self,
@@ -179,7 +173,7 @@ impl VodkitStarter for InProcessVodkit {
         let mut config = vodkit_server::ServerConfig::new(root);
         config.listen = "127.0.0.1:0".parse().expect("literal address");
         config.io = vodkit_server::IoSettings {
-            mode: server_io(io),
+            mode: io,
             prefetch: (policy != "none").then(|| policy.to_string()),
             ..Default::default()
         };
@@ -228,7 +222,7 @@ impl VodkitStarter for ChildVodkit {
             "--listen",
             &format!("127.0.0.1:{port}"),
             "--io",
-            io.as_str(),
+            io.name(),
             "--idle-timeout",
             "3600s",
         ]);
@@ -249,7 +243,8 @@ impl VodkitStarter for ChildVodkit {
                 name: "vodkit",
                 port,
                 run_dir,
-                error_log: run_dir.join("vodkit.stderr"),
+                // vodkit logs to stderr, which the process supervision reads already.
+                error_log: run_dir.join("vodkit.stdout"),
                 is_error: vodkit_error_line,
                 probe_path: &self.probe_path,
                 timeout: Duration::from_secs(20),
@@ -273,14 +268,159 @@ impl Running for ChildRunning {
     }
 }
 
-/// The preload shim (`vodkit-preload`) for `+preload` servers: a prefetch daemon with the
-/// seed's default policy (fixed 2 MiB, serialized) started in this process on `socket`, and
-/// a command wrap that preloads the library into the server.
-pub fn preload_wrap(socket: PathBuf) -> Result<CommandWrap, String> {
-    if let Some(dir) = socket.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+/// What `+preload` servers need: the vodkit executable, whose `vodkit prefetchd` is each
+/// server's own prefetch daemon, and the preload library (`vodkit-preload`).
+#[derive(Debug, Clone)]
+pub struct PreloadKit {
+    exe: PathBuf,
+}
+
+/// Environment variable naming the vodkit executable when the bench runs inside another
+/// program (a test, a library user) rather than as `vodkit bench`.
+pub const ENV_VODKIT: &str = "VODKIT";
+
+impl PreloadKit {
+    /// Find the vodkit executable: `exe` when given (the CLI passes its own), else `$VODKIT`,
+    /// else this program when it is vodkit itself. `Err` is the reason `+preload` servers
+    /// are skipped.
+    pub fn locate(exe: Option<&Path>) -> Result<PreloadKit, String> {
+        let this = std::env::current_exe()
+            .ok()
+            .filter(|p| p.file_name().is_some_and(|n| n == "vodkit"));
+        let exe = exe
+            .map(Path::to_path_buf)
+            .or_else(|| std::env::var_os(ENV_VODKIT).map(PathBuf::from))
+            .or(this)
+            .ok_or_else(|| {
+                format!(
+                    "+preload runs its prefetch daemon as `vodkit prefetchd`, and no vodkit executable is known here (run `vodkit bench`, or set {ENV_VODKIT}=/path/to/vodkit); skipped"
+                )
+            })?;
+        if !exe.is_file() {
+            return Err(format!(
+                "+preload: the vodkit executable {} does not exist; skipped",
+                exe.display()
+            ));
+        }
+        vodkit_preload::library::path()
+            .map_err(|e| format!("+preload: cannot write the preload library: {e}"))?;
+        Ok(PreloadKit { exe })
     }
-    let preload = vodkit_preload::Preload::start(vodkit_preload::DaemonConfig::new(socket))
-        .map_err(|e| format!("preload shim: {e}"))?;
-    Ok(Box::new(preload.into_wrap()))
+
+    /// The vodkit executable the daemons run from.
+    pub fn exe(&self) -> &Path {
+        &self.exe
+    }
+
+    /// Start `vodkit prefetchd` with `policy` for one server run: its socket in the temp
+    /// directory (short, and reachable by servers that drop privileges), its admin listener
+    /// on a free loopback port (readiness and metrics), its metrics file and logs in
+    /// `run_dir`, inside the memory budget when one is given.
+    pub fn start_daemon(
+        &self,
+        policy: &str,
+        run_dir: &Path,
+        budget: Option<&CommandWrap>,
+    ) -> Result<PreloadDaemon, String> {
+        static STARTS: AtomicU32 = AtomicU32::new(0);
+        let n = STARTS.fetch_add(1, Ordering::SeqCst);
+        let socket =
+            std::env::temp_dir().join(format!("vodkit-bench-{}-{n}.sock", std::process::id()));
+        let port = free_port().map_err(|e| format!("prefetchd: {e}"))?;
+        let mut cmd = Command::new(&self.exe);
+        cmd.arg("prefetchd")
+            .arg("--socket")
+            .arg(&socket)
+            .args(["--prefetch", policy])
+            .args(["--admin", &format!("127.0.0.1:{port}")])
+            .arg("--metrics")
+            .arg(run_dir.join(DAEMON_METRICS));
+        let cmd = match budget {
+            Some(b) => b(cmd)?,
+            None => cmd,
+        };
+        let process = ServerProcess::start(
+            cmd,
+            StartSpec {
+                name: DAEMON,
+                port,
+                run_dir,
+                // Logs go to stderr; stdout gets the final counters as JSON.
+                error_log: run_dir.join(format!("{DAEMON}.stdout")),
+                is_error: vodkit_error_line,
+                probe_path: "/stats",
+                timeout: Duration::from_secs(20),
+            },
+        )
+        .map_err(|e| e.to_string())?;
+        let library = vodkit_preload::Preload::attach(&socket).map_err(|e| e.to_string())?;
+        Ok(PreloadDaemon {
+            process,
+            library,
+            run_dir: run_dir.to_path_buf(),
+        })
+    }
+}
+
+const DAEMON: &str = "prefetchd";
+/// The daemon's counters as JSON (rewritten every second and at exit).
+pub const DAEMON_METRICS: &str = "prefetchd-metrics.json";
+/// The daemon's Prometheus metrics, scraped just before it is stopped.
+pub const DAEMON_PROMETHEUS: &str = "prefetchd.prom";
+
+/// A `vodkit prefetchd` serving one `+preload` server run.
+pub struct PreloadDaemon {
+    process: ServerProcess,
+    library: vodkit_preload::Preload,
+    run_dir: PathBuf,
+}
+
+impl PreloadDaemon {
+    /// Preload the library into `cmd`, reporting to this daemon.
+    pub fn apply(&self, mut cmd: Command) -> Command {
+        self.library.apply(&mut cmd);
+        cmd
+    }
+
+    /// The daemon's process id.
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    /// Scrape its metrics into the run directory, stop it and return the lines that say
+    /// its run was not clean: error log lines, an exit during the run (the server then
+    /// went on without prefetching), an unclean exit.
+    pub fn stop(mut self) -> Vec<String> {
+        let mut lines = Vec::new();
+        if let Ok(Some(status)) = self.process.exited() {
+            lines.push(format!(
+                "{DAEMON}: exited during the run ({status}); the server went on without prefetching: {}",
+                self.process.diagnostics()
+            ));
+        } else if let Ok((200, body)) = http_get(self.process.port, "/metrics") {
+            let _ = std::fs::write(self.run_dir.join(DAEMON_PROMETHEUS), body);
+        }
+        match self.process.stop_with_status(Duration::from_secs(10)) {
+            Ok((status, errors)) => {
+                if !status.success() && lines.is_empty() {
+                    lines.push(format!("{DAEMON}: stopped uncleanly ({status})"));
+                }
+                lines.extend(errors.into_iter().map(|l| format!("{DAEMON}: {l}")));
+            }
+            Err(e) => lines.push(format!("{DAEMON}: stopping: {e}")),
+        }
+        lines
+    }
+}
+
+/// For test suites: `$VODKIT`, else the vodkit executable cargo built next to the running
+/// test binary (`target/<profile>/vodkit`, present after `cargo build -p vodkit` or a
+/// workspace build). `None` when there is none.
+pub fn built_vodkit() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os(ENV_VODKIT) {
+        return Some(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe().ok()?;
+    let profile_dir = exe.parent()?.parent()?;
+    Some(profile_dir.join("vodkit")).filter(|p| p.is_file())
 }

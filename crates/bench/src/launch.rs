@@ -1,7 +1,10 @@
 //! The launcher the bench uses: nginx and Apache as child processes with generated
 //! configs, `url:` servers as they are, vodkit through a [`VodkitStarter`] supplied by the
-//! caller; memory budget and preload shim applied as command wrappers when available.
+//! caller; the memory budget applied as a command wrapper when available. A `+preload`
+//! server gets its own prefetch daemon, started before it inside the same budget (so the
+//! pages the daemon reads count against the server's memory) and stopped after it.
 
+use crate::adapters::{PreloadDaemon, PreloadKit};
 use crate::experiment::{Launcher, Running, StartError};
 use crate::peers::{self, PeerError, PeerSetup};
 use crate::process::ServerProcess;
@@ -35,8 +38,8 @@ pub struct LocalLauncher {
     pub probe_path: String,
     pub workers: usize,
     pub budget: Option<CommandWrap>,
-    /// `Err(reason)` while the preload shim is not available.
-    pub preload: Result<CommandWrap, String>,
+    /// `Err(reason)` while `+preload` servers cannot run here.
+    pub preload: Result<PreloadKit, String>,
     /// `Err(reason)` while the vodkit server is not available.
     pub vodkit: Result<Box<dyn VodkitStarter>, String>,
     starts: u32,
@@ -75,6 +78,7 @@ impl LocalLauncher {
 
 struct PeerRunning {
     process: ServerProcess,
+    daemon: Option<PreloadDaemon>,
     readahead: Option<readahead::Applied>,
 }
 
@@ -84,10 +88,14 @@ impl Running for PeerRunning {
     }
     fn stop(self: Box<Self>) -> Result<Vec<String>, String> {
         let this = *self;
-        let lines = this
+        // The server first: it must not outlive the daemon it reports to.
+        let mut lines = this
             .process
             .stop(Duration::from_secs(15))
             .map_err(|e| e.to_string())?;
+        if let Some(d) = this.daemon {
+            lines.extend(d.stop());
+        }
         if let Some(ra) = this.readahead {
             ra.restore()?;
         }
@@ -133,7 +141,7 @@ impl Launcher for LocalLauncher {
             }
             _ => {}
         }
-        if sut.preload {
+        if sut.preload.is_some() {
             if let Err(why) = &self.preload {
                 return Err(why.clone());
             }
@@ -158,15 +166,23 @@ impl Launcher for LocalLauncher {
             probe_path: &self.probe_path,
             workers: self.workers,
         };
-        let preload = if sut.preload {
-            self.preload.as_ref().ok()
-        } else {
-            None
-        };
         let budget = self.budget.as_ref();
+        let daemon = match &sut.preload {
+            Some(policy) => {
+                let kit = self
+                    .preload
+                    .as_ref()
+                    .map_err(|why| StartError::Unavailable(why.clone()))?;
+                let d = kit
+                    .start_daemon(policy, &run_dir, budget)
+                    .map_err(StartError::Failed)?;
+                Some(d)
+            }
+            None => None,
+        };
         let wrap = |cmd: Command| -> Result<Command, String> {
-            let cmd = match preload {
-                Some(p) => p(cmd)?,
+            let cmd = match &daemon {
+                Some(d) => d.apply(cmd),
                 None => cmd,
             };
             match budget {
@@ -186,9 +202,64 @@ impl Launcher for LocalLauncher {
                 return starter.start(*io, policy, &self.root, &run_dir, self.budget.as_ref());
             }
         };
+        record_cgroups(
+            &run_dir,
+            [(process.name.as_str(), process.pid())]
+                .into_iter()
+                .chain(daemon.as_ref().map(|d| ("prefetchd", d.pid()))),
+        );
         Ok(Box::new(PeerRunning {
             process,
+            daemon,
             readahead: ra,
         }))
+    }
+}
+
+/// Name of the run-directory file listing each started process with its cgroup.
+pub const CGROUPS_FILE: &str = "cgroups.txt";
+
+/// The memory cgroup in a `/proc/PID/cgroup` text: the `memory` controller's line (cgroup
+/// v1), else the unified hierarchy's (v2).
+pub fn memory_cgroup(proc_cgroup: &str) -> Option<&str> {
+    let v1 = proc_cgroup.lines().find_map(|l| {
+        let (_, rest) = l.split_once(':')?;
+        let (controllers, path) = rest.split_once(':')?;
+        controllers
+            .split(',')
+            .any(|c| c == "memory")
+            .then_some(path)
+    });
+    v1.or_else(|| proc_cgroup.lines().find_map(|l| l.strip_prefix("0::")))
+}
+
+/// Write `NAME PID CGROUP` for each process into the run directory, so a run shows which
+/// memory budget its server (and daemon) ran in. Best effort: a note, not a result.
+fn record_cgroups<'a>(run_dir: &Path, procs: impl Iterator<Item = (&'a str, u32)>) {
+    let text: String = procs
+        .map(|(name, pid)| {
+            let cg = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).unwrap_or_default();
+            let path = memory_cgroup(&cg).unwrap_or("?");
+            format!("{name} {pid} {path}\n")
+        })
+        .collect();
+    if let Err(e) = std::fs::write(run_dir.join(CGROUPS_FILE), text) {
+        tracing::debug!("{}: {e}", run_dir.display());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn memory_cgroup_is_read_from_v1_and_v2_listings() {
+        let v1 = "9:name=systemd:/\n4:memory:/x/vodkit-bench-7\n1:cpu,cpuacct:/\n0::/\n";
+        assert_eq!(memory_cgroup(v1), Some("/x/vodkit-bench-7"));
+        assert_eq!(
+            memory_cgroup("0::/user.slice/vodkit-bench-7\n"),
+            Some("/user.slice/vodkit-bench-7")
+        );
+        assert_eq!(memory_cgroup("3:cpu:/\n"), None);
     }
 }

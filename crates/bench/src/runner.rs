@@ -281,9 +281,8 @@ pub fn run(req: &BenchRequest) -> Result<(BenchReport, String), RunError> {
             probe_path: probe,
         }));
     }
-    if checked.suts.iter().any(|s| s.preload) {
-        launcher.preload =
-            crate::adapters::preload_wrap(req.out.join("runs").join("prefetchd.sock"));
+    if checked.suts.iter().any(|s| s.preload.is_some()) {
+        launcher.preload = crate::adapters::PreloadKit::locate(req.vodkit_exe.as_deref());
     }
     let budget = match checked.memory {
         Some(limit) => Some(crate::system::Budget::create(limit).map_err(RunError::Runtime)?),

@@ -140,8 +140,8 @@ pub fn run_cell(
             .map(|v| Box::new(v) as Box<dyn crate::launch::VodkitStarter>)
             .map_err(|e| e.to_string()),
     };
-    if cell.suts.iter().any(|s| s.preload) {
-        launcher.preload = crate::adapters::preload_wrap(out.join("runs").join("prefetchd.sock"));
+    if cell.suts.iter().any(|s| s.preload.is_some()) {
+        launcher.preload = crate::adapters::PreloadKit::locate(vodkit_exe.map(PathBuf::as_path));
     }
     let budget = match cell.memory.map(crate::system::Budget::create) {
         Some(Ok(b)) => Some(b),

@@ -69,7 +69,9 @@ fn miniature_bench_end_to_end() {
     let root = file_set(dir.path());
     let mut launcher = LocalLauncher::new(root, dir.path().join("runs"), "/t0.mp4".into());
     launcher.vodkit = Ok(Box::new(InProcessVodkit::new().unwrap()));
-    launcher.preload = vodkit_bench::adapters::preload_wrap(dir.path().join("prefetchd.sock"));
+    launcher.preload = vodkit_bench::adapters::PreloadKit::locate(
+        vodkit_bench::adapters::built_vodkit().as_deref(),
+    );
     let mut load = WorkloadLoad {
         sessions: sessions(24),
         meta: None,

@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// Failures starting or stopping a server under test.
@@ -187,6 +187,23 @@ impl ServerProcess {
         Ok(self.error_lines())
     }
 
+    /// The exit status when the server has already exited on its own (it is then reaped);
+    /// `None` while it runs.
+    pub fn exited(&mut self) -> std::io::Result<Option<ExitStatus>> {
+        self.child.try_wait()
+    }
+
+    /// [`ServerProcess::stop`], also returning how the main process ended (a signal
+    /// status when it had to be killed after `grace`).
+    pub fn stop_with_status(
+        mut self,
+        grace: Duration,
+    ) -> Result<(ExitStatus, Vec<String>), ProcessError> {
+        self.terminate(grace)?;
+        let status = self.child.wait()?;
+        Ok((status, self.error_lines()))
+    }
+
     fn terminate(&mut self, grace: Duration) -> std::io::Result<()> {
         if self.child.try_wait()?.is_some() {
             return Ok(());
@@ -308,6 +325,62 @@ mod tests {
         .to_string();
         assert!(e.contains("exited during start-up"), "{e}");
         assert!(e.contains("config broken on line 3"), "{e}");
+    }
+
+    /// Answers every connection with 200, standing in for the child's readiness.
+    fn ready_answerer() -> u16 {
+        let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let port = l.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for mut c in l.incoming().flatten() {
+                let _ = c.read(&mut [0u8; 512]);
+                let _ = c.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+            }
+        });
+        port
+    }
+
+    #[test]
+    fn a_stop_reports_the_exit_status_and_an_early_exit_is_seen() {
+        let dir = tempfile::tempdir().unwrap();
+        let port = ready_answerer();
+        let spec = || StartSpec {
+            name: "fake",
+            port,
+            run_dir: dir.path(),
+            error_log: dir.path().join("none.log"),
+            is_error: |l| l.contains("ERROR"),
+            probe_path: "/",
+            timeout: Duration::from_secs(10),
+        };
+        let child = |on_term: &str| {
+            let mut cmd = Command::new("sh");
+            cmd.args([
+                "-c",
+                &format!("trap 'echo ERROR going >&2; exit {on_term}' TERM; while :; do sleep 0.05; done"),
+            ]);
+            cmd
+        };
+        let mut s = ServerProcess::start(child("3"), spec()).unwrap();
+        assert!(s.exited().unwrap().is_none());
+        let (status, lines) = s.stop_with_status(Duration::from_secs(10)).unwrap();
+        assert_eq!(status.code(), Some(3));
+        assert_eq!(lines, ["ERROR going"]);
+
+        let mut s = ServerProcess::start(child("0"), spec()).unwrap();
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(s.pid() as libc::pid_t, libc::SIGTERM) };
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let status = loop {
+            if let Some(st) = s.exited().unwrap() {
+                break st;
+            }
+            assert!(Instant::now() < deadline, "the child did not exit");
+            std::thread::sleep(Duration::from_millis(20));
+        };
+        assert!(status.success());
+        let (again, _) = s.stop_with_status(Duration::from_secs(1)).unwrap();
+        assert_eq!(again, status);
     }
 
     #[test]
