@@ -353,21 +353,36 @@ mod tests {
             probe_path: "/",
             timeout: Duration::from_secs(10),
         };
+        let ready = dir.path().join("trap-set");
         let child = |on_term: &str| {
+            let _ = std::fs::remove_file(&ready);
             let mut cmd = Command::new("sh");
             cmd.args([
                 "-c",
-                &format!("trap 'echo ERROR going >&2; exit {on_term}' TERM; while :; do sleep 0.05; done"),
+                &format!(
+                    "trap 'echo ERROR going >&2; exit {on_term}' TERM; touch {}; while :; do sleep 0.05; done",
+                    ready.display()
+                ),
             ]);
             cmd
         };
+        // Signal only once the trap is in place.
+        let trap_set = || {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while !ready.exists() {
+                assert!(Instant::now() < deadline, "the child never set its trap");
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        };
         let mut s = ServerProcess::start(child("3"), spec()).unwrap();
+        trap_set();
         assert!(s.exited().unwrap().is_none());
         let (status, lines) = s.stop_with_status(Duration::from_secs(10)).unwrap();
         assert_eq!(status.code(), Some(3));
         assert_eq!(lines, ["ERROR going"]);
 
         let mut s = ServerProcess::start(child("0"), spec()).unwrap();
+        trap_set();
         // SAFETY: signalling our own child.
         unsafe { libc::kill(s.pid() as libc::pid_t, libc::SIGTERM) };
         let deadline = Instant::now() + Duration::from_secs(10);
