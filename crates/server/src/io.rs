@@ -34,6 +34,10 @@ pub struct IoSettings {
     pub devices: Vec<String>,
     /// Interval of the engine's statistics log line (through `tracing` at info level).
     pub stats_every: Option<Duration>,
+    /// Let the kernel's readahead add its reads to the policy's (the default). `false`:
+    /// the prefetching modes (`prefetch`, `asap`) mark files `POSIX_FADV_RANDOM` before
+    /// their enlarged reads, so the policy alone decides how much is read.
+    pub kernel_readahead: bool,
 }
 
 impl Default for IoSettings {
@@ -44,8 +48,29 @@ impl Default for IoSettings {
             catalog: None,
             devices: Vec::new(),
             stats_every: Some(Duration::from_secs(10)),
+            kernel_readahead: EngineConfig::default().kernel_readahead,
         }
     }
+}
+
+/// The engine configuration for `settings`; errors name the flag at fault.
+pub fn engine_config(settings: &IoSettings) -> Result<EngineConfig, String> {
+    let mut cfg = EngineConfig {
+        mode: settings.mode,
+        kernel_readahead: settings.kernel_readahead,
+        ..EngineConfig::default()
+    };
+    if let Some(p) = &settings.prefetch {
+        cfg.policy = p
+            .parse::<PolicySpec>()
+            .map_err(|e| format!("--prefetch: {e}"))?;
+    }
+    for d in &settings.devices {
+        cfg.devices
+            .add_override(d)
+            .map_err(|e| format!("device override {d:?}: {e}"))?;
+    }
+    Ok(cfg)
 }
 
 /// Largest piece of a response made resident in one engine call. Longer ranges (whole
@@ -99,20 +124,7 @@ pub struct DiskIo {
 impl DiskIo {
     /// Build the engine; errors name the flag or file at fault.
     pub fn new(settings: &IoSettings, root: &Path) -> Result<DiskIo, String> {
-        let mut cfg = EngineConfig {
-            mode: settings.mode,
-            ..EngineConfig::default()
-        };
-        if let Some(p) = &settings.prefetch {
-            cfg.policy = p
-                .parse::<PolicySpec>()
-                .map_err(|e| format!("--prefetch: {e}"))?;
-        }
-        for d in &settings.devices {
-            cfg.devices
-                .add_override(d)
-                .map_err(|e| format!("device override {d:?}: {e}"))?;
-        }
+        let cfg = engine_config(settings)?;
         let bitrates = match &settings.catalog {
             Some(path) => BitrateMap::load(path).map_err(|e| e.to_string())?,
             None => BitrateMap::default(),
@@ -195,5 +207,40 @@ impl DiskIo {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_readahead_setting_reaches_the_engine_config() {
+        let default = IoSettings::default();
+        assert!(
+            default.kernel_readahead,
+            "the default keeps the kernel's readahead"
+        );
+        assert!(engine_config(&default).unwrap().kernel_readahead);
+        let off = IoSettings {
+            mode: IoMode::Asap,
+            prefetch: Some("fixed:4MiB".into()),
+            kernel_readahead: false,
+            ..IoSettings::default()
+        };
+        let cfg = engine_config(&off).unwrap();
+        assert!(!cfg.kernel_readahead);
+        assert_eq!(cfg.mode, IoMode::Asap);
+        assert_eq!(cfg.policy, PolicySpec::Fixed { bytes: 4 << 20 });
+    }
+
+    #[test]
+    fn a_bad_policy_names_the_flag() {
+        let bad = IoSettings {
+            prefetch: Some("fixed:lots".into()),
+            ..IoSettings::default()
+        };
+        let e = engine_config(&bad).unwrap_err();
+        assert!(e.starts_with("--prefetch: ") && e.contains("lots"), "{e}");
     }
 }

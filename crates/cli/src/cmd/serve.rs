@@ -26,6 +26,10 @@ pub struct Args {
     /// Device queue override, e.g. `8:17=media` or `sdb=media` (repeatable).
     #[arg(long = "device", value_name = "OVERRIDE")]
     devices: Vec<String>,
+    /// Kernel readahead on top of the prefetch policy's reads: on, or off (the
+    /// prefetching --io modes then mark files POSIX_FADV_RANDOM before enlarged reads).
+    #[arg(long, default_value = "on", value_parser = parse_on_off, value_name = "on|off", action = clap::ArgAction::Set)]
+    kernel_readahead: bool,
     /// Interval of the prefetch statistics log line (shown with VODKIT_LOG=info); 0 = off.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     stats_every: Duration,
@@ -67,7 +71,16 @@ pub struct Args {
     threads: usize,
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => Err(format!("`{s}`: expected on or off")),
+    }
+}
+
+/// The server configuration the flags describe; input errors are usage errors.
+fn config(args: Args) -> anyhow::Result<ServerConfig> {
     let mode: IoMode = args
         .io
         .parse()
@@ -91,6 +104,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         catalog: args.catalog,
         devices: args.devices,
         stats_every: (!args.stats_every.is_zero()).then_some(args.stats_every),
+        kernel_readahead: args.kernel_readahead,
     };
     config.access_log = args.access_log;
     config.idle_timeout = args.idle_timeout;
@@ -103,6 +117,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     config.allow_outside_symlinks = args.allow_outside_symlinks;
     config.drain_timeout = args.drain_timeout;
     config.worker_threads = args.threads;
+    Ok(config)
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let config = config(args)?;
     vodkit_server::run_until_signal(config, |http, admin| {
         eprintln!("vodkit serve: listening on http://{http}");
         if let Some(a) = admin {
@@ -117,4 +136,42 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             anyhow::Error::new(e).context("vodkit serve")
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: Args,
+    }
+
+    fn parse(extra: &[&str]) -> Result<Args, clap::Error> {
+        let root = std::env::temp_dir();
+        let mut argv = vec!["serve", "--root", root.to_str().unwrap()];
+        argv.extend_from_slice(extra);
+        Cli::try_parse_from(argv).map(|c| c.args)
+    }
+
+    #[test]
+    fn kernel_readahead_flag_reaches_the_server_config() {
+        let on = config(parse(&[]).unwrap()).unwrap();
+        assert!(on.io.kernel_readahead);
+        let off = config(parse(&["--io", "asap", "--kernel-readahead", "off"]).unwrap()).unwrap();
+        assert!(!off.io.kernel_readahead);
+        assert!(
+            config(parse(&["--kernel-readahead", "on"]).unwrap())
+                .unwrap()
+                .io
+                .kernel_readahead
+        );
+        let e = parse(&["--kernel-readahead", "maybe"])
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("expected on or off"), "{e}");
+    }
 }
