@@ -1,10 +1,10 @@
 //! Preparing what a bench serves, once, cached by content key: the workload directory
 //! (generated with the workload library from a spec, scale and overrides) and the file set
-//! written from its catalog with the deterministic content function.
+//! written from its catalog by `vodkit fileset create`'s library call.
 
 use std::hash::{Hash, Hasher};
-use std::io::Write;
 use std::path::{Path, PathBuf};
+use vodkit_workload::fileset::{self, CreateOptions, Marker};
 use vodkit_workload::model::Catalog;
 
 /// Cache directory for generated workloads and file sets: `$VODKIT_CACHE`, else
@@ -57,11 +57,9 @@ pub fn workload(spec: &str, sets: &[&str], scale: f64, cache: &Path) -> Result<P
     Ok(dir)
 }
 
-/// Read a workload's catalog.json.
+/// Read a workload's catalog.json (file paths checked as `vodkit fileset` checks them).
 pub fn catalog(workload: &Path) -> Result<Catalog, String> {
-    let p = workload.join("catalog.json");
-    let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
-    serde_json::from_str(&text).map_err(|e| format!("{}:{}: {e}", p.display(), e.line()))
+    fileset::load_catalog(&workload.join("catalog.json")).map_err(|e| e.to_string())
 }
 
 /// Bytes of every file in the catalog.
@@ -74,51 +72,64 @@ pub fn fileset_bytes(c: &Catalog) -> u64 {
         .sum()
 }
 
-/// Write the catalog's files under `root` (skipping files already of the right size), in
-/// catalog order, with the deterministic content so clients can verify every byte.
-/// Interim writer until `vodkit fileset create` (issue #2) is available as a library call.
+/// Write the catalog's files under `root` with `vodkit fileset create` (its library call):
+/// complete files are kept, partial ones finished, in title order, with the deterministic
+/// content so clients can verify every byte. `progress(written, to_write)` follows it.
 pub fn write_fileset(
     c: &Catalog,
     root: &Path,
     mut progress: impl FnMut(u64, u64),
 ) -> Result<(), String> {
-    let total = fileset_bytes(c);
-    let mut done = 0u64;
-    let mut buf = vec![0u8; 1 << 20];
-    for f in c
-        .titles
-        .iter()
-        .flat_map(|t| &t.renditions)
-        .flat_map(|r| &r.files)
-    {
-        let rel = f.path.trim_start_matches('/');
-        let path = root.join(rel);
-        if std::fs::metadata(&path)
-            .map(|m| m.len() == f.size_bytes)
-            .unwrap_or(false)
-        {
-            done += f.size_bytes;
-            continue;
+    adopt_unmarked(c, root)?;
+    let opts = CreateOptions {
+        layout: None,
+        progress: false,
+    };
+    fileset::create_with_progress(c, root, &opts, &mut progress)
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+/// Bench versions before the library call wrote file sets without `vodkit fileset`'s
+/// marker, which `create` requires before it touches a non-empty directory. A root that
+/// holds nothing but files of this catalog is one of those: mark it as this catalog's so
+/// its files are reused (sizes and partial tails are checked by `create` as usual).
+fn adopt_unmarked(c: &Catalog, root: &Path) -> Result<(), String> {
+    let marker = root.join(fileset::MARKER);
+    if marker.exists() || !root.is_dir() {
+        return Ok(());
+    }
+    let ours: std::collections::HashSet<PathBuf> = fileset::planned_files(c, None)
+        .map_err(|e| e.to_string())?
+        .into_iter()
+        .map(|(_, f)| PathBuf::from(f.path))
+        .collect();
+    let mut found = Vec::new();
+    list_files(root, root, &mut found).map_err(|e| format!("{}: {e}", root.display()))?;
+    if found.is_empty() || !found.iter().all(|f| ours.contains(f)) {
+        // Empty: `create` claims it. Foreign files: `create` refuses with its own reason.
+        return Ok(());
+    }
+    let m = Marker {
+        spec: c.spec.clone(),
+        seed: c.seed,
+        digest: fileset::catalog_digest(c),
+        layouts: Vec::new(),
+    };
+    let text = serde_json::to_string_pretty(&m).map_err(|e| e.to_string())? + "\n";
+    std::fs::write(&marker, text).map_err(|e| format!("{}: {e}", marker.display()))
+}
+
+/// Every non-directory entry under `dir`, relative to `root`.
+fn list_files(root: &Path, dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+    for entry in std::fs::read_dir(dir)? {
+        let entry = entry?;
+        let path = entry.path();
+        if entry.file_type()?.is_dir() {
+            list_files(root, &path, out)?;
+        } else {
+            out.push(path.strip_prefix(root).unwrap_or(&path).to_path_buf());
         }
-        if let Some(dir) = path.parent() {
-            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        }
-        let mut out = std::io::BufWriter::new(
-            std::fs::File::create(&path).map_err(|e| format!("{}: {e}", path.display()))?,
-        );
-        let k = vodkit_workload::content::path_key(rel);
-        let mut off = 0u64;
-        while off < f.size_bytes {
-            let n = buf.len().min((f.size_bytes - off) as usize);
-            vodkit_workload::content::fill(k, off, &mut buf[..n]);
-            out.write_all(&buf[..n])
-                .map_err(|e| format!("{}: {e}", path.display()))?;
-            off += n as u64;
-        }
-        out.flush()
-            .map_err(|e| format!("{}: {e}", path.display()))?;
-        done += f.size_bytes;
-        progress(done, total);
     }
     Ok(())
 }
@@ -169,5 +180,64 @@ mod tests {
     fn cache_key_depends_on_every_part() {
         assert_ne!(key(&["a", "1"]), key(&["a", "2"]));
         assert_eq!(key(&["a", "1"]), key(&["a", "1"]));
+    }
+
+    fn tiny_workload(dir: &Path) -> (PathBuf, Catalog) {
+        let w = workload("youtube-2011", &[], 0.001, dir).unwrap();
+        let mut c = catalog(&w).unwrap();
+        // Keep the test fast: a handful of titles.
+        c.titles.truncate(3);
+        (w, c)
+    }
+
+    fn written(c: &Catalog, root: &Path) -> u64 {
+        let mut last = 0;
+        write_fileset(c, root, |w, t| {
+            assert!(w <= t);
+            last = w;
+        })
+        .unwrap();
+        last
+    }
+
+    #[test]
+    fn file_set_is_written_once_then_reused_and_repaired() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, c) = tiny_workload(dir.path());
+        let root = dir.path().join("files");
+        assert_eq!(written(&c, &root), fileset_bytes(&c));
+        let report = fileset::verify(&c, &root, None, false).unwrap();
+        assert!(report.problems.is_empty(), "{:?}", report.problems);
+        assert_eq!(written(&c, &root), 0, "a complete file set is reused");
+        let first = &c.titles[0].renditions[0].files[0];
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(root.join(&first.path))
+            .unwrap();
+        f.set_len(first.size_bytes / 2).unwrap();
+        assert_eq!(written(&c, &root), first.size_bytes - first.size_bytes / 2);
+        assert!(fileset::verify(&c, &root, None, false)
+            .unwrap()
+            .problems
+            .is_empty());
+    }
+
+    #[test]
+    fn a_file_set_from_the_earlier_bench_writer_is_adopted_and_foreign_files_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (_, c) = tiny_workload(dir.path());
+        let root = dir.path().join("files");
+        written(&c, &root);
+        // What earlier bench versions left: the files without the marker.
+        std::fs::remove_file(root.join(fileset::MARKER)).unwrap();
+        assert_eq!(written(&c, &root), 0, "adopted, nothing rewritten");
+        assert!(root.join(fileset::MARKER).is_file());
+        // A directory with someone else's file is not adopted; `create` refuses it.
+        let other = dir.path().join("other");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join("notes.txt"), "mine").unwrap();
+        let e = write_fileset(&c, &other, |_, _| {}).unwrap_err();
+        assert!(e.contains("notes.txt"), "{e}");
+        assert!(!other.join(fileset::MARKER).exists());
     }
 }

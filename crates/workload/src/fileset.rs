@@ -295,8 +295,17 @@ fn open_at(path: &Path, from: u64) -> Result<File, FilesetError> {
 /// helper thread would only add cross-core traffic). Writeback of each finished file starts
 /// at once; at the end each file is flushed, without flushing unrelated data of the same
 /// filesystem.
-fn write_jobs(jobs: &[Job], pb: &ProgressBar) -> Result<(), FilesetError> {
+fn write_jobs(
+    jobs: &[Job],
+    pb: &ProgressBar,
+    on_progress: &mut dyn FnMut(u64, u64),
+) -> Result<(), FilesetError> {
     const PIECE: usize = 256 * 1024;
+    /// Bytes between two progress calls inside a long file.
+    const REPORT_EVERY: u64 = 64 << 20;
+    let total: u64 = jobs.iter().map(|j| j.size - j.from).sum();
+    let mut written = 0u64;
+    let mut reported = 0u64;
     let mut buf = vec![0u8; PIECE];
     for j in jobs {
         let mut f = open_at(&j.path, j.from)?;
@@ -307,9 +316,16 @@ fn write_jobs(jobs: &[Job], pb: &ProgressBar) -> Result<(), FilesetError> {
             content::fill(key, off, &mut buf[..n]);
             f.write_all(&buf[..n]).map_err(io(&j.path, "write"))?;
             off += n as u64;
+            written += n as u64;
             pb.inc(n as u64);
+            if written - reported >= REPORT_EVERY {
+                on_progress(written, total);
+                reported = written;
+            }
         }
         start_writeback(&f);
+        on_progress(written, total);
+        reported = written;
     }
     for j in jobs {
         File::open(&j.path)
@@ -333,6 +349,18 @@ pub fn create(
     catalog: &Catalog,
     root: &Path,
     opts: &CreateOptions,
+) -> Result<CreateReport, FilesetError> {
+    create_with_progress(catalog, root, opts, &mut |_, _| {})
+}
+
+/// [`create`], calling `on_progress(written, to_write)` (bytes) after each file and every
+/// 64 MiB within one, for callers that show progress their own way (set
+/// `opts.progress` to false then). Complete files are not counted in `to_write`.
+pub fn create_with_progress(
+    catalog: &Catalog,
+    root: &Path,
+    opts: &CreateOptions,
+    on_progress: &mut dyn FnMut(u64, u64),
 ) -> Result<CreateReport, FilesetError> {
     let started = Instant::now();
     let files = planned_files(catalog, opts.layout)?;
@@ -395,7 +423,7 @@ pub fn create(
             size: f.size_bytes,
         });
     }
-    write_jobs(&jobs, &pb)?;
+    write_jobs(&jobs, &pb, on_progress)?;
     pb.finish_and_clear();
     report.seconds = started.elapsed().as_secs_f64();
     Ok(report)
@@ -504,4 +532,66 @@ pub fn file_paths(
 /// Seconds as a short human string, for reports.
 pub fn human_seconds(s: f64) -> String {
     humantime::format_duration(Duration::from_millis((s * 1000.0) as u64)).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Media, Rendition, Title};
+
+    fn catalog(sizes: &[u64]) -> Catalog {
+        let titles = sizes
+            .iter()
+            .enumerate()
+            .map(|(i, &size)| Title {
+                id: i as u32,
+                rank: i as u32 + 1,
+                duration_s: 10.0,
+                renditions: vec![Rendition {
+                    bitrate_kbps: 400,
+                    media: Media::default(),
+                    size_bytes: size,
+                    layout: Layout::Unchunked,
+                    files: vec![FileRef {
+                        path: format!("t{i}.mp4"),
+                        size_bytes: size,
+                    }],
+                }],
+            })
+            .collect();
+        Catalog {
+            spec: "progress-test".into(),
+            seed: 7,
+            titles,
+        }
+    }
+
+    #[test]
+    fn progress_counts_up_to_the_bytes_to_write_and_skips_complete_files() {
+        let dir = tempfile::tempdir().unwrap();
+        let c = catalog(&[300_000, 5_000, 70_000]);
+        let opts = CreateOptions {
+            layout: None,
+            progress: false,
+        };
+        let mut calls = Vec::new();
+        let r =
+            create_with_progress(&c, dir.path(), &opts, &mut |w, t| calls.push((w, t))).unwrap();
+        assert_eq!(
+            calls,
+            [(300_000, 375_000), (305_000, 375_000), (375_000, 375_000)]
+        );
+        assert_eq!(r.bytes_written, 375_000);
+        // Second run: one file cut short, the others complete.
+        let f = File::options()
+            .write(true)
+            .open(dir.path().join("t0.mp4"))
+            .unwrap();
+        f.set_len(100_000).unwrap();
+        let mut again = Vec::new();
+        let r =
+            create_with_progress(&c, dir.path(), &opts, &mut |w, t| again.push((w, t))).unwrap();
+        assert_eq!(again, [(200_000, 200_000)]);
+        assert_eq!((r.skipped_files, r.repaired_files), (2, 1));
+    }
 }
