@@ -23,7 +23,7 @@ pub const SETS: [&str; 4] = [
     "measurement.ramp_up_requests=60",
     "measurement.ramp_down_requests=30",
 ];
-pub const POINT_S: u64 = 45;
+pub const POINT_S: u64 = 30;
 /// Memory budget on the emulated disk (smaller than the file set, so the disk matters).
 pub const MEMORY_BYTES: u64 = 256 << 20;
 
@@ -91,8 +91,8 @@ pub fn run(
         memory,
         suts,
         point: Duration::from_secs(POINT_S),
-        guess_mb_s: 20.0,
-        max_steps: 3,
+        guess_mb_s: 30.0,
+        max_steps: 2,
         sequential: false,
         precision_div: 4.0,
         criterion: Criterion::Strict,
@@ -119,7 +119,7 @@ pub fn run(
         &crate::search::SearchPlan::failure_free_around(1.0),
         1,
     );
-    rep.search = serde_json::json!({"kind": "failure-free", "start": "guess/2", "step": "guess/2", "precision": "guess/4", "max": "3 guess", "point_s": POINT_S});
+    rep.search = serde_json::json!({"kind": "failure-free", "start": "guess/2", "step": "guess/2", "precision": "guess/4", "max": "1.5 guess", "point_s": POINT_S});
     rep.servers = servers;
     rep.notes = notes;
     if let (Some(v), Some(n)) = (rep.server("vodkit:asap:auto"), rep.server("nginx")) {
