@@ -93,6 +93,11 @@ pub struct AutoParams {
     /// Seconds to move the size by one step (the thesis asks for a gradual change but
     /// gives no rate).
     pub ramp_s: f64,
+    /// Seconds into a window after which the eviction rule is already applied. The thesis
+    /// checks it only when a window closes; until then every prefetch at a size memory
+    /// cannot hold is read twice, so the guard acts as soon as the window has this much
+    /// evidence.
+    pub guard_s: f64,
     pub scaling: Scaling,
 }
 
@@ -112,6 +117,7 @@ pub mod defaults {
     ];
     pub const MAX_BYTES: u64 = 64 << 20;
     pub const RAMP_S: f64 = 60.0;
+    pub const GUARD_S: f64 = 15.0;
 }
 
 impl Default for AutoParams {
@@ -128,6 +134,7 @@ impl Default for AutoParams {
             min_bytes: defaults::STEP_BYTES,
             max_bytes: defaults::MAX_BYTES,
             ramp_s: defaults::RAMP_S,
+            guard_s: defaults::GUARD_S,
             scaling: Scaling::Sqrt,
         }
     }
@@ -248,6 +255,9 @@ impl AutoPolicy {
             Some(last) => last,
         };
         self.clock = Some(now);
+        if self.eviction_guard(now) {
+            return;
+        }
         if self.size.round() as u64 != self.target {
             self.ramp(now - last);
             if self.size.round() as u64 == self.target {
@@ -261,6 +271,23 @@ impl AutoPolicy {
             self.close_window(now);
             self.window = Window::at(now);
         }
+    }
+
+    /// Applies the eviction rule before the window closes once `guard_s` have passed;
+    /// true when it did (the window then restarts at the new size).
+    fn eviction_guard(&mut self, now: f64) -> bool {
+        let o = &self.window.obs;
+        if now - self.window.start_s < self.params.guard_s
+            || o.requested_bytes == 0
+            || o.evictions == 0
+            || (o.evicted_bytes as f64 / o.requested_bytes as f64) <= self.params.evict_threshold
+        {
+            return false;
+        }
+        let o = o.clone();
+        self.jump_to_eviction_size(&o);
+        self.window = Window::at(now);
+        true
     }
 
     fn ramp(&mut self, dt: f64) {
@@ -318,6 +345,11 @@ impl AutoPolicy {
             .scaling
             .unscale(at_mean_rate, self.params.ref_kbps, kbps);
         self.set_target(at_ref);
+        // Shrinking is immediate: every prefetch at the old size is partly evicted unread.
+        // Growing back stays gradual.
+        if (self.target as f64) < self.size {
+            self.size = self.target as f64;
+        }
         self.scores.clear();
         self.phase = Phase::Evicting;
     }

@@ -11,7 +11,7 @@
 //! first-grow[:SIZE | :key=value,...]          keys: max growth open0 chunk0 other
 //! first-grow-sr[:SIZE@KBPS | :key=value,...]  keys: as first-grow, plus ref
 //! auto[:key=value,...]   keys: start (SIZE, SIZE@KBPS or a preset such as wd_red_hd)
-//!                        ref interval step deflation busy evict min max ramp
+//!                        ref interval step deflation busy evict min max ramp guard
 //!                        scale (sqrt | proportional | none)
 //! ```
 
@@ -258,6 +258,7 @@ fn parse_auto(arg: Option<&str>) -> Result<PolicySpec, String> {
                 }
                 "max" => p.max_bytes = parse_size(v)?,
                 "ramp" => p.ramp_s = parse_seconds(v)?,
+                "guard" => p.guard_s = parse_seconds(v)?,
                 "scale" => {
                     p.scaling = match v {
                         "sqrt" => Scaling::Sqrt,
@@ -271,7 +272,7 @@ fn parse_auto(arg: Option<&str>) -> Result<PolicySpec, String> {
                 _ => {
                     return Err(format!(
                         "unknown key `{k}` (expected start ref interval step deflation busy \
-                         evict min max ramp scale)"
+                         evict min max ramp guard scale)"
                     ))
                 }
             }
@@ -338,7 +339,7 @@ impl fmt::Display for PolicySpec {
             }
             PolicySpec::Auto(p) => write!(
                 f,
-                "auto:start={}@{},interval={},step={},deflation={},busy={},evict={},min={},max={},ramp={},scale={}",
+                "auto:start={}@{},interval={},step={},deflation={},busy={},evict={},min={},max={},ramp={},guard={},scale={}",
                 p.start_bytes,
                 p.ref_kbps,
                 p.adjust_interval_s,
@@ -349,6 +350,7 @@ impl fmt::Display for PolicySpec {
                 p.min_bytes,
                 p.max_bytes,
                 p.ramp_s,
+                p.guard_s,
                 p.scaling.name()
             ),
         }

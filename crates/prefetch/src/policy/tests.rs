@@ -391,11 +391,10 @@ fn auto_holds_still_under_light_load() {
     assert_eq!(p.current().detail["phase"], 1.0, "idle");
 }
 
-#[test]
-fn auto_eviction_fast_path_targets_eviction_time_times_bit_rate() {
-    let mut p = auto_policy("auto:start=8MiB@419");
-    let eviction_time = 60.0;
-    for t in 1..=181 {
+/// Feeds one observation per second from `from` to `to` in which 20% of the requested
+/// bytes were prefetched and evicted unread, `eviction_time` seconds after their read.
+fn evicting_seconds(p: &mut AutoPolicy, from: u64, to: u64, eviction_time: f64) {
+    for t in from..=to {
         let now = t as f64;
         p.prefetch_bytes(&ctx(419, 0, ChainKind::Other, now));
         p.observe(&Observation {
@@ -409,18 +408,43 @@ fn auto_eviction_fast_path_targets_eviction_time_times_bit_rate() {
             eviction_time_s: 2.0 * eviction_time,
         });
     }
-    let expected = eviction_time * 419.0 * 1000.0 / 8.0; // 3,142,500 bytes ≈ 3 MB
-    assert_eq!(p.target_bytes(), expected.round() as u64);
-    assert_eq!(p.reference_bytes(), 8 * MIB, "the size does not jump");
-    // It then ramps down gradually and arrives.
+}
+
+#[test]
+fn auto_eviction_guard_shrinks_to_eviction_time_times_bit_rate_at_once() {
+    let mut p = auto_policy("auto:start=8MiB@419");
+    let expected = (60.0 * 419.0 * 1000.0 / 8.0_f64).round() as u64; // 3,142,500 bytes ≈ 3 MB
+    evicting_seconds(&mut p, 1, 15, 60.0);
+    assert_eq!(p.reference_bytes(), 8 * MIB, "no decision before the guard time");
+    evicting_seconds(&mut p, 16, 16, 60.0);
+    assert_eq!(p.target_bytes(), expected);
+    assert_eq!(p.reference_bytes(), expected, "shrinking does not ramp");
+    assert_eq!(p.current().detail["phase"], 4.0, "evicting");
+}
+
+#[test]
+fn auto_without_guard_applies_the_eviction_rule_when_the_window_closes() {
+    let mut p = auto_policy("auto:start=8MiB@419,guard=1h");
+    evicting_seconds(&mut p, 1, 180, 60.0);
+    assert_eq!(p.reference_bytes(), 8 * MIB, "the window is still open");
+    evicting_seconds(&mut p, 181, 181, 60.0);
+    assert_eq!(p.reference_bytes(), 3_142_500);
+}
+
+#[test]
+fn auto_grows_back_gradually_after_evictions() {
+    let mut p = auto_policy("auto:start=1MiB@419");
+    evicting_seconds(&mut p, 1, 16, 60.0);
+    assert_eq!(p.target_bytes(), 3_142_500);
     let mut last = p.reference_bytes();
-    for t in 182..=2000 {
+    assert!(last < 2 * MIB, "growing is not a jump: {last}");
+    for t in 17..=2000 {
         p.prefetch_bytes(&ctx(419, 0, ChainKind::Other, t as f64));
         let now = p.reference_bytes();
-        assert!(last - now <= 524_288 / 60 + 1);
+        assert!(now >= last && now - last <= 524_288 / 60 + 1);
         last = now;
     }
-    assert_eq!(p.reference_bytes(), expected.round() as u64);
+    assert_eq!(p.reference_bytes(), 3_142_500);
 }
 
 #[test]
