@@ -69,9 +69,17 @@ fn miniature_bench_end_to_end() {
     let root = file_set(dir.path());
     let mut launcher = LocalLauncher::new(root, dir.path().join("runs"), "/t0.mp4".into());
     launcher.vodkit = Ok(Box::new(InProcessVodkit::new().unwrap()));
+    // nginx+preload runs its daemon as `vodkit prefetchd`: the vodkit binary must be built.
     launcher.preload = vodkit_bench::adapters::PreloadKit::locate(
         vodkit_bench::adapters::built_vodkit().as_deref(),
     );
+    if let Err(why) = &launcher.preload {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "{why}, but CI is set and builds it"
+        );
+        eprintln!("NOTE: nginx+preload is not measured: {why}");
+    }
     let mut load = WorkloadLoad {
         sessions: sessions(24),
         meta: None,
@@ -108,10 +116,10 @@ fn miniature_bench_end_to_end() {
         serde_json::from_str(&std::fs::read_to_string(&written.json).unwrap()).unwrap();
     assert!(report::check(&back).is_empty());
 
-    let measured: Vec<&str> = if have_nginx {
-        vec!["vodkit:vanilla", "nginx", "nginx+preload"]
-    } else {
-        vec!["vodkit:vanilla"]
+    let measured: Vec<&str> = match (have_nginx, launcher.preload.is_ok()) {
+        (true, true) => vec!["vodkit:vanilla", "nginx", "nginx+preload"],
+        (true, false) => vec!["vodkit:vanilla", "nginx"],
+        (false, _) => vec!["vodkit:vanilla"],
     };
     for name in measured {
         let s = back.server(name).unwrap();
