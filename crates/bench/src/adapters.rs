@@ -233,6 +233,9 @@ impl VodkitStarter for ChildVodkit {
             cmd.arg("--catalog").arg(c);
         }
         cmd.arg("--access-log").arg(run_dir.join("access.log"));
+        // The engine's statistics line goes to stderr; the prefetch size plot reads it.
+        cmd.args(["--stats-every", &format!("{}s", STATS_EVERY_S)]);
+        cmd.env("VODKIT_LOG", "warn,vodkit_prefetch=info");
         let cmd = match budget {
             Some(b) => b(cmd).map_err(StartError::Failed)?,
             None => cmd,
@@ -251,21 +254,52 @@ impl VodkitStarter for ChildVodkit {
             },
         )
         .map_err(|e| StartError::Failed(e.to_string()))?;
-        Ok(Box::new(ChildRunning(process)))
+        Ok(Box::new(ChildRunning {
+            process,
+            stderr: run_dir.join("vodkit.stderr"),
+        }))
     }
 }
 
-struct ChildRunning(ServerProcess);
+/// Seconds between the child server's statistics lines.
+const STATS_EVERY_S: u64 = 5;
+
+struct ChildRunning {
+    process: ServerProcess,
+    stderr: PathBuf,
+}
 
 impl Running for ChildRunning {
     fn base_url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.0.port)
+        format!("http://127.0.0.1:{}", self.process.port)
+    }
+    fn prefetch_series(&self) -> Vec<(f64, u64)> {
+        std::fs::read_to_string(&self.stderr)
+            .map(|text| prefetch_sizes(&text, STATS_EVERY_S as f64))
+            .unwrap_or_default()
     }
     fn stop(self: Box<Self>) -> Result<Vec<String>, String> {
-        self.0
+        self.process
             .stop(Duration::from_secs(40))
             .map_err(|e| e.to_string())
     }
+}
+
+/// Prefetch size over time from `vodkit serve`'s statistics lines (one every `every_s`
+/// seconds, `… | size 419k=3.15MB,1676k=6.29MB`): the size of the highest bit-rate class
+/// the policy has seen, in bytes.
+fn prefetch_sizes(stderr: &str, every_s: f64) -> Vec<(f64, u64)> {
+    stderr
+        .lines()
+        .filter(|l| l.contains("prefetch["))
+        .filter_map(|l| l.rsplit_once("| size ").map(|(_, sizes)| sizes.trim()))
+        .enumerate()
+        .filter_map(|(i, sizes)| {
+            let last = sizes.split(',').next_back()?;
+            let mb: f64 = last.split_once('=')?.1.strip_suffix("MB")?.parse().ok()?;
+            Some(((i + 1) as f64 * every_s, (mb * 1e6).round() as u64))
+        })
+        .collect()
 }
 
 /// What `+preload` servers need: the vodkit executable, whose `vodkit prefetchd` is each
@@ -423,4 +457,22 @@ pub fn built_vodkit() -> Option<PathBuf> {
     let exe = std::env::current_exe().ok()?;
     let profile_dir = exe.parent()?.parent()?;
     Some(profile_dir.join("vodkit")).filter(|p| p.is_file())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefetch_sizes;
+
+    #[test]
+    fn prefetch_sizes_come_from_the_statistics_lines() {
+        let stderr = "vodkit serve: listening on http://127.0.0.1:1\n\
+            2026-11-21T08:00:05Z  INFO vodkit_prefetch::engine: prefetch[asap] req 41.9 MB/s mem 12.0 disk 33.1 prefetched 9.2 evicted 0.00 wasted 0.31 | hits 610 misses 212 | 9.8 ms/128K evict-time 0s | busy vda=71% | size 419k=3.15MB,1676k=6.29MB\n\
+            a warning that is not a statistics line\n\
+            2026-11-21T08:00:10Z  INFO vodkit_prefetch::engine: prefetch[asap] req 40.0 MB/s mem 12.0 disk 33.1 prefetched 9.2 evicted 0.50 wasted 0.31 | hits 610 misses 212 | 9.8 ms/128K evict-time 9s | busy vda=99% | size 419k=1.57MB,1676k=3.14MB\n";
+        assert_eq!(
+            prefetch_sizes(stderr, 5.0),
+            [(5.0, 6_290_000), (10.0, 3_140_000)]
+        );
+        assert!(prefetch_sizes("nothing here\n", 5.0).is_empty());
+    }
 }
