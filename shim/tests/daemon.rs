@@ -145,3 +145,116 @@ fn start_reuses_a_running_daemon_and_wrap_adds_the_library() {
     let again = vodkit_preload::Daemon::start(vodkit_preload::DaemonConfig::new(first.socket()));
     assert!(again.is_err());
 }
+
+/// A catalog listing `rel` at `kbps` (one title, one rendition, one file).
+fn catalog_listing(dir: &std::path::Path, rel: &str, kbps: u32) -> std::path::PathBuf {
+    use vodkit_workload::model::{Catalog, FileRef, Layout, Media, Rendition, Title};
+    let catalog = Catalog {
+        spec: "test".into(),
+        seed: 1,
+        titles: vec![Title {
+            id: 1,
+            rank: 1,
+            duration_s: 60.0,
+            renditions: vec![Rendition {
+                bitrate_kbps: kbps,
+                media: Media::Combined,
+                size_bytes: 16 << 20,
+                layout: Layout::Unchunked,
+                files: vec![FileRef {
+                    path: rel.into(),
+                    size_bytes: 16 << 20,
+                }],
+            }],
+        }],
+    };
+    let path = dir.join("catalog.json");
+    std::fs::write(&path, serde_json::to_string(&catalog).unwrap()).unwrap();
+    path
+}
+
+fn daemon_with_catalog(
+    dir: &std::path::Path,
+    mode: Mode,
+    catalog: &std::path::Path,
+    root: Option<&std::path::Path>,
+) -> vodkit_preload::Daemon {
+    let mut cfg = vodkit_preload::DaemonConfig::new(dir.join("prefetchd.sock"));
+    cfg.mode = mode;
+    cfg.policy = "auto".parse().unwrap();
+    cfg.bitrates = Some(vodkit_preload::daemon::FileRates::load(catalog, root).unwrap());
+    vodkit_preload::Daemon::start(cfg).unwrap()
+}
+
+/// Ask the daemon about a miss at the start of `file`; the reply's length.
+fn ask(conn: &std::os::fd::OwnedFd, file: &std::path::Path, seq: u64) -> (u32, u64) {
+    let f = std::fs::File::open(file).unwrap();
+    socket::send_request(
+        conn.as_raw_fd(),
+        &request(0, 4096, 16 << 20, seq),
+        f.as_raw_fd(),
+    )
+    .unwrap();
+    let (status, _, _, len) = socket::receive_reply(conn.as_raw_fd()).unwrap();
+    (status, len)
+}
+
+#[test]
+fn catalog_bit_rates_scale_auto_by_square_root() {
+    let dir = open_tempdir();
+    let root = dir.path().join("www");
+    let listed = write_content(&root, "hd/t1.dat", 16 << 20);
+    let unlisted = write_content(&root, "sd/t2.dat", 16 << 20);
+    let catalog = catalog_listing(dir.path(), "hd/t1.dat", 1676);
+    let expected = (1676f64 / 419f64).sqrt();
+
+    // prefetch mode: the reply carries the size auto chose for each file
+    for root_arg in [Some(root.as_path()), None] {
+        let d = daemon_with_catalog(dir.path(), Mode::Prefetch, &catalog, root_arg);
+        let conn = socket::connect(d.socket()).unwrap();
+        let (s1, plain) = ask(&conn, &unlisted, 1);
+        let (s2, scaled) = ask(&conn, &listed, 2);
+        assert_eq!((s1, s2), (1, 1), "both are read in the library");
+        let ratio = scaled as f64 / plain as f64;
+        assert!(
+            (ratio - expected).abs() < 1e-3,
+            "root {root_arg:?}: {scaled} vs {plain} bytes, ratio {ratio}"
+        );
+        let m = d.stop();
+        assert_eq!(m.misses_with_bitrate, 1);
+        assert_eq!(m.catalog_files, 1);
+        assert_eq!(m.planned_bytes, plain + scaled);
+    }
+
+    // both mode: the engine reads each file at its size
+    evict(&listed);
+    evict(&unlisted);
+    let d = daemon_with_catalog(dir.path(), Mode::Both, &catalog, Some(&root));
+    let conn = socket::connect(d.socket()).unwrap();
+    assert_eq!(ask(&conn, &unlisted, 1).0, 0);
+    assert_eq!(ask(&conn, &listed, 2).0, 0);
+    let m = d.stop();
+    let classes = &m.engine.policy.classes;
+    assert_eq!(
+        classes.iter().map(|c| c.bitrate_kbps).collect::<Vec<_>>(),
+        [419, 1676],
+        "{classes:?}"
+    );
+    let ratio = classes[1].bytes as f64 / classes[0].bytes as f64;
+    assert!((ratio - expected).abs() < 1e-3, "{classes:?}");
+    assert_eq!(m.engine.read_bytes, classes[0].bytes + classes[1].bytes);
+}
+
+#[test]
+fn a_catalog_outside_the_root_gives_no_rates() {
+    let dir = open_tempdir();
+    let root = dir.path().join("www");
+    let listed = write_content(&root, "hd/t1.dat", 16 << 20);
+    let other = dir.path().join("elsewhere");
+    std::fs::create_dir_all(&other).unwrap();
+    let catalog = catalog_listing(dir.path(), "hd/t1.dat", 1676);
+    let d = daemon_with_catalog(dir.path(), Mode::Prefetch, &catalog, Some(&other));
+    let conn = socket::connect(d.socket()).unwrap();
+    ask(&conn, &listed, 1);
+    assert_eq!(d.stop().misses_with_bitrate, 0);
+}

@@ -146,6 +146,23 @@ impl BitrateMap {
         self.rates.get(rel.to_str()?).copied()
     }
 
+    /// Known bit rate of a file named by a path whose root is unknown (say an absolute
+    /// path a process resolved): the longest trailing run of its components that the map
+    /// holds, e.g. `/srv/www/hd/t1.dat` finds `hd/t1.dat`.
+    pub fn get_by_suffix(&self, path: &str) -> Option<u32> {
+        if let Some(k) = self.get(path) {
+            return Some(k);
+        }
+        let mut rest = path.trim_start_matches('/');
+        while let Some((_, tail)) = rest.split_once('/') {
+            if let Some(&k) = self.rates.get(tail) {
+                return Some(k);
+            }
+            rest = tail;
+        }
+        None
+    }
+
     /// Bit rate of a file, or the default.
     pub fn kbps(&self, path: &str) -> u32 {
         self.get(path).unwrap_or(self.default_kbps)
@@ -201,6 +218,10 @@ mod tests {
         assert_eq!(m.kbps("/srv/www/hd/t1.dat"), 2095);
         assert_eq!(m.get("/other.dat"), None);
         assert_eq!(m.kbps("/other.dat"), DEFAULT_BITRATE_KBPS);
+        assert_eq!(m.get_by_suffix("/mnt/disk/files/hd/t1.dat"), Some(2095));
+        assert_eq!(m.get_by_suffix("sd/t1.dat"), Some(419));
+        assert_eq!(m.get_by_suffix("/mnt/disk/t1.dat"), None);
+        assert_eq!(m.get_by_suffix("/mnt/hd/other.dat"), None);
     }
 
     #[test]

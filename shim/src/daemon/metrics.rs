@@ -20,6 +20,7 @@ pub(crate) struct Metrics {
     pub tracked: AtomicU64,
     pub prefetch_here: AtomicU64,
     pub planned_bytes: AtomicU64,
+    pub with_bitrate: AtomicU64,
     pub engine_calls: AtomicU64,
     pub already_resident: AtomicU64,
     pub read_errors: AtomicU64,
@@ -48,6 +49,10 @@ pub struct MetricsSnapshot {
     pub mode: Mode,
     pub policy: String,
     pub per_device: bool,
+    /// The `--catalog` giving bit rates, and how many files it lists.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub catalog: Option<String>,
+    pub catalog_files: usize,
     pub uptime_s: f64,
     pub connections: u64,
     /// Misses reported by the library.
@@ -55,6 +60,8 @@ pub struct MetricsSnapshot {
     pub requests_by_call: BTreeMap<Op, u64>,
     /// Bytes the applications asked for in those misses.
     pub requested_bytes: u64,
+    /// Misses on files the catalog gives a bit rate for.
+    pub misses_with_bitrate: u64,
     pub outcomes: ModeCounts,
     /// Bytes the library was told to read itself (`prefetch` mode).
     pub planned_bytes: u64,
@@ -104,6 +111,11 @@ impl Metrics {
             mode: config.mode,
             policy: config.policy.to_string(),
             per_device: config.per_device,
+            catalog: config
+                .bitrates
+                .as_ref()
+                .map(|r| r.source().display().to_string()),
+            catalog_files: config.bitrates.as_ref().map_or(0, |r| r.len()),
             uptime_s: uptime.as_secs_f64(),
             connections: get(&self.connections),
             requests: get(&self.requests),
@@ -114,6 +126,7 @@ impl Metrics {
                 .filter(|(_, n)| *n > 0)
                 .collect(),
             requested_bytes: get(&self.requested_bytes),
+            misses_with_bitrate: get(&self.with_bitrate),
             outcomes: ModeCounts {
                 engine: get(&self.engine_calls),
                 already_resident: get(&self.already_resident),

@@ -11,13 +11,16 @@
 pub mod admin;
 mod chains;
 mod metrics;
+mod rates;
 pub mod socket;
 
 pub use metrics::{MetricsSnapshot, ModeCounts};
+pub use rates::FileRates;
 
 use crate::protocol::{Reply, Request};
 use chains::ChainTracker;
 use metrics::Metrics;
+use rates::{FileKey, RateCache};
 use std::collections::HashMap;
 use std::fmt;
 use std::fs::File;
@@ -82,6 +85,9 @@ pub struct DaemonConfig {
     /// One I/O worker per device instead of one for all devices.
     pub per_device: bool,
     pub mode: Mode,
+    /// Bit rates of the served files (`--catalog`); without them every file is sized at
+    /// the policy's reference rate.
+    pub bitrates: Option<FileRates>,
 }
 
 impl DaemonConfig {
@@ -92,6 +98,7 @@ impl DaemonConfig {
             policy: PolicySpec::Fixed { bytes: 2 << 20 },
             per_device: false,
             mode: Mode::Both,
+            bitrates: None,
         }
     }
 }
@@ -115,6 +122,8 @@ struct Shared {
     /// Sizes reads in `prefetch` mode, where the library performs them itself.
     library_policy: Mutex<Box<dyn Policy>>,
     chains: Mutex<ChainTracker>,
+    /// Bit rate per file seen, when the daemon has a catalog.
+    rate_cache: RateCache,
     engine: Arc<Engine>,
     metrics: Metrics,
     stopping: AtomicBool,
@@ -150,6 +159,7 @@ impl Daemon {
             config,
             started: Instant::now(),
             chains: Mutex::new(ChainTracker::default()),
+            rate_cache: RateCache::default(),
             metrics: Metrics::default(),
             stopping: AtomicBool::new(false),
             connections: Mutex::new(HashMap::new()),
@@ -305,12 +315,24 @@ fn serve_connection(shared: &Shared, conn: &OwnedFd) {
     }
 }
 
-/// Whether `file` is a regular file; returns its identity for the chain tracker.
-fn regular_file_id(file: &File) -> Option<u64> {
+/// Whether `file` is a regular file; returns its identity (the chain tracker uses `id`).
+fn regular_file_key(file: &File) -> Option<FileKey> {
     use std::os::unix::fs::MetadataExt;
     let meta = file.metadata().ok()?;
-    meta.is_file()
-        .then(|| vodkit_prefetch::engine::file_id(meta.dev(), meta.ino()))
+    meta.is_file().then(|| FileKey {
+        id: vodkit_prefetch::engine::file_id(meta.dev(), meta.ino()),
+        ctime_ns: i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
+    })
+}
+
+/// The file's bit rate from the catalog, if the daemon has one and lists the file.
+fn bitrate_of(shared: &Shared, key: FileKey, file: &File) -> Option<u32> {
+    let rates = shared.config.bitrates.as_ref()?;
+    let kbps = shared.rate_cache.kbps(rates, key, file);
+    if kbps.is_some() {
+        shared.metrics.with_bitrate.fetch_add(1, Ordering::Relaxed);
+    }
+    kbps
 }
 
 /// Decide and perform what one miss needs; returns the reply for the library.
@@ -318,7 +340,7 @@ fn handle(shared: &Shared, req: &Request, file: OwnedFd) -> Reply {
     let m = &shared.metrics;
     m.note_request(req);
     let file = Arc::new(File::from(file));
-    let Some(file_id) = regular_file_id(&file) else {
+    let Some(key) = regular_file_key(&file) else {
         m.not_regular.fetch_add(1, Ordering::Relaxed);
         return Reply::Skipped;
     };
@@ -328,21 +350,32 @@ fn handle(shared: &Shared, req: &Request, file: OwnedFd) -> Reply {
         return Reply::Skipped;
     }
     let now_s = shared.started.elapsed().as_secs_f64();
+    let bitrate_kbps = bitrate_of(shared, key, &file);
     let chain = shared
         .chains
         .lock()
-        .map(|mut c| c.place(file_id, req.offset))
+        .map(|mut c| c.place(key.id, req.offset))
         .unwrap_or(ChainPosition {
             bytes: 0,
             kind: Default::default(),
         });
     if mode == Mode::Prefetch {
-        return plan_in_library(shared, req, file_id, chain, now_s);
+        let ctx = ReadContext {
+            file: key.id,
+            offset: req.offset,
+            len: req.len,
+            file_size: req.file_size,
+            bitrate_kbps,
+            chain_bytes: chain.bytes,
+            chain_kind: chain.kind,
+            now_s,
+        };
+        return plan_in_library(shared, &ctx);
     }
     let request = ReadRequest {
         offset: req.offset,
         len: req.len,
-        bitrate_kbps: None,
+        bitrate_kbps,
         chain: Some(chain),
     };
     match shared.engine.ensure_resident_blocking(&file, request) {
@@ -359,27 +392,11 @@ fn handle(shared: &Shared, req: &Request, file: OwnedFd) -> Reply {
 }
 
 /// `prefetch` mode: size the read with the policy and let the library perform it.
-fn plan_in_library(
-    shared: &Shared,
-    req: &Request,
-    file_id: u64,
-    chain: ChainPosition,
-    now_s: f64,
-) -> Reply {
-    let ctx = ReadContext {
-        file: file_id,
-        offset: req.offset,
-        len: req.len,
-        file_size: req.file_size,
-        bitrate_kbps: None,
-        chain_bytes: chain.bytes,
-        chain_kind: chain.kind,
-        now_s,
-    };
+fn plan_in_library(shared: &Shared, ctx: &ReadContext) -> Reply {
     let size = shared
         .library_policy
         .lock()
-        .map(|mut p| p.prefetch_bytes(&ctx))
+        .map(|mut p| p.prefetch_bytes(ctx))
         .unwrap_or(0);
     let len = ctx.read_len(size);
     if len == 0 {
@@ -391,7 +408,7 @@ fn plan_in_library(
         .planned_bytes
         .fetch_add(len, Ordering::Relaxed);
     Reply::PrefetchHere {
-        offset: req.offset,
+        offset: ctx.offset,
         len,
     }
 }

@@ -1,7 +1,7 @@
 //! `vodkit prefetchd`: the prefetch daemon the preload library reports misses to.
 
 use std::path::PathBuf;
-use vodkit_preload::daemon::{serve_until_signalled, DaemonConfig, Mode};
+use vodkit_preload::daemon::{serve_until_signalled, DaemonConfig, FileRates, Mode};
 
 /// How the daemon runs; shared with `vodkit preload`, which starts one when needed.
 #[derive(clap::Args)]
@@ -19,11 +19,24 @@ pub struct DaemonArgs {
     /// both, or track (record misses only).
     #[arg(long, default_value = "both")]
     pub mode: String,
+    /// Bit rates of the served files for bit-rate-aware policies (auto, sqrt:, proportional:):
+    /// a workload catalog.json, a JSON object {"path": kbps}, or `path kbps` lines.
+    #[arg(long, value_name = "FILE")]
+    pub catalog: Option<PathBuf>,
+    /// Directory the catalog's paths are relative to (the server's document root); without
+    /// it a file matches the catalog entry its path ends with.
+    #[arg(long, value_name = "DIR", requires = "catalog")]
+    pub root: Option<PathBuf>,
 }
 
 impl DaemonArgs {
     pub fn config(&self) -> anyhow::Result<DaemonConfig> {
-        config(&self.socket, &self.prefetch, self.per_device, &self.mode)
+        let mut config = config(&self.socket, &self.prefetch, self.per_device, &self.mode)?;
+        if let Some(catalog) = &self.catalog {
+            let rates = FileRates::load(catalog, self.root.as_deref()).map_err(super::usage)?;
+            config.bitrates = Some(rates);
+        }
+        Ok(config)
     }
 }
 
@@ -45,7 +58,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let config = args.daemon.config()?;
     eprintln!(
-        "prefetchd: listening on {} (mode {}, policy {}, {}); Ctrl-C stops",
+        "prefetchd: listening on {} (mode {}, policy {}, {}, {}); Ctrl-C stops",
         config.socket.display(),
         config.mode,
         config.policy,
@@ -53,7 +66,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "one worker per device"
         } else {
             "one worker"
-        }
+        },
+        rates_note(config.bitrates.as_ref())
     );
     let last = serve_until_signalled(
         config,
@@ -64,6 +78,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     .map_err(|e| anyhow::anyhow!("prefetchd on {}: {e}", args.daemon.socket.display()))?;
     println!("{}", serde_json::to_string_pretty(&last)?);
     Ok(())
+}
+
+/// Where bit rates come from, for the start-up line.
+fn rates_note(rates: Option<&FileRates>) -> String {
+    match rates {
+        None => "no bit rates".into(),
+        Some(r) => format!(
+            "bit rates of {} files from {}{}",
+            r.len(),
+            r.source().display(),
+            r.root()
+                .map(|d| format!(" under {}", d.display()))
+                .unwrap_or_default()
+        ),
+    }
 }
 
 /// Build a daemon configuration from command-line values (shared with `vodkit preload`).
