@@ -307,6 +307,9 @@ fn prefetch_sizes(stderr: &str, every_s: f64) -> Vec<(f64, u64)> {
 #[derive(Debug, Clone)]
 pub struct PreloadKit {
     exe: PathBuf,
+    /// catalog.json and the file-set root, so bit-rate-aware policies see each file's
+    /// rate as `vodkit serve --catalog` does.
+    catalog: Option<(PathBuf, PathBuf)>,
 }
 
 /// Environment variable naming the vodkit executable when the bench runs inside another
@@ -338,7 +341,14 @@ impl PreloadKit {
         }
         vodkit_preload::library::path()
             .map_err(|e| format!("+preload: cannot write the preload library: {e}"))?;
-        Ok(PreloadKit { exe })
+        Ok(PreloadKit { exe, catalog: None })
+    }
+
+    /// Give the daemons `--catalog catalog --root root` (the workload's catalog.json and
+    /// the directory its file set is written under).
+    pub fn with_catalog(mut self, catalog: PathBuf, root: PathBuf) -> PreloadKit {
+        self.catalog = Some((catalog, root));
+        self
     }
 
     /// The vodkit executable the daemons run from.
@@ -361,14 +371,7 @@ impl PreloadKit {
         let socket =
             std::env::temp_dir().join(format!("vodkit-bench-{}-{n}.sock", std::process::id()));
         let port = free_port().map_err(|e| format!("prefetchd: {e}"))?;
-        let mut cmd = Command::new(&self.exe);
-        cmd.arg("prefetchd")
-            .arg("--socket")
-            .arg(&socket)
-            .args(["--prefetch", policy])
-            .args(["--admin", &format!("127.0.0.1:{port}")])
-            .arg("--metrics")
-            .arg(run_dir.join(DAEMON_METRICS));
+        let cmd = self.daemon_command(&socket, policy, port, run_dir);
         let cmd = match budget {
             Some(b) => b(cmd)?,
             None => cmd,
@@ -393,6 +396,22 @@ impl PreloadKit {
             library,
             run_dir: run_dir.to_path_buf(),
         })
+    }
+
+    /// The `vodkit prefetchd` command line for one run.
+    fn daemon_command(&self, socket: &Path, policy: &str, port: u16, run_dir: &Path) -> Command {
+        let mut cmd = Command::new(&self.exe);
+        cmd.arg("prefetchd")
+            .arg("--socket")
+            .arg(socket)
+            .args(["--prefetch", policy])
+            .args(["--admin", &format!("127.0.0.1:{port}")])
+            .arg("--metrics")
+            .arg(run_dir.join(DAEMON_METRICS));
+        if let Some((catalog, root)) = &self.catalog {
+            cmd.arg("--catalog").arg(catalog).arg("--root").arg(root);
+        }
+        cmd
     }
 }
 
@@ -444,6 +463,58 @@ impl PreloadDaemon {
             Err(e) => lines.push(format!("{DAEMON}: stopping: {e}")),
         }
         lines
+    }
+}
+
+#[cfg(test)]
+mod preload_tests {
+    use super::*;
+
+    fn args(cmd: &Command) -> Vec<String> {
+        cmd.get_args()
+            .map(|a| a.to_string_lossy().into_owned())
+            .collect()
+    }
+
+    #[test]
+    fn daemons_get_the_catalog_and_root_when_the_bench_knows_them() {
+        let kit = PreloadKit {
+            exe: PathBuf::from("/x/vodkit"),
+            catalog: None,
+        };
+        let sock = Path::new("/tmp/s.sock");
+        let plain = args(&kit.daemon_command(sock, "auto", 9, Path::new("/run")));
+        assert!(!plain.iter().any(|a| a == "--catalog"), "{plain:?}");
+        let kit = kit.with_catalog("/w/catalog.json".into(), "/mnt/files".into());
+        let cmd = kit.daemon_command(sock, "auto", 9, Path::new("/run"));
+        assert_eq!(cmd.get_program(), "/x/vodkit");
+        let with = args(&cmd);
+        assert_eq!(
+            with[plain.len()..],
+            ["--catalog", "/w/catalog.json", "--root", "/mnt/files"]
+        );
+        assert_eq!(with[..plain.len()], plain[..]);
+    }
+
+    #[test]
+    fn a_missing_catalog_stops_the_daemon_with_one_line_naming_it() {
+        let Some(exe) = built_vodkit() else {
+            let msg = "no vodkit executable (`cargo build -p vodkit` first); this test did not run";
+            assert!(std::env::var_os("CI").is_none(), "{msg} (CI is set)");
+            eprintln!("SKIPPED: {msg}");
+            return;
+        };
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("no-such-catalog.json");
+        let kit = PreloadKit::locate(Some(&exe))
+            .unwrap()
+            .with_catalog(missing, dir.path().to_path_buf());
+        let e = kit
+            .start_daemon("auto", dir.path(), None)
+            .err()
+            .expect("a missing catalog must not start");
+        assert!(e.contains("no-such-catalog.json"), "{e}");
+        assert!(!e.contains('\n'), "{e}");
     }
 }
 

@@ -282,7 +282,16 @@ pub fn run(req: &BenchRequest) -> Result<(BenchReport, String), RunError> {
         }));
     }
     if checked.suts.iter().any(|s| s.preload.is_some()) {
-        launcher.preload = crate::adapters::PreloadKit::locate(req.vodkit_exe.as_deref());
+        // The daemon gets the same bit rates as `vodkit serve --catalog`.
+        let catalog = req.workload.join("catalog.json");
+        launcher.preload =
+            crate::adapters::PreloadKit::locate(req.vodkit_exe.as_deref()).map(|kit| {
+                if catalog.is_file() {
+                    kit.with_catalog(catalog, root.clone())
+                } else {
+                    kit
+                }
+            });
     }
     let budget = match checked.memory {
         Some(limit) => Some(crate::system::Budget::create(limit).map_err(RunError::Runtime)?),

@@ -141,7 +141,17 @@ pub fn run_cell(
             .map_err(|e| e.to_string()),
     };
     if cell.suts.iter().any(|s| s.preload.is_some()) {
-        launcher.preload = crate::adapters::PreloadKit::locate(vodkit_exe.map(PathBuf::as_path));
+        // The daemon gets the same bit rates as `vodkit serve --catalog`.
+        let catalog = workload.join("catalog.json");
+        let root = launcher.root.clone();
+        launcher.preload = crate::adapters::PreloadKit::locate(vodkit_exe.map(PathBuf::as_path))
+            .map(|kit| {
+                if catalog.is_file() {
+                    kit.with_catalog(catalog, root)
+                } else {
+                    kit
+                }
+            });
     }
     let budget = match cell.memory.map(crate::system::Budget::create) {
         Some(Ok(b)) => Some(b),
