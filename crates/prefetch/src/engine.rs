@@ -129,7 +129,7 @@ impl Default for EngineConfig {
             max_read_bytes: 64 << 20,
             ledger: LedgerConfig::default(),
             observe_every_s: 1.0,
-            kernel_readahead: true,
+            kernel_readahead: false,
             sweep_every_s: 1.0,
             sweep_limit: 4096,
         }

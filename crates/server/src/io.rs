@@ -218,18 +218,18 @@ mod tests {
     fn kernel_readahead_setting_reaches_the_engine_config() {
         let default = IoSettings::default();
         assert!(
-            default.kernel_readahead,
-            "the default keeps the kernel's readahead"
+            !default.kernel_readahead,
+            "by default the policy alone decides what prefetching modes read"
         );
-        assert!(engine_config(&default).unwrap().kernel_readahead);
-        let off = IoSettings {
+        assert!(!engine_config(&default).unwrap().kernel_readahead);
+        let on = IoSettings {
             mode: IoMode::Asap,
             prefetch: Some("fixed:4MiB".into()),
-            kernel_readahead: false,
+            kernel_readahead: true,
             ..IoSettings::default()
         };
-        let cfg = engine_config(&off).unwrap();
-        assert!(!cfg.kernel_readahead);
+        let cfg = engine_config(&on).unwrap();
+        assert!(cfg.kernel_readahead);
         assert_eq!(cfg.mode, IoMode::Asap);
         assert_eq!(cfg.policy, PolicySpec::Fixed { bytes: 4 << 20 });
     }

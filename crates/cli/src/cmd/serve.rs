@@ -26,9 +26,9 @@ pub struct Args {
     /// Device queue override, e.g. `8:17=media` or `sdb=media` (repeatable).
     #[arg(long = "device", value_name = "OVERRIDE")]
     devices: Vec<String>,
-    /// Kernel readahead on top of the prefetch policy's reads: on, or off (the
-    /// prefetching --io modes then mark files POSIX_FADV_RANDOM before enlarged reads).
-    #[arg(long, default_value = "on", value_parser = parse_on_off, value_name = "on|off", action = clap::ArgAction::Set)]
+    /// Kernel readahead on top of the prefetch policy's reads: off (the prefetching --io
+    /// modes mark files POSIX_FADV_RANDOM before enlarged reads), or on.
+    #[arg(long, default_value = "off", value_parser = parse_on_off, value_name = "on|off", action = clap::ArgAction::Set)]
     kernel_readahead: bool,
     /// Interval of the prefetch statistics log line (shown with VODKIT_LOG=info); 0 = off.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
@@ -158,8 +158,8 @@ mod tests {
 
     #[test]
     fn kernel_readahead_flag_reaches_the_server_config() {
-        let on = config(parse(&[]).unwrap()).unwrap();
-        assert!(on.io.kernel_readahead);
+        let default = config(parse(&[]).unwrap()).unwrap();
+        assert!(!default.io.kernel_readahead);
         let off = config(parse(&["--io", "asap", "--kernel-readahead", "off"]).unwrap()).unwrap();
         assert!(!off.io.kernel_readahead);
         assert!(
