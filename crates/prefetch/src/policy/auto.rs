@@ -206,6 +206,9 @@ pub struct AutoPolicy {
     last_busy: Option<f64>,
     phase: Phase,
     windows: u64,
+    /// When the eviction guard last moved the size (it acts at most once per `interval`:
+    /// evictions of data prefetched before a shrink would otherwise shrink it again).
+    last_guard_s: Option<f64>,
     log: ClassLog,
 }
 
@@ -224,6 +227,7 @@ impl AutoPolicy {
             last_busy: None,
             phase: Phase::Starting,
             windows: 0,
+            last_guard_s: None,
             log: ClassLog::default(),
         }
     }
@@ -277,7 +281,11 @@ impl AutoPolicy {
     /// true when it did (the window then restarts at the new size).
     fn eviction_guard(&mut self, now: f64) -> bool {
         let o = &self.window.obs;
-        if now - self.window.start_s < self.params.guard_s
+        let recently = self
+            .last_guard_s
+            .is_some_and(|t| now - t < self.params.adjust_interval_s);
+        if recently
+            || now - self.window.start_s < self.params.guard_s
             || o.requested_bytes == 0
             || o.evictions == 0
             || (o.evicted_bytes as f64 / o.requested_bytes as f64) <= self.params.evict_threshold
@@ -287,6 +295,7 @@ impl AutoPolicy {
         let o = o.clone();
         self.jump_to_eviction_size(&o);
         self.window = Window::at(now);
+        self.last_guard_s = Some(now);
         true
     }
 

@@ -420,6 +420,10 @@ fn auto_eviction_guard_shrinks_to_eviction_time_times_bit_rate_at_once() {
     assert_eq!(p.target_bytes(), expected);
     assert_eq!(p.reference_bytes(), expected, "shrinking does not ramp");
     assert_eq!(p.current().detail["phase"], 4.0, "evicting");
+    // Evictions of data prefetched at the old size keep arriving, now with shorter
+    // eviction times; the guard does not act on them again within the interval.
+    evicting_seconds(&mut p, 17, 100, 20.0);
+    assert_eq!(p.reference_bytes(), expected, "one guard move per interval");
 }
 
 #[test]
