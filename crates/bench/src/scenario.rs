@@ -308,7 +308,7 @@ pub fn all() -> Vec<Scenario> {
                     "vodkit:asap:auto",
                     "nginx",
                     "apache",
-                    "nginx+preload",
+                    "nginx+preload:auto",
                     "nginx+readahead:1024,maxsectors:16384",
                     "nginx+readahead:2048,maxsectors:16384",
                 ],
@@ -320,7 +320,8 @@ pub fn all() -> Vec<Scenario> {
                     of: vec!["nginx+readahead:1024,maxsectors:16384", "nginx+readahead:2048,maxsectors:16384"],
                     fraction: 1.2,
                 },
-                Check::Ratio { a: "nginx+preload", b: "nginx", min_ratio: 1.5 },
+                Check::Ratio { a: "nginx+preload:auto", b: "nginx", min_ratio: 2.0 },
+                Check::Ratio { a: "nginx+preload:auto", b: "vodkit:asap:auto", min_ratio: 0.95 },
             ],
             sequential_reference: Some(("vodkit:asap:auto", 0.9)),
             ..base
