@@ -415,7 +415,11 @@ fn auto_eviction_guard_shrinks_to_eviction_time_times_bit_rate_at_once() {
     let mut p = auto_policy("auto:start=8MiB@419");
     let expected = (60.0 * 419.0 * 1000.0 / 8.0_f64).round() as u64; // 3,142,500 bytes ≈ 3 MB
     evicting_seconds(&mut p, 1, 15, 60.0);
-    assert_eq!(p.reference_bytes(), 8 * MIB, "no decision before the guard time");
+    assert_eq!(
+        p.reference_bytes(),
+        8 * MIB,
+        "no decision before the guard time"
+    );
     evicting_seconds(&mut p, 16, 16, 60.0);
     assert_eq!(p.target_bytes(), expected);
     assert_eq!(p.reference_bytes(), expected, "shrinking does not ramp");
