@@ -176,9 +176,14 @@ fn a_daemon_that_dies_during_the_run_is_reported() {
 }
 
 /// A killed child stays a zombie until reaped; wait until it is at least not running.
+/// The main thread of a multi-threaded process turns zombie before its other threads have
+/// exited, and it can be reaped only once they have, so wait for those too.
 fn wait_gone_or_zombie(pid: u32) {
     let deadline = Instant::now() + Duration::from_secs(10);
     loop {
+        let threads = std::fs::read_dir(format!("/proc/{pid}/task"))
+            .map(|d| d.count())
+            .unwrap_or(0);
         let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
             .ok()
             .and_then(|s| {
@@ -186,7 +191,7 @@ fn wait_gone_or_zombie(pid: u32) {
                     .next()
                     .and_then(|r| r.split_whitespace().next().map(str::to_string))
             });
-        if state.as_deref().is_none_or(|s| s == "Z") {
+        if state.as_deref().is_none_or(|s| s == "Z") && threads <= 1 {
             return;
         }
         assert!(Instant::now() < deadline, "process {pid} did not die");
