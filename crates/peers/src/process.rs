@@ -332,6 +332,39 @@ mod tests {
         assert!(e.contains("config broken on line 3"), "{e}");
     }
 
+    /// A server that logs an error while running, and another while shutting down: only
+    /// the first is the run's.
+    #[test]
+    fn stop_reports_the_errors_of_the_run_not_of_the_shutdown() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut cmd = Command::new("sh");
+        cmd.args([
+            "-c",
+            "trap 'echo ERROR shutting down >&2; exit 0' TERM; echo ERROR while running >&2; \
+             while :; do sleep 0.05; done",
+        ]);
+        let s = ServerProcess::start(
+            cmd,
+            StartSpec {
+                name: "fake",
+                port: ready_answerer(),
+                run_dir: dir.path(),
+                error_log: dir.path().join("none.log"),
+                is_error: |l| l.contains("ERROR"),
+                probe_path: "/",
+                timeout: Duration::from_secs(10),
+            },
+        )
+        .unwrap();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while s.error_lines().is_empty() {
+            assert!(Instant::now() < deadline, "the server never logged");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let lines = s.stop(Duration::from_secs(10)).unwrap();
+        assert_eq!(lines, ["ERROR while running"]);
+    }
+
     /// Answers every connection with 200, standing in for the child's readiness.
     fn ready_answerer() -> u16 {
         let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
@@ -407,56 +440,5 @@ mod tests {
     fn finds_sh_on_path() {
         assert!(find_program("sh").is_some());
         assert!(find_program("surely-not-a-program-xyz").is_none());
-    }
-}
-
-#[cfg(test)]
-mod stop_tests {
-    use super::*;
-
-    /// A server that logs an error while running, and another while shutting down: only
-    /// the first is the run's.
-    #[test]
-    fn stop_reports_the_errors_of_the_run_not_of_the_shutdown() {
-        let dir = tempfile::tempdir().unwrap();
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        std::thread::spawn(move || {
-            for s in listener.incoming() {
-                let Ok(mut s) = s else { continue };
-                let mut buf = [0u8; 1024];
-                let _ = std::io::Read::read(&mut s, &mut buf);
-                let _ = std::io::Write::write_all(
-                    &mut s,
-                    b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
-                );
-            }
-        });
-        let mut cmd = Command::new("sh");
-        cmd.args([
-            "-c",
-            "trap 'echo ERROR shutting down >&2; exit 0' TERM; echo ERROR while running >&2; \
-             while :; do sleep 0.05; done",
-        ]);
-        let s = ServerProcess::start(
-            cmd,
-            StartSpec {
-                name: "fake",
-                port,
-                run_dir: dir.path(),
-                error_log: dir.path().join("none.log"),
-                is_error: |l| l.contains("ERROR"),
-                probe_path: "/",
-                timeout: Duration::from_secs(10),
-            },
-        )
-        .unwrap();
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while s.error_lines().is_empty() {
-            assert!(Instant::now() < deadline, "the server never logged");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let lines = s.stop(Duration::from_secs(10)).unwrap();
-        assert_eq!(lines, ["ERROR while running"]);
     }
 }
