@@ -2,7 +2,8 @@
  * Wire format between the vodkit preload library and `vodkit prefetchd`.
  *
  * One request per seqpacket message, with the file descriptor attached as SCM_RIGHTS; one
- * reply per request. All fields are native-endian (both ends run on the same host). The
+ * reply per request, except for notes of resident reads (VK_FLAG_RESIDENT), which tell the
+ * daemon what was read from memory so that its policy sees the whole access stream. All fields are native-endian (both ends run on the same host). The
  * Rust side (shim/src/protocol.rs) mirrors these layouts and checks their sizes.
  */
 #ifndef VODKIT_PRELOAD_PROTOCOL_H
@@ -20,6 +21,9 @@
 #define VK_OP_COPY 5
 #define VK_OP_SPLICE 6
 
+/* Request flags. */
+#define VK_FLAG_RESIDENT 1u /* the range was in memory: an accounting note, never answered */
+
 /* Reply status. */
 #define VK_STATUS_DONE 0          /* the daemon read what was needed; go on */
 #define VK_STATUS_PREFETCH_HERE 1 /* read [offset, offset+len) yourself, then go on */
@@ -31,7 +35,7 @@ struct vk_request {
     uint16_t version;
     uint16_t op;
     uint32_t pid;
-    uint32_t reserved;
+    uint32_t flags;     /* VK_FLAG_* */
     uint64_t offset;    /* first byte the call asks for */
     uint64_t len;       /* bytes asked for, clamped to the file size */
     uint64_t file_size; /* size of the file when the call was made */

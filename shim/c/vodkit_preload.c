@@ -65,6 +65,8 @@
 #define MAX_CHECK (64ULL << 20)
 /* Pause between attempts to reach an absent daemon. */
 #define RECONNECT_NS 1000000000LL
+/* Contiguous resident reads are told to the daemon in batches of at least this many bytes. */
+#define NOTE_BATCH (256ULL << 10)
 
 /* ---- original functions ------------------------------------------------------------ */
 
@@ -167,6 +169,13 @@ static int cachestat_missing; /* atomic; kernel has no cachestat */
 static uint64_t fd_dev[FD_TABLE];
 static uint64_t fd_ino[FD_TABLE];
 
+/* Resident reads already told to the daemon, per descriptor: the run [lo, hi) of bytes read
+ * from memory and how far of it was sent (`sent`). Accounting only: a race between threads
+ * on one descriptor can cost or add a note, never a wrong result. */
+static uint64_t fd_note_lo[FD_TABLE];
+static uint64_t fd_note_hi[FD_TABLE];
+static uint64_t fd_note_sent[FD_TABLE];
+
 static VK_TLS int in_shim;
 
 static long long now_ns(void) {
@@ -241,10 +250,17 @@ __attribute__((destructor)) static void vk_fini(void) {
 
 /* ---- descriptor tracking ------------------------------------------------------------- */
 
+static void forget_notes(int fd) {
+    __atomic_store_n(&fd_note_lo[fd], 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&fd_note_hi[fd], 0, __ATOMIC_RELAXED);
+    __atomic_store_n(&fd_note_sent[fd], 0, __ATOMIC_RELAXED);
+}
+
 static void track_open(int fd, int flags) {
     if (fd < 0 || fd >= FD_TABLE)
         return;
     __atomic_store_n(&fd_ino[fd], 0, __ATOMIC_RELAXED);
+    forget_notes(fd);
     if (!active || (flags & O_ACCMODE) == O_WRONLY || (flags & (O_PATH | O_DIRECT)))
         return;
     struct stat st;
@@ -270,6 +286,7 @@ static void track_dup(int from, int to) {
     }
     __atomic_store_n(&fd_dev[to], dev, __ATOMIC_RELAXED);
     __atomic_store_n(&fd_ino[to], ino, __ATOMIC_RELAXED);
+    forget_notes(to);
 }
 
 /* The file size when `fd` is a tracked regular file that still is what was opened. */
@@ -416,16 +433,7 @@ static void drop_connection(struct slot *s) {
     s->fd = -1;
 }
 
-/* Send one miss to the daemon and wait (bounded) for its answer. */
-static void report_miss(int fd, uint16_t op, uint64_t off, uint64_t len, uint64_t size) {
-    struct slot *s = take_slot();
-    if (!s) {
-        warn_once("all daemon connections busy");
-        return;
-    }
-    int sock = slot_socket(s);
-    if (sock < 0) goto out;
-
+static struct vk_request request_for(uint16_t op, uint64_t off, uint64_t len, uint64_t size) {
     struct vk_request req;
     memset(&req, 0, sizeof req);
     req.magic = VK_MAGIC;
@@ -436,8 +444,12 @@ static void report_miss(int fd, uint16_t op, uint64_t off, uint64_t len, uint64_
     req.len = len;
     req.file_size = size;
     req.seq = __atomic_add_fetch(&seq, 1, __ATOMIC_RELAXED);
+    return req;
+}
 
-    struct iovec iov = { &req, sizeof req };
+/* Send one request with `fd` attached, never blocking; returns what sendmsg returned. */
+static long send_with_fd(int sock, const struct vk_request *req, int fd) {
+    struct iovec iov = { (void *)req, sizeof *req };
     union { char buf[CMSG_SPACE(sizeof(int))]; struct cmsghdr align; } ctrl;
     memset(&ctrl, 0, sizeof ctrl);
     struct msghdr msg;
@@ -451,8 +463,21 @@ static void report_miss(int fd, uint16_t op, uint64_t off, uint64_t len, uint64_
     c->cmsg_type = SCM_RIGHTS;
     c->cmsg_len = CMSG_LEN(sizeof(int));
     memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    return syscall(SYS_sendmsg, sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+}
 
-    if (syscall(SYS_sendmsg, sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT) != (long)sizeof req) {
+/* Send one miss to the daemon and wait (bounded) for its answer. */
+static void report_miss(int fd, uint16_t op, uint64_t off, uint64_t len, uint64_t size) {
+    struct slot *s = take_slot();
+    if (!s) {
+        warn_once("all daemon connections busy");
+        return;
+    }
+    int sock = slot_socket(s);
+    if (sock < 0) goto out;
+
+    struct vk_request req = request_for(op, off, len, size);
+    if (send_with_fd(sock, &req, fd) != (long)sizeof req) {
         warn_once(errno == EAGAIN ? "prefetch daemon is not keeping up" : "prefetch daemon went away");
         drop_connection(s);
         goto out;
@@ -488,14 +513,62 @@ out:
     __atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
 }
 
-/* The common pre-call hook: prefetch [off, off+len) of `fd` if part of it is missing. */
+/* Tell the daemon, without waiting, that [off, off+len) of `fd` was read from memory. A
+ * note that cannot be sent at once (no free connection, full socket) is dropped. */
+static void send_note(int fd, uint16_t op, uint64_t off, uint64_t len, uint64_t size) {
+    struct slot *s = take_slot();
+    if (!s) return;
+    int sock = slot_socket(s);
+    if (sock >= 0) {
+        struct vk_request req = request_for(op, off, len, size);
+        req.flags = VK_FLAG_RESIDENT;
+        if (send_with_fd(sock, &req, fd) != (long)sizeof req && errno != EAGAIN)
+            drop_connection(s);
+    }
+    __atomic_store_n(&s->busy, 0, __ATOMIC_RELEASE);
+}
+
+/* Record a resident read of [off, end) on `fd`; sends a note for what the daemon has not
+ * been told yet: a new run at once, a continuation of the run once NOTE_BATCH bytes piled up
+ * (a server's repeated partial `sendfile`s of one response are told once). */
+static void note_resident(int fd, uint16_t op, uint64_t off, uint64_t end, uint64_t size) {
+    uint64_t lo = __atomic_load_n(&fd_note_lo[fd], __ATOMIC_RELAXED);
+    uint64_t hi = __atomic_load_n(&fd_note_hi[fd], __ATOMIC_RELAXED);
+    uint64_t sent = __atomic_load_n(&fd_note_sent[fd], __ATOMIC_RELAXED);
+    if (hi > lo && off >= lo && end <= hi)
+        return;
+    if (hi > lo && off >= lo && off <= hi) {
+        hi = end;
+    } else {
+        lo = off;
+        hi = end;
+        sent = off;
+    }
+    int flush = sent == lo || hi - sent >= NOTE_BATCH;
+    if (flush) {
+        send_note(fd, op, sent, hi - sent, size);
+        sent = hi;
+    }
+    __atomic_store_n(&fd_note_lo[fd], lo, __ATOMIC_RELAXED);
+    __atomic_store_n(&fd_note_hi[fd], hi, __ATOMIC_RELAXED);
+    __atomic_store_n(&fd_note_sent[fd], sent, __ATOMIC_RELAXED);
+}
+
+/* The common pre-call hook: prefetch [off, off+len) of `fd` if part of it is missing;
+ * otherwise note the resident read for the daemon's accounting. */
 static void before_read(int fd, uint16_t op, uint64_t off, uint64_t len) {
     off_t size;
-    if (!tracked_size(fd, &size) || size <= 0)
-        return;
-    if (range_resident(fd, off, len, (uint64_t)size))
+    if (!tracked_size(fd, &size) || size <= 0 || off >= (uint64_t)size)
         return;
     if (len > (uint64_t)size - off) len = (uint64_t)size - off;
+    if (range_resident(fd, off, len, (uint64_t)size)) {
+        note_resident(fd, op, off, off + len, (uint64_t)size);
+        return;
+    }
+    /* The miss's reply means the range is in memory now: later calls within it are told. */
+    __atomic_store_n(&fd_note_lo[fd], off, __ATOMIC_RELAXED);
+    __atomic_store_n(&fd_note_hi[fd], off + len, __ATOMIC_RELAXED);
+    __atomic_store_n(&fd_note_sent[fd], off + len, __ATOMIC_RELAXED);
     report_miss(fd, op, off, len, (uint64_t)size);
 }
 

@@ -1,7 +1,8 @@
 //! Messages between the preload library and the daemon; mirrors `shim/c/protocol.h`.
 //!
 //! One request per seqpacket message with the reading descriptor attached (SCM_RIGHTS),
-//! one reply per request. Native endianness: both ends always run on the same host.
+//! one reply per request, except for notes of resident reads ([`Request::resident`]),
+//! which are never answered. Native endianness: both ends always run on the same host.
 
 /// `"VKPF"`, first field of every message.
 pub const MAGIC: u32 = 0x564b_5046;
@@ -9,6 +10,8 @@ pub const MAGIC: u32 = 0x564b_5046;
 pub const VERSION: u16 = 1;
 /// Size of a request message in bytes.
 pub const REQUEST_LEN: usize = 48;
+/// Request flag: the range was read from memory; an accounting note, never answered.
+pub const FLAG_RESIDENT: u32 = 1;
 /// Size of a reply message in bytes.
 pub const REPLY_LEN: usize = 32;
 
@@ -63,6 +66,8 @@ pub struct Request {
     pub file_size: u64,
     /// Per-process sequence number, echoed in the reply.
     pub seq: u64,
+    /// A note that the range was read from memory (no reply expected), not a miss.
+    pub resident: bool,
 }
 
 /// Why a request message was rejected.
@@ -110,6 +115,7 @@ impl Request {
             len: u64_at(b, 24),
             file_size: u64_at(b, 32),
             seq: u64_at(b, 40),
+            resident: u32_at(b, 12) & FLAG_RESIDENT != 0,
         })
     }
 
@@ -120,6 +126,8 @@ impl Request {
         b[4..6].copy_from_slice(&VERSION.to_ne_bytes());
         b[6..8].copy_from_slice(&self.op.to_wire().to_ne_bytes());
         b[8..12].copy_from_slice(&self.pid.to_ne_bytes());
+        let flags = if self.resident { FLAG_RESIDENT } else { 0 };
+        b[12..16].copy_from_slice(&flags.to_ne_bytes());
         b[16..24].copy_from_slice(&self.offset.to_ne_bytes());
         b[24..32].copy_from_slice(&self.len.to_ne_bytes());
         b[32..40].copy_from_slice(&self.file_size.to_ne_bytes());
@@ -173,8 +181,15 @@ mod tests {
             len: 524_288,
             file_size: 1 << 34,
             seq: 7,
+            resident: false,
         };
         assert_eq!(Request::decode(&r.encode()), Ok(r));
+        let note = Request {
+            resident: true,
+            ..r
+        };
+        assert_eq!(Request::decode(&note.encode()), Ok(note));
+        assert_eq!(note.encode()[12..16], FLAG_RESIDENT.to_ne_bytes());
     }
 
     #[test]
@@ -186,6 +201,7 @@ mod tests {
             len: 1,
             file_size: 1,
             seq: 1,
+            resident: false,
         };
         let mut b = r.encode();
         assert_eq!(Request::decode(&b[..40]), Err(DecodeError::Length(40)));

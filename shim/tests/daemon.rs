@@ -18,6 +18,7 @@ fn request(offset: u64, len: u64, size: u64, seq: u64) -> Request {
         len,
         file_size: size,
         seq,
+        resident: false,
     }
 }
 
@@ -69,6 +70,44 @@ fn replies_follow_the_mode_and_bad_input_is_survived() {
     let m = d.stop();
     assert_eq!(m.engine.reads, 1);
     assert_eq!(m.engine.read_bytes, 2 << 20);
+}
+
+#[test]
+fn resident_notes_are_accounted_as_hits_and_never_answered() {
+    let dir = open_tempdir();
+    let file = write_content(dir.path(), "n.dat", 4 << 20);
+    evict(&file);
+    let f = std::fs::File::open(&file).unwrap();
+    let d = daemon(dir.path(), Mode::Both, "fixed:2MiB");
+    let conn = socket::connect(d.socket()).unwrap();
+    // a miss at 0 prefetches [0, 2 MiB)
+    socket::send_request(
+        conn.as_raw_fd(),
+        &request(0, 512 << 10, 4 << 20, 1),
+        f.as_raw_fd(),
+    )
+    .unwrap();
+    assert_eq!(socket::receive_reply(conn.as_raw_fd()).unwrap(), (0, 1, 0, 0));
+    // the library then reads [512 KiB, 1 MiB) from memory and notes it
+    let note = Request {
+        resident: true,
+        ..request(512 << 10, 512 << 10, 4 << 20, 2)
+    };
+    socket::send_request(conn.as_raw_fd(), &note, f.as_raw_fd()).unwrap();
+    // the next miss is answered with its own sequence number: the note got no reply
+    socket::send_request(
+        conn.as_raw_fd(),
+        &request(3 << 20, 4096, 4 << 20, 3),
+        f.as_raw_fd(),
+    )
+    .unwrap();
+    assert_eq!(socket::receive_reply(conn.as_raw_fd()).unwrap().1, 3);
+    let m = d.stop();
+    assert_eq!((m.resident_notes, m.noted_bytes), (1, 512 << 10));
+    assert_eq!(m.requests, 2, "notes are not misses");
+    assert_eq!((m.engine.hits, m.engine.misses), (1, 2));
+    // the noted half MiB is prefetched data used (without the note it would count as unused)
+    assert_eq!(m.engine.prefetch.used_bytes, 512 << 10);
 }
 
 fn http_get(addr: std::net::SocketAddr, path: &str) -> String {

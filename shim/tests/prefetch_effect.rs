@@ -72,3 +72,34 @@ fn a_miss_makes_the_policy_range_resident() {
         "control: without prefetching the kernel alone should not read 1 MiB ({tracked} pages)"
     );
 }
+
+#[test]
+fn resident_reads_are_noted_to_the_daemon_in_batches() {
+    let dir = open_tempdir();
+    let file = write_content(dir.path(), "warm.dat", 4 << 20);
+    std::fs::read(&file).unwrap(); // all of it in memory
+    let daemon = daemon(dir.path(), Mode::Both, "fixed:1MiB");
+    let out = run_preloaded(
+        daemon.socket(),
+        "dd",
+        &[
+            &format!("if={}", file.display()),
+            "of=/dev/null",
+            "bs=64k",
+        ],
+        Duration::from_secs(30),
+    );
+    assert!(out.status.success(), "dd failed: {out:?}");
+    // Notes are not answered: give the daemon a moment to take the last ones off the socket.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while daemon.metrics().engine.hits < 16 && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let m = daemon.stop();
+    assert_eq!(m.requests, 0, "no misses: {m:?}");
+    // 64 reads of 64 KiB: the first is told at once, then every 256 KiB of continuation;
+    // the last 192 KiB are still being gathered when dd closes the file.
+    assert_eq!(m.resident_notes, 16, "{m:?}");
+    assert_eq!(m.noted_bytes, (64 + 15 * 256) << 10);
+    assert_eq!((m.engine.hits, m.engine.misses), (16, 0));
+}

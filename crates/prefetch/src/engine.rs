@@ -478,6 +478,27 @@ impl Engine {
 
     /// Checks the request and queues a read if anything is missing.
     pub fn begin(&self, file: &Arc<File>, req: &ReadRequest) -> io::Result<Begin> {
+        self.begin_with(file, req, None)
+    }
+
+    /// Accounts a read its caller already served from memory (a preload library's note of
+    /// a resident read): counted exactly like a hit of [`Engine::begin`], so the ledger
+    /// and the policy see the whole access stream, but without a residency check.
+    pub fn note_resident(&self, file: &Arc<File>, req: &ReadRequest) -> io::Result<ReadOutcome> {
+        match self.begin_with(file, req, Some(0))? {
+            Begin::Ready(o) => Ok(o),
+            // Not reached: nothing is missing, so nothing is read.
+            Begin::Pending(p) => p.wait_blocking(),
+        }
+    }
+
+    /// [`Engine::begin`] with the missing byte count known (`Some`) or to be checked.
+    fn begin_with(
+        &self,
+        file: &Arc<File>,
+        req: &ReadRequest,
+        known_missing: Option<u64>,
+    ) -> io::Result<Begin> {
         let meta = file.metadata()?;
         let size = meta.len();
         let fid = file_id(meta.dev(), meta.ino());
@@ -485,8 +506,11 @@ impl Engine {
         if len == 0 {
             return Ok(Begin::Ready(ReadOutcome::default()));
         }
-        let missing = match residency::check(file, req.offset, len, size, self.shared.probe) {
-            Ok(r) => r.missing,
+        let checked = known_missing.map(Ok).unwrap_or_else(|| {
+            residency::check(file, req.offset, len, size, self.shared.probe).map(|r| r.missing)
+        });
+        let missing = match checked {
+            Ok(m) => m.min(len),
             Err(e) => {
                 tracing::debug!("residency check failed, treating as a miss: {e}");
                 len

@@ -55,6 +55,18 @@ impl Collector for PreloadCollector {
         )?;
         counter(
             &mut enc,
+            "vodkit_preload_resident_notes",
+            "Reads the library found resident and noted to the daemon",
+            m.resident_notes,
+        )?;
+        counter(
+            &mut enc,
+            "vodkit_preload_noted_bytes",
+            "Bytes of reads noted as resident",
+            m.noted_bytes,
+        )?;
+        counter(
+            &mut enc,
             "vodkit_preload_engine_misses",
             "Misses handed to the engine",
             o.engine,

@@ -25,6 +25,8 @@ pub(crate) struct Metrics {
     pub already_resident: AtomicU64,
     pub read_errors: AtomicU64,
     pub bad_messages: AtomicU64,
+    pub resident_notes: AtomicU64,
+    pub noted_bytes: AtomicU64,
 }
 
 /// What became of the misses the library reported.
@@ -60,6 +62,10 @@ pub struct MetricsSnapshot {
     pub requests_by_call: BTreeMap<Op, u64>,
     /// Bytes the applications asked for in those misses.
     pub requested_bytes: u64,
+    /// Notes of reads the library found resident (not answered; fed to the engine's
+    /// accounting so the policy sees hits as `vodkit serve`'s does), and their bytes.
+    pub resident_notes: u64,
+    pub noted_bytes: u64,
     /// Misses on files the catalog gives a bit rate for.
     pub misses_with_bitrate: u64,
     pub outcomes: ModeCounts,
@@ -89,6 +95,11 @@ impl Metrics {
         self.requested_bytes.fetch_add(req.len, Ordering::Relaxed);
         let i = usize::from(req.op.to_wire()) - 1;
         self.by_op[i].fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn note_resident(&self, req: &Request) {
+        self.resident_notes.fetch_add(1, Ordering::Relaxed);
+        self.noted_bytes.fetch_add(req.len, Ordering::Relaxed);
     }
 
     pub(crate) fn note_outcome(&self, o: &ReadOutcome) {
@@ -126,6 +137,8 @@ impl Metrics {
                 .filter(|(_, n)| *n > 0)
                 .collect(),
             requested_bytes: get(&self.requested_bytes),
+            resident_notes: get(&self.resident_notes),
+            noted_bytes: get(&self.noted_bytes),
             misses_with_bitrate: get(&self.with_bitrate),
             outcomes: ModeCounts {
                 engine: get(&self.engine_calls),

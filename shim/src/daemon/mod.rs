@@ -289,6 +289,12 @@ fn accept_loop(shared: Arc<Shared>, listener: RawFd) {
 fn serve_connection(shared: &Shared, conn: &OwnedFd) {
     loop {
         match socket::receive(conn.as_raw_fd()) {
+            Ok(socket::Incoming::Request(req, Some(file))) if req.resident => {
+                note_resident(shared, &req, file);
+            }
+            Ok(socket::Incoming::Request(req, None)) if req.resident => {
+                shared.metrics.bad_messages.fetch_add(1, Ordering::Relaxed);
+            }
             Ok(socket::Incoming::Request(req, Some(file))) => {
                 let reply = handle(shared, &req, file);
                 if let Err(e) = socket::send_reply(conn.as_raw_fd(), reply, req.seq) {
@@ -335,6 +341,40 @@ fn bitrate_of(shared: &Shared, key: FileKey, file: &File) -> Option<u32> {
     kbps
 }
 
+/// Where `req` falls in its file's chain (the tracker sees misses and notes alike).
+fn chain_of(shared: &Shared, key: FileKey, req: &Request) -> ChainPosition {
+    shared
+        .chains
+        .lock()
+        .map(|mut c| c.place(key.id, req.offset))
+        .unwrap_or(ChainPosition {
+            bytes: 0,
+            kind: Default::default(),
+        })
+}
+
+/// A note of a read served from memory: the engine accounts it as a hit (its ledger marks
+/// prefetched bytes used, the policy sees the request), as it does for `vodkit serve`.
+fn note_resident(shared: &Shared, req: &Request, file: OwnedFd) {
+    shared.metrics.note_resident(req);
+    if !matches!(shared.config.mode, Mode::Serialize | Mode::Both) {
+        return;
+    }
+    let file = Arc::new(File::from(file));
+    let Some(key) = regular_file_key(&file) else {
+        return;
+    };
+    let request = ReadRequest {
+        offset: req.offset,
+        len: req.len,
+        bitrate_kbps: None,
+        chain: Some(chain_of(shared, key, req)),
+    };
+    if let Err(e) = shared.engine.note_resident(&file, &request) {
+        tracing::debug!("resident note not accounted: {e}");
+    }
+}
+
 /// Decide and perform what one miss needs; returns the reply for the library.
 fn handle(shared: &Shared, req: &Request, file: OwnedFd) -> Reply {
     let m = &shared.metrics;
@@ -351,14 +391,7 @@ fn handle(shared: &Shared, req: &Request, file: OwnedFd) -> Reply {
     }
     let now_s = shared.started.elapsed().as_secs_f64();
     let bitrate_kbps = bitrate_of(shared, key, &file);
-    let chain = shared
-        .chains
-        .lock()
-        .map(|mut c| c.place(key.id, req.offset))
-        .unwrap_or(ChainPosition {
-            bytes: 0,
-            kind: Default::default(),
-        });
+    let chain = chain_of(shared, key, req);
     if mode == Mode::Prefetch {
         let ctx = ReadContext {
             file: key.id,
