@@ -164,7 +164,7 @@ impl Launcher for LocalLauncher {
             root: &self.root,
             run_dir: &run_dir,
             probe_path: &self.probe_path,
-            workers: self.workers,
+            workers: sut.workers.unwrap_or(self.workers),
         };
         let budget = self.budget.as_ref();
         let daemon = match &sut.preload {

@@ -11,7 +11,10 @@
 //! - `+preload` or `+preload:POLICY` — run the server under the prefetching preload library,
 //!   with its own `vodkit prefetchd` sizing reads by POLICY (default `fixed:2MiB`, the seed's);
 //! - `+readahead:KB` or `+readahead:KB,maxsectors:KB` — kernel readahead tuning of the
-//!   device holding the file set while this server runs.
+//!   device holding the file set while this server runs;
+//! - `+workers:N` — nginx worker processes, or Apache child processes (default: one per
+//!   core). An event-driven nginx worker blocked in a disk read serves nobody meanwhile, so
+//!   disk-bound runs are tuned with more of them.
 
 use serde::Serialize;
 use std::fmt;
@@ -48,6 +51,8 @@ pub struct Sut {
     /// with the engine's policy parser).
     pub preload: Option<String>,
     pub readahead: Option<Readahead>,
+    /// `+workers:N`: worker processes of nginx or Apache (None: one per core).
+    pub workers: Option<usize>,
 }
 
 impl Sut {
@@ -148,6 +153,7 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
             base: Base::Url { url },
             preload: None,
             readahead: None,
+            workers: None,
         });
     }
     let mut parts = entry.split('+');
@@ -157,6 +163,7 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
         base,
         preload: None,
         readahead: None,
+        workers: None,
     };
     for modifier in parts {
         if let Some(rest) = modifier.strip_prefix("preload") {
@@ -169,11 +176,19 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
                 return Err("`+readahead` given twice".into());
             }
             sut.readahead = Some(parse_readahead(rest)?);
+        } else if let Some(rest) = modifier.strip_prefix("workers:") {
+            if sut.workers.is_some() {
+                return Err("`+workers` given twice".into());
+            }
+            sut.workers = Some(parse_workers(rest)?);
         } else {
             return Err(format!(
-                "unknown modifier `+{modifier}`; expected +preload[:POLICY] or +readahead:KB[,maxsectors:KB]"
+                "unknown modifier `+{modifier}`; expected +preload[:POLICY], +readahead:KB[,maxsectors:KB] or +workers:N"
             ));
         }
+    }
+    if sut.workers.is_some() && !matches!(sut.base, Base::Nginx | Base::Apache) {
+        return Err("+workers sets the processes of nginx or apache".into());
     }
     if sut.readahead.is_some() && !matches!(sut.base, Base::Nginx | Base::Apache) {
         return Err("+readahead tunes the kernel for unmodified servers (nginx, apache)".into());
@@ -184,6 +199,15 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
         );
     }
     Ok(sut)
+}
+
+fn parse_workers(s: &str) -> Result<usize, String> {
+    match s.parse::<usize>() {
+        Ok(n) if (1..=256).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "`+workers:{s}`: expected a number of processes from 1 to 256"
+        )),
+    }
 }
 
 fn parse_base(s: &str) -> Result<Base, String> {
@@ -344,6 +368,15 @@ mod tests {
     }
 
     #[test]
+    fn workers_modifier_sets_the_process_count() {
+        let suts = parse_list("nginx+preload:auto+workers:16,apache+workers:4,nginx").unwrap();
+        let workers: Vec<_> = suts.iter().map(|s| s.workers).collect();
+        assert_eq!(workers, [Some(16), Some(4), None]);
+        assert_eq!(suts[0].preload.as_deref(), Some("auto"));
+        assert_eq!(suts[0].label, "nginx+preload:auto+workers:16");
+    }
+
+    #[test]
     fn bare_vodkit_defaults_to_asap_auto() {
         let s = parse_one("vodkit").unwrap();
         assert_eq!(
@@ -373,6 +406,10 @@ mod tests {
             ("url:ftp://127.0.0.1/", "not an http:// URL"),
             ("nginx,nginx", "listed twice"),
             ("vodkit:asap+preload", "+preload is for unmodified"),
+            ("nginx+workers:0", "from 1 to 256"),
+            ("nginx+workers:many", "from 1 to 256"),
+            ("nginx+workers:4+workers:8", "given twice"),
+            ("vodkit+workers:4", "nginx or apache"),
             ("", "empty"),
         ] {
             let e = parse_list(list).unwrap_err().to_string();
