@@ -88,7 +88,7 @@ fn site() -> tempfile::TempDir {
     dir
 }
 
-fn serve_and_verify(start: StartPeer) {
+fn serve_and_verify(start: StartPeer, aio_threads: bool) {
     let dir = site();
     let daemon = daemon(dir.path(), Mode::Both, "fixed:2MiB");
     let preload = Preload::attach(daemon.socket()).unwrap();
@@ -101,6 +101,7 @@ fn serve_and_verify(start: StartPeer) {
         run_dir: &dir.path().join("run"),
         probe_path: "/v/title-000.dat",
         workers: 2,
+        aio_threads,
     };
     let server = start(&setup, &with_library).unwrap_or_else(|e| panic!("{e}"));
     // The readiness probe went through the library too: count only what the clients cause.
@@ -122,7 +123,16 @@ fn nginx_serves_exact_ranges_under_the_library() {
     if vodkit_peers::nginx_program().is_none() {
         return missing_tool("nginx");
     }
-    serve_and_verify(vodkit_peers::start_nginx);
+    serve_and_verify(vodkit_peers::start_nginx, false);
+}
+
+#[test]
+fn nginx_with_aio_threads_serves_exact_ranges_under_the_library() {
+    // `aio threads`: nginx calls sendfile from its thread pool; the library is thread-safe.
+    if vodkit_peers::nginx_program().is_none() {
+        return missing_tool("nginx");
+    }
+    serve_and_verify(vodkit_peers::start_nginx, true);
 }
 
 #[test]
@@ -134,5 +144,5 @@ fn apache_serves_exact_ranges_under_the_library() {
     if !modules.join("mod_mpm_event.so").exists() {
         return missing_tool(&format!("apache2 modules ({})", modules.display()));
     }
-    serve_and_verify(vodkit_peers::start_apache);
+    serve_and_verify(vodkit_peers::start_apache, false);
 }

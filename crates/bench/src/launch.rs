@@ -165,6 +165,7 @@ impl Launcher for LocalLauncher {
             run_dir: &run_dir,
             probe_path: &self.probe_path,
             workers: sut.workers.unwrap_or(self.workers),
+            aio_threads: sut.aio_threads,
         };
         let budget = self.budget.as_ref();
         let daemon = match &sut.preload {

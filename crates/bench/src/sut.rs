@@ -14,7 +14,9 @@
 //!   device holding the file set while this server runs;
 //! - `+workers:N` — nginx worker processes, or Apache child processes (default: one per
 //!   core). An event-driven nginx worker blocked in a disk read serves nobody meanwhile, so
-//!   disk-bound runs are tuned with more of them.
+//!   disk-bound runs are tuned with more of them;
+//! - `+threads` — nginx with `aio threads`: file reads and `sendfile` run in nginx's thread
+//!   pool, so a read that waits for the disk blocks one thread rather than a whole worker.
 
 use serde::Serialize;
 use std::fmt;
@@ -53,6 +55,8 @@ pub struct Sut {
     pub readahead: Option<Readahead>,
     /// `+workers:N`: worker processes of nginx or Apache (None: one per core).
     pub workers: Option<usize>,
+    /// `+threads`: nginx's `aio threads`.
+    pub aio_threads: bool,
 }
 
 impl Sut {
@@ -154,6 +158,7 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
             preload: None,
             readahead: None,
             workers: None,
+            aio_threads: false,
         });
     }
     let mut parts = entry.split('+');
@@ -164,6 +169,7 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
         preload: None,
         readahead: None,
         workers: None,
+        aio_threads: false,
     };
     for modifier in parts {
         if let Some(rest) = modifier.strip_prefix("preload") {
@@ -181,11 +187,19 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
                 return Err("`+workers` given twice".into());
             }
             sut.workers = Some(parse_workers(rest)?);
+        } else if modifier == "threads" {
+            if sut.aio_threads {
+                return Err("`+threads` given twice".into());
+            }
+            sut.aio_threads = true;
         } else {
             return Err(format!(
-                "unknown modifier `+{modifier}`; expected +preload[:POLICY], +readahead:KB[,maxsectors:KB] or +workers:N"
+                "unknown modifier `+{modifier}`; expected +preload[:POLICY], +readahead:KB[,maxsectors:KB], +workers:N or +threads"
             ));
         }
+    }
+    if sut.aio_threads && sut.base != Base::Nginx {
+        return Err("+threads is nginx's `aio threads` (Apache already has a thread per connection)".into());
     }
     if sut.workers.is_some() && !matches!(sut.base, Base::Nginx | Base::Apache) {
         return Err("+workers sets the processes of nginx or apache".into());
@@ -369,11 +383,13 @@ mod tests {
 
     #[test]
     fn workers_modifier_sets_the_process_count() {
-        let suts = parse_list("nginx+preload:auto+workers:16,apache+workers:4,nginx").unwrap();
+        let suts = parse_list("nginx+preload:auto+workers:16+threads,apache+workers:4,nginx").unwrap();
         let workers: Vec<_> = suts.iter().map(|s| s.workers).collect();
         assert_eq!(workers, [Some(16), Some(4), None]);
+        let threads: Vec<_> = suts.iter().map(|s| s.aio_threads).collect();
+        assert_eq!(threads, [true, false, false]);
         assert_eq!(suts[0].preload.as_deref(), Some("auto"));
-        assert_eq!(suts[0].label, "nginx+preload:auto+workers:16");
+        assert_eq!(suts[0].label, "nginx+preload:auto+workers:16+threads");
     }
 
     #[test]
@@ -410,6 +426,8 @@ mod tests {
             ("nginx+workers:many", "from 1 to 256"),
             ("nginx+workers:4+workers:8", "given twice"),
             ("vodkit+workers:4", "nginx or apache"),
+            ("apache+threads", "nginx's `aio threads`"),
+            ("nginx+threads+threads", "given twice"),
             ("", "empty"),
         ] {
             let e = parse_list(list).unwrap_err().to_string();

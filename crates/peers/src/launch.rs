@@ -21,6 +21,9 @@ pub struct PeerSetup<'a> {
     /// Path to request to check readiness.
     pub probe_path: &'a str,
     pub workers: usize,
+    /// nginx only: `aio threads`, so that file reads and `sendfile` run in nginx's thread
+    /// pool instead of blocking a worker's event loop.
+    pub aio_threads: bool,
 }
 
 /// Why a peer could not be started.
@@ -124,6 +127,7 @@ pub fn start_nginx(setup: &PeerSetup<'_>, wrap: Wrap<'_>) -> Result<ServerProces
         run_dir: setup.run_dir.to_path_buf(),
         port,
         workers: setup.workers,
+        aio_threads: setup.aio_threads,
         as_root: is_root(),
         nofile: nginx::nofile_target(),
     };

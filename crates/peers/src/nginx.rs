@@ -18,6 +18,8 @@ pub struct NginxSetup {
     pub run_dir: PathBuf,
     pub port: u16,
     pub workers: usize,
+    /// `aio threads`: reads and `sendfile` in the default thread pool (32 threads per worker).
+    pub aio_threads: bool,
     /// Run workers as root (only when the runner itself is root, so they can read any file set).
     pub as_root: bool,
     /// Open-file limit to ask for (None: keep the inherited one, e.g. when it cannot be raised).
@@ -72,7 +74,7 @@ events {{\n\
 http {{\n\
     default_type application/octet-stream;\n\
     sendfile on;\n\
-    tcp_nopush on;\n\
+{aio}    tcp_nopush on;\n\
     tcp_nodelay on;\n\
     keepalive_timeout 3600s;\n\
     keepalive_requests 1000000000;\n\
@@ -92,6 +94,11 @@ http {{\n\
     }}\n\
 }}\n",
         workers = setup.workers.max(1),
+        aio = if setup.aio_threads {
+            "    aio threads;\n"
+        } else {
+            ""
+        },
         rlimit = setup
             .nofile
             .map(|n| format!("worker_rlimit_nofile {n};\n"))
@@ -129,6 +136,7 @@ mod tests {
             run_dir: "/tmp/run x".into(),
             port: 18080,
             workers: 2,
+            aio_threads: false,
             as_root: false,
             nofile: Some(65536),
         };
@@ -147,6 +155,12 @@ mod tests {
             assert!(c.contains(needle), "missing {needle} in\n{c}");
         }
         assert!(!c.contains("user root"));
+        assert!(!c.contains("aio threads"));
+        let threaded = render(&NginxSetup {
+            aio_threads: true,
+            ..s.clone()
+        });
+        assert!(threaded.contains("    aio threads;\n"), "{threaded}");
         assert!(render(&NginxSetup { as_root: true, ..s }).contains("user root root;"));
     }
 
