@@ -13,7 +13,7 @@
  *
  * Environment:
  *   VODKIT_PREFETCHD_SOCKET  path of the daemon's socket; unset = library stays passive
- *   VODKIT_PRELOAD_TIMEOUT_MS  longest wait for a reply (default 2000)
+ *   VODKIT_PRELOAD_TIMEOUT_MS  longest wait for a reply (default 10000)
  *   VODKIT_PRELOAD_QUIET     set to 1 to suppress the one warning per process
  *
  * Rules kept in the hot path: no malloc, no stdio, no locks that a signal handler could
@@ -157,7 +157,7 @@ struct slot {
 static struct slot pool[POOL];
 static char socket_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static int active;            /* a socket path is configured */
-static int timeout_ms = 2000;
+static int timeout_ms = 10000;
 static int quiet;
 static int warned;            /* atomic */
 static long long next_connect_ns; /* atomic; no connect attempts before this time */

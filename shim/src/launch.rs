@@ -73,7 +73,7 @@ impl Preload {
         Ok(p)
     }
 
-    /// Bound the library's wait for the daemon (its default is 2 s).
+    /// Bound the library's wait for the daemon (its default is 10 s).
     pub fn with_timeout_ms(mut self, ms: u64) -> Preload {
         self.timeout_ms = Some(ms);
         self
