@@ -77,6 +77,10 @@ struct UpArgs {
     /// On-drive read-ahead segment size (e.g. 2MiB); off by default.
     #[arg(long)]
     drive_readahead: Option<String>,
+    /// Cache segments with --drive-readahead: segments the head left are kept for their
+    /// streams (a real drive's segmented cache); 1 keeps only the current one.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    drive_segments: u16,
     /// Delay writes by the model too (off: populating files is fast).
     #[arg(long)]
     model_writes: bool,
@@ -243,6 +247,7 @@ fn up(a: UpArgs) -> anyhow::Result<()> {
     if let Some(ra) = &a.drive_readahead {
         cfg.drive.readahead_bytes = size_arg("drive-readahead", ra)?;
     }
+    cfg.drive.segments = usize::from(a.drive_segments);
     cfg.faults.seed = a.seed;
     cfg.model_writes = a.model_writes;
     cfg.reformat = a.reformat;

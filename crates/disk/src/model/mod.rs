@@ -4,8 +4,9 @@
 //! (seek by distance plus rotational latency) and transfer (at the rate of the zones it
 //! crosses). A request that starts exactly where the previous one ended continues without
 //! positioning. Optional features: seeded random rotational latency instead of the average,
-//! an on-drive read-ahead segment filled while the drive is idle, and command queueing that
-//! serves the queued request with the shortest positioning time first (SPTF).
+//! an on-drive read-ahead segment filled while the drive is idle (and, like a real drive's
+//! segmented cache, several segments kept for the streams the head left), and command
+//! queueing that serves the queued request with the shortest positioning time first (SPTF).
 //!
 //! Addresses are byte offsets in a span the caller chooses (the drive's own capacity by
 //! default, or an emulated image that stands for the whole platter); offset / span is the
@@ -50,6 +51,15 @@ pub struct DriveOptions {
     pub queueing: Queueing,
     /// Size of the on-drive read-ahead segment in bytes (0 = off).
     pub readahead_bytes: u64,
+    /// Cache segments (with read-ahead on): when the head seeks away, the segment it leaves
+    /// is kept, up to `segments - 1` of them, least recently used dropped first; a read that
+    /// lies wholly in a kept segment is served from the cache. 1 = only the current one.
+    #[serde(default = "one_segment")]
+    pub segments: usize,
+}
+
+fn one_segment() -> usize {
+    1
 }
 
 impl Default for DriveOptions {
@@ -58,6 +68,7 @@ impl Default for DriveOptions {
             rotation: Rotation::Average,
             queueing: Queueing::Fifo,
             readahead_bytes: 0,
+            segments: 1,
         }
     }
 }
@@ -109,6 +120,8 @@ pub struct Drive {
     head: u64,
     /// Start of the data held in the read-ahead segment (valid up to `head` + prefetch).
     segment_start: u64,
+    /// Segments the head left, most recently used first (`[start, end)` byte ranges).
+    kept: std::collections::VecDeque<(u64, u64)>,
     busy_until: f64,
     rng: ChaCha8Rng,
 }
@@ -127,6 +140,7 @@ impl Drive {
             span,
             head: 0,
             segment_start: 0,
+            kept: std::collections::VecDeque::new(),
             busy_until: 0.0,
             rng: ChaCha8Rng::seed_from_u64(seed),
         }
@@ -189,6 +203,19 @@ impl Drive {
     /// one) and move the head. This is what the emulated device calls per read.
     pub fn access(&mut self, offset: u64, len: u64, arrival: f64) -> Service {
         let start = arrival.max(self.busy_until);
+        if self.kept_hit(offset, len) {
+            // From a kept segment: no positioning, no media transfer; the head and the
+            // current segment's idle read-ahead carry on undisturbed.
+            return Service {
+                offset,
+                start,
+                seek: 0.0,
+                rotation: 0.0,
+                transfer: 0.0,
+                cached_bytes: len,
+                finish: start,
+            };
+        }
         let prefetched = self.prefetched_bytes(start);
         let cached_end = self.head + prefetched;
         let hit =
@@ -200,6 +227,7 @@ impl Drive {
             (0.0, 0.0, 0, offset)
         } else {
             let from = cached_end;
+            self.keep_segment(self.segment_start, cached_end);
             (
                 self.seek_time(offset.abs_diff(from)),
                 self.rotational_latency(),
@@ -226,6 +254,32 @@ impl Drive {
             cached_bytes,
             finish,
         }
+    }
+
+    /// Whether `[offset, offset + len)` lies wholly in a kept segment (which then becomes the
+    /// most recently used).
+    fn kept_hit(&mut self, offset: u64, len: u64) -> bool {
+        let found = self
+            .kept
+            .iter()
+            .position(|&(a, b)| a <= offset && offset + len <= b);
+        if let Some(i) = found {
+            if let Some(seg) = self.kept.remove(i) {
+                self.kept.push_front(seg);
+            }
+        }
+        found.is_some()
+    }
+
+    /// The head leaves the current segment `[start, end)`: keep it if there is room.
+    fn keep_segment(&mut self, start: u64, end: u64) {
+        let room = self.opts.segments.saturating_sub(1);
+        if self.opts.readahead_bytes == 0 || room == 0 || end <= start {
+            return;
+        }
+        self.kept.retain(|&(a, b)| b <= start || end <= a);
+        self.kept.push_front((start, end));
+        self.kept.truncate(room);
     }
 
     /// Bytes read ahead into the segment while idle until `now`.

@@ -300,3 +300,59 @@ fn a_small_span_stands_for_the_whole_surface() {
     let full = drive.seek_time(image) + drive.half_rotation();
     assert!(within(full * 1000.0, 32.6, 0.01));
 }
+
+/// Busy time of 200 16 KiB reads alternating between two far-apart streams (one `diff -r`
+/// over two trees), `gap_s` of idle time after each.
+fn alternating_streams_busy(segments: usize, gap_s: f64) -> f64 {
+    let spec = preset("wd-red").unwrap();
+    let opts = DriveOptions {
+        readahead_bytes: 512 << 10,
+        segments,
+        ..Default::default()
+    };
+    let mut drive = Drive::new(spec, opts);
+    let streams = [1u64 << 30, 600u64 << 30];
+    let (mut t, mut busy) = (0.0, 0.0);
+    for i in 0..200u64 {
+        let s = drive.access(streams[(i % 2) as usize] + (i / 2) * 16384, 16384, t);
+        busy += s.finish - s.start;
+        t = s.finish + gap_s;
+    }
+    busy
+}
+
+#[test]
+fn kept_segments_serve_alternating_streams_read_ahead_while_idle() {
+    let one = alternating_streams_busy(1, 0.002);
+    let two = alternating_streams_busy(2, 0.002);
+    // One segment: every switch of stream seeks. Two: each stream's read-ahead survives.
+    assert!(two < one / 4.0, "two segments {two:.3} s vs one {one:.3} s");
+}
+
+#[test]
+fn kept_segments_do_not_help_a_drive_that_is_never_idle() {
+    // Back to back there is no idle read-ahead, so a kept segment holds only what was read.
+    let one = alternating_streams_busy(1, 0.0);
+    let four = alternating_streams_busy(4, 0.0);
+    assert!((one - four).abs() < 1e-9, "{one} vs {four}");
+}
+
+#[test]
+fn a_read_inside_a_kept_segment_does_not_move_the_head() {
+    let spec = preset("wd-red").unwrap();
+    let opts = DriveOptions {
+        readahead_bytes: 1 << 20,
+        segments: 2,
+        ..Default::default()
+    };
+    let mut drive = Drive::new(spec, opts);
+    let a = drive.access(1 << 30, 65536, 0.0);
+    let b = drive.access(100 << 30, 65536, a.finish + 0.05);
+    let head = drive.head();
+    let hit = drive.access((1 << 30) + 65536, 65536, b.finish + 0.001);
+    assert_eq!((hit.seek, hit.transfer, hit.cached_bytes), (0.0, 0.0, 65536));
+    assert_eq!(drive.head(), head);
+    // the current stream continues from its own read-ahead
+    let next = drive.access(head, 65536, hit.finish + 0.001);
+    assert_eq!(next.seek, 0.0);
+}
