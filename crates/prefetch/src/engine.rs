@@ -585,7 +585,7 @@ impl Engine {
         } else {
             0
         };
-        let read_len = ctx.read_len(prefetch);
+        let read_len = clip_at_queued(&st, fid, req.offset, end, ctx.read_len(prefetch));
         let device = self.device_name(&mut st, meta.dev());
         let dev = st.devices.entry(device.clone()).or_default();
         dev.queued += 1;
@@ -877,6 +877,21 @@ fn sweep(shared: &Shared) -> usize {
         st.ledger.mark_gone(t.file, t.record, now);
     }
     gone.len()
+}
+
+/// The read length for `[offset, offset + read_len)`, shortened so that its prefetch stops
+/// where a read of the same file already queued or running begins (two viewers' or one
+/// player's parallel requests): that range is being read anyway. Never below the request's
+/// own `end`.
+fn clip_at_queued(st: &State, file: FileId, offset: u64, end: u64, read_len: u64) -> u64 {
+    st.inflight
+        .get(&file)
+        .into_iter()
+        .flatten()
+        .map(|r| r.start)
+        .filter(|&s| s >= end && s < offset + read_len)
+        .min()
+        .map_or(read_len, |s| s - offset)
 }
 
 /// Removes a read from the in-flight table.

@@ -432,3 +432,31 @@ fn requests_running_past_their_prefetch_are_not_evictions() {
     assert!(s.misses >= 2 && s.prefetch.used_bytes > 0, "{s:?}");
     assert_eq!(s.prefetch.evictions, 0, "{:?}", s.prefetch);
 }
+
+#[test]
+fn a_prefetch_stops_where_a_queued_read_of_the_file_begins() {
+    let dir = tmp();
+    let Some(blocker) = cold_file(&dir, "blocker.bin", 32 * MIB) else {
+        return;
+    };
+    let Some(f) = cold_file(&dir, "video.bin", 8 * MIB) else {
+        return;
+    };
+    let e = engine(IoMode::Asap, "fixed:4MiB");
+    let Begin::Pending(busy) = e.begin(&blocker, &req(0, 32 * MIB)).unwrap() else {
+        panic!("cold blocker reported resident")
+    };
+    // A player's later request arrives first: [3 MiB, 7 MiB) is queued.
+    let Begin::Pending(later) = e.begin(&f, &req(3 * MIB, 512 * KIB)).unwrap() else {
+        panic!("cold file reported resident")
+    };
+    // The earlier one would prefetch [2.5 MiB, 6.5 MiB); it stops at 3 MiB instead.
+    let Begin::Pending(earlier) = e.begin(&f, &req(5 * MIB / 2, 512 * KIB)).unwrap() else {
+        panic!("cold file reported resident")
+    };
+    busy.wait_blocking().unwrap();
+    let (a, b) = (later.wait_blocking().unwrap(), earlier.wait_blocking().unwrap());
+    assert_eq!((a.read_bytes, b.read_bytes), (4 * MIB, 512 * KIB));
+    let s = e.stats();
+    assert_eq!(s.read_bytes, 32 * MIB + 4 * MIB + 512 * KIB, "nothing read twice");
+}
