@@ -309,12 +309,16 @@ pub fn all() -> Vec<Scenario> {
                     "nginx",
                     "apache",
                     "nginx+preload:auto",
+                    "nginx+threads",
+                    "nginx+preload:auto+threads",
                     "nginx+readahead:1024,maxsectors:16384",
                     "nginx+readahead:2048,maxsectors:16384",
                 ],
             )],
             checks: vec![
                 Check::Ratio { a: "vodkit:asap:auto", b: "nginx", min_ratio: 3.0 },
+                Check::Ratio { a: "nginx+preload:auto+threads", b: "nginx+threads", min_ratio: 2.0 },
+                Check::Ratio { a: "nginx+preload:auto+threads", b: "vodkit:asap:auto", min_ratio: 0.95 },
                 Check::NearBest {
                     a: "vodkit:asap:auto",
                     of: vec!["nginx+readahead:1024,maxsectors:16384", "nginx+readahead:2048,maxsectors:16384"],
