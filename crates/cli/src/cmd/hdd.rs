@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use vodkit_disk::devbench::{self, BenchOptions};
 use vodkit_disk::model::{preset, Queueing, Rotation, PRESET_NAMES};
-use vodkit_disk::testbed::{self, daemon, queue, system, Config, QueueTuning};
+use vodkit_disk::testbed::{self, daemon, queue, system, Config, Placement, QueueTuning};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -50,6 +50,12 @@ enum QueueingArg {
     Sptf,
 }
 
+#[derive(Clone, Copy, ValueEnum)]
+enum PlacementArg {
+    Platter,
+    Start,
+}
+
 #[derive(clap::Args)]
 struct UpArgs {
     /// Drive preset: wd-red, hp-10k, hitachi-5k3000, seagate-7200.
@@ -77,6 +83,11 @@ struct UpArgs {
     /// On-drive read-ahead segment size (e.g. 2MiB); off by default.
     #[arg(long)]
     drive_readahead: Option<String>,
+    /// Where the image lies on the platter: `platter` — it stands for the whole platter
+    /// (every zone, full-stroke seeks); `start` — it is the drive's first SIZE bytes, like
+    /// a partition at the outer edge (short seeks, outer-zone rate).
+    #[arg(long, value_enum, default_value = "platter")]
+    placement: PlacementArg,
     /// Cache segments with --drive-readahead: segments the head left are kept for their
     /// streams (a real drive's segmented cache); 1 keeps only the current one.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
@@ -248,6 +259,10 @@ fn up(a: UpArgs) -> anyhow::Result<()> {
         cfg.drive.readahead_bytes = size_arg("drive-readahead", ra)?;
     }
     cfg.drive.segments = usize::from(a.drive_segments);
+    cfg.placement = match a.placement {
+        PlacementArg::Platter => Placement::Platter,
+        PlacementArg::Start => Placement::Start,
+    };
     cfg.faults.seed = a.seed;
     cfg.model_writes = a.model_writes;
     cfg.reformat = a.reformat;

@@ -47,13 +47,28 @@ fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
 /// Where device state lives unless told otherwise.
 pub const DEFAULT_STATE_ROOT: &str = "/run/vodkit/hdd";
 
+/// Where on the modelled platter the image lies.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Placement {
+    /// The image stands for the whole platter: every zone, full-stroke seeks across it.
+    #[default]
+    Platter,
+    /// The image is the drive's first `size` bytes, like a partition of that size at the
+    /// outer edge: outer-zone rates and seeks no longer than the image.
+    Start,
+}
+
 /// Everything needed to bring one emulated disk up.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Config {
     /// Drive preset name (see [`PRESET_NAMES`]).
     pub preset: String,
-    /// Image size in bytes; the image stands for the whole platter.
+    /// Image size in bytes.
     pub size: u64,
+    /// Where the image lies on the platter (default: it stands for all of it).
+    #[serde(default)]
+    pub placement: Placement,
     /// Sparse backing file on the real disk (created if missing, grown if smaller).
     pub image: PathBuf,
     /// Where the ext4 file system is mounted.
@@ -80,6 +95,7 @@ impl Config {
         Config {
             preset: preset.to_string(),
             size,
+            placement: Placement::Platter,
             image: image.into(),
             mount: mount.into(),
             drive: DriveOptions::default(),
@@ -267,7 +283,10 @@ impl Testbed {
         let fresh = cfg.reformat || !has_ext4(&backing);
 
         let spec = preset(&cfg.preset).expect("validated");
-        let drive = Drive::new(spec, cfg.drive).with_span(cfg.size);
+        let drive = match cfg.placement {
+            Placement::Platter => Drive::new(spec, cfg.drive).with_span(cfg.size),
+            Placement::Start => Drive::new(spec, cfg.drive),
+        };
         let fs = fusedev::DiskFs::new(
             backing,
             cfg.size,
@@ -533,6 +552,22 @@ pub fn counters(state: &State) -> Result<DeviceCounters, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn placement_defaults_to_the_whole_platter_also_for_older_state() {
+        let c = Config::new("wd-red", 1 << 30, "/tmp/i", "/tmp/m");
+        assert_eq!(c.placement, Placement::Platter);
+        let mut json = serde_json::to_value(&c).unwrap();
+        json.as_object_mut().unwrap().remove("placement");
+        let back: Config = serde_json::from_value(json).unwrap();
+        assert_eq!(back.placement, Placement::Platter);
+        let start = Config {
+            placement: Placement::Start,
+            ..c
+        };
+        let json = serde_json::to_string(&start).unwrap();
+        assert!(json.contains("\"placement\":\"start\""), "{json}");
+    }
 
     #[test]
     fn config_validation_names_the_problem() {
