@@ -87,7 +87,10 @@ fn resident_notes_are_accounted_as_hits_and_never_answered() {
         f.as_raw_fd(),
     )
     .unwrap();
-    assert_eq!(socket::receive_reply(conn.as_raw_fd()).unwrap(), (0, 1, 0, 0));
+    assert_eq!(
+        socket::receive_reply(conn.as_raw_fd()).unwrap(),
+        (0, 1, 0, 0)
+    );
     // the library then reads [512 KiB, 1 MiB) from memory and notes it
     let note = Request {
         resident: true,

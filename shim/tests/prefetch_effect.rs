@@ -82,11 +82,7 @@ fn resident_reads_are_noted_to_the_daemon_in_batches() {
     let out = run_preloaded(
         daemon.socket(),
         "dd",
-        &[
-            &format!("if={}", file.display()),
-            "of=/dev/null",
-            "bs=64k",
-        ],
+        &[&format!("if={}", file.display()), "of=/dev/null", "bs=64k"],
         Duration::from_secs(30),
     );
     assert!(out.status.success(), "dd failed: {out:?}");

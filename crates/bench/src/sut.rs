@@ -199,7 +199,9 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
         }
     }
     if sut.aio_threads && sut.base != Base::Nginx {
-        return Err("+threads is nginx's `aio threads` (Apache already has a thread per connection)".into());
+        return Err(
+            "+threads is nginx's `aio threads` (Apache already has a thread per connection)".into(),
+        );
     }
     if sut.workers.is_some() && !matches!(sut.base, Base::Nginx | Base::Apache) {
         return Err("+workers sets the processes of nginx or apache".into());
@@ -383,7 +385,8 @@ mod tests {
 
     #[test]
     fn workers_modifier_sets_the_process_count() {
-        let suts = parse_list("nginx+preload:auto+workers:16+threads,apache+workers:4,nginx").unwrap();
+        let suts =
+            parse_list("nginx+preload:auto+workers:16+threads,apache+workers:4,nginx").unwrap();
         let workers: Vec<_> = suts.iter().map(|s| s.workers).collect();
         assert_eq!(workers, [Some(16), Some(4), None]);
         let threads: Vec<_> = suts.iter().map(|s| s.aio_threads).collect();

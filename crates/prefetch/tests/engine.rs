@@ -455,8 +455,15 @@ fn a_prefetch_stops_where_a_queued_read_of_the_file_begins() {
         panic!("cold file reported resident")
     };
     busy.wait_blocking().unwrap();
-    let (a, b) = (later.wait_blocking().unwrap(), earlier.wait_blocking().unwrap());
+    let (a, b) = (
+        later.wait_blocking().unwrap(),
+        earlier.wait_blocking().unwrap(),
+    );
     assert_eq!((a.read_bytes, b.read_bytes), (4 * MIB, 512 * KIB));
     let s = e.stats();
-    assert_eq!(s.read_bytes, 32 * MIB + 4 * MIB + 512 * KIB, "nothing read twice");
+    assert_eq!(
+        s.read_bytes,
+        32 * MIB + 4 * MIB + 512 * KIB,
+        "nothing read twice"
+    );
 }

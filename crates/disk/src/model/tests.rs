@@ -350,7 +350,10 @@ fn a_read_inside_a_kept_segment_does_not_move_the_head() {
     let b = drive.access(100 << 30, 65536, a.finish + 0.05);
     let head = drive.head();
     let hit = drive.access((1 << 30) + 65536, 65536, b.finish + 0.001);
-    assert_eq!((hit.seek, hit.transfer, hit.cached_bytes), (0.0, 0.0, 65536));
+    assert_eq!(
+        (hit.seek, hit.transfer, hit.cached_bytes),
+        (0.0, 0.0, 65536)
+    );
     assert_eq!(drive.head(), head);
     // the current stream continues from its own read-ahead
     let next = drive.access(head, 65536, hit.finish + 0.001);
