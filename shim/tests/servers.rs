@@ -88,7 +88,7 @@ fn site() -> tempfile::TempDir {
     dir
 }
 
-fn serve_and_verify(start: StartPeer, aio_threads: bool) {
+fn serve_and_verify(start: StartPeer, aio_threads: Option<usize>) {
     let dir = site();
     let daemon = daemon(dir.path(), Mode::Both, "fixed:2MiB");
     let preload = Preload::attach(daemon.socket()).unwrap();
@@ -123,7 +123,7 @@ fn nginx_serves_exact_ranges_under_the_library() {
     if vodkit_peers::nginx_program().is_none() {
         return missing_tool("nginx");
     }
-    serve_and_verify(vodkit_peers::start_nginx, false);
+    serve_and_verify(vodkit_peers::start_nginx, None);
 }
 
 #[test]
@@ -132,7 +132,7 @@ fn nginx_with_aio_threads_serves_exact_ranges_under_the_library() {
     if vodkit_peers::nginx_program().is_none() {
         return missing_tool("nginx");
     }
-    serve_and_verify(vodkit_peers::start_nginx, true);
+    serve_and_verify(vodkit_peers::start_nginx, Some(32));
 }
 
 #[test]
@@ -144,5 +144,5 @@ fn apache_serves_exact_ranges_under_the_library() {
     if !modules.join("mod_mpm_event.so").exists() {
         return missing_tool(&format!("apache2 modules ({})", modules.display()));
     }
-    serve_and_verify(vodkit_peers::start_apache, false);
+    serve_and_verify(vodkit_peers::start_apache, None);
 }

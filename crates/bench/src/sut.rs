@@ -15,8 +15,9 @@
 //! - `+workers:N` — nginx worker processes, or Apache child processes (default: one per
 //!   core). An event-driven nginx worker blocked in a disk read serves nobody meanwhile, so
 //!   disk-bound runs are tuned with more of them;
-//! - `+threads` — nginx with `aio threads`: file reads and `sendfile` run in nginx's thread
-//!   pool, so a read that waits for the disk blocks one thread rather than a whole worker.
+//! - `+threads` or `+threads:N` — nginx with `aio threads` (N pool threads per worker,
+//!   default 32 as in nginx): file reads and `sendfile` run in nginx's thread pool, so a
+//!   read that waits for the disk blocks one thread rather than a whole worker.
 
 use serde::Serialize;
 use std::fmt;
@@ -55,8 +56,8 @@ pub struct Sut {
     pub readahead: Option<Readahead>,
     /// `+workers:N`: worker processes of nginx or Apache (None: one per core).
     pub workers: Option<usize>,
-    /// `+threads`: nginx's `aio threads`.
-    pub aio_threads: bool,
+    /// `+threads[:N]`: nginx's `aio threads` with N pool threads per worker.
+    pub aio_threads: Option<usize>,
 }
 
 impl Sut {
@@ -158,7 +159,7 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
             preload: None,
             readahead: None,
             workers: None,
-            aio_threads: false,
+            aio_threads: None,
         });
     }
     let mut parts = entry.split('+');
@@ -169,7 +170,7 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
         preload: None,
         readahead: None,
         workers: None,
-        aio_threads: false,
+        aio_threads: None,
     };
     for modifier in parts {
         if let Some(rest) = modifier.strip_prefix("preload") {
@@ -187,18 +188,18 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
                 return Err("`+workers` given twice".into());
             }
             sut.workers = Some(parse_workers(rest)?);
-        } else if modifier == "threads" {
-            if sut.aio_threads {
+        } else if let Some(rest) = modifier.strip_prefix("threads") {
+            if sut.aio_threads.is_some() {
                 return Err("`+threads` given twice".into());
             }
-            sut.aio_threads = true;
+            sut.aio_threads = Some(parse_threads(rest)?);
         } else {
             return Err(format!(
-                "unknown modifier `+{modifier}`; expected +preload[:POLICY], +readahead:KB[,maxsectors:KB], +workers:N or +threads"
+                "unknown modifier `+{modifier}`; expected +preload[:POLICY], +readahead:KB[,maxsectors:KB], +workers:N or +threads[:N]"
             ));
         }
     }
-    if sut.aio_threads && sut.base != Base::Nginx {
+    if sut.aio_threads.is_some() && sut.base != Base::Nginx {
         return Err(
             "+threads is nginx's `aio threads` (Apache already has a thread per connection)".into(),
         );
@@ -215,6 +216,21 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
         );
     }
     Ok(sut)
+}
+
+/// nginx's default thread pool size.
+const NGINX_POOL_THREADS: usize = 32;
+
+fn parse_threads(rest: &str) -> Result<usize, String> {
+    if rest.is_empty() {
+        return Ok(NGINX_POOL_THREADS);
+    }
+    match rest.strip_prefix(':').map(str::parse::<usize>) {
+        Some(Ok(n)) if (1..=4096).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "`+threads{rest}`: expected +threads or +threads:N with N pool threads from 1 to 4096"
+        )),
+    }
 }
 
 fn parse_workers(s: &str) -> Result<usize, String> {
@@ -386,11 +402,12 @@ mod tests {
     #[test]
     fn workers_modifier_sets_the_process_count() {
         let suts =
-            parse_list("nginx+preload:auto+workers:16+threads,apache+workers:4,nginx").unwrap();
+            parse_list("nginx+preload:auto+workers:16+threads,apache+workers:4,nginx+threads:128")
+                .unwrap();
         let workers: Vec<_> = suts.iter().map(|s| s.workers).collect();
         assert_eq!(workers, [Some(16), Some(4), None]);
         let threads: Vec<_> = suts.iter().map(|s| s.aio_threads).collect();
-        assert_eq!(threads, [true, false, false]);
+        assert_eq!(threads, [Some(32), None, Some(128)]);
         assert_eq!(suts[0].preload.as_deref(), Some("auto"));
         assert_eq!(suts[0].label, "nginx+preload:auto+workers:16+threads");
     }
@@ -431,6 +448,8 @@ mod tests {
             ("vodkit+workers:4", "nginx or apache"),
             ("apache+threads", "nginx's `aio threads`"),
             ("nginx+threads+threads", "given twice"),
+            ("nginx+threads:0", "from 1 to 4096"),
+            ("nginx+threadsy", "expected +threads or +threads:N"),
             ("", "empty"),
         ] {
             let e = parse_list(list).unwrap_err().to_string();

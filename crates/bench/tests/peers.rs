@@ -51,7 +51,7 @@ fn nginx_serves_with_generated_config() {
         run_dir: &run,
         probe_path: "/t/title-1.mp4",
         workers: 2,
-        aio_threads: false,
+        aio_threads: None,
     };
     let server = peers::start_nginx(&setup, &peers::no_wrap).unwrap();
     check_serves(server, &body);
@@ -72,7 +72,7 @@ fn apache_serves_with_generated_config() {
         run_dir: &run,
         probe_path: "/t/title-1.mp4",
         workers: 2,
-        aio_threads: false,
+        aio_threads: None,
     };
     let server = peers::start_apache(&setup, &peers::no_wrap).unwrap();
     check_serves(server, &body);
@@ -92,7 +92,7 @@ fn a_broken_root_is_a_clear_start_error_not_a_hang() {
         run_dir: &run.join("pid-is-a-file/x"),
         probe_path: "/",
         workers: 1,
-        aio_threads: false,
+        aio_threads: None,
     };
     std::fs::write(run.join("pid-is-a-file"), b"").unwrap();
     let e = peers::start_nginx(&setup, &peers::no_wrap)

@@ -21,9 +21,9 @@ pub struct PeerSetup<'a> {
     /// Path to request to check readiness.
     pub probe_path: &'a str,
     pub workers: usize,
-    /// nginx only: `aio threads`, so that file reads and `sendfile` run in nginx's thread
-    /// pool instead of blocking a worker's event loop.
-    pub aio_threads: bool,
+    /// nginx only: `aio threads` with this many pool threads per worker, so that file reads
+    /// and `sendfile` run in nginx's thread pool instead of blocking a worker's event loop.
+    pub aio_threads: Option<usize>,
 }
 
 /// Why a peer could not be started.

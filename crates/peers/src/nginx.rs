@@ -18,8 +18,9 @@ pub struct NginxSetup {
     pub run_dir: PathBuf,
     pub port: u16,
     pub workers: usize,
-    /// `aio threads`: reads and `sendfile` in the default thread pool (32 threads per worker).
-    pub aio_threads: bool,
+    /// `aio threads`: reads and `sendfile` in the default thread pool, with this many
+    /// threads per worker (nginx's own default is 32).
+    pub aio_threads: Option<usize>,
     /// Run workers as root (only when the runner itself is root, so they can read any file set).
     pub as_root: bool,
     /// Open-file limit to ask for (None: keep the inherited one, e.g. when it cannot be raised).
@@ -65,6 +66,7 @@ pub fn render(setup: &NginxSetup) -> String {
 {user}daemon off;\n\
 master_process on;\n\
 worker_processes {workers};\n\
+{pool}\
 {rlimit}pid {pid};\n\
 error_log {error_log} warn;\n\
 events {{\n\
@@ -94,11 +96,18 @@ http {{\n\
     }}\n\
 }}\n",
         workers = setup.workers.max(1),
-        aio = if setup.aio_threads {
+        aio = if setup.aio_threads.is_some() {
             "    aio threads;\n"
         } else {
             ""
         },
+        pool = setup
+            .aio_threads
+            .map(|n| format!(
+                "thread_pool default threads={} max_queue=65536;\n",
+                n.max(1)
+            ))
+            .unwrap_or_default(),
         rlimit = setup
             .nofile
             .map(|n| format!("worker_rlimit_nofile {n};\n"))
@@ -136,7 +145,7 @@ mod tests {
             run_dir: "/tmp/run x".into(),
             port: 18080,
             workers: 2,
-            aio_threads: false,
+            aio_threads: None,
             as_root: false,
             nofile: Some(65536),
         };
@@ -157,10 +166,14 @@ mod tests {
         assert!(!c.contains("user root"));
         assert!(!c.contains("aio threads"));
         let threaded = render(&NginxSetup {
-            aio_threads: true,
+            aio_threads: Some(64),
             ..s.clone()
         });
         assert!(threaded.contains("    aio threads;\n"), "{threaded}");
+        assert!(
+            threaded.contains("thread_pool default threads=64 max_queue=65536;\n"),
+            "{threaded}"
+        );
         assert!(render(&NginxSetup { as_root: true, ..s }).contains("user root root;"));
     }
 

@@ -70,7 +70,7 @@ fn start_on(dir: &Path, start: StartPeer, wrap: Wrap<'_>) -> Result<ServerProces
         run_dir: &dir.join("run"),
         probe_path: "/title.mp4",
         workers: 2,
-        aio_threads: false,
+        aio_threads: None,
     };
     start(&setup, wrap)
 }

@@ -39,7 +39,7 @@ impl Nginx {
             run_dir: &dir.path().join("run"),
             probe_path: &format!("/{first}"),
             workers: 1,
-            aio_threads: false,
+            aio_threads: None,
         };
         let server = vodkit_peers::start_nginx(&setup, &vodkit_peers::no_wrap)
             .unwrap_or_else(|e| panic!("nginx starts: {e}"));
