@@ -250,10 +250,15 @@ __attribute__((destructor)) static void vk_fini(void) {
 
 /* ---- descriptor tracking ------------------------------------------------------------- */
 
+/* The per-descriptor note state: run [lo, hi), of which up to `sent` was told. */
+static void set_notes(int fd, uint64_t lo, uint64_t hi, uint64_t sent) {
+    __atomic_store_n(&fd_note_lo[fd], lo, __ATOMIC_RELAXED);
+    __atomic_store_n(&fd_note_hi[fd], hi, __ATOMIC_RELAXED);
+    __atomic_store_n(&fd_note_sent[fd], sent, __ATOMIC_RELAXED);
+}
+
 static void forget_notes(int fd) {
-    __atomic_store_n(&fd_note_lo[fd], 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&fd_note_hi[fd], 0, __ATOMIC_RELAXED);
-    __atomic_store_n(&fd_note_sent[fd], 0, __ATOMIC_RELAXED);
+    set_notes(fd, 0, 0, 0);
 }
 
 static void track_open(int fd, int flags) {
@@ -549,9 +554,7 @@ static void note_resident(int fd, uint16_t op, uint64_t off, uint64_t end, uint6
         send_note(fd, op, sent, hi - sent, size);
         sent = hi;
     }
-    __atomic_store_n(&fd_note_lo[fd], lo, __ATOMIC_RELAXED);
-    __atomic_store_n(&fd_note_hi[fd], hi, __ATOMIC_RELAXED);
-    __atomic_store_n(&fd_note_sent[fd], sent, __ATOMIC_RELAXED);
+    set_notes(fd, lo, hi, sent);
 }
 
 /* The common pre-call hook: prefetch [off, off+len) of `fd` if part of it is missing;
@@ -566,9 +569,7 @@ static void before_read(int fd, uint16_t op, uint64_t off, uint64_t len) {
         return;
     }
     /* The miss's reply means the range is in memory now: later calls within it are told. */
-    __atomic_store_n(&fd_note_lo[fd], off, __ATOMIC_RELAXED);
-    __atomic_store_n(&fd_note_hi[fd], off + len, __ATOMIC_RELAXED);
-    __atomic_store_n(&fd_note_sent[fd], off + len, __ATOMIC_RELAXED);
+    set_notes(fd, off, off + len, off + len);
     report_miss(fd, op, off, len, (uint64_t)size);
 }
 

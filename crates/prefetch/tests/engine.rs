@@ -265,19 +265,26 @@ fn stats_serialize_and_log_line_is_one_line() {
     assert!(line.contains("419k=3.15MB"), "{line}");
 }
 
+/// An `asap`, `fixed:4MiB` engine whose device worker is busy reading a cold 32 MiB blocker
+/// (so the next reads stay queued), and a cold 8 MiB video file; `None` where pages cannot
+/// be dropped.
+fn worker_busy_with_a_cold_video(
+    dir: &tempfile::TempDir,
+) -> Option<(Engine, vodkit_prefetch::Pending, Arc<File>)> {
+    let blocker = cold_file(dir, "blocker.bin", 32 * MIB)?;
+    let f = cold_file(dir, "video.bin", 8 * MIB)?;
+    let e = engine(IoMode::Asap, "fixed:4MiB");
+    let Begin::Pending(busy) = e.begin(&blocker, &req(0, 32 * MIB)).unwrap() else {
+        panic!("cold blocker reported resident")
+    };
+    Some((e, busy, f))
+}
+
 #[test]
 fn a_miss_inside_a_queued_read_waits_for_it_instead_of_reading_again() {
     let dir = tmp();
-    let Some(blocker) = cold_file(&dir, "blocker.bin", 32 * MIB) else {
+    let Some((e, busy, f)) = worker_busy_with_a_cold_video(&dir) else {
         return;
-    };
-    let Some(f) = cold_file(&dir, "video.bin", 8 * MIB) else {
-        return;
-    };
-    let e = engine(IoMode::Asap, "fixed:4MiB");
-    // Occupy the device's FIFO worker so the next reads stay queued.
-    let Begin::Pending(busy) = e.begin(&blocker, &req(0, 32 * MIB)).unwrap() else {
-        panic!("cold blocker reported resident")
     };
     let Begin::Pending(first) = e.begin(&f, &req(0, 512 * KIB)).unwrap() else {
         panic!("cold file reported resident")
@@ -436,15 +443,8 @@ fn requests_running_past_their_prefetch_are_not_evictions() {
 #[test]
 fn a_prefetch_stops_where_a_queued_read_of_the_file_begins() {
     let dir = tmp();
-    let Some(blocker) = cold_file(&dir, "blocker.bin", 32 * MIB) else {
+    let Some((e, busy, f)) = worker_busy_with_a_cold_video(&dir) else {
         return;
-    };
-    let Some(f) = cold_file(&dir, "video.bin", 8 * MIB) else {
-        return;
-    };
-    let e = engine(IoMode::Asap, "fixed:4MiB");
-    let Begin::Pending(busy) = e.begin(&blocker, &req(0, 32 * MIB)).unwrap() else {
-        panic!("cold blocker reported resident")
     };
     // A player's later request arrives first: [3 MiB, 7 MiB) is queued.
     let Begin::Pending(later) = e.begin(&f, &req(3 * MIB, 512 * KIB)).unwrap() else {
