@@ -95,6 +95,11 @@ struct UpArgs {
     /// Delay writes by the model too (off: populating files is fast).
     #[arg(long)]
     model_writes: bool,
+    /// Host turnaround (e.g. 100us, at most 10ms): how long after a read completes the
+    /// next request it causes reaches the drive, time in which the drive idles and reads
+    /// ahead. 0 (default): at once.
+    #[arg(long, default_value = "0s", value_parser = host_gap)]
+    host_gap: std::time::Duration,
     /// Run mkfs.ext4 even if the image already holds a file system.
     #[arg(long)]
     reformat: bool,
@@ -265,6 +270,7 @@ fn up(a: UpArgs) -> anyhow::Result<()> {
     };
     cfg.faults.seed = a.seed;
     cfg.model_writes = a.model_writes;
+    cfg.host_gap_us = a.host_gap.as_micros() as u64;
     cfg.reformat = a.reformat;
     cfg.tuning = a.queue.tuning();
     cfg.state_root = absolute(&a.state_dir)?;
@@ -562,4 +568,14 @@ fn collect_files(p: &std::path::Path, out: &mut Vec<PathBuf>) -> std::io::Result
         out.push(p.to_path_buf());
     }
     Ok(())
+}
+
+/// `--host-gap`: a duration up to the emulator's 10 ms turnaround window.
+fn host_gap(v: &str) -> Result<std::time::Duration, String> {
+    let d = humantime::parse_duration(v)
+        .map_err(|e| format!("expected a duration like 100us or 1ms ({e})"))?;
+    if d > std::time::Duration::from_millis(10) {
+        return Err("expected at most 10ms".into());
+    }
+    Ok(d)
 }

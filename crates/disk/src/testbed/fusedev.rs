@@ -36,9 +36,10 @@ const TTL: Duration = Duration::from_secs(3600);
 /// Largest request the kernel may send (reads and writes).
 const MAX_IO: u32 = 1 << 20;
 /// A request that arrives this soon after the emulator answered the last outstanding one
-/// is taken to have been sent the moment that one completed in the model: the client only
-/// waited for our (possibly late) reply. This keeps the emulator's own overhead and wake-up
-/// delays out of the modelled timeline, so later replies catch up with it.
+/// is taken to have been sent the host gap after that one completed in the model: the
+/// client only waited for our (possibly late) reply, then spent the gap on its own work.
+/// This keeps the emulator's own overhead and wake-up delays out of the modelled
+/// timeline, so later replies catch up with it.
 const TURNAROUND: Duration = Duration::from_millis(10);
 /// How long before the actuator frees up the next request is chosen.
 const DISPATCH_LEAD: Duration = Duration::from_micros(300);
@@ -103,6 +104,8 @@ pub struct DiskFs {
     /// Signalled whenever a request is dispatched.
     dispatched: Condvar,
     created: SystemTime,
+    /// Modelled host turnaround, s (see [`modelled_arrival`]).
+    host_gap: f64,
 }
 
 impl DiskFs {
@@ -133,7 +136,15 @@ impl DiskFs {
             state: Arc::new(Mutex::new(state)),
             dispatched: Condvar::new(),
             created: SystemTime::now(),
+            host_gap: 0.0,
         }
+    }
+
+    /// Model the host's turnaround between a completed read and the next request it
+    /// causes (see [`modelled_arrival`]); zero by default.
+    pub fn with_host_gap(mut self, gap: Duration) -> Self {
+        self.host_gap = gap.as_secs_f64();
+        self
     }
 
     fn attr(&self, ino: u64) -> Option<FileAttr> {
@@ -195,13 +206,15 @@ impl DiskFs {
         } else {
             false
         };
-        let mut arrival = started.duration_since(self.epoch).as_secs_f64();
         let prompt = st
             .last_reply
             .is_some_and(|at| started.saturating_duration_since(at) < TURNAROUND);
-        if st.in_flight == 0 && prompt && arrival > st.last_finish {
-            arrival = st.last_finish;
-        }
+        let arrival = modelled_arrival(
+            started.duration_since(self.epoch).as_secs_f64(),
+            st.last_finish,
+            st.in_flight == 0 && prompt,
+            self.host_gap,
+        );
         st.in_flight += 1;
         st.pending.push(Pending {
             ticket,
@@ -237,6 +250,20 @@ impl DiskFs {
                     .0;
             }
         }
+    }
+}
+
+/// When a request reaches the model. A request that follows promptly on the reply to the
+/// last outstanding one (`follows_reply`) was caused by it: it arrives `host_gap` after
+/// that request completed in the model, however late the emulator's reply really went out
+/// — a real host turns a completion into its next request in tens of microseconds
+/// (interrupt, wake-up, the program's own work), and during that gap the drive is idle
+/// and reads ahead. Anything else arrives when it really did.
+fn modelled_arrival(real: f64, last_finish: f64, follows_reply: bool, host_gap: f64) -> f64 {
+    if follows_reply && real > last_finish {
+        real.min(last_finish + host_gap)
+    } else {
+        real
     }
 }
 
@@ -286,7 +313,7 @@ fn dispatch(st: &mut DeviceState) {
     st.last_ticket = st.last_ticket.max(p.ticket);
     let svc = st.drive.access(p.offset, p.len, p.arrival);
     tracing::debug!(
-        "{} {}+{} arrived {:.6}: start {:.6} seek {:.2}ms rot {:.2}ms xfer {:.2}ms",
+        "{} {}+{} arrived {:.6}: start {:.6} seek {:.2}ms rot {:.2}ms xfer {:.2}ms cached {}",
         if p.is_read { "read" } else { "write" },
         p.offset,
         p.len,
@@ -294,7 +321,8 @@ fn dispatch(st: &mut DeviceState) {
         svc.start,
         svc.seek * 1e3,
         svc.rotation * 1e3,
-        svc.transfer * 1e3
+        svc.transfer * 1e3,
+        svc.cached_bytes
     );
     st.counters.busy_secs += svc.busy();
     if p.is_read && svc.seek > 0.0 {
@@ -553,5 +581,25 @@ impl Filesystem for DiskFs {
             }
         }
         reply.ok();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::modelled_arrival;
+
+    #[test]
+    fn a_request_following_a_reply_arrives_one_host_gap_after_the_completion() {
+        // Reply went out late (real clock 5.0 ms past the modelled completion at 1.0 s).
+        assert_eq!(modelled_arrival(1.005, 1.0, true, 0.0), 1.0);
+        assert!((modelled_arrival(1.005, 1.0, true, 100e-6) - 1.0001).abs() < 1e-12);
+        // A host slower than the gap keeps its real arrival.
+        assert_eq!(modelled_arrival(1.00005, 1.0, true, 100e-6), 1.00005);
+    }
+
+    #[test]
+    fn unrelated_or_early_requests_keep_their_real_arrival() {
+        assert_eq!(modelled_arrival(1.005, 1.0, false, 100e-6), 1.005);
+        assert_eq!(modelled_arrival(0.9, 1.0, true, 100e-6), 0.9);
     }
 }

@@ -76,6 +76,11 @@ pub struct Config {
     pub drive: DriveOptions,
     /// Delay writes by the model too (off: populating a file set runs at host speed).
     pub model_writes: bool,
+    /// Modelled host turnaround in microseconds: how long after a read completes the
+    /// request it causes reaches the drive (0: at once, so the drive never idles between
+    /// one program's dependent reads and never reads ahead then).
+    #[serde(default)]
+    pub host_gap_us: u64,
     pub faults: FaultPlan,
     /// Queue settings applied after attaching (rotational is always set).
     pub tuning: QueueTuning,
@@ -100,6 +105,7 @@ impl Config {
             mount: mount.into(),
             drive: DriveOptions::default(),
             model_writes: false,
+            host_gap_us: 0,
             faults: FaultPlan::default(),
             tuning: QueueTuning::default(),
             reformat: false,
@@ -293,7 +299,8 @@ impl Testbed {
             drive,
             cfg.faults.clone(),
             cfg.model_writes,
-        );
+        )
+        .with_host_gap(std::time::Duration::from_micros(cfg.host_gap_us));
         let mut fuse_cfg = fuser::Config::default();
         fuse_cfg.mount_options = vec![
             fuser::MountOption::FSName("vodkit-hdd".into()),
