@@ -103,6 +103,27 @@ impl Running for PeerRunning {
     }
 }
 
+/// A server running with the device's queue settings changed (`+readahead` on a vodkit
+/// entry); the previous settings come back when it stops.
+struct Tuned {
+    inner: Box<dyn Running>,
+    applied: readahead::Applied,
+}
+
+impl Running for Tuned {
+    fn base_url(&self) -> String {
+        self.inner.base_url()
+    }
+    fn prefetch_series(&self) -> Vec<(f64, u64)> {
+        self.inner.prefetch_series()
+    }
+    fn stop(self: Box<Self>) -> Result<Vec<String>, String> {
+        let lines = self.inner.stop()?;
+        self.applied.restore()?;
+        Ok(lines)
+    }
+}
+
 struct External(String);
 
 impl Running for External {
@@ -200,7 +221,12 @@ impl Launcher for LocalLauncher {
                     .vodkit
                     .as_mut()
                     .map_err(|why| StartError::Unavailable(why.clone()))?;
-                return starter.start(*io, policy, &self.root, &run_dir, self.budget.as_ref());
+                let inner =
+                    starter.start(*io, policy, &self.root, &run_dir, self.budget.as_ref())?;
+                return Ok(match ra {
+                    Some(applied) => Box::new(Tuned { inner, applied }),
+                    None => inner,
+                });
             }
         };
         record_cgroups(

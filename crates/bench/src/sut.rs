@@ -11,7 +11,8 @@
 //! - `+preload` or `+preload:POLICY` — run the server under the prefetching preload library,
 //!   with its own `vodkit prefetchd` sizing reads by POLICY (default `fixed:2MiB`, the seed's);
 //! - `+readahead:KB` or `+readahead:KB,maxsectors:KB` — kernel readahead tuning of the
-//!   device holding the file set while this server runs;
+//!   device holding the file set while this server runs (on a vodkit entry, which reads
+//!   without kernel readahead, `maxsectors` still sets its device request size);
 //! - `+workers:N` — nginx worker processes, or Apache child processes (default: one per
 //!   core). An event-driven nginx worker blocked in a disk read serves nobody meanwhile, so
 //!   disk-bound runs are tuned with more of them;
@@ -207,9 +208,6 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
     if sut.workers.is_some() && !matches!(sut.base, Base::Nginx | Base::Apache) {
         return Err("+workers sets the processes of nginx or apache".into());
     }
-    if sut.readahead.is_some() && !matches!(sut.base, Base::Nginx | Base::Apache) {
-        return Err("+readahead tunes the kernel for unmodified servers (nginx, apache)".into());
-    }
     if sut.preload.is_some() && matches!(sut.base, Base::Vodkit { .. }) {
         return Err(
             "+preload is for unmodified servers (nginx, apache); vodkit prefetches itself".into(),
@@ -389,6 +387,9 @@ mod tests {
             })
         );
         assert_eq!(suts[4].label, "nginx+readahead:1024,maxsectors:16384");
+        // vodkit reads without kernel readahead, but maxsectors still sizes its requests.
+        let tuned = parse_one("vodkit:asap:auto+readahead:128,maxsectors:128").unwrap();
+        assert_eq!(tuned.readahead.unwrap().max_sectors_kb, Some(128));
         assert!(!suts[5].is_managed());
         assert_eq!(
             suts[6].base,
