@@ -328,6 +328,33 @@ pub fn all() -> Vec<Scenario> {
                 Check::Ratio { a: "nginx+preload:auto", b: "vodkit:asap:auto", min_ratio: 0.95 },
             ],
             sequential_reference: Some(("vodkit:asap:auto", 0.9)),
+            ..base.clone()
+        },
+        Scenario {
+            name: "preload",
+            mirrors: "seed 001 Fig. 8 (Linux 3.2: 128 KiB readahead, requests capped by it)",
+            finding: "with the I/O sizes of the seed's Linux, the preload library lifts default nginx \
+                      2.0-2.5x, to the capacity of the server with the same prefetching built in",
+            cells: vec![cell(
+                "",
+                &[
+                    "nginx+readahead:128,maxsectors:128",
+                    "nginx+preload:auto+threads:128+readahead:128,maxsectors:128",
+                    "vodkit:asap:auto+readahead:128,maxsectors:128",
+                ],
+            )],
+            checks: vec![
+                Check::Ratio {
+                    a: "nginx+preload:auto+threads:128+readahead:128,maxsectors:128",
+                    b: "nginx+readahead:128,maxsectors:128",
+                    min_ratio: 2.0,
+                },
+                Check::Ratio {
+                    a: "nginx+preload:auto+threads:128+readahead:128,maxsectors:128",
+                    b: "vodkit:asap:auto+readahead:128,maxsectors:128",
+                    min_ratio: 0.95,
+                },
+            ],
             ..base
         },
     ]
@@ -478,7 +505,8 @@ mod tests {
                 "disks",
                 "mixed-bitrate",
                 "io-modes",
-                "servers"
+                "servers",
+                "preload"
             ]
         );
         for s in all() {
