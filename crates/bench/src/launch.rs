@@ -79,7 +79,6 @@ impl LocalLauncher {
 struct PeerRunning {
     process: ServerProcess,
     daemon: Option<PreloadDaemon>,
-    readahead: Option<readahead::Applied>,
 }
 
 impl Running for PeerRunning {
@@ -96,18 +95,23 @@ impl Running for PeerRunning {
         if let Some(d) = this.daemon {
             lines.extend(d.stop());
         }
-        if let Some(ra) = this.readahead {
-            ra.restore()?;
-        }
         Ok(lines)
     }
 }
 
-/// A server running with the device's queue settings changed (`+readahead` on a vodkit
-/// entry); the previous settings come back when it stops.
+/// A server running with the device's queue settings changed (`+readahead`); the previous
+/// settings come back when it stops.
 struct Tuned {
     inner: Box<dyn Running>,
     applied: readahead::Applied,
+}
+
+/// `inner`, with `applied` (if any) restored when it stops.
+fn tuned(inner: Box<dyn Running>, applied: Option<readahead::Applied>) -> Box<dyn Running> {
+    match applied {
+        Some(applied) => Box::new(Tuned { inner, applied }),
+        None => inner,
+    }
 }
 
 impl Running for Tuned {
@@ -223,10 +227,7 @@ impl Launcher for LocalLauncher {
                     .map_err(|why| StartError::Unavailable(why.clone()))?;
                 let inner =
                     starter.start(*io, policy, &self.root, &run_dir, self.budget.as_ref())?;
-                return Ok(match ra {
-                    Some(applied) => Box::new(Tuned { inner, applied }),
-                    None => inner,
-                });
+                return Ok(tuned(inner, ra));
             }
         };
         record_cgroups(
@@ -235,11 +236,7 @@ impl Launcher for LocalLauncher {
                 .into_iter()
                 .chain(daemon.as_ref().map(|d| ("prefetchd", d.pid()))),
         );
-        Ok(Box::new(PeerRunning {
-            process,
-            daemon,
-            readahead: ra,
-        }))
+        Ok(tuned(Box::new(PeerRunning { process, daemon }), ra))
     }
 }
 
