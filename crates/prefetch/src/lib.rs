@@ -14,6 +14,7 @@ pub mod chain;
 pub mod device;
 pub mod engine;
 pub mod ledger;
+pub mod memory;
 pub mod metrics;
 pub mod policy;
 pub mod residency;
@@ -24,6 +25,7 @@ pub use chain::{ChainPosition, ChainTracker};
 pub use device::DeviceMap;
 pub use engine::{Begin, Engine, EngineConfig, IoMode, Pending, ReadOutcome, ReadRequest};
 pub use ledger::{Ledger, LedgerConfig, LedgerTotals, SweepTarget};
+pub use memory::{MemoryConfig, MemoryManager, MemoryTotals};
 pub use policy::{
     ChainKind, Observation, Policy, PolicySpec, PolicyState, ReadContext, SpecError,
     DEFAULT_BITRATE_KBPS,

@@ -1,0 +1,662 @@
+//! Prefetch-aware memory: what the server keeps in the page cache, and how large a stream's
+//! prefetch may be.
+//!
+//! The kernel's LRU works against a prefetching server: bytes already sent are touched
+//! twice (read, then `sendfile`) and promoted, while bytes prefetched and not yet sent wait
+//! on the inactive list and are evicted first. The [`MemoryManager`] makes the opposite
+//! choice explicitly (thesis 6.2.4: "avoid both cache pollution and evicting prefetched data
+//! before it is requested"):
+//!
+//! - it keeps a ledger of every active stream: how far the client has consumed (sent or
+//!   asked past) and how far the engine has read ahead — the *unconsumed* prefetch;
+//! - **consumed bytes are dropped** (the caller runs `POSIX_FADV_DONTNEED` on the returned
+//!   [`Drop`] ranges) unless *interval caching* keeps them: another active stream of the same
+//!   file follows this one closely enough that the bytes between them (the interval) fit the
+//!   interval budget. Intervals are admitted smallest first until their bytes fill
+//!   `interval_share` of the budget (Dan & Sitaram); the largest admitted gap is the
+//!   *horizon*. Popular titles have short intervals and stay cached; the long tail leaves
+//!   memory as soon as it is sent;
+//! - **prefetch sizes are bounded by the budget**: Σ (stream prefetch caps) + kept interval
+//!   bytes never exceeds `budget − reserve`; the prefetch pool is shared among the active
+//!   streams in proportion to √bit rate (thesis 4.3), so no prefetch is evicted before it
+//!   is requested (Bhatia et al.'s no-eviction sizing, thesis ch. 2).
+//!
+//! Streams are identified by a client key and a file when the caller knows the client
+//! (`vodkit serve`: the session id or client address), or by position when it does not (the
+//! preload daemon): a request continues the anonymous stream of its file whose position it
+//! lies just ahead of, within `reach_bytes`.
+//!
+//! Pure: no clock, no file. The caller passes times and executes the drops; the engine
+//! ([`crate::engine`]) does so for `vodkit serve` and `vodkit prefetchd`.
+
+use crate::policy::FileId;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+
+const MIB: u64 = 1 << 20;
+
+/// Settings of the memory manager.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MemoryConfig {
+    /// The memory the server may fill with file data (bytes).
+    pub budget_bytes: u64,
+    /// Kept free of the server's data: the kernel's, the process's and other files' share.
+    pub reserve_bytes: u64,
+    /// Largest share of `budget − reserve` that kept intervals may take.
+    pub interval_share: f64,
+    /// Consumed bytes this close behind a stream's position are left alone: pages a
+    /// `sendfile` still has in flight cannot be dropped yet.
+    pub drop_lag_bytes: u64,
+    /// A stream not seen for this long has ended (thesis 5.3's 40 s chain gap).
+    pub stream_ttl_s: f64,
+    /// Anonymous streams: largest forward jump that continues a stream.
+    pub reach_bytes: u64,
+    /// Most streams tracked; beyond it the oldest are released.
+    pub max_streams: usize,
+}
+
+impl MemoryConfig {
+    /// The defaults for a budget: the reserve is the larger of 64 MiB and 5% of it (at most
+    /// half the budget).
+    pub fn for_budget(budget_bytes: u64) -> Self {
+        MemoryConfig {
+            budget_bytes,
+            reserve_bytes: default_reserve(budget_bytes),
+            interval_share: 0.5,
+            drop_lag_bytes: 2 * MIB,
+            stream_ttl_s: 40.0,
+            reach_bytes: 64 * MIB,
+            max_streams: 100_000,
+        }
+    }
+
+    /// Bytes the manager hands out: `budget − reserve`.
+    pub fn usable_bytes(&self) -> u64 {
+        self.budget_bytes.saturating_sub(self.reserve_bytes)
+    }
+}
+
+/// The reserve for a budget: max(64 MiB, 5%), never more than half the budget.
+pub fn default_reserve(budget_bytes: u64) -> u64 {
+    (64 * MIB).max(budget_bytes / 20).min(budget_bytes / 2)
+}
+
+/// A range to drop from the page cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Drop {
+    pub file: FileId,
+    pub start: u64,
+    pub end: u64,
+}
+
+/// Opaque stream handle.
+pub type StreamId = u64;
+
+/// Running totals and current levels.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct MemoryTotals {
+    pub budget_bytes: u64,
+    pub reserve_bytes: u64,
+    /// Streams active now.
+    pub streams: u64,
+    /// Prefetched, not yet consumed, over all streams (now).
+    pub unconsumed_bytes: u64,
+    /// Consumed bytes kept for a following stream (now).
+    pub kept_bytes: u64,
+    /// Largest admitted interval (bytes between a stream and its follower).
+    pub horizon_bytes: u64,
+    /// The prefetch pool: usable bytes not held by kept intervals (now).
+    pub prefetch_pool_bytes: u64,
+    /// Consumed (or abandoned) bytes handed back for dropping (total).
+    pub dropped_bytes: u64,
+    pub drops: u64,
+    /// Bytes a stream consumed from another stream's kept interval (total).
+    pub interval_hit_bytes: u64,
+    /// Reads whose prefetch the budget cut short (total).
+    pub capped_reads: u64,
+    /// Streams that ended, by ttl or by a jump (total).
+    pub ended_streams: u64,
+}
+
+#[derive(Clone, Debug)]
+struct Stream {
+    file: FileId,
+    client: Option<u64>,
+    file_size: u64,
+    /// Bytes below this were consumed (sent, or asked past).
+    consumed_to: u64,
+    /// Bytes below this were decided (dropped or kept).
+    released_to: u64,
+    /// End of the furthest read made for this stream.
+    prefetched_to: u64,
+    /// Where this stream's reads began (nothing below it is ours to drop).
+    start: u64,
+    weight: f64,
+    last_s: f64,
+}
+
+impl Stream {
+    fn unconsumed(&self) -> u64 {
+        self.prefetched_to.saturating_sub(self.consumed_to)
+    }
+}
+
+#[derive(Clone, Debug, Default)]
+struct FileState {
+    streams: Vec<StreamId>,
+    /// Sorted, disjoint kept `[start, end)` ranges.
+    kept: Vec<(u64, u64)>,
+}
+
+/// The memory manager (see the module doc).
+#[derive(Clone, Debug)]
+pub struct MemoryManager {
+    cfg: MemoryConfig,
+    streams: HashMap<StreamId, Stream>,
+    keyed: HashMap<(u64, FileId), StreamId>,
+    files: HashMap<FileId, FileState>,
+    weights: f64,
+    kept_bytes: u64,
+    horizon_bytes: u64,
+    horizon_at_s: f64,
+    next_id: StreamId,
+    totals: MemoryTotals,
+}
+
+impl MemoryManager {
+    pub fn new(cfg: MemoryConfig) -> Self {
+        MemoryManager {
+            cfg,
+            streams: HashMap::new(),
+            keyed: HashMap::new(),
+            files: HashMap::new(),
+            weights: 0.0,
+            kept_bytes: 0,
+            horizon_bytes: 0,
+            horizon_at_s: f64::NEG_INFINITY,
+            next_id: 1,
+            totals: MemoryTotals::default(),
+        }
+    }
+
+    pub fn config(&self) -> &MemoryConfig {
+        &self.cfg
+    }
+
+    /// A request of `[start, end)` of `file` (size `file_size`) at `now_s`, by `client` if
+    /// known. Returns the stream it belongs to and the ranges to drop now: what the stream
+    /// consumed before this request (or what a stream left behind by jumping elsewhere).
+    #[allow(clippy::too_many_arguments)]
+    pub fn request(
+        &mut self,
+        file: FileId,
+        client: Option<u64>,
+        start: u64,
+        end: u64,
+        file_size: u64,
+        bitrate_kbps: u32,
+        now_s: f64,
+    ) -> (StreamId, Vec<Drop>) {
+        let mut drops = Vec::new();
+        let found = match client {
+            Some(c) => self.keyed.get(&(c, file)).copied(),
+            None => self.anonymous_match(file, start),
+        };
+        let id = match found {
+            Some(id) if self.continues(id, start) => id,
+            Some(id) => {
+                // A jump: the old position's bytes are no longer this stream's.
+                self.end_stream(id, &mut drops);
+                self.open(file, client, start, file_size, bitrate_kbps, now_s)
+            }
+            None => self.open(file, client, start, file_size, bitrate_kbps, now_s),
+        };
+        if let Some(s) = self.streams.get_mut(&id) {
+            s.last_s = now_s;
+            s.file_size = file_size;
+            s.consumed_to = s.consumed_to.max(start);
+            s.prefetched_to = s.prefetched_to.max(start);
+        }
+        let _ = end;
+        self.release(id, now_s, &mut drops);
+        (id, drops)
+    }
+
+    /// The stream sent everything below `end` (explicit consumption, `vodkit serve`).
+    pub fn consumed(&mut self, id: StreamId, end: u64, now_s: f64) -> Vec<Drop> {
+        let mut drops = Vec::new();
+        if let Some(s) = self.streams.get_mut(&id) {
+            s.consumed_to = s.consumed_to.max(end.min(s.file_size));
+            s.prefetched_to = s.prefetched_to.max(s.consumed_to);
+            s.last_s = now_s;
+            self.release(id, now_s, &mut drops);
+        }
+        drops
+    }
+
+    /// The engine read `[start, end)` for stream `id`.
+    pub fn read(&mut self, id: StreamId, start: u64, end: u64) {
+        if let Some(s) = self.streams.get_mut(&id) {
+            if start <= s.prefetched_to.max(s.consumed_to) + self.cfg.reach_bytes {
+                s.prefetched_to = s.prefetched_to.max(end.min(s.file_size));
+            }
+        }
+    }
+
+    /// Largest prefetch (bytes from the stream's position) the budget allows stream `id`:
+    /// its √bit-rate share of the prefetch pool.
+    pub fn prefetch_cap(&self, id: StreamId) -> u64 {
+        let Some(s) = self.streams.get(&id) else {
+            return self.prefetch_pool();
+        };
+        let share = if self.weights > 0.0 {
+            (self.prefetch_pool() as f64 * s.weight / self.weights) as u64
+        } else {
+            self.prefetch_pool()
+        };
+        // Never more than what the other streams' unconsumed prefetch leaves free, so
+        // Σ unconsumed + kept stays within the usable budget even while shares shrink.
+        let others: u64 = self
+            .streams
+            .iter()
+            .filter(|(&x, _)| x != id)
+            .map(|(_, o)| o.unconsumed())
+            .sum();
+        share.min(self.prefetch_pool().saturating_sub(others))
+    }
+
+    /// The cap a stream at `kbps` would get if one more stream of that rate joined now
+    /// (what the bound-derived start of `auto` uses).
+    pub fn share_for(&self, kbps: u32) -> u64 {
+        let w = weight(kbps);
+        (self.prefetch_pool() as f64 * w / (self.weights + w)) as u64
+    }
+
+    /// Notes that a read was cut short by [`MemoryManager::prefetch_cap`].
+    pub fn note_capped(&mut self) {
+        self.totals.capped_reads += 1;
+    }
+
+    /// Usable bytes not held by kept intervals.
+    pub fn prefetch_pool(&self) -> u64 {
+        self.cfg.usable_bytes().saturating_sub(self.kept_bytes)
+    }
+
+    /// Ends streams idle for `stream_ttl_s` and recomputes the horizon; returns the ranges
+    /// to drop. Call about once a second.
+    pub fn expire(&mut self, now_s: f64) -> Vec<Drop> {
+        let mut drops = Vec::new();
+        let ttl = self.cfg.stream_ttl_s;
+        let mut idle: Vec<StreamId> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| now_s - s.last_s >= ttl)
+            .map(|(&id, _)| id)
+            .collect();
+        idle.sort_unstable();
+        for id in idle {
+            self.end_stream(id, &mut drops);
+        }
+        self.refresh_horizon(now_s, true);
+        drops
+    }
+
+    /// Ends every stream (shutdown, end of a simulation).
+    pub fn end_all(&mut self) -> Vec<Drop> {
+        let mut drops = Vec::new();
+        let mut ids: Vec<StreamId> = self.streams.keys().copied().collect();
+        ids.sort_unstable();
+        for id in ids {
+            self.end_stream(id, &mut drops);
+        }
+        drops
+    }
+
+    /// Current levels and totals.
+    pub fn totals(&self) -> MemoryTotals {
+        let mut t = self.totals.clone();
+        t.budget_bytes = self.cfg.budget_bytes;
+        t.reserve_bytes = self.cfg.reserve_bytes;
+        t.streams = self.streams.len() as u64;
+        t.unconsumed_bytes = self.streams.values().map(Stream::unconsumed).sum();
+        t.kept_bytes = self.kept_bytes;
+        t.horizon_bytes = self.horizon_bytes;
+        t.prefetch_pool_bytes = self.prefetch_pool();
+        t
+    }
+
+    fn open(
+        &mut self,
+        file: FileId,
+        client: Option<u64>,
+        start: u64,
+        file_size: u64,
+        kbps: u32,
+        now_s: f64,
+    ) -> StreamId {
+        if self.streams.len() >= self.cfg.max_streams {
+            // Over the bound: release the least recently seen stream. Its drops are lost
+            // (the bytes age out of the cache normally).
+            if let Some((&old, _)) = self
+                .streams
+                .iter()
+                .min_by(|a, b| a.1.last_s.total_cmp(&b.1.last_s))
+            {
+                let mut ignored = Vec::new();
+                self.end_stream(old, &mut ignored);
+            }
+        }
+        let id = self.next_id;
+        self.next_id += 1;
+        let w = weight(kbps);
+        self.streams.insert(
+            id,
+            Stream {
+                file,
+                client,
+                file_size,
+                consumed_to: start,
+                released_to: start,
+                prefetched_to: start,
+                start,
+                weight: w,
+                last_s: now_s,
+            },
+        );
+        self.weights += w;
+        if let Some(c) = client {
+            self.keyed.insert((c, file), id);
+        }
+        self.files.entry(file).or_default().streams.push(id);
+        self.refresh_horizon(now_s, false);
+        id
+    }
+
+    /// Whether a request at `start` continues stream `id` (forward, within reach).
+    fn continues(&self, id: StreamId, start: u64) -> bool {
+        self.streams.get(&id).is_some_and(|s| {
+            start >= s.start && start <= s.prefetched_to.max(s.consumed_to) + self.cfg.reach_bytes
+        })
+    }
+
+    /// The anonymous stream of `file` that `start` continues: the one whose position is
+    /// closest at or below `start` within reach.
+    fn anonymous_match(&self, file: FileId, start: u64) -> Option<StreamId> {
+        let fs = self.files.get(&file)?;
+        fs.streams
+            .iter()
+            .filter_map(|id| self.streams.get(id).map(|s| (*id, s)))
+            .filter(|(_, s)| s.client.is_none())
+            .filter(|(_, s)| start >= s.consumed_to && start - s.consumed_to <= self.cfg.reach_bytes)
+            .min_by_key(|(_, s)| start - s.consumed_to)
+            .map(|(id, _)| id)
+    }
+
+    /// Decides the bytes stream `id` consumed since the last decision, up to `drop_lag`
+    /// behind its position.
+    fn release(&mut self, id: StreamId, now_s: f64, drops: &mut Vec<Drop>) {
+        let Some(s) = self.streams.get(&id) else {
+            return;
+        };
+        let upto = if s.consumed_to >= s.file_size {
+            s.file_size
+        } else {
+            s.consumed_to.saturating_sub(self.cfg.drop_lag_bytes)
+        };
+        if upto <= s.released_to {
+            return;
+        }
+        let (file, from) = (s.file, s.released_to);
+        if let Some(s) = self.streams.get_mut(&id) {
+            s.released_to = upto;
+        }
+        self.refresh_horizon(now_s, false);
+        self.decide(file, id, from, upto, drops);
+    }
+
+    /// Keeps `[from, to)` of `file`, consumed by `leader`, if a follower within the horizon
+    /// will read it; drops it otherwise, except bytes other streams have read ahead and not
+    /// consumed yet.
+    fn decide(&mut self, file: FileId, leader: StreamId, from: u64, to: u64, drops: &mut Vec<Drop>) {
+        if from >= to {
+            return;
+        }
+        // Bytes already kept for someone else now count as consumed by this stream.
+        let was_kept = self.unkeep(file, from, to);
+        self.totals.interval_hit_bytes += was_kept;
+        let leader_pos = self.streams.get(&leader).map(|s| s.consumed_to);
+        let keep = leader_pos.is_some_and(|pos| self.has_follower(file, leader, pos, to))
+            && self.can_keep(to - from);
+        if keep {
+            self.keep(file, from, to);
+            return;
+        }
+        let guarded = self.guarded_ranges(file, leader);
+        for (a, b) in subtract(from, to, &guarded) {
+            self.totals.dropped_bytes += b - a;
+            self.totals.drops += 1;
+            drops.push(Drop {
+                file,
+                start: a,
+                end: b,
+            });
+        }
+    }
+
+    /// Another stream of `file` behind `leader` (at `pos`) that will still read below `to`,
+    /// within the horizon.
+    fn has_follower(&self, file: FileId, leader: StreamId, pos: u64, to: u64) -> bool {
+        let Some(fs) = self.files.get(&file) else {
+            return false;
+        };
+        fs.streams
+            .iter()
+            .filter(|&&id| id != leader)
+            .filter_map(|id| self.streams.get(id))
+            .any(|s| s.consumed_to <= pos && s.consumed_to < to && pos - s.consumed_to <= self.horizon_bytes)
+    }
+
+    /// Other streams' unconsumed read-ahead ranges in `file`: never dropped.
+    fn guarded_ranges(&self, file: FileId, except: StreamId) -> Vec<(u64, u64)> {
+        let Some(fs) = self.files.get(&file) else {
+            return Vec::new();
+        };
+        let mut v: Vec<(u64, u64)> = fs
+            .streams
+            .iter()
+            .filter(|&&id| id != except)
+            .filter_map(|id| self.streams.get(id))
+            .map(|s| (s.consumed_to.saturating_sub(self.cfg.drop_lag_bytes), s.prefetched_to))
+            .filter(|(a, b)| a < b)
+            .collect();
+        v.sort_unstable();
+        v
+    }
+
+    /// Whether `n` more kept bytes fit: within the interval share, and within what the
+    /// streams' unconsumed prefetch leaves of the usable budget.
+    fn can_keep(&self, n: u64) -> bool {
+        let usable = self.cfg.usable_bytes();
+        let share = (usable as f64 * self.cfg.interval_share) as u64;
+        let unconsumed: u64 = self.streams.values().map(Stream::unconsumed).sum();
+        self.kept_bytes + n <= share && self.kept_bytes + n + unconsumed <= usable
+    }
+
+    fn keep(&mut self, file: FileId, from: u64, to: u64) {
+        let fs = self.files.entry(file).or_default();
+        let before: u64 = fs.kept.iter().map(|(a, b)| b - a).sum();
+        fs.kept.push((from, to));
+        fs.kept = merge(std::mem::take(&mut fs.kept));
+        let after: u64 = fs.kept.iter().map(|(a, b)| b - a).sum();
+        self.kept_bytes += after - before;
+    }
+
+    /// Removes `[from, to)` from the kept ranges; returns the bytes removed.
+    fn unkeep(&mut self, file: FileId, from: u64, to: u64) -> u64 {
+        let Some(fs) = self.files.get_mut(&file) else {
+            return 0;
+        };
+        let mut removed = 0;
+        let mut rest = Vec::with_capacity(fs.kept.len() + 1);
+        for &(a, b) in &fs.kept {
+            let (lo, hi) = (a.max(from), b.min(to));
+            if lo >= hi {
+                rest.push((a, b));
+                continue;
+            }
+            removed += hi - lo;
+            if a < lo {
+                rest.push((a, lo));
+            }
+            if hi < b {
+                rest.push((hi, b));
+            }
+        }
+        fs.kept = rest;
+        self.kept_bytes -= removed;
+        removed
+    }
+
+    /// Ends stream `id`: everything it read or consumed and has not released is decided
+    /// (kept for a follower or dropped); kept ranges of its file that no remaining stream
+    /// will read are dropped.
+    fn end_stream(&mut self, id: StreamId, drops: &mut Vec<Drop>) {
+        let Some(s) = self.streams.get(&id).cloned() else {
+            return;
+        };
+        let end = s.prefetched_to.max(s.consumed_to).min(s.file_size.max(s.consumed_to));
+        self.decide(s.file, id, s.released_to, end, drops);
+        self.streams.remove(&id);
+        self.weights = (self.weights - s.weight).max(0.0);
+        if self.streams.is_empty() {
+            self.weights = 0.0;
+        }
+        if let Some(c) = s.client {
+            if self.keyed.get(&(c, s.file)) == Some(&id) {
+                self.keyed.remove(&(c, s.file));
+            }
+        }
+        self.totals.ended_streams += 1;
+        let Some(fs) = self.files.get_mut(&s.file) else {
+            return;
+        };
+        fs.streams.retain(|&x| x != id);
+        // Kept ranges are useful only to a stream that has not passed them.
+        let lowest = fs
+            .streams
+            .iter()
+            .filter_map(|x| self.streams.get(x))
+            .map(|x| x.consumed_to)
+            .min();
+        let useless: Vec<(u64, u64)> = fs
+            .kept
+            .iter()
+            .filter(|(_, b)| lowest.is_none_or(|p| *b <= p))
+            .copied()
+            .collect();
+        for (a, b) in useless {
+            let n = self.unkeep(s.file, a, b);
+            self.totals.dropped_bytes += n;
+            self.totals.drops += 1;
+            drops.push(Drop {
+                file: s.file,
+                start: a,
+                end: b,
+            });
+        }
+        if self.files.get(&s.file).is_some_and(|fs| fs.streams.is_empty() && fs.kept.is_empty()) {
+            self.files.remove(&s.file);
+        }
+    }
+
+    /// Dan & Sitaram: admit the intervals between consecutive streams of each file,
+    /// smallest first, while their bytes fit `interval_share` of the usable budget; the
+    /// largest admitted gap is the horizon. Recomputed at most once a second unless forced.
+    fn refresh_horizon(&mut self, now_s: f64, force: bool) {
+        if !force && self.streams.len() > 256 && now_s - self.horizon_at_s < 1.0 {
+            return;
+        }
+        self.horizon_at_s = now_s;
+        let budget = (self.cfg.usable_bytes() as f64 * self.cfg.interval_share) as u64;
+        let mut gaps: Vec<u64> = Vec::new();
+        for fs in self.files.values() {
+            let mut pos: Vec<u64> = fs
+                .streams
+                .iter()
+                .filter_map(|id| self.streams.get(id))
+                .map(|s| s.consumed_to)
+                .collect();
+            if pos.len() < 2 {
+                continue;
+            }
+            pos.sort_unstable();
+            gaps.extend(pos.windows(2).map(|w| w[1] - w[0]));
+        }
+        gaps.sort_unstable();
+        let mut used = 0u64;
+        let mut horizon = 0;
+        for g in gaps {
+            if used + g > budget {
+                break;
+            }
+            used += g;
+            horizon = g;
+        }
+        self.horizon_bytes = horizon;
+    }
+}
+
+/// A stream's share weight: √bit rate (thesis 4.3).
+fn weight(kbps: u32) -> f64 {
+    f64::from(kbps.max(1)).sqrt()
+}
+
+/// Sorted, merged copy of `v`.
+fn merge(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    v.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());
+    for (a, b) in v {
+        match out.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
+/// `[from, to)` minus the sorted ranges `holes`.
+fn subtract(from: u64, to: u64, holes: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    let mut at = from;
+    for &(a, b) in &merge(holes.to_vec()) {
+        if b <= at || a >= to {
+            continue;
+        }
+        if a > at {
+            out.push((at, a.min(to)));
+        }
+        at = at.max(b);
+        if at >= to {
+            break;
+        }
+    }
+    if at < to {
+        out.push((at, to));
+    }
+    out
+}
+
+/// Page-aligned part of a drop: whole pages only, except that a range reaching the end of
+/// the file takes its last partial page too.
+pub fn page_aligned(start: u64, end: u64, file_size: u64, page: u64) -> Option<(u64, u64)> {
+    let a = start.div_ceil(page) * page;
+    let b = if end >= file_size {
+        file_size.div_ceil(page) * page
+    } else {
+        end / page * page
+    };
+    (a < b).then_some((a, b))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,249 @@
+//! Tests of the memory manager on a simulated clock (no files, no page cache).
+
+use super::*;
+
+const F: FileId = 7;
+const SIZE: u64 = 200 * MIB;
+
+fn cfg(budget: u64) -> MemoryConfig {
+    MemoryConfig {
+        drop_lag_bytes: 0,
+        ..MemoryConfig::for_budget(budget)
+    }
+}
+
+fn total(drops: &[Drop]) -> u64 {
+    drops.iter().map(|d| d.end - d.start).sum()
+}
+
+/// One viewer's request of `[at, at + len)`; the engine reads `prefetch` bytes from `at`.
+fn step(
+    m: &mut MemoryManager,
+    client: u64,
+    at: u64,
+    len: u64,
+    prefetch: u64,
+    now: f64,
+) -> (StreamId, Vec<Drop>) {
+    let (id, drops) = m.request(F, Some(client), at, at + len, SIZE, 2000, now);
+    m.read(id, at, at + prefetch.max(len));
+    (id, drops)
+}
+
+#[test]
+fn a_lone_stream_drops_what_it_consumed() {
+    let mut m = MemoryManager::new(cfg(1 << 30));
+    let (id, d) = step(&mut m, 1, 0, MIB, 4 * MIB, 0.0);
+    assert!(d.is_empty());
+    assert_eq!(m.totals().unconsumed_bytes, 4 * MIB);
+    let (id2, d) = step(&mut m, 1, MIB, MIB, 0, 1.0);
+    assert_eq!(id, id2, "a contiguous request continues the stream");
+    assert_eq!(
+        d,
+        vec![Drop {
+            file: F,
+            start: 0,
+            end: MIB
+        }]
+    );
+    let d = m.consumed(id, 3 * MIB, 2.0);
+    assert_eq!(total(&d), 2 * MIB);
+    let t = m.totals();
+    assert_eq!((t.unconsumed_bytes, t.kept_bytes, t.dropped_bytes), (MIB, 0, 3 * MIB));
+}
+
+#[test]
+fn the_drop_lag_leaves_bytes_a_send_may_still_hold() {
+    let mut m = MemoryManager::new(MemoryConfig::for_budget(1 << 30));
+    let (id, _) = step(&mut m, 1, 0, MIB, 8 * MIB, 0.0);
+    assert!(m.consumed(id, MIB, 1.0).is_empty(), "within the 2 MiB lag");
+    let d = m.consumed(id, 5 * MIB, 2.0);
+    assert_eq!(
+        d,
+        vec![Drop {
+            file: F,
+            start: 0,
+            end: 3 * MIB
+        }]
+    );
+    // The end of the file is released whole.
+    let mut m = MemoryManager::new(MemoryConfig::for_budget(1 << 30));
+    let (id, _) = m.request(F, Some(1), 0, MIB, 3 * MIB, 2000, 0.0);
+    m.read(id, 0, 3 * MIB);
+    assert_eq!(total(&m.consumed(id, 3 * MIB, 1.0)), 3 * MIB);
+}
+
+#[test]
+fn a_close_follower_keeps_the_interval_and_consumes_it() {
+    let mut m = MemoryManager::new(cfg(1 << 30));
+    // The leader is 6 MiB ahead of the follower.
+    let (lead, _) = step(&mut m, 1, 0, MIB, 2 * MIB, 0.0);
+    m.consumed(lead, 6 * MIB, 1.0);
+    let (follow, d) = step(&mut m, 2, 0, MIB, 2 * MIB, 2.0);
+    assert!(d.is_empty());
+    // The leader's next consumption (6..10 MiB) is kept: the follower is 6 MiB behind.
+    let d = m.consumed(lead, 10 * MIB, 3.0);
+    assert!(d.is_empty(), "kept for the follower: {d:?}");
+    assert_eq!(m.totals().kept_bytes, 4 * MIB);
+    assert!(m.totals().horizon_bytes >= 6 * MIB);
+    // The follower passes the kept range: an interval hit, then dropped (nobody behind).
+    let d = m.consumed(follow, 10 * MIB, 4.0);
+    let t = m.totals();
+    assert_eq!(t.interval_hit_bytes, 4 * MIB);
+    assert_eq!(t.kept_bytes, 0);
+    assert_eq!(total(&d), 10 * MIB, "the follower drops all it consumed");
+}
+
+#[test]
+fn a_distant_follower_is_outside_the_horizon() {
+    // Usable budget 256 MiB − 64 MiB reserve = 192 MiB; intervals may take half: 96 MiB.
+    let mut m = MemoryManager::new(cfg(256 * MIB));
+    let (lead, _) = step(&mut m, 1, 0, MIB, MIB, 0.0);
+    m.consumed(lead, 120 * MIB, 1.0);
+    let (_follow, _) = step(&mut m, 2, 0, MIB, MIB, 2.0);
+    m.expire(2.5); // recompute the horizon
+    assert_eq!(m.totals().horizon_bytes, 0, "a 120 MiB interval does not fit 96 MiB");
+    let d = m.consumed(lead, 130 * MIB, 3.0);
+    assert_eq!(total(&d), 10 * MIB);
+    assert_eq!(m.totals().kept_bytes, 0);
+}
+
+#[test]
+fn intervals_are_admitted_smallest_first() {
+    // 96 MiB of interval budget; three pairs with gaps 10, 40 and 60 MiB: 10 + 40 fit,
+    // adding 60 would not.
+    let mut m = MemoryManager::new(cfg(256 * MIB));
+    for (file, gap) in [(1u64, 10u64), (2, 40), (3, 60)] {
+        let (a, _) = m.request(file, Some(1), 0, MIB, SIZE, 2000, 0.0);
+        m.consumed(a, gap * MIB, 0.0);
+        m.request(file, Some(2), 0, MIB, SIZE, 2000, 0.0);
+    }
+    m.expire(1.0);
+    assert_eq!(m.totals().horizon_bytes, 40 * MIB);
+}
+
+#[test]
+fn the_budget_is_never_exceeded() {
+    // 40 viewers of 10 files at two bit rates, each asking for 512 KiB at a time and
+    // reading as much ahead as the manager allows (the engine's behaviour).
+    let budget = 256 * MIB;
+    let mut m = MemoryManager::new(MemoryConfig::for_budget(budget));
+    let usable = m.config().usable_bytes();
+    let mut pos = vec![0u64; 40];
+    let mut ids = vec![0; 40];
+    let mut rng = 12345u64;
+    for tick in 0..4000u64 {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        let v = (rng % 40) as usize;
+        let file = (v % 10) as FileId;
+        let kbps = if v % 2 == 0 { 419 } else { 2095 };
+        let now = tick as f64 * 0.05;
+        let len = 512 * 1024;
+        let (id, _) = m.request(file, Some(v as u64), pos[v], pos[v] + len, SIZE, kbps, now);
+        ids[v] = id;
+        let cap = m.prefetch_cap(id);
+        // The engine reads at least the request; more only within the cap.
+        let read = cap.max(len);
+        let already = m.streams[&id].prefetched_to;
+        if already < pos[v] + len {
+            m.read(id, pos[v], pos[v] + read);
+        }
+        pos[v] += len;
+        m.consumed(id, pos[v], now);
+        let t = m.totals();
+        assert!(
+            t.unconsumed_bytes + t.kept_bytes <= usable + len,
+            "tick {tick}: unconsumed {} + kept {} > usable {usable}",
+            t.unconsumed_bytes,
+            t.kept_bytes
+        );
+        assert!(t.kept_bytes <= usable / 2);
+    }
+    let caps: u64 = ids.iter().map(|&id| m.prefetch_cap(id)).sum();
+    assert!(caps + m.totals().kept_bytes <= usable);
+}
+
+#[test]
+fn shares_follow_the_square_root_of_the_bit_rate() {
+    let mut m = MemoryManager::new(cfg(1 << 30));
+    let (sd, _) = m.request(1, Some(1), 0, MIB, SIZE, 419, 0.0);
+    let (hd, _) = m.request(2, Some(2), 0, MIB, SIZE, 2095, 0.0);
+    let ratio = m.prefetch_cap(hd) as f64 / m.prefetch_cap(sd) as f64;
+    assert!((ratio - 5f64.sqrt()).abs() < 0.01, "{ratio}");
+    let pool = m.prefetch_pool();
+    assert!(m.prefetch_cap(sd) + m.prefetch_cap(hd) <= pool);
+    // One more SD stream would get less than the first did.
+    assert!(m.share_for(419) < m.prefetch_cap(sd));
+}
+
+#[test]
+fn a_stream_that_stops_releases_everything() {
+    let mut m = MemoryManager::new(cfg(1 << 30));
+    let (id, _) = step(&mut m, 1, 10 * MIB, MIB, 8 * MIB, 0.0);
+    m.consumed(id, 12 * MIB, 1.0);
+    assert!(m.expire(30.0).is_empty(), "still within the 40 s ttl");
+    let d = m.expire(41.5);
+    let t = m.totals();
+    assert_eq!(t.streams, 0);
+    assert_eq!((t.unconsumed_bytes, t.kept_bytes), (0, 0));
+    assert_eq!(t.dropped_bytes, 8 * MIB, "consumed and unconsumed alike");
+    assert_eq!(d.first().map(|d| d.start), Some(12 * MIB), "10..12 MiB went when consumed");
+    assert_eq!(total(&d), 6 * MIB, "the rest after the 2 MiB dropped earlier");
+}
+
+#[test]
+fn a_jump_ends_the_old_stream() {
+    let mut m = MemoryManager::new(cfg(1 << 30));
+    let (a, _) = step(&mut m, 1, 0, MIB, 4 * MIB, 0.0);
+    let (b, d) = step(&mut m, 1, 150 * MIB, MIB, 4 * MIB, 1.0);
+    assert_ne!(a, b);
+    assert_eq!(total(&d), 4 * MIB, "the abandoned prefetch is dropped");
+    assert_eq!(m.totals().streams, 1);
+}
+
+#[test]
+fn drops_spare_other_streams_unconsumed_prefetch() {
+    // A budget too small for the 16 MiB interval between A and B: nothing is kept.
+    let mut m = MemoryManager::new(cfg(20 * MIB));
+    let (a, _) = m.request(F, Some(1), 0, MIB, SIZE, 2000, 0.0);
+    m.read(a, 0, MIB);
+    // B (anonymous, the preload daemon's case) has read ahead 4..8 MiB, not consumed it.
+    let (b, _) = m.request(F, None, 4 * MIB, 5 * MIB, SIZE, 2000, 0.0);
+    m.read(b, 4 * MIB, 8 * MIB);
+    let d = m.consumed(a, 20 * MIB, 1.0);
+    assert!(
+        d.iter().all(|d| d.end <= 4 * MIB || d.start >= 8 * MIB),
+        "B's 4..8 MiB must survive: {d:?}"
+    );
+    assert_eq!(total(&d), 16 * MIB);
+    assert_eq!(m.totals().kept_bytes, 0);
+}
+
+#[test]
+fn anonymous_requests_continue_by_position() {
+    let mut m = MemoryManager::new(cfg(1 << 30));
+    let (x, _) = m.request(F, None, 0, MIB, SIZE, 2000, 0.0);
+    let (y, _) = m.request(F, None, 100 * MIB, 101 * MIB, SIZE, 2000, 0.0);
+    assert_ne!(x, y);
+    let (x2, d) = m.request(F, None, MIB, 2 * MIB, SIZE, 2000, 1.0);
+    assert_eq!(x, x2);
+    assert_eq!(total(&d), MIB);
+    let (y2, _) = m.request(F, None, 101 * MIB, 102 * MIB, SIZE, 2000, 1.0);
+    assert_eq!(y, y2);
+}
+
+#[test]
+fn drops_are_page_aligned_inwards() {
+    assert_eq!(page_aligned(100, 9000, 100_000, 4096), Some((4096, 8192)));
+    assert_eq!(page_aligned(100, 5000, 100_000, 4096), None);
+    assert_eq!(page_aligned(4096, 10_000, 10_000, 4096), Some((4096, 12288)));
+}
+
+#[test]
+fn the_reserve_is_bounded() {
+    assert_eq!(default_reserve(256 * MIB), 64 * MIB);
+    assert_eq!(default_reserve(4 << 30), (4u64 << 30) / 20);
+    assert_eq!(default_reserve(64 * MIB), 32 * MIB);
+}
