@@ -9,13 +9,17 @@
 //!
 //! - it keeps a ledger of every active stream: how far the client has consumed (sent or
 //!   asked past) and how far the engine has read ahead — the *unconsumed* prefetch;
-//! - **consumed bytes are dropped** (the caller runs `POSIX_FADV_DONTNEED` on the returned
-//!   [`Drop`] ranges) unless *interval caching* keeps them: another active stream of the same
-//!   file follows this one closely enough that the bytes between them (the interval) fit the
-//!   interval budget. Intervals are admitted smallest first until their bytes fill
-//!   `interval_share` of the budget (Dan & Sitaram); the largest admitted gap is the
-//!   *horizon*. Popular titles have short intervals and stay cached; the long tail leaves
-//!   memory as soon as it is sent;
+//! - **consumed bytes are dropped first** (the caller runs `POSIX_FADV_DONTNEED` on the
+//!   returned [`Drop`] ranges) unless *interval caching* keeps them: another active stream of
+//!   the same file follows this one closely enough that the bytes between them (the
+//!   interval) fit the interval budget. Intervals are admitted smallest first until their
+//!   bytes fill `interval_share` of the budget (Dan & Sitaram); the largest admitted gap is
+//!   the *horizon*. Popular titles have short intervals and stay cached; the long tail
+//!   leaves memory as soon as the budget needs its room. Consumed bytes that are not kept
+//!   wait in a consumed-cache, oldest dropped first, only while the budget has room beyond
+//!   kept intervals and every stream's unconsumed prefetch and next read (so a working set
+//!   that fits, such as a cached benchmark's, stays cached; a disk-bound one is dropped as
+//!   soon as it is sent);
 //! - **prefetch sizes are bounded by the budget**: Σ (stream prefetch caps) + kept interval
 //!   bytes never exceeds `budget − reserve`; the prefetch pool is shared among the active
 //!   streams in proportion to √bit rate (thesis 4.3), so no prefetch is evicted before it
@@ -110,6 +114,8 @@ pub struct MemoryTotals {
     /// Consumed (or abandoned) bytes handed back for dropping (total).
     pub dropped_bytes: u64,
     pub drops: u64,
+    /// Consumed bytes still cached, waiting to be dropped when the budget needs room (now).
+    pub consumed_cached_bytes: u64,
     /// Bytes a stream consumed from another stream's kept interval (total).
     pub interval_hit_bytes: u64,
     /// Reads whose prefetch the budget cut short (total).
@@ -131,6 +137,8 @@ struct Stream {
     prefetched_to: u64,
     /// Where this stream's reads began (nothing below it is ours to drop).
     start: u64,
+    /// Length of its last read: what its next read will need.
+    last_read: u64,
     weight: f64,
     last_s: f64,
 }
@@ -157,6 +165,12 @@ pub struct MemoryManager {
     files: HashMap<FileId, FileState>,
     weights: f64,
     kept_bytes: u64,
+    /// Consumed-cache: (sequence, start) → (file, end), oldest first.
+    cached: std::collections::BTreeMap<(u64, u64), (FileId, u64)>,
+    /// Per file: start → (end, sequence) of its consumed-cache ranges.
+    cached_index: HashMap<FileId, std::collections::BTreeMap<u64, (u64, u64)>>,
+    cached_bytes: u64,
+    cache_seq: u64,
     horizon_bytes: u64,
     horizon_at_s: f64,
     next_id: StreamId,
@@ -172,6 +186,10 @@ impl MemoryManager {
             files: HashMap::new(),
             weights: 0.0,
             kept_bytes: 0,
+            cached: Default::default(),
+            cached_index: HashMap::new(),
+            cached_bytes: 0,
+            cache_seq: 0,
             horizon_bytes: 0,
             horizon_at_s: f64::NEG_INFINITY,
             next_id: 1,
@@ -217,8 +235,10 @@ impl MemoryManager {
             s.consumed_to = s.consumed_to.max(start);
             s.prefetched_to = s.prefetched_to.max(start);
         }
-        let _ = end;
+        // Cached consumed bytes asked for again are in use, not waiting to be dropped.
+        self.uncache(file, start, end);
         self.release(id, now_s, &mut drops);
+        self.trim(&mut drops);
         (id, drops)
     }
 
@@ -230,17 +250,25 @@ impl MemoryManager {
             s.prefetched_to = s.prefetched_to.max(s.consumed_to);
             s.last_s = now_s;
             self.release(id, now_s, &mut drops);
+            self.trim(&mut drops);
         }
         drops
     }
 
-    /// The engine read `[start, end)` for stream `id`.
-    pub fn read(&mut self, id: StreamId, start: u64, end: u64) {
+    /// The engine read `[start, end)` for stream `id`; returns consumed-cache ranges to drop
+    /// to make room for it.
+    pub fn read(&mut self, id: StreamId, start: u64, end: u64) -> Vec<Drop> {
+        let mut drops = Vec::new();
         if let Some(s) = self.streams.get_mut(&id) {
             if start <= s.prefetched_to.max(s.consumed_to) + self.cfg.reach_bytes {
                 s.prefetched_to = s.prefetched_to.max(end.min(s.file_size));
+                s.last_read = end.saturating_sub(start);
             }
+            let file = s.file;
+            self.uncache(file, start, end);
+            self.trim(&mut drops);
         }
+        drops
     }
 
     /// Largest prefetch (bytes from the stream's position) the budget allows stream `id`:
@@ -298,6 +326,7 @@ impl MemoryManager {
             self.end_stream(id, &mut drops);
         }
         self.refresh_horizon(now_s, true);
+        self.trim(&mut drops);
         drops
     }
 
@@ -308,6 +337,9 @@ impl MemoryManager {
         ids.sort_unstable();
         for id in ids {
             self.end_stream(id, &mut drops);
+        }
+        while let Some(d) = self.pop_cached() {
+            drops.push(d);
         }
         drops
     }
@@ -322,6 +354,7 @@ impl MemoryManager {
         t.kept_bytes = self.kept_bytes;
         t.horizon_bytes = self.horizon_bytes;
         t.prefetch_pool_bytes = self.prefetch_pool();
+        t.consumed_cached_bytes = self.cached_bytes;
         t
     }
 
@@ -359,6 +392,7 @@ impl MemoryManager {
                 released_to: start,
                 prefetched_to: start,
                 start,
+                last_read: 0,
                 weight: w,
                 last_s: now_s,
             },
@@ -375,7 +409,8 @@ impl MemoryManager {
     /// Whether a request at `start` continues stream `id` (forward, within reach).
     fn continues(&self, id: StreamId, start: u64) -> bool {
         self.streams.get(&id).is_some_and(|s| {
-            start >= s.start && start <= s.prefetched_to.max(s.consumed_to) + self.cfg.reach_bytes
+            start >= s.released_to
+                && start <= s.prefetched_to.max(s.consumed_to) + self.cfg.reach_bytes
         })
     }
 
@@ -387,7 +422,9 @@ impl MemoryManager {
             .iter()
             .filter_map(|id| self.streams.get(id).map(|s| (*id, s)))
             .filter(|(_, s)| s.client.is_none())
-            .filter(|(_, s)| start >= s.consumed_to && start - s.consumed_to <= self.cfg.reach_bytes)
+            .filter(|(_, s)| {
+                start >= s.consumed_to && start - s.consumed_to <= self.cfg.reach_bytes
+            })
             .min_by_key(|(_, s)| start - s.consumed_to)
             .map(|(id, _)| id)
     }
@@ -411,13 +448,22 @@ impl MemoryManager {
             s.released_to = upto;
         }
         self.refresh_horizon(now_s, false);
-        self.decide(file, id, from, upto, drops);
+        self.decide(file, id, from, upto, false, drops);
     }
 
-    /// Keeps `[from, to)` of `file`, consumed by `leader`, if a follower within the horizon
-    /// will read it; drops it otherwise, except bytes other streams have read ahead and not
-    /// consumed yet.
-    fn decide(&mut self, file: FileId, leader: StreamId, from: u64, to: u64, drops: &mut Vec<Drop>) {
+    /// Keeps `[from, to)` of `file`, consumed (or, `abandoned`, read and never to be
+    /// consumed) by `leader`, if a follower within the horizon will read it. Otherwise
+    /// consumed bytes go to the consumed-cache and abandoned ones are dropped at once, except
+    /// bytes other streams have read ahead and not consumed yet.
+    fn decide(
+        &mut self,
+        file: FileId,
+        leader: StreamId,
+        from: u64,
+        to: u64,
+        abandoned: bool,
+        drops: &mut Vec<Drop>,
+    ) {
         if from >= to {
             return;
         }
@@ -429,6 +475,10 @@ impl MemoryManager {
             && self.can_keep(to - from);
         if keep {
             self.keep(file, from, to);
+            return;
+        }
+        if !abandoned {
+            self.cache(file, from, to);
             return;
         }
         let guarded = self.guarded_ranges(file, leader);
@@ -443,6 +493,107 @@ impl MemoryManager {
         }
     }
 
+    /// Adds consumed `[from, to)` of `file` to the consumed-cache (newest).
+    fn cache(&mut self, file: FileId, from: u64, to: u64) {
+        if from >= to {
+            return;
+        }
+        self.uncache(file, from, to);
+        self.cache_seq += 1;
+        self.cached.insert((self.cache_seq, from), (file, to));
+        self.cached_index
+            .entry(file)
+            .or_default()
+            .insert(from, (to, self.cache_seq));
+        self.cached_bytes += to - from;
+    }
+
+    /// Removes `[from, to)` of `file` from the consumed-cache (not dropped: in use again).
+    fn uncache(&mut self, file: FileId, from: u64, to: u64) {
+        let Some(idx) = self.cached_index.get_mut(&file) else {
+            return;
+        };
+        let hit: Vec<(u64, u64, u64)> = idx
+            .range(..to)
+            .rev()
+            .take_while(|(_, (end, _))| *end > from)
+            .map(|(&a, &(b, seq))| (a, b, seq))
+            .collect();
+        for (a, b, seq) in hit {
+            idx.remove(&a);
+            self.cached.remove(&(seq, a));
+            self.cached_bytes -= b - a;
+            // Keep the parts outside [from, to), with their age.
+            for (x, y) in [(a, from.min(b)), (to.max(a), b)] {
+                if x < y {
+                    idx.insert(x, (y, seq));
+                    self.cached.insert((seq, x), (file, y));
+                    self.cached_bytes += y - x;
+                }
+            }
+        }
+        if idx.is_empty() {
+            self.cached_index.remove(&file);
+        }
+    }
+
+    /// Removes the oldest consumed-cache range.
+    fn pop_cached(&mut self) -> Option<Drop> {
+        let (&(seq, start), &(file, end)) = self.cached.iter().next()?;
+        self.cached.remove(&(seq, start));
+        if let Some(idx) = self.cached_index.get_mut(&file) {
+            idx.remove(&start);
+            if idx.is_empty() {
+                self.cached_index.remove(&file);
+            }
+        }
+        self.cached_bytes -= end - start;
+        Some(Drop { file, start, end })
+    }
+
+    /// Room the consumed-cache may use: the usable budget less kept intervals and, per
+    /// stream, the larger of its unconsumed prefetch and its next read.
+    fn cache_room(&self) -> u64 {
+        let held: u64 = self
+            .streams
+            .iter()
+            .map(|(&id, s)| {
+                let next = if s.consumed_to >= s.file_size {
+                    0
+                } else {
+                    s.last_read.min(self.prefetch_cap(id))
+                };
+                s.unconsumed().max(next)
+            })
+            .sum();
+        self.cfg
+            .usable_bytes()
+            .saturating_sub(self.kept_bytes)
+            .saturating_sub(held)
+    }
+
+    /// Drops the oldest consumed-cache ranges until the cache fits its room; never the
+    /// bytes some stream has read ahead and not consumed.
+    fn trim(&mut self, drops: &mut Vec<Drop>) {
+        if self.cached_bytes == 0 {
+            return;
+        }
+        let room = self.cache_room();
+        while self.cached_bytes > room {
+            let Some(d) = self.pop_cached() else { break };
+            let guarded = self.guarded_ranges(d.file, StreamId::MAX);
+            for (a, b) in subtract(d.start, d.end, &guarded) {
+                self.totals.dropped_bytes += b - a;
+                self.totals.drops += 1;
+                drops.push(Drop {
+                    file: d.file,
+                    start: a,
+                    end: b,
+                });
+            }
+        }
+    }
+
     /// Another stream of `file` behind `leader` (at `pos`) that will still read below `to`,
     /// within the horizon.
     fn has_follower(&self, file: FileId, leader: StreamId, pos: u64, to: u64) -> bool {
@@ -453,7 +604,11 @@ impl MemoryManager {
             .iter()
             .filter(|&&id| id != leader)
             .filter_map(|id| self.streams.get(id))
-            .any(|s| s.consumed_to <= pos && s.consumed_to < to && pos - s.consumed_to <= self.horizon_bytes)
+            .any(|s| {
+                s.consumed_to <= pos
+                    && s.consumed_to < to
+                    && pos - s.consumed_to <= self.horizon_bytes
+            })
     }
 
     /// Other streams' unconsumed read-ahead ranges in `file`: never dropped.
@@ -466,7 +621,12 @@ impl MemoryManager {
             .iter()
             .filter(|&&id| id != except)
             .filter_map(|id| self.streams.get(id))
-            .map(|s| (s.consumed_to.saturating_sub(self.cfg.drop_lag_bytes), s.prefetched_to))
+            .map(|s| {
+                (
+                    s.consumed_to.saturating_sub(self.cfg.drop_lag_bytes),
+                    s.prefetched_to,
+                )
+            })
             .filter(|(a, b)| a < b)
             .collect();
         v.sort_unstable();
@@ -524,8 +684,10 @@ impl MemoryManager {
         let Some(s) = self.streams.get(&id).cloned() else {
             return;
         };
-        let end = s.prefetched_to.max(s.consumed_to).min(s.file_size.max(s.consumed_to));
-        self.decide(s.file, id, s.released_to, end, drops);
+        let consumed = s.consumed_to.max(s.released_to);
+        self.decide(s.file, id, s.released_to, consumed, false, drops);
+        let read_to = s.prefetched_to.min(s.file_size).max(consumed);
+        self.decide(s.file, id, consumed, read_to, true, drops);
         self.streams.remove(&id);
         self.weights = (self.weights - s.weight).max(0.0);
         if self.streams.is_empty() {
@@ -555,16 +717,14 @@ impl MemoryManager {
             .copied()
             .collect();
         for (a, b) in useless {
-            let n = self.unkeep(s.file, a, b);
-            self.totals.dropped_bytes += n;
-            self.totals.drops += 1;
-            drops.push(Drop {
-                file: s.file,
-                start: a,
-                end: b,
-            });
+            self.unkeep(s.file, a, b);
+            self.cache(s.file, a, b);
         }
-        if self.files.get(&s.file).is_some_and(|fs| fs.streams.is_empty() && fs.kept.is_empty()) {
+        if self
+            .files
+            .get(&s.file)
+            .is_some_and(|fs| fs.streams.is_empty() && fs.kept.is_empty())
+        {
             self.files.remove(&s.file);
         }
     }

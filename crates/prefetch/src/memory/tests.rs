@@ -12,6 +12,17 @@ fn cfg(budget: u64) -> MemoryConfig {
     }
 }
 
+/// No reserve and a budget of `usable` bytes: the consumed-cache has room only for what
+/// the streams do not hold.
+fn tight(usable: u64) -> MemoryConfig {
+    MemoryConfig {
+        budget_bytes: usable,
+        reserve_bytes: 0,
+        drop_lag_bytes: 0,
+        ..MemoryConfig::for_budget(usable)
+    }
+}
+
 fn total(drops: &[Drop]) -> u64 {
     drops.iter().map(|d| d.end - d.start).sum()
 }
@@ -26,13 +37,16 @@ fn step(
     now: f64,
 ) -> (StreamId, Vec<Drop>) {
     let (id, drops) = m.request(F, Some(client), at, at + len, SIZE, 2000, now);
-    m.read(id, at, at + prefetch.max(len));
+    if prefetch > 0 {
+        m.read(id, at, at + prefetch.max(len));
+    }
     (id, drops)
 }
 
 #[test]
 fn a_lone_stream_drops_what_it_consumed() {
-    let mut m = MemoryManager::new(cfg(1 << 30));
+    // The stream's 4 MiB reads take the whole budget: consumed bytes go at once.
+    let mut m = MemoryManager::new(tight(4 * MIB));
     let (id, d) = step(&mut m, 1, 0, MIB, 4 * MIB, 0.0);
     assert!(d.is_empty());
     assert_eq!(m.totals().unconsumed_bytes, 4 * MIB);
@@ -49,12 +63,48 @@ fn a_lone_stream_drops_what_it_consumed() {
     let d = m.consumed(id, 3 * MIB, 2.0);
     assert_eq!(total(&d), 2 * MIB);
     let t = m.totals();
-    assert_eq!((t.unconsumed_bytes, t.kept_bytes, t.dropped_bytes), (MIB, 0, 3 * MIB));
+    assert_eq!(
+        (t.unconsumed_bytes, t.kept_bytes, t.dropped_bytes),
+        (MIB, 0, 3 * MIB)
+    );
+    assert_eq!(t.consumed_cached_bytes, 0);
+}
+
+#[test]
+fn consumed_bytes_stay_cached_while_the_budget_has_room() {
+    // 16 MiB usable: one stream reading 4 MiB at a time leaves 12 MiB for consumed bytes.
+    let mut m = MemoryManager::new(tight(16 * MIB));
+    let (a, _) = step(&mut m, 1, 0, MIB, 4 * MIB, 0.0);
+    assert!(m.consumed(a, 4 * MIB, 1.0).is_empty());
+    let (a, _) = step(&mut m, 1, 4 * MIB, MIB, 4 * MIB, 2.0);
+    assert!(m.consumed(a, 8 * MIB, 3.0).is_empty());
+    assert_eq!(m.totals().consumed_cached_bytes, 8 * MIB);
+    // A second stream (another file) needs room: the oldest consumed bytes go first.
+    let (b, _) = m.request(9, Some(2), 0, MIB, SIZE, 2000, 4.0);
+    let d = m.read(b, 0, 8 * MIB);
+    assert_eq!(
+        d,
+        vec![Drop {
+            file: F,
+            start: 0,
+            end: 4 * MIB
+        }]
+    );
+    let t = m.totals();
+    assert_eq!(t.consumed_cached_bytes, 4 * MIB);
+    assert!(t.consumed_cached_bytes + t.unconsumed_bytes <= 16 * MIB);
+    // Asking for cached bytes again takes them out of the cache (they are in use).
+    m.request(F, Some(3), 5 * MIB, 6 * MIB, SIZE, 2000, 5.0);
+    assert_eq!(m.totals().consumed_cached_bytes, 3 * MIB);
 }
 
 #[test]
 fn the_drop_lag_leaves_bytes_a_send_may_still_hold() {
-    let mut m = MemoryManager::new(MemoryConfig::for_budget(1 << 30));
+    let lagged = MemoryConfig {
+        drop_lag_bytes: 2 * MIB,
+        ..tight(8 * MIB)
+    };
+    let mut m = MemoryManager::new(lagged.clone());
     let (id, _) = step(&mut m, 1, 0, MIB, 8 * MIB, 0.0);
     assert!(m.consumed(id, MIB, 1.0).is_empty(), "within the 2 MiB lag");
     let d = m.consumed(id, 5 * MIB, 2.0);
@@ -66,11 +116,13 @@ fn the_drop_lag_leaves_bytes_a_send_may_still_hold() {
             end: 3 * MIB
         }]
     );
-    // The end of the file is released whole.
-    let mut m = MemoryManager::new(MemoryConfig::for_budget(1 << 30));
+    // At the end of the file the stream releases everything and holds nothing.
+    let mut m = MemoryManager::new(lagged);
     let (id, _) = m.request(F, Some(1), 0, MIB, 3 * MIB, 2000, 0.0);
     m.read(id, 0, 3 * MIB);
-    assert_eq!(total(&m.consumed(id, 3 * MIB, 1.0)), 3 * MIB);
+    assert!(m.consumed(id, 3 * MIB, 1.0).is_empty(), "room for it");
+    let t = m.totals();
+    assert_eq!((t.consumed_cached_bytes, t.unconsumed_bytes), (3 * MIB, 0));
 }
 
 #[test]
@@ -86,12 +138,14 @@ fn a_close_follower_keeps_the_interval_and_consumes_it() {
     assert!(d.is_empty(), "kept for the follower: {d:?}");
     assert_eq!(m.totals().kept_bytes, 4 * MIB);
     assert!(m.totals().horizon_bytes >= 6 * MIB);
-    // The follower passes the kept range: an interval hit, then dropped (nobody behind).
+    // The follower passes the kept range: an interval hit; then, with nobody behind, the
+    // bytes are ordinary consumed bytes (cached: this budget has room).
     let d = m.consumed(follow, 10 * MIB, 4.0);
     let t = m.totals();
     assert_eq!(t.interval_hit_bytes, 4 * MIB);
     assert_eq!(t.kept_bytes, 0);
-    assert_eq!(total(&d), 10 * MIB, "the follower drops all it consumed");
+    assert!(d.is_empty());
+    assert_eq!(t.consumed_cached_bytes, 10 * MIB);
 }
 
 #[test]
@@ -102,10 +156,19 @@ fn a_distant_follower_is_outside_the_horizon() {
     m.consumed(lead, 120 * MIB, 1.0);
     let (_follow, _) = step(&mut m, 2, 0, MIB, MIB, 2.0);
     m.expire(2.5); // recompute the horizon
-    assert_eq!(m.totals().horizon_bytes, 0, "a 120 MiB interval does not fit 96 MiB");
-    let d = m.consumed(lead, 130 * MIB, 3.0);
-    assert_eq!(total(&d), 10 * MIB);
-    assert_eq!(m.totals().kept_bytes, 0);
+    assert_eq!(
+        m.totals().horizon_bytes,
+        0,
+        "a 120 MiB interval does not fit 96 MiB"
+    );
+    m.consumed(lead, 130 * MIB, 3.0);
+    let t = m.totals();
+    assert_eq!(t.kept_bytes, 0);
+    assert_eq!(
+        t.consumed_cached_bytes,
+        129 * MIB,
+        "not kept: ordinary consumed bytes"
+    );
 }
 
 #[test]
@@ -154,7 +217,7 @@ fn the_budget_is_never_exceeded() {
         m.consumed(id, pos[v], now);
         let t = m.totals();
         assert!(
-            t.unconsumed_bytes + t.kept_bytes <= usable + len,
+            t.unconsumed_bytes + t.kept_bytes + t.consumed_cached_bytes <= usable + len,
             "tick {tick}: unconsumed {} + kept {} > usable {usable}",
             t.unconsumed_bytes,
             t.kept_bytes
@@ -180,7 +243,7 @@ fn shares_follow_the_square_root_of_the_bit_rate() {
 
 #[test]
 fn a_stream_that_stops_releases_everything() {
-    let mut m = MemoryManager::new(cfg(1 << 30));
+    let mut m = MemoryManager::new(tight(8 * MIB));
     let (id, _) = step(&mut m, 1, 10 * MIB, MIB, 8 * MIB, 0.0);
     m.consumed(id, 12 * MIB, 1.0);
     assert!(m.expire(30.0).is_empty(), "still within the 40 s ttl");
@@ -189,8 +252,13 @@ fn a_stream_that_stops_releases_everything() {
     assert_eq!(t.streams, 0);
     assert_eq!((t.unconsumed_bytes, t.kept_bytes), (0, 0));
     assert_eq!(t.dropped_bytes, 8 * MIB, "consumed and unconsumed alike");
-    assert_eq!(d.first().map(|d| d.start), Some(12 * MIB), "10..12 MiB went when consumed");
-    assert_eq!(total(&d), 6 * MIB, "the rest after the 2 MiB dropped earlier");
+    assert_eq!(
+        d.first().map(|d| d.start),
+        Some(12 * MIB),
+        "10..12 MiB went when consumed"
+    );
+    assert_eq!(total(&d), 6 * MIB, "the abandoned prefetch goes at once");
+    assert_eq!(t.consumed_cached_bytes, 0);
 }
 
 #[test]
@@ -227,9 +295,9 @@ fn anonymous_requests_continue_by_position() {
     let (x, _) = m.request(F, None, 0, MIB, SIZE, 2000, 0.0);
     let (y, _) = m.request(F, None, 100 * MIB, 101 * MIB, SIZE, 2000, 0.0);
     assert_ne!(x, y);
-    let (x2, d) = m.request(F, None, MIB, 2 * MIB, SIZE, 2000, 1.0);
+    let (x2, _) = m.request(F, None, MIB, 2 * MIB, SIZE, 2000, 1.0);
     assert_eq!(x, x2);
-    assert_eq!(total(&d), MIB);
+    assert_eq!(m.totals().consumed_cached_bytes, MIB);
     let (y2, _) = m.request(F, None, 101 * MIB, 102 * MIB, SIZE, 2000, 1.0);
     assert_eq!(y, y2);
 }
@@ -238,7 +306,10 @@ fn anonymous_requests_continue_by_position() {
 fn drops_are_page_aligned_inwards() {
     assert_eq!(page_aligned(100, 9000, 100_000, 4096), Some((4096, 8192)));
     assert_eq!(page_aligned(100, 5000, 100_000, 4096), None);
-    assert_eq!(page_aligned(4096, 10_000, 10_000, 4096), Some((4096, 12288)));
+    assert_eq!(
+        page_aligned(4096, 10_000, 10_000, 4096),
+        Some((4096, 12288))
+    );
 }
 
 #[test]
