@@ -23,6 +23,7 @@
 use crate::chain::ChainPosition;
 use crate::device::DeviceMap;
 use crate::ledger::{Ledger, LedgerConfig};
+use crate::memory::{self, MemoryConfig, MemoryManager, StreamId};
 use crate::policy::{FileId, Observation, Policy, PolicySpec, ReadContext};
 use crate::residency::{self, Probe};
 use crate::stats::{DeviceStats, Stats};
@@ -116,6 +117,9 @@ pub struct EngineConfig {
     pub sweep_every_s: f64,
     /// Most ranges checked per sweep.
     pub sweep_limit: usize,
+    /// The prefetch-aware memory manager ([`crate::memory`]): `None` leaves the page cache
+    /// to the kernel and prefetch sizes to the policy alone.
+    pub memory: Option<MemoryConfig>,
 }
 
 impl Default for EngineConfig {
@@ -132,6 +136,7 @@ impl Default for EngineConfig {
             kernel_readahead: false,
             sweep_every_s: 1.0,
             sweep_limit: 4096,
+            memory: None,
         }
     }
 }
@@ -146,6 +151,9 @@ pub struct ReadRequest {
     /// Position in the client's chain (from a [`crate::ChainTracker`]); `None` = a
     /// chain's first request, starting elsewhere than offset zero.
     pub chain: Option<ChainPosition>,
+    /// Who reads (a session or connection key) for the memory manager's streams; `None`:
+    /// streams are told apart by position.
+    pub client: Option<u64>,
 }
 
 /// What one call did.
@@ -171,6 +179,8 @@ pub struct ReadOutcome {
     pub joined: bool,
     /// Device (queue) the read went to.
     pub device: Option<Arc<str>>,
+    /// The memory manager's stream for this request (pass it to [`Engine::consumed`]).
+    pub stream: Option<StreamId>,
 }
 
 /// A miss being read; finish with [`Pending::wait`] or [`Pending::wait_blocking`].
@@ -236,6 +246,7 @@ struct Job {
     device: Arc<str>,
     enqueued_s: f64,
     id: u64,
+    stream: Option<StreamId>,
 }
 
 /// A queued or running read that later misses inside its range can wait for.
@@ -298,6 +309,11 @@ struct State {
     swept_files: HashMap<FileId, (Weak<File>, u64)>,
     pending: Observation,
     last_observe_s: f64,
+    memory: Option<MemoryManager>,
+    /// Files the memory manager may still drop pages of: (file, size).
+    memory_files: HashMap<FileId, (Arc<File>, u64)>,
+    /// Drops decided and not yet carried out.
+    drops: Vec<memory::Drop>,
 }
 
 struct Shared {
@@ -345,6 +361,33 @@ impl State {
         self.policy.observe(&obs);
         self.ledger.expire(now);
         self.last_observe_s = now;
+        if let Some(m) = &mut self.memory {
+            let drops = m.expire(now);
+            self.drops.extend(drops);
+        }
+    }
+
+    /// Takes the pending drops with their files; forgets files the manager is done with.
+    fn take_drops(&mut self) -> Vec<(memory::Drop, Arc<File>, u64)> {
+        let drops = std::mem::take(&mut self.drops);
+        let out = drops
+            .into_iter()
+            .filter_map(|d| {
+                let (f, size) = self.memory_files.get(&d.file)?;
+                Some((d, f.clone(), *size))
+            })
+            .collect();
+        if let Some(m) = &self.memory {
+            if self.memory_files.len() > 64 {
+                self.memory_files.retain(|f, _| m.tracks(*f));
+            }
+            if self.memory_files.len() > MAX_HELD_FILES {
+                // Too many descriptors held for the consumed-cache: keep the files of
+                // active streams; the others' cached pages age out through the kernel.
+                self.memory_files.retain(|f, _| m.has_streams(*f));
+            }
+        }
+        out
     }
 }
 
@@ -393,6 +436,9 @@ impl Engine {
                 swept_files: HashMap::new(),
                 pending: Observation::default(),
                 last_observe_s: 0.0,
+                memory: cfg.memory.clone().map(MemoryManager::new),
+                memory_files: HashMap::new(),
+                drops: Vec::new(),
             }),
         });
         let engine = Engine {
@@ -446,6 +492,13 @@ impl Engine {
                     stopped.recv_timeout(every)
                 {
                     sweep(&shared);
+                    let drops = {
+                        let now = shared.now();
+                        let mut st = shared.lock();
+                        st.maybe_observe(now, shared.observe_every_s);
+                        st.take_drops()
+                    };
+                    carry_out(drops);
                 }
             })
             .expect("spawning the sweeper thread");
@@ -479,6 +532,27 @@ impl Engine {
     /// Checks the request and queues a read if anything is missing.
     pub fn begin(&self, file: &Arc<File>, req: &ReadRequest) -> io::Result<Begin> {
         self.begin_with(file, req, None)
+    }
+
+    /// The caller sent everything of `stream` below `end` ([`ReadOutcome::stream`]): the
+    /// memory manager may drop it (or keep it for a following stream). A no-op without a
+    /// memory manager.
+    pub fn consumed(&self, stream: Option<StreamId>, end: u64) {
+        let Some(stream) = stream else { return };
+        let now = self.shared.now();
+        let drops = {
+            let mut st = self.shared.lock();
+            let Some(m) = &mut st.memory else { return };
+            let d = m.consumed(stream, end, now);
+            st.drops.extend(d);
+            st.take_drops()
+        };
+        carry_out(drops);
+    }
+
+    /// The memory manager's figures (`None` without one).
+    pub fn memory(&self) -> Option<memory::MemoryTotals> {
+        self.shared.lock().memory.as_ref().map(MemoryManager::totals)
     }
 
     /// Accounts a read its caller already served from memory (a preload library's note of
@@ -518,6 +592,18 @@ impl Engine {
         };
         let now = self.shared.now();
         let mut st = self.shared.lock();
+        let stream = st.memory.as_mut().map(|m| {
+            let kbps = req.bitrate_kbps.unwrap_or(crate::policy::DEFAULT_BITRATE_KBPS);
+            let (id, drops) = m.request(fid, req.client, req.offset, req.offset + len, size, kbps, now);
+            (id, drops)
+        });
+        let stream = stream.map(|(id, drops)| {
+            st.drops.extend(drops);
+            st.memory_files
+                .entry(fid)
+                .or_insert_with(|| (file.clone(), size));
+            id
+        });
         let c = &mut st.counters;
         c.requests += 1;
         c.requested_bytes += len;
@@ -543,11 +629,15 @@ impl Engine {
             requested: len,
             from_memory: len - missing,
             from_disk: missing,
+            stream,
             ..Default::default()
         };
         if missing == 0 {
             st.counters.hits += 1;
             st.maybe_observe(now, self.shared.observe_every_s);
+            let drops = st.take_drops();
+            drop(st);
+            carry_out(drops);
             return Ok(Begin::Ready(outcome));
         }
         st.counters.misses += 1;
@@ -564,6 +654,9 @@ impl Engine {
             st.counters.joined += 1;
             outcome.joined = true;
             st.maybe_observe(now, self.shared.observe_every_s);
+            let drops = st.take_drops();
+            drop(st);
+            carry_out(drops);
             return Ok(Begin::Pending(Pending { rx, outcome }));
         }
         let chain = req.chain.unwrap_or(ChainPosition {
@@ -580,11 +673,19 @@ impl Engine {
             chain_kind: chain.kind,
             now_s: now,
         };
-        let prefetch = if self.shared.mode.prefetches() {
+        let mut prefetch = if self.shared.mode.prefetches() {
             st.policy.prefetch_bytes(&ctx)
         } else {
             0
         };
+        if let (Some(m), Some(id)) = (&mut st.memory, stream) {
+            // Budget-driven sizing: never more than this stream's share of the budget.
+            let cap = m.prefetch_cap(id);
+            if prefetch > cap && prefetch > len {
+                prefetch = cap;
+                m.note_capped();
+            }
+        }
         let read_len = clip_at_queued(&st, fid, req.offset, end, ctx.read_len(prefetch));
         let device = self.device_name(&mut st, meta.dev());
         let dev = st.devices.entry(device.clone()).or_default();
@@ -600,7 +701,9 @@ impl Engine {
             joined: Vec::new(),
         });
         st.maybe_observe(now, self.shared.observe_every_s);
+        let drops = st.take_drops();
         drop(st);
+        carry_out(drops);
         outcome.device = Some(device.clone());
         let job = Job {
             file: file.clone(),
@@ -612,6 +715,7 @@ impl Engine {
             device: device.clone(),
             enqueued_s: now,
             id,
+            stream,
         };
         let sent = self.queue_for(&device).map(|tx| tx.send(job).is_ok());
         if sent != Some(true) {
@@ -685,6 +789,7 @@ impl Engine {
             disk_bytes: c.disk_bytes,
             prefetch: st.ledger.totals().clone(),
             policy: st.policy.current(),
+            memory: st.memory.as_ref().map(MemoryManager::totals),
             ..Default::default()
         };
         for (name, d) in &st.devices {
@@ -805,6 +910,10 @@ fn run_job(shared: &Shared, buf: &mut Vec<u8>, job: Job) {
                 job.offset + n,
                 started,
             );
+            if let (Some(m), Some(id)) = (&mut st.memory, job.stream) {
+                let drops = m.read(id, job.offset, job.offset + n);
+                st.drops.extend(drops);
+            }
             Ok(ReadDone {
                 bytes: n,
                 queued_s: started - job.enqueued_s,
@@ -832,7 +941,9 @@ fn run_job(shared: &Shared, buf: &mut Vec<u8>, job: Job) {
         }
     }
     st.maybe_observe(finished, shared.observe_every_s);
+    let drops = st.take_drops();
     drop(st);
+    carry_out(drops);
     // Callers may have gone away (client disconnected); that is fine.
     for waiter in read.map(|r| r.waiters).unwrap_or_default() {
         let copy = match &reply {
@@ -840,6 +951,31 @@ fn run_job(shared: &Shared, buf: &mut Vec<u8>, job: Job) {
             Err(e) => Err(io::Error::new(e.kind(), e.to_string())),
         };
         let _ = waiter.send(copy);
+    }
+}
+
+/// Most files held open for the memory manager's later drops.
+const MAX_HELD_FILES: usize = 4096;
+
+/// Drops pages the memory manager released (`POSIX_FADV_DONTNEED`, whole pages only).
+fn carry_out(drops: Vec<(memory::Drop, Arc<File>, u64)>) {
+    let page = residency::page_size();
+    for (d, file, size) in drops {
+        let Some((a, b)) = memory::page_aligned(d.start, d.end, size, page) else {
+            continue;
+        };
+        // SAFETY: advisory call on a descriptor the Arc keeps open.
+        let rc = unsafe {
+            libc::posix_fadvise(
+                file.as_raw_fd(),
+                a as libc::off_t,
+                (b - a) as libc::off_t,
+                libc::POSIX_FADV_DONTNEED,
+            )
+        };
+        if rc != 0 {
+            tracing::debug!("dropping {a}..{b}: posix_fadvise failed ({rc})");
+        }
     }
 }
 

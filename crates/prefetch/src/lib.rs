@@ -10,6 +10,7 @@
 //! See `docs/prefetch.md`.
 
 pub mod bitrate;
+pub mod budget;
 pub mod chain;
 pub mod device;
 pub mod engine;

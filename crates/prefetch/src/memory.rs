@@ -135,8 +135,6 @@ struct Stream {
     released_to: u64,
     /// End of the furthest read made for this stream.
     prefetched_to: u64,
-    /// Where this stream's reads began (nothing below it is ours to drop).
-    start: u64,
     /// Length of its last read: what its next read will need.
     last_read: u64,
     weight: f64,
@@ -344,6 +342,16 @@ impl MemoryManager {
         drops
     }
 
+    /// Whether the manager still has streams, kept or cached ranges in `file`.
+    pub fn tracks(&self, file: FileId) -> bool {
+        self.files.contains_key(&file) || self.cached_index.contains_key(&file)
+    }
+
+    /// Whether `file` has active streams.
+    pub fn has_streams(&self, file: FileId) -> bool {
+        self.files.get(&file).is_some_and(|f| !f.streams.is_empty())
+    }
+
     /// Current levels and totals.
     pub fn totals(&self) -> MemoryTotals {
         let mut t = self.totals.clone();
@@ -391,7 +399,6 @@ impl MemoryManager {
                 consumed_to: start,
                 released_to: start,
                 prefetched_to: start,
-                start,
                 last_read: 0,
                 weight: w,
                 last_s: now_s,

@@ -58,6 +58,9 @@ pub struct Stats {
     pub disk_ms_per_128k: f64,
     pub devices: Vec<DeviceStats>,
     pub policy: PolicyState,
+    /// The memory manager's levels and totals, when the engine runs one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<crate::memory::MemoryTotals>,
 }
 
 impl Stats {

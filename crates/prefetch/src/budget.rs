@@ -1,0 +1,132 @@
+//! How much memory the server may fill with file data: `--memory`, else the memory cgroup's
+//! limit, else the machine's RAM (Linux: `/proc/self/cgroup`, `/sys/fs/cgroup`,
+//! `/proc/meminfo`).
+
+use std::path::{Path, PathBuf};
+
+/// Where a budget came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BudgetSource {
+    /// Given by the user (`--memory`).
+    Flag,
+    /// The limit of the cgroup the process runs in (v2 `memory.max`, v1
+    /// `memory.limit_in_bytes`), the nearest limited ancestor.
+    Cgroup,
+    /// `MemTotal` of `/proc/meminfo`.
+    Ram,
+}
+
+impl BudgetSource {
+    pub fn name(self) -> &'static str {
+        match self {
+            BudgetSource::Flag => "--memory",
+            BudgetSource::Cgroup => "cgroup limit",
+            BudgetSource::Ram => "total RAM",
+        }
+    }
+}
+
+/// The budget: `flag` if given, else the cgroup's limit, else total RAM (1 GiB if even that
+/// cannot be read).
+pub fn detect(flag: Option<u64>) -> (u64, BudgetSource) {
+    if let Some(b) = flag {
+        return (b, BudgetSource::Flag);
+    }
+    if let Some(b) = cgroup_limit(Path::new("/proc/self/cgroup"), Path::new("/sys/fs/cgroup")) {
+        return (b, BudgetSource::Cgroup);
+    }
+    let ram = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|t| mem_total(&t))
+        .unwrap_or(1 << 30);
+    (ram, BudgetSource::Ram)
+}
+
+/// `MemTotal` in bytes.
+fn mem_total(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb * 1024)
+}
+
+/// The memory limit of the process's cgroup or its nearest limited ancestor.
+fn cgroup_limit(proc_cgroup: &Path, root: &Path) -> Option<u64> {
+    let text = std::fs::read_to_string(proc_cgroup).ok()?;
+    for line in text.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
+        let rel = path.trim_start_matches('/');
+        let (dir, file): (PathBuf, &str) = if controllers.is_empty() {
+            (root.join(rel), "memory.max")
+        } else if controllers.split(',').any(|c| c == "memory") {
+            (root.join("memory").join(rel), "memory.limit_in_bytes")
+        } else {
+            continue;
+        };
+        if let Some(limit) = nearest_limit(&dir, root, file) {
+            return Some(limit);
+        }
+    }
+    None
+}
+
+/// Walks from `dir` up to `root` and returns the first real limit in `file`.
+fn nearest_limit(dir: &Path, root: &Path, file: &str) -> Option<u64> {
+    let mut at = Some(dir);
+    while let Some(d) = at {
+        if let Ok(v) = std::fs::read_to_string(d.join(file)) {
+            let v = v.trim();
+            // v1 says "no limit" with a huge number (PAGE_COUNTER_MAX pages).
+            if let Ok(n) = v.parse::<u64>() {
+                if n < (1u64 << 60) {
+                    return Some(n);
+                }
+            }
+        }
+        if d == root {
+            break;
+        }
+        at = d.parent();
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn meminfo_total_is_read_in_bytes() {
+        assert_eq!(
+            mem_total("MemTotal:       1000 kB\nMemFree: 5 kB\n"),
+            Some(1_024_000)
+        );
+        assert_eq!(mem_total("MemFree: 5 kB\n"), None);
+    }
+
+    #[test]
+    fn the_nearest_limited_cgroup_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        std::fs::write(root.join("a/b/memory.max"), "max\n").unwrap();
+        std::fs::write(root.join("a/memory.max"), "268435456\n").unwrap();
+        let cg = root.join("cgroup");
+        std::fs::write(&cg, "0::/a/b\n").unwrap();
+        assert_eq!(cgroup_limit(&cg, root), Some(256 << 20));
+        std::fs::write(root.join("a/memory.max"), "max\n").unwrap();
+        assert_eq!(cgroup_limit(&cg, root), None, "no limit anywhere");
+        // cgroup v1
+        std::fs::create_dir_all(root.join("memory/x")).unwrap();
+        std::fs::write(root.join("memory/x/memory.limit_in_bytes"), "1073741824\n").unwrap();
+        std::fs::write(&cg, "4:memory:/x\n").unwrap();
+        assert_eq!(cgroup_limit(&cg, root), Some(1 << 30));
+    }
+
+    #[test]
+    fn a_flag_overrides_everything() {
+        assert_eq!(detect(Some(123)), (123, BudgetSource::Flag));
+        let (b, _) = detect(None);
+        assert!(b > 0);
+    }
+}
