@@ -1,7 +1,8 @@
-//! End to end: a 4 GiB `wd-red` emulated disk brought up in this process, files written
-//! through ext4, caches dropped, read benchmarks within tolerance of the preset, EIO
-//! injected on one file and seen by read(2), and teardown (normal and after a "crash")
-//! leaving nothing mounted or attached.
+//! End to end: a 4 GiB `wd-red` emulated disk brought up in this process with the block
+//! queue of a real rotational disk on the running kernel, files written through ext4,
+//! caches dropped, read benchmarks within tolerance of the preset, EIO injected on one file
+//! and seen by read(2), a user's queue setting winning over the default, and teardown
+//! (normal and after a "crash") leaving nothing mounted or attached.
 //!
 //! Needs root, /dev/fuse, loop devices, fusermount3, losetup and mkfs.ext4. Without them the
 //! test prints why and passes, except under `CI` where it fails.
@@ -68,6 +69,42 @@ fn wd_red_device_end_to_end() {
     assert!(st.ready);
     let q = testbed::queue::read(&st.loop_device).unwrap();
     assert!(q.rotational, "loop queue not marked rotational");
+    // The queue reads back the defaults of a real rotational SATA disk on this kernel
+    // (max_sectors_kb capped at what the loop device accepts).
+    let d =
+        testbed::queue::rotational_defaults("wd-red", testbed::KernelVersion::running().unwrap());
+    assert_eq!(q.read_ahead_kb, d.read_ahead_kb, "read_ahead_kb of {q:?}");
+    assert_eq!(
+        q.max_sectors_kb,
+        d.max_sectors_kb.min(q.max_hw_sectors_kb),
+        "max_sectors_kb of {q:?}"
+    );
+    let applied = st
+        .queue
+        .clone()
+        .expect("the state records the queue settings");
+    if q.schedulers.contains(&d.scheduler) {
+        assert_eq!(q.scheduler, d.scheduler, "scheduler of {q:?}");
+    } else {
+        assert!(
+            applied.notes.iter().any(|n| n.contains("not offered")),
+            "{applied:?}"
+        );
+    }
+    assert_eq!(
+        (
+            applied.read_ahead_kb,
+            applied.max_sectors_kb,
+            applied.scheduler.as_str()
+        ),
+        (q.read_ahead_kb, q.max_sectors_kb, q.scheduler.as_str()),
+        "state and sysfs disagree"
+    );
+    assert!(
+        applied.line().starts_with("queue: read_ahead_kb="),
+        "{}",
+        applied.line()
+    );
 
     // Files through ext4.
     let (a, b) = (cfg.mount.join("a.bin"), cfg.mount.join("b.bin"));
@@ -171,8 +208,20 @@ fn wd_red_device_end_to_end() {
     bed.down().expect("teardown");
     assert_torn_down(&cfg);
 
-    // A server that vanished without tearing down: `down` releases what it left.
-    let bed = Testbed::up(&cfg).expect("device up again (existing file system)");
+    // A server that vanished without tearing down: `down` releases what it left. This
+    // time the user sets read_ahead_kb, which wins over the default.
+    let mut tuned = cfg.clone();
+    tuned.tuning.read_ahead_kb = Some(512);
+    let bed = Testbed::up(&tuned).expect("device up again (existing file system)");
+    let q = testbed::queue::read(&bed.state().loop_device).unwrap();
+    assert_eq!(q.read_ahead_kb, 512, "user's read_ahead_kb lost: {q:?}");
+    let applied = bed.state().queue.clone().unwrap();
+    assert_eq!(applied.overridden, ["read_ahead_kb"]);
+    assert_eq!(
+        q.max_sectors_kb,
+        d.max_sectors_kb.min(q.max_hw_sectors_kb),
+        "default max_sectors_kb beside the user's read_ahead_kb"
+    );
     assert_eq!(
         std::fs::read(&a).unwrap(),
         pattern(1, 8 << 20),

@@ -110,15 +110,19 @@ struct UpArgs {
     state_dir: PathBuf,
 }
 
+/// Queue settings; at `up` each one not given gets what Linux gives a real rotational disk
+/// of the preset on the running kernel (docs/disk.md, "Block-queue defaults").
 #[derive(clap::Args, Default)]
 struct QueueArgs {
-    /// Loop queue read_ahead_kb.
+    /// Loop queue read_ahead_kb (default at `up`: a real rotational disk's).
     #[arg(long)]
     read_ahead_kb: Option<u64>,
-    /// Loop queue max_sectors_kb.
+    /// Loop queue max_sectors_kb (default at `up`: a real rotational disk's, capped at
+    /// the loop device's max_hw_sectors_kb).
     #[arg(long)]
     max_sectors_kb: Option<u64>,
-    /// Loop queue I/O scheduler (none, mq-deadline, bfq, ... as offered).
+    /// Loop queue I/O scheduler: none, mq-deadline, bfq, ... as offered (default at `up`:
+    /// mq-deadline, like a real single-queue rotational disk).
     #[arg(long)]
     scheduler: Option<String>,
 }
@@ -290,7 +294,6 @@ fn up(a: UpArgs) -> anyhow::Result<()> {
         json,
     ];
     let st = daemon::spawn(&exe, &args, &cfg, Duration::from_secs(600)).map_err(testbed_err)?;
-    let q = queue::read(&st.loop_device).map_err(testbed_err)?;
     println!(
         "{} up: {} {} on /dev/{} (direct I/O {}), ext4 at {}, server pid {}",
         st.image.display(),
@@ -301,7 +304,13 @@ fn up(a: UpArgs) -> anyhow::Result<()> {
         st.mount.display(),
         st.pid
     );
-    println!("{}", queue_line(&q));
+    match &st.queue {
+        Some(applied) => println!("{}", applied.line()),
+        None => println!(
+            "{}",
+            queue_line(&queue::read(&st.loop_device).map_err(testbed_err)?)
+        ),
+    }
     Ok(())
 }
 
@@ -372,6 +381,9 @@ fn status(a: StatusArgs) -> anyhow::Result<()> {
         );
         if let Some(q) = q {
             println!("  {}", queue_line(&q));
+        }
+        if let Some(applied) = &st.queue {
+            println!("  at up: {}", applied.line());
         }
         if let Some(c) = c {
             println!(

@@ -101,6 +101,9 @@ pub fn serve(cfg: &Config) -> Result<(), Error> {
         bed.state().loop_device,
         bed.state().mount.display()
     );
+    if let Some(q) = &bed.state().queue {
+        eprintln!("{}", q.line());
+    }
     let mut sig: libc::c_int = 0;
     // SAFETY: waits on the set built above.
     unsafe { libc::sigwait(&set, &mut sig) };

@@ -17,7 +17,7 @@ pub mod system;
 pub use extents::{file_extents, Extent};
 pub use faults::FaultPlan;
 pub use fusedev::DeviceCounters;
-pub use queue::{QueueSettings, QueueTuning};
+pub use queue::{AppliedQueue, DiskDefaults, KernelVersion, QueueSettings, QueueTuning};
 
 use crate::model::{preset, Drive, DriveOptions, PRESET_NAMES};
 use serde::{Deserialize, Serialize};
@@ -82,7 +82,9 @@ pub struct Config {
     #[serde(default)]
     pub host_gap_us: u64,
     pub faults: FaultPlan,
-    /// Queue settings applied after attaching (rotational is always set).
+    /// Queue settings given by the user; each one left `None` gets the default of a real
+    /// rotational disk of the preset on the running kernel ([`queue::rotational_defaults`]).
+    /// The queue is always marked rotational.
     pub tuning: QueueTuning,
     /// Run mkfs even if the image already holds an ext4 file system.
     pub reformat: bool,
@@ -149,6 +151,10 @@ pub struct State {
     #[serde(default)]
     pub daemon: bool,
     pub ready: bool,
+    /// Queue settings applied at `up` and where they came from (absent in state files of
+    /// earlier versions).
+    #[serde(default)]
+    pub queue: Option<AppliedQueue>,
 }
 
 impl State {
@@ -321,6 +327,7 @@ impl Testbed {
                 pid: std::process::id(),
                 daemon: false,
                 ready: false,
+                queue: None,
             },
             dir,
             session: Some(session),
@@ -348,7 +355,11 @@ impl Testbed {
                 "{dev}: direct I/O refused by the kernel; the FUSE side still bypasses its cache"
             );
         }
-        let mut tuning = cfg.tuning.clone();
+        // The defaults of a real rotational disk of the preset on this kernel, the user's
+        // settings winning, fitted to what the loop device accepts.
+        let defaults = queue::rotational_defaults(&cfg.preset, KernelVersion::running()?);
+        let plan = queue::plan(&defaults, &cfg.tuning, &queue::read(&name)?);
+        let mut tuning = plan.tuning.clone();
         tuning.rotational = Some(true);
         queue::apply(&name, &tuning)?;
         if fresh {
@@ -371,7 +382,8 @@ impl Testbed {
         system::run("mount", &["-t", "ext4", "-o", "noatime", &dev, &mnt])?;
         // Opening and mounting the device resets some queue settings (read_ahead_kb among
         // them), so the tuning is applied again once the filesystem is mounted.
-        queue::apply(&name, &tuning)?;
+        let now = queue::apply(&name, &tuning)?;
+        self.state.queue = Some(AppliedQueue::new(defaults, &plan, &now));
         self.state.ready = true;
         save_state(&self.dir, &self.state)
     }
