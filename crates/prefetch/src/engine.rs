@@ -552,7 +552,11 @@ impl Engine {
 
     /// The memory manager's figures (`None` without one).
     pub fn memory(&self) -> Option<memory::MemoryTotals> {
-        self.shared.lock().memory.as_ref().map(MemoryManager::totals)
+        self.shared
+            .lock()
+            .memory
+            .as_ref()
+            .map(MemoryManager::totals)
     }
 
     /// Accounts a read its caller already served from memory (a preload library's note of
@@ -593,8 +597,18 @@ impl Engine {
         let now = self.shared.now();
         let mut st = self.shared.lock();
         let stream = st.memory.as_mut().map(|m| {
-            let kbps = req.bitrate_kbps.unwrap_or(crate::policy::DEFAULT_BITRATE_KBPS);
-            let (id, drops) = m.request(fid, req.client, req.offset, req.offset + len, size, kbps, now);
+            let kbps = req
+                .bitrate_kbps
+                .unwrap_or(crate::policy::DEFAULT_BITRATE_KBPS);
+            let (id, drops) = m.request(
+                fid,
+                req.client,
+                req.offset,
+                req.offset + len,
+                size,
+                kbps,
+                now,
+            );
             (id, drops)
         });
         let stream = stream.map(|(id, drops)| {

@@ -272,14 +272,10 @@ impl MemoryManager {
     /// Largest prefetch (bytes from the stream's position) the budget allows stream `id`:
     /// its √bit-rate share of the prefetch pool.
     pub fn prefetch_cap(&self, id: StreamId) -> u64 {
-        let Some(s) = self.streams.get(&id) else {
+        if !self.streams.contains_key(&id) {
             return self.prefetch_pool();
-        };
-        let share = if self.weights > 0.0 {
-            (self.prefetch_pool() as f64 * s.weight / self.weights) as u64
-        } else {
-            self.prefetch_pool()
-        };
+        }
+        let share = self.share(id);
         // Never more than what the other streams' unconsumed prefetch leaves free, so
         // Σ unconsumed + kept stays within the usable budget even while shares shrink.
         let others: u64 = self
@@ -289,6 +285,16 @@ impl MemoryManager {
             .map(|(_, o)| o.unconsumed())
             .sum();
         share.min(self.prefetch_pool().saturating_sub(others))
+    }
+
+    /// Stream `id`'s √bit-rate share of the prefetch pool.
+    fn share(&self, id: StreamId) -> u64 {
+        match self.streams.get(&id) {
+            Some(s) if self.weights > 0.0 => {
+                (self.prefetch_pool() as f64 * s.weight / self.weights) as u64
+            }
+            _ => self.prefetch_pool(),
+        }
     }
 
     /// The cap a stream at `kbps` would get if one more stream of that rate joined now
@@ -410,7 +416,42 @@ impl MemoryManager {
         }
         self.files.entry(file).or_default().streams.push(id);
         self.refresh_horizon(now_s, false);
+        self.adopt(file, id, start);
         id
+    }
+
+    /// A new stream at `start` of `file` follows the streams ahead of it: consumed bytes
+    /// still cached between it and its nearest leader become that interval's kept bytes
+    /// (the leader's sent bytes the follower will read next), while they fit.
+    fn adopt(&mut self, file: FileId, follower: StreamId, start: u64) {
+        let Some(leader_pos) = self.files.get(&file).and_then(|fs| {
+            fs.streams
+                .iter()
+                .filter(|&&x| x != follower)
+                .filter_map(|x| self.streams.get(x))
+                .map(|s| s.consumed_to)
+                .filter(|&p| p > start && p - start <= self.horizon_bytes)
+                .min()
+        }) else {
+            return;
+        };
+        let ranges: Vec<(u64, u64)> = self
+            .cached_index
+            .get(&file)
+            .map(|idx| {
+                idx.range(..leader_pos)
+                    .map(|(&a, &(b, _))| (a.max(start), b.min(leader_pos)))
+                    .filter(|(a, b)| a < b)
+                    .collect()
+            })
+            .unwrap_or_default();
+        for (a, b) in ranges {
+            if !self.can_keep(b - a) {
+                break;
+            }
+            self.uncache(file, a, b);
+            self.keep(file, a, b);
+        }
     }
 
     /// Whether a request at `start` continues stream `id` (forward, within reach).
@@ -568,7 +609,7 @@ impl MemoryManager {
                 let next = if s.consumed_to >= s.file_size {
                     0
                 } else {
-                    s.last_read.min(self.prefetch_cap(id))
+                    s.last_read.min(self.share(id))
                 };
                 s.unconsumed().max(next)
             })

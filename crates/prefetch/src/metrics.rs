@@ -223,6 +223,74 @@ pub fn encode_stats(s: &Stats, mut enc: DescriptorEncoder) -> std::fmt::Result {
         "bitrate_kbps",
         &sizes,
     )?;
+    if let Some(m) = &s.memory {
+        encode_memory(m, e)?;
+    }
+    Ok(())
+}
+
+/// The memory manager's levels (gauges) and totals (counters).
+fn encode_memory(m: &crate::memory::MemoryTotals, e: &mut DescriptorEncoder) -> std::fmt::Result {
+    for (name, help, v) in [
+        (
+            "vodkit_memory_budget_bytes",
+            "Memory budget for file data",
+            m.budget_bytes,
+        ),
+        (
+            "vodkit_memory_reserve_bytes",
+            "Part of the budget kept free",
+            m.reserve_bytes,
+        ),
+        ("vodkit_memory_streams", "Active streams", m.streams),
+        (
+            "vodkit_memory_unconsumed_bytes",
+            "Prefetched bytes not yet sent",
+            m.unconsumed_bytes,
+        ),
+        (
+            "vodkit_memory_kept_interval_bytes",
+            "Sent bytes kept for a following stream",
+            m.kept_bytes,
+        ),
+        (
+            "vodkit_memory_consumed_cached_bytes",
+            "Sent bytes still cached, dropped first when room is needed",
+            m.consumed_cached_bytes,
+        ),
+        (
+            "vodkit_memory_horizon_bytes",
+            "Largest admitted interval between two streams of a file",
+            m.horizon_bytes,
+        ),
+        (
+            "vodkit_memory_prefetch_pool_bytes",
+            "Budget available to prefetch",
+            m.prefetch_pool_bytes,
+        ),
+    ] {
+        gauge(e, name, help, v as f64)?;
+    }
+    for (name, help, v) in [
+        (
+            "vodkit_memory_dropped_bytes",
+            "Bytes dropped from the page cache by the manager",
+            m.dropped_bytes,
+        ),
+        ("vodkit_memory_drops", "Drop calls", m.drops),
+        (
+            "vodkit_memory_interval_hit_bytes",
+            "Bytes served from kept intervals",
+            m.interval_hit_bytes,
+        ),
+        (
+            "vodkit_memory_capped_reads",
+            "Reads whose prefetch the budget shortened",
+            m.capped_reads,
+        ),
+    ] {
+        counter(e, name, help, v)?;
+    }
     Ok(())
 }
 

@@ -135,6 +135,7 @@ fn prefetch_mode_reads_the_policy_size_on_the_pool() {
             bytes: 0,
             kind: ChainKind::ChunkAtZero,
         }),
+        client: None,
     };
     let o = e.ensure_resident_blocking(&f, r).unwrap();
     assert_eq!(o.read_bytes, 131_073);
@@ -243,6 +244,7 @@ fn async_callers_await_the_worker() {
             len: 100 * KIB,
             bitrate_kbps: Some(1676), // 4 × 419: √4 = 2 → 4 MiB
             chain: None,
+            client: None,
         };
         e.ensure_resident(&f, r).await.unwrap()
     });

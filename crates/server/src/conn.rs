@@ -210,7 +210,12 @@ async fn answer(
             .iter()
             .any(|s| matches!(s, crate::range::RangeSpec::From(_))),
     };
-    let who = Requester::new(req.session_id.as_deref(), info.peer.ip(), open_ended);
+    let who = Requester::new(
+        req.session_id.as_deref(),
+        info.peer.ip(),
+        info.id,
+        open_ended,
+    );
     let result = send_response(
         shared,
         stream,
@@ -334,6 +339,7 @@ async fn send_windows(
         served.from_memory += prep.from_memory;
         served.from_disk += prep.from_disk;
         send_file_range(stream, file, window, prep.send_blocking, clock).await?;
+        shared.io.sent(&prep, window);
         first = last + 1;
     }
     Ok(())

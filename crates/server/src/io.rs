@@ -14,9 +14,11 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use vodkit_prefetch::memory::StreamId;
 pub use vodkit_prefetch::IoMode;
 use vodkit_prefetch::{
-    Begin, BitrateMap, ChainTracker, Engine, EngineConfig, PolicySpec, ReadRequest,
+    budget, Begin, BitrateMap, ChainTracker, Engine, EngineConfig, MemoryConfig, PolicySpec,
+    ReadRequest,
 };
 
 use crate::range::ByteRange;
@@ -38,20 +40,52 @@ pub struct IoSettings {
     /// the prefetching modes (`prefetch`, `asap`) mark files `POSIX_FADV_RANDOM` before
     /// their enlarged reads, so the policy alone decides how much is read.
     pub kernel_readahead: bool,
+    /// The prefetch-aware memory manager (`vodkit_prefetch::memory`).
+    pub memory: MemorySetting,
+}
+
+/// `--memory`: whether the server manages its page cache, and with which budget.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum MemorySetting {
+    /// No manager: the kernel's LRU decides, the policy alone sizes prefetches.
+    Off,
+    /// Manager on, budget from the cgroup limit or total RAM.
+    #[default]
+    Auto,
+    /// Manager on with this budget (bytes).
+    Budget(u64),
+}
+
+impl std::str::FromStr for MemorySetting {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "off" => Ok(MemorySetting::Off),
+            "auto" => Ok(MemorySetting::Auto),
+            _ => s
+                .parse::<bytesize::ByteSize>()
+                .map(|b| MemorySetting::Budget(b.as_u64()))
+                .map_err(|_| format!("`{s}`: expected off, auto or a size such as 1GiB")),
+        }
+    }
 }
 
 impl Default for IoSettings {
     fn default() -> Self {
         IoSettings {
-            mode: IoMode::Vanilla,
-            prefetch: None,
+            mode: IoMode::Asap,
+            prefetch: Some(DEFAULT_POLICY.into()),
             catalog: None,
             devices: Vec::new(),
             stats_every: Some(Duration::from_secs(10)),
             kernel_readahead: EngineConfig::default().kernel_readahead,
+            memory: MemorySetting::Auto,
         }
     }
 }
+
+/// The server's default prefetch policy (with `--io asap`, the default mode).
+pub const DEFAULT_POLICY: &str = "auto";
 
 /// The engine configuration for `settings`; errors name the flag at fault.
 pub fn engine_config(settings: &IoSettings) -> Result<EngineConfig, String> {
@@ -70,6 +104,11 @@ pub fn engine_config(settings: &IoSettings) -> Result<EngineConfig, String> {
             .add_override(d)
             .map_err(|e| format!("device override {d:?}: {e}"))?;
     }
+    cfg.memory = match settings.memory {
+        MemorySetting::Off => None,
+        MemorySetting::Auto => Some(MemoryConfig::for_budget(budget::detect(None).0)),
+        MemorySetting::Budget(b) => Some(MemoryConfig::for_budget(b)),
+    };
     Ok(cfg)
 }
 
@@ -83,19 +122,32 @@ pub const WINDOW: u64 = 2 << 20;
 pub struct Requester {
     /// Hash of the session id when present, otherwise of the client IP.
     pub client: u64,
+    /// Hash of the session id when present, otherwise of the connection: the memory
+    /// manager's stream key (one viewer's requests on one connection).
+    pub stream: u64,
     /// The request's range was open-ended (`a-` or no Range header).
     pub open_ended: bool,
 }
 
 impl Requester {
-    pub fn new(session: Option<&str>, ip: std::net::IpAddr, open_ended: bool) -> Self {
+    pub fn new(session: Option<&str>, ip: std::net::IpAddr, conn: u64, open_ended: bool) -> Self {
         let mut h = std::collections::hash_map::DefaultHasher::new();
         match session {
             Some(s) => s.hash(&mut h),
             None => ip.hash(&mut h),
         }
+        let client = h.finish();
+        let stream = match session {
+            Some(_) => client,
+            None => {
+                let mut h = std::collections::hash_map::DefaultHasher::new();
+                (ip, conn).hash(&mut h);
+                h.finish()
+            }
+        };
         Requester {
-            client: h.finish(),
+            client,
+            stream,
             open_ended,
         }
     }
@@ -110,6 +162,8 @@ pub struct Prepared {
     pub from_disk: u64,
     /// Whether sendfile may still block on the disk and must run on the thread pool.
     pub send_blocking: bool,
+    /// The memory manager's stream; report the window sent with [`DiskIo::sent`].
+    pub stream: Option<StreamId>,
 }
 
 /// The server's disk path: the engine plus chain and bit-rate context.
@@ -125,6 +179,18 @@ impl DiskIo {
     /// Build the engine; errors name the flag or file at fault.
     pub fn new(settings: &IoSettings, root: &Path) -> Result<DiskIo, String> {
         let cfg = engine_config(settings)?;
+        match &cfg.memory {
+            Some(m) => tracing::info!(
+                "memory manager on: budget {} ({}), reserve {}",
+                bytesize::ByteSize(m.budget_bytes),
+                match settings.memory {
+                    MemorySetting::Budget(_) => "--memory",
+                    _ => budget::detect(None).1.name(),
+                },
+                bytesize::ByteSize(m.reserve_bytes)
+            ),
+            None => tracing::info!("memory manager off"),
+        }
         let bitrates = match &settings.catalog {
             Some(path) => BitrateMap::load(path).map_err(|e| e.to_string())?,
             None => BitrateMap::default(),
@@ -171,6 +237,7 @@ impl DiskIo {
             len,
             bitrate_kbps: bitrate,
             chain,
+            client: Some(who.stream),
         };
         let outcome = match self.engine.begin(file, &req) {
             Ok(Begin::Ready(o)) => {
@@ -178,6 +245,7 @@ impl DiskIo {
                     from_memory: o.from_memory,
                     from_disk: o.from_disk,
                     send_blocking: false,
+                    stream: o.stream,
                 }
             }
             Ok(Begin::Pending(p)) => p.wait().await,
@@ -196,6 +264,7 @@ impl DiskIo {
                     from_memory: o.from_memory,
                     from_disk: o.from_disk,
                     send_blocking: !resident,
+                    stream: o.stream,
                 }
             }
             Err(e) => {
@@ -204,9 +273,16 @@ impl DiskIo {
                     from_memory: 0,
                     from_disk: len,
                     send_blocking: true,
+                    stream: None,
                 }
             }
         }
+    }
+
+    /// `window` was handed to the socket: the memory manager may release what lies before
+    /// it (it keeps a lag for bytes a `sendfile` still holds).
+    pub fn sent(&self, prep: &Prepared, window: ByteRange) {
+        self.engine.consumed(prep.stream, window.last + 1);
     }
 }
 

@@ -32,8 +32,8 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 use vodkit_prefetch::{
-    ChainPosition, DeviceMap, Engine, EngineConfig, IoMode, Policy, PolicySpec, ReadContext,
-    ReadRequest,
+    ChainPosition, DeviceMap, Engine, EngineConfig, IoMode, MemoryConfig, Policy, PolicySpec,
+    ReadContext, ReadRequest,
 };
 
 /// What the daemon does with a miss (seed 001 §3.2.2).
@@ -88,6 +88,10 @@ pub struct DaemonConfig {
     /// Bit rates of the served files (`--catalog`); without them every file is sized at
     /// the policy's reference rate.
     pub bitrates: Option<FileRates>,
+    /// The engine's prefetch-aware memory manager (`vodkit_prefetch::memory`): the same
+    /// one `vodkit serve` runs. The library sees no clients, so streams are told apart by
+    /// position, and a request consumes what its stream asked for before it.
+    pub memory: Option<MemoryConfig>,
 }
 
 impl DaemonConfig {
@@ -99,6 +103,9 @@ impl DaemonConfig {
             per_device: false,
             mode: Mode::Both,
             bitrates: None,
+            memory: Some(MemoryConfig::for_budget(
+                vodkit_prefetch::budget::detect(None).0,
+            )),
         }
     }
 }
@@ -151,6 +158,7 @@ impl Daemon {
                 DeviceMap::single("all")
             },
             pool_threads: 1,
+            memory: config.memory.clone(),
             ..EngineConfig::default()
         });
         let shared = Arc::new(Shared {
@@ -369,6 +377,7 @@ fn note_resident(shared: &Shared, req: &Request, file: OwnedFd) {
         len: req.len,
         bitrate_kbps: None,
         chain: Some(chain_of(shared, key, req)),
+        client: None,
     };
     if let Err(e) = shared.engine.note_resident(&file, &request) {
         tracing::debug!("resident note not accounted: {e}");
@@ -410,6 +419,7 @@ fn handle(shared: &Shared, req: &Request, file: OwnedFd) -> Reply {
         len: req.len,
         bitrate_kbps,
         chain: Some(chain),
+        client: None,
     };
     match shared.engine.ensure_resident_blocking(&file, request) {
         Ok(outcome) => {

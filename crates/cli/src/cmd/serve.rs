@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use vodkit_server::io::MemorySetting;
 use vodkit_server::{IoMode, IoSettings, ServerConfig};
 
 #[derive(clap::Args)]
@@ -14,12 +15,17 @@ pub struct Args {
     /// HTTP listen address.
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
-    /// How cache misses are read: vanilla, serialized, prefetch or asap.
-    #[arg(long, default_value = "vanilla")]
+    /// How cache misses are read: vanilla, serialized, prefetch or asap (asynchronous
+    /// serialized aggressive prefetching, the default).
+    #[arg(long, default_value = "asap")]
     io: String,
-    /// Prefetch policy, e.g. none, fixed:2MiB, sqrt:4MiB@419, auto.
+    /// Prefetch policy, e.g. none, fixed:2MiB, sqrt:4MiB@419, auto (the default).
     #[arg(long)]
     prefetch: Option<String>,
+    /// Prefetch-aware memory: `auto` (budget from the cgroup limit, else total RAM), a
+    /// budget such as 1GiB, or `off` (the kernel's LRU alone). See docs/prefetch.md.
+    #[arg(long, default_value = "auto", value_name = "auto|off|SIZE")]
+    memory: String,
     /// catalog.json (or a path-to-kbps map) giving each file's bit rate.
     #[arg(long)]
     catalog: Option<PathBuf>,
@@ -98,9 +104,17 @@ fn config(args: Args) -> anyhow::Result<ServerConfig> {
         p.parse::<vodkit_prefetch::PolicySpec>()
             .map_err(|e| super::usage(format!("--prefetch: {e}")))?;
     }
+    let memory: MemorySetting = args
+        .memory
+        .parse()
+        .map_err(|e| super::usage(format!("--memory: {e}")))?;
     config.io = IoSettings {
         mode,
-        prefetch: args.prefetch,
+        memory,
+        prefetch: Some(
+            args.prefetch
+                .unwrap_or_else(|| vodkit_server::io::DEFAULT_POLICY.into()),
+        ),
         catalog: args.catalog,
         devices: args.devices,
         stats_every: (!args.stats_every.is_zero()).then_some(args.stats_every),

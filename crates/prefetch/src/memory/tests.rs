@@ -93,9 +93,11 @@ fn consumed_bytes_stay_cached_while_the_budget_has_room() {
     let t = m.totals();
     assert_eq!(t.consumed_cached_bytes, 4 * MIB);
     assert!(t.consumed_cached_bytes + t.unconsumed_bytes <= 16 * MIB);
-    // Asking for cached bytes again takes them out of the cache (they are in use).
+    // A new stream at 5 MiB follows the first (at 8 MiB): the cached bytes between them
+    // become the interval's kept bytes.
     m.request(F, Some(3), 5 * MIB, 6 * MIB, SIZE, 2000, 5.0);
-    assert_eq!(m.totals().consumed_cached_bytes, 3 * MIB);
+    let t = m.totals();
+    assert_eq!((t.consumed_cached_bytes, t.kept_bytes), (MIB, 3 * MIB));
 }
 
 #[test]
@@ -133,16 +135,19 @@ fn a_close_follower_keeps_the_interval_and_consumes_it() {
     m.consumed(lead, 6 * MIB, 1.0);
     let (follow, d) = step(&mut m, 2, 0, MIB, 2 * MIB, 2.0);
     assert!(d.is_empty());
+    // The follower adopts the leader's cached 0..6 MiB as the interval's kept bytes.
+    assert_eq!(m.totals().kept_bytes, 6 * MIB);
+    assert_eq!(m.totals().consumed_cached_bytes, 0);
     // The leader's next consumption (6..10 MiB) is kept: the follower is 6 MiB behind.
     let d = m.consumed(lead, 10 * MIB, 3.0);
     assert!(d.is_empty(), "kept for the follower: {d:?}");
-    assert_eq!(m.totals().kept_bytes, 4 * MIB);
+    assert_eq!(m.totals().kept_bytes, 10 * MIB);
     assert!(m.totals().horizon_bytes >= 6 * MIB);
     // The follower passes the kept range: an interval hit; then, with nobody behind, the
     // bytes are ordinary consumed bytes (cached: this budget has room).
     let d = m.consumed(follow, 10 * MIB, 4.0);
     let t = m.totals();
-    assert_eq!(t.interval_hit_bytes, 4 * MIB);
+    assert_eq!(t.interval_hit_bytes, 10 * MIB);
     assert_eq!(t.kept_bytes, 0);
     assert!(d.is_empty());
     assert_eq!(t.consumed_cached_bytes, 10 * MIB);
