@@ -358,6 +358,10 @@ impl State {
         obs.now_s = now;
         obs.disk_time_s = busy_total;
         obs.busy_s = busy_total / n;
+        obs.budget_per_sqrt_kbps = self
+            .memory
+            .as_ref()
+            .and_then(MemoryManager::pool_per_weight);
         self.policy.observe(&obs);
         self.ledger.expire(now);
         self.last_observe_s = now;

@@ -287,6 +287,12 @@ impl MemoryManager {
         share.min(self.prefetch_pool().saturating_sub(others))
     }
 
+    /// The prefetch pool per unit of √kbps over the active streams (`None` without
+    /// streams): a stream at `k` kbps gets this × √k.
+    pub fn pool_per_weight(&self) -> Option<f64> {
+        (self.weights > 0.0).then(|| self.prefetch_pool() as f64 / self.weights)
+    }
+
     /// Stream `id`'s √bit-rate share of the prefetch pool.
     fn share(&self, id: StreamId) -> u64 {
         match self.streams.get(&id) {

@@ -209,6 +209,9 @@ pub struct AutoPolicy {
     /// When the eviction guard last moved the size (it acts at most once per `interval`:
     /// evictions of data prefetched before a shrink would otherwise shrink it again).
     last_guard_s: Option<f64>,
+    /// Largest reference size the memory budget allows (from
+    /// [`Observation::budget_per_sqrt_kbps`]), if a memory manager reports one.
+    ceiling: Option<u64>,
     log: ClassLog,
 }
 
@@ -228,6 +231,7 @@ impl AutoPolicy {
             phase: Phase::Starting,
             windows: 0,
             last_guard_s: None,
+            ceiling: None,
             log: ClassLog::default(),
         }
     }
@@ -367,7 +371,9 @@ impl AutoPolicy {
         let p = self.target;
         self.scores.insert(p, score);
         let step = self.params.step_bytes;
-        let larger = p.checked_add(step).filter(|&s| s <= self.params.max_bytes);
+        let larger = p
+            .checked_add(step)
+            .filter(|&s| s <= self.params.max_bytes && self.ceiling.is_none_or(|c| s <= c));
         let smaller = p
             .checked_sub(step)
             .filter(|&s| s >= self.params.min_bytes && s > 0);
@@ -405,6 +411,24 @@ impl AutoPolicy {
         }
     }
 
+    /// The memory budget bounds the reference size: a size above it would only be cut
+    /// short by the engine (and measured as if it were larger). Shrinking to it is
+    /// immediate, like the eviction rule's; the search then works below it.
+    fn apply_ceiling(&mut self, per_sqrt_kbps: f64) {
+        let step = self.params.step_bytes.max(1);
+        let raw = per_sqrt_kbps * f64::from(self.params.ref_kbps.max(1)).sqrt();
+        let ceiling =
+            ((raw as u64) / step * step).clamp(self.params.min_bytes, self.params.max_bytes);
+        self.ceiling = Some(ceiling);
+        if self.target > ceiling {
+            self.target = ceiling;
+            self.scores.retain(|&s, _| s <= ceiling);
+        }
+        if self.size > ceiling as f64 {
+            self.size = ceiling as f64;
+        }
+    }
+
     fn size_for(&self, kbps: u32) -> u64 {
         self.params
             .scaling
@@ -434,6 +458,9 @@ impl Policy for AutoPolicy {
     }
 
     fn observe(&mut self, o: &Observation) {
+        if let Some(per) = o.budget_per_sqrt_kbps {
+            self.apply_ceiling(per);
+        }
         if self.clock.is_none() {
             self.advance(o.now_s);
         }
@@ -457,6 +484,9 @@ impl Policy for AutoPolicy {
         detail.insert("reference_kbps".into(), self.params.ref_kbps as f64);
         detail.insert("reference_bytes".into(), self.reference_bytes() as f64);
         detail.insert("target_bytes".into(), self.target as f64);
+        if let Some(c) = self.ceiling {
+            detail.insert("ceiling_bytes".into(), c as f64);
+        }
         detail.insert("phase".into(), self.phase.code());
         detail.insert("windows".into(), self.windows as f64);
         if let Some(s) = self.last_score {

@@ -123,6 +123,11 @@ pub struct Observation {
     pub evictions: u64,
     /// Sum over those evictions of the seconds between prefetch and eviction.
     pub eviction_time_s: f64,
+    /// The memory budget's prefetch pool per unit of √kbps over the active streams (the
+    /// memory manager's share rule): a stream at `k` kbps may hold at most this × √k bytes
+    /// of prefetch. `None` without a memory manager or without streams.
+    #[serde(default)]
+    pub budget_per_sqrt_kbps: Option<f64>,
 }
 
 impl Observation {
@@ -136,6 +141,9 @@ impl Observation {
         self.evicted_bytes += o.evicted_bytes;
         self.evictions += o.evictions;
         self.eviction_time_s += o.eviction_time_s;
+        if o.budget_per_sqrt_kbps.is_some() {
+            self.budget_per_sqrt_kbps = o.budget_per_sqrt_kbps;
+        }
     }
 }
 

@@ -406,6 +406,7 @@ fn evicting_seconds(p: &mut AutoPolicy, from: u64, to: u64, eviction_time: f64) 
             evicted_bytes: 200_000,
             evictions: 2,
             eviction_time_s: 2.0 * eviction_time,
+            budget_per_sqrt_kbps: None,
         });
     }
 }
@@ -506,4 +507,42 @@ fn specs_serialize_as_strings() {
     assert_eq!(serde_json::from_str::<PolicySpec>(&json).unwrap(), s);
     let err = serde_json::from_str::<PolicySpec>("\"fixed:lots\"").unwrap_err();
     assert!(err.to_string().contains("not a size"), "{err}");
+}
+
+#[test]
+fn auto_starts_inside_the_memory_budget_and_searches_below_it() {
+    let mut p = spec("auto:start=6MiB@419,step=512KiB").build();
+    let mib = 1u64 << 20;
+    assert_eq!(
+        p.prefetch_bytes(&ctx(419, 0, ChainKind::Other, 0.0)),
+        6 * mib
+    );
+    // The manager reports 2.25 MiB per √kbps-share at 419 kbps: 2.25 MiB rounds down to
+    // the 512 KiB step grid (2 MiB) and applies at once.
+    let per = 2.25 * mib as f64 / 419f64.sqrt();
+    p.observe(&Observation {
+        now_s: 1.0,
+        budget_per_sqrt_kbps: Some(per),
+        ..Default::default()
+    });
+    assert_eq!(
+        p.prefetch_bytes(&ctx(419, 0, ChainKind::Other, 1.5)),
+        2 * mib
+    );
+    let state = p.current();
+    assert_eq!(state.detail.get("ceiling_bytes"), Some(&((2 * mib) as f64)));
+    // Busy, evicting nothing, for many windows: the search never grows past the ceiling.
+    for w in 0..20 {
+        let t = 2.0 + w as f64 * 181.0;
+        p.observe(&Observation {
+            now_s: t,
+            requested_bytes: 100 * mib,
+            disk_bytes: 100 * mib,
+            disk_time_s: 170.0,
+            busy_s: 170.0,
+            budget_per_sqrt_kbps: Some(per),
+            ..Default::default()
+        });
+        assert!(p.prefetch_bytes(&ctx(419, 0, ChainKind::Other, t)) <= 2 * mib);
+    }
 }
