@@ -26,6 +26,54 @@ impl BudgetSource {
     }
 }
 
+/// `--memory` of `vodkit serve` and `vodkit prefetchd`: whether the engine runs the memory
+/// manager, and with which budget.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum MemorySetting {
+    /// No manager: the kernel's LRU decides, the policy alone sizes prefetches.
+    Off,
+    /// Manager on, budget from the cgroup limit or total RAM.
+    #[default]
+    Auto,
+    /// Manager on with this budget (bytes).
+    Budget(u64),
+}
+
+impl MemorySetting {
+    /// The manager's configuration (`None` when off).
+    pub fn config(self) -> Option<crate::memory::MemoryConfig> {
+        match self {
+            MemorySetting::Off => None,
+            MemorySetting::Auto => Some(crate::memory::MemoryConfig::for_budget(detect(None).0)),
+            MemorySetting::Budget(b) => Some(crate::memory::MemoryConfig::for_budget(b)),
+        }
+    }
+
+    /// Where the budget comes from (meaningless when off).
+    pub fn source(self) -> BudgetSource {
+        match self {
+            MemorySetting::Budget(_) => BudgetSource::Flag,
+            _ => detect(None).1,
+        }
+    }
+}
+
+impl std::str::FromStr for MemorySetting {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "off" => Ok(MemorySetting::Off),
+            "auto" => Ok(MemorySetting::Auto),
+            _ => s
+                .parse::<bytesize::ByteSize>()
+                .ok()
+                .filter(|b| b.as_u64() > 0)
+                .map(|b| MemorySetting::Budget(b.as_u64()))
+                .ok_or_else(|| format!("`{s}`: expected off, auto or a size such as 1GiB")),
+        }
+    }
+}
+
 /// The budget: `flag` if given, else the cgroup's limit, else total RAM (1 GiB if even that
 /// cannot be read).
 pub fn detect(flag: Option<u64>) -> (u64, BudgetSource) {
@@ -121,6 +169,23 @@ mod tests {
         std::fs::write(root.join("memory/x/memory.limit_in_bytes"), "1073741824\n").unwrap();
         std::fs::write(&cg, "4:memory:/x\n").unwrap();
         assert_eq!(cgroup_limit(&cg, root), Some(1 << 30));
+    }
+
+    #[test]
+    fn memory_settings_parse() {
+        assert_eq!("off".parse(), Ok(MemorySetting::Off));
+        assert_eq!("auto".parse(), Ok(MemorySetting::Auto));
+        assert_eq!("256MiB".parse(), Ok(MemorySetting::Budget(256 << 20)));
+        let e = "lots".parse::<MemorySetting>().unwrap_err();
+        assert!(e.contains("lots") && e.contains("1GiB"), "{e}");
+        assert!("0".parse::<MemorySetting>().is_err());
+        assert_eq!(MemorySetting::Off.config(), None);
+        assert_eq!(
+            MemorySetting::Budget(1 << 30)
+                .config()
+                .map(|c| c.budget_bytes),
+            Some(1 << 30)
+        );
     }
 
     #[test]

@@ -17,8 +17,7 @@ use std::time::Duration;
 use vodkit_prefetch::memory::StreamId;
 pub use vodkit_prefetch::IoMode;
 use vodkit_prefetch::{
-    budget, Begin, BitrateMap, ChainTracker, Engine, EngineConfig, MemoryConfig, PolicySpec,
-    ReadRequest,
+    Begin, BitrateMap, ChainTracker, Engine, EngineConfig, PolicySpec, ReadRequest,
 };
 
 use crate::range::ByteRange;
@@ -44,31 +43,7 @@ pub struct IoSettings {
     pub memory: MemorySetting,
 }
 
-/// `--memory`: whether the server manages its page cache, and with which budget.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub enum MemorySetting {
-    /// No manager: the kernel's LRU decides, the policy alone sizes prefetches.
-    Off,
-    /// Manager on, budget from the cgroup limit or total RAM.
-    #[default]
-    Auto,
-    /// Manager on with this budget (bytes).
-    Budget(u64),
-}
-
-impl std::str::FromStr for MemorySetting {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "off" => Ok(MemorySetting::Off),
-            "auto" => Ok(MemorySetting::Auto),
-            _ => s
-                .parse::<bytesize::ByteSize>()
-                .map(|b| MemorySetting::Budget(b.as_u64()))
-                .map_err(|_| format!("`{s}`: expected off, auto or a size such as 1GiB")),
-        }
-    }
-}
+pub use vodkit_prefetch::budget::MemorySetting;
 
 impl Default for IoSettings {
     fn default() -> Self {
@@ -104,11 +79,7 @@ pub fn engine_config(settings: &IoSettings) -> Result<EngineConfig, String> {
             .add_override(d)
             .map_err(|e| format!("device override {d:?}: {e}"))?;
     }
-    cfg.memory = match settings.memory {
-        MemorySetting::Off => None,
-        MemorySetting::Auto => Some(MemoryConfig::for_budget(budget::detect(None).0)),
-        MemorySetting::Budget(b) => Some(MemoryConfig::for_budget(b)),
-    };
+    cfg.memory = settings.memory.config();
     Ok(cfg)
 }
 
@@ -183,10 +154,7 @@ impl DiskIo {
             Some(m) => tracing::info!(
                 "memory manager on: budget {} ({}), reserve {}",
                 bytesize::ByteSize(m.budget_bytes),
-                match settings.memory {
-                    MemorySetting::Budget(_) => "--memory",
-                    _ => budget::detect(None).1.name(),
-                },
+                settings.memory.source().name(),
                 bytesize::ByteSize(m.reserve_bytes)
             ),
             None => tracing::info!("memory manager off"),

@@ -27,6 +27,10 @@ pub struct DaemonArgs {
     /// it a file matches the catalog entry its path ends with.
     #[arg(long, value_name = "DIR", requires = "catalog")]
     pub root: Option<PathBuf>,
+    /// Prefetch-aware memory, as for `vodkit serve`: `auto` (the cgroup's limit, else total
+    /// RAM), a budget such as 1GiB, or `off` (the kernel's LRU alone).
+    #[arg(long, default_value = "auto", value_name = "auto|off|SIZE")]
+    pub memory: String,
 }
 
 impl DaemonArgs {
@@ -36,6 +40,11 @@ impl DaemonArgs {
             let rates = FileRates::load(catalog, self.root.as_deref()).map_err(super::usage)?;
             config.bitrates = Some(rates);
         }
+        let memory: vodkit_prefetch::budget::MemorySetting = self
+            .memory
+            .parse()
+            .map_err(|e| super::usage(format!("--memory: {e}")))?;
+        config.memory = memory.config();
         Ok(config)
     }
 }
