@@ -18,7 +18,10 @@
 //!   disk-bound runs are tuned with more of them;
 //! - `+threads` or `+threads:N` — nginx with `aio threads` (N pool threads per worker,
 //!   default 32 as in nginx): file reads and `sendfile` run in nginx's thread pool, so a
-//!   read that waits for the disk blocks one thread rather than a whole worker.
+//!   read that waits for the disk blocks one thread rather than a whole worker;
+//! - `+memory:off`, `+memory:auto` or `+memory:SIZE` — the prefetch-aware memory manager of
+//!   a vodkit server or of a `+preload` server's daemon (`--memory`; default `auto`, the
+//!   budget of the run's memory cgroup). `+memory:off` is the engine before the manager.
 
 use serde::Serialize;
 use std::fmt;
@@ -59,6 +62,8 @@ pub struct Sut {
     pub workers: Option<usize>,
     /// `+threads[:N]`: nginx's `aio threads` with N pool threads per worker.
     pub aio_threads: Option<usize>,
+    /// `+memory:…`: the memory manager setting passed as `--memory` (None: the default).
+    pub memory: Option<vodkit_prefetch::budget::MemorySetting>,
 }
 
 impl Sut {
@@ -161,6 +166,7 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
             readahead: None,
             workers: None,
             aio_threads: None,
+            memory: None,
         });
     }
     let mut parts = entry.split('+');
@@ -172,6 +178,7 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
         readahead: None,
         workers: None,
         aio_threads: None,
+        memory: None,
     };
     for modifier in parts {
         if let Some(rest) = modifier.strip_prefix("preload") {
@@ -189,6 +196,11 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
                 return Err("`+workers` given twice".into());
             }
             sut.workers = Some(parse_workers(rest)?);
+        } else if let Some(rest) = modifier.strip_prefix("memory:") {
+            if sut.memory.is_some() {
+                return Err("`+memory` given twice".into());
+            }
+            sut.memory = Some(rest.parse().map_err(|e| format!("+memory:{e}"))?);
         } else if let Some(rest) = modifier.strip_prefix("threads") {
             if sut.aio_threads.is_some() {
                 return Err("`+threads` given twice".into());
@@ -196,7 +208,7 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
             sut.aio_threads = Some(parse_threads(rest)?);
         } else {
             return Err(format!(
-                "unknown modifier `+{modifier}`; expected +preload[:POLICY], +readahead:KB[,maxsectors:KB], +workers:N or +threads[:N]"
+                "unknown modifier `+{modifier}`; expected +preload[:POLICY], +readahead:KB[,maxsectors:KB], +workers:N, +threads[:N] or +memory:auto|off|SIZE"
             ));
         }
     }
@@ -204,6 +216,9 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
         return Err(
             "+threads is nginx's `aio threads` (Apache already has a thread per connection)".into(),
         );
+    }
+    if sut.memory.is_some() && !matches!(sut.base, Base::Vodkit { .. }) && sut.preload.is_none() {
+        return Err("+memory sets the memory manager of vodkit or of a +preload daemon".into());
     }
     if sut.workers.is_some() && !matches!(sut.base, Base::Nginx | Base::Apache) {
         return Err("+workers sets the processes of nginx or apache".into());
@@ -352,6 +367,22 @@ fn parse_url(url: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn memory_modifier_sets_the_manager() {
+        use vodkit_prefetch::budget::MemorySetting;
+        let off = parse_one("vodkit:asap:auto+memory:off").unwrap();
+        assert_eq!(off.memory, Some(MemorySetting::Off));
+        let sized = parse_one("nginx+preload:auto+threads:128+memory:1GiB").unwrap();
+        assert_eq!(sized.memory, Some(MemorySetting::Budget(1 << 30)));
+        assert_eq!(parse_one("vodkit").unwrap().memory, None);
+        let e = parse_one("nginx+memory:off").unwrap_err();
+        assert!(e.contains("+preload"), "{e}");
+        let e = parse_one("vodkit+memory:lots").unwrap_err();
+        assert!(e.contains("+memory:") && e.contains("lots"), "{e}");
+        let e = parse_one("vodkit+memory:off+memory:auto").unwrap_err();
+        assert!(e.contains("twice"), "{e}");
+    }
 
     #[test]
     fn parses_every_form() {

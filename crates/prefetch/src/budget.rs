@@ -28,7 +28,8 @@ impl BudgetSource {
 
 /// `--memory` of `vodkit serve` and `vodkit prefetchd`: whether the engine runs the memory
 /// manager, and with which budget.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
 pub enum MemorySetting {
     /// No manager: the kernel's LRU decides, the policy alone sizes prefetches.
     Off,
