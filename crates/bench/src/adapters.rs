@@ -280,6 +280,9 @@ impl Running for ChildRunning {
     }
     fn stop(self: Box<Self>) -> Result<Vec<String>, String> {
         self.process
+    fn pids(&self) -> Vec<u32> {
+        vec![self.process.pid()]
+    }
             .stop(Duration::from_secs(40))
             .map_err(|e| e.to_string())
     }

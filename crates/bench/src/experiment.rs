@@ -5,11 +5,13 @@
 //! 2. start the server under test (under its memory budget),
 //! 3. start the system sampler, run the load at the rate (the load generator warms the
 //!    cache first and reports the steady-state window, ramps excluded),
-//! 4. summarise disk and CPU over that window, stop the server, collect its error lines.
+//! 4. summarise disk and CPU (machine-wide busy and iowait, and cores used by the server,
+//!    the load generator and the disk emulator) over that window, stop the server, collect
+//!    its error lines.
 //!
 //! [`run_bench`] runs the capacity search for every server and assembles the report.
 
-use crate::point::{ClientMetrics, DiskMetrics, PointMetrics};
+use crate::point::{ClientMetrics, DiskMetrics, PointMetrics, ProcessCores};
 use crate::report::{self, BenchReport, ServerReport};
 use crate::search::{self, Criterion, Observation, Oracle, SearchPlan, Trial};
 use crate::sut::Sut;
@@ -32,12 +34,21 @@ pub trait LoadDriver {
 #[derive(Debug, Clone, Default)]
 pub struct SystemFigures {
     pub disk: Option<DiskMetrics>,
-    pub cpu_util: Option<f64>,
+    /// Machine-wide busy share of all cores, iowait not counted (see [`PointMetrics`]).
+    pub cpu_busy: Option<f64>,
+    /// Machine-wide iowait share of all cores.
+    pub cpu_iowait: Option<f64>,
+    /// Cores used by the server, the load generator and the disk emulator, where known.
+    pub cores: ProcessCores,
     pub notes: Vec<String>,
 }
 
 /// Samples system metrics while a point runs.
 pub trait Sampler {
+    /// The processes that make up the server under test (roots of process trees), told
+    /// before each `start`; empty when not known. Samplers that do not measure processes
+    /// ignore it.
+    fn watch_server(&mut self, _pids: &[u32]) {}
     fn start(&mut self) -> Result<(), String>;
     /// Stop sampling and summarise the steady-state window (whole run when `None`).
     fn finish(&mut self, window: Option<(SystemTime, SystemTime)>)
@@ -62,6 +73,12 @@ impl Sampler for NoSampler {
 /// A started server under test.
 pub trait Running {
     fn base_url(&self) -> String;
+    /// Processes that make up the server (roots of their process trees: the main process,
+    /// whose workers are its descendants, and any helper such as a prefetch daemon); empty
+    /// when it runs inside this process or elsewhere.
+    fn pids(&self) -> Vec<u32> {
+        Vec::new()
+    }
     /// Prefetch size over time, for servers that adapt it.
     fn prefetch_series(&self) -> Vec<(f64, u64)> {
         Vec::new()
@@ -146,6 +163,7 @@ impl Oracle for ServerOracle<'_, '_> {
         }
         let server = self.rig.launcher.start(self.sut).map_err(PointError)?;
         let url = server.base_url();
+        self.rig.sampler.watch_server(&server.pids());
         let sampling = self.rig.sampler.start();
         let load = self.rig.load.run(&url, rate, repeat);
         let figures = match sampling {
@@ -163,7 +181,9 @@ impl Oracle for ServerOracle<'_, '_> {
         match figures {
             Ok(f) => {
                 m.disk = f.disk;
-                m.cpu_util = f.cpu_util;
+                m.cpu_busy = f.cpu_busy;
+                m.cpu_iowait = f.cpu_iowait;
+                m.cores = f.cores;
                 m.notes.extend(f.notes);
             }
             Err(e) => m.notes.push(format!("system metrics unavailable: {e}")),

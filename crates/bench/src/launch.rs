@@ -89,6 +89,10 @@ impl Running for PeerRunning {
         let this = *self;
         // The server first: it must not outlive the daemon it reports to.
         let mut lines = this
+    fn pids(&self) -> Vec<u32> {
+        let daemon = self.daemon.as_ref().map(|d| d.pid());
+        std::iter::once(self.process.pid()).chain(daemon).collect()
+    }
             .process
             .stop(Duration::from_secs(15))
             .map_err(|e| e.to_string())?;
@@ -122,6 +126,9 @@ impl Running for Tuned {
         self.inner.prefetch_series()
     }
     fn stop(self: Box<Self>) -> Result<Vec<String>, String> {
+    fn pids(&self) -> Vec<u32> {
+        self.inner.pids()
+    }
         let lines = self.inner.stop()?;
         self.applied.restore()?;
         Ok(lines)

@@ -16,6 +16,29 @@ pub struct DiskMetrics {
     pub utilization: f64,
 }
 
+/// CPU time used by the processes of a point over the steady-state window, in cores
+/// (CPU-seconds per second; 1.0 is one core fully busy). `None` where not known.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct ProcessCores {
+    /// The server under test: its main process with all threads and all descendant
+    /// processes (nginx and Apache workers), plus a `+preload` server's prefetch daemon.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server: Option<f64>,
+    /// The load generator (its threads in the bench process).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub load: Option<f64>,
+    /// The disk emulator serving the emulated drive (its FUSE threads, in the bench process
+    /// or in the `vodkit hdd up` daemon).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub disk_emulator: Option<f64>,
+}
+
+impl ProcessCores {
+    pub fn is_empty(&self) -> bool {
+        self.server.is_none() && self.load.is_none() && self.disk_emulator.is_none()
+    }
+}
+
 /// Client-side results of the load generator (steady state only).
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct ClientMetrics {
@@ -39,8 +62,19 @@ pub struct PointMetrics {
     pub client: ClientMetrics,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk: Option<DiskMetrics>,
-    /// CPU utilization across all cores (0..1).
+    /// Machine-wide CPU busy time: (user + nice + system + irq + softirq + steal) over all
+    /// jiffies of all cores (0..1). Time idle with I/O outstanding (iowait) is not busy.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_busy: Option<f64>,
+    /// Machine-wide share of all cores' time spent in iowait (0..1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_iowait: Option<f64>,
+    /// CPU used by the server, the load generator and the disk emulator, in cores.
+    #[serde(default, skip_serializing_if = "ProcessCores::is_empty")]
+    pub cores: ProcessCores,
+    /// Result files written before `cpu_busy`: 1 − idle, which counts iowait as busy (an
+    /// upper bound of `cpu_busy`). Read from old files, never written.
+    #[serde(default, skip_serializing)]
     pub cpu_util: Option<f64>,
     /// Prefetch size over time (seconds since start, bytes) for adaptive policies.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -103,6 +137,13 @@ pub fn mean_of(points: &[&PointMetrics]) -> Option<PointMetrics> {
             qos: points[0].client.qos.clone(),
         },
         disk,
+        cpu_busy: avg_opt(&|p| p.cpu_busy),
+        cpu_iowait: avg_opt(&|p| p.cpu_iowait),
+        cores: ProcessCores {
+            server: avg_opt(&|p| p.cores.server),
+            load: avg_opt(&|p| p.cores.load),
+            disk_emulator: avg_opt(&|p| p.cores.disk_emulator),
+        },
         cpu_util: avg_opt(&|p| p.cpu_util),
         prefetch_size: points[0].prefetch_size.clone(),
         server_errors: points
@@ -140,5 +181,36 @@ mod tests {
         assert_eq!(m.client.throughput_mb_s, 15.0);
         assert_eq!(m.disk.unwrap().mb_s, 4.0);
         assert!(mean_of(&[]).is_none());
+    }
+
+    #[test]
+    fn old_cpu_util_is_read_but_not_written_and_new_figures_round_trip() {
+        let old: PointMetrics =
+            serde_json::from_str(r#"{"client":{"sessions":1,"failed_sessions":0,"failure_fraction":0.0,"requests":1,"timed_out_requests":0,"throughput_mb_s":1.0,"steady_s":1.0},"cpu_util":0.95}"#)
+                .unwrap();
+        assert_eq!(old.cpu_util, Some(0.95));
+        assert_eq!(old.cpu_busy, None);
+        let json = serde_json::to_string(&old).unwrap();
+        assert!(
+            !json.contains("cpu_util") && !json.contains("cores"),
+            "{json}"
+        );
+
+        let mut a = point(1.0, None);
+        a.cpu_busy = Some(0.2);
+        a.cpu_iowait = Some(0.6);
+        a.cores.server = Some(0.5);
+        let mut b = point(1.0, None);
+        b.cpu_busy = Some(0.4);
+        b.cores.server = Some(1.5);
+        b.cores.load = Some(0.1);
+        let back: PointMetrics = serde_json::from_str(&serde_json::to_string(&a).unwrap()).unwrap();
+        assert_eq!(back, a);
+        let m = mean_of(&[&a, &b]).unwrap();
+        assert!((m.cpu_busy.unwrap() - 0.3).abs() < 1e-12);
+        assert_eq!(m.cpu_iowait, Some(0.6));
+        assert_eq!(m.cores.server, Some(1.0));
+        assert_eq!(m.cores.load, Some(0.1));
+        assert_eq!(m.cores.disk_emulator, None);
     }
 }

@@ -1,10 +1,13 @@
 //! Adapters to `vodkit-disk`: the /proc sampler running on a background thread while a
-//! point runs (summarised over the steady-state window), and the memory budget (memory
-//! cgroup, page cache included) that server commands join before they start.
+//! point runs (summarised over the steady-state window: disk, machine-wide CPU busy and
+//! iowait, and the cores used by the server, the load generator and the disk emulator),
+//! and the memory budget (memory cgroup, page cache included) that server commands join
+//! before they start.
 
 use crate::experiment::{Sampler, SystemFigures};
 use crate::launch::CommandWrap;
-use crate::point::DiskMetrics;
+use crate::point::{DiskMetrics, ProcessCores};
+use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,12 +30,15 @@ pub fn device_of(path: &Path) -> Option<String> {
 }
 
 type Samples = Arc<Mutex<Vec<(SystemTime, sys::Sample)>>>;
+type ProcSamples = Arc<Mutex<Vec<(SystemTime, RoleTicks)>>>;
 
 /// Samples /proc once a second on a thread while a point runs.
 pub struct ProcSampler {
     pub device: Option<String>,
     pub cgroup: Option<PathBuf>,
     samples: Samples,
+    procs: ProcSamples,
+    watch: Watch,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -44,6 +50,8 @@ impl ProcSampler {
             device: device_of(root),
             cgroup,
             samples: Arc::default(),
+            procs: Arc::default(),
+            watch: Watch::default(),
             stop: Arc::default(),
             thread: None,
         }
@@ -51,6 +59,10 @@ impl ProcSampler {
 }
 
 impl Sampler for ProcSampler {
+    fn watch_server(&mut self, pids: &[u32]) {
+        self.watch.server = pids.to_vec();
+    }
+
     fn start(&mut self) -> Result<(), String> {
         let cfg = sys::SamplerConfig {
             devices: self.device.iter().cloned().collect(),
@@ -58,8 +70,18 @@ impl Sampler for ProcSampler {
         };
         let mut sampler = sys::Sampler::new(cfg)?;
         self.samples.lock().map_err(|e| e.to_string())?.clear();
+        // The load generator runs on the thread that starts the sampler (the bench runs
+        // the load right after), plus its named worker threads.
+        self.watch.load_tid = Some(current_tid());
+        self.watch.disk = self.device.as_deref().and_then(disk_emulator_of);
+        let watch = self.watch.clone();
+        {
+            let mut procs = self.procs.lock().map_err(|e| e.to_string())?;
+            procs.clear();
+            procs.push((SystemTime::now(), role_ticks(&watch)));
+        }
         self.stop.store(false, Ordering::SeqCst);
-        let (samples, stop) = (self.samples.clone(), self.stop.clone());
+        let (samples, procs, stop) = (self.samples.clone(), self.procs.clone(), self.stop.clone());
         self.thread = Some(std::thread::spawn(move || {
             while !stop.load(Ordering::SeqCst) {
                 for _ in 0..10 {
@@ -71,6 +93,10 @@ impl Sampler for ProcSampler {
                 let s = sampler.sample();
                 if let Ok(mut v) = samples.lock() {
                     v.push((SystemTime::now(), s));
+                }
+                let ticks = role_ticks(&watch);
+                if let Ok(mut v) = procs.lock() {
+                    v.push((SystemTime::now(), ticks));
                 }
             }
         }));
@@ -95,6 +121,8 @@ impl Sampler for ProcSampler {
             .map(|(_, s)| s)
             .collect();
         let mut figures = summarise(&picked, self.device.as_deref());
+        let procs = self.procs.lock().map_err(|e| e.to_string())?;
+        figures.cores = window_cores(&procs, window, clock_ticks());
         if self.device.is_none() {
             figures
                 .notes
@@ -110,16 +138,20 @@ impl Sampler for ProcSampler {
 }
 
 /// Disk and CPU figures over a set of samples (time-weighted; read size per transaction).
+///
+/// CPU busy is user + nice + system + irq + softirq + steal over all jiffies, which is
+/// `1 − idle − iowait` of `/proc/stat`'s shares: a core waiting in iowait is idle, however
+/// much of a disk-bound run that is. iowait is reported beside it.
 pub fn summarise(samples: &[&sys::Sample], device: Option<&str>) -> SystemFigures {
     let secs: f64 = samples.iter().map(|s| s.interval).sum();
     if secs <= 0.0 {
         return SystemFigures::default();
     }
-    let cpu = samples
-        .iter()
-        .map(|s| (1.0 - s.cpu.idle) * s.interval)
-        .sum::<f64>()
-        / secs;
+    let weighted = |f: &dyn Fn(&sys::CpuSample) -> f64| {
+        samples.iter().map(|s| f(&s.cpu) * s.interval).sum::<f64>() / secs
+    };
+    let busy = weighted(&|c| (1.0 - c.idle - c.iowait).max(0.0));
+    let iowait = weighted(&|c| c.iowait);
     let disk = device.map(|dev| {
         let rows: Vec<(f64, &sys::DiskSample)> = samples
             .iter()
@@ -152,8 +184,252 @@ pub fn summarise(samples: &[&sys::Sample], device: Option<&str>) -> SystemFigure
     });
     SystemFigures {
         disk,
-        cpu_util: Some(cpu),
+        cpu_busy: Some(busy),
+        cpu_iowait: Some(iowait),
+        cores: ProcessCores::default(),
         notes: Vec::new(),
+    }
+}
+
+/// Name prefix of the load generator's worker threads (crates/load/src/engine.rs names
+/// them `vodkit-load-N`).
+const LOAD_THREAD_PREFIX: &str = "vodkit-load";
+/// Name prefix of the FUSE session threads of an emulated disk served in this process
+/// (the fuser crate names them `fuser-N`).
+const FUSE_THREAD_PREFIX: &str = "fuser-";
+
+/// The fields of `/proc/PID/stat` (or `/proc/PID/task/TID/stat`) the sampler uses.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ProcStat {
+    pub comm: String,
+    pub ppid: u32,
+    /// User and system time in clock ticks; for a process, of all its threads (live and
+    /// exited).
+    pub utime: u64,
+    pub stime: u64,
+}
+
+impl ProcStat {
+    pub fn ticks(&self) -> u64 {
+        self.utime + self.stime
+    }
+}
+
+/// Parse one `stat` line (proc(5)); `None` when it is not one. The command name may hold
+/// spaces and parentheses, so the fields are counted from its last `)`.
+pub fn parse_proc_stat(text: &str) -> Option<ProcStat> {
+    let open = text.find('(')?;
+    let close = text.rfind(')')?;
+    let comm = text.get(open + 1..close)?.to_string();
+    let rest: Vec<&str> = text.get(close + 1..)?.split_whitespace().collect();
+    // rest[0] is field 3 (state), so field n is rest[n - 3].
+    let field = |n: usize| -> Option<u64> { rest.get(n - 3)?.parse().ok() };
+    Some(ProcStat {
+        comm,
+        ppid: u32::try_from(field(4)?).ok()?,
+        utime: field(14)?,
+        stime: field(15)?,
+    })
+}
+
+fn read_proc_stat(path: &Path) -> Option<ProcStat> {
+    parse_proc_stat(&std::fs::read_to_string(path).ok()?)
+}
+
+/// Clock ticks per second of the /proc times.
+pub fn clock_ticks() -> f64 {
+    // SAFETY: sysconf has no preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz > 0 {
+        hz as f64
+    } else {
+        100.0
+    }
+}
+
+fn current_tid() -> u32 {
+    // SAFETY: gettid has no preconditions and cannot fail.
+    unsafe { libc::gettid() as u32 }
+}
+
+/// Every process on the machine, by pid.
+pub fn all_processes() -> HashMap<u32, ProcStat> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return HashMap::new();
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| e.file_name().to_str()?.parse::<u32>().ok())
+        .filter_map(|pid| {
+            Some((
+                pid,
+                read_proc_stat(&PathBuf::from(format!("/proc/{pid}/stat")))?,
+            ))
+        })
+        .collect()
+}
+
+/// CPU ticks of each of `roots` and of all their descendants, by pid.
+pub fn tree_ticks(procs: &HashMap<u32, ProcStat>, roots: &[u32]) -> HashMap<u32, u64> {
+    let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
+    for (pid, st) in procs {
+        children.entry(st.ppid).or_default().push(*pid);
+    }
+    let mut out = HashMap::new();
+    let mut todo: Vec<u32> = roots.to_vec();
+    while let Some(pid) = todo.pop() {
+        let Some(st) = procs.get(&pid) else { continue };
+        if out.insert(pid, st.ticks()).is_none() {
+            todo.extend(children.get(&pid).into_iter().flatten());
+        }
+    }
+    out
+}
+
+/// CPU ticks of the threads of process `pid` whose name starts with `prefix`, and of the
+/// thread `also` whatever its name, by thread id.
+fn thread_ticks(pid: u32, prefix: &str, also: Option<u32>) -> HashMap<u32, u64> {
+    let Ok(entries) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return HashMap::new();
+    };
+    entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let tid: u32 = e.file_name().to_str()?.parse().ok()?;
+            let st = read_proc_stat(&e.path().join("stat"))?;
+            (st.comm.starts_with(prefix) || Some(tid) == also).then_some((tid, st.ticks()))
+        })
+        .collect()
+}
+
+/// Where the emulated disk behind a loop device is served.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DiskEmulator {
+    /// By FUSE threads of this process (the bench's own testbed).
+    InProcess,
+    /// By a `vodkit hdd up` daemon.
+    Daemon(u32),
+}
+
+/// The server of the emulated disk attached as `device` (`loop3`): the testbed's state
+/// file lies in the directory above the FUSE image the loop device reads, and names the
+/// serving process. `None` for any other device.
+pub fn disk_emulator_of(device: &str) -> Option<DiskEmulator> {
+    use vodkit_disk::testbed;
+    let backing = std::fs::read_to_string(format!("/sys/block/{device}/loop/backing_file"));
+    let next_to_image = backing.ok().and_then(|b| {
+        let dir = Path::new(b.trim()).parent()?.parent()?.to_path_buf();
+        let text = std::fs::read_to_string(dir.join("state.json")).ok()?;
+        serde_json::from_str::<testbed::State>(&text).ok()
+    });
+    let state = next_to_image.or_else(|| {
+        testbed::list_states(Path::new(testbed::DEFAULT_STATE_ROOT))
+            .into_iter()
+            .find(|s| s.loop_device == device)
+    })?;
+    if state.loop_device != device {
+        return None;
+    }
+    Some(if state.pid == std::process::id() {
+        DiskEmulator::InProcess
+    } else {
+        DiskEmulator::Daemon(state.pid)
+    })
+}
+
+/// Whose CPU the sampler measures.
+#[derive(Debug, Clone, Default)]
+struct Watch {
+    /// Roots of the server's process trees.
+    server: Vec<u32>,
+    /// The thread running the load generator's coordinator.
+    load_tid: Option<u32>,
+    disk: Option<DiskEmulator>,
+}
+
+/// Cumulative CPU ticks of each watched role at one instant, by process or thread id;
+/// `None` for a role that is not watched.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RoleTicks {
+    pub server: Option<HashMap<u32, u64>>,
+    pub load: Option<HashMap<u32, u64>>,
+    pub disk_emulator: Option<HashMap<u32, u64>>,
+}
+
+fn role_ticks(w: &Watch) -> RoleTicks {
+    let me = std::process::id();
+    let procs = (!w.server.is_empty() || matches!(w.disk, Some(DiskEmulator::Daemon(_))))
+        .then(all_processes);
+    let tree = |roots: &[u32]| procs.as_ref().map(|p| tree_ticks(p, roots));
+    RoleTicks {
+        server: if w.server.is_empty() {
+            None
+        } else {
+            tree(&w.server)
+        },
+        load: w
+            .load_tid
+            .map(|tid| thread_ticks(me, LOAD_THREAD_PREFIX, Some(tid))),
+        disk_emulator: match w.disk {
+            Some(DiskEmulator::InProcess) => Some(thread_ticks(me, FUSE_THREAD_PREFIX, None)),
+            Some(DiskEmulator::Daemon(pid)) => tree(&[pid]),
+            None => None,
+        },
+    }
+}
+
+/// Cores used between two readings of the same ids: what each id present at the end
+/// gained since the start (an id born in between counts from zero; one gone by the end
+/// is lost with the time it used in between).
+pub fn cores_between(
+    a: &HashMap<u32, u64>,
+    b: &HashMap<u32, u64>,
+    secs: f64,
+    ticks_per_s: f64,
+) -> f64 {
+    let ticks: u64 = b
+        .iter()
+        .map(|(id, now)| now.saturating_sub(a.get(id).copied().unwrap_or(0)))
+        .sum();
+    ticks as f64 / ticks_per_s / secs
+}
+
+/// Cores used by each role over the steady-state window (whole run when `None`), from the
+/// readings just before it starts to the last one in it.
+pub fn window_cores(
+    readings: &[(SystemTime, RoleTicks)],
+    window: Option<(SystemTime, SystemTime)>,
+    ticks_per_s: f64,
+) -> ProcessCores {
+    let (first, last) = match window {
+        None => (readings.first(), readings.last()),
+        Some((a, b)) => {
+            let end = b + Duration::from_millis(500);
+            (
+                readings
+                    .iter()
+                    .rev()
+                    .find(|(at, _)| *at <= a)
+                    .or(readings.first()),
+                readings.iter().rev().find(|(at, _)| *at <= end),
+            )
+        }
+    };
+    let (Some((t0, a)), Some((t1, b))) = (first, last) else {
+        return ProcessCores::default();
+    };
+    let secs = t1.duration_since(*t0).map_or(0.0, |d| d.as_secs_f64());
+    if secs < 0.5 {
+        return ProcessCores::default();
+    }
+    let role = |x: &Option<HashMap<u32, u64>>, y: &Option<HashMap<u32, u64>>| match (x, y) {
+        (Some(x), Some(y)) => Some(cores_between(x, y, secs, ticks_per_s)),
+        _ => None,
+    };
+    ProcessCores {
+        server: role(&a.server, &b.server),
+        load: role(&a.load, &b.load),
+        disk_emulator: role(&a.disk_emulator, &b.disk_emulator),
     }
 }
 
@@ -306,8 +582,164 @@ mod tests {
         assert!((d.avg_read_kib - 1024.0).abs() < 1e-9);
         assert!((d.ms_per_transaction - 10.0).abs() < 1e-9);
         assert!((d.utilization - 0.5).abs() < 1e-9);
-        assert!((f.cpu_util.unwrap() - 0.25).abs() < 1e-9);
+        assert!((f.cpu_busy.unwrap() - 0.25).abs() < 1e-9);
+        assert_eq!(f.cpu_iowait, Some(0.0));
         assert!(summarise(&[&a], None).disk.is_none());
+    }
+
+    /// CPU shares between two `/proc/stat` texts, as `vodkit_disk::sys` computes them.
+    fn cpu_between(before: &str, after: &str) -> sys::CpuSample {
+        let (a, b) = (sys::parse_stat(before), sys::parse_stat(after));
+        let total = |c: &sys::CpuCounters| c.user + c.system + c.idle + c.iowait + c.other;
+        let all = (total(&b) - total(&a)) as f64;
+        let share = |x: u64, y: u64| (x - y) as f64 / all;
+        sys::CpuSample {
+            user: share(b.user, a.user),
+            system: share(b.system, a.system),
+            iowait: share(b.iowait, a.iowait),
+            idle: share(b.idle, a.idle),
+        }
+    }
+
+    #[test]
+    fn iowait_is_not_busy() {
+        // Two cores over 10 s at 100 Hz (2000 jiffies): 0.30 cores busy (300 jiffies over
+        // user 200, nice 50, system 25, irq 5, softirq 10, steal 10), 0.84 cores in iowait
+        // (840), the rest idle (860). The old figure, 1 − idle, said 57%.
+        let before = "cpu  1000 100 500 90000 3000 10 20 5 0 0\n";
+        let after = "cpu  1200 150 525 90860 3840 15 30 15 0 0\n";
+        let mut s = sample(10.0, 0.0, 0.0, 0.0, 0.0);
+        s.cpu = cpu_between(before, after);
+        let f = summarise(&[&s], Some("vdz"));
+        let busy = f.cpu_busy.unwrap();
+        let iowait = f.cpu_iowait.unwrap();
+        assert!((busy - 0.15).abs() < 1e-9, "busy {busy}");
+        assert!((iowait - 0.42).abs() < 1e-9, "iowait {iowait}");
+        let one_minus_idle = 1.0 - s.cpu.idle;
+        assert!((one_minus_idle - 0.57).abs() < 1e-9, "{one_minus_idle}");
+        assert!(
+            busy < one_minus_idle / 3.0,
+            "busy {busy} vs 1 − idle {one_minus_idle}"
+        );
+    }
+
+    #[test]
+    fn stat_lines_parse_whatever_the_command_name() {
+        let line = "4242 (nginx: worker (x) 1) S 4200 4200 4200 0 -1 4194624 \
+                    10 0 0 0 123 45 6 7 20 0 1 0 100 1000 50\n";
+        let st = parse_proc_stat(line).unwrap();
+        assert_eq!(st.comm, "nginx: worker (x) 1");
+        assert_eq!((st.ppid, st.utime, st.stime), (4200, 123, 45));
+        assert_eq!(st.ticks(), 168);
+        assert!(parse_proc_stat("4242 (short) S 1").is_none());
+        assert!(parse_proc_stat("no stat here").is_none());
+    }
+
+    #[test]
+    fn a_tree_is_its_roots_and_their_descendants() {
+        let p = |ppid, ticks| ProcStat {
+            comm: "x".into(),
+            ppid,
+            utime: ticks,
+            stime: 0,
+        };
+        let procs: HashMap<u32, ProcStat> = [
+            (1, p(0, 1)),
+            (10, p(1, 5)),
+            (11, p(10, 7)),
+            (12, p(10, 9)),
+            (13, p(11, 2)),
+            (20, p(1, 100)),
+            (30, p(0, 1000)),
+        ]
+        .into_iter()
+        .collect();
+        let t = tree_ticks(&procs, &[10, 30]);
+        let mut ids: Vec<_> = t.keys().copied().collect();
+        ids.sort();
+        assert_eq!(ids, [10, 11, 12, 13, 30]);
+        assert_eq!(t.values().sum::<u64>(), 5 + 7 + 9 + 2 + 1000);
+        assert!(tree_ticks(&procs, &[99]).is_empty());
+    }
+
+    #[test]
+    fn window_cores_count_new_ids_and_skip_unwatched_roles() {
+        let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        let map = |v: &[(u32, u64)]| Some(v.iter().copied().collect::<HashMap<u32, u64>>());
+        let readings = vec![
+            (
+                at(0),
+                RoleTicks {
+                    server: map(&[(1, 0)]),
+                    load: map(&[(7, 0)]),
+                    disk_emulator: None,
+                },
+            ),
+            (
+                at(1),
+                RoleTicks {
+                    server: map(&[(1, 100)]),
+                    load: map(&[(7, 10)]),
+                    disk_emulator: None,
+                },
+            ),
+            // Worker 2 appears, 1 keeps going; the load thread is gone (lost, not negative).
+            (
+                at(3),
+                RoleTicks {
+                    server: map(&[(1, 300), (2, 100)]),
+                    load: map(&[(8, 20)]),
+                    disk_emulator: None,
+                },
+            ),
+            (
+                at(9),
+                RoleTicks {
+                    server: map(&[(1, 900)]),
+                    load: map(&[]),
+                    disk_emulator: None,
+                },
+            ),
+        ];
+        // Window 1 s .. 3 s: 2 s, server 200 + 100 ticks, load 20 new ticks.
+        let c = window_cores(&readings, Some((at(1), at(3))), 100.0);
+        assert!((c.server.unwrap() - 1.5).abs() < 1e-9, "{c:?}");
+        assert!((c.load.unwrap() - 0.1).abs() < 1e-9, "{c:?}");
+        assert_eq!(c.disk_emulator, None);
+        // Too short a window says nothing.
+        assert!(window_cores(&readings[..1], None, 100.0).is_empty());
+    }
+
+    /// Kills and reaps the child when dropped, also when an assertion fails.
+    struct Spinner(std::process::Child);
+    impl Drop for Spinner {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
+    #[test]
+    fn a_busy_child_uses_cpu() {
+        let child = std::process::Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .spawn()
+            .unwrap();
+        let spin = Spinner(child);
+        let pid = spin.0.id();
+        let started = std::time::Instant::now();
+        let before = tree_ticks(&all_processes(), &[pid]);
+        assert!(before.contains_key(&pid), "child {pid} not found in /proc");
+        std::thread::sleep(Duration::from_millis(500));
+        let after = tree_ticks(&all_processes(), &[pid]);
+        let secs = started.elapsed().as_secs_f64();
+        drop(spin);
+        let cores = cores_between(&before, &after, secs, clock_ticks());
+        assert!(
+            cores > 0.0 && cores <= 1.5,
+            "a spinning shell used {cores} cores"
+        );
     }
 
     #[test]

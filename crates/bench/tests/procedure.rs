@@ -6,7 +6,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::SystemTime;
 use vodkit_bench::experiment::*;
-use vodkit_bench::point::{ClientMetrics, DiskMetrics};
+use vodkit_bench::point::{ClientMetrics, DiskMetrics, ProcessCores};
 use vodkit_bench::report::{self, BenchReport};
 use vodkit_bench::search::{Criterion, SearchPlan};
 use vodkit_bench::sut::{parse_list, Sut};
@@ -102,7 +102,12 @@ impl Sampler for Samp {
                 avg_read_kib: 2048.0,
                 utilization: 0.9,
             }),
-            cpu_util: Some(0.2),
+            cpu_busy: Some(0.2),
+            cpu_iowait: Some(0.7),
+            cores: ProcessCores {
+                server: Some(0.3),
+                ..Default::default()
+            },
             notes: vec![],
         })
     }
@@ -182,7 +187,9 @@ fn report_is_complete_consistent_and_written() {
         "disk_mb_s",
         "disk_ms_per_transaction",
         "avg_read_kib",
-        "cpu_util",
+        "cpu_busy",
+        "cpu_iowait",
+        "cores",
     ] {
         assert!(
             raw["servers"][0].get(key).is_some(),
@@ -191,6 +198,11 @@ fn report_is_complete_consistent_and_written() {
     }
     let md = std::fs::read_to_string(&w.markdown).unwrap();
     assert!(md.contains("| vodkit:asap:auto |") && md.contains("not installed"));
+    assert!(
+        md.contains("| CPU busy | iowait | cores srv/load/disk |"),
+        "CPU columns: {md}"
+    );
+    assert!(md.contains("| 20% | 70% | 0.30/–/– |"), "CPU cells: {md}");
     let html = std::fs::read_to_string(&w.html).unwrap();
     assert!(html.matches("<svg").count() >= 5, "plots inline");
     assert!(

@@ -11,10 +11,14 @@
 //! | `serialized` | one FIFO worker per device | exactly the request |
 //! | `prefetch` | a shared thread pool | the policy's prefetch size |
 //! | `asap` | one FIFO worker per device | the policy's prefetch size |
+//! | `direct` | one FIFO worker per device | the policy's prefetch size, `O_DIRECT` into the buffer pool |
 //!
 //! Reads are blocking `pread`s into a reusable buffer (never readahead or
 //! `POSIX_FADV_WILLNEED`, which the kernel may truncate); the bytes land in the page
 //! cache and the caller then sends them with `sendfile`. Reads stop at end of file.
+//! In `direct` mode "in memory" means "in the engine's buffer pool" ([`crate::direct`]):
+//! reads bypass the page cache, and the caller sends the bytes from the pool's chunks
+//! ([`Engine::fetch_direct`]).
 //!
 //! Callers: an async server awaits [`Engine::ensure_resident`] (the worker completes a
 //! oneshot channel); a synchronous daemon calls [`Engine::ensure_resident_blocking`].
@@ -22,6 +26,7 @@
 
 use crate::chain::ChainPosition;
 use crate::device::DeviceMap;
+use crate::direct::{self, BufferPool, Chunk, PoolConfig, Slice};
 use crate::ledger::{Ledger, LedgerConfig};
 use crate::memory::{self, MemoryConfig, MemoryManager, StreamId};
 use crate::policy::{FileId, Observation, Policy, PolicySpec, ReadContext};
@@ -48,6 +53,8 @@ pub enum IoMode {
     Prefetch,
     #[default]
     Asap,
+    /// `asap` with `O_DIRECT` reads into the engine's buffer pool (no page cache).
+    Direct,
 }
 
 impl IoMode {
@@ -57,17 +64,18 @@ impl IoMode {
             IoMode::Serialized => "serialized",
             IoMode::Prefetch => "prefetch",
             IoMode::Asap => "asap",
+            IoMode::Direct => "direct",
         }
     }
 
     /// One FIFO worker per device (rather than the shared pool).
     pub fn serializes(self) -> bool {
-        matches!(self, IoMode::Serialized | IoMode::Asap)
+        matches!(self, IoMode::Serialized | IoMode::Asap | IoMode::Direct)
     }
 
     /// Reads are enlarged to the policy's prefetch size.
     pub fn prefetches(self) -> bool {
-        matches!(self, IoMode::Prefetch | IoMode::Asap)
+        matches!(self, IoMode::Prefetch | IoMode::Asap | IoMode::Direct)
     }
 }
 
@@ -85,8 +93,9 @@ impl std::str::FromStr for IoMode {
             "serialized" => Ok(IoMode::Serialized),
             "prefetch" => Ok(IoMode::Prefetch),
             "asap" => Ok(IoMode::Asap),
+            "direct" => Ok(IoMode::Direct),
             _ => Err(format!(
-                "I/O mode `{s}`: expected vanilla, serialized, prefetch or asap"
+                "I/O mode `{s}`: expected vanilla, serialized, prefetch, asap or direct"
             )),
         }
     }
@@ -118,8 +127,12 @@ pub struct EngineConfig {
     /// Most ranges checked per sweep.
     pub sweep_limit: usize,
     /// The prefetch-aware memory manager ([`crate::memory`]): `None` leaves the page cache
-    /// to the kernel and prefetch sizes to the policy alone.
+    /// to the kernel and prefetch sizes to the policy alone. `direct` mode always runs it
+    /// (the budget detected as for `--memory auto` when `None`), with no drop lag.
     pub memory: Option<MemoryConfig>,
+    /// `direct` mode: read with `O_DIRECT` (`false`: buffered `pread`, dropping the pages
+    /// after each read, as when a filesystem refuses `O_DIRECT`).
+    pub o_direct: bool,
 }
 
 impl Default for EngineConfig {
@@ -137,6 +150,7 @@ impl Default for EngineConfig {
             sweep_every_s: 1.0,
             sweep_limit: 4096,
             memory: None,
+            o_direct: true,
         }
     }
 }
@@ -183,25 +197,70 @@ pub struct ReadOutcome {
     pub stream: Option<StreamId>,
 }
 
+/// What [`Engine::fetch_direct`] did, and where the bytes are.
+#[derive(Clone, Debug, Default)]
+pub struct DirectOutcome {
+    pub outcome: ReadOutcome,
+    /// Pieces of the buffer pool's chunks covering the request, in order (empty for an
+    /// empty request). Holding them keeps the chunks' memory.
+    pub slices: Vec<Slice>,
+}
+
 /// A miss being read; finish with [`Pending::wait`] or [`Pending::wait_blocking`].
 pub struct Pending {
     rx: oneshot::Receiver<io::Result<ReadDone>>,
     outcome: ReadOutcome,
+    /// The request's `[start, end)` (for `direct` slices).
+    range: (u64, u64),
 }
 
 impl Pending {
     pub async fn wait(self) -> io::Result<ReadOutcome> {
-        let Pending { rx, outcome } = self;
+        let Pending { rx, outcome, .. } = self;
         let done = rx.await.map_err(|_| worker_gone())?;
         Ok(finish(outcome, done?))
     }
 
     /// Blocks the calling thread; do not call from inside an async runtime.
     pub fn wait_blocking(self) -> io::Result<ReadOutcome> {
-        let Pending { rx, outcome } = self;
+        let Pending { rx, outcome, .. } = self;
         let done = rx.blocking_recv().map_err(|_| worker_gone())?;
         Ok(finish(outcome, done?))
     }
+
+    /// [`Pending::wait`] with the buffer pool's slices of the request (`direct` mode).
+    pub async fn wait_direct(self) -> io::Result<DirectOutcome> {
+        let Pending { rx, outcome, range } = self;
+        let done = rx.await.map_err(|_| worker_gone())?;
+        finish_direct(outcome, done?, range)
+    }
+
+    /// [`Pending::wait_blocking`] with the buffer pool's slices (`direct` mode).
+    pub fn wait_direct_blocking(self) -> io::Result<DirectOutcome> {
+        let Pending { rx, outcome, range } = self;
+        let done = rx.blocking_recv().map_err(|_| worker_gone())?;
+        finish_direct(outcome, done?, range)
+    }
+}
+
+fn finish_direct(
+    outcome: ReadOutcome,
+    done: ReadDone,
+    range: (u64, u64),
+) -> io::Result<DirectOutcome> {
+    let slices = direct::slices_for(&done.chunks, range.0, range.1).ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!(
+                "direct read ended before {} (the file is shorter than expected)",
+                range.1
+            ),
+        )
+    })?;
+    Ok(DirectOutcome {
+        outcome: finish(outcome, done),
+        slices,
+    })
 }
 
 fn finish(outcome: ReadOutcome, done: ReadDone) -> ReadOutcome {
@@ -234,12 +293,22 @@ struct ReadDone {
     read_s: f64,
     started_s: f64,
     finished_s: f64,
+    /// `direct` mode: the pool's chunks covering the read, in order.
+    chunks: Vec<Arc<Chunk>>,
+}
+
+/// [`Begin`] with the pool's slices of a `direct` hit.
+enum Started {
+    Ready(ReadOutcome, Vec<Slice>),
+    Pending(Pending),
 }
 
 struct Job {
     file: Arc<File>,
     file_id: FileId,
     file_size: u64,
+    /// `st_dev` of the file (the `direct` pool's alignment).
+    dev: u64,
     offset: u64,
     requested_end: u64,
     read_len: u64,
@@ -326,6 +395,8 @@ struct Shared {
     device_map: DeviceMap,
     start: Instant,
     state: Mutex<State>,
+    /// `direct` mode's buffer pool.
+    pool: Option<BufferPool>,
 }
 
 impl Shared {
@@ -336,7 +407,23 @@ impl Shared {
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// Carries out the memory manager's drops: `POSIX_FADV_DONTNEED` on whole pages, or in
+    /// `direct` mode the release of the pool's chunks covering them.
+    fn carry_out(&self, drops: Vec<PendingDrop>) {
+        match &self.pool {
+            Some(pool) => {
+                for (d, _) in drops {
+                    pool.release(d.file, d.start, d.end);
+                }
+            }
+            None => carry_out(drops),
+        }
+    }
 }
+
+/// A drop and, when still held, its file and size.
+type PendingDrop = (memory::Drop, Option<(Arc<File>, u64)>);
 
 impl State {
     /// Feeds the accumulated deltas to the policy about once per `every` seconds.
@@ -371,14 +458,15 @@ impl State {
         }
     }
 
-    /// Takes the pending drops with their files; forgets files the manager is done with.
-    fn take_drops(&mut self) -> Vec<(memory::Drop, Arc<File>, u64)> {
+    /// Takes the pending drops with their files (if still held); forgets files the manager
+    /// is done with.
+    fn take_drops(&mut self) -> Vec<PendingDrop> {
         let drops = std::mem::take(&mut self.drops);
         let out = drops
             .into_iter()
-            .filter_map(|d| {
-                let (f, size) = self.memory_files.get(&d.file)?;
-                Some((d, f.clone(), *size))
+            .map(|d| {
+                let file = self.memory_files.get(&d.file).cloned();
+                (d, file)
             })
             .collect();
         if let Some(m) = &self.memory {
@@ -420,6 +508,33 @@ pub fn file_id(dev: u64, ino: u64) -> FileId {
 
 impl Engine {
     pub fn new(cfg: EngineConfig) -> Engine {
+        let memory = match (cfg.mode, cfg.memory.clone()) {
+            // The pool needs the manager's decisions; a `write` copies the bytes, so a
+            // chunk may go as soon as it is sent (no drop lag).
+            (IoMode::Direct, m) => Some(MemoryConfig {
+                drop_lag_bytes: 0,
+                ..m.unwrap_or_else(|| {
+                    let (b, source) = crate::budget::detect(None);
+                    tracing::info!(
+                        "--io direct runs the memory manager: budget {} ({})",
+                        bytesize::ByteSize(b),
+                        source.name()
+                    );
+                    MemoryConfig::for_budget(b)
+                })
+            }),
+            (_, m) => m,
+        };
+        let pool = memory
+            .as_ref()
+            .filter(|_| cfg.mode == IoMode::Direct)
+            .map(|m| {
+                BufferPool::new(PoolConfig {
+                    o_direct: cfg.o_direct,
+                    max_read_bytes: cfg.max_read_bytes.max(4096),
+                    ..PoolConfig::new(m.usable_bytes())
+                })
+            });
         let shared = Arc::new(Shared {
             mode: cfg.mode,
             probe: cfg.probe,
@@ -440,10 +555,11 @@ impl Engine {
                 swept_files: HashMap::new(),
                 pending: Observation::default(),
                 last_observe_s: 0.0,
-                memory: cfg.memory.clone().map(MemoryManager::new),
+                memory: memory.map(MemoryManager::new),
                 memory_files: HashMap::new(),
                 drops: Vec::new(),
             }),
+            pool,
         });
         let engine = Engine {
             shared,
@@ -502,7 +618,7 @@ impl Engine {
                         st.maybe_observe(now, shared.observe_every_s);
                         st.take_drops()
                     };
-                    carry_out(drops);
+                    shared.carry_out(drops);
                 }
             })
             .expect("spawning the sweeper thread");
@@ -551,7 +667,7 @@ impl Engine {
             st.drops.extend(d);
             st.take_drops()
         };
-        carry_out(drops);
+        self.shared.carry_out(drops);
     }
 
     /// The memory manager's figures (`None` without one).
@@ -581,16 +697,85 @@ impl Engine {
         req: &ReadRequest,
         known_missing: Option<u64>,
     ) -> io::Result<Begin> {
+        Ok(match self.start(file, req, known_missing)? {
+            Started::Ready(o, _) => Begin::Ready(o),
+            Started::Pending(p) => Begin::Pending(p),
+        })
+    }
+
+    fn require_direct(&self) -> io::Result<()> {
+        if self.shared.pool.is_none() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!(
+                    "fetch_direct needs the `direct` I/O mode (this engine runs `{}`)",
+                    self.shared.mode
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `direct` mode: brings `[offset, offset + len)` into the buffer pool (reading it with
+    /// `O_DIRECT` on the device's worker if needed) and returns the slices holding it.
+    pub async fn fetch_direct(
+        &self,
+        file: &Arc<File>,
+        req: ReadRequest,
+    ) -> io::Result<DirectOutcome> {
+        self.require_direct()?;
+        match self.start(file, &req, None)? {
+            Started::Ready(outcome, slices) => Ok(DirectOutcome { outcome, slices }),
+            Started::Pending(p) => p.wait_direct().await,
+        }
+    }
+
+    /// [`Engine::fetch_direct`], blocking the calling thread.
+    pub fn fetch_direct_blocking(
+        &self,
+        file: &Arc<File>,
+        req: ReadRequest,
+    ) -> io::Result<DirectOutcome> {
+        self.require_direct()?;
+        match self.start(file, &req, None)? {
+            Started::Ready(outcome, slices) => Ok(DirectOutcome { outcome, slices }),
+            Started::Pending(p) => p.wait_direct_blocking(),
+        }
+    }
+
+    /// The `direct` buffer pool's figures (`None` in the other modes).
+    pub fn direct(&self) -> Option<direct::DirectStats> {
+        self.shared.pool.as_ref().map(BufferPool::stats)
+    }
+
+    /// Checks the request (page cache, or the pool in `direct` mode) and queues a read if
+    /// anything is missing.
+    fn start(
+        &self,
+        file: &Arc<File>,
+        req: &ReadRequest,
+        known_missing: Option<u64>,
+    ) -> io::Result<Started> {
         let meta = file.metadata()?;
         let size = meta.len();
         let fid = file_id(meta.dev(), meta.ino());
         let len = req.len.min(size.saturating_sub(req.offset));
         if len == 0 {
-            return Ok(Begin::Ready(ReadOutcome::default()));
+            return Ok(Started::Ready(ReadOutcome::default(), Vec::new()));
         }
-        let checked = known_missing.map(Ok).unwrap_or_else(|| {
-            residency::check(file, req.offset, len, size, self.shared.probe).map(|r| r.missing)
-        });
+        let pool = self.shared.pool.as_ref();
+        let mut hit_slices = Vec::new();
+        let checked = match (known_missing, pool) {
+            (Some(m), _) => Ok(m),
+            (None, Some(pool)) => {
+                let found = pool.lookup(fid, req.offset, req.offset + len);
+                hit_slices = found.slices.unwrap_or_default();
+                Ok(len - found.covered.min(len))
+            }
+            (None, None) => {
+                residency::check(file, req.offset, len, size, self.shared.probe).map(|r| r.missing)
+            }
+        };
         let missing = match checked {
             Ok(m) => m.min(len),
             Err(e) => {
@@ -617,9 +802,11 @@ impl Engine {
         });
         let stream = stream.map(|(id, drops)| {
             st.drops.extend(drops);
-            st.memory_files
-                .entry(fid)
-                .or_insert_with(|| (file.clone(), size));
+            if pool.is_none() {
+                st.memory_files
+                    .entry(fid)
+                    .or_insert_with(|| (file.clone(), size));
+            }
             id
         });
         let c = &mut st.counters;
@@ -636,9 +823,12 @@ impl Engine {
                 if missing == 0 {
                     return 0;
                 }
-                residency::check(file, a, b - a, size, self.shared.probe)
-                    .map(|r| r.missing)
-                    .unwrap_or(0)
+                match pool {
+                    Some(pool) => pool.missing(fid, a, b),
+                    None => residency::check(file, a, b - a, size, self.shared.probe)
+                        .map(|r| r.missing)
+                        .unwrap_or(0),
+                }
             });
         st.pending.evicted_bytes += effect.evicted_bytes;
         st.pending.evictions += effect.evictions;
@@ -655,8 +845,8 @@ impl Engine {
             st.maybe_observe(now, self.shared.observe_every_s);
             let drops = st.take_drops();
             drop(st);
-            carry_out(drops);
-            return Ok(Begin::Ready(outcome));
+            self.shared.carry_out(drops);
+            return Ok(Started::Ready(outcome, hit_slices));
         }
         st.counters.misses += 1;
         let end = req.offset + len;
@@ -674,8 +864,12 @@ impl Engine {
             st.maybe_observe(now, self.shared.observe_every_s);
             let drops = st.take_drops();
             drop(st);
-            carry_out(drops);
-            return Ok(Begin::Pending(Pending { rx, outcome }));
+            self.shared.carry_out(drops);
+            return Ok(Started::Pending(Pending {
+                rx,
+                outcome,
+                range: (req.offset, end),
+            }));
         }
         let chain = req.chain.unwrap_or(ChainPosition {
             bytes: 0,
@@ -721,12 +915,13 @@ impl Engine {
         st.maybe_observe(now, self.shared.observe_every_s);
         let drops = st.take_drops();
         drop(st);
-        carry_out(drops);
+        self.shared.carry_out(drops);
         outcome.device = Some(device.clone());
         let job = Job {
             file: file.clone(),
             file_id: fid,
             file_size: size,
+            dev: meta.dev(),
             offset: req.offset,
             requested_end: req.offset + len,
             read_len,
@@ -744,7 +939,11 @@ impl Engine {
             }
             return Err(worker_gone());
         }
-        Ok(Begin::Pending(Pending { rx, outcome }))
+        Ok(Started::Pending(Pending {
+            rx,
+            outcome,
+            range: (req.offset, end),
+        }))
     }
 
     fn device_name(&self, st: &mut State, dev: u64) -> Arc<str> {
@@ -808,6 +1007,7 @@ impl Engine {
             prefetch: st.ledger.totals().clone(),
             policy: st.policy.current(),
             memory: st.memory.as_ref().map(MemoryManager::totals),
+            direct: self.shared.pool.as_ref().map(BufferPool::stats),
             ..Default::default()
         };
         for (name, d) in &st.devices {
@@ -880,29 +1080,51 @@ fn run_job(shared: &Shared, buf: &mut Vec<u8>, job: Job) {
         }
         d.inflight += 1;
     }
-    // Pages of the read range not yet cached: what this read really takes from disk.
-    let not_cached = residency::check(
-        &job.file,
-        job.offset,
-        job.read_len,
-        job.file_size,
-        shared.probe,
-    )
-    .map(|r| r.missing)
-    .unwrap_or(job.read_len);
-    if !shared.kernel_readahead && shared.mode.prefetches() {
-        // SAFETY: advisory call on a descriptor the job keeps open.
-        unsafe {
-            libc::posix_fadvise(job.file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM);
+    // (bytes covered from the offset, bytes really taken from disk, pool chunks)
+    let result: io::Result<(u64, u64, Vec<Arc<Chunk>>)> = match &shared.pool {
+        Some(pool) => {
+            let end = job.offset + job.read_len;
+            pool.fill(
+                &job.file,
+                job.file_id,
+                job.dev,
+                job.offset,
+                end,
+                job.file_size,
+            )
+            .map(|f| {
+                let n = covered_from(&f.chunks, job.offset, end) - job.offset;
+                (n, f.read_bytes, f.chunks)
+            })
         }
-    }
-    let result = read_range(
-        &job.file,
-        job.offset,
-        job.read_len,
-        shared.max_read_bytes,
-        buf,
-    );
+        None => {
+            // Pages of the read range not yet cached: what this read really takes from
+            // disk.
+            let not_cached = residency::check(
+                &job.file,
+                job.offset,
+                job.read_len,
+                job.file_size,
+                shared.probe,
+            )
+            .map(|r| r.missing)
+            .unwrap_or(job.read_len);
+            if !shared.kernel_readahead && shared.mode.prefetches() {
+                // SAFETY: advisory call on a descriptor the job keeps open.
+                unsafe {
+                    libc::posix_fadvise(job.file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM);
+                }
+            }
+            read_range(
+                &job.file,
+                job.offset,
+                job.read_len,
+                shared.max_read_bytes,
+                buf,
+            )
+            .map(|n| (n, not_cached.min(n), Vec::new()))
+        }
+    };
     let finished = shared.now();
     let mut st = shared.lock();
     let d = st.devices.entry(job.device.clone()).or_default();
@@ -912,8 +1134,7 @@ fn run_job(shared: &Shared, buf: &mut Vec<u8>, job: Job) {
         d.busy_s += finished - d.busy_since;
     }
     let reply = match result {
-        Ok(n) => {
-            let disk = not_cached.min(n);
+        Ok((n, disk, chunks)) => {
             d.reads += 1;
             d.read_bytes += n;
             d.disk_bytes += disk;
@@ -938,6 +1159,7 @@ fn run_job(shared: &Shared, buf: &mut Vec<u8>, job: Job) {
                 read_s: finished - started,
                 started_s: started,
                 finished_s: finished,
+                chunks,
             })
         }
         Err(e) => {
@@ -961,7 +1183,7 @@ fn run_job(shared: &Shared, buf: &mut Vec<u8>, job: Job) {
     st.maybe_observe(finished, shared.observe_every_s);
     let drops = st.take_drops();
     drop(st);
-    carry_out(drops);
+    shared.carry_out(drops);
     // Callers may have gone away (client disconnected); that is fine.
     for waiter in read.map(|r| r.waiters).unwrap_or_default() {
         let copy = match &reply {
@@ -975,10 +1197,22 @@ fn run_job(shared: &Shared, buf: &mut Vec<u8>, job: Job) {
 /// Most files held open for the memory manager's later drops.
 const MAX_HELD_FILES: usize = 4096;
 
+/// End of the contiguous coverage of `chunks` (sorted) from `offset`, at most `end`.
+fn covered_from(chunks: &[Arc<Chunk>], offset: u64, end: u64) -> u64 {
+    let mut at = offset;
+    for c in chunks {
+        if c.start() <= at && c.end() > at {
+            at = c.end();
+        }
+    }
+    at.min(end)
+}
+
 /// Drops pages the memory manager released (`POSIX_FADV_DONTNEED`, whole pages only).
-fn carry_out(drops: Vec<(memory::Drop, Arc<File>, u64)>) {
+fn carry_out(drops: Vec<PendingDrop>) {
     let page = residency::page_size();
-    for (d, file, size) in drops {
+    for (d, held) in drops {
+        let Some((file, size)) = held else { continue };
         let Some((a, b)) = memory::page_aligned(d.start, d.end, size, page) else {
             continue;
         };
@@ -1018,10 +1252,11 @@ fn sweep(shared: &Shared) -> usize {
     };
     let gone: Vec<_> = checks
         .into_iter()
-        .filter(|(t, f, size)| {
-            residency::check(f, t.start, t.end - t.start, *size, shared.probe)
+        .filter(|(t, f, size)| match &shared.pool {
+            Some(pool) => pool.missing(t.file, t.start, t.end) > 0,
+            None => residency::check(f, t.start, t.end - t.start, *size, shared.probe)
                 .map(|r| r.missing > 0)
-                .unwrap_or(false)
+                .unwrap_or(false),
         })
         .map(|(t, _, _)| t)
         .collect();

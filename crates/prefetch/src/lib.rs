@@ -3,6 +3,7 @@
 //! - [`policy`]: how much to read on a miss — pure state machines driven by the caller's
 //!   clock, so the simulator runs exactly the code the server deploys;
 //! - [`engine`]: residency checks, per-device FIFO workers or a thread pool, reads;
+//! - [`direct`]: the `--io direct` buffer pool (`O_DIRECT` reads, no page cache);
 //! - [`ledger`] and [`stats`]: prefetch evictions, eviction time, waste, disk time;
 //! - [`metrics`]: the accounting as Prometheus metrics;
 //! - [`bitrate`], [`chain`], [`device`], [`residency`]: inputs the engine needs.
@@ -13,6 +14,7 @@ pub mod bitrate;
 pub mod budget;
 pub mod chain;
 pub mod device;
+pub mod direct;
 pub mod engine;
 pub mod ledger;
 pub mod memory;
@@ -24,7 +26,10 @@ pub mod stats;
 pub use bitrate::BitrateMap;
 pub use chain::{ChainPosition, ChainTracker};
 pub use device::DeviceMap;
-pub use engine::{Begin, Engine, EngineConfig, IoMode, Pending, ReadOutcome, ReadRequest};
+pub use direct::{BufferPool, Chunk, DirectStats, Slice};
+pub use engine::{
+    Begin, DirectOutcome, Engine, EngineConfig, IoMode, Pending, ReadOutcome, ReadRequest,
+};
 pub use ledger::{Ledger, LedgerConfig, LedgerTotals, SweepTarget};
 pub use memory::{MemoryConfig, MemoryManager, MemoryTotals};
 pub use policy::{

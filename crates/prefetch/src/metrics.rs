@@ -8,6 +8,10 @@
 //! `wasted_bytes`, `eviction_time_seconds` (counters); `eviction_time_mean_seconds`,
 //! `disk_ms_per_128k`, `device_busy_fraction{device}`, `device_queue_depth{device}`,
 //! `size_bytes{bitrate_kbps}` (gauges); `device_busy_seconds{device}` (counter).
+//! With a memory manager: `vodkit_memory_*`. In `direct` mode, the buffer pool:
+//! `vodkit_direct_pool_bytes`, `_pool_capacity_bytes`, `_chunks`, `_pooled_chunks`
+//! (gauges); `_reads`, `_fallback_reads`, `_read_bytes`, `_released_bytes`,
+//! `_evicted_bytes`, `_room_waits` (counters).
 
 use crate::engine::Engine;
 use crate::stats::Stats;
@@ -226,6 +230,68 @@ pub fn encode_stats(s: &Stats, mut enc: DescriptorEncoder) -> std::fmt::Result {
     if let Some(m) = &s.memory {
         encode_memory(m, e)?;
     }
+    if let Some(d) = &s.direct {
+        encode_direct(d, e)?;
+    }
+    Ok(())
+}
+
+/// The `direct` buffer pool's levels (gauges) and totals (counters).
+fn encode_direct(d: &crate::direct::DirectStats, e: &mut DescriptorEncoder) -> std::fmt::Result {
+    for (name, help, v) in [
+        (
+            "vodkit_direct_pool_bytes",
+            "Bytes allocated to direct buffer pool chunks",
+            d.pool_bytes,
+        ),
+        (
+            "vodkit_direct_pool_capacity_bytes",
+            "Most bytes the direct buffer pool may allocate",
+            d.capacity_bytes,
+        ),
+        ("vodkit_direct_chunks", "Chunks allocated", d.chunks),
+        (
+            "vodkit_direct_pooled_chunks",
+            "Chunks held by the pool (the rest only by connections)",
+            d.pooled_chunks,
+        ),
+    ] {
+        gauge(e, name, help, v as f64)?;
+    }
+    for (name, help, v) in [
+        (
+            "vodkit_direct_reads",
+            "Reads made with O_DIRECT",
+            d.direct_reads,
+        ),
+        (
+            "vodkit_direct_fallback_reads",
+            "Reads made with buffered pread because O_DIRECT was refused",
+            d.fallback_reads,
+        ),
+        (
+            "vodkit_direct_read_bytes",
+            "Bytes read into the pool",
+            d.read_bytes,
+        ),
+        (
+            "vodkit_direct_released_bytes",
+            "Chunk bytes freed because the memory manager dropped them",
+            d.released_bytes,
+        ),
+        (
+            "vodkit_direct_evicted_bytes",
+            "Chunk bytes evicted to make room for a read",
+            d.evicted_bytes,
+        ),
+        (
+            "vodkit_direct_room_waits",
+            "Reads that waited for connections to free pool memory",
+            d.room_waits,
+        ),
+    ] {
+        counter(e, name, help, v)?;
+    }
     Ok(())
 }
 
@@ -333,6 +399,12 @@ mod tests {
         };
         s.prefetch.evictions = 2;
         s.prefetch.eviction_time_s = 120.0;
+        s.direct = Some(crate::direct::DirectStats {
+            pool_bytes: 1 << 20,
+            capacity_bytes: 8 << 20,
+            fallback_reads: 3,
+            ..Default::default()
+        });
         s.derive();
         let mut reg = Registry::default();
         reg.register_collector(Box::new(Fixed(s)));
@@ -346,6 +418,9 @@ mod tests {
             "vodkit_prefetch_disk_ms_per_128k 10",
             "vodkit_prefetch_device_busy_fraction{device=\"vda\"} 0.5",
             "vodkit_prefetch_size_bytes{bitrate_kbps=\"419\"} 3000000",
+            "vodkit_direct_pool_bytes 1048576",
+            "vodkit_direct_pool_capacity_bytes 8388608",
+            "vodkit_direct_fallback_reads_total 3",
         ] {
             assert!(out.contains(needle), "missing `{needle}` in\n{out}");
         }

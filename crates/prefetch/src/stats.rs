@@ -61,6 +61,10 @@ pub struct Stats {
     /// The memory manager's levels and totals, when the engine runs one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<crate::memory::MemoryTotals>,
+    /// The `direct` mode's buffer pool (pool bytes, capacity, chunks, direct and fallback
+    /// reads), in that mode only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub direct: Option<crate::direct::DirectStats>,
 }
 
 impl Stats {
@@ -115,10 +119,23 @@ impl StatsLog {
             .collect::<Vec<_>>()
             .join(",");
         let (p, q) = (&cur.prefetch, &prev.prefetch);
+        let pool = cur
+            .direct
+            .as_ref()
+            .map(|d| {
+                format!(
+                    " | pool {:.1}/{:.1}MB direct {} fallback {}",
+                    mb(d.pool_bytes),
+                    mb(d.capacity_bytes),
+                    d.direct_reads,
+                    d.fallback_reads
+                )
+            })
+            .unwrap_or_default();
         let line = format!(
             "prefetch[{mode}] req {req:.1} MB/s mem {mem:.1} disk {disk:.1} prefetched {pf:.1} \
              evicted {ev:.2} wasted {w:.2} | hits {h} misses {m} | {ms:.1} ms/128K evict-time {et:.0}s \
-             | busy {busy} | size {sizes}",
+             | busy {busy} | size {sizes}{pool}",
             mode = cur.mode,
             req = rate(cur.requested_bytes, prev.requested_bytes),
             mem = rate(cur.memory_bytes, prev.memory_bytes),

@@ -4,11 +4,12 @@
 
 use vodkit_prefetch::IoMode;
 
-const ALL: [(IoMode, &str); 4] = [
+const ALL: [(IoMode, &str); 5] = [
     (IoMode::Vanilla, "vanilla"),
     (IoMode::Serialized, "serialized"),
     (IoMode::Prefetch, "prefetch"),
     (IoMode::Asap, "asap"),
+    (IoMode::Direct, "direct"),
 ];
 
 #[test]
@@ -35,8 +36,8 @@ fn serializing_and_prefetching_modes_follow_seed_table() {
         .filter(|(m, _)| m.prefetches())
         .map(|p| p.1)
         .collect();
-    assert_eq!(serializes, ["serialized", "asap"]);
-    assert_eq!(prefetches, ["prefetch", "asap"]);
+    assert_eq!(serializes, ["serialized", "asap", "direct"]);
+    assert_eq!(prefetches, ["prefetch", "asap", "direct"]);
 }
 
 #[test]

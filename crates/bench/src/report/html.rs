@@ -177,10 +177,22 @@ pub fn render(r: &BenchReport) -> String {
             &per_server(r, |p| p.metrics.disk.map(|d| d.ms_per_transaction)),
         ),
         line_plot(
-            "CPU utilization",
+            "CPU busy (user+system+irq+softirq+steal, all cores; iowait not counted)",
             &rate,
             "%",
-            &per_server(r, |p| p.metrics.cpu_util.map(|c| c * 100.0)),
+            &per_server(r, |p| p.metrics.cpu_busy.map(|c| c * 100.0)),
+        ),
+        line_plot(
+            "CPU iowait (all cores)",
+            &rate,
+            "%",
+            &per_server(r, |p| p.metrics.cpu_iowait.map(|c| c * 100.0)),
+        ),
+        line_plot(
+            "Server CPU (its processes and their workers)",
+            &rate,
+            "cores",
+            &per_server(r, |p| p.metrics.cores.server),
         ),
     ];
     for field in qos_fields(r) {

@@ -86,6 +86,17 @@ pub struct ServerReport {
     pub disk_ms_per_transaction: Option<f64>,
     pub avg_read_kib: Option<f64>,
     pub disk_util: Option<f64>,
+    /// Machine-wide CPU busy share, iowait not counted (see `PointMetrics::cpu_busy`).
+    #[serde(default)]
+    pub cpu_busy: Option<f64>,
+    /// Machine-wide iowait share.
+    #[serde(default)]
+    pub cpu_iowait: Option<f64>,
+    /// Cores used by the server, the load generator and the disk emulator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<crate::point::ProcessCores>,
+    /// Files written before `cpu_busy`: 1 − idle (iowait counted as busy). Read only.
+    #[serde(default, skip_serializing)]
     pub cpu_util: Option<f64>,
     #[serde(default)]
     pub qos: Option<serde_json::Value>,
@@ -118,6 +129,9 @@ impl ServerReport {
             disk_ms_per_transaction: None,
             avg_read_kib: None,
             disk_util: None,
+            cpu_busy: None,
+            cpu_iowait: None,
+            cores: None,
             cpu_util: None,
             qos: None,
             points: Vec::new(),
@@ -168,7 +182,9 @@ impl ServerReport {
             r.disk_ms_per_transaction = m.disk.map(|d| d.ms_per_transaction);
             r.avg_read_kib = m.disk.map(|d| d.avg_read_kib);
             r.disk_util = m.disk.map(|d| d.utilization);
-            r.cpu_util = m.cpu_util;
+            r.cpu_busy = m.cpu_busy;
+            r.cpu_iowait = m.cpu_iowait;
+            r.cores = Some(m.cores).filter(|c| !c.is_empty());
             r.qos = m.client.qos;
         }
         r

@@ -26,7 +26,7 @@ fn capacity(s: &ServerReport) -> String {
     }
 }
 
-const HEADER: [&str; 8] = [
+const HEADER: [&str; 10] = [
     "server",
     "max rate",
     "tput MB/s",
@@ -34,10 +34,12 @@ const HEADER: [&str; 8] = [
     "ms/transaction",
     "avg read KiB",
     "disk util",
-    "CPU",
+    "CPU busy",
+    "iowait",
+    "cores srv/load/disk",
 ];
 
-fn row(s: &ServerReport) -> [String; 8] {
+fn row(s: &ServerReport) -> [String; 10] {
     [
         s.sut.clone(),
         capacity(s),
@@ -46,13 +48,34 @@ fn row(s: &ServerReport) -> [String; 8] {
         num(s.disk_ms_per_transaction, 2),
         num(s.avg_read_kib, 0),
         pct(s.disk_util),
-        pct(s.cpu_util),
+        cpu_busy(s),
+        pct(s.cpu_iowait),
+        cores(s),
     ]
+}
+
+/// Machine-wide CPU busy; for result files written before it was measured, the old
+/// 1 − idle figure as an upper bound (it counted iowait as busy).
+fn cpu_busy(s: &ServerReport) -> String {
+    match (s.cpu_busy, s.cpu_util) {
+        (None, Some(old)) => format!("≤{}", pct(Some(old))),
+        (busy, _) => pct(busy),
+    }
+}
+
+/// Cores used by the server, the load generator and the disk emulator (`–` where unknown).
+fn cores(s: &ServerReport) -> String {
+    match &s.cores {
+        Some(c) if !c.is_empty() => [c.server, c.load, c.disk_emulator]
+            .map(|v| num(v, 2))
+            .join("/"),
+        _ => "–".into(),
+    }
 }
 
 /// Aligned table for the terminal, followed by skip reasons and comparisons.
 pub fn table(r: &BenchReport) -> String {
-    let rows: Vec<[String; 8]> = r.servers.iter().map(row).collect();
+    let rows: Vec<[String; 10]> = r.servers.iter().map(row).collect();
     let mut widths = HEADER.map(|h| h.chars().count());
     for rw in &rows {
         for (w, c) in widths.iter_mut().zip(rw) {
