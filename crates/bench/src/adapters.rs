@@ -273,6 +273,9 @@ impl Running for ChildRunning {
     fn base_url(&self) -> String {
         format!("http://127.0.0.1:{}", self.process.port)
     }
+    fn pids(&self) -> Vec<u32> {
+        vec![self.process.pid()]
+    }
     fn prefetch_series(&self) -> Vec<(f64, u64)> {
         std::fs::read_to_string(&self.stderr)
             .map(|text| prefetch_sizes(&text, STATS_EVERY_S as f64))
@@ -280,9 +283,6 @@ impl Running for ChildRunning {
     }
     fn stop(self: Box<Self>) -> Result<Vec<String>, String> {
         self.process
-    fn pids(&self) -> Vec<u32> {
-        vec![self.process.pid()]
-    }
             .stop(Duration::from_secs(40))
             .map_err(|e| e.to_string())
     }

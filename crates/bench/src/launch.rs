@@ -85,14 +85,14 @@ impl Running for PeerRunning {
     fn base_url(&self) -> String {
         format!("http://127.0.0.1:{}", self.process.port)
     }
-    fn stop(self: Box<Self>) -> Result<Vec<String>, String> {
-        let this = *self;
-        // The server first: it must not outlive the daemon it reports to.
-        let mut lines = this
     fn pids(&self) -> Vec<u32> {
         let daemon = self.daemon.as_ref().map(|d| d.pid());
         std::iter::once(self.process.pid()).chain(daemon).collect()
     }
+    fn stop(self: Box<Self>) -> Result<Vec<String>, String> {
+        let this = *self;
+        // The server first: it must not outlive the daemon it reports to.
+        let mut lines = this
             .process
             .stop(Duration::from_secs(15))
             .map_err(|e| e.to_string())?;
@@ -122,13 +122,13 @@ impl Running for Tuned {
     fn base_url(&self) -> String {
         self.inner.base_url()
     }
+    fn pids(&self) -> Vec<u32> {
+        self.inner.pids()
+    }
     fn prefetch_series(&self) -> Vec<(f64, u64)> {
         self.inner.prefetch_series()
     }
     fn stop(self: Box<Self>) -> Result<Vec<String>, String> {
-    fn pids(&self) -> Vec<u32> {
-        self.inner.pids()
-    }
         let lines = self.inner.stop()?;
         self.applied.restore()?;
         Ok(lines)
