@@ -10,6 +10,9 @@ use vodkit_workload::model::{Measurement, Request, Session, WorkloadMeta};
 /// Longest pacing interval or timeout accepted (about 11.5 days).
 pub const MAX_INTERVAL_S: f64 = 1e6;
 
+/// Largest start-up buffer accepted (seconds of content).
+pub const MAX_STARTUP_BUFFER_S: f64 = 600.0;
+
 /// Seconds as a `Duration`, clamped to `[0, MAX_INTERVAL_S * 100]`; NaN is zero.
 pub fn secs(x: f64) -> Duration {
     let x = if x.is_nan() {
@@ -127,6 +130,9 @@ pub struct LoadConfig {
     pub stop_on_interrupt: bool,
     /// Where receive bandwidth is limited: in the load generator or by the kernel.
     pub link_mode: crate::netns::LinkMode,
+    /// Seconds of content the modelled player buffers before it starts (and after a
+    /// stall, before it resumes).
+    pub startup_buffer_s: f64,
 }
 
 impl LoadConfig {
@@ -148,10 +154,12 @@ impl LoadConfig {
             source: String::new(),
             stop_on_interrupt: false,
             link_mode: crate::netns::LinkMode::User,
+            startup_buffer_s: crate::qos::DEFAULT_STARTUP_BUFFER_S,
         }
     }
 
-    /// Take client links and ramp settings from a workload's `workload.json`.
+    /// Take client links, ramp settings and the start-up buffer from a workload's
+    /// `workload.json`.
     pub fn apply_meta(&mut self, meta: &WorkloadMeta) {
         for class in &meta.client_classes {
             self.links.insert(
@@ -163,6 +171,9 @@ impl LoadConfig {
             );
         }
         self.ramp = Ramp::from(&meta.measurement);
+        if let Some(b) = meta.measurement.startup_buffer_s {
+            self.startup_buffer_s = b;
+        }
     }
 
     /// Check the configuration before anything is started.
@@ -171,6 +182,14 @@ impl LoadConfig {
             return Err(InputError(format!(
                 "--rate {}: expected a positive number of sessions per second",
                 self.rate
+            )));
+        }
+        if !(self.startup_buffer_s.is_finite()
+            && (0.0..=MAX_STARTUP_BUFFER_S).contains(&self.startup_buffer_s))
+        {
+            return Err(InputError(format!(
+                "--startup-buffer {} s: expected 0 to {MAX_STARTUP_BUFFER_S} seconds of content",
+                self.startup_buffer_s
             )));
         }
         for (i, s) in self.sessions.iter().enumerate() {
@@ -324,5 +343,29 @@ mod tests {
         assert_eq!(cfg.schedule(), vec![0.5]);
         cfg.rate = 0.0;
         assert!(cfg.validate().is_err());
+    }
+
+    #[test]
+    fn startup_buffer_comes_from_workload_json_and_is_checked() {
+        let t = Target::parse("http://127.0.0.1:1", false).unwrap();
+        let mut cfg = LoadConfig::new(t, vec![], 1.0);
+        assert_eq!(cfg.startup_buffer_s, 2.0);
+        let mut meta = WorkloadMeta {
+            spec: "s".into(),
+            seed: 1,
+            client_classes: vec![],
+            measurement: Measurement::default(),
+        };
+        cfg.apply_meta(&meta);
+        assert_eq!(cfg.startup_buffer_s, 2.0, "absent: the default stays");
+        meta.measurement.startup_buffer_s = Some(5.0);
+        cfg.apply_meta(&meta);
+        assert_eq!(cfg.startup_buffer_s, 5.0);
+        assert!(cfg.validate().is_ok());
+        for bad in [-1.0, f64::NAN, 601.0] {
+            cfg.startup_buffer_s = bad;
+            let e = cfg.validate().unwrap_err();
+            assert!(e.0.starts_with("--startup-buffer"), "{e}");
+        }
     }
 }

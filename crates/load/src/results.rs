@@ -16,7 +16,7 @@ pub struct Results {
     pub sessions: SessionStats,
     /// Steady-state client throughput in MB/s (10^6 bytes), completed requests only.
     pub throughput_mb_s: f64,
-    /// Completed requests whose content was due before they arrived (playout model).
+    /// Stalls: content that arrived after it was due (playout model).
     pub missed_deadlines: u64,
     pub latency_ms: LatencyStats,
     pub timeseries: Vec<Sample>,
@@ -94,8 +94,14 @@ pub struct Sample {
 /// Client-side quality (seed 004 section 2.2) over steady-state sessions.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Qos {
+    /// Seconds of content the modelled player buffers before it starts.
+    #[serde(default)]
+    pub startup_buffer_s: f64,
     /// Sessions the playout model could be applied to.
     pub sessions: u64,
+    /// Of those, sessions that played less than one 60 s probe (judged against 1.8 s).
+    #[serde(default)]
+    pub short_sessions: u64,
     pub startup_delay_ms: Percentiles,
     pub rebuffer_events: u64,
     pub rebuffer_s: f64,
@@ -104,10 +110,47 @@ pub struct Qos {
     pub rebuffer_ratio: f64,
     pub startup_failures: u64,
     pub inplay_failures: u64,
-    /// Lateness of responses that arrived after their content was due.
+    /// Lateness of content that arrived after it was due: the length of each stall.
     pub late_jitter_ms: Percentiles,
     pub acceptable_sessions: u64,
     pub acceptable_sessions_fraction: f64,
+    /// Why `acceptable_sessions_fraction` needs reading with care (empty when it does not).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub note: String,
+}
+
+impl Qos {
+    /// The caveat for the acceptable fraction: sessions too short for the 3% rule, or no
+    /// session the model applies to.
+    fn caveat(&self) -> String {
+        let allowance = qos::WAIT_SHARE * qos::PROBE_S;
+        if self.sessions == 0 {
+            return "no session could be modelled (the log gives neither media_s nor a bit rate, \
+                    or every session was cancelled): acceptable_sessions_fraction means nothing"
+                .into();
+        }
+        if self.short_sessions == self.sessions {
+            return format!(
+                "all {} sessions played less than {:.0} s, too short for the seed's 3%-of-play-time rule: \
+                 acceptable here means at most {allowance:.1} s of start-up plus stalls (3% of the seed's \
+                 {:.0} s probes)",
+                self.sessions,
+                qos::PROBE_S,
+                qos::PROBE_S
+            );
+        }
+        if self.short_sessions * 2 > self.sessions {
+            return format!(
+                "{} of {} sessions played less than {:.0} s: they are judged against {allowance:.1} s of \
+                 start-up plus stalls (3% of the seed's {:.0} s probes), not 3% of their own play time",
+                self.short_sessions,
+                self.sessions,
+                qos::PROBE_S,
+                qos::PROBE_S
+            );
+        }
+        String::new()
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -221,8 +264,11 @@ impl Results {
                 SessionEnd::Failed(_) => stats.failed += 1,
                 SessionEnd::Cancelled => stats.cancelled += 1,
             }
-            let Some(p) = qos::playout(s) else { continue };
+            let Some(p) = qos::playout(s, config.startup_buffer_s) else {
+                continue;
+            };
             q.sessions += 1;
+            q.short_sessions += u64::from(p.short());
             if let Some(d) = p.startup_delay_s {
                 startup.record_s(d);
             }
@@ -241,6 +287,7 @@ impl Results {
         }
         q.startup_delay_ms = startup.percentiles();
         q.late_jitter_ms = late.percentiles();
+        q.startup_buffer_s = config.startup_buffer_s;
         let mut results = Results {
             run: RunInfo {
                 target: format!("http://{}", config.target.host),
@@ -283,6 +330,7 @@ impl Results {
         let q = &mut self.qos;
         q.rebuffer_ratio = ratio(q.rebuffer_s, q.play_s);
         q.acceptable_sessions_fraction = ratio(q.acceptable_sessions as f64, q.sessions as f64);
+        q.note = q.caveat();
     }
 
     /// Merge results of load hosts that ran at the same time against the same server:
@@ -327,7 +375,14 @@ impl Results {
             out.throughput_mb_s += p.throughput_mb_s;
             out.missed_deadlines += p.missed_deadlines;
             let q = &mut out.qos;
+            if q.startup_buffer_s != p.qos.startup_buffer_s {
+                return Err(ctx(format!(
+                    "start-up buffer {} s differs from the first input's {} s; QoS would not add up",
+                    p.qos.startup_buffer_s, q.startup_buffer_s
+                )));
+            }
             q.sessions += p.qos.sessions;
+            q.short_sessions += p.qos.short_sessions;
             q.rebuffer_events += p.qos.rebuffer_events;
             q.rebuffer_s += p.qos.rebuffer_s;
             q.play_s += p.qos.play_s;
@@ -414,8 +469,10 @@ impl Results {
         out += &format!("first byte {}\n", lat(&self.latency_ms.ttfb));
         out += &format!("last byte  {}\n", lat(&self.latency_ms.ttlb));
         out += &format!(
-            "qos        startup p50 {:.1} ms p99 {:.1} ms  rebuffers {} (ratio {:.4})  failures startup {} in-play {}  acceptable {:.1}% of {}\n",
+            "qos        startup ({:.1} s buffered) p50 {:.1} ms p90 {:.1} ms p99 {:.1} ms  rebuffers {} (ratio {:.4})  failures startup {} in-play {}  acceptable {:.1}% of {}\n",
+            q.startup_buffer_s,
             q.startup_delay_ms.p50,
+            q.startup_delay_ms.p90,
             q.startup_delay_ms.p99,
             q.rebuffer_events,
             q.rebuffer_ratio,
@@ -424,6 +481,9 @@ impl Results {
             100.0 * q.acceptable_sessions_fraction,
             q.sessions
         );
+        if !q.note.is_empty() {
+            out += &format!("qos note   {}\n", q.note);
+        }
         out += &format!(
             "connections opened {}  reconnects {}\n",
             self.connections.opened, self.connections.reconnects
@@ -492,5 +552,116 @@ fn link_emulation(config: &LoadConfig) -> &'static str {
         "off"
     } else {
         "user"
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::record::RequestRecord;
+    use crate::Target;
+    use std::sync::Arc;
+    use vodkit_workload::model::{Request, Session};
+
+    /// A completed session of `chunks` 10 s requests, each body arriving over 0.5..1 s.
+    fn watched(index: usize, chunks: usize) -> SessionRecord {
+        let requests: Vec<Request> = (0..chunks)
+            .map(|i| Request {
+                path: "/a".into(),
+                range: None,
+                pacing_s: if i < 3 { 0.0 } else { 10.0 },
+                timeout_s: 10.0,
+                conn: 0,
+                media_s: 10.0,
+            })
+            .collect();
+        let records = (0..chunks)
+            .map(|i| RequestRecord {
+                index: i as u32,
+                conn: 0,
+                started: if i < 3 { i as f64 } else { 10.0 * i as f64 },
+                ttfb: Some(0.5),
+                ttlb: Some(1.0),
+                elapsed: 1.0,
+                bytes: 1000,
+                status: 200,
+                failure: None,
+                media_s: 10.0,
+                pacing_s: 0.0,
+            })
+            .collect();
+        SessionRecord {
+            index,
+            session: Arc::new(Session {
+                id: index as u64,
+                gap: 1.0,
+                start_s: None,
+                class: "c".into(),
+                title: None,
+                bitrate_kbps: None,
+                requests,
+            }),
+            arrival: 0.0,
+            end: SessionEnd::Completed,
+            requests: records,
+            skipped: 0,
+            connections_opened: 1,
+            reconnects: 0,
+        }
+    }
+
+    fn build(config: &LoadConfig, chunks: &[usize]) -> Results {
+        let sessions: Vec<SessionRecord> = chunks
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| watched(i, c))
+            .collect();
+        Results::build(config, &sessions, Vec::new(), 1.0, 0, 1024)
+    }
+
+    #[test]
+    fn short_sessions_are_judged_against_one_probe_and_flagged() {
+        let target = Target::parse("http://127.0.0.1:1", false).unwrap();
+        let config = LoadConfig::new(target, Vec::new(), 1.0);
+        // 2 s of a 10 s body arriving over 0.5 s: playback starts 0.6 s in, under the
+        // 1.8 s a short session may wait.
+        let r = build(&config, &[1, 2, 3]);
+        assert_eq!(r.qos.startup_buffer_s, 2.0);
+        assert_eq!((r.qos.sessions, r.qos.short_sessions), (3, 3));
+        assert!(
+            (r.qos.startup_delay_ms.p50 - 600.0).abs() < 1.0,
+            "{:?}",
+            r.qos
+        );
+        assert_eq!(r.qos.acceptable_sessions_fraction, 1.0);
+        assert!(r
+            .qos
+            .note
+            .starts_with("all 3 sessions played less than 60 s"));
+        assert!(r.summary().contains("qos note   all 3 sessions"));
+        let r = build(&config, &[1, 2, 12]);
+        assert!(r.qos.note.starts_with("2 of 3 sessions"), "{}", r.qos.note);
+        let r = build(&config, &[1, 12, 12]);
+        assert_eq!(r.qos.short_sessions, 1);
+        assert!(r.qos.note.is_empty(), "{}", r.qos.note);
+        let json = serde_json::to_value(&r).unwrap();
+        assert!(
+            json["qos"].get("note").is_none(),
+            "an empty note is left out"
+        );
+
+        // A 15 s start-up buffer waits for the first body and half of the second.
+        let mut slow = config.clone();
+        slow.startup_buffer_s = 15.0;
+        let s = build(&slow, &[12]);
+        assert!(
+            (s.qos.startup_delay_ms.p50 - 1750.0).abs() < 2.0,
+            "{:?}",
+            s.qos
+        );
+        let merged = Results::merge(&[r.clone(), r.clone()]).unwrap();
+        assert_eq!(merged.qos.short_sessions, 2);
+        let err = Results::merge(&[r, s]).unwrap_err();
+        assert!(err.contains("start-up buffer 15 s"), "{err}");
     }
 }

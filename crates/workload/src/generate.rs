@@ -228,6 +228,7 @@ impl Plan {
                 ramp_down_sessions: m.ramp_down_sessions,
                 ramp_up_requests: m.ramp_up_requests,
                 ramp_down_requests: m.ramp_down_requests,
+                startup_buffer_s: m.startup_buffer.map(|b| b.0),
             },
         }
     }
@@ -277,7 +278,20 @@ impl Plan {
             mix.extend(std::iter::repeat_n(ci, c.spec.sessions as usize));
         }
         mix.shuffle(&mut rng(self.seed, Stream::SessionMix));
-        let shares: Vec<f64> = self.checked.spec.clients.iter().map(|c| c.share).collect();
+        // Classes too slow for a collection's bit rate are left out of its draw. One draw
+        // per session either way, so a collection every class can play gets the same
+        // classes as before; a collection without sessions may have no class fast enough.
+        let clients = &self.checked.spec.clients;
+        let all: Vec<f64> = clients.iter().map(|c| c.share).collect();
+        let class_picks = self
+            .collections
+            .iter()
+            .map(|c| {
+                Categorical::new(&crate::spec::class_shares(clients, c.spec.bitrate_kbps))
+                    .or_else(|| Categorical::new(&all))
+                    .expect("validated shares")
+            })
+            .collect();
         SessionIter {
             plan: self,
             mix,
@@ -286,7 +300,7 @@ impl Plan {
             watch: rng(self.seed, Stream::Watch),
             arrivals: rng(self.seed, Stream::Arrivals),
             classes: rng(self.seed, Stream::Classes),
-            class_pick: Categorical::new(&shares).expect("validated shares"),
+            class_picks,
         }
     }
 
@@ -335,7 +349,8 @@ pub struct SessionIter<'a> {
     watch: ChaCha8Rng,
     arrivals: ChaCha8Rng,
     classes: ChaCha8Rng,
-    class_pick: Categorical,
+    /// Client class distribution by collection (classes too slow for its bit rate left out).
+    class_picks: Vec<Categorical>,
 }
 
 impl Iterator for SessionIter<'_> {
@@ -351,7 +366,7 @@ impl Iterator for SessionIter<'_> {
         let t = col.by_rank[rank - 1];
         let fraction = plan.checked.watch.sample(&mut self.watch);
         let gap: f64 = Exp1.sample(&mut self.arrivals);
-        let class = &plan.checked.spec.clients[self.class_pick.sample(&mut self.classes)].name;
+        let class = &plan.checked.spec.clients[self.class_picks[ci].sample(&mut self.classes)].name;
         let units = plan.requests_for(t, fraction);
         let sessions = &plan.checked.spec.sessions;
         let mut requests = Vec::with_capacity(units as usize);

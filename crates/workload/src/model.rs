@@ -171,6 +171,10 @@ pub struct Measurement {
     pub ramp_down_sessions: u64,
     pub ramp_up_requests: u64,
     pub ramp_down_requests: u64,
+    /// Seconds of content the load tool's player model buffers before playback starts
+    /// (absent: the load tool's default, 2 s).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup_buffer_s: Option<f64>,
 }
 
 #[cfg(test)]

@@ -160,6 +160,26 @@ pub struct MeasurementSpec {
     pub ramp_up_requests: u64,
     #[serde(default)]
     pub ramp_down_requests: u64,
+    /// Content the load tool's player buffers before playback starts (default 2 s).
+    #[serde(default)]
+    pub startup_buffer: Option<Seconds>,
+}
+
+/// Session shares of the client classes for a collection of `bitrate_kbps` titles: a
+/// class whose bandwidth is below the bit rate gets none (it cannot play the titles; the
+/// thesis likewise leaves out clients too slow for video, Table 3.1).
+pub fn class_shares(clients: &[ClientSpec], bitrate_kbps: u32) -> Vec<f64> {
+    clients
+        .iter()
+        .map(|c| {
+            let fast = c.bandwidth.0 == 0 || c.bandwidth.0 >= u64::from(bitrate_kbps) * 1000;
+            if fast {
+                c.share
+            } else {
+                0.0
+            }
+        })
+        .collect()
 }
 
 /// Parse a layout string: `unchunked` or `chunked:SIZE`.
@@ -401,6 +421,30 @@ fn validate(
     }
     if spec.clients.iter().map(|c| c.share).sum::<f64>() <= 0.0 {
         return Err(located("clients", "shares must not all be zero".into()));
+    }
+    if let Some(b) = spec.measurement.startup_buffer {
+        if b.0 > 600.0 {
+            return Err(located(
+                "measurement.startup_buffer",
+                format!("{} s is more than the 600 s the load tool accepts", b.0),
+            ));
+        }
+    }
+    for (i, col) in spec.catalog.collections.iter().enumerate() {
+        if col.sessions > 0
+            && class_shares(&spec.clients, col.bitrate_kbps)
+                .iter()
+                .sum::<f64>()
+                <= 0.0
+        {
+            return Err(located(
+                &format!("catalog.collections[{i}].bitrate_kbps"),
+                format!(
+                    "no client class with a share is fast enough for {} kbit/s (sessions never get a class slower than their bit rate)",
+                    col.bitrate_kbps
+                ),
+            ));
+        }
     }
     Ok(Checked {
         spec,

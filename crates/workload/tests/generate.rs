@@ -136,3 +136,58 @@ fn catalog_does_not_depend_on_sessions_or_layout() {
     let ids: HashSet<u32> = sd.catalog.titles.iter().map(|t| t.id).collect();
     assert_eq!(ids.len(), sd.catalog.titles.len());
 }
+
+#[test]
+fn sessions_never_get_a_class_slower_than_their_bit_rate() {
+    let p = plan("youtube-2014-mixed", &[], 0.1, None);
+    let mut by_rate: std::collections::HashMap<(u32, String), u64> = Default::default();
+    for g in p.sessions() {
+        *by_rate
+            .entry((g.session.bitrate_kbps.unwrap(), g.session.class))
+            .or_default() += 1;
+    }
+    let count = |kbps: u32, class: &str| by_rate.get(&(kbps, class.to_string())).copied();
+    // The 1 Mbit/s class watches SD (419 kbit/s) but never HD (2,095 kbit/s).
+    assert!(count(419, "medium").unwrap_or(0) > 50, "{by_rate:?}");
+    assert_eq!(count(2095, "medium"), None, "{by_rate:?}");
+    assert!(count(2095, "bband").unwrap_or(0) > 50, "{by_rate:?}");
+    assert!(count(2095, "high").unwrap_or(0) > 50, "{by_rate:?}");
+    let slow = spec::load(
+        "youtube-2014-hd",
+        &[
+            ("clients.high.bandwidth".into(), "2Mbit/s".into()),
+            ("clients.bband.bandwidth".into(), "2Mbit/s".into()),
+        ],
+        0.1,
+    )
+    .unwrap_err();
+    assert!(
+        slow.to_string().contains("fast enough for 2095 kbit/s"),
+        "{slow}"
+    );
+}
+
+#[test]
+fn startup_buffer_reaches_workload_json_only_when_set() {
+    assert_eq!(
+        plan("youtube-2011", &[], 0.01, None)
+            .meta()
+            .measurement
+            .startup_buffer_s,
+        None
+    );
+    let p = plan(
+        "youtube-2011",
+        &[("measurement.startup_buffer", "4s")],
+        0.01,
+        None,
+    );
+    assert_eq!(p.meta().measurement.startup_buffer_s, Some(4.0));
+    let too_long = spec::load(
+        "youtube-2011",
+        &[("measurement.startup_buffer".into(), "20m".into())],
+        1.0,
+    )
+    .unwrap_err();
+    assert!(too_long.to_string().contains("600 s"), "{too_long}");
+}

@@ -101,6 +101,10 @@ struct RunArgs {
     /// Requests at the end excluded from the steady state.
     #[arg(long)]
     ramp_down_requests: Option<u64>,
+    /// Content the modelled player buffers before playback starts and after a stall (QoS),
+    /// e.g. `2s` (default: workload.json's `startup_buffer_s`, else 2 s).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    startup_buffer: Option<Duration>,
     /// Show the live status line even when stderr is not a terminal.
     #[arg(long)]
     progress: bool,
@@ -187,6 +191,9 @@ fn run_load(a: RunArgs) -> anyhow::Result<()> {
     ramp.down_sessions = a.ramp_down_sessions.unwrap_or(ramp.down_sessions);
     ramp.up_requests = a.ramp_up_requests.unwrap_or(ramp.up_requests);
     ramp.down_requests = a.ramp_down_requests.unwrap_or(ramp.down_requests);
+    if let Some(b) = a.startup_buffer {
+        config.startup_buffer_s = b.as_secs_f64();
+    }
     config.max_sessions = a.max_sessions;
     config.duration = a.duration;
     config.verify = a.verify;
