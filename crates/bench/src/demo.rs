@@ -5,7 +5,7 @@
 
 use crate::report::{self, ServerReport};
 use crate::runner::{finish, BarProgress, RunError, TestbedChoice};
-use crate::scenario_run::{run_cell, CellPlan};
+use crate::scenario_run::{run_cell_bounded, CellPlan};
 use crate::search::Criterion;
 use crate::sut;
 use std::path::{Path, PathBuf};
@@ -98,7 +98,7 @@ pub fn run(
         criterion: Criterion::Strict,
         repeat: 1,
     };
-    let mut servers: Vec<ServerReport> = run_cell(
+    let (mut servers, bound): (Vec<ServerReport>, _) = run_cell_bounded(
         &cell,
         out,
         vodkit_exe.as_ref(),
@@ -122,6 +122,9 @@ pub fn run(
     rep.search = serde_json::json!({"kind": "failure-free", "start": "guess/2", "step": "guess/2", "precision": "guess/4", "max": "1.5 guess", "point_s": POINT_S});
     rep.servers = servers;
     rep.notes = notes;
+    if let Some(b) = &bound {
+        report::apply_bound(&mut rep, b);
+    }
     if let (Some(v), Some(n)) = (rep.server("vodkit:asap:auto"), rep.server("nginx")) {
         let ratio = v
             .max_failure_free_rate

@@ -3,10 +3,12 @@
 //!
 //! The pieces are independent of each other and of the other vodkit crates: [`sut`] parses
 //! the server list, [`peers`]/[`process`] (from `vodkit-peers`) run the unmodified peers,
-//! [`search`] is the pure capacity search, [`report`] writes bench.json/report.md/report.html,
+//! [`search`] is the pure capacity search, [`bound`] the capacity bound any server is read
+//! against, [`report`] writes bench.json/report.md/report.html,
 //! and [`scenario`] holds the seed experiments as data.
 
 pub mod adapters;
+pub mod bound;
 pub mod demo;
 pub mod experiment;
 pub mod launch;

@@ -252,6 +252,81 @@ pub fn place(
     Ok((testbed, root))
 }
 
+/// The capacity bound of a run on `choice` over `workload` (catalog.json) and the sessions
+/// `load` replays, with `memory` (else this machine's total RAM), and notes for the report.
+/// `None` on a plain disk (no drive model) or when it cannot be computed (the note says why).
+pub fn capacity_bound(
+    choice: &TestbedChoice,
+    workload: &Path,
+    load: &WorkloadLoad,
+    memory: Option<u64>,
+) -> (Option<crate::bound::CapacityBound>, Vec<String>) {
+    let TestbedChoice::Hdd(preset) = choice else {
+        return (
+            None,
+            vec!["capacity bound: not applicable (plain disk, no drive model)".into()],
+        );
+    };
+    let mut notes = Vec::new();
+    let memory = match memory {
+        Some(m) => m,
+        None => {
+            let total = std::fs::read_to_string("/proc/meminfo")
+                .map(|t| vodkit_disk::sys::parse_meminfo(&t).total)
+                .unwrap_or(0);
+            notes.push(format!(
+                "capacity bound computed with this machine's total RAM ({}): no --memory budget was given",
+                bytesize::ByteSize(total)
+            ));
+            total
+        }
+    };
+    let classes = match &load.meta {
+        Some(m) => m.client_classes.clone(),
+        None => {
+            notes.push(
+                "capacity bound: no workload.json, so every client link counts as unlimited".into(),
+            );
+            Vec::new()
+        }
+    };
+    let computed = crate::prepare::catalog(workload).and_then(|catalog| {
+        let fileset = crate::prepare::fileset_bytes(&catalog);
+        let image = crate::system::HddTestbed::image_size_for(fileset).max(64 << 20);
+        let w = crate::bound::prepare(&catalog, &load.sessions, &classes)?;
+        crate::bound::for_testbed(&w, preset, fileset, image, memory)
+    });
+    match computed {
+        Ok(b) => {
+            notes.push(bound_note(&b));
+            (Some(b), notes)
+        }
+        Err(e) => {
+            notes.push(format!("capacity bound not computed: {e}"));
+            (None, notes)
+        }
+    }
+}
+
+/// One line describing a bound for the report's notes.
+pub fn bound_note(b: &crate::bound::CapacityBound) -> String {
+    format!(
+        "capacity bound {:.2} sessions/s (any server, docs/bench.md): {} over {:.0}% of the surface, t_pos {:.1} ms, R {:.0} MB/s; {} budget − {} reserve = {} prefetch + {} intervals; {:.0} streams, {:.0}% hits, {:.0} MB/s from disk",
+        b.bound_rate,
+        b.drive,
+        b.span_fraction * 100.0,
+        b.positioning_ms,
+        b.transfer_mb_s,
+        bytesize::ByteSize(b.memory_bytes),
+        bytesize::ByteSize(b.reserve_bytes),
+        bytesize::ByteSize(b.prefetch_memory_bytes),
+        bytesize::ByteSize(b.interval_memory_bytes),
+        b.streams_at_bound,
+        b.hit_fraction * 100.0,
+        b.disk_mb_s
+    )
+}
+
 /// Run the request and write bench.json, report.md and report.html into `out`.
 pub fn run(req: &BenchRequest) -> Result<(BenchReport, String), RunError> {
     let checked = check_request(req)?;
@@ -264,6 +339,9 @@ pub fn run(req: &BenchRequest) -> Result<(BenchReport, String), RunError> {
     )?;
     let mut load = WorkloadLoad::open(&req.workload).map_err(RunError::Usage)?;
     load.max_duration = req.point_duration;
+    progress.message("computing the capacity bound".into());
+    let (bound, bound_notes) =
+        capacity_bound(&checked.testbed, &req.workload, &load, checked.memory);
     let probe = load.probe_path().unwrap_or_else(|| "/".into());
     let guess = rate_guess(&load, 20.0);
     let plan = match &checked.plan_text {
@@ -316,6 +394,10 @@ pub fn run(req: &BenchRequest) -> Result<(BenchReport, String), RunError> {
     let mut rep = run_bench(&settings, &checked.suts, &mut rig, &mut progress);
     progress.finish();
     drop(budget);
+    if let Some(b) = &bound {
+        report::apply_bound(&mut rep, b);
+    }
+    rep.notes.extend(bound_notes);
     finish(&mut rep, &req.out)
 }
 

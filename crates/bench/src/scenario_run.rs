@@ -3,10 +3,13 @@
 //! with cell-qualified server names, and judge the seed finding.
 
 use crate::adapters::{ChildVodkit, InProcessVodkit, WorkloadLoad};
+use crate::bound::CapacityBound;
 use crate::experiment::{run_bench, BenchSettings, Rig};
 use crate::launch::LocalLauncher;
 use crate::report::{self, BenchReport, Comparison, ScenarioInfo, ServerReport};
-use crate::runner::{finish, place, rate_guess, BarProgress, RunError, TestbedChoice};
+use crate::runner::{
+    capacity_bound, finish, place, rate_guess, BarProgress, RunError, TestbedChoice,
+};
 use crate::scenario::{self, Scenario};
 use crate::search::{Criterion, SearchPlan};
 use crate::sut;
@@ -92,6 +95,19 @@ pub fn run_cell(
     notes: &mut Vec<String>,
     sequential: &mut Option<f64>,
 ) -> Vec<ServerReport> {
+    run_cell_bounded(cell, out, vodkit_exe, progress, notes, sequential).0
+}
+
+/// [`run_cell`], also returning the cell's capacity bound (servers carry their fraction of
+/// it) when its testbed has a drive model.
+pub fn run_cell_bounded(
+    cell: &CellPlan,
+    out: &Path,
+    vodkit_exe: Option<&PathBuf>,
+    progress: &mut BarProgress,
+    notes: &mut Vec<String>,
+    sequential: &mut Option<f64>,
+) -> (Vec<ServerReport>, Option<CapacityBound>) {
     let cache = prepare::cache_dir();
     let sets: Vec<&str> = cell.sets.iter().map(String::as_str).collect();
     progress.message(format!(
@@ -100,19 +116,26 @@ pub fn run_cell(
     ));
     let workload = match prepare::workload(&cell.spec, &sets, cell.scale, &cache) {
         Ok(w) => w,
-        Err(e) => return all_skipped(cell, report::FAILED, &format!("workload: {e}")),
+        Err(e) => {
+            return (
+                all_skipped(cell, report::FAILED, &format!("workload: {e}")),
+                None,
+            )
+        }
     };
     let (mut testbed, root) = match place(&cell.testbed, &workload, None, progress) {
         Ok(x) => x,
         Err(RunError::Runtime(e)) | Err(RunError::Usage(e)) => {
-            return all_skipped(cell, report::SKIPPED, &e)
+            return (all_skipped(cell, report::SKIPPED, &e), None)
         }
     };
     let mut load = match WorkloadLoad::open(&workload) {
         Ok(l) => l,
-        Err(e) => return all_skipped(cell, report::FAILED, &e),
+        Err(e) => return (all_skipped(cell, report::FAILED, &e), None),
     };
     load.max_duration = Some(cell.point);
+    progress.message(format!("{}: computing the capacity bound", cell.label));
+    let (bound, bound_notes) = capacity_bound(&cell.testbed, &workload, &load, cell.memory);
     let probe = load.probe_path().unwrap_or_else(|| "/".into());
     let guess = rate_guess(&load, cell.guess_mb_s);
     let plan = SearchPlan::FailureFree {
@@ -155,7 +178,7 @@ pub fn run_cell(
     }
     let budget = match cell.memory.map(crate::system::Budget::create) {
         Some(Ok(b)) => Some(b),
-        Some(Err(e)) => return all_skipped(cell, report::SKIPPED, &e),
+        Some(Err(e)) => return (all_skipped(cell, report::SKIPPED, &e), None),
         None => None,
     };
     launcher.budget = budget.as_ref().and_then(|b| b.wrap());
@@ -176,7 +199,11 @@ pub fn run_cell(
         load: &mut load,
         sampler: &mut sampler,
     };
-    let rep = run_bench(&settings, &cell.suts, &mut rig, progress);
+    let mut rep = run_bench(&settings, &cell.suts, &mut rig, progress);
+    if let Some(b) = &bound {
+        report::set_fractions(&mut rep.servers, b.bound_rate);
+    }
+    rep.notes.extend(bound_notes);
     if cell.sequential {
         progress.message(format!(
             "{}: sequential read of the requested files",
@@ -199,13 +226,15 @@ pub fn run_cell(
         }
     }
     notes.extend(rep.notes.iter().map(|n| format!("{}: {n}", cell.label)));
-    rep.servers
+    let servers = rep
+        .servers
         .into_iter()
         .map(|mut s| {
             s.sut = scenario::qualified(&cell.label, &s.sut);
             s
         })
-        .collect()
+        .collect();
+    (servers, bound)
 }
 
 /// Run a whole scenario and write its report into `out`.
@@ -234,23 +263,32 @@ pub fn run(
     rep.search = serde_json::json!({"kind": "failure-free", "start": "guess/2", "step": "guess/2", "precision": "guess/8", "point_s": s.point_seconds()});
     let mut notes = Vec::new();
     let mut sequential = None;
+    let mut bounds = Vec::new();
     for c in &cells {
         progress.line(format!(
             "cell `{}`: {} servers",
             if c.label.is_empty() { "-" } else { &c.label },
             c.suts.len()
         ));
-        rep.servers.extend(run_cell(
+        let (servers, bound) = run_cell_bounded(
             c,
             out,
             vodkit_exe.as_ref(),
             &mut progress,
             &mut notes,
             &mut sequential,
-        ));
+        );
+        rep.servers.extend(servers);
+        bounds.extend(bound);
     }
     progress.finish();
     rep.notes = notes;
+    // One cell: its bound is the run's. Several: each server carries its cell's fraction
+    // and the notes give every cell's bound.
+    if let ([b], 1) = (bounds.as_slice(), cells.len()) {
+        rep.bound_rate = Some(b.bound_rate);
+        rep.bound = Some(b.clone());
+    }
     judge(s, &mut rep, sequential);
     finish(&mut rep, out).map(|(_, table)| table)
 }

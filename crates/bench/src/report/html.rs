@@ -131,6 +131,45 @@ fn per_server(
         .collect()
 }
 
+/// Each measured server's capacity as one point (x = its place in the list) under a
+/// horizontal line at the capacity bound; in % of each server's own bound when the run has
+/// no single bound (scenarios with several cells). `None` without any bound.
+fn capacity_plot(r: &BenchReport) -> Option<String> {
+    let (percent, y_desc, line) = match r.bound_rate {
+        Some(b) => (false, r.rate_unit.clone(), b),
+        None => (true, "% of bound".to_string(), 100.0),
+    };
+    let mut series: Vec<Series> = r
+        .servers
+        .iter()
+        .enumerate()
+        .filter_map(|(i, s)| {
+            let y = if percent {
+                s.fraction_of_bound? * 100.0
+            } else {
+                s.max_failure_free_rate?
+            };
+            Some(Series {
+                name: s.sut.clone(),
+                points: vec![(i as f64 + 1.0, y)],
+            })
+        })
+        .collect();
+    if series.is_empty() && r.bound_rate.is_none() {
+        return None;
+    }
+    series.push(Series {
+        name: "capacity bound (no server can exceed it)".into(),
+        points: vec![(0.5, line), (r.servers.len() as f64 + 0.5, line)],
+    });
+    Some(line_plot(
+        "Max failure-free rate against the capacity bound",
+        "server (in the order of the table)",
+        &y_desc,
+        &series,
+    ))
+}
+
 /// Numeric top-level QoS fields reported by the load generator, in a stable order.
 fn qos_fields(r: &BenchReport) -> Vec<String> {
     let mut names = std::collections::BTreeSet::new();
@@ -195,6 +234,9 @@ pub fn render(r: &BenchReport) -> String {
             &per_server(r, |p| p.metrics.cores.server),
         ),
     ];
+    if let Some(p) = capacity_plot(r) {
+        plots.insert(0, p);
+    }
     for field in qos_fields(r) {
         let f = field.clone();
         let series: Vec<Series> = r

@@ -27,6 +27,13 @@ pub struct BenchReport {
     pub repeat: u32,
     /// Unit of every rate in the file.
     pub rate_unit: String,
+    /// The capacity bound: the highest rate any server could sustain with this workload,
+    /// drive model and memory budget (omitted when the testbed has no drive model).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound_rate: Option<f64>,
+    /// How the bound was computed (docs/bench.md, "The capacity bound").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound: Option<crate::bound::CapacityBound>,
     #[serde(default)]
     pub scenario: Option<ScenarioInfo>,
     pub servers: Vec<ServerReport>,
@@ -74,6 +81,9 @@ pub struct ServerReport {
     pub reason: Option<String>,
     /// Mean over repeats of the highest rate that met the criterion.
     pub max_failure_free_rate: Option<f64>,
+    /// `max_failure_free_rate / bound_rate` (its cell's bound in a scenario).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fraction_of_bound: Option<f64>,
     /// 95% confidence interval of that rate (t-distribution; needs ≥ 2 repeats).
     pub ci95: Option<[f64; 2]>,
     #[serde(default)]
@@ -121,6 +131,7 @@ impl ServerReport {
             status: status.into(),
             reason: Some(reason),
             max_failure_free_rate: None,
+            fraction_of_bound: None,
             ci95: None,
             per_repeat: Vec::new(),
             hit_ceiling: false,
@@ -219,11 +230,48 @@ pub fn new_report(
         search: serde_json::to_value(plan).unwrap_or_default(),
         repeat,
         rate_unit: "sessions/s".into(),
+        bound_rate: None,
+        bound: None,
         scenario: None,
         servers: Vec::new(),
         comparisons: Vec::new(),
         notes: Vec::new(),
     }
+}
+
+/// Set each server's `fraction_of_bound` against `bound_rate`.
+pub fn set_fractions(servers: &mut [ServerReport], bound_rate: f64) {
+    for s in servers {
+        s.fraction_of_bound = s
+            .max_failure_free_rate
+            .filter(|_| bound_rate > 0.0)
+            .map(|r| r / bound_rate);
+    }
+}
+
+/// Record the run's capacity bound and every server's fraction of it.
+pub fn apply_bound(report: &mut BenchReport, bound: &crate::bound::CapacityBound) {
+    report.bound_rate = Some(bound.bound_rate);
+    report.bound = Some(bound.clone());
+    set_fractions(&mut report.servers, bound.bound_rate);
+}
+
+/// Servers whose measured capacity exceeds their bound by more than the tolerance, with
+/// the one-line reason (the measurement or the bound is wrong).
+pub fn above_bound(report: &BenchReport) -> Vec<(String, String)> {
+    report
+        .servers
+        .iter()
+        .filter_map(|s| {
+            let (rate, f) = (s.max_failure_free_rate?, s.fraction_of_bound?);
+            if f <= 0.0 {
+                return None;
+            }
+            crate::bound::check_fraction(rate, rate / f)
+                .err()
+                .map(|e| (s.sut.clone(), e))
+        })
+        .collect()
 }
 
 /// Paths of the files a report is written to.
@@ -259,6 +307,9 @@ pub fn check(report: &BenchReport) -> Vec<String> {
     }
     if report.servers.is_empty() {
         problems.push("no servers".into());
+    }
+    for (sut, why) in above_bound(report) {
+        problems.push(format!("{sut}: {why}"));
     }
     for s in &report.servers {
         let p = |m: &str| format!("{}: {m}", s.sut);

@@ -26,9 +26,10 @@ fn capacity(s: &ServerReport) -> String {
     }
 }
 
-const HEADER: [&str; 10] = [
+const HEADER: [&str; 11] = [
     "server",
     "max rate",
+    "% of bound",
     "tput MB/s",
     "disk MB/s",
     "ms/transaction",
@@ -39,10 +40,11 @@ const HEADER: [&str; 10] = [
     "cores srv/load/disk",
 ];
 
-fn row(s: &ServerReport) -> [String; 10] {
+fn row(s: &ServerReport) -> [String; 11] {
     [
         s.sut.clone(),
         capacity(s),
+        pct(s.fraction_of_bound),
         num(s.throughput_mb_s, 1),
         num(s.disk_mb_s, 1),
         num(s.disk_ms_per_transaction, 2),
@@ -75,7 +77,7 @@ fn cores(s: &ServerReport) -> String {
 
 /// Aligned table for the terminal, followed by skip reasons and comparisons.
 pub fn table(r: &BenchReport) -> String {
-    let rows: Vec<[String; 10]> = r.servers.iter().map(row).collect();
+    let rows: Vec<[String; 11]> = r.servers.iter().map(row).collect();
     let mut widths = HEADER.map(|h| h.chars().count());
     for rw in &rows {
         for (w, c) in widths.iter_mut().zip(rw) {
@@ -98,6 +100,10 @@ pub fn table(r: &BenchReport) -> String {
         "max failure-free rate in {} ({})\n",
         r.rate_unit, r.criterion
     );
+    if let Some(line) = bound_line(r) {
+        out += &line;
+        out += "\n";
+    }
     out += &line(&HEADER.map(String::from));
     for rw in &rows {
         out += &line(rw);
@@ -113,7 +119,29 @@ pub fn table(r: &BenchReport) -> String {
     for c in &r.comparisons {
         let _ = writeln!(out, "  {}: {} — {}", c.what, num(c.ratio, 2), c.note);
     }
+    for (sut, why) in super::above_bound(r) {
+        let _ = writeln!(out, "  WARNING {sut}: {why}");
+    }
     out
+}
+
+/// "bound X sessions/s (...)": the capacity bound and what it assumed, when the run has one.
+fn bound_line(r: &BenchReport) -> Option<String> {
+    let rate = r.bound_rate?;
+    let how = r.bound.as_ref().map_or(String::new(), |b| {
+        format!(
+            " — {} t_pos {:.1} ms, R {:.0} MB/s, {} memory, {:.0}% hits",
+            b.drive,
+            b.positioning_ms,
+            b.transfer_mb_s,
+            bytesize::ByteSize(b.memory_bytes),
+            b.hit_fraction * 100.0
+        )
+    });
+    Some(format!(
+        "bound {rate:.2} {} (no server can exceed it){how}",
+        r.rate_unit
+    ))
 }
 
 /// report.md: settings, the table, comparisons, scenario verdict and notes.
@@ -132,6 +160,13 @@ pub fn markdown(r: &BenchReport) -> String {
         .map(|b| bytesize::ByteSize(b).to_string())
         .unwrap_or("unlimited".into());
     let _ = writeln!(md, "| memory budget | {mem} |");
+    if let Some(line) = bound_line(r) {
+        let _ = writeln!(
+            md,
+            "| capacity bound | {} |",
+            line.trim_start_matches("bound ")
+        );
+    }
     let _ = writeln!(md, "| criterion | {} |", r.criterion);
     let _ = writeln!(md, "| search | `{}` |", r.search);
     let _ = writeln!(md, "| repeats | {} |\n", r.repeat);
@@ -170,6 +205,13 @@ pub fn markdown(r: &BenchReport) -> String {
                 num(c.target, 2),
                 c.note
             );
+        }
+    }
+    let above = super::above_bound(r);
+    if !above.is_empty() {
+        md += "\n";
+        for (sut, why) in above {
+            let _ = writeln!(md, "**Warning** `{sut}`: {why}\n");
         }
     }
     if !r.notes.is_empty() {
