@@ -9,7 +9,7 @@ use std::time::{Instant, SystemTime};
 use tokio::net::TcpStream;
 
 use crate::access_log::{Entry, Outcome};
-use crate::body::{send_bytes, send_file_range, SendClock, SendError};
+use crate::body::{send_bytes, send_file_range, send_slices, SendClock, SendError};
 use crate::io::{Requester, WINDOW};
 use crate::request::{parse_head, HeadError, Method, Parsed, Request};
 use crate::response::{head_bytes, plan, Body, Response, Segment};
@@ -314,7 +314,7 @@ async fn send_response(
 }
 
 /// Send one file range window by window: each window is made resident by the I/O layer
-/// (engine) and then sent with sendfile.
+/// (engine) and then sent with sendfile, or in `--io direct` from the engine's buffer pool.
 #[allow(clippy::too_many_arguments)]
 async fn send_windows(
     shared: &Shared,
@@ -332,13 +332,17 @@ async fn send_windows(
     while first <= range.last {
         let last = range.last.min(first + WINDOW - 1);
         let window = crate::range::ByteRange { first, last };
-        let prep = shared
+        let mut prep = shared
             .io
             .prepare(file, &url_path, file_id, who, window)
             .await;
         served.from_memory += prep.from_memory;
         served.from_disk += prep.from_disk;
-        send_file_range(stream, file, window, prep.send_blocking, clock).await?;
+        match prep.slices.take() {
+            // The pool's chunks are let go once sent, before the manager decides on them.
+            Some(slices) => send_slices(stream, &slices, clock).await?,
+            None => send_file_range(stream, file, window, prep.send_blocking, clock).await?,
+        }
         shared.io.sent(&prep, window);
         first = last + 1;
     }

@@ -7,6 +7,10 @@
 //! or one FIFO worker per device, request-sized or prefetch-sized, by mode) and then
 //! sent from the page cache. If the pages are gone again by then, the send runs on the
 //! blocking pool, so the event loop never waits for the disk.
+//!
+//! `--io direct` has no page cache in the path: the engine reads misses with `O_DIRECT`
+//! into its buffer pool ([`vodkit_prefetch::direct`]) and a window is sent from the pool's
+//! chunks with `sendmsg` (a `writev` that raises no SIGPIPE).
 
 use std::fs::File;
 use std::hash::{Hash, Hasher};
@@ -17,7 +21,7 @@ use std::time::Duration;
 use vodkit_prefetch::memory::StreamId;
 pub use vodkit_prefetch::IoMode;
 use vodkit_prefetch::{
-    Begin, BitrateMap, ChainTracker, Engine, EngineConfig, PolicySpec, ReadRequest,
+    Begin, BitrateMap, ChainTracker, Engine, EngineConfig, PolicySpec, ReadRequest, Slice,
 };
 
 use crate::range::ByteRange;
@@ -125,7 +129,7 @@ impl Requester {
 }
 
 /// What the engine did for one window before it is sent.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default)]
 pub struct Prepared {
     /// Bytes of the window that were already in memory.
     pub from_memory: u64,
@@ -135,6 +139,9 @@ pub struct Prepared {
     pub send_blocking: bool,
     /// The memory manager's stream; report the window sent with [`DiskIo::sent`].
     pub stream: Option<StreamId>,
+    /// `--io direct`: the window's bytes in the engine's buffer pool, in order (send them
+    /// with [`crate::body::send_slices`]); `None`: send from the file with sendfile.
+    pub slices: Option<Vec<Slice>>,
 }
 
 /// The server's disk path: the engine plus chain and bit-rate context.
@@ -156,6 +163,9 @@ impl DiskIo {
                 bytesize::ByteSize(m.budget_bytes),
                 settings.memory.source().name(),
                 bytesize::ByteSize(m.reserve_bytes)
+            ),
+            None if settings.mode == IoMode::Direct => tracing::info!(
+                "--io direct keeps the memory manager on (its budget bounds the buffer pool)"
             ),
             None => tracing::info!("memory manager off"),
         }
@@ -207,6 +217,9 @@ impl DiskIo {
             chain,
             client: Some(who.stream),
         };
+        if self.mode == IoMode::Direct {
+            return self.prepare_direct(file, req).await;
+        }
         let outcome = match self.engine.begin(file, &req) {
             Ok(Begin::Ready(o)) => {
                 return Prepared {
@@ -214,6 +227,7 @@ impl DiskIo {
                     from_disk: o.from_disk,
                     send_blocking: false,
                     stream: o.stream,
+                    slices: None,
                 }
             }
             Ok(Begin::Pending(p)) => p.wait().await,
@@ -233,6 +247,7 @@ impl DiskIo {
                     from_disk: o.from_disk,
                     send_blocking: !resident,
                     stream: o.stream,
+                    slices: None,
                 }
             }
             Err(e) => {
@@ -242,7 +257,43 @@ impl DiskIo {
                     from_disk: len,
                     send_blocking: true,
                     stream: None,
+                    slices: None,
                 }
+            }
+        }
+    }
+
+    /// `--io direct`: the window from the engine's buffer pool (read with `O_DIRECT` on the
+    /// device's worker when missing). Should the engine fail (the pool full for too long,
+    /// the file shorter than planned), the window goes out with sendfile from the blocking
+    /// pool, as an engine failure does in the other modes.
+    async fn prepare_direct(&self, file: &Arc<File>, req: ReadRequest) -> Prepared {
+        let len = req.len;
+        let fallback = |stream| Prepared {
+            from_memory: 0,
+            from_disk: len,
+            send_blocking: true,
+            stream,
+            slices: None,
+        };
+        match self.engine.fetch_direct(file, req).await {
+            Ok(d) if d.slices.iter().map(Slice::len).sum::<usize>() as u64 == len => Prepared {
+                from_memory: d.outcome.from_memory,
+                from_disk: d.outcome.from_disk,
+                send_blocking: false,
+                stream: d.outcome.stream,
+                slices: Some(d.slices),
+            },
+            Ok(d) => {
+                tracing::debug!(
+                    "direct read covered {} of {len} bytes (file truncated?); sending with sendfile",
+                    d.outcome.requested
+                );
+                fallback(d.outcome.stream)
+            }
+            Err(e) => {
+                tracing::debug!("direct read failed, sending from the blocking pool: {e}");
+                fallback(None)
             }
         }
     }

@@ -15,8 +15,9 @@ pub struct Args {
     /// HTTP listen address.
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
-    /// How cache misses are read: vanilla, serialized, prefetch or asap (asynchronous
-    /// serialized aggressive prefetching, the default).
+    /// How cache misses are read: vanilla, serialized, prefetch, asap (asynchronous
+    /// serialized aggressive prefetching, the default) or direct (asap with O_DIRECT reads
+    /// into a buffer pool within the --memory budget, sent with writev; no page cache).
     #[arg(long, default_value = "asap")]
     io: String,
     /// Prefetch policy, e.g. none, fixed:2MiB, sqrt:4MiB@419, auto (the default).
