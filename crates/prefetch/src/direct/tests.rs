@@ -117,7 +117,7 @@ fn o_direct_works_here_or_the_fallback_says_why() {
 
 #[test]
 fn a_filesystem_that_refuses_o_direct_is_detected() {
-    // procfs refuses O_DIRECT with EINVAL, as tmpfs did before Linux 6.6.
+    // procfs refuses O_DIRECT with EINVAL, as tmpfs does on older kernels.
     let e = open_direct_path(Path::new("/proc/self/status")).unwrap_err();
     assert_eq!(e.raw_os_error(), Some(libc::EINVAL), "{e}");
 }
