@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime};
+use vodkit_prefetch::budget::MemorySetting;
 use vodkit_workload::model::{Request, Session, WorkloadMeta};
 
 /// Replays a generated workload directory (sessions.jsonl, workload.json, warmup.jsonl).
@@ -161,6 +162,7 @@ impl VodkitStarter for InProcessVodkit {
         &mut self,
         io: IoMode,
         policy: &str,
+        memory: Option<MemorySetting>,
         root: &Path,
         run_dir: &Path,
         budget: Option<&CommandWrap>,
@@ -175,6 +177,7 @@ impl VodkitStarter for InProcessVodkit {
         config.io = vodkit_server::IoSettings {
             mode: io,
             prefetch: (policy != "none").then(|| policy.to_string()),
+            memory: memory.unwrap_or_default(),
             ..Default::default()
         };
         config.access_log = Some(run_dir.join("access.log"));
@@ -211,6 +214,7 @@ impl VodkitStarter for ChildVodkit {
         &mut self,
         io: IoMode,
         policy: &str,
+        memory: Option<MemorySetting>,
         root: &Path,
         run_dir: &Path,
         budget: Option<&CommandWrap>,
@@ -228,6 +232,9 @@ impl VodkitStarter for ChildVodkit {
         ]);
         if policy != "none" {
             cmd.args(["--prefetch", policy]);
+        }
+        if let Some(m) = memory {
+            cmd.args(["--memory", &memory_arg(m)]);
         }
         if let Some(c) = &self.catalog {
             cmd.arg("--catalog").arg(c);
@@ -305,6 +312,15 @@ fn prefetch_sizes(stderr: &str, every_s: f64) -> Vec<(f64, u64)> {
         .collect()
 }
 
+/// The `--memory` argument for a setting.
+fn memory_arg(m: MemorySetting) -> String {
+    match m {
+        MemorySetting::Off => "off".into(),
+        MemorySetting::Auto => "auto".into(),
+        MemorySetting::Budget(b) => b.to_string(),
+    }
+}
+
 /// What `+preload` servers need: the vodkit executable, whose `vodkit prefetchd` is each
 /// server's own prefetch daemon, and the preload library (`vodkit-preload`).
 #[derive(Debug, Clone)]
@@ -369,12 +385,23 @@ impl PreloadKit {
         run_dir: &Path,
         budget: Option<&CommandWrap>,
     ) -> Result<PreloadDaemon, String> {
+        self.start_daemon_with(policy, None, run_dir, budget)
+    }
+
+    /// [`PreloadKit::start_daemon`] with the daemon's `--memory` (`None`: its default).
+    pub fn start_daemon_with(
+        &self,
+        policy: &str,
+        memory: Option<MemorySetting>,
+        run_dir: &Path,
+        budget: Option<&CommandWrap>,
+    ) -> Result<PreloadDaemon, String> {
         static STARTS: AtomicU32 = AtomicU32::new(0);
         let n = STARTS.fetch_add(1, Ordering::SeqCst);
         let socket =
             std::env::temp_dir().join(format!("vodkit-bench-{}-{n}.sock", std::process::id()));
         let port = free_port().map_err(|e| format!("prefetchd: {e}"))?;
-        let cmd = self.daemon_command(&socket, policy, port, run_dir);
+        let cmd = self.daemon_command(&socket, policy, memory, port, run_dir);
         let cmd = match budget {
             Some(b) => b(cmd)?,
             None => cmd,
@@ -402,7 +429,14 @@ impl PreloadKit {
     }
 
     /// The `vodkit prefetchd` command line for one run.
-    fn daemon_command(&self, socket: &Path, policy: &str, port: u16, run_dir: &Path) -> Command {
+    fn daemon_command(
+        &self,
+        socket: &Path,
+        policy: &str,
+        memory: Option<MemorySetting>,
+        port: u16,
+        run_dir: &Path,
+    ) -> Command {
         let mut cmd = Command::new(&self.exe);
         cmd.arg("prefetchd")
             .arg("--socket")
@@ -411,6 +445,9 @@ impl PreloadKit {
             .args(["--admin", &format!("127.0.0.1:{port}")])
             .arg("--metrics")
             .arg(run_dir.join(DAEMON_METRICS));
+        if let Some(m) = memory {
+            cmd.args(["--memory", &memory_arg(m)]);
+        }
         if let Some((catalog, root)) = &self.catalog {
             cmd.arg("--catalog").arg(catalog).arg("--root").arg(root);
         }
@@ -486,10 +523,10 @@ mod preload_tests {
             catalog: None,
         };
         let sock = Path::new("/tmp/s.sock");
-        let plain = args(&kit.daemon_command(sock, "auto", 9, Path::new("/run")));
+        let plain = args(&kit.daemon_command(sock, "auto", None, 9, Path::new("/run")));
         assert!(!plain.iter().any(|a| a == "--catalog"), "{plain:?}");
         let kit = kit.with_catalog("/w/catalog.json".into(), "/mnt/files".into());
-        let cmd = kit.daemon_command(sock, "auto", 9, Path::new("/run"));
+        let cmd = kit.daemon_command(sock, "auto", None, 9, Path::new("/run"));
         assert_eq!(cmd.get_program(), "/x/vodkit");
         let with = args(&cmd);
         assert_eq!(
@@ -497,6 +534,15 @@ mod preload_tests {
             ["--catalog", "/w/catalog.json", "--root", "/mnt/files"]
         );
         assert_eq!(with[..plain.len()], plain[..]);
+        let off =
+            args(&kit.daemon_command(sock, "auto", Some(MemorySetting::Off), 9, Path::new("/run")));
+        assert_eq!(off[0], "prefetchd", "flags follow the subcommand");
+        let at = off
+            .iter()
+            .position(|a| a == "--memory")
+            .expect("--memory passed");
+        assert_eq!(off[at + 1], "off");
+        assert_eq!(memory_arg(MemorySetting::Budget(1 << 30)), "1073741824");
     }
 
     #[test]

@@ -13,16 +13,20 @@ use crate::sut::{Base, IoMode, Sut};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
+use vodkit_prefetch::budget::MemorySetting;
 
 /// Rewrites a server command (e.g. to run it in a memory cgroup or under the preload shim).
 pub type CommandWrap = Box<dyn Fn(Command) -> Result<Command, String>>;
 
 /// Starts the vodkit server for a `vodkit:IO:POLICY` entry.
 pub trait VodkitStarter {
+    /// `memory`: `--memory` of the server (`None`: its default).
+    #[allow(clippy::too_many_arguments)]
     fn start(
         &mut self,
         io: IoMode,
         policy: &str,
+        memory: Option<MemorySetting>,
         root: &Path,
         run_dir: &Path,
         budget: Option<&CommandWrap>,
@@ -207,7 +211,7 @@ impl Launcher for LocalLauncher {
                     .as_ref()
                     .map_err(|why| StartError::Unavailable(why.clone()))?;
                 let d = kit
-                    .start_daemon(policy, &run_dir, budget)
+                    .start_daemon_with(policy, sut.memory, &run_dir, budget)
                     .map_err(StartError::Failed)?;
                 Some(d)
             }
@@ -232,8 +236,14 @@ impl Launcher for LocalLauncher {
                     .vodkit
                     .as_mut()
                     .map_err(|why| StartError::Unavailable(why.clone()))?;
-                let inner =
-                    starter.start(*io, policy, &self.root, &run_dir, self.budget.as_ref())?;
+                let inner = starter.start(
+                    *io,
+                    policy,
+                    sut.memory,
+                    &self.root,
+                    &run_dir,
+                    self.budget.as_ref(),
+                )?;
                 return Ok(tuned(inner, ra));
             }
         };
