@@ -155,11 +155,13 @@ pub const MEMORY_CELLS: [(&str, &str, &str, &str); 5] = [
 ];
 
 /// The `memory` scenario's servers: nginx; vodkit as before the memory manager; vodkit with
-/// it; nginx with the preload library, whose daemon runs the same manager.
-pub const MEMORY_SUTS: [&str; 4] = [
+/// it; vodkit reading with `O_DIRECT` into its own buffer pool (seed 003's design point);
+/// nginx with the preload library, whose daemon runs the same manager.
+pub const MEMORY_SUTS: [&str; 5] = [
     "nginx",
     "vodkit:asap:auto+memory:off",
     "vodkit:asap:auto",
+    "vodkit:direct:auto",
     "nginx+preload:auto+threads:128",
 ];
 
@@ -284,7 +286,7 @@ pub fn all() -> Vec<Scenario> {
                 Check::Ratio { a: "mem=4GiB vodkit:asap:auto", b: "mem=4GiB nginx", min_ratio: 3.0 },
                 Check::Ratio { a: "mem=1GiB vodkit:asap:auto", b: "mem=1GiB vodkit:asap:auto+memory:off", min_ratio: 1.0 },
             ],
-            // Five budgets × four servers: about 75 minutes on two cores.
+            // Five budgets × five servers: about 90 minutes on two cores.
             budget_s: 4500,
             ..base.clone()
         },
