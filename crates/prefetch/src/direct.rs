@@ -324,7 +324,7 @@ struct Inner {
 impl Inner {
     /// The entries overlapping `[a, b)` of `file`, in order.
     fn overlapping(&mut self, file: FileId, a: u64, b: u64) -> Vec<&mut Entry> {
-        let Some(map) = self.files.get_mut(&file) else {
+        let Some(map) = self.files.get_mut(&file).filter(|_| a < b) else {
             return Vec::new();
         };
         let first = map

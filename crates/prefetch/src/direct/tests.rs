@@ -196,6 +196,10 @@ fn shared_chunks_stay_while_referenced_and_go_when_released() {
     let v2 = p.lookup(5, 100, 300_000).slices.unwrap();
     assert!(Arc::ptr_eq(&v1[0].chunk, &v2[0].chunk));
     assert_eq!(p.in_use(), used, "sharing allocates nothing");
+    // Empty and foreign ranges change nothing.
+    p.release(5, 1000, 1000);
+    p.release(6, 0, b);
+    assert_eq!(p.missing(5, a, b), 0);
     // The manager keeps the first half (an interval) and drops the rest: the chunks of
     // the dropped half leave the pool, the kept ones stay.
     p.release(5, 256 * KIB, b);
