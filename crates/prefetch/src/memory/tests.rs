@@ -206,7 +206,7 @@ fn the_budget_is_never_exceeded() {
         rng ^= rng << 17;
         let v = (rng % 40) as usize;
         let file = (v % 10) as FileId;
-        let kbps = if v % 2 == 0 { 419 } else { 2095 };
+        let kbps = if v.is_multiple_of(2) { 419 } else { 2095 };
         let now = tick as f64 * 0.05;
         let len = 512 * 1024;
         let (id, _) = m.request(file, Some(v as u64), pos[v], pos[v] + len, SIZE, kbps, now);
