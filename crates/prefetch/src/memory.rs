@@ -145,11 +145,31 @@ impl Stream {
     fn unconsumed(&self) -> u64 {
         self.prefetched_to.saturating_sub(self.consumed_to)
     }
+
+    /// What the stream holds of the budget: the larger of its unconsumed prefetch and its
+    /// next read (its last read's size, none once it reached the end of the file).
+    fn held(&self) -> u64 {
+        let next = if self.consumed_to >= self.file_size {
+            0
+        } else {
+            self.last_read
+        };
+        self.unconsumed().max(next)
+    }
+}
+
+/// A stream's positions, mirrored in its file's state so per-file questions (followers,
+/// read-ahead ranges, intervals) need no map look-ups.
+#[derive(Clone, Copy, Debug)]
+struct Pos {
+    id: StreamId,
+    consumed: u64,
+    prefetched: u64,
 }
 
 #[derive(Clone, Debug, Default)]
 struct FileState {
-    streams: Vec<StreamId>,
+    streams: Vec<Pos>,
     /// Sorted, disjoint kept `[start, end)` ranges.
     kept: Vec<(u64, u64)>,
 }
@@ -163,6 +183,10 @@ pub struct MemoryManager {
     files: HashMap<FileId, FileState>,
     weights: f64,
     kept_bytes: u64,
+    /// Σ over streams of [`Stream::unconsumed`] and of [`Stream::held`], kept up to date
+    /// by [`MemoryManager::update`] (they are asked for on every request).
+    unconsumed_total: u64,
+    held_total: u64,
     /// Consumed-cache: (sequence, start) → (file, end), oldest first.
     cached: std::collections::BTreeMap<(u64, u64), (FileId, u64)>,
     /// Per file: start → (end, sequence) of its consumed-cache ranges.
@@ -184,6 +208,8 @@ impl MemoryManager {
             files: HashMap::new(),
             weights: 0.0,
             kept_bytes: 0,
+            unconsumed_total: 0,
+            held_total: 0,
             cached: Default::default(),
             cached_index: HashMap::new(),
             cached_bytes: 0,
@@ -227,12 +253,12 @@ impl MemoryManager {
             }
             None => self.open(file, client, start, file_size, bitrate_kbps, now_s),
         };
-        if let Some(s) = self.streams.get_mut(&id) {
+        self.update(id, |s| {
             s.last_s = now_s;
             s.file_size = file_size;
             s.consumed_to = s.consumed_to.max(start);
             s.prefetched_to = s.prefetched_to.max(start);
-        }
+        });
         // Cached consumed bytes asked for again are in use, not waiting to be dropped.
         self.uncache(file, start, end);
         self.release(id, now_s, &mut drops);
@@ -243,10 +269,12 @@ impl MemoryManager {
     /// The stream sent everything below `end` (explicit consumption, `vodkit serve`).
     pub fn consumed(&mut self, id: StreamId, end: u64, now_s: f64) -> Vec<Drop> {
         let mut drops = Vec::new();
-        if let Some(s) = self.streams.get_mut(&id) {
+        let known = self.update(id, |s| {
             s.consumed_to = s.consumed_to.max(end.min(s.file_size));
             s.prefetched_to = s.prefetched_to.max(s.consumed_to);
             s.last_s = now_s;
+        });
+        if known {
             self.release(id, now_s, &mut drops);
             self.trim(&mut drops);
         }
@@ -257,16 +285,44 @@ impl MemoryManager {
     /// to make room for it.
     pub fn read(&mut self, id: StreamId, start: u64, end: u64) -> Vec<Drop> {
         let mut drops = Vec::new();
-        if let Some(s) = self.streams.get_mut(&id) {
-            if start <= s.prefetched_to.max(s.consumed_to) + self.cfg.reach_bytes {
+        let reach = self.cfg.reach_bytes;
+        let known = self.update(id, |s| {
+            if start <= s.prefetched_to.max(s.consumed_to) + reach {
                 s.prefetched_to = s.prefetched_to.max(end.min(s.file_size));
                 s.last_read = end.saturating_sub(start);
             }
-            let file = s.file;
+        });
+        if let (true, Some(file)) = (known, self.streams.get(&id).map(|s| s.file)) {
             self.uncache(file, start, end);
             self.trim(&mut drops);
         }
         drops
+    }
+
+    /// Changes stream `id` with `f`, keeping the unconsumed and held totals; false for an
+    /// unknown stream.
+    fn update(&mut self, id: StreamId, f: impl FnOnce(&mut Stream)) -> bool {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return false;
+        };
+        let (u0, h0) = (s.unconsumed(), s.held());
+        let (c0, p0) = (s.consumed_to, s.prefetched_to);
+        f(s);
+        let (u1, h1) = (s.unconsumed(), s.held());
+        let (c1, p1, file) = (s.consumed_to, s.prefetched_to, s.file);
+        self.unconsumed_total = self.unconsumed_total - u0 + u1;
+        self.held_total = self.held_total - h0 + h1;
+        if (c0, p0) != (c1, p1) {
+            if let Some(pos) = self
+                .files
+                .get_mut(&file)
+                .and_then(|fs| fs.streams.iter_mut().find(|p| p.id == id))
+            {
+                pos.consumed = c1;
+                pos.prefetched = p1;
+            }
+        }
+        true
     }
 
     /// Largest prefetch (bytes from the stream's position) the budget allows stream `id`:
@@ -278,12 +334,8 @@ impl MemoryManager {
         let share = self.share(id);
         // Never more than what the other streams' unconsumed prefetch leaves free, so
         // Σ unconsumed + kept stays within the usable budget even while shares shrink.
-        let others: u64 = self
-            .streams
-            .iter()
-            .filter(|(&x, _)| x != id)
-            .map(|(_, o)| o.unconsumed())
-            .sum();
+        let own = self.streams.get(&id).map_or(0, Stream::unconsumed);
+        let others = self.unconsumed_total - own;
         share.min(self.prefetch_pool().saturating_sub(others))
     }
 
@@ -370,7 +422,7 @@ impl MemoryManager {
         t.budget_bytes = self.cfg.budget_bytes;
         t.reserve_bytes = self.cfg.reserve_bytes;
         t.streams = self.streams.len() as u64;
-        t.unconsumed_bytes = self.streams.values().map(Stream::unconsumed).sum();
+        t.unconsumed_bytes = self.unconsumed_total;
         t.kept_bytes = self.kept_bytes;
         t.horizon_bytes = self.horizon_bytes;
         t.prefetch_pool_bytes = self.prefetch_pool();
@@ -420,7 +472,11 @@ impl MemoryManager {
         if let Some(c) = client {
             self.keyed.insert((c, file), id);
         }
-        self.files.entry(file).or_default().streams.push(id);
+        self.files.entry(file).or_default().streams.push(Pos {
+            id,
+            consumed: start,
+            prefetched: start,
+        });
         self.refresh_horizon(now_s, false);
         self.adopt(file, id, start);
         id
@@ -433,9 +489,8 @@ impl MemoryManager {
         let Some(leader_pos) = self.files.get(&file).and_then(|fs| {
             fs.streams
                 .iter()
-                .filter(|&&x| x != follower)
-                .filter_map(|x| self.streams.get(x))
-                .map(|s| s.consumed_to)
+                .filter(|p| p.id != follower)
+                .map(|p| p.consumed)
                 .filter(|&p| p > start && p - start <= self.horizon_bytes)
                 .min()
         }) else {
@@ -474,7 +529,7 @@ impl MemoryManager {
         let fs = self.files.get(&file)?;
         fs.streams
             .iter()
-            .filter_map(|id| self.streams.get(id).map(|s| (*id, s)))
+            .filter_map(|p| self.streams.get(&p.id).map(|s| (p.id, s)))
             .filter(|(_, s)| s.client.is_none())
             .filter(|(_, s)| {
                 start >= s.consumed_to && start - s.consumed_to <= self.cfg.reach_bytes
@@ -608,18 +663,7 @@ impl MemoryManager {
     /// Room the consumed-cache may use: the usable budget less kept intervals and, per
     /// stream, the larger of its unconsumed prefetch and its next read.
     fn cache_room(&self) -> u64 {
-        let held: u64 = self
-            .streams
-            .iter()
-            .map(|(&id, s)| {
-                let next = if s.consumed_to >= s.file_size {
-                    0
-                } else {
-                    s.last_read.min(self.share(id))
-                };
-                s.unconsumed().max(next)
-            })
-            .sum();
+        let held = self.held_total;
         self.cfg
             .usable_bytes()
             .saturating_sub(self.kept_bytes)
@@ -654,15 +698,9 @@ impl MemoryManager {
         let Some(fs) = self.files.get(&file) else {
             return false;
         };
-        fs.streams
-            .iter()
-            .filter(|&&id| id != leader)
-            .filter_map(|id| self.streams.get(id))
-            .any(|s| {
-                s.consumed_to <= pos
-                    && s.consumed_to < to
-                    && pos - s.consumed_to <= self.horizon_bytes
-            })
+        fs.streams.iter().filter(|p| p.id != leader).any(|p| {
+            p.consumed <= pos && p.consumed < to && pos - p.consumed <= self.horizon_bytes
+        })
     }
 
     /// Other streams' unconsumed read-ahead ranges in `file`: never dropped.
@@ -673,14 +711,8 @@ impl MemoryManager {
         let mut v: Vec<(u64, u64)> = fs
             .streams
             .iter()
-            .filter(|&&id| id != except)
-            .filter_map(|id| self.streams.get(id))
-            .map(|s| {
-                (
-                    s.consumed_to.saturating_sub(self.cfg.drop_lag_bytes),
-                    s.prefetched_to,
-                )
-            })
+            .filter(|p| p.id != except)
+            .map(|p| (p.consumed.saturating_sub(self.cfg.drop_lag_bytes), p.prefetched))
             .filter(|(a, b)| a < b)
             .collect();
         v.sort_unstable();
@@ -692,7 +724,7 @@ impl MemoryManager {
     fn can_keep(&self, n: u64) -> bool {
         let usable = self.cfg.usable_bytes();
         let share = (usable as f64 * self.cfg.interval_share) as u64;
-        let unconsumed: u64 = self.streams.values().map(Stream::unconsumed).sum();
+        let unconsumed = self.unconsumed_total;
         self.kept_bytes + n <= share && self.kept_bytes + n + unconsumed <= usable
     }
 
@@ -742,7 +774,10 @@ impl MemoryManager {
         self.decide(s.file, id, s.released_to, consumed, false, drops);
         let read_to = s.prefetched_to.min(s.file_size).max(consumed);
         self.decide(s.file, id, consumed, read_to, true, drops);
-        self.streams.remove(&id);
+        if let Some(gone) = self.streams.remove(&id) {
+            self.unconsumed_total -= gone.unconsumed();
+            self.held_total -= gone.held();
+        }
         self.weights = (self.weights - s.weight).max(0.0);
         if self.streams.is_empty() {
             self.weights = 0.0;
@@ -756,14 +791,9 @@ impl MemoryManager {
         let Some(fs) = self.files.get_mut(&s.file) else {
             return;
         };
-        fs.streams.retain(|&x| x != id);
+        fs.streams.retain(|p| p.id != id);
         // Kept ranges are useful only to a stream that has not passed them.
-        let lowest = fs
-            .streams
-            .iter()
-            .filter_map(|x| self.streams.get(x))
-            .map(|x| x.consumed_to)
-            .min();
+        let lowest = fs.streams.iter().map(|p| p.consumed).min();
         let useless: Vec<(u64, u64)> = fs
             .kept
             .iter()
@@ -794,12 +824,7 @@ impl MemoryManager {
         let budget = (self.cfg.usable_bytes() as f64 * self.cfg.interval_share) as u64;
         let mut gaps: Vec<u64> = Vec::new();
         for fs in self.files.values() {
-            let mut pos: Vec<u64> = fs
-                .streams
-                .iter()
-                .filter_map(|id| self.streams.get(id))
-                .map(|s| s.consumed_to)
-                .collect();
+            let mut pos: Vec<u64> = fs.streams.iter().map(|p| p.consumed).collect();
             if pos.len() < 2 {
                 continue;
             }

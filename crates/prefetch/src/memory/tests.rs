@@ -221,6 +221,16 @@ fn the_budget_is_never_exceeded() {
         pos[v] += len;
         m.consumed(id, pos[v], now);
         let t = m.totals();
+        let recount: u64 = m.streams.values().map(Stream::unconsumed).sum();
+        assert_eq!(t.unconsumed_bytes, recount, "tick {tick}: running total");
+        let held: u64 = m.streams.values().map(Stream::held).sum();
+        assert_eq!(m.held_total, held, "tick {tick}: running total");
+        for fs in m.files.values() {
+            for p in &fs.streams {
+                let st = &m.streams[&p.id];
+                assert_eq!((p.consumed, p.prefetched), (st.consumed_to, st.prefetched_to));
+            }
+        }
         assert!(
             t.unconsumed_bytes + t.kept_bytes + t.consumed_cached_bytes <= usable + len,
             "tick {tick}: unconsumed {} + kept {} > usable {usable}",
