@@ -698,9 +698,10 @@ impl MemoryManager {
         let Some(fs) = self.files.get(&file) else {
             return false;
         };
-        fs.streams.iter().filter(|p| p.id != leader).any(|p| {
-            p.consumed <= pos && p.consumed < to && pos - p.consumed <= self.horizon_bytes
-        })
+        fs.streams
+            .iter()
+            .filter(|p| p.id != leader)
+            .any(|p| p.consumed <= pos && p.consumed < to && pos - p.consumed <= self.horizon_bytes)
     }
 
     /// Other streams' unconsumed read-ahead ranges in `file`: never dropped.
@@ -712,7 +713,12 @@ impl MemoryManager {
             .streams
             .iter()
             .filter(|p| p.id != except)
-            .map(|p| (p.consumed.saturating_sub(self.cfg.drop_lag_bytes), p.prefetched))
+            .map(|p| {
+                (
+                    p.consumed.saturating_sub(self.cfg.drop_lag_bytes),
+                    p.prefetched,
+                )
+            })
             .filter(|(a, b)| a < b)
             .collect();
         v.sort_unstable();

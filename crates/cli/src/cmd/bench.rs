@@ -42,6 +42,10 @@ pub struct Args {
     /// Run a seed experiment by name (`--scenario list` shows them).
     #[arg(long)]
     scenario: Option<String>,
+    /// With --scenario: run only these cells (comma-separated labels, e.g.
+    /// `mem=256MiB,mem=1GiB`), each with the data-point length of the whole scenario.
+    #[arg(long, requires = "scenario", value_delimiter = ',')]
+    cells: Vec<String>,
     /// Directory for bench.json, report.md, report.html and per-run logs.
     #[arg(long, required_unless_present = "scenario")]
     out: Option<PathBuf>,
@@ -82,6 +86,28 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
 }
 
+/// `s` restricted to the cells labelled `keep`, its time budget cut in proportion so each
+/// data point lasts as long as in the whole scenario.
+fn only_cells(
+    mut s: vodkit_bench::scenario::Scenario,
+    keep: &[String],
+) -> Result<vodkit_bench::scenario::Scenario, String> {
+    let labels: Vec<&str> = s.cells.iter().map(|c| c.label).collect();
+    if let Some(bad) = keep.iter().find(|k| !labels.contains(&k.as_str())) {
+        return Err(format!(
+            "--cells: scenario {} has no cell `{bad}` (cells: {})",
+            s.name,
+            labels.join(", ")
+        ));
+    }
+    let point = s.point_seconds();
+    let runs = s.server_runs().max(1);
+    s.cells.retain(|c| keep.iter().any(|k| k == c.label));
+    s.budget_s = s.budget_s * s.server_runs() / runs;
+    debug_assert!(s.point_seconds() <= point.max(30));
+    Ok(s)
+}
+
 fn scenario(name: &str, args: &Args) -> anyhow::Result<()> {
     if name == "list" {
         for s in vodkit_bench::scenario::all() {
@@ -94,7 +120,10 @@ fn scenario(name: &str, args: &Args) -> anyhow::Result<()> {
         }
         return Ok(());
     }
-    let s = vodkit_bench::scenario::find(name).map_err(super::usage)?;
+    let mut s = vodkit_bench::scenario::find(name).map_err(super::usage)?;
+    if !args.cells.is_empty() {
+        s = only_cells(s, &args.cells).map_err(super::usage)?;
+    }
     let out = args
         .out
         .clone()
@@ -106,5 +135,24 @@ fn scenario(name: &str, args: &Args) -> anyhow::Result<()> {
         }
         Err(RunError::Usage(m)) => Err(super::usage(m)),
         Err(RunError::Runtime(m)) => Err(anyhow::anyhow!(m)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::only_cells;
+
+    #[test]
+    fn only_cells_keeps_the_named_cells_and_the_point_length() {
+        let s = vodkit_bench::scenario::find("memory").unwrap();
+        let point = s.point_seconds();
+        let keep = ["mem=256MiB".to_string(), "mem=4GiB".to_string()];
+        let t = only_cells(s, &keep).unwrap();
+        let labels: Vec<&str> = t.cells.iter().map(|c| c.label).collect();
+        assert_eq!(labels, ["mem=256MiB", "mem=4GiB"]);
+        assert_eq!(t.point_seconds(), point);
+        let s = vodkit_bench::scenario::find("memory").unwrap();
+        let e = only_cells(s, &["mem=3GiB".to_string()]).unwrap_err();
+        assert!(e.contains("mem=3GiB") && e.contains("mem=1GiB"), "{e}");
     }
 }

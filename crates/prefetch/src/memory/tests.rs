@@ -228,7 +228,10 @@ fn the_budget_is_never_exceeded() {
         for fs in m.files.values() {
             for p in &fs.streams {
                 let st = &m.streams[&p.id];
-                assert_eq!((p.consumed, p.prefetched), (st.consumed_to, st.prefetched_to));
+                assert_eq!(
+                    (p.consumed, p.prefetched),
+                    (st.consumed_to, st.prefetched_to)
+                );
             }
         }
         assert!(
