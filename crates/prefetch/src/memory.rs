@@ -57,6 +57,11 @@ pub struct MemoryConfig {
     pub reach_bytes: u64,
     /// Most streams tracked; beyond it the oldest are released.
     pub max_streams: usize,
+    /// A stream quiet for longer than this many of its usual gaps between requests (and at
+    /// least `min_idle_s`) stops taking a share of the prefetch pool until it asks again: a
+    /// viewer who left should not shrink everyone else's prefetch for `stream_ttl_s`.
+    pub idle_factor: f64,
+    pub min_idle_s: f64,
 }
 
 impl MemoryConfig {
@@ -71,6 +76,8 @@ impl MemoryConfig {
             stream_ttl_s: 40.0,
             reach_bytes: 64 * MIB,
             max_streams: 100_000,
+            idle_factor: 2.5,
+            min_idle_s: 5.0,
         }
     }
 
@@ -138,6 +145,10 @@ struct Stream {
     /// Length of its last read: what its next read will need.
     last_read: u64,
     weight: f64,
+    /// Whether `weight` counts in the pool's shares now (not idle).
+    weighted: bool,
+    /// Running mean of the seconds between this stream's requests.
+    gap_s: f64,
     last_s: f64,
 }
 
@@ -253,12 +264,22 @@ impl MemoryManager {
             }
             None => self.open(file, client, start, file_size, bitrate_kbps, now_s),
         };
+        let mut rejoin = 0.0;
         self.update(id, |s| {
+            let gap = now_s - s.last_s;
+            if gap > 0.05 {
+                s.gap_s = 0.7 * s.gap_s + 0.3 * gap;
+            }
+            if !s.weighted {
+                s.weighted = true;
+                rejoin = s.weight;
+            }
             s.last_s = now_s;
             s.file_size = file_size;
             s.consumed_to = s.consumed_to.max(start);
             s.prefetched_to = s.prefetched_to.max(start);
         });
+        self.weights += rejoin;
         // Cached consumed bytes asked for again are in use, not waiting to be dropped.
         self.uncache(file, start, end);
         self.release(id, now_s, &mut drops);
@@ -276,6 +297,14 @@ impl MemoryManager {
         });
         if known {
             self.release(id, now_s, &mut drops);
+            if self
+                .streams
+                .get(&id)
+                .is_some_and(|s| s.consumed_to >= s.file_size)
+            {
+                // Sent to the end of the file: nothing more to read for it.
+                self.end_stream(id, &mut drops);
+            }
             self.trim(&mut drops);
         }
         drops
@@ -387,6 +416,15 @@ impl MemoryManager {
         for id in idle {
             self.end_stream(id, &mut drops);
         }
+        let (factor, min_idle) = (self.cfg.idle_factor, self.cfg.min_idle_s);
+        let mut unweighted = 0.0;
+        for s in self.streams.values_mut() {
+            if s.weighted && now_s - s.last_s > (factor * s.gap_s).max(min_idle) {
+                s.weighted = false;
+                unweighted += s.weight;
+            }
+        }
+        self.weights = (self.weights - unweighted).max(0.0);
         self.refresh_horizon(now_s, true);
         self.trim(&mut drops);
         drops
@@ -465,6 +503,8 @@ impl MemoryManager {
                 prefetched_to: start,
                 last_read: 0,
                 weight: w,
+                weighted: true,
+                gap_s: INITIAL_GAP_S,
                 last_s: now_s,
             },
         );
@@ -784,7 +824,9 @@ impl MemoryManager {
             self.unconsumed_total -= gone.unconsumed();
             self.held_total -= gone.held();
         }
-        self.weights = (self.weights - s.weight).max(0.0);
+        if s.weighted {
+            self.weights = (self.weights - s.weight).max(0.0);
+        }
         if self.streams.is_empty() {
             self.weights = 0.0;
         }
@@ -850,6 +892,10 @@ impl MemoryManager {
         self.horizon_bytes = horizon;
     }
 }
+
+/// A new stream's assumed gap between requests (a paced player's 512 KiB request at
+/// youtube-2011's 419 kbit/s lasts 10 s).
+const INITIAL_GAP_S: f64 = 10.0;
 
 /// A stream's share weight: √bit rate (thesis 4.3).
 fn weight(kbps: u32) -> f64 {

@@ -336,3 +336,54 @@ fn the_reserve_is_bounded() {
     assert_eq!(default_reserve(4 << 30), (4u64 << 30) / 20);
     assert_eq!(default_reserve(64 * MIB), 32 * MIB);
 }
+
+#[test]
+fn idle_streams_stop_shrinking_the_others_shares() {
+    let mut m = MemoryManager::new(cfg(1 << 30));
+    let (a, _) = m.request(1, Some(1), 0, MIB, SIZE, 2000, 0.0);
+    let (b, _) = m.request(2, Some(2), 0, MIB, SIZE, 2000, 0.0);
+    let half = m.prefetch_cap(a);
+    assert_eq!(half, m.prefetch_cap(b));
+    // A keeps asking every 2 s; B went quiet. After max(2.5 × its gap, 5 s) B no longer
+    // takes a share, though it stays a stream (a follower, say) until the 40 s ttl.
+    for t in 1..=15 {
+        m.request(
+            1,
+            Some(1),
+            t * MIB,
+            (t + 1) * MIB,
+            SIZE,
+            2000,
+            2.0 * t as f64,
+        );
+        m.expire(2.0 * t as f64);
+    }
+    assert_eq!(m.totals().streams, 2);
+    assert!(
+        m.prefetch_cap(a) > half * 19 / 10,
+        "{} vs {half}",
+        m.prefetch_cap(a)
+    );
+    // B asks again and takes its share back.
+    m.request(2, Some(2), MIB, 2 * MIB, SIZE, 2000, 31.0);
+    let a_cap = m.prefetch_cap(a);
+    assert!(
+        a_cap < half * 11 / 10 && a_cap > half * 9 / 10,
+        "{a_cap} vs {half}"
+    );
+}
+
+#[test]
+fn a_stream_that_sent_the_whole_file_ends() {
+    let mut m = MemoryManager::new(cfg(1 << 30));
+    let (id, _) = m.request(F, Some(1), 0, 3 * MIB, 3 * MIB, 2000, 0.0);
+    m.read(id, 0, 3 * MIB);
+    m.consumed(id, 3 * MIB, 1.0);
+    let t = m.totals();
+    assert_eq!((t.streams, t.ended_streams, t.unconsumed_bytes), (0, 1, 0));
+    assert_eq!(
+        t.consumed_cached_bytes,
+        3 * MIB,
+        "sent bytes stay while there is room"
+    );
+}
