@@ -42,6 +42,11 @@ pub struct Bucket {
     inner: Arc<Mutex<BucketState>>,
     bytes_per_s: f64,
     burst: f64,
+    /// Smallest grant: 10 ms of the link, at least one 1,460-byte segment. Granting as soon
+    /// as one byte is earned made every slow viewer wake up each millisecond to read ~100
+    /// bytes — hundreds of thousands of `recv` calls a second that took the load generator
+    /// to two full cores and starved the server under test.
+    quantum: f64,
 }
 
 #[derive(Debug)]
@@ -59,6 +64,7 @@ impl Bucket {
         let bytes_per_s = bandwidth_bps as f64 / 8.0;
         // 20 ms of burst, at least one 16 KiB read, so reads stay reasonably large.
         let burst = (bytes_per_s * 0.02).max(16.0 * 1024.0);
+        let quantum = (bytes_per_s * 0.01).clamp(1460.0, burst);
         Some(Bucket {
             inner: Arc::new(Mutex::new(BucketState {
                 tokens: burst,
@@ -66,12 +72,14 @@ impl Bucket {
             })),
             bytes_per_s,
             burst,
+            quantum,
         })
     }
 
-    /// Wait until at least one byte may be read; returns how many bytes may be read now
-    /// (at most `want`).
+    /// Wait until a quantum (10 ms of the link, or `want` if smaller) may be read; returns
+    /// how many bytes may be read now (at most `want`).
     pub async fn grant(&self, want: usize) -> usize {
+        let need = self.quantum.min(want.max(1) as f64);
         loop {
             let wait = {
                 let mut s = self.inner.lock().unwrap_or_else(|p| p.into_inner());
@@ -79,10 +87,10 @@ impl Bucket {
                 let earned = now.duration_since(s.refilled).as_secs_f64() * self.bytes_per_s;
                 s.tokens = (s.tokens + earned).min(self.burst);
                 s.refilled = now;
-                if s.tokens >= 1.0 {
+                if s.tokens >= need {
                     return (s.tokens as usize).min(want).max(1);
                 }
-                crate::config::secs((1.0 - s.tokens) / self.bytes_per_s)
+                crate::config::secs((need - s.tokens) / self.bytes_per_s)
             };
             tokio::time::sleep(wait.max(Duration::from_millis(1))).await;
         }
@@ -116,6 +124,28 @@ mod tests {
             (secs - expected).abs() < 0.1,
             "took {secs} s, expected {expected}"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn grants_come_in_quanta_not_bytes() {
+        // 1 Mbit/s: 125,000 bytes/s, quantum 1,460 bytes (10 ms would be 1,250).
+        let bucket = Bucket::new(1_000_000).unwrap();
+        let mut grants = 0;
+        let mut got = 0usize;
+        // Drain the burst first, then count the grants for 250,000 bytes (2 s).
+        let n = bucket.grant(64 * 1024).await;
+        bucket.charge(n);
+        while got < 250_000 {
+            let n = bucket.grant(64 * 1024).await;
+            assert!(n >= 1460, "a grant of {n} bytes");
+            bucket.charge(n);
+            got += n;
+            grants += 1;
+        }
+        assert!(grants <= 250_000 / 1460 + 1, "{grants} grants");
+        // A small want is granted as soon as it is earned.
+        let n = bucket.grant(100).await;
+        assert!((1..=100).contains(&n));
     }
 
     #[test]
