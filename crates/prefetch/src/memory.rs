@@ -328,6 +328,28 @@ impl MemoryManager {
         drops
     }
 
+    /// A quiet stream (a viewer who left, or paused) gives up what it read ahead and did
+    /// not consume: kept for a follower if one is close, else dropped. Held by a viewer who
+    /// is gone, those bytes would shut every other stream out of the prefetch pool until the
+    /// ttl; a viewer who comes back reads them again.
+    fn give_up_read_ahead(&mut self, id: StreamId, drops: &mut Vec<Drop>) {
+        let Some((file, from, to)) = self
+            .streams
+            .get(&id)
+            .map(|s| (s.file, s.consumed_to, s.prefetched_to.min(s.file_size)))
+        else {
+            return;
+        };
+        if from >= to {
+            return;
+        }
+        self.decide(file, id, from, to, true, drops);
+        self.update(id, |s| {
+            s.prefetched_to = s.consumed_to;
+            s.last_read = 0;
+        });
+    }
+
     /// Changes stream `id` with `f`, keeping the unconsumed and held totals; false for an
     /// unknown stream.
     fn update(&mut self, id: StreamId, f: impl FnOnce(&mut Stream)) -> bool {
@@ -418,13 +440,19 @@ impl MemoryManager {
         }
         let (factor, min_idle) = (self.cfg.idle_factor, self.cfg.min_idle_s);
         let mut unweighted = 0.0;
-        for s in self.streams.values_mut() {
+        let mut gone_quiet = Vec::new();
+        for (&id, s) in self.streams.iter_mut() {
             if s.weighted && now_s - s.last_s > (factor * s.gap_s).max(min_idle) {
                 s.weighted = false;
                 unweighted += s.weight;
+                gone_quiet.push(id);
             }
         }
         self.weights = (self.weights - unweighted).max(0.0);
+        gone_quiet.sort_unstable();
+        for id in gone_quiet {
+            self.give_up_read_ahead(id, &mut drops);
+        }
         self.refresh_horizon(now_s, true);
         self.trim(&mut drops);
         drops

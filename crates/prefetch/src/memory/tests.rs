@@ -264,18 +264,28 @@ fn a_stream_that_stops_releases_everything() {
     let mut m = MemoryManager::new(tight(8 * MIB));
     let (id, _) = step(&mut m, 1, 10 * MIB, MIB, 8 * MIB, 0.0);
     m.consumed(id, 12 * MIB, 1.0);
-    assert!(m.expire(30.0).is_empty(), "still within the 40 s ttl");
-    let d = m.expire(41.5);
-    let t = m.totals();
-    assert_eq!(t.streams, 0);
-    assert_eq!((t.unconsumed_bytes, t.kept_bytes), (0, 0));
-    assert_eq!(t.dropped_bytes, 8 * MIB, "consumed and unconsumed alike");
+    assert!(m.expire(3.0).is_empty(), "not quiet yet");
+    // Quiet for 2.5 x its (first-guess 10 s) gap: it gives up its read-ahead at once.
+    let d = m.expire(30.0);
     assert_eq!(
         d.first().map(|d| d.start),
         Some(12 * MIB),
         "10..12 MiB went when consumed"
     );
-    assert_eq!(total(&d), 6 * MIB, "the abandoned prefetch goes at once");
+    assert_eq!(
+        total(&d),
+        6 * MIB,
+        "the read-ahead nobody will send goes at once"
+    );
+    assert_eq!(m.totals().streams, 1, "still a stream within the 40 s ttl");
+    assert!(
+        m.expire(41.5).is_empty(),
+        "nothing left to drop when it ends"
+    );
+    let t = m.totals();
+    assert_eq!(t.streams, 0);
+    assert_eq!((t.unconsumed_bytes, t.kept_bytes), (0, 0));
+    assert_eq!(t.dropped_bytes, 8 * MIB, "consumed and unconsumed alike");
     assert_eq!(t.consumed_cached_bytes, 0);
 }
 
@@ -386,4 +396,32 @@ fn a_stream_that_sent_the_whole_file_ends() {
         3 * MIB,
         "sent bytes stay while there is room"
     );
+}
+
+#[test]
+fn a_quiet_stream_gives_up_its_read_ahead() {
+    let mut m = MemoryManager::new(cfg(64 * MIB));
+    // A read 8 MiB ahead and then stopped asking; B keeps going.
+    let (a, _) = m.request(1, Some(1), 0, MIB, SIZE, 2000, 0.0);
+    m.read(a, 0, 8 * MIB);
+    m.consumed(a, MIB, 0.5);
+    let (b, _) = m.request(2, Some(2), 0, MIB, SIZE, 2000, 0.0);
+    let before = m.prefetch_cap(b);
+    let mut dropped = Vec::new();
+    for t in 1..=30 {
+        m.request(2, Some(2), t * MIB, (t + 1) * MIB, SIZE, 2000, t as f64);
+        m.consumed(b, (t + 1) * MIB, t as f64);
+        dropped.extend(m.expire(t as f64));
+    }
+    let gave_up: Vec<_> = dropped.iter().filter(|d| d.file == 1).collect();
+    assert_eq!(gave_up.len(), 1, "{dropped:?}");
+    assert_eq!((gave_up[0].start, gave_up[0].end), (MIB, 8 * MIB));
+    assert_eq!(m.totals().streams, 2, "A is still a stream until the ttl");
+    assert!(
+        m.prefetch_cap(b) > before,
+        "B's cap grew: {} vs {before}",
+        m.prefetch_cap(b)
+    );
+    let recount: u64 = m.streams.values().map(Stream::unconsumed).sum();
+    assert_eq!(m.totals().unconsumed_bytes, recount);
 }
