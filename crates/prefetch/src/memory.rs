@@ -158,14 +158,15 @@ impl Stream {
     }
 
     /// What the stream holds of the budget: the larger of its unconsumed prefetch and its
-    /// next read (its last read's size, none once it reached the end of the file).
+    /// next read (its last read's size, none once it reached the end of the file), plus the
+    /// bytes it sent but has not released yet (within the drop lag).
     fn held(&self) -> u64 {
         let next = if self.consumed_to >= self.file_size {
             0
         } else {
             self.last_read
         };
-        self.unconsumed().max(next)
+        self.unconsumed().max(next) + self.consumed_to.saturating_sub(self.released_to)
     }
 }
 
@@ -332,7 +333,11 @@ impl MemoryManager {
     /// not consume: kept for a follower if one is close, else dropped. Held by a viewer who
     /// is gone, those bytes would shut every other stream out of the prefetch pool until the
     /// ttl; a viewer who comes back reads them again.
-    fn give_up_read_ahead(&mut self, id: StreamId, drops: &mut Vec<Drop>) {
+    fn give_up_read_ahead(&mut self, id: StreamId, now_s: f64, drops: &mut Vec<Drop>) {
+        // What it sent within the drop lag is long out of the socket by now.
+        if let Some(sent) = self.streams.get(&id).map(|s| s.consumed_to) {
+            self.release_to(id, sent, now_s, drops);
+        }
         let Some((file, from, to)) = self
             .streams
             .get(&id)
@@ -358,6 +363,7 @@ impl MemoryManager {
         };
         let (u0, h0) = (s.unconsumed(), s.held());
         let (c0, p0) = (s.consumed_to, s.prefetched_to);
+        debug_assert!(self.held_total >= h0);
         f(s);
         let (u1, h1) = (s.unconsumed(), s.held());
         let (c1, p1, file) = (s.consumed_to, s.prefetched_to, s.file);
@@ -451,7 +457,7 @@ impl MemoryManager {
         self.weights = (self.weights - unweighted).max(0.0);
         gone_quiet.sort_unstable();
         for id in gone_quiet {
-            self.give_up_read_ahead(id, &mut drops);
+            self.give_up_read_ahead(id, now_s, &mut drops);
         }
         self.refresh_horizon(now_s, true);
         self.trim(&mut drops);
@@ -617,13 +623,18 @@ impl MemoryManager {
         } else {
             s.consumed_to.saturating_sub(self.cfg.drop_lag_bytes)
         };
-        if upto <= s.released_to {
+        self.release_to(id, upto, now_s, drops);
+    }
+
+    /// Decides stream `id`'s sent bytes below `upto` not decided yet.
+    fn release_to(&mut self, id: StreamId, upto: u64, now_s: f64, drops: &mut Vec<Drop>) {
+        let Some((file, from)) = self.streams.get(&id).map(|s| (s.file, s.released_to)) else {
+            return;
+        };
+        if upto <= from {
             return;
         }
-        let (file, from) = (s.file, s.released_to);
-        if let Some(s) = self.streams.get_mut(&id) {
-            s.released_to = upto;
-        }
+        self.update(id, |s| s.released_to = upto);
         self.refresh_horizon(now_s, false);
         self.decide(file, id, from, upto, false, drops);
     }

@@ -432,3 +432,27 @@ fn a_quiet_stream_gives_up_its_read_ahead() {
     let recount: u64 = m.streams.values().map(Stream::unconsumed).sum();
     assert_eq!(m.totals().unconsumed_bytes, recount);
 }
+
+#[test]
+fn bytes_within_the_drop_lag_count_and_leave_with_a_quiet_stream() {
+    let lagged = MemoryConfig {
+        drop_lag_bytes: 2 * MIB,
+        ..tight(64 * MIB)
+    };
+    let mut m = MemoryManager::new(lagged);
+    let (id, _) = m.request(F, Some(1), 0, MIB, SIZE, 2000, 0.0);
+    m.read(id, 0, 4 * MIB);
+    m.consumed(id, 3 * MIB, 0.5);
+    // 1 MiB released; 2 MiB sent but within the lag: held, with the 1 MiB unconsumed
+    // (its next read, 4 MiB, is larger).
+    assert_eq!(m.held_total, 4 * MIB + 2 * MIB);
+    m.expire(30.0);
+    assert_eq!(m.held_total, 0, "a quiet stream holds nothing");
+    let t = m.totals();
+    assert_eq!(
+        t.consumed_cached_bytes,
+        3 * MIB,
+        "all it sent is ordinary cache now"
+    );
+    assert_eq!(t.unconsumed_bytes, 0);
+}
