@@ -665,7 +665,15 @@ impl MemoryManager {
             self.keep(file, from, to);
             return;
         }
-        if !abandoned {
+        // Read-ahead nobody will consume is still worth its cache slot while another
+        // stream of the file has not passed it (a viewer of the same title that found it
+        // resident and reads on): it waits with the sent bytes, dropped only for room.
+        let wanted = abandoned
+            && self
+                .files
+                .get(&file)
+                .is_some_and(|fs| fs.streams.iter().any(|p| p.id != leader && p.consumed < to));
+        if !abandoned || wanted {
             self.cache(file, from, to);
             return;
         }

@@ -456,3 +456,25 @@ fn bytes_within_the_drop_lag_count_and_leave_with_a_quiet_stream() {
     );
     assert_eq!(t.unconsumed_bytes, 0);
 }
+
+#[test]
+fn read_ahead_another_viewer_will_reach_is_cached_not_dropped() {
+    // X read 0..4 MiB of a title and went quiet; Y, 1 MiB in, reads on from X's prefetch.
+    let mut m = MemoryManager::new(cfg(1 << 30));
+    let (x, _) = m.request(F, Some(1), 0, MIB, SIZE, 2000, 0.0);
+    m.read(x, 0, 4 * MIB);
+    m.consumed(x, MIB, 0.5);
+    let mut dropped = Vec::new();
+    for t in 1..=30 {
+        let at = MIB / 16 * t;
+        m.request(F, Some(2), at, at + MIB / 16, SIZE, 2000, t as f64);
+        dropped.extend(m.expire(t as f64));
+    }
+    assert!(dropped.is_empty(), "{dropped:?}");
+    // X gave up 1..4 MiB when it went quiet (after 25 s): Y, at ~1.6 MiB, will reach it.
+    assert!(
+        m.totals().consumed_cached_bytes >= 2 * MIB,
+        "{:?}",
+        m.totals()
+    );
+}
