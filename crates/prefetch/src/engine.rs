@@ -763,6 +763,16 @@ impl Engine {
         if len == 0 {
             return Ok(Started::Ready(ReadOutcome::default(), Vec::new()));
         }
+        if !self.shared.kernel_readahead && self.shared.mode.prefetches() {
+            // The caller's descriptor too, not only the reads': a `sendfile` that meets
+            // pages gone since their read would otherwise start the kernel's readahead
+            // (`read_ahead_kb`, 8 MiB on a 6.17+ kernel's rotational disk) — bytes no
+            // budget accounts for, which push prefetched pages out of a memory cgroup.
+            // SAFETY: advisory call on a descriptor the Arc keeps open.
+            unsafe {
+                libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM);
+            }
+        }
         let pool = self.shared.pool.as_ref();
         let mut hit_slices = Vec::new();
         let checked = match (known_missing, pool) {
