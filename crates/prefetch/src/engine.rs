@@ -397,6 +397,9 @@ struct Shared {
     state: Mutex<State>,
     /// `direct` mode's buffer pool.
     pool: Option<BufferPool>,
+    /// Drops whose pages stayed resident (a `sendfile` still held them in a socket buffer),
+    /// retried by the sweeper: (drop, file, size, attempts so far).
+    retries: Mutex<Vec<(memory::Drop, Arc<File>, u64, u8)>>,
 }
 
 impl Shared {
@@ -417,8 +420,47 @@ impl Shared {
                     pool.release(d.file, d.start, d.end);
                 }
             }
-            None => carry_out(drops),
+            None => {
+                let stuck = carry_out(
+                    drops
+                        .into_iter()
+                        .filter_map(|(d, held)| held.map(|(f, size)| (d, f, size, 0))),
+                );
+                self.queue_retries(stuck);
+            }
         }
+    }
+
+    fn queue_retries(&self, stuck: Vec<(memory::Drop, Arc<File>, u64, u8)>) {
+        if stuck.is_empty() {
+            return;
+        }
+        let mut r = self.retries.lock().unwrap_or_else(|p| p.into_inner());
+        r.extend(stuck);
+        // Bounded: the oldest give up (their pages age out through the kernel).
+        let excess = r.len().saturating_sub(MAX_RETRIES);
+        r.drain(..excess);
+    }
+
+    /// Drops again what stayed resident, up to [`DROP_ATTEMPTS`] times each.
+    fn retry_drops(&self) {
+        let due = std::mem::take(&mut *self.retries.lock().unwrap_or_else(|p| p.into_inner()));
+        if due.is_empty() {
+            return;
+        }
+        let due: Vec<_> = {
+            let st = self.lock();
+            due.into_iter()
+                .filter(|x| x.3 < DROP_ATTEMPTS)
+                .filter(|(d, ..)| {
+                    !st.memory
+                        .as_ref()
+                        .is_some_and(|m| m.claims(d.file, d.start, d.end))
+                })
+                .collect()
+        };
+        let stuck = carry_out(due.into_iter());
+        self.queue_retries(stuck);
     }
 }
 
@@ -560,6 +602,7 @@ impl Engine {
                 drops: Vec::new(),
             }),
             pool,
+            retries: Mutex::new(Vec::new()),
         });
         let engine = Engine {
             shared,
@@ -619,6 +662,7 @@ impl Engine {
                         st.take_drops()
                     };
                     shared.carry_out(drops);
+                    shared.retry_drops();
                 }
             })
             .expect("spawning the sweeper thread");
@@ -1218,11 +1262,20 @@ fn covered_from(chunks: &[Arc<Chunk>], offset: u64, end: u64) -> u64 {
     at.min(end)
 }
 
-/// Drops pages the memory manager released (`POSIX_FADV_DONTNEED`, whole pages only).
-fn carry_out(drops: Vec<PendingDrop>) {
+/// Most drops waiting for a retry.
+const MAX_RETRIES: usize = 65_536;
+/// Times a drop is retried (once a sweep, about a second apart).
+const DROP_ATTEMPTS: u8 = 30;
+
+/// Drops pages the memory manager released (`POSIX_FADV_DONTNEED`, whole pages only);
+/// returns the drops whose pages stayed resident (the kernel does not drop a page a socket
+/// buffer still references), with their attempt counts raised, for a later retry.
+fn carry_out(
+    drops: impl Iterator<Item = (memory::Drop, Arc<File>, u64, u8)>,
+) -> Vec<(memory::Drop, Arc<File>, u64, u8)> {
     let page = residency::page_size();
-    for (d, held) in drops {
-        let Some((file, size)) = held else { continue };
+    let mut stuck = Vec::new();
+    for (d, file, size, attempts) in drops {
         let Some((a, b)) = memory::page_aligned(d.start, d.end, size, page) else {
             continue;
         };
@@ -1237,8 +1290,16 @@ fn carry_out(drops: Vec<PendingDrop>) {
         };
         if rc != 0 {
             tracing::debug!("dropping {a}..{b}: posix_fadvise failed ({rc})");
+            continue;
+        }
+        let left = residency::check(&file, a, b - a, size, Probe::Auto)
+            .map(|r| r.resident())
+            .unwrap_or(0);
+        if left > 0 {
+            stuck.push((d, file, size, attempts + 1));
         }
     }
+    stuck
 }
 
 /// One sweep: checks pending prefetched ranges and dates the evicted ones.

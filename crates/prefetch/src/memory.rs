@@ -483,6 +483,24 @@ impl MemoryManager {
         self.files.contains_key(&file) || self.cached_index.contains_key(&file)
     }
 
+    /// Whether any byte of `[start, end)` of `file` is wanted again: some stream's unsent
+    /// read-ahead (or bytes within its drop lag), a kept interval, or the consumed-cache. A
+    /// drop retried later must not take those.
+    pub fn claims(&self, file: FileId, start: u64, end: u64) -> bool {
+        let lag = self.cfg.drop_lag_bytes;
+        let in_streams = self.files.get(&file).is_some_and(|fs| {
+            fs.streams.iter().any(|p| {
+                p.consumed.saturating_sub(lag) < end && start < p.prefetched.max(p.consumed)
+            }) || fs.kept.iter().any(|&(a, b)| a < end && start < b)
+        });
+        let in_cache = self.cached_index.get(&file).is_some_and(|idx| {
+            idx.range(..end)
+                .next_back()
+                .is_some_and(|(_, &(b, _))| b > start)
+        });
+        in_streams || in_cache
+    }
+
     /// Whether `file` has active streams.
     pub fn has_streams(&self, file: FileId) -> bool {
         self.files.get(&file).is_some_and(|f| !f.streams.is_empty())

@@ -478,3 +478,18 @@ fn read_ahead_another_viewer_will_reach_is_cached_not_dropped() {
         m.totals()
     );
 }
+
+#[test]
+fn claimed_ranges_are_not_dropped_again() {
+    let mut m = MemoryManager::new(cfg(1 << 30));
+    let (a, _) = m.request(F, Some(1), 4 * MIB, 5 * MIB, SIZE, 2000, 0.0);
+    m.read(a, 4 * MIB, 8 * MIB);
+    assert!(m.claims(F, 6 * MIB, 7 * MIB), "unsent read-ahead");
+    assert!(!m.claims(F, 10 * MIB, 11 * MIB));
+    assert!(!m.claims(9, 4 * MIB, 5 * MIB), "another file");
+    m.consumed(a, 8 * MIB, 1.0);
+    assert!(
+        m.claims(F, 4 * MIB, 5 * MIB),
+        "sent, waiting in the consumed-cache"
+    );
+}
