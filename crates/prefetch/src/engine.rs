@@ -399,7 +399,7 @@ struct Shared {
     pool: Option<BufferPool>,
     /// Drops whose pages stayed resident (a `sendfile` still held them in a socket buffer),
     /// retried by the sweeper: (drop, file, size, attempts so far).
-    retries: Mutex<Vec<(memory::Drop, Arc<File>, u64, u8)>>,
+    retries: Mutex<Vec<RetryDrop>>,
 }
 
 impl Shared {
@@ -431,7 +431,7 @@ impl Shared {
         }
     }
 
-    fn queue_retries(&self, stuck: Vec<(memory::Drop, Arc<File>, u64, u8)>) {
+    fn queue_retries(&self, stuck: Vec<RetryDrop>) {
         if stuck.is_empty() {
             return;
         }
@@ -466,6 +466,9 @@ impl Shared {
 
 /// A drop and, when still held, its file and size.
 type PendingDrop = (memory::Drop, Option<(Arc<File>, u64)>);
+
+/// A drop being carried out: the range, its file and size, and the attempts so far.
+type RetryDrop = (memory::Drop, Arc<File>, u64, u8);
 
 impl State {
     /// Feeds the accumulated deltas to the policy about once per `every` seconds.
@@ -1270,9 +1273,7 @@ const DROP_ATTEMPTS: u8 = 30;
 /// Drops pages the memory manager released (`POSIX_FADV_DONTNEED`, whole pages only);
 /// returns the drops whose pages stayed resident (the kernel does not drop a page a socket
 /// buffer still references), with their attempt counts raised, for a later retry.
-fn carry_out(
-    drops: impl Iterator<Item = (memory::Drop, Arc<File>, u64, u8)>,
-) -> Vec<(memory::Drop, Arc<File>, u64, u8)> {
+fn carry_out(drops: impl Iterator<Item = RetryDrop>) -> Vec<RetryDrop> {
     let page = residency::page_size();
     let mut stuck = Vec::new();
     for (d, file, size, attempts) in drops {
