@@ -944,18 +944,7 @@ pub fn logical_block_size(sysfs: &Path, st_dev: u64) -> u64 {
         .unwrap_or(512)
 }
 
-/// Sorted, merged copy of `v`.
-fn merge(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
-    v.sort_unstable();
-    let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());
-    for (a, b) in v {
-        match out.last_mut() {
-            Some(last) if a <= last.1 => last.1 = last.1.max(b),
-            _ => out.push((a, b)),
-        }
-    }
-    out
-}
+use crate::memory::merge;
 
 #[cfg(test)]
 mod tests;

@@ -974,8 +974,8 @@ fn weight(kbps: u32) -> f64 {
     f64::from(kbps.max(1)).sqrt()
 }
 
-/// Sorted, merged copy of `v`.
-fn merge(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+/// Sorted, merged copy of `v` (overlapping or touching ranges joined).
+pub(crate) fn merge(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
     v.sort_unstable();
     let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());
     for (a, b) in v {
