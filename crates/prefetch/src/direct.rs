@@ -26,6 +26,7 @@
 //! instead, with a one-line warning per device, and the pages that read cached are dropped
 //! again (`POSIX_FADV_DONTNEED`).
 
+use crate::memory::merge;
 use crate::policy::FileId;
 use serde::{Deserialize, Serialize};
 use std::alloc::Layout;
@@ -943,8 +944,6 @@ pub fn logical_block_size(sysfs: &Path, st_dev: u64) -> u64 {
         .filter(|b| b.is_power_of_two())
         .unwrap_or(512)
 }
-
-use crate::memory::merge;
 
 #[cfg(test)]
 mod tests;
