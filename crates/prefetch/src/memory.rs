@@ -4,8 +4,8 @@
 //! The kernel's LRU works against a prefetching server: bytes already sent are touched
 //! twice (read, then `sendfile`) and promoted, while bytes prefetched and not yet sent wait
 //! on the inactive list and are evicted first. The [`MemoryManager`] makes the opposite
-//! choice explicitly (thesis 6.2.4: "avoid both cache pollution and evicting prefetched data
-//! before it is requested"):
+//! choice explicitly (the open problem of thesis 6.2.4: keep data nobody will read again out
+//! of the cache without losing read-ahead data before its viewer asks for it):
 //!
 //! - it keeps a ledger of every active stream: how far the client has consumed (sent or
 //!   asked past) and how far the engine has read ahead — the *unconsumed* prefetch;
