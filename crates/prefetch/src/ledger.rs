@@ -83,25 +83,31 @@ impl Record {
 
     /// Removes `[start, end)` from the pending intervals; returns the bytes removed.
     fn take(&mut self, start: u64, end: u64) -> u64 {
-        let mut taken = 0;
-        let mut rest = Vec::with_capacity(self.pending.len() + 1);
-        for &(a, b) in &self.pending {
-            let (lo, hi) = (a.max(start), b.min(end));
-            if lo >= hi {
-                rest.push((a, b));
-                continue;
-            }
-            taken += hi - lo;
-            if a < lo {
-                rest.push((a, lo));
-            }
-            if hi < b {
-                rest.push((hi, b));
-            }
-        }
-        self.pending = rest;
-        taken
+        cut(&mut self.pending, start, end)
     }
+}
+
+/// Removes `[start, end)` from the disjoint `[a, b)` ranges of `ranges` (splitting a range
+/// that straddles it); returns the bytes removed.
+pub(crate) fn cut(ranges: &mut Vec<(u64, u64)>, start: u64, end: u64) -> u64 {
+    let mut taken = 0;
+    let mut rest = Vec::with_capacity(ranges.len() + 1);
+    for &(a, b) in ranges.iter() {
+        let (lo, hi) = (a.max(start), b.min(end));
+        if lo >= hi {
+            rest.push((a, b));
+            continue;
+        }
+        taken += hi - lo;
+        if a < lo {
+            rest.push((a, lo));
+        }
+        if hi < b {
+            rest.push((hi, b));
+        }
+    }
+    *ranges = rest;
+    taken
 }
 
 /// The prefetched-range ledger.

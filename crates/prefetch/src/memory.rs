@@ -853,23 +853,7 @@ impl MemoryManager {
         let Some(fs) = self.files.get_mut(&file) else {
             return 0;
         };
-        let mut removed = 0;
-        let mut rest = Vec::with_capacity(fs.kept.len() + 1);
-        for &(a, b) in &fs.kept {
-            let (lo, hi) = (a.max(from), b.min(to));
-            if lo >= hi {
-                rest.push((a, b));
-                continue;
-            }
-            removed += hi - lo;
-            if a < lo {
-                rest.push((a, lo));
-            }
-            if hi < b {
-                rest.push((hi, b));
-            }
-        }
-        fs.kept = rest;
+        let removed = crate::ledger::cut(&mut fs.kept, from, to);
         self.kept_bytes -= removed;
         removed
     }
