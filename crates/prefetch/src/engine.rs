@@ -31,7 +31,7 @@ use crate::ledger::{Ledger, LedgerConfig};
 use crate::memory::{self, MemoryConfig, MemoryManager, StreamId};
 use crate::policy::{FileId, Observation, Policy, PolicySpec, ReadContext};
 use crate::residency::{self, Probe};
-use crate::stats::{DeviceStats, Stats};
+use crate::stats::{DeviceStats, DropStats, Stats};
 use crossbeam_channel::{Receiver, Sender};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
@@ -39,6 +39,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, MetadataExt};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
 use std::time::Instant;
@@ -400,6 +401,18 @@ struct Shared {
     /// Drops whose pages stayed resident (a `sendfile` still held them in a socket buffer),
     /// retried by the sweeper: (drop, file, size, attempts so far).
     retries: Mutex<Vec<RetryDrop>>,
+    /// What the drops achieved: see [`DropStats`].
+    drop_stats: DropCounters,
+}
+
+/// Atomic counters behind [`DropStats`].
+#[derive(Default)]
+struct DropCounters {
+    issued: AtomicU64,
+    unheld: AtomicU64,
+    stuck: AtomicU64,
+    gave_up: AtomicU64,
+    claimed: AtomicU64,
 }
 
 impl Shared {
@@ -421,11 +434,17 @@ impl Shared {
                 }
             }
             None => {
-                let stuck = carry_out(
-                    drops
-                        .into_iter()
-                        .filter_map(|(d, held)| held.map(|(f, size)| (d, f, size, 0))),
-                );
+                let c = &self.drop_stats;
+                let stuck = carry_out(drops.into_iter().filter_map(|(d, held)| {
+                    let bytes = d.end.saturating_sub(d.start);
+                    c.issued.fetch_add(bytes, Ordering::Relaxed);
+                    if held.is_none() {
+                        c.unheld.fetch_add(bytes, Ordering::Relaxed);
+                    }
+                    held.map(|(f, size)| (d, f, size, 0))
+                }));
+                let left: u64 = stuck.iter().map(|(d, ..)| d.end - d.start).sum();
+                c.stuck.fetch_add(left, Ordering::Relaxed);
                 self.queue_retries(stuck);
             }
         }
@@ -450,14 +469,21 @@ impl Shared {
         }
         let due: Vec<_> = {
             let st = self.lock();
-            due.into_iter()
-                .filter(|x| x.3 < DROP_ATTEMPTS)
-                .filter(|(d, ..)| {
-                    !st.memory
-                        .as_ref()
-                        .is_some_and(|m| m.claims(d.file, d.start, d.end))
-                })
-                .collect()
+            let (due, out): (Vec<_>, Vec<_>) = due.into_iter().partition(|x| x.3 < DROP_ATTEMPTS);
+            let gave_up: u64 = out.iter().map(|(d, ..)| d.end - d.start).sum();
+            self.drop_stats
+                .gave_up
+                .fetch_add(gave_up, Ordering::Relaxed);
+            let (claimed, due): (Vec<_>, Vec<_>) = due.into_iter().partition(|(d, ..)| {
+                st.memory
+                    .as_ref()
+                    .is_some_and(|m| m.claims(d.file, d.start, d.end))
+            });
+            let claimed: u64 = claimed.iter().map(|(d, ..)| d.end - d.start).sum();
+            self.drop_stats
+                .claimed
+                .fetch_add(claimed, Ordering::Relaxed);
+            due
         };
         let stuck = carry_out(due.into_iter());
         self.queue_retries(stuck);
@@ -606,6 +632,7 @@ impl Engine {
             }),
             pool,
             retries: Mutex::new(Vec::new()),
+            drop_stats: DropCounters::default(),
         });
         let engine = Engine {
             shared,
@@ -674,6 +701,14 @@ impl Engine {
             .unwrap_or_else(|p| p.into_inner())
             .push(handle);
         *self.stop_sweeper.lock().unwrap_or_else(|p| p.into_inner()) = Some(stop);
+    }
+
+    /// The connection behind memory-manager stream key `client` closed (see
+    /// [`MemoryManager::closed`]).
+    pub fn closed(&self, client: u64) {
+        if let Some(m) = self.shared.lock().memory.as_mut() {
+            m.closed(client);
+        }
     }
 
     /// Checks pending prefetched ranges for eviction now; returns how many were found
@@ -1065,6 +1100,13 @@ impl Engine {
             policy: st.policy.current(),
             memory: st.memory.as_ref().map(MemoryManager::totals),
             direct: self.shared.pool.as_ref().map(BufferPool::stats),
+            drops: DropStats {
+                issued_bytes: self.shared.drop_stats.issued.load(Ordering::Relaxed),
+                unheld_bytes: self.shared.drop_stats.unheld.load(Ordering::Relaxed),
+                stuck_bytes: self.shared.drop_stats.stuck.load(Ordering::Relaxed),
+                gave_up_bytes: self.shared.drop_stats.gave_up.load(Ordering::Relaxed),
+                claimed_bytes: self.shared.drop_stats.claimed.load(Ordering::Relaxed),
+            },
             ..Default::default()
         };
         for (name, d) in &st.devices {

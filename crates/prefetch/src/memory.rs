@@ -72,7 +72,7 @@ impl MemoryConfig {
             budget_bytes,
             reserve_bytes: default_reserve(budget_bytes),
             interval_share: 0.5,
-            drop_lag_bytes: 2 * MIB,
+            drop_lag_bytes: MIB / 2,
             stream_ttl_s: 40.0,
             reach_bytes: 64 * MIB,
             max_streams: 100_000,
@@ -150,6 +150,9 @@ struct Stream {
     /// Running mean of the seconds between this stream's requests.
     gap_s: f64,
     last_s: f64,
+    /// The viewer's connection closed: it gives up its read-ahead after `min_idle_s`
+    /// unless it asks again.
+    closed: bool,
 }
 
 impl Stream {
@@ -276,6 +279,7 @@ impl MemoryManager {
                 rejoin = s.weight;
             }
             s.last_s = now_s;
+            s.closed = false;
             s.file_size = file_size;
             s.consumed_to = s.consumed_to.max(start);
             s.prefetched_to = s.prefetched_to.max(start);
@@ -389,10 +393,13 @@ impl MemoryManager {
             return self.prefetch_pool();
         }
         let share = self.share(id);
-        // Never more than what the other streams' unconsumed prefetch leaves free, so
-        // Σ unconsumed + kept stays within the usable budget even while shares shrink.
-        let own = self.streams.get(&id).map_or(0, Stream::unconsumed);
-        let others = self.unconsumed_total - own;
+        // Never more than what the other streams hold (unconsumed prefetch, next reads,
+        // sent bytes within the drop lag) and this stream's own lag leave free, so
+        // Σ held + kept stays within the usable budget even while shares shrink.
+        let (own_held, own_lag) = self.streams.get(&id).map_or((0, 0), |s| {
+            (s.held(), s.consumed_to.saturating_sub(s.released_to))
+        });
+        let others = self.held_total.saturating_sub(own_held) + own_lag;
         share.min(self.prefetch_pool().saturating_sub(others))
     }
 
@@ -429,6 +436,31 @@ impl MemoryManager {
         self.cfg.usable_bytes().saturating_sub(self.kept_bytes)
     }
 
+    /// The connection of `client`'s streams closed (a viewer who left, most often): they
+    /// stop taking a share of the prefetch pool at once, and give up what they read ahead
+    /// after `min_idle_s` unless they ask again (a player that reconnects).
+    pub fn closed(&mut self, client: u64) {
+        let ids: Vec<StreamId> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| s.client == Some(client))
+            .map(|(&id, _)| id)
+            .collect();
+        let mut unweighted = 0.0;
+        for id in ids {
+            self.update(id, |s| {
+                s.closed = true;
+                // No next read to reserve room for unless it asks again.
+                s.last_read = 0;
+                if s.weighted {
+                    s.weighted = false;
+                    unweighted += s.weight;
+                }
+            });
+        }
+        self.weights = (self.weights - unweighted).max(0.0);
+    }
+
     /// Ends streams idle for `stream_ttl_s` and recomputes the horizon; returns the ranges
     /// to drop. Call about once a second.
     pub fn expire(&mut self, now_s: f64) -> Vec<Drop> {
@@ -451,6 +483,9 @@ impl MemoryManager {
             if s.weighted && now_s - s.last_s > (factor * s.gap_s).max(min_idle) {
                 s.weighted = false;
                 unweighted += s.weight;
+                gone_quiet.push(id);
+            } else if s.closed && now_s - s.last_s > min_idle {
+                s.closed = false;
                 gone_quiet.push(id);
             }
         }
@@ -558,6 +593,7 @@ impl MemoryManager {
                 weighted: true,
                 gap_s: INITIAL_GAP_S,
                 last_s: now_s,
+                closed: false,
             },
         );
         self.weights += w;
@@ -835,8 +871,9 @@ impl MemoryManager {
     fn can_keep(&self, n: u64) -> bool {
         let usable = self.cfg.usable_bytes();
         let share = (usable as f64 * self.cfg.interval_share) as u64;
-        let unconsumed = self.unconsumed_total;
-        self.kept_bytes + n <= share && self.kept_bytes + n + unconsumed <= usable
+        // What the streams hold (unconsumed prefetch, next reads, bytes within the drop
+        // lag) is resident too.
+        self.kept_bytes + n <= share && self.kept_bytes + n + self.held_total <= usable
     }
 
     fn keep(&mut self, file: FileId, from: u64, to: u64) {

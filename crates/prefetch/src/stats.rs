@@ -61,6 +61,8 @@ pub struct Stats {
     /// The memory manager's levels and totals, when the engine runs one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<crate::memory::MemoryTotals>,
+    /// What the memory manager's page-cache drops achieved (buffered modes).
+    pub drops: DropStats,
     /// The `direct` mode's buffer pool (pool bytes, capacity, chunks, direct and fallback
     /// reads), in that mode only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -82,6 +84,21 @@ impl Stats {
             0.0
         };
     }
+}
+
+/// What `POSIX_FADV_DONTNEED` drops achieved (totals, bytes).
+#[derive(Debug, Clone, Default, Serialize, Deserialize, PartialEq)]
+pub struct DropStats {
+    /// Bytes the memory manager asked to drop.
+    pub issued_bytes: u64,
+    /// Of those, bytes of files the engine no longer held open (not dropped).
+    pub unheld_bytes: u64,
+    /// Bytes still resident right after their first drop (retried by the sweeper).
+    pub stuck_bytes: u64,
+    /// Bytes still resident after every retry (left to the kernel).
+    pub gave_up_bytes: u64,
+    /// Bytes whose retry was cancelled because a stream wants them again.
+    pub claimed_bytes: u64,
 }
 
 /// Formats one log line per call with rates since the previous call.
@@ -132,10 +149,32 @@ impl StatsLog {
                 )
             })
             .unwrap_or_default();
+        let memory = cur
+            .memory
+            .as_ref()
+            .map(|m| {
+                format!(
+                    " | budget {:.0}MB: unconsumed {:.1} kept {:.1} consumed-cached {:.1} pool {:.1} \
+                     streams {} capped {} | drops {:.1} MB/s unheld {:.1} stuck {:.1} gave-up {:.1} claimed {:.1}",
+                    mb(m.budget_bytes),
+                    mb(m.unconsumed_bytes),
+                    mb(m.kept_bytes),
+                    mb(m.consumed_cached_bytes),
+                    mb(m.prefetch_pool_bytes),
+                    m.streams,
+                    m.capped_reads - prev.memory.as_ref().map_or(0, |p| p.capped_reads).min(m.capped_reads),
+                    rate(cur.drops.issued_bytes, prev.drops.issued_bytes),
+                    rate(cur.drops.unheld_bytes, prev.drops.unheld_bytes),
+                    rate(cur.drops.stuck_bytes, prev.drops.stuck_bytes),
+                    rate(cur.drops.gave_up_bytes, prev.drops.gave_up_bytes),
+                    rate(cur.drops.claimed_bytes, prev.drops.claimed_bytes),
+                )
+            })
+            .unwrap_or_default();
         let line = format!(
             "prefetch[{mode}] req {req:.1} MB/s mem {mem:.1} disk {disk:.1} prefetched {pf:.1} \
              evicted {ev:.2} wasted {w:.2} | hits {h} misses {m} | {ms:.1} ms/128K evict-time {et:.0}s \
-             | busy {busy} | size {sizes}{pool}",
+             | busy {busy} | size {sizes}{pool}{memory}",
             mode = cur.mode,
             req = rate(cur.requested_bytes, prev.requested_bytes),
             mem = rate(cur.memory_bytes, prev.memory_bytes),

@@ -28,6 +28,8 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: ConnInfo) {
     let mut buf: Vec<u8> = Vec::with_capacity(4096);
     let mut served = 0u64;
     let mut head_started: Option<Instant> = None;
+    // The memory manager's stream key of the last request (see `Requester::stream`).
+    let mut stream_key: Option<u64> = None;
     loop {
         if !buf.is_empty() {
             match parse_head(&buf, &shared.config.limits) {
@@ -35,6 +37,10 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: ConnInfo) {
                     buf.drain(..used);
                     served += 1;
                     head_started = None;
+                    stream_key = Some(
+                        Requester::new(req.session_id.as_deref(), info.peer.ip(), info.id, false)
+                            .stream,
+                    );
                     let stopping = *shutdown.borrow();
                     let keep =
                         match discard_body(&stream, &mut buf, req.content_length, &shared).await {
@@ -81,6 +87,9 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: ConnInfo) {
             },
             _ = async { let _ = shutdown.wait_for(|&v| v).await; }, if buf.is_empty() => break,
         }
+    }
+    if let Some(key) = stream_key {
+        shared.io.closed(key);
     }
 }
 

@@ -303,6 +303,12 @@ impl DiskIo {
     pub fn sent(&self, prep: &Prepared, window: ByteRange) {
         self.engine.consumed(prep.stream, window.last + 1);
     }
+
+    /// The connection whose requests carried stream key `stream` ([`Requester::stream`])
+    /// closed: its streams stop taking a share of the memory budget.
+    pub fn closed(&self, stream: u64) {
+        self.engine.closed(stream);
+    }
 }
 
 #[cfg(test)]

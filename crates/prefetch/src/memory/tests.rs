@@ -493,3 +493,149 @@ fn claimed_ranges_are_not_dropped_again() {
         "sent, waiting in the consumed-cache"
     );
 }
+
+/// The page cache as the engine leaves it: pages read are resident until a drop takes
+/// them (no kernel eviction). Every resident byte must be one the manager accounts for.
+#[test]
+fn every_resident_byte_is_accounted_for() {
+    use std::collections::{BTreeSet, HashMap};
+    const FSIZE: u64 = 2 * MIB;
+    const PAGE: u64 = 4096;
+    let len = 512 * 1024;
+    let mut m = MemoryManager::new(MemoryConfig::for_budget(256 * MIB));
+    let mut resident: HashMap<FileId, BTreeSet<u64>> = HashMap::new();
+    let apply = |resident: &mut HashMap<FileId, BTreeSet<u64>>, drops: Vec<Drop>| {
+        for d in drops {
+            if let Some((a, b)) = page_aligned(d.start, d.end, FSIZE, PAGE) {
+                if let Some(set) = resident.get_mut(&d.file) {
+                    for p in a / PAGE..b.div_ceil(PAGE) {
+                        set.remove(&p);
+                    }
+                }
+            }
+        }
+    };
+    // viewer: (file, next request offset, next request time, requests left)
+    let mut viewers: Vec<(FileId, u64, f64, u32)> = Vec::new();
+    let mut rng = 99u64;
+    let mut next = || {
+        rng ^= rng << 13;
+        rng ^= rng >> 7;
+        rng ^= rng << 17;
+        rng
+    };
+    let mut worst = 0i64;
+    for tick in 0..4000u64 {
+        let now = tick as f64 * 0.05;
+        if tick < 3000 && tick % 2 == 0 {
+            // ~20 arrivals a second over 300 files, popular ones more often.
+            let r = next();
+            let file = (r % 300).min(r % 37) + 1;
+            viewers.push((file, 0, now, 1 + (next() % 4) as u32));
+        }
+        for (vid, v) in viewers.iter_mut().enumerate() {
+            if v.3 == 0 || v.2 > now {
+                continue;
+            }
+            let (file, at) = (v.0, v.1);
+            let end = (at + len).min(FSIZE);
+            let (id, d) = m.request(file, Some(vid as u64), at, end, FSIZE, 419, now);
+            apply(&mut resident, d);
+            let set = resident.entry(file).or_default();
+            let missing = (at / PAGE..end.div_ceil(PAGE)).any(|p| !set.contains(&p));
+            if missing {
+                let read_end = (at + m.prefetch_cap(id).clamp(end - at, 3 * MIB)).min(FSIZE);
+                for p in at / PAGE..read_end.div_ceil(PAGE) {
+                    set.insert(p);
+                }
+                let d = m.read(id, at, read_end);
+                apply(&mut resident, d);
+            }
+            let d = m.consumed(id, end, now);
+            apply(&mut resident, d);
+            v.1 = end;
+            v.2 = now + 10.0;
+            v.3 -= 1;
+            if end >= FSIZE {
+                v.3 = 0;
+            }
+        }
+        if tick % 20 == 0 {
+            let d = m.expire(now);
+            apply(&mut resident, d);
+            let t = m.totals();
+            let res: u64 = resident.values().map(|s| s.len() as u64 * PAGE).sum();
+            let lag = m.streams.len() as u64 * m.config().drop_lag_bytes;
+            let accounted = t.unconsumed_bytes + t.kept_bytes + t.consumed_cached_bytes;
+            let excess = res as i64 - (accounted + lag) as i64;
+            worst = worst.max(excess);
+            if tick % 400 == 0 {
+                eprintln!(
+                    "t={now:.0}s resident {:.1} MiB accounted {:.1} (+lag {:.1}) streams {}",
+                    res as f64 / MIB as f64,
+                    accounted as f64 / MIB as f64,
+                    lag as f64 / MIB as f64,
+                    m.streams.len()
+                );
+            }
+        }
+    }
+    assert!(
+        worst <= 0,
+        "resident exceeded what the manager accounts for by {worst} bytes"
+    );
+}
+
+#[test]
+fn a_closed_connection_frees_its_share_and_then_its_read_ahead() {
+    let mut m = MemoryManager::new(cfg(256 * MIB));
+    let (a, _) = m.request(1, Some(10), 0, MIB, SIZE, 419, 0.0);
+    let (b, _) = m.request(2, Some(20), 0, MIB, SIZE, 419, 0.0);
+    for c in 30..38 {
+        m.request(c, Some(c), 0, MIB, SIZE, 419, 0.0);
+    }
+    m.read(b, 0, 8 * MIB);
+    let shared = m.prefetch_cap(a);
+    m.closed(20);
+    let alone = m.prefetch_cap(a);
+    assert!(
+        alone > shared,
+        "closing b's connection must enlarge a's share ({shared} → {alone})"
+    );
+    // Its read-ahead waits a little for a reconnecting player, then goes.
+    assert!(m.expire(1.0).is_empty());
+    assert_eq!(m.totals().unconsumed_bytes, 8 * MIB);
+    let drops = m.expire(6.0);
+    assert_eq!(total(&drops), 8 * MIB);
+    assert_eq!(m.totals().unconsumed_bytes, 0);
+}
+
+#[test]
+fn a_viewer_who_reconnects_keeps_its_stream() {
+    let mut m = MemoryManager::new(cfg(256 * MIB));
+    let (b, _) = m.request(2, Some(20), 0, MIB, SIZE, 419, 0.0);
+    m.read(b, 0, 8 * MIB);
+    m.closed(20);
+    let (again, drops) = m.request(2, Some(20), MIB, 2 * MIB, SIZE, 419, 2.0);
+    assert_eq!(again, b);
+    assert!(drops.is_empty());
+    assert!(m.expire(7.0).is_empty(), "asked again: not closed any more");
+    assert_eq!(m.totals().unconsumed_bytes, 7 * MIB);
+}
+
+#[test]
+fn bytes_within_the_drop_lag_count_against_the_caps() {
+    // Two streams; one has sent 512 KiB it has not released (the lag): the other's cap
+    // leaves room for them.
+    let mut m = MemoryManager::new(MemoryConfig {
+        drop_lag_bytes: MIB,
+        ..tight(16 * MIB)
+    });
+    let (a, _) = m.request(1, Some(1), 0, MIB / 2, SIZE, 419, 0.0);
+    m.read(a, 0, MIB / 2);
+    m.consumed(a, MIB / 2, 0.1);
+    let (b, _) = m.request(2, Some(2), 0, MIB / 2, SIZE, 419, 0.2);
+    let held_by_a = m.streams[&a].held();
+    assert!(held_by_a >= MIB / 2, "a holds its lag: {held_by_a}");
+    assert!(m.prefetch_cap(b) + held_by_a <= m.prefetch_pool());
+}
