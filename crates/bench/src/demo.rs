@@ -38,7 +38,7 @@ pub fn emulation_unavailable() -> Option<String> {
 pub fn servers() -> (Vec<sut::Sut>, Vec<(&'static str, String)>) {
     let mut list = vec!["vodkit:asap:auto"];
     let mut messages = Vec::new();
-    if crate::peers::nginx_program().is_some() {
+    if vodkit_peers::launch::nginx_program().is_some() {
         list.push("nginx");
     } else {
         messages.push((
@@ -46,7 +46,7 @@ pub fn servers() -> (Vec<sut::Sut>, Vec<(&'static str, String)>) {
             "nginx is not installed: skipped (Debian: apt-get install nginx)".into(),
         ));
     }
-    if crate::peers::apache_program().is_some() {
+    if vodkit_peers::launch::apache_program().is_some() {
         list.push("apache");
     } else {
         messages.push((
