@@ -41,9 +41,8 @@ pub fn load(path: &Path) -> Result<Bitrates, InputError> {
         let value: serde_json::Value = serde_json::from_str(&text)
             .map_err(|e| InputError::at_line(&name, e.line(), format!("invalid JSON: {e}")))?;
         if value.get("titles").is_some() {
-            let catalog: Catalog = serde_json::from_value(value).map_err(|e| {
-                InputError::whole(&name, format!("not a valid catalog.json: {e}"))
-            })?;
+            let catalog: Catalog = serde_json::from_value(value)
+                .map_err(|e| InputError::whole(&name, format!("not a valid catalog.json: {e}")))?;
             return Ok(of_catalog(&catalog));
         }
         let obj: HashMap<String, u32> = serde_json::from_value(value).map_err(|e| {
@@ -140,7 +139,9 @@ mod tests {
         std::fs::write(&t, "a 1\nb -3\n").unwrap();
         let e = load(&t).unwrap_err().to_string();
         assert!(e.contains("rates.txt:2:"), "{e}");
-        let e = load(&dir.path().join("missing.json")).unwrap_err().to_string();
+        let e = load(&dir.path().join("missing.json"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("missing.json"), "{e}");
     }
 }

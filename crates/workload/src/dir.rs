@@ -98,8 +98,8 @@ impl WorkloadDir {
     pub fn sessions(&self) -> Result<Vec<Session>, InputError> {
         let path = self.sessions_path();
         let origin = path.display().to_string();
-        let text =
-            std::fs::read_to_string(&path).map_err(|e| InputError::whole(&origin, e.to_string()))?;
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| InputError::whole(&origin, e.to_string()))?;
         let sessions = logfmt::parse(&text, LogFormat::Jsonl, &origin)?;
         if sessions.is_empty() {
             return Err(InputError::whole(&origin, "no sessions in the log"));
@@ -181,10 +181,7 @@ pub fn read_meta(path: &Path) -> Result<WorkloadMeta, InputError> {
             return Err(InputError::in_field(
                 &origin,
                 &format!("client_classes[{i}] ({}).one_way_delay_s", c.name),
-                format!(
-                    "{} is not a number of seconds in 0..=60",
-                    c.one_way_delay_s
-                ),
+                format!("{} is not a number of seconds in 0..=60", c.one_way_delay_s),
             ));
         }
     }
@@ -262,7 +259,10 @@ mod tests {
         assert!(e.contains("warmup.jsonl:2"), "{e}");
         let beside = WorkloadDir::beside(&tmp.path().join("any.log"));
         assert_eq!(beside.existing_warmup(), Some(dir.warmup_path()));
-        assert_eq!(WorkloadDir::beside(Path::new("x.log")).root(), Path::new("."));
+        assert_eq!(
+            WorkloadDir::beside(Path::new("x.log")).root(),
+            Path::new(".")
+        );
     }
 
     #[test]

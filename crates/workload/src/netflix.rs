@@ -173,7 +173,10 @@ pub fn new_workload(
     let cat = spec.catalog();
     let io = |what: &str, e: std::io::Error| format!("{}: {what}: {e}", out.display());
     std::fs::create_dir_all(out).map_err(|e| io("create directory", e))?;
-    write_json(&out.join(crate::dir::CATALOG), &to_model_catalog(&spec, &cat))?;
+    write_json(
+        &out.join(crate::dir::CATALOG),
+        &to_model_catalog(&spec, &cat),
+    )?;
     write_json(&out.join(crate::dir::META), &workload_meta(&spec))?;
     write_file_table(&out.join("files.csv"), &cat)?;
     let path = out.join(crate::dir::SESSIONS);
