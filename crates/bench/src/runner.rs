@@ -570,6 +570,52 @@ mod tests {
     }
 
     #[test]
+    fn a_run_that_cannot_start_says_why_and_how_its_servers_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let suts = sut::parse_list("nginx").unwrap();
+        let plan =
+            |g: f64| -> Result<SearchPlan, String> { Ok(SearchPlan::failure_free_around(g)) };
+        let mut setup = RunSetup {
+            workload: dir.path(),
+            root: None,
+            testbed: &TestbedChoice::Plain,
+            memory: None,
+            suts: &suts,
+            point: None,
+            guess_mb_s: 20.0,
+            plan: &plan,
+            criterion: Criterion::Strict,
+            repeat: 1,
+            run_base: dir.path().join("runs"),
+            vodkit_exe: None,
+            label: "cell",
+        };
+        // No catalog.json: the file set cannot be placed, the servers are skipped.
+        let n = run_workload(&setup, &mut BarProgress::new(false))
+            .err()
+            .unwrap();
+        assert_eq!(n.status, report::SKIPPED);
+        assert!(
+            matches!(n.error, RunError::Usage(ref m) if m.contains("catalog.json")),
+            "{:?}",
+            n.error
+        );
+        // A file set given as is, but no sessions: the run failed.
+        let root = dir.path().join("files");
+        std::fs::create_dir_all(&root).unwrap();
+        setup.root = Some(&root);
+        let n = run_workload(&setup, &mut BarProgress::new(false))
+            .err()
+            .unwrap();
+        assert_eq!(n.status, report::FAILED);
+        assert!(
+            matches!(n.error, RunError::Usage(ref m) if m.contains("sessions.jsonl")),
+            "{:?}",
+            n.error
+        );
+    }
+
+    #[test]
     fn testbed_choice_parses() {
         assert_eq!(
             TestbedChoice::parse("hdd:wd-red").unwrap(),
