@@ -60,7 +60,8 @@ pub struct Args {
     out: PathBuf,
     /// Compare the model with a real run: a cut-down netflix-2014 workload served by
     /// `vodkit serve` from the emulated disk (--drive preset) and replayed by `vodkit load`;
-    /// needs root and FUSE. --out is the working directory.
+    /// needs root and FUSE. --out is the working directory. (The bench's `validate`
+    /// experiment: `vodkit bench --scenario validate` runs it with the defaults.)
     #[arg(long)]
     validate: bool,
     /// With --validate: the fixed policy the server runs and the model simulates.
