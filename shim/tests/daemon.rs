@@ -224,7 +224,9 @@ fn daemon_with_catalog(
     let mut cfg = vodkit_preload::DaemonConfig::new(dir.join("prefetchd.sock"));
     cfg.mode = mode;
     cfg.policy = "auto".parse().unwrap();
-    cfg.bitrates = Some(vodkit_preload::daemon::FileRates::load(catalog, root).unwrap());
+    let map =
+        vodkit_prefetch::BitrateMap::from_rates(vodkit_workload::bitrates::load(catalog).unwrap());
+    cfg.bitrates = Some(vodkit_preload::daemon::FileRates::new(map, catalog, root).unwrap());
     vodkit_preload::Daemon::start(cfg).unwrap()
 }
 

@@ -7,14 +7,15 @@
 use crate::experiment::{LoadDriver, LoadOutcome, Running, StartError};
 use crate::launch::{CommandWrap, VodkitStarter};
 use crate::point::ClientMetrics;
-use crate::process::{free_port, http_get, ServerProcess, StartSpec};
 use crate::sut::IoMode;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime};
+use vodkit_peers::process::{free_port, http_get, ServerProcess, StartSpec};
 use vodkit_prefetch::budget::MemorySetting;
 use vodkit_workload::model::{Request, Session, WorkloadMeta};
+use vodkit_workload::WorkloadDir;
 
 /// Replays a generated workload directory (sessions.jsonl, workload.json, warmup.jsonl).
 pub struct WorkloadLoad {
@@ -31,26 +32,12 @@ pub struct WorkloadLoad {
 impl WorkloadLoad {
     /// Read the workload directory written by `vodkit workload new`.
     pub fn open(dir: &Path) -> Result<WorkloadLoad, String> {
-        let sessions_path = dir.join("sessions.jsonl");
-        if !sessions_path.is_file() {
-            return Err(format!(
-                "{}: no sessions.jsonl (expected a `vodkit workload new` output)",
-                dir.display()
-            ));
-        }
-        let (sessions, _) =
-            vodkit_load::input::read_sessions(&sessions_path, None).map_err(|e| e.to_string())?;
-        let meta = match vodkit_load::input::sibling(&sessions_path, "workload.json") {
-            Some(p) => Some(vodkit_load::input::read_meta(&p).map_err(|e| e.to_string())?),
-            None => None,
-        };
-        let warm_limit = meta.as_ref().map(|m| m.measurement.warmup_chunks);
-        let warmup = match vodkit_load::input::sibling(&sessions_path, "warmup.jsonl") {
-            Some(p) => {
-                vodkit_load::input::read_warmup(&p, warm_limit).map_err(|e| e.to_string())?
-            }
-            None => Vec::new(),
-        };
+        let dir = WorkloadDir::open(dir).map_err(|e| e.to_string())?;
+        let sessions = dir.sessions().map_err(|e| e.to_string())?;
+        let meta = dir.meta().map_err(|e| e.to_string())?;
+        let warmup = dir
+            .warmup(meta.as_ref().map(|m| m.measurement.warmup_chunks))
+            .map_err(|e| e.to_string())?;
         Ok(WorkloadLoad {
             sessions,
             meta,

@@ -1,4 +1,4 @@
-//! `vodkit demo`: a capacity comparison in about five minutes on built-in defaults — a
+//! `vodkit demo`: a capacity comparison in about 10 minutes on built-in defaults — a
 //! scaled youtube-2011 workload, the emulated WD Red with a memory budget when this machine
 //! can host it (plain disk otherwise, and the report says so), vodkit:asap:auto against
 //! nginx and Apache when they are installed. Installs nothing.
@@ -38,7 +38,7 @@ pub fn emulation_unavailable() -> Option<String> {
 pub fn servers() -> (Vec<sut::Sut>, Vec<(&'static str, String)>) {
     let mut list = vec!["vodkit:asap:auto"];
     let mut messages = Vec::new();
-    if crate::peers::nginx_program().is_some() {
+    if vodkit_peers::launch::nginx_program().is_some() {
         list.push("nginx");
     } else {
         messages.push((
@@ -46,7 +46,7 @@ pub fn servers() -> (Vec<sut::Sut>, Vec<(&'static str, String)>) {
             "nginx is not installed: skipped (Debian: apt-get install nginx)".into(),
         ));
     }
-    if crate::peers::apache_program().is_some() {
+    if vodkit_peers::launch::apache_program().is_some() {
         list.push("apache");
     } else {
         messages.push((

@@ -6,13 +6,13 @@
 
 use crate::adapters::{PreloadDaemon, PreloadKit};
 use crate::experiment::{Launcher, Running, StartError};
-use crate::peers::{self, PeerError, PeerSetup};
-use crate::process::ServerProcess;
 use crate::readahead;
 use crate::sut::{Base, IoMode, Sut};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
+use vodkit_peers::launch::{self as peers, PeerError, PeerSetup};
+use vodkit_peers::process::ServerProcess;
 use vodkit_prefetch::budget::MemorySetting;
 
 /// Rewrites a server command (e.g. to run it in a memory cgroup or under the preload shim).

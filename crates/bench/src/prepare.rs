@@ -6,6 +6,7 @@ use std::hash::{Hash, Hasher};
 use std::path::{Path, PathBuf};
 use vodkit_workload::fileset::{self, CreateOptions, Marker};
 use vodkit_workload::model::Catalog;
+use vodkit_workload::WorkloadDir;
 
 /// Cache directory for generated workloads and file sets: `$VODKIT_CACHE`, else
 /// `/var/cache/vodkit/bench` for root, else `$XDG_CACHE_HOME/vodkit/bench`, else
@@ -39,7 +40,8 @@ pub fn workload(spec: &str, sets: &[&str], scale: f64, cache: &Path) -> Result<P
     let mut parts = vec![spec, scale_text.as_str()];
     parts.extend_from_slice(sets);
     let dir = cache.join(format!("workload-{spec}-{}", key(&parts)));
-    if dir.join("sessions.jsonl").is_file() && dir.join("catalog.json").is_file() {
+    let w = WorkloadDir::new(&dir);
+    if w.sessions_path().is_file() && w.existing_catalog().is_some() {
         return Ok(dir);
     }
     let pairs = sets
@@ -59,7 +61,9 @@ pub fn workload(spec: &str, sets: &[&str], scale: f64, cache: &Path) -> Result<P
 
 /// Read a workload's catalog.json (file paths checked as `vodkit fileset` checks them).
 pub fn catalog(workload: &Path) -> Result<Catalog, String> {
-    fileset::load_catalog(&workload.join("catalog.json")).map_err(|e| e.to_string())
+    WorkloadDir::new(workload)
+        .catalog()
+        .map_err(|e| e.to_string())
 }
 
 /// Bytes of every file in the catalog.

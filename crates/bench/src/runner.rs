@@ -3,7 +3,7 @@
 //! the report files and return the terminal table. The CLI only maps flags onto
 //! [`BenchRequest`] and errors onto exit codes.
 
-use crate::adapters::{ChildVodkit, WorkloadLoad};
+use crate::adapters::{ChildVodkit, InProcessVodkit, WorkloadLoad};
 use crate::experiment::{run_bench, BenchSettings, PlainDisk, Progress, Rig, Testbed};
 use crate::launch::LocalLauncher;
 use crate::point::PointMetrics;
@@ -13,6 +13,7 @@ use crate::sut::{self, Sut};
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+use vodkit_workload::WorkloadDir;
 
 /// Input problem (exit 2) or runtime failure (exit 1).
 #[derive(Debug, thiserror::Error)]
@@ -53,7 +54,6 @@ pub struct BenchRequest {
     pub suts: String,
     pub testbed: String,
     pub memory: Option<String>,
-    pub layout: Option<String>,
     pub search: Option<String>,
     pub criterion: String,
     pub repeat: u32,
@@ -94,15 +94,11 @@ pub fn check_request(req: &BenchRequest) -> Result<Checked, RunError> {
     if let Some(s) = &req.search {
         SearchPlan::parse(s, &SearchPlan::failure_free_around(1.0)).map_err(RunError::Usage)?;
     }
-    if !req.workload.join("sessions.jsonl").is_file() {
+    if !WorkloadDir::new(&req.workload).sessions_path().is_file() {
         return Err(RunError::Usage(format!(
-            "--workload {}: no sessions.jsonl there (create one with `vodkit workload new`)",
-            req.workload.display()
-        )));
-    }
-    if let Some(l) = &req.layout {
-        return Err(RunError::Usage(format!(
-            "--layout {l}: a workload's layout is fixed when it is generated; use `vodkit workload new --set layout={l}` (or a scenario)"
+            "--workload {}: no {} there (create one with `vodkit workload new`)",
+            req.workload.display(),
+            vodkit_workload::dir::SESSIONS
         )));
     }
     if let Some(r) = &req.root {
@@ -327,63 +323,116 @@ pub fn bound_note(b: &crate::bound::CapacityBound) -> String {
     )
 }
 
-/// Run the request and write bench.json, report.md and report.html into `out`.
-pub fn run(req: &BenchRequest) -> Result<(BenchReport, String), RunError> {
-    let checked = check_request(req)?;
-    let mut progress = BarProgress::new(req.progress);
-    let (mut testbed, root) = place(
-        &checked.testbed,
-        &req.workload,
-        req.root.as_deref(),
-        &progress,
-    )?;
-    let mut load = WorkloadLoad::open(&req.workload).map_err(RunError::Usage)?;
-    load.max_duration = req.point_duration;
-    progress.message("computing the capacity bound".into());
-    let (bound, bound_notes) =
-        capacity_bound(&checked.testbed, &req.workload, &load, checked.memory);
-    let probe = load.probe_path().unwrap_or_else(|| "/".into());
-    let guess = rate_guess(&load, 20.0);
-    let plan = match &checked.plan_text {
-        Some(t) => SearchPlan::parse(t, &SearchPlan::failure_free_around(guess))
-            .map_err(RunError::Usage)?,
-        None => SearchPlan::failure_free_around(guess),
-    };
-    let run_base = req.out.join("runs");
-    let mut launcher = LocalLauncher::new(root.clone(), run_base, probe.clone());
-    if let Some(exe) = &req.vodkit_exe {
-        let catalog = req.workload.join("catalog.json");
-        launcher.vodkit = Ok(Box::new(ChildVodkit {
-            exe: exe.clone(),
-            catalog: catalog.is_file().then_some(catalog),
-            probe_path: probe,
-        }));
+/// One bench run over one workload: what a `vodkit bench` request and a scenario cell
+/// have in common.
+pub struct RunSetup<'a> {
+    pub workload: &'a Path,
+    /// File-set root to serve as is; `None`: write the file set onto the testbed.
+    pub root: Option<&'a Path>,
+    pub testbed: &'a TestbedChoice,
+    pub memory: Option<u64>,
+    pub suts: &'a [Sut],
+    /// Longest load run per data point (`None`: the whole session list).
+    pub point: Option<Duration>,
+    /// The offered load (MB/s) the first rate guess aims at.
+    pub guess_mb_s: f64,
+    /// The search plan, given the rate guess (sessions/s).
+    pub plan: &'a dyn Fn(f64) -> Result<SearchPlan, String>,
+    pub criterion: Criterion,
+    pub repeat: u32,
+    /// Servers' run directories go under this one.
+    pub run_base: PathBuf,
+    /// The vodkit binary for `vodkit serve` and `vodkit prefetchd` children; `None`: the
+    /// vodkit origin runs in this process (no memory budget possible).
+    pub vodkit_exe: Option<&'a Path>,
+    /// Prefix of progress messages (a cell's label).
+    pub label: &'a str,
+}
+
+/// A finished run: the report (servers carry their fraction of the bound), the bound, and
+/// what the caller may still need (the sessions replayed, the root served).
+pub struct Ran {
+    pub report: BenchReport,
+    pub bound: Option<crate::bound::CapacityBound>,
+    pub load: WorkloadLoad,
+    pub root: PathBuf,
+}
+
+/// Why a run did not start, and how its servers are reported: `skipped` (this machine
+/// cannot host it) or `failed`.
+#[derive(Debug)]
+pub struct NotRun {
+    pub error: RunError,
+    pub status: &'static str,
+}
+
+impl NotRun {
+    fn skipped(error: RunError) -> NotRun {
+        NotRun {
+            error,
+            status: report::SKIPPED,
+        }
     }
-    if checked.suts.iter().any(|s| s.preload.is_some()) {
+    fn failed(error: RunError) -> NotRun {
+        NotRun {
+            error,
+            status: report::FAILED,
+        }
+    }
+}
+
+/// Assemble the rig for `setup` (testbed and file set, load driver, capacity bound,
+/// launcher, memory budget, sampler) and run the search for every server.
+pub fn run_workload(setup: &RunSetup<'_>, progress: &mut BarProgress) -> Result<Ran, NotRun> {
+    let say = |what: &str| match setup.label {
+        "" => what.to_string(),
+        l => format!("{l}: {what}"),
+    };
+    let (mut testbed, root) =
+        place(setup.testbed, setup.workload, setup.root, progress).map_err(NotRun::skipped)?;
+    let mut load =
+        WorkloadLoad::open(setup.workload).map_err(|e| NotRun::failed(RunError::Usage(e)))?;
+    load.max_duration = setup.point;
+    progress.message(say("computing the capacity bound"));
+    let (bound, bound_notes) = capacity_bound(setup.testbed, setup.workload, &load, setup.memory);
+    let probe = load.probe_path().unwrap_or_else(|| "/".into());
+    let plan = (setup.plan)(rate_guess(&load, setup.guess_mb_s))
+        .map_err(|e| NotRun::failed(RunError::Usage(e)))?;
+    let mut launcher = LocalLauncher::new(root.clone(), setup.run_base.clone(), probe.clone());
+    let dir = WorkloadDir::new(setup.workload);
+    let catalog = dir.existing_catalog();
+    launcher.vodkit = match setup.vodkit_exe {
+        Some(exe) => Ok(Box::new(ChildVodkit {
+            exe: exe.to_path_buf(),
+            catalog: catalog.clone(),
+            probe_path: probe,
+        })),
+        None => InProcessVodkit::new()
+            .map(|v| Box::new(v) as Box<dyn crate::launch::VodkitStarter>)
+            .map_err(|e| e.to_string()),
+    };
+    if setup.suts.iter().any(|s| s.preload.is_some()) {
         // The daemon gets the same bit rates as `vodkit serve --catalog`.
-        let catalog = req.workload.join("catalog.json");
         launcher.preload =
-            crate::adapters::PreloadKit::locate(req.vodkit_exe.as_deref()).map(|kit| {
-                if catalog.is_file() {
-                    kit.with_catalog(catalog, root.clone())
-                } else {
-                    kit
-                }
+            crate::adapters::PreloadKit::locate(setup.vodkit_exe).map(|kit| match &catalog {
+                Some(c) => kit.with_catalog(c.clone(), root.clone()),
+                None => kit,
             });
     }
-    let budget = match checked.memory {
-        Some(limit) => Some(crate::system::Budget::create(limit).map_err(RunError::Runtime)?),
+    let budget = match setup.memory.map(crate::system::Budget::create) {
+        Some(Ok(b)) => Some(b),
+        Some(Err(e)) => return Err(NotRun::skipped(RunError::Runtime(e))),
         None => None,
     };
     launcher.budget = budget.as_ref().and_then(|b| b.wrap());
     let mut sampler =
         crate::system::ProcSampler::for_root(&root, budget.as_ref().and_then(|b| b.cgroup_dir()));
     let settings = BenchSettings {
-        workload: req.workload.display().to_string(),
-        memory_bytes: checked.memory,
+        workload: setup.workload.display().to_string(),
+        memory_bytes: setup.memory,
         plan,
-        criterion: checked.criterion,
-        repeat: req.repeat,
+        criterion: setup.criterion,
+        repeat: setup.repeat,
     };
     let mut rig = Rig {
         testbed: testbed.as_mut(),
@@ -391,14 +440,50 @@ pub fn run(req: &BenchRequest) -> Result<(BenchReport, String), RunError> {
         load: &mut load,
         sampler: &mut sampler,
     };
-    let mut rep = run_bench(&settings, &checked.suts, &mut rig, &mut progress);
-    progress.finish();
+    let mut rep = run_bench(&settings, setup.suts, &mut rig, progress);
     drop(budget);
     if let Some(b) = &bound {
-        report::apply_bound(&mut rep, b);
+        report::set_fractions(&mut rep.servers, b.bound_rate);
     }
     rep.notes.extend(bound_notes);
-    finish(&mut rep, &req.out)
+    Ok(Ran {
+        report: rep,
+        bound,
+        load,
+        root,
+    })
+}
+
+/// Run the request and write bench.json, report.md and report.html into `out`.
+pub fn run(req: &BenchRequest) -> Result<(BenchReport, String), RunError> {
+    let checked = check_request(req)?;
+    let mut progress = BarProgress::new(req.progress);
+    let plan = |guess: f64| match &checked.plan_text {
+        Some(t) => SearchPlan::parse(t, &SearchPlan::failure_free_around(guess)),
+        None => Ok(SearchPlan::failure_free_around(guess)),
+    };
+    let setup = RunSetup {
+        workload: &req.workload,
+        root: req.root.as_deref(),
+        testbed: &checked.testbed,
+        memory: checked.memory,
+        suts: &checked.suts,
+        point: req.point_duration,
+        guess_mb_s: 20.0,
+        plan: &plan,
+        criterion: checked.criterion,
+        repeat: req.repeat,
+        run_base: req.out.join("runs"),
+        vodkit_exe: req.vodkit_exe.as_deref(),
+        label: "",
+    };
+    let ran = run_workload(&setup, &mut progress);
+    progress.finish();
+    let mut ran = ran.map_err(|n| n.error)?;
+    if let Some(b) = &ran.bound {
+        report::apply_bound(&mut ran.report, b);
+    }
+    finish(&mut ran.report, &req.out)
 }
 
 /// Write the report files and return the terminal table with the file paths.
@@ -430,7 +515,6 @@ mod tests {
             suts: "nginx".into(),
             testbed: "plain".into(),
             memory: None,
-            layout: None,
             search: None,
             criterion: "strict".into(),
             repeat: 1,
@@ -483,6 +567,52 @@ mod tests {
             }
         }
         assert!(check_request(&req(dir.path())).is_ok());
+    }
+
+    #[test]
+    fn a_run_that_cannot_start_says_why_and_how_its_servers_count() {
+        let dir = tempfile::tempdir().unwrap();
+        let suts = sut::parse_list("nginx").unwrap();
+        let plan =
+            |g: f64| -> Result<SearchPlan, String> { Ok(SearchPlan::failure_free_around(g)) };
+        let mut setup = RunSetup {
+            workload: dir.path(),
+            root: None,
+            testbed: &TestbedChoice::Plain,
+            memory: None,
+            suts: &suts,
+            point: None,
+            guess_mb_s: 20.0,
+            plan: &plan,
+            criterion: Criterion::Strict,
+            repeat: 1,
+            run_base: dir.path().join("runs"),
+            vodkit_exe: None,
+            label: "cell",
+        };
+        // No catalog.json: the file set cannot be placed, the servers are skipped.
+        let n = run_workload(&setup, &mut BarProgress::new(false))
+            .err()
+            .unwrap();
+        assert_eq!(n.status, report::SKIPPED);
+        assert!(
+            matches!(n.error, RunError::Usage(ref m) if m.contains("catalog.json")),
+            "{:?}",
+            n.error
+        );
+        // A file set given as is, but no sessions: the run failed.
+        let root = dir.path().join("files");
+        std::fs::create_dir_all(&root).unwrap();
+        setup.root = Some(&root);
+        let n = run_workload(&setup, &mut BarProgress::new(false))
+            .err()
+            .unwrap();
+        assert_eq!(n.status, report::FAILED);
+        assert!(
+            matches!(n.error, RunError::Usage(ref m) if m.contains("sessions.jsonl")),
+            "{:?}",
+            n.error
+        );
     }
 
     #[test]

@@ -2,14 +2,9 @@
 //! bring up its testbed, search every server's capacity, merge the cells into one report
 //! with cell-qualified server names, and judge the seed finding.
 
-use crate::adapters::{ChildVodkit, InProcessVodkit, WorkloadLoad};
 use crate::bound::CapacityBound;
-use crate::experiment::{run_bench, BenchSettings, Rig};
-use crate::launch::LocalLauncher;
 use crate::report::{self, BenchReport, Comparison, ScenarioInfo, ServerReport};
-use crate::runner::{
-    capacity_bound, finish, place, rate_guess, BarProgress, RunError, TestbedChoice,
-};
+use crate::runner::{finish, run_workload, BarProgress, Ran, RunError, RunSetup, TestbedChoice};
 use crate::scenario::{self, Scenario};
 use crate::search::{Criterion, SearchPlan};
 use crate::sut;
@@ -123,87 +118,43 @@ pub fn run_cell_bounded(
             )
         }
     };
-    let (mut testbed, root) = match place(&cell.testbed, &workload, None, progress) {
-        Ok(x) => x,
-        Err(RunError::Runtime(e)) | Err(RunError::Usage(e)) => {
-            return (all_skipped(cell, report::SKIPPED, &e), None)
-        }
-    };
-    let mut load = match WorkloadLoad::open(&workload) {
-        Ok(l) => l,
-        Err(e) => return (all_skipped(cell, report::FAILED, &e), None),
-    };
-    load.max_duration = Some(cell.point);
-    progress.message(format!("{}: computing the capacity bound", cell.label));
-    let (bound, bound_notes) = capacity_bound(&cell.testbed, &workload, &load, cell.memory);
-    let probe = load.probe_path().unwrap_or_else(|| "/".into());
-    let guess = rate_guess(&load, cell.guess_mb_s);
-    let plan = SearchPlan::FailureFree {
-        start: guess / 2.0,
-        step: guess / 2.0,
-        precision: guess / cell.precision_div,
-        max_rate: guess / 2.0 * f64::from(1 + cell.max_steps),
+    let plan = |guess: f64| -> Result<SearchPlan, String> {
+        Ok(SearchPlan::FailureFree {
+            start: guess / 2.0,
+            step: guess / 2.0,
+            precision: guess / cell.precision_div,
+            max_rate: guess / 2.0 * f64::from(1 + cell.max_steps),
+        })
     };
     let safe: String = cell
         .label
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect();
-    let mut launcher = LocalLauncher::new(root, out.join("runs").join(safe), probe.clone());
-    launcher.vodkit = match vodkit_exe {
-        Some(exe) => {
-            let catalog = workload.join("catalog.json");
-            Ok(Box::new(ChildVodkit {
-                exe: exe.clone(),
-                catalog: Some(catalog),
-                probe_path: probe,
-            }))
-        }
-        None => InProcessVodkit::new()
-            .map(|v| Box::new(v) as Box<dyn crate::launch::VodkitStarter>)
-            .map_err(|e| e.to_string()),
-    };
-    if cell.suts.iter().any(|s| s.preload.is_some()) {
-        // The daemon gets the same bit rates as `vodkit serve --catalog`.
-        let catalog = workload.join("catalog.json");
-        let root = launcher.root.clone();
-        launcher.preload = crate::adapters::PreloadKit::locate(vodkit_exe.map(PathBuf::as_path))
-            .map(|kit| {
-                if catalog.is_file() {
-                    kit.with_catalog(catalog, root)
-                } else {
-                    kit
-                }
-            });
-    }
-    let budget = match cell.memory.map(crate::system::Budget::create) {
-        Some(Ok(b)) => Some(b),
-        Some(Err(e)) => return (all_skipped(cell, report::SKIPPED, &e), None),
-        None => None,
-    };
-    launcher.budget = budget.as_ref().and_then(|b| b.wrap());
-    let mut sampler = crate::system::ProcSampler::for_root(
-        &launcher.root,
-        budget.as_ref().and_then(|b| b.cgroup_dir()),
-    );
-    let settings = BenchSettings {
-        workload: workload.display().to_string(),
-        memory_bytes: cell.memory,
-        plan,
+    let setup = RunSetup {
+        workload: &workload,
+        root: None,
+        testbed: &cell.testbed,
+        memory: cell.memory,
+        suts: &cell.suts,
+        point: Some(cell.point),
+        guess_mb_s: cell.guess_mb_s,
+        plan: &plan,
         criterion: cell.criterion,
         repeat: cell.repeat,
+        run_base: out.join("runs").join(safe),
+        vodkit_exe: vodkit_exe.map(PathBuf::as_path),
+        label: &cell.label,
     };
-    let mut rig = Rig {
-        testbed: testbed.as_mut(),
-        launcher: &mut launcher,
-        load: &mut load,
-        sampler: &mut sampler,
+    let Ran {
+        report: rep,
+        bound,
+        load,
+        root,
+    } = match run_workload(&setup, progress) {
+        Ok(r) => r,
+        Err(n) => return (all_skipped(cell, n.status, &n.error.to_string()), None),
     };
-    let mut rep = run_bench(&settings, &cell.suts, &mut rig, progress);
-    if let Some(b) = &bound {
-        report::set_fractions(&mut rep.servers, b.bound_rate);
-    }
-    rep.notes.extend(bound_notes);
     if cell.sequential {
         progress.message(format!(
             "{}: sequential read of the requested files",
@@ -216,7 +167,7 @@ pub fn run_cell_bounded(
             .map(|r| r.path.trim_start_matches('/').to_string())
             .collect();
         let seq = prepare::catalog(&workload)
-            .and_then(|c| prepare::sequential_read_mb_s(&c, &launcher.root, &wanted, 2 << 30));
+            .and_then(|c| prepare::sequential_read_mb_s(&c, &root, &wanted, 2 << 30));
         match seq {
             Ok(v) => *sequential = Some(v),
             Err(e) => notes.push(format!(

@@ -16,7 +16,7 @@ fn miniature_bench_on_the_emulated_disk() {
         eprintln!("SKIPPED: the emulated disk cannot run here: {e}");
         return;
     }
-    if vodkit_bench::peers::nginx_program().is_none() {
+    if vodkit_peers::launch::nginx_program().is_none() {
         assert!(
             std::env::var_os("CI").is_none(),
             "nginx must be installed in CI"
@@ -38,7 +38,6 @@ fn miniature_bench_on_the_emulated_disk() {
         suts: "nginx".into(),
         testbed: "hdd:wd-red".into(),
         memory: Some("256MiB".into()),
-        layout: None,
         search: Some("fixed-rates:2".into()),
         criterion: "sessions:50%".into(),
         repeat: 1,

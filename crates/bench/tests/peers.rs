@@ -3,8 +3,8 @@
 
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
-use vodkit_bench::peers::{self, PeerSetup};
-use vodkit_bench::process::{http_get, ServerProcess};
+use vodkit_peers::launch::{self as peers, PeerSetup};
+use vodkit_peers::process::{http_get, ServerProcess};
 
 fn fixture() -> (tempfile::TempDir, Vec<u8>) {
     let dir = tempfile::tempdir().unwrap();

@@ -12,8 +12,8 @@ use std::time::{Duration, Instant};
 use vodkit_bench::adapters::{built_vodkit, PreloadKit, DAEMON_METRICS, DAEMON_PROMETHEUS};
 use vodkit_bench::experiment::Launcher;
 use vodkit_bench::launch::{memory_cgroup, LocalLauncher, CGROUPS_FILE};
-use vodkit_bench::process::http_get;
 use vodkit_bench::sut::parse_one;
+use vodkit_peers::process::http_get;
 
 const FILE_BYTES: usize = 3 << 20;
 
@@ -80,7 +80,7 @@ fn members_running(cgroup: &Path, word: &str) -> Vec<u32> {
 
 #[test]
 fn the_daemon_runs_as_a_child_inside_the_servers_memory_budget() {
-    if vodkit_bench::peers::nginx_program().is_none() {
+    if vodkit_peers::launch::nginx_program().is_none() {
         return unavailable("nginx is not installed");
     }
     let Some(kit) = kit() else { return };

@@ -56,7 +56,7 @@ fn sessions(n: u64) -> Vec<Session> {
 
 #[test]
 fn miniature_bench_end_to_end() {
-    let have_nginx = vodkit_bench::peers::nginx_program().is_some();
+    let have_nginx = vodkit_peers::launch::nginx_program().is_some();
     if !have_nginx {
         let msg = "nginx is not installed: the smoke test runs vodkit only";
         assert!(

@@ -32,7 +32,7 @@ enum Command {
     Sys(cmd::sys::Args),
     /// Capacity experiments with servers under test side by side.
     Bench(cmd::bench::Args),
-    /// A five-minute capacity comparison on built-in defaults.
+    /// A capacity comparison on built-in defaults (about 10 minutes).
     Demo(cmd::demo::Args),
     /// Run an unmodified program with the prefetching preload library.
     Preload(cmd::preload::Args),

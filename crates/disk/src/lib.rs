@@ -8,11 +8,16 @@
 //! * [`devbench`] — sequential and random read benchmarks against a testbed's device.
 //! * [`memory`] — memory budgets (page cache included) through the memory cgroup.
 //! * [`sys`] — per-interval disk, CPU, memory and network metrics from `/proc`.
+//!
+//! [`testbed`] and [`devbench`] are behind the default `testbed` feature; without it the
+//! crate pulls in no FUSE library (the simulator depends on it that way).
 
+#[cfg(feature = "testbed")]
 pub mod devbench;
 pub mod memory;
 pub mod model;
 pub mod sys;
+#[cfg(feature = "testbed")]
 pub mod testbed;
 
 pub use model::{Drive, DriveOptions, DriveSpec, Rotation};

@@ -7,6 +7,8 @@
 //! Needs root, /dev/fuse, loop devices, fusermount3, losetup and mkfs.ext4. Without them the
 //! test prints why and passes, except under `CI` where it fails.
 
+#![cfg(feature = "testbed")]
+
 use std::io::{Read, Write};
 use std::path::Path;
 use vodkit_disk::devbench::{self, BenchOptions};

@@ -65,7 +65,7 @@ fn builtins() -> Vec<Workload> {
             let (sessions, _) =
                 vodkit_load::input::read_sessions(&dir.path().join("sessions.jsonl"), None)
                     .unwrap();
-            let meta = vodkit_load::input::read_meta(&dir.path().join("workload.json")).unwrap();
+            let meta = vodkit_workload::dir::read_meta(&dir.path().join("workload.json")).unwrap();
             let text = std::fs::read_to_string(dir.path().join("catalog.json")).unwrap();
             let catalog: Catalog = serde_json::from_str(&text).unwrap();
             out.push(Workload {

@@ -1,15 +1,13 @@
 //! Bit rates of served files, for policies that size prefetches by bit rate.
 //!
-//! Sources: a workload `catalog.json` (every rendition's files get its `bitrate_kbps`), a
-//! JSON object `{"path": kbps, ...}`, or a text file with one `path kbps` pair per line
-//! (`#` starts a comment). Paths are relative to the served root; lookups accept URL paths
-//! (`/v/t3.dat`), relative paths, and absolute paths under the configured root. Unknown
-//! files get the default rate.
+//! The caller builds the map from whatever it read (`vodkit_workload::bitrates` reads a
+//! catalog or a path→kbps file) and hands it over typed. Paths are relative to the served
+//! root; lookups accept URL paths (`/v/t3.dat`), relative paths, and absolute paths under
+//! the configured root. Unknown files get the default rate.
 
 use crate::policy::DEFAULT_BITRATE_KBPS;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use vodkit_workload::model::Catalog;
 
 /// Path → bit rate (kbit/s).
 #[derive(Clone, Debug)]
@@ -28,11 +26,6 @@ impl Default for BitrateMap {
         }
     }
 }
-
-/// A bit-rate file that could not be read; one line naming the file (and line).
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct BitrateError(String);
 
 fn key(path: &str) -> String {
     path.trim_start_matches('/').to_string()
@@ -73,67 +66,14 @@ impl BitrateMap {
         self.rates.is_empty()
     }
 
-    /// Every file of every rendition in the catalog.
-    pub fn from_catalog(catalog: &Catalog) -> Self {
+    /// A map of `rates` (path → kbit/s, e.g. from `vodkit_workload::bitrates`) with the
+    /// policy default for other files.
+    pub fn from_rates(rates: impl IntoIterator<Item = (String, u32)>) -> Self {
         let mut m = BitrateMap::default();
-        for title in &catalog.titles {
-            for r in &title.renditions {
-                for f in &r.files {
-                    m.insert(&f.path, r.bitrate_kbps);
-                }
-            }
+        for (p, k) in rates {
+            m.insert(&p, k);
         }
         m
-    }
-
-    /// Loads a catalog, a JSON map or a text map, telling them apart by content.
-    pub fn load(path: &Path) -> Result<Self, BitrateError> {
-        let name = path.display();
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| BitrateError(format!("{name}: cannot read bit rates: {e}")))?;
-        if text.trim_start().starts_with('{') {
-            let value: serde_json::Value = serde_json::from_str(&text)
-                .map_err(|e| BitrateError(format!("{name}:{}: invalid JSON: {e}", e.line())))?;
-            if value.get("titles").is_some() {
-                let catalog: Catalog = serde_json::from_value(value)
-                    .map_err(|e| BitrateError(format!("{name}: not a valid catalog.json: {e}")))?;
-                return Ok(Self::from_catalog(&catalog));
-            }
-            let obj: HashMap<String, u32> = serde_json::from_value(value).map_err(|e| {
-                BitrateError(format!(
-                    "{name}: expected a JSON object of path: kbps (positive integers): {e}"
-                ))
-            })?;
-            let mut m = BitrateMap::default();
-            for (p, k) in obj {
-                m.insert(&p, k);
-            }
-            return Ok(m);
-        }
-        Self::parse_text(&text)
-            .map_err(|(line, what)| BitrateError(format!("{name}:{line}: {what}")))
-    }
-
-    /// `path kbps` per line; errors carry the line number.
-    pub fn parse_text(text: &str) -> Result<Self, (usize, String)> {
-        let mut m = BitrateMap::default();
-        for (i, raw) in text.lines().enumerate() {
-            let line = raw.split('#').next().unwrap_or("").trim();
-            if line.is_empty() {
-                continue;
-            }
-            let mut parts = line.split_whitespace();
-            let (Some(p), Some(k), None) = (parts.next(), parts.next(), parts.next()) else {
-                return Err((i + 1, format!("expected `PATH KBPS`, got `{line}`")));
-            };
-            let kbps = k
-                .parse::<u32>()
-                .ok()
-                .filter(|&k| k > 0)
-                .ok_or_else(|| (i + 1, format!("`{k}` is not a bit rate in kbit/s")))?;
-            m.insert(p, kbps);
-        }
-        Ok(m)
     }
 
     /// Known bit rate of a file, if any.
@@ -172,47 +112,15 @@ impl BitrateMap {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vodkit_workload::model::{FileRef, Layout, Media, Rendition, Title};
 
     #[test]
-    fn catalog_renditions_give_rates() {
-        let catalog = Catalog {
-            spec: "t".into(),
-            seed: 1,
-            titles: vec![Title {
-                id: 1,
-                rank: 1,
-                duration_s: 10.0,
-                renditions: vec![
-                    Rendition {
-                        bitrate_kbps: 419,
-                        media: Media::Combined,
-                        size_bytes: 10,
-                        layout: Layout::Unchunked,
-                        files: vec![FileRef {
-                            path: "sd/t1.dat".into(),
-                            size_bytes: 10,
-                        }],
-                    },
-                    Rendition {
-                        bitrate_kbps: 2095,
-                        media: Media::Combined,
-                        size_bytes: 10,
-                        layout: Layout::Unchunked,
-                        files: vec![FileRef {
-                            path: "hd/t1.dat".into(),
-                            size_bytes: 10,
-                        }],
-                    },
-                ],
-            }],
-        };
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("catalog.json");
-        std::fs::write(&path, serde_json::to_string(&catalog).unwrap()).unwrap();
-        let m = BitrateMap::load(&path)
-            .unwrap()
-            .with_root(Path::new("/srv/www"));
+    fn lookups_by_url_path_root_and_suffix() {
+        let m = BitrateMap::from_rates([
+            ("sd/t1.dat".to_string(), 419),
+            ("/hd/t1.dat".to_string(), 2095),
+        ])
+        .with_root(Path::new("/srv/www"));
+        assert_eq!(m.len(), 2);
         assert_eq!(m.kbps("/hd/t1.dat"), 2095);
         assert_eq!(m.kbps("sd/t1.dat"), 419);
         assert_eq!(m.kbps("/srv/www/hd/t1.dat"), 2095);
@@ -222,26 +130,10 @@ mod tests {
         assert_eq!(m.get_by_suffix("sd/t1.dat"), Some(419));
         assert_eq!(m.get_by_suffix("/mnt/disk/t1.dat"), None);
         assert_eq!(m.get_by_suffix("/mnt/hd/other.dat"), None);
-    }
-
-    #[test]
-    fn text_and_json_maps() {
-        let m = BitrateMap::parse_text("# comment\n/a.mp4 800\n\nb.mp4 3000 # hd\n").unwrap();
-        assert_eq!((m.kbps("a.mp4"), m.kbps("/b.mp4")), (800, 3000));
-        assert_eq!(BitrateMap::parse_text("a.mp4\n").unwrap_err().0, 1);
-        let err = BitrateMap::parse_text("ok 1\nbad fast\n").unwrap_err();
-        assert_eq!(err.0, 2);
-        assert!(err.1.contains("fast"));
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("rates.json");
-        std::fs::write(&p, r#"{"/x.ts": 1200}"#).unwrap();
-        assert_eq!(BitrateMap::load(&p).unwrap().kbps("x.ts"), 1200);
-        std::fs::write(&p, r#"{"/x.ts": "fast"}"#).unwrap();
-        let e = BitrateMap::load(&p).unwrap_err().to_string();
-        assert!(e.contains("rates.json") && !e.contains('\n'), "{e}");
-        let t = dir.path().join("rates.txt");
-        std::fs::write(&t, "a 1\nb -3\n").unwrap();
-        let e = BitrateMap::load(&t).unwrap_err().to_string();
-        assert!(e.contains("rates.txt:2:"), "{e}");
+        let mut d = BitrateMap::with_default(800);
+        assert!(d.is_empty());
+        assert_eq!(d.kbps("/x"), 800);
+        d.set_default(900);
+        assert_eq!((d.default_kbps(), d.kbps("/x")), (900, 900));
     }
 }

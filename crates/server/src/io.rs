@@ -14,7 +14,7 @@
 
 use std::fs::File;
 use std::hash::{Hash, Hasher};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -33,8 +33,9 @@ pub struct IoSettings {
     /// Prefetch policy as accepted by `--prefetch` (e.g. `fixed:2MiB`, `auto`); `None`:
     /// the engine default (`fixed:2MiB`). Only `prefetch` and `asap` enlarge reads.
     pub prefetch: Option<String>,
-    /// catalog.json (or a path→kbps map) giving each file's bit rate.
-    pub catalog: Option<PathBuf>,
+    /// Each file's bit rate (paths relative to the root; the CLI reads them from
+    /// `--catalog`); files not in it get the policy default.
+    pub bitrates: BitrateMap,
     /// Device queue overrides such as `8:17=media` or `sdb=media`.
     pub devices: Vec<String>,
     /// Interval of the engine's statistics log line (through `tracing` at info level).
@@ -54,7 +55,7 @@ impl Default for IoSettings {
         IoSettings {
             mode: IoMode::Asap,
             prefetch: Some(DEFAULT_POLICY.into()),
-            catalog: None,
+            bitrates: BitrateMap::default(),
             devices: Vec::new(),
             stats_every: Some(Duration::from_secs(10)),
             kernel_readahead: EngineConfig::default().kernel_readahead,
@@ -169,11 +170,7 @@ impl DiskIo {
             ),
             None => tracing::info!("memory manager off"),
         }
-        let bitrates = match &settings.catalog {
-            Some(path) => BitrateMap::load(path).map_err(|e| e.to_string())?,
-            None => BitrateMap::default(),
-        }
-        .with_root(root);
+        let bitrates = settings.bitrates.clone().with_root(root);
         let engine = Arc::new(Engine::new(cfg));
         if let Some(every) = settings.stats_every {
             engine.spawn_logger(every);

@@ -7,18 +7,15 @@
 //! - [`firstgrow`]: First-Grow's first sizes and growth from the trace (5.6.1, 5.3.3);
 //! - [`sweep`]: policy families over a size parameter, in parallel, compared with Fixed;
 //! - [`report`]: `sim.json`, `sim.csv`, `index.html` and the text summary;
-//! - [`validate`]: the model against a measured run's device counters and memory;
-//! - [`shrink`], [`realrun`]: the measured run of `--validate` (a cut-down `netflix-2014`
-//!   workload served from the emulated disk).
+//! - [`validate`]: the model against a measured run's device counters and memory (the
+//!   measured run itself is `vodkit_bench::validate`, behind `vodkit simulate --validate`).
 //!
 //! See `docs/simulate.md`.
 
 pub mod firstgrow;
 pub mod input;
 pub mod model;
-pub mod realrun;
 pub mod report;
-pub mod shrink;
 pub mod sweep;
 pub mod validate;
 

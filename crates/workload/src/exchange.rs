@@ -38,7 +38,7 @@ pub fn read_sessions(
     format: Option<LogFormat>,
 ) -> Result<Vec<Session>, ExchangeError> {
     let file = if path.is_dir() {
-        path.join("sessions.jsonl")
+        path.join(crate::dir::SESSIONS)
     } else {
         path.to_path_buf()
     };
@@ -105,9 +105,9 @@ fn write_log(sessions: &[Session], format: LogFormat, path: &Path) -> Result<(),
 pub fn import(file: &Path, format: Option<LogFormat>, out: &Path) -> Result<usize, ExchangeError> {
     let sessions = read_sessions(file, format)?;
     std::fs::create_dir_all(out).map_err(io_err(out))?;
-    let path = out.join("sessions.jsonl");
+    let path = out.join(crate::dir::SESSIONS);
     write_log(&sessions, LogFormat::Jsonl, &path)?;
-    let meta_path = out.join("workload.json");
+    let meta_path = out.join(crate::dir::META);
     if !meta_path.exists() {
         let meta = imported_meta(&sessions, &file.display().to_string());
         let text = serde_json::to_string_pretty(&meta).expect("plain data serializes") + "\n";

@@ -42,7 +42,7 @@ fn io(path: &Path, what: &str) -> impl FnOnce(std::io::Error) -> FilesetError {
 /// Read `DIR/catalog.json` (or a catalog file given directly).
 pub fn load_catalog(path: &Path) -> Result<Catalog, FilesetError> {
     let file = if path.is_dir() {
-        path.join("catalog.json")
+        path.join(crate::dir::CATALOG)
     } else {
         path.to_path_buf()
     };

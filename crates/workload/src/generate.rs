@@ -499,18 +499,18 @@ impl Tally {
 /// Generate the workload of `plan` into directory `out`. Returns the summary.
 pub fn write_workload(plan: &Plan, out: &Path) -> std::io::Result<Summary> {
     std::fs::create_dir_all(out)?;
-    let mut w = BufWriter::new(File::create(out.join("catalog.json"))?);
+    let mut w = BufWriter::new(File::create(out.join(crate::dir::CATALOG))?);
     serde_json::to_writer_pretty(&mut w, &plan.catalog)?;
     w.write_all(b"\n")?;
     w.flush()?;
 
-    let mut w = BufWriter::new(File::create(out.join("workload.json"))?);
+    let mut w = BufWriter::new(File::create(out.join(crate::dir::META))?);
     serde_json::to_writer_pretty(&mut w, &plan.meta())?;
     w.write_all(b"\n")?;
     w.flush()?;
 
     let mut tally = Tally::new(plan);
-    let mut w = BufWriter::with_capacity(1 << 20, File::create(out.join("sessions.jsonl"))?);
+    let mut w = BufWriter::with_capacity(1 << 20, File::create(out.join(crate::dir::SESSIONS))?);
     for g in plan.sessions() {
         serde_json::to_writer(&mut w, &g.session)?;
         w.write_all(b"\n")?;
@@ -518,7 +518,7 @@ pub fn write_workload(plan: &Plan, out: &Path) -> std::io::Result<Summary> {
     }
     w.flush()?;
 
-    let mut w = BufWriter::new(File::create(out.join("warmup.jsonl"))?);
+    let mut w = BufWriter::new(File::create(out.join(crate::dir::WARMUP))?);
     for r in tally.warmup(plan, plan.checked.spec.measurement.warmup_chunks) {
         serde_json::to_writer(&mut w, &r)?;
         w.write_all(b"\n")?;
@@ -526,7 +526,7 @@ pub fn write_workload(plan: &Plan, out: &Path) -> std::io::Result<Summary> {
     w.flush()?;
 
     let summary = tally.summary(plan);
-    let mut w = BufWriter::new(File::create(out.join("summary.json"))?);
+    let mut w = BufWriter::new(File::create(out.join(crate::dir::SUMMARY))?);
     serde_json::to_writer_pretty(&mut w, &summary)?;
     w.write_all(b"\n")?;
     w.flush()?;

@@ -5,7 +5,9 @@
 //! jsonl, thesis, videoperf and httperf dialects, and file sets are written with
 //! deterministic [`content`] so every received byte can be verified.
 
+pub mod bitrates;
 pub mod content;
+pub mod dir;
 pub mod dist;
 pub mod error;
 pub mod exchange;
@@ -18,4 +20,5 @@ pub mod netflix;
 pub mod spec;
 pub mod units;
 
+pub use dir::WorkloadDir;
 pub use error::InputError;

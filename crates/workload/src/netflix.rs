@@ -173,10 +173,13 @@ pub fn new_workload(
     let cat = spec.catalog();
     let io = |what: &str, e: std::io::Error| format!("{}: {what}: {e}", out.display());
     std::fs::create_dir_all(out).map_err(|e| io("create directory", e))?;
-    write_json(&out.join("catalog.json"), &to_model_catalog(&spec, &cat))?;
-    write_json(&out.join("workload.json"), &workload_meta(&spec))?;
+    write_json(
+        &out.join(crate::dir::CATALOG),
+        &to_model_catalog(&spec, &cat),
+    )?;
+    write_json(&out.join(crate::dir::META), &workload_meta(&spec))?;
     write_file_table(&out.join("files.csv"), &cat)?;
-    let path = out.join("sessions.jsonl");
+    let path = out.join(crate::dir::SESSIONS);
     let mut w = create(&path)?;
     let mut requests = 0usize;
     let mut last_start = 0.0;

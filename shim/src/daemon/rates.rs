@@ -28,10 +28,10 @@ pub struct FileRates {
 }
 
 impl FileRates {
-    /// Load `catalog` (a workload catalog.json or any map `BitrateMap` reads) for files
-    /// under `root` (`None`: match paths by suffix). Errors are one line naming the file.
-    pub fn load(catalog: &Path, root: Option<&Path>) -> Result<FileRates, String> {
-        let map = BitrateMap::load(catalog).map_err(|e| e.to_string())?;
+    /// The rates of `map` (read by the caller from `source`, a workload catalog.json or a
+    /// path→kbps file) for files under `root` (`None`: match paths by suffix). Errors are
+    /// one line naming the root.
+    pub fn new(map: BitrateMap, source: &Path, root: Option<&Path>) -> Result<FileRates, String> {
         let root = root
             .map(|r| {
                 std::fs::canonicalize(r)
@@ -44,7 +44,7 @@ impl FileRates {
         };
         Ok(FileRates {
             map,
-            source: catalog.to_path_buf(),
+            source: source.to_path_buf(),
             root,
         })
     }
@@ -126,16 +126,17 @@ mod tests {
         std::fs::create_dir_all(dir.join("hd")).unwrap();
         let map = dir.join("rates.txt");
         std::fs::write(&map, "hd/a.dat 1676\n").unwrap();
+        let rates = || BitrateMap::from_rates([("hd/a.dat".to_string(), 1676)]);
         let file = dir.join("hd/a.dat");
         std::fs::write(&file, b"x").unwrap();
         let real = std::fs::canonicalize(&file).unwrap();
         let real = real.to_str().unwrap();
 
-        let by_suffix = FileRates::load(&map, None).unwrap();
+        let by_suffix = FileRates::new(rates(), &map, None).unwrap();
         assert_eq!(by_suffix.kbps_of_path(real), Some(1676));
-        let under_root = FileRates::load(&map, Some(&dir)).unwrap();
+        let under_root = FileRates::new(rates(), &map, Some(&dir)).unwrap();
         assert_eq!(under_root.kbps_of_path(real), Some(1676));
-        let elsewhere = FileRates::load(&map, Some(&dir.join("hd"))).unwrap();
+        let elsewhere = FileRates::new(rates(), &map, Some(&dir.join("hd"))).unwrap();
         assert_eq!(elsewhere.kbps_of_path(real), None);
 
         let cache = RateCache::default();
@@ -145,9 +146,7 @@ mod tests {
         // the cached answer is used for the same identity, whatever the descriptor
         let other = File::open(&map).unwrap();
         assert_eq!(cache.kbps(&by_suffix, key, &other), Some(1676));
-        let e = FileRates::load(&dir.join("missing.json"), None).unwrap_err();
-        assert!(e.contains("missing.json") && !e.contains('\n'), "{e}");
-        let e = FileRates::load(&map, Some(&dir.join("nope"))).unwrap_err();
+        let e = FileRates::new(rates(), &map, Some(&dir.join("nope"))).unwrap_err();
         assert!(e.contains("nope") && !e.contains('\n'), "{e}");
     }
 }

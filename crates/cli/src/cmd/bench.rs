@@ -24,9 +24,6 @@ pub struct Args {
     /// Memory budget of each server, page cache included (e.g. 1GiB).
     #[arg(long)]
     memory: Option<String>,
-    /// File-set layout when the bench creates it: unchunked or chunked:SIZE.
-    #[arg(long)]
-    layout: Option<String>,
     /// failure-free[:start=R,step=R,precision=R,max=R] or fixed-rates:R,R,… (sessions/s).
     #[arg(long)]
     search: Option<String>,
@@ -67,7 +64,6 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         suts: args.sut,
         testbed: args.testbed,
         memory: args.memory,
-        layout: args.layout,
         search: args.search,
         criterion: args.criterion,
         repeat: args.repeat,
@@ -118,6 +114,34 @@ fn scenario(name: &str, args: &Args) -> anyhow::Result<()> {
             println!("{:<14} mirrors {} (~{minutes} min)", s.name, s.mirrors);
             println!("{:<14} checks: {}", "", s.finding);
         }
+        use vodkit_bench::validate as v;
+        println!(
+            "{:<14} mirrors {} (~{} min)",
+            v::SCENARIO,
+            v::MIRRORS,
+            v::MINUTES
+        );
+        println!("{:<14} checks: {}", "", v::CHECKS);
+        return Ok(());
+    }
+    if name == vodkit_bench::validate::SCENARIO {
+        // The simulator against a real run, with `vodkit simulate --validate`'s defaults.
+        if !args.cells.is_empty() {
+            return Err(super::usage("--cells: the validate scenario has no cells"));
+        }
+        let out = args
+            .out
+            .clone()
+            .unwrap_or_else(|| PathBuf::from(format!("bench-{name}")));
+        let o = vodkit_bench::validate::RunOptions::new(out);
+        let quiet = args.quiet;
+        let text = vodkit_bench::validate::run_and_report(&o, &mut |line: &str| {
+            if !quiet {
+                eprintln!("{line}")
+            }
+        })
+        .map_err(|e| anyhow::anyhow!(e))?;
+        print!("{text}");
         return Ok(());
     }
     let mut s = vodkit_bench::scenario::find(name).map_err(super::usage)?;

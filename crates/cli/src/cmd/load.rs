@@ -7,7 +7,9 @@ use clap::Subcommand;
 use std::path::PathBuf;
 use std::time::Duration;
 use vodkit_load::{input, CancellationToken, LinkMode, LoadConfig, Results, Target};
+use vodkit_workload::dir::{read_meta, read_warmup};
 use vodkit_workload::logfmt::LogFormat;
+use vodkit_workload::WorkloadDir;
 
 #[derive(clap::Args)]
 #[command(args_conflicts_with_subcommands = true)]
@@ -152,12 +154,11 @@ fn run_load(a: RunArgs) -> anyhow::Result<()> {
         .clone()
         .ok_or_else(|| usage("--sessions is required (a sessions.jsonl or wsesslog file)"))?;
     let (sessions, format) = input::read_sessions(&sessions_path, a.format.0).map_err(usage)?;
-    let meta_path = a
-        .workload
-        .clone()
-        .or_else(|| input::sibling(&sessions_path, "workload.json"));
+    // workload.json and warmup.jsonl come from beside the session log unless named.
+    let beside = WorkloadDir::beside(&sessions_path);
+    let meta_path = a.workload.clone().or_else(|| beside.existing_meta());
     let meta = match &meta_path {
-        Some(p) => Some(input::read_meta(p).map_err(usage)?),
+        Some(p) => Some(read_meta(p).map_err(usage)?),
         None => None,
     };
     let mut config = LoadConfig::new(target, sessions, a.rate);
@@ -176,7 +177,7 @@ fn run_load(a: RunArgs) -> anyhow::Result<()> {
         let path = a
             .warmup_file
             .clone()
-            .or_else(|| input::sibling(&sessions_path, "warmup.jsonl"))
+            .or_else(|| beside.existing_warmup())
             .ok_or_else(|| {
                 usage("--warmup: no warmup.jsonl beside the session log (use --warmup-file)")
             })?;
@@ -184,7 +185,7 @@ fn run_load(a: RunArgs) -> anyhow::Result<()> {
             .as_ref()
             .map(|m| m.measurement.warmup_chunks)
             .filter(|&n| n > 0));
-        config.warmup = input::read_warmup(&path, limit).map_err(usage)?;
+        config.warmup = read_warmup(&path, limit).map_err(usage)?;
     }
     let ramp = &mut config.ramp;
     ramp.up_sessions = a.ramp_up_sessions.unwrap_or(ramp.up_sessions);

@@ -37,7 +37,10 @@ impl DaemonArgs {
     pub fn config(&self) -> anyhow::Result<DaemonConfig> {
         let mut config = config(&self.socket, &self.prefetch, self.per_device, &self.mode)?;
         if let Some(catalog) = &self.catalog {
-            let rates = FileRates::load(catalog, self.root.as_deref()).map_err(super::usage)?;
+            let map = vodkit_workload::bitrates::load(catalog)
+                .map_err(|e| super::usage(format!("--catalog: {e}")))?;
+            let map = vodkit_prefetch::BitrateMap::from_rates(map);
+            let rates = FileRates::new(map, catalog, self.root.as_deref()).map_err(super::usage)?;
             config.bitrates = Some(rates);
         }
         let memory: vodkit_prefetch::budget::MemorySetting = self

@@ -109,6 +109,11 @@ fn config(args: Args) -> anyhow::Result<ServerConfig> {
         .memory
         .parse()
         .map_err(|e| super::usage(format!("--memory: {e}")))?;
+    let bitrates = match &args.catalog {
+        Some(path) => vodkit_workload::bitrates::load(path)
+            .map_err(|e| super::usage(format!("--catalog: {e}")))?,
+        None => Default::default(),
+    };
     config.io = IoSettings {
         mode,
         memory,
@@ -116,7 +121,7 @@ fn config(args: Args) -> anyhow::Result<ServerConfig> {
             args.prefetch
                 .unwrap_or_else(|| vodkit_server::io::DEFAULT_POLICY.into()),
         ),
-        catalog: args.catalog,
+        bitrates: vodkit_prefetch::BitrateMap::from_rates(bitrates),
         devices: args.devices,
         stats_every: (!args.stats_every.is_zero()).then_some(args.stats_every),
         kernel_readahead: args.kernel_readahead,
@@ -188,5 +193,18 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(e.contains("expected on or off"), "{e}");
+    }
+
+    #[test]
+    fn catalog_bit_rates_reach_the_server_config_and_a_missing_one_is_a_usage_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let rates = dir.path().join("rates.txt");
+        std::fs::write(&rates, "v/a.mp4 1200\n").unwrap();
+        let c = config(parse(&["--catalog", rates.to_str().unwrap()]).unwrap()).unwrap();
+        assert_eq!(c.io.bitrates.get("/v/a.mp4"), Some(1200));
+        let missing = dir.path().join("missing.json");
+        let e = config(parse(&["--catalog", missing.to_str().unwrap()]).unwrap()).unwrap_err();
+        assert!(e.is::<super::super::UsageError>(), "{e}");
+        assert!(e.to_string().contains("missing.json"), "{e}");
     }
 }

@@ -1,5 +1,6 @@
 //! `vodkit simulate` (issue #9): trace-driven evaluation of prefetch policies. Logic lives
-//! in `vodkit_sim`; this module parses flags and wires files.
+//! in `vodkit_sim`; `--validate`'s real run is the bench's `validate` experiment
+//! (`vodkit_bench::validate`). This module parses flags and wires files.
 
 use std::io::{IsTerminal as _, Write as _};
 use std::path::PathBuf;
@@ -59,7 +60,8 @@ pub struct Args {
     out: PathBuf,
     /// Compare the model with a real run: a cut-down netflix-2014 workload served by
     /// `vodkit serve` from the emulated disk (--drive preset) and replayed by `vodkit load`;
-    /// needs root and FUSE. --out is the working directory.
+    /// needs root and FUSE. --out is the working directory. (The bench's `validate`
+    /// experiment: `vodkit bench --scenario validate` runs it with the defaults.)
     #[arg(long)]
     validate: bool,
     /// With --validate: the fixed policy the server runs and the model simulates.
@@ -153,21 +155,21 @@ fn validate(args: &Args) -> anyhow::Result<()> {
             "--validate takes the drive from --drive, not --t-max/--s-max",
         ));
     }
-    let mut o = vodkit_sim::realrun::RunOptions::new(&args.out);
+    let mut o = vodkit_bench::validate::RunOptions::new(&args.out);
     if let Some(d) = &args.drive {
         Capacity::from_preset(d).map_err(usage)?;
         o.preset = d.clone();
     }
-    if !args.validate_policy.starts_with("fixed:") {
+    o.policy = args
+        .validate_policy
+        .parse::<vodkit_prefetch::PolicySpec>()
+        .map_err(|e| usage(format!("--validate-policy: {e}")))?;
+    if !matches!(o.policy, vodkit_prefetch::PolicySpec::Fixed { .. }) {
         return Err(usage(format!(
             "--validate-policy {}: expected fixed:SIZE",
             args.validate_policy
         )));
     }
-    args.validate_policy
-        .parse::<vodkit_prefetch::PolicySpec>()
-        .map_err(|e| usage(format!("--validate-policy: {e}")))?;
-    o.policy = args.validate_policy.clone();
     if args.validate_sessions == 0 {
         return Err(usage("--validate-sessions: expected at least 1"));
     }
@@ -181,12 +183,8 @@ fn validate(args: &Args) -> anyhow::Result<()> {
             ))
         })?),
     };
-    let rep = vodkit_sim::realrun::run(&o, &mut |line: &str| eprintln!("{line}"))
+    let text = vodkit_bench::validate::run_and_report(&o, &mut |line: &str| eprintln!("{line}"))
         .map_err(|e| anyhow::anyhow!(e))?;
-    let path = args.out.join("validate.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&rep)? + "\n")
-        .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-    print!("{}", vodkit_sim::realrun::summary_text(&rep));
-    println!("-> {}", path.display());
+    print!("{text}");
     Ok(())
 }

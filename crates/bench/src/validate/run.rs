@@ -1,8 +1,9 @@
-//! The measured half of `vodkit simulate --validate`: a small `netflix-2014` workload
-//! served by an in-process `vodkit serve` (`asap` I/O, a fixed prefetch policy, access
-//! log) from the emulated hard disk, replayed by `vodkit load`; the device's own busy
-//! accounting and the engine's outstanding prefetched bytes are measured, the access log
-//! is turned into chains, and [`crate::validate::compare`] simulates those chains.
+//! The measured run of `vodkit simulate --validate` (also `vodkit bench --scenario
+//! validate`): a small `netflix-2014` workload served by an in-process `vodkit serve`
+//! (`asap` I/O, a fixed prefetch policy, access log) from the emulated hard disk, replayed
+//! by `vodkit load`; the device's own busy accounting and the engine's outstanding
+//! prefetched bytes are measured, the access log is turned into chains, and the pure
+//! [`vodkit_sim::validate::compare`] simulates those chains.
 //!
 //! Needs root, `/dev/fuse` and the testbed's tools. The emulated disk is always taken
 //! down again, also when a step fails.
@@ -15,13 +16,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde::Serialize;
 use vodkit_disk::testbed::{self, Testbed};
 use vodkit_prefetch::PolicySpec;
+use vodkit_sim::validate::{self, DriveModelCheck, Measured, Validation};
+use vodkit_sim::{Capacity, ModelConfig, Trace};
 use vodkit_workload::fileset;
 use vodkit_workload::model::{Catalog, Session};
+use vodkit_workload::WorkloadDir;
 
-use crate::input::Trace;
-use crate::model::{Capacity, ModelConfig};
-use crate::shrink::{self, ShrinkLimits};
-use crate::validate::{self, DriveModelCheck, Measured, Validation};
+use super::shrink::{self, ShrinkLimits};
 
 /// What the validation run does.
 #[derive(Clone, Debug)]
@@ -38,8 +39,8 @@ pub struct RunOptions {
     pub limits: ShrinkLimits,
     /// Drive preset of the emulated disk and of the model's t_max / s_max.
     pub preset: String,
-    /// The fixed policy, e.g. `fixed:2MiB`.
-    pub policy: String,
+    /// The fixed policy the server runs and the model simulates.
+    pub policy: PolicySpec,
     /// `read_ahead_kb` to set on the emulated device; `None` (default) keeps the kernel's.
     /// 0 does not make the disk read what the policy asks for: the kernel then splits the
     /// engine's reads into single pages (docs/simulate.md).
@@ -60,7 +61,7 @@ impl RunOptions {
                 margin: 8 << 20,
             },
             preset: "hitachi-5k3000".into(),
-            policy: "fixed:2MiB".into(),
+            policy: PolicySpec::Fixed { bytes: 2 << 20 },
             read_ahead_kb: None,
         }
     }
@@ -114,7 +115,7 @@ fn epoch_s() -> f64 {
 
 /// The shrunk workload, written to `dir/workload`.
 struct Workload {
-    dir: PathBuf,
+    dir: WorkloadDir,
     catalog: Catalog,
     sessions: Vec<Session>,
 }
@@ -135,30 +136,23 @@ fn prepare_workload(o: &RunOptions, note: &mut dyn FnMut(&str)) -> Result<Worklo
     .collect();
     let line = vodkit_workload::netflix::new_workload(o.seed, 1.0, &sets, &full)?;
     note(&line);
-    let (all, _) =
-        vodkit_load::input::read_sessions(&full.join("sessions.jsonl"), None).map_err(|e| e.0)?;
-    let catalog = fileset::load_catalog(&full.join("catalog.json")).map_err(|e| e.to_string())?;
+    let full = WorkloadDir::new(full);
+    let all = full.sessions().map_err(|e| e.to_string())?;
+    let catalog = full.catalog().map_err(|e| e.to_string())?;
+    let meta = full
+        .meta()
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("{}: missing", full.meta_path().display()))?;
     let sessions = shrink::shrink_sessions(&all, &o.limits, 1.0);
     let catalog = shrink::shrink_catalog(&catalog, &sessions, o.limits.margin);
-    let dir = o.dir.join("workload");
-    std::fs::create_dir_all(&dir).map_err(step(&dir.display().to_string()))?;
-    let write = |name: &str, text: String| {
-        let p = dir.join(name);
-        std::fs::write(&p, text).map_err(step(&p.display().to_string()))
-    };
-    write(
-        "catalog.json",
-        serde_json::to_string_pretty(&catalog).map_err(|e| e.to_string())?,
-    )?;
-    let mut lines = String::new();
-    for s in &sessions {
-        lines += &serde_json::to_string(s).map_err(|e| e.to_string())?;
-        lines.push('\n');
-    }
-    write("sessions.jsonl", lines)?;
-    std::fs::copy(full.join("workload.json"), dir.join("workload.json"))
-        .map_err(step("copy workload.json"))?;
-    write("files.csv", file_table(&catalog))?;
+    let dir = WorkloadDir::new(o.dir.join("workload"));
+    let written = dir
+        .write_catalog(&catalog)
+        .and_then(|()| dir.write_sessions(&sessions))
+        .and_then(|()| dir.write_meta(&meta));
+    written.map_err(step(&dir.root().display().to_string()))?;
+    let files = dir.root().join("files.csv");
+    std::fs::write(&files, file_table(&catalog)).map_err(step(&files.display().to_string()))?;
     Ok(Workload {
         dir,
         catalog,
@@ -185,23 +179,19 @@ fn file_table(catalog: &Catalog) -> String {
 
 /// Run the whole validation. `note` receives progress lines.
 pub fn run(o: &RunOptions, note: &mut dyn FnMut(&str)) -> Result<RunReport, String> {
-    let spec: PolicySpec = o.policy.parse().map_err(step("policy"))?;
-    if !matches!(o.policy.split(':').next(), Some("fixed")) {
+    let PolicySpec::Fixed { bytes: prefetch } = o.policy else {
         return Err(format!(
             "policy {}: validation runs a fixed policy",
             o.policy
         ));
-    }
+    };
+    let spec = o.policy.clone();
     let capacity = Capacity::from_preset(&o.preset)?;
+    let drive = vodkit_disk::model::preset(&o.preset)
+        .ok_or_else(|| format!("drive preset {}: unknown", o.preset))?;
     let mut o = o.clone();
     // Files keep at least one prefetch past the last byte requested.
-    if let Some(size) = o
-        .policy
-        .strip_prefix("fixed:")
-        .and_then(|v| v.parse::<bytesize::ByteSize>().ok())
-    {
-        o.limits.margin = o.limits.margin.max(size.as_u64());
-    }
+    o.limits.margin = o.limits.margin.max(prefetch);
     let o = &o;
     testbed::preflight().map_err(|e| format!("emulated disk: {e}"))?;
     std::fs::create_dir_all(&o.dir).map_err(step(&o.dir.display().to_string()))?;
@@ -241,7 +231,7 @@ pub fn run(o: &RunOptions, note: &mut dyn FnMut(&str)) -> Result<RunReport, Stri
 
     let log = o.dir.join("access.log");
     let trace_dir = o.dir.join("trace");
-    let trace = chains_of(&log, &w.dir.join("files.csv"), &trace_dir)?;
+    let trace = chains_of(&log, &w.dir.root().join("files.csv"), &trace_dir)?;
     note(&format!(
         "access log: {} chains -> {}",
         trace.chains.len(),
@@ -249,11 +239,10 @@ pub fn run(o: &RunOptions, note: &mut dyn FnMut(&str)) -> Result<RunReport, Stri
     ));
     let model = ModelConfig::new(capacity);
     let validation = validate::compare(&trace, model, &spec, &measured)?;
-    let drive = vodkit_disk::model::preset(&o.preset).expect("preset checked above");
     let drive_model = validate::against_drive_model(&trace, model, &spec, &drive).ok();
     Ok(RunReport {
         preset: o.preset.clone(),
-        policy: o.policy.clone(),
+        policy: o.policy.to_string(),
         read_ahead_kb,
         t_max_mb_s: capacity.t_max_mb_s,
         s_max_per_s: capacity.s_max_per_s,
@@ -337,7 +326,7 @@ fn serve_and_load(
     server.listen = ([127, 0, 0, 1], 0).into();
     server.access_log = Some(o.dir.join("access.log"));
     server.io.mode = vodkit_prefetch::IoMode::Asap;
-    server.io.prefetch = Some(o.policy.clone());
+    server.io.prefetch = Some(o.policy.to_string());
     server.io.stats_every = None;
     server.worker_threads = 2;
     let _ = std::fs::remove_file(o.dir.join("access.log"));
@@ -352,10 +341,11 @@ fn serve_and_load(
     let target = vodkit_load::Target::parse(&format!("http://{}", handle.local_addr()), false)
         .map_err(|e| e.0)?;
     let mut load = vodkit_load::LoadConfig::new(target, w.sessions.clone(), 1.0);
-    let meta = vodkit_load::input::read_meta(&w.dir.join("workload.json")).map_err(|e| e.0)?;
-    load.apply_meta(&meta);
+    if let Some(meta) = w.dir.meta().map_err(|e| e.to_string())? {
+        load.apply_meta(&meta);
+    }
     load.workers = Some(1);
-    load.source = w.dir.join("sessions.jsonl").display().to_string();
+    load.source = w.dir.sessions_path().display().to_string();
 
     let state = tb.state();
     let before = testbed::counters(state).map_err(|e| e.to_string())?;
