@@ -24,6 +24,7 @@ pub struct Metrics {
     pub bytes_from_disk: Counter,
     pub header_timeouts: Counter,
     pub bad_requests: Counter,
+    pub tls_handshake_failures: Counter,
 }
 
 /// The `/stats` document.
@@ -40,6 +41,8 @@ pub struct Stats {
     pub bytes_from_disk: u64,
     pub header_timeouts: u64,
     pub bad_requests: u64,
+    /// TLS handshakes that failed or timed out (0 on a plaintext listener).
+    pub tls_handshake_failures: u64,
     pub io_mode: String,
     /// The prefetch engine's accounting (see docs/prefetch.md).
     pub prefetch: vodkit_prefetch::Stats,
@@ -63,6 +66,7 @@ impl Metrics {
             bytes_from_disk: Counter::default(),
             header_timeouts: Counter::default(),
             bad_requests: Counter::default(),
+            tls_handshake_failures: Counter::default(),
         };
         register_server(registry.sub_registry_with_prefix("vodkit_server"), &m);
         if let Some(engine) = engine {
@@ -99,6 +103,7 @@ impl Metrics {
             bytes_from_disk: self.bytes_from_disk.get(),
             header_timeouts: self.header_timeouts.get(),
             bad_requests: self.bad_requests.get(),
+            tls_handshake_failures: self.tls_handshake_failures.get(),
             io_mode: io.mode().to_string(),
             prefetch: io.engine().stats(),
         }
@@ -156,5 +161,10 @@ fn register_server(registry: &mut Registry, m: &Metrics) {
         "bad_requests",
         "Malformed or oversized request heads",
         m.bad_requests.clone(),
+    );
+    registry.register(
+        "tls_handshake_failures",
+        "TLS handshakes that failed or timed out",
+        m.tls_handshake_failures.clone(),
     );
 }
