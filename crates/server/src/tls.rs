@@ -82,6 +82,18 @@ pub fn probe_ktls() -> (bool, String) {
     }
 }
 
+/// One line for the start-up log: whether the kernel offers kTLS and which body path
+/// this server uses.
+pub fn body_path_note(io: crate::IoMode) -> String {
+    let (ktls, ulp) = probe_ktls();
+    let path = BodyPath::Userspace.describe(io);
+    if ktls {
+        format!("TLS: the kernel offers kTLS (tcp_available_ulp: {ulp}) but vodkit has no kTLS path; body path: {path}")
+    } else {
+        format!("TLS: no kTLS in this kernel (tcp_available_ulp: {ulp}); body path: {path}")
+    }
+}
+
 /// Refuse a key file that other users can read (mode `o+r`), with a one-line reason.
 pub fn check_key_mode(path: &Path) -> Result<(), String> {
     use std::os::unix::fs::PermissionsExt;
@@ -209,19 +221,7 @@ impl Tls {
     pub fn new(settings: &TlsSettings, io: crate::IoMode) -> Result<Tls, String> {
         let store = Arc::new(CertStore::open(settings)?);
         let cfg = server_config(store.clone())?;
-        let (ktls, ulp) = probe_ktls();
-        let path = BodyPath::Userspace;
-        if ktls {
-            tracing::info!(
-                "TLS: the kernel offers kTLS (tcp_available_ulp: {ulp}) but vodkit has no kTLS path; body path: {}",
-                path.describe(io)
-            );
-        } else {
-            tracing::info!(
-                "TLS: no kTLS in this kernel (tcp_available_ulp: {ulp}); body path: {}",
-                path.describe(io)
-            );
-        }
+        tracing::info!("{}", body_path_note(io));
         Ok(Tls {
             acceptor: tokio_rustls::TlsAcceptor::from(cfg),
             store,

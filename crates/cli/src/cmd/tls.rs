@@ -1,0 +1,91 @@
+//! `vodkit tls selfsigned` (issue #18) and the TLS flags shared by `vodkit serve`
+//! (`--tls-cert`, `--tls-key`) and `vodkit load` (`--ca`, `--insecure`).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// HTTPS flags of `vodkit serve`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct ServeTls {
+    /// Serve HTTPS (TLS 1.3 and 1.2, ALPN http/1.1, session resumption) with this PEM
+    /// certificate chain; needs --tls-key. Bodies are encrypted in user space by rustls:
+    /// each range is read into a per-connection buffer (pread from the page cache, or the
+    /// O_DIRECT buffer pool with --io direct) and sent as TLS records. kTLS (sendfile with
+    /// encryption in the kernel) is not implemented: the start-up log says whether the
+    /// kernel offers it and which path the run uses. SIGHUP reloads the certificate and
+    /// key without closing connections.
+    #[arg(long, value_name = "PEM", requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// PEM private key for --tls-cert; refused if world-readable.
+    #[arg(long, value_name = "PEM", requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
+    /// A TLS handshake must finish this long after the connection is accepted.
+    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    pub tls_handshake_timeout: Duration,
+}
+
+impl ServeTls {
+    /// The server's TLS settings (`None`: plaintext).
+    pub fn settings(&self) -> Option<vodkit_server::tls::TlsSettings> {
+        match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => {
+                let mut s = vodkit_server::tls::TlsSettings::new(cert, key);
+                s.handshake_timeout = self.tls_handshake_timeout;
+                Some(s)
+            }
+            _ => None,
+        }
+    }
+}
+
+/// Print the TLS body path of a server about to start; returns its URL scheme.
+pub fn announce(config: &vodkit_server::ServerConfig) -> &'static str {
+    if config.tls.is_none() {
+        return "http";
+    }
+    eprintln!(
+        "vodkit serve: {}",
+        vodkit_server::tls::body_path_note(config.io.mode)
+    );
+    "https"
+}
+
+#[derive(clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Subcommand)]
+enum Command {
+    /// Write a throwaway CA (ca.pem) and a certificate (cert.pem) with its key (key.pem,
+    /// mode 0600) valid for localhost and 127.0.0.1: for trying `vodkit serve --tls-cert`
+    /// with `vodkit load --ca` or `curl --cacert`. Not for production.
+    Selfsigned {
+        /// Directory to write into (created if missing; existing files are replaced).
+        #[arg(long)]
+        out: PathBuf,
+    },
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.command {
+        Command::Selfsigned { out } => {
+            let files =
+                vodkit_server::tls::selfsigned::write_dir(&out).map_err(anyhow::Error::msg)?;
+            println!("CA:          {}", files.ca.display());
+            println!("certificate: {}", files.cert.display());
+            println!("key:         {} (mode 0600)", files.key.display());
+            println!(
+                "try: vodkit serve --root DIR --listen 127.0.0.1:8443 --tls-cert {} --tls-key {}",
+                files.cert.display(),
+                files.key.display()
+            );
+            println!(
+                "     curl --cacert {} https://localhost:8443/FILE",
+                files.ca.display()
+            );
+            Ok(())
+        }
+    }
+}
