@@ -25,6 +25,8 @@ pub struct Metrics {
     pub header_timeouts: Counter,
     pub bad_requests: Counter,
     pub tls_handshake_failures: Counter,
+    pub tls_handshakes: Counter,
+    pub tls_resumed: Counter,
 }
 
 /// The `/stats` document.
@@ -43,6 +45,9 @@ pub struct Stats {
     pub bad_requests: u64,
     /// TLS handshakes that failed or timed out (0 on a plaintext listener).
     pub tls_handshake_failures: u64,
+    /// TLS handshakes completed, and how many of them resumed an earlier session.
+    pub tls_handshakes: u64,
+    pub tls_resumed: u64,
     pub io_mode: String,
     /// The prefetch engine's accounting (see docs/prefetch.md).
     pub prefetch: vodkit_prefetch::Stats,
@@ -67,6 +72,8 @@ impl Metrics {
             header_timeouts: Counter::default(),
             bad_requests: Counter::default(),
             tls_handshake_failures: Counter::default(),
+            tls_handshakes: Counter::default(),
+            tls_resumed: Counter::default(),
         };
         register_server(registry.sub_registry_with_prefix("vodkit_server"), &m);
         if let Some(engine) = engine {
@@ -104,6 +111,8 @@ impl Metrics {
             header_timeouts: self.header_timeouts.get(),
             bad_requests: self.bad_requests.get(),
             tls_handshake_failures: self.tls_handshake_failures.get(),
+            tls_handshakes: self.tls_handshakes.get(),
+            tls_resumed: self.tls_resumed.get(),
             io_mode: io.mode().to_string(),
             prefetch: io.engine().stats(),
         }
@@ -166,5 +175,15 @@ fn register_server(registry: &mut Registry, m: &Metrics) {
         "tls_handshake_failures",
         "TLS handshakes that failed or timed out",
         m.tls_handshake_failures.clone(),
+    );
+    registry.register(
+        "tls_handshakes",
+        "TLS handshakes completed",
+        m.tls_handshakes.clone(),
+    );
+    registry.register(
+        "tls_resumed",
+        "TLS handshakes that resumed a session (ticket or session id)",
+        m.tls_resumed.clone(),
     );
 }

@@ -56,6 +56,10 @@ pub async fn serve(shared: Arc<Shared>, tcp: TcpStream, info: ConnInfo) {
             return;
         }
     };
+    shared.metrics.tls_handshakes.inc();
+    if stream.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
+        shared.metrics.tls_resumed.inc();
+    }
     requests(&shared, &mut stream, info).await;
     let _ = tokio::time::timeout(CLOSE_WAIT, stream.shutdown()).await;
 }

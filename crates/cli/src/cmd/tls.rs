@@ -50,6 +50,35 @@ pub fn announce(config: &vodkit_server::ServerConfig) -> &'static str {
     "https"
 }
 
+/// HTTPS flags of `vodkit load`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct LoadTls {
+    /// For an https:// --target: trust server certificates signed by the CA certificates
+    /// in this PEM file (e.g. ca.pem from `vodkit tls selfsigned`). Each viewer resumes its
+    /// own TLS session on later connections; handshake time counts in request latency.
+    #[arg(long, value_name = "FILE", conflicts_with = "insecure")]
+    pub ca: Option<PathBuf>,
+    /// For an https:// --target: accept any certificate (expired, self-signed, another
+    /// host's). For test servers only.
+    #[arg(long)]
+    pub insecure: bool,
+}
+
+impl LoadTls {
+    /// The TLS client these flags ask for (`None`: neither flag given).
+    pub fn client(
+        &self,
+        target: &vodkit_load::Target,
+    ) -> Result<Option<vodkit_load::TlsClient>, vodkit_load::InputError> {
+        let trust = match (&self.ca, self.insecure) {
+            (Some(ca), _) => vodkit_load::Trust::Ca(ca.clone()),
+            (None, true) => vodkit_load::Trust::Insecure,
+            (None, false) => return Ok(None),
+        };
+        vodkit_load::TlsClient::new(trust, &target.name).map(Some)
+    }
+}
+
 #[derive(clap::Args)]
 pub struct Args {
     #[command(subcommand)]
