@@ -32,6 +32,9 @@ pub struct TlsSettings {
     pub key: PathBuf,
     /// A handshake must finish within this time of the TCP accept.
     pub handshake_timeout: Duration,
+    /// Cipher suites offered, by rustls name (e.g. `TLS13_AES_128_GCM_SHA256`), in order of
+    /// preference; empty: the `ring` provider's default list.
+    pub cipher_suites: Vec<String>,
 }
 
 impl TlsSettings {
@@ -40,6 +43,7 @@ impl TlsSettings {
             cert: cert.into(),
             key: key.into(),
             handshake_timeout: Duration::from_secs(10),
+            cipher_suites: Vec::new(),
         }
     }
 }
@@ -110,6 +114,37 @@ pub fn check_key_mode(path: &Path) -> Result<(), String> {
 
 fn provider() -> Arc<rustls::crypto::CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Names of the cipher suites this build offers (`--tls-ciphers` accepts these).
+pub fn cipher_suite_names() -> Vec<String> {
+    rustls::crypto::ring::default_provider()
+        .cipher_suites
+        .iter()
+        .map(|s| format!("{:?}", s.suite()))
+        .collect()
+}
+
+/// The provider restricted to `names` (in that order); errors name the unknown suite.
+fn provider_with(names: &[String]) -> Result<Arc<rustls::crypto::CryptoProvider>, String> {
+    let mut p = rustls::crypto::ring::default_provider();
+    if names.is_empty() {
+        return Ok(Arc::new(p));
+    }
+    let all = std::mem::take(&mut p.cipher_suites);
+    for name in names {
+        let suite = all
+            .iter()
+            .find(|s| format!("{:?}", s.suite()).eq_ignore_ascii_case(name))
+            .ok_or_else(|| {
+                format!(
+                    "--tls-ciphers: unknown suite {name:?}; expected some of {}",
+                    cipher_suite_names().join(", ")
+                )
+            })?;
+        p.cipher_suites.push(*suite);
+    }
+    Ok(Arc::new(p))
 }
 
 /// Read and check a certificate chain and its key; errors name the file.
@@ -187,8 +222,11 @@ impl ResolvesServerCert for CertStore {
 
 /// The rustls configuration: TLS 1.3 and 1.2 with the `ring` provider's suites, ALPN
 /// `http/1.1`, a session cache and a ticketer (both kinds of resumption).
-pub fn server_config(store: Arc<CertStore>) -> Result<Arc<rustls::ServerConfig>, String> {
-    let mut cfg = rustls::ServerConfig::builder_with_provider(provider())
+pub fn server_config(
+    store: Arc<CertStore>,
+    cipher_suites: &[String],
+) -> Result<Arc<rustls::ServerConfig>, String> {
+    let mut cfg = rustls::ServerConfig::builder_with_provider(provider_with(cipher_suites)?)
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
         .map_err(|e| format!("TLS configuration: {e}"))?
         .with_no_client_auth()
@@ -220,7 +258,7 @@ impl Tls {
     /// Load the certificate, build the acceptor and log which body path this run uses.
     pub fn new(settings: &TlsSettings, io: crate::IoMode) -> Result<Tls, String> {
         let store = Arc::new(CertStore::open(settings)?);
-        let cfg = server_config(store.clone())?;
+        let cfg = server_config(store.clone(), &settings.cipher_suites)?;
         tracing::info!("{}", body_path_note(io));
         Ok(Tls {
             acceptor: tokio_rustls::TlsAcceptor::from(cfg),
@@ -233,6 +271,26 @@ impl Tls {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn cipher_suites_are_chosen_by_name() {
+        let names = cipher_suite_names();
+        assert!(
+            names.iter().any(|n| n == "TLS13_AES_128_GCM_SHA256"),
+            "{names:?}"
+        );
+        let p = provider_with(&["tls13_aes_128_gcm_sha256".into()]).unwrap();
+        assert_eq!(p.cipher_suites.len(), 1);
+        let e = provider_with(&["TLS13_ROT13".into()]).unwrap_err();
+        assert!(
+            e.contains("TLS13_ROT13") && e.contains("TLS13_AES_128_GCM_SHA256"),
+            "{e}"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let files = selfsigned::write_dir(dir.path()).unwrap();
+        let store = Arc::new(CertStore::open(&TlsSettings::new(&files.cert, &files.key)).unwrap());
+        assert!(server_config(store, &["TLS13_AES_128_GCM_SHA256".into()]).is_ok());
+    }
 
     #[test]
     fn ulp_list_is_read_word_by_word() {

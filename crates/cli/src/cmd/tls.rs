@@ -22,6 +22,10 @@ pub struct ServeTls {
     /// A TLS handshake must finish this long after the connection is accepted.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
     pub tls_handshake_timeout: Duration,
+    /// Offer only these cipher suites, comma separated, by rustls name (e.g.
+    /// TLS13_AES_128_GCM_SHA256); default: all of rustls's ring suites.
+    #[arg(long, value_delimiter = ',', value_name = "SUITES")]
+    pub tls_ciphers: Vec<String>,
 }
 
 impl ServeTls {
@@ -31,6 +35,7 @@ impl ServeTls {
             (Some(cert), Some(key)) => {
                 let mut s = vodkit_server::tls::TlsSettings::new(cert, key);
                 s.handshake_timeout = self.tls_handshake_timeout;
+                s.cipher_suites = self.tls_ciphers.clone();
                 Some(s)
             }
             _ => None,
