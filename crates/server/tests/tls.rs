@@ -294,3 +294,40 @@ fn reload_keeps_open_connections_and_sessions_resume() {
         assert!(r.is_err());
     });
 }
+
+#[test]
+fn direct_io_bodies_go_out_over_tls_without_the_page_cache() {
+    if !have_tool("curl") {
+        return;
+    }
+    let certs = tempfile::tempdir().unwrap();
+    let s = tls_server(certs.path(), |c| {
+        c.io.mode = vodkit_server::IoMode::Direct;
+        c.io.memory = vodkit_server::io::MemorySetting::Budget(128 << 20);
+        c.io.stats_every = None;
+    });
+    let path = s.root().join("video.mp4");
+    let f = std::fs::File::open(&path).unwrap();
+    let len = f.metadata().unwrap().len();
+    f.sync_all().unwrap();
+    vodkit_prefetch::residency::drop_cached(&f, 0, 0).unwrap();
+    let missing = || {
+        vodkit_prefetch::residency::check(&f, 0, len, len, Default::default())
+            .unwrap()
+            .missing
+    };
+    if missing() != len {
+        assert!(std::env::var("CI").is_err(), "the test filesystem keeps pages cached");
+        eprintln!("skipping: {} keeps its pages", path.display());
+        return;
+    }
+    let ca = certs.path().join("ca.pem");
+    let url = format!("https://localhost:{}/video.mp4", s.addr.port());
+    let b = pattern(len as usize);
+    let out = curl(&["-sS", "--cacert", ca.to_str().unwrap(), "-r", "4095-700000", &url]);
+    assert_eq!(out.stdout, &b[4095..700_001]);
+    let out = curl(&["-sS", "--cacert", ca.to_str().unwrap(), &url]);
+    assert_eq!(out.stdout, b);
+    assert_eq!(missing(), len, "direct reads kept the file out of the page cache");
+    assert!(s.stats().bytes_from_disk > 0);
+}
