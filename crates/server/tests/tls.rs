@@ -317,17 +317,31 @@ fn direct_io_bodies_go_out_over_tls_without_the_page_cache() {
             .missing
     };
     if missing() != len {
-        assert!(std::env::var("CI").is_err(), "the test filesystem keeps pages cached");
+        assert!(
+            std::env::var("CI").is_err(),
+            "the test filesystem keeps pages cached"
+        );
         eprintln!("skipping: {} keeps its pages", path.display());
         return;
     }
     let ca = certs.path().join("ca.pem");
     let url = format!("https://localhost:{}/video.mp4", s.addr.port());
     let b = pattern(len as usize);
-    let out = curl(&["-sS", "--cacert", ca.to_str().unwrap(), "-r", "4095-700000", &url]);
+    let out = curl(&[
+        "-sS",
+        "--cacert",
+        ca.to_str().unwrap(),
+        "-r",
+        "4095-700000",
+        &url,
+    ]);
     assert_eq!(out.stdout, &b[4095..700_001]);
     let out = curl(&["-sS", "--cacert", ca.to_str().unwrap(), &url]);
     assert_eq!(out.stdout, b);
-    assert_eq!(missing(), len, "direct reads kept the file out of the page cache");
+    assert_eq!(
+        missing(),
+        len,
+        "direct reads kept the file out of the page cache"
+    );
     assert!(s.stats().bytes_from_disk > 0);
 }

@@ -14,13 +14,16 @@ use rcgen::{
 /// Names the default leaf is valid for.
 pub const DEFAULT_HOSTS: [&str; 2] = ["localhost", "127.0.0.1"];
 
+/// A calendar date: (year, month, day).
+pub type Ymd = (i32, u8, u8);
+
 /// What the leaf certificate says.
 #[derive(Debug, Clone)]
 pub struct LeafSpec {
     /// DNS names and IP addresses (an IP-looking string becomes an IP SAN).
     pub hosts: Vec<String>,
     /// Validity as (year, month, day) dates; `None`: rcgen's default (1975 to 4096).
-    pub validity: Option<((i32, u8, u8), (i32, u8, u8))>,
+    pub validity: Option<(Ymd, Ymd)>,
 }
 
 impl Default for LeafSpec {
