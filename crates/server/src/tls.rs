@@ -5,8 +5,9 @@
 //!
 //! Body path. With TLS the kernel cannot `sendfile` plaintext from the page cache unless it
 //! encrypts itself (kTLS, the `tls` upper-layer protocol). vodkit has only the user-space
-//! path: each window of a response is read into a per-connection buffer (`pread` from the
-//! page cache, or the `--io direct` pool's chunks), handed to rustls, which copies it into
+//! path: each window of a response is read into the connection's body buffer (`pread` from
+//! the page cache; lent by [`BufferPool`] while the connection is busy), or taken from the
+//! `--io direct` pool's chunks, and handed to rustls, which copies it into
 //! a record, encrypts the record in place and queues it, and the record is written to the
 //! socket. kTLS is detected and logged but not used: the machine this was built on has no
 //! `CONFIG_TLS`, and a path that cannot be tested here is left out (see docs/server.md).
@@ -66,7 +67,7 @@ impl BodyPath {
                 "user-space TLS: O_DIRECT buffer pool -> rustls record (copy, encrypt in place) -> socket"
             }
             (BodyPath::Userspace, _) => {
-                "user-space TLS: pread from the page cache -> per-connection buffer -> rustls record (copy, encrypt in place) -> socket"
+                "user-space TLS: pread from the page cache -> connection's body buffer -> rustls record (copy, encrypt in place) -> socket"
             }
         }
     }
@@ -238,11 +239,45 @@ pub fn server_config(
     Ok(Arc::new(cfg))
 }
 
+/// Body buffers lent to connections while they send a response, so that thousands of idle
+/// keep-alive connections hold none, and busy ones reuse the same memory.
+#[derive(Debug, Default)]
+pub(crate) struct BufferPool {
+    free: std::sync::Mutex<Vec<Vec<u8>>>,
+}
+
+/// Most idle buffers the pool keeps (beyond that, returned buffers are freed).
+const POOL_KEEP: usize = 256;
+
+impl BufferPool {
+    /// A buffer of at least `len` bytes (contents unspecified).
+    pub fn take(&self, len: usize) -> Vec<u8> {
+        let reused = self.free.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let mut b = reused.unwrap_or_default();
+        if b.len() < len {
+            b.resize(len, 0);
+        }
+        b
+    }
+
+    /// Give a buffer back (an empty one is simply dropped).
+    pub fn put(&self, b: Vec<u8>) {
+        if b.capacity() == 0 {
+            return;
+        }
+        let mut free = self.free.lock().unwrap_or_else(|p| p.into_inner());
+        if free.len() < POOL_KEEP {
+            free.push(b);
+        }
+    }
+}
+
 /// A TLS listener's state, shared by its connections.
 pub(crate) struct Tls {
     pub acceptor: tokio_rustls::TlsAcceptor,
     pub store: Arc<CertStore>,
     pub handshake_timeout: Duration,
+    pub buffers: BufferPool,
 }
 
 impl fmt::Debug for Tls {
@@ -264,6 +299,7 @@ impl Tls {
             acceptor: tokio_rustls::TlsAcceptor::from(cfg),
             store,
             handshake_timeout: settings.handshake_timeout,
+            buffers: BufferPool::default(),
         })
     }
 }
@@ -290,6 +326,23 @@ mod tests {
         let files = selfsigned::write_dir(dir.path()).unwrap();
         let store = Arc::new(CertStore::open(&TlsSettings::new(&files.cert, &files.key)).unwrap());
         assert!(server_config(store, &["TLS13_AES_128_GCM_SHA256".into()]).is_ok());
+    }
+
+    #[test]
+    fn the_buffer_pool_lends_and_reuses() {
+        let pool = BufferPool::default();
+        let a = pool.take(1000);
+        assert!(a.len() >= 1000);
+        let ptr = a.as_ptr();
+        pool.put(a);
+        let b = pool.take(10);
+        assert_eq!(b.as_ptr(), ptr, "the returned buffer is lent again");
+        pool.put(Vec::new());
+        assert!(pool.free.lock().unwrap().is_empty());
+        for _ in 0..POOL_KEEP + 5 {
+            pool.put(vec![0u8; 1]);
+        }
+        assert_eq!(pool.free.lock().unwrap().len(), POOL_KEEP);
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! One client connection on a TLS listener: the handshake (bounded by the handshake
 //! timeout, a failure is one debug line), then the same request loop as the plaintext
-//! listener, with bodies read into a per-connection buffer and written through rustls.
+//! listener, with bodies read into the connection's body buffer and written through rustls.
 //! Nothing is ever sent in plaintext on this listener.
 
 use std::os::unix::fs::FileExt as _;
@@ -67,8 +67,10 @@ pub async fn serve(shared: Arc<Shared>, tcp: TcpStream, info: ConnInfo) {
 async fn requests(shared: &Shared, stream: &mut Stream, info: ConnInfo) {
     let mut shutdown = shared.shutdown.subscribe();
     let mut buf: Vec<u8> = Vec::with_capacity(4096);
-    // The body buffer, reused for every response of the connection.
+    // The body buffer: borrowed from the listener's pool for the first file range and kept
+    // while requests follow back to back; given back whenever the connection goes idle.
     let mut body: Vec<u8> = Vec::new();
+    let pool = shared.tls.as_ref().map(|t| &t.buffers);
     let mut served = 0u64;
     let mut head_started: Option<Instant> = None;
     loop {
@@ -88,6 +90,9 @@ async fn requests(shared: &Shared, stream: &mut Stream, info: ConnInfo) {
                         Err(()) => false,
                     };
                     if !keep {
+                        if let Some(pool) = pool {
+                            pool.put(body);
+                        }
                         return;
                     }
                     continue;
@@ -102,8 +107,13 @@ async fn requests(shared: &Shared, stream: &mut Stream, info: ConnInfo) {
             }
         }
         let stopping = *shutdown.borrow();
-        if buf.is_empty() && stopping {
-            return;
+        if buf.is_empty() {
+            if let Some(pool) = pool {
+                pool.put(std::mem::take(&mut body));
+            }
+            if stopping {
+                return;
+            }
         }
         let deadline = match head_started {
             Some(t) => t + shared.config.header_timeout,
@@ -370,6 +380,11 @@ async fn send_windows(
                 }
             }
             None => {
+                if body.len() < CHUNK as usize {
+                    if let Some(t) = &shared.tls {
+                        *body = t.buffers.take(CHUNK as usize);
+                    }
+                }
                 let mut at = window.first;
                 while at <= window.last {
                     let n = (window.last + 1 - at).min(CHUNK) as usize;

@@ -9,11 +9,12 @@ use std::time::Duration;
 pub struct ServeTls {
     /// Serve HTTPS (TLS 1.3 and 1.2, ALPN http/1.1, session resumption) with this PEM
     /// certificate chain; needs --tls-key. Bodies are encrypted in user space by rustls:
-    /// each range is read into a per-connection buffer (pread from the page cache, or the
-    /// O_DIRECT buffer pool with --io direct) and sent as TLS records. kTLS (sendfile with
-    /// encryption in the kernel) is not implemented: the start-up log says whether the
-    /// kernel offers it and which path the run uses. SIGHUP reloads the certificate and
-    /// key without closing connections.
+    /// each range is read into the connection's buffer with pread from the page cache (or,
+    /// with --io direct, taken from the O_DIRECT buffer pool) and sent as TLS records. kTLS
+    /// (sendfile with encryption in the kernel) is not implemented; it was not available
+    /// on the kernel vodkit was tested on. The start-up line says whether this kernel
+    /// offers it and which body path the run uses. SIGHUP reloads the certificate and key
+    /// without closing connections.
     #[arg(long, value_name = "PEM", requires = "tls_key")]
     pub tls_cert: Option<PathBuf>,
     /// PEM private key for --tls-cert; refused if world-readable.
