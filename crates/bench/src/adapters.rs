@@ -13,6 +13,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::{Duration, SystemTime};
 use vodkit_peers::process::{free_port, http_get, ServerProcess, StartSpec};
+use vodkit_peers::TlsFiles;
 use vodkit_prefetch::budget::MemorySetting;
 use vodkit_workload::model::{Request, Session, WorkloadMeta};
 use vodkit_workload::WorkloadDir;
@@ -27,6 +28,9 @@ pub struct WorkloadLoad {
     pub max_sessions: Option<usize>,
     /// Show the load generator's live status line.
     pub live_status: bool,
+    /// The CA an `https://` server's certificate chains to (set per server by the
+    /// runner); `None` with an https URL (a `url:` server): any certificate is accepted.
+    pub tls_ca: Option<PathBuf>,
 }
 
 impl WorkloadLoad {
@@ -45,6 +49,7 @@ impl WorkloadLoad {
             max_duration: None,
             max_sessions: None,
             live_status: false,
+            tls_ca: None,
         })
     }
 
@@ -80,9 +85,23 @@ pub fn client_metrics(r: &vodkit_load::Results) -> ClientMetrics {
 }
 
 impl LoadDriver for WorkloadLoad {
+    fn set_tls_ca(&mut self, ca: Option<PathBuf>) {
+        self.tls_ca = ca;
+    }
+
     fn run(&mut self, base_url: &str, rate: f64, _repeat: u32) -> Result<LoadOutcome, String> {
         let target = vodkit_load::Target::parse(base_url, false).map_err(|e| e.to_string())?;
+        let tls = if target.tls {
+            let trust = match &self.tls_ca {
+                Some(ca) => vodkit_load::Trust::Ca(ca.clone()),
+                None => vodkit_load::Trust::Insecure,
+            };
+            Some(vodkit_load::TlsClient::new(trust, &target.name).map_err(|e| e.to_string())?)
+        } else {
+            None
+        };
         let mut config = vodkit_load::LoadConfig::new(target, self.sessions.clone(), rate);
+        config.tls = tls;
         if let Some(meta) = &self.meta {
             config.apply_meta(meta);
         }
@@ -154,6 +173,35 @@ impl VodkitStarter for InProcessVodkit {
         run_dir: &Path,
         budget: Option<&CommandWrap>,
     ) -> Result<Box<dyn Running>, StartError> {
+        self.start_with(io, policy, memory, root, run_dir, budget, None)
+    }
+
+    fn start_tls(
+        &mut self,
+        io: IoMode,
+        policy: &str,
+        memory: Option<MemorySetting>,
+        root: &Path,
+        run_dir: &Path,
+        budget: Option<&CommandWrap>,
+        tls: &TlsFiles,
+    ) -> Result<Box<dyn Running>, StartError> {
+        self.start_with(io, policy, memory, root, run_dir, budget, Some(tls))
+    }
+}
+
+impl InProcessVodkit {
+    #[allow(clippy::too_many_arguments)]
+    fn start_with(
+        &mut self,
+        io: IoMode,
+        policy: &str,
+        memory: Option<MemorySetting>,
+        root: &Path,
+        run_dir: &Path,
+        budget: Option<&CommandWrap>,
+        tls: Option<&TlsFiles>,
+    ) -> Result<Box<dyn Running>, StartError> {
         if budget.is_some() {
             return Err(StartError::Failed(
                 "an in-process vodkit server cannot run under a memory budget".into(),
@@ -169,6 +217,7 @@ impl VodkitStarter for InProcessVodkit {
         };
         config.access_log = Some(run_dir.join("access.log"));
         config.idle_timeout = Duration::from_secs(3600);
+        config.tls = tls.map(|t| vodkit_server::tls::TlsSettings::new(&t.cert, &t.key));
         let handle = self
             .runtime
             .block_on(vodkit_server::Server::bind(config))
@@ -206,6 +255,35 @@ impl VodkitStarter for ChildVodkit {
         run_dir: &Path,
         budget: Option<&CommandWrap>,
     ) -> Result<Box<dyn Running>, StartError> {
+        self.start_with(io, policy, memory, root, run_dir, budget, None)
+    }
+
+    fn start_tls(
+        &mut self,
+        io: IoMode,
+        policy: &str,
+        memory: Option<MemorySetting>,
+        root: &Path,
+        run_dir: &Path,
+        budget: Option<&CommandWrap>,
+        tls: &TlsFiles,
+    ) -> Result<Box<dyn Running>, StartError> {
+        self.start_with(io, policy, memory, root, run_dir, budget, Some(tls))
+    }
+}
+
+impl ChildVodkit {
+    #[allow(clippy::too_many_arguments)]
+    fn start_with(
+        &mut self,
+        io: IoMode,
+        policy: &str,
+        memory: Option<MemorySetting>,
+        root: &Path,
+        run_dir: &Path,
+        budget: Option<&CommandWrap>,
+        tls: Option<&TlsFiles>,
+    ) -> Result<Box<dyn Running>, StartError> {
         let port = free_port().map_err(|e| StartError::Failed(e.to_string()))?;
         let mut cmd = Command::new(&self.exe);
         cmd.arg("serve").arg("--root").arg(root);
@@ -227,6 +305,12 @@ impl VodkitStarter for ChildVodkit {
             cmd.arg("--catalog").arg(c);
         }
         cmd.arg("--access-log").arg(run_dir.join("access.log"));
+        if let Some(t) = tls {
+            cmd.arg("--tls-cert")
+                .arg(&t.cert)
+                .arg("--tls-key")
+                .arg(&t.key);
+        }
         // The engine's statistics line goes to stderr; the prefetch size plot reads it.
         cmd.args(["--stats-every", &format!("{}s", STATS_EVERY_S)]);
         cmd.env("VODKIT_LOG", "warn,vodkit_prefetch=info");
@@ -234,19 +318,20 @@ impl VodkitStarter for ChildVodkit {
             Some(b) => b(cmd).map_err(StartError::Failed)?,
             None => cmd,
         };
-        let process = ServerProcess::start(
-            cmd,
-            StartSpec {
-                name: "vodkit",
-                port,
-                run_dir,
-                // vodkit logs to stderr, which the process supervision reads already.
-                error_log: run_dir.join("vodkit.stdout"),
-                is_error: vodkit_error_line,
-                probe_path: &self.probe_path,
-                timeout: Duration::from_secs(20),
-            },
-        )
+        let spec = StartSpec {
+            name: "vodkit",
+            port,
+            run_dir,
+            // vodkit logs to stderr, which the process supervision reads already.
+            error_log: run_dir.join("vodkit.stdout"),
+            is_error: vodkit_error_line,
+            probe_path: &self.probe_path,
+            timeout: Duration::from_secs(20),
+        };
+        let process = match tls {
+            None => ServerProcess::start(cmd, spec),
+            Some(t) => ServerProcess::start_tls(cmd, spec, t),
+        }
         .map_err(|e| StartError::Failed(e.to_string()))?;
         Ok(Box::new(ChildRunning {
             process,

@@ -28,6 +28,8 @@ pub struct LoadOutcome {
 /// Runs the workload's sessions against a server at a rate (sessions/s).
 pub trait LoadDriver {
     fn run(&mut self, base_url: &str, rate: f64, repeat: u32) -> Result<LoadOutcome, String>;
+    /// The CA to trust for the next runs' `https://` URL (`+tls` servers); `None`: none.
+    fn set_tls_ca(&mut self, _ca: Option<std::path::PathBuf>) {}
 }
 
 /// Disk and CPU figures over a window.
@@ -82,6 +84,10 @@ pub trait Running {
     /// Prefetch size over time, for servers that adapt it.
     fn prefetch_series(&self) -> Vec<(f64, u64)> {
         Vec::new()
+    }
+    /// The CA that signed an HTTPS server's certificate (`+tls`); `None`: plain HTTP.
+    fn tls_ca(&self) -> Option<std::path::PathBuf> {
+        None
     }
     /// Stop the server; returns the error-log lines it left.
     fn stop(self: Box<Self>) -> Result<Vec<String>, String>;
@@ -163,6 +169,7 @@ impl Oracle for ServerOracle<'_, '_> {
         }
         let server = self.rig.launcher.start(self.sut).map_err(PointError)?;
         let url = server.base_url();
+        self.rig.load.set_tls_ca(server.tls_ca());
         self.rig.sampler.watch_server(&server.pids());
         let sampling = self.rig.sampler.start();
         let load = self.rig.load.run(&url, rate, repeat);

@@ -13,6 +13,7 @@ use std::process::Command;
 use std::time::Duration;
 use vodkit_peers::launch::{self as peers, PeerError, PeerSetup};
 use vodkit_peers::process::ServerProcess;
+use vodkit_peers::TlsFiles;
 use vodkit_prefetch::budget::MemorySetting;
 
 /// Rewrites a server command (e.g. to run it in a memory cgroup or under the preload shim).
@@ -31,6 +32,65 @@ pub trait VodkitStarter {
         run_dir: &Path,
         budget: Option<&CommandWrap>,
     ) -> Result<Box<dyn Running>, StartError>;
+
+    /// [`VodkitStarter::start`] serving HTTPS with `tls` (`+tls`); the server's URL stays
+    /// `http://` (the launcher rewrites it).
+    #[allow(clippy::too_many_arguments)]
+    fn start_tls(
+        &mut self,
+        _io: IoMode,
+        _policy: &str,
+        _memory: Option<MemorySetting>,
+        _root: &Path,
+        _run_dir: &Path,
+        _budget: Option<&CommandWrap>,
+        _tls: &TlsFiles,
+    ) -> Result<Box<dyn Running>, StartError> {
+        Err(StartError::Unavailable(
+            "this vodkit starter cannot serve HTTPS".into(),
+        ))
+    }
+}
+
+/// A server under test that speaks HTTPS: `inner`'s URL with the `https` scheme, and the
+/// CA the load generator must trust.
+struct TlsRunning {
+    inner: Box<dyn Running>,
+    ca: PathBuf,
+}
+
+impl Running for TlsRunning {
+    fn base_url(&self) -> String {
+        let url = self.inner.base_url();
+        match url.strip_prefix("http://") {
+            Some(rest) => format!("https://{rest}"),
+            None => url,
+        }
+    }
+    fn pids(&self) -> Vec<u32> {
+        self.inner.pids()
+    }
+    fn prefetch_series(&self) -> Vec<(f64, u64)> {
+        self.inner.prefetch_series()
+    }
+    fn tls_ca(&self) -> Option<PathBuf> {
+        Some(self.ca.clone())
+    }
+    fn stop(self: Box<Self>) -> Result<Vec<String>, String> {
+        self.inner.stop()
+    }
+}
+
+/// A throwaway CA and a certificate for localhost/127.0.0.1 in `run_dir/tls` (the key
+/// never leaves the run directory).
+pub fn run_certificates(run_dir: &Path) -> Result<TlsFiles, StartError> {
+    let files = vodkit_server::tls::selfsigned::write_dir(&run_dir.join("tls"))
+        .map_err(StartError::Failed)?;
+    Ok(TlsFiles {
+        cert: files.cert,
+        key: files.key,
+        ca: files.ca,
+    })
 }
 
 /// Launches every kind of server under test on this machine.
@@ -132,6 +192,9 @@ impl Running for Tuned {
     fn prefetch_series(&self) -> Vec<(f64, u64)> {
         self.inner.prefetch_series()
     }
+    fn tls_ca(&self) -> Option<PathBuf> {
+        self.inner.tls_ca()
+    }
     fn stop(self: Box<Self>) -> Result<Vec<String>, String> {
         let lines = self.inner.stop()?;
         self.applied.restore()?;
@@ -204,6 +267,10 @@ impl Launcher for LocalLauncher {
             aio_threads: sut.aio_threads,
         };
         let budget = self.budget.as_ref();
+        let tls = match sut.tls {
+            true => Some(run_certificates(&run_dir)?),
+            false => None,
+        };
         let daemon = match &sut.preload {
             Some(policy) => {
                 let kit = self
@@ -227,23 +294,43 @@ impl Launcher for LocalLauncher {
                 None => Ok(cmd),
             }
         };
-        let process = match &sut.base {
-            Base::Nginx => peers::start_nginx(&setup, &wrap).map_err(peer_error)?,
-            Base::Apache => peers::start_apache(&setup, &wrap).map_err(peer_error)?,
-            Base::Url { url } => return Ok(Box::new(External(url.clone()))),
-            Base::Vodkit { io, policy } => {
+        let process = match (&sut.base, &tls) {
+            (Base::Nginx, None) => peers::start_nginx(&setup, &wrap).map_err(peer_error)?,
+            (Base::Nginx, Some(t)) => {
+                vodkit_peers::start_nginx_tls(&setup, t, &wrap).map_err(peer_error)?
+            }
+            (Base::Apache, None) => peers::start_apache(&setup, &wrap).map_err(peer_error)?,
+            (Base::Apache, Some(t)) => {
+                vodkit_peers::start_apache_tls(&setup, t, &wrap).map_err(peer_error)?
+            }
+            (Base::Url { url }, _) => return Ok(Box::new(External(url.clone()))),
+            (Base::Vodkit { io, policy }, tls) => {
                 let starter = self
                     .vodkit
                     .as_mut()
                     .map_err(|why| StartError::Unavailable(why.clone()))?;
-                let inner = starter.start(
-                    *io,
-                    policy,
-                    sut.memory,
-                    &self.root,
-                    &run_dir,
-                    self.budget.as_ref(),
-                )?;
+                let inner = match tls {
+                    None => starter.start(
+                        *io,
+                        policy,
+                        sut.memory,
+                        &self.root,
+                        &run_dir,
+                        self.budget.as_ref(),
+                    )?,
+                    Some(t) => Box::new(TlsRunning {
+                        inner: starter.start_tls(
+                            *io,
+                            policy,
+                            sut.memory,
+                            &self.root,
+                            &run_dir,
+                            self.budget.as_ref(),
+                            t,
+                        )?,
+                        ca: t.ca.clone(),
+                    }),
+                };
                 return Ok(tuned(inner, ra));
             }
         };
@@ -253,7 +340,15 @@ impl Launcher for LocalLauncher {
                 .into_iter()
                 .chain(daemon.as_ref().map(|d| ("prefetchd", d.pid()))),
         );
-        Ok(tuned(Box::new(PeerRunning { process, daemon }), ra))
+        let peer: Box<dyn Running> = Box::new(PeerRunning { process, daemon });
+        let peer = match tls {
+            Some(t) => Box::new(TlsRunning {
+                inner: peer,
+                ca: t.ca,
+            }),
+            None => peer,
+        };
+        Ok(tuned(peer, ra))
     }
 }
 

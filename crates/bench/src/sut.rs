@@ -22,6 +22,10 @@
 //! - `+memory:off`, `+memory:auto` or `+memory:SIZE` — the prefetch-aware memory manager of
 //!   a vodkit server or of a `+preload` server's daemon (`--memory`; default `auto`, the
 //!   budget of the run's memory cgroup). `+memory:off` is the engine before the manager.
+//! - `+tls` — serve HTTPS only (TLS 1.3 for nginx and Apache, with sendfile left on where
+//!   the server allows it; vodkit with its rustls listener) with a throwaway CA and
+//!   certificate the runner makes in the server's run directory; the load generator trusts
+//!   that CA alone.
 
 use serde::Serialize;
 use std::fmt;
@@ -64,6 +68,8 @@ pub struct Sut {
     pub aio_threads: Option<usize>,
     /// `+memory:…`: the memory manager setting passed as `--memory` (None: the default).
     pub memory: Option<vodkit_prefetch::budget::MemorySetting>,
+    /// `+tls`: HTTPS with a per-run throwaway certificate.
+    pub tls: bool,
 }
 
 impl Sut {
@@ -167,6 +173,7 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
             workers: None,
             aio_threads: None,
             memory: None,
+            tls: false,
         });
     }
     let mut parts = entry.split('+');
@@ -179,6 +186,7 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
         workers: None,
         aio_threads: None,
         memory: None,
+        tls: false,
     };
     for modifier in parts {
         if let Some(rest) = modifier.strip_prefix("preload") {
@@ -201,6 +209,11 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
                 return Err("`+memory` given twice".into());
             }
             sut.memory = Some(rest.parse().map_err(|e| format!("+memory:{e}"))?);
+        } else if modifier == "tls" {
+            if sut.tls {
+                return Err("`+tls` given twice".into());
+            }
+            sut.tls = true;
         } else if let Some(rest) = modifier.strip_prefix("threads") {
             if sut.aio_threads.is_some() {
                 return Err("`+threads` given twice".into());
@@ -208,7 +221,7 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
             sut.aio_threads = Some(parse_threads(rest)?);
         } else {
             return Err(format!(
-                "unknown modifier `+{modifier}`; expected +preload[:POLICY], +readahead:KB[,maxsectors:KB], +workers:N, +threads[:N] or +memory:auto|off|SIZE"
+                "unknown modifier `+{modifier}`; expected +preload[:POLICY], +readahead:KB[,maxsectors:KB], +workers:N, +threads[:N], +memory:auto|off|SIZE or +tls"
             ));
         }
     }
@@ -367,6 +380,25 @@ fn parse_url(url: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn tls_modifier_marks_https_servers() {
+        for e in [
+            "vodkit+tls",
+            "nginx+tls",
+            "apache+tls",
+            "vodkit:direct:auto+tls+memory:1GiB",
+        ] {
+            let s = parse_one(e).unwrap();
+            assert!(s.tls, "{e}");
+            assert_eq!(s.label, e);
+        }
+        assert!(!parse_one("nginx").unwrap().tls);
+        let e = parse_one("nginx+tls+tls").unwrap_err();
+        assert!(e.contains("`+tls` given twice"), "{e}");
+        let list = parse_list("nginx,nginx+tls").unwrap();
+        assert_eq!((list[0].tls, list[1].tls), (false, true));
+    }
 
     #[test]
     fn memory_modifier_sets_the_manager() {

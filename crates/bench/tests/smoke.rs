@@ -87,6 +87,7 @@ fn miniature_bench_end_to_end() {
         max_duration: None,
         max_sessions: None,
         live_status: false,
+        tls_ca: None,
     };
     let mut sampler = NoSampler("system metrics not sampled in this test".into());
     let mut bed = PlainDisk;

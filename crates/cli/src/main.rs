@@ -42,6 +42,8 @@ enum Command {
     Trace(cmd::trace::Args),
     /// Trace-driven simulation of prefetch policies.
     Simulate(cmd::simulate::Args),
+    /// TLS helpers: throwaway certificates for HTTPS tests.
+    Tls(cmd::tls::Args),
 }
 
 impl Command {
@@ -79,6 +81,7 @@ fn main() -> ExitCode {
         Command::Prefetchd(a) => cmd::prefetchd::run(a),
         Command::Trace(a) => cmd::trace::run(a),
         Command::Simulate(a) => cmd::simulate::run(a),
+        Command::Tls(a) => cmd::tls::run(a),
     };
     cmd::exit_code(result)
 }

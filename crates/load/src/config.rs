@@ -34,26 +34,37 @@ pub struct Target {
     pub addr: SocketAddr,
     /// `Host` header value (host and port as given).
     pub host: String,
+    /// `https://`: connections are TLS (see [`crate::tls`]).
+    pub tls: bool,
+    /// The host alone (no port, no brackets): the TLS server name.
+    pub name: String,
 }
 
 impl Target {
-    /// Parse `http://HOST:PORT[/]`. Only loopback addresses are accepted unless
+    /// Parse `http://HOST:PORT[/]` or `https://HOST:PORT[/]`. Only loopback addresses are accepted unless
     /// `allow_remote` is set: a load generator must not hit someone else's server by a typo.
     pub fn parse(url: &str, allow_remote: bool) -> Result<Target, InputError> {
         let bad = |why: &str| InputError(format!("--target {url:?}: {why}"));
-        let rest = url
-            .strip_prefix("http://")
-            .ok_or_else(|| bad("expected http://HOST:PORT (https is not supported)"))?;
+        let (rest, tls) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+            (Some(rest), _) => (rest, false),
+            (_, Some(rest)) => (rest, true),
+            _ => return Err(bad("expected http://HOST:PORT or https://HOST:PORT")),
+        };
+        let default_port = if tls { 443 } else { 80 };
         let authority = rest.trim_end_matches('/');
         if authority.is_empty() || authority.contains('/') {
-            return Err(bad("expected http://HOST:PORT with no path"));
+            return Err(bad("expected http(s)://HOST:PORT with no path"));
         }
         let with_port = if authority.rsplit_once(':').is_some_and(|(h, p)| {
             !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) && !h.ends_with(':')
         }) {
             authority.to_string()
         } else {
-            format!("{authority}:80")
+            format!("{authority}:{default_port}")
+        };
+        let name = match with_port.rsplit_once(':') {
+            Some((h, _)) => h.trim_start_matches('[').trim_end_matches(']').to_string(),
+            None => authority.to_string(),
         };
         let addr = with_port
             .to_socket_addrs()
@@ -68,6 +79,8 @@ impl Target {
         Ok(Target {
             addr,
             host: authority.to_string(),
+            tls,
+            name,
         })
     }
 }
@@ -130,6 +143,8 @@ pub struct LoadConfig {
     pub stop_on_interrupt: bool,
     /// Where receive bandwidth is limited: in the load generator or by the kernel.
     pub link_mode: crate::netns::LinkMode,
+    /// The TLS client for an `https://` target (`--ca` or `--insecure`).
+    pub tls: Option<crate::tls::TlsClient>,
     /// Seconds of content the modelled player buffers before it starts (and after a
     /// stall, before it resumes).
     pub startup_buffer_s: f64,
@@ -155,6 +170,7 @@ impl LoadConfig {
             stop_on_interrupt: false,
             link_mode: crate::netns::LinkMode::User,
             startup_buffer_s: crate::qos::DEFAULT_STARTUP_BUFFER_S,
+            tls: None,
         }
     }
 
@@ -178,6 +194,19 @@ impl LoadConfig {
 
     /// Check the configuration before anything is started.
     pub fn validate(&self) -> Result<(), InputError> {
+        match (self.target.tls, &self.tls) {
+            (true, None) => {
+                return Err(InputError(
+                    "--target https://…: give --ca FILE (the CA that signed the server's certificate) or --insecure".into(),
+                ))
+            }
+            (false, Some(_)) => {
+                return Err(InputError(
+                    "--ca and --insecure are for an https:// --target".into(),
+                ))
+            }
+            _ => {}
+        }
         if !(self.rate.is_finite() && self.rate > 0.0) {
             return Err(InputError(format!(
                 "--rate {}: expected a positive number of sessions per second",
@@ -314,7 +343,13 @@ mod tests {
             80
         );
         assert!(Target::parse("http://[::1]:81", false).is_ok());
-        assert!(Target::parse("https://127.0.0.1:1", false).is_err());
+        let t = Target::parse("https://localhost:8443/", false).unwrap();
+        assert!(t.tls);
+        assert_eq!((t.name.as_str(), t.addr.port()), ("localhost", 8443));
+        let t = Target::parse("https://[::1]", false).unwrap();
+        assert_eq!((t.name.as_str(), t.addr.port(), t.tls), ("::1", 443, true));
+        assert!(!Target::parse("http://127.0.0.1:1", false).unwrap().tls);
+        assert!(Target::parse("ftp://127.0.0.1:1", false).is_err());
         assert!(Target::parse("http://127.0.0.1:1/x", false).is_err());
         let remote = Target::parse("http://192.0.2.1:80", false).unwrap_err();
         assert!(remote.0.contains("loopback"), "{remote}");

@@ -135,6 +135,7 @@ async fn prepare(
         t0: Instant::now(),
         live: Live::default(),
         cancel: stop.child_token(),
+        tls: config.tls.clone(),
     });
     if let Some(d) = config.duration {
         let cancel = shared.cancel.clone();
@@ -277,6 +278,8 @@ async fn warm_up(config: &LoadConfig, stop: &CancellationToken) -> u64 {
     for _ in 0..config.warmup_connections.max(1) {
         let (next, done, requests) = (next.clone(), done.clone(), requests.clone());
         let (addr, host, stop) = (config.target.addr, config.target.host.clone(), stop.clone());
+        let tls = config.tls.clone();
+        let connector = tls.as_ref().map(crate::tls::TlsClient::viewer);
         workers.push(tokio::spawn(async move {
             let sink = AtomicU64::new(0);
             let mut conn: Option<Conn> = None;
@@ -287,7 +290,10 @@ async fn warm_up(config: &LoadConfig, stop: &CancellationToken) -> u64 {
                     break;
                 }
                 if conn.is_none() {
-                    conn = Conn::open(addr, None).await.ok();
+                    conn = match (Conn::open(addr, None).await, &tls, &connector) {
+                        (Ok(c), Some(t), Some(k)) => c.secure(t, k).await.ok(),
+                        (c, _, _) => c.ok(),
+                    };
                 }
                 let Some(c) = conn.as_mut() else { continue };
                 let ask = Ask {

@@ -19,9 +19,61 @@ const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// Largest single read from the socket.
 const READ_BYTES: usize = 64 * 1024;
 
+/// The byte stream under a connection: plain TCP or TLS over TCP.
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl tokio::io::AsyncRead for Stream {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_read(cx, buf),
+            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for Stream {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_write(cx, buf),
+            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_flush(cx),
+            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<io::Result<()>> {
+        match self.get_mut() {
+            Stream::Plain(s) => std::pin::Pin::new(s).poll_shutdown(cx),
+            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
 /// An open connection plus the bytes read from it but not yet consumed.
 pub struct Conn {
-    stream: TcpStream,
+    stream: Stream,
     buf: Vec<u8>,
     /// Exchanges completed on this connection (0 = fresh).
     pub exchanges: u32,
@@ -53,10 +105,37 @@ impl Conn {
         let stream = socket.connect(addr).await.map_err(connect_err)?;
         stream.set_nodelay(true).map_err(connect_err)?;
         Ok(Conn {
-            stream,
+            stream: Stream::Plain(stream),
             buf: Vec::new(),
             exchanges: 0,
         })
+    }
+
+    /// Run the TLS handshake on a fresh connection (`connector`: the viewer's, with its
+    /// resumption cache).
+    pub async fn secure(
+        self,
+        tls: &crate::tls::TlsClient,
+        connector: &tokio_rustls::TlsConnector,
+    ) -> Result<Conn, Failure> {
+        match self.stream {
+            Stream::Plain(tcp) => Ok(Conn {
+                stream: Stream::Tls(Box::new(tls.handshake(connector, tcp).await?)),
+                buf: self.buf,
+                exchanges: self.exchanges,
+            }),
+            Stream::Tls(_) => Ok(self),
+        }
+    }
+
+    /// Whether this connection's TLS session was resumed (`None`: plaintext).
+    pub fn tls_resumed(&self) -> Option<bool> {
+        match &self.stream {
+            Stream::Plain(_) => None,
+            Stream::Tls(s) => {
+                Some(s.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed))
+            }
+        }
     }
 
     /// Give back the read buffer's memory while the connection idles (pacing waits).
@@ -276,7 +355,11 @@ pub async fn exchange(
 ) -> Result<Done, ExchangeError> {
     let reused = conn.exchanges > 0;
     let head_bytes = request_head(ask);
-    if let Err(e) = conn.stream.write_all(&head_bytes).await {
+    let sent = async {
+        conn.stream.write_all(&head_bytes).await?;
+        conn.stream.flush().await
+    };
+    if let Err(e) = sent.await {
         return Err(if reused {
             ExchangeError::Stale
         } else {

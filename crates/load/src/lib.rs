@@ -17,10 +17,12 @@ pub mod record;
 pub mod results;
 pub mod session;
 pub mod status;
+pub mod tls;
 
 pub use config::{InputError, LoadConfig, Ramp, Target};
 pub use engine::{run, run_async, LoadError, Run};
 pub use link::Link;
 pub use netns::LinkMode;
 pub use results::{write_csv, Results};
+pub use tls::{TlsClient, Trust};
 pub use tokio_util::sync::CancellationToken;

@@ -290,7 +290,11 @@ impl Results {
         q.startup_buffer_s = config.startup_buffer_s;
         let mut results = Results {
             run: RunInfo {
-                target: format!("http://{}", config.target.host),
+                target: format!(
+                    "{}://{}",
+                    if config.target.tls { "https" } else { "http" },
+                    config.target.host
+                ),
                 source: config.source.clone(),
                 rate: config.rate,
                 verify: config.verify,

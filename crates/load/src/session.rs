@@ -34,6 +34,8 @@ pub struct Shared {
     pub t0: Instant,
     pub live: Live,
     pub cancel: CancellationToken,
+    /// Set for an `https://` target.
+    pub tls: Option<crate::tls::TlsClient>,
 }
 
 /// A session ready to run.
@@ -88,6 +90,8 @@ async fn drive(plan: &Plan, shared: &Arc<Shared>) -> SessionRecord {
     // Kernel shaping: the session's own client address, hence its own htb leaf.
     let lease = plan.route.as_ref().map(Route::lease);
     let local = lease.as_ref().map(Lease::addr);
+    // One TLS session cache per viewer: its later connections resume its own session.
+    let connector = shared.tls.as_ref().map(crate::tls::TlsClient::viewer);
     let slots_needed = session
         .requests
         .iter()
@@ -159,6 +163,7 @@ async fn drive(plan: &Plan, shared: &Arc<Shared>) -> SessionRecord {
             Viewer {
                 bucket: bucket.clone(),
                 local,
+                tls: connector.clone(),
             },
             start,
         ));
@@ -212,6 +217,8 @@ async fn drive(plan: &Plan, shared: &Arc<Shared>) -> SessionRecord {
 struct Viewer {
     bucket: Option<Bucket>,
     local: Option<Ipv4Addr>,
+    /// The viewer's TLS connector (its own session-resumption cache).
+    tls: Option<tokio_rustls::TlsConnector>,
 }
 
 /// Send one request (connecting or reconnecting as needed) and read its response within
@@ -225,7 +232,7 @@ async fn perform(
     viewer: Viewer,
     start: Instant,
 ) -> Finished {
-    let Viewer { bucket, local } = viewer;
+    let Viewer { bucket, local, tls } = viewer;
     let req = &plan.session.requests[index];
     let timeout = crate::config::secs(req.timeout_s);
     let owd = plan.link.one_way_delay;
@@ -249,7 +256,7 @@ async fn perform(
             None => {
                 opened += 1;
                 reconnects += u32::from(reconnect);
-                open(plan, &shared, local, recv_buffer).await?
+                open(plan, &shared, local, recv_buffer, tls.as_ref()).await?
             }
         };
         let done = match http::exchange(
@@ -264,7 +271,7 @@ async fn perform(
             Err(ExchangeError::Stale) => {
                 opened += 1;
                 reconnects += 1;
-                conn = open(plan, &shared, local, recv_buffer).await?;
+                conn = open(plan, &shared, local, recv_buffer, tls.as_ref()).await?;
                 progress = Progress::default();
                 http::exchange(
                     &mut conn,
@@ -338,8 +345,23 @@ async fn perform(
     }
 }
 
-/// Open a connection to the server: from the class's namespace when the kernel shapes it.
+/// Open a connection to the server (from the class's namespace when the kernel shapes it)
+/// and, for an https target, run the TLS handshake: its time counts in the request's.
 async fn open(
+    plan: &Plan,
+    shared: &Shared,
+    local: Option<Ipv4Addr>,
+    recv_buffer: Option<u32>,
+    connector: Option<&tokio_rustls::TlsConnector>,
+) -> Result<Conn, Failure> {
+    let conn = open_tcp(plan, shared, local, recv_buffer).await?;
+    match (&shared.tls, connector) {
+        (Some(tls), Some(c)) => conn.secure(tls, c).await,
+        _ => Ok(conn),
+    }
+}
+
+async fn open_tcp(
     plan: &Plan,
     shared: &Shared,
     local: Option<Ipv4Addr>,

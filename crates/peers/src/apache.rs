@@ -23,6 +23,8 @@ pub struct ApacheSetup {
     pub processes: usize,
     /// Unprivileged user/group the workers switch to when the runner is root.
     pub drop_to: Option<(String, String)>,
+    /// Serve HTTPS with these files (mod_ssl, TLS 1.3).
+    pub tls: Option<crate::tls::TlsFiles>,
 }
 
 impl ApacheSetup {
@@ -56,6 +58,7 @@ LoadModule mpm_event_module {m}/mod_mpm_event.so\n\
 LoadModule authz_core_module {m}/mod_authz_core.so\n\
 {user}\
 Listen 127.0.0.1:{port}\n\
+{tls}\
 ErrorLog {error_log}\n\
 LogLevel warn\n\
 LogFormat \"{format}\" vodkit\n\
@@ -90,6 +93,11 @@ DocumentRoot {root}\n\
         pid = quoted(&setup.run_dir.join("apache2.pid")),
         m = MODULE_DIR,
         port = setup.port,
+        tls = setup
+            .tls
+            .as_ref()
+            .map(|f| crate::tls::apache_directives(f, MODULE_DIR, &setup.run_dir))
+            .unwrap_or_default(),
         error_log = quoted(&setup.error_log()),
         format = ACCESS_LOG_FORMAT,
         access = quoted(&setup.access_log()),
@@ -118,6 +126,7 @@ mod tests {
             port: 18081,
             processes: 2,
             drop_to: Some(("nobody".into(), "nogroup".into())),
+            tls: None,
         };
         let c = render(&s);
         for needle in [

@@ -92,7 +92,7 @@ fn write_config(what: &'static str, dir: &Path, path: &Path, text: &str) -> Resu
 }
 
 /// A peer ready to launch: its rendered config and the command that runs it.
-struct Prepared {
+struct Prepared<'t> {
     name: &'static str,
     port: u16,
     conf_path: PathBuf,
@@ -100,10 +100,16 @@ struct Prepared {
     error_log: PathBuf,
     is_error: fn(&str) -> bool,
     cmd: Command,
+    /// HTTPS only: the readiness probe uses TLS.
+    tls: Option<&'t crate::tls::TlsFiles>,
 }
 
 /// Write the config, wrap the command, start it and wait until it serves.
-fn launch(setup: &PeerSetup<'_>, p: Prepared, wrap: Wrap<'_>) -> Result<ServerProcess, PeerError> {
+fn launch(
+    setup: &PeerSetup<'_>,
+    p: Prepared<'_>,
+    wrap: Wrap<'_>,
+) -> Result<ServerProcess, PeerError> {
     write_config(p.name, setup.run_dir, &p.conf_path, &p.config)?;
     let cmd = wrap(p.cmd).map_err(PeerError::Wrap)?;
     let spec = StartSpec {
@@ -115,11 +121,31 @@ fn launch(setup: &PeerSetup<'_>, p: Prepared, wrap: Wrap<'_>) -> Result<ServerPr
         probe_path: setup.probe_path,
         timeout: START_TIMEOUT,
     };
-    Ok(ServerProcess::start(cmd, spec)?)
+    Ok(match p.tls {
+        None => ServerProcess::start(cmd, spec)?,
+        Some(files) => ServerProcess::start_tls(cmd, spec, files)?,
+    })
 }
 
 /// Start nginx with a generated config.
 pub fn start_nginx(setup: &PeerSetup<'_>, wrap: Wrap<'_>) -> Result<ServerProcess, PeerError> {
+    start_nginx_with(setup, None, wrap)
+}
+
+/// Start nginx serving HTTPS only (TLS 1.3, sendfile on) with `tls`'s certificate.
+pub fn start_nginx_tls(
+    setup: &PeerSetup<'_>,
+    tls: &crate::tls::TlsFiles,
+    wrap: Wrap<'_>,
+) -> Result<ServerProcess, PeerError> {
+    start_nginx_with(setup, Some(tls), wrap)
+}
+
+fn start_nginx_with(
+    setup: &PeerSetup<'_>,
+    tls: Option<&crate::tls::TlsFiles>,
+    wrap: Wrap<'_>,
+) -> Result<ServerProcess, PeerError> {
     let program = nginx_program().ok_or(PeerError::Missing("nginx", "nginx"))?;
     let port = free_port().map_err(ProcessError::from)?;
     let cfg = nginx::NginxSetup {
@@ -130,6 +156,7 @@ pub fn start_nginx(setup: &PeerSetup<'_>, wrap: Wrap<'_>) -> Result<ServerProces
         aio_threads: setup.aio_threads,
         as_root: is_root(),
         nofile: nginx::nofile_target(),
+        tls: tls.cloned(),
     };
     let mut cmd = Command::new(program);
     cmd.arg("-p")
@@ -145,12 +172,30 @@ pub fn start_nginx(setup: &PeerSetup<'_>, wrap: Wrap<'_>) -> Result<ServerProces
         error_log: cfg.error_log(),
         is_error: nginx::is_error_line,
         cmd,
+        tls,
     };
     launch(setup, prepared, wrap)
 }
 
 /// Start Apache (event MPM) with a generated config.
 pub fn start_apache(setup: &PeerSetup<'_>, wrap: Wrap<'_>) -> Result<ServerProcess, PeerError> {
+    start_apache_with(setup, None, wrap)
+}
+
+/// Start Apache serving HTTPS only (mod_ssl, TLS 1.3) with `tls`'s certificate.
+pub fn start_apache_tls(
+    setup: &PeerSetup<'_>,
+    tls: &crate::tls::TlsFiles,
+    wrap: Wrap<'_>,
+) -> Result<ServerProcess, PeerError> {
+    start_apache_with(setup, Some(tls), wrap)
+}
+
+fn start_apache_with(
+    setup: &PeerSetup<'_>,
+    tls: Option<&crate::tls::TlsFiles>,
+    wrap: Wrap<'_>,
+) -> Result<ServerProcess, PeerError> {
     let program = apache_program().ok_or(PeerError::Missing("apache", "apache2"))?;
     let port = free_port().map_err(ProcessError::from)?;
     let cfg = apache::ApacheSetup {
@@ -159,6 +204,7 @@ pub fn start_apache(setup: &PeerSetup<'_>, wrap: Wrap<'_>) -> Result<ServerProce
         port,
         processes: setup.workers,
         drop_to: is_root().then(|| ("nobody".to_string(), "nogroup".to_string())),
+        tls: tls.cloned(),
     };
     let mut cmd = Command::new(program);
     cmd.arg("-f").arg(cfg.conf_path()).arg("-DFOREGROUND");
@@ -170,6 +216,7 @@ pub fn start_apache(setup: &PeerSetup<'_>, wrap: Wrap<'_>) -> Result<ServerProce
         error_log: cfg.error_log(),
         is_error: apache::is_error_line,
         cmd,
+        tls,
     };
     launch(setup, prepared, wrap)
 }

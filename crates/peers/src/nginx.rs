@@ -25,6 +25,8 @@ pub struct NginxSetup {
     pub as_root: bool,
     /// Open-file limit to ask for (None: keep the inherited one, e.g. when it cannot be raised).
     pub nofile: Option<u64>,
+    /// Serve HTTPS with these files (`listen … ssl`, TLS 1.3, sendfile stays on).
+    pub tls: Option<crate::tls::TlsFiles>,
 }
 
 /// The open-file limit worth requesting: up to 65536, never above the hard limit.
@@ -89,8 +91,9 @@ http {{\n\
     log_format vodkit_trace '{format}';\n\
     access_log {access} vodkit_trace buffer=256k flush=1s;\n\
     server {{\n\
-        listen 127.0.0.1:{port};\n\
+        listen 127.0.0.1:{port}{ssl};\n\
         server_name localhost;\n\
+{tls}\
         root {root};\n\
         location / {{ }}\n\
     }}\n\
@@ -123,6 +126,12 @@ http {{\n\
         format = ACCESS_LOG_FORMAT,
         access = quoted(&setup.access_log()),
         port = setup.port,
+        ssl = if setup.tls.is_some() { " ssl" } else { "" },
+        tls = setup
+            .tls
+            .as_ref()
+            .map(crate::tls::nginx_directives)
+            .unwrap_or_default(),
         root = quoted(&setup.root),
     )
 }
@@ -148,6 +157,7 @@ mod tests {
             aio_threads: None,
             as_root: false,
             nofile: Some(65536),
+            tls: None,
         };
         let c = render(&s);
         for needle in [
@@ -174,6 +184,17 @@ mod tests {
             threaded.contains("thread_pool default threads=64 max_queue=65536;\n"),
             "{threaded}"
         );
+        assert!(!c.contains("ssl"));
+        let tls = render(&NginxSetup {
+            tls: Some(crate::tls::TlsFiles {
+                cert: "/tmp/run x/cert.pem".into(),
+                key: "/tmp/run x/key.pem".into(),
+                ca: "/tmp/run x/ca.pem".into(),
+            }),
+            ..s.clone()
+        });
+        assert!(tls.contains("listen 127.0.0.1:18080 ssl;"), "{tls}");
+        assert!(tls.contains("sendfile on;") && tls.contains("ssl_protocols TLSv1.3;"));
         assert!(render(&NginxSetup { as_root: true, ..s }).contains("user root root;"));
     }
 

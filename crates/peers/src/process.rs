@@ -82,7 +82,25 @@ pub struct StartSpec<'a> {
 
 impl ServerProcess {
     /// Spawn `cmd` with stdout/stderr captured in the run directory and wait until it answers.
-    pub fn start(mut cmd: Command, spec: StartSpec<'_>) -> Result<ServerProcess, ProcessError> {
+    pub fn start(cmd: Command, spec: StartSpec<'_>) -> Result<ServerProcess, ProcessError> {
+        Self::start_probed(cmd, spec, None)
+    }
+
+    /// [`ServerProcess::start`] for a server that speaks HTTPS only: the readiness probe
+    /// runs over TLS and trusts only `tls.ca`.
+    pub fn start_tls(
+        cmd: Command,
+        spec: StartSpec<'_>,
+        tls: &crate::tls::TlsFiles,
+    ) -> Result<ServerProcess, ProcessError> {
+        Self::start_probed(cmd, spec, Some(tls))
+    }
+
+    fn start_probed(
+        mut cmd: Command,
+        spec: StartSpec<'_>,
+        tls: Option<&crate::tls::TlsFiles>,
+    ) -> Result<ServerProcess, ProcessError> {
         let stderr_path = spec.run_dir.join(format!("{}.stderr", spec.name));
         let stdout_path = spec.run_dir.join(format!("{}.stdout", spec.name));
         // The server dies with its parent, even when the parent is killed.
@@ -114,7 +132,7 @@ impl ServerProcess {
             stderr_path,
             is_error: spec.is_error,
         };
-        match server.wait_ready(spec.probe_path, spec.timeout) {
+        match server.wait_ready(spec.probe_path, spec.timeout, tls) {
             Ok(()) => Ok(server),
             Err(e) => {
                 let _ = server.kill_now();
@@ -123,7 +141,12 @@ impl ServerProcess {
         }
     }
 
-    fn wait_ready(&mut self, probe_path: &str, timeout: Duration) -> Result<(), ProcessError> {
+    fn wait_ready(
+        &mut self,
+        probe_path: &str,
+        timeout: Duration,
+        tls: Option<&crate::tls::TlsFiles>,
+    ) -> Result<(), ProcessError> {
         let deadline = Instant::now() + timeout;
         loop {
             if let Some(status) = self.child.try_wait()? {
@@ -133,7 +156,11 @@ impl ServerProcess {
                     detail: self.diagnostics(),
                 });
             }
-            let last = match http_status(self.port, probe_path) {
+            let status = match tls {
+                None => http_status(self.port, probe_path),
+                Some(files) => crate::tls::https_status(self.port, probe_path, files),
+            };
+            let last = match status {
                 Ok(code) if (200..300).contains(&code) => return Ok(()),
                 Ok(code) => {
                     return Err(ProcessError::NotReady {
@@ -272,7 +299,12 @@ pub fn http_status(port: u16, path: &str) -> std::io::Result<u16> {
     )?;
     let mut head = [0u8; 64];
     let n = s.read(&mut head)?;
-    let line = String::from_utf8_lossy(&head[..n]);
+    status_of(&head[..n])
+}
+
+/// The status code of the start of an HTTP/1.x response.
+pub(crate) fn status_of(head: &[u8]) -> std::io::Result<u16> {
+    let line = String::from_utf8_lossy(head);
     line.strip_prefix("HTTP/1.")
         .and_then(|r| r.get(2..5))
         .and_then(|c| c.parse().ok())

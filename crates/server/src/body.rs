@@ -59,7 +59,16 @@ impl SendClock {
         }
     }
 
-    fn deadline(&self) -> Instant {
+    /// Count `n` bytes handed over (body or head).
+    pub(crate) fn count(&mut self, n: u64, is_body: bool) {
+        if is_body {
+            self.body_sent += n;
+        } else {
+            self.head_sent += n;
+        }
+    }
+
+    pub(crate) fn deadline(&self) -> Instant {
         let sent = self.body_sent + self.head_sent;
         let allowance = if self.min_rate == 0 {
             Duration::from_secs(365 * 24 * 3600)

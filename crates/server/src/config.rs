@@ -44,6 +44,8 @@ pub struct ServerConfig {
     pub allow_outside_symlinks: bool,
     /// Longest wait for in-flight responses on shutdown.
     pub drain_timeout: Duration,
+    /// Serve HTTPS with this certificate and key (`None`: plaintext HTTP).
+    pub tls: Option<crate::tls::TlsSettings>,
     /// Runtime worker threads for [`crate::Server::start`] (0: one per CPU).
     pub worker_threads: usize,
 }
@@ -70,6 +72,7 @@ impl ServerConfig {
             allow_outside_symlinks: false,
             drain_timeout: Duration::from_secs(30),
             worker_threads: 0,
+            tls: None,
         }
     }
 }

@@ -147,7 +147,7 @@ async fn discard_body(
     }
 }
 
-fn full_text(resp: &Response) -> Vec<u8> {
+pub(crate) fn full_text(resp: &Response) -> Vec<u8> {
     let mut out = head_bytes(resp, &http_date(), !resp.close);
     if let Body::Text(b) = &resp.body {
         out.extend_from_slice(b);
@@ -189,9 +189,9 @@ async fn reject(shared: &Shared, stream: &TcpStream, e: &HeadError, info: ConnIn
 
 /// Per-response byte accounting.
 #[derive(Debug, Default)]
-struct Served {
-    from_memory: u64,
-    from_disk: u64,
+pub(crate) struct Served {
+    pub from_memory: u64,
+    pub from_disk: u64,
 }
 
 /// Answer one request; returns whether the connection stays open.
@@ -236,7 +236,26 @@ async fn answer(
         &mut served,
     )
     .await;
-    let outcome = match &result {
+    finish(
+        shared, req, &resp, info, req_no, started, &clock, &served, &result,
+    );
+    keep && result.is_ok()
+}
+
+/// Count a finished response in the metrics and the access log (both listeners).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn finish(
+    shared: &Shared,
+    req: &Request,
+    resp: &Response,
+    info: ConnInfo,
+    req_no: u64,
+    started: Instant,
+    clock: &SendClock,
+    served: &Served,
+    result: &Result<(), SendError>,
+) {
+    let outcome = match result {
         Ok(()) => Outcome::Done,
         Err(SendError::TooSlow) => Outcome::TooSlow,
         Err(SendError::Io(_)) => Outcome::Aborted,
@@ -271,7 +290,6 @@ async fn answer(
             outcome,
         });
     }
-    keep && result.is_ok()
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -18,6 +18,8 @@ pub mod request;
 pub mod response;
 mod server;
 pub mod target;
+pub mod tls;
+mod tls_conn;
 pub mod validators;
 
 use std::sync::Arc;
@@ -35,6 +37,8 @@ pub(crate) struct Shared {
     pub metrics: metrics::Metrics,
     pub log: Option<access_log::AccessLog>,
     pub io: io::DiskIo,
+    /// Set on a TLS listener: every connection is handshaken first.
+    pub tls: Option<tls::Tls>,
     pub shutdown: Arc<tokio::sync::watch::Sender<bool>>,
 }
 
@@ -69,11 +73,19 @@ pub fn run_until_signal(
         use tokio::signal::unix::{signal, SignalKind};
         let mut term = signal(SignalKind::terminate())?;
         let mut int = signal(SignalKind::interrupt())?;
+        let mut hup = signal(SignalKind::hangup())?;
         let handle = Server::bind(config).await?;
         on_ready(handle.local_addr(), handle.admin_addr());
-        tokio::select! {
-            _ = term.recv() => {}
-            _ = int.recv() => {}
+        loop {
+            tokio::select! {
+                _ = term.recv() => break,
+                _ = int.recv() => break,
+                _ = hup.recv() => match handle.reload_tls() {
+                    Ok(true) => tracing::info!("SIGHUP: TLS certificate reloaded"),
+                    Ok(false) => tracing::info!("SIGHUP ignored: not a TLS listener"),
+                    Err(e) => tracing::warn!("SIGHUP: keeping the old certificate: {e}"),
+                },
+            }
         }
         tracing::info!("shutting down: draining connections");
         handle.shutdown().await;

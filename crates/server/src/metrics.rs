@@ -24,6 +24,9 @@ pub struct Metrics {
     pub bytes_from_disk: Counter,
     pub header_timeouts: Counter,
     pub bad_requests: Counter,
+    pub tls_handshake_failures: Counter,
+    pub tls_handshakes: Counter,
+    pub tls_resumed: Counter,
 }
 
 /// The `/stats` document.
@@ -40,6 +43,11 @@ pub struct Stats {
     pub bytes_from_disk: u64,
     pub header_timeouts: u64,
     pub bad_requests: u64,
+    /// TLS handshakes that failed or timed out (0 on a plaintext listener).
+    pub tls_handshake_failures: u64,
+    /// TLS handshakes completed, and how many of them resumed an earlier session.
+    pub tls_handshakes: u64,
+    pub tls_resumed: u64,
     pub io_mode: String,
     /// The prefetch engine's accounting (see docs/prefetch.md).
     pub prefetch: vodkit_prefetch::Stats,
@@ -63,6 +71,9 @@ impl Metrics {
             bytes_from_disk: Counter::default(),
             header_timeouts: Counter::default(),
             bad_requests: Counter::default(),
+            tls_handshake_failures: Counter::default(),
+            tls_handshakes: Counter::default(),
+            tls_resumed: Counter::default(),
         };
         register_server(registry.sub_registry_with_prefix("vodkit_server"), &m);
         if let Some(engine) = engine {
@@ -99,6 +110,9 @@ impl Metrics {
             bytes_from_disk: self.bytes_from_disk.get(),
             header_timeouts: self.header_timeouts.get(),
             bad_requests: self.bad_requests.get(),
+            tls_handshake_failures: self.tls_handshake_failures.get(),
+            tls_handshakes: self.tls_handshakes.get(),
+            tls_resumed: self.tls_resumed.get(),
             io_mode: io.mode().to_string(),
             prefetch: io.engine().stats(),
         }
@@ -156,5 +170,20 @@ fn register_server(registry: &mut Registry, m: &Metrics) {
         "bad_requests",
         "Malformed or oversized request heads",
         m.bad_requests.clone(),
+    );
+    registry.register(
+        "tls_handshake_failures",
+        "TLS handshakes that failed or timed out",
+        m.tls_handshake_failures.clone(),
+    );
+    registry.register(
+        "tls_handshakes",
+        "TLS handshakes completed",
+        m.tls_handshakes.clone(),
+    );
+    registry.register(
+        "tls_resumed",
+        "TLS handshakes that resumed a session (ticket or session id)",
+        m.tls_resumed.clone(),
     );
 }

@@ -64,6 +64,13 @@ impl Server {
         };
         let io = DiskIo::new(&config.io, root.path())
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+        let tls = match &config.tls {
+            Some(t) => Some(
+                crate::tls::Tls::new(t, io.mode())
+                    .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?,
+            ),
+            None => None,
+        };
         let metrics = Metrics::new(Some(io.engine().clone()));
         let shutdown = Arc::new(watch::channel(false).0);
         let shared = Arc::new(Shared {
@@ -76,6 +83,7 @@ impl Server {
             metrics,
             log,
             io,
+            tls,
             shutdown: shutdown.clone(),
         });
         let admin_task = admin.map(|l| tokio::spawn(crate::admin::run(l, shared.clone())));
@@ -102,6 +110,15 @@ impl ServerHandle {
     /// Current counters (the same figures as `/stats`).
     pub fn stats(&self) -> crate::metrics::Stats {
         self.shared.metrics.stats(&self.shared.io)
+    }
+
+    /// Re-read the TLS certificate and key; connections already open keep theirs.
+    /// `Ok(false)`: not a TLS listener.
+    pub fn reload_tls(&self) -> Result<bool, String> {
+        match &self.shared.tls {
+            Some(t) => t.store.reload().map(|()| true),
+            None => Ok(false),
+        }
     }
 
     /// Ask the server to stop accepting and drain; returns at once.
@@ -182,6 +199,10 @@ fn admit(
     let m = &shared.metrics;
     let Ok(permit) = limit.clone().try_acquire_owned() else {
         m.connections_refused.inc();
+        if shared.tls.is_some() {
+            // Never plaintext on a TLS listener: just close.
+            return;
+        }
         let _ = stream.try_write(
             b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\nRetry-After: 1\r\n\r\n",
         );
@@ -192,7 +213,11 @@ fn admit(
     m.connections_open.inc();
     let shared = shared.clone();
     conns.spawn(async move {
-        conn::serve(shared.clone(), stream, info).await;
+        if shared.tls.is_some() {
+            crate::tls_conn::serve(shared.clone(), stream, info).await;
+        } else {
+            conn::serve(shared.clone(), stream, info).await;
+        }
         shared.metrics.connections_open.dec();
         drop(permit);
     });

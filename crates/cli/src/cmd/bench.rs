@@ -15,7 +15,8 @@ pub struct Args {
     root: Option<PathBuf>,
     /// Servers under test, comma separated: vodkit[:IO[:POLICY]], nginx, apache,
     /// X+preload[:POLICY] (own prefetch daemon, default fixed:2MiB),
-    /// nginx+readahead:KB[,maxsectors:KB], url:http://127.0.0.1:PORT/
+    /// nginx+readahead:KB[,maxsectors:KB], X+tls (HTTPS with a throwaway CA and
+    /// certificate in the run directory), url:http://127.0.0.1:PORT/
     #[arg(long, default_value = "vodkit:asap:auto,nginx")]
     sut: String,
     /// Where the file set lives: plain (this machine's disk) or hdd:PRESET (emulated disk).

@@ -41,7 +41,8 @@ struct MergeArgs {
 
 #[derive(clap::Args)]
 struct RunArgs {
-    /// Server under test, `http://HOST:PORT` (loopback unless --allow-remote).
+    /// Server under test, `http://HOST:PORT` or `https://HOST:PORT` (loopback unless
+    /// --allow-remote; https needs --ca or --insecure).
     #[arg(long)]
     target: Option<String>,
     /// Session log (sessions.jsonl or an httperf-family wsesslog).
@@ -116,6 +117,8 @@ struct RunArgs {
     /// Allow a target that is not a loopback address.
     #[arg(long)]
     allow_remote: bool,
+    #[command(flatten)]
+    tls: super::tls::LoadTls,
 }
 
 fn parse_link(s: &str) -> Result<LinkMode, String> {
@@ -198,6 +201,7 @@ fn run_load(a: RunArgs) -> anyhow::Result<()> {
     config.max_sessions = a.max_sessions;
     config.duration = a.duration;
     config.verify = a.verify;
+    config.tls = a.tls.client(&config.target).map_err(usage)?;
     config.progress = a.progress;
     config.workers = a.threads;
     config.stop_on_interrupt = true;

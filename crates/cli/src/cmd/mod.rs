@@ -14,6 +14,7 @@ pub mod serve;
 pub mod simulate;
 pub mod synth;
 pub mod sys;
+pub mod tls;
 pub mod trace;
 pub mod workload;
 

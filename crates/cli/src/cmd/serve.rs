@@ -76,6 +76,8 @@ pub struct Args {
     /// Event-loop threads (default: one per CPU).
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    #[command(flatten)]
+    tls: super::tls::ServeTls,
 }
 
 fn parse_on_off(s: &str) -> Result<bool, String> {
@@ -137,13 +139,15 @@ fn config(args: Args) -> anyhow::Result<ServerConfig> {
     config.allow_outside_symlinks = args.allow_outside_symlinks;
     config.drain_timeout = args.drain_timeout;
     config.worker_threads = args.threads;
+    config.tls = args.tls.settings();
     Ok(config)
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let config = config(args)?;
+    let scheme = super::tls::announce(&config);
     vodkit_server::run_until_signal(config, |http, admin| {
-        eprintln!("vodkit serve: listening on http://{http}");
+        eprintln!("vodkit serve: listening on {scheme}://{http}");
         if let Some(a) = admin {
             eprintln!("vodkit serve: admin on http://{a} (/metrics, /stats)");
         }

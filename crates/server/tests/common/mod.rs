@@ -78,6 +78,11 @@ impl TestServer {
         self.handle.as_ref().unwrap().stats()
     }
 
+    /// Re-read the TLS certificate (what SIGHUP does).
+    pub fn reload_tls(&self) -> Result<bool, String> {
+        self.handle.as_ref().unwrap().reload_tls()
+    }
+
     /// Shut down (drain) and wait.
     pub fn stop(mut self) {
         if let Some(h) = self.handle.take() {
