@@ -17,39 +17,61 @@ pub fn write_all(out: &Path, r: &SimReport) -> Result<(), String> {
     std::fs::create_dir_all(out).map_err(|e| io("create directory", e))?;
     let json = serde_json::to_string_pretty(r).map_err(|e| e.to_string())?;
     std::fs::write(out.join("sim.json"), json + "\n").map_err(|e| io("write sim.json", e))?;
-    std::fs::write(out.join("sim.csv"), csv(r)).map_err(|e| io("write sim.csv", e))?;
+    std::fs::write(out.join("sim.csv"), csv(r)?).map_err(|e| io("write sim.csv", e))?;
     std::fs::write(out.join("index.html"), html(r)).map_err(|e| io("write index.html", e))?;
     Ok(())
 }
 
-/// One row per policy and parameter.
-pub fn csv(r: &SimReport) -> String {
-    let mut s = String::from(
-        "policy,param_bytes,spec,max_disk_util,max_memory_bytes,feasible,busiest_drive,\
-         busiest_interval,prefetches,disk_bytes,chain_bytes,wasted_bytes\n",
-    );
+/// The columns of `sim.csv`, in [`CsvRow`]'s order.
+pub const CSV_HEADER: &str = "policy,param_bytes,spec,max_disk_util,max_memory_bytes,feasible,\
+busiest_drive,busiest_interval,prefetches,disk_bytes,chain_bytes,wasted_bytes";
+
+/// One `sim.csv` row.
+#[derive(serde::Serialize)]
+struct CsvRow<'a> {
+    policy: &'a str,
+    param_bytes: u64,
+    spec: &'a str,
+    max_disk_util: f64,
+    max_memory_bytes: u64,
+    feasible: bool,
+    busiest_drive: u32,
+    busiest_interval: u64,
+    prefetches: u64,
+    disk_bytes: u64,
+    chain_bytes: u64,
+    wasted_bytes: u64,
+}
+
+/// One row per policy and parameter (RFC 4180 quoting, written with the `csv` crate).
+pub fn csv(r: &SimReport) -> Result<String, String> {
+    let mut w = csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_writer(Vec::new());
+    w.write_record(CSV_HEADER.split(','))
+        .map_err(|e| format!("sim.csv: {e}"))?;
     for c in &r.policies {
         for p in &c.points {
             let q = &p.result;
-            let _ = writeln!(
-                s,
-                "{},{},\"{}\",{:.6},{},{},{},{},{},{},{},{}",
-                c.policy.name(),
-                p.param_bytes,
-                p.spec,
-                q.max_disk_util,
-                q.max_memory_bytes,
-                q.feasible,
-                q.busiest_drive,
-                q.busiest_interval,
-                q.prefetches,
-                q.disk_bytes,
-                q.chain_bytes,
-                q.wasted_bytes
-            );
+            w.serialize(CsvRow {
+                policy: c.policy.name(),
+                param_bytes: p.param_bytes,
+                spec: &p.spec,
+                max_disk_util: (q.max_disk_util * 1e6).round() / 1e6,
+                max_memory_bytes: q.max_memory_bytes,
+                feasible: q.feasible,
+                busiest_drive: q.busiest_drive,
+                busiest_interval: q.busiest_interval,
+                prefetches: q.prefetches,
+                disk_bytes: q.disk_bytes,
+                chain_bytes: q.chain_bytes,
+                wasted_bytes: q.wasted_bytes,
+            })
+            .map_err(|e| format!("sim.csv: {e}"))?;
         }
     }
-    s
+    let bytes = w.into_inner().map_err(|e| format!("sim.csv: {e}"))?;
+    String::from_utf8(bytes).map_err(|e| format!("sim.csv: {e}"))
 }
 
 fn pct(x: f64) -> String {

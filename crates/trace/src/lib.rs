@@ -20,7 +20,7 @@ pub mod sessions;
 mod svg;
 
 pub use analyze::{analyze, Analysis, AnalyzeOptions};
-pub use chain::{read_chains_csv, Chain, ChainKind};
+pub use chain::{read_chains_csv, Chain};
 pub use files::{FileInfo, FileTable};
 pub use fit::{growth_factor, survival_distance, PowerLawFit, PowerLawSegment};
 pub use read::LogFormat;

@@ -55,12 +55,7 @@ fn truth_phases(path: &Path) -> HashMap<String, Vec<(PhaseKind, f64, f64)>> {
     for line in f.lines().skip(1) {
         let line = line.unwrap();
         let v: Vec<&str> = line.split(',').collect();
-        let kind = match v[1] {
-            "transient" => PhaseKind::Transient,
-            "stable" => PhaseKind::Stable,
-            "inactive" => PhaseKind::Inactive,
-            other => panic!("unknown phase {other}"),
-        };
+        let kind: PhaseKind = v[1].parse().unwrap();
         out.entry(v[0].to_string()).or_default().push((
             kind,
             v[2].parse().unwrap(),
