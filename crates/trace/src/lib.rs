@@ -17,7 +17,6 @@ pub mod read;
 pub mod record;
 pub mod report;
 pub mod sessions;
-mod svg;
 
 pub use analyze::{analyze, Analysis, AnalyzeOptions};
 pub use chain::{read_chains_csv, Chain};
