@@ -196,7 +196,7 @@ impl Plot {
         &self,
         svg: &mut String,
         (x0, x1): (f64, f64),
-        y_range: (f64, f64),
+        (y0, y1): (f64, f64),
         left: &[Vec<(f64, f64)>],
         right: &[Vec<(f64, f64)>],
     ) -> Result<(), String> {
@@ -208,20 +208,31 @@ impl Plot {
             .x_label_area_size(40)
             .y_label_area_size(64)
             .right_y_label_area_size(if self.right.is_some() { 64 } else { 0 })
-            .build_cartesian_2d(x0..x1, y_range.0..y_range.1)
+            .build_cartesian_2d(x0..x1, y0..y1)
             .map_err(|e| e.to_string())?;
+        // Every series is drawn in the left axis' coordinates: the right axis' values are
+        // mapped onto them, so one loop draws all lines alike.
+        let mut lines: Vec<(&Series, Vec<(f64, f64)>)> =
+            self.series.iter().zip(left.iter().cloned()).collect();
         match &self.right {
             None => {
                 let mut chart = chart;
-                self.draw_left(&mut chart, (x0, x1), left)?;
+                self.draw_lines(&mut chart, (x0, x1), &lines)?;
                 legend(&mut chart)?;
             }
             Some((axis, series)) => {
                 let (r0, r1) = range(right.iter().flatten().map(|p| p.1), !axis.log, true);
-                // The secondary coordinates first: they take over the right label area,
-                // which the primary mesh would otherwise label too.
+                let to_left = |v: f64| y0 + (v - r0) / (r1 - r0) * (y1 - y0);
+                lines.extend(
+                    series
+                        .iter()
+                        .zip(right)
+                        .map(|(s, pts)| (s, pts.iter().map(|&(x, v)| (x, to_left(v))).collect())),
+                );
+                // The secondary coordinates before the mesh: they take over the right label
+                // area, which the primary mesh would otherwise label too.
                 let mut chart = chart.set_secondary_coord(x0..x1, r0..r1);
-                self.draw_left(&mut chart, (x0, x1), left)?;
+                self.draw_lines(&mut chart, (x0, x1), &lines)?;
                 let fr = |v: &f64| axis.tick_label(*v);
                 chart
                     .configure_secondary_axes()
@@ -231,31 +242,6 @@ impl Plot {
                     .axis_desc_style(("sans-serif", 13))
                     .draw()
                     .map_err(|e| e.to_string())?;
-                let offset = self.series.len();
-                for (i, (s, pts)) in series.iter().zip(right).enumerate() {
-                    let style = line_style(s, offset + i);
-                    let drawn = if s.dashed {
-                        chart.draw_secondary_series(DashedLineSeries::new(
-                            pts.iter().copied(),
-                            6,
-                            4,
-                            style,
-                        ))
-                    } else {
-                        chart.draw_secondary_series(LineSeries::new(pts.iter().copied(), style))
-                    };
-                    drawn
-                        .map_err(|e| e.to_string())?
-                        .label(s.name.clone())
-                        .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
-                    if s.markers {
-                        chart
-                            .draw_secondary_series(
-                                pts.iter().map(|&p| Circle::new(p, 3, style.color.filled())),
-                            )
-                            .map_err(|e| e.to_string())?;
-                    }
-                }
                 legend(&mut chart)?;
             }
         }
@@ -263,12 +249,12 @@ impl Plot {
         Ok(())
     }
 
-    /// The mesh, the reference rules and the left axis' series.
-    fn draw_left<'a, DB: DrawingBackend + 'a>(
+    /// The mesh, the reference rules and the series (in left-axis coordinates).
+    fn draw_lines<'a, DB: DrawingBackend + 'a>(
         &self,
         chart: &mut ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
         (x0, x1): (f64, f64),
-        left: &[Vec<(f64, f64)>],
+        lines: &[(&Series, Vec<(f64, f64)>)],
     ) -> Result<(), String> {
         let (x_axis, y_axis) = (&self.x, &self.y);
         let fx = |v: &f64| x_axis.tick_label(*v);
@@ -300,7 +286,7 @@ impl Plot {
                 .label(label.clone())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
         }
-        for (i, (s, pts)) in self.series.iter().zip(left).enumerate() {
+        for (i, (s, pts)) in lines.iter().enumerate() {
             let style = line_style(s, i);
             let drawn = if s.dashed {
                 chart.draw_series(DashedLineSeries::new(pts.iter().copied(), 6, 4, style))

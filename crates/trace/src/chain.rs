@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use vodkit_workload::model::Media;
 
-use crate::files::{parse_media, FileTable};
+use crate::files::FileTable;
 use crate::record::{LogRequest, RequestKind};
 
 /// Default chain window (thesis 5.3): adjacent requests this close in time join. The one
@@ -32,8 +32,9 @@ use vodkit_prefetch::ChainKind;
 pub const CSV_HEADER: &str =
     "session,file,start_offset,bytes,requests,t_start,t_end,kind,media,bitrate_kbps,drive";
 
-/// One chain as read from `chains.csv` (the columns in order).
-#[derive(Clone, Debug, PartialEq)]
+/// One chain as read from `chains.csv` (the columns in order; an empty optional column
+/// is `None`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 pub struct Chain {
     pub session: String,
     pub file: String,
@@ -50,50 +51,6 @@ pub struct Chain {
     pub media: Option<Media>,
     pub bitrate_kbps: Option<u32>,
     pub drive: Option<String>,
-}
-
-/// A `chains.csv` record as the `csv` crate reads it; optional columns stay text until
-/// [`ChainIn::into_chain`] names the field that does not parse.
-#[derive(Deserialize)]
-struct ChainIn {
-    session: String,
-    file: String,
-    start_offset: u64,
-    bytes: u64,
-    requests: u32,
-    t_start: f64,
-    t_end: f64,
-    kind: RequestKind,
-    media: String,
-    bitrate_kbps: String,
-    drive: String,
-}
-
-impl ChainIn {
-    /// The chain, or the index of the column that does not parse.
-    fn into_chain(self) -> Result<Chain, usize> {
-        let media = match self.media.trim() {
-            "" => None,
-            m => Some(parse_media(m).ok_or(8usize)?),
-        };
-        let bitrate_kbps = match self.bitrate_kbps.trim() {
-            "" => None,
-            b => Some(b.parse().map_err(|_| 9usize)?),
-        };
-        Ok(Chain {
-            session: self.session,
-            file: self.file,
-            start_offset: self.start_offset,
-            bytes: self.bytes,
-            requests: self.requests,
-            t_start: self.t_start,
-            t_end: self.t_end,
-            kind: self.kind,
-            media,
-            bitrate_kbps,
-            drive: Some(self.drive).filter(|d| !d.trim().is_empty()),
-        })
-    }
 }
 
 impl Chain {
@@ -393,14 +350,10 @@ pub fn parse_chains_csv(input: impl Read, name: &str) -> Result<Vec<Chain>, Stri
                 header_fields[i], CSV_WANT[i]
             )
         };
-        let chain = rec
-            .deserialize::<ChainIn>(None)
-            .map_err(|e| match e.kind() {
-                csv::ErrorKind::Deserialize { err, .. } => bad(err.field().unwrap_or(0) as usize),
-                _ => format!("{name}:{n}: {e}"),
-            })?
-            .into_chain()
-            .map_err(bad)?;
+        let chain: Chain = rec.deserialize(None).map_err(|e| match e.kind() {
+            csv::ErrorKind::Deserialize { err, .. } => bad(err.field().unwrap_or(0) as usize),
+            _ => format!("{name}:{n}: {e}"),
+        })?;
         out.push(chain);
     }
     Ok(out)
