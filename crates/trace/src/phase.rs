@@ -36,7 +36,7 @@ impl Default for PhaseParams {
 
 /// What a client was doing (thesis 5.4): probing (transient), streaming steadily
 /// (stable), or nothing (inactive). Written to and read from `phases.csv` by name.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum PhaseKind {
     Transient,
@@ -57,20 +57,6 @@ impl PhaseKind {
 impl std::fmt::Display for PhaseKind {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for PhaseKind {
-    type Err = String;
-    fn from_str(s: &str) -> Result<PhaseKind, String> {
-        match s {
-            "transient" => Ok(PhaseKind::Transient),
-            "stable" => Ok(PhaseKind::Stable),
-            "inactive" => Ok(PhaseKind::Inactive),
-            other => Err(format!(
-                "phase `{other}`: expected transient, stable or inactive"
-            )),
-        }
     }
 }
 
