@@ -14,5 +14,6 @@ pub mod library;
 pub mod protocol;
 mod signals;
 
-pub use daemon::{Daemon, DaemonConfig, Mode};
+pub use daemon::{parse_mode, Daemon, DaemonConfig};
 pub use launch::{default_socket, run_command, Preload, PreloadError};
+pub use vodkit_prefetch::IoMode;

@@ -8,7 +8,7 @@ use common::*;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-use vodkit_preload::{Daemon, DaemonConfig, Mode};
+use vodkit_preload::{Daemon, DaemonConfig, IoMode};
 
 const FILES: usize = 8;
 const FILE_SIZE: usize = 4 << 20;
@@ -43,7 +43,7 @@ fn check_stress_output(out: &std::process::Output, processes: usize) {
 fn sixty_four_threads_and_eight_processes_read_correct_bytes() {
     let dir = content_dir();
     let d = dir.path().to_str().unwrap();
-    let daemon = daemon(dir.path(), Mode::Both, "fixed:1MiB");
+    let daemon = daemon(dir.path(), IoMode::Asap, "fixed:1MiB");
     let out = run_preloaded(
         daemon.socket(),
         STRESS_BIN,

@@ -8,7 +8,7 @@ use std::io::{Read, Write};
 use std::os::fd::AsRawFd;
 use vodkit_preload::daemon::socket;
 use vodkit_preload::protocol::{Op, Request};
-use vodkit_preload::Mode;
+use vodkit_preload::IoMode;
 
 fn request(offset: u64, len: u64, size: u64, seq: u64) -> Request {
     Request {
@@ -29,7 +29,7 @@ fn replies_follow_the_mode_and_bad_input_is_survived() {
     evict(&file);
     let f = std::fs::File::open(&file).unwrap();
 
-    let d = daemon(dir.path(), Mode::Prefetch, "fixed:1MiB");
+    let d = daemon(dir.path(), IoMode::Prefetch, "fixed:1MiB");
     let conn = socket::connect(d.socket()).unwrap();
     socket::send_request(
         conn.as_raw_fd(),
@@ -58,7 +58,7 @@ fn replies_follow_the_mode_and_bad_input_is_survived() {
     assert_eq!(m.outcomes.not_regular, 1);
     assert_eq!(m.outcomes.prefetch_in_library, 2);
 
-    let d = daemon(dir.path(), Mode::Both, "fixed:2MiB");
+    let d = daemon(dir.path(), IoMode::Asap, "fixed:2MiB");
     let conn = socket::connect(d.socket()).unwrap();
     socket::send_request(
         conn.as_raw_fd(),
@@ -78,7 +78,7 @@ fn resident_notes_are_accounted_as_hits_and_never_answered() {
     let file = write_content(dir.path(), "n.dat", 4 << 20);
     evict(&file);
     let f = std::fs::File::open(&file).unwrap();
-    let d = daemon(dir.path(), Mode::Both, "fixed:2MiB");
+    let d = daemon(dir.path(), IoMode::Asap, "fixed:2MiB");
     let conn = socket::connect(d.socket()).unwrap();
     // a miss at 0 prefetches [0, 2 MiB)
     socket::send_request(
@@ -127,7 +127,7 @@ fn admin_serves_prometheus_metrics_and_json_stats() {
     let file = write_content(dir.path(), "a.dat", 1 << 20);
     evict(&file);
     let f = std::fs::File::open(&file).unwrap();
-    let d = daemon(dir.path(), Mode::Both, "fixed:512KiB");
+    let d = daemon(dir.path(), IoMode::Asap, "fixed:512KiB");
     let addr = vodkit_preload::daemon::admin::spawn(&d, "127.0.0.1:0".parse().unwrap()).unwrap();
     let conn = socket::connect(d.socket()).unwrap();
     socket::send_request(
@@ -159,7 +159,7 @@ fn admin_serves_prometheus_metrics_and_json_stats() {
 #[test]
 fn start_reuses_a_running_daemon_and_wrap_adds_the_library() {
     let dir = open_tempdir();
-    let first = daemon(dir.path(), Mode::Both, "fixed:1MiB");
+    let first = daemon(dir.path(), IoMode::Asap, "fixed:1MiB");
     let cfg = vodkit_preload::DaemonConfig::new(first.socket());
     let preload = vodkit_preload::Preload::start(cfg).unwrap();
     assert!(
@@ -217,7 +217,7 @@ fn catalog_listing(dir: &std::path::Path, rel: &str, kbps: u32) -> std::path::Pa
 
 fn daemon_with_catalog(
     dir: &std::path::Path,
-    mode: Mode,
+    mode: IoMode,
     catalog: &std::path::Path,
     root: Option<&std::path::Path>,
 ) -> vodkit_preload::Daemon {
@@ -254,7 +254,7 @@ fn catalog_bit_rates_scale_auto_by_square_root() {
 
     // prefetch mode: the reply carries the size auto chose for each file
     for root_arg in [Some(root.as_path()), None] {
-        let d = daemon_with_catalog(dir.path(), Mode::Prefetch, &catalog, root_arg);
+        let d = daemon_with_catalog(dir.path(), IoMode::Prefetch, &catalog, root_arg);
         let conn = socket::connect(d.socket()).unwrap();
         let (s1, plain) = ask(&conn, &unlisted, 1);
         let (s2, scaled) = ask(&conn, &listed, 2);
@@ -273,7 +273,7 @@ fn catalog_bit_rates_scale_auto_by_square_root() {
     // both mode: the engine reads each file at its size
     evict(&listed);
     evict(&unlisted);
-    let d = daemon_with_catalog(dir.path(), Mode::Both, &catalog, Some(&root));
+    let d = daemon_with_catalog(dir.path(), IoMode::Asap, &catalog, Some(&root));
     let conn = socket::connect(d.socket()).unwrap();
     assert_eq!(ask(&conn, &unlisted, 1).0, 0);
     assert_eq!(ask(&conn, &listed, 2).0, 0);
@@ -297,7 +297,7 @@ fn a_catalog_outside_the_root_gives_no_rates() {
     let other = dir.path().join("elsewhere");
     std::fs::create_dir_all(&other).unwrap();
     let catalog = catalog_listing(dir.path(), "hd/t1.dat", 1676);
-    let d = daemon_with_catalog(dir.path(), Mode::Prefetch, &catalog, Some(&other));
+    let d = daemon_with_catalog(dir.path(), IoMode::Prefetch, &catalog, Some(&other));
     let conn = socket::connect(d.socket()).unwrap();
     ask(&conn, &listed, 1);
     assert_eq!(d.stop().misses_with_bitrate, 0);

@@ -8,7 +8,7 @@ use common::*;
 use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::time::Duration;
-use vodkit_preload::Mode;
+use vodkit_preload::IoMode;
 
 const PREFETCH: usize = 1 << 20;
 
@@ -34,7 +34,7 @@ fn resident_pages(path: &Path, len: usize) -> usize {
     }
 }
 
-fn first_read_under(mode: Mode) -> usize {
+fn first_read_under(mode: IoMode) -> usize {
     let dir = open_tempdir();
     let file = write_content(dir.path(), "cold.dat", 8 << 20);
     evict(&file);
@@ -60,13 +60,13 @@ fn first_read_under(mode: Mode) -> usize {
 #[test]
 fn a_miss_makes_the_policy_range_resident() {
     let all = PREFETCH / 4096;
-    assert_eq!(first_read_under(Mode::Both), all, "daemon-side prefetch");
+    assert_eq!(first_read_under(IoMode::Asap), all, "daemon-side prefetch");
     assert_eq!(
-        first_read_under(Mode::Prefetch),
+        first_read_under(IoMode::Prefetch),
         all,
         "library-side prefetch"
     );
-    let tracked = first_read_under(Mode::Track);
+    let tracked = first_read_under(IoMode::Vanilla);
     assert!(
         tracked < all,
         "control: without prefetching the kernel alone should not read 1 MiB ({tracked} pages)"
@@ -78,7 +78,7 @@ fn resident_reads_are_noted_to_the_daemon_in_batches() {
     let dir = open_tempdir();
     let file = write_content(dir.path(), "warm.dat", 4 << 20);
     std::fs::read(&file).unwrap(); // all of it in memory
-    let daemon = daemon(dir.path(), Mode::Both, "fixed:1MiB");
+    let daemon = daemon(dir.path(), IoMode::Asap, "fixed:1MiB");
     let out = run_preloaded(
         daemon.socket(),
         "dd",

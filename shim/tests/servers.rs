@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 use vodkit_peers::{PeerError, PeerSetup, ServerProcess, Wrap};
-use vodkit_preload::{Mode, Preload};
+use vodkit_preload::{IoMode, Preload};
 use vodkit_workload::content::{first_mismatch, path_key};
 
 const TITLES: usize = 6;
@@ -90,7 +90,7 @@ fn site() -> tempfile::TempDir {
 
 fn serve_and_verify(start: StartPeer, aio_threads: Option<usize>) {
     let dir = site();
-    let daemon = daemon(dir.path(), Mode::Both, "fixed:2MiB");
+    let daemon = daemon(dir.path(), IoMode::Asap, "fixed:2MiB");
     let preload = Preload::attach(daemon.socket()).unwrap();
     let with_library = |mut cmd: Command| -> Result<Command, String> {
         preload.apply(&mut cmd);

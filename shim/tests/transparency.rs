@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use std::time::Duration;
-use vodkit_preload::Mode;
+use vodkit_preload::IoMode;
 
 const LIMIT: Duration = Duration::from_secs(60);
 
@@ -44,10 +44,10 @@ fn every_call_behaves_the_same_under_the_library_in_every_mode() {
     let plain = stdout_of(&run_plain(TRANSPARENCY_BIN, &[d], LIMIT));
     assert!(plain.lines().count() > 100, "probe printed too little");
     for (mode, policy) in [
-        (Mode::Both, "fixed:2MiB"),
-        (Mode::Serialize, "none"),
-        (Mode::Prefetch, "fixed:1MiB"),
-        (Mode::Track, "fixed:2MiB"),
+        (IoMode::Asap, "fixed:2MiB"),
+        (IoMode::Serialized, "none"),
+        (IoMode::Prefetch, "fixed:1MiB"),
+        (IoMode::Vanilla, "fixed:2MiB"),
     ] {
         let daemon = daemon(dir.path(), mode, policy);
         let out = run_preloaded(daemon.socket(), TRANSPARENCY_BIN, &[d], LIMIT);
@@ -83,14 +83,15 @@ fn every_call_behaves_the_same_under_the_library_in_every_mode() {
             );
         }
         match mode {
-            Mode::Both | Mode::Serialize => {
+            IoMode::Asap | IoMode::Serialized => {
                 assert!(m.outcomes.engine > 0 && m.engine.reads > 0 && m.engine.read_bytes > 0)
             }
-            Mode::Prefetch => {
+            IoMode::Prefetch => {
                 assert!(m.outcomes.prefetch_in_library > 0 && m.planned_bytes > 0);
                 assert_eq!(m.engine.read_bytes, 0);
             }
-            Mode::Track => assert!(m.outcomes.tracked_only > 0 && m.engine.read_bytes == 0),
+            IoMode::Vanilla => assert!(m.outcomes.tracked_only > 0 && m.engine.read_bytes == 0),
+            IoMode::Direct => unreachable!("not a daemon mode"),
         }
         assert_eq!(m.bad_messages, 0);
     }

@@ -298,6 +298,14 @@ struct ReadDone {
     chunks: Vec<Arc<Chunk>>,
 }
 
+/// Who reads a miss: the engine's workers, or the caller on the engine's word
+/// ([`Engine::plan`]).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Reader {
+    Engine,
+    Caller,
+}
+
 /// [`Begin`] with the pool's slices of a `direct` hit.
 enum Started {
     Ready(ReadOutcome, Vec<Slice>),
@@ -772,6 +780,28 @@ impl Engine {
         }
     }
 
+    /// Sizes a miss its caller found and reads itself (the preload library in the daemon's
+    /// `prefetch` mode): the request is accounted as a miss of [`Engine::begin`] (the
+    /// caller's residency check is trusted), the engine's policy sizes it (capped by the memory manager), and
+    /// the planned read is recorded as if the engine had made it, so the ledger, the memory
+    /// manager and the policy's observations see the same stream as in the other modes
+    /// (only disk time is missing: the caller's read is not timed). Returns the outcome
+    /// with `read_bytes` = bytes to read from `req.offset` (0 for an empty request).
+    pub fn plan(&self, file: &Arc<File>, req: &ReadRequest) -> io::Result<ReadOutcome> {
+        if self.shared.pool.is_some() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "plan: a caller cannot read into the `direct` buffer pool",
+            ));
+        }
+        match self.start(file, req, Some(req.len), Reader::Caller)? {
+            Started::Ready(o, _) => Ok(o),
+            // The miss lies inside a read the engine already runs: once it is done the
+            // caller's read finds the bytes in memory.
+            Started::Pending(p) => p.wait_blocking(),
+        }
+    }
+
     /// [`Engine::begin`] with the missing byte count known (`Some`) or to be checked.
     fn begin_with(
         &self,
@@ -779,10 +809,12 @@ impl Engine {
         req: &ReadRequest,
         known_missing: Option<u64>,
     ) -> io::Result<Begin> {
-        Ok(match self.start(file, req, known_missing)? {
-            Started::Ready(o, _) => Begin::Ready(o),
-            Started::Pending(p) => Begin::Pending(p),
-        })
+        Ok(
+            match self.start(file, req, known_missing, Reader::Engine)? {
+                Started::Ready(o, _) => Begin::Ready(o),
+                Started::Pending(p) => Begin::Pending(p),
+            },
+        )
     }
 
     fn require_direct(&self) -> io::Result<()> {
@@ -806,7 +838,7 @@ impl Engine {
         req: ReadRequest,
     ) -> io::Result<DirectOutcome> {
         self.require_direct()?;
-        match self.start(file, &req, None)? {
+        match self.start(file, &req, None, Reader::Engine)? {
             Started::Ready(outcome, slices) => Ok(DirectOutcome { outcome, slices }),
             Started::Pending(p) => p.wait_direct().await,
         }
@@ -819,7 +851,7 @@ impl Engine {
         req: ReadRequest,
     ) -> io::Result<DirectOutcome> {
         self.require_direct()?;
-        match self.start(file, &req, None)? {
+        match self.start(file, &req, None, Reader::Engine)? {
             Started::Ready(outcome, slices) => Ok(DirectOutcome { outcome, slices }),
             Started::Pending(p) => p.wait_direct_blocking(),
         }
@@ -837,6 +869,7 @@ impl Engine {
         file: &Arc<File>,
         req: &ReadRequest,
         known_missing: Option<u64>,
+        reader: Reader,
     ) -> io::Result<Started> {
         let meta = file.metadata()?;
         let size = meta.len();
@@ -991,6 +1024,27 @@ impl Engine {
             }
         }
         let read_len = clip_at_queued(&st, fid, req.offset, end, ctx.read_len(prefetch));
+        if reader == Reader::Caller {
+            // The caller reads now, on the engine's word: account the read as the engine's
+            // own (the ledger dates its prefetch, the memory manager counts it), untimed.
+            st.ledger
+                .record_read(fid, req.offset, end, req.offset + read_len, now);
+            if st.ledger.tracks(fid) {
+                st.swept_files
+                    .entry(fid)
+                    .or_insert_with(|| (Arc::downgrade(file), size));
+            }
+            if let (Some(m), Some(id)) = (&mut st.memory, stream) {
+                let drops = m.read(id, req.offset, req.offset + read_len);
+                st.drops.extend(drops);
+            }
+            st.maybe_observe(now, self.shared.observe_every_s);
+            let drops = st.take_drops();
+            drop(st);
+            self.shared.carry_out(drops);
+            outcome.read_bytes = read_len;
+            return Ok(Started::Ready(outcome, Vec::new()));
+        }
         let device = self.device_name(&mut st, meta.dev());
         let dev = st.devices.entry(device.clone()).or_default();
         dev.queued += 1;

@@ -6,7 +6,8 @@
 //! - [`direct`]: the `--io direct` buffer pool (`O_DIRECT` reads, no page cache);
 //! - [`ledger`] and [`stats`]: prefetch evictions, eviction time, waste, disk time;
 //! - [`metrics`]: the accounting as Prometheus metrics;
-//! - [`bitrate`], [`chain`], [`device`], [`residency`]: inputs the engine needs.
+//! - [`chain`]: chains (thesis 5.3) — the one window, kinds and live trackers;
+//! - [`bitrate`], [`device`], [`residency`]: inputs the engine needs.
 //!
 //! See `docs/prefetch.md`.
 
@@ -24,7 +25,7 @@ pub mod residency;
 pub mod stats;
 
 pub use bitrate::BitrateMap;
-pub use chain::{ChainPosition, ChainTracker};
+pub use chain::{ChainKind, ChainPosition, ChainTracker, CHAIN_WINDOW_S};
 pub use device::DeviceMap;
 pub use direct::{BufferPool, Chunk, DirectStats, Slice};
 pub use engine::{
@@ -33,8 +34,7 @@ pub use engine::{
 pub use ledger::{Ledger, LedgerConfig, LedgerTotals, SweepTarget};
 pub use memory::{MemoryConfig, MemoryManager, MemoryTotals};
 pub use policy::{
-    ChainKind, Observation, Policy, PolicySpec, PolicyState, ReadContext, SpecError,
-    DEFAULT_BITRATE_KBPS,
+    Observation, Policy, PolicySpec, PolicyState, ReadContext, SpecError, DEFAULT_BITRATE_KBPS,
 };
 pub use residency::Probe;
 pub use stats::{DeviceStats, Stats, StatsLog};

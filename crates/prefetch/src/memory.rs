@@ -73,7 +73,7 @@ impl MemoryConfig {
             reserve_bytes: default_reserve(budget_bytes),
             interval_share: 0.5,
             drop_lag_bytes: MIB / 2,
-            stream_ttl_s: 40.0,
+            stream_ttl_s: crate::chain::CHAIN_WINDOW_S,
             reach_bytes: 64 * MIB,
             max_streams: 100_000,
             idle_factor: 2.5,

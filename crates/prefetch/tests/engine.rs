@@ -469,3 +469,30 @@ fn a_prefetch_stops_where_a_queued_read_of_the_file_begins() {
         "nothing read twice"
     );
 }
+
+#[test]
+fn plan_sizes_a_caller_read_with_the_engine_policy_and_accounts_it() {
+    let dir = tmp();
+    let Some(f) = cold_file(&dir, "plan.bin", 8 * MIB) else {
+        return;
+    };
+    let e = engine(IoMode::Prefetch, "fixed:1MiB");
+    let o = e.plan(&f, &req(0, 64 * KIB)).unwrap();
+    assert_eq!(
+        (o.requested, o.from_disk, o.read_bytes),
+        (64 * KIB, 64 * KIB, MIB)
+    );
+    // The engine read nothing itself: the caller does.
+    let left = residency::check(&f, 0, MIB, 8 * MIB, Probe::Auto).unwrap();
+    assert_eq!(left.missing, MIB);
+    let s = e.stats();
+    assert_eq!((s.requests, s.misses, s.reads), (1, 1, 0));
+    // The planned prefetch is in the ledger the policy's observations come from.
+    assert_eq!(s.prefetch.prefetched_bytes, MIB - 64 * KIB);
+    // A mode that does not enlarge plans the request only.
+    let v = engine(IoMode::Serialized, "fixed:1MiB");
+    assert_eq!(
+        v.plan(&f, &req(2 * MIB, 64 * KIB)).unwrap().read_bytes,
+        64 * KIB
+    );
+}

@@ -7,7 +7,6 @@ use std::path::Path;
 use vodkit_prefetch::ChainKind;
 use vodkit_trace::chain::{read_chains_csv, Chain};
 use vodkit_trace::files::FileTable;
-use vodkit_trace::record::RequestKind;
 
 /// Drive name used for chains whose file has no drive in either table.
 pub const DEFAULT_DRIVE: &str = "default";
@@ -31,17 +30,6 @@ pub struct SimChain {
     pub bitrate_kbps: Option<u32>,
     /// Size of the file; reads are clipped here. `u64::MAX` when unknown.
     pub file_size: u64,
-}
-
-impl SimChain {
-    /// The chain kind of thesis Table 5.6 from how the chain began.
-    pub fn kind_of(start_offset: u64, request: RequestKind) -> ChainKind {
-        match (start_offset, request) {
-            (0, RequestKind::Open) => ChainKind::OpenAtZero,
-            (0, RequestKind::Chunk) => ChainKind::ChunkAtZero,
-            _ => ChainKind::Other,
-        }
-    }
 }
 
 /// All chains of a trace plus the names behind the indices.
@@ -98,7 +86,7 @@ impl Trace {
                 bytes: c.bytes,
                 t_start: c.t_start,
                 t_end: c.t_end,
-                kind: SimChain::kind_of(c.start_offset, c.kind),
+                kind: c.chain_kind(),
                 bitrate_kbps: bitrate,
                 file_size: size,
             });

@@ -90,7 +90,7 @@ impl ModelConfig {
         ModelConfig {
             capacity,
             interval_s: 60.0,
-            release_after_s: 40.0,
+            release_after_s: vodkit_prefetch::CHAIN_WINDOW_S,
         }
     }
 }

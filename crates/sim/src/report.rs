@@ -7,6 +7,7 @@ use std::path::Path;
 
 use crate::sweep::{Curve, Family};
 use crate::SimReport;
+use vodkit_plot::{escape, Axis, Plot, Series};
 
 const MIB: f64 = 1_048_576.0;
 const GB: f64 = 1e9;
@@ -17,39 +18,61 @@ pub fn write_all(out: &Path, r: &SimReport) -> Result<(), String> {
     std::fs::create_dir_all(out).map_err(|e| io("create directory", e))?;
     let json = serde_json::to_string_pretty(r).map_err(|e| e.to_string())?;
     std::fs::write(out.join("sim.json"), json + "\n").map_err(|e| io("write sim.json", e))?;
-    std::fs::write(out.join("sim.csv"), csv(r)).map_err(|e| io("write sim.csv", e))?;
+    std::fs::write(out.join("sim.csv"), csv(r)?).map_err(|e| io("write sim.csv", e))?;
     std::fs::write(out.join("index.html"), html(r)).map_err(|e| io("write index.html", e))?;
     Ok(())
 }
 
-/// One row per policy and parameter.
-pub fn csv(r: &SimReport) -> String {
-    let mut s = String::from(
-        "policy,param_bytes,spec,max_disk_util,max_memory_bytes,feasible,busiest_drive,\
-         busiest_interval,prefetches,disk_bytes,chain_bytes,wasted_bytes\n",
-    );
+/// The columns of `sim.csv`, in [`CsvRow`]'s order.
+pub const CSV_HEADER: &str = "policy,param_bytes,spec,max_disk_util,max_memory_bytes,feasible,\
+busiest_drive,busiest_interval,prefetches,disk_bytes,chain_bytes,wasted_bytes";
+
+/// One `sim.csv` row.
+#[derive(serde::Serialize)]
+struct CsvRow<'a> {
+    policy: &'a str,
+    param_bytes: u64,
+    spec: &'a str,
+    max_disk_util: f64,
+    max_memory_bytes: u64,
+    feasible: bool,
+    busiest_drive: u32,
+    busiest_interval: u64,
+    prefetches: u64,
+    disk_bytes: u64,
+    chain_bytes: u64,
+    wasted_bytes: u64,
+}
+
+/// One row per policy and parameter (RFC 4180 quoting, written with the `csv` crate).
+pub fn csv(r: &SimReport) -> Result<String, String> {
+    let mut w = csv::WriterBuilder::new()
+        .has_headers(false)
+        .from_writer(Vec::new());
+    w.write_record(CSV_HEADER.split(','))
+        .map_err(|e| format!("sim.csv: {e}"))?;
     for c in &r.policies {
         for p in &c.points {
             let q = &p.result;
-            let _ = writeln!(
-                s,
-                "{},{},\"{}\",{:.6},{},{},{},{},{},{},{},{}",
-                c.policy.name(),
-                p.param_bytes,
-                p.spec,
-                q.max_disk_util,
-                q.max_memory_bytes,
-                q.feasible,
-                q.busiest_drive,
-                q.busiest_interval,
-                q.prefetches,
-                q.disk_bytes,
-                q.chain_bytes,
-                q.wasted_bytes
-            );
+            w.serialize(CsvRow {
+                policy: c.policy.name(),
+                param_bytes: p.param_bytes,
+                spec: &p.spec,
+                max_disk_util: (q.max_disk_util * 1e6).round() / 1e6,
+                max_memory_bytes: q.max_memory_bytes,
+                feasible: q.feasible,
+                busiest_drive: q.busiest_drive,
+                busiest_interval: q.busiest_interval,
+                prefetches: q.prefetches,
+                disk_bytes: q.disk_bytes,
+                chain_bytes: q.chain_bytes,
+                wasted_bytes: q.wasted_bytes,
+            })
+            .map_err(|e| format!("sim.csv: {e}"))?;
         }
     }
-    s
+    let bytes = w.into_inner().map_err(|e| format!("sim.csv: {e}"))?;
+    String::from_utf8(bytes).map_err(|e| format!("sim.csv: {e}"))
 }
 
 fn pct(x: f64) -> String {
@@ -119,150 +142,52 @@ pub fn summary_text(r: &SimReport) -> String {
     s
 }
 
-const COLORS: [&str; 6] = [
-    "#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b",
-];
-
-fn color(f: Family) -> &'static str {
-    COLORS[Family::ALL.iter().position(|&x| x == f).unwrap_or(0)]
-}
-
-/// Upper end of an axis: a round number at or above `v`.
-fn nice_max(v: f64) -> f64 {
-    if v <= 0.0 || !v.is_finite() {
-        return 1.0;
-    }
-    let mag = 10f64.powf(v.log10().floor());
-    [1.0, 2.0, 2.5, 5.0, 10.0]
-        .iter()
-        .map(|m| m * mag)
-        .find(|&c| c >= v)
-        .unwrap_or(10.0 * mag)
+/// A policy family's colour, the same in both figures.
+fn color(f: Family) -> usize {
+    Family::ALL.iter().position(|&x| x == f).unwrap_or(0)
 }
 
 /// A plot of utilization (solid, left axis) and memory (dashed, right axis) against the
-/// sweep parameter for `curves`.
+/// sweep parameter for `curves`, in the look of every vodkit report (`vodkit_plot`).
 pub fn dual_axis_svg(title: &str, curves: &[&Curve]) -> String {
-    let (w, h, l, rgt, top, bot) = (720.0, 400.0, 70.0, 80.0, 36.0, 56.0);
-    let pw = w - l - rgt;
-    let ph = h - top - bot;
-    let pts = curves.iter().flat_map(|c| c.points.iter());
-    let x_max = nice_max(
-        pts.clone()
-            .map(|p| p.param_bytes as f64 / MIB)
-            .fold(0.0, f64::max),
-    );
-    let u_max = nice_max(
-        pts.clone()
-            .map(|p| p.result.max_disk_util * 100.0)
-            .fold(0.0, f64::max),
-    );
-    let m_max = nice_max(
-        pts.map(|p| p.result.max_memory_bytes as f64 / GB)
-            .fold(0.0, f64::max),
-    );
-    let px = |x: f64| l + x / x_max * pw;
-    let pu = |u: f64| top + ph - u / u_max * ph;
-    let pm = |m: f64| top + ph - m / m_max * ph;
-    let mut s = String::new();
-    let _ = write!(
-        s,
-        "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{w}\" height=\"{h}\" \
-         font-family=\"sans-serif\" font-size=\"12\">\
-         <text x=\"{}\" y=\"20\" text-anchor=\"middle\" font-size=\"14\">{}</text>\
-         <rect x=\"{l}\" y=\"{top}\" width=\"{pw}\" height=\"{ph}\" fill=\"none\" stroke=\"#888\"/>",
-        w / 2.0,
-        escape(title)
-    );
-    for k in 0..=5 {
-        let f = k as f64 / 5.0;
-        let y = top + ph - f * ph;
-        let _ = write!(
-            s,
-            "<line x1=\"{l}\" x2=\"{}\" y1=\"{y}\" y2=\"{y}\" stroke=\"#eee\"/>\
-             <text x=\"{}\" y=\"{}\" text-anchor=\"end\">{:.0}</text>\
-             <text x=\"{}\" y=\"{}\">{:.1}</text>",
-            l + pw,
-            l - 6.0,
-            y + 4.0,
-            f * u_max,
-            l + pw + 6.0,
-            y + 4.0,
-            f * m_max
-        );
-        let x = l + f * pw;
-        let _ = write!(
-            s,
-            "<text x=\"{x}\" y=\"{}\" text-anchor=\"middle\">{:.1}</text>",
-            top + ph + 18.0,
-            f * x_max
-        );
+    let line = |c: &Curve, what: &str, f: &dyn Fn(&crate::sweep::Point) -> f64| Series {
+        name: format!("{} {what}", c.policy.name()),
+        points: c
+            .points
+            .iter()
+            .map(|p| (p.param_bytes as f64 / MIB, f(p)))
+            .collect(),
+        color: Some(color(c.policy)),
+        ..Series::default()
+    };
+    let util: Vec<Series> = curves
+        .iter()
+        .map(|c| Series {
+            markers: true,
+            ..line(c, "Util", &|p| p.result.max_disk_util * 100.0)
+        })
+        .collect();
+    let mem: Vec<Series> = curves
+        .iter()
+        .map(|c| Series {
+            dashed: true,
+            ..line(c, "Mem", &|p| p.result.max_memory_bytes as f64 / GB)
+        })
+        .collect();
+    let over_100 = util.iter().flat_map(|s| &s.points).any(|p| p.1 >= 100.0);
+    Plot {
+        title: title.into(),
+        x: Axis::linear("prefetch size parameter (MiB)"),
+        y: Axis::linear("Util: busiest drive (%), solid"),
+        series: util,
+        right: Some((Axis::linear("Mem: peak memory (GB), dashed"), mem)),
+        rules: if over_100 {
+            vec![(100.0, "100% (infeasible above)".into())]
+        } else {
+            Vec::new()
+        },
     }
-    let _ = write!(
-        s,
-        "<text x=\"{}\" y=\"{}\" text-anchor=\"middle\">prefetch size parameter (MiB)</text>\
-         <text transform=\"translate(18,{}) rotate(-90)\" text-anchor=\"middle\">Util: busiest drive (%)</text>\
-         <text transform=\"translate({},{}) rotate(90)\" text-anchor=\"middle\">Mem: peak memory (GB)</text>",
-        l + pw / 2.0,
-        h - 14.0,
-        top + ph / 2.0,
-        w - 14.0,
-        top + ph / 2.0
-    );
-    if u_max >= 100.0 {
-        let y = pu(100.0);
-        let _ = write!(
-            s,
-            "<line x1=\"{l}\" x2=\"{}\" y1=\"{y}\" y2=\"{y}\" stroke=\"#c00\" stroke-dasharray=\"2 2\"/>",
-            l + pw
-        );
-    }
-    for (i, c) in curves.iter().enumerate() {
-        let col = color(c.policy);
-        let line = |f: &dyn Fn(&crate::sweep::Point) -> f64| {
-            c.points
-                .iter()
-                .map(|p| format!("{:.1},{:.1}", px(p.param_bytes as f64 / MIB), f(p)))
-                .collect::<Vec<_>>()
-                .join(" ")
-        };
-        let util = line(&|p| pu(p.result.max_disk_util * 100.0));
-        let mem = line(&|p| pm(p.result.max_memory_bytes as f64 / GB));
-        let _ = write!(
-            s,
-            "<polyline fill=\"none\" stroke=\"{col}\" stroke-width=\"2\" points=\"{util}\"/>\
-             <polyline fill=\"none\" stroke=\"{col}\" stroke-width=\"2\" stroke-dasharray=\"6 4\" points=\"{mem}\"/>"
-        );
-        for p in &c.points {
-            let (x, y) = (
-                px(p.param_bytes as f64 / MIB),
-                pu(p.result.max_disk_util * 100.0),
-            );
-            let _ = write!(
-                s,
-                "<circle cx=\"{x:.1}\" cy=\"{y:.1}\" r=\"2.5\" fill=\"{col}\"/>"
-            );
-        }
-        let ly = top + 14.0 + 16.0 * i as f64;
-        let _ = write!(
-            s,
-            "<line x1=\"{}\" x2=\"{}\" y1=\"{ly}\" y2=\"{ly}\" stroke=\"{col}\" stroke-width=\"2\"/>\
-             <text x=\"{}\" y=\"{}\">{} (solid Util, dashed Mem)</text>",
-            l + 10.0,
-            l + 34.0,
-            l + 40.0,
-            ly + 4.0,
-            c.policy.name()
-        );
-    }
-    s.push_str("</svg>");
-    s
-}
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
+    .render()
 }
 
 /// The HTML page: parameters, the two figures, the summary and a table of all points.

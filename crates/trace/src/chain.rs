@@ -12,26 +12,29 @@
 //! them into the longest chains) done incrementally so memory stays one small record per
 //! chain. A request that repeats a range already inside a chain starts a chain of its own.
 
-use std::io::{BufRead, Write};
+use std::io::{Read, Write};
 use std::path::Path;
+
+use serde::{Deserialize, Serialize};
 
 use vodkit_workload::model::Media;
 
-use crate::files::{media_name, parse_media, FileTable};
+use crate::files::FileTable;
 use crate::record::{LogRequest, RequestKind};
 
-/// Kind of a chain: the kind of the request at its start offset.
-pub type ChainKind = RequestKind;
-
-/// Default chain window (thesis 5.3): adjacent requests this close in time join.
-pub const CHAIN_WINDOW_S: f64 = 40.0;
+/// Default chain window (thesis 5.3): adjacent requests this close in time join. The one
+/// constant of `vodkit_prefetch::chain`, which owns chains; this builder is the offline
+/// counterpart of its live trackers (it joins in any order, using completion times).
+pub use vodkit_prefetch::chain::CHAIN_WINDOW_S;
+use vodkit_prefetch::ChainKind;
 
 /// The columns of `chains.csv`.
 pub const CSV_HEADER: &str =
     "session,file,start_offset,bytes,requests,t_start,t_end,kind,media,bitrate_kbps,drive";
 
-/// One chain as written to and read from `chains.csv`.
-#[derive(Clone, Debug, PartialEq)]
+/// One chain as read from `chains.csv` (the columns in order; an empty optional column
+/// is `None`).
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 pub struct Chain {
     pub session: String,
     pub file: String,
@@ -43,7 +46,8 @@ pub struct Chain {
     pub t_start: f64,
     /// Latest completion of any of its requests (s).
     pub t_end: f64,
-    pub kind: ChainKind,
+    /// Kind of the request at the chain's start offset.
+    pub kind: RequestKind,
     pub media: Option<Media>,
     pub bitrate_kbps: Option<u32>,
     pub drive: Option<String>,
@@ -52,6 +56,11 @@ pub struct Chain {
 impl Chain {
     pub fn duration_s(&self) -> f64 {
         self.t_end - self.t_start
+    }
+
+    /// How the chain began, as the prefetch policies see it (thesis Table 5.6).
+    pub fn chain_kind(&self) -> ChainKind {
+        ChainKind::starting_at(self.start_offset, self.kind == RequestKind::Open)
     }
 }
 
@@ -64,7 +73,8 @@ pub struct ChainRec {
     pub requests: u32,
     pub t0: f64,
     pub t1: f64,
-    pub kind: ChainKind,
+    /// Kind of the request at the chain's start offset.
+    pub kind: RequestKind,
     /// Body bytes sent for the chain's requests.
     pub sent: u64,
 }
@@ -76,6 +86,11 @@ impl ChainRec {
 
     pub fn end(&self) -> u64 {
         self.start + self.bytes
+    }
+
+    /// How the chain began, as the prefetch policies see it (thesis Table 5.6).
+    pub fn chain_kind(&self) -> ChainKind {
+        ChainKind::starting_at(self.start, self.kind == RequestKind::Open)
     }
 }
 
@@ -90,7 +105,7 @@ struct Frag {
     t1: f64,
     requests: u32,
     sent: u64,
-    kind: ChainKind,
+    kind: RequestKind,
 }
 
 /// How far apart in time a request `pred` and the request `succ` that continues it are:
@@ -211,36 +226,67 @@ impl ChainBuilder {
     }
 }
 
-pub fn kind_name(k: ChainKind) -> &'static str {
+pub fn kind_name(k: RequestKind) -> &'static str {
     match k {
         RequestKind::Open => "open",
         RequestKind::Chunk => "chunk",
     }
 }
 
+/// Seconds rounded to the millisecond, as the CSV files carry them.
+pub fn ms(t: f64) -> f64 {
+    (t * 1000.0).round() / 1000.0
+}
+
+/// One `chains.csv` row as written (borrowing its strings).
+#[derive(Serialize)]
+struct ChainRow<'a> {
+    session: &'a str,
+    file: &'a str,
+    start_offset: u64,
+    bytes: u64,
+    requests: u32,
+    t_start: f64,
+    t_end: f64,
+    kind: RequestKind,
+    media: Option<Media>,
+    bitrate_kbps: Option<u32>,
+    drive: Option<&'a str>,
+}
+
+/// A `chains.csv` writer (RFC 4180 quoting: names may hold commas and quotes) with its
+/// header already written.
+pub fn chains_writer<W: Write>(w: W) -> std::io::Result<csv::Writer<W>> {
+    let mut w = csv::WriterBuilder::new()
+        .has_headers(false)
+        .buffer_capacity(1 << 20)
+        .from_writer(w);
+    w.write_record(CSV_HEADER.split(','))?;
+    Ok(w)
+}
+
 /// Append one `chains.csv` row.
-pub fn write_row(
-    w: &mut impl Write,
+pub fn write_row<W: Write>(
+    w: &mut csv::Writer<W>,
     session: &str,
     c: &ChainRec,
     files: &FileTable,
 ) -> std::io::Result<()> {
     let f = files.get(c.file);
-    writeln!(
-        w,
-        "{},{},{},{},{},{:.3},{:.3},{},{},{},{}",
+    w.serialize(ChainRow {
         session,
-        f.name,
-        c.start,
-        c.bytes,
-        c.requests,
-        c.t0,
-        c.t1,
-        kind_name(c.kind),
-        media_name(f.media),
-        f.bitrate_kbps.map(|b| b.to_string()).unwrap_or_default(),
-        f.drive.as_deref().unwrap_or("")
-    )
+        file: &f.name,
+        start_offset: c.start,
+        bytes: c.bytes,
+        requests: c.requests,
+        t_start: ms(c.t0),
+        t_end: ms(c.t1),
+        kind: c.kind,
+        media: f.media,
+        bitrate_kbps: f.bitrate_kbps,
+        drive: f.drive.as_deref(),
+    })?;
+    Ok(())
 }
 
 /// Read a `chains.csv` back. Errors name the line and field.
@@ -249,60 +295,66 @@ pub fn read_chains_csv(path: &Path) -> Result<Vec<Chain>, String> {
     parse_chains_csv(std::io::BufReader::new(file), &path.display().to_string())
 }
 
+/// What each `chains.csv` column holds, for error messages.
+const CSV_WANT: [&str; 11] = [
+    "a session id",
+    "a file name",
+    "bytes",
+    "bytes",
+    "a count",
+    "seconds",
+    "seconds",
+    "open or chunk",
+    "audio, video, combined or nothing",
+    "kbit/s or nothing",
+    "a drive name or nothing",
+];
+
 /// Parse `chains.csv` text from any reader; `name` is used in error messages.
-pub fn parse_chains_csv(input: impl BufRead, name: &str) -> Result<Vec<Chain>, String> {
-    let mut out = Vec::new();
-    let mut header = false;
-    for (i, line) in input.lines().enumerate() {
-        let n = i + 1;
-        let line = line.map_err(|e| format!("{name}:{n}: {e}"))?;
-        let line = line.trim_end_matches('\r');
-        if line.trim().is_empty() {
-            continue;
+pub fn parse_chains_csv(input: impl Read, name: &str) -> Result<Vec<Chain>, String> {
+    let mut rdr = csv::ReaderBuilder::new()
+        .has_headers(true)
+        .flexible(true)
+        .from_reader(input);
+    let header_fields: Vec<&str> = CSV_HEADER.split(',').collect();
+    match rdr.headers() {
+        Ok(h) if h.iter().map(str::trim).eq(header_fields.iter().copied()) => {}
+        Ok(h) if h.is_empty() => {
+            return Err(format!(
+                "{name}: empty file, expected the header {CSV_HEADER}"
+            ))
         }
-        if !header {
-            if line.trim() != CSV_HEADER {
-                return Err(format!("{name}:{n}: expected the header {CSV_HEADER}"));
-            }
-            header = true;
-            continue;
-        }
-        let f: Vec<&str> = line.split(',').collect();
-        if f.len() != 11 {
-            return Err(format!("{name}:{n}: expected 11 fields, got {}", f.len()));
-        }
-        let bad = |field: &str, want: &str| format!("{name}:{n}: field {field}: expected {want}");
-        let opt = |s: &str| Some(s.to_string()).filter(|s| !s.is_empty());
-        out.push(Chain {
-            session: f[0].to_string(),
-            file: f[1].to_string(),
-            start_offset: f[2].parse().map_err(|_| bad("start_offset", "bytes"))?,
-            bytes: f[3].parse().map_err(|_| bad("bytes", "bytes"))?,
-            requests: f[4].parse().map_err(|_| bad("requests", "a count"))?,
-            t_start: f[5].parse().map_err(|_| bad("t_start", "seconds"))?,
-            t_end: f[6].parse().map_err(|_| bad("t_end", "seconds"))?,
-            kind: match f[7] {
-                "open" => RequestKind::Open,
-                "chunk" => RequestKind::Chunk,
-                _ => return Err(bad("kind", "open or chunk")),
-            },
-            media: if f[8].is_empty() {
-                None
-            } else {
-                Some(parse_media(f[8]).ok_or_else(|| bad("media", "audio, video or combined"))?)
-            },
-            bitrate_kbps: if f[9].is_empty() {
-                None
-            } else {
-                Some(f[9].parse().map_err(|_| bad("bitrate_kbps", "kbit/s"))?)
-            },
-            drive: opt(f[10]),
-        });
+        Ok(_) => return Err(format!("{name}:1: expected the header {CSV_HEADER}")),
+        Err(e) => return Err(format!("{name}:1: {e}")),
     }
-    if !header {
-        return Err(format!(
-            "{name}: empty file, expected the header {CSV_HEADER}"
-        ));
+    let mut out = Vec::new();
+    let mut rec = csv::StringRecord::new();
+    loop {
+        match rdr.read_record(&mut rec) {
+            Ok(true) => {}
+            Ok(false) => break,
+            Err(e) => return Err(format!("{name}: {e}")),
+        }
+        let n = rec.position().map_or(0, |p| p.line());
+        if rec.len() != header_fields.len() {
+            return Err(format!(
+                "{name}:{n}: expected {} fields, got {}",
+                header_fields.len(),
+                rec.len()
+            ));
+        }
+        let bad = |i: usize| {
+            let i = i.min(header_fields.len() - 1);
+            format!(
+                "{name}:{n}: field {}: expected {}",
+                header_fields[i], CSV_WANT[i]
+            )
+        };
+        let chain: Chain = rec.deserialize(None).map_err(|e| match e.kind() {
+            csv::ErrorKind::Deserialize { err, .. } => bad(err.field().unwrap_or(0) as usize),
+            _ => format!("{name}:{n}: {e}"),
+        })?;
+        out.push(chain);
     }
     Ok(out)
 }
@@ -436,9 +488,9 @@ mod tests {
             kind: RequestKind::Open,
             sent: 100,
         };
-        let mut buf = Vec::new();
-        writeln!(buf, "{CSV_HEADER}").unwrap();
-        write_row(&mut buf, "s1", &rec, &files).unwrap();
+        let mut w = chains_writer(Vec::new()).unwrap();
+        write_row(&mut w, "s1", &rec, &files).unwrap();
+        let buf = w.into_inner().unwrap();
         let back = parse_chains_csv(&buf[..], "mem").unwrap();
         assert_eq!(back.len(), 1);
         assert_eq!(back[0].file, "nf/v.mp4");
@@ -446,10 +498,47 @@ mod tests {
             (back[0].start_offset, back[0].bytes, back[0].requests),
             (5, 100, 2)
         );
+        assert_eq!((back[0].t_start, back[0].t_end), (1.5, 9.25));
         assert_eq!(back[0].kind, RequestKind::Open);
         assert_eq!(back[0].media, None);
         let bad = format!("{CSV_HEADER}\ns,f,1,x,1,0,1,open,,,\n");
         let e = parse_chains_csv(bad.as_bytes(), "mem").unwrap_err();
         assert!(e.contains("mem:2: field bytes"), "{e}");
+        let bad = format!("{CSV_HEADER}\ns,f,1,2,1,0,1,open,video,fast,\n");
+        let e = parse_chains_csv(bad.as_bytes(), "mem").unwrap_err();
+        assert!(e.contains("mem:2: field bitrate_kbps"), "{e}");
+        let e = parse_chains_csv("a,b\n".as_bytes(), "mem").unwrap_err();
+        assert!(e.contains("mem:1: expected the header"), "{e}");
+    }
+
+    #[test]
+    fn names_with_commas_and_quotes_round_trip() {
+        let mut files = FileTable::default();
+        let id = files.intern("nf/a \"b\", c.mp4");
+        files.files[id as usize].media = Some(Media::Video);
+        files.files[id as usize].bitrate_kbps = Some(2000);
+        files.files[id as usize].drive = Some("d,1".into());
+        let rec = ChainRec {
+            file: id,
+            start: 0,
+            bytes: 10,
+            requests: 1,
+            t0: 0.0,
+            t1: 1.0,
+            kind: RequestKind::Chunk,
+            sent: 10,
+        };
+        let session = "sess,\"9\"";
+        let mut w = chains_writer(Vec::new()).unwrap();
+        write_row(&mut w, session, &rec, &files).unwrap();
+        let buf = w.into_inner().unwrap();
+        let back = parse_chains_csv(&buf[..], "mem").unwrap();
+        assert_eq!(back.len(), 1);
+        assert_eq!(back[0].session, session);
+        assert_eq!(back[0].file, "nf/a \"b\", c.mp4");
+        assert_eq!(back[0].drive.as_deref(), Some("d,1"));
+        assert_eq!(back[0].media, Some(Media::Video));
+        assert_eq!(back[0].bitrate_kbps, Some(2000));
+        assert_eq!(back[0].chain_kind(), ChainKind::ChunkAtZero);
     }
 }

@@ -9,6 +9,7 @@ use crate::chain::{kind_name, ChainRec};
 use crate::files::{media_name, FileInfo};
 use crate::fit::{growth_factor, PowerLawFit};
 use crate::record::RequestKind;
+use vodkit_prefetch::ChainKind;
 
 /// Length an open-ended client reads from offset 0 for its segment table (thesis 5.3.2).
 pub const OPEN_HEADER_READ: u64 = 786_432;
@@ -70,10 +71,10 @@ impl ChainStatsBuilder {
             row.title_s += title_seconds(c.bytes, kbps);
             row.title_chains += 1;
         }
-        let class = match (c.start, c.kind) {
-            (0, RequestKind::Open) => 0,
-            (0, RequestKind::Chunk) => 1,
-            _ => 2,
+        let class = match c.chain_kind() {
+            ChainKind::OpenAtZero => 0,
+            ChainKind::ChunkAtZero => 1,
+            ChainKind::Other => 2,
         };
         self.lengths.push((c.bytes, class));
     }
@@ -326,9 +327,8 @@ pub struct ChainSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::chain::ChainKind;
 
-    fn rec(start: u64, bytes: u64, requests: u32, kind: ChainKind) -> ChainRec {
+    fn rec(start: u64, bytes: u64, requests: u32, kind: RequestKind) -> ChainRec {
         ChainRec {
             file: 0,
             start,

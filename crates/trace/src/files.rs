@@ -2,7 +2,6 @@
 //! `files.csv` (`file,bitrate_kbps,media,size_bytes,drive`) or from a `catalog.json`.
 
 use std::collections::HashMap;
-use std::io::BufRead;
 use std::path::Path;
 
 use vodkit_workload::model::{Catalog, Media};
@@ -89,19 +88,29 @@ impl FileTable {
         Ok(())
     }
 
-    /// Read a `files.csv`. Errors name the line and field.
+    /// Read a `files.csv` (RFC 4180 quoting, read with the `csv` crate). Errors name the
+    /// line and field.
     pub fn from_csv(path: &Path) -> Result<FileTable, String> {
         let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let mut rdr = csv::ReaderBuilder::new()
+            .has_headers(false)
+            .flexible(true)
+            .trim(csv::Trim::All)
+            .from_reader(std::io::BufReader::new(f));
         let mut t = FileTable::default();
         let mut cols: Option<[usize; 5]> = None;
-        for (i, line) in std::io::BufReader::new(f).lines().enumerate() {
-            let n = i + 1;
-            let line = line.map_err(|e| format!("{}:{n}: {e}", path.display()))?;
-            let line = line.trim_end_matches('\r');
-            if line.trim().is_empty() {
+        let mut rec = csv::StringRecord::new();
+        loop {
+            match rdr.read_record(&mut rec) {
+                Ok(true) => {}
+                Ok(false) => break,
+                Err(e) => return Err(format!("{}: {e}", path.display())),
+            }
+            let n = rec.position().map_or(0, |p| p.line());
+            if rec.iter().all(str::is_empty) {
                 continue;
             }
-            let fields: Vec<&str> = line.split(',').map(str::trim).collect();
+            let fields: Vec<&str> = rec.iter().collect();
             let Some(c) = cols else {
                 let pos = |name: &str| {
                     fields.iter().position(|f| *f == name).ok_or_else(|| {
@@ -202,11 +211,16 @@ mod tests {
         let p = dir.path().join("files.csv");
         std::fs::write(
             &p,
-            "file,bitrate_kbps,media,size_bytes,drive\nnf/a.mp4,96,audio,1000,d01\n/v.mp4,,,,\n",
+            "file,bitrate_kbps,media,size_bytes,drive\nnf/a.mp4,96,audio,1000,d01\n/v.mp4,,,,\n\"w, \"\"x\"\".mp4\",1,,,\n",
         )
         .unwrap();
         let t = FileTable::from_csv(&p).unwrap();
-        assert_eq!(t.len(), 2);
+        assert_eq!(t.len(), 3);
+        assert_eq!(
+            t.get(2).name,
+            "w, \"x\".mp4",
+            "quoted name with a comma and quotes"
+        );
         let a = t.get(t.lookup("/nf/a.mp4").unwrap());
         assert_eq!(a.bitrate_kbps, Some(96));
         assert_eq!(a.media, Some(Media::Audio));

@@ -17,10 +17,9 @@ pub mod read;
 pub mod record;
 pub mod report;
 pub mod sessions;
-mod svg;
 
 pub use analyze::{analyze, Analysis, AnalyzeOptions};
-pub use chain::{read_chains_csv, Chain, ChainKind};
+pub use chain::{read_chains_csv, Chain};
 pub use files::{FileInfo, FileTable};
 pub use fit::{growth_factor, survival_distance, PowerLawFit, PowerLawSegment};
 pub use read::LogFormat;

@@ -8,13 +8,18 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::analyze::{Analysis, SessionSink};
-use crate::chain::{write_row, ChainRec, CSV_HEADER};
+use crate::chain::{chains_writer, ms, write_row, ChainRec};
 use crate::files::FileTable;
-use crate::phase::Phase;
+use crate::phase::{Phase, PhaseKind};
 use crate::read::ReadSummary;
 
 /// Columns of `phases.csv`.
 pub const PHASES_HEADER: &str = "session,phase,t_start,t_end,chains,bytes,bitrate_kbps";
+
+fn create_file(path: &Path) -> std::io::Result<File> {
+    File::create(path)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))
+}
 
 fn create(path: &Path) -> std::io::Result<BufWriter<File>> {
     File::create(path)
@@ -22,10 +27,22 @@ fn create(path: &Path) -> std::io::Result<BufWriter<File>> {
         .map_err(|e| std::io::Error::new(e.kind(), format!("{}: {e}", path.display())))
 }
 
-/// Streams chains and phases to CSV files as sessions close.
+/// One `phases.csv` row.
+#[derive(Serialize)]
+struct PhaseRow<'a> {
+    session: &'a str,
+    phase: PhaseKind,
+    t_start: f64,
+    t_end: f64,
+    chains: usize,
+    bytes: u64,
+    bitrate_kbps: Option<u32>,
+}
+
+/// Streams chains and phases to CSV files (RFC 4180 quoting) as sessions close.
 pub struct DirSink {
-    chains: Option<BufWriter<File>>,
-    phases: Option<BufWriter<File>>,
+    chains: Option<csv::Writer<File>>,
+    phases: Option<csv::Writer<File>>,
 }
 
 impl DirSink {
@@ -36,13 +53,14 @@ impl DirSink {
             phases: None,
         };
         if chains {
-            let mut w = create(&out.join("chains.csv"))?;
-            writeln!(w, "{CSV_HEADER}")?;
-            sink.chains = Some(w);
+            sink.chains = Some(chains_writer(create_file(&out.join("chains.csv"))?)?);
         }
         if phases {
-            let mut w = create(&out.join("phases.csv"))?;
-            writeln!(w, "{PHASES_HEADER}")?;
+            let mut w = csv::WriterBuilder::new()
+                .has_headers(false)
+                .buffer_capacity(1 << 20)
+                .from_writer(create_file(&out.join("phases.csv"))?);
+            w.write_record(PHASES_HEADER.split(','))?;
             sink.phases = Some(w);
         }
         Ok(sink)
@@ -72,21 +90,18 @@ impl SessionSink for DirSink {
         if let Some(w) = self.phases.as_mut() {
             for p in phases {
                 let rate = match p.kind {
-                    crate::phase::PhaseKind::Stable => {
-                        files.get(chains[p.chains[0]].file).bitrate_kbps
-                    }
+                    PhaseKind::Stable => files.get(chains[p.chains[0]].file).bitrate_kbps,
                     _ => None,
                 };
-                writeln!(
-                    w,
-                    "{name},{},{:.3},{:.3},{},{},{}",
-                    p.kind,
-                    p.t_start,
-                    p.t_end,
-                    p.chains.len(),
-                    p.bytes,
-                    rate.map(|r| r.to_string()).unwrap_or_default()
-                )?;
+                w.serialize(PhaseRow {
+                    session: name,
+                    phase: p.kind,
+                    t_start: ms(p.t_start),
+                    t_end: ms(p.t_end),
+                    chains: p.chains.len(),
+                    bytes: p.bytes,
+                    bitrate_kbps: rate,
+                })?;
             }
         }
         Ok(())

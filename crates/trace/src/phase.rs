@@ -10,9 +10,8 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 use vodkit_workload::model::Media;
-pub use vodkit_workload::netflix::truth::PhaseKind;
 
-use crate::chain::ChainRec;
+use crate::chain::{ChainRec, CHAIN_WINDOW_S};
 use crate::chainstats::title_seconds;
 use crate::files::FileTable;
 use crate::record::RequestKind;
@@ -28,10 +27,36 @@ pub struct PhaseParams {
 impl Default for PhaseParams {
     fn default() -> Self {
         PhaseParams {
-            short_chain_s: 40.0,
+            short_chain_s: CHAIN_WINDOW_S,
             transient_gap_s: 10.0,
-            inactive_s: 40.0,
+            inactive_s: CHAIN_WINDOW_S,
         }
+    }
+}
+
+/// What a client was doing (thesis 5.4): probing (transient), streaming steadily
+/// (stable), or nothing (inactive). Written to and read from `phases.csv` by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PhaseKind {
+    Transient,
+    Stable,
+    Inactive,
+}
+
+impl PhaseKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            PhaseKind::Transient => "transient",
+            PhaseKind::Stable => "stable",
+            PhaseKind::Inactive => "inactive",
+        }
+    }
+}
+
+impl std::fmt::Display for PhaseKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 

@@ -1,8 +1,9 @@
 //! Streaming access-log readers: the Netflix-style CSV of thesis 5.1, nginx with the
 //! `log_format` in docs/trace.md, and vodkit's own access log (docs/server.md).
 //!
-//! Lines are read one at a time into a reused buffer; a line that does not parse is
-//! counted (the first few are kept with their line numbers) and skipped, never fatal.
+//! Lines are read one at a time into a reused buffer (the Netflix CSV, after its header,
+//! record by record with the `csv` crate); a line that does not parse is counted (the
+//! first few are kept with their line numbers) and skipped, never fatal.
 
 use std::io::BufRead;
 
@@ -158,22 +159,16 @@ fn time(s: &str, field: &str) -> Result<f64, String> {
     }
 }
 
-fn parse_csv<'a>(line: &'a str, c: &CsvCols) -> Result<Parsed<'a>, String> {
-    let mut f: [&str; 16] = [""; 16];
-    let mut n = 0;
-    for part in line.split(',') {
-        if n < f.len() {
-            f[n] = part;
-        }
-        n += 1;
-    }
+fn parse_csv<'a>(rec: &'a csv::StringRecord, c: &CsvCols) -> Result<Parsed<'a>, String> {
+    let n = rec.len();
     if n != c.width {
         return Err(format!(
             "expected {} comma-separated fields, got {n}",
             c.width
         ));
     }
-    let open = match f[c.open].trim() {
+    let f = |i: usize| rec.get(i).unwrap_or("");
+    let open = match f(c.open).trim() {
         "1" | "true" => true,
         "0" | "false" => false,
         other => {
@@ -183,19 +178,19 @@ fn parse_csv<'a>(line: &'a str, c: &CsvCols) -> Result<Parsed<'a>, String> {
             ))
         }
     };
-    let offset: u64 = num(f[c.offset].trim(), "offset", "a byte offset")?;
-    let sent: u64 = num(f[c.sent].trim(), "bytes_sent", "a byte count")?;
+    let offset: u64 = num(f(c.offset).trim(), "offset", "a byte offset")?;
+    let sent: u64 = num(f(c.sent).trim(), "bytes_sent", "a byte count")?;
     let extent = if open {
         sent
     } else {
         num(
-            f[c.length].trim(),
+            f(c.length).trim(),
             "length",
             "a byte count (empty only for open-ended requests)",
         )?
     };
-    let session = f[c.session].trim();
-    let file = f[c.file].trim();
+    let session = f(c.session).trim();
+    let file = f(c.file).trim();
     if session.is_empty() || file.is_empty() {
         return Err("fields session and file must not be empty".into());
     }
@@ -206,8 +201,8 @@ fn parse_csv<'a>(line: &'a str, c: &CsvCols) -> Result<Parsed<'a>, String> {
         return Err("fields offset and length: the range ends beyond 2^64 bytes".into());
     }
     Ok(Parsed::Request(LogRequest {
-        done_s: time(f[c.ts_end].trim(), "ts_end")?,
-        service_s: time(f[c.service].trim(), "service_time_s")?,
+        done_s: time(f(c.ts_end).trim(), "ts_end")?,
+        service_s: time(f(c.service).trim(), "service_time_s")?,
         session,
         file: crate::files::normalize_name(file),
         offset,
@@ -385,7 +380,6 @@ pub fn read_log<R: BufRead>(
     let mut sum = ReadSummary::default();
     let mut buf = Vec::with_capacity(256);
     let mut fmt = format;
-    let mut cols: Option<CsvCols> = None;
     loop {
         buf.clear();
         if input.read_until(b'\n', &mut buf)? == 0 {
@@ -405,21 +399,19 @@ pub fn read_log<R: BufRead>(
             fmt = detect(line);
         }
         let parsed = match fmt {
-            LogFormat::Netflix => match &cols {
-                Some(c) => parse_csv(line, c),
-                None => match csv_header(line) {
-                    Some(c) => {
-                        cols = Some(c);
-                        Ok(Parsed::Skip)
-                    }
-                    None => {
-                        sum.bad(
-                            n,
-                            format!("expected the CSV header {}", CSV_NAMES.join(",")),
-                        );
-                        continue;
-                    }
-                },
+            LogFormat::Netflix => match csv_header(line) {
+                Some(c) => {
+                    // The rest is CSV proper (quoted fields may hold commas and quotes).
+                    read_netflix(&mut input, &c, &mut sum, &mut sink)?;
+                    break;
+                }
+                None => {
+                    sum.bad(
+                        n,
+                        format!("expected the CSV header {}", CSV_NAMES.join(",")),
+                    );
+                    continue;
+                }
             },
             LogFormat::Nginx => parse_nginx(line),
             LogFormat::Vodkit => parse_vodkit(line),
@@ -445,6 +437,66 @@ pub fn read_log<R: BufRead>(
     }
     .to_string();
     Ok(sum)
+}
+
+/// The records of a Netflix-style CSV after its header (line `sum.lines`), read with the
+/// `csv` crate: RFC 4180 quoting, so a session id or path may hold commas and quotes.
+fn read_netflix<R: BufRead>(
+    input: &mut R,
+    cols: &CsvCols,
+    sum: &mut ReadSummary,
+    sink: &mut impl FnMut(&LogRequest<'_>),
+) -> std::io::Result<()> {
+    let header_line = sum.lines;
+    let mut rdr = csv::ReaderBuilder::new()
+        .has_headers(false)
+        .flexible(true)
+        .from_reader(input);
+    let mut raw = csv::ByteRecord::new();
+    let mut last_line = header_line;
+    loop {
+        let more = match rdr.read_byte_record(&mut raw) {
+            Ok(more) => more,
+            Err(e) => match e.into_kind() {
+                csv::ErrorKind::Io(e) => return Err(e),
+                other => {
+                    // Not reached with `flexible` and byte records; count it and stop.
+                    sum.bad(rdr.position().line() + header_line, format!("{other:?}"));
+                    break;
+                }
+            },
+        };
+        if !more {
+            break;
+        }
+        let n = header_line + raw.position().map_or(0, |p| p.line());
+        if raw.len() == 1 && raw[0].iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        last_line = n;
+        let rec = match csv::StringRecord::from_byte_record(std::mem::take(&mut raw)) {
+            Ok(rec) => rec,
+            Err(e) => {
+                raw = e.into_byte_record();
+                sum.bad(n, "not UTF-8".into());
+                continue;
+            }
+        };
+        match parse_csv(&rec, cols) {
+            Ok(Parsed::Request(r)) => {
+                sum.requests += 1;
+                sink(&r);
+            }
+            Ok(Parsed::Skip | Parsed::Status) => {}
+            Ok(Parsed::Empty) => sum.empty += 1,
+            Ok(Parsed::Unsupported) => sum.unsupported_range += 1,
+            Err(why) => sum.bad(n, why),
+        }
+        raw = rec.into_byte_record();
+    }
+    // Lines of the file: after a final newline the reader stands on the line after it.
+    sum.lines = last_line.max(header_line + rdr.position().line().saturating_sub(1));
+    Ok(())
 }
 
 /// A reader that reports how many bytes have gone through it, at most every `every` bytes.
@@ -533,6 +585,23 @@ mod tests {
             sum.bad_examples
         );
         assert!(sum.describe().contains("line 4"));
+    }
+
+    #[test]
+    fn netflix_csv_fields_may_be_quoted() {
+        let text =
+            "ts_end,service_time_s,session,file,offset,length,open_ended,bytes_sent,device_type\n\
+                    10,0.5,\"s,\"\"1\"\"\",\"nf/a, b.mp4\",0,100,0,100,tv\n\
+                    \n\
+                    11,0.5,s2,f,0,100,0,100,tv\n";
+        let (reqs, sum) = collect(text, LogFormat::Auto);
+        assert_eq!(sum.bad_lines, 0, "{:?}", sum.bad_examples);
+        assert_eq!(reqs.len(), 2);
+        assert_eq!(
+            (reqs[0].0.as_str(), reqs[0].1.as_str()),
+            ("s,\"1\"", "nf/a, b.mp4")
+        );
+        assert_eq!(sum.lines, 4);
     }
 
     #[test]

@@ -2,7 +2,10 @@
 
 /// Whether a request named its last byte (chunk, a closed range) or let the server send
 /// until the client closed the connection (open-ended).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(
+    Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum RequestKind {
     Chunk,
     Open,

@@ -5,13 +5,7 @@ use std::fmt::Write as _;
 
 use crate::analyze::Analysis;
 use crate::phase::AssocMatrix;
-use crate::svg::{Plot, Series};
-
-fn esc(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-}
+use vodkit_plot::{escape as esc, Axis, Plot, Series};
 
 fn table(head: &[&str], rows: &[Vec<String>]) -> String {
     let mut s = String::from("<table><tr>");
@@ -68,19 +62,16 @@ fn plot(
     log_y: bool,
     series: Vec<(&str, Vec<(f64, f64)>)>,
 ) -> String {
+    let axis = |label: &str, log: bool| Axis {
+        label: label.into(),
+        log,
+    };
     Plot {
         title: title.into(),
-        x_label: x.into(),
-        y_label: y.into(),
-        log_x,
-        log_y,
-        series: series
-            .into_iter()
-            .map(|(n, p)| Series {
-                name: n.into(),
-                points: p,
-            })
-            .collect(),
+        x: axis(x, log_x),
+        y: axis(y, log_y),
+        series: series.into_iter().map(|(n, p)| Series::new(n, p)).collect(),
+        ..Plot::default()
     }
     .render()
 }

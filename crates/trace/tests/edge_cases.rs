@@ -239,7 +239,7 @@ fn report_renders_every_section_with_plots() {
     }
     assert!(html.matches("<svg").count() >= 7);
     assert!(
-        !html.contains("no data</text>"),
+        !html.contains("no data measured"),
         "every plot of a synthesized log has data"
     );
     assert!(html.ends_with("</html>\n"));

@@ -3,7 +3,6 @@
 //! least 95% of the phase time classified as in the truth.
 
 use std::collections::HashMap;
-use std::io::BufRead;
 use std::path::Path;
 
 use vodkit_trace::analyze::{analyze, AnalyzeOptions, SessionSink};
@@ -49,23 +48,14 @@ impl SessionSink for Collect {
     }
 }
 
+/// `truth/phases.csv`: `session,phase,t_start,t_end`, the generator's labels read as the
+/// analyzer's `PhaseKind` by name.
 fn truth_phases(path: &Path) -> HashMap<String, Vec<(PhaseKind, f64, f64)>> {
     let mut out: HashMap<String, Vec<(PhaseKind, f64, f64)>> = HashMap::new();
-    let f = std::io::BufReader::new(std::fs::File::open(path).unwrap());
-    for line in f.lines().skip(1) {
-        let line = line.unwrap();
-        let v: Vec<&str> = line.split(',').collect();
-        let kind = match v[1] {
-            "transient" => PhaseKind::Transient,
-            "stable" => PhaseKind::Stable,
-            "inactive" => PhaseKind::Inactive,
-            other => panic!("unknown phase {other}"),
-        };
-        out.entry(v[0].to_string()).or_default().push((
-            kind,
-            v[2].parse().unwrap(),
-            v[3].parse().unwrap(),
-        ));
+    let mut rdr = csv::Reader::from_path(path).unwrap();
+    for row in rdr.deserialize() {
+        let (session, kind, t0, t1): (String, PhaseKind, f64, f64) = row.unwrap();
+        out.entry(session).or_default().push((kind, t0, t1));
     }
     out
 }

@@ -3,12 +3,12 @@
 //! sizes) — the same figures `vodkit serve` reports. Exposed as a JSON snapshot
 //! (`vodkit prefetchd --metrics FILE`).
 
-use super::{DaemonConfig, Mode};
+use super::DaemonConfig;
 use crate::protocol::{Op, Request};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
-use vodkit_prefetch::{PolicyState, ReadOutcome, Stats};
+use vodkit_prefetch::{IoMode, ReadOutcome, Stats};
 
 #[derive(Default)]
 pub(crate) struct Metrics {
@@ -32,13 +32,13 @@ pub(crate) struct Metrics {
 /// What became of the misses the library reported.
 #[derive(Debug, Clone, Default, serde::Serialize)]
 pub struct ModeCounts {
-    /// Handed to the engine (`serialize`, `both`).
+    /// Handed to the engine to read (`serialized`, `asap`).
     pub engine: u64,
     /// Of those, found resident by the time the engine looked (another read got them).
     pub already_resident: u64,
     /// Sized here and read by the library (`prefetch`).
     pub prefetch_in_library: u64,
-    /// Only recorded (`track`).
+    /// Only recorded (`vanilla`).
     pub tracked_only: u64,
     /// The descriptor was not a regular file (nothing done).
     pub not_regular: u64,
@@ -48,7 +48,7 @@ pub struct ModeCounts {
 #[derive(Debug, Clone, serde::Serialize)]
 pub struct MetricsSnapshot {
     pub socket: String,
-    pub mode: Mode,
+    pub mode: IoMode,
     pub policy: String,
     pub per_device: bool,
     /// The `--catalog` giving bit rates, and how many files it lists.
@@ -73,11 +73,9 @@ pub struct MetricsSnapshot {
     pub planned_bytes: u64,
     pub read_errors: u64,
     pub bad_messages: u64,
-    /// The engine's accounting (reads, disk time, per-device queues, policy state).
+    /// The engine's accounting (reads, disk time, per-device queues, policy state; in
+    /// `prefetch` mode the policy sizes the library's reads through the engine too).
     pub engine: Stats,
-    /// Policy state in `prefetch` mode, where sizing happens outside the engine.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub library_policy: Option<PolicyState>,
 }
 
 const OPS: [Op; 6] = [
@@ -114,7 +112,6 @@ impl Metrics {
         config: &DaemonConfig,
         uptime: Duration,
         engine: Stats,
-        library_policy: Option<PolicyState>,
     ) -> MetricsSnapshot {
         let get = |a: &AtomicU64| a.load(Ordering::Relaxed);
         MetricsSnapshot {
@@ -151,7 +148,6 @@ impl Metrics {
             read_errors: get(&self.read_errors),
             bad_messages: get(&self.bad_messages),
             engine,
-            library_policy,
         }
     }
 }

@@ -9,7 +9,6 @@
 //! per-device FIFO workers, residency re-checks, the policy, and its accounting.
 
 pub mod admin;
-mod chains;
 mod metrics;
 mod rates;
 pub mod socket;
@@ -18,73 +17,68 @@ pub use metrics::{MetricsSnapshot, ModeCounts};
 pub use rates::FileRates;
 
 use crate::protocol::{Reply, Request};
-use chains::ChainTracker;
 use metrics::Metrics;
 use rates::{FileKey, RateCache};
 use std::collections::HashMap;
-use std::fmt;
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
+use vodkit_prefetch::chain::FILE_CHAIN_REACH;
 use vodkit_prefetch::{
-    ChainPosition, DeviceMap, Engine, EngineConfig, IoMode, MemoryConfig, Policy, PolicySpec,
-    ReadContext, ReadRequest,
+    ChainPosition, ChainTracker, DeviceMap, Engine, EngineConfig, IoMode, MemoryConfig, PolicySpec,
+    ReadRequest,
 };
 
-/// What the daemon does with a miss (seed 001 §3.2.2).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    /// Serialize reads per device without enlarging them.
-    Serialize,
-    /// Enlarge reads per policy; the library performs them itself, unserialized.
-    Prefetch,
-    /// Serialize and enlarge (the full design; default).
-    Both,
-    /// Only record misses; no reads, no waiting.
-    Track,
-}
+/// Files whose chain the daemon remembers (it sees no clients: one chain per file).
+const CHAIN_FILES: usize = 1 << 16;
 
-impl FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Mode, String> {
-        match s {
-            "serialize" => Ok(Mode::Serialize),
-            "prefetch" => Ok(Mode::Prefetch),
-            "both" => Ok(Mode::Both),
-            "track" => Ok(Mode::Track),
-            other => Err(format!(
-                "mode `{other}`: expected serialize, prefetch, both or track"
-            )),
-        }
+/// The daemon's `--mode`: the engine's [`IoMode`] words, as for `vodkit serve --io`, with
+/// the daemon's older words accepted too (seed 001 §3.2.2). What each means here:
+///
+/// | mode | old word | who reads | serialized | enlarged |
+/// |---|---|---|---|---|
+/// | `asap` (default) | `both` | the daemon's engine | yes | policy size |
+/// | `serialized` | `serialize` | the daemon's engine | yes | no |
+/// | `prefetch` | — | the library, sized by the engine's policy | no | policy size |
+/// | `vanilla` | `track` | the application, unchanged; misses only recorded | no | no |
+///
+/// `direct` is refused: the application reads through the page cache.
+pub fn parse_mode(word: &str) -> Result<IoMode, String> {
+    let mode = match word {
+        "both" => IoMode::Asap,
+        "serialize" => IoMode::Serialized,
+        "track" => IoMode::Vanilla,
+        other => other.parse::<IoMode>().map_err(|_| {
+            format!(
+                "mode `{other}`: expected asap (or both), serialized (or serialize), prefetch \
+                 or vanilla (or track)"
+            )
+        })?,
+    };
+    if mode == IoMode::Direct {
+        return Err(
+            "mode `direct`: the preloaded application reads through the page cache; \
+             expected asap, serialized, prefetch or vanilla"
+                .into(),
+        );
     }
-}
-
-impl fmt::Display for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Mode::Serialize => "serialize",
-            Mode::Prefetch => "prefetch",
-            Mode::Both => "both",
-            Mode::Track => "track",
-        })
-    }
+    Ok(mode)
 }
 
 /// How a daemon is set up.
 #[derive(Debug, Clone)]
 pub struct DaemonConfig {
     pub socket: PathBuf,
-    /// Prefetch policy (ignored in `serialize` and `track` modes).
+    /// Prefetch policy (ignored in `serialized` and `vanilla` modes).
     pub policy: PolicySpec,
     /// One I/O worker per device instead of one for all devices.
     pub per_device: bool,
-    pub mode: Mode,
+    /// What the daemon does with a miss ([`parse_mode`]).
+    pub mode: IoMode,
     /// Bit rates of the served files (`--catalog`); without them every file is sized at
     /// the policy's reference rate.
     pub bitrates: Option<FileRates>,
@@ -95,13 +89,13 @@ pub struct DaemonConfig {
 }
 
 impl DaemonConfig {
-    /// Defaults: `both`, `fixed:2MiB` (the seed's default prefetch size), one worker.
+    /// Defaults: `asap`, `fixed:2MiB` (the seed's default prefetch size), one worker.
     pub fn new(socket: impl Into<PathBuf>) -> DaemonConfig {
         DaemonConfig {
             socket: socket.into(),
             policy: PolicySpec::Fixed { bytes: 2 << 20 },
             per_device: false,
-            mode: Mode::Both,
+            mode: IoMode::Asap,
             bitrates: None,
             memory: Some(MemoryConfig::for_budget(
                 vodkit_prefetch::budget::detect(None).0,
@@ -110,24 +104,10 @@ impl DaemonConfig {
     }
 }
 
-impl Mode {
-    /// The engine mode behind a daemon mode (`prefetch` and `track` read nothing in the
-    /// daemon; their engine only serves the accounting).
-    fn io_mode(self) -> IoMode {
-        match self {
-            Mode::Serialize => IoMode::Serialized,
-            Mode::Both => IoMode::Asap,
-            Mode::Prefetch | Mode::Track => IoMode::Vanilla,
-        }
-    }
-}
-
 /// State shared by the daemon's threads.
 struct Shared {
     config: DaemonConfig,
     started: Instant,
-    /// Sizes reads in `prefetch` mode, where the library performs them itself.
-    library_policy: Mutex<Box<dyn Policy>>,
     chains: Mutex<ChainTracker>,
     /// Bit rate per file seen, when the daemon has a catalog.
     rate_cache: RateCache,
@@ -150,7 +130,7 @@ impl Daemon {
     pub fn start(config: DaemonConfig) -> std::io::Result<Daemon> {
         let listener = socket::listen(&config.socket)?;
         let engine = Engine::new(EngineConfig {
-            mode: config.mode.io_mode(),
+            mode: config.mode,
             policy: config.policy.clone(),
             devices: if config.per_device {
                 DeviceMap::new()
@@ -162,11 +142,10 @@ impl Daemon {
             ..EngineConfig::default()
         });
         let shared = Arc::new(Shared {
-            library_policy: Mutex::new(config.policy.build()),
             engine: Arc::new(engine),
             config,
             started: Instant::now(),
-            chains: Mutex::new(ChainTracker::default()),
+            chains: Mutex::new(ChainTracker::per_file(FILE_CHAIN_REACH, CHAIN_FILES)),
             rate_cache: RateCache::default(),
             metrics: Metrics::default(),
             stopping: AtomicBool::new(false),
@@ -242,16 +221,10 @@ fn raise_descriptor_limit() {
 }
 
 fn snapshot(shared: &Shared) -> MetricsSnapshot {
-    let engine = shared.engine.stats();
-    let library_policy = match shared.config.mode {
-        Mode::Prefetch => shared.library_policy.lock().ok().map(|p| p.current()),
-        _ => None,
-    };
     shared.metrics.snapshot(
         &shared.config,
         shared.started.elapsed(),
-        engine,
-        library_policy,
+        shared.engine.stats(),
     )
 }
 
@@ -355,17 +328,14 @@ fn chain_of(shared: &Shared, key: FileKey, req: &Request) -> ChainPosition {
         .chains
         .lock()
         .map(|mut c| c.place(key.id, req.offset))
-        .unwrap_or(ChainPosition {
-            bytes: 0,
-            kind: Default::default(),
-        })
+        .unwrap_or_default()
 }
 
 /// A note of a read served from memory: the engine accounts it as a hit (its ledger marks
 /// prefetched bytes used, the policy sees the request), as it does for `vodkit serve`.
 fn note_resident(shared: &Shared, req: &Request, file: OwnedFd) {
     shared.metrics.note_resident(req);
-    if !matches!(shared.config.mode, Mode::Serialize | Mode::Both) {
+    if shared.config.mode == IoMode::Vanilla {
         return;
     }
     let file = Arc::new(File::from(file));
@@ -394,33 +364,20 @@ fn handle(shared: &Shared, req: &Request, file: OwnedFd) -> Reply {
         return Reply::Skipped;
     };
     let mode = shared.config.mode;
-    if mode == Mode::Track {
+    if mode == IoMode::Vanilla {
         m.tracked.fetch_add(1, Ordering::Relaxed);
         return Reply::Skipped;
-    }
-    let now_s = shared.started.elapsed().as_secs_f64();
-    let bitrate_kbps = bitrate_of(shared, key, &file);
-    let chain = chain_of(shared, key, req);
-    if mode == Mode::Prefetch {
-        let ctx = ReadContext {
-            file: key.id,
-            offset: req.offset,
-            len: req.len,
-            file_size: req.file_size,
-            bitrate_kbps,
-            chain_bytes: chain.bytes,
-            chain_kind: chain.kind,
-            now_s,
-        };
-        return plan_in_library(shared, &ctx);
     }
     let request = ReadRequest {
         offset: req.offset,
         len: req.len,
-        bitrate_kbps,
-        chain: Some(chain),
+        bitrate_kbps: bitrate_of(shared, key, &file),
+        chain: Some(chain_of(shared, key, req)),
         client: None,
     };
+    if mode == IoMode::Prefetch {
+        return plan_in_library(shared, &file, &request);
+    }
     match shared.engine.ensure_resident_blocking(&file, request) {
         Ok(outcome) => {
             m.note_outcome(&outcome);
@@ -434,14 +391,17 @@ fn handle(shared: &Shared, req: &Request, file: OwnedFd) -> Reply {
     }
 }
 
-/// `prefetch` mode: size the read with the policy and let the library perform it.
-fn plan_in_library(shared: &Shared, ctx: &ReadContext) -> Reply {
-    let size = shared
-        .library_policy
-        .lock()
-        .map(|mut p| p.prefetch_bytes(ctx))
-        .unwrap_or(0);
-    let len = ctx.read_len(size);
+/// `prefetch` mode: the engine's policy sizes the read ([`Engine::plan`]) and the library
+/// performs it.
+fn plan_in_library(shared: &Shared, file: &Arc<File>, request: &ReadRequest) -> Reply {
+    let len = match shared.engine.plan(file, request) {
+        Ok(outcome) => outcome.read_bytes,
+        Err(e) => {
+            shared.metrics.read_errors.fetch_add(1, Ordering::Relaxed);
+            tracing::debug!("sizing a miss failed: {e}");
+            return Reply::Error;
+        }
+    };
     if len == 0 {
         return Reply::Skipped;
     }
@@ -451,7 +411,7 @@ fn plan_in_library(shared: &Shared, ctx: &ReadContext) -> Reply {
         .planned_bytes
         .fetch_add(len, Ordering::Relaxed);
     Reply::PrefetchHere {
-        offset: ctx.offset,
+        offset: request.offset,
         len,
     }
 }
@@ -496,4 +456,26 @@ pub fn write_metrics(path: &Path, m: &MetricsSnapshot) -> std::io::Result<()> {
     let json = serde_json::to_vec_pretty(m).map_err(std::io::Error::other)?;
     std::fs::write(&tmp, json)?;
     std::fs::rename(&tmp, path)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn modes_take_the_engine_words_and_the_daemon_older_ones() {
+        for (word, mode) in [
+            ("asap", IoMode::Asap),
+            ("both", IoMode::Asap),
+            ("serialized", IoMode::Serialized),
+            ("serialize", IoMode::Serialized),
+            ("prefetch", IoMode::Prefetch),
+            ("vanilla", IoMode::Vanilla),
+            ("track", IoMode::Vanilla),
+        ] {
+            assert_eq!(parse_mode(word), Ok(mode), "{word}");
+        }
+        assert!(parse_mode("direct").unwrap_err().contains("page cache"));
+        assert!(parse_mode("turbo").unwrap_err().contains("mode `turbo`"));
+    }
 }

@@ -7,7 +7,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-use vodkit_preload::{Daemon, DaemonConfig, Mode, Preload};
+use vodkit_preload::{Daemon, DaemonConfig, IoMode, Preload};
 use vodkit_workload::content::{fill, path_key};
 
 pub const TRANSPARENCY_BIN: &str = env!("VODKIT_TRANSPARENCY_BIN");
@@ -54,7 +54,7 @@ pub fn evict(path: &Path) {
 }
 
 /// Start a daemon on a socket in `dir`.
-pub fn daemon(dir: &Path, mode: Mode, policy: &str) -> Daemon {
+pub fn daemon(dir: &Path, mode: IoMode, policy: &str) -> Daemon {
     let mut cfg = DaemonConfig::new(dir.join("prefetchd.sock"));
     cfg.mode = mode;
     cfg.policy = policy.parse().expect("policy");

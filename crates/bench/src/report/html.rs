@@ -1,33 +1,10 @@
 //! report.html: one self-contained page (no scripts, no external files) with the summary
-//! table and inline SVG plots drawn with plotters' SVG backend.
+//! table and inline SVG plots (`vodkit_plot`, the look shared with the trace and simulate
+//! reports).
 
 use super::{text, BenchReport, ServerReport};
-use plotters::prelude::*;
 use std::collections::BTreeMap;
-
-const PALETTE: [RGBColor; 8] = [
-    RGBColor(31, 119, 180),
-    RGBColor(255, 127, 14),
-    RGBColor(44, 160, 44),
-    RGBColor(214, 39, 40),
-    RGBColor(148, 103, 189),
-    RGBColor(140, 86, 75),
-    RGBColor(227, 119, 194),
-    RGBColor(127, 127, 127),
-];
-
-/// One line of a plot: name and (x, y) points.
-pub struct Series {
-    pub name: String,
-    pub points: Vec<(f64, f64)>,
-}
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
-}
+use vodkit_plot::{escape, Axis, Plot, Series};
 
 /// Mean of a per-point figure at each rate, for one server.
 fn by_rate(s: &ServerReport, f: impl Fn(&super::PointRecord) -> Option<f64>) -> Vec<(f64, f64)> {
@@ -47,74 +24,23 @@ fn by_rate(s: &ServerReport, f: impl Fn(&super::PointRecord) -> Option<f64>) -> 
     v
 }
 
-/// Draw a line plot as an SVG string; an explanatory note when there is nothing to draw.
+/// A line plot with a dot at every measured point, in the look of every vodkit report
+/// (`vodkit_plot`); an explanatory note when there is nothing to draw.
 pub fn line_plot(title: &str, x_desc: &str, y_desc: &str, series: &[Series]) -> String {
-    let all: Vec<(f64, f64)> = series
-        .iter()
-        .flat_map(|s| s.points.iter().copied())
-        .collect();
-    if all.is_empty() {
-        return format!(
-            "<p class=\"empty\">{}: no data measured.</p>",
-            escape(title)
-        );
+    Plot {
+        title: title.into(),
+        x: Axis::linear(x_desc),
+        y: Axis::linear(y_desc),
+        series: series
+            .iter()
+            .map(|s| Series {
+                markers: true,
+                ..s.clone()
+            })
+            .collect(),
+        ..Plot::default()
     }
-    let (mut x0, mut x1) = all
-        .iter()
-        .fold((f64::MAX, f64::MIN), |(a, b), p| (a.min(p.0), b.max(p.0)));
-    let y1 = all.iter().fold(0.0f64, |m, p| m.max(p.1));
-    if x1 <= x0 {
-        x0 -= 0.5;
-        x1 += 0.5;
-    }
-    let y1 = if y1 <= 0.0 { 1.0 } else { y1 * 1.1 };
-    let mut svg = String::new();
-    {
-        let root = SVGBackend::with_string(&mut svg, (640, 360)).into_drawing_area();
-        let draw = || -> Result<(), Box<dyn std::error::Error + '_>> {
-            root.fill(&WHITE)?;
-            let mut chart = ChartBuilder::on(&root)
-                .caption(title, ("sans-serif", 18))
-                .margin(12)
-                .x_label_area_size(40)
-                .y_label_area_size(60)
-                .build_cartesian_2d(x0..x1, 0.0..y1)?;
-            chart
-                .configure_mesh()
-                .x_desc(x_desc)
-                .y_desc(y_desc)
-                .draw()?;
-            for (i, s) in series.iter().enumerate() {
-                let color = PALETTE[i % PALETTE.len()];
-                chart
-                    .draw_series(LineSeries::new(
-                        s.points.iter().copied(),
-                        color.stroke_width(2),
-                    ))?
-                    .label(s.name.clone())
-                    .legend(move |(x, y)| {
-                        PathElement::new(vec![(x, y), (x + 18, y)], color.stroke_width(2))
-                    });
-                chart.draw_series(s.points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
-            }
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .position(SeriesLabelPosition::UpperLeft)
-                .draw()?;
-            root.present()?;
-            Ok(())
-        };
-        if let Err(e) = draw() {
-            return format!(
-                "<p class=\"empty\">{}: plot failed: {}</p>",
-                escape(title),
-                escape(&e.to_string())
-            );
-        }
-    }
-    svg
+    .render()
 }
 
 fn per_server(
@@ -126,6 +52,7 @@ fn per_server(
         .map(|s| Series {
             name: s.sut.clone(),
             points: by_rate(s, f),
+            ..Series::default()
         })
         .filter(|s| !s.points.is_empty())
         .collect()
@@ -152,6 +79,7 @@ fn capacity_plot(r: &BenchReport) -> Option<String> {
             Some(Series {
                 name: s.sut.clone(),
                 points: vec![(i as f64 + 1.0, y)],
+                ..Series::default()
             })
         })
         .collect();
@@ -161,6 +89,7 @@ fn capacity_plot(r: &BenchReport) -> Option<String> {
     series.push(Series {
         name: "capacity bound (no server can exceed it)".into(),
         points: vec![(0.5, line), (r.servers.len() as f64 + 0.5, line)],
+        ..Series::default()
     });
     Some(line_plot(
         "Max failure-free rate against the capacity bound",
@@ -245,6 +174,7 @@ pub fn render(r: &BenchReport) -> String {
             .map(|s| Series {
                 name: s.sut.clone(),
                 points: by_rate(s, |p| p.metrics.client.qos.as_ref()?.get(&f)?.as_f64()),
+                ..Series::default()
             })
             .filter(|s| !s.points.is_empty())
             .collect();
@@ -268,6 +198,7 @@ pub fn render(r: &BenchReport) -> String {
             Some(Series {
                 name: format!("{} at {}", s.sut, p.rate),
                 points: pts,
+                ..Series::default()
             })
         })
         .collect();
@@ -336,6 +267,7 @@ mod tests {
             &[Series {
                 name: "nginx".into(),
                 points: vec![(1.0, 2.0), (2.0, 4.0)],
+                ..Series::default()
             }],
         );
         assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(80)]);

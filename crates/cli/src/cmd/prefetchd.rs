@@ -1,7 +1,7 @@
 //! `vodkit prefetchd`: the prefetch daemon the preload library reports misses to.
 
 use std::path::PathBuf;
-use vodkit_preload::daemon::{serve_until_signalled, DaemonConfig, FileRates, Mode};
+use vodkit_preload::daemon::{parse_mode, serve_until_signalled, DaemonConfig, FileRates};
 
 /// How the daemon runs; shared with `vodkit preload`, which starts one when needed.
 #[derive(clap::Args)]
@@ -15,9 +15,10 @@ pub struct DaemonArgs {
     /// One I/O worker per device instead of one for all devices.
     #[arg(long)]
     pub per_device: bool,
-    /// serialize (no enlarging), prefetch (enlarge in the library, no serializing),
-    /// both, or track (record misses only).
-    #[arg(long, default_value = "both")]
+    /// The I/O modes of `vodkit serve --io`: asap (serialize and enlarge), serialized (no
+    /// enlarging), prefetch (enlarge in the library, no serializing) or vanilla (record
+    /// misses only); the older words both, serialize and track are accepted.
+    #[arg(long, default_value = "asap")]
     pub mode: String,
     /// Bit rates of the served files for bit-rate-aware policies (auto, sqrt:, proportional:):
     /// a workload catalog.json, a JSON object {"path": kbps}, or `path kbps` lines.
@@ -116,9 +117,7 @@ pub fn config(
 ) -> anyhow::Result<DaemonConfig> {
     let mut config = DaemonConfig::new(socket);
     config.policy = prefetch.parse().map_err(super::usage)?;
-    config.mode = mode
-        .parse::<Mode>()
-        .map_err(|e| super::usage(format!("--{e}")))?;
+    config.mode = parse_mode(mode).map_err(|e| super::usage(format!("--{e}")))?;
     config.per_device = per_device;
     Ok(config)
 }

@@ -29,6 +29,7 @@ pub use first_grow::{FirstGrowParams, FirstGrowPolicy};
 pub use scaled::{FixedPolicy, NonePolicy, ProportionalPolicy, SqrtPolicy};
 pub use spec::{PolicySpec, SpecError};
 
+pub use crate::chain::ChainKind;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -37,19 +38,6 @@ pub const DEFAULT_BITRATE_KBPS: u32 = 419;
 
 /// Identity of a file as the policy sees it (e.g. device and inode folded together).
 pub type FileId = u64;
-
-/// How the chain a request belongs to started (thesis 5.3.2, Table 5.6).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ChainKind {
-    /// The chain began with an open-ended request (`bytes=0-`) at offset zero.
-    OpenAtZero,
-    /// The chain began with a closed range (a chunk request) at offset zero.
-    ChunkAtZero,
-    /// The chain began later than offset zero, whatever the request type.
-    #[default]
-    Other,
-}
 
 /// One cache miss, as presented to a policy.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

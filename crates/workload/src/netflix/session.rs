@@ -11,7 +11,7 @@ use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp, LogNormal};
 
 use super::catalog::{NfCatalog, SEGMENT_S};
-use super::truth::{PhaseKind, RunBook, SynthRequest, TruthPhase, TruthRun};
+use super::truth::{RunBook, SynthRequest, TruthPhase, TruthPhaseKind, TruthRun};
 
 /// Bytes an open-ended client reads from offset 0 to get a segment table (thesis 5.3.2).
 pub const OPEN_HEADER_READ: u64 = 786_432;
@@ -237,7 +237,7 @@ impl Player<'_> {
     fn push(&mut self, r: SynthRequest) {
         if let Some(from) = self.pause_from.take() {
             self.inactive.push(TruthPhase {
-                kind: PhaseKind::Inactive,
+                kind: TruthPhaseKind::Inactive,
                 t_start: from,
                 t_end: r.recv_s,
             });
@@ -861,7 +861,7 @@ fn finish(
     let mut phases: Vec<TruthPhase> = stable_runs
         .iter()
         .map(|r| TruthPhase {
-            kind: PhaseKind::Stable,
+            kind: TruthPhaseKind::Stable,
             t_start: r.t_start,
             t_end: r.t_end,
         })
@@ -886,7 +886,7 @@ fn finish(
         }
         if let Some((a, b)) = span {
             phases.push(TruthPhase {
-                kind: PhaseKind::Transient,
+                kind: TruthPhaseKind::Transient,
                 t_start: a,
                 t_end: b,
             });

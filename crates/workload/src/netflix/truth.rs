@@ -46,26 +46,29 @@ pub struct TruthRun {
     start_recv: f64,
 }
 
+/// The phase the generator put a session in (its own labels; the analyzer's
+/// `vodkit_trace::phase::PhaseKind` is found from the log, and the two meet only in the
+/// `phases.csv` the generator writes, by these names).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PhaseKind {
+pub enum TruthPhaseKind {
     Transient,
     Stable,
     Inactive,
 }
 
-impl fmt::Display for PhaseKind {
+impl fmt::Display for TruthPhaseKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
-            PhaseKind::Transient => "transient",
-            PhaseKind::Stable => "stable",
-            PhaseKind::Inactive => "inactive",
+            TruthPhaseKind::Transient => "transient",
+            TruthPhaseKind::Stable => "stable",
+            TruthPhaseKind::Inactive => "inactive",
         })
     }
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct TruthPhase {
-    pub kind: PhaseKind,
+    pub kind: TruthPhaseKind,
     pub t_start: f64,
     pub t_end: f64,
 }

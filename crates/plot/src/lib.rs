@@ -1,0 +1,413 @@
+//! One look for every report's plots (`vodkit bench`, `vodkit trace`, `vodkit simulate`):
+//! inline SVG line charts drawn with plotters' SVG backend, and the one HTML escaper.
+//!
+//! A [`Plot`] has a title, an x axis, a left y axis and optionally a right one (the
+//! simulator's memory beside utilization); each axis may be logarithmic. Series take the
+//! palette's colours in order unless they name one, so one thing keeps its colour across
+//! plots; a series may be dashed and may mark its points. A plot without data renders as a
+//! one-line note instead of an empty frame.
+
+use plotters::coord::types::RangedCoordf64;
+use plotters::prelude::*;
+
+/// Width and height of every plot, in pixels.
+pub const SIZE: (u32, u32) = (720, 400);
+
+/// The colours of series, in order.
+pub const PALETTE: [RGBColor; 8] = [
+    RGBColor(31, 119, 180),
+    RGBColor(214, 39, 40),
+    RGBColor(44, 160, 44),
+    RGBColor(255, 127, 14),
+    RGBColor(148, 103, 189),
+    RGBColor(140, 86, 75),
+    RGBColor(227, 119, 194),
+    RGBColor(127, 127, 127),
+];
+
+/// Text made safe for HTML and SVG, in element content and in quoted attributes.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// One line of a plot.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Series {
+    pub name: String,
+    pub points: Vec<(f64, f64)>,
+    /// Index into [`PALETTE`] (modulo its length); `None`: the series' place in the plot.
+    pub color: Option<usize>,
+    pub dashed: bool,
+    /// Draw a dot at every point.
+    pub markers: bool,
+}
+
+impl Series {
+    pub fn new(name: impl Into<String>, points: Vec<(f64, f64)>) -> Series {
+        Series {
+            name: name.into(),
+            points,
+            ..Series::default()
+        }
+    }
+}
+
+/// An axis: its label and whether it is logarithmic (points at or below zero are left
+/// out of a logarithmic axis).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Axis {
+    pub label: String,
+    pub log: bool,
+}
+
+impl Axis {
+    pub fn linear(label: impl Into<String>) -> Axis {
+        Axis {
+            label: label.into(),
+            log: false,
+        }
+    }
+
+    pub fn log(label: impl Into<String>) -> Axis {
+        Axis {
+            label: label.into(),
+            log: true,
+        }
+    }
+
+    fn to_plot(&self, v: f64) -> Option<f64> {
+        if !v.is_finite() {
+            return None;
+        }
+        if self.log {
+            (v > 0.0).then(|| v.log10())
+        } else {
+            Some(v)
+        }
+    }
+
+    fn tick_label(&self, v: f64) -> String {
+        let x = if self.log { 10f64.powf(v) } else { v };
+        if x != 0.0 && !(1e-2..1e5).contains(&x.abs()) {
+            format!("{x:.0e}")
+        } else if (x - x.round()).abs() < 1e-9 {
+            format!("{}", x.round() as i64)
+        } else if x.abs() >= 10.0 {
+            format!("{x:.1}")
+        } else {
+            format!("{x:.2}")
+        }
+    }
+}
+
+/// A line chart.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Plot {
+    pub title: String,
+    pub x: Axis,
+    pub y: Axis,
+    pub series: Vec<Series>,
+    /// A second y axis on the right with its own series.
+    pub right: Option<(Axis, Vec<Series>)>,
+    /// Horizontal reference lines on the left axis (value, label), e.g. 100 % utilization.
+    pub rules: Vec<(f64, String)>,
+}
+
+/// The range of plotted values, padded when empty or flat; linear y ranges start at zero.
+fn range(values: impl Iterator<Item = f64>, from_zero: bool, pad_top: bool) -> (f64, f64) {
+    let (mut lo, mut hi) = values.fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)));
+    if lo > hi {
+        return (0.0, 1.0);
+    }
+    if from_zero {
+        lo = lo.min(0.0);
+    }
+    if hi - lo < 1e-12 {
+        lo -= 0.5;
+        hi += 0.5;
+    }
+    if pad_top {
+        hi += (hi - lo) * 0.08;
+    }
+    (lo, hi)
+}
+
+/// Points of `s` in plot coordinates.
+fn mapped(s: &Series, x: &Axis, y: &Axis) -> Vec<(f64, f64)> {
+    s.points
+        .iter()
+        .filter_map(|&(a, b)| Some((x.to_plot(a)?, y.to_plot(b)?)))
+        .collect()
+}
+
+impl Plot {
+    /// The chart as an inline `<svg>` element, or a `<p class="empty">` note when no
+    /// series has a point to draw.
+    pub fn render(&self) -> String {
+        let left: Vec<Vec<(f64, f64)>> = self
+            .series
+            .iter()
+            .map(|s| mapped(s, &self.x, &self.y))
+            .collect();
+        let right: Vec<Vec<(f64, f64)>> = self
+            .right
+            .iter()
+            .flat_map(|(axis, series)| series.iter().map(move |s| mapped(s, &self.x, axis)))
+            .collect();
+        let xs = left.iter().chain(&right).flatten().map(|p| p.0);
+        if xs.clone().next().is_none() {
+            return format!(
+                "<p class=\"empty\">{}: no data measured.</p>",
+                escape(&self.title)
+            );
+        }
+        let x_range = range(xs, false, false);
+        let y_range = range(
+            left.iter()
+                .flatten()
+                .map(|p| p.1)
+                .chain(self.rules.iter().filter_map(|r| self.y.to_plot(r.0))),
+            !self.y.log,
+            true,
+        );
+        let mut svg = String::new();
+        if let Err(e) = self.draw(&mut svg, x_range, y_range, &left, &right) {
+            return format!(
+                "<p class=\"empty\">{}: plot failed: {}</p>",
+                escape(&self.title),
+                escape(&e)
+            );
+        }
+        svg
+    }
+
+    fn draw(
+        &self,
+        svg: &mut String,
+        (x0, x1): (f64, f64),
+        (y0, y1): (f64, f64),
+        left: &[Vec<(f64, f64)>],
+        right: &[Vec<(f64, f64)>],
+    ) -> Result<(), String> {
+        let root = SVGBackend::with_string(svg, SIZE).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let chart = ChartBuilder::on(&root)
+            .caption(&self.title, ("sans-serif", 17))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(64)
+            .right_y_label_area_size(if self.right.is_some() { 64 } else { 0 })
+            .build_cartesian_2d(x0..x1, y0..y1)
+            .map_err(|e| e.to_string())?;
+        // Every series is drawn in the left axis' coordinates: the right axis' values are
+        // mapped onto them, so one loop draws all lines alike.
+        let mut lines: Vec<(&Series, Vec<(f64, f64)>)> =
+            self.series.iter().zip(left.iter().cloned()).collect();
+        match &self.right {
+            None => {
+                let mut chart = chart;
+                self.draw_lines(&mut chart, (x0, x1), &lines)?;
+                legend(&mut chart)?;
+            }
+            Some((axis, series)) => {
+                let (r0, r1) = range(right.iter().flatten().map(|p| p.1), !axis.log, true);
+                let to_left = |v: f64| y0 + (v - r0) / (r1 - r0) * (y1 - y0);
+                lines.extend(
+                    series
+                        .iter()
+                        .zip(right)
+                        .map(|(s, pts)| (s, pts.iter().map(|&(x, v)| (x, to_left(v))).collect())),
+                );
+                // The secondary coordinates before the mesh: they take over the right label
+                // area, which the primary mesh would otherwise label too.
+                let mut chart = chart.set_secondary_coord(x0..x1, r0..r1);
+                self.draw_lines(&mut chart, (x0, x1), &lines)?;
+                let fr = |v: &f64| axis.tick_label(*v);
+                chart
+                    .configure_secondary_axes()
+                    .y_desc(axis.label.as_str())
+                    .y_label_formatter(&fr)
+                    .label_style(("sans-serif", 12))
+                    .axis_desc_style(("sans-serif", 13))
+                    .draw()
+                    .map_err(|e| e.to_string())?;
+                legend(&mut chart)?;
+            }
+        }
+        root.present().map_err(|e| e.to_string())?;
+        Ok(())
+    }
+
+    /// The mesh, the reference rules and the series (in left-axis coordinates).
+    fn draw_lines<'a, DB: DrawingBackend + 'a>(
+        &self,
+        chart: &mut ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+        (x0, x1): (f64, f64),
+        lines: &[(&Series, Vec<(f64, f64)>)],
+    ) -> Result<(), String> {
+        let (x_axis, y_axis) = (&self.x, &self.y);
+        let fx = |v: &f64| x_axis.tick_label(*v);
+        let fy = |v: &f64| y_axis.tick_label(*v);
+        chart
+            .configure_mesh()
+            .light_line_style(RGBColor(238, 238, 238))
+            .bold_line_style(RGBColor(221, 221, 221))
+            .x_desc(self.x.label.as_str())
+            .y_desc(self.y.label.as_str())
+            .x_label_formatter(&fx)
+            .y_label_formatter(&fy)
+            .label_style(("sans-serif", 12))
+            .axis_desc_style(("sans-serif", 13))
+            .draw()
+            .map_err(|e| e.to_string())?;
+        for (value, label) in &self.rules {
+            let Some(v) = self.y.to_plot(*value) else {
+                continue;
+            };
+            let style = ShapeStyle {
+                color: RGBColor(204, 0, 0).to_rgba(),
+                filled: false,
+                stroke_width: 1,
+            };
+            chart
+                .draw_series(DashedLineSeries::new([(x0, v), (x1, v)], 3, 3, style))
+                .map_err(|e| e.to_string())?
+                .label(label.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
+        }
+        for (i, (s, pts)) in lines.iter().enumerate() {
+            let style = line_style(s, i);
+            let drawn = if s.dashed {
+                chart.draw_series(DashedLineSeries::new(pts.iter().copied(), 6, 4, style))
+            } else {
+                chart.draw_series(LineSeries::new(pts.iter().copied(), style))
+            };
+            drawn
+                .map_err(|e| e.to_string())?
+                .label(s.name.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
+            if s.markers {
+                chart
+                    .draw_series(pts.iter().map(|&p| Circle::new(p, 3, style.color.filled())))
+                    .map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The stroke of a series: its palette colour (its own or its place), 2 px.
+fn line_style(s: &Series, place: usize) -> ShapeStyle {
+    PALETTE[s.color.unwrap_or(place) % PALETTE.len()].stroke_width(2)
+}
+
+/// The legend box, the same on every plot.
+fn legend<'a, DB: DrawingBackend + 'a>(
+    chart: &mut ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+) -> Result<(), String> {
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 12))
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .map_err(|e| e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plot(series: Vec<Series>) -> Plot {
+        Plot {
+            title: "Rate <& \"load\">".into(),
+            x: Axis::linear("rate"),
+            y: Axis::linear("MB/s"),
+            series,
+            ..Plot::default()
+        }
+    }
+
+    #[test]
+    fn escape_covers_text_and_attributes() {
+        assert_eq!(
+            escape("a<b>&\"c\"'d'"),
+            "a&lt;b&gt;&amp;&quot;c&quot;&#39;d&#39;"
+        );
+    }
+
+    #[test]
+    fn plot_is_inline_svg_with_a_legend_and_an_escaped_title() {
+        let svg = plot(vec![Series::new("nginx <1>", vec![(1.0, 2.0), (2.0, 4.0)])]).render();
+        assert!(svg.starts_with("<svg"), "{}", &svg[..svg.len().min(80)]);
+        assert!(svg.contains("nginx &lt;1&gt;"));
+        assert!(svg.contains("Rate &lt;&amp;"));
+        assert!(!svg.contains("<&"));
+    }
+
+    #[test]
+    fn empty_or_unplottable_data_gives_a_note() {
+        let s = plot(vec![]).render();
+        assert!(
+            s.contains("no data measured") && s.contains("Rate &lt;&amp;"),
+            "{s}"
+        );
+        // Points a log axis cannot show are left out; none left means no data.
+        let log = Plot {
+            x: Axis::log("size"),
+            ..plot(vec![Series::new("a", vec![(0.0, 1.0), (-1.0, 2.0)])])
+        };
+        assert!(log.render().contains("no data measured"));
+    }
+
+    #[test]
+    fn dual_axes_dashes_markers_and_rules_render() {
+        let p = Plot {
+            x: Axis::log("size (MiB)"),
+            series: vec![Series {
+                markers: true,
+                ..Series::new("fixed util", vec![(1.0, 50.0), (10.0, 80.0)])
+            }],
+            right: Some((
+                Axis::linear("GB"),
+                vec![Series {
+                    dashed: true,
+                    color: Some(0),
+                    ..Series::new("fixed mem", vec![(1.0, 2.0), (10.0, 9.0)])
+                }],
+            )),
+            rules: vec![(100.0, "100 %".into())],
+            ..plot(vec![])
+        };
+        let svg = p.render();
+        assert!(svg.starts_with("<svg"), "{svg}");
+        for label in ["fixed util", "fixed mem", "100 %", "GB", "size (MiB)"] {
+            assert!(svg.contains(label), "{label} missing");
+        }
+        assert!(svg.contains("<circle"), "markers drawn");
+        assert_eq!(
+            svg.matches("MB/s").count(),
+            1,
+            "the left axis is labelled once"
+        );
+    }
+
+    #[test]
+    fn tick_labels_read_as_values() {
+        assert_eq!(Axis::log("x").tick_label(2.0), "100");
+        assert_eq!(Axis::linear("x").tick_label(2.5), "2.50");
+        assert_eq!(Axis::linear("x").tick_label(3e6), "3e6");
+    }
+}
