@@ -128,6 +128,9 @@ pub struct Workload {
     ref_bitrate_kbps: u32,
     /// Step classes `(bytes, τ bits) → count` without any cache hit.
     classes: HashMap<(u64, u64), u64>,
+    /// Σ n²/(2·link) over all requests of n bytes: byte-seconds of response bytes not yet
+    /// delivered over the client's link (0 with unlimited links).
+    transfer_byte_seconds: f64,
 }
 
 /// Last reader of a byte segment `[start, end)` of one file.
@@ -267,6 +270,7 @@ pub fn prepare(
         stream_seconds: 0.0,
         ref_bitrate_kbps: 0,
         classes: HashMap::new(),
+        transfer_byte_seconds: 0.0,
     };
     let mut bitrates: BTreeMap<u32, u64> = BTreeMap::new();
     for s in sessions {
@@ -311,6 +315,12 @@ pub fn prepare(
                 off += r.pacing_s.max(prev_len as f64 / link);
             }
             let (a, b) = clipped(r.range, size);
+            if link.is_finite() {
+                // The response's bytes leave memory as the link delivers them: n/2 held on
+                // average for n/link seconds.
+                let n = (b - a) as f64;
+                w.transfer_byte_seconds += n * n / (2.0 * link);
+            }
             reqs.push((path, a, b, off));
             prev_len = b - a;
         }
@@ -457,6 +467,8 @@ pub fn evaluate(
 ) -> Evaluation {
     let steps = steps.max(1);
     let per_s = lambda / w.gap_sum;
+    // Bytes on their way to clients are in memory whatever the server does.
+    let usable_bytes = (usable_bytes - in_transfer_bytes(w, lambda)).max(0.0);
     let mut order: Vec<(f64, usize)> = w
         .reuses
         .iter()
@@ -526,6 +538,12 @@ pub fn evaluate(
     })
 }
 
+/// Time-averaged bytes of responses not yet delivered over the clients' links at rate
+/// `lambda` (Little's law over the list's byte-seconds).
+pub fn in_transfer_bytes(w: &Workload, lambda: f64) -> f64 {
+    w.transfer_byte_seconds * lambda / w.gap_sum
+}
+
 /// The bound and the figures that explain it (bench.json `bound`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct CapacityBound {
@@ -544,6 +562,10 @@ pub struct CapacityBound {
     pub interval_memory_bytes: u64,
     /// M_pf: memory holding unconsumed prefetch at the best split.
     pub prefetch_memory_bytes: u64,
+    /// M_x: memory holding response bytes on their way over the clients' links at the
+    /// bound (not available to intervals or prefetch).
+    #[serde(default)]
+    pub transfer_memory_bytes: u64,
     /// N: streams active on average at the bound (Little's law).
     pub streams_at_bound: f64,
     /// Mean session duration (sum of its steps), s.
@@ -609,7 +631,10 @@ pub fn bound(
         memory_bytes: memory.budget_bytes,
         reserve_bytes: memory.reserve_bytes,
         interval_memory_bytes: e.interval_bytes.round() as u64,
-        prefetch_memory_bytes: (usable - e.interval_bytes).max(0.0).round() as u64,
+        prefetch_memory_bytes: (usable - in_transfer_bytes(w, rate) - e.interval_bytes)
+            .max(0.0)
+            .round() as u64,
+        transfer_memory_bytes: in_transfer_bytes(w, rate).round() as u64,
         streams_at_bound: per_s * w.stream_seconds,
         mean_session_s: w.stream_seconds / w.sessions.max(1) as f64,
         sessions: w.sessions,

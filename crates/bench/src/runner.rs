@@ -307,7 +307,7 @@ pub fn capacity_bound(
 /// One line describing a bound for the report's notes.
 pub fn bound_note(b: &crate::bound::CapacityBound) -> String {
     format!(
-        "capacity bound {:.2} sessions/s (any server, docs/bench.md): {} over {:.0}% of the surface, t_pos {:.1} ms, R {:.0} MB/s; {} budget − {} reserve = {} prefetch + {} intervals; {:.0} streams, {:.0}% hits, {:.0} MB/s from disk",
+        "capacity bound {:.2} sessions/s (any server, docs/bench.md): {} over {:.0}% of the surface, t_pos {:.1} ms, R {:.0} MB/s; {} budget − {} reserve = {} prefetch + {} intervals + {} in transfer to clients; {:.0} streams, {:.0}% hits, {:.0} MB/s from disk",
         b.bound_rate,
         b.drive,
         b.span_fraction * 100.0,
@@ -317,6 +317,7 @@ pub fn bound_note(b: &crate::bound::CapacityBound) -> String {
         bytesize::ByteSize(b.reserve_bytes),
         bytesize::ByteSize(b.prefetch_memory_bytes),
         bytesize::ByteSize(b.interval_memory_bytes),
+        bytesize::ByteSize(b.transfer_memory_bytes),
         b.streams_at_bound,
         b.hit_fraction * 100.0,
         b.disk_mb_s

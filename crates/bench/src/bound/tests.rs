@@ -233,9 +233,21 @@ fn unpaced_requests_last_as_long_as_the_link_takes() {
         "{}",
         e.utilization
     );
+    // Each 1 MB response is in memory while the link delivers it: 0.5 MB on average for
+    // 1 s, three times per 1-s gap: 1.5 MB that neither prefetch nor intervals can use.
+    assert!(close(in_transfer_bytes(&w, 1.0), 1.5e6, 1e-9));
+    assert!(close(in_transfer_bytes(&w, 2.0), 3.0e6, 1e-9));
+    let spent = evaluate(&w, &DISK, 1.5e6, 1.0, 1);
+    assert!(
+        close(spent.utilization, 0.06, 1e-12),
+        "{}",
+        spent.utilization
+    );
+    assert!(evaluate(&w, &DISK, 3.0e6, 1.0, 1).utilization < 0.06);
     // An unlimited link delivers them at once: read in one piece, transfer only.
     let fast = prepare(&catalog(&files), &s, &[class("slow", 0)]).unwrap();
     assert_eq!(fast.stream_seconds, 0.0);
+    assert_eq!(in_transfer_bytes(&fast, 1.0), 0.0);
     assert!(close(
         evaluate(&fast, &DISK, 0.0, 1.0, 1).utilization,
         0.03,
@@ -438,6 +450,7 @@ fn a_bound(rate: f64) -> CapacityBound {
         reserve_bytes: 64 << 20,
         interval_memory_bytes: 96 << 20,
         prefetch_memory_bytes: 96 << 20,
+        transfer_memory_bytes: 0,
         streams_at_bound: 100.0,
         mean_session_s: 10.0,
         sessions: 1000,
