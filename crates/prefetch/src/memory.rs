@@ -51,6 +51,9 @@ pub struct MemoryConfig {
     /// Consumed bytes this close behind a stream's position are left alone: pages a
     /// `sendfile` still has in flight cannot be dropped yet.
     pub drop_lag_bytes: u64,
+    /// Most bytes of the streams' next reads the consumed-cache leaves room for.
+    #[serde(default = "default_read_headroom")]
+    pub read_headroom_bytes: u64,
     /// A stream not seen for this long has ended (thesis 5.3's 40 s chain gap).
     pub stream_ttl_s: f64,
     /// Anonymous streams: largest forward jump that continues a stream.
@@ -64,6 +67,11 @@ pub struct MemoryConfig {
     pub min_idle_s: f64,
 }
 
+/// 32 MiB: a few reads of the largest sizes `auto` picks.
+fn default_read_headroom() -> u64 {
+    32 * MIB
+}
+
 impl MemoryConfig {
     /// The defaults for a budget: the reserve is the larger of 64 MiB and 5% of it (at most
     /// half the budget).
@@ -72,7 +80,8 @@ impl MemoryConfig {
             budget_bytes,
             reserve_bytes: default_reserve(budget_bytes),
             interval_share: 0.5,
-            drop_lag_bytes: MIB / 2,
+            drop_lag_bytes: 0,
+            read_headroom_bytes: default_read_headroom(),
             stream_ttl_s: crate::chain::CHAIN_WINDOW_S,
             reach_bytes: 64 * MIB,
             max_streams: 100_000,
@@ -110,6 +119,9 @@ pub struct MemoryTotals {
     pub reserve_bytes: u64,
     /// Streams active now.
     pub streams: u64,
+    /// Of those, streams taking a share of the prefetch pool (not quiet, not closed).
+    #[serde(default)]
+    pub weighted_streams: u64,
     /// Prefetched, not yet consumed, over all streams (now).
     pub unconsumed_bytes: u64,
     /// Consumed bytes kept for a following stream (now).
@@ -160,6 +172,12 @@ impl Stream {
         self.prefetched_to.saturating_sub(self.consumed_to)
     }
 
+    /// What the stream has in memory now: unconsumed prefetch and sent bytes within the
+    /// drop lag.
+    fn resident(&self) -> u64 {
+        self.unconsumed() + self.consumed_to.saturating_sub(self.released_to)
+    }
+
     /// What the stream holds of the budget: the larger of its unconsumed prefetch and its
     /// next read (its last read's size, none once it reached the end of the file), plus the
     /// bytes it sent but has not released yet (within the drop lag).
@@ -202,6 +220,8 @@ pub struct MemoryManager {
     /// by [`MemoryManager::update`] (they are asked for on every request).
     unconsumed_total: u64,
     held_total: u64,
+    /// Σ [`Stream::resident`] over all streams.
+    resident_total: u64,
     /// Consumed-cache: (sequence, start) → (file, end), oldest first.
     cached: std::collections::BTreeMap<(u64, u64), (FileId, u64)>,
     /// Per file: start → (end, sequence) of its consumed-cache ranges.
@@ -225,6 +245,7 @@ impl MemoryManager {
             kept_bytes: 0,
             unconsumed_total: 0,
             held_total: 0,
+            resident_total: 0,
             cached: Default::default(),
             cached_index: HashMap::new(),
             cached_bytes: 0,
@@ -365,14 +386,15 @@ impl MemoryManager {
         let Some(s) = self.streams.get_mut(&id) else {
             return false;
         };
-        let (u0, h0) = (s.unconsumed(), s.held());
+        let (u0, h0, r0) = (s.unconsumed(), s.held(), s.resident());
         let (c0, p0) = (s.consumed_to, s.prefetched_to);
         debug_assert!(self.held_total >= h0);
         f(s);
-        let (u1, h1) = (s.unconsumed(), s.held());
+        let (u1, h1, r1) = (s.unconsumed(), s.held(), s.resident());
         let (c1, p1, file) = (s.consumed_to, s.prefetched_to, s.file);
         self.unconsumed_total = self.unconsumed_total - u0 + u1;
         self.held_total = self.held_total - h0 + h1;
+        self.resident_total = self.resident_total - r0 + r1;
         if (c0, p0) != (c1, p1) {
             if let Some(pos) = self
                 .files
@@ -393,13 +415,11 @@ impl MemoryManager {
             return self.prefetch_pool();
         }
         let share = self.share(id);
-        // Never more than what the other streams hold (unconsumed prefetch, next reads,
-        // sent bytes within the drop lag) and this stream's own lag leave free, so
-        // Σ held + kept stays within the usable budget even while shares shrink.
-        let (own_held, own_lag) = self.streams.get(&id).map_or((0, 0), |s| {
-            (s.held(), s.consumed_to.saturating_sub(s.released_to))
-        });
-        let others = self.held_total.saturating_sub(own_held) + own_lag;
+        // Never more than what the other streams have resident (unconsumed prefetch, sent
+        // bytes within the drop lag) and this stream's own lag leave free, so Σ resident +
+        // kept stays within the usable budget even while shares shrink.
+        let own = self.streams.get(&id).map_or(0, Stream::unconsumed);
+        let others = self.resident_total.saturating_sub(own);
         share.min(self.prefetch_pool().saturating_sub(others))
     }
 
@@ -547,6 +567,7 @@ impl MemoryManager {
         t.budget_bytes = self.cfg.budget_bytes;
         t.reserve_bytes = self.cfg.reserve_bytes;
         t.streams = self.streams.len() as u64;
+        t.weighted_streams = self.streams.values().filter(|s| s.weighted).count() as u64;
         t.unconsumed_bytes = self.unconsumed_total;
         t.kept_bytes = self.kept_bytes;
         t.horizon_bytes = self.horizon_bytes;
@@ -801,14 +822,19 @@ impl MemoryManager {
         Some(Drop { file, start, end })
     }
 
-    /// Room the consumed-cache may use: the usable budget less kept intervals and, per
-    /// stream, the larger of its unconsumed prefetch and its next read.
+    /// Room the consumed-cache may use: the usable budget less kept intervals, what the
+    /// streams have resident (unconsumed prefetch, bytes within the drop lag) and room for
+    /// their next reads — at most `read_headroom_bytes` of it: reads are serialized per
+    /// device, so only a few run at once, and [`MemoryManager::read`] trims the cache as
+    /// each completes. Reserving every open stream's next read would leave a busy server
+    /// (hundreds of streams) no cache at all.
     fn cache_room(&self) -> u64 {
-        let held = self.held_total;
+        let next_reads = self.held_total.saturating_sub(self.resident_total);
         self.cfg
             .usable_bytes()
             .saturating_sub(self.kept_bytes)
-            .saturating_sub(held)
+            .saturating_sub(self.resident_total)
+            .saturating_sub(next_reads.min(self.cfg.read_headroom_bytes))
     }
 
     /// Drops the oldest consumed-cache ranges until the cache fits its room; never the
@@ -871,9 +897,10 @@ impl MemoryManager {
     fn can_keep(&self, n: u64) -> bool {
         let usable = self.cfg.usable_bytes();
         let share = (usable as f64 * self.cfg.interval_share) as u64;
-        // What the streams hold (unconsumed prefetch, next reads, bytes within the drop
-        // lag) is resident too.
-        self.kept_bytes + n <= share && self.kept_bytes + n + self.held_total <= usable
+        // What the streams have resident (unconsumed prefetch, bytes within the drop lag)
+        // counts too; their next reads' reservations do not (they would shut intervals out
+        // whenever many streams are open).
+        self.kept_bytes + n <= share && self.kept_bytes + n + self.resident_total <= usable
     }
 
     fn keep(&mut self, file: FileId, from: u64, to: u64) {
@@ -909,6 +936,7 @@ impl MemoryManager {
         if let Some(gone) = self.streams.remove(&id) {
             self.unconsumed_total -= gone.unconsumed();
             self.held_total -= gone.held();
+            self.resident_total -= gone.resident();
         }
         if s.weighted {
             self.weights = (self.weights - s.weight).max(0.0);

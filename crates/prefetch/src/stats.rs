@@ -155,13 +155,14 @@ impl StatsLog {
             .map(|m| {
                 format!(
                     " | budget {:.0}MB: unconsumed {:.1} kept {:.1} consumed-cached {:.1} pool {:.1} \
-                     streams {} capped {} | drops {:.1} MB/s unheld {:.1} stuck {:.1} gave-up {:.1} claimed {:.1}",
+                     streams {} ({} weighted) capped {} | drops {:.1} MB/s unheld {:.1} stuck {:.1} gave-up {:.1} claimed {:.1}",
                     mb(m.budget_bytes),
                     mb(m.unconsumed_bytes),
                     mb(m.kept_bytes),
                     mb(m.consumed_cached_bytes),
                     mb(m.prefetch_pool_bytes),
                     m.streams,
+                    m.weighted_streams,
                     m.capped_reads - prev.memory.as_ref().map_or(0, |p| p.capped_reads).min(m.capped_reads),
                     rate(cur.drops.issued_bytes, prev.drops.issued_bytes),
                     rate(cur.drops.unheld_bytes, prev.drops.unheld_bytes),
