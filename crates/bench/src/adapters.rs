@@ -176,7 +176,9 @@ impl VodkitStarter for InProcessVodkit {
         config.listen = "127.0.0.1:0".parse().expect("literal address");
         config.io = vodkit_server::IoSettings {
             mode: io,
-            prefetch: (policy != "none").then(|| policy.to_string()),
+            prefetch: policy
+                .parse()
+                .map_err(|e| StartError::Failed(format!("vodkit server: {e}")))?,
             memory: memory.unwrap_or_default(),
             ..Default::default()
         };

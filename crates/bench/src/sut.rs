@@ -29,7 +29,7 @@ use std::fmt;
 pub use vodkit_prefetch::IoMode;
 
 /// The daemon's policy for a `+preload` server given without one (seed 001: 2 MiB).
-pub const DEFAULT_PRELOAD_POLICY: &str = "fixed:2MiB";
+pub const DEFAULT_PRELOAD_POLICY: &str = vodkit_prefetch::PolicySpec::DEFAULT_TEXT;
 
 /// The program behind a server under test.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

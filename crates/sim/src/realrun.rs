@@ -38,8 +38,8 @@ pub struct RunOptions {
     pub limits: ShrinkLimits,
     /// Drive preset of the emulated disk and of the model's t_max / s_max.
     pub preset: String,
-    /// The fixed policy, e.g. `fixed:2MiB`.
-    pub policy: String,
+    /// The fixed policy (default [`PolicySpec::default`]).
+    pub policy: PolicySpec,
     /// `read_ahead_kb` to set on the emulated device; `None` (default) keeps the kernel's.
     /// 0 does not make the disk read what the policy asks for: the kernel then splits the
     /// engine's reads into single pages (docs/simulate.md).
@@ -60,7 +60,7 @@ impl RunOptions {
                 margin: 8 << 20,
             },
             preset: "hitachi-5k3000".into(),
-            policy: "fixed:2MiB".into(),
+            policy: PolicySpec::default(),
             read_ahead_kb: None,
         }
     }
@@ -185,23 +185,20 @@ fn file_table(catalog: &Catalog) -> String {
 
 /// Run the whole validation. `note` receives progress lines.
 pub fn run(o: &RunOptions, note: &mut dyn FnMut(&str)) -> Result<RunReport, String> {
-    let spec: PolicySpec = o.policy.parse().map_err(step("policy"))?;
-    if !matches!(o.policy.split(':').next(), Some("fixed")) {
+    let spec = o.policy.clone();
+    let PolicySpec::Fixed {
+        bytes: prefetch_bytes,
+    } = spec
+    else {
         return Err(format!(
             "policy {}: validation runs a fixed policy",
             o.policy
         ));
-    }
+    };
     let capacity = Capacity::from_preset(&o.preset)?;
     let mut o = o.clone();
     // Files keep at least one prefetch past the last byte requested.
-    if let Some(size) = o
-        .policy
-        .strip_prefix("fixed:")
-        .and_then(|v| v.parse::<bytesize::ByteSize>().ok())
-    {
-        o.limits.margin = o.limits.margin.max(size.as_u64());
-    }
+    o.limits.margin = o.limits.margin.max(prefetch_bytes);
     let o = &o;
     testbed::preflight().map_err(|e| format!("emulated disk: {e}"))?;
     std::fs::create_dir_all(&o.dir).map_err(step(&o.dir.display().to_string()))?;
@@ -253,7 +250,7 @@ pub fn run(o: &RunOptions, note: &mut dyn FnMut(&str)) -> Result<RunReport, Stri
     let drive_model = validate::against_drive_model(&trace, model, &spec, &drive).ok();
     Ok(RunReport {
         preset: o.preset.clone(),
-        policy: o.policy.clone(),
+        policy: o.policy.to_string(),
         read_ahead_kb,
         t_max_mb_s: capacity.t_max_mb_s,
         s_max_per_s: capacity.s_max_per_s,
@@ -337,7 +334,7 @@ fn serve_and_load(
     server.listen = ([127, 0, 0, 1], 0).into();
     server.access_log = Some(o.dir.join("access.log"));
     server.io.mode = vodkit_prefetch::IoMode::Asap;
-    server.io.prefetch = Some(o.policy.clone());
+    server.io.prefetch = o.policy.clone();
     server.io.stats_every = None;
     server.worker_threads = 2;
     let _ = std::fs::remove_file(o.dir.join("access.log"));

@@ -3,6 +3,7 @@
 
 use std::io::{IsTerminal as _, Write as _};
 use std::path::PathBuf;
+use vodkit_prefetch::PolicySpec;
 
 use vodkit_sim::{report, Capacity, Family, FirstSizes, ModelConfig, Options, Trace};
 
@@ -63,8 +64,8 @@ pub struct Args {
     #[arg(long)]
     validate: bool,
     /// With --validate: the fixed policy the server runs and the model simulates.
-    #[arg(long, default_value = "fixed:2MiB", requires = "validate")]
-    validate_policy: String,
+    #[arg(long, default_value = PolicySpec::DEFAULT_TEXT, requires = "validate", value_parser = super::serve::parse_policy)]
+    validate_policy: PolicySpec,
     /// With --validate: sessions generated (arriving over about a minute).
     #[arg(long, default_value_t = 60, requires = "validate")]
     validate_sessions: u64,
@@ -158,15 +159,12 @@ fn validate(args: &Args) -> anyhow::Result<()> {
         Capacity::from_preset(d).map_err(usage)?;
         o.preset = d.clone();
     }
-    if !args.validate_policy.starts_with("fixed:") {
+    if !matches!(args.validate_policy, PolicySpec::Fixed { .. }) {
         return Err(usage(format!(
             "--validate-policy {}: expected fixed:SIZE",
             args.validate_policy
         )));
     }
-    args.validate_policy
-        .parse::<vodkit_prefetch::PolicySpec>()
-        .map_err(|e| usage(format!("--validate-policy: {e}")))?;
     o.policy = args.validate_policy.clone();
     if args.validate_sessions == 0 {
         return Err(usage("--validate-sessions: expected at least 1"));
