@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use vodkit_disk::devbench::{self, BenchOptions};
 use vodkit_disk::model::{preset, Queueing, Rotation, PRESET_NAMES};
-use vodkit_disk::testbed::{self, daemon, queue, system, Config, Placement, QueueTuning};
+use vodkit_disk::testbed::{self, daemon, queue, system, Config, Control, Placement, QueueTuning};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -408,7 +408,7 @@ fn status(a: StatusArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn parse_sectors(text: &str) -> anyhow::Result<(u64, u64)> {
+fn parse_sectors(text: &str) -> anyhow::Result<Control> {
     let bad = || {
         super::usage(format!(
             "--eio-sectors {text}: expected START-END in 512-byte sectors"
@@ -419,21 +419,16 @@ fn parse_sectors(text: &str) -> anyhow::Result<(u64, u64)> {
         s.trim().parse().map_err(|_| bad())?,
         e.trim().parse().map_err(|_| bad())?,
     );
-    if e <= s {
-        return Err(bad());
-    }
-    Ok((s, e))
+    Control::range(s, e).map_err(|_| bad())
 }
 
 fn tune(a: TuneArgs) -> anyhow::Result<()> {
-    let st = running(&a.target)?;
     let mut commands = Vec::new();
     if a.eio_clear {
-        commands.push("eio-clear".to_string());
+        commands.push(Control::EioClear);
     }
     for r in &a.eio_sectors {
-        let (s, e) = parse_sectors(r)?;
-        commands.push(format!("eio-range {s} {e}"));
+        commands.push(parse_sectors(r)?);
     }
     for f in &a.eio_file {
         let extents = testbed::file_extents(f)
@@ -445,11 +440,9 @@ fn tune(a: TuneArgs) -> anyhow::Result<()> {
             )));
         }
         for x in extents {
-            commands.push(format!(
-                "eio-range {} {}",
-                x.physical / 512,
-                (x.physical + x.length).div_ceil(512)
-            ));
+            let range = Control::range(x.physical / 512, (x.physical + x.length).div_ceil(512))
+                .map_err(|e| anyhow::anyhow!("--eio-file {}: {e}", f.display()))?;
+            commands.push(range);
         }
     }
     if let Some(p) = a.eio_rate {
@@ -458,9 +451,12 @@ fn tune(a: TuneArgs) -> anyhow::Result<()> {
                 "--eio-rate {p}: expected a fraction between 0 and 1"
             )));
         }
-        commands.push(format!("eio-rate {p}"));
+        commands.push(Control::rate(p, None).map_err(super::usage)?);
     }
-    for c in &commands {
+    // Input is checked above before the device is looked up, so bad flags are usage errors
+    // whether or not a device is up.
+    let st = running(&a.target)?;
+    for c in commands {
         testbed::control(&st, c).map_err(testbed_err)?;
         println!("{c}");
     }

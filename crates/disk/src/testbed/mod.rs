@@ -15,7 +15,7 @@ pub mod queue;
 pub mod system;
 
 pub use extents::{file_extents, Extent};
-pub use faults::FaultPlan;
+pub use faults::{Control, FaultPlan};
 pub use fusedev::DeviceCounters;
 pub use queue::{AppliedQueue, DiskDefaults, KernelVersion, QueueSettings, QueueTuning};
 
@@ -546,9 +546,8 @@ fn wait_gone(pid: u32, secs: f64) -> bool {
     !pid_alive(pid)
 }
 
-/// Send one control command (`eio-range S E`, `eio-rate P [SEED]`, `eio-clear`) to a
-/// running device.
-pub fn control(state: &State, command: &str) -> Result<(), Error> {
+/// Send one control command to a running device (encoded as its one-line wire text).
+pub fn control(state: &State, command: Control) -> Result<(), Error> {
     let path = state.control_path();
     std::fs::write(&path, format!("{command}\n")).map_err(|e| match e.raw_os_error() {
         Some(libc::EINVAL) => Error::Input(format!(
