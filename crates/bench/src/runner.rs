@@ -27,7 +27,7 @@ pub enum RunError {
 #[derive(Debug, Clone, PartialEq)]
 pub enum TestbedChoice {
     Plain,
-    Hdd(String),
+    Hdd(vodkit_disk::model::Preset),
 }
 
 impl TestbedChoice {
@@ -35,7 +35,10 @@ impl TestbedChoice {
         match s {
             "plain" => Ok(TestbedChoice::Plain),
             _ => match s.strip_prefix("hdd:") {
-                Some(p) if !p.is_empty() => Ok(TestbedChoice::Hdd(p.to_string())),
+                Some(p) if !p.is_empty() => p
+                    .parse()
+                    .map(TestbedChoice::Hdd)
+                    .map_err(|e| format!("--testbed `{s}`: {e}")),
                 _ => Err(format!(
                     "--testbed `{s}`: expected plain or hdd:PRESET (e.g. hdd:wd-red)"
                 )),
@@ -234,7 +237,7 @@ pub fn place(
             let catalog = crate::prepare::catalog(workload).map_err(RunError::Usage)?;
             let size = crate::system::HddTestbed::image_size_for(crate::prepare::fileset_bytes(&catalog));
             progress.message(format!("bringing up the emulated {preset} disk"));
-            let bed = crate::system::HddTestbed::up(preset, &workload.join("hdd.img"), &workload.join("hdd-mnt"), size)
+            let bed = crate::system::HddTestbed::up(*preset, &workload.join("hdd.img"), &workload.join("hdd-mnt"), size)
                 .map_err(RunError::Runtime)?;
             let root = bed.mount.join("files");
             (Box::new(bed), root)
@@ -294,7 +297,7 @@ pub fn capacity_bound(
         let fileset = crate::prepare::fileset_bytes(&catalog);
         let image = crate::system::HddTestbed::image_size_for(fileset).max(64 << 20);
         let w = crate::bound::prepare(&catalog, &load.sessions, &classes)?;
-        crate::bound::for_testbed(&w, preset, fileset, image, memory)
+        crate::bound::for_testbed(&w, *preset, fileset, image, memory)
     });
     match computed {
         Ok(b) => {
@@ -489,8 +492,10 @@ mod tests {
     fn testbed_choice_parses() {
         assert_eq!(
             TestbedChoice::parse("hdd:wd-red").unwrap(),
-            TestbedChoice::Hdd("wd-red".into())
+            TestbedChoice::Hdd(vodkit_disk::model::Preset::WdRed)
         );
         assert!(TestbedChoice::parse("hdd:").is_err());
+        let e = TestbedChoice::parse("hdd:floppy").unwrap_err();
+        assert!(e.contains("floppy") && e.contains("wd-red"), "{e}");
     }
 }

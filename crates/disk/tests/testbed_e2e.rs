@@ -58,7 +58,7 @@ fn wd_red_device_end_to_end() {
         .tempdir_in("/var/tmp")
         .unwrap();
     let mut cfg = Config::new(
-        "wd-red",
+        vodkit_disk::model::Preset::WdRed,
         4 << 30,
         tmp.path().join("disk.img"),
         tmp.path().join("mnt"),

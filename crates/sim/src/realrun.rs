@@ -13,6 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
+use vodkit_disk::model::Preset;
 use vodkit_disk::testbed::{self, Testbed};
 use vodkit_prefetch::PolicySpec;
 use vodkit_workload::fileset;
@@ -37,7 +38,7 @@ pub struct RunOptions {
     pub arrivals_s: f64,
     pub limits: ShrinkLimits,
     /// Drive preset of the emulated disk and of the model's t_max / s_max.
-    pub preset: String,
+    pub preset: Preset,
     /// The fixed policy (default [`PolicySpec::default`]).
     pub policy: PolicySpec,
     /// `read_ahead_kb` to set on the emulated device; `None` (default) keeps the kernel's.
@@ -59,7 +60,7 @@ impl RunOptions {
                 max_end: 48 << 20,
                 margin: 8 << 20,
             },
-            preset: "hitachi-5k3000".into(),
+            preset: Preset::Hitachi5k3000,
             policy: PolicySpec::default(),
             read_ahead_kb: None,
         }
@@ -195,7 +196,7 @@ pub fn run(o: &RunOptions, note: &mut dyn FnMut(&str)) -> Result<RunReport, Stri
             o.policy
         ));
     };
-    let capacity = Capacity::from_preset(&o.preset)?;
+    let capacity = Capacity::of_preset(o.preset);
     let mut o = o.clone();
     // Files keep at least one prefetch past the last byte requested.
     o.limits.margin = o.limits.margin.max(prefetch_bytes);
@@ -223,7 +224,7 @@ pub fn run(o: &RunOptions, note: &mut dyn FnMut(&str)) -> Result<RunReport, Stri
     std::fs::create_dir_all(&mount).map_err(step(&mount.display().to_string()))?;
     let image = o.dir.join("hdd.img");
     let _ = std::fs::remove_file(&image);
-    let mut cfg = testbed::Config::new(&o.preset, image_bytes, &image, &mount);
+    let mut cfg = testbed::Config::new(o.preset, image_bytes, &image, &mount);
     cfg.reformat = true;
     // A state directory of its own: tools that clean up devices listed under the shared
     // default (/run/vodkit/hdd) must not take this one down mid-run.
@@ -246,10 +247,10 @@ pub fn run(o: &RunOptions, note: &mut dyn FnMut(&str)) -> Result<RunReport, Stri
     ));
     let model = ModelConfig::new(capacity);
     let validation = validate::compare(&trace, model, &spec, &measured)?;
-    let drive = vodkit_disk::model::preset(&o.preset).expect("preset checked above");
+    let drive = o.preset.spec();
     let drive_model = validate::against_drive_model(&trace, model, &spec, &drive).ok();
     Ok(RunReport {
-        preset: o.preset.clone(),
+        preset: o.preset.to_string(),
         policy: o.policy.to_string(),
         read_ahead_kb,
         t_max_mb_s: capacity.t_max_mb_s,

@@ -6,7 +6,7 @@ use clap::{Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::time::Duration;
 use vodkit_disk::devbench::{self, BenchOptions};
-use vodkit_disk::model::{preset, Queueing, Rotation, PRESET_NAMES};
+use vodkit_disk::model::{preset, Preset, Queueing, Rotation, PRESET_NAMES};
 use vodkit_disk::testbed::{self, daemon, queue, system, Config, Control, Placement, QueueTuning};
 
 #[derive(clap::Args)]
@@ -60,7 +60,7 @@ enum PlacementArg {
 struct UpArgs {
     /// Drive preset: wd-red, hp-10k, hitachi-5k3000, seagate-7200.
     #[arg(long, default_value = "wd-red")]
-    preset: String,
+    preset: Preset,
     /// Image size (e.g. 4GiB); the image stands for the whole platter.
     #[arg(long)]
     size: String,
@@ -255,7 +255,7 @@ fn absolute(p: &std::path::Path) -> anyhow::Result<PathBuf> {
 
 fn up(a: UpArgs) -> anyhow::Result<()> {
     let size = size_arg("size", &a.size)?;
-    let mut cfg = Config::new(&a.preset, size, absolute(&a.image)?, absolute(&a.mount)?);
+    let mut cfg = Config::new(a.preset, size, absolute(&a.image)?, absolute(&a.mount)?);
     cfg.drive.rotation = match a.rotation {
         RotationArg::Average => Rotation::Average,
         RotationArg::Random => Rotation::Random { seed: a.seed },
@@ -278,13 +278,6 @@ fn up(a: UpArgs) -> anyhow::Result<()> {
     cfg.reformat = a.reformat;
     cfg.tuning = a.queue.tuning();
     cfg.state_root = absolute(&a.state_dir)?;
-    if preset(&cfg.preset).is_none() {
-        return Err(super::usage(format!(
-            "--preset {}: expected one of {}",
-            cfg.preset,
-            PRESET_NAMES.join(", ")
-        )));
-    }
     let exe = std::env::current_exe().context("cannot find the vodkit executable")?;
     let json = serde_json::to_string(&cfg)?;
     let args = vec![
@@ -467,8 +460,7 @@ fn tune(a: TuneArgs) -> anyhow::Result<()> {
 
 fn bench(a: BenchArgs) -> anyhow::Result<()> {
     let st = running(&a.target)?;
-    let spec = preset(&st.preset)
-        .ok_or_else(|| anyhow::anyhow!("state names unknown preset {}", st.preset))?;
+    let spec = st.preset.spec();
     let opts = BenchOptions {
         sequential_bytes: size_arg("sequential", &a.sequential)?,
         random_2m_reads: a.random_2m,
