@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use vodkit_prefetch::budget::MemorySetting;
+use vodkit_prefetch::PolicySpec;
 use vodkit_workload::model::{Request, Session, WorkloadMeta};
 
 /// Replays a generated workload directory (sessions.jsonl, workload.json, warmup.jsonl).
@@ -162,7 +163,7 @@ impl VodkitStarter for InProcessVodkit {
     fn start(
         &mut self,
         io: IoMode,
-        policy: &str,
+        policy: &PolicySpec,
         memory: Option<MemorySetting>,
         root: &Path,
         run_dir: &Path,
@@ -177,9 +178,7 @@ impl VodkitStarter for InProcessVodkit {
         config.listen = "127.0.0.1:0".parse().expect("literal address");
         config.io = vodkit_server::IoSettings {
             mode: io,
-            prefetch: policy
-                .parse()
-                .map_err(|e| StartError::Failed(format!("vodkit server: {e}")))?,
+            prefetch: policy.clone(),
             memory: memory.unwrap_or_default(),
             ..Default::default()
         };
@@ -216,7 +215,7 @@ impl VodkitStarter for ChildVodkit {
     fn start(
         &mut self,
         io: IoMode,
-        policy: &str,
+        policy: &PolicySpec,
         memory: Option<MemorySetting>,
         root: &Path,
         run_dir: &Path,
@@ -233,8 +232,9 @@ impl VodkitStarter for ChildVodkit {
             "--idle-timeout",
             "3600s",
         ]);
-        if policy != "none" {
-            cmd.args(["--prefetch", policy]);
+        // The child parses its argv like any `vodkit serve`; the text is the policy's own.
+        if !matches!(policy, PolicySpec::None) {
+            cmd.arg("--prefetch").arg(policy.to_string());
         }
         if let Some(m) = memory {
             cmd.args(["--memory", &memory_arg(m)]);
@@ -434,7 +434,7 @@ impl PreloadKit {
     /// `run_dir`, inside the memory budget when one is given.
     pub fn start_daemon(
         &self,
-        policy: &str,
+        policy: &PolicySpec,
         run_dir: &Path,
         budget: Option<&CommandWrap>,
     ) -> Result<PreloadDaemon, String> {
@@ -444,7 +444,7 @@ impl PreloadKit {
     /// [`PreloadKit::start_daemon`] with the daemon's `--memory` (`None`: its default).
     pub fn start_daemon_with(
         &self,
-        policy: &str,
+        policy: &PolicySpec,
         memory: Option<MemorySetting>,
         run_dir: &Path,
         budget: Option<&CommandWrap>,
@@ -485,7 +485,7 @@ impl PreloadKit {
     fn daemon_command(
         &self,
         socket: &Path,
-        policy: &str,
+        policy: &PolicySpec,
         memory: Option<MemorySetting>,
         port: u16,
         run_dir: &Path,
@@ -494,7 +494,8 @@ impl PreloadKit {
         cmd.arg("prefetchd")
             .arg("--socket")
             .arg(socket)
-            .args(["--prefetch", policy])
+            .arg("--prefetch")
+            .arg(policy.to_string())
             .args(["--admin", &format!("127.0.0.1:{port}")])
             .arg("--metrics")
             .arg(run_dir.join(DAEMON_METRICS));
@@ -576,10 +577,11 @@ mod preload_tests {
             catalog: None,
         };
         let sock = Path::new("/tmp/s.sock");
-        let plain = args(&kit.daemon_command(sock, "auto", None, 9, Path::new("/run")));
+        let plain =
+            args(&kit.daemon_command(sock, &"auto".parse().unwrap(), None, 9, Path::new("/run")));
         assert!(!plain.iter().any(|a| a == "--catalog"), "{plain:?}");
         let kit = kit.with_catalog("/w/catalog.json".into(), "/mnt/files".into());
-        let cmd = kit.daemon_command(sock, "auto", None, 9, Path::new("/run"));
+        let cmd = kit.daemon_command(sock, &"auto".parse().unwrap(), None, 9, Path::new("/run"));
         assert_eq!(cmd.get_program(), "/x/vodkit");
         let with = args(&cmd);
         assert_eq!(
@@ -587,8 +589,13 @@ mod preload_tests {
             ["--catalog", "/w/catalog.json", "--root", "/mnt/files"]
         );
         assert_eq!(with[..plain.len()], plain[..]);
-        let off =
-            args(&kit.daemon_command(sock, "auto", Some(MemorySetting::Off), 9, Path::new("/run")));
+        let off = args(&kit.daemon_command(
+            sock,
+            &"auto".parse().unwrap(),
+            Some(MemorySetting::Off),
+            9,
+            Path::new("/run"),
+        ));
         assert_eq!(off[0], "prefetchd", "flags follow the subcommand");
         let at = off
             .iter()
@@ -612,7 +619,7 @@ mod preload_tests {
             .unwrap()
             .with_catalog(missing, dir.path().to_path_buf());
         let e = kit
-            .start_daemon("auto", dir.path(), None)
+            .start_daemon(&"auto".parse().unwrap(), dir.path(), None)
             .err()
             .expect("a missing catalog must not start");
         assert!(e.contains("no-such-catalog.json"), "{e}");

@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 use vodkit_prefetch::budget::MemorySetting;
+use vodkit_prefetch::PolicySpec;
 
 /// Rewrites a server command (e.g. to run it in a memory cgroup or under the preload shim).
 pub type CommandWrap = Box<dyn Fn(Command) -> Result<Command, String>>;
@@ -25,7 +26,7 @@ pub trait VodkitStarter {
     fn start(
         &mut self,
         io: IoMode,
-        policy: &str,
+        policy: &PolicySpec,
         memory: Option<MemorySetting>,
         root: &Path,
         run_dir: &Path,

@@ -9,7 +9,7 @@ use crate::launch::LocalLauncher;
 use crate::point::PointMetrics;
 use crate::report::{self, BenchReport, ServerReport};
 use crate::search::{Criterion, SearchPlan, Trial};
-use crate::sut::{self, Sut};
+use crate::sut::Sut;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -53,7 +53,8 @@ pub struct BenchRequest {
     pub workload: PathBuf,
     /// File-set root; `None` means create it from the workload.
     pub root: Option<PathBuf>,
-    pub suts: String,
+    /// The servers under test, parsed from `--sut` by the caller ([`crate::sut::parse_list`]).
+    pub suts: Vec<Sut>,
     pub testbed: String,
     pub memory: Option<String>,
     pub layout: Option<String>,
@@ -80,7 +81,7 @@ pub struct Checked {
 
 /// Validate flags without touching the machine.
 pub fn check_request(req: &BenchRequest) -> Result<Checked, RunError> {
-    let suts = sut::parse_list(&req.suts).map_err(|e| RunError::Usage(e.to_string()))?;
+    let suts = req.suts.clone();
     let testbed = TestbedChoice::parse(&req.testbed).map_err(RunError::Usage)?;
     let memory = match &req.memory {
         Some(m) => Some(
@@ -430,7 +431,7 @@ mod tests {
         BenchRequest {
             workload: dir.to_path_buf(),
             root: None,
-            suts: "nginx".into(),
+            suts: crate::sut::parse_list("nginx").unwrap(),
             testbed: "plain".into(),
             memory: None,
             layout: None,
@@ -455,12 +456,8 @@ mod tests {
         std::fs::write(dir.path().join("sessions.jsonl"), "").unwrap();
         for (edit, needle) in [
             (
-                Box::new(|r: &mut BenchRequest| r.suts = "nginx,iis".into())
+                Box::new(|r: &mut BenchRequest| r.testbed = "ssd".into())
                     as Box<dyn Fn(&mut BenchRequest)>,
-                "iis",
-            ),
-            (
-                Box::new(|r: &mut BenchRequest| r.testbed = "ssd".into()),
                 "--testbed",
             ),
             (

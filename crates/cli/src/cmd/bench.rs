@@ -64,7 +64,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let req = BenchRequest {
         workload,
         root: args.root,
-        suts: args.sut,
+        suts: vodkit_bench::sut::parse_list(&args.sut).map_err(super::usage)?,
         testbed: args.testbed,
         memory: args.memory,
         layout: args.layout,
