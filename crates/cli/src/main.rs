@@ -60,7 +60,10 @@ impl Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return cmd::clap_exit(e),
+    };
     if cli.command.only_prints() {
         cmd::restore_sigpipe();
     }
