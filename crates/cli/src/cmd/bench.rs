@@ -76,6 +76,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         vodkit_exe: std::env::current_exe().ok(),
         progress: !args.quiet,
     };
+    // Input first (usage errors), then the output directory, so an unwritable --out fails
+    // before any server runs rather than after the whole search.
+    if let Err(RunError::Usage(m)) = runner::check_request(&req) {
+        return Err(super::usage(m));
+    }
+    std::fs::create_dir_all(&req.out)
+        .map_err(|e| anyhow::anyhow!("--out {}: {e}", req.out.display()))?;
     match runner::run(&req) {
         Ok((_, table)) => {
             print!("{table}");
