@@ -412,7 +412,7 @@ impl PreloadKit {
             ));
         }
         vodkit_preload::library::path()
-            .map_err(|e| format!("+preload: cannot write the preload library: {e}"))?;
+            .map_err(|e| format!("+preload: cannot write the preload shim's library: {e}"))?;
         Ok(PreloadKit { exe, catalog: None })
     }
 

@@ -34,9 +34,9 @@ enum Command {
     Bench(cmd::bench::Args),
     /// A five-minute capacity comparison on built-in defaults.
     Demo(cmd::demo::Args),
-    /// Run an unmodified program with the prefetching preload library.
+    /// Run an unmodified program under the preload shim (starts its daemon if needed).
     Preload(cmd::preload::Args),
-    /// The prefetch daemon the preload library talks to.
+    /// The preload shim's daemon: serialized, enlarged reads for the library's misses.
     Prefetchd(cmd::prefetchd::Args),
     /// Chains and phases from access logs.
     Trace(cmd::trace::Args),

@@ -14,7 +14,7 @@ pub struct Args {
     #[arg(long)]
     root: Option<PathBuf>,
     /// Servers under test, comma separated: vodkit[:IO[:POLICY]], nginx, apache,
-    /// X+preload[:POLICY] (own prefetch daemon, default fixed:2MiB),
+    /// X+preload[:POLICY] (under the preload shim with its own daemon, default fixed:2MiB),
     /// nginx+readahead:KB[,maxsectors:KB], url:http://127.0.0.1:PORT/
     #[arg(long, default_value = "vodkit:asap:auto,nginx")]
     sut: String,

@@ -1,4 +1,5 @@
-//! `vodkit prefetchd`: the prefetch daemon the preload library reports misses to.
+//! `vodkit prefetchd`: the preload shim's daemon, to which the shim's library reports
+//! page-cache misses (docs/preload.md).
 
 use std::path::PathBuf;
 use vodkit_prefetch::PolicySpec;
