@@ -32,16 +32,17 @@ pub enum Error {
     Unsupported(String),
     #[error("{0}")]
     Tool(String),
-    #[error("{context}: {source}")]
+    /// The I/O error is part of the message (one line), not a separate error source.
+    #[error("{context}: {cause}")]
     Io {
         context: String,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
 fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
     let context = context.into();
-    move |source| Error::Io { context, source }
+    move |cause| Error::Io { context, cause }
 }
 
 /// Where device state lives unless told otherwise.
@@ -548,7 +549,7 @@ pub fn control(state: &State, command: Control) -> Result<(), Error> {
         )),
         _ => Error::Io {
             context: format!("{}", path.display()),
-            source: e,
+            cause: e,
         },
     })
 }
