@@ -1,4 +1,4 @@
-//! Running programs under the preload library, with a daemon to talk to.
+//! Running programs under the preload shim: its library in `LD_PRELOAD`, with a daemon to talk to.
 //!
 //! Used by `vodkit preload` and meant for the benchmark runner: [`Preload::start`] finds
 //! or starts a daemon, [`Preload::apply`] adds the library to a child's environment.
@@ -13,7 +13,7 @@ use std::time::Duration;
 /// Why running under the library could not be set up.
 #[derive(Debug, thiserror::Error)]
 pub enum PreloadError {
-    #[error("cannot write the preload library: {0}")]
+    #[error("cannot write the preload shim's library: {0}")]
     Library(std::io::Error),
     #[error("cannot start the prefetch daemon on {path}: {source}")]
     Daemon {

@@ -1,4 +1,4 @@
-//! The preload library's shared object: compiled from `shim/c` by the build script,
+//! The preload shim's library (shared object): compiled from `shim/c` by the build script,
 //! embedded in every binary that links this crate, and written out once to a cache file
 //! named after its content hash, so it works from any checkout or installed binary.
 

@@ -1,4 +1,4 @@
-//! Messages between the preload library and the daemon; mirrors `shim/c/protocol.h`.
+//! Messages between the preload shim's library and its daemon; mirrors `shim/c/protocol.h`.
 //!
 //! One request per seqpacket message with the reading descriptor attached (SCM_RIGHTS),
 //! one reply per request, except for notes of resident reads ([`Request::resident`]),

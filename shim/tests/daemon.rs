@@ -58,7 +58,11 @@ fn replies_follow_the_mode_and_bad_input_is_survived() {
     assert_eq!(m.outcomes.not_regular, 1);
     assert_eq!(m.outcomes.prefetch_in_library, 2);
 
-    let d = daemon(dir.path(), IoMode::Asap, "fixed:2MiB");
+    let d = daemon(
+        dir.path(),
+        IoMode::Asap,
+        vodkit_prefetch::PolicySpec::DEFAULT_TEXT,
+    );
     let conn = socket::connect(d.socket()).unwrap();
     socket::send_request(
         conn.as_raw_fd(),
@@ -78,7 +82,11 @@ fn resident_notes_are_accounted_as_hits_and_never_answered() {
     let file = write_content(dir.path(), "n.dat", 4 << 20);
     evict(&file);
     let f = std::fs::File::open(&file).unwrap();
-    let d = daemon(dir.path(), IoMode::Asap, "fixed:2MiB");
+    let d = daemon(
+        dir.path(),
+        IoMode::Asap,
+        vodkit_prefetch::PolicySpec::DEFAULT_TEXT,
+    );
     let conn = socket::connect(d.socket()).unwrap();
     // a miss at 0 prefetches [0, 2 MiB)
     socket::send_request(

@@ -90,7 +90,11 @@ fn site() -> tempfile::TempDir {
 
 fn serve_and_verify(start: StartPeer, aio_threads: Option<usize>) {
     let dir = site();
-    let daemon = daemon(dir.path(), IoMode::Asap, "fixed:2MiB");
+    let daemon = daemon(
+        dir.path(),
+        IoMode::Asap,
+        vodkit_prefetch::PolicySpec::DEFAULT_TEXT,
+    );
     let preload = Preload::attach(daemon.socket()).unwrap();
     let with_library = |mut cmd: Command| -> Result<Command, String> {
         preload.apply(&mut cmd);

@@ -44,10 +44,10 @@ fn every_call_behaves_the_same_under_the_library_in_every_mode() {
     let plain = stdout_of(&run_plain(TRANSPARENCY_BIN, &[d], LIMIT));
     assert!(plain.lines().count() > 100, "probe printed too little");
     for (mode, policy) in [
-        (IoMode::Asap, "fixed:2MiB"),
+        (IoMode::Asap, vodkit_prefetch::PolicySpec::DEFAULT_TEXT),
         (IoMode::Serialized, "none"),
         (IoMode::Prefetch, "fixed:1MiB"),
-        (IoMode::Vanilla, "fixed:2MiB"),
+        (IoMode::Vanilla, vodkit_prefetch::PolicySpec::DEFAULT_TEXT),
     ] {
         let daemon = daemon(dir.path(), mode, policy);
         let out = run_preloaded(daemon.socket(), TRANSPARENCY_BIN, &[d], LIMIT);

@@ -10,11 +10,13 @@ use crate::point::ClientMetrics;
 use crate::sut::IoMode;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use vodkit_peers::process::{free_port, http_get, ServerProcess, StartSpec};
 use vodkit_peers::TlsFiles;
 use vodkit_prefetch::budget::MemorySetting;
+use vodkit_prefetch::PolicySpec;
 use vodkit_workload::model::{Request, Session, WorkloadMeta};
 use vodkit_workload::WorkloadDir;
 
@@ -167,7 +169,7 @@ impl VodkitStarter for InProcessVodkit {
     fn start(
         &mut self,
         io: IoMode,
-        policy: &str,
+        policy: &PolicySpec,
         memory: Option<MemorySetting>,
         root: &Path,
         run_dir: &Path,
@@ -179,7 +181,7 @@ impl VodkitStarter for InProcessVodkit {
     fn start_tls(
         &mut self,
         io: IoMode,
-        policy: &str,
+        policy: &PolicySpec,
         memory: Option<MemorySetting>,
         root: &Path,
         run_dir: &Path,
@@ -195,7 +197,7 @@ impl InProcessVodkit {
     fn start_with(
         &mut self,
         io: IoMode,
-        policy: &str,
+        policy: &PolicySpec,
         memory: Option<MemorySetting>,
         root: &Path,
         run_dir: &Path,
@@ -211,7 +213,7 @@ impl InProcessVodkit {
         config.listen = "127.0.0.1:0".parse().expect("literal address");
         config.io = vodkit_server::IoSettings {
             mode: io,
-            prefetch: (policy != "none").then(|| policy.to_string()),
+            prefetch: policy.clone(),
             memory: memory.unwrap_or_default(),
             ..Default::default()
         };
@@ -249,7 +251,7 @@ impl VodkitStarter for ChildVodkit {
     fn start(
         &mut self,
         io: IoMode,
-        policy: &str,
+        policy: &PolicySpec,
         memory: Option<MemorySetting>,
         root: &Path,
         run_dir: &Path,
@@ -261,7 +263,7 @@ impl VodkitStarter for ChildVodkit {
     fn start_tls(
         &mut self,
         io: IoMode,
-        policy: &str,
+        policy: &PolicySpec,
         memory: Option<MemorySetting>,
         root: &Path,
         run_dir: &Path,
@@ -277,7 +279,7 @@ impl ChildVodkit {
     fn start_with(
         &mut self,
         io: IoMode,
-        policy: &str,
+        policy: &PolicySpec,
         memory: Option<MemorySetting>,
         root: &Path,
         run_dir: &Path,
@@ -295,8 +297,9 @@ impl ChildVodkit {
             "--idle-timeout",
             "3600s",
         ]);
-        if policy != "none" {
-            cmd.args(["--prefetch", policy]);
+        // The child parses its argv like any `vodkit serve`; the text is the policy's own.
+        if !matches!(policy, PolicySpec::None) {
+            cmd.arg("--prefetch").arg(policy.to_string());
         }
         if let Some(m) = memory {
             cmd.args(["--memory", &memory_arg(m)]);
@@ -311,9 +314,9 @@ impl ChildVodkit {
                 .arg("--tls-key")
                 .arg(&t.key);
         }
-        // The engine's statistics line goes to stderr; the prefetch size plot reads it.
-        cmd.args(["--stats-every", &format!("{}s", STATS_EVERY_S)]);
-        cmd.env("VODKIT_LOG", "warn,vodkit_prefetch=info");
+        // The prefetch size plot polls the admin listener's `/stats` document.
+        let admin_port = free_port().map_err(|e| StartError::Failed(e.to_string()))?;
+        cmd.args(["--admin", &format!("127.0.0.1:{admin_port}")]);
         let cmd = match budget {
             Some(b) => b(cmd).map_err(StartError::Failed)?,
             None => cmd,
@@ -335,17 +338,89 @@ impl ChildVodkit {
         .map_err(|e| StartError::Failed(e.to_string()))?;
         Ok(Box::new(ChildRunning {
             process,
-            stderr: run_dir.join("vodkit.stderr"),
+            stats: StatsPoller::start(admin_port, STATS_EVERY),
         }))
     }
 }
 
-/// Seconds between the child server's statistics lines.
-const STATS_EVERY_S: u64 = 5;
+/// Interval between two reads of the child server's `/stats`.
+const STATS_EVERY: Duration = Duration::from_secs(5);
 
 struct ChildRunning {
     process: ServerProcess,
-    stderr: PathBuf,
+    stats: StatsPoller,
+}
+
+/// Reads a `vodkit serve` admin listener's `/stats` every interval on its own thread and
+/// keeps the prefetch size series (the size of the highest bit-rate class the policy has
+/// seen, in bytes, at the seconds since the start).
+struct StatsPoller {
+    stop: Arc<AtomicBool>,
+    series: Arc<Mutex<Vec<(f64, u64)>>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl StatsPoller {
+    fn start(admin_port: u16, every: Duration) -> StatsPoller {
+        let stop = Arc::new(AtomicBool::new(false));
+        let series = Arc::new(Mutex::new(Vec::new()));
+        let (stop2, series2) = (stop.clone(), series.clone());
+        let thread = std::thread::Builder::new()
+            .name("vodkit-stats".into())
+            .spawn(move || {
+                let started = std::time::Instant::now();
+                let mut tick = 1u32;
+                while !stop2.load(Ordering::Relaxed) {
+                    let due = every * tick;
+                    let elapsed = started.elapsed();
+                    if elapsed < due {
+                        std::thread::sleep((due - elapsed).min(Duration::from_millis(200)));
+                        continue;
+                    }
+                    // A server still starting or already stopping has no point to give.
+                    if let Ok((200, body)) = http_get(admin_port, "/stats") {
+                        if let Some(bytes) = prefetch_size(&body) {
+                            let mut s = series2.lock().unwrap_or_else(|e| e.into_inner());
+                            s.push((due.as_secs_f64(), bytes));
+                        }
+                    }
+                    // The next tick after now: a slow answer skips ticks instead of
+                    // bunching the following reads together.
+                    let done = started.elapsed().as_nanos() / every.as_nanos().max(1);
+                    tick = u32::try_from(done).unwrap_or(u32::MAX - 1).max(tick) + 1;
+                }
+            })
+            .ok();
+        StatsPoller {
+            stop,
+            series,
+            thread,
+        }
+    }
+
+    fn series(&self) -> Vec<(f64, u64)> {
+        self.series
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+}
+
+impl Drop for StatsPoller {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// The prefetch size in a `/stats` document: the current size of the highest bit-rate class
+/// the policy has seen; `None` before the policy has sized anything (or for a body that is
+/// not a `/stats` document).
+fn prefetch_size(body: &[u8]) -> Option<u64> {
+    let stats: vodkit_server::metrics::Stats = serde_json::from_slice(body).ok()?;
+    stats.prefetch.policy.classes.last().map(|c| c.bytes)
 }
 
 impl Running for ChildRunning {
@@ -356,32 +431,13 @@ impl Running for ChildRunning {
         vec![self.process.pid()]
     }
     fn prefetch_series(&self) -> Vec<(f64, u64)> {
-        std::fs::read_to_string(&self.stderr)
-            .map(|text| prefetch_sizes(&text, STATS_EVERY_S as f64))
-            .unwrap_or_default()
+        self.stats.series()
     }
     fn stop(self: Box<Self>) -> Result<Vec<String>, String> {
         self.process
             .stop(Duration::from_secs(40))
             .map_err(|e| e.to_string())
     }
-}
-
-/// Prefetch size over time from `vodkit serve`'s statistics lines (one every `every_s`
-/// seconds, `… | size 419k=3.15MB,1676k=6.29MB`): the size of the highest bit-rate class
-/// the policy has seen, in bytes.
-fn prefetch_sizes(stderr: &str, every_s: f64) -> Vec<(f64, u64)> {
-    stderr
-        .lines()
-        .filter(|l| l.contains("prefetch["))
-        .filter_map(|l| l.rsplit_once("| size ").map(|(_, sizes)| sizes.trim()))
-        .enumerate()
-        .filter_map(|(i, sizes)| {
-            let last = sizes.split(',').next_back()?;
-            let mb: f64 = last.split_once('=')?.1.strip_suffix("MB")?.parse().ok()?;
-            Some(((i + 1) as f64 * every_s, (mb * 1e6).round() as u64))
-        })
-        .collect()
 }
 
 /// The `--memory` argument for a setting.
@@ -431,7 +487,7 @@ impl PreloadKit {
             ));
         }
         vodkit_preload::library::path()
-            .map_err(|e| format!("+preload: cannot write the preload library: {e}"))?;
+            .map_err(|e| format!("+preload: cannot write the preload shim's library: {e}"))?;
         Ok(PreloadKit { exe, catalog: None })
     }
 
@@ -453,7 +509,7 @@ impl PreloadKit {
     /// `run_dir`, inside the memory budget when one is given.
     pub fn start_daemon(
         &self,
-        policy: &str,
+        policy: &PolicySpec,
         run_dir: &Path,
         budget: Option<&CommandWrap>,
     ) -> Result<PreloadDaemon, String> {
@@ -463,7 +519,7 @@ impl PreloadKit {
     /// [`PreloadKit::start_daemon`] with the daemon's `--memory` (`None`: its default).
     pub fn start_daemon_with(
         &self,
-        policy: &str,
+        policy: &PolicySpec,
         memory: Option<MemorySetting>,
         run_dir: &Path,
         budget: Option<&CommandWrap>,
@@ -504,7 +560,7 @@ impl PreloadKit {
     fn daemon_command(
         &self,
         socket: &Path,
-        policy: &str,
+        policy: &PolicySpec,
         memory: Option<MemorySetting>,
         port: u16,
         run_dir: &Path,
@@ -513,7 +569,8 @@ impl PreloadKit {
         cmd.arg("prefetchd")
             .arg("--socket")
             .arg(socket)
-            .args(["--prefetch", policy])
+            .arg("--prefetch")
+            .arg(policy.to_string())
             .args(["--admin", &format!("127.0.0.1:{port}")])
             .arg("--metrics")
             .arg(run_dir.join(DAEMON_METRICS));
@@ -595,10 +652,11 @@ mod preload_tests {
             catalog: None,
         };
         let sock = Path::new("/tmp/s.sock");
-        let plain = args(&kit.daemon_command(sock, "auto", None, 9, Path::new("/run")));
+        let plain =
+            args(&kit.daemon_command(sock, &"auto".parse().unwrap(), None, 9, Path::new("/run")));
         assert!(!plain.iter().any(|a| a == "--catalog"), "{plain:?}");
         let kit = kit.with_catalog("/w/catalog.json".into(), "/mnt/files".into());
-        let cmd = kit.daemon_command(sock, "auto", None, 9, Path::new("/run"));
+        let cmd = kit.daemon_command(sock, &"auto".parse().unwrap(), None, 9, Path::new("/run"));
         assert_eq!(cmd.get_program(), "/x/vodkit");
         let with = args(&cmd);
         assert_eq!(
@@ -606,8 +664,13 @@ mod preload_tests {
             ["--catalog", "/w/catalog.json", "--root", "/mnt/files"]
         );
         assert_eq!(with[..plain.len()], plain[..]);
-        let off =
-            args(&kit.daemon_command(sock, "auto", Some(MemorySetting::Off), 9, Path::new("/run")));
+        let off = args(&kit.daemon_command(
+            sock,
+            &"auto".parse().unwrap(),
+            Some(MemorySetting::Off),
+            9,
+            Path::new("/run"),
+        ));
         assert_eq!(off[0], "prefetchd", "flags follow the subcommand");
         let at = off
             .iter()
@@ -631,7 +694,7 @@ mod preload_tests {
             .unwrap()
             .with_catalog(missing, dir.path().to_path_buf());
         let e = kit
-            .start_daemon("auto", dir.path(), None)
+            .start_daemon(&"auto".parse().unwrap(), dir.path(), None)
             .err()
             .expect("a missing catalog must not start");
         assert!(e.contains("no-such-catalog.json"), "{e}");
@@ -653,18 +716,63 @@ pub fn built_vodkit() -> Option<PathBuf> {
 
 #[cfg(test)]
 mod tests {
-    use super::prefetch_sizes;
+    use super::{prefetch_size, StatsPoller};
+    use vodkit_prefetch::policy::ClassSize;
+
+    fn stats_json(classes: &[(u32, u64)]) -> Vec<u8> {
+        let mut stats = vodkit_server::metrics::Stats::default();
+        stats.prefetch.policy.classes = classes
+            .iter()
+            .map(|&(bitrate_kbps, bytes)| ClassSize {
+                bitrate_kbps,
+                bytes,
+            })
+            .collect();
+        serde_json::to_vec_pretty(&stats).unwrap()
+    }
 
     #[test]
-    fn prefetch_sizes_come_from_the_statistics_lines() {
-        let stderr = "vodkit serve: listening on http://127.0.0.1:1\n\
-            2026-11-21T08:00:05Z  INFO vodkit_prefetch::engine: prefetch[asap] req 41.9 MB/s mem 12.0 disk 33.1 prefetched 9.2 evicted 0.00 wasted 0.31 | hits 610 misses 212 | 9.8 ms/128K evict-time 0s | busy vda=71% | size 419k=3.15MB,1676k=6.29MB\n\
-            a warning that is not a statistics line\n\
-            2026-11-21T08:00:10Z  INFO vodkit_prefetch::engine: prefetch[asap] req 40.0 MB/s mem 12.0 disk 33.1 prefetched 9.2 evicted 0.50 wasted 0.31 | hits 610 misses 212 | 9.8 ms/128K evict-time 9s | busy vda=99% | size 419k=1.57MB,1676k=3.14MB\n";
-        assert_eq!(
-            prefetch_sizes(stderr, 5.0),
-            [(5.0, 6_290_000), (10.0, 3_140_000)]
-        );
-        assert!(prefetch_sizes("nothing here\n", 5.0).is_empty());
+    fn the_prefetch_size_is_the_highest_class_of_the_stats_document() {
+        let body = stats_json(&[(419, 3_150_000), (1676, 6_290_000)]);
+        assert_eq!(prefetch_size(&body), Some(6_290_000));
+        assert_eq!(prefetch_size(&stats_json(&[])), None);
+        assert_eq!(prefetch_size(b"not found\n"), None);
+    }
+
+    #[test]
+    fn the_poller_reads_stats_from_the_admin_port() {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let body = stats_json(&[(419, 2 << 20)]);
+        std::thread::spawn(move || {
+            for mut s in listener.incoming().flatten() {
+                let mut buf = [0u8; 1024];
+                let _ = s.read(&mut buf);
+                let head = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = s.write_all(head.as_bytes());
+                let _ = s.write_all(&body);
+            }
+        });
+        let poller = StatsPoller::start(port, std::time::Duration::from_millis(50));
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while poller.series().len() < 2 && std::time::Instant::now() < until {
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let series = poller.series();
+        assert!(series.len() >= 2, "{series:?}");
+        // Points lie on the 50 ms ticks (which ones depends on how busy the machine is).
+        for (t, bytes) in &series {
+            assert_eq!(*bytes, 2 << 20);
+            let ticks = t / 0.05;
+            assert!(
+                ticks >= 1.0 && (ticks - ticks.round()).abs() < 1e-6,
+                "{series:?}"
+            );
+        }
+        assert!(series[1].0 > series[0].0);
     }
 }

@@ -22,7 +22,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 use vodkit_disk::model::preset::half_rotation_ms;
-use vodkit_disk::model::{preset, DriveSpec};
+use vodkit_disk::model::DriveSpec;
 use vodkit_workload::model::{ByteRange, Catalog, ClientClass, Session};
 
 /// A measured capacity may exceed the bound by this fraction before it is called an error
@@ -652,13 +652,12 @@ pub fn bound(
 /// `memory_bytes` budget.
 pub fn for_testbed(
     w: &Workload,
-    preset_name: &str,
+    preset: vodkit_disk::model::Preset,
     fileset_bytes: u64,
     image_bytes: u64,
     memory_bytes: u64,
 ) -> Result<CapacityBound, String> {
-    let spec = preset(preset_name)
-        .ok_or_else(|| format!("capacity bound: unknown drive preset `{preset_name}`"))?;
+    let spec = preset.spec();
     if image_bytes == 0 || fileset_bytes == 0 {
         return Err("capacity bound: empty file set or image".into());
     }
@@ -668,7 +667,7 @@ pub fn for_testbed(
         w,
         &disk,
         &MemoryTerms::for_budget(memory_bytes),
-        preset_name,
+        preset.name(),
     )
 }
 

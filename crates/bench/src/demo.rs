@@ -67,7 +67,10 @@ pub fn run(
     let mut progress = BarProgress::new(show_progress);
     let mut notes = Vec::new();
     let (testbed, memory) = match emulation_unavailable() {
-        None => (TestbedChoice::Hdd("wd-red".into()), Some(MEMORY_BYTES)),
+        None => (
+            TestbedChoice::Hdd(vodkit_disk::model::Preset::WdRed),
+            Some(MEMORY_BYTES),
+        ),
         Some(why) => {
             let m = format!(
                 "emulated wd-red disk not used ({why}): running on this machine's plain disk without a memory budget, \

@@ -15,6 +15,7 @@ use vodkit_peers::launch::{self as peers, PeerError, PeerSetup};
 use vodkit_peers::process::ServerProcess;
 use vodkit_peers::TlsFiles;
 use vodkit_prefetch::budget::MemorySetting;
+use vodkit_prefetch::PolicySpec;
 
 /// Rewrites a server command (e.g. to run it in a memory cgroup or under the preload shim).
 pub type CommandWrap = Box<dyn Fn(Command) -> Result<Command, String>>;
@@ -26,7 +27,7 @@ pub trait VodkitStarter {
     fn start(
         &mut self,
         io: IoMode,
-        policy: &str,
+        policy: &PolicySpec,
         memory: Option<MemorySetting>,
         root: &Path,
         run_dir: &Path,
@@ -39,7 +40,7 @@ pub trait VodkitStarter {
     fn start_tls(
         &mut self,
         _io: IoMode,
-        _policy: &str,
+        _policy: &PolicySpec,
         _memory: Option<MemorySetting>,
         _root: &Path,
         _run_dir: &Path,

@@ -9,7 +9,7 @@ use crate::launch::LocalLauncher;
 use crate::point::PointMetrics;
 use crate::report::{self, BenchReport, ServerReport};
 use crate::search::{Criterion, SearchPlan, Trial};
-use crate::sut::{self, Sut};
+use crate::sut::Sut;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -28,7 +28,7 @@ pub enum RunError {
 #[derive(Debug, Clone, PartialEq)]
 pub enum TestbedChoice {
     Plain,
-    Hdd(String),
+    Hdd(vodkit_disk::model::Preset),
 }
 
 impl TestbedChoice {
@@ -36,7 +36,10 @@ impl TestbedChoice {
         match s {
             "plain" => Ok(TestbedChoice::Plain),
             _ => match s.strip_prefix("hdd:") {
-                Some(p) if !p.is_empty() => Ok(TestbedChoice::Hdd(p.to_string())),
+                Some(p) if !p.is_empty() => p
+                    .parse()
+                    .map(TestbedChoice::Hdd)
+                    .map_err(|e| format!("--testbed `{s}`: {e}")),
                 _ => Err(format!(
                     "--testbed `{s}`: expected plain or hdd:PRESET (e.g. hdd:wd-red)"
                 )),
@@ -51,7 +54,8 @@ pub struct BenchRequest {
     pub workload: PathBuf,
     /// File-set root; `None` means create it from the workload.
     pub root: Option<PathBuf>,
-    pub suts: String,
+    /// The servers under test, parsed from `--sut` by the caller ([`crate::sut::parse_list`]).
+    pub suts: Vec<Sut>,
     pub testbed: String,
     pub memory: Option<String>,
     pub search: Option<String>,
@@ -77,7 +81,7 @@ pub struct Checked {
 
 /// Validate flags without touching the machine.
 pub fn check_request(req: &BenchRequest) -> Result<Checked, RunError> {
-    let suts = sut::parse_list(&req.suts).map_err(|e| RunError::Usage(e.to_string()))?;
+    let suts = req.suts.clone();
     let testbed = TestbedChoice::parse(&req.testbed).map_err(RunError::Usage)?;
     let memory = match &req.memory {
         Some(m) => Some(
@@ -230,7 +234,7 @@ pub fn place(
             let catalog = crate::prepare::catalog(workload).map_err(RunError::Usage)?;
             let size = crate::system::HddTestbed::image_size_for(crate::prepare::fileset_bytes(&catalog));
             progress.message(format!("bringing up the emulated {preset} disk"));
-            let bed = crate::system::HddTestbed::up(preset, &workload.join("hdd.img"), &workload.join("hdd-mnt"), size)
+            let bed = crate::system::HddTestbed::up(*preset, &workload.join("hdd.img"), &workload.join("hdd-mnt"), size)
                 .map_err(RunError::Runtime)?;
             let root = bed.mount.join("files");
             (Box::new(bed), root)
@@ -290,7 +294,7 @@ pub fn capacity_bound(
         let fileset = crate::prepare::fileset_bytes(&catalog);
         let image = crate::system::HddTestbed::image_size_for(fileset).max(64 << 20);
         let w = crate::bound::prepare(&catalog, &load.sessions, &classes)?;
-        crate::bound::for_testbed(&w, preset, fileset, image, memory)
+        crate::bound::for_testbed(&w, *preset, fileset, image, memory)
     });
     match computed {
         Ok(b) => {
@@ -513,7 +517,7 @@ mod tests {
         BenchRequest {
             workload: dir.to_path_buf(),
             root: None,
-            suts: "nginx".into(),
+            suts: crate::sut::parse_list("nginx").unwrap(),
             testbed: "plain".into(),
             memory: None,
             search: None,
@@ -537,12 +541,8 @@ mod tests {
         std::fs::write(dir.path().join("sessions.jsonl"), "").unwrap();
         for (edit, needle) in [
             (
-                Box::new(|r: &mut BenchRequest| r.suts = "nginx,iis".into())
+                Box::new(|r: &mut BenchRequest| r.testbed = "ssd".into())
                     as Box<dyn Fn(&mut BenchRequest)>,
-                "iis",
-            ),
-            (
-                Box::new(|r: &mut BenchRequest| r.testbed = "ssd".into()),
                 "--testbed",
             ),
             (
@@ -573,7 +573,7 @@ mod tests {
     #[test]
     fn a_run_that_cannot_start_says_why_and_how_its_servers_count() {
         let dir = tempfile::tempdir().unwrap();
-        let suts = sut::parse_list("nginx").unwrap();
+        let suts = crate::sut::parse_list("nginx").unwrap();
         let plan =
             |g: f64| -> Result<SearchPlan, String> { Ok(SearchPlan::failure_free_around(g)) };
         let mut setup = RunSetup {
@@ -620,8 +620,10 @@ mod tests {
     fn testbed_choice_parses() {
         assert_eq!(
             TestbedChoice::parse("hdd:wd-red").unwrap(),
-            TestbedChoice::Hdd("wd-red".into())
+            TestbedChoice::Hdd(vodkit_disk::model::Preset::WdRed)
         );
         assert!(TestbedChoice::parse("hdd:").is_err());
+        let e = TestbedChoice::parse("hdd:floppy").unwrap_err();
+        assert!(e.contains("floppy") && e.contains("wd-red"), "{e}");
     }
 }

@@ -474,14 +474,19 @@ impl Drop for Budget {
 /// taken down when dropped. The image (and so the file set written on it) is kept.
 pub struct HddTestbed {
     bed: Option<vodkit_disk::testbed::Testbed>,
-    preset: String,
+    preset: vodkit_disk::model::Preset,
     size: u64,
     pub mount: PathBuf,
 }
 
 impl HddTestbed {
     /// Bring up `preset` with a `size`-byte image at `image`, mounted at `mount`.
-    pub fn up(preset: &str, image: &Path, mount: &Path, size: u64) -> Result<HddTestbed, String> {
+    pub fn up(
+        preset: vodkit_disk::model::Preset,
+        image: &Path,
+        mount: &Path,
+        size: u64,
+    ) -> Result<HddTestbed, String> {
         let size = size.div_ceil(4096) * 4096;
         // A bench killed earlier leaves its device mounted with nobody serving it: clear it.
         let state_root = Path::new(vodkit_disk::testbed::DEFAULT_STATE_ROOT);
@@ -497,7 +502,7 @@ impl HddTestbed {
             .map_err(|e| format!("emulated disk {preset}: {e}"))?;
         Ok(HddTestbed {
             bed: Some(bed),
-            preset: preset.into(),
+            preset,
             size,
             mount: mount.to_path_buf(),
         })

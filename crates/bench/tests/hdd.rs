@@ -35,7 +35,7 @@ fn miniature_bench_on_the_emulated_disk() {
     let req = BenchRequest {
         workload: workload.clone(),
         root: None,
-        suts: "nginx".into(),
+        suts: vodkit_bench::sut::parse_list("nginx").unwrap(),
         testbed: "hdd:wd-red".into(),
         memory: Some("256MiB".into()),
         search: Some("fixed-rates:2".into()),

@@ -14,6 +14,7 @@ use vodkit_bench::experiment::Launcher;
 use vodkit_bench::launch::{memory_cgroup, LocalLauncher, CGROUPS_FILE};
 use vodkit_bench::sut::parse_one;
 use vodkit_peers::process::http_get;
+use vodkit_prefetch::PolicySpec;
 
 const FILE_BYTES: usize = 3 << 20;
 
@@ -163,7 +164,9 @@ fn the_daemon_runs_as_a_child_inside_the_servers_memory_budget() {
 fn a_daemon_that_dies_during_the_run_is_reported() {
     let Some(kit) = kit() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let daemon = kit.start_daemon("auto", dir.path(), None).unwrap();
+    let daemon = kit
+        .start_daemon(&"auto".parse().unwrap(), dir.path(), None)
+        .unwrap();
     let pid = daemon.pid();
     // SAFETY: killing our own child.
     unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
@@ -203,7 +206,9 @@ fn wait_gone_or_zombie(pid: u32) {
 fn a_clean_daemon_stop_leaves_counters_and_no_error_lines() {
     let Some(kit) = kit() else { return };
     let dir = tempfile::tempdir().unwrap();
-    let daemon = kit.start_daemon("fixed:4MiB", dir.path(), None).unwrap();
+    let daemon = kit
+        .start_daemon(&"fixed:4MiB".parse().unwrap(), dir.path(), None)
+        .unwrap();
     let pid = daemon.pid();
     let lines = daemon.stop();
     assert!(lines.is_empty(), "{lines:?}");
@@ -216,9 +221,14 @@ fn a_clean_daemon_stop_leaves_counters_and_no_error_lines() {
 fn a_daemon_that_will_not_start_is_a_start_error_with_its_reason() {
     let Some(kit) = kit() else { return };
     let dir = tempfile::tempdir().unwrap();
-    // The bench checks policies when it parses --sut; the daemon checks them again.
+    // Policies are typed by the time they reach the kit; a bad flag value appended to the
+    // daemon's command line stands for any input the daemon refuses.
+    let bad_flag: vodkit_bench::launch::CommandWrap = Box::new(|mut c| {
+        c.args(["--memory", "lots"]);
+        Ok(c)
+    });
     let e = kit
-        .start_daemon("fixed:lots", dir.path(), None)
+        .start_daemon(&PolicySpec::default(), dir.path(), Some(&bad_flag))
         .err()
         .expect("a bad policy must not start");
     assert!(e.contains("prefetchd") && e.contains("lots"), "{e}");

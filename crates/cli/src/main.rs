@@ -34,9 +34,9 @@ enum Command {
     Bench(cmd::bench::Args),
     /// A capacity comparison on built-in defaults (about 10 minutes).
     Demo(cmd::demo::Args),
-    /// Run an unmodified program with the prefetching preload library.
+    /// Run an unmodified program under the preload shim (starts its daemon if needed).
     Preload(cmd::preload::Args),
-    /// The prefetch daemon the preload library talks to.
+    /// The preload shim's daemon: serialized, enlarged reads for the library's misses.
     Prefetchd(cmd::prefetchd::Args),
     /// Chains and phases from access logs.
     Trace(cmd::trace::Args),
@@ -62,7 +62,10 @@ impl Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => return cmd::clap_exit(e),
+    };
     if cli.command.only_prints() {
         cmd::restore_sigpipe();
     }

@@ -18,16 +18,17 @@ use std::time::{Duration, Instant};
 pub enum Error {
     #[error("{0}")]
     Unsupported(String),
-    #[error("{context}: {source}")]
+    /// The I/O error is part of the message (one line), not a separate error source.
+    #[error("{context}: {cause}")]
     Io {
         context: String,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
 fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
     let context = context.into();
-    move |source| Error::Io { context, source }
+    move |cause| Error::Io { context, cause }
 }
 
 /// Which cgroup interface is in use.
@@ -107,7 +108,7 @@ impl MemoryBudget {
             )),
             _ => Error::Io {
                 context: format!("{}", dir.display()),
-                source: e,
+                cause: e,
             },
         })?;
         let budget = MemoryBudget {
@@ -298,7 +299,7 @@ pub fn evict_file(path: &Path) -> Result<(), Error> {
     if rc != 0 {
         return Err(Error::Io {
             context: format!("{}", path.display()),
-            source: std::io::Error::from_raw_os_error(rc),
+            cause: std::io::Error::from_raw_os_error(rc),
         });
     }
     Ok(())

@@ -60,7 +60,7 @@ fn wd_red_device_end_to_end() {
         .tempdir_in("/var/tmp")
         .unwrap();
     let mut cfg = Config::new(
-        "wd-red",
+        vodkit_disk::model::Preset::WdRed,
         4 << 30,
         tmp.path().join("disk.img"),
         tmp.path().join("mnt"),
@@ -187,11 +187,8 @@ fn wd_red_device_end_to_end() {
     for x in testbed::file_extents(&b).unwrap() {
         testbed::control(
             &st,
-            &format!(
-                "eio-range {} {}",
-                x.physical / 512,
-                (x.physical + x.length).div_ceil(512)
-            ),
+            testbed::Control::range(x.physical / 512, (x.physical + x.length).div_ceil(512))
+                .unwrap(),
         )
         .unwrap();
     }
@@ -203,7 +200,7 @@ fn wd_red_device_end_to_end() {
         .expect_err("read of a failed range succeeded");
     assert_eq!(err.raw_os_error(), Some(libc::EIO), "{err}");
     assert!(testbed::counters(&st).unwrap().injected_errors > 0);
-    testbed::control(&st, "eio-clear").unwrap();
+    testbed::control(&st, testbed::Control::EioClear).unwrap();
     system::drop_caches().unwrap();
     assert_eq!(std::fs::read(&b).unwrap(), pattern(2, 8 << 20));
 

@@ -140,7 +140,7 @@ impl Default for EngineConfig {
     fn default() -> Self {
         EngineConfig {
             mode: IoMode::Asap,
-            policy: PolicySpec::Fixed { bytes: 2 << 20 },
+            policy: PolicySpec::default(),
             probe: Probe::Auto,
             devices: DeviceMap::new(),
             pool_threads: 16,

@@ -8,7 +8,7 @@ use std::io::Write;
 use std::sync::Arc;
 use vodkit_prefetch::memory::MemoryConfig;
 use vodkit_prefetch::residency::{self, Probe};
-use vodkit_prefetch::{DirectOutcome, Engine, EngineConfig, IoMode, ReadRequest};
+use vodkit_prefetch::{DirectOutcome, Engine, EngineConfig, IoMode, PolicySpec, ReadRequest};
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1 << 20;
@@ -49,7 +49,7 @@ fn not_cached(f: &File, size: u64) -> u64 {
 fn engine(usable: u64, o_direct: bool) -> Engine {
     Engine::new(EngineConfig {
         mode: IoMode::Direct,
-        policy: "fixed:2MiB".parse().unwrap(),
+        policy: PolicySpec::default(),
         sweep_every_s: 0.0,
         o_direct,
         memory: Some(MemoryConfig {

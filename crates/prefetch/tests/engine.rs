@@ -77,7 +77,7 @@ fn asap_reads_the_prefetch_size_and_the_range_becomes_resident() {
     let Some(f) = cold_file(&dir, "a.bin", 8 * MIB) else {
         return;
     };
-    let e = engine(IoMode::Asap, "fixed:2MiB");
+    let e = engine(IoMode::Asap, PolicySpec::DEFAULT_TEXT);
     let o = e.ensure_resident_blocking(&f, req(0, 512 * KIB)).unwrap();
     assert_eq!(o.requested, 512 * KIB);
     assert_eq!(o.from_disk, 512 * KIB);
@@ -113,7 +113,7 @@ fn serialized_and_vanilla_read_exactly_the_request() {
         let Some(f) = cold_file(&dir, mode.name(), 4 * MIB) else {
             return;
         };
-        let e = engine(mode, "fixed:2MiB");
+        let e = engine(mode, PolicySpec::DEFAULT_TEXT);
         let o = e.ensure_resident_blocking(&f, req(MIB, 300 * KIB)).unwrap();
         assert_eq!(o.read_bytes, 300 * KIB, "{mode}");
         assert_eq!(e.stats().prefetch.prefetched_bytes, 0, "{mode}");

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::sync::Arc;
 use vodkit_prefetch::memory::MemoryConfig;
 use vodkit_prefetch::residency::{self, Probe};
-use vodkit_prefetch::{Engine, EngineConfig, IoMode, ReadRequest};
+use vodkit_prefetch::{Engine, EngineConfig, IoMode, PolicySpec, ReadRequest};
 
 const MIB: u64 = 1 << 20;
 const STEP: u64 = 512 * 1024;
@@ -42,7 +42,7 @@ fn cold_file() -> Option<(tempfile::TempDir, Arc<File>)> {
 fn engine() -> Engine {
     Engine::new(EngineConfig {
         mode: IoMode::Asap,
-        policy: "fixed:2MiB".parse().unwrap(),
+        policy: PolicySpec::default(),
         sweep_every_s: 0.0,
         memory: Some(MemoryConfig {
             budget_bytes: 8 * MIB,

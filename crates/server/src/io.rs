@@ -30,9 +30,9 @@ use crate::range::ByteRange;
 #[derive(Debug, Clone)]
 pub struct IoSettings {
     pub mode: IoMode,
-    /// Prefetch policy as accepted by `--prefetch` (e.g. `fixed:2MiB`, `auto`); `None`:
-    /// the engine default (`fixed:2MiB`). Only `prefetch` and `asap` enlarge reads.
-    pub prefetch: Option<String>,
+    /// Prefetch policy (parsed from `--prefetch` by the caller). Only `prefetch` and `asap`
+    /// enlarge reads.
+    pub prefetch: PolicySpec,
     /// Each file's bit rate (paths relative to the root; the CLI reads them from
     /// `--catalog`); files not in it get the policy default.
     pub bitrates: BitrateMap,
@@ -54,7 +54,7 @@ impl Default for IoSettings {
     fn default() -> Self {
         IoSettings {
             mode: IoMode::Asap,
-            prefetch: Some(DEFAULT_POLICY.into()),
+            prefetch: default_policy(),
             bitrates: BitrateMap::default(),
             devices: Vec::new(),
             stats_every: Some(Duration::from_secs(10)),
@@ -64,21 +64,19 @@ impl Default for IoSettings {
     }
 }
 
-/// The server's default prefetch policy (with `--io asap`, the default mode).
-pub const DEFAULT_POLICY: &str = "auto";
+/// The server's default prefetch policy (with `--io asap`, the default mode): `auto`.
+pub fn default_policy() -> PolicySpec {
+    PolicySpec::Auto(vodkit_prefetch::policy::AutoParams::default())
+}
 
 /// The engine configuration for `settings`; errors name the flag at fault.
 pub fn engine_config(settings: &IoSettings) -> Result<EngineConfig, String> {
     let mut cfg = EngineConfig {
         mode: settings.mode,
         kernel_readahead: settings.kernel_readahead,
+        policy: settings.prefetch.clone(),
         ..EngineConfig::default()
     };
-    if let Some(p) = &settings.prefetch {
-        cfg.policy = p
-            .parse::<PolicySpec>()
-            .map_err(|e| format!("--prefetch: {e}"))?;
-    }
     for d in &settings.devices {
         cfg.devices
             .add_override(d)
@@ -322,7 +320,7 @@ mod tests {
         assert!(!engine_config(&default).unwrap().kernel_readahead);
         let on = IoSettings {
             mode: IoMode::Asap,
-            prefetch: Some("fixed:4MiB".into()),
+            prefetch: PolicySpec::Fixed { bytes: 4 << 20 },
             kernel_readahead: true,
             ..IoSettings::default()
         };
@@ -333,12 +331,11 @@ mod tests {
     }
 
     #[test]
-    fn a_bad_policy_names_the_flag() {
-        let bad = IoSettings {
-            prefetch: Some("fixed:lots".into()),
-            ..IoSettings::default()
-        };
-        let e = engine_config(&bad).unwrap_err();
-        assert!(e.starts_with("--prefetch: ") && e.contains("lots"), "{e}");
+    fn the_default_policy_is_auto() {
+        assert_eq!(
+            default_policy().to_string(),
+            "auto".parse::<PolicySpec>().unwrap().to_string()
+        );
+        assert_eq!(IoSettings::default().prefetch, default_policy());
     }
 }

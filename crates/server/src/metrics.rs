@@ -6,7 +6,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Live counters shared by all connections.
 #[derive(Debug)]
@@ -29,8 +29,8 @@ pub struct Metrics {
     pub tls_resumed: Counter,
 }
 
-/// The `/stats` document.
-#[derive(Debug, Serialize)]
+/// The `/stats` document (clients such as the bench read it back with serde).
+#[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Stats {
     pub connections_open: i64,
     pub connections_total: u64,

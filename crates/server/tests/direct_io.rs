@@ -42,7 +42,7 @@ fn evict(path: &std::path::Path) -> bool {
 fn direct_server(log: Option<std::path::PathBuf>) -> TestServer {
     TestServer::start_with(move |c| {
         c.io.mode = IoMode::Direct;
-        c.io.prefetch = Some("fixed:1MiB".into());
+        c.io.prefetch = vodkit_prefetch::PolicySpec::Fixed { bytes: 1 << 20 };
         c.io.memory = MemorySetting::Budget(128 * MIB as u64);
         c.io.stats_every = None;
         c.access_log = log;

@@ -44,6 +44,11 @@ impl Capacity {
         Ok(Capacity::from_disk(&capacity(&spec)))
     }
 
+    /// The capacity of a drive preset already parsed.
+    pub fn of_preset(p: vodkit_disk::model::Preset) -> Capacity {
+        Capacity::from_disk(&capacity(&p.spec()))
+    }
+
     pub fn from_disk(c: &DiskCapacity) -> Capacity {
         Capacity {
             t_max_mb_s: c.t_max_mb_s,

@@ -192,7 +192,7 @@ fn reads_on_interval_boundaries_belong_to_the_later_interval() {
     // 2 MiB reads of a 6 MiB chain from 0 to 180 s: reads at 0, 60 and 120 s, one per
     // interval, so no interval holds more than one read.
     let t = trace(vec![chain(0, 6 * MIB, 0.0, 180.0)], 1);
-    let r = run_both(&t, "fixed:2MiB");
+    let r = run_both(&t, vodkit_prefetch::PolicySpec::DEFAULT_TEXT);
     assert_eq!(r.prefetches, 3);
     assert!(close(r.max_disk_util, util(2.0, 1.0)), "{r:?}");
 }

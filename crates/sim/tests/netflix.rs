@@ -113,7 +113,11 @@ fn linear_model_against_the_drive_timing_model() {
     let (_dir, trace) = synthesized();
     let spec = vodkit_disk::model::preset("hitachi-5k3000").unwrap();
     let cfg = ModelConfig::new(Capacity::from_disk(&vodkit_disk::model::capacity(&spec)));
-    for policy in ["fixed:2MiB", "fixed:7MiB", "sqrt:8MiB@2000"] {
+    for policy in [
+        vodkit_prefetch::PolicySpec::DEFAULT_TEXT,
+        "fixed:7MiB",
+        "sqrt:8MiB@2000",
+    ] {
         let p: vodkit_prefetch::PolicySpec = policy.parse().unwrap();
         let c = vodkit_sim::validate::against_drive_model(&trace, cfg, &p, &spec).unwrap();
         eprintln!(

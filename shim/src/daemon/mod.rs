@@ -93,7 +93,7 @@ impl DaemonConfig {
     pub fn new(socket: impl Into<PathBuf>) -> DaemonConfig {
         DaemonConfig {
             socket: socket.into(),
-            policy: PolicySpec::Fixed { bytes: 2 << 20 },
+            policy: PolicySpec::default(),
             per_device: false,
             mode: IoMode::Asap,
             bitrates: None,

@@ -1,7 +1,7 @@
 //! Hand-computed cases of the capacity bound, its monotonicity, and the demo's figure.
 
 use super::*;
-use vodkit_disk::model::{SeekCurve, ZoneProfile, MIB};
+use vodkit_disk::model::{preset, SeekCurve, ZoneProfile, MIB};
 use vodkit_workload::model::{FileRef, Layout, Media, Rendition, Request, Title};
 
 const MB: u64 = 1_000_000;
@@ -429,7 +429,14 @@ fn the_demo_bound_lies_between_its_no_memory_and_unlimited_memory_bounds() {
     let w = prepare(&plan.catalog, &sessions, &meta.client_classes).unwrap();
     let fileset = crate::prepare::fileset_bytes(&plan.catalog);
     let image = crate::system::HddTestbed::image_size_for(fileset);
-    let b = for_testbed(&w, "wd-red", fileset, image, crate::demo::MEMORY_BYTES).unwrap();
+    let b = for_testbed(
+        &w,
+        vodkit_disk::model::Preset::WdRed,
+        fileset,
+        image,
+        crate::demo::MEMORY_BYTES,
+    )
+    .unwrap();
     eprintln!("demo bound: {}", serde_json::to_string_pretty(&b).unwrap());
     let disk = disk_terms(&preset("wd-red").unwrap(), fileset as f64 / image as f64).unwrap();
     let none = bound(&w, &disk, &memory(0), "wd-red").unwrap();

@@ -14,6 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
+use vodkit_disk::model::Preset;
 use vodkit_disk::testbed::{self, Testbed};
 use vodkit_prefetch::PolicySpec;
 use vodkit_sim::validate::{self, DriveModelCheck, Measured, Validation};
@@ -38,8 +39,8 @@ pub struct RunOptions {
     pub arrivals_s: f64,
     pub limits: ShrinkLimits,
     /// Drive preset of the emulated disk and of the model's t_max / s_max.
-    pub preset: String,
-    /// The fixed policy the server runs and the model simulates.
+    pub preset: Preset,
+    /// The fixed policy (default [`PolicySpec::default`]).
     pub policy: PolicySpec,
     /// `read_ahead_kb` to set on the emulated device; `None` (default) keeps the kernel's.
     /// 0 does not make the disk read what the policy asks for: the kernel then splits the
@@ -60,8 +61,8 @@ impl RunOptions {
                 max_end: 48 << 20,
                 margin: 8 << 20,
             },
-            preset: "hitachi-5k3000".into(),
-            policy: PolicySpec::Fixed { bytes: 2 << 20 },
+            preset: Preset::Hitachi5k3000,
+            policy: PolicySpec::default(),
             read_ahead_kb: None,
         }
     }
@@ -179,19 +180,20 @@ fn file_table(catalog: &Catalog) -> String {
 
 /// Run the whole validation. `note` receives progress lines.
 pub fn run(o: &RunOptions, note: &mut dyn FnMut(&str)) -> Result<RunReport, String> {
-    let PolicySpec::Fixed { bytes: prefetch } = o.policy else {
+    let spec = o.policy.clone();
+    let PolicySpec::Fixed {
+        bytes: prefetch_bytes,
+    } = spec
+    else {
         return Err(format!(
             "policy {}: validation runs a fixed policy",
             o.policy
         ));
     };
-    let spec = o.policy.clone();
-    let capacity = Capacity::from_preset(&o.preset)?;
-    let drive = vodkit_disk::model::preset(&o.preset)
-        .ok_or_else(|| format!("drive preset {}: unknown", o.preset))?;
+    let capacity = Capacity::of_preset(o.preset);
     let mut o = o.clone();
     // Files keep at least one prefetch past the last byte requested.
-    o.limits.margin = o.limits.margin.max(prefetch);
+    o.limits.margin = o.limits.margin.max(prefetch_bytes);
     let o = &o;
     testbed::preflight().map_err(|e| format!("emulated disk: {e}"))?;
     std::fs::create_dir_all(&o.dir).map_err(step(&o.dir.display().to_string()))?;
@@ -216,7 +218,7 @@ pub fn run(o: &RunOptions, note: &mut dyn FnMut(&str)) -> Result<RunReport, Stri
     std::fs::create_dir_all(&mount).map_err(step(&mount.display().to_string()))?;
     let image = o.dir.join("hdd.img");
     let _ = std::fs::remove_file(&image);
-    let mut cfg = testbed::Config::new(&o.preset, image_bytes, &image, &mount);
+    let mut cfg = testbed::Config::new(o.preset, image_bytes, &image, &mount);
     cfg.reformat = true;
     // A state directory of its own: tools that clean up devices listed under the shared
     // default (/run/vodkit/hdd) must not take this one down mid-run.
@@ -239,9 +241,10 @@ pub fn run(o: &RunOptions, note: &mut dyn FnMut(&str)) -> Result<RunReport, Stri
     ));
     let model = ModelConfig::new(capacity);
     let validation = validate::compare(&trace, model, &spec, &measured)?;
+    let drive = o.preset.spec();
     let drive_model = validate::against_drive_model(&trace, model, &spec, &drive).ok();
     Ok(RunReport {
-        preset: o.preset.clone(),
+        preset: o.preset.to_string(),
         policy: o.policy.to_string(),
         read_ahead_kb,
         t_max_mb_s: capacity.t_max_mb_s,
@@ -326,7 +329,7 @@ fn serve_and_load(
     server.listen = ([127, 0, 0, 1], 0).into();
     server.access_log = Some(o.dir.join("access.log"));
     server.io.mode = vodkit_prefetch::IoMode::Asap;
-    server.io.prefetch = Some(o.policy.to_string());
+    server.io.prefetch = o.policy.clone();
     server.io.stats_every = None;
     server.worker_threads = 2;
     let _ = std::fs::remove_file(o.dir.join("access.log"));

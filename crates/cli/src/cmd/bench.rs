@@ -14,7 +14,7 @@ pub struct Args {
     #[arg(long)]
     root: Option<PathBuf>,
     /// Servers under test, comma separated: vodkit[:IO[:POLICY]], nginx, apache,
-    /// X+preload[:POLICY] (own prefetch daemon, default fixed:2MiB),
+    /// X+preload[:POLICY] (under the preload shim with its own daemon, default fixed:2MiB),
     /// nginx+readahead:KB[,maxsectors:KB], X+tls (HTTPS with a throwaway CA and
     /// certificate in the run directory), url:http://127.0.0.1:PORT/
     #[arg(long, default_value = "vodkit:asap:auto,nginx")]
@@ -62,7 +62,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let req = BenchRequest {
         workload,
         root: args.root,
-        suts: args.sut,
+        suts: vodkit_bench::sut::parse_list(&args.sut).map_err(super::usage)?,
         testbed: args.testbed,
         memory: args.memory,
         search: args.search,
@@ -73,6 +73,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         vodkit_exe: std::env::current_exe().ok(),
         progress: !args.quiet,
     };
+    // Input first (usage errors), then the output directory, so an unwritable --out fails
+    // before any server runs rather than after the whole search.
+    if let Err(RunError::Usage(m)) = runner::check_request(&req) {
+        return Err(super::usage(m));
+    }
+    std::fs::create_dir_all(&req.out)
+        .map_err(|e| anyhow::anyhow!("--out {}: {e}", req.out.display()))?;
     match runner::run(&req) {
         Ok((_, table)) => {
             print!("{table}");

@@ -6,8 +6,8 @@ use clap::{Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::time::Duration;
 use vodkit_disk::devbench::{self, BenchOptions};
-use vodkit_disk::model::{preset, Queueing, Rotation, PRESET_NAMES};
-use vodkit_disk::testbed::{self, daemon, queue, system, Config, Placement, QueueTuning};
+use vodkit_disk::model::{preset, Preset, Queueing, Rotation, PRESET_NAMES};
+use vodkit_disk::testbed::{self, daemon, queue, system, Config, Control, Placement, QueueTuning};
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -60,7 +60,7 @@ enum PlacementArg {
 struct UpArgs {
     /// Drive preset: wd-red, hp-10k, hitachi-5k3000, seagate-7200.
     #[arg(long, default_value = "wd-red")]
-    preset: String,
+    preset: Preset,
     /// Image size (e.g. 4GiB); the image stands for the whole platter.
     #[arg(long)]
     size: String,
@@ -255,7 +255,7 @@ fn absolute(p: &std::path::Path) -> anyhow::Result<PathBuf> {
 
 fn up(a: UpArgs) -> anyhow::Result<()> {
     let size = size_arg("size", &a.size)?;
-    let mut cfg = Config::new(&a.preset, size, absolute(&a.image)?, absolute(&a.mount)?);
+    let mut cfg = Config::new(a.preset, size, absolute(&a.image)?, absolute(&a.mount)?);
     cfg.drive.rotation = match a.rotation {
         RotationArg::Average => Rotation::Average,
         RotationArg::Random => Rotation::Random { seed: a.seed },
@@ -278,13 +278,6 @@ fn up(a: UpArgs) -> anyhow::Result<()> {
     cfg.reformat = a.reformat;
     cfg.tuning = a.queue.tuning();
     cfg.state_root = absolute(&a.state_dir)?;
-    if preset(&cfg.preset).is_none() {
-        return Err(super::usage(format!(
-            "--preset {}: expected one of {}",
-            cfg.preset,
-            PRESET_NAMES.join(", ")
-        )));
-    }
     let exe = std::env::current_exe().context("cannot find the vodkit executable")?;
     let json = serde_json::to_string(&cfg)?;
     let args = vec![
@@ -408,7 +401,7 @@ fn status(a: StatusArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn parse_sectors(text: &str) -> anyhow::Result<(u64, u64)> {
+fn parse_sectors(text: &str) -> anyhow::Result<Control> {
     let bad = || {
         super::usage(format!(
             "--eio-sectors {text}: expected START-END in 512-byte sectors"
@@ -419,21 +412,16 @@ fn parse_sectors(text: &str) -> anyhow::Result<(u64, u64)> {
         s.trim().parse().map_err(|_| bad())?,
         e.trim().parse().map_err(|_| bad())?,
     );
-    if e <= s {
-        return Err(bad());
-    }
-    Ok((s, e))
+    Control::range(s, e).map_err(|_| bad())
 }
 
 fn tune(a: TuneArgs) -> anyhow::Result<()> {
-    let st = running(&a.target)?;
     let mut commands = Vec::new();
     if a.eio_clear {
-        commands.push("eio-clear".to_string());
+        commands.push(Control::EioClear);
     }
     for r in &a.eio_sectors {
-        let (s, e) = parse_sectors(r)?;
-        commands.push(format!("eio-range {s} {e}"));
+        commands.push(parse_sectors(r)?);
     }
     for f in &a.eio_file {
         let extents = testbed::file_extents(f)
@@ -445,11 +433,9 @@ fn tune(a: TuneArgs) -> anyhow::Result<()> {
             )));
         }
         for x in extents {
-            commands.push(format!(
-                "eio-range {} {}",
-                x.physical / 512,
-                (x.physical + x.length).div_ceil(512)
-            ));
+            let range = Control::range(x.physical / 512, (x.physical + x.length).div_ceil(512))
+                .map_err(|e| anyhow::anyhow!("--eio-file {}: {e}", f.display()))?;
+            commands.push(range);
         }
     }
     if let Some(p) = a.eio_rate {
@@ -458,9 +444,12 @@ fn tune(a: TuneArgs) -> anyhow::Result<()> {
                 "--eio-rate {p}: expected a fraction between 0 and 1"
             )));
         }
-        commands.push(format!("eio-rate {p}"));
+        commands.push(Control::rate(p, None).map_err(super::usage)?);
     }
-    for c in &commands {
+    // Input is checked above before the device is looked up, so bad flags are usage errors
+    // whether or not a device is up.
+    let st = running(&a.target)?;
+    for c in commands {
         testbed::control(&st, c).map_err(testbed_err)?;
         println!("{c}");
     }
@@ -471,8 +460,7 @@ fn tune(a: TuneArgs) -> anyhow::Result<()> {
 
 fn bench(a: BenchArgs) -> anyhow::Result<()> {
     let st = running(&a.target)?;
-    let spec = preset(&st.preset)
-        .ok_or_else(|| anyhow::anyhow!("state names unknown preset {}", st.preset))?;
+    let spec = st.preset.spec();
     let opts = BenchOptions {
         sequential_bytes: size_arg("sequential", &a.sequential)?,
         random_2m_reads: a.random_2m,

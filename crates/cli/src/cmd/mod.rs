@@ -59,6 +59,38 @@ pub fn init_logging() {
         .try_init();
 }
 
+/// Exit for an argument error from clap. Help and version go to stdout as clap prints them;
+/// a usage error prints one line (`vodkit: <what>; see --help`) and exits 2, like every
+/// other input error.
+pub fn clap_exit(e: clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    match e.kind() {
+        ErrorKind::DisplayHelp | ErrorKind::DisplayVersion => {
+            let _ = e.print();
+            ExitCode::SUCCESS
+        }
+        // `vodkit` or `vodkit hdd` alone: the help is the answer, but it is still an error.
+        ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand => {
+            let _ = e.print();
+            ExitCode::from(2)
+        }
+        _ => {
+            // clap's first paragraph says what is wrong (a missing-argument error lists the
+            // arguments on the lines below); tips and the usage block follow a blank line.
+            let text = e.to_string();
+            let what: Vec<&str> = text
+                .lines()
+                .take_while(|l| !l.trim().is_empty())
+                .map(str::trim)
+                .collect();
+            let what = what.join(" ");
+            let what = what.strip_prefix("error: ").unwrap_or(&what);
+            eprintln!("vodkit: {what}; see --help");
+            ExitCode::from(2)
+        }
+    }
+}
+
 /// Print the error on one line and map it to the process exit code.
 pub fn exit_code(result: anyhow::Result<()>) -> ExitCode {
     match result {

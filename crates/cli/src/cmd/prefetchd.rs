@@ -1,6 +1,8 @@
-//! `vodkit prefetchd`: the prefetch daemon the preload library reports misses to.
+//! `vodkit prefetchd`: the preload shim's daemon, to which the shim's library reports
+//! page-cache misses (docs/preload.md).
 
 use std::path::PathBuf;
+use vodkit_prefetch::PolicySpec;
 use vodkit_preload::daemon::{parse_mode, serve_until_signalled, DaemonConfig, FileRates};
 
 /// How the daemon runs; shared with `vodkit preload`, which starts one when needed.
@@ -10,8 +12,8 @@ pub struct DaemonArgs {
     #[arg(long, default_value_os_t = vodkit_preload::default_socket())]
     pub socket: PathBuf,
     /// Prefetch policy: none, fixed:SIZE, sqrt:SIZE@KBPS, first-grow, auto, ...
-    #[arg(long, default_value = "fixed:2MiB")]
-    pub prefetch: String,
+    #[arg(long, default_value = PolicySpec::DEFAULT_TEXT, value_parser = super::serve::parse_policy)]
+    pub prefetch: PolicySpec,
     /// One I/O worker per device instead of one for all devices.
     #[arg(long)]
     pub per_device: bool,
@@ -36,7 +38,12 @@ pub struct DaemonArgs {
 
 impl DaemonArgs {
     pub fn config(&self) -> anyhow::Result<DaemonConfig> {
-        let mut config = config(&self.socket, &self.prefetch, self.per_device, &self.mode)?;
+        let mut config = config(
+            &self.socket,
+            self.prefetch.clone(),
+            self.per_device,
+            &self.mode,
+        )?;
         if let Some(catalog) = &self.catalog {
             let map = vodkit_workload::bitrates::load(catalog)
                 .map_err(|e| super::usage(format!("--catalog: {e}")))?;
@@ -111,12 +118,12 @@ fn rates_note(rates: Option<&FileRates>) -> String {
 /// Build a daemon configuration from command-line values (shared with `vodkit preload`).
 pub fn config(
     socket: &std::path::Path,
-    prefetch: &str,
+    prefetch: PolicySpec,
     per_device: bool,
     mode: &str,
 ) -> anyhow::Result<DaemonConfig> {
     let mut config = DaemonConfig::new(socket);
-    config.policy = prefetch.parse().map_err(super::usage)?;
+    config.policy = prefetch;
     config.mode = parse_mode(mode).map_err(|e| super::usage(format!("--{e}")))?;
     config.per_device = per_device;
     Ok(config)

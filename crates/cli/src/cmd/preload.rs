@@ -1,5 +1,5 @@
-//! `vodkit preload`: run an unmodified program with the prefetching preload library,
-//! starting a prefetch daemon for it when none is running.
+//! `vodkit preload`: run an unmodified program under the preload shim (docs/preload.md):
+//! the shim's library in `LD_PRELOAD`, and the shim's daemon started when none is running.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -7,7 +7,8 @@ use vodkit_preload::{run_command, Preload};
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Print the path of the preload library (writing it there if needed) and exit.
+    /// Print the path of the shim's library, for your own LD_PRELOAD (writing it there if
+    /// needed), and exit.
     #[arg(long)]
     pub print_path: bool,
     /// The daemon to use; one is started with these settings unless one already listens
@@ -28,7 +29,7 @@ pub struct Args {
 pub fn run(args: Args) -> anyhow::Result<()> {
     if args.print_path {
         let path = vodkit_preload::library::path()
-            .map_err(|e| anyhow::anyhow!("cannot write the preload library: {e}"))?;
+            .map_err(|e| anyhow::anyhow!("cannot write the preload shim's library: {e}"))?;
         println!("{}", path.display());
         return Ok(());
     }

@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use vodkit_prefetch::PolicySpec;
 use vodkit_server::io::MemorySetting;
 use vodkit_server::{IoMode, IoSettings, ServerConfig};
 
@@ -21,8 +22,8 @@ pub struct Args {
     #[arg(long, default_value = "asap")]
     io: String,
     /// Prefetch policy, e.g. none, fixed:2MiB, sqrt:4MiB@419, auto (the default).
-    #[arg(long)]
-    prefetch: Option<String>,
+    #[arg(long, value_parser = parse_policy)]
+    prefetch: Option<PolicySpec>,
     /// Prefetch-aware memory: `auto` (budget from the cgroup limit, else total RAM), a
     /// budget such as 1GiB, or `off` (the kernel's LRU alone). See docs/prefetch.md.
     #[arg(long, default_value = "auto", value_name = "auto|off|SIZE")]
@@ -80,6 +81,12 @@ pub struct Args {
     tls: super::tls::ServeTls,
 }
 
+/// A `--prefetch` value: the one place `vodkit serve` turns policy text into a policy.
+pub(crate) fn parse_policy(s: &str) -> Result<PolicySpec, String> {
+    s.parse()
+        .map_err(|e: vodkit_prefetch::SpecError| e.to_string())
+}
+
 fn parse_on_off(s: &str) -> Result<bool, String> {
     match s {
         "on" => Ok(true),
@@ -103,10 +110,6 @@ fn config(args: Args) -> anyhow::Result<ServerConfig> {
     let mut config = ServerConfig::new(&args.root);
     config.listen = args.listen;
     config.admin = args.admin;
-    if let Some(p) = &args.prefetch {
-        p.parse::<vodkit_prefetch::PolicySpec>()
-            .map_err(|e| super::usage(format!("--prefetch: {e}")))?;
-    }
     let memory: MemorySetting = args
         .memory
         .parse()
@@ -119,10 +122,9 @@ fn config(args: Args) -> anyhow::Result<ServerConfig> {
     config.io = IoSettings {
         mode,
         memory,
-        prefetch: Some(
-            args.prefetch
-                .unwrap_or_else(|| vodkit_server::io::DEFAULT_POLICY.into()),
-        ),
+        prefetch: args
+            .prefetch
+            .unwrap_or_else(vodkit_server::io::default_policy),
         bitrates: vodkit_prefetch::BitrateMap::from_rates(bitrates),
         devices: args.devices,
         stats_every: (!args.stats_every.is_zero()).then_some(args.stats_every),
@@ -153,7 +155,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     })
     .map_err(|e| {
-        // Bad --prefetch/--catalog/--device values surface as InvalidInput: exit 2.
+        // Bad --catalog/--device values surface as InvalidInput: exit 2.
         if e.kind() == std::io::ErrorKind::InvalidInput {
             super::usage(e)
         } else {

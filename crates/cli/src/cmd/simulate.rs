@@ -4,6 +4,8 @@
 
 use std::io::{IsTerminal as _, Write as _};
 use std::path::PathBuf;
+use vodkit_disk::model::Preset;
+use vodkit_prefetch::PolicySpec;
 
 use vodkit_sim::{report, Capacity, Family, FirstSizes, ModelConfig, Options, Trace};
 
@@ -20,7 +22,7 @@ pub struct Args {
     /// Drive preset of the disk model for t_max and s_max (wd-red, hp-10k, hitachi-5k3000,
     /// seagate-7200).
     #[arg(long, conflicts_with_all = ["t_max", "s_max"])]
-    drive: Option<String>,
+    drive: Option<Preset>,
     /// Maximum transfer rate, MB/s (MB = 2^20 bytes); needs --s-max.
     #[arg(long, requires = "s_max")]
     t_max: Option<f64>,
@@ -65,8 +67,8 @@ pub struct Args {
     #[arg(long)]
     validate: bool,
     /// With --validate: the fixed policy the server runs and the model simulates.
-    #[arg(long, default_value = "fixed:2MiB", requires = "validate")]
-    validate_policy: String,
+    #[arg(long, default_value = PolicySpec::DEFAULT_TEXT, requires = "validate", value_parser = super::serve::parse_policy)]
+    validate_policy: PolicySpec,
     /// With --validate: sessions generated (arriving over about a minute).
     #[arg(long, default_value_t = 60, requires = "validate")]
     validate_sessions: u64,
@@ -93,8 +95,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let capacity = match (&args.drive, args.t_max, args.s_max) {
         (_, Some(t), Some(s)) => Capacity::given(t, s).map_err(usage)?,
-        (Some(name), _, _) => Capacity::from_preset(name).map_err(usage)?,
-        _ => Capacity::from_preset("hitachi-5k3000").map_err(usage)?,
+        (Some(p), _, _) => Capacity::of_preset(*p),
+        _ => Capacity::of_preset(Preset::Hitachi5k3000),
     };
     let mut model = ModelConfig::new(capacity);
     model.interval_s = seconds("interval", &args.interval)?;
@@ -156,20 +158,16 @@ fn validate(args: &Args) -> anyhow::Result<()> {
         ));
     }
     let mut o = vodkit_bench::validate::RunOptions::new(&args.out);
-    if let Some(d) = &args.drive {
-        Capacity::from_preset(d).map_err(usage)?;
-        o.preset = d.clone();
+    if let Some(d) = args.drive {
+        o.preset = d;
     }
-    o.policy = args
-        .validate_policy
-        .parse::<vodkit_prefetch::PolicySpec>()
-        .map_err(|e| usage(format!("--validate-policy: {e}")))?;
-    if !matches!(o.policy, vodkit_prefetch::PolicySpec::Fixed { .. }) {
+    if !matches!(args.validate_policy, PolicySpec::Fixed { .. }) {
         return Err(usage(format!(
             "--validate-policy {}: expected fixed:SIZE",
             args.validate_policy
         )));
     }
+    o.policy = args.validate_policy.clone();
     if args.validate_sessions == 0 {
         return Err(usage("--validate-sessions: expected at least 1"));
     }

@@ -18,7 +18,7 @@ pub mod seek;
 pub mod zones;
 
 pub use capacity::{capacity, expected_random_mb_s, s_max_from, sequential_mb_s, DiskCapacity};
-pub use preset::{preset, DriveSpec, Published, PRESET_NAMES};
+pub use preset::{preset, DriveSpec, Preset, Published, PRESET_NAMES};
 pub use seek::SeekCurve;
 pub use zones::{ZoneProfile, MIB};
 

@@ -53,15 +53,76 @@ pub const PRESET_NAMES: [&str; 4] = ["wd-red", "hp-10k", "hitachi-5k3000", "seag
 /// Number of constant-rate zones every preset uses (recent drives have a few dozen).
 const ZONES: u32 = 32;
 
+/// A drive preset by name: the typed form of `--preset wd-red` / `hdd:wd-red`, parsed once
+/// where the text comes in and passed as this value from then on. In files (state, reports)
+/// it is written as its name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Preset {
+    #[serde(rename = "wd-red")]
+    WdRed,
+    #[serde(rename = "hp-10k")]
+    Hp10k,
+    #[serde(rename = "hitachi-5k3000")]
+    Hitachi5k3000,
+    #[serde(rename = "seagate-7200")]
+    Seagate7200,
+}
+
+impl Preset {
+    /// Every preset, in the order of [`PRESET_NAMES`].
+    pub const ALL: [Preset; 4] = [
+        Preset::WdRed,
+        Preset::Hp10k,
+        Preset::Hitachi5k3000,
+        Preset::Seagate7200,
+    ];
+
+    /// The preset's name (`wd-red`, ...).
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::WdRed => PRESET_NAMES[0],
+            Preset::Hp10k => PRESET_NAMES[1],
+            Preset::Hitachi5k3000 => PRESET_NAMES[2],
+            Preset::Seagate7200 => PRESET_NAMES[3],
+        }
+    }
+
+    /// The drive's parameters.
+    pub fn spec(self) -> DriveSpec {
+        match self {
+            Preset::WdRed => wd_red(),
+            Preset::Hp10k => hp_10k(),
+            Preset::Hitachi5k3000 => hitachi_5k3000(),
+            Preset::Seagate7200 => seagate_7200(),
+        }
+    }
+}
+
+impl std::fmt::Display for Preset {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Preset {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Preset, String> {
+        Preset::ALL
+            .into_iter()
+            .find(|p| p.name() == s)
+            .ok_or_else(|| {
+                format!(
+                    "unknown preset `{s}` (expected one of: {})",
+                    PRESET_NAMES.join(", ")
+                )
+            })
+    }
+}
+
 /// Look a preset up by name; `None` for an unknown name (see [`PRESET_NAMES`]).
 pub fn preset(name: &str) -> Option<DriveSpec> {
-    match name {
-        "wd-red" => Some(wd_red()),
-        "hp-10k" => Some(hp_10k()),
-        "hitachi-5k3000" => Some(hitachi_5k3000()),
-        "seagate-7200" => Some(seagate_7200()),
-        _ => None,
-    }
+    name.parse::<Preset>().ok().map(Preset::spec)
 }
 
 /// Average rotational latency (half a revolution) in ms.

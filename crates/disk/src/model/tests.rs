@@ -359,3 +359,15 @@ fn a_read_inside_a_kept_segment_does_not_move_the_head() {
     let next = drive.access(head, 65536, hit.finish + 0.001);
     assert_eq!(next.seek, 0.0);
 }
+
+#[test]
+fn preset_names_parse_print_and_serialize_as_the_same_word() {
+    for (p, name) in Preset::ALL.into_iter().zip(PRESET_NAMES) {
+        assert_eq!(p.name(), name);
+        assert_eq!(name.parse::<Preset>(), Ok(p));
+        assert_eq!(p.spec().name, name);
+        assert_eq!(serde_json::to_string(&p).unwrap(), format!("\"{name}\""));
+    }
+    let e = "floppy".parse::<Preset>().unwrap_err();
+    assert!(e.contains("floppy") && e.contains("wd-red"), "{e}");
+}

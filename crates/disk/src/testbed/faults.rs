@@ -1,9 +1,13 @@
 //! Failure injection for reliability tests: reads that touch chosen address ranges, or a
 //! random fraction of reads, fail with EIO.
 //!
-//! The plan is changed at run time by writing one-line commands to the device's control
-//! file (see [`FaultPlan::apply`]); addresses are 512-byte sectors of the image, which are
-//! also the sectors of the loop device.
+//! The plan is changed at run time by [`Control`] commands, written as one line each to the
+//! device's control file ([`Control`]'s `Display` and `FromStr` are the wire format and its
+//! only encoder and decoder); addresses are 512-byte sectors of the image, which are also
+//! the sectors of the loop device.
+
+use std::fmt;
+use std::str::FromStr;
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -21,6 +25,101 @@ pub struct FaultPlan {
     pub rate: f64,
     /// Seed of the generator behind `rate`.
     pub seed: u64,
+}
+
+/// One change to a running device's fault plan. On the wire (the control file) it is one
+/// line: `eio-range START END`, `eio-rate P [SEED]` or `eio-clear`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Control {
+    /// Reads touching sectors `[start, end)` fail (`end > start`).
+    EioRange { start: u64, end: u64 },
+    /// Each read fails with probability `p` (0..=1); `seed` reseeds the generator.
+    EioRate { p: f64, seed: Option<u64> },
+    /// Remove all ranges and set the rate to 0.
+    EioClear,
+}
+
+impl Control {
+    /// A range command, checked: `end` must exceed `start`.
+    pub fn range(start: u64, end: u64) -> Result<Control, String> {
+        if end <= start {
+            return Err(format!(
+                "eio-range: END {end} must be greater than START {start}"
+            ));
+        }
+        Ok(Control::EioRange { start, end })
+    }
+
+    /// A rate command, checked: `p` must lie in 0..=1.
+    pub fn rate(p: f64, seed: Option<u64>) -> Result<Control, String> {
+        if !(0.0..=1.0).contains(&p) {
+            return Err(format!(
+                "eio-rate {p}: expected a probability between 0 and 1"
+            ));
+        }
+        Ok(Control::EioRate { p, seed })
+    }
+}
+
+impl fmt::Display for Control {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Control::EioRange { start, end } => write!(f, "eio-range {start} {end}"),
+            Control::EioRate { p, seed: None } => write!(f, "eio-rate {p}"),
+            Control::EioRate { p, seed: Some(s) } => write!(f, "eio-rate {p} {s}"),
+            Control::EioClear => f.write_str("eio-clear"),
+        }
+    }
+}
+
+impl FromStr for Control {
+    type Err = String;
+
+    /// Decode one control line (surrounding whitespace ignored).
+    fn from_str(line: &str) -> Result<Control, String> {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        let Some(&command) = words.first() else {
+            return Err("empty control command (eio-range, eio-rate, eio-clear)".into());
+        };
+        let num = |i: usize, what: &str| -> Result<u64, String> {
+            words
+                .get(i)
+                .and_then(|w| w.parse().ok())
+                .ok_or_else(|| format!("{command}: expected {what}"))
+        };
+        let arity = |n: usize| -> Result<(), String> {
+            if words.len() > n {
+                return Err(format!("{command}: unexpected `{}`", words[n]));
+            }
+            Ok(())
+        };
+        match command {
+            "eio-range" => {
+                arity(3)?;
+                Control::range(num(1, "START sector")?, num(2, "END sector")?)
+            }
+            "eio-rate" => {
+                arity(3)?;
+                let p: f64 = words
+                    .get(1)
+                    .and_then(|w| w.parse().ok())
+                    .ok_or("eio-rate: expected a probability between 0 and 1")?;
+                let seed = if words.len() > 2 {
+                    Some(num(2, "SEED")?)
+                } else {
+                    None
+                };
+                Control::rate(p, seed)
+            }
+            "eio-clear" => {
+                arity(1)?;
+                Ok(Control::EioClear)
+            }
+            other => Err(format!(
+                "unknown control command `{other}` (eio-range, eio-rate, eio-clear)"
+            )),
+        }
+    }
 }
 
 /// A fault plan with its random generator.
@@ -61,51 +160,21 @@ impl Faults {
         hit
     }
 
-    /// Apply one control command:
-    /// `eio-range START END` (sectors, half-open), `eio-rate P [SEED]`, `eio-clear`.
-    pub fn apply(&mut self, line: &str) -> Result<(), String> {
-        let words: Vec<&str> = line.split_whitespace().collect();
-        let num = |i: usize, what: &str| -> Result<u64, String> {
-            words
-                .get(i)
-                .and_then(|w| w.parse().ok())
-                .ok_or_else(|| format!("{}: expected {what}", words[0]))
-        };
-        match words.first().copied() {
-            Some("eio-range") => {
-                let (s, e) = (num(1, "START sector")?, num(2, "END sector")?);
-                if e <= s {
-                    return Err(format!("eio-range: END {e} must be greater than START {s}"));
-                }
-                self.plan.ranges.push((s, e));
-            }
-            Some("eio-rate") => {
-                let p: f64 = words
-                    .get(1)
-                    .and_then(|w| w.parse().ok())
-                    .filter(|p: &f64| (0.0..=1.0).contains(p))
-                    .ok_or("eio-rate: expected a probability between 0 and 1")?;
-                let seed = if words.len() > 2 {
-                    num(2, "SEED")?
-                } else {
-                    self.plan.seed
-                };
+    /// Apply one control command.
+    pub fn apply(&mut self, c: Control) {
+        match c {
+            Control::EioRange { start, end } => self.plan.ranges.push((start, end)),
+            Control::EioRate { p, seed } => {
+                let seed = seed.unwrap_or(self.plan.seed);
                 self.plan.rate = p;
                 self.plan.seed = seed;
                 self.rng = ChaCha8Rng::seed_from_u64(seed);
             }
-            Some("eio-clear") => {
+            Control::EioClear => {
                 self.plan.ranges.clear();
                 self.plan.rate = 0.0;
             }
-            Some(other) => {
-                return Err(format!(
-                    "unknown control command `{other}` (eio-range, eio-rate, eio-clear)"
-                ))
-            }
-            None => {}
         }
-        Ok(())
     }
 }
 
@@ -113,33 +182,70 @@ impl Faults {
 mod tests {
     use super::*;
 
+    fn c(line: &str) -> Control {
+        line.parse().unwrap()
+    }
+
     #[test]
     fn ranges_hit_overlapping_reads_only() {
         let mut f = Faults::new(FaultPlan::default());
-        f.apply("eio-range 100 200").unwrap();
+        f.apply(c("eio-range 100 200"));
         assert!(f.should_fail(100 * SECTOR, 512));
         assert!(f.should_fail(99 * SECTOR, 1024));
         assert!(!f.should_fail(200 * SECTOR, 4096));
         assert!(!f.should_fail(0, 99 * SECTOR));
         assert_eq!(f.injected, 2);
-        f.apply("eio-clear").unwrap();
+        f.apply(c("eio-clear"));
         assert!(!f.should_fail(150 * SECTOR, 512));
     }
 
     #[test]
     fn rate_is_seeded_and_roughly_right() {
         let mut f = Faults::new(FaultPlan::default());
-        f.apply("eio-rate 0.25 9").unwrap();
+        f.apply(c("eio-rate 0.25 9"));
         let n = (0..4000).filter(|_| f.should_fail(0, 4096)).count();
         assert!((800..1200).contains(&n), "{n}");
     }
 
     #[test]
     fn bad_commands_are_refused() {
-        let mut f = Faults::new(FaultPlan::default());
-        assert!(f.apply("eio-range 5 1").is_err());
-        assert!(f.apply("eio-rate 2").is_err());
-        assert!(f.apply("explode").is_err());
-        assert!(f.apply("eio-range x").is_err());
+        for bad in [
+            "eio-range 5 1",
+            "eio-rate 2",
+            "explode",
+            "eio-range x",
+            "",
+            "eio-clear now",
+            "eio-range 1 2 3",
+        ] {
+            assert!(bad.parse::<Control>().is_err(), "{bad:?} accepted");
+        }
+        assert!(Control::range(7, 7).is_err());
+        assert!(Control::rate(-0.1, None).is_err());
+    }
+
+    #[test]
+    fn commands_round_trip_through_the_wire_text() {
+        for cmd in [
+            Control::EioRange {
+                start: 8,
+                end: 4096,
+            },
+            Control::EioRate {
+                p: 0.25,
+                seed: None,
+            },
+            Control::EioRate {
+                p: 1.0,
+                seed: Some(9),
+            },
+            Control::EioClear,
+        ] {
+            assert_eq!(cmd.to_string().parse::<Control>(), Ok(cmd), "{cmd}");
+        }
+        assert_eq!(
+            c("  eio-range 1 2\n"),
+            Control::EioRange { start: 1, end: 2 }
+        );
     }
 }

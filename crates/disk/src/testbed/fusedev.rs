@@ -10,7 +10,7 @@
 //! the backing file unless write timing is switched on. Reading `control` returns the
 //! device counters as JSON; writing a line to it changes the fault plan.
 
-use super::faults::{FaultPlan, Faults};
+use super::faults::{Control, FaultPlan, Faults};
 use crate::model::{Drive, Queueing};
 use fuser::{
     Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, INodeNo, KernelConfig,
@@ -494,8 +494,15 @@ impl Filesystem for DiskFs {
             CONTROL => {
                 let text = String::from_utf8_lossy(data);
                 let mut st = self.state.lock().unwrap_or_else(|e| e.into_inner());
-                for line in text.lines() {
-                    if let Err(e) = st.faults.apply(line) {
+                // Decode every line before applying any, so a refused write changes nothing.
+                let commands: Result<Vec<Control>, String> = text
+                    .lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .map(str::parse)
+                    .collect();
+                match commands {
+                    Ok(commands) => commands.into_iter().for_each(|c| st.faults.apply(c)),
+                    Err(e) => {
                         tracing::warn!("control: {e}");
                         return reply.error(Errno::EINVAL);
                     }

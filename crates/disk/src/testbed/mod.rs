@@ -15,11 +15,11 @@ pub mod queue;
 pub mod system;
 
 pub use extents::{file_extents, Extent};
-pub use faults::FaultPlan;
+pub use faults::{Control, FaultPlan};
 pub use fusedev::DeviceCounters;
 pub use queue::{AppliedQueue, DiskDefaults, KernelVersion, QueueSettings, QueueTuning};
 
-use crate::model::{preset, Drive, DriveOptions, PRESET_NAMES};
+use crate::model::{Drive, DriveOptions, Preset};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
@@ -32,16 +32,17 @@ pub enum Error {
     Unsupported(String),
     #[error("{0}")]
     Tool(String),
-    #[error("{context}: {source}")]
+    /// The I/O error is part of the message (one line), not a separate error source.
+    #[error("{context}: {cause}")]
     Io {
         context: String,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
 }
 
 fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
     let context = context.into();
-    move |source| Error::Io { context, source }
+    move |cause| Error::Io { context, cause }
 }
 
 /// Where device state lives unless told otherwise.
@@ -62,8 +63,8 @@ pub enum Placement {
 /// Everything needed to bring one emulated disk up.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Config {
-    /// Drive preset name (see [`PRESET_NAMES`]).
-    pub preset: String,
+    /// Drive preset.
+    pub preset: Preset,
     /// Image size in bytes.
     pub size: u64,
     /// Where the image lies on the platter (default: it stands for all of it).
@@ -94,13 +95,13 @@ pub struct Config {
 
 impl Config {
     pub fn new(
-        preset: &str,
+        preset: Preset,
         size: u64,
         image: impl Into<PathBuf>,
         mount: impl Into<PathBuf>,
     ) -> Self {
         Config {
-            preset: preset.to_string(),
+            preset,
             size,
             placement: Placement::Platter,
             image: image.into(),
@@ -116,13 +117,6 @@ impl Config {
     }
 
     fn validate(&self) -> Result<(), Error> {
-        if preset(&self.preset).is_none() {
-            return Err(Error::Input(format!(
-                "unknown preset `{}` (expected one of: {})",
-                self.preset,
-                PRESET_NAMES.join(", ")
-            )));
-        }
         if self.size < 64 << 20 || !self.size.is_multiple_of(4096) {
             return Err(Error::Input(format!(
                 "size {} must be a multiple of 4 KiB and at least 64 MiB",
@@ -142,7 +136,7 @@ pub struct State {
     /// Loop device name, e.g. `loop3`.
     pub loop_device: String,
     pub direct_io: bool,
-    pub preset: String,
+    pub preset: Preset,
     pub size: u64,
     /// Process serving the FUSE file system.
     pub pid: u32,
@@ -294,7 +288,7 @@ impl Testbed {
         let backing = open_backing(&cfg.image, cfg.size)?;
         let fresh = cfg.reformat || !has_ext4(&backing);
 
-        let spec = preset(&cfg.preset).expect("validated");
+        let spec = cfg.preset.spec();
         let drive = match cfg.placement {
             Placement::Platter => Drive::new(spec, cfg.drive).with_span(cfg.size),
             Placement::Start => Drive::new(spec, cfg.drive),
@@ -322,7 +316,7 @@ impl Testbed {
                 fuse_dir: fuse_dir.clone(),
                 loop_device: String::new(),
                 direct_io: false,
-                preset: cfg.preset.clone(),
+                preset: cfg.preset,
                 size: cfg.size,
                 pid: std::process::id(),
                 daemon: false,
@@ -357,7 +351,7 @@ impl Testbed {
         }
         // The defaults of a real rotational disk of the preset on this kernel, the user's
         // settings winning, fitted to what the loop device accepts.
-        let defaults = queue::rotational_defaults(&cfg.preset, KernelVersion::running()?);
+        let defaults = queue::rotational_defaults(cfg.preset.name(), KernelVersion::running()?);
         let plan = queue::plan(&defaults, &cfg.tuning, &queue::read(&name)?);
         let mut tuning = plan.tuning.clone();
         tuning.rotational = Some(true);
@@ -546,9 +540,8 @@ fn wait_gone(pid: u32, secs: f64) -> bool {
     !pid_alive(pid)
 }
 
-/// Send one control command (`eio-range S E`, `eio-rate P [SEED]`, `eio-clear`) to a
-/// running device.
-pub fn control(state: &State, command: &str) -> Result<(), Error> {
+/// Send one control command to a running device (encoded as its one-line wire text).
+pub fn control(state: &State, command: Control) -> Result<(), Error> {
     let path = state.control_path();
     std::fs::write(&path, format!("{command}\n")).map_err(|e| match e.raw_os_error() {
         Some(libc::EINVAL) => Error::Input(format!(
@@ -556,7 +549,7 @@ pub fn control(state: &State, command: &str) -> Result<(), Error> {
         )),
         _ => Error::Io {
             context: format!("{}", path.display()),
-            source: e,
+            cause: e,
         },
     })
 }
@@ -574,7 +567,7 @@ mod tests {
 
     #[test]
     fn placement_defaults_to_the_whole_platter_also_for_older_state() {
-        let c = Config::new("wd-red", 1 << 30, "/tmp/i", "/tmp/m");
+        let c = Config::new(Preset::WdRed, 1 << 30, "/tmp/i", "/tmp/m");
         assert_eq!(c.placement, Placement::Platter);
         let mut json = serde_json::to_value(&c).unwrap();
         json.as_object_mut().unwrap().remove("placement");
@@ -590,15 +583,11 @@ mod tests {
 
     #[test]
     fn config_validation_names_the_problem() {
-        let bad = Config::new("floppy", 1 << 30, "/tmp/x.img", "/tmp/x");
-        assert!(
-            matches!(bad.validate(), Err(Error::Input(m)) if m.contains("floppy") && m.contains("wd-red"))
-        );
-        let small = Config::new("wd-red", 1 << 20, "/tmp/x.img", "/tmp/x");
+        let small = Config::new(Preset::WdRed, 1 << 20, "/tmp/x.img", "/tmp/x");
         assert!(matches!(small.validate(), Err(Error::Input(m)) if m.contains("64 MiB")));
-        let odd = Config::new("wd-red", (1 << 30) + 1, "/tmp/x.img", "/tmp/x");
+        let odd = Config::new(Preset::WdRed, (1 << 30) + 1, "/tmp/x.img", "/tmp/x");
         assert!(odd.validate().is_err());
-        assert!(Config::new("hp-10k", 1 << 30, "/tmp/x.img", "/tmp/x")
+        assert!(Config::new(Preset::Hp10k, 1 << 30, "/tmp/x.img", "/tmp/x")
             .validate()
             .is_ok());
     }

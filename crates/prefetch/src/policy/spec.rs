@@ -51,6 +51,19 @@ pub struct SpecError {
     pub problem: String,
 }
 
+impl PolicySpec {
+    /// The default policy as `--prefetch` text: a fixed 2 MiB, the size the seeds measure
+    /// against (thesis 3.7.1, Libception §3). The one place this literal is written.
+    pub const DEFAULT_TEXT: &'static str = "fixed:2MiB";
+}
+
+impl Default for PolicySpec {
+    /// [`PolicySpec::DEFAULT_TEXT`], parsed.
+    fn default() -> Self {
+        PolicySpec::Fixed { bytes: 2 << 20 }
+    }
+}
+
 const KINDS: &str =
     "none, fixed:SIZE, proportional:SIZE@KBPS, sqrt:SIZE@KBPS, first-grow, first-grow-sr, auto";
 

@@ -58,7 +58,7 @@ fn proportional_scales_linearly() {
 
 #[test]
 fn fixed_and_none_ignore_bit_rate() {
-    let mut f = spec("fixed:2MiB").build();
+    let mut f = PolicySpec::default().build();
     assert_eq!(
         f.prefetch_bytes(&ctx(419, 0, ChainKind::Other, 0.0)),
         2 * MIB
@@ -185,7 +185,7 @@ fn bad_spec_strings_give_one_line_errors() {
 fn specs_round_trip_through_display() {
     for s in [
         "none",
-        "fixed:2MiB",
+        PolicySpec::DEFAULT_TEXT,
         "proportional:7MiB@2000",
         "sqrt:3MiB@419",
         "first-grow",
@@ -483,7 +483,8 @@ fn auto_is_deterministic() {
 
 #[test]
 fn sizes_accept_binary_decimal_and_plain_units() {
-    assert_eq!(spec("fixed:2MiB"), PolicySpec::Fixed { bytes: 2 * MIB });
+    assert_eq!(spec(PolicySpec::DEFAULT_TEXT), PolicySpec::default());
+    assert_eq!(PolicySpec::default(), PolicySpec::Fixed { bytes: 2 * MIB });
     assert_eq!(spec("fixed:2MB"), PolicySpec::Fixed { bytes: 2_000_000 });
     assert_eq!(spec("fixed:512KiB"), PolicySpec::Fixed { bytes: 524_288 });
     assert_eq!(
