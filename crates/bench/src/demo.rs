@@ -119,7 +119,7 @@ pub fn run(
     }
     let mut rep = report::new_report(
         &format!("{SPEC} scaled x{SCALE}, {}", SETS.join(" ")),
-        &format!("{:?}", cell.testbed),
+        &cell.testbed.to_string(),
         cell.memory,
         "strict",
         &crate::search::SearchPlan::failure_free_around(1.0),

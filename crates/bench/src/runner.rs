@@ -48,6 +48,16 @@ impl TestbedChoice {
     }
 }
 
+/// The `--testbed` words back: `plain` or `hdd:PRESET` (what a reader types to rerun it).
+impl std::fmt::Display for TestbedChoice {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TestbedChoice::Plain => f.write_str("plain"),
+            TestbedChoice::Hdd(p) => write!(f, "hdd:{p}"),
+        }
+    }
+}
+
 /// Everything `vodkit bench` was asked to do.
 #[derive(Debug, Clone)]
 pub struct BenchRequest {
@@ -527,6 +537,13 @@ mod tests {
             out: dir.join("out"),
             vodkit_exe: None,
             progress: false,
+        }
+    }
+
+    #[test]
+    fn a_testbed_prints_as_the_words_that_choose_it() {
+        for words in ["plain", "hdd:wd-red", "hdd:seagate-7200"] {
+            assert_eq!(TestbedChoice::parse(words).unwrap().to_string(), words);
         }
     }
 

@@ -203,7 +203,7 @@ pub fn run(
         &format!("{} x{} (per cell)", first.spec, s.scale),
         &cells
             .iter()
-            .map(|c| format!("{:?}", c.testbed))
+            .map(|c| c.testbed.to_string())
             .collect::<Vec<_>>()
             .join(", "),
         first.memory,

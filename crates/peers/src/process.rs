@@ -37,8 +37,24 @@ pub enum ProcessError {
     Io(#[from] std::io::Error),
 }
 
-/// A loopback port that was free a moment ago.
+/// A loopback port that was free a moment ago, below Linux's ephemeral range (32768 and
+/// up by default): a port the kernel picks for `bind(0)` is one it may hand next to one of
+/// the load generator's thousands of outgoing connections before the server binds it.
+/// Successive calls walk the range from a per-process start, so two servers started one
+/// after the other never get the same port.
 pub fn free_port() -> std::io::Result<u16> {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    const LOW: u32 = 20_000;
+    const SPAN: u32 = 12_000;
+    static NEXT: AtomicU32 = AtomicU32::new(0);
+    let seed = std::process::id().wrapping_mul(2_654_435_761) % SPAN;
+    for _ in 0..SPAN {
+        let n = NEXT.fetch_add(1, Ordering::Relaxed);
+        let port = (LOW + (seed + n) % SPAN) as u16;
+        if TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok() {
+            return Ok(port);
+        }
+    }
     let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))?;
     Ok(l.local_addr()?.port())
 }
@@ -472,5 +488,16 @@ mod tests {
     fn finds_sh_on_path() {
         assert!(find_program("sh").is_some());
         assert!(find_program("surely-not-a-program-xyz").is_none());
+    }
+
+    #[test]
+    fn free_ports_are_distinct_bindable_and_below_the_ephemeral_range() {
+        let a = free_port().unwrap();
+        let b = free_port().unwrap();
+        assert_ne!(a, b);
+        for p in [a, b] {
+            assert!((20_000..32_000).contains(&p), "{p}");
+            TcpListener::bind((Ipv4Addr::LOCALHOST, p)).unwrap();
+        }
     }
 }
