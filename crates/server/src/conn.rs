@@ -157,12 +157,33 @@ pub(crate) fn full_text(resp: &Response) -> Vec<u8> {
 
 /// Answer a head the parser refused, then the connection closes.
 async fn reject(shared: &Shared, stream: &TcpStream, e: &HeadError, info: ConnInfo, req_no: u64) {
-    shared.metrics.bad_requests.inc();
     let started = Instant::now();
     let resp = Response::text(e.status(), true);
     let mut clock = SendClock::new(shared.config.send_grace, shared.config.min_send_rate);
     let r = send_bytes(stream, &full_text(&resp), false, false, &mut clock).await;
-    shared.metrics.count_status(resp.status);
+    record_reject(
+        shared,
+        info,
+        req_no,
+        resp.status,
+        clock.body_sent,
+        r.is_ok(),
+        started,
+    );
+}
+
+/// Counts and logs the answer to a refused head (plaintext and TLS connections alike).
+pub(crate) fn record_reject(
+    shared: &Shared,
+    info: ConnInfo,
+    req_no: u64,
+    status: u16,
+    bytes: u64,
+    sent: bool,
+    started: Instant,
+) {
+    shared.metrics.bad_requests.inc();
+    shared.metrics.count_status(status);
     if let Some(log) = &shared.log {
         log.record(Entry {
             end: SystemTime::now(),
@@ -174,11 +195,11 @@ async fn reject(shared: &Shared, stream: &TcpStream, e: &HeadError, info: ConnIn
             method: "-".into(),
             path: "-".into(),
             range: "-".into(),
-            status: resp.status,
-            bytes: clock.body_sent,
+            status,
+            bytes,
             bytes_mem: 0,
             bytes_disk: 0,
-            outcome: if r.is_ok() {
+            outcome: if sent {
                 Outcome::Done
             } else {
                 Outcome::Aborted

@@ -5,13 +5,12 @@
 
 use std::os::unix::fs::FileExt as _;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 
-use crate::access_log::{Entry, Outcome};
 use crate::body::{SendClock, SendError};
 use crate::conn::{finish, full_text, http_date, ConnInfo, Served};
 use crate::io::{Requester, WINDOW};
@@ -208,7 +207,6 @@ async fn discard_body(
 
 /// Answer a head the parser refused; the connection closes afterwards.
 async fn reject(shared: &Shared, stream: &mut Stream, e: &HeadError, info: ConnInfo, req_no: u64) {
-    shared.metrics.bad_requests.inc();
     let started = Instant::now();
     let resp = Response::text(e.status(), true);
     let mut clock = new_clock(shared);
@@ -216,29 +214,7 @@ async fn reject(shared: &Shared, stream: &mut Stream, e: &HeadError, info: ConnI
         Ok(()) => flush(stream, &clock).await,
         Err(e) => Err(e),
     };
-    shared.metrics.count_status(resp.status);
-    if let Some(log) = &shared.log {
-        log.record(Entry {
-            end: SystemTime::now(),
-            service: started.elapsed(),
-            client: info.peer,
-            conn: info.id,
-            req: req_no,
-            session: None,
-            method: "-".into(),
-            path: "-".into(),
-            range: "-".into(),
-            status: resp.status,
-            bytes: 0,
-            bytes_mem: 0,
-            bytes_disk: 0,
-            outcome: if r.is_ok() {
-                Outcome::Done
-            } else {
-                Outcome::Aborted
-            },
-        });
-    }
+    crate::conn::record_reject(shared, info, req_no, resp.status, 0, r.is_ok(), started);
 }
 
 /// Answer one request; returns whether the connection stays open.
