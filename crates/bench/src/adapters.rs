@@ -174,21 +174,9 @@ impl VodkitStarter for InProcessVodkit {
         root: &Path,
         run_dir: &Path,
         budget: Option<&CommandWrap>,
+        tls: Option<&TlsFiles>,
     ) -> Result<Box<dyn Running>, StartError> {
-        self.start_with(io, policy, memory, root, run_dir, budget, None)
-    }
-
-    fn start_tls(
-        &mut self,
-        io: IoMode,
-        policy: &PolicySpec,
-        memory: Option<MemorySetting>,
-        root: &Path,
-        run_dir: &Path,
-        budget: Option<&CommandWrap>,
-        tls: &TlsFiles,
-    ) -> Result<Box<dyn Running>, StartError> {
-        self.start_with(io, policy, memory, root, run_dir, budget, Some(tls))
+        self.start_with(io, policy, memory, root, run_dir, budget, tls)
     }
 }
 
@@ -256,21 +244,9 @@ impl VodkitStarter for ChildVodkit {
         root: &Path,
         run_dir: &Path,
         budget: Option<&CommandWrap>,
+        tls: Option<&TlsFiles>,
     ) -> Result<Box<dyn Running>, StartError> {
-        self.start_with(io, policy, memory, root, run_dir, budget, None)
-    }
-
-    fn start_tls(
-        &mut self,
-        io: IoMode,
-        policy: &PolicySpec,
-        memory: Option<MemorySetting>,
-        root: &Path,
-        run_dir: &Path,
-        budget: Option<&CommandWrap>,
-        tls: &TlsFiles,
-    ) -> Result<Box<dyn Running>, StartError> {
-        self.start_with(io, policy, memory, root, run_dir, budget, Some(tls))
+        self.start_with(io, policy, memory, root, run_dir, budget, tls)
     }
 }
 

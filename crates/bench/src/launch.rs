@@ -22,7 +22,8 @@ pub type CommandWrap = Box<dyn Fn(Command) -> Result<Command, String>>;
 
 /// Starts the vodkit server for a `vodkit:IO:POLICY` entry.
 pub trait VodkitStarter {
-    /// `memory`: `--memory` of the server (`None`: its default).
+    /// `memory`: `--memory` of the server (`None`: its default); `tls`: serve HTTPS with
+    /// these files (`+tls`; the server's URL stays `http://`, the launcher rewrites it).
     #[allow(clippy::too_many_arguments)]
     fn start(
         &mut self,
@@ -32,25 +33,8 @@ pub trait VodkitStarter {
         root: &Path,
         run_dir: &Path,
         budget: Option<&CommandWrap>,
+        tls: Option<&TlsFiles>,
     ) -> Result<Box<dyn Running>, StartError>;
-
-    /// [`VodkitStarter::start`] serving HTTPS with `tls` (`+tls`); the server's URL stays
-    /// `http://` (the launcher rewrites it).
-    #[allow(clippy::too_many_arguments)]
-    fn start_tls(
-        &mut self,
-        _io: IoMode,
-        _policy: &PolicySpec,
-        _memory: Option<MemorySetting>,
-        _root: &Path,
-        _run_dir: &Path,
-        _budget: Option<&CommandWrap>,
-        _tls: &TlsFiles,
-    ) -> Result<Box<dyn Running>, StartError> {
-        Err(StartError::Unavailable(
-            "this vodkit starter cannot serve HTTPS".into(),
-        ))
-    }
 }
 
 /// A server under test that speaks HTTPS: `inner`'s URL with the `https` scheme, and the
@@ -310,25 +294,19 @@ impl Launcher for LocalLauncher {
                     .vodkit
                     .as_mut()
                     .map_err(|why| StartError::Unavailable(why.clone()))?;
-                let inner = match tls {
-                    None => starter.start(
-                        *io,
-                        policy,
-                        sut.memory,
-                        &self.root,
-                        &run_dir,
-                        self.budget.as_ref(),
-                    )?,
+                let inner = starter.start(
+                    *io,
+                    policy,
+                    sut.memory,
+                    &self.root,
+                    &run_dir,
+                    self.budget.as_ref(),
+                    tls.as_ref(),
+                )?;
+                let inner: Box<dyn Running> = match tls {
+                    None => inner,
                     Some(t) => Box::new(TlsRunning {
-                        inner: starter.start_tls(
-                            *io,
-                            policy,
-                            sut.memory,
-                            &self.root,
-                            &run_dir,
-                            self.budget.as_ref(),
-                            t,
-                        )?,
+                        inner,
                         ca: t.ca.clone(),
                     }),
                 };
