@@ -32,16 +32,20 @@ pub async fn serve(shared: Arc<Shared>, tcp: TcpStream, info: ConnInfo) {
     let Some(tls) = shared.tls.as_ref() else {
         return;
     };
-    let accept = tls.acceptor.accept(tcp);
-    let mut stream = match tokio::time::timeout(tls.handshake_timeout, accept).await {
+    // The failure is counted before the socket is closed, so a client that sees the close
+    // also sees the counter.
+    let accept = tls.acceptor.accept(tcp).into_fallible();
+    tokio::pin!(accept);
+    let mut stream = match tokio::time::timeout(tls.handshake_timeout, &mut accept).await {
         Ok(Ok(s)) => s,
-        Ok(Err(e)) => {
+        Ok(Err((e, tcp))) => {
             shared.metrics.tls_handshake_failures.inc();
             tracing::debug!(
                 "conn {} from {}: TLS handshake failed: {e}",
                 info.id,
                 info.peer
             );
+            drop(tcp);
             return;
         }
         Err(_) => {
