@@ -10,7 +10,8 @@ use tokio::net::TcpStream;
 
 use crate::access_log::{Entry, Outcome};
 use crate::body::{send_bytes, send_file_range, send_slices, SendClock, SendError};
-use crate::io::{Requester, WINDOW};
+use crate::io::{Prepared, Requester, WINDOW};
+use crate::range::ByteRange;
 use crate::request::{parse_head, HeadError, Method, Parsed, Request};
 use crate::response::{head_bytes, plan, Body, Response, Segment};
 use crate::Shared;
@@ -22,8 +23,85 @@ pub struct ConnInfo {
     pub peer: SocketAddr,
 }
 
-/// Serve a connection until the client closes it, a limit ends it, or shutdown.
+/// The byte transport under the request loop: a plaintext socket (sendfile, `MSG_MORE`) or
+/// a TLS session (bytes read into a buffer and encrypted by rustls). Everything above it —
+/// parsing, limits, timeouts, planning, accounting — is the same code for both.
+pub(crate) trait Wire {
+    /// Read whatever the peer has sent into the spare capacity of `buf`; `Ok(0)` at EOF.
+    async fn read_more(&mut self, buf: &mut Vec<u8>) -> std::io::Result<usize>;
+    /// Hand `data` to the transport; `more` says further bytes of this response follow.
+    async fn write(
+        &mut self,
+        data: &[u8],
+        more: bool,
+        is_body: bool,
+        clock: &mut SendClock,
+    ) -> Result<(), SendError>;
+    /// Send one window of a file range the I/O layer has prepared (`prep`).
+    async fn write_window(
+        &mut self,
+        shared: &Shared,
+        file: &Arc<std::fs::File>,
+        window: ByteRange,
+        prep: &mut Prepared,
+        clock: &mut SendClock,
+    ) -> Result<(), SendError>;
+    /// Push out whatever the transport still buffers of a response.
+    async fn flush(&mut self, clock: &SendClock) -> Result<(), SendError>;
+    /// No request is pending: give back per-connection resources kept between requests.
+    fn idle(&mut self, shared: &Shared);
+}
+
+/// A plaintext connection: heads with `send(MSG_MORE)`, bodies with sendfile or, in
+/// `--io direct`, `sendmsg` from the engine's buffer pool.
+struct Plain(TcpStream);
+
+impl Wire for Plain {
+    async fn read_more(&mut self, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+        read_more(&self.0, buf).await
+    }
+
+    async fn write(
+        &mut self,
+        data: &[u8],
+        more: bool,
+        is_body: bool,
+        clock: &mut SendClock,
+    ) -> Result<(), SendError> {
+        send_bytes(&self.0, data, more, is_body, clock).await
+    }
+
+    async fn write_window(
+        &mut self,
+        _shared: &Shared,
+        file: &Arc<std::fs::File>,
+        window: ByteRange,
+        prep: &mut Prepared,
+        clock: &mut SendClock,
+    ) -> Result<(), SendError> {
+        match prep.slices.take() {
+            // The pool's chunks are let go once sent, before the manager decides on them.
+            Some(slices) => send_slices(&self.0, &slices, clock).await,
+            None => send_file_range(&self.0, file, window, prep.send_blocking, clock).await,
+        }
+    }
+
+    async fn flush(&mut self, _clock: &SendClock) -> Result<(), SendError> {
+        Ok(())
+    }
+
+    fn idle(&mut self, _shared: &Shared) {}
+}
+
+/// Serve a plaintext connection until the client closes it, a limit ends it, or shutdown.
 pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: ConnInfo) {
+    requests(&shared, &mut Plain(stream), info).await;
+}
+
+/// The request loop of one connection, plaintext or TLS: read heads (pipelined ones too),
+/// answer them strictly in order, keep the connection alive between requests, and
+/// enforce the idle timeout, the header timeout and the request-per-connection limit.
+pub(crate) async fn requests<W: Wire>(shared: &Shared, wire: &mut W, info: ConnInfo) {
     let mut shutdown = shared.shutdown.subscribe();
     let mut buf: Vec<u8> = Vec::with_capacity(4096);
     let mut served = 0u64;
@@ -37,16 +115,14 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: ConnInfo) {
                     buf.drain(..used);
                     served += 1;
                     head_started = None;
-                    stream_key = Some(
-                        Requester::new(req.session_id.as_deref(), info.peer.ip(), info.id, false)
-                            .stream,
-                    );
+                    let who = requester(&req, info);
+                    stream_key = Some(who.stream);
                     let stopping = *shutdown.borrow();
-                    let keep =
-                        match discard_body(&stream, &mut buf, req.content_length, &shared).await {
-                            Ok(()) => answer(&shared, &stream, &req, info, served, stopping).await,
-                            Err(()) => false,
-                        };
+                    let keep = match discard_body(wire, &mut buf, req.content_length, shared).await
+                    {
+                        Ok(()) => answer(shared, wire, &req, who, info, served, stopping).await,
+                        Err(()) => false,
+                    };
                     if !keep {
                         break;
                     }
@@ -56,14 +132,17 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: ConnInfo) {
                     head_started.get_or_insert_with(Instant::now);
                 }
                 Err(e) => {
-                    reject(&shared, &stream, &e, info, served + 1).await;
+                    reject(shared, wire, &e, info, served + 1).await;
                     break;
                 }
             }
         }
         let stopping = *shutdown.borrow();
-        if buf.is_empty() && stopping {
-            break;
+        if buf.is_empty() {
+            wire.idle(shared);
+            if stopping {
+                break;
+            }
         }
         let deadline = match head_started {
             Some(t) => t + shared.config.header_timeout,
@@ -72,15 +151,13 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: ConnInfo) {
         let deadline = tokio::time::Instant::from_std(deadline);
         buf.reserve(4096);
         tokio::select! {
-            r = tokio::time::timeout_at(deadline, read_more(&stream, &mut buf)) => match r {
+            r = tokio::time::timeout_at(deadline, wire.read_more(&mut buf)) => match r {
                 Ok(Ok(0)) | Ok(Err(_)) => break,
                 Ok(Ok(_)) => {}
                 Err(_) => {
                     if !buf.is_empty() {
                         shared.metrics.header_timeouts.inc();
-                        let resp = Response::text(408, true);
-                        let mut clock = SendClock::new(shared.config.send_grace, shared.config.min_send_rate);
-                        let _ = send_bytes(&stream, &full_text(&resp), false, false, &mut clock).await;
+                        let _ = send_text(shared, wire, &Response::text(408, true)).await;
                     }
                     break;
                 }
@@ -88,9 +165,40 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: ConnInfo) {
             _ = async { let _ = shutdown.wait_for(|&v| v).await; }, if buf.is_empty() => break,
         }
     }
+    wire.idle(shared);
     if let Some(key) = stream_key {
         shared.io.closed(key);
     }
+}
+
+/// Who asks: the memory manager's client and stream keys of a request.
+fn requester(req: &Request, info: ConnInfo) -> Requester {
+    let open_ended = match req.range.as_deref().and_then(crate::range::parse_range) {
+        None => true,
+        Some(specs) => specs
+            .iter()
+            .any(|s| matches!(s, crate::range::RangeSpec::From(_))),
+    };
+    Requester::new(
+        req.session_id.as_deref(),
+        info.peer.ip(),
+        info.id,
+        open_ended,
+    )
+}
+
+/// Send a whole text response (an error answer before the connection closes).
+async fn send_text<W: Wire>(
+    shared: &Shared,
+    wire: &mut W,
+    resp: &Response,
+) -> (SendClock, Result<(), SendError>) {
+    let mut clock = SendClock::new(shared.config.send_grace, shared.config.min_send_rate);
+    let mut r = wire.write(&full_text(resp), false, false, &mut clock).await;
+    if r.is_ok() {
+        r = wire.flush(&clock).await;
+    }
+    (clock, r)
 }
 
 /// Read whatever the socket has into the spare capacity of `buf`.
@@ -115,8 +223,8 @@ async fn read_more(stream: &TcpStream, buf: &mut Vec<u8>) -> std::io::Result<usi
 }
 
 /// Read and drop a request body of `len` bytes (we never use bodies); too large → 413.
-async fn discard_body(
-    stream: &TcpStream,
+async fn discard_body<W: Wire>(
+    wire: &mut W,
     buf: &mut Vec<u8>,
     len: u64,
     shared: &Shared,
@@ -125,9 +233,7 @@ async fn discard_body(
         return Ok(());
     }
     if len > shared.config.max_body {
-        let resp = Response::text(413, true);
-        let mut clock = SendClock::new(shared.config.send_grace, shared.config.min_send_rate);
-        let _ = send_bytes(stream, &full_text(&resp), false, false, &mut clock).await;
+        let _ = send_text(shared, wire, &Response::text(413, true)).await;
         return Err(());
     }
     let mut left = len as usize;
@@ -140,7 +246,7 @@ async fn discard_body(
             return Ok(());
         }
         buf.reserve(8192);
-        match tokio::time::timeout_at(deadline, read_more(stream, buf)).await {
+        match tokio::time::timeout_at(deadline, wire.read_more(buf)).await {
             Ok(Ok(n)) if n > 0 => {}
             _ => return Err(()),
         }
@@ -156,11 +262,16 @@ pub(crate) fn full_text(resp: &Response) -> Vec<u8> {
 }
 
 /// Answer a head the parser refused, then the connection closes.
-async fn reject(shared: &Shared, stream: &TcpStream, e: &HeadError, info: ConnInfo, req_no: u64) {
+async fn reject<W: Wire>(
+    shared: &Shared,
+    wire: &mut W,
+    e: &HeadError,
+    info: ConnInfo,
+    req_no: u64,
+) {
     let started = Instant::now();
     let resp = Response::text(e.status(), true);
-    let mut clock = SendClock::new(shared.config.send_grace, shared.config.min_send_rate);
-    let r = send_bytes(stream, &full_text(&resp), false, false, &mut clock).await;
+    let (clock, r) = send_text(shared, wire, &resp).await;
     record_reject(
         shared,
         info,
@@ -172,8 +283,8 @@ async fn reject(shared: &Shared, stream: &TcpStream, e: &HeadError, info: ConnIn
     );
 }
 
-/// Counts and logs the answer to a refused head (plaintext and TLS connections alike).
-pub(crate) fn record_reject(
+/// Counts and logs the answer to a refused head.
+fn record_reject(
     shared: &Shared,
     info: ConnInfo,
     req_no: u64,
@@ -216,10 +327,11 @@ pub(crate) struct Served {
 }
 
 /// Answer one request; returns whether the connection stays open.
-async fn answer(
+async fn answer<W: Wire>(
     shared: &Shared,
-    stream: &TcpStream,
+    wire: &mut W,
     req: &Request,
+    who: Requester,
     info: ConnInfo,
     req_no: u64,
     shutting_down: bool,
@@ -234,21 +346,9 @@ async fn answer(
     let mut clock = SendClock::new(shared.config.send_grace, shared.config.min_send_rate);
     let mut served = Served::default();
     let send_body = req.method != Method::Head;
-    let open_ended = match req.range.as_deref().and_then(crate::range::parse_range) {
-        None => true,
-        Some(specs) => specs
-            .iter()
-            .any(|s| matches!(s, crate::range::RangeSpec::From(_))),
-    };
-    let who = Requester::new(
-        req.session_id.as_deref(),
-        info.peer.ip(),
-        info.id,
-        open_ended,
-    );
-    let result = send_response(
+    let mut result = send_response(
         shared,
-        stream,
+        wire,
         &resp,
         who,
         keep,
@@ -257,15 +357,18 @@ async fn answer(
         &mut served,
     )
     .await;
+    if result.is_ok() {
+        result = wire.flush(&clock).await;
+    }
     finish(
         shared, req, &resp, info, req_no, started, &clock, &served, &result,
     );
     keep && result.is_ok()
 }
 
-/// Count a finished response in the metrics and the access log (both listeners).
+/// Count a finished response in the metrics and the access log.
 #[allow(clippy::too_many_arguments)]
-pub(crate) fn finish(
+fn finish(
     shared: &Shared,
     req: &Request,
     resp: &Response,
@@ -314,9 +417,9 @@ pub(crate) fn finish(
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn send_response(
+async fn send_response<W: Wire>(
     shared: &Shared,
-    stream: &TcpStream,
+    wire: &mut W,
     resp: &Response,
     who: Requester,
     keep: bool,
@@ -327,9 +430,10 @@ async fn send_response(
     let head = head_bytes(resp, &http_date(), keep);
     match (&resp.body, send_body) {
         (Body::Text(text), true) => {
+            // Small: head and body leave in one write.
             let mut all = head;
             all.extend_from_slice(text);
-            send_bytes(stream, &all, false, false, clock).await?;
+            wire.write(&all, false, false, clock).await?;
             clock.body_sent = text.len() as u64;
             Ok(())
         }
@@ -342,55 +446,59 @@ async fn send_response(
             },
             true,
         ) if !segments.is_empty() => {
-            send_bytes(stream, &head, true, false, clock).await?;
+            wire.write(&head, true, false, clock).await?;
+            let url_path = path.to_string_lossy();
             let last = segments.len() - 1;
             for (i, seg) in segments.iter().enumerate() {
                 match seg {
-                    Segment::Bytes(b) => send_bytes(stream, b, i < last, true, clock).await?,
+                    Segment::Bytes(b) => wire.write(b, i < last, true, clock).await?,
                     Segment::File(range) => {
-                        send_windows(
-                            shared, stream, file, path, *file_id, who, *range, clock, served,
-                        )
-                        .await?
+                        let target = Target {
+                            file,
+                            url_path: &url_path,
+                            file_id: *file_id,
+                            who,
+                        };
+                        send_windows(shared, wire, &target, *range, clock, served).await?
                     }
                 }
             }
             Ok(())
         }
-        _ => send_bytes(stream, &head, false, false, clock).await,
+        _ => wire.write(&head, false, false, clock).await,
     }
 }
 
-/// Send one file range window by window: each window is made resident by the I/O layer
-/// (engine) and then sent with sendfile, or in `--io direct` from the engine's buffer pool.
-#[allow(clippy::too_many_arguments)]
-async fn send_windows(
-    shared: &Shared,
-    stream: &TcpStream,
-    file: &std::sync::Arc<std::fs::File>,
-    rel_path: &std::path::Path,
+/// The file a range is sent from.
+struct Target<'a> {
+    file: &'a Arc<std::fs::File>,
+    url_path: &'a str,
     file_id: u64,
     who: Requester,
-    range: crate::range::ByteRange,
+}
+
+/// Send one file range window by window: the I/O layer (engine) makes each window
+/// resident, or reads it into its direct-I/O pool, then the wire sends it.
+async fn send_windows<W: Wire>(
+    shared: &Shared,
+    wire: &mut W,
+    t: &Target<'_>,
+    range: ByteRange,
     clock: &mut SendClock,
     served: &mut Served,
 ) -> Result<(), SendError> {
-    let url_path = rel_path.to_string_lossy();
     let mut first = range.first;
     while first <= range.last {
         let last = range.last.min(first + WINDOW - 1);
-        let window = crate::range::ByteRange { first, last };
+        let window = ByteRange { first, last };
         let mut prep = shared
             .io
-            .prepare(file, &url_path, file_id, who, window)
+            .prepare(t.file, t.url_path, t.file_id, t.who, window)
             .await;
         served.from_memory += prep.from_memory;
         served.from_disk += prep.from_disk;
-        match prep.slices.take() {
-            // The pool's chunks are let go once sent, before the manager decides on them.
-            Some(slices) => send_slices(stream, &slices, clock).await?,
-            None => send_file_range(stream, file, window, prep.send_blocking, clock).await?,
-        }
+        wire.write_window(shared, t.file, window, &mut prep, clock)
+            .await?;
         shared.io.sent(&prep, window);
         first = last + 1;
     }
