@@ -129,9 +129,15 @@ pub struct Daemon {
 
 impl Daemon {
     pub fn start(dir: &Path, args: &[&str]) -> Daemon {
-        let mut child = vodkit()
-            .args(args)
-            .current_dir(dir)
+        Daemon::start_with(dir, args, |_| {})
+    }
+
+    /// [`Daemon::start`] with a last change to the command (a cgroup, an environment).
+    pub fn start_with(dir: &Path, args: &[&str], prepare: impl FnOnce(&mut Command)) -> Daemon {
+        let mut cmd = vodkit();
+        cmd.args(args).current_dir(dir);
+        prepare(&mut cmd);
+        let mut child = cmd
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .spawn()
