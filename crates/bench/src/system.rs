@@ -379,8 +379,8 @@ fn role_ticks(w: &Watch) -> RoleTicks {
 }
 
 /// Cores used between two readings of the same ids: what each id present at the end
-/// gained since the start (an id born in between counts from zero; one gone by the end
-/// is lost with the time it used in between).
+/// gained since the start (an id born in between counts from zero; one missing at the
+/// end counts nothing — [`window_cores`] passes each id's last reading instead).
 pub fn cores_between(
     a: &HashMap<u32, u64>,
     b: &HashMap<u32, u64>,
@@ -422,14 +422,33 @@ pub fn window_cores(
     if secs < 0.5 {
         return ProcessCores::default();
     }
-    let role = |x: &Option<HashMap<u32, u64>>, y: &Option<HashMap<u32, u64>>| match (x, y) {
-        (Some(x), Some(y)) => Some(cores_between(x, y, secs, ticks_per_s)),
+    // Each id's latest ticks up to the last reading: a thread that ended inside the window
+    // (the load generator's workers when the run stops with the window) keeps what it used.
+    let inside: Vec<&RoleTicks> = readings
+        .iter()
+        .filter(|(at, _)| at > t0 && at <= t1)
+        .map(|(_, r)| r)
+        .collect();
+    let latest = |pick: &dyn Fn(&RoleTicks) -> &Option<HashMap<u32, u64>>| {
+        pick(b).as_ref().map(|_| {
+            let mut m: HashMap<u32, u64> = HashMap::new();
+            for r in &inside {
+                for (&id, &t) in pick(r).iter().flatten() {
+                    let e = m.entry(id).or_insert(0);
+                    *e = (*e).max(t);
+                }
+            }
+            m
+        })
+    };
+    let role = |x: &Option<HashMap<u32, u64>>, y: Option<HashMap<u32, u64>>| match (x, y) {
+        (Some(x), Some(y)) => Some(cores_between(x, &y, secs, ticks_per_s)),
         _ => None,
     };
     ProcessCores {
-        server: role(&a.server, &b.server),
-        load: role(&a.load, &b.load),
-        disk_emulator: role(&a.disk_emulator, &b.disk_emulator),
+        server: role(&a.server, latest(&|r| &r.server)),
+        load: role(&a.load, latest(&|r| &r.load)),
+        disk_emulator: role(&a.disk_emulator, latest(&|r| &r.disk_emulator)),
     }
 }
 
@@ -689,7 +708,8 @@ mod tests {
                     disk_emulator: None,
                 },
             ),
-            // Worker 2 appears, 1 keeps going; the load thread is gone (lost, not negative).
+            // Worker 2 appears, 1 keeps going; load thread 7 ended after its last reading
+            // (it keeps its 10 ticks, gained before the window), worker 8 appears.
             (
                 at(3),
                 RoleTicks {
@@ -712,6 +732,11 @@ mod tests {
         assert!((c.server.unwrap() - 1.5).abs() < 1e-9, "{c:?}");
         assert!((c.load.unwrap() - 0.1).abs() < 1e-9, "{c:?}");
         assert_eq!(c.disk_emulator, None);
+        // Window 1 s .. 9 s: worker 8 and server thread 2 end before the last reading and
+        // keep what they used (20 and 100 ticks); server thread 1 gains 800.
+        let c = window_cores(&readings, Some((at(1), at(9))), 100.0);
+        assert!((c.server.unwrap() - 900.0 / 800.0).abs() < 1e-9, "{c:?}");
+        assert!((c.load.unwrap() - 20.0 / 800.0).abs() < 1e-9, "{c:?}");
         // Too short a window says nothing.
         assert!(window_cores(&readings[..1], None, 100.0).is_empty());
     }
