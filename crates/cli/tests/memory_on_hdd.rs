@@ -10,16 +10,14 @@
 mod common;
 
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::hdd::{self, Hdd, Viewer};
 use common::{http_get, Daemon};
 use vodkit_disk::memory::MemoryBudget;
-use vodkit_disk::testbed::{self, Config, Testbed};
 use vodkit_prefetch::residency::{self, Probe};
 
 const MIB: u64 = 1 << 20;
@@ -28,64 +26,6 @@ const STEP: u64 = 512 * 1024;
 const TITLE: u64 = 48 * MIB;
 /// The server's `--memory`: 32 MiB of it usable (the reserve is half of a small budget).
 const BUDGET: u64 = 64 * MIB;
-
-fn skip(reason: &str) {
-    assert!(
-        std::env::var_os("CI").is_none(),
-        "the memory test on the emulated disk must run in CI: {reason}"
-    );
-    eprintln!("SKIPPED memory test on the emulated disk: {reason}");
-}
-
-/// One keep-alive connection of a viewer that names its session.
-struct Viewer {
-    reader: BufReader<TcpStream>,
-    session: &'static str,
-}
-
-impl Viewer {
-    fn new(addr: &str, session: &'static str) -> Viewer {
-        let s = TcpStream::connect(addr).expect("connect");
-        s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
-        Viewer {
-            reader: BufReader::new(s),
-            session,
-        }
-    }
-
-    /// GET `STEP` bytes of `path` at `at`; checks the status and the body's length.
-    fn get(&mut self, path: &str, at: u64) {
-        let req = format!(
-            "GET {path} HTTP/1.1\r\nHost: t\r\nX-Session-Id: {}\r\nRange: bytes={}-{}\r\n\r\n",
-            self.session,
-            at,
-            at + STEP - 1
-        );
-        self.reader.get_mut().write_all(req.as_bytes()).unwrap();
-        let mut len = None;
-        let mut status = String::new();
-        loop {
-            let mut line = String::new();
-            self.reader.read_line(&mut line).unwrap();
-            if status.is_empty() {
-                status = line.clone();
-            }
-            let l = line.trim_end();
-            if l.is_empty() {
-                break;
-            }
-            if let Some((k, v)) = l.split_once(':') {
-                if k.eq_ignore_ascii_case("content-length") {
-                    len = v.trim().parse::<u64>().ok();
-                }
-            }
-        }
-        assert!(status.starts_with("HTTP/1.1 206"), "{status}");
-        assert_eq!(len, Some(STEP));
-        let mut body = vec![0u8; STEP as usize];
-        self.reader.read_exact(&mut body).unwrap();
-    }
-}
 
 /// A field of the server's `/stats`.
 fn stat(admin: &str, path: &[&str]) -> u64 {
@@ -107,44 +47,15 @@ fn missing(path: &Path, a: u64, b: u64) -> u64 {
         .missing
 }
 
-fn write_title(path: &Path, seed: u8) {
-    let mut f = File::create(path).unwrap();
-    let chunk: Vec<u8> = (0..MIB)
-        .map(|i| (i as u8).wrapping_mul(29).wrapping_add(seed))
-        .collect();
-    for _ in 0..TITLE / MIB {
-        f.write_all(&chunk).unwrap();
-    }
-    f.sync_all().unwrap();
-}
-
 #[test]
 fn the_server_keeps_shared_pages_drops_the_rest_and_stays_in_its_budget() {
-    if !common::have_root("the emulated disk") {
+    let Some(disk) = Hdd::up("vodkit-mem-hdd") else {
         return;
-    }
-    if let Err(e) = testbed::preflight() {
-        return skip(&e.to_string());
-    }
-    let tmp = tempfile::Builder::new()
-        .prefix("vodkit-mem-hdd")
-        .tempdir_in("/var/tmp")
-        .unwrap();
-    let mut cfg = Config::new(
-        vodkit_disk::model::Preset::WdRed,
-        256 << 20,
-        tmp.path().join("disk.img"),
-        tmp.path().join("mnt"),
-    );
-    cfg.state_root = tmp.path().join("state");
-    let bed = Testbed::up(&cfg).expect("emulated disk up");
-    let root = cfg.mount.clone();
+    };
+    let root = disk.root.clone();
     let (a, b) = (root.join("a.bin"), root.join("b.bin"));
-    write_title(&a, 1);
-    write_title(&b, 2);
-    for f in [&a, &b] {
-        vodkit_disk::memory::evict_file(f).unwrap();
-    }
+    hdd::write_title(&a, TITLE / MIB, 1);
+    hdd::write_title(&b, TITLE / MIB, 2);
     assert_eq!(missing(&a, 0, TITLE), TITLE, "the titles start cold");
 
     // The cgroup allows 4× the budget: only the manager keeps the cache within it.
@@ -153,11 +64,11 @@ fn the_server_keeps_shared_pages_drops_the_rest_and_stays_in_its_budget() {
         4 * BUDGET,
     ) {
         Ok(c) => c,
-        Err(e) => return skip(&e.to_string()),
+        Err(e) => return hdd::skip(&e.to_string()),
     };
     let budget_arg = format!("{}MiB", BUDGET / MIB);
     let mut server = Daemon::start_with(
-        tmp.path(),
+        disk.tmp.path(),
         &[
             "serve",
             "--root",
@@ -204,16 +115,16 @@ fn the_server_keeps_shared_pages_drops_the_rest_and_stays_in_its_budget() {
     let (mut lead, mut follow) = (Viewer::new(addr, "lead"), Viewer::new(addr, "follow"));
     let mut ahead = 0;
     while ahead < 8 * MIB {
-        lead.get("/a.bin", ahead);
+        lead.play("/a.bin", ahead, ahead + STEP - 1);
         ahead += STEP;
     }
     let mut behind = 0;
     let mut follower_disk = 0;
     while ahead < 40 * MIB {
-        lead.get("/a.bin", ahead);
+        lead.play("/a.bin", ahead, ahead + STEP - 1);
         ahead += STEP;
         let before = stat(&admin, &["bytes_from_disk"]);
-        follow.get("/a.bin", behind);
+        follow.play("/a.bin", behind, behind + STEP - 1);
         follower_disk += stat(&admin, &["bytes_from_disk"]) - before;
         behind += STEP;
     }
@@ -257,7 +168,7 @@ fn the_server_keeps_shared_pages_drops_the_rest_and_stays_in_its_budget() {
     let mut solo = Viewer::new(addr, "solo");
     let mut at = 0;
     while at < TITLE {
-        solo.get("/b.bin", at);
+        solo.play("/b.bin", at, at + STEP - 1);
         at += STEP;
     }
     let dropped = stat(&admin, &["prefetch", "memory", "dropped_bytes"]);
@@ -267,7 +178,7 @@ fn the_server_keeps_shared_pages_drops_the_rest_and_stays_in_its_budget() {
     let peak = peak.load(Ordering::Relaxed);
     let (code, _) = server.stop();
     drop(cgroup.remove());
-    bed.down().expect("emulated disk down");
+    disk.down();
 
     assert_eq!(code, 0, "serve exits cleanly");
     assert!(dropped >= 16 * MIB, "dropped only {dropped} bytes");

@@ -1099,6 +1099,15 @@ impl Engine {
             .clone()
     }
 
+    /// The name of the block device `file` lies on, as the engine's statistics name it
+    /// (`loop3`, `sda`, or the `--device` override).
+    pub fn device_of(&self, file: &File) -> Arc<str> {
+        use std::os::unix::fs::MetadataExt as _;
+        let dev = file.metadata().map(|m| m.dev()).unwrap_or(0);
+        let mut st = self.shared.lock();
+        self.device_name(&mut st, dev)
+    }
+
     /// Residency of a range without counting it or reading anything (e.g. to decide
     /// whether a `sendfile` may block).
     pub fn probe(&self, file: &File, offset: u64, len: u64) -> io::Result<residency::Residency> {

@@ -23,6 +23,8 @@ pub enum Outcome {
     Aborted,
     /// The client read slower than the minimum send rate.
     TooSlow,
+    /// The file could not be read from its disk.
+    ReadError,
 }
 
 impl Outcome {
@@ -31,6 +33,7 @@ impl Outcome {
             Outcome::Done => "done",
             Outcome::Aborted => "aborted",
             Outcome::TooSlow => "slow",
+            Outcome::ReadError => "read_error",
         }
     }
 }

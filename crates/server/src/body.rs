@@ -28,6 +28,19 @@ pub enum SendError {
     Io(io::Error),
     /// The client read slower than the configured minimum rate.
     TooSlow,
+    /// The file could not be read from its disk (the error of the read).
+    Disk(Arc<io::Error>),
+}
+
+impl SendError {
+    /// An `EIO` on the way out comes from the file (a socket fails with `EPIPE` or
+    /// `ECONNRESET`): a disk error, whichever call saw it.
+    pub(crate) fn classify(self) -> SendError {
+        match self {
+            SendError::Io(e) if e.raw_os_error() == Some(libc::EIO) => SendError::Disk(Arc::new(e)),
+            other => other,
+        }
+    }
 }
 
 impl From<io::Error> for SendError {
@@ -66,6 +79,11 @@ impl SendClock {
         } else {
             self.head_sent += n;
         }
+    }
+
+    /// Nothing of the response has gone out yet (an error status may still replace it).
+    pub(crate) fn nothing_sent(&self) -> bool {
+        self.head_sent == 0 && self.body_sent == 0
     }
 
     pub(crate) fn deadline(&self) -> Instant {

@@ -360,10 +360,42 @@ async fn answer<W: Wire>(
     if result.is_ok() {
         result = wire.flush(&clock).await;
     }
+    if let Err(SendError::Disk(e)) = &result {
+        read_error(shared, req, &resp, e);
+        if clock.nothing_sent() {
+            // Nothing went out: answer 500 instead, and close.
+            let failed = Response::text(500, true);
+            let (clock, _) = send_text(shared, wire, &failed).await;
+            let none = Served::default();
+            finish(
+                shared, req, &failed, info, req_no, started, &clock, &none, &result,
+            );
+            return false;
+        }
+    }
     finish(
         shared, req, &resp, info, req_no, started, &clock, &served, &result,
     );
     keep && result.is_ok()
+}
+
+/// One log line and one count per response the disk failed.
+fn read_error(shared: &Shared, req: &Request, resp: &Response, e: &std::io::Error) {
+    let device = match &resp.body {
+        Body::File { file, .. } => shared.io.device_of(file).to_string(),
+        Body::Text(_) | Body::Empty => "-".to_string(),
+    };
+    shared
+        .metrics
+        .read_errors
+        .get_or_create(&vec![("device".to_string(), device.clone())])
+        .inc();
+    shared.metrics.read_errors_all.inc();
+    tracing::warn!(
+        "read error on {device}: {} bytes {}: {e}",
+        crate::target::path_part(&req.target).unwrap_or(&req.target),
+        resp.range_log
+    );
 }
 
 /// Count a finished response in the metrics and the access log.
@@ -383,6 +415,7 @@ fn finish(
         Ok(()) => Outcome::Done,
         Err(SendError::TooSlow) => Outcome::TooSlow,
         Err(SendError::Io(_)) => Outcome::Aborted,
+        Err(SendError::Disk(_)) => Outcome::ReadError,
     };
     let m = &shared.metrics;
     m.count_status(resp.status);
@@ -392,7 +425,7 @@ fn finish(
     match outcome {
         Outcome::TooSlow => m.responses_too_slow.inc(),
         Outcome::Aborted => m.responses_aborted.inc(),
-        Outcome::Done => 0,
+        Outcome::Done | Outcome::ReadError => 0,
     };
     if let Some(log) = &shared.log {
         log.record(Entry {
@@ -446,20 +479,33 @@ async fn send_response<W: Wire>(
             },
             true,
         ) if !segments.is_empty() => {
-            wire.write(&head, true, false, clock).await?;
             let url_path = path.to_string_lossy();
+            let target = Target {
+                file,
+                url_path: &url_path,
+                file_id: *file_id,
+                who,
+            };
+            // The first window is read before the head goes out: a file the disk cannot
+            // read gets an error status, not a 206 that breaks off after its head.
+            let mut ready = match segments.first() {
+                Some(Segment::File(range)) => {
+                    let w = prepare(shared, &target, first_window(*range), served).await;
+                    if let Some(e) = &w.1.read_error {
+                        return Err(SendError::Disk(e.clone()));
+                    }
+                    Some(w)
+                }
+                _ => None,
+            };
+            wire.write(&head, true, false, clock).await?;
             let last = segments.len() - 1;
             for (i, seg) in segments.iter().enumerate() {
                 match seg {
                     Segment::Bytes(b) => wire.write(b, i < last, true, clock).await?,
                     Segment::File(range) => {
-                        let target = Target {
-                            file,
-                            url_path: &url_path,
-                            file_id: *file_id,
-                            who,
-                        };
-                        send_windows(shared, wire, &target, *range, clock, served).await?
+                        let first = ready.take();
+                        send_windows(shared, wire, &target, *range, first, clock, served).await?
                     }
                 }
             }
@@ -477,30 +523,59 @@ struct Target<'a> {
     who: Requester,
 }
 
-/// Send one file range window by window: the I/O layer (engine) makes each window
-/// resident, or reads it into its direct-I/O pool, then the wire sends it.
+/// The first window of `range`.
+fn first_window(range: ByteRange) -> ByteRange {
+    ByteRange {
+        first: range.first,
+        last: range.last.min(range.first + WINDOW - 1),
+    }
+}
+
+/// Have the I/O layer (engine) make `window` resident, or read it into its direct-I/O pool.
+async fn prepare(
+    shared: &Shared,
+    t: &Target<'_>,
+    window: ByteRange,
+    served: &mut Served,
+) -> (ByteRange, Prepared) {
+    let prep = shared
+        .io
+        .prepare(t.file, t.url_path, t.file_id, t.who, window)
+        .await;
+    served.from_memory += prep.from_memory;
+    served.from_disk += prep.from_disk;
+    (window, prep)
+}
+
+/// Send one file range window by window, each prepared by the I/O layer and then sent by
+/// the wire; `ready` is its first window when already prepared.
 async fn send_windows<W: Wire>(
     shared: &Shared,
     wire: &mut W,
     t: &Target<'_>,
     range: ByteRange,
+    mut ready: Option<(ByteRange, Prepared)>,
     clock: &mut SendClock,
     served: &mut Served,
 ) -> Result<(), SendError> {
     let mut first = range.first;
     while first <= range.last {
-        let last = range.last.min(first + WINDOW - 1);
-        let window = ByteRange { first, last };
-        let mut prep = shared
-            .io
-            .prepare(t.file, t.url_path, t.file_id, t.who, window)
-            .await;
-        served.from_memory += prep.from_memory;
-        served.from_disk += prep.from_disk;
+        let window = first_window(ByteRange {
+            first,
+            last: range.last,
+        });
+        let mut prep = match ready.take() {
+            Some((w, p)) if w == window => p,
+            _ => prepare(shared, t, window, served).await.1,
+        };
+        if let Some(e) = prep.read_error.take() {
+            return Err(SendError::Disk(e));
+        }
         wire.write_window(shared, t.file, window, &mut prep, clock)
-            .await?;
+            .await
+            .map_err(SendError::classify)?;
         shared.io.sent(&prep, window);
-        first = last + 1;
+        first = window.last + 1;
     }
     Ok(())
 }

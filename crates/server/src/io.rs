@@ -127,6 +127,40 @@ impl Requester {
     }
 }
 
+/// The engine could not deliver `window` (a read error in its larger prefetch, a full
+/// buffer pool): read the window alone with buffered `pread`s on the blocking pool, so
+/// its pages are cached for the `sendfile` that follows, or so the caller learns before
+/// sending anything that the disk cannot read it.
+async fn read_alone(file: &Arc<File>, window: ByteRange, stream: Option<StreamId>) -> Prepared {
+    use std::os::unix::fs::FileExt as _;
+    let f = file.clone();
+    let len = window.len();
+    let read = tokio::task::spawn_blocking(move || {
+        let mut buf = vec![0u8; len.min(WINDOW) as usize];
+        let mut at = window.first;
+        while at <= window.last {
+            let n = ((window.last + 1 - at) as usize).min(buf.len());
+            f.read_exact_at(&mut buf[..n], at)?;
+            at += n as u64;
+        }
+        Ok::<(), std::io::Error>(())
+    })
+    .await
+    .unwrap_or_else(|e| Err(std::io::Error::other(e)));
+    Prepared {
+        from_memory: 0,
+        from_disk: len,
+        send_blocking: true,
+        stream,
+        slices: None,
+        // A file shorter than its plan is not a disk error: the send reports it.
+        read_error: match read {
+            Err(e) if e.kind() != std::io::ErrorKind::UnexpectedEof => Some(Arc::new(e)),
+            _ => None,
+        },
+    }
+}
+
 /// What the engine did for one window before it is sent.
 #[derive(Debug, Clone, Default)]
 pub struct Prepared {
@@ -141,6 +175,8 @@ pub struct Prepared {
     /// `--io direct`: the window's bytes in the engine's buffer pool, in order (send them
     /// with [`crate::body::send_slices`]); `None`: send from the file with sendfile.
     pub slices: Option<Vec<Slice>>,
+    /// The window could not be read from the disk, even alone: send none of it.
+    pub read_error: Option<Arc<std::io::Error>>,
 }
 
 /// The server's disk path: the engine plus chain and bit-rate context.
@@ -223,6 +259,7 @@ impl DiskIo {
                     send_blocking: false,
                     stream: o.stream,
                     slices: None,
+                    read_error: None,
                 }
             }
             Ok(Begin::Pending(p)) => p.wait().await,
@@ -243,17 +280,12 @@ impl DiskIo {
                     send_blocking: !resident,
                     stream: o.stream,
                     slices: None,
+                    read_error: None,
                 }
             }
             Err(e) => {
-                tracing::debug!("prefetch engine failed, sending from the blocking pool: {e}");
-                Prepared {
-                    from_memory: 0,
-                    from_disk: len,
-                    send_blocking: true,
-                    stream: None,
-                    slices: None,
-                }
+                tracing::debug!("prefetch engine failed, reading the window alone: {e}");
+                read_alone(file, window, None).await
             }
         }
     }
@@ -263,14 +295,11 @@ impl DiskIo {
     /// the file shorter than planned), the window goes out with sendfile from the blocking
     /// pool, as an engine failure does in the other modes.
     async fn prepare_direct(&self, file: &Arc<File>, req: ReadRequest) -> Prepared {
-        let len = req.len;
-        let fallback = |stream| Prepared {
-            from_memory: 0,
-            from_disk: len,
-            send_blocking: true,
-            stream,
-            slices: None,
+        let window = ByteRange {
+            first: req.offset,
+            last: req.offset + req.len - 1,
         };
+        let len = req.len;
         match self.engine.fetch_direct(file, req).await {
             Ok(d) if d.slices.iter().map(Slice::len).sum::<usize>() as u64 == len => Prepared {
                 from_memory: d.outcome.from_memory,
@@ -278,19 +307,25 @@ impl DiskIo {
                 send_blocking: false,
                 stream: d.outcome.stream,
                 slices: Some(d.slices),
+                read_error: None,
             },
             Ok(d) => {
                 tracing::debug!(
                     "direct read covered {} of {len} bytes (file truncated?); sending with sendfile",
                     d.outcome.requested
                 );
-                fallback(d.outcome.stream)
+                read_alone(file, window, d.outcome.stream).await
             }
             Err(e) => {
-                tracing::debug!("direct read failed, sending from the blocking pool: {e}");
-                fallback(None)
+                tracing::debug!("direct read failed, reading the window alone: {e}");
+                read_alone(file, window, None).await
             }
         }
+    }
+
+    /// The name of the device `file` lies on (for read-error counts and log lines).
+    pub fn device_of(&self, file: &File) -> Arc<str> {
+        self.engine.device_of(file)
     }
 
     /// `window` was handed to the socket: the memory manager may release what lies before

@@ -27,6 +27,10 @@ pub struct Metrics {
     pub tls_handshake_failures: Counter,
     pub tls_handshakes: Counter,
     pub tls_resumed: Counter,
+    /// Responses the disk failed, by device (`read_errors_total{device="loop0"}`)...
+    pub read_errors: Family<Vec<(String, String)>, Counter>,
+    /// ...and over all devices, for `/stats`.
+    pub read_errors_all: Counter,
 }
 
 /// The `/stats` document (clients such as the bench read it back with serde).
@@ -48,6 +52,9 @@ pub struct Stats {
     /// TLS handshakes completed, and how many of them resumed an earlier session.
     pub tls_handshakes: u64,
     pub tls_resumed: u64,
+    /// Responses the disk failed (all devices).
+    #[serde(default)]
+    pub read_errors: u64,
     pub io_mode: String,
     /// The prefetch engine's accounting (see docs/prefetch.md).
     pub prefetch: vodkit_prefetch::Stats,
@@ -74,6 +81,8 @@ impl Metrics {
             tls_handshake_failures: Counter::default(),
             tls_handshakes: Counter::default(),
             tls_resumed: Counter::default(),
+            read_errors: Family::default(),
+            read_errors_all: Counter::default(),
         };
         register_server(registry.sub_registry_with_prefix("vodkit_server"), &m);
         if let Some(engine) = engine {
@@ -113,6 +122,7 @@ impl Metrics {
             tls_handshake_failures: self.tls_handshake_failures.get(),
             tls_handshakes: self.tls_handshakes.get(),
             tls_resumed: self.tls_resumed.get(),
+            read_errors: self.read_errors_all.get(),
             io_mode: io.mode().to_string(),
             prefetch: io.engine().stats(),
         }
@@ -185,5 +195,10 @@ fn register_server(registry: &mut Registry, m: &Metrics) {
         "tls_resumed",
         "TLS handshakes that resumed a session (ticket or session id)",
         m.tls_resumed.clone(),
+    );
+    registry.register(
+        "read_errors",
+        "Responses the disk failed to read, by device",
+        m.read_errors.clone(),
     );
 }

@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod hdd;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
