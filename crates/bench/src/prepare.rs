@@ -88,6 +88,7 @@ pub fn write_fileset(
     let opts = CreateOptions {
         layout: None,
         progress: false,
+        backing_image: vodkit_disk::testbed::image_behind(root),
     };
     fileset::create_with_progress(c, root, &opts, &mut progress)
         .map(|_| ())

@@ -134,6 +134,9 @@ pub struct CreateOptions {
     pub layout: Option<Layout>,
     /// Show a progress bar on stderr (hidden when stderr is not a terminal).
     pub progress: bool,
+    /// The sparse image whose file system holds `root` (an emulated disk): what is written
+    /// also takes room on the file system of the image, which is checked too.
+    pub backing_image: Option<PathBuf>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
@@ -400,6 +403,23 @@ pub fn create_with_progress(
             bytesize::ByteSize::b(free).display().iec()
         )));
     }
+    if let Some(image) = &opts.backing_image {
+        let host = image
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        let free = free_bytes(host)?;
+        if needed > free {
+            return Err(FilesetError::Runtime(format!(
+                "{}: needs {} more, which the emulated disk's image {} takes from {}, where only {} are free; use a smaller workload (--scale)",
+                root.display(),
+                bytesize::ByteSize::b(needed).display().iec(),
+                image.display(),
+                host.display(),
+                bytesize::ByteSize::b(free).display().iec()
+            )));
+        }
+    }
     let pb = bar(needed, opts.progress, "writing");
     let mut jobs = Vec::new();
     for (f, path, state) in plan {
@@ -573,6 +593,7 @@ mod tests {
         let opts = CreateOptions {
             layout: None,
             progress: false,
+            backing_image: None,
         };
         let mut calls = Vec::new();
         let r =

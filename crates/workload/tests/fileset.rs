@@ -22,7 +22,33 @@ fn opts(layout: Option<Layout>) -> CreateOptions {
     CreateOptions {
         layout,
         progress: false,
+        backing_image: None,
     }
+}
+
+#[test]
+fn a_file_set_the_emulated_disks_host_cannot_hold_is_refused_before_writing() {
+    let cat = small_catalog(1);
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("files");
+    // /proc reports no free space at all: the image "there" cannot grow.
+    let o = CreateOptions {
+        backing_image: Some("/proc/vodkit-test.img".into()),
+        ..opts(None)
+    };
+    let e = fileset::create(&cat, &root, &o).unwrap_err().to_string();
+    assert!(e.contains("--scale") && e.contains("/proc"), "{e}");
+    assert_eq!(e.lines().count(), 1, "{e}");
+    let written = std::fs::read_dir(&root)
+        .map(|d| {
+            d.filter(|e| {
+                e.as_ref()
+                    .is_ok_and(|e| e.file_name() != ".vodkit-fileset.json")
+            })
+            .count()
+        })
+        .unwrap_or(0);
+    assert_eq!(written, 0, "nothing was written");
 }
 
 #[test]

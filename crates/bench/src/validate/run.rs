@@ -317,6 +317,7 @@ fn serve_and_load(
     let opts = fileset::CreateOptions {
         layout: None,
         progress: false,
+        backing_image: vodkit_disk::testbed::image_behind(mount),
     };
     fileset::create(&w.catalog, mount, &opts).map_err(|e| format!("file set: {e}"))?;
     note(&format!(

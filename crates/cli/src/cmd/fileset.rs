@@ -70,6 +70,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let opts = CreateOptions {
                 layout: common.layout,
                 progress: !quiet,
+                backing_image: vodkit_disk::testbed::image_behind(&common.root),
             };
             let r = fileset::create(&catalog, &common.root, &opts).map_err(wrap)?;
             println!(

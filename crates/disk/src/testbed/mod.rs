@@ -447,10 +447,69 @@ fn open_backing(path: &Path, size: u64) -> Result<std::fs::File, Error> {
         )));
     }
     if len < size {
+        check_room(path, &file, size)?;
         file.set_len(size)
             .map_err(io(format!("{}", path.display())))?;
     }
     Ok(file)
+}
+
+/// The image is sparse, but what is written into it takes room on the file system that
+/// holds it: refuse to create or grow an image that file system could not fill, before
+/// a file set runs it out of space halfway.
+fn check_room(path: &Path, file: &std::fs::File, size: u64) -> Result<(), Error> {
+    use std::os::unix::fs::MetadataExt as _;
+    let allocated = file
+        .metadata()
+        .map_err(io(format!("{}", path.display())))?
+        .blocks()
+        * 512;
+    let needed = size.saturating_sub(allocated);
+    let dir = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let free = free_bytes(dir).map_err(io(format!("{}", dir.display())))?;
+    if needed > free {
+        return Err(Error::Input(format!(
+            "{}: a {} emulated disk may need {} more on the file system of {}, which has {} free; \
+             use a smaller workload (--scale) or a smaller image",
+            path.display(),
+            bytesize::ByteSize::b(size).display().iec(),
+            bytesize::ByteSize::b(needed).display().iec(),
+            dir.display(),
+            bytesize::ByteSize::b(free).display().iec()
+        )));
+    }
+    Ok(())
+}
+
+/// Bytes unprivileged writers may still write on the file system holding `path`.
+pub fn free_bytes(path: &Path) -> std::io::Result<u64> {
+    let c = std::ffi::CString::new(path.as_os_str().as_encoded_bytes())
+        .map_err(|_| std::io::Error::other("path contains NUL"))?;
+    // SAFETY: statvfs is plain data; all-zero is a valid value to be overwritten.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: `c` is a valid NUL-terminated path and `st` a writable statvfs.
+    if unsafe { libc::statvfs(c.as_ptr(), &mut st) } != 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(st.f_bavail as u64 * st.f_frsize as u64)
+}
+
+/// The sparse image behind the emulated disk (of the default state root) whose file
+/// system holds `path`, if any: writing under `path` also takes room where that image lies.
+pub fn image_behind(path: &Path) -> Option<PathBuf> {
+    let path = std::fs::canonicalize(path)
+        .or_else(|_| {
+            path.parent()
+                .map_or(Ok(path.to_path_buf()), std::fs::canonicalize)
+        })
+        .ok()?;
+    list_states(Path::new(DEFAULT_STATE_ROOT))
+        .into_iter()
+        .find(|s| path.starts_with(&s.mount))
+        .map(|s| s.image)
 }
 
 /// Whether the backing file starts with an ext2/3/4 superblock (magic 0xEF53 at 1080).
@@ -564,6 +623,19 @@ pub fn counters(state: &State) -> Result<DeviceCounters, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_image_its_file_system_cannot_fill_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("disk.img");
+        let e = open_backing(&path, 1 << 50).unwrap_err().to_string();
+        assert!(e.contains("--scale") && e.contains("free"), "{e}");
+        // Nothing was grown.
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), 0);
+        // A small one is fine.
+        let f = open_backing(&path, 64 << 20).unwrap();
+        assert_eq!(f.metadata().unwrap().len(), 64 << 20);
+    }
 
     #[test]
     fn placement_defaults_to_the_whole_platter_also_for_older_state() {
