@@ -71,6 +71,16 @@ enum Join {
     Ahead { reach: u64 },
 }
 
+impl Join {
+    /// Whether a request at `offset` at `now_s` continues `c`.
+    fn continues(self, c: &OpenChain, offset: u64, now_s: f64) -> bool {
+        match self {
+            Join::Adjacent { window_s } => c.end == offset && now_s - c.last_s <= window_s,
+            Join::Ahead { reach } => offset >= c.end && offset - c.end <= reach,
+        }
+    }
+}
+
 #[derive(Clone, Debug)]
 struct OpenChain {
     start: u64,
@@ -136,10 +146,7 @@ impl ChainTracker {
         self.sweep(now_s);
         let join = self.join;
         let list = self.chains.entry((client, file)).or_default();
-        let continued = list.iter_mut().find(|c| match join {
-            Join::Adjacent { window_s } => c.end == offset && now_s - c.last_s <= window_s,
-            Join::Ahead { reach } => offset >= c.end && offset - c.end <= reach,
-        });
+        let continued = list.iter_mut().find(|c| join.continues(c, offset, now_s));
         if let Some(c) = continued {
             let pos = ChainPosition {
                 bytes: offset - c.start,
@@ -169,6 +176,15 @@ impl ChainTracker {
             self.sweep(now_s);
         }
         ChainPosition { bytes: 0, kind }
+    }
+
+    /// Whether a request of `client` at `offset` of `file` at `now_s` would continue an
+    /// open chain (without registering it).
+    pub fn continues(&self, client: u64, file: FileId, offset: u64, now_s: f64) -> bool {
+        let join = self.join;
+        self.chains
+            .get(&(client, file))
+            .is_some_and(|list| list.iter().any(|c| join.continues(c, offset, now_s)))
     }
 
     /// A miss at `offset` of `file` for a [`ChainTracker::per_file`] tracker (no client, no

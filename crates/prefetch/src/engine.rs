@@ -1108,6 +1108,17 @@ impl Engine {
         self.device_name(&mut st, dev)
     }
 
+    /// How busy the device of `file` has been recently (0..=1, over the policy's last
+    /// observation interval) and how many reads wait for it; zeros for a device the
+    /// engine has not read from.
+    pub fn device_load(&self, file: &File) -> (f64, u64) {
+        let name = self.device_of(file);
+        let st = self.shared.lock();
+        st.devices
+            .get(&name)
+            .map_or((0.0, 0), |d| (d.recent_busy, d.queued))
+    }
+
     /// Residency of a range without counting it or reading anything (e.g. to decide
     /// whether a `sendfile` may block).
     pub fn probe(&self, file: &File, offset: u64, len: u64) -> io::Result<residency::Residency> {

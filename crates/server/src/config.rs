@@ -48,6 +48,8 @@ pub struct ServerConfig {
     pub tls: Option<crate::tls::TlsSettings>,
     /// Runtime worker threads for [`crate::Server::start`] (0: one per CPU).
     pub worker_threads: usize,
+    /// How requests that start a new stream are admitted ([`crate::admission`]).
+    pub admission: crate::admission::AdmissionPolicy,
 }
 
 impl ServerConfig {
@@ -73,6 +75,7 @@ impl ServerConfig {
             drain_timeout: Duration::from_secs(30),
             worker_threads: 0,
             tls: None,
+            admission: crate::admission::AdmissionPolicy::Off,
         }
     }
 }

@@ -337,7 +337,10 @@ async fn answer<W: Wire>(
     shutting_down: bool,
 ) -> bool {
     let started = Instant::now();
-    let resp = plan(req, &shared.root, &shared.plan);
+    let mut resp = plan(req, &shared.root, &shared.plan);
+    if let Some(refusal) = admit(shared, req, &resp, who) {
+        resp = refusal;
+    }
     let at_limit = shared
         .config
         .max_requests_per_connection
@@ -377,6 +380,57 @@ async fn answer<W: Wire>(
         shared, req, &resp, info, req_no, started, &clock, &served, &result,
     );
     keep && result.is_ok()
+}
+
+/// `--admission`: a GET of a file range that starts a new stream may be refused, with
+/// `503`, `Retry-After` and a closed connection; continuations of open streams never are.
+fn admit(shared: &Shared, req: &Request, resp: &Response, who: Requester) -> Option<Response> {
+    use crate::admission::{AdmissionPolicy, Decision};
+    let policy = shared
+        .admission
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .policy();
+    if policy == AdmissionPolicy::Off || req.method != Method::Get {
+        return None;
+    }
+    let Body::File {
+        file,
+        file_id,
+        segments,
+        ..
+    } = &resp.body
+    else {
+        return None;
+    };
+    let offset = match segments.first() {
+        Some(Segment::File(r)) => r.first,
+        _ => 0,
+    };
+    let load = shared.io.new_stream(who, *file_id, file, offset)?;
+    let now = shared.io.engine().now_s();
+    let (decision, limit) = {
+        let mut a = shared.admission.lock().unwrap_or_else(|p| p.into_inner());
+        (a.decide(now, &load), a.limit)
+    };
+    let m = &shared.metrics;
+    m.streams_active.set(load.streams as i64);
+    if let Some(l) = limit {
+        m.admission_limit.set(l.round() as i64);
+    }
+    match decision {
+        Decision::Admit => {
+            m.streams_admitted.inc();
+            None
+        }
+        Decision::Refuse { retry_after_s } => {
+            m.streams_refused.inc();
+            let mut r = Response::text(503, true);
+            r.headers
+                .push_str(&format!("Retry-After: {retry_after_s}\r\n"));
+            Some(r)
+        }
+    }
 }
 
 /// One log line and one count per response the disk failed.

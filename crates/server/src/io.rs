@@ -323,6 +323,36 @@ impl DiskIo {
         }
     }
 
+    /// `None` when a request of `who` at `offset` of `file_id` continues one of its open
+    /// chains; otherwise it starts a new stream, and this is the load of the device it
+    /// would add to (for [`crate::admission`]).
+    pub fn new_stream(
+        &self,
+        who: Requester,
+        file_id: u64,
+        file: &File,
+        offset: u64,
+    ) -> Option<crate::admission::DeviceLoad> {
+        let now = self.engine.now_s();
+        let open_chains = {
+            let chains = self.chains.lock().unwrap_or_else(|p| p.into_inner());
+            if offset > 0 && chains.continues(who.client, file_id, offset, now) {
+                return None;
+            }
+            chains.len() as u64
+        };
+        let (busy, queued) = self.engine.device_load(file);
+        let streams = self
+            .engine
+            .memory()
+            .map_or(open_chains, |m| m.weighted_streams);
+        Some(crate::admission::DeviceLoad {
+            busy,
+            streams,
+            queued,
+        })
+    }
+
     /// The name of the device `file` lies on (for read-error counts and log lines).
     pub fn device_of(&self, file: &File) -> Arc<str> {
         self.engine.device_of(file)

@@ -7,6 +7,7 @@
 
 pub mod access_log;
 mod admin;
+pub mod admission;
 pub mod body;
 pub mod config;
 mod conn;
@@ -40,6 +41,7 @@ pub(crate) struct Shared {
     /// Set on a TLS listener: every connection is handshaken first.
     pub tls: Option<tls::Tls>,
     pub shutdown: Arc<tokio::sync::watch::Sender<bool>>,
+    pub admission: std::sync::Mutex<admission::Admission>,
 }
 
 /// Raise the soft open-file limit to the hard limit so thousands of connections fit.

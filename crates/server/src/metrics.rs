@@ -31,6 +31,22 @@ pub struct Metrics {
     pub read_errors: Family<Vec<(String, String)>, Counter>,
     /// ...and over all devices, for `/stats`.
     pub read_errors_all: Counter,
+    /// Requests that started a new stream and were admitted, or refused with 503.
+    pub streams_admitted: Counter,
+    pub streams_refused: Counter,
+    /// Streams open when the last new stream was decided on.
+    pub streams_active: Gauge,
+    /// The stream count `--admission auto` stops at, as last estimated (0: none yet).
+    pub admission_limit: Gauge,
+}
+
+/// Admission figures in `/stats`.
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct AdmissionStats {
+    pub admitted: u64,
+    pub refused: u64,
+    pub active_streams: i64,
+    pub limit: i64,
 }
 
 /// The `/stats` document (clients such as the bench read it back with serde).
@@ -55,6 +71,10 @@ pub struct Stats {
     /// Responses the disk failed (all devices).
     #[serde(default)]
     pub read_errors: u64,
+    /// `--admission`: new streams admitted and refused, streams open at the last decision,
+    /// and the stream count `auto` stops at (0 before an estimate).
+    #[serde(default)]
+    pub admission: AdmissionStats,
     pub io_mode: String,
     /// The prefetch engine's accounting (see docs/prefetch.md).
     pub prefetch: vodkit_prefetch::Stats,
@@ -83,6 +103,10 @@ impl Metrics {
             tls_resumed: Counter::default(),
             read_errors: Family::default(),
             read_errors_all: Counter::default(),
+            streams_admitted: Counter::default(),
+            streams_refused: Counter::default(),
+            streams_active: Gauge::default(),
+            admission_limit: Gauge::default(),
         };
         register_server(registry.sub_registry_with_prefix("vodkit_server"), &m);
         if let Some(engine) = engine {
@@ -123,6 +147,12 @@ impl Metrics {
             tls_handshakes: self.tls_handshakes.get(),
             tls_resumed: self.tls_resumed.get(),
             read_errors: self.read_errors_all.get(),
+            admission: AdmissionStats {
+                admitted: self.streams_admitted.get(),
+                refused: self.streams_refused.get(),
+                active_streams: self.streams_active.get(),
+                limit: self.admission_limit.get(),
+            },
             io_mode: io.mode().to_string(),
             prefetch: io.engine().stats(),
         }
@@ -200,5 +230,25 @@ fn register_server(registry: &mut Registry, m: &Metrics) {
         "read_errors",
         "Responses the disk failed to read, by device",
         m.read_errors.clone(),
+    );
+    registry.register(
+        "streams_admitted",
+        "Requests that started a new stream and were admitted",
+        m.streams_admitted.clone(),
+    );
+    registry.register(
+        "streams_refused",
+        "Requests that would have started a new stream, refused with 503 (--admission)",
+        m.streams_refused.clone(),
+    );
+    registry.register(
+        "streams_active",
+        "Streams open at the last admission decision",
+        m.streams_active.clone(),
+    );
+    registry.register(
+        "admission_limit_streams",
+        "Stream count at which --admission auto stops admitting (last estimate)",
+        m.admission_limit.clone(),
     );
 }

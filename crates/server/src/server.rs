@@ -73,7 +73,9 @@ impl Server {
         };
         let metrics = Metrics::new(Some(io.engine().clone()));
         let shutdown = Arc::new(watch::channel(false).0);
+        let admission = std::sync::Mutex::new(crate::admission::Admission::new(config.admission));
         let shared = Arc::new(Shared {
+            admission,
             plan: PlanSettings {
                 max_ranges: config.max_ranges,
                 cors_origin: config.cors_origin.clone(),

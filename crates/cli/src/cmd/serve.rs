@@ -65,6 +65,12 @@ pub struct Args {
     /// Simultaneous connections; more get 503.
     #[arg(long, default_value_t = 16384)]
     max_connections: usize,
+    /// Admission of new streams (a request at offset 0, or not adjacent to an open stream
+    /// of its session): off, auto (refuse with 503 + Retry-After when one more stream would
+    /// push the disk past 90% busy; continuations are never refused) or rate:R (at most R
+    /// new streams per second). See docs/server.md "Admission control"
+    #[arg(long, default_value = "off", value_name = "off|auto|rate:R")]
+    admission: vodkit_server::admission::AdmissionPolicy,
     /// Send Access-Control-Allow-Origin with this value.
     #[arg(long)]
     cors: Option<String>,
@@ -137,6 +143,7 @@ fn config(args: Args) -> anyhow::Result<ServerConfig> {
     config.min_send_rate = args.min_send_rate.as_u64();
     config.send_grace = args.send_grace;
     config.max_connections = args.max_connections;
+    config.admission = args.admission;
     config.cors_origin = args.cors;
     config.allow_outside_symlinks = args.allow_outside_symlinks;
     config.drain_timeout = args.drain_timeout;
