@@ -15,7 +15,12 @@
 //!   interval) fit the interval budget. Intervals are admitted smallest first until their
 //!   bytes fill `interval_share` of the budget (Dan & Sitaram); the largest admitted gap is
 //!   the *horizon*. Popular titles have short intervals and stay cached; the long tail
-//!   leaves memory as soon as the budget needs its room. Consumed bytes that are not kept
+//!   leaves memory as soon as the budget needs its room. A follower need not be there yet:
+//!   from the times viewers arrived at a file's beginning, the manager predicts the
+//!   interval to the next viewer behind the file's last stream (its bit rate × the usual
+//!   gap between arrivals) and keeps that much of what the last stream sent, with the
+//!   budget real intervals leave (Dan & Sitaram's intervals for a predicted follower; the
+//!   capacity bound counts such re-reads by later sessions as hits too). Consumed bytes that are not kept
 //!   wait in a consumed-cache, oldest dropped first, only while the budget has room beyond
 //!   kept intervals and every stream's unconsumed prefetch and next read (so a working set
 //!   that fits, such as a cached benchmark's, stays cached; a disk-bound one is dropped as
@@ -128,6 +133,10 @@ pub struct MemoryTotals {
     pub kept_bytes: u64,
     /// Largest admitted interval (bytes between a stream and its follower).
     pub horizon_bytes: u64,
+    /// Largest admitted interval predicted behind a file's last stream (for a viewer not
+    /// there yet).
+    #[serde(default)]
+    pub predicted_horizon_bytes: u64,
     /// The prefetch pool: usable bytes not held by kept intervals (now).
     pub prefetch_pool_bytes: u64,
     /// Consumed (or abandoned) bytes handed back for dropping (total).
@@ -156,6 +165,8 @@ struct Stream {
     prefetched_to: u64,
     /// Length of its last read: what its next read will need.
     last_read: u64,
+    /// Bit rate (the file's, from the caller): how fast it consumes.
+    kbps: u32,
     weight: f64,
     /// Whether `weight` counts in the pool's shares now (not idle).
     weighted: bool,
@@ -229,10 +240,35 @@ pub struct MemoryManager {
     cached_bytes: u64,
     cache_seq: u64,
     horizon_bytes: u64,
+    /// Largest admitted interval predicted behind a file's last stream.
+    predicted_horizon_bytes: u64,
     horizon_at_s: f64,
+    /// Per file: when viewers started reading it from its beginning.
+    arrivals: HashMap<FileId, Arrivals>,
     next_id: StreamId,
     totals: MemoryTotals,
 }
+
+/// When viewers of one file arrive (streams opened at its beginning).
+#[derive(Clone, Copy, Debug)]
+struct Arrivals {
+    last_s: f64,
+    /// Running mean of the seconds between arrivals (`None` after the first).
+    gap_s: Option<f64>,
+}
+
+impl Arrivals {
+    /// Seconds until the next viewer is expected: the usual gap, or longer when it has
+    /// already been longer than that since the last one.
+    fn expected_gap_s(&self, now_s: f64) -> Option<f64> {
+        self.gap_s.map(|g| g.max(now_s - self.last_s))
+    }
+}
+
+/// A stream opened this close to the start of its file is a new viewer of it (an arrival).
+const ARRIVAL_BYTES: u64 = 64 << 10;
+/// Files without an arrival for this long are forgotten.
+const ARRIVALS_TTL_S: f64 = 3600.0;
 
 impl MemoryManager {
     pub fn new(cfg: MemoryConfig) -> Self {
@@ -251,7 +287,9 @@ impl MemoryManager {
             cached_bytes: 0,
             cache_seq: 0,
             horizon_bytes: 0,
+            predicted_horizon_bytes: 0,
             horizon_at_s: f64::NEG_INFINITY,
+            arrivals: HashMap::new(),
             next_id: 1,
             totals: MemoryTotals::default(),
         }
@@ -515,6 +553,9 @@ impl MemoryManager {
             self.give_up_read_ahead(id, now_s, &mut drops);
         }
         self.refresh_horizon(now_s, true);
+        self.release_stale_kept(now_s);
+        self.arrivals
+            .retain(|_, a| now_s - a.last_s < ARRIVALS_TTL_S);
         self.trim(&mut drops);
         drops
     }
@@ -571,6 +612,7 @@ impl MemoryManager {
         t.unconsumed_bytes = self.unconsumed_total;
         t.kept_bytes = self.kept_bytes;
         t.horizon_bytes = self.horizon_bytes;
+        t.predicted_horizon_bytes = self.predicted_horizon_bytes;
         t.prefetch_pool_bytes = self.prefetch_pool();
         t.consumed_cached_bytes = self.cached_bytes;
         t
@@ -610,6 +652,7 @@ impl MemoryManager {
                 released_to: start,
                 prefetched_to: start,
                 last_read: 0,
+                kbps,
                 weight: w,
                 weighted: true,
                 gap_s: INITIAL_GAP_S,
@@ -626,6 +669,19 @@ impl MemoryManager {
             consumed: start,
             prefetched: start,
         });
+        if start < ARRIVAL_BYTES {
+            self.arrivals
+                .entry(file)
+                .and_modify(|a| {
+                    let gap = (now_s - a.last_s).max(0.0);
+                    a.gap_s = Some(a.gap_s.map_or(gap, |g| 0.7 * g + 0.3 * gap));
+                    a.last_s = now_s;
+                })
+                .or_insert(Arrivals {
+                    last_s: now_s,
+                    gap_s: None,
+                });
+        }
         self.refresh_horizon(now_s, false);
         self.adopt(file, id, start);
         id
@@ -734,10 +790,15 @@ impl MemoryManager {
         let was_kept = self.unkeep(file, from, to);
         self.totals.interval_hit_bytes += was_kept;
         let leader_pos = self.streams.get(&leader).map(|s| s.consumed_to);
-        let keep = leader_pos.is_some_and(|pos| self.has_follower(file, leader, pos, to))
-            && self.can_keep(to - from);
-        if keep {
+        let follower = leader_pos.is_some_and(|pos| self.has_follower(file, leader, pos, to));
+        let anticipated = !abandoned && !follower && self.anticipates(file, leader);
+        if (follower || anticipated) && self.can_keep(to - from) {
             self.keep(file, from, to);
+            if anticipated {
+                // Only the predicted interval behind the last stream is worth keeping.
+                let now = self.streams.get(&leader).map_or(0.0, |s| s.last_s);
+                self.release_kept_behind_tail(file, now);
+            }
             return;
         }
         // Read-ahead nobody will consume is still worth its cache slot while another
@@ -871,6 +932,82 @@ impl MemoryManager {
             .any(|p| p.consumed <= pos && p.consumed < to && pos - p.consumed <= self.horizon_bytes)
     }
 
+    /// The interval to the next viewer of `file` expected behind its last stream `tail`
+    /// (bytes `tail` consumes before that viewer arrives), if the file has arrivals to
+    /// predict from.
+    fn predicted_interval(&self, file: FileId, tail: &Stream, now_s: f64) -> Option<u64> {
+        let gap = self.arrivals.get(&file)?.expected_gap_s(now_s)?;
+        Some((f64::from(tail.kbps) * 125.0 * gap) as u64)
+    }
+
+    /// Whether `leader` is the last stream of `file` (none behind it) and the next viewer
+    /// expected behind it is within the horizon: Dan & Sitaram's interval caching for a
+    /// follower that has not arrived yet (the interval to it is predicted from the file's
+    /// arrivals). What it consumes is kept until that viewer comes; bytes further behind
+    /// it than the predicted interval are let go by [`MemoryManager::expire`].
+    fn anticipates(&self, file: FileId, leader: StreamId) -> bool {
+        let (Some(fs), Some(s)) = (self.files.get(&file), self.streams.get(&leader)) else {
+            return false;
+        };
+        let is_tail = fs
+            .streams
+            .iter()
+            .all(|p| p.id == leader || p.consumed > s.consumed_to);
+        is_tail
+            && self
+                .predicted_interval(file, s, s.last_s)
+                .is_some_and(|i| i > 0 && i <= self.predicted_horizon_bytes)
+    }
+
+    /// Kept ranges behind the last stream of each file further than the interval to the
+    /// next expected viewer go to the consumed-cache: no follower will read them from
+    /// memory.
+    fn release_stale_kept(&mut self, now_s: f64) {
+        let files: Vec<FileId> = self
+            .files
+            .iter()
+            .filter(|(_, fs)| !fs.kept.is_empty())
+            .map(|(&f, _)| f)
+            .collect();
+        for file in files {
+            self.release_kept_behind_tail(file, now_s);
+        }
+    }
+
+    /// [`MemoryManager::release_stale_kept`] for one file: what lies further behind its
+    /// last stream than the predicted interval to the next viewer (when that is within the
+    /// horizon; otherwise everything behind it, and everything once no stream is left).
+    fn release_kept_behind_tail(&mut self, file: FileId, now_s: f64) {
+        let Some(fs) = self.files.get(&file) else {
+            return;
+        };
+        let tail = fs
+            .streams
+            .iter()
+            .min_by_key(|p| p.consumed)
+            .and_then(|p| self.streams.get(&p.id));
+        let keep_from = match tail {
+            None => u64::MAX,
+            Some(t) => {
+                let allow = self
+                    .predicted_interval(file, t, now_s)
+                    .filter(|&i| i <= self.predicted_horizon_bytes)
+                    .unwrap_or(0);
+                t.consumed_to.saturating_sub(allow)
+            }
+        };
+        let stale: Vec<(u64, u64)> = fs
+            .kept
+            .iter()
+            .filter(|&&(a, _)| a < keep_from)
+            .map(|&(a, b)| (a, b.min(keep_from)))
+            .collect();
+        for (a, b) in stale {
+            self.unkeep(file, a, b);
+            self.cache(file, a, b);
+        }
+    }
+
     /// Other streams' unconsumed read-ahead ranges in `file`: never dropped.
     fn guarded_ranges(&self, file: FileId, except: StreamId) -> Vec<(u64, u64)> {
         let Some(fs) = self.files.get(&file) else {
@@ -954,18 +1091,9 @@ impl MemoryManager {
             return;
         };
         fs.streams.retain(|p| p.id != id);
-        // Kept ranges are useful only to a stream that has not passed them.
-        let lowest = fs.streams.iter().map(|p| p.consumed).min();
-        let useless: Vec<(u64, u64)> = fs
-            .kept
-            .iter()
-            .filter(|(_, b)| lowest.is_none_or(|p| *b <= p))
-            .copied()
-            .collect();
-        for (a, b) in useless {
-            self.unkeep(s.file, a, b);
-            self.cache(s.file, a, b);
-        }
+        // Kept ranges are useful only to a stream that has not passed them, or to the
+        // viewer expected behind the last one.
+        self.release_kept_behind_tail(s.file, s.last_s);
         if self
             .files
             .get(&s.file)
@@ -985,26 +1113,43 @@ impl MemoryManager {
         self.horizon_at_s = now_s;
         let budget = (self.cfg.usable_bytes() as f64 * self.cfg.interval_share) as u64;
         let mut gaps: Vec<u64> = Vec::new();
-        for fs in self.files.values() {
+        let mut predicted: Vec<u64> = Vec::new();
+        for (&file, fs) in &self.files {
             let mut pos: Vec<u64> = fs.streams.iter().map(|p| p.consumed).collect();
-            if pos.len() < 2 {
-                continue;
-            }
             pos.sort_unstable();
             gaps.extend(pos.windows(2).map(|w| w[1] - w[0]));
-        }
-        gaps.sort_unstable();
-        let mut used = 0u64;
-        let mut horizon = 0;
-        for g in gaps {
-            if used + g > budget {
-                break;
+            // The interval to the viewer expected behind the last stream.
+            let tail = fs
+                .streams
+                .iter()
+                .min_by_key(|p| p.consumed)
+                .and_then(|p| self.streams.get(&p.id));
+            if let Some(i) = tail.and_then(|t| self.predicted_interval(file, t, now_s)) {
+                predicted.push(i);
             }
-            used += g;
-            horizon = g;
         }
+        // Followers that are there come first; the budget they leave goes to the
+        // intervals predicted for followers still to come.
+        let (horizon, used) = admit_smallest(gaps, budget, 0);
+        let (predicted_horizon, _) = admit_smallest(predicted, budget, used);
+        self.predicted_horizon_bytes = predicted_horizon;
         self.horizon_bytes = horizon;
     }
+}
+
+/// Admits `gaps` smallest first while their sum stays within `budget` (after `used`);
+/// returns the largest admitted gap (0: none) and the budget used.
+fn admit_smallest(mut gaps: Vec<u64>, budget: u64, mut used: u64) -> (u64, u64) {
+    gaps.sort_unstable();
+    let mut largest = 0;
+    for g in gaps {
+        if used + g > budget {
+            break;
+        }
+        used += g;
+        largest = g;
+    }
+    (largest, used)
 }
 
 /// Shares of the prefetch pool sum to this many pools. A stream's unconsumed prefetch is a

@@ -330,6 +330,11 @@ fn encode_memory(m: &crate::memory::MemoryTotals, e: &mut DescriptorEncoder) -> 
             m.horizon_bytes,
         ),
         (
+            "vodkit_memory_predicted_horizon_bytes",
+            "Largest admitted interval predicted behind a file's last stream",
+            m.predicted_horizon_bytes,
+        ),
+        (
             "vodkit_memory_prefetch_pool_bytes",
             "Budget available to prefetch",
             m.prefetch_pool_bytes,
