@@ -449,30 +449,43 @@ impl Shared {
                     if held.is_none() {
                         c.unheld.fetch_add(bytes, Ordering::Relaxed);
                     }
-                    held.map(|(f, size)| (d, f, size, 0))
+                    held.map(|(f, size)| (d, f, size, 0, 0))
                 }));
-                let left: u64 = stuck.iter().map(|(d, ..)| d.end - d.start).sum();
+                let left: u64 = stuck.iter().map(|x| x.4).sum();
                 c.stuck.fetch_add(left, Ordering::Relaxed);
-                self.queue_retries(stuck);
+                self.queue_retries(stuck, false);
             }
         }
     }
 
-    fn queue_retries(&self, stuck: Vec<RetryDrop>) {
-        if stuck.is_empty() {
+    /// Queues drops that stayed resident and tells the manager what the queue holds;
+    /// `always`: also when nothing new came (the sweeper's retries may have emptied it).
+    fn queue_retries(&self, stuck: Vec<RetryDrop>, always: bool) {
+        if stuck.is_empty() && !always {
             return;
         }
-        let mut r = self.retries.lock().unwrap_or_else(|p| p.into_inner());
-        r.extend(stuck);
-        // Bounded: the oldest give up (their pages age out through the kernel).
-        let excess = r.len().saturating_sub(MAX_RETRIES);
-        r.drain(..excess);
+        let held = {
+            let mut r = self.retries.lock().unwrap_or_else(|p| p.into_inner());
+            r.extend(stuck);
+            // Bounded: the oldest give up (their pages age out through the kernel).
+            let excess = r.len().saturating_sub(MAX_RETRIES);
+            r.drain(..excess);
+            r.iter().map(|x| x.4).sum::<u64>()
+        };
+        // What socket buffers still hold of released pages takes memory the manager must
+        // not hand out again.
+        if let Some(m) = &mut self.lock().memory {
+            m.set_unreleased(held);
+        }
     }
 
     /// Drops again what stayed resident, up to [`DROP_ATTEMPTS`] times each.
     fn retry_drops(&self) {
         let due = std::mem::take(&mut *self.retries.lock().unwrap_or_else(|p| p.into_inner()));
         if due.is_empty() {
+            if let Some(m) = &mut self.lock().memory {
+                m.set_unreleased(0);
+            }
             return;
         }
         let due: Vec<_> = {
@@ -494,15 +507,16 @@ impl Shared {
             due
         };
         let stuck = carry_out(due.into_iter());
-        self.queue_retries(stuck);
+        self.queue_retries(stuck, true);
     }
 }
 
 /// A drop and, when still held, its file and size.
 type PendingDrop = (memory::Drop, Option<(Arc<File>, u64)>);
 
-/// A drop being carried out: the range, its file and size, and the attempts so far.
-type RetryDrop = (memory::Drop, Arc<File>, u64, u8);
+/// A drop being carried out: the range, its file and size, the attempts so far, and the
+/// bytes of it still resident after the last attempt.
+type RetryDrop = (memory::Drop, Arc<File>, u64, u8, u64);
 
 impl State {
     /// Feeds the accumulated deltas to the policy about once per `every` seconds.
@@ -1392,7 +1406,7 @@ const DROP_ATTEMPTS: u8 = 30;
 fn carry_out(drops: impl Iterator<Item = RetryDrop>) -> Vec<RetryDrop> {
     let page = residency::page_size();
     let mut stuck = Vec::new();
-    for (d, file, size, attempts) in drops {
+    for (d, file, size, attempts, _) in drops {
         let Some((a, b)) = memory::page_aligned(d.start, d.end, size, page) else {
             continue;
         };
@@ -1413,7 +1427,7 @@ fn carry_out(drops: impl Iterator<Item = RetryDrop>) -> Vec<RetryDrop> {
             .map(|r| r.resident())
             .unwrap_or(0);
         if left > 0 {
-            stuck.push((d, file, size, attempts + 1));
+            stuck.push((d, file, size, attempts + 1, left));
         }
     }
     stuck

@@ -148,6 +148,9 @@ pub struct MemoryTotals {
     pub interval_hit_bytes: u64,
     /// Reads whose prefetch the budget cut short (total).
     pub capped_reads: u64,
+    /// Bytes released but still resident, held by socket buffers (now).
+    #[serde(default)]
+    pub unreleased_bytes: u64,
     /// Streams that ended, by ttl or by a jump (total).
     pub ended_streams: u64,
 }
@@ -245,6 +248,9 @@ pub struct MemoryManager {
     horizon_at_s: f64,
     /// Per file: when viewers started reading it from its beginning.
     arrivals: HashMap<FileId, Arrivals>,
+    /// Bytes the manager let go that are still resident: a drop the kernel could not carry
+    /// out because a socket buffer still references the pages (a `sendfile` in flight).
+    unreleased_bytes: u64,
     next_id: StreamId,
     totals: MemoryTotals,
 }
@@ -290,6 +296,7 @@ impl MemoryManager {
             predicted_horizon_bytes: 0,
             horizon_at_s: f64::NEG_INFINITY,
             arrivals: HashMap::new(),
+            unreleased_bytes: 0,
             next_id: 1,
             totals: MemoryTotals::default(),
         }
@@ -489,9 +496,23 @@ impl MemoryManager {
         self.totals.capped_reads += 1;
     }
 
+    /// The caller's count of bytes this manager released that are still resident (drops
+    /// waiting for a socket buffer to let go of their pages): they take memory like any
+    /// other, so they come off what the manager hands out.
+    pub fn set_unreleased(&mut self, bytes: u64) {
+        self.unreleased_bytes = bytes;
+    }
+
+    /// `budget − reserve`, less the bytes released and still held by socket buffers.
+    fn usable(&self) -> u64 {
+        self.cfg
+            .usable_bytes()
+            .saturating_sub(self.unreleased_bytes)
+    }
+
     /// Usable bytes not held by kept intervals.
     pub fn prefetch_pool(&self) -> u64 {
-        self.cfg.usable_bytes().saturating_sub(self.kept_bytes)
+        self.usable().saturating_sub(self.kept_bytes)
     }
 
     /// The connection of `client`'s streams closed (a viewer who left, most often): they
@@ -613,6 +634,7 @@ impl MemoryManager {
         t.kept_bytes = self.kept_bytes;
         t.horizon_bytes = self.horizon_bytes;
         t.predicted_horizon_bytes = self.predicted_horizon_bytes;
+        t.unreleased_bytes = self.unreleased_bytes;
         t.prefetch_pool_bytes = self.prefetch_pool();
         t.consumed_cached_bytes = self.cached_bytes;
         t
@@ -891,8 +913,7 @@ impl MemoryManager {
     /// (hundreds of streams) no cache at all.
     fn cache_room(&self) -> u64 {
         let next_reads = self.held_total.saturating_sub(self.resident_total);
-        self.cfg
-            .usable_bytes()
+        self.usable()
             .saturating_sub(self.kept_bytes)
             .saturating_sub(self.resident_total)
             .saturating_sub(next_reads.min(self.cfg.read_headroom_bytes))
@@ -1032,7 +1053,7 @@ impl MemoryManager {
     /// Whether `n` more kept bytes fit: within the interval share, and within what the
     /// streams' unconsumed prefetch leaves of the usable budget.
     fn can_keep(&self, n: u64) -> bool {
-        let usable = self.cfg.usable_bytes();
+        let usable = self.usable();
         let share = (usable as f64 * self.cfg.interval_share) as u64;
         // What the streams have resident (unconsumed prefetch, bytes within the drop lag)
         // counts too; their next reads' reservations do not (they would shut intervals out
@@ -1111,7 +1132,7 @@ impl MemoryManager {
             return;
         }
         self.horizon_at_s = now_s;
-        let budget = (self.cfg.usable_bytes() as f64 * self.cfg.interval_share) as u64;
+        let budget = (self.usable() as f64 * self.cfg.interval_share) as u64;
         let mut gaps: Vec<u64> = Vec::new();
         let mut predicted: Vec<u64> = Vec::new();
         for (&file, fs) in &self.files {

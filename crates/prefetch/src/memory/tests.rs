@@ -760,3 +760,22 @@ fn viewers_too_rare_for_the_budget_are_not_anticipated() {
     });
     assert_eq!(max_kept, 0);
 }
+
+#[test]
+fn bytes_socket_buffers_still_hold_come_off_the_budget() {
+    let mut m = MemoryManager::new(tight(16 * MIB));
+    let (a, _) = step(&mut m, 1, 0, MIB, MIB, 0.0);
+    let before = (m.prefetch_pool(), m.prefetch_cap(a));
+    // 6 MiB of dropped pages are still referenced by socket buffers.
+    m.set_unreleased(6 * MIB);
+    assert_eq!(m.prefetch_pool(), before.0 - 6 * MIB);
+    assert!(
+        m.prefetch_cap(a) < before.1,
+        "{before:?} {}",
+        m.prefetch_cap(a)
+    );
+    assert_eq!(m.totals().unreleased_bytes, 6 * MIB);
+    // Once they are let go, the room comes back.
+    m.set_unreleased(0);
+    assert_eq!((m.prefetch_pool(), m.prefetch_cap(a)), before);
+}
