@@ -413,12 +413,12 @@ impl AutoPolicy {
 
     /// The memory budget bounds the reference size: a size above it would only be cut
     /// short by the engine (and measured as if it were larger). Shrinking to it is
-    /// immediate, like the eviction rule's; the search then works below it.
+    /// immediate, like the eviction rule's; the search then works below it. The ceiling is
+    /// not rounded down to the step grid: between 0.5 and 1 MB (a busy server's share)
+    /// that rounding threw away up to half of what the budget allows.
     fn apply_ceiling(&mut self, per_sqrt_kbps: f64) {
-        let step = self.params.step_bytes.max(1);
         let raw = per_sqrt_kbps * f64::from(self.params.ref_kbps.max(1)).sqrt();
-        let ceiling =
-            ((raw as u64) / step * step).clamp(self.params.min_bytes, self.params.max_bytes);
+        let ceiling = (raw.round() as u64).clamp(self.params.min_bytes, self.params.max_bytes);
         self.ceiling = Some(ceiling);
         if self.target > ceiling {
             self.target = ceiling;

@@ -518,20 +518,21 @@ fn auto_starts_inside_the_memory_budget_and_searches_below_it() {
         p.prefetch_bytes(&ctx(419, 0, ChainKind::Other, 0.0)),
         6 * mib
     );
-    // The manager reports 2.25 MiB per √kbps-share at 419 kbps: 2.25 MiB rounds down to
-    // the 512 KiB step grid (2 MiB) and applies at once.
+    // The manager reports 2.25 MiB per √kbps-share at 419 kbps: it applies at once, off
+    // the 512 KiB step grid.
     let per = 2.25 * mib as f64 / 419f64.sqrt();
     p.observe(&Observation {
         now_s: 1.0,
         budget_per_sqrt_kbps: Some(per),
         ..Default::default()
     });
+    let ceiling = 9 * mib / 4;
     assert_eq!(
         p.prefetch_bytes(&ctx(419, 0, ChainKind::Other, 1.5)),
-        2 * mib
+        ceiling
     );
     let state = p.current();
-    assert_eq!(state.detail.get("ceiling_bytes"), Some(&((2 * mib) as f64)));
+    assert_eq!(state.detail.get("ceiling_bytes"), Some(&(ceiling as f64)));
     // Busy, evicting nothing, for many windows: the search never grows past the ceiling.
     for w in 0..20 {
         let t = 2.0 + w as f64 * 181.0;
@@ -544,6 +545,6 @@ fn auto_starts_inside_the_memory_budget_and_searches_below_it() {
             budget_per_sqrt_kbps: Some(per),
             ..Default::default()
         });
-        assert!(p.prefetch_bytes(&ctx(419, 0, ChainKind::Other, t)) <= 2 * mib);
+        assert!(p.prefetch_bytes(&ctx(419, 0, ChainKind::Other, t)) <= ceiling);
     }
 }
