@@ -314,7 +314,7 @@ impl ChildVodkit {
         .map_err(|e| StartError::Failed(e.to_string()))?;
         Ok(Box::new(ChildRunning {
             process,
-            stats: StatsPoller::start(admin_port, STATS_EVERY),
+            stats: StatsPoller::start(admin_port, STATS_EVERY, run_dir.join("stats.jsonl")),
         }))
     }
 }
@@ -329,7 +329,9 @@ struct ChildRunning {
 
 /// Reads a `vodkit serve` admin listener's `/stats` every interval on its own thread and
 /// keeps the prefetch size series (the size of the highest bit-rate class the policy has
-/// seen, in bytes, at the seconds since the start).
+/// seen, in bytes, at the seconds since the start); every document read is also appended
+/// to the run's `stats.jsonl` (`{"t": seconds, "stats": {...}}` per line), the engine's
+/// and memory manager's counters over the run, for diagnosis.
 struct StatsPoller {
     stop: Arc<AtomicBool>,
     series: Arc<Mutex<Vec<(f64, u64)>>>,
@@ -337,7 +339,7 @@ struct StatsPoller {
 }
 
 impl StatsPoller {
-    fn start(admin_port: u16, every: Duration) -> StatsPoller {
+    fn start(admin_port: u16, every: Duration, log: std::path::PathBuf) -> StatsPoller {
         let stop = Arc::new(AtomicBool::new(false));
         let series = Arc::new(Mutex::new(Vec::new()));
         let (stop2, series2) = (stop.clone(), series.clone());
@@ -359,6 +361,7 @@ impl StatsPoller {
                             let mut s = series2.lock().unwrap_or_else(|e| e.into_inner());
                             s.push((due.as_secs_f64(), bytes));
                         }
+                        append_stats(&log, due.as_secs_f64(), &body);
                     }
                     // The next tick after now: a slow answer skips ticks instead of
                     // bunching the following reads together.
@@ -388,6 +391,23 @@ impl Drop for StatsPoller {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// Appends one `/stats` document to `log` as a line; a failure to write loses only the
+/// diagnosis, never the run.
+fn append_stats(log: &std::path::Path, t: f64, body: &[u8]) {
+    use std::io::Write as _;
+    let Ok(stats) = serde_json::from_slice::<serde_json::Value>(body) else {
+        return;
+    };
+    let line = serde_json::json!({ "t": t, "stats": stats });
+    if let Ok(mut f) = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+    {
+        let _ = writeln!(f, "{line}");
     }
 }
 
@@ -733,7 +753,9 @@ mod tests {
                 let _ = s.write_all(&body);
             }
         });
-        let poller = StatsPoller::start(port, std::time::Duration::from_millis(50));
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("stats.jsonl");
+        let poller = StatsPoller::start(port, std::time::Duration::from_millis(50), log.clone());
         let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while poller.series().len() < 2 && std::time::Instant::now() < until {
             std::thread::sleep(std::time::Duration::from_millis(20));
@@ -750,5 +772,15 @@ mod tests {
             );
         }
         assert!(series[1].0 > series[0].0);
+        drop(poller);
+        // Every document read is in the run's log, one JSON line each.
+        let lines: Vec<serde_json::Value> = std::fs::read_to_string(&log)
+            .unwrap()
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        assert!(lines.len() >= series.len(), "{lines:?}");
+        assert!(lines[0]["t"].as_f64().unwrap() > 0.0);
+        assert!(lines[0]["stats"]["prefetch"].is_object(), "{}", lines[0]);
     }
 }
