@@ -411,6 +411,17 @@ struct Shared {
     retries: Mutex<Vec<RetryDrop>>,
     /// What the drops achieved: see [`DropStats`].
     drop_stats: DropCounters,
+    /// The dropper thread's queue (page-cache mode with a memory manager): drops are
+    /// carried out there, never on a device worker (ASAP's one reader would stand idle
+    /// through every `POSIX_FADV_DONTNEED`) nor on a caller's event loop.
+    dropper: Option<crossbeam_channel::Sender<DropBatch>>,
+}
+
+/// Work for the dropper thread: drops to carry out, or a request to say when everything
+/// queued before it is done.
+enum DropBatch {
+    Drops(Vec<PendingDrop>),
+    Settle(crossbeam_channel::Sender<()>),
 }
 
 /// Atomic counters behind [`DropStats`].
@@ -432,9 +443,27 @@ impl Shared {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Carries out the memory manager's drops: `POSIX_FADV_DONTNEED` on whole pages, or in
-    /// `direct` mode the release of the pool's chunks covering them.
+    /// Carries out the memory manager's drops: `POSIX_FADV_DONTNEED` on whole pages (on
+    /// the dropper thread when there is one), or in `direct` mode the release of the
+    /// pool's chunks covering them.
     fn carry_out(&self, drops: Vec<PendingDrop>) {
+        if drops.is_empty() {
+            return;
+        }
+        if let (None, Some(tx)) = (&self.pool, &self.dropper) {
+            match tx.send(DropBatch::Drops(drops)) {
+                Ok(()) => return,
+                // The thread is gone (shutdown): drop here.
+                Err(crossbeam_channel::SendError(DropBatch::Drops(d))) => {
+                    return self.carry_out_now(d)
+                }
+                Err(_) => return,
+            }
+        }
+        self.carry_out_now(drops);
+    }
+
+    fn carry_out_now(&self, drops: Vec<PendingDrop>) {
         match &self.pool {
             Some(pool) => {
                 for (d, _) in drops {
@@ -508,6 +537,28 @@ impl Shared {
         };
         let stuck = carry_out(due.into_iter());
         self.queue_retries(stuck, true);
+    }
+}
+
+/// The dropper thread: carries out drop batches until the engine is gone.
+fn spawn_dropper(shared: std::sync::Weak<Shared>, rx: crossbeam_channel::Receiver<DropBatch>) {
+    let spawned = std::thread::Builder::new()
+        .name("vodkit-prefetch-drop".into())
+        .spawn(move || {
+            while let Ok(batch) = rx.recv() {
+                match batch {
+                    DropBatch::Drops(d) => match shared.upgrade() {
+                        Some(s) => s.carry_out_now(d),
+                        None => return,
+                    },
+                    DropBatch::Settle(ack) => {
+                        let _ = ack.send(());
+                    }
+                }
+            }
+        });
+    if let Err(e) = spawned {
+        tracing::warn!("no dropper thread ({e}): drops are carried out inline");
     }
 }
 
@@ -628,6 +679,12 @@ impl Engine {
                     ..PoolConfig::new(m.usable_bytes())
                 })
             });
+        let (dropper_tx, dropper_rx) = if memory.is_some() && pool.is_none() {
+            let (tx, rx) = crossbeam_channel::unbounded();
+            (Some(tx), Some(rx))
+        } else {
+            (None, None)
+        };
         let shared = Arc::new(Shared {
             mode: cfg.mode,
             probe: cfg.probe,
@@ -655,7 +712,11 @@ impl Engine {
             pool,
             retries: Mutex::new(Vec::new()),
             drop_stats: DropCounters::default(),
+            dropper: dropper_tx,
         });
+        if let Some(rx) = dropper_rx {
+            spawn_dropper(Arc::downgrade(&shared), rx);
+        }
         let engine = Engine {
             shared,
             pool: Mutex::new(None),
@@ -1111,6 +1172,17 @@ impl Engine {
             .entry(dev)
             .or_insert_with(|| Arc::from(self.shared.device_map.name_for(dev)))
             .clone()
+    }
+
+    /// Waits until every drop handed to the dropper thread so far has been carried out
+    /// (tests that look at the page cache; shutdown).
+    pub fn settle_drops(&self) {
+        if let Some(tx) = &self.shared.dropper {
+            let (ack, done) = crossbeam_channel::bounded(1);
+            if tx.send(DropBatch::Settle(ack)).is_ok() {
+                let _ = done.recv_timeout(std::time::Duration::from_secs(30));
+            }
+        }
     }
 
     /// The name of the block device `file` lies on, as the engine's statistics name it

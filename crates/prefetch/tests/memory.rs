@@ -87,6 +87,7 @@ fn a_lone_stream_drops_what_it_sent() {
         play(&e, &f, 1, at);
         at += STEP;
     }
+    e.settle_drops();
     let m = e.memory().unwrap();
     assert!(m.dropped_bytes >= 8 * MIB, "{m:?}");
     // The oldest sent pages are gone; the budget's room holds only the newest.
@@ -117,6 +118,7 @@ fn a_follower_inside_the_interval_reads_the_kept_pages() {
         follower_disk += play(&e, &f, 2, follow);
         follow += STEP;
     }
+    e.settle_drops();
     let m = e.memory().unwrap();
     assert_eq!(follower_disk, 0, "every follower byte was in memory: {m:?}");
     assert!(m.interval_hit_bytes >= 4 * MIB, "{m:?}");
