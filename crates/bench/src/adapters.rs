@@ -82,6 +82,9 @@ pub fn client_metrics(r: &vodkit_load::Results) -> ClientMetrics {
         timed_out_requests: r.requests.timed_out,
         throughput_mb_s: r.throughput_mb_s,
         steady_s: (r.run.steady_window_s[1] - r.run.steady_window_s[0]).max(0.0),
+        refused_sessions: r.sessions.refused,
+        goodput_fraction: r.sessions.goodput_fraction,
+        refusal_p99_ms: r.latency_ms.refusal.p99,
         qos: Some(qos),
     }
 }

@@ -51,6 +51,16 @@ pub struct ClientMetrics {
     pub throughput_mb_s: f64,
     /// Length of the steady-state window the figures cover (s).
     pub steady_s: f64,
+    /// Sessions turned away with `503` (not in `sessions`: neither completed nor failed).
+    #[serde(default)]
+    pub refused_sessions: u64,
+    /// Sessions that played to the end without a stall, per session offered (refused ones
+    /// included): goodput = rate × this.
+    #[serde(default)]
+    pub goodput_fraction: f64,
+    /// 99th percentile of the time to a `503` refusal (ms; 0 without refusals).
+    #[serde(default)]
+    pub refusal_p99_ms: f64,
     /// QoS figures from the load generator, passed through as it reports them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qos: Option<serde_json::Value>,
@@ -134,6 +144,16 @@ pub fn mean_of(points: &[&PointMetrics]) -> Option<PointMetrics> {
                 .unwrap_or(0),
             throughput_mb_s: avg(&|p| p.client.throughput_mb_s),
             steady_s: avg(&|p| p.client.steady_s),
+            refused_sessions: points
+                .iter()
+                .map(|p| p.client.refused_sessions)
+                .sum::<u64>()
+                / n as u64,
+            goodput_fraction: avg(&|p| p.client.goodput_fraction),
+            refusal_p99_ms: points
+                .iter()
+                .map(|p| p.client.refusal_p99_ms)
+                .fold(0.0, f64::max),
             qos: points[0].client.qos.clone(),
         },
         disk,

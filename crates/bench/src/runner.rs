@@ -211,6 +211,14 @@ impl Progress for BarProgress {
             c.failure_fraction * 100.0,
             c.timed_out_requests
         ));
+        if c.refused_sessions > 0 {
+            self.line(format!(
+                "      {} refused with 503 (p99 {:.0} ms); goodput {:.3} sessions/s played without a stall",
+                c.refused_sessions,
+                c.refusal_p99_ms,
+                t.rate * c.goodput_fraction
+            ));
+        }
         self.bar
             .set_message(format!("{sut}: searching (last rate {:.3}/s)", t.rate));
     }

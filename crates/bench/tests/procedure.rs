@@ -80,6 +80,7 @@ impl LoadDriver for Load {
                 throughput_mb_s: rate.min(cap) * 3.0,
                 steady_s: 60.0,
                 qos: Some(serde_json::json!({"rebuffer_ratio": 0.01 * rate})),
+                ..Default::default()
             },
             steady: Some((now, now)),
         })

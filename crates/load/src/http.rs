@@ -279,6 +279,12 @@ fn parse_head(buf: &[u8]) -> Result<Option<Head>, ExchangeError> {
 /// How many body bytes to read, and whether the connection must be closed afterwards.
 fn body_plan(ask: &Ask<'_>, head: &Head) -> Result<(Option<u64>, bool), ExchangeError> {
     let want_status = if ask.range.is_some() { 206 } else { 200 };
+    if head.status == 503 {
+        return Err(fail(
+            FailureReason::Refused,
+            format!("{} refused with 503", ask.path),
+        ));
+    }
     if head.status != want_status {
         return Err(fail(
             FailureReason::Status,

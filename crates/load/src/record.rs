@@ -25,10 +25,13 @@ pub enum FailureReason {
     Mismatch,
     /// The response was not valid HTTP/1.1 (garbage, unsupported framing).
     Protocol,
+    /// The server refused the request with `503 Service Unavailable` (admission control,
+    /// a connection limit): the viewer is told to go elsewhere, not left to stall.
+    Refused,
 }
 
 impl FailureReason {
-    pub const ALL: [FailureReason; 8] = [
+    pub const ALL: [FailureReason; 9] = [
         FailureReason::Timeout,
         FailureReason::Connect,
         FailureReason::Reset,
@@ -37,6 +40,7 @@ impl FailureReason {
         FailureReason::OversizedBody,
         FailureReason::Mismatch,
         FailureReason::Protocol,
+        FailureReason::Refused,
     ];
 
     pub fn as_str(self) -> &'static str {
@@ -49,6 +53,7 @@ impl FailureReason {
             FailureReason::OversizedBody => "oversized_body",
             FailureReason::Mismatch => "mismatch",
             FailureReason::Protocol => "protocol",
+            FailureReason::Refused => "refused",
         }
     }
 }
@@ -120,6 +125,9 @@ impl RequestRecord {
 pub enum SessionEnd {
     Completed,
     Failed(FailureReason),
+    /// A request was answered `503`: the server turned the viewer away (counted apart
+    /// from failures, which are viewers the server admitted and then failed).
+    Refused,
     /// Stopped by `--duration` or cancellation before it could finish.
     Cancelled,
 }

@@ -68,8 +68,18 @@ pub struct SessionStats {
     pub failed: u64,
     /// Still running when the run was stopped; neither completed nor failed.
     pub cancelled: u64,
-    /// failed / (completed + failed).
+    /// Turned away with `503` (admission control, a connection limit): neither completed
+    /// nor failed — the server told the viewer to go elsewhere.
+    #[serde(default)]
+    pub refused: u64,
+    /// Completed without a stall (no rebuffering): the sessions a viewer would call good.
+    #[serde(default)]
+    pub played_clean: u64,
+    /// failed / (completed + failed); refused sessions count in neither.
     pub failure_fraction: f64,
+    /// played_clean / started: goodput per session offered.
+    #[serde(default)]
+    pub goodput_fraction: f64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -78,6 +88,9 @@ pub struct LatencyStats {
     pub ttfb: Percentiles,
     /// Request start to last body byte.
     pub ttlb: Percentiles,
+    /// Request start to the end of a `503` refusal.
+    #[serde(default)]
+    pub refusal: Percentiles,
 }
 
 /// One second of the run.
@@ -217,6 +230,7 @@ impl Results {
         let mut requests = RequestStats::default();
         let mut ttfb = Hist::new();
         let mut ttlb = Hist::new();
+        let mut refusal = Hist::new();
         let (mut w0, mut w1, mut done_bytes) = (f64::INFINITY, f64::NEG_INFINITY, 0u64);
         let mut conns = ConnStats::default();
         let mut sent = 0u64;
@@ -234,6 +248,10 @@ impl Results {
                 requests.bytes += r.bytes;
                 match &r.failure {
                     Some(f) if f.reason == FailureReason::Timeout => requests.timed_out += 1,
+                    Some(f) if f.reason == FailureReason::Refused => {
+                        *requests.errors.entry(f.reason.to_string()).or_default() += 1;
+                        refusal.record_s(r.elapsed);
+                    }
                     Some(f) => *requests.errors.entry(f.reason.to_string()).or_default() += 1,
                     None => {}
                 }
@@ -262,11 +280,22 @@ impl Results {
             match s.end {
                 SessionEnd::Completed => stats.completed += 1,
                 SessionEnd::Failed(_) => stats.failed += 1,
+                SessionEnd::Refused => stats.refused += 1,
                 SessionEnd::Cancelled => stats.cancelled += 1,
             }
+            if s.end == SessionEnd::Refused {
+                // Turned away: it never played.
+                continue;
+            }
             let Some(p) = qos::playout(s, config.startup_buffer_s) else {
+                if s.end == SessionEnd::Completed {
+                    stats.played_clean += 1;
+                }
                 continue;
             };
+            if s.end == SessionEnd::Completed && p.rebuffer_events == 0 {
+                stats.played_clean += 1;
+            }
             q.sessions += 1;
             q.short_sessions += u64::from(p.short());
             if let Some(d) = p.startup_delay_s {
@@ -319,6 +348,7 @@ impl Results {
             latency_ms: LatencyStats {
                 ttfb: ttfb.percentiles(),
                 ttlb: ttlb.percentiles(),
+                refusal: refusal.percentiles(),
             },
             timeseries,
             qos: q,
@@ -331,6 +361,7 @@ impl Results {
     fn refresh_fractions(&mut self) {
         let s = &mut self.sessions;
         s.failure_fraction = ratio(s.failed as f64, (s.completed + s.failed) as f64);
+        s.goodput_fraction = ratio(s.played_clean as f64, s.started as f64);
         let q = &mut self.qos;
         q.rebuffer_ratio = ratio(q.rebuffer_s, q.play_s);
         q.acceptable_sessions_fraction = ratio(q.acceptable_sessions as f64, q.sessions as f64);
@@ -349,6 +380,7 @@ impl Results {
             first.latency_ms.ttlb.hist()?,
             first.qos.startup_delay_ms.hist()?,
             first.qos.late_jitter_ms.hist()?,
+            first.latency_ms.refusal.hist()?,
         ];
         for (i, p) in parts.iter().enumerate().skip(1) {
             let ctx = |e: String| format!("input {}: {e}", i + 1);
@@ -376,6 +408,8 @@ impl Results {
             s.completed += p.sessions.completed;
             s.failed += p.sessions.failed;
             s.cancelled += p.sessions.cancelled;
+            s.refused += p.sessions.refused;
+            s.played_clean += p.sessions.played_clean;
             out.throughput_mb_s += p.throughput_mb_s;
             out.missed_deadlines += p.missed_deadlines;
             let q = &mut out.qos;
@@ -411,12 +445,14 @@ impl Results {
                 &p.latency_ms.ttlb,
                 &p.qos.startup_delay_ms,
                 &p.qos.late_jitter_ms,
+                &p.latency_ms.refusal,
             ];
             for (h, t) in hists.iter_mut().zip(theirs) {
                 h.add(&t.hist().map_err(ctx)?);
             }
         }
-        let [ttfb, ttlb, startup, late] = hists;
+        let [ttfb, ttlb, startup, late, refusal] = hists;
+        out.latency_ms.refusal = refusal.percentiles();
         out.latency_ms.ttfb = ttfb.percentiles();
         out.latency_ms.ttlb = ttlb.percentiles();
         out.qos.startup_delay_ms = startup.percentiles();
@@ -455,13 +491,18 @@ impl Results {
             self.run.link_emulation
         );
         out += &format!(
-            "sessions   started {}  completed {}  failed {} ({:.2}%)  cancelled {}\n",
+            "sessions   started {}  completed {}  failed {} ({:.2}%)  cancelled {}  refused {}  played without a stall {:.1}%\n",
             s.started,
             s.completed,
             s.failed,
             100.0 * s.failure_fraction,
-            s.cancelled
+            s.cancelled,
+            s.refused,
+            100.0 * s.goodput_fraction
         );
+        if s.refused > 0 {
+            out += &format!("refusals   {}\n", lat(&self.latency_ms.refusal));
+        }
         out += &format!(
             "requests   completed {}  timed out {}  errors: {}  skipped {}\n",
             r.completed, r.timed_out, errors, r.skipped

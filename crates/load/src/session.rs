@@ -79,7 +79,7 @@ pub async fn run(plan: Plan, shared: Arc<Shared>) -> SessionRecord {
             .completed_sessions
             .fetch_add(1, Ordering::Relaxed),
         SessionEnd::Failed(_) => shared.live.failed_sessions.fetch_add(1, Ordering::Relaxed),
-        SessionEnd::Cancelled => 0,
+        SessionEnd::Refused | SessionEnd::Cancelled => 0,
     };
     record
 }
@@ -115,7 +115,10 @@ async fn drive(plan: &Plan, shared: &Arc<Shared>) -> SessionRecord {
         opened += done.opened;
         reconnects += done.reconnects;
         if let Some(f) = &done.record.failure {
-            end.get_or_insert(SessionEnd::Failed(f.reason));
+            end.get_or_insert(match f.reason {
+                FailureReason::Refused => SessionEnd::Refused,
+                r => SessionEnd::Failed(r),
+            });
         } else {
             shared
                 .live

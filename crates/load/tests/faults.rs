@@ -342,3 +342,38 @@ fn absurd_numbers_are_input_errors_not_panics() {
     let e = vodkit_load::run(config, vodkit_load::CancellationToken::new()).unwrap_err();
     assert!(e.to_string().contains("start"), "{e}");
 }
+
+#[test]
+fn a_503_refusal_is_counted_apart_from_failures() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static FIRST_REQUESTS: AtomicU32 = AtomicU32::new(0);
+    // Every other viewer is turned away at its first request; the others play.
+    let target = serve(|n| {
+        if n == 0 && FIRST_REQUESTS.fetch_add(1, Ordering::SeqCst) % 2 == 1 {
+            let body = "503 Service Unavailable\n";
+            let head = format!(
+                "HTTP/1.1 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            return (head.into_bytes(), Action::Close);
+        }
+        (ok_response(100), Action::KeepOpen)
+    });
+    let sessions = (0..6)
+        .map(|i| session(i, vec![req(5.0), req(5.0)]))
+        .collect();
+    let run = run(target, sessions, |_| {});
+    let s = &run.results.sessions;
+    assert_eq!(s.refused, 3, "{s:?}");
+    assert_eq!(s.failed, 0, "refusals are not failures: {s:?}");
+    assert_eq!(s.completed, 3, "{s:?}");
+    assert_eq!(s.failure_fraction, 0.0);
+    assert_eq!(s.played_clean, 3, "{s:?}");
+    assert!((s.goodput_fraction - 0.5).abs() < 1e-9, "{s:?}");
+    assert_eq!(run.results.requests.errors.get("refused"), Some(&3));
+    assert_eq!(run.results.latency_ms.refusal.count, 3);
+    for r in run.sessions.iter().filter(|r| r.end == SessionEnd::Refused) {
+        assert_eq!(r.requests.len(), 1, "a refused viewer asks no more");
+    }
+    assert!(run.results.summary().contains("refused 3"));
+}
