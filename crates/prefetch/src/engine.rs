@@ -463,6 +463,24 @@ impl Shared {
         self.carry_out_now(drops);
     }
 
+    /// The drops of `drops` no stream wants again by now: between the manager's decision
+    /// and the dropper thread's turn, a viewer may have started reading the range (it
+    /// would lose the pages it is about to be sent). Those count as claimed.
+    fn unclaimed(&self, drops: Vec<PendingDrop>) -> Vec<PendingDrop> {
+        let st = self.lock();
+        let Some(m) = &st.memory else {
+            return drops;
+        };
+        let (wanted, free): (Vec<_>, Vec<_>) = drops
+            .into_iter()
+            .partition(|(d, _)| m.claims(d.file, d.start, d.end));
+        let claimed: u64 = wanted.iter().map(|(d, _)| d.end - d.start).sum();
+        self.drop_stats
+            .claimed
+            .fetch_add(claimed, Ordering::Relaxed);
+        free
+    }
+
     fn carry_out_now(&self, drops: Vec<PendingDrop>) {
         match &self.pool {
             Some(pool) => {
@@ -548,7 +566,10 @@ fn spawn_dropper(shared: std::sync::Weak<Shared>, rx: crossbeam_channel::Receive
             while let Ok(batch) = rx.recv() {
                 match batch {
                     DropBatch::Drops(d) => match shared.upgrade() {
-                        Some(s) => s.carry_out_now(d),
+                        Some(s) => {
+                            let d = s.unclaimed(d);
+                            s.carry_out_now(d)
+                        }
                         None => return,
                     },
                     DropBatch::Settle(ack) => {
