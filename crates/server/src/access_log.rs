@@ -11,8 +11,12 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::mpsc;
 
-/// First line written to a new log file; names the format version and the fields.
-pub const HEADER: &str = "#vodkit-access-log v1\tend_time\tservice_time\tclient\tconn\treq\tsession\tmethod\tpath\trange\tstatus\tbytes\tbytes_mem\tbytes_disk\toutcome";
+/// First line written to a new log file; names the format version.
+pub const HEADER: &str = "#vodkit-access-log v1";
+
+/// Second line written to a new log file: the field names, as many tab-separated fields as
+/// every data line has (the leading `#` marks it as a comment for readers).
+pub const FIELDS: &str = "#end_time\tservice_time\tclient\tconn\treq\tsession\tmethod\tpath\trange\tstatus\tbytes\tbytes_mem\tbytes_disk\toutcome";
 
 /// How a response ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,7 +75,34 @@ pub fn field(text: &str) -> String {
     out
 }
 
+/// Like [`field`] for a request target, which is already percent-encoded on the wire: a
+/// `%` is kept as is (so `/%2e%2e/` is logged as `/%2e%2e/`, not `/%252e%252e/`), other
+/// bytes that would break the field structure are escaped.
+pub fn target_field(text: &str) -> String {
+    if text.is_empty() {
+        return "-".into();
+    }
+    let mut out = String::with_capacity(text.len());
+    for b in text.bytes() {
+        if (0x21..0x7f).contains(&b) {
+            out.push(b as char);
+        } else {
+            let _ = write!(out, "%{b:02X}");
+        }
+    }
+    out
+}
+
 impl Entry {
+    /// The memory and disk byte counts, capped so that `mem + disk <= bytes`: the counters
+    /// measure bytes read for the response, which exceed the bytes sent when the client
+    /// went away mid-response. Memory bytes count first, then disk bytes.
+    pub fn sent_split(&self) -> (u64, u64) {
+        let mem = self.bytes_mem.min(self.bytes);
+        let disk = self.bytes_disk.min(self.bytes - mem);
+        (mem, disk)
+    }
+
     /// The entry as one line (with trailing newline).
     pub fn line(&self) -> String {
         let end = self.end.duration_since(UNIX_EPOCH).unwrap_or_default();
@@ -79,6 +110,7 @@ impl Entry {
             .session
             .as_deref()
             .map(|s| field(&s[..s.len().min(256)]));
+        let (mem, disk) = self.sent_split();
         format!(
             "{}.{:06}\t{:.6}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
             end.as_secs(),
@@ -89,12 +121,12 @@ impl Entry {
             self.req,
             session.as_deref().unwrap_or("-"),
             field(&self.method),
-            field(&self.path),
+            target_field(&self.path),
             self.range,
             self.status,
             self.bytes,
-            self.bytes_mem,
-            self.bytes_disk,
+            mem,
+            disk,
             self.outcome.as_str()
         )
     }
@@ -115,6 +147,7 @@ impl AccessLog {
         let mut out = BufWriter::with_capacity(64 * 1024, file);
         if fresh {
             writeln!(out, "{HEADER}")?;
+            writeln!(out, "{FIELDS}")?;
             out.flush()?;
         }
         let (tx, rx) = mpsc::unbounded_channel();
@@ -174,8 +207,60 @@ mod tests {
             "1700000000.123456\t0.002500\t127.0.0.1:5000\t3\t2\ts%201\tGET\t/a%20b.mp4\t0-9\t206\t10\t10\t0\tdone\n"
         );
         assert_eq!(
-            HEADER.split('\t').count(),
-            line.trim_end().split('\t').count() + 1
+            FIELDS.split('\t').count(),
+            line.trim_end().split('\t').count()
         );
+        assert_eq!(FIELDS.split('\t').count(), 14);
+    }
+
+    fn entry(path: &str, bytes: u64, mem: u64, disk: u64) -> Entry {
+        Entry {
+            end: UNIX_EPOCH,
+            service: Duration::ZERO,
+            client: "127.0.0.1:5000".parse().unwrap(),
+            conn: 1,
+            req: 1,
+            session: None,
+            method: "GET".into(),
+            path: path.into(),
+            range: "-".into(),
+            status: 200,
+            bytes,
+            bytes_mem: mem,
+            bytes_disk: disk,
+            outcome: Outcome::Aborted,
+        }
+    }
+
+    fn fields(line: &str) -> Vec<String> {
+        line.trim_end().split('\t').map(str::to_string).collect()
+    }
+
+    #[test]
+    fn percent_in_target_is_not_escaped_twice_and_query_kept() {
+        let line = entry("/%2e%2e/a b?x=1&y=%41", 5, 0, 0).line();
+        assert_eq!(fields(&line)[7], "/%2e%2e/a%20b?x=1&y=%41");
+        // A literal % in a free-text field is still escaped.
+        assert_eq!(field("50%"), "50%25");
+    }
+
+    #[test]
+    fn memory_plus_disk_never_exceeds_sent() {
+        for (bytes, mem, disk) in [
+            (0, 30_416, 0),
+            (0, 0, 30_416),
+            (100, 60, 60),
+            (100, 30, 20),
+            (7, 0, 9),
+        ] {
+            let f = fields(&entry("/a", bytes, mem, disk).line());
+            let m: u64 = f[11].parse().unwrap();
+            let d: u64 = f[12].parse().unwrap();
+            assert!(m + d <= bytes, "{bytes} {mem} {disk} -> {m} {d}");
+            assert_eq!(m, mem.min(bytes));
+            if mem + disk <= bytes {
+                assert_eq!((m, d), (mem, disk));
+            }
+        }
     }
 }

@@ -300,9 +300,7 @@ pub(crate) fn finish(
             req: req_no,
             session: req.session_id.clone(),
             method: req.method.as_str().to_string(),
-            path: crate::target::path_part(&req.target)
-                .unwrap_or(&req.target)
-                .to_string(),
+            path: req.target.clone(),
             range: resp.range_log.clone(),
             status: resp.status,
             bytes: clock.body_sent,

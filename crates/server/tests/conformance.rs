@@ -411,9 +411,11 @@ fn access_log_lines_describe_each_response() {
     s.stop();
     let text = std::fs::read_to_string(&log).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert!(lines[0].starts_with("#vodkit-access-log v1\t"));
-    assert_eq!(lines.len(), 4);
-    let f: Vec<Vec<&str>> = lines[1..].iter().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(lines[0], "#vodkit-access-log v1");
+    assert!(lines[1].starts_with("#end_time\t"));
+    assert_eq!(lines[1].split('\t').count(), 14, "header names every field");
+    assert_eq!(lines.len(), 5);
+    let f: Vec<Vec<&str>> = lines[2..].iter().map(|l| l.split('\t').collect()).collect();
     for row in &f {
         assert_eq!(row.len(), 14, "{row:?}");
         let end: f64 = row[0].parse().unwrap();
