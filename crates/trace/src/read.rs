@@ -28,6 +28,8 @@ pub enum LogFormat {
     /// nginx/Apache `common` (no user agent), same optional columns; a session is the client
     /// address.
     Common,
+    /// One JSON object per line (nginx `log_format ... escape=json`, docs/trace.md).
+    Json,
 }
 
 impl std::str::FromStr for LogFormat {
@@ -40,8 +42,9 @@ impl std::str::FromStr for LogFormat {
             "vodkit" => Ok(LogFormat::Vodkit),
             "combined" => Ok(LogFormat::Combined),
             "common" => Ok(LogFormat::Common),
+            "json" => Ok(LogFormat::Json),
             _ => Err(format!(
-                "unknown log format {s:?} (expected auto, netflix, nginx, vodkit, combined or common)"
+                "unknown log format {s:?} (expected auto, netflix, nginx, vodkit, combined, common or json)"
             )),
         }
     }
@@ -505,9 +508,99 @@ fn parse_clf(line: &str, combined: bool) -> Result<Parsed<'_>, String> {
     http_request(done, service, session, target, range, status, body, None)
 }
 
+/// The fields of a JSON log line vodkit reads (docs/trace.md); values are strings, as
+/// nginx writes them with `escape=json`, or numbers.
+#[derive(serde::Deserialize)]
+struct JsonLine<'a> {
+    #[serde(borrow)]
+    msec: Option<JsonValue<'a>>,
+    #[serde(borrow)]
+    time_local: Option<JsonValue<'a>>,
+    #[serde(borrow)]
+    remote_addr: JsonValue<'a>,
+    #[serde(borrow)]
+    request_method: Option<JsonValue<'a>>,
+    #[serde(borrow)]
+    request_uri: JsonValue<'a>,
+    #[serde(borrow)]
+    status: JsonValue<'a>,
+    #[serde(borrow)]
+    body_bytes_sent: JsonValue<'a>,
+    #[serde(borrow)]
+    request_time: Option<JsonValue<'a>>,
+    #[serde(borrow)]
+    http_user_agent: Option<JsonValue<'a>>,
+    #[serde(borrow)]
+    http_range: Option<JsonValue<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum JsonValue<'a> {
+    /// A string without escapes, borrowed from the line.
+    Text(&'a str),
+    /// A string with escapes.
+    Owned(String),
+    Number(serde_json::Number),
+}
+
+impl JsonValue<'_> {
+    fn text(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            JsonValue::Text(t) => std::borrow::Cow::Borrowed(t),
+            JsonValue::Owned(t) => std::borrow::Cow::Borrowed(t.as_str()),
+            JsonValue::Number(n) => n.to_string().into(),
+        }
+    }
+}
+
+/// One JSON object per line with the keys `msec` (or `time_local`), `remote_addr`,
+/// `request_method`, `request_uri`, `status`, `body_bytes_sent` and optionally
+/// `request_time`, `http_user_agent`, `http_range`. A session is client address + user
+/// agent, as for `combined`.
+fn parse_json(line: &str) -> Result<Parsed<'_>, String> {
+    let j: JsonLine<'_> = serde_json::from_str(line).map_err(|e| format!("JSON: {e}"))?;
+    let done = match (&j.msec, &j.time_local) {
+        (Some(m), _) => time(&m.text(), "msec")?,
+        (None, Some(t)) => clf_time(&t.text())?,
+        (None, None) => return Err("JSON: expected a msec or time_local key".into()),
+    };
+    let service = match &j.request_time {
+        Some(t) => time(&t.text(), "request_time")?,
+        None => 0.0,
+    };
+    let status: u16 = num(&j.status.text(), "status", "an HTTP status")?;
+    let body: u64 = num(&j.body_bytes_sent.text(), "body_bytes_sent", "a byte count")?;
+    if j.request_method.as_ref().is_some_and(|m| m.text() != "GET") {
+        return Ok(Parsed::Status);
+    }
+    let range = j.http_range.as_ref().map(|r| r.text().into_owned());
+    let ua = j.http_user_agent.as_ref().map(|u| u.text().into_owned());
+    let session: std::borrow::Cow<'_, str> =
+        format!("{} {}", j.remote_addr.text(), ua.as_deref().unwrap_or("-")).into();
+    // The file name borrows from the line, so a URI written with JSON escapes (`\u0026`,
+    // `\/`) cannot be used as is.
+    let path = match &j.request_uri {
+        JsonValue::Text(p) => *p,
+        _ => return Err("field request_uri: expected a string without JSON escapes".into()),
+    };
+    http_request(
+        done,
+        service,
+        session,
+        path,
+        range.as_deref().unwrap_or("-"),
+        status,
+        body,
+        None,
+    )
+}
+
 fn detect(first: &str) -> LogFormat {
     if first.starts_with("#vodkit-access-log") {
         LogFormat::Vodkit
+    } else if first.trim_start().starts_with('{') {
+        LogFormat::Json
     } else if let Some(t) = nginx_tokens(first).ok().filter(|t| clf_time_at(t)) {
         if t.len() >= 10 {
             LogFormat::Combined
@@ -570,6 +663,7 @@ pub fn read_log<R: BufRead>(
             LogFormat::Vodkit => parse_vodkit(line),
             LogFormat::Combined => parse_clf(line, true),
             LogFormat::Common => parse_clf(line, false),
+            LogFormat::Json => parse_json(line),
             LogFormat::Auto => unreachable!("format decided above"),
         };
         match parsed {
@@ -591,6 +685,7 @@ pub fn read_log<R: BufRead>(
         LogFormat::Vodkit => "vodkit",
         LogFormat::Combined => "combined",
         LogFormat::Common => "common",
+        LogFormat::Json => "json",
     }
     .to_string();
     Ok(sum)
@@ -881,7 +976,7 @@ this is not a log line
             sum.bad_examples[0].0, 2,
             "timestamp before 1970 after the zone"
         );
-        assert_eq!(reqs.len(), 1 + 0 + 1);
+        assert_eq!(reqs.len(), 2, "the second line is bad");
         assert_eq!(reqs[0].0, "10.0.0.1");
         assert_eq!(reqs[0].5, 10.0);
         assert_eq!((reqs[1].2, reqs[1].3, reqs[1].5), (3, 7, 11.5));
@@ -932,6 +1027,7 @@ this is not a log line
             }
             for f in [
                 LogFormat::Auto,
+                LogFormat::Json,
                 LogFormat::Combined,
                 LogFormat::Common,
                 LogFormat::Nginx,
@@ -947,5 +1043,33 @@ this is not a log line
                 assert!(sum.bad_lines <= sum.lines);
             }
         }
+    }
+
+    #[test]
+    fn json_lines_as_nginx_escape_json_writes_them() {
+        let text = r#"{"msec":"1700000000.500","remote_addr":"10.1.1.1","request_method":"GET","request_uri":"/v/b.mp4?t=1","status":"206","body_bytes_sent":"100","request_time":"0.100","http_user_agent":"VLC \"x\"","http_range":"bytes=100-199"}
+{"msec":1700000001,"remote_addr":"10.1.1.1","request_uri":"/v/b.mp4","status":200,"body_bytes_sent":50,"http_user_agent":"VLC \"x\""}
+{"msec":"1700000002","remote_addr":"10.1.1.1","request_method":"HEAD","request_uri":"/v/b.mp4","status":"200","body_bytes_sent":"0"}
+{"msec":"x","remote_addr":"10.1.1.1","request_uri":"/v/b.mp4","status":"200","body_bytes_sent":"0"}
+{"remote_addr":
+"#;
+        let (reqs, sum) = collect(text, LogFormat::Auto);
+        assert_eq!(sum.format, "json");
+        assert_eq!(sum.skipped_status, 1);
+        assert_eq!(sum.bad_lines, 2, "{}", sum.describe());
+        assert_eq!(
+            sum.bad_examples.iter().map(|b| b.0).collect::<Vec<_>>(),
+            [4, 5]
+        );
+        assert_eq!(reqs.len(), 2);
+        assert_eq!(reqs[0].0, "10.1.1.1 VLC \"x\"");
+        assert_eq!(reqs[0].1, "v/b.mp4");
+        assert_eq!(
+            (reqs[0].2, reqs[0].3, reqs[0].4),
+            (100, 100, RequestKind::Chunk)
+        );
+        assert!((reqs[0].5 - 1_700_000_000.4).abs() < 1e-6);
+        assert_eq!(reqs[1].0, reqs[0].0);
+        assert_eq!((reqs[1].3, reqs[1].4), (50, RequestKind::Open));
     }
 }
