@@ -1,12 +1,13 @@
 //! The access log: one tab-separated line per response, written by a background task so
 //! connections never wait for the disk. The format is documented in `docs/server.md`
-//! and is read back by `vodkit trace`.
+//! and is read back by `vodkit trace`. On SIGUSR1 the file is flushed, closed and opened
+//! again by name, so logrotate can move it away (`postrotate kill -USR1 PID`).
 
 use std::fmt::Write as _;
 use std::fs::OpenOptions;
 use std::io::{self, BufWriter, Write};
 use std::net::SocketAddr;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use tokio::sync::mpsc;
@@ -142,16 +143,11 @@ impl AccessLog {
     /// Open (append) the file and start the writer task. Returns the log handle and the
     /// task, which ends after every handle is dropped and the file is flushed.
     pub fn open(path: &Path) -> io::Result<(AccessLog, tokio::task::JoinHandle<()>)> {
-        let file = OpenOptions::new().create(true).append(true).open(path)?;
-        let fresh = file.metadata()?.len() == 0;
-        let mut out = BufWriter::with_capacity(64 * 1024, file);
-        if fresh {
-            writeln!(out, "{HEADER}")?;
-            writeln!(out, "{FIELDS}")?;
-            out.flush()?;
-        }
+        let out = open_file(path)?;
+        // Registered before returning, so a SIGUSR1 from now on reopens instead of killing.
+        let reopen = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())?;
         let (tx, rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(write_loop(rx, out));
+        let task = tokio::spawn(write_loop(rx, out, path.to_path_buf(), reopen));
         Ok((AccessLog { tx }, task))
     }
 
@@ -160,10 +156,41 @@ impl AccessLog {
     }
 }
 
-async fn write_loop(mut rx: mpsc::UnboundedReceiver<Entry>, mut out: BufWriter<std::fs::File>) {
+/// Open (append) the log file, writing the header lines if it is new.
+fn open_file(path: &Path) -> io::Result<BufWriter<std::fs::File>> {
+    let file = OpenOptions::new().create(true).append(true).open(path)?;
+    let fresh = file.metadata()?.len() == 0;
+    let mut out = BufWriter::with_capacity(64 * 1024, file);
+    if fresh {
+        writeln!(out, "{HEADER}")?;
+        writeln!(out, "{FIELDS}")?;
+        out.flush()?;
+    }
+    Ok(out)
+}
+
+async fn write_loop(
+    mut rx: mpsc::UnboundedReceiver<Entry>,
+    mut out: BufWriter<std::fs::File>,
+    path: PathBuf,
+    mut reopen: tokio::signal::unix::Signal,
+) {
     let mut batch = Vec::with_capacity(256);
     loop {
-        let n = rx.recv_many(&mut batch, 256).await;
+        let n = tokio::select! {
+            n = rx.recv_many(&mut batch, 256) => n,
+            Some(()) = reopen.recv() => {
+                let _ = out.flush();
+                match open_file(&path) {
+                    Ok(fresh) => out = fresh,
+                    Err(err) => tracing::error!(
+                        "access log {}: reopen failed, still writing the old file: {err}",
+                        path.display()
+                    ),
+                }
+                continue;
+            }
+        };
         if n == 0 {
             break;
         }
@@ -262,5 +289,54 @@ mod tests {
                 assert_eq!((m, d), (mem, disk));
             }
         }
+    }
+
+    #[test]
+    fn sigusr1_reopens_the_file_by_name() {
+        let dir = std::env::temp_dir().join(format!("vodkit-alog-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("access.log");
+        let moved = dir.join("access.log.1");
+        let _ = std::fs::remove_file(&path);
+        let _ = std::fs::remove_file(&moved);
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let (log, task) = AccessLog::open(&path).unwrap();
+            log.record(entry("/before", 1, 0, 0));
+            let wait_for = |p: PathBuf, what: &'static str| async move {
+                let deadline = std::time::Instant::now() + Duration::from_secs(30);
+                loop {
+                    let text = std::fs::read_to_string(&p).unwrap_or_default();
+                    if text.contains(what) {
+                        return text;
+                    }
+                    assert!(std::time::Instant::now() < deadline, "{what} never written");
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            };
+            wait_for(path.clone(), "/before").await;
+            std::fs::rename(&path, &moved).unwrap();
+            // SAFETY: raising a signal in our own process; its handler was installed by
+            // AccessLog::open above.
+            unsafe {
+                libc::raise(libc::SIGUSR1);
+            }
+            // Entries recorded until the reopen still go to the moved file; poll until a
+            // new file with the header appears, then check a new entry lands there.
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while !path.exists() {
+                assert!(std::time::Instant::now() < deadline, "file never reopened");
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            log.record(entry("/after", 1, 0, 0));
+            let new = wait_for(path.clone(), "/after").await;
+            assert!(new.starts_with(HEADER), "{new}");
+            assert!(!new.contains("/before"));
+            let old = std::fs::read_to_string(&moved).unwrap();
+            assert!(old.contains("/before") && !old.contains("/after"), "{old}");
+            drop(log);
+            task.await.unwrap();
+        });
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
