@@ -19,6 +19,28 @@ pub const HEADER: &str = "#vodkit-access-log v1";
 /// every data line has (the leading `#` marks it as a comment for readers).
 pub const FIELDS: &str = "#end_time\tservice_time\tclient\tconn\treq\tsession\tmethod\tpath\trange\tstatus\tbytes\tbytes_mem\tbytes_disk\toutcome";
 
+/// How lines are written: tab-separated (the default, with two header lines) or one JSON
+/// object per line with the same field names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum AccessLogFormat {
+    #[default]
+    Tsv,
+    Jsonl,
+}
+
+impl std::str::FromStr for AccessLogFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "tsv" => Ok(AccessLogFormat::Tsv),
+            "jsonl" => Ok(AccessLogFormat::Jsonl),
+            _ => Err(format!(
+                "unknown access log format {s:?} (expected tsv or jsonl)"
+            )),
+        }
+    }
+}
+
 /// How a response ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
@@ -133,6 +155,41 @@ impl Entry {
     }
 }
 
+impl Entry {
+    /// The entry as one JSON object (with trailing newline); strings are written as they
+    /// came (JSON escaping only), times as numbers.
+    pub fn json_line(&self) -> String {
+        let end = self.end.duration_since(UNIX_EPOCH).unwrap_or_default();
+        let (mem, disk) = self.sent_split();
+        let v = serde_json::json!({
+            "end_time": end.as_secs_f64(),
+            "service_time": self.service.as_secs_f64(),
+            "client": self.client.to_string(),
+            "conn": self.conn,
+            "req": self.req,
+            "session": self.session.as_deref().map(|s| &s[..s.len().min(256)]),
+            "method": self.method,
+            "path": self.path,
+            "range": self.range,
+            "status": self.status,
+            "bytes": self.bytes,
+            "bytes_mem": mem,
+            "bytes_disk": disk,
+            "outcome": self.outcome.as_str(),
+        });
+        let mut s = v.to_string();
+        s.push('\n');
+        s
+    }
+
+    fn render(&self, format: AccessLogFormat) -> String {
+        match format {
+            AccessLogFormat::Tsv => self.line(),
+            AccessLogFormat::Jsonl => self.json_line(),
+        }
+    }
+}
+
 /// Sending side of the log; cheap to clone.
 #[derive(Debug, Clone)]
 pub struct AccessLog {
@@ -142,12 +199,15 @@ pub struct AccessLog {
 impl AccessLog {
     /// Open (append) the file and start the writer task. Returns the log handle and the
     /// task, which ends after every handle is dropped and the file is flushed.
-    pub fn open(path: &Path) -> io::Result<(AccessLog, tokio::task::JoinHandle<()>)> {
-        let out = open_file(path)?;
+    pub fn open(
+        path: &Path,
+        format: AccessLogFormat,
+    ) -> io::Result<(AccessLog, tokio::task::JoinHandle<()>)> {
+        let out = open_file(path, format)?;
         // Registered before returning, so a SIGUSR1 from now on reopens instead of killing.
         let reopen = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())?;
         let (tx, rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(write_loop(rx, out, path.to_path_buf(), reopen));
+        let task = tokio::spawn(write_loop(rx, out, path.to_path_buf(), format, reopen));
         Ok((AccessLog { tx }, task))
     }
 
@@ -157,11 +217,11 @@ impl AccessLog {
 }
 
 /// Open (append) the log file, writing the header lines if it is new.
-fn open_file(path: &Path) -> io::Result<BufWriter<std::fs::File>> {
+fn open_file(path: &Path, format: AccessLogFormat) -> io::Result<BufWriter<std::fs::File>> {
     let file = OpenOptions::new().create(true).append(true).open(path)?;
     let fresh = file.metadata()?.len() == 0;
     let mut out = BufWriter::with_capacity(64 * 1024, file);
-    if fresh {
+    if fresh && format == AccessLogFormat::Tsv {
         writeln!(out, "{HEADER}")?;
         writeln!(out, "{FIELDS}")?;
         out.flush()?;
@@ -173,6 +233,7 @@ async fn write_loop(
     mut rx: mpsc::UnboundedReceiver<Entry>,
     mut out: BufWriter<std::fs::File>,
     path: PathBuf,
+    format: AccessLogFormat,
     mut reopen: tokio::signal::unix::Signal,
 ) {
     let mut batch = Vec::with_capacity(256);
@@ -181,7 +242,7 @@ async fn write_loop(
             n = rx.recv_many(&mut batch, 256) => n,
             Some(()) = reopen.recv() => {
                 let _ = out.flush();
-                match open_file(&path) {
+                match open_file(&path, format) {
                     Ok(fresh) => out = fresh,
                     Err(err) => tracing::error!(
                         "access log {}: reopen failed, still writing the old file: {err}",
@@ -195,7 +256,7 @@ async fn write_loop(
             break;
         }
         for e in batch.drain(..) {
-            if let Err(err) = out.write_all(e.line().as_bytes()) {
+            if let Err(err) = out.write_all(e.render(format).as_bytes()) {
                 tracing::error!("access log write failed: {err}");
             }
         }
@@ -272,6 +333,24 @@ mod tests {
     }
 
     #[test]
+    fn json_line_has_the_same_fields() {
+        let mut e = entry("/%2e%2e/a\"b?q=1", 0, 30_416, 0);
+        e.session = Some("s\t1".into());
+        let v: serde_json::Value = serde_json::from_str(e.json_line().trim_end()).unwrap();
+        let obj = v.as_object().unwrap();
+        assert_eq!(obj.len(), FIELDS.split('\t').count());
+        for name in FIELDS.trim_start_matches('#').split('\t') {
+            assert!(obj.contains_key(name), "{name}");
+        }
+        assert_eq!(v["path"], "/%2e%2e/a\"b?q=1");
+        assert_eq!(v["session"], "s\t1");
+        assert_eq!(v["bytes_mem"], 0);
+        assert_eq!(v["outcome"], "aborted");
+        assert_eq!("jsonl".parse(), Ok(AccessLogFormat::Jsonl));
+        assert!("xml".parse::<AccessLogFormat>().is_err());
+    }
+
+    #[test]
     fn memory_plus_disk_never_exceeds_sent() {
         for (bytes, mem, disk) in [
             (0, 30_416, 0),
@@ -301,7 +380,7 @@ mod tests {
         let _ = std::fs::remove_file(&moved);
         let rt = tokio::runtime::Runtime::new().unwrap();
         rt.block_on(async {
-            let (log, task) = AccessLog::open(&path).unwrap();
+            let (log, task) = AccessLog::open(&path, AccessLogFormat::Tsv).unwrap();
             log.record(entry("/before", 1, 0, 0));
             let wait_for = |p: PathBuf, what: &'static str| async move {
                 let deadline = std::time::Instant::now() + Duration::from_secs(30);
