@@ -17,7 +17,7 @@ pub const HEADER: &str = "#vodkit-access-log v1";
 
 /// Second line written to a new log file: the field names, as many tab-separated fields as
 /// every data line has (the leading `#` marks it as a comment for readers).
-pub const FIELDS: &str = "#end_time\tservice_time\tclient\tconn\treq\tsession\tmethod\tpath\trange\tstatus\tbytes\tbytes_mem\tbytes_disk\toutcome";
+pub const FIELDS: &str = "#end_time\tservice_time\tclient\tconn\treq\tsession\tmethod\tpath\trange\tstatus\tbytes\tbytes_mem\tbytes_disk\toutcome\tversion\thost\tuser_agent\treferer";
 
 /// How lines are written: tab-separated (the default, with two header lines) or one JSON
 /// object per line with the same field names.
@@ -79,6 +79,11 @@ pub struct Entry {
     pub bytes_mem: u64,
     pub bytes_disk: u64,
     pub outcome: Outcome,
+    /// `HTTP/1.0` or `HTTP/1.1`; `None` for heads that could not be parsed.
+    pub version: Option<&'static str>,
+    pub host: Option<String>,
+    pub user_agent: Option<String>,
+    pub referer: Option<String>,
 }
 
 /// Replace bytes that would break the field structure (controls, spaces, non-ASCII) with
@@ -116,6 +121,20 @@ pub fn target_field(text: &str) -> String {
     out
 }
 
+/// [`field`] of an optional header value (at most 1024 bytes), `-` when absent.
+fn opt_field(v: &Option<String>) -> String {
+    match v.as_deref() {
+        Some(s) => {
+            let mut end = s.len().min(1024);
+            while !s.is_char_boundary(end) {
+                end -= 1;
+            }
+            field(&s[..end])
+        }
+        None => "-".into(),
+    }
+}
+
 impl Entry {
     /// The memory and disk byte counts, capped so that `mem + disk <= bytes`: the counters
     /// measure bytes read for the response, which exceed the bytes sent when the client
@@ -135,7 +154,7 @@ impl Entry {
             .map(|s| field(&s[..s.len().min(256)]));
         let (mem, disk) = self.sent_split();
         format!(
-            "{}.{:06}\t{:.6}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
+            "{}.{:06}\t{:.6}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
             end.as_secs(),
             end.subsec_micros(),
             self.service.as_secs_f64(),
@@ -150,7 +169,11 @@ impl Entry {
             self.bytes,
             mem,
             disk,
-            self.outcome.as_str()
+            self.outcome.as_str(),
+            self.version.unwrap_or("-"),
+            opt_field(&self.host),
+            opt_field(&self.user_agent),
+            opt_field(&self.referer),
         )
     }
 }
@@ -176,6 +199,10 @@ impl Entry {
             "bytes_mem": mem,
             "bytes_disk": disk,
             "outcome": self.outcome.as_str(),
+            "version": self.version,
+            "host": self.host,
+            "user_agent": self.user_agent,
+            "referer": self.referer,
         });
         let mut s = v.to_string();
         s.push('\n');
@@ -288,17 +315,21 @@ mod tests {
             bytes_mem: 10,
             bytes_disk: 0,
             outcome: Outcome::Done,
+            version: Some("HTTP/1.1"),
+            host: Some("localhost:8080".into()),
+            user_agent: Some("vodkit-load/0.1 (x)".into()),
+            referer: None,
         };
         let line = e.line();
         assert_eq!(
             line,
-            "1700000000.123456\t0.002500\t127.0.0.1:5000\t3\t2\ts%201\tGET\t/a%20b.mp4\t0-9\t206\t10\t10\t0\tdone\n"
+            "1700000000.123456\t0.002500\t127.0.0.1:5000\t3\t2\ts%201\tGET\t/a%20b.mp4\t0-9\t206\t10\t10\t0\tdone\tHTTP/1.1\tlocalhost:8080\tvodkit-load/0.1%20(x)\t-\n"
         );
         assert_eq!(
             FIELDS.split('\t').count(),
             line.trim_end().split('\t').count()
         );
-        assert_eq!(FIELDS.split('\t').count(), 14);
+        assert_eq!(FIELDS.split('\t').count(), 18);
     }
 
     fn entry(path: &str, bytes: u64, mem: u64, disk: u64) -> Entry {
@@ -317,6 +348,10 @@ mod tests {
             bytes_mem: mem,
             bytes_disk: disk,
             outcome: Outcome::Aborted,
+            version: None,
+            host: None,
+            user_agent: None,
+            referer: None,
         }
     }
 

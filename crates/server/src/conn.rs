@@ -204,6 +204,10 @@ pub(crate) fn record_reject(
             } else {
                 Outcome::Aborted
             },
+            version: None,
+            host: None,
+            user_agent: None,
+            referer: None,
         });
     }
 }
@@ -307,6 +311,14 @@ pub(crate) fn finish(
             bytes_mem: served.from_memory,
             bytes_disk: served.from_disk,
             outcome,
+            version: Some(if req.minor_version == 0 {
+                "HTTP/1.0"
+            } else {
+                "HTTP/1.1"
+            }),
+            host: req.host.clone(),
+            user_agent: req.user_agent.clone(),
+            referer: req.referer.clone(),
         });
     }
 }

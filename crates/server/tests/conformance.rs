@@ -413,11 +413,12 @@ fn access_log_lines_describe_each_response() {
     let lines: Vec<&str> = text.lines().collect();
     assert_eq!(lines[0], "#vodkit-access-log v1");
     assert!(lines[1].starts_with("#end_time\t"));
-    assert_eq!(lines[1].split('\t').count(), 14, "header names every field");
+    assert_eq!(lines[1].split('\t').count(), 18, "header names every field");
     assert_eq!(lines.len(), 5);
     let f: Vec<Vec<&str>> = lines[2..].iter().map(|l| l.split('\t').collect()).collect();
     for row in &f {
-        assert_eq!(row.len(), 14, "{row:?}");
+        assert_eq!(row.len(), 18, "{row:?}");
+        assert_eq!(row[14], "HTTP/1.1");
         let end: f64 = row[0].parse().unwrap();
         assert!(end > 1.6e9);
         let service: f64 = row[1].parse().unwrap();

@@ -375,7 +375,7 @@ fn parse_vodkit(line: &str) -> Result<Parsed<'_>, String> {
     let t: Vec<&str> = line.split('\t').collect();
     if t.len() < 12 {
         return Err(format!(
-            "expected 14 tab-separated fields of #vodkit-access-log v1, got {}",
+            "expected at least 12 tab-separated fields of #vodkit-access-log v1, got {}",
             t.len()
         ));
     }
