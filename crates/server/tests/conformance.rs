@@ -438,7 +438,11 @@ fn access_log_lines_describe_each_response() {
             "524288",
             "524288",
             "0",
-            "done"
+            "done",
+            "HTTP/1.1",
+            "test",
+            "-",
+            "-"
         ][..]
     );
     let rest = (LEN - 524288).to_string();
@@ -454,7 +458,11 @@ fn access_log_lines_describe_each_response() {
             rest.as_str(),
             rest.as_str(),
             "0",
-            "done"
+            "done",
+            "HTTP/1.1",
+            "test",
+            "-",
+            "-"
         ][..]
     );
     assert_eq!(
