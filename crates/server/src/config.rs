@@ -20,6 +20,8 @@ pub struct ServerConfig {
     pub io: crate::io::IoSettings,
     /// Access log file (appended); `None` disables the log.
     pub access_log: Option<PathBuf>,
+    /// Line format of the access log.
+    pub access_log_format: crate::access_log::AccessLogFormat,
     /// Close a keep-alive connection after this long without a new request.
     pub idle_timeout: Duration,
     /// A request head must arrive completely within this time of its first byte.
@@ -61,6 +63,7 @@ impl ServerConfig {
             admin: None,
             io: crate::io::IoSettings::default(),
             access_log: None,
+            access_log_format: Default::default(),
             idle_timeout: Duration::from_secs(120),
             header_timeout: Duration::from_secs(10),
             max_requests_per_connection: None,

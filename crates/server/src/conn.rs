@@ -315,6 +315,10 @@ fn record_reject(
             } else {
                 Outcome::Aborted
             },
+            version: None,
+            host: None,
+            user_agent: None,
+            referer: None,
         });
     }
 }
@@ -490,15 +494,21 @@ fn finish(
             req: req_no,
             session: req.session_id.clone(),
             method: req.method.as_str().to_string(),
-            path: crate::target::path_part(&req.target)
-                .unwrap_or(&req.target)
-                .to_string(),
+            path: req.target.clone(),
             range: resp.range_log.clone(),
             status: resp.status,
             bytes: clock.body_sent,
             bytes_mem: served.from_memory,
             bytes_disk: served.from_disk,
             outcome,
+            version: Some(if req.minor_version == 0 {
+                "HTTP/1.0"
+            } else {
+                "HTTP/1.1"
+            }),
+            host: req.host.clone(),
+            user_agent: req.user_agent.clone(),
+            referer: req.referer.clone(),
         });
     }
 }

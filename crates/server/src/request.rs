@@ -65,6 +65,9 @@ pub struct Request {
     pub if_unmodified_since: Option<String>,
     /// Value of `X-Session-Id`, used only for the access log.
     pub session_id: Option<String>,
+    /// `User-Agent` and `Referer` (non-UTF-8 bytes replaced), only for the access log.
+    pub user_agent: Option<String>,
+    pub referer: Option<String>,
     pub origin: Option<String>,
     /// `Connection: close` was sent.
     pub close: bool,
@@ -188,6 +191,8 @@ fn build_request(raw: &httparse::Request<'_, '_>) -> Result<Request, HeadError> 
         if_modified_since: None,
         if_unmodified_since: None,
         session_id: None,
+        user_agent: None,
+        referer: None,
         origin: None,
         close: false,
         keep_alive: false,
@@ -254,6 +259,14 @@ fn apply_header(
         ),
         "if-none-match" => append_list(&mut req.if_none_match, header_text(value)?),
         "if-match" => append_list(&mut req.if_match, header_text(value)?),
+        "user-agent" => {
+            req.user_agent = Some(String::from_utf8_lossy(value).trim().to_string());
+            Ok(())
+        }
+        "referer" => {
+            req.referer = Some(String::from_utf8_lossy(value).trim().to_string());
+            Ok(())
+        }
         "x-session-id" => {
             req.session_id = Some(header_text(value)?);
             Ok(())

@@ -55,7 +55,7 @@ impl Server {
         let admin_addr = admin.as_ref().map(|l| l.local_addr()).transpose()?;
         let (log, log_task) = match &config.access_log {
             Some(path) => {
-                let (log, task) = AccessLog::open(path).map_err(|e| {
+                let (log, task) = AccessLog::open(path, config.access_log_format).map_err(|e| {
                     io::Error::new(e.kind(), format!("access log {}: {e}", path.display()))
                 })?;
                 (Some(log), Some(task))

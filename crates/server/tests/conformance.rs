@@ -411,11 +411,14 @@ fn access_log_lines_describe_each_response() {
     s.stop();
     let text = std::fs::read_to_string(&log).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    assert!(lines[0].starts_with("#vodkit-access-log v1\t"));
-    assert_eq!(lines.len(), 4);
-    let f: Vec<Vec<&str>> = lines[1..].iter().map(|l| l.split('\t').collect()).collect();
+    assert_eq!(lines[0], "#vodkit-access-log v1");
+    assert!(lines[1].starts_with("#end_time\t"));
+    assert_eq!(lines[1].split('\t').count(), 18, "header names every field");
+    assert_eq!(lines.len(), 5);
+    let f: Vec<Vec<&str>> = lines[2..].iter().map(|l| l.split('\t').collect()).collect();
     for row in &f {
-        assert_eq!(row.len(), 14, "{row:?}");
+        assert_eq!(row.len(), 18, "{row:?}");
+        assert_eq!(row[14], "HTTP/1.1");
         let end: f64 = row[0].parse().unwrap();
         assert!(end > 1.6e9);
         let service: f64 = row[1].parse().unwrap();
@@ -435,7 +438,11 @@ fn access_log_lines_describe_each_response() {
             "524288",
             "524288",
             "0",
-            "done"
+            "done",
+            "HTTP/1.1",
+            "test",
+            "-",
+            "-"
         ][..]
     );
     let rest = (LEN - 524288).to_string();
@@ -451,7 +458,11 @@ fn access_log_lines_describe_each_response() {
             rest.as_str(),
             rest.as_str(),
             "0",
-            "done"
+            "done",
+            "HTTP/1.1",
+            "test",
+            "-",
+            "-"
         ][..]
     );
     assert_eq!(

@@ -142,14 +142,14 @@ impl State<'_> {
         if r.done_s > self.clock {
             self.clock = r.done_s;
         }
-        let s = match self.open.get_mut(r.session) {
+        let s = match self.open.get_mut(&*r.session) {
             Some(s) => s,
             None => {
-                if !self.closed.is_empty() && self.closed.contains(&name_hash(r.session)) {
+                if !self.closed.is_empty() && self.closed.contains(&name_hash(&r.session)) {
                     self.reopened += 1;
                 }
                 self.open.insert(
-                    r.session.into(),
+                    r.session.as_ref().into(),
                     OpenSession {
                         chains: ChainBuilder::default(),
                         parallel: Vec::new(),
@@ -158,7 +158,7 @@ impl State<'_> {
                     },
                 );
                 self.peak_open = self.peak_open.max(self.open.len());
-                self.open.get_mut(r.session).expect("just inserted")
+                self.open.get_mut(&*r.session).expect("just inserted")
             }
         };
         s.chains.add(file, r, self.opts.window_s);

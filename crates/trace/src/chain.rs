@@ -373,7 +373,7 @@ mod tests {
         LogRequest {
             done_s: done,
             service_s: service,
-            session: "s",
+            session: "s".into(),
             file: "f",
             offset,
             extent: len,

@@ -22,6 +22,14 @@ pub enum LogFormat {
     Nginx,
     /// vodkit's tab-separated access log (`#vodkit-access-log v1`).
     Vodkit,
+    /// nginx/Apache `combined`, optionally followed by `$request_time` and `"$http_range"`
+    /// (docs/trace.md); a session is client address + user agent.
+    Combined,
+    /// nginx/Apache `common` (no user agent), same optional columns; a session is the client
+    /// address.
+    Common,
+    /// One JSON object per line (nginx `log_format ... escape=json`, docs/trace.md).
+    Json,
 }
 
 impl std::str::FromStr for LogFormat {
@@ -32,8 +40,11 @@ impl std::str::FromStr for LogFormat {
             "netflix" | "csv" => Ok(LogFormat::Netflix),
             "nginx" => Ok(LogFormat::Nginx),
             "vodkit" => Ok(LogFormat::Vodkit),
+            "combined" => Ok(LogFormat::Combined),
+            "common" => Ok(LogFormat::Common),
+            "json" => Ok(LogFormat::Json),
             _ => Err(format!(
-                "unknown log format {s:?} (expected auto, netflix, nginx or vodkit)"
+                "unknown log format {s:?} (expected auto, netflix, nginx, vodkit, combined, common or json)"
             )),
         }
     }
@@ -203,7 +214,7 @@ fn parse_csv<'a>(rec: &'a csv::StringRecord, c: &CsvCols) -> Result<Parsed<'a>, 
     Ok(Parsed::Request(LogRequest {
         done_s: time(f(c.ts_end).trim(), "ts_end")?,
         service_s: time(f(c.service).trim(), "service_time_s")?,
-        session,
+        session: session.into(),
         file: crate::files::normalize_name(file),
         offset,
         extent,
@@ -256,7 +267,7 @@ fn parse_range(s: &str) -> Result<RangeField, String> {
 fn http_request<'a>(
     done_s: f64,
     service_s: f64,
-    session: &'a str,
+    session: std::borrow::Cow<'a, str>,
     path: &'a str,
     range: &str,
     status: u16,
@@ -300,7 +311,20 @@ fn nginx_tokens(line: &str) -> Result<Vec<&str>, String> {
     let mut rest = line.trim();
     while !rest.is_empty() {
         if let Some(r) = rest.strip_prefix('"') {
-            let end = r.find('"').ok_or("unterminated quoted field")?;
+            // Apache writes a quote inside a field as `\"`; nginx as `\x22`.
+            let mut end = None;
+            let mut escaped = false;
+            for (i, c) in r.char_indices() {
+                match c {
+                    '\\' if !escaped => escaped = true,
+                    '"' if !escaped => {
+                        end = Some(i);
+                        break;
+                    }
+                    _ => escaped = false,
+                }
+            }
+            let end = end.ok_or("unterminated quoted field")?;
             out.push(&r[..end]);
             rest = r[end + 1..].trim_start();
         } else {
@@ -332,7 +356,16 @@ fn parse_nginx(line: &str) -> Result<Parsed<'_>, String> {
     } else {
         t[3]
     };
-    http_request(done, service, session, t[4], t[5], status, body, Some(conn))
+    http_request(
+        done,
+        service,
+        session.into(),
+        t[4],
+        t[5],
+        status,
+        body,
+        Some(conn),
+    )
 }
 
 fn parse_vodkit(line: &str) -> Result<Parsed<'_>, String> {
@@ -342,7 +375,7 @@ fn parse_vodkit(line: &str) -> Result<Parsed<'_>, String> {
     let t: Vec<&str> = line.split('\t').collect();
     if t.len() < 12 {
         return Err(format!(
-            "expected 14 tab-separated fields of #vodkit-access-log v1, got {}",
+            "expected at least 12 tab-separated fields of #vodkit-access-log v1, got {}",
             t.len()
         ));
     }
@@ -355,12 +388,225 @@ fn parse_vodkit(line: &str) -> Result<Parsed<'_>, String> {
     if t[6] != "GET" {
         return Ok(Parsed::Status);
     }
-    http_request(done, service, session, t[7], t[8], status, body, Some(conn))
+    http_request(
+        done,
+        service,
+        session.into(),
+        t[7],
+        t[8],
+        status,
+        body,
+        Some(conn),
+    )
+}
+
+/// Whether tokens 3 and 4 are a `[dd/Mon/yyyy:hh:mm:ss +zzzz]` timestamp.
+fn clf_time_at(t: &[&str]) -> bool {
+    t.len() >= 7 && t[3].starts_with('[') && t[4].ends_with(']')
+}
+
+/// Seconds since the Unix epoch of a `$time_local` timestamp `dd/Mon/yyyy:hh:mm:ss +zzzz`
+/// (brackets removed).
+fn clf_time(s: &str) -> Result<f64, String> {
+    let bad = || {
+        format!(
+            "field $time_local: expected dd/Mon/yyyy:hh:mm:ss +zzzz, got {:?}",
+            truncate(s)
+        )
+    };
+    let (stamp, zone) = s.split_once(' ').ok_or_else(bad)?;
+    let mut p = stamp.splitn(4, ['/', ':']);
+    let mut next = || p.next().ok_or_else(bad);
+    let day: i64 = next()?.parse().map_err(|_| bad())?;
+    let mon = next()?;
+    let year: i64 = next()?.parse().map_err(|_| bad())?;
+    let hms: Vec<i64> = next()?
+        .split(':')
+        .map(|x| x.parse().map_err(|_| bad()))
+        .collect::<Result<_, _>>()?;
+    const MONTHS: [&str; 12] = [
+        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+    ];
+    let month = MONTHS.iter().position(|m| *m == mon).ok_or_else(bad)? as i64 + 1;
+    if hms.len() != 3 || !(1..=31).contains(&day) || !(1970..=9999).contains(&year) {
+        return Err(bad());
+    }
+    if hms[0] > 23 || hms[1] > 59 || hms[2] > 60 || hms.iter().any(|v| *v < 0) {
+        return Err(bad());
+    }
+    let zb = zone.as_bytes();
+    if zb.len() != 5 || !(zb[0] == b'+' || zb[0] == b'-') || !zb[1..].iter().all(u8::is_ascii_digit)
+    {
+        return Err(bad());
+    }
+    let zh: i64 = zone[1..3].parse().map_err(|_| bad())?;
+    let zm: i64 = zone[3..5].parse().map_err(|_| bad())?;
+    let offset = (zh * 3600 + zm * 60) * if zb[0] == b'-' { -1 } else { 1 };
+    // Days from 1970-01-01 (proleptic Gregorian; "days from civil").
+    let (y, m) = if month <= 2 {
+        (year - 1, month + 9)
+    } else {
+        (year, month - 3)
+    };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let doy = (153 * m + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + hms[0] * 3600 + hms[1] * 60 + hms[2] - offset;
+    if secs < 0 {
+        return Err(bad());
+    }
+    Ok(secs as f64)
+}
+
+/// nginx/Apache `common` or `combined` (`$remote_addr - $remote_user [$time_local]
+/// "$request" $status $body_bytes_sent ["$http_referer" "$http_user_agent"]`), optionally
+/// followed by `$request_time` and `"$http_range"`. Without `$request_time` the request
+/// is taken to have been served at once; without the range column every response is a
+/// whole-object (or open-ended) request sized by the bytes sent.
+fn parse_clf(line: &str, combined: bool) -> Result<Parsed<'_>, String> {
+    let t = nginx_tokens(line)?;
+    let fixed = if combined { 10 } else { 8 };
+    let name = if combined { "combined" } else { "common" };
+    if t.len() < fixed || t.len() > fixed + 2 || !clf_time_at(&t) {
+        return Err(format!(
+            "expected the {} fields of log_format {name} [$request_time \"$http_range\"], got {}",
+            fixed - 1,
+            t.len().saturating_sub(1)
+        ));
+    }
+    let done = clf_time(&format!("{} {}", &t[3][1..], &t[4][..t[4].len() - 1]))?;
+    let mut req = t[5].split(' ');
+    let method = req.next().unwrap_or("");
+    let target = req.next().ok_or_else(|| {
+        format!(
+            "field $request: expected \"METHOD target HTTP/x\", got {:?}",
+            truncate(t[5])
+        )
+    })?;
+    let status: u16 = num(t[6], "$status", "an HTTP status")?;
+    let body: u64 = if t[7] == "-" {
+        0
+    } else {
+        num(t[7], "$body_bytes_sent", "a byte count")?
+    };
+    let extra = &t[fixed..];
+    let service = match extra.first() {
+        Some(s) => time(s, "$request_time")?,
+        None => 0.0,
+    };
+    let range = extra.get(1).copied().unwrap_or("-");
+    if method != "GET" {
+        return Ok(Parsed::Status);
+    }
+    let session: std::borrow::Cow<'_, str> = if combined {
+        format!("{} {}", t[0], t[9]).into()
+    } else {
+        t[0].into()
+    };
+    http_request(done, service, session, target, range, status, body, None)
+}
+
+/// The fields of a JSON log line vodkit reads (docs/trace.md); values are strings, as
+/// nginx writes them with `escape=json`, or numbers.
+#[derive(serde::Deserialize)]
+struct JsonLine<'a> {
+    #[serde(borrow)]
+    msec: Option<JsonValue<'a>>,
+    #[serde(borrow)]
+    time_local: Option<JsonValue<'a>>,
+    #[serde(borrow)]
+    remote_addr: JsonValue<'a>,
+    #[serde(borrow)]
+    request_method: Option<JsonValue<'a>>,
+    #[serde(borrow)]
+    request_uri: JsonValue<'a>,
+    #[serde(borrow)]
+    status: JsonValue<'a>,
+    #[serde(borrow)]
+    body_bytes_sent: JsonValue<'a>,
+    #[serde(borrow)]
+    request_time: Option<JsonValue<'a>>,
+    #[serde(borrow)]
+    http_user_agent: Option<JsonValue<'a>>,
+    #[serde(borrow)]
+    http_range: Option<JsonValue<'a>>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum JsonValue<'a> {
+    /// A string without escapes, borrowed from the line.
+    Text(&'a str),
+    /// A string with escapes.
+    Owned(String),
+    Number(serde_json::Number),
+}
+
+impl JsonValue<'_> {
+    fn text(&self) -> std::borrow::Cow<'_, str> {
+        match self {
+            JsonValue::Text(t) => std::borrow::Cow::Borrowed(t),
+            JsonValue::Owned(t) => std::borrow::Cow::Borrowed(t.as_str()),
+            JsonValue::Number(n) => n.to_string().into(),
+        }
+    }
+}
+
+/// One JSON object per line with the keys `msec` (or `time_local`), `remote_addr`,
+/// `request_method`, `request_uri`, `status`, `body_bytes_sent` and optionally
+/// `request_time`, `http_user_agent`, `http_range`. A session is client address + user
+/// agent, as for `combined`.
+fn parse_json(line: &str) -> Result<Parsed<'_>, String> {
+    let j: JsonLine<'_> = serde_json::from_str(line).map_err(|e| format!("JSON: {e}"))?;
+    let done = match (&j.msec, &j.time_local) {
+        (Some(m), _) => time(&m.text(), "msec")?,
+        (None, Some(t)) => clf_time(&t.text())?,
+        (None, None) => return Err("JSON: expected a msec or time_local key".into()),
+    };
+    let service = match &j.request_time {
+        Some(t) => time(&t.text(), "request_time")?,
+        None => 0.0,
+    };
+    let status: u16 = num(&j.status.text(), "status", "an HTTP status")?;
+    let body: u64 = num(&j.body_bytes_sent.text(), "body_bytes_sent", "a byte count")?;
+    if j.request_method.as_ref().is_some_and(|m| m.text() != "GET") {
+        return Ok(Parsed::Status);
+    }
+    let range = j.http_range.as_ref().map(|r| r.text().into_owned());
+    let ua = j.http_user_agent.as_ref().map(|u| u.text().into_owned());
+    let session: std::borrow::Cow<'_, str> =
+        format!("{} {}", j.remote_addr.text(), ua.as_deref().unwrap_or("-")).into();
+    // The file name borrows from the line, so a URI written with JSON escapes (`\u0026`,
+    // `\/`) cannot be used as is.
+    let path = match &j.request_uri {
+        JsonValue::Text(p) => *p,
+        _ => return Err("field request_uri: expected a string without JSON escapes".into()),
+    };
+    http_request(
+        done,
+        service,
+        session,
+        path,
+        range.as_deref().unwrap_or("-"),
+        status,
+        body,
+        None,
+    )
 }
 
 fn detect(first: &str) -> LogFormat {
     if first.starts_with("#vodkit-access-log") {
         LogFormat::Vodkit
+    } else if first.trim_start().starts_with('{') {
+        LogFormat::Json
+    } else if let Some(t) = nginx_tokens(first).ok().filter(|t| clf_time_at(t)) {
+        if t.len() >= 10 {
+            LogFormat::Combined
+        } else {
+            LogFormat::Common
+        }
     } else if csv_header(first).is_some() {
         LogFormat::Netflix
     } else if first.split('\t').count() >= 12 {
@@ -415,6 +661,9 @@ pub fn read_log<R: BufRead>(
             },
             LogFormat::Nginx => parse_nginx(line),
             LogFormat::Vodkit => parse_vodkit(line),
+            LogFormat::Combined => parse_clf(line, true),
+            LogFormat::Common => parse_clf(line, false),
+            LogFormat::Json => parse_json(line),
             LogFormat::Auto => unreachable!("format decided above"),
         };
         match parsed {
@@ -434,6 +683,9 @@ pub fn read_log<R: BufRead>(
         LogFormat::Netflix => "netflix",
         LogFormat::Nginx => "nginx",
         LogFormat::Vodkit => "vodkit",
+        LogFormat::Combined => "combined",
+        LogFormat::Common => "common",
+        LogFormat::Json => "json",
     }
     .to_string();
     Ok(sum)
@@ -665,5 +917,159 @@ mod tests {
             (100, 50, RequestKind::Open)
         );
         assert_eq!(sum.bad_lines, 1);
+    }
+
+    const COMBINED: &str = "\
+192.0.2.1 - - [10/Oct/2000:13:55:36 -0700] \"GET /v/a.mp4?x=1 HTTP/1.1\" 206 1000 \"-\" \"Mozilla/5.0 (X11)\" 0.250 \"bytes=0-999\"
+192.0.2.1 - - [10/Oct/2000:13:55:37 -0700] \"GET /v/a.mp4 HTTP/1.1\" 200 5000 \"http://r/\" \"Mozilla/5.0 (X11)\"
+192.0.2.1 - - [10/Oct/2000:13:55:38 -0700] \"GET /v/a.mp4 HTTP/1.1\" 206 10 \"-\" \"curl \\\"q\\\"\" 0.001
+this is not a log line
+192.0.2.2 - - [10/Oct/2000:13:55:38 -0700] \"HEAD /v/a.mp4 HTTP/1.1\" 200 0 \"-\" \"x\"
+192.0.2.2 - - [99/Oct/2000:13:55:38 -0700] \"GET /v/a.mp4 HTTP/1.1\" 200 10 \"-\" \"x\"
+";
+
+    #[test]
+    fn combined_log_with_optional_columns_and_bad_lines() {
+        let (reqs, sum) = collect(COMBINED, LogFormat::Auto);
+        assert_eq!(sum.format, "combined");
+        assert_eq!(sum.lines, 6);
+        assert_eq!(sum.requests, 3);
+        assert_eq!(sum.bad_lines, 2);
+        assert_eq!(sum.bad_examples[0].0, 4);
+        assert_eq!(sum.bad_examples[1].0, 6);
+        assert_eq!(sum.skipped_status, 1, "HEAD is not a content request");
+        // 2000-10-10 20:55:36 UTC.
+        let t0 = 971_211_336.0;
+        assert_eq!(
+            reqs[0],
+            (
+                "192.0.2.1 Mozilla/5.0 (X11)".to_string(),
+                "v/a.mp4".to_string(),
+                0,
+                1000,
+                RequestKind::Chunk,
+                t0 - 0.25
+            )
+        );
+        assert_eq!(reqs[1].0, reqs[0].0, "same client and agent: one session");
+        assert_eq!(
+            (reqs[1].3, reqs[1].4, reqs[1].5),
+            (5000, RequestKind::Open, t0 + 1.0)
+        );
+        assert_eq!(
+            reqs[2].0, "192.0.2.1 curl \\\"q\\\"",
+            "escaped quote kept in the field"
+        );
+    }
+
+    #[test]
+    fn common_log_sessions_by_address() {
+        let text = "\
+10.0.0.1 - bob [01/Jan/1970:00:00:10 +0000] \"GET /a HTTP/1.0\" 200 100
+10.0.0.2 - - [01/Jan/1970:00:00:11 +0100] \"GET /b HTTP/1.0\" 200 -
+10.0.0.2 - - [01/Jan/1970:01:00:12 +0100] \"GET /b HTTP/1.0\" 206 7 0.5 \"bytes=3-9\"
+";
+        let (reqs, sum) = collect(text, LogFormat::Auto);
+        assert_eq!(sum.format, "common");
+        assert_eq!(sum.bad_lines, 1, "{}", sum.describe());
+        assert_eq!(
+            sum.bad_examples[0].0, 2,
+            "timestamp before 1970 after the zone"
+        );
+        assert_eq!(reqs.len(), 2, "the second line is bad");
+        assert_eq!(reqs[0].0, "10.0.0.1");
+        assert_eq!(reqs[0].5, 10.0);
+        assert_eq!((reqs[1].2, reqs[1].3, reqs[1].5), (3, 7, 11.5));
+        // Forced format on the other kind of log: lines are bad, none fatal (the third,
+        // with both optional columns, has as many fields as `combined` and reads as one).
+        let (reqs, sum) = collect(text, LogFormat::Combined);
+        assert_eq!(reqs.len(), 1);
+        assert_eq!(sum.bad_lines, 2);
+        assert_eq!(sum.bad_examples[0].0, 1);
+    }
+
+    /// Property test: random bytes and mangled lines, fed to every reader, never panic,
+    /// and every line is either a request, skipped, or counted as bad.
+    #[test]
+    fn random_input_is_never_fatal() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut rnd = move || {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x
+        };
+        let seeds = [
+            COMBINED,
+            "10.0.0.1 - - [01/Jan/1970:00:00:10 +0000] \"GET /a HTTP/1.0\" 200 100 1 \"0-\"\n",
+        ];
+        let alphabet = b" \"[]/:-+0123456789.\\\tGETa\n\xff";
+        for round in 0..3000 {
+            let mut text: Vec<u8> = seeds[round % 2].as_bytes().to_vec();
+            for _ in 0..(rnd() % 8) {
+                let i = (rnd() as usize) % text.len().max(1);
+                match rnd() % 3 {
+                    0 => {
+                        text.insert(
+                            i.min(text.len()),
+                            alphabet[(rnd() as usize) % alphabet.len()],
+                        );
+                    }
+                    1 if !text.is_empty() => {
+                        text.remove(i.min(text.len() - 1));
+                    }
+                    _ => {
+                        if let Some(b) = text.get_mut(i) {
+                            *b = rnd() as u8;
+                        }
+                    }
+                }
+            }
+            for f in [
+                LogFormat::Auto,
+                LogFormat::Json,
+                LogFormat::Combined,
+                LogFormat::Common,
+                LogFormat::Nginx,
+                LogFormat::Vodkit,
+            ] {
+                let mut n = 0u64;
+                let sum = read_log(&text[..], f, |r| {
+                    assert!(r.offset.checked_add(r.extent).is_some());
+                    n += 1;
+                })
+                .unwrap();
+                assert_eq!(sum.requests, n);
+                assert!(sum.bad_lines <= sum.lines);
+            }
+        }
+    }
+
+    #[test]
+    fn json_lines_as_nginx_escape_json_writes_them() {
+        let text = r#"{"msec":"1700000000.500","remote_addr":"10.1.1.1","request_method":"GET","request_uri":"/v/b.mp4?t=1","status":"206","body_bytes_sent":"100","request_time":"0.100","http_user_agent":"VLC \"x\"","http_range":"bytes=100-199"}
+{"msec":1700000001,"remote_addr":"10.1.1.1","request_uri":"/v/b.mp4","status":200,"body_bytes_sent":50,"http_user_agent":"VLC \"x\""}
+{"msec":"1700000002","remote_addr":"10.1.1.1","request_method":"HEAD","request_uri":"/v/b.mp4","status":"200","body_bytes_sent":"0"}
+{"msec":"x","remote_addr":"10.1.1.1","request_uri":"/v/b.mp4","status":"200","body_bytes_sent":"0"}
+{"remote_addr":
+"#;
+        let (reqs, sum) = collect(text, LogFormat::Auto);
+        assert_eq!(sum.format, "json");
+        assert_eq!(sum.skipped_status, 1);
+        assert_eq!(sum.bad_lines, 2, "{}", sum.describe());
+        assert_eq!(
+            sum.bad_examples.iter().map(|b| b.0).collect::<Vec<_>>(),
+            [4, 5]
+        );
+        assert_eq!(reqs.len(), 2);
+        assert_eq!(reqs[0].0, "10.1.1.1 VLC \"x\"");
+        assert_eq!(reqs[0].1, "v/b.mp4");
+        assert_eq!(
+            (reqs[0].2, reqs[0].3, reqs[0].4),
+            (100, 100, RequestKind::Chunk)
+        );
+        assert!((reqs[0].5 - 1_700_000_000.4).abs() < 1e-6);
+        assert_eq!(reqs[1].0, reqs[0].0);
+        assert_eq!((reqs[1].3, reqs[1].4), (50, RequestKind::Open));
     }
 }

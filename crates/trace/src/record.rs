@@ -18,7 +18,9 @@ pub struct LogRequest<'a> {
     pub done_s: f64,
     /// Seconds the server spent on the request (`done_s - service_s` = when it arrived).
     pub service_s: f64,
-    pub session: &'a str,
+    /// Session key: borrowed from the line, or built from several fields (client address
+    /// and user agent for `combined` logs).
+    pub session: std::borrow::Cow<'a, str>,
     pub file: &'a str,
     pub offset: u64,
     /// Bytes of the file the request covers: the range length for chunk requests, the

@@ -401,7 +401,7 @@ mod tests {
         LogRequest {
             done_s: done,
             service_s: service,
-            session: "s",
+            session: "s".into(),
             file: "f",
             offset: 0,
             extent: 1,

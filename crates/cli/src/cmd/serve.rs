@@ -44,6 +44,9 @@ pub struct Args {
     /// Append one line per response to this file (format in docs/server.md).
     #[arg(long)]
     access_log: Option<PathBuf>,
+    /// Access log line format: tsv (default) or jsonl (one JSON object per line).
+    #[arg(long, default_value = "tsv")]
+    access_log_format: vodkit_server::access_log::AccessLogFormat,
     /// Admin listener for /metrics and /stats (off unless given).
     #[arg(long)]
     admin: Option<SocketAddr>,
@@ -137,6 +140,7 @@ fn config(args: Args) -> anyhow::Result<ServerConfig> {
         kernel_readahead: args.kernel_readahead,
     };
     config.access_log = args.access_log;
+    config.access_log_format = args.access_log_format;
     config.idle_timeout = args.idle_timeout;
     config.header_timeout = args.header_timeout;
     config.max_requests_per_connection = args.max_requests;

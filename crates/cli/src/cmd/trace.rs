@@ -34,7 +34,7 @@ struct Common {
     /// Access log to read.
     #[arg(long)]
     log: PathBuf,
-    /// Log format: auto, netflix, nginx or vodkit.
+    /// Log format: auto, netflix, nginx, vodkit, combined, common or json.
     #[arg(long, default_value = "auto")]
     format: String,
     /// File table (file,bitrate_kbps,media,size_bytes,drive).

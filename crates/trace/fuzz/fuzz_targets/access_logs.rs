@@ -12,6 +12,9 @@ fuzz_target!(|data: &[u8]| {
         LogFormat::Netflix,
         LogFormat::Nginx,
         LogFormat::Vodkit,
+        LogFormat::Combined,
+        LogFormat::Common,
+        LogFormat::Json,
     ] {
         let opts = AnalyzeOptions {
             format,
