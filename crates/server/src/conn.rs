@@ -390,12 +390,8 @@ async fn answer<W: Wire>(
 /// `503`, `Retry-After` and a closed connection; continuations of open streams never are.
 fn admit(shared: &Shared, req: &Request, resp: &Response, who: Requester) -> Option<Response> {
     use crate::admission::{AdmissionPolicy, Decision};
-    let policy = shared
-        .admission
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .policy();
-    if policy == AdmissionPolicy::Off || req.method != Method::Get {
+    // The policy is fixed for the server's life: no lock on the way of every request.
+    if shared.config.admission == AdmissionPolicy::Off || req.method != Method::Get {
         return None;
     }
     let Body::File {

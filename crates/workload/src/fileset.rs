@@ -394,28 +394,30 @@ pub fn create_with_progress(
         report.bytes += f.size_bytes;
         plan.push((f, path, state));
     }
-    let free = free_bytes(root)?;
-    if needed > free {
-        return Err(FilesetError::Runtime(format!(
-            "{}: needs {} more but only {} are free",
-            root.display(),
-            bytesize::ByteSize::b(needed).display().iec(),
-            bytesize::ByteSize::b(free).display().iec()
-        )));
-    }
+    // Room inside the file system of `root`, and, on an emulated disk, on the file system
+    // that holds its sparse image.
+    let mut places = vec![(root.to_path_buf(), " on".to_string())];
     if let Some(image) = &opts.backing_image {
         let host = image
             .parent()
             .filter(|p| !p.as_os_str().is_empty())
             .unwrap_or(Path::new("."));
-        let free = free_bytes(host)?;
+        places.push((
+            host.to_path_buf(),
+            format!(
+                ", which the emulated disk's image {} takes from",
+                image.display()
+            ),
+        ));
+    }
+    for (place, via) in places {
+        let free = free_bytes(&place)?;
         if needed > free {
             return Err(FilesetError::Runtime(format!(
-                "{}: needs {} more, which the emulated disk's image {} takes from {}, where only {} are free; use a smaller workload (--scale)",
+                "{}: needs {} more{via} {}, where only {} are free; use a smaller workload (--scale)",
                 root.display(),
                 bytesize::ByteSize::b(needed).display().iec(),
-                image.display(),
-                host.display(),
+                place.display(),
                 bytesize::ByteSize::b(free).display().iec()
             )));
         }
