@@ -22,37 +22,59 @@ fn request(offset: u64, len: u64, size: u64, seq: u64) -> Request {
     }
 }
 
+/// One client connection to a daemon, speaking the library's side of the protocol.
+struct Client(std::os::fd::OwnedFd);
+
+impl Client {
+    fn connect(d: &vodkit_preload::Daemon) -> Client {
+        Client(socket::connect(d.socket()).unwrap())
+    }
+
+    /// Sends `req` about the file open on `fd`.
+    fn send(&self, req: &Request, fd: &impl AsRawFd) {
+        socket::send_request(self.0.as_raw_fd(), req, fd.as_raw_fd()).unwrap();
+    }
+
+    /// The next reply: (status, sequence number, offset, length).
+    fn reply(&self) -> (u32, u64, u64, u64) {
+        socket::receive_reply(self.0.as_raw_fd()).unwrap()
+    }
+
+    /// [`Client::send`] then [`Client::reply`].
+    fn ask(&self, req: &Request, fd: &impl AsRawFd) -> (u32, u64, u64, u64) {
+        self.send(req, fd);
+        self.reply()
+    }
+}
+
+/// A file of `size` bytes in `dir`, out of the page cache, and open for reading.
+fn cold_file(dir: &std::path::Path, name: &str, size: usize) -> std::fs::File {
+    let file = write_content(dir, name, size);
+    evict(&file);
+    std::fs::File::open(&file).unwrap()
+}
+
 #[test]
 fn replies_follow_the_mode_and_bad_input_is_survived() {
     let dir = open_tempdir();
-    let file = write_content(dir.path(), "a.dat", 3 << 20);
-    evict(&file);
-    let f = std::fs::File::open(&file).unwrap();
+    let f = cold_file(dir.path(), "a.dat", 3 << 20);
 
     let d = daemon(dir.path(), IoMode::Prefetch, "fixed:1MiB");
-    let conn = socket::connect(d.socket()).unwrap();
-    socket::send_request(
-        conn.as_raw_fd(),
-        &request(4096, 100, 3 << 20, 7),
-        f.as_raw_fd(),
-    )
-    .unwrap();
+    let c = Client::connect(&d);
     // status 1 = read it yourself: from the request's offset, the policy's size
     assert_eq!(
-        socket::receive_reply(conn.as_raw_fd()).unwrap(),
+        c.ask(&request(4096, 100, 3 << 20, 7), &f),
         (1, 7, 4096, 1 << 20)
     );
 
     // a pipe is not a regular file: skipped (status 2), nothing read
     let (r, _w) = std::io::pipe().unwrap();
-    socket::send_request(conn.as_raw_fd(), &request(0, 10, 10, 8), r.as_raw_fd()).unwrap();
-    assert_eq!(socket::receive_reply(conn.as_raw_fd()).unwrap().0, 2);
+    assert_eq!(c.ask(&request(0, 10, 10, 8), &r).0, 2);
 
     // garbage is counted and ignored; the connection still works afterwards
     // SAFETY: sending a short buffer on our own socket.
-    unsafe { libc::send(conn.as_raw_fd(), b"hello".as_ptr().cast(), 5, 0) };
-    socket::send_request(conn.as_raw_fd(), &request(0, 10, 3 << 20, 9), f.as_raw_fd()).unwrap();
-    assert_eq!(socket::receive_reply(conn.as_raw_fd()).unwrap().1, 9);
+    unsafe { libc::send(c.0.as_raw_fd(), b"hello".as_ptr().cast(), 5, 0) };
+    assert_eq!(c.ask(&request(0, 10, 3 << 20, 9), &f).1, 9);
     let m = d.stop();
     assert_eq!(m.bad_messages, 1);
     assert_eq!(m.outcomes.not_regular, 1);
@@ -63,14 +85,10 @@ fn replies_follow_the_mode_and_bad_input_is_survived() {
         IoMode::Asap,
         vodkit_prefetch::PolicySpec::DEFAULT_TEXT,
     );
-    let conn = socket::connect(d.socket()).unwrap();
-    socket::send_request(
-        conn.as_raw_fd(),
-        &request(0, 4096, 3 << 20, 1),
-        f.as_raw_fd(),
-    )
-    .unwrap();
-    assert_eq!(socket::receive_reply(conn.as_raw_fd()).unwrap().0, 0);
+    assert_eq!(
+        Client::connect(&d).ask(&request(0, 4096, 3 << 20, 1), &f).0,
+        0
+    );
     let m = d.stop();
     assert_eq!(m.engine.reads, 1);
     assert_eq!(m.engine.read_bytes, 2 << 20);
@@ -79,40 +97,23 @@ fn replies_follow_the_mode_and_bad_input_is_survived() {
 #[test]
 fn resident_notes_are_accounted_as_hits_and_never_answered() {
     let dir = open_tempdir();
-    let file = write_content(dir.path(), "n.dat", 4 << 20);
-    evict(&file);
-    let f = std::fs::File::open(&file).unwrap();
+    let f = cold_file(dir.path(), "n.dat", 4 << 20);
     let d = daemon(
         dir.path(),
         IoMode::Asap,
         vodkit_prefetch::PolicySpec::DEFAULT_TEXT,
     );
-    let conn = socket::connect(d.socket()).unwrap();
+    let c = Client::connect(&d);
     // a miss at 0 prefetches [0, 2 MiB)
-    socket::send_request(
-        conn.as_raw_fd(),
-        &request(0, 512 << 10, 4 << 20, 1),
-        f.as_raw_fd(),
-    )
-    .unwrap();
-    assert_eq!(
-        socket::receive_reply(conn.as_raw_fd()).unwrap(),
-        (0, 1, 0, 0)
-    );
+    assert_eq!(c.ask(&request(0, 512 << 10, 4 << 20, 1), &f), (0, 1, 0, 0));
     // the library then reads [512 KiB, 1 MiB) from memory and notes it
     let note = Request {
         resident: true,
         ..request(512 << 10, 512 << 10, 4 << 20, 2)
     };
-    socket::send_request(conn.as_raw_fd(), &note, f.as_raw_fd()).unwrap();
+    c.send(&note, &f);
     // the next miss is answered with its own sequence number: the note got no reply
-    socket::send_request(
-        conn.as_raw_fd(),
-        &request(3 << 20, 4096, 4 << 20, 3),
-        f.as_raw_fd(),
-    )
-    .unwrap();
-    assert_eq!(socket::receive_reply(conn.as_raw_fd()).unwrap().1, 3);
+    assert_eq!(c.ask(&request(3 << 20, 4096, 4 << 20, 3), &f).1, 3);
     let m = d.stop();
     assert_eq!((m.resident_notes, m.noted_bytes), (1, 512 << 10));
     assert_eq!(m.requests, 2, "notes are not misses");
@@ -132,19 +133,10 @@ fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
 #[test]
 fn admin_serves_prometheus_metrics_and_json_stats() {
     let dir = open_tempdir();
-    let file = write_content(dir.path(), "a.dat", 1 << 20);
-    evict(&file);
-    let f = std::fs::File::open(&file).unwrap();
+    let f = cold_file(dir.path(), "a.dat", 1 << 20);
     let d = daemon(dir.path(), IoMode::Asap, "fixed:512KiB");
     let addr = vodkit_preload::daemon::admin::spawn(&d, "127.0.0.1:0".parse().unwrap()).unwrap();
-    let conn = socket::connect(d.socket()).unwrap();
-    socket::send_request(
-        conn.as_raw_fd(),
-        &request(0, 100, 1 << 20, 1),
-        f.as_raw_fd(),
-    )
-    .unwrap();
-    socket::receive_reply(conn.as_raw_fd()).unwrap();
+    Client::connect(&d).ask(&request(0, 100, 1 << 20, 1), &f);
 
     let metrics = http_get(addr, "/metrics");
     assert!(metrics.starts_with("HTTP/1.1 200"), "{metrics}");
@@ -238,16 +230,10 @@ fn daemon_with_catalog(
     vodkit_preload::Daemon::start(cfg).unwrap()
 }
 
-/// Ask the daemon about a miss at the start of `file`; the reply's length.
-fn ask(conn: &std::os::fd::OwnedFd, file: &std::path::Path, seq: u64) -> (u32, u64) {
+/// Ask the daemon about a miss at the start of `file`; the reply's status and length.
+fn ask(c: &Client, file: &std::path::Path, seq: u64) -> (u32, u64) {
     let f = std::fs::File::open(file).unwrap();
-    socket::send_request(
-        conn.as_raw_fd(),
-        &request(0, 4096, 16 << 20, seq),
-        f.as_raw_fd(),
-    )
-    .unwrap();
-    let (status, _, _, len) = socket::receive_reply(conn.as_raw_fd()).unwrap();
+    let (status, _, _, len) = c.ask(&request(0, 4096, 16 << 20, seq), &f);
     (status, len)
 }
 
@@ -263,7 +249,7 @@ fn catalog_bit_rates_scale_auto_by_square_root() {
     // prefetch mode: the reply carries the size auto chose for each file
     for root_arg in [Some(root.as_path()), None] {
         let d = daemon_with_catalog(dir.path(), IoMode::Prefetch, &catalog, root_arg);
-        let conn = socket::connect(d.socket()).unwrap();
+        let conn = Client::connect(&d);
         let (s1, plain) = ask(&conn, &unlisted, 1);
         let (s2, scaled) = ask(&conn, &listed, 2);
         assert_eq!((s1, s2), (1, 1), "both are read in the library");
@@ -282,7 +268,7 @@ fn catalog_bit_rates_scale_auto_by_square_root() {
     evict(&listed);
     evict(&unlisted);
     let d = daemon_with_catalog(dir.path(), IoMode::Asap, &catalog, Some(&root));
-    let conn = socket::connect(d.socket()).unwrap();
+    let conn = Client::connect(&d);
     assert_eq!(ask(&conn, &unlisted, 1).0, 0);
     assert_eq!(ask(&conn, &listed, 2).0, 0);
     let m = d.stop();
@@ -306,7 +292,7 @@ fn a_catalog_outside_the_root_gives_no_rates() {
     std::fs::create_dir_all(&other).unwrap();
     let catalog = catalog_listing(dir.path(), "hd/t1.dat", 1676);
     let d = daemon_with_catalog(dir.path(), IoMode::Prefetch, &catalog, Some(&other));
-    let conn = socket::connect(d.socket()).unwrap();
+    let conn = Client::connect(&d);
     ask(&conn, &listed, 1);
     assert_eq!(d.stop().misses_with_bitrate, 0);
 }

@@ -100,12 +100,10 @@ fn serve_and_verify(start: StartPeer, aio_threads: Option<usize>) {
         preload.apply(&mut cmd);
         Ok(cmd)
     };
+    let (root, run) = (dir.path().join("www"), dir.path().join("run"));
     let setup = PeerSetup {
-        root: &dir.path().join("www"),
-        run_dir: &dir.path().join("run"),
-        probe_path: "/v/title-000.dat",
-        workers: 2,
         aio_threads,
+        ..PeerSetup::new(&root, &run, "/v/title-000.dat", 2)
     };
     let server = start(&setup, &with_library).unwrap_or_else(|e| panic!("{e}"));
     // The readiness probe went through the library too: count only what the clients cause.

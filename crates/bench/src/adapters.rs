@@ -5,16 +5,14 @@
 //! budget, with the preload library from `vodkit-preload`).
 
 use crate::experiment::{LoadDriver, LoadOutcome, Running, StartError};
-use crate::launch::{CommandWrap, VodkitStarter};
+use crate::launch::{CommandWrap, VodkitLaunch, VodkitStarter};
 use crate::point::ClientMetrics;
-use crate::sut::IoMode;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 use vodkit_peers::process::{free_port, http_get, ServerProcess, StartSpec};
-use vodkit_peers::TlsFiles;
 use vodkit_prefetch::budget::MemorySetting;
 use vodkit_prefetch::PolicySpec;
 use vodkit_workload::model::{Request, Session, WorkloadMeta};
@@ -45,14 +43,23 @@ impl WorkloadLoad {
             .warmup(meta.as_ref().map(|m| m.measurement.warmup_chunks))
             .map_err(|e| e.to_string())?;
         Ok(WorkloadLoad {
-            sessions,
             meta,
             warmup,
+            ..WorkloadLoad::of(sessions)
+        })
+    }
+
+    /// `sessions` with no workload metadata, no warm-up and no caps.
+    pub fn of(sessions: Vec<Session>) -> WorkloadLoad {
+        WorkloadLoad {
+            sessions,
+            meta: None,
+            warmup: Vec::new(),
             max_duration: None,
             max_sessions: None,
             live_status: false,
             tls_ca: None,
-        })
+        }
     }
 
     /// The first request path of the workload (used to probe server readiness).
@@ -169,48 +176,26 @@ impl Running for InProcessRunning {
 }
 
 impl VodkitStarter for InProcessVodkit {
-    fn start(
-        &mut self,
-        io: IoMode,
-        policy: &PolicySpec,
-        memory: Option<MemorySetting>,
-        root: &Path,
-        run_dir: &Path,
-        budget: Option<&CommandWrap>,
-        tls: Option<&TlsFiles>,
-    ) -> Result<Box<dyn Running>, StartError> {
-        self.start_with(io, policy, memory, root, run_dir, budget, tls)
-    }
-}
-
-impl InProcessVodkit {
-    #[allow(clippy::too_many_arguments)]
-    fn start_with(
-        &mut self,
-        io: IoMode,
-        policy: &PolicySpec,
-        memory: Option<MemorySetting>,
-        root: &Path,
-        run_dir: &Path,
-        budget: Option<&CommandWrap>,
-        tls: Option<&TlsFiles>,
-    ) -> Result<Box<dyn Running>, StartError> {
-        if budget.is_some() {
+    fn start(&mut self, launch: &VodkitLaunch<'_>) -> Result<Box<dyn Running>, StartError> {
+        if launch.budget.is_some() {
             return Err(StartError::Failed(
                 "an in-process vodkit server cannot run under a memory budget".into(),
             ));
         }
-        let mut config = vodkit_server::ServerConfig::new(root);
+        let mut config = vodkit_server::ServerConfig::new(launch.root);
         config.listen = "127.0.0.1:0".parse().expect("literal address");
         config.io = vodkit_server::IoSettings {
-            mode: io,
-            prefetch: policy.clone(),
-            memory: memory.unwrap_or_default(),
+            mode: launch.io,
+            prefetch: launch.policy.clone(),
+            memory: launch.memory.unwrap_or_default(),
             ..Default::default()
         };
-        config.access_log = Some(run_dir.join("access.log"));
+        config.admission = launch.admission.unwrap_or(config.admission);
+        config.access_log = Some(launch.run_dir.join("access.log"));
         config.idle_timeout = Duration::from_secs(3600);
-        config.tls = tls.map(|t| vodkit_server::tls::TlsSettings::new(&t.cert, &t.key));
+        config.tls = launch
+            .tls
+            .map(|t| vodkit_server::tls::TlsSettings::new(&t.cert, &t.key));
         let handle = self
             .runtime
             .block_on(vodkit_server::Server::bind(config))
@@ -239,49 +224,33 @@ fn vodkit_error_line(line: &str) -> bool {
 }
 
 impl VodkitStarter for ChildVodkit {
-    fn start(
-        &mut self,
-        io: IoMode,
-        policy: &PolicySpec,
-        memory: Option<MemorySetting>,
-        root: &Path,
-        run_dir: &Path,
-        budget: Option<&CommandWrap>,
-        tls: Option<&TlsFiles>,
-    ) -> Result<Box<dyn Running>, StartError> {
-        self.start_with(io, policy, memory, root, run_dir, budget, tls)
-    }
-}
-
-impl ChildVodkit {
-    #[allow(clippy::too_many_arguments)]
-    fn start_with(
-        &mut self,
-        io: IoMode,
-        policy: &PolicySpec,
-        memory: Option<MemorySetting>,
-        root: &Path,
-        run_dir: &Path,
-        budget: Option<&CommandWrap>,
-        tls: Option<&TlsFiles>,
-    ) -> Result<Box<dyn Running>, StartError> {
+    fn start(&mut self, launch: &VodkitLaunch<'_>) -> Result<Box<dyn Running>, StartError> {
+        let VodkitLaunch {
+            run_dir,
+            budget,
+            tls,
+            ..
+        } = *launch;
         let port = free_port().map_err(|e| StartError::Failed(e.to_string()))?;
         let mut cmd = Command::new(&self.exe);
-        cmd.arg("serve").arg("--root").arg(root);
+        cmd.arg("serve").arg("--root").arg(launch.root);
         cmd.args([
             "--listen",
             &format!("127.0.0.1:{port}"),
             "--io",
-            io.name(),
+            launch.io.name(),
             "--idle-timeout",
             "3600s",
         ]);
         // The child parses its argv like any `vodkit serve`; the text is the policy's own.
-        if !matches!(policy, PolicySpec::None) {
-            cmd.arg("--prefetch").arg(policy.to_string());
+        if !matches!(launch.policy, PolicySpec::None) {
+            cmd.arg("--prefetch").arg(launch.policy.to_string());
         }
-        if let Some(m) = memory {
+        if let Some(m) = launch.memory {
             cmd.args(["--memory", &memory_arg(m)]);
+        }
+        if let Some(a) = launch.admission {
+            cmd.arg("--admission").arg(a.to_string());
         }
         if let Some(c) = &self.catalog {
             cmd.arg("--catalog").arg(c);

@@ -5,7 +5,7 @@
 
 use crate::report::{self, ServerReport};
 use crate::runner::{finish, BarProgress, RunError, TestbedChoice};
-use crate::scenario_run::{run_cell_bounded, CellPlan};
+use crate::scenario_run::{run_cell, CellPlan};
 use crate::search::Criterion;
 use crate::sut;
 use std::path::{Path, PathBuf};
@@ -38,21 +38,28 @@ pub fn emulation_unavailable() -> Option<String> {
 pub fn servers() -> (Vec<sut::Sut>, Vec<(&'static str, String)>) {
     let mut list = vec!["vodkit:asap:auto"];
     let mut messages = Vec::new();
-    if vodkit_peers::launch::nginx_program().is_some() {
-        list.push("nginx");
-    } else {
-        messages.push((
+    let peers = [
+        (
             "nginx",
-            "nginx is not installed: skipped (Debian: apt-get install nginx)".into(),
-        ));
-    }
-    if vodkit_peers::launch::apache_program().is_some() {
-        list.push("apache");
-    } else {
-        messages.push((
+            "nginx",
+            vodkit_peers::launch::nginx_program(),
+            "nginx",
+        ),
+        (
             "apache",
-            "Apache is not installed: skipped (Debian: apt-get install apache2)".into(),
-        ));
+            "Apache",
+            vodkit_peers::launch::apache_program(),
+            "apache2",
+        ),
+    ];
+    for (sut, name, program, package) in peers {
+        if program.is_some() {
+            list.push(sut);
+        } else {
+            let why =
+                format!("{name} is not installed: skipped (Debian: apt-get install {package})");
+            messages.push((sut, why));
+        }
     }
     let suts = sut::parse_list(&list.join(",")).expect("built-in server list parses");
     (suts, messages)
@@ -104,7 +111,7 @@ pub fn run(
         criterion: Criterion::Strict,
         repeat: 1,
     };
-    let (mut servers, bound): (Vec<ServerReport>, _) = run_cell_bounded(
+    let (mut servers, bound): (Vec<ServerReport>, _) = run_cell(
         &cell,
         out,
         vodkit_exe.as_ref(),

@@ -42,6 +42,8 @@ pub struct SystemFigures {
     pub cpu_iowait: Option<f64>,
     /// Cores used by the server, the load generator and the disk emulator, where known.
     pub cores: ProcessCores,
+    /// The server's budget cgroup, where the run has one.
+    pub server_memory: Option<crate::point::ServerMemory>,
     pub notes: Vec<String>,
 }
 
@@ -191,6 +193,7 @@ impl Oracle for ServerOracle<'_, '_> {
                 m.cpu_busy = f.cpu_busy;
                 m.cpu_iowait = f.cpu_iowait;
                 m.cores = f.cores;
+                m.server_memory = f.server_memory;
                 m.notes.extend(f.notes);
             }
             Err(e) => m.notes.push(format!("system metrics unavailable: {e}")),

@@ -16,25 +16,36 @@ use vodkit_peers::process::ServerProcess;
 use vodkit_peers::TlsFiles;
 use vodkit_prefetch::budget::MemorySetting;
 use vodkit_prefetch::PolicySpec;
+use vodkit_server::admission::AdmissionPolicy;
 
 /// Rewrites a server command (e.g. to run it in a memory cgroup or under the preload shim).
 pub type CommandWrap = Box<dyn Fn(Command) -> Result<Command, String>>;
 
+/// What a `vodkit:IO:POLICY` entry asks of the server it starts.
+pub struct VodkitLaunch<'a> {
+    /// `--io` of the server.
+    pub io: IoMode,
+    /// `--prefetch` of the server.
+    pub policy: &'a PolicySpec,
+    /// `--memory` of the server (`None`: its default).
+    pub memory: Option<MemorySetting>,
+    /// `--admission` of the server (`None`: its default).
+    pub admission: Option<AdmissionPolicy>,
+    /// The file set it serves.
+    pub root: &'a Path,
+    /// Where its logs and `stats.jsonl` go.
+    pub run_dir: &'a Path,
+    /// The memory budget's command wrapper, when the run has one.
+    pub budget: Option<&'a CommandWrap>,
+    /// Serve HTTPS with these files (`+tls`; the server's URL stays `http://`, the launcher
+    /// rewrites it).
+    pub tls: Option<&'a TlsFiles>,
+}
+
 /// Starts the vodkit server for a `vodkit:IO:POLICY` entry.
 pub trait VodkitStarter {
-    /// `memory`: `--memory` of the server (`None`: its default); `tls`: serve HTTPS with
-    /// these files (`+tls`; the server's URL stays `http://`, the launcher rewrites it).
-    #[allow(clippy::too_many_arguments)]
-    fn start(
-        &mut self,
-        io: IoMode,
-        policy: &PolicySpec,
-        memory: Option<MemorySetting>,
-        root: &Path,
-        run_dir: &Path,
-        budget: Option<&CommandWrap>,
-        tls: Option<&TlsFiles>,
-    ) -> Result<Box<dyn Running>, StartError>;
+    /// Starts one server as `launch` asks.
+    fn start(&mut self, launch: &VodkitLaunch<'_>) -> Result<Box<dyn Running>, StartError>;
 }
 
 /// A server under test that speaks HTTPS: `inner`'s URL with the `https` scheme, and the
@@ -244,12 +255,10 @@ impl Launcher for LocalLauncher {
             Some(r) => Some(readahead::apply(&self.root, r).map_err(StartError::Failed)?),
             None => None,
         };
+        let workers = sut.workers.unwrap_or(self.workers);
         let setup = PeerSetup {
-            root: &self.root,
-            run_dir: &run_dir,
-            probe_path: &self.probe_path,
-            workers: sut.workers.unwrap_or(self.workers),
             aio_threads: sut.aio_threads,
+            ..PeerSetup::new(&self.root, &run_dir, &self.probe_path, workers)
         };
         let budget = self.budget.as_ref();
         let tls = match sut.tls {
@@ -294,15 +303,16 @@ impl Launcher for LocalLauncher {
                     .vodkit
                     .as_mut()
                     .map_err(|why| StartError::Unavailable(why.clone()))?;
-                let inner = starter.start(
-                    *io,
+                let inner = starter.start(&VodkitLaunch {
+                    io: *io,
                     policy,
-                    sut.memory,
-                    &self.root,
-                    &run_dir,
-                    self.budget.as_ref(),
-                    tls.as_ref(),
-                )?;
+                    memory: sut.memory,
+                    admission: sut.admission,
+                    root: &self.root,
+                    run_dir: &run_dir,
+                    budget: self.budget.as_ref(),
+                    tls: tls.as_ref(),
+                })?;
                 let inner: Box<dyn Running> = match tls {
                     None => inner,
                     Some(t) => Box::new(TlsRunning {

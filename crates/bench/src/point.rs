@@ -4,6 +4,18 @@
 
 use serde::{Deserialize, Serialize};
 
+/// The memory of the server's budget cgroup over the steady-state window: the page cache
+/// it is charged and everything else (its processes' anonymous memory, kernel objects).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct ServerMemory {
+    /// Highest sampled `memory.current`.
+    pub peak_bytes: u64,
+    /// Highest sampled page cache (`file` of `memory.stat`).
+    pub peak_cache_bytes: u64,
+    /// Highest sampled usage other than page cache (mostly the processes' RSS).
+    pub peak_other_bytes: u64,
+}
+
 /// Disk behaviour over the steady-state window (iostat-style, seed 001 §5).
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct DiskMetrics {
@@ -86,6 +98,9 @@ pub struct PointMetrics {
     /// upper bound of `cpu_busy`). Read from old files, never written.
     #[serde(default, skip_serializing)]
     pub cpu_util: Option<f64>,
+    /// The server's budget cgroup (runs with `--memory`; sampled once a second).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_memory: Option<ServerMemory>,
     /// Prefetch size over time (seconds since start, bytes) for adaptive policies.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub prefetch_size: Vec<(f64, u64)>,
@@ -165,6 +180,10 @@ pub fn mean_of(points: &[&PointMetrics]) -> Option<PointMetrics> {
             disk_emulator: avg_opt(&|p| p.cores.disk_emulator),
         },
         cpu_util: avg_opt(&|p| p.cpu_util),
+        server_memory: points
+            .iter()
+            .filter_map(|p| p.server_memory)
+            .max_by_key(|m| m.peak_bytes),
         prefetch_size: points[0].prefetch_size.clone(),
         server_errors: points
             .iter()

@@ -211,6 +211,14 @@ impl Progress for BarProgress {
             c.failure_fraction * 100.0,
             c.timed_out_requests
         ));
+        if let Some(m) = t.detail.server_memory {
+            self.line(format!(
+                "      server cgroup peak {:.0} MiB ({:.0} MiB page cache, {:.0} MiB other)",
+                m.peak_bytes as f64 / 1048576.0,
+                m.peak_cache_bytes as f64 / 1048576.0,
+                m.peak_other_bytes as f64 / 1048576.0
+            ));
+        }
         if c.refused_sessions > 0 {
             self.line(format!(
                 "      {} refused with 503 (p99 {:.0} ms); goodput {:.3} sessions/s played without a stall",

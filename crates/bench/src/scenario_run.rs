@@ -81,21 +81,9 @@ fn all_skipped(cell: &CellPlan, status: &str, why: &str) -> Vec<ServerReport> {
         .collect()
 }
 
-/// Run one cell; servers come back with cell-qualified names.
+/// Run one cell; servers come back with cell-qualified names, with the cell's capacity
+/// bound (servers carry their fraction of it) when its testbed has a drive model.
 pub fn run_cell(
-    cell: &CellPlan,
-    out: &Path,
-    vodkit_exe: Option<&PathBuf>,
-    progress: &mut BarProgress,
-    notes: &mut Vec<String>,
-    sequential: &mut Option<f64>,
-) -> Vec<ServerReport> {
-    run_cell_bounded(cell, out, vodkit_exe, progress, notes, sequential).0
-}
-
-/// [`run_cell`], also returning the cell's capacity bound (servers carry their fraction of
-/// it) when its testbed has a drive model.
-pub fn run_cell_bounded(
     cell: &CellPlan,
     out: &Path,
     vodkit_exe: Option<&PathBuf>,
@@ -221,7 +209,7 @@ pub fn run(
             if c.label.is_empty() { "-" } else { &c.label },
             c.suts.len()
         ));
-        let (servers, bound) = run_cell_bounded(
+        let (servers, bound) = run_cell(
             c,
             out,
             vodkit_exe.as_ref(),

@@ -31,6 +31,7 @@
 use serde::{Serialize, Serializer};
 use std::fmt;
 use vodkit_prefetch::PolicySpec;
+use vodkit_server::admission::AdmissionPolicy;
 
 pub use vodkit_prefetch::IoMode;
 
@@ -87,9 +88,34 @@ pub struct Sut {
     pub memory: Option<vodkit_prefetch::budget::MemorySetting>,
     /// `+tls`: HTTPS with a per-run throwaway certificate.
     pub tls: bool,
+    /// `+admission:…`: vodkit's `--admission` (None: its default).
+    #[serde(serialize_with = "admission_text")]
+    pub admission: Option<AdmissionPolicy>,
+}
+
+fn admission_text<S: Serializer>(a: &Option<AdmissionPolicy>, s: S) -> Result<S::Ok, S::Error> {
+    match a {
+        Some(a) => s.collect_str(a),
+        None => s.serialize_none(),
+    }
 }
 
 impl Sut {
+    /// `base` with no modifiers, named `label`.
+    pub fn new(label: &str, base: Base) -> Sut {
+        Sut {
+            label: label.to_string(),
+            base,
+            preload: None,
+            readahead: None,
+            workers: None,
+            aio_threads: None,
+            memory: None,
+            tls: false,
+            admission: None,
+        }
+    }
+
     /// Whether the runner starts and stops this server itself.
     pub fn is_managed(&self) -> bool {
         !matches!(self.base, Base::Url { .. })
@@ -182,63 +208,36 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
         );
     }
     if let Some(url) = entry.strip_prefix("url:") {
-        return parse_url(url).map(|url| Sut {
-            label: entry.to_string(),
-            base: Base::Url { url },
-            preload: None,
-            readahead: None,
-            workers: None,
-            aio_threads: None,
-            memory: None,
-            tls: false,
-        });
+        return parse_url(url).map(|url| Sut::new(entry, Base::Url { url }));
     }
     let mut parts = entry.split('+');
     let base = parse_base(parts.next().unwrap_or_default())?;
-    let mut sut = Sut {
-        label: entry.to_string(),
-        base,
-        preload: None,
-        readahead: None,
-        workers: None,
-        aio_threads: None,
-        memory: None,
-        tls: false,
-    };
+    let mut sut = Sut::new(entry, base);
     for modifier in parts {
         if let Some(rest) = modifier.strip_prefix("preload") {
-            if sut.preload.is_some() {
-                return Err("`+preload` given twice".into());
-            }
-            sut.preload = Some(parse_preload(rest)?);
+            set_once(&mut sut.preload, "preload", || parse_preload(rest))?;
         } else if let Some(rest) = modifier.strip_prefix("readahead:") {
-            if sut.readahead.is_some() {
-                return Err("`+readahead` given twice".into());
-            }
-            sut.readahead = Some(parse_readahead(rest)?);
+            set_once(&mut sut.readahead, "readahead", || parse_readahead(rest))?;
         } else if let Some(rest) = modifier.strip_prefix("workers:") {
-            if sut.workers.is_some() {
-                return Err("`+workers` given twice".into());
-            }
-            sut.workers = Some(parse_workers(rest)?);
+            set_once(&mut sut.workers, "workers", || parse_workers(rest))?;
         } else if let Some(rest) = modifier.strip_prefix("memory:") {
-            if sut.memory.is_some() {
-                return Err("`+memory` given twice".into());
-            }
-            sut.memory = Some(rest.parse().map_err(|e| format!("+memory:{e}"))?);
+            set_once(&mut sut.memory, "memory", || {
+                rest.parse().map_err(|e| format!("+memory:{e}"))
+            })?;
+        } else if let Some(rest) = modifier.strip_prefix("admission:") {
+            set_once(&mut sut.admission, "admission", || {
+                rest.parse().map_err(|e| format!("+admission:{e}"))
+            })?;
         } else if modifier == "tls" {
             if sut.tls {
                 return Err("`+tls` given twice".into());
             }
             sut.tls = true;
         } else if let Some(rest) = modifier.strip_prefix("threads") {
-            if sut.aio_threads.is_some() {
-                return Err("`+threads` given twice".into());
-            }
-            sut.aio_threads = Some(parse_threads(rest)?);
+            set_once(&mut sut.aio_threads, "threads", || parse_threads(rest))?;
         } else {
             return Err(format!(
-                "unknown modifier `+{modifier}`; expected +preload[:POLICY], +readahead:KB[,maxsectors:KB], +workers:N, +threads[:N], +memory:auto|off|SIZE or +tls"
+                "unknown modifier `+{modifier}`; expected +preload[:POLICY], +readahead:KB[,maxsectors:KB], +workers:N, +threads[:N], +memory:auto|off|SIZE, +admission:off|auto|rate:R or +tls"
             ));
         }
     }
@@ -249,6 +248,9 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
     }
     if sut.memory.is_some() && !matches!(sut.base, Base::Vodkit { .. }) && sut.preload.is_none() {
         return Err("+memory sets the memory manager of vodkit or of a +preload daemon".into());
+    }
+    if sut.admission.is_some() && !matches!(sut.base, Base::Vodkit { .. }) {
+        return Err("+admission sets vodkit's admission control".into());
     }
     if sut.workers.is_some() && !matches!(sut.base, Base::Nginx | Base::Apache) {
         return Err("+workers sets the processes of nginx or apache".into());
@@ -263,6 +265,19 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
 
 /// nginx's default thread pool size.
 const NGINX_POOL_THREADS: usize = 32;
+
+/// Fills a modifier's slot, refusing a modifier given twice.
+fn set_once<T>(
+    slot: &mut Option<T>,
+    name: &str,
+    parse: impl FnOnce() -> Result<T, String>,
+) -> Result<(), String> {
+    if slot.is_some() {
+        return Err(format!("`+{name}` given twice"));
+    }
+    *slot = Some(parse()?);
+    Ok(())
+}
 
 fn parse_threads(rest: &str) -> Result<usize, String> {
     if rest.is_empty() {
@@ -437,6 +452,19 @@ mod tests {
     }
 
     #[test]
+    fn admission_modifier_sets_vodkits_admission() {
+        let s = parse_one("vodkit:asap:auto+admission:rate:2.5").unwrap();
+        assert_eq!(s.admission, Some(AdmissionPolicy::Rate { per_s: 2.5 }));
+        assert_eq!(s.label, "vodkit:asap:auto+admission:rate:2.5");
+        let auto = parse_one("vodkit+admission:auto")
+            .unwrap()
+            .admission
+            .unwrap();
+        assert_eq!(auto.to_string(), "auto");
+        assert_eq!(parse_one("vodkit").unwrap().admission, None);
+    }
+
+    #[test]
     fn parses_every_form() {
         let suts = parse_list(
             "vodkit:asap:auto,vodkit:vanilla,nginx,apache+preload,\
@@ -529,6 +557,9 @@ mod tests {
             ("nginx+workers:0", "from 1 to 256"),
             ("nginx+workers:many", "from 1 to 256"),
             ("nginx+workers:4+workers:8", "given twice"),
+            ("nginx+admission:auto", "+admission sets vodkit's"),
+            ("vodkit+admission:sometimes", "expected off, auto or rate:R"),
+            ("vodkit+admission:auto+admission:off", "given twice"),
             ("vodkit+workers:4", "nginx or apache"),
             ("apache+threads", "nginx's `aio threads`"),
             ("nginx+threads+threads", "given twice"),

@@ -182,11 +182,23 @@ pub fn summarise(samples: &[&sys::Sample], device: Option<&str>) -> SystemFigure
             utilization: busy_ms / 1000.0 / secs,
         }
     });
+    let cgroup: Vec<&sys::CgroupSample> =
+        samples.iter().filter_map(|s| s.cgroup.as_ref()).collect();
+    let server_memory = (!cgroup.is_empty()).then(|| crate::point::ServerMemory {
+        peak_bytes: cgroup.iter().map(|c| c.usage_bytes).max().unwrap_or(0),
+        peak_cache_bytes: cgroup.iter().map(|c| c.cache_bytes).max().unwrap_or(0),
+        peak_other_bytes: cgroup
+            .iter()
+            .map(|c| c.usage_bytes.saturating_sub(c.cache_bytes))
+            .max()
+            .unwrap_or(0),
+    });
     SystemFigures {
         disk,
         cpu_busy: Some(busy),
         cpu_iowait: Some(iowait),
         cores: ProcessCores::default(),
+        server_memory,
         notes: Vec::new(),
     }
 }
@@ -609,6 +621,26 @@ mod tests {
         assert!((f.cpu_busy.unwrap() - 0.25).abs() < 1e-9);
         assert_eq!(f.cpu_iowait, Some(0.0));
         assert!(summarise(&[&a], None).disk.is_none());
+        assert_eq!(f.server_memory, None, "no cgroup, no server memory");
+    }
+
+    #[test]
+    fn server_memory_is_the_peak_of_the_budget_cgroup() {
+        let mut a = sample(1.0, 0.5, 0.0, 0.0, 0.0);
+        let mut b = a.clone();
+        a.cgroup = Some(sys::CgroupSample {
+            usage_bytes: 900,
+            cache_bytes: 800,
+        });
+        b.cgroup = Some(sys::CgroupSample {
+            usage_bytes: 700,
+            cache_bytes: 400,
+        });
+        let m = summarise(&[&a, &b], None).server_memory.unwrap();
+        assert_eq!(
+            (m.peak_bytes, m.peak_cache_bytes, m.peak_other_bytes),
+            (900, 800, 300)
+        );
     }
 
     /// CPU shares between two `/proc/stat` texts, as `vodkit_disk::sys` computes them.

@@ -46,13 +46,8 @@ fn nginx_serves_with_generated_config() {
     }
     let (dir, body) = fixture();
     let run = dir.path().join("run-nginx");
-    let setup = PeerSetup {
-        root: &dir.path().join("video"),
-        run_dir: &run,
-        probe_path: "/t/title-1.mp4",
-        workers: 2,
-        aio_threads: None,
-    };
+    let root = dir.path().join("video");
+    let setup = PeerSetup::new(&root, &run, "/t/title-1.mp4", 2);
     let server = peers::start_nginx(&setup, &peers::no_wrap).unwrap();
     check_serves(server, &body);
     assert!(std::fs::read_to_string(run.join("access.log"))
@@ -67,13 +62,8 @@ fn apache_serves_with_generated_config() {
     }
     let (dir, body) = fixture();
     let run = dir.path().join("run-apache");
-    let setup = PeerSetup {
-        root: &dir.path().join("video"),
-        run_dir: &run,
-        probe_path: "/t/title-1.mp4",
-        workers: 2,
-        aio_threads: None,
-    };
+    let root = dir.path().join("video");
+    let setup = PeerSetup::new(&root, &run, "/t/title-1.mp4", 2);
     let server = peers::start_apache(&setup, &peers::no_wrap).unwrap();
     check_serves(server, &body);
 }
@@ -87,13 +77,8 @@ fn a_broken_root_is_a_clear_start_error_not_a_hang() {
     let run = dir.path().join("run");
     std::fs::create_dir_all(&run).unwrap();
     // A file where the pid directory should be makes nginx fail at start-up.
-    let setup = PeerSetup {
-        root: dir.path(),
-        run_dir: &run.join("pid-is-a-file/x"),
-        probe_path: "/",
-        workers: 1,
-        aio_threads: None,
-    };
+    let bad_run = run.join("pid-is-a-file/x");
+    let setup = PeerSetup::new(dir.path(), &bad_run, "/", 1);
     std::fs::write(run.join("pid-is-a-file"), b"").unwrap();
     let e = peers::start_nginx(&setup, &peers::no_wrap)
         .unwrap_err()

@@ -109,6 +109,7 @@ impl Sampler for Samp {
                 server: Some(0.3),
                 ..Default::default()
             },
+            server_memory: None,
             notes: vec![],
         })
     }

@@ -30,26 +30,15 @@ fn file_set(dir: &std::path::Path) -> std::path::PathBuf {
 
 fn sessions(n: u64) -> Vec<Session> {
     (0..n)
-        .map(|id| Session {
-            id,
-            gap: 1.0,
-            start_s: None,
-            class: "lan".into(),
-            title: Some((id % FILES as u64) as u32),
-            bitrate_kbps: None,
-            requests: (0..3)
-                .map(|k| Request {
-                    path: format!("/t{}.mp4", id % FILES as u64),
-                    range: Some(ByteRange::Closed {
-                        first: k * REQ,
-                        last: (k + 1) * REQ - 1,
-                    }),
-                    pacing_s: 0.0,
-                    timeout_s: 10.0,
-                    conn: 0,
-                    media_s: 0.0,
-                })
-                .collect(),
+        .map(|id| {
+            let path = format!("/t{}.mp4", id % FILES as u64);
+            let requests = (0..3)
+                .map(|k| Request::new(&path, Some(ByteRange::closed(k * REQ, REQ)), 10.0))
+                .collect();
+            Session {
+                title: Some((id % FILES as u64) as u32),
+                ..Session::new(id, 1.0, "lan", requests)
+            }
         })
         .collect()
 }
@@ -80,15 +69,7 @@ fn miniature_bench_end_to_end() {
         );
         eprintln!("NOTE: nginx+preload is not measured: {why}");
     }
-    let mut load = WorkloadLoad {
-        sessions: sessions(24),
-        meta: None,
-        warmup: Vec::new(),
-        max_duration: None,
-        max_sessions: None,
-        live_status: false,
-        tls_ca: None,
-    };
+    let mut load = WorkloadLoad::of(sessions(24));
     let mut sampler = NoSampler("system metrics not sampled in this test".into());
     let mut bed = PlainDisk;
     let suts = parse_list("vodkit:vanilla,nginx,nginx+preload").unwrap();

@@ -13,26 +13,11 @@ const FILE_BYTES: u64 = 1 << 20;
 
 fn sessions(n: u64) -> Vec<Session> {
     (0..n)
-        .map(|id| Session {
-            id,
-            gap: 0.01,
-            start_s: None,
-            class: "lan".into(),
-            title: None,
-            bitrate_kbps: None,
-            requests: (0..4)
-                .map(|k| Request {
-                    path: "/t0.mp4".into(),
-                    range: Some(ByteRange::Closed {
-                        first: k * 256 * 1024,
-                        last: (k + 1) * 256 * 1024 - 1,
-                    }),
-                    pacing_s: 0.0,
-                    timeout_s: 10.0,
-                    conn: 0,
-                    media_s: 0.0,
-                })
-                .collect(),
+        .map(|id| {
+            let requests = (0..4)
+                .map(|k| Request::new("/t0.mp4", Some(ByteRange::closed(k << 18, 1 << 18)), 10.0))
+                .collect();
+            Session::new(id, 0.01, "lan", requests)
         })
         .collect()
 }
@@ -50,15 +35,7 @@ fn tls_suts_serve_https_with_a_per_run_certificate() {
     let mut launcher = LocalLauncher::new(root.clone(), run_base.clone(), "/t0.mp4".into());
     launcher.workers = 1;
     launcher.vodkit = Ok(Box::new(InProcessVodkit::new().unwrap()));
-    let mut load = WorkloadLoad {
-        sessions: sessions(6),
-        meta: None,
-        warmup: Vec::new(),
-        max_duration: None,
-        max_sessions: None,
-        live_status: false,
-        tls_ca: None,
-    };
+    let mut load = WorkloadLoad::of(sessions(6));
     let mut served = 0;
     for sut in parse_list("vodkit+tls,nginx+tls,apache+tls").unwrap() {
         assert!(sut.tls);

@@ -2,7 +2,7 @@
 //! cannot read is answered `500` before any header of a `206`; in `vanilla` (which reads
 //! while it sends) the response breaks off; either way one log line, a count by device in
 //! `/metrics`, an access-log line marked `read_error`, and every other file keeps playing —
-//! also while 5% of all reads fail.
+//! also while 5% of all reads fail; a device whose reads all fail gets `503` + `Retry-After`.
 //!
 //! Needs root, FUSE and loop devices; without them it prints why and passes, except under
 //! `CI`, where it fails.
@@ -149,6 +149,40 @@ fn unreadable_files_get_an_error_and_the_rest_plays_on() {
     eprintln!("5% read errors: {ok} ranges served, {failed} failed, {errors} counted");
     assert_eq!(failed, errors, "every failed range is counted once");
     assert!(ok >= 256 * 8 / 10, "{ok} of 256 ranges served");
+
+    // Every read the device gets fails (a file never read, asked for at places 2 MiB apart,
+    // while every read of the device fails): after a few 500s the server says 503 with
+    // Retry-After (the viewer should go to another origin), and plays again once the
+    // device is back. A read that works first: the device's run of failures starts from 0.
+    // Some of these ranges are still served: every second one (at 2, 6, 10 MiB) comes back
+    // complete although no device read succeeds, so the kernel has those pages from
+    // somewhere (not understood yet; the 5% phase above sees few errors for the same
+    // reason); a range served resets the run of failures.
+    testbed::control(&st, Control::EioClear).unwrap();
+    let dead = disk.root.join("dead.bin");
+    hdd::write_title(&dead, 16, 42);
+    vodkit_disk::memory::evict_file(&disk.root.join("t5.bin")).unwrap();
+    Viewer::new(&addr, "healthy").play("/t5.bin", 0, MIB - 1);
+    testbed::control(&st, Control::rate(1.0, Some(7)).unwrap()).unwrap();
+    let statuses: Vec<(u16, Option<u32>)> = (0..6u64)
+        .map(|k| {
+            let at = 2 * k * MIB;
+            let g = Viewer::new(&addr, &format!("dead{k}")).get("/dead.bin", at, at + 4095);
+            (g.status, g.retry_after)
+        })
+        .collect();
+    eprintln!("device failing: {statuses:?}");
+    assert_eq!(statuses[0], (500, None), "one failed read is a 500");
+    assert!(
+        statuses.contains(&(503, Some(30))),
+        "a device whose reads all fail gets 503 + Retry-After"
+    );
+    assert!(
+        statuses
+            .iter()
+            .all(|s| matches!(s, (206, None) | (500, None) | (503, Some(30)))),
+        "{statuses:?}"
+    );
     testbed::control(&st, Control::EioClear).unwrap();
     Viewer::new(&addr, "after").play("/t3.bin", 0, MIB - 1);
     let (code, _) = server.stop();

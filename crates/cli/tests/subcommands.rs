@@ -8,12 +8,26 @@ mod common;
 use common::*;
 use std::path::Path;
 
+/// Each `(line, needle)` is a usage error naming `needle`.
+fn usage_errors(dir: &Path, cases: &[(&str, &str)]) {
+    for (line, needle) in cases {
+        usage_error(dir, *line, needle);
+    }
+}
+
+/// Each `(line, needle)` is a runtime failure naming `needle`.
+fn runtime_errors(dir: &Path, cases: &[(&str, &str)]) {
+    for (line, needle) in cases {
+        runtime_error(dir, *line, needle);
+    }
+}
+
 fn tmp() -> tempfile::TempDir {
     tempfile::tempdir().expect("temp dir")
 }
 
-fn exists(dir: &Path, files: &[&str]) {
-    for f in files {
+fn exists(dir: &Path, files: &str) {
+    for f in files.split_whitespace() {
         assert!(dir.join(f).exists(), "{} missing", dir.join(f).display());
     }
 }
@@ -36,63 +50,32 @@ fn workload() {
     small_workload(p);
     exists(
         p,
-        &[
-            "w/catalog.json",
-            "w/sessions.jsonl",
-            "w/workload.json",
-            "w/summary.json",
-        ],
+        "w/catalog.json w/sessions.jsonl w/workload.json w/summary.json",
     );
-    let list = ok(p, &["workload", "spec", "list"]);
+    let list = ok(p, "workload spec list");
     assert!(list.stdout.lines().any(|l| l == "youtube-2011"), "{list:?}");
-    let show = ok(p, &["workload", "spec", "show", "youtube-2011"]);
+    let show = ok(p, "workload spec show youtube-2011");
     assert!(show.stdout.contains("[catalog]"), "{show:?}");
-    ok(
-        p,
-        &[
-            "workload", "export", "--format", "thesis", "--in", "w", "--out", "w.log",
-        ],
-    );
-    ok(p, &["workload", "import", "--out", "w2", "w.log"]);
+    ok(p, "workload export --format thesis --in w --out w.log");
+    ok(p, "workload import --out w2 w.log");
     let n = |f: &str| std::fs::read_to_string(p.join(f)).unwrap().lines().count();
     assert_eq!(n("w2/sessions.jsonl"), n("w/sessions.jsonl"));
     ok(
         p,
-        &[
-            "workload",
-            "synth-log",
-            "--scale",
-            "0.01",
-            "--set",
-            "sessions=20",
-            "--out",
-            "syn",
-        ],
+        "workload synth-log --scale 0.01 --set sessions=20 --out syn",
     );
-    exists(p, &["syn/log.csv", "syn/files.csv", "syn/truth/chains.csv"]);
+    exists(p, "syn/log.csv syn/files.csv syn/truth/chains.csv");
 
-    usage_error(
-        p,
-        &["workload", "new", "--spec", "no-such-spec", "--out", "x"],
-        "no-such-spec",
-    );
-    usage_error(
+    usage_errors(
         p,
         &[
-            "workload", "export", "--format", "nope", "--in", "w", "--out", "x",
+            ("workload new --spec no-such-spec --out x", "no-such-spec"),
+            ("workload export --format nope --in w --out x", "--format"),
         ],
-        "--format",
     );
     runtime_error(
         p,
-        &[
-            "workload",
-            "new",
-            "--spec",
-            "youtube-2011",
-            "--out",
-            "/proc/no-such-dir/w",
-        ],
+        "workload new --spec youtube-2011 --out /proc/no-such-dir/w",
         "/proc/no-such-dir",
     );
 }
@@ -102,33 +85,16 @@ fn fileset() {
     let d = tmp();
     let p = d.path();
     small_workload(p);
-    let v = ok(
-        p,
-        &["fileset", "verify", "--workload", "w", "--root", "files"],
-    );
+    let v = ok(p, "fileset verify --workload w --root files");
     assert!(!v.stdout.is_empty(), "{v:?}");
-    let pl = ok(
-        p,
-        &["fileset", "placement", "--workload", "w", "--root", "files"],
-    );
+    let pl = ok(p, "fileset placement --workload w --root files");
     assert!(pl.stdout.contains("titles"), "{pl:?}");
 
-    usage_error(
-        p,
-        &["fileset", "verify", "--workload", "w", "--root", "absent"],
-        "absent",
-    );
-    usage_error(p, &["fileset", "create", "--workload", "w"], "--root");
+    usage_error(p, "fileset verify --workload w --root absent", "absent");
+    usage_error(p, "fileset create --workload w", "--root");
     runtime_error(
         p,
-        &[
-            "fileset",
-            "create",
-            "--workload",
-            "w",
-            "--root",
-            "/proc/no-such-dir",
-        ],
+        "fileset create --workload w --root /proc/no-such-dir",
         "/proc/no-such-dir",
     );
 }
@@ -140,38 +106,14 @@ fn serve_load_trace_and_simulate() {
     small_workload(p);
     let mut server = Daemon::start(
         p,
-        &[
-            "serve",
-            "--root",
-            "files",
-            "--listen",
-            "127.0.0.1:0",
-            "--admin",
-            "127.0.0.1:0",
-            "--access-log",
-            "access.log",
-            "--prefetch",
-            "fixed:1MiB",
-        ],
+        "serve --root files --listen 127.0.0.1:0 --admin 127.0.0.1:0 --access-log access.log --prefetch fixed:1MiB",
     );
     let url = server.wait_for("listening on ");
     let admin = server.wait_for("admin on http://");
+    let load = format!("load --target {url} --sessions w/sessions.jsonl");
     let o = ok(
         p,
-        &[
-            "load",
-            "--target",
-            &url,
-            "--sessions",
-            "w/sessions.jsonl",
-            "--rate",
-            "50",
-            "--max-sessions",
-            "3",
-            "--verify",
-            "--out",
-            "r.json",
-        ],
+        &format!("{load} --rate 50 --max-sessions 3 --verify --out r.json"),
     );
     assert!(o.stdout.contains("qos"), "{o:?}");
     let (status, stats) = http_get(&admin, "/stats");
@@ -185,140 +127,61 @@ fn serve_load_trace_and_simulate() {
     let results: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(p.join("r.json")).unwrap()).unwrap();
     assert!(results.is_object());
-    let merged = ok(p, &["load", "merge", "r.json", "--json"]);
+    let merged = ok(p, "load merge r.json --json");
     assert!(merged.stdout.contains("\"run\""), "{merged:?}");
 
     for sub in ["chains", "phases", "report"] {
+        let catalog = "--catalog w/catalog.json";
         ok(
             p,
-            &[
-                "trace",
-                sub,
-                "--log",
-                "access.log",
-                "--catalog",
-                "w/catalog.json",
-                "--out",
-                &format!("t-{sub}"),
-            ],
+            &format!("trace {sub} --log access.log {catalog} --out t-{sub}"),
         );
     }
-    exists(p, &["t-chains/chains.csv", "t-report/report.html"]);
+    exists(p, "t-chains/chains.csv t-report/report.html");
 
     ok(
         p,
-        &[
-            "workload",
-            "synth-log",
-            "--scale",
-            "0.01",
-            "--set",
-            "sessions=20",
-            "--out",
-            "syn",
-        ],
+        "workload synth-log --scale 0.01 --set sessions=20 --out syn",
     );
     ok(
         p,
-        &[
-            "simulate",
-            "--chains",
-            "syn/truth/chains.csv",
-            "--files",
-            "syn/files.csv",
-            "--out",
-            "sim",
-        ],
+        "simulate --chains syn/truth/chains.csv --files syn/files.csv --out sim",
     );
-    exists(p, &["sim/sim.json", "sim/index.html"]);
+    exists(p, "sim/sim.json sim/index.html");
 
-    // Usage errors.
-    usage_error(p, &["serve", "--root", "absent"], "--root absent");
-    usage_error(
-        p,
-        &["serve", "--root", "files", "--prefetch", "fixed:lots"],
-        "--prefetch",
-    );
-    usage_error(
-        p,
-        &["load", "--target", &url, "--sessions", "absent.jsonl"],
-        "absent.jsonl",
-    );
-    usage_error(
-        p,
-        &["trace", "chains", "--log", "absent.log", "--out", "t"],
-        "absent.log",
-    );
-    usage_error(
+    let no_sessions = format!("load --target {url} --sessions absent.jsonl");
+    usage_errors(
         p,
         &[
-            "simulate",
-            "--chains",
-            "absent.csv",
-            "--files",
-            "syn/files.csv",
-            "--out",
-            "s",
+            ("serve --root absent", "--root absent"),
+            ("serve --root files --prefetch fixed:lots", "--prefetch"),
+            (&no_sessions, "absent.jsonl"),
+            ("trace chains --log absent.log --out t", "absent.log"),
+            (
+                "simulate --chains absent.csv --files syn/files.csv --out s",
+                "absent.csv",
+            ),
+            (
+                "simulate --validate --validate-policy auto --out v",
+                "fixed:SIZE",
+            ),
         ],
-        "absent.csv",
     );
-    usage_error(
+    let no_dir = "/proc/no-such-dir";
+    let load_to_no_dir = format!("{load} --max-sessions 1 --out {no_dir}/r.json");
+    let simulate_to_no_dir =
+        format!("simulate --chains syn/truth/chains.csv --files syn/files.csv --out {no_dir}");
+    runtime_errors(
         p,
         &[
-            "simulate",
-            "--validate",
-            "--validate-policy",
-            "auto",
-            "--out",
-            "v",
+            ("serve --root files --listen 192.0.2.1:80", "192.0.2.1:80"),
+            (&load_to_no_dir, no_dir),
+            (
+                "trace chains --log access.log --out /proc/no-such-dir",
+                no_dir,
+            ),
+            (&simulate_to_no_dir, no_dir),
         ],
-        "fixed:SIZE",
-    );
-    // Runtime failures.
-    runtime_error(
-        p,
-        &["serve", "--root", "files", "--listen", "192.0.2.1:80"],
-        "192.0.2.1:80",
-    );
-    runtime_error(
-        p,
-        &[
-            "load",
-            "--target",
-            &url,
-            "--sessions",
-            "w/sessions.jsonl",
-            "--max-sessions",
-            "1",
-            "--out",
-            "/proc/no-such-dir/r.json",
-        ],
-        "/proc/no-such-dir",
-    );
-    runtime_error(
-        p,
-        &[
-            "trace",
-            "chains",
-            "--log",
-            "access.log",
-            "--out",
-            "/proc/no-such-dir",
-        ],
-        "/proc/no-such-dir",
-    );
-    runtime_error(
-        p,
-        &[
-            "simulate",
-            "--chains",
-            "syn/truth/chains.csv",
-            "--files",
-            "syn/files.csv",
-            "--out",
-            "/proc/no-such-dir",
-        ],
-        "/proc/no-such-dir",
     );
 }
 
@@ -329,73 +192,26 @@ fn bench_runs_a_child_vodkit_serve() {
     small_workload(p);
     ok(
         p,
-        &[
-            "bench",
-            "--workload",
-            "w",
-            "--root",
-            "files",
-            "--sut",
-            "vodkit:asap:fixed:1MiB",
-            "--search",
-            "fixed-rates:5",
-            "--point-duration",
-            "3s",
-            "--out",
-            "b",
-            "--quiet",
-        ],
+        "bench --workload w --root files --sut vodkit:asap:fixed:1MiB --search fixed-rates:5 --point-duration 3s --out b --quiet",
     );
-    exists(p, &["b/bench.json", "b/report.md", "b/report.html"]);
+    exists(p, "b/bench.json b/report.md b/report.html");
     let bench = std::fs::read_to_string(p.join("b/bench.json")).unwrap();
     assert!(bench.contains("vodkit:asap:fixed:1MiB"), "{bench}");
 
-    usage_error(
-        p,
-        &["bench", "--workload", "w", "--sut", "iis", "--out", "b2"],
-        "iis",
-    );
-    usage_error(
+    usage_errors(
         p,
         &[
-            "bench",
-            "--workload",
-            "w",
-            "--sut",
-            "vodkit:asap:fixed:lots",
-            "--out",
-            "b2",
+            ("bench --workload w --sut iis --out b2", "iis"),
+            (
+                "bench --workload w --sut vodkit:asap:fixed:lots --out b2",
+                "lots",
+            ),
+            ("bench --workload w --testbed hdd:floppy --out b2", "floppy"),
         ],
-        "lots",
-    );
-    usage_error(
-        p,
-        &[
-            "bench",
-            "--workload",
-            "w",
-            "--testbed",
-            "hdd:floppy",
-            "--out",
-            "b2",
-        ],
-        "floppy",
     );
     runtime_error(
         p,
-        &[
-            "bench",
-            "--workload",
-            "w",
-            "--root",
-            "files",
-            "--sut",
-            "vodkit",
-            "--search",
-            "fixed-rates:5",
-            "--out",
-            "/proc/no-such-dir",
-        ],
+        "bench --workload w --root files --sut vodkit --search fixed-rates:5 --out /proc/no-such-dir",
         "/proc/no-such-dir",
     );
 }
@@ -407,7 +223,7 @@ fn demo_checks_its_input_first() {
     usage_error(d.path(), &["demo", "--bogus"], "--bogus");
     runtime_error(
         d.path(),
-        &["demo", "--out", "/proc/no-such-dir", "--quiet"],
+        "demo --out /proc/no-such-dir --quiet",
         "/proc/no-such-dir",
     );
 }
@@ -447,15 +263,10 @@ fn preload_and_prefetchd() {
     let sock2 = p.join("pd2.sock");
     let mut daemon = Daemon::start(
         p,
-        &[
-            "prefetchd",
-            "--socket",
-            sock2.to_str().unwrap(),
-            "--admin",
-            "127.0.0.1:0",
-            "--prefetch",
-            "fixed:4MiB",
-        ],
+        &format!(
+            "prefetchd --socket {} --admin 127.0.0.1:0 --prefetch fixed:4MiB",
+            sock2.display()
+        ),
     );
     let admin = daemon.wait_for("admin on http://");
     let (status, body) = http_get(&admin, "/stats");
@@ -464,24 +275,27 @@ fn preload_and_prefetchd() {
     let (code, _) = daemon.stop();
     assert_eq!(code, 0, "prefetchd exits cleanly on SIGTERM");
 
-    usage_error(p, &["prefetchd", "--mode", "nope"], "--mode");
-    usage_error(p, &["prefetchd", "--prefetch", "fixed:lots"], "--prefetch");
-    usage_error(p, &["preload", "--mode", "nope", "--", "true"], "--mode");
-    runtime_error(
+    usage_errors(
         p,
         &[
-            "preload",
-            "--socket",
-            p.join("p3.sock").to_str().unwrap(),
-            "--",
-            "/nonexistent/program",
+            ("prefetchd --mode nope", "--mode"),
+            ("prefetchd --prefetch fixed:lots", "--prefetch"),
+            ("preload --mode nope -- true", "--mode"),
         ],
-        "/nonexistent/program",
     );
-    runtime_error(
+    let no_program = format!(
+        "preload --socket {} -- /nonexistent/program",
+        p.join("p3.sock").display()
+    );
+    runtime_errors(
         p,
-        &["prefetchd", "--socket", "/proc/no-such-dir/x.sock"],
-        "/proc/no-such-dir",
+        &[
+            (&no_program, "/nonexistent/program"),
+            (
+                "prefetchd --socket /proc/no-such-dir/x.sock",
+                "/proc/no-such-dir",
+            ),
+        ],
     );
 }
 
@@ -506,18 +320,7 @@ fn walk_first_file(dir: &Path) -> std::path::PathBuf {
 fn sys_and_run() {
     let d = tmp();
     let p = d.path();
-    let o = ok(
-        p,
-        &[
-            "sys",
-            "watch",
-            "--interval",
-            "100ms",
-            "--count",
-            "2",
-            "--json",
-        ],
-    );
+    let o = ok(p, "sys watch --interval 100ms --count 2 --json");
     let lines: Vec<serde_json::Value> = o
         .stdout
         .lines()
@@ -525,25 +328,25 @@ fn sys_and_run() {
         .collect();
     assert_eq!(lines.len(), 2, "{o:?}");
     assert!(lines[0]["memory"]["total"].as_u64().unwrap() > 0);
-    usage_error(p, &["sys", "watch", "--interval", "0s"], "--interval");
-    usage_error(p, &["run", "--memory", "lots", "--", "true"], "--memory");
+    usage_errors(
+        p,
+        &[
+            ("sys watch --interval 0s", "--interval"),
+            ("run --memory lots -- true", "--memory"),
+        ],
+    );
 
     if !have_root("vodkit run (a memory cgroup)") {
         return;
     }
-    let o = ok(
-        p,
-        &[
-            "run", "--memory", "256MiB", "--report", "run.json", "--", "true",
-        ],
-    );
+    let o = ok(p, "run --memory 256MiB --report run.json -- true");
     assert!(o.stderr.contains("limit 256 MiB"), "{o:?}");
     let report: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(p.join("run.json")).unwrap()).unwrap();
     assert_eq!(report["limit_bytes"], 256 << 20);
     runtime_error(
         p,
-        &["run", "--memory", "256MiB", "--", "/nonexistent/program"],
+        "run --memory 256MiB -- /nonexistent/program",
         "/nonexistent/program",
     );
 }
@@ -562,31 +365,18 @@ fn hdd() {
         "{status:?}"
     );
 
-    usage_error(
+    let bad_range = format!("hdd tune --mount m --state-dir {state} --eio-sectors 5-1");
+    let not_up = format!("hdd bench --mount m --state-dir {state}");
+    usage_errors(
         p,
         &[
-            "hdd", "up", "--preset", "floppy", "--size", "64MiB", "--image", "x", "--mount", "m",
+            (
+                "hdd up --preset floppy --size 64MiB --image x --mount m",
+                "floppy",
+            ),
+            (&bad_range, "--eio-sectors"),
+            (&not_up, "no emulated disk is up"),
         ],
-        "floppy",
-    );
-    usage_error(
-        p,
-        &[
-            "hdd",
-            "tune",
-            "--mount",
-            "m",
-            "--state-dir",
-            state,
-            "--eio-sectors",
-            "5-1",
-        ],
-        "--eio-sectors",
-    );
-    usage_error(
-        p,
-        &["hdd", "bench", "--mount", "m", "--state-dir", state],
-        "no emulated disk is up",
     );
 
     if !have_root("vodkit hdd up (FUSE and a loop device)") {
@@ -600,35 +390,15 @@ fn hdd() {
     let image = img.path().join("hdd.img");
     let mount = p.join("mnt");
     let (image, mount) = (image.to_str().unwrap(), mount.to_str().unwrap());
-    let up = ok(
-        p,
-        &[
-            "hdd",
-            "up",
-            "--size",
-            "64MiB",
-            "--image",
-            image,
-            "--mount",
-            mount,
-            "--state-dir",
-            state,
-        ],
-    );
+    let up_at = |image: &str| {
+        format!("hdd up --size 64MiB --image {image} --mount {mount} --state-dir {state}")
+    };
+    let up = ok(p, &up_at(image));
     assert!(up.stdout.contains("wd-red"), "{up:?}");
     // The fault commands travel as Control values through the control file.
     let tune = run_in(
         p,
-        &[
-            "hdd",
-            "tune",
-            "--mount",
-            mount,
-            "--state-dir",
-            state,
-            "--eio-sectors",
-            "100-200",
-        ],
+        &format!("hdd tune --mount {mount} --state-dir {state} --eio-sectors 100-200"),
     );
     let st = ok(p, &["hdd", "status", "--state-dir", state, "--json"]);
     let down = run_in(p, &["hdd", "down", "--mount", mount, "--state-dir", state]);
@@ -641,20 +411,5 @@ fn hdd() {
         serde_json::json!([[100, 200]]),
         "{st}"
     );
-    runtime_error(
-        p,
-        &[
-            "hdd",
-            "up",
-            "--size",
-            "64MiB",
-            "--image",
-            "/proc/no-such-dir/hdd.img",
-            "--mount",
-            mount,
-            "--state-dir",
-            state,
-        ],
-        "/proc/no-such-dir",
-    );
+    runtime_error(p, &up_at("/proc/no-such-dir/hdd.img"), "/proc/no-such-dir");
 }

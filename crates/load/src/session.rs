@@ -262,38 +262,28 @@ async fn perform(
                 open(plan, &shared, local, recv_buffer, tls.as_ref()).await?
             }
         };
-        let done = match http::exchange(
-            &mut conn,
-            &ask,
-            bucket.as_ref(),
-            &shared.live.bytes,
-            &mut progress,
-        )
-        .await
-        {
-            Err(ExchangeError::Stale) => {
-                opened += 1;
-                reconnects += 1;
-                conn = open(plan, &shared, local, recv_buffer, tls.as_ref()).await?;
-                progress = Progress::default();
-                http::exchange(
-                    &mut conn,
-                    &ask,
-                    bucket.as_ref(),
-                    &shared.live.bytes,
-                    &mut progress,
-                )
-                .await
-                .map_err(|e| match e {
-                    ExchangeError::Stale => Failure::new(
+        // A kept-alive connection the server closed meanwhile is reopened once; a fresh
+        // one closed before the response is a reset.
+        let mut fresh = false;
+        let done = loop {
+            let bytes = &shared.live.bytes;
+            match http::exchange(&mut conn, &ask, bucket.as_ref(), bytes, &mut progress).await {
+                Ok(done) => break done,
+                Err(ExchangeError::Failed(f)) => return Err(f),
+                Err(ExchangeError::Stale) if fresh => {
+                    return Err(Failure::new(
                         FailureReason::Reset,
                         "a fresh connection was closed before the response",
-                    ),
-                    ExchangeError::Failed(f) => f,
-                })?
+                    ))
+                }
+                Err(ExchangeError::Stale) => {
+                    fresh = true;
+                    opened += 1;
+                    reconnects += 1;
+                    conn = open(plan, &shared, local, recv_buffer, tls.as_ref()).await?;
+                    progress = Progress::default();
+                }
             }
-            Err(ExchangeError::Failed(f)) => return Err(f),
-            Ok(done) => done,
         };
         if !owd.is_zero() {
             tokio::time::sleep(owd).await;

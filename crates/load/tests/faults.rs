@@ -5,7 +5,7 @@
 mod common;
 
 use common::run;
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::TcpListener;
 use std::time::Duration;
 use vodkit_load::record::{FailureReason, SessionEnd};
@@ -22,16 +22,7 @@ fn serve(respond: fn(u32) -> (Vec<u8>, Action)) -> Target {
             let Ok(mut stream) = stream else { continue };
             std::thread::spawn(move || {
                 let mut n = 0;
-                loop {
-                    // Read one request head.
-                    let mut head = Vec::new();
-                    let mut byte = [0u8; 1];
-                    while !head.ends_with(b"\r\n\r\n") {
-                        match stream.read(&mut byte) {
-                            Ok(1) => head.push(byte[0]),
-                            _ => return,
-                        }
-                    }
+                while common::read_head(&mut stream) {
                     let (bytes, action) = respond(n);
                     n += 1;
                     if stream.write_all(&bytes).is_err() {
@@ -66,26 +57,11 @@ fn ok_response(len: usize) -> Vec<u8> {
 }
 
 fn req(timeout_s: f64) -> Request {
-    Request {
-        path: "/f".into(),
-        range: None,
-        pacing_s: 0.0,
-        timeout_s,
-        conn: 0,
-        media_s: 0.0,
-    }
+    Request::new("/f", None, timeout_s)
 }
 
 fn session(id: u64, requests: Vec<Request>) -> Session {
-    Session {
-        id,
-        gap: 0.001,
-        start_s: None,
-        class: "default".into(),
-        title: None,
-        bitrate_kbps: None,
-        requests,
-    }
+    Session::new(id, 0.001, "default", requests)
 }
 
 #[test]

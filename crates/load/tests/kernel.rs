@@ -4,7 +4,9 @@
 //! and the namespaces are gone when the run ends. Needs root and iproute2; without them
 //! the test prints why and fails under `CI`.
 
-use std::io::{Read, Write};
+mod common;
+
+use std::io::Write;
 use std::net::{Ipv4Addr, SocketAddrV4, TcpListener};
 use std::os::fd::FromRawFd;
 use std::process::Command;
@@ -59,20 +61,14 @@ fn serve(listener: TcpListener, peers: Arc<Mutex<Vec<Ipv4Addr>>>) {
             if let Ok(std::net::SocketAddr::V4(a)) = stream.peer_addr() {
                 peers.lock().unwrap().push(*a.ip());
             }
-            std::thread::spawn(move || loop {
-                let mut head = Vec::new();
-                let mut byte = [0u8; 1];
-                while !head.ends_with(b"\r\n\r\n") {
-                    match stream.read(&mut byte) {
-                        Ok(1) => head.push(byte[0]),
-                        _ => return,
+            std::thread::spawn(move || {
+                while common::read_head(&mut stream) {
+                    let mut reply =
+                        format!("HTTP/1.1 200 OK\r\nContent-Length: {BODY}\r\n\r\n").into_bytes();
+                    reply.resize(reply.len() + BODY, b'v');
+                    if stream.write_all(&reply).is_err() {
+                        return;
                     }
-                }
-                let mut reply =
-                    format!("HTTP/1.1 200 OK\r\nContent-Length: {BODY}\r\n\r\n").into_bytes();
-                reply.resize(reply.len() + BODY, b'v');
-                if stream.write_all(&reply).is_err() {
-                    return;
                 }
             });
         }
@@ -80,22 +76,7 @@ fn serve(listener: TcpListener, peers: Arc<Mutex<Vec<Ipv4Addr>>>) {
 }
 
 fn session(id: u64, class: &str) -> Session {
-    Session {
-        id,
-        gap: 0.001,
-        start_s: None,
-        class: class.into(),
-        title: None,
-        bitrate_kbps: None,
-        requests: vec![Request {
-            path: "/f".into(),
-            range: None,
-            pacing_s: 0.0,
-            timeout_s: 20.0,
-            conn: 0,
-            media_s: 0.0,
-        }],
-    }
+    Session::new(id, 0.001, class, vec![Request::new("/f", None, 20.0)])
 }
 
 fn namespaces_of(pid: u32) -> Vec<String> {

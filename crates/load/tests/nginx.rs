@@ -103,25 +103,14 @@ fn httperf_dialect_bursts_use_parallel_connections() {
 
 fn req(path: &str, range: Option<ByteRange>, pacing_s: f64) -> Request {
     Request {
-        path: path.into(),
-        range,
         pacing_s,
-        timeout_s: 10.0,
-        conn: 0,
         media_s: 1.0,
+        ..Request::new(path, range, 10.0)
     }
 }
 
 fn session(id: u64, requests: Vec<Request>) -> Session {
-    Session {
-        id,
-        gap: 0.01,
-        start_s: None,
-        class: "default".into(),
-        title: None,
-        bitrate_kbps: None,
-        requests,
-    }
+    Session::new(id, 0.01, "default", requests)
 }
 
 #[test]

@@ -64,12 +64,9 @@ impl Drop for Origin {
 
 fn req(path: &str, range: Option<ByteRange>, conn: u32) -> Request {
     Request {
-        path: path.into(),
-        range,
-        pacing_s: 0.0,
-        timeout_s: 20.0,
         conn,
         media_s: 1.0,
+        ..Request::new(path, range, 20.0)
     }
 }
 
@@ -94,15 +91,7 @@ fn sessions(n: u64) -> Vec<Session> {
                 }),
                 1,
             ));
-            Session {
-                id,
-                gap: 0.0,
-                start_s: None,
-                class: "default".into(),
-                title: None,
-                bitrate_kbps: None,
-                requests,
-            }
+            Session::new(id, 0.0, "default", requests)
         })
         .collect()
 }
@@ -141,22 +130,8 @@ fn a_verified_replay_over_tls_has_no_corrupt_byte() {
 /// its first request, if any.
 fn one_session(origin: &Origin, host: &str, trust: Trust) -> Option<(FailureReason, String)> {
     let target = origin.target(host);
-    let s = vec![Session {
-        id: 1,
-        gap: 0.0,
-        start_s: None,
-        class: "default".into(),
-        title: None,
-        bitrate_kbps: None,
-        requests: vec![req(
-            "/v/b.mp4",
-            Some(ByteRange::Closed {
-                first: 0,
-                last: 9999,
-            }),
-            0,
-        )],
-    }];
+    let request = req("/v/b.mp4", Some(ByteRange::closed(0, 10_000)), 0);
+    let s = vec![Session::new(1, 0.0, "default", vec![request])];
     let out = run(target.clone(), s, |c| {
         c.verify = true;
         c.tls = Some(TlsClient::new(trust, &target.name).unwrap());

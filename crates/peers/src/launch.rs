@@ -24,6 +24,23 @@ pub struct PeerSetup<'a> {
     /// nginx only: `aio threads` with this many pool threads per worker, so that file reads
     /// and `sendfile` run in nginx's thread pool instead of blocking a worker's event loop.
     pub aio_threads: Option<usize>,
+    /// nginx only: directives added to the `server` block (e.g. the preload daemon's
+    /// admission recipe, `vodkit_preload::daemon::admit::nginx_directives`).
+    pub server_extra: Option<&'a str>,
+}
+
+impl<'a> PeerSetup<'a> {
+    /// `workers` processes serving `root`, with no thread pool and no extra directives.
+    pub fn new(root: &'a Path, run_dir: &'a Path, probe_path: &'a str, workers: usize) -> Self {
+        PeerSetup {
+            root,
+            run_dir,
+            probe_path,
+            workers,
+            aio_threads: None,
+            server_extra: None,
+        }
+    }
 }
 
 /// Why a peer could not be started.
@@ -154,6 +171,7 @@ fn start_nginx_with(
         port,
         workers: setup.workers,
         aio_threads: setup.aio_threads,
+        server_extra: setup.server_extra.unwrap_or_default().to_string(),
         as_root: is_root(),
         nofile: nginx::nofile_target(),
         tls: tls.cloned(),

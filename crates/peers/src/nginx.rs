@@ -21,6 +21,8 @@ pub struct NginxSetup {
     /// `aio threads`: reads and `sendfile` in the default thread pool, with this many
     /// threads per worker (nginx's own default is 32).
     pub aio_threads: Option<usize>,
+    /// Directives added to the `server` block, before its `location /`.
+    pub server_extra: String,
     /// Run workers as root (only when the runner itself is root, so they can read any file set).
     pub as_root: bool,
     /// Open-file limit to ask for (None: keep the inherited one, e.g. when it cannot be raised).
@@ -95,6 +97,7 @@ http {{\n\
         server_name localhost;\n\
 {tls}\
         root {root};\n\
+{extra}\
         location / {{ }}\n\
     }}\n\
 }}\n",
@@ -133,6 +136,7 @@ http {{\n\
             .map(crate::tls::nginx_directives)
             .unwrap_or_default(),
         root = quoted(&setup.root),
+        extra = setup.server_extra,
     )
 }
 
@@ -155,6 +159,7 @@ mod tests {
             port: 18080,
             workers: 2,
             aio_threads: None,
+            server_extra: String::new(),
             as_root: false,
             nofile: Some(65536),
             tls: None,

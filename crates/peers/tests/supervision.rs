@@ -65,13 +65,8 @@ type StartPeer = fn(&PeerSetup<'_>, Wrap<'_>) -> Result<ServerProcess, PeerError
 
 /// Start a peer on `dir`'s file set, with its config and logs in `dir/run`.
 fn start_on(dir: &Path, start: StartPeer, wrap: Wrap<'_>) -> Result<ServerProcess, PeerError> {
-    let setup = PeerSetup {
-        root: &dir.join("video"),
-        run_dir: &dir.join("run"),
-        probe_path: "/title.mp4",
-        workers: 2,
-        aio_threads: None,
-    };
+    let (root, run) = (dir.join("video"), dir.join("run"));
+    let setup = PeerSetup::new(&root, &run, "/title.mp4", 2);
     start(&setup, wrap)
 }
 

@@ -348,6 +348,8 @@ struct DeviceState {
     busy_s: f64,
     busy_at_observe: f64,
     recent_busy: f64,
+    /// Reads that failed in a row (0 after a read that worked).
+    failed_in_a_row: u32,
 }
 
 impl DeviceState {
@@ -933,10 +935,9 @@ impl Engine {
         file: &Arc<File>,
         req: ReadRequest,
     ) -> io::Result<DirectOutcome> {
-        self.require_direct()?;
-        match self.start(file, &req, None, Reader::Engine)? {
-            Started::Ready(outcome, slices) => Ok(DirectOutcome { outcome, slices }),
-            Started::Pending(p) => p.wait_direct().await,
+        match self.begin_direct(file, &req)? {
+            Ok(done) => Ok(done),
+            Err(p) => p.wait_direct().await,
         }
     }
 
@@ -946,11 +947,21 @@ impl Engine {
         file: &Arc<File>,
         req: ReadRequest,
     ) -> io::Result<DirectOutcome> {
+        self.begin_direct(file, &req)?
+            .or_else(Pending::wait_direct_blocking)
+    }
+
+    /// The start of a `direct` fetch: the slices now, or the read to wait for.
+    fn begin_direct(
+        &self,
+        file: &Arc<File>,
+        req: &ReadRequest,
+    ) -> io::Result<Result<DirectOutcome, Pending>> {
         self.require_direct()?;
-        match self.start(file, &req, None, Reader::Engine)? {
+        Ok(match self.start(file, req, None, Reader::Engine)? {
             Started::Ready(outcome, slices) => Ok(DirectOutcome { outcome, slices }),
-            Started::Pending(p) => p.wait_direct_blocking(),
-        }
+            Started::Pending(p) => Err(p),
+        })
     }
 
     /// The `direct` buffer pool's figures (`None` in the other modes).
@@ -1226,6 +1237,16 @@ impl Engine {
             .map_or((0.0, 0), |d| (d.recent_busy, d.queued))
     }
 
+    /// Whether `file`'s device is failing as a whole: its last [`FAILING_READS`] reads all
+    /// failed (a bad sector fails one read now and then; a dead device fails them all).
+    pub fn device_failing(&self, file: &File) -> bool {
+        let name = self.device_of(file);
+        let st = self.shared.lock();
+        st.devices
+            .get(&name)
+            .is_some_and(|d| d.failed_in_a_row >= FAILING_READS)
+    }
+
     /// Residency of a range without counting it or reading anything (e.g. to decide
     /// whether a `sendfile` may block).
     pub fn probe(&self, file: &File, offset: u64, len: u64) -> io::Result<residency::Residency> {
@@ -1415,6 +1436,7 @@ fn run_job(shared: &Shared, buf: &mut Vec<u8>, job: Job) {
     }
     let reply = match result {
         Ok((n, disk, chunks)) => {
+            d.failed_in_a_row = 0;
             d.reads += 1;
             d.read_bytes += n;
             d.disk_bytes += disk;
@@ -1443,6 +1465,7 @@ fn run_job(shared: &Shared, buf: &mut Vec<u8>, job: Job) {
             })
         }
         Err(e) => {
+            d.failed_in_a_row = d.failed_in_a_row.saturating_add(1);
             st.counters.read_errors += 1;
             Err(e)
         }
@@ -1476,6 +1499,10 @@ fn run_job(shared: &Shared, buf: &mut Vec<u8>, job: Job) {
 
 /// Most files held open for the memory manager's later drops.
 const MAX_HELD_FILES: usize = 4096;
+
+/// Failed reads in a row after which a device counts as failing as a whole
+/// ([`Engine::device_failing`]).
+pub const FAILING_READS: u32 = 3;
 
 /// End of the contiguous coverage of `chunks` (sorted) from `offset`, at most `end`.
 fn covered_from(chunks: &[Arc<Chunk>], offset: u64, end: u64) -> u64 {

@@ -7,10 +7,14 @@
 //! - [`ledger`] and [`stats`]: prefetch evictions, eviction time, waste, disk time;
 //! - [`metrics`]: the accounting as Prometheus metrics;
 //! - [`chain`]: chains (thesis 5.3) — the one window, kinds and live trackers;
+//! - [`memory`] and [`budget`]: the prefetch-aware memory manager and its budget;
+//! - [`admission`]: which new streams a busy device takes (`--admission` of `vodkit serve`
+//!   and of `vodkit prefetchd`'s `/admit`);
 //! - [`bitrate`], [`device`], [`residency`]: inputs the engine needs.
 //!
 //! See `docs/prefetch.md`.
 
+pub mod admission;
 pub mod bitrate;
 pub mod budget;
 pub mod chain;

@@ -27,7 +27,9 @@
 //!   soon as it is sent);
 //! - **prefetch sizes are bounded by the budget**: Σ (stream prefetch caps) + kept interval
 //!   bytes never exceeds `budget − reserve`; the prefetch pool is shared among the active
-//!   streams in proportion to √bit rate (thesis 4.3), so no prefetch is evicted before it
+//!   streams in proportion to the square root of how fast each consumes — its bit rate,
+//!   or faster while its player fills a buffer (thesis 4.3, Eq. 4.4 per stream; the
+//!   capacity bound's square-root rule) — so no prefetch is evicted before it
 //!   is requested (Bhatia et al.'s no-eviction sizing, thesis ch. 2).
 //!
 //! Streams are identified by a client key and a file when the caller knows the client
@@ -168,8 +170,15 @@ struct Stream {
     prefetched_to: u64,
     /// Length of its last read: what its next read will need.
     last_read: u64,
-    /// Bit rate (the file's, from the caller): how fast it consumes.
+    /// Bit rate (the file's, from the caller): how fast playback consumes.
     kbps: u32,
+    /// How fast it actually asks (kbit/s): running mean of the progress between its
+    /// requests over the time between them. A player filling its buffer asks faster than
+    /// its bit rate.
+    rate_kbps: f64,
+    /// Offset and time of its last request.
+    asked_at: u64,
+    asked_s: f64,
     weight: f64,
     /// Whether `weight` counts in the pool's shares now (not idle).
     weighted: bool,
@@ -335,10 +344,25 @@ impl MemoryManager {
             None => self.open(file, client, start, file_size, bitrate_kbps, now_s),
         };
         let mut rejoin = 0.0;
+        let mut reweigh = 0.0;
         self.update(id, |s| {
             let gap = now_s - s.last_s;
             if gap > 0.05 {
                 s.gap_s = 0.7 * s.gap_s + 0.3 * gap;
+            }
+            let asked_gap = now_s - s.asked_s;
+            if asked_gap > 0.05 && start > s.asked_at {
+                let kbps = (start - s.asked_at) as f64 * 8.0 / 1000.0 / asked_gap;
+                s.rate_kbps = 0.5 * s.rate_kbps + 0.5 * kbps;
+                let w = weight_at(s.kbps, s.rate_kbps);
+                if s.weighted {
+                    reweigh = w - s.weight;
+                }
+                s.weight = w;
+            }
+            if asked_gap > 0.05 {
+                s.asked_at = start;
+                s.asked_s = now_s;
             }
             if !s.weighted {
                 s.weighted = true;
@@ -350,7 +374,7 @@ impl MemoryManager {
             s.consumed_to = s.consumed_to.max(start);
             s.prefetched_to = s.prefetched_to.max(start);
         });
-        self.weights += rejoin;
+        self.weights = (self.weights + rejoin + reweigh).max(0.0);
         // Cached consumed bytes asked for again are in use, not waiting to be dropped.
         self.uncache(file, start, end);
         self.release(id, now_s, &mut drops);
@@ -454,7 +478,7 @@ impl MemoryManager {
     }
 
     /// Largest prefetch (bytes from the stream's position) the budget allows stream `id`:
-    /// its √bit-rate share of the prefetch pool.
+    /// its √rate share of the prefetch pool.
     pub fn prefetch_cap(&self, id: StreamId) -> u64 {
         if !self.streams.contains_key(&id) {
             return self.prefetch_pool();
@@ -474,7 +498,7 @@ impl MemoryManager {
         (self.weights > 0.0).then(|| SAWTOOTH * self.prefetch_pool() as f64 / self.weights)
     }
 
-    /// Stream `id`'s √bit-rate share of the prefetch pool.
+    /// Stream `id`'s √rate share of the prefetch pool.
     fn share(&self, id: StreamId) -> u64 {
         match self.streams.get(&id) {
             Some(s) if self.weights > 0.0 => {
@@ -675,6 +699,9 @@ impl MemoryManager {
                 prefetched_to: start,
                 last_read: 0,
                 kbps,
+                rate_kbps: f64::from(kbps),
+                asked_at: start,
+                asked_s: now_s,
                 weight: w,
                 weighted: true,
                 gap_s: INITIAL_GAP_S,
@@ -1187,6 +1214,19 @@ const INITIAL_GAP_S: f64 = 10.0;
 /// A stream's share weight: √bit rate (thesis 4.3).
 fn weight(kbps: u32) -> f64 {
     f64::from(kbps.max(1)).sqrt()
+}
+
+/// Most a stream's request rate raises its weight over its bit rate's: a client on an
+/// unlimited link asks as fast as the disk answers, and the bound reads such steps in one
+/// piece rather than giving them memory.
+const MAX_RATE_FACTOR: f64 = 8.0;
+
+/// The weight of a stream of bit rate `kbps` that asks at `rate_kbps`: the square root of
+/// how fast it consumes (thesis Eq. 4.4 per stream: the read size that minimises
+/// positionings for the memory is ∝ √(bytes per second)), never below its bit rate's.
+fn weight_at(kbps: u32, rate_kbps: f64) -> f64 {
+    let floor = f64::from(kbps.max(1));
+    rate_kbps.clamp(floor, MAX_RATE_FACTOR * floor).sqrt()
 }
 
 /// Sorted, merged copy of `v` (overlapping or touching ranges joined).

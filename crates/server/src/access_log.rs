@@ -139,6 +139,32 @@ fn opt_field(v: &Option<String>) -> String {
 }
 
 impl Entry {
+    /// The entry of request `req` on connection `conn` from `client`, ending now after
+    /// `service`: a head nothing is known of (every request field `-`, status 0, no bytes,
+    /// `done`) for the caller to fill in.
+    pub fn ending_now(client: SocketAddr, conn: u64, req: u64, service: Duration) -> Entry {
+        Entry {
+            end: SystemTime::now(),
+            service,
+            client,
+            conn,
+            req,
+            session: None,
+            method: "-".into(),
+            path: "-".into(),
+            range: "-".into(),
+            status: 0,
+            bytes: 0,
+            bytes_mem: 0,
+            bytes_disk: 0,
+            outcome: Outcome::Done,
+            version: None,
+            host: None,
+            user_agent: None,
+            referer: None,
+        }
+    }
+
     /// The memory and disk byte counts, capped so that `mem + disk <= bytes`: the counters
     /// measure bytes read for the response, which exceed the bytes sent when the client
     /// went away mid-response. Memory bytes count first, then disk bytes.
@@ -305,10 +331,6 @@ mod tests {
     fn line_has_fourteen_fields_and_escapes() {
         let e = Entry {
             end: UNIX_EPOCH + Duration::from_micros(1_700_000_000_123_456),
-            service: Duration::from_micros(2500),
-            client: "127.0.0.1:5000".parse().unwrap(),
-            conn: 3,
-            req: 2,
             session: Some("s 1".into()),
             method: "GET".into(),
             path: "/a b.mp4".into(),
@@ -321,7 +343,12 @@ mod tests {
             version: Some("HTTP/1.1"),
             host: Some("localhost:8080".into()),
             user_agent: Some("vodkit-load/0.1 (x)".into()),
-            referer: None,
+            ..Entry::ending_now(
+                "127.0.0.1:5000".parse().unwrap(),
+                3,
+                2,
+                Duration::from_micros(2500),
+            )
         };
         let line = e.line();
         assert_eq!(
@@ -338,23 +365,14 @@ mod tests {
     fn entry(path: &str, bytes: u64, mem: u64, disk: u64) -> Entry {
         Entry {
             end: UNIX_EPOCH,
-            service: Duration::ZERO,
-            client: "127.0.0.1:5000".parse().unwrap(),
-            conn: 1,
-            req: 1,
-            session: None,
             method: "GET".into(),
             path: path.into(),
-            range: "-".into(),
             status: 200,
             bytes,
             bytes_mem: mem,
             bytes_disk: disk,
             outcome: Outcome::Aborted,
-            version: None,
-            host: None,
-            user_agent: None,
-            referer: None,
+            ..Entry::ending_now("127.0.0.1:5000".parse().unwrap(), 1, 1, Duration::ZERO)
         }
     }
 

@@ -297,28 +297,14 @@ fn record_reject(
     shared.metrics.count_status(status);
     if let Some(log) = &shared.log {
         log.record(Entry {
-            end: SystemTime::now(),
-            service: started.elapsed(),
-            client: info.peer,
-            conn: info.id,
-            req: req_no,
-            session: None,
-            method: "-".into(),
-            path: "-".into(),
-            range: "-".into(),
             status,
             bytes,
-            bytes_mem: 0,
-            bytes_disk: 0,
             outcome: if sent {
                 Outcome::Done
             } else {
                 Outcome::Aborted
             },
-            version: None,
-            host: None,
-            user_agent: None,
-            referer: None,
+            ..Entry::ending_now(info.peer, info.id, req_no, started.elapsed())
         });
     }
 }
@@ -370,8 +356,17 @@ async fn answer<W: Wire>(
     if let Err(SendError::Disk(e)) = &result {
         read_error(shared, req, &resp, e);
         if clock.nothing_sent() {
-            // Nothing went out: answer 500 instead, and close.
-            let failed = Response::text(500, true);
+            // Nothing went out: answer 500 instead (503 with Retry-After when the device
+            // is failing as a whole: another origin may have the file), and close.
+            let failed = match &resp.body {
+                Body::File { file, .. } if shared.io.engine().device_failing(file) => {
+                    let mut r = Response::text(503, true);
+                    r.headers
+                        .push_str(&format!("Retry-After: {FAILING_RETRY_AFTER_S}\r\n"));
+                    r
+                }
+                _ => Response::text(500, true),
+            };
             let (clock, _) = send_text(shared, wire, &failed).await;
             let none = Served::default();
             finish(
@@ -385,6 +380,9 @@ async fn answer<W: Wire>(
     );
     keep && result.is_ok()
 }
+
+/// `Retry-After` of the 503 answered when a device is failing as a whole.
+const FAILING_RETRY_AFTER_S: u32 = 30;
 
 /// `--admission`: a GET of a file range that starts a new stream may be refused, with
 /// `503`, `Retry-After` and a closed connection; continuations of open streams never are.
@@ -483,11 +481,6 @@ fn finish(
     };
     if let Some(log) = &shared.log {
         log.record(Entry {
-            end: SystemTime::now(),
-            service: started.elapsed(),
-            client: info.peer,
-            conn: info.id,
-            req: req_no,
             session: req.session_id.clone(),
             method: req.method.as_str().to_string(),
             path: req.target.clone(),
@@ -505,6 +498,7 @@ fn finish(
             host: req.host.clone(),
             user_agent: req.user_agent.clone(),
             referer: req.referer.clone(),
+            ..Entry::ending_now(info.peer, info.id, req_no, started.elapsed())
         });
     }
 }

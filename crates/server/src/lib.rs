@@ -7,7 +7,7 @@
 
 pub mod access_log;
 mod admin;
-pub mod admission;
+pub use vodkit_prefetch::admission;
 pub mod body;
 pub mod config;
 mod conn;

@@ -51,28 +51,28 @@ impl Default for AnalyzeOptions {
     }
 }
 
-/// Receives every closed session (chains ordered by start time, and its phases).
+/// One closed session as the analyzer hands it to a [`SessionSink`].
+pub struct ClosedSession<'a> {
+    /// The session's key in the log.
+    pub name: &'a str,
+    /// Its chains, ordered by start time.
+    pub chains: &'a [ChainRec],
+    /// Its phases.
+    pub phases: &'a [Phase],
+    /// The file table the chains' `file` fields index.
+    pub files: &'a FileTable,
+}
+
+/// Receives every closed session.
 pub trait SessionSink {
-    fn session(
-        &mut self,
-        name: &str,
-        chains: &[ChainRec],
-        phases: &[Phase],
-        files: &FileTable,
-    ) -> std::io::Result<()>;
+    fn session(&mut self, s: &ClosedSession<'_>) -> std::io::Result<()>;
 }
 
 /// A sink that ignores sessions.
 pub struct NoSink;
 
 impl SessionSink for NoSink {
-    fn session(
-        &mut self,
-        _: &str,
-        _: &[ChainRec],
-        _: &[Phase],
-        _: &FileTable,
-    ) -> std::io::Result<()> {
+    fn session(&mut self, _: &ClosedSession<'_>) -> std::io::Result<()> {
         Ok(())
     }
 }
@@ -223,7 +223,13 @@ impl State<'_> {
                 });
         }
         if self.err.is_none() {
-            if let Err(e) = self.sink.session(name, &chains, &phases, &self.files) {
+            let closed = ClosedSession {
+                name,
+                chains: &chains,
+                phases: &phases,
+                files: &self.files,
+            };
+            if let Err(e) = self.sink.session(&closed) {
                 self.err = Some(e);
             }
         }

@@ -7,10 +7,9 @@ use std::path::Path;
 
 use serde::Serialize;
 
-use crate::analyze::{Analysis, SessionSink};
-use crate::chain::{chains_writer, ms, write_row, ChainRec};
-use crate::files::FileTable;
-use crate::phase::{Phase, PhaseKind};
+use crate::analyze::{Analysis, ClosedSession, SessionSink};
+use crate::chain::{chains_writer, ms, write_row};
+use crate::phase::PhaseKind;
 use crate::read::ReadSummary;
 
 /// Columns of `phases.csv`.
@@ -75,20 +74,15 @@ impl DirSink {
 }
 
 impl SessionSink for DirSink {
-    fn session(
-        &mut self,
-        name: &str,
-        chains: &[ChainRec],
-        phases: &[Phase],
-        files: &FileTable,
-    ) -> std::io::Result<()> {
+    fn session(&mut self, s: &ClosedSession<'_>) -> std::io::Result<()> {
+        let (name, chains, files) = (s.name, s.chains, s.files);
         if let Some(w) = self.chains.as_mut() {
             for c in chains {
                 write_row(w, name, c, files)?;
             }
         }
         if let Some(w) = self.phases.as_mut() {
-            for p in phases {
+            for p in s.phases {
                 let rate = match p.kind {
                     PhaseKind::Stable => files.get(chains[p.chains[0]].file).bitrate_kbps,
                     _ => None,

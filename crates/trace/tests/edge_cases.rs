@@ -4,10 +4,9 @@
 
 use std::collections::HashMap;
 
-use vodkit_trace::analyze::{analyze, AnalyzeOptions, SessionSink};
-use vodkit_trace::chain::{read_chains_csv, ChainRec};
+use vodkit_trace::analyze::{analyze, AnalyzeOptions, ClosedSession, SessionSink};
+use vodkit_trace::chain::read_chains_csv;
 use vodkit_trace::files::FileTable;
-use vodkit_trace::phase::Phase;
 use vodkit_workload::netflix::{synth_log, NetflixSpec};
 
 /// (session, file, start, bytes, requests)
@@ -19,17 +18,11 @@ struct Collect {
 }
 
 impl SessionSink for Collect {
-    fn session(
-        &mut self,
-        name: &str,
-        chains: &[ChainRec],
-        _: &[Phase],
-        files: &FileTable,
-    ) -> std::io::Result<()> {
-        for c in chains {
+    fn session(&mut self, s: &ClosedSession<'_>) -> std::io::Result<()> {
+        for c in s.chains {
             self.chains.push((
-                name.to_string(),
-                files.get(c.file).name.clone(),
+                s.name.to_string(),
+                s.files.get(c.file).name.clone(),
                 c.start,
                 c.bytes,
                 c.requests,

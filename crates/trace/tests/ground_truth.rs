@@ -5,10 +5,10 @@
 use std::collections::HashMap;
 use std::path::Path;
 
-use vodkit_trace::analyze::{analyze, AnalyzeOptions, SessionSink};
-use vodkit_trace::chain::{read_chains_csv, ChainRec};
+use vodkit_trace::analyze::{analyze, AnalyzeOptions, ClosedSession, SessionSink};
+use vodkit_trace::chain::read_chains_csv;
 use vodkit_trace::files::FileTable;
-use vodkit_trace::phase::{agreement, Phase, PhaseKind};
+use vodkit_trace::phase::{agreement, PhaseKind};
 use vodkit_workload::netflix::{synth_log, NetflixSpec};
 
 type Key = (String, String, u64, u64, u32);
@@ -20,17 +20,12 @@ struct Collect {
 }
 
 impl SessionSink for Collect {
-    fn session(
-        &mut self,
-        name: &str,
-        chains: &[ChainRec],
-        phases: &[Phase],
-        files: &FileTable,
-    ) -> std::io::Result<()> {
-        for c in chains {
+    fn session(&mut self, s: &ClosedSession<'_>) -> std::io::Result<()> {
+        let (name, phases) = (s.name, s.phases);
+        for c in s.chains {
             let key = (
                 name.to_string(),
-                files.get(c.file).name.clone(),
+                s.files.get(c.file).name.clone(),
                 c.start,
                 c.bytes,
                 c.requests,

@@ -271,22 +271,7 @@ mod tests {
         let e = WorkloadDir::open(tmp.path()).unwrap_err().to_string();
         assert!(e.contains("no sessions.jsonl") && !e.contains('\n'), "{e}");
         let dir = WorkloadDir::new(tmp.path().join("w"));
-        let s = Session {
-            id: 7,
-            gap: 1.0,
-            start_s: None,
-            class: "dsl".into(),
-            title: None,
-            bitrate_kbps: None,
-            requests: vec![Request {
-                path: "/a".into(),
-                range: None,
-                pacing_s: 0.0,
-                timeout_s: 10.0,
-                conn: 0,
-                media_s: 0.0,
-            }],
-        };
+        let s = Session::new(7, 1.0, "dsl", vec![Request::new("/a", None, 10.0)]);
         dir.write_sessions(std::slice::from_ref(&s)).unwrap();
         dir.write_meta(&meta(0, 0.02)).unwrap();
         let opened = WorkloadDir::open(dir.root()).unwrap();

@@ -148,21 +148,15 @@ mod tests {
 
     fn sessions(n: u64) -> Vec<Session> {
         (0..n)
-            .map(|i| Session {
-                id: i,
-                gap: 0.5,
-                start_s: None,
-                class: if i % 2 == 0 { "a".into() } else { "b".into() },
-                title: Some(1),
-                bitrate_kbps: Some(419),
-                requests: vec![Request {
-                    path: "/full/sd-000001.dat".into(),
-                    range: Some(ByteRange::Closed { first: 0, last: 99 }),
-                    pacing_s: 0.0,
-                    timeout_s: 10.0,
-                    conn: 0,
-                    media_s: 0.0,
-                }],
+            .map(|i| {
+                let class = if i % 2 == 0 { "a" } else { "b" };
+                let range = Some(ByteRange::closed(0, 100));
+                let req = Request::new("/full/sd-000001.dat", range, 10.0);
+                Session {
+                    title: Some(1),
+                    bitrate_kbps: Some(419),
+                    ..Session::new(i, 0.5, class, vec![req])
+                }
             })
             .collect()
     }

@@ -348,6 +348,19 @@ fn start_writeback(f: &File) {
 }
 
 /// Write the file set of `catalog` under `root`.
+/// The name of the layout a file set has: the one asked for, else the catalog's own.
+pub(crate) fn layout_label(catalog: &Catalog, layout: Option<Layout>) -> String {
+    layout
+        .or_else(|| {
+            catalog
+                .titles
+                .first()
+                .and_then(|t| t.renditions.first())
+                .map(|r| r.layout)
+        })
+        .map_or_else(|| "unchunked".to_string(), layout_name)
+}
+
 pub fn create(
     catalog: &Catalog,
     root: &Path,
@@ -367,16 +380,7 @@ pub fn create_with_progress(
 ) -> Result<CreateReport, FilesetError> {
     let started = Instant::now();
     let files = planned_files(catalog, opts.layout)?;
-    let layout = opts
-        .layout
-        .or_else(|| {
-            catalog
-                .titles
-                .first()
-                .and_then(|t| t.renditions.first())
-                .map(|r| r.layout)
-        })
-        .map_or_else(|| "unchunked".to_string(), layout_name);
+    let layout = layout_label(catalog, opts.layout);
     claim_root(root, catalog, &layout)?;
 
     let mut plan = Vec::with_capacity(files.len());

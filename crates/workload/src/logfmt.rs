@@ -393,14 +393,7 @@ impl<'a> TextParser<'a> {
         } else {
             format!("/{uri}")
         };
-        let mut req = Request {
-            path,
-            range: None,
-            pacing_s: 0.0,
-            timeout_s: self.default_timeout(),
-            conn: 0,
-            media_s: 0.0,
-        };
+        let mut req = Request::new(path, None, self.default_timeout());
         let mut think = None;
         let mut size = None;
         for token in tokens {
@@ -753,13 +746,10 @@ mod tests {
     use super::*;
 
     fn req(path: &str, range: Option<(u64, u64)>, pacing: f64) -> Request {
+        let range = range.map(|(first, last)| ByteRange::Closed { first, last });
         Request {
-            path: path.into(),
-            range: range.map(|(first, last)| ByteRange::Closed { first, last }),
             pacing_s: pacing,
-            timeout_s: 10.0,
-            conn: 0,
-            media_s: 0.0,
+            ..Request::new(path, range, 10.0)
         }
     }
 

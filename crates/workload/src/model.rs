@@ -104,6 +104,37 @@ pub struct Request {
     pub media_s: f64,
 }
 
+impl Session {
+    /// A session of `class` with no title, bit rate or start time (sessions built by hand:
+    /// tests, importers).
+    pub fn new(id: u64, gap: f64, class: &str, requests: Vec<Request>) -> Session {
+        Session {
+            id,
+            gap,
+            start_s: None,
+            class: class.into(),
+            title: None,
+            bitrate_kbps: None,
+            requests,
+        }
+    }
+}
+
+impl Request {
+    /// A request for `range` of `path` (`None`: the whole file), unpaced, on the session's
+    /// first connection, carrying no media time.
+    pub fn new(path: impl Into<String>, range: Option<ByteRange>, timeout_s: f64) -> Request {
+        Request {
+            path: path.into(),
+            range,
+            pacing_s: 0.0,
+            timeout_s,
+            conn: 0,
+            media_s: 0.0,
+        }
+    }
+}
+
 /// A requested byte range.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -115,6 +146,14 @@ pub enum ByteRange {
 }
 
 impl ByteRange {
+    /// `len` (> 0) bytes from `first`, as a closed range.
+    pub fn closed(first: u64, len: u64) -> ByteRange {
+        ByteRange::Closed {
+            first,
+            last: first + len.max(1) - 1,
+        }
+    }
+
     /// Bytes the client expects to receive.
     pub fn len(&self) -> u64 {
         match *self {

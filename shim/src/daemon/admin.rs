@@ -1,7 +1,10 @@
 //! The daemon's admin listener, as `vodkit serve --admin`: `GET /metrics` (Prometheus text:
 //! the engine's `vodkit_prefetch_*` metrics plus `vodkit_preload_*` for what the library
-//! reported) and `GET /stats` (the JSON [`MetricsSnapshot`]). One request per connection.
+//! reported), `GET /stats` (the JSON [`MetricsSnapshot`]) and `GET /admit` (nginx's
+//! `auth_request`: `204` or `403` + `Retry-After`, see [`super::admit`]). One request per
+//! connection.
 
+use super::admit::AdmitQuery;
 use super::{Daemon, MetricsSnapshot};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
@@ -11,6 +14,10 @@ use std::io::{self, BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
+use vodkit_prefetch::admission::Decision;
+
+/// Most request-head lines read from one admin request.
+const MAX_HEADERS: usize = 64;
 
 /// Snapshots of the daemon, taken at every scrape.
 type Source = Arc<dyn Fn() -> Option<MetricsSnapshot> + Send + Sync>;
@@ -122,6 +129,7 @@ pub fn spawn(daemon: &Daemon, addr: SocketAddr) -> io::Result<SocketAddr> {
     let listener = TcpListener::bind(addr)?;
     let bound = listener.local_addr()?;
     let weak: Weak<super::Shared> = Arc::downgrade(&daemon.shared);
+    let daemon_ref = weak.clone();
     let source: Source = Arc::new(move || weak.upgrade().map(|s| super::snapshot(&s)));
     let mut registry = Registry::default();
     vodkit_prefetch::metrics::register(&mut registry, Arc::clone(&daemon.shared.engine));
@@ -133,7 +141,7 @@ pub fn spawn(daemon: &Daemon, addr: SocketAddr) -> io::Result<SocketAddr> {
                 if source().is_none() {
                     return;
                 }
-                if let Err(e) = answer(stream, &registry, &source) {
+                if let Err(e) = answer(stream, &registry, &source, &daemon_ref) {
                     tracing::debug!("admin request failed: {e}");
                 }
             }
@@ -141,20 +149,55 @@ pub fn spawn(daemon: &Daemon, addr: SocketAddr) -> io::Result<SocketAddr> {
     Ok(bound)
 }
 
-fn answer(stream: TcpStream, registry: &Registry, source: &Source) -> io::Result<()> {
+fn answer(
+    stream: TcpStream,
+    registry: &Registry,
+    source: &Source,
+    daemon: &Weak<super::Shared>,
+) -> io::Result<()> {
     stream.set_read_timeout(Some(Duration::from_secs(10)))?;
     let mut reader = BufReader::new(stream.try_clone()?);
     let mut line = String::new();
     reader.read_line(&mut line)?;
-    // Skip the rest of the head.
+    let mut headers: Vec<(String, String)> = Vec::new();
     let mut rest = String::new();
-    while reader.read_line(&mut rest)? > 2 {
+    while reader.read_line(&mut rest)? > 2 && headers.len() < MAX_HEADERS {
+        if let Some((k, v)) = rest.trim_end().split_once(':') {
+            headers.push((k.trim().to_ascii_lowercase(), v.trim().to_string()));
+        }
         rest.clear();
     }
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
+    };
     let mut parts = line.split_whitespace();
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
     let path = target.split('?').next().unwrap_or("");
+    let mut extra = String::new();
     let (status, ctype, body) = match (method, path) {
+        ("GET", "/admit") => {
+            let query = AdmitQuery {
+                uri: header("x-original-uri").unwrap_or("/"),
+                range: header("x-original-range").filter(|r| !r.is_empty()),
+                client: header("x-session-id")
+                    .filter(|s| !s.is_empty())
+                    .or(header("x-client"))
+                    .unwrap_or(""),
+            };
+            let decision = daemon
+                .upgrade()
+                .map_or(Decision::Admit, |d| d.gate.decide(&d.engine, &query));
+            match decision {
+                Decision::Admit => ("204 No Content", "text/plain", String::new()),
+                Decision::Refuse { retry_after_s } => {
+                    extra = format!("Retry-After: {retry_after_s}\r\n");
+                    ("403 Forbidden", "text/plain", "busy\n".to_string())
+                }
+            }
+        }
         ("GET", "/metrics") => {
             let mut text = String::new();
             prometheus_client::encoding::text::encode(&mut text, registry)
@@ -177,7 +220,7 @@ fn answer(stream: TcpStream, registry: &Registry, source: &Source) -> io::Result
     let mut out = stream;
     write!(
         out,
-        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\n{extra}Connection: close\r\n\r\n{body}",
         body.len()
     )?;
     out.flush()

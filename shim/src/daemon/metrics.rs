@@ -73,6 +73,11 @@ pub struct MetricsSnapshot {
     pub planned_bytes: u64,
     pub read_errors: u64,
     pub bad_messages: u64,
+    /// `/admit` (nginx's `auth_request`): the admission policy, and the new streams it
+    /// let through and refused.
+    pub admission: String,
+    pub streams_admitted: u64,
+    pub streams_refused: u64,
     /// The engine's accounting (reads, disk time, per-device queues, policy state; in
     /// `prefetch` mode the policy sizes the library's reads through the engine too).
     pub engine: Stats,
@@ -147,6 +152,9 @@ impl Metrics {
             planned_bytes: get(&self.planned_bytes),
             read_errors: get(&self.read_errors),
             bad_messages: get(&self.bad_messages),
+            admission: String::new(),
+            streams_admitted: 0,
+            streams_refused: 0,
             engine,
         }
     }

@@ -9,6 +9,7 @@
 //! per-device FIFO workers, residency re-checks, the policy, and its accounting.
 
 pub mod admin;
+pub mod admit;
 mod metrics;
 mod rates;
 pub mod socket;
@@ -86,6 +87,11 @@ pub struct DaemonConfig {
     /// one `vodkit serve` runs. The library sees no clients, so streams are told apart by
     /// position, and a request consumes what its stream asked for before it.
     pub memory: Option<MemoryConfig>,
+    /// `GET /admit` on the admin listener (nginx's `auth_request`): how new streams are
+    /// admitted ([`admit`]); `Off` lets every request through.
+    pub admission: vodkit_prefetch::admission::AdmissionPolicy,
+    /// The server's document root: where `/admit` finds the file a URI names.
+    pub root: Option<PathBuf>,
 }
 
 impl DaemonConfig {
@@ -100,6 +106,8 @@ impl DaemonConfig {
             memory: Some(MemoryConfig::for_budget(
                 vodkit_prefetch::budget::detect(None).0,
             )),
+            admission: Default::default(),
+            root: None,
         }
     }
 }
@@ -113,6 +121,7 @@ struct Shared {
     rate_cache: RateCache,
     engine: Arc<Engine>,
     metrics: Metrics,
+    gate: admit::AdmitGate,
     stopping: AtomicBool,
     connections: Mutex<HashMap<u64, RawFd>>,
     next_conn: AtomicU64,
@@ -141,8 +150,10 @@ impl Daemon {
             memory: config.memory.clone(),
             ..EngineConfig::default()
         });
+        let gate = admit::AdmitGate::new(config.admission, config.root.clone());
         let shared = Arc::new(Shared {
             engine: Arc::new(engine),
+            gate,
             config,
             started: Instant::now(),
             chains: Mutex::new(ChainTracker::per_file(FILE_CHAIN_REACH, CHAIN_FILES)),
@@ -221,11 +232,15 @@ fn raise_descriptor_limit() {
 }
 
 fn snapshot(shared: &Shared) -> MetricsSnapshot {
-    shared.metrics.snapshot(
+    let mut m = shared.metrics.snapshot(
         &shared.config,
         shared.started.elapsed(),
         shared.engine.stats(),
-    )
+    );
+    m.admission = shared.config.admission.to_string();
+    m.streams_admitted = shared.gate.admitted.load(Ordering::Relaxed);
+    m.streams_refused = shared.gate.refused.load(Ordering::Relaxed);
+    m
 }
 
 fn accept_loop(shared: Arc<Shared>, listener: RawFd) {

@@ -35,26 +35,19 @@ fn catalog(files: &[(&str, u64)]) -> Catalog {
 /// A session reading `n` consecutive requests of `bytes` from `path`, `pacing` s apart
 /// (0 = unpaced).
 fn session(id: u64, gap: f64, class: &str, path: &str, n: u64, bytes: u64, pacing: f64) -> Session {
+    let requests = (0..n)
+        .map(|i| Request {
+            pacing_s: pacing,
+            ..Request::new(
+                format!("/{path}"),
+                Some(ByteRange::closed(i * bytes, bytes)),
+                10.0,
+            )
+        })
+        .collect();
     Session {
-        id,
-        gap,
-        start_s: None,
-        class: class.into(),
-        title: None,
         bitrate_kbps: Some(8000),
-        requests: (0..n)
-            .map(|i| Request {
-                path: format!("/{path}"),
-                range: Some(ByteRange::Closed {
-                    first: i * bytes,
-                    last: (i + 1) * bytes - 1,
-                }),
-                pacing_s: pacing,
-                timeout_s: 10.0,
-                conn: 0,
-                media_s: 0.0,
-            })
-            .collect(),
+        ..Session::new(id, gap, class, requests)
     }
 }
 

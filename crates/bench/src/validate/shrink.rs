@@ -131,12 +131,8 @@ mod tests {
 
     fn req(path: &str, pacing_s: f64, range: ByteRange) -> Request {
         Request {
-            path: path.into(),
-            range: Some(range),
             pacing_s,
-            timeout_s: 30.0,
-            conn: 0,
-            media_s: 0.0,
+            ..Request::new(path, Some(range), 30.0)
         }
     }
 

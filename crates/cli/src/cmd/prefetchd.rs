@@ -26,10 +26,17 @@ pub struct DaemonArgs {
     /// a workload catalog.json, a JSON object {"path": kbps}, or `path kbps` lines.
     #[arg(long, value_name = "FILE")]
     pub catalog: Option<PathBuf>,
-    /// Directory the catalog's paths are relative to (the server's document root); without
-    /// it a file matches the catalog entry its path ends with.
-    #[arg(long, value_name = "DIR", requires = "catalog")]
+    /// The server's document root: the catalog's paths are relative to it (without it a
+    /// file matches the catalog entry its path ends with), and `/admit` finds the file a
+    /// URI names under it.
+    #[arg(long, value_name = "DIR")]
     pub root: Option<PathBuf>,
+    /// Admission for nginx's `auth_request` to the admin listener's `/admit`: `auto`
+    /// refuses requests that would start a new stream when the device cannot take one
+    /// (docs/preload.md); `rate:R` admits at most R new streams per second. Needs --root
+    /// and --admin.
+    #[arg(long, default_value = "off", value_name = "off|auto|rate:R")]
+    pub admission: vodkit_prefetch::admission::AdmissionPolicy,
     /// Prefetch-aware memory, as for `vodkit serve`: `auto` (the cgroup's limit, else total
     /// RAM), a budget such as 1GiB, or `off` (the kernel's LRU alone).
     #[arg(long, default_value = "auto", value_name = "auto|off|SIZE")]
@@ -56,6 +63,14 @@ impl DaemonArgs {
             .parse()
             .map_err(|e| super::usage(format!("--memory: {e}")))?;
         config.memory = memory.config();
+        config.admission = self.admission;
+        config.root = self.root.clone();
+        if self.admission != vodkit_prefetch::admission::AdmissionPolicy::Off && self.root.is_none()
+        {
+            return Err(super::usage(
+                "--admission needs --root (the document root /admit resolves URIs under)",
+            ));
+        }
         Ok(config)
     }
 }
@@ -77,6 +92,12 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let config = args.daemon.config()?;
+    if config.admission != vodkit_prefetch::admission::AdmissionPolicy::Off && args.admin.is_none()
+    {
+        return Err(super::usage(
+            "--admission answers on the admin listener's /admit: give --admin ADDR",
+        ));
+    }
     eprintln!(
         "prefetchd: listening on {} (mode {}, policy {}, {}, {}); Ctrl-C stops",
         config.socket.display(),

@@ -86,6 +86,8 @@ pub struct Viewer {
 /// server closed (all of them when `complete`).
 pub struct Got {
     pub status: u16,
+    /// The `Retry-After` header's seconds, if any.
+    pub retry_after: Option<u32>,
     pub body: Vec<u8>,
     pub complete: bool,
 }
@@ -109,6 +111,7 @@ impl Viewer {
         self.reader.get_mut().write_all(req.as_bytes()).unwrap();
         let mut len = 0usize;
         let mut status = 0u16;
+        let mut retry_after = None;
         loop {
             let mut line = String::new();
             if self.reader.read_line(&mut line).unwrap_or(0) == 0 {
@@ -128,6 +131,8 @@ impl Viewer {
             if let Some((k, v)) = l.split_once(':') {
                 if k.eq_ignore_ascii_case("content-length") {
                     len = v.trim().parse().unwrap_or(0);
+                } else if k.eq_ignore_ascii_case("retry-after") {
+                    retry_after = v.trim().parse().ok();
                 }
             }
         }
@@ -135,6 +140,7 @@ impl Viewer {
         let _ = (&mut self.reader).take(len as u64).read_to_end(&mut body);
         Got {
             status,
+            retry_after,
             complete: body.len() == len,
             body,
         }

@@ -26,10 +26,47 @@ pub struct Out {
     pub stderr: String,
 }
 
+/// A command line for the helpers below: a list of arguments, or one line of words
+/// separated by spaces (no quoting; test paths have no spaces).
+pub trait Argv {
+    fn argv(&self) -> Vec<&str>;
+}
+
+impl Argv for str {
+    fn argv(&self) -> Vec<&str> {
+        self.split_whitespace().collect()
+    }
+}
+
+impl Argv for String {
+    fn argv(&self) -> Vec<&str> {
+        self.as_str().argv()
+    }
+}
+
+impl Argv for [&str] {
+    fn argv(&self) -> Vec<&str> {
+        self.to_vec()
+    }
+}
+
+impl<const N: usize> Argv for [&str; N] {
+    fn argv(&self) -> Vec<&str> {
+        self.to_vec()
+    }
+}
+
+impl Argv for Vec<&str> {
+    fn argv(&self) -> Vec<&str> {
+        self.clone()
+    }
+}
+
 /// Run `vodkit ARGS` in `dir` to the end.
-pub fn run_in(dir: &Path, args: &[&str]) -> Out {
+pub fn run_in(dir: &Path, args: &(impl Argv + ?Sized)) -> Out {
+    let args = args.argv();
     let o = vodkit()
-        .args(args)
+        .args(&args)
         .current_dir(dir)
         .output()
         .expect("the vodkit binary runs");
@@ -41,16 +78,18 @@ pub fn run_in(dir: &Path, args: &[&str]) -> Out {
 }
 
 /// Run `vodkit ARGS` in `dir`; it must succeed.
-pub fn ok(dir: &Path, args: &[&str]) -> Out {
+pub fn ok(dir: &Path, args: &(impl Argv + ?Sized)) -> Out {
     let o = run_in(dir, args);
+    let args = args.argv();
     assert_eq!(o.code, 0, "vodkit {args:?} failed: {o:?}");
     o
 }
 
 /// `vodkit ARGS` is a usage error: exit 2 and exactly one line on stderr, `vodkit: …`,
 /// containing `needle`.
-pub fn usage_error(dir: &Path, args: &[&str], needle: &str) {
+pub fn usage_error(dir: &Path, args: &(impl Argv + ?Sized), needle: &str) {
     let o = run_in(dir, args);
+    let args = args.argv();
     assert_eq!(o.code, 2, "vodkit {args:?}: expected exit 2: {o:?}");
     let lines: Vec<&str> = o.stderr.lines().collect();
     assert_eq!(lines.len(), 1, "vodkit {args:?}: expected one line: {o:?}");
@@ -63,8 +102,9 @@ pub fn usage_error(dir: &Path, args: &[&str], needle: &str) {
 
 /// `vodkit ARGS` is a runtime failure: exit 1 and its error as the one `vodkit: …` line,
 /// the last on stderr (progress lines may come before it), containing `needle`.
-pub fn runtime_error(dir: &Path, args: &[&str], needle: &str) {
+pub fn runtime_error(dir: &Path, args: &(impl Argv + ?Sized), needle: &str) {
     let o = run_in(dir, args);
+    let args = args.argv();
     assert_eq!(o.code, 1, "vodkit {args:?}: expected exit 1: {o:?}");
     let errors: Vec<&str> = o
         .stderr
@@ -130,12 +170,17 @@ pub struct Daemon {
 }
 
 impl Daemon {
-    pub fn start(dir: &Path, args: &[&str]) -> Daemon {
+    pub fn start(dir: &Path, args: &(impl Argv + ?Sized)) -> Daemon {
         Daemon::start_with(dir, args, |_| {})
     }
 
     /// [`Daemon::start`] with a last change to the command (a cgroup, an environment).
-    pub fn start_with(dir: &Path, args: &[&str], prepare: impl FnOnce(&mut Command)) -> Daemon {
+    pub fn start_with(
+        dir: &Path,
+        args: &(impl Argv + ?Sized),
+        prepare: impl FnOnce(&mut Command),
+    ) -> Daemon {
+        let args = args.argv();
         let mut cmd = vodkit();
         cmd.args(args).current_dir(dir);
         prepare(&mut cmd);

@@ -130,58 +130,55 @@ pub fn half_rotation_ms(rpm: f64) -> f64 {
     30_000.0 / rpm
 }
 
-/// WD Red WD10EFRX, 1 TB, 5,400 rpm: zones and seeks straight from seed 001 Table 1.
-pub fn wd_red() -> DriveSpec {
-    let rpm = 5400.0;
+/// A drive measured in seed 001 Table 1: raw MB/s at the outer, middle and inner
+/// positions, and positioning ms over a quarter, half and full stroke.
+fn from_table(
+    (name, model, capacity_bytes, rpm): (&str, &str, u64, f64),
+    [outer, middle, inner]: [f64; 3],
+    [quarter, half, full]: [f64; 3],
+) -> DriveSpec {
     DriveSpec {
-        name: "wd-red".into(),
-        model: "Western Digital Red WD10EFRX 1 TB 5,400 rpm".into(),
-        capacity_bytes: 1_000_204_886_016,
+        name: name.into(),
+        model: model.into(),
+        capacity_bytes,
         rpm,
         zones: ZoneProfile {
-            outer_mb_s: 133.0,
-            middle_mb_s: 115.0,
-            inner_mb_s: 67.0,
+            outer_mb_s: outer,
+            middle_mb_s: middle,
+            inner_mb_s: inner,
             zones: ZONES,
         },
-        seek: SeekCurve::fit(18.9, 23.1, 32.6, half_rotation_ms(rpm)),
+        seek: SeekCurve::fit(quarter, half, full, half_rotation_ms(rpm)),
         published: Published {
-            outer_mb_s: Some(133.0),
-            middle_mb_s: Some(115.0),
-            inner_mb_s: Some(67.0),
-            full_stroke_ms: Some(32.6),
-            half_stroke_ms: Some(23.1),
-            quarter_stroke_ms: Some(18.9),
+            outer_mb_s: Some(outer),
+            middle_mb_s: Some(middle),
+            inner_mb_s: Some(inner),
+            full_stroke_ms: Some(full),
+            half_stroke_ms: Some(half),
+            quarter_stroke_ms: Some(quarter),
             ..Published::default()
         },
     }
 }
 
+/// WD Red WD10EFRX, 1 TB, 5,400 rpm: zones and seeks straight from seed 001 Table 1.
+pub fn wd_red() -> DriveSpec {
+    let model = "Western Digital Red WD10EFRX 1 TB 5,400 rpm";
+    from_table(
+        ("wd-red", model, 1_000_204_886_016, 5400.0),
+        [133.0, 115.0, 67.0],
+        [18.9, 23.1, 32.6],
+    )
+}
+
 /// HP 146 GB 10,000 rpm 2.5" SAS: zones and seeks straight from seed 001 Table 1.
 pub fn hp_10k() -> DriveSpec {
-    let rpm = 10_000.0;
-    DriveSpec {
-        name: "hp-10k".into(),
-        model: "HP 146 GB 10,000 rpm SAS".into(),
-        capacity_bytes: 146_815_733_760,
-        rpm,
-        zones: ZoneProfile {
-            outer_mb_s: 122.0,
-            middle_mb_s: 107.0,
-            inner_mb_s: 73.0,
-            zones: ZONES,
-        },
-        seek: SeekCurve::fit(6.8, 8.0, 10.5, half_rotation_ms(rpm)),
-        published: Published {
-            outer_mb_s: Some(122.0),
-            middle_mb_s: Some(107.0),
-            inner_mb_s: Some(73.0),
-            full_stroke_ms: Some(10.5),
-            half_stroke_ms: Some(8.0),
-            quarter_stroke_ms: Some(6.8),
-            ..Published::default()
-        },
-    }
+    let model = "HP 146 GB 10,000 rpm SAS";
+    from_table(
+        ("hp-10k", model, 146_815_733_760, 10_000.0),
+        [122.0, 107.0, 73.0],
+        [6.8, 8.0, 10.5],
+    )
 }
 
 /// Hitachi Deskstar 5K3000 (2 TB, 5,400 rpm), the drive behind thesis Eq. 5.4.

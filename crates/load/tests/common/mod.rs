@@ -8,6 +8,20 @@ use vodkit_peers::{PeerSetup, ServerProcess};
 use vodkit_workload::content;
 use vodkit_workload::model::Session;
 
+/// Reads one request head from `stream`, byte by byte (so nothing of the next request is
+/// consumed); false at EOF or on an error.
+pub fn read_head(stream: &mut impl std::io::Read) -> bool {
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match stream.read(&mut byte) {
+            Ok(1) => head.push(byte[0]),
+            _ => return false,
+        }
+    }
+    true
+}
+
 pub fn free_port() -> u16 {
     vodkit_peers::free_port().expect("a free loopback port")
 }
@@ -34,13 +48,8 @@ impl Nginx {
             write_file(&root, path, *size);
         }
         let (first, _) = files.first().expect("nginx serves at least one file");
-        let setup = PeerSetup {
-            root: &root,
-            run_dir: &dir.path().join("run"),
-            probe_path: &format!("/{first}"),
-            workers: 1,
-            aio_threads: None,
-        };
+        let (run, probe) = (dir.path().join("run"), format!("/{first}"));
+        let setup = PeerSetup::new(&root, &run, &probe, 1);
         let server = vodkit_peers::start_nginx(&setup, &vodkit_peers::no_wrap)
             .unwrap_or_else(|e| panic!("nginx starts: {e}"));
         Some(Nginx {

@@ -271,6 +271,54 @@ fn shares_follow_the_square_root_of_the_bit_rate() {
 }
 
 #[test]
+fn a_stream_that_asks_faster_than_its_bit_rate_gets_a_larger_share() {
+    let mut m = MemoryManager::new(cfg(1 << 30));
+    // Two streams of one bit rate (419 kbit/s): `paced` asks for 512 KiB every 10 s (its
+    // bit rate), `filling` every 2.5 s (a player filling its buffer, 4× faster).
+    let (paced, _) = m.request(1, Some(1), 0, 512 * KIB, SIZE, 419, 0.0);
+    let (filling, _) = m.request(2, Some(2), 0, 512 * KIB, SIZE, 419, 0.0);
+    for c in 3..7 {
+        m.request(c, Some(c), 0, MIB, SIZE, 419, 0.0);
+    }
+    assert_eq!(m.prefetch_cap(paced), m.prefetch_cap(filling));
+    for k in 1..=8u64 {
+        m.request(
+            1,
+            Some(1),
+            k * 512 * KIB,
+            (k + 1) * 512 * KIB,
+            SIZE,
+            419,
+            10.0 * k as f64,
+        );
+        m.request(
+            2,
+            Some(2),
+            k * 512 * KIB,
+            (k + 1) * 512 * KIB,
+            SIZE,
+            419,
+            2.5 * k as f64,
+        );
+        for c in 3..7 {
+            m.request(c, Some(c), 0, MIB, SIZE, 419, 10.0 * k as f64);
+        }
+    }
+    // The paced stream's rate is its bit rate, so its weight stays √419; the filling one
+    // converges on 4 × 419 kbit/s (512 KiB per 2.5 s = 1,678 kbit/s): twice the share.
+    let ratio = m.prefetch_cap(filling) as f64 / m.prefetch_cap(paced) as f64;
+    assert!((ratio - 2.0).abs() < 0.05, "{ratio}");
+    // The shares still sum within twice the pool (the sawtooth).
+    let t = m.totals();
+    assert_eq!(t.weighted_streams, 6);
+    let caps: u64 = (1..=6).map(|id| m.prefetch_cap(id)).sum();
+    assert!(caps <= 2 * m.prefetch_pool(), "{caps}");
+    // A client that asks as fast as the disk answers gains at most 8× its bit rate's weight².
+    assert!((weight_at(419, 1e9) / weight_at(419, 419.0) - 8f64.sqrt()).abs() < 1e-9);
+    assert_eq!(weight_at(419, 10.0), weight(419));
+}
+
+#[test]
 fn a_stream_that_stops_releases_everything() {
     let mut m = MemoryManager::new(tight(8 * MIB));
     let (id, _) = step(&mut m, 1, 10 * MIB, MIB, 8 * MIB, 0.0);
@@ -370,11 +418,14 @@ fn idle_streams_stop_shrinking_the_others_shares() {
     let half = m.prefetch_cap(a);
     assert_eq!(half, m.prefetch_cap(b));
     assert!(half.abs_diff(m.prefetch_pool() / 2) <= 1, "{half}");
-    // A keeps asking every 2 s; the others went quiet. After max(2.5 x their gap, 5 s) they
-    // no longer take a share, though they stay streams (followers, say) until the 40 s ttl.
+    // A keeps asking every 2 s at its bit rate (500 kB per 2 s is 2,000 kbit/s, so its
+    // weight stays its bit rate's); the others went quiet. After max(2.5 x their gap, 5 s)
+    // they no longer take a share, though they stay streams (followers, say) until the 40 s
+    // ttl.
+    const STEP: u64 = 500_000;
     for t in 1..=15 {
         let now = 2.0 * t as f64;
-        m.request(1, Some(1), t * MIB, (t + 1) * MIB, SIZE, 2000, now);
+        m.request(1, Some(1), t * STEP, (t + 1) * STEP, SIZE, 2000, now);
         m.expire(now);
     }
     assert_eq!(m.totals().streams, 4);

@@ -133,15 +133,7 @@ pub fn report(
         t.out_of_sequence = o;
     }
     let n = per_title.len().max(1) as f64;
-    let layout_str = layout
-        .or_else(|| {
-            catalog
-                .titles
-                .first()
-                .and_then(|t| t.renditions.first())
-                .map(|r| r.layout)
-        })
-        .map_or_else(|| "unchunked".into(), crate::layout::layout_name);
+    let layout_str = super::layout_label(catalog, layout);
     Ok(PlacementReport {
         layout: layout_str,
         titles: per_title.len() as u64,
