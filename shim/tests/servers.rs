@@ -11,7 +11,7 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
-use vodkit_peers::{PeerError, PeerSetup, ServerProcess, Wrap};
+use vodkit_peers::{PeerSetup, StartPeer};
 use vodkit_preload::{IoMode, Preload};
 use vodkit_workload::content::{first_mismatch, path_key};
 
@@ -19,9 +19,6 @@ const TITLES: usize = 6;
 const TITLE_SIZE: usize = 8 << 20;
 const CLIENTS: usize = 6;
 const REQUESTS_PER_CLIENT: usize = 20;
-
-/// How a peer is started: `vodkit_peers::start_nginx` or `start_apache`.
-type StartPeer = fn(&PeerSetup<'_>, Wrap<'_>) -> Result<ServerProcess, PeerError>;
 
 /// GET a byte range; returns (status, body).
 fn get_range(port: u16, path: &str, first: u64, last: u64) -> (u16, Vec<u8>) {

@@ -1,4 +1,4 @@
-//! `vodkit demo`: a capacity comparison in about 10 minutes on built-in defaults — a
+//! `vodkit demo`: a capacity comparison in about 15 minutes on built-in defaults — a
 //! scaled youtube-2011 workload, the emulated WD Red with a memory budget when this machine
 //! can host it (plain disk otherwise, and the report says so), vodkit:asap:auto against
 //! nginx and Apache when they are installed. Installs nothing.

@@ -113,12 +113,23 @@ pub struct PointMetrics {
 }
 
 impl PointMetrics {
+    /// The point as the capacity search judges it. A session refused with `503` was not
+    /// served: it counts against the rate like a failed one, so a server that turns
+    /// viewers away (admission control) has the capacity it serves, not the rate offered
+    /// to it; its goodput is reported apart (`goodput_fraction`).
     pub fn observation(&self) -> crate::search::Observation {
+        let c = &self.client;
+        let offered = c.sessions + c.refused_sessions;
+        let not_served = c.failed_sessions + c.refused_sessions;
         crate::search::Observation {
-            sessions: self.client.sessions,
-            failure_fraction: self.client.failure_fraction,
-            failed_sessions: self.client.failed_sessions,
-            timed_out_requests: self.client.timed_out_requests,
+            sessions: offered,
+            failure_fraction: if c.refused_sessions > 0 {
+                not_served as f64 / offered as f64
+            } else {
+                c.failure_fraction
+            },
+            failed_sessions: not_served,
+            timed_out_requests: c.timed_out_requests,
         }
     }
 }
@@ -196,6 +207,23 @@ pub fn mean_of(points: &[&PointMetrics]) -> Option<PointMetrics> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn refused_sessions_count_against_the_rate() {
+        let mut p = PointMetrics::default();
+        p.client.sessions = 60;
+        p.client.failed_sessions = 0;
+        p.client.refused_sessions = 40;
+        let o = p.observation();
+        assert_eq!((o.sessions, o.failed_sessions), (100, 40));
+        assert!((o.failure_fraction - 0.4).abs() < 1e-12);
+        p.client.refused_sessions = 0;
+        p.client.failed_sessions = 3;
+        p.client.failure_fraction = 0.05;
+        let o = p.observation();
+        assert_eq!((o.sessions, o.failed_sessions), (60, 3));
+        assert!((o.failure_fraction - 0.05).abs() < 1e-12);
+    }
 
     fn point(tput: f64, disk: Option<f64>) -> PointMetrics {
         PointMetrics {

@@ -48,6 +48,13 @@ impl TestbedChoice {
     }
 }
 
+impl std::str::FromStr for TestbedChoice {
+    type Err = String;
+    fn from_str(s: &str) -> Result<TestbedChoice, String> {
+        TestbedChoice::parse(s)
+    }
+}
+
 /// The `--testbed` words back: `plain` or `hdd:PRESET` (what a reader types to rerun it).
 impl std::fmt::Display for TestbedChoice {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -66,10 +73,13 @@ pub struct BenchRequest {
     pub root: Option<PathBuf>,
     /// The servers under test, parsed from `--sut` by the caller ([`crate::sut::parse_list`]).
     pub suts: Vec<Sut>,
-    pub testbed: String,
-    pub memory: Option<String>,
+    pub testbed: TestbedChoice,
+    /// Memory budget of each server, page cache included (bytes).
+    pub memory: Option<u64>,
+    /// `--search` as given: its defaults come from the workload's rate guess, so it is
+    /// read once the workload is ([`SearchPlan::parse`]); checked here for the error.
     pub search: Option<String>,
-    pub criterion: String,
+    pub criterion: Criterion,
     pub repeat: u32,
     /// Longest load run per data point.
     pub point_duration: Option<Duration>,
@@ -91,17 +101,6 @@ pub struct Checked {
 
 /// Validate flags without touching the machine.
 pub fn check_request(req: &BenchRequest) -> Result<Checked, RunError> {
-    let suts = req.suts.clone();
-    let testbed = TestbedChoice::parse(&req.testbed).map_err(RunError::Usage)?;
-    let memory = match &req.memory {
-        Some(m) => Some(
-            m.parse::<bytesize::ByteSize>()
-                .map_err(|_| RunError::Usage(format!("--memory `{m}`: expected a size like 1GiB")))?
-                .as_u64(),
-        ),
-        None => None,
-    };
-    let criterion: Criterion = req.criterion.parse().map_err(RunError::Usage)?;
     if req.repeat == 0 {
         return Err(RunError::Usage("--repeat must be at least 1".into()));
     }
@@ -124,10 +123,10 @@ pub fn check_request(req: &BenchRequest) -> Result<Checked, RunError> {
         }
     }
     Ok(Checked {
-        suts,
-        testbed,
-        memory,
-        criterion,
+        suts: req.suts.clone(),
+        testbed: req.testbed.clone(),
+        memory: req.memory,
+        criterion: req.criterion,
         plan_text: req.search.clone(),
     })
 }
@@ -544,10 +543,10 @@ mod tests {
             workload: dir.to_path_buf(),
             root: None,
             suts: crate::sut::parse_list("nginx").unwrap(),
-            testbed: "plain".into(),
+            testbed: TestbedChoice::Plain,
             memory: None,
             search: None,
-            criterion: "strict".into(),
+            criterion: Criterion::Strict,
             repeat: 1,
             point_duration: None,
             out: dir.join("out"),
@@ -574,19 +573,9 @@ mod tests {
         std::fs::write(dir.path().join("sessions.jsonl"), "").unwrap();
         for (edit, needle) in [
             (
-                Box::new(|r: &mut BenchRequest| r.testbed = "ssd".into())
-                    as Box<dyn Fn(&mut BenchRequest)>,
-                "--testbed",
+                Box::new(|r: &mut BenchRequest| r.repeat = 0) as Box<dyn Fn(&mut BenchRequest)>,
+                "--repeat",
             ),
-            (
-                Box::new(|r: &mut BenchRequest| r.memory = Some("lots".into())),
-                "--memory",
-            ),
-            (
-                Box::new(|r: &mut BenchRequest| r.criterion = "lenient".into()),
-                "criterion",
-            ),
-            (Box::new(|r: &mut BenchRequest| r.repeat = 0), "--repeat"),
             (
                 Box::new(|r: &mut BenchRequest| r.search = Some("fixed-rates:a".into())),
                 "fixed-rates",
@@ -624,29 +613,21 @@ mod tests {
             vodkit_exe: None,
             label: "cell",
         };
+        let fails = |setup: &RunSetup<'_>, status: &str, needle: &str| {
+            let n = run_workload(setup, &mut BarProgress::new(false))
+                .err()
+                .unwrap();
+            assert_eq!(n.status, status);
+            let usage = matches!(n.error, RunError::Usage(ref m) if m.contains(needle));
+            assert!(usage, "{:?}", n.error);
+        };
         // No catalog.json: the file set cannot be placed, the servers are skipped.
-        let n = run_workload(&setup, &mut BarProgress::new(false))
-            .err()
-            .unwrap();
-        assert_eq!(n.status, report::SKIPPED);
-        assert!(
-            matches!(n.error, RunError::Usage(ref m) if m.contains("catalog.json")),
-            "{:?}",
-            n.error
-        );
+        fails(&setup, report::SKIPPED, "catalog.json");
         // A file set given as is, but no sessions: the run failed.
         let root = dir.path().join("files");
         std::fs::create_dir_all(&root).unwrap();
         setup.root = Some(&root);
-        let n = run_workload(&setup, &mut BarProgress::new(false))
-            .err()
-            .unwrap();
-        assert_eq!(n.status, report::FAILED);
-        assert!(
-            matches!(n.error, RunError::Usage(ref m) if m.contains("sessions.jsonl")),
-            "{:?}",
-            n.error
-        );
+        fails(&setup, report::FAILED, "sessions.jsonl");
     }
 
     #[test]

@@ -39,17 +39,25 @@ fn check_serves(server: ServerProcess, body: &[u8]) {
     assert!(errors.len() <= 1, "unexpected error lines: {errors:?}");
 }
 
+/// Starts a peer with its generated config on the fixture and checks what it serves;
+/// returns the fixture and the run directory.
+fn serves_with_generated_config(
+    start: vodkit_peers::StartPeer,
+) -> (tempfile::TempDir, std::path::PathBuf) {
+    let (dir, body) = fixture();
+    let run = dir.path().join("run");
+    let root = dir.path().join("video");
+    let setup = PeerSetup::new(&root, &run, "/t/title-1.mp4", 2);
+    check_serves(start(&setup, &peers::no_wrap).unwrap(), &body);
+    (dir, run)
+}
+
 #[test]
 fn nginx_serves_with_generated_config() {
     if peers::nginx_program().is_none() {
         return missing("nginx");
     }
-    let (dir, body) = fixture();
-    let run = dir.path().join("run-nginx");
-    let root = dir.path().join("video");
-    let setup = PeerSetup::new(&root, &run, "/t/title-1.mp4", 2);
-    let server = peers::start_nginx(&setup, &peers::no_wrap).unwrap();
-    check_serves(server, &body);
+    let (_dir, run) = serves_with_generated_config(peers::start_nginx);
     assert!(std::fs::read_to_string(run.join("access.log"))
         .unwrap()
         .contains("/t/title-1.mp4"));
@@ -60,12 +68,7 @@ fn apache_serves_with_generated_config() {
     if peers::apache_program().is_none() {
         return missing("apache2");
     }
-    let (dir, body) = fixture();
-    let run = dir.path().join("run-apache");
-    let root = dir.path().join("video");
-    let setup = PeerSetup::new(&root, &run, "/t/title-1.mp4", 2);
-    let server = peers::start_apache(&setup, &peers::no_wrap).unwrap();
-    check_serves(server, &body);
+    serves_with_generated_config(peers::start_apache);
 }
 
 #[test]

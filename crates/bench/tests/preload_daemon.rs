@@ -26,6 +26,17 @@ fn unavailable(what: &str) {
     eprintln!("SKIPPED: {msg}");
 }
 
+/// A daemon with `policy`, its run directory in a fresh temp directory (kept alive by the
+/// caller); `None` where the kit is not available.
+fn daemon_with(policy: &str) -> Option<(tempfile::TempDir, vodkit_bench::adapters::PreloadDaemon)> {
+    let kit = kit()?;
+    let dir = tempfile::tempdir().unwrap();
+    let daemon = kit
+        .start_daemon(&policy.parse().unwrap(), dir.path(), None)
+        .unwrap();
+    Some((dir, daemon))
+}
+
 fn kit() -> Option<PreloadKit> {
     match PreloadKit::locate(built_vodkit().as_deref()) {
         Ok(k) => Some(k),
@@ -162,11 +173,9 @@ fn the_daemon_runs_as_a_child_inside_the_servers_memory_budget() {
 
 #[test]
 fn a_daemon_that_dies_during_the_run_is_reported() {
-    let Some(kit) = kit() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = kit
-        .start_daemon(&"auto".parse().unwrap(), dir.path(), None)
-        .unwrap();
+    let Some((_dir, daemon)) = daemon_with("auto") else {
+        return;
+    };
     let pid = daemon.pid();
     // SAFETY: killing our own child.
     unsafe { libc::kill(pid as libc::pid_t, libc::SIGKILL) };
@@ -204,11 +213,9 @@ fn wait_gone_or_zombie(pid: u32) {
 
 #[test]
 fn a_clean_daemon_stop_leaves_counters_and_no_error_lines() {
-    let Some(kit) = kit() else { return };
-    let dir = tempfile::tempdir().unwrap();
-    let daemon = kit
-        .start_daemon(&"fixed:4MiB".parse().unwrap(), dir.path(), None)
-        .unwrap();
+    let Some((dir, daemon)) = daemon_with("fixed:4MiB") else {
+        return;
+    };
     let pid = daemon.pid();
     let lines = daemon.stop();
     assert!(lines.is_empty(), "{lines:?}");

@@ -207,6 +207,11 @@ fn bench_runs_a_child_vodkit_serve() {
                 "lots",
             ),
             ("bench --workload w --testbed hdd:floppy --out b2", "floppy"),
+            ("bench --workload w --memory lots --out b2", "--memory"),
+            (
+                "bench --workload w --criterion lenient --out b2",
+                "--criterion",
+            ),
         ],
     );
     runtime_error(

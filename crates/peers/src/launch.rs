@@ -12,6 +12,9 @@ use std::time::Duration;
 /// extra environment). [`no_wrap`] runs it as is.
 pub type Wrap<'a> = &'a dyn Fn(Command) -> Result<Command, String>;
 
+/// How a peer is started: [`start_nginx`] or [`start_apache`].
+pub type StartPeer = fn(&PeerSetup<'_>, Wrap<'_>) -> Result<ServerProcess, PeerError>;
+
 /// Where and how a peer serves.
 pub struct PeerSetup<'a> {
     /// The file-set root the server serves.

@@ -13,7 +13,7 @@ pub mod tls;
 
 pub use launch::{
     apache_program, cores, found_or_skip, nginx_program, no_wrap, start_apache, start_nginx,
-    PeerError, PeerSetup, Wrap,
+    PeerError, PeerSetup, StartPeer, Wrap,
 };
 pub use launch::{start_apache_tls, start_nginx_tls};
 pub use process::{

@@ -9,7 +9,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 use vodkit_peers::{
     apache_program, found_or_skip, nginx_program, no_wrap, start_apache, start_nginx, PeerError,
-    PeerSetup, ServerProcess, Wrap,
+    PeerSetup, ServerProcess, StartPeer, Wrap,
 };
 
 /// A file set with one title, readable by workers that drop privileges.
@@ -60,8 +60,6 @@ fn wait_for_no_members(pgid: u32) -> Vec<u32> {
 fn port_is_free(port: u16) -> bool {
     TcpListener::bind((Ipv4Addr::LOCALHOST, port)).is_ok()
 }
-
-type StartPeer = fn(&PeerSetup<'_>, Wrap<'_>) -> Result<ServerProcess, PeerError>;
 
 /// Start a peer on `dir`'s file set, with its config and logs in `dir/run`.
 fn start_on(dir: &Path, start: StartPeer, wrap: Wrap<'_>) -> Result<ServerProcess, PeerError> {

@@ -72,6 +72,14 @@ fn play(e: &Engine, f: &Arc<File>, client: u64, at: u64) -> u64 {
     o.from_disk
 }
 
+/// `client` plays `[from, to)` in requests of `STEP`; returns the bytes from disk.
+fn play_range(e: &Engine, f: &Arc<File>, client: u64, from: u64, to: u64) -> u64 {
+    (from..to)
+        .step_by(STEP as usize)
+        .map(|at| play(e, f, client, at))
+        .sum()
+}
+
 fn missing(f: &File, a: u64, b: u64) -> u64 {
     residency::check(f, a, b - a, SIZE, Probe::Auto)
         .unwrap()
@@ -82,11 +90,7 @@ fn missing(f: &File, a: u64, b: u64) -> u64 {
 fn a_lone_stream_drops_what_it_sent() {
     let Some((_dir, f)) = cold_file() else { return };
     let e = engine();
-    let mut at = 0;
-    while at < 16 * MIB {
-        play(&e, &f, 1, at);
-        at += STEP;
-    }
+    play_range(&e, &f, 1, 0, 16 * MIB);
     e.settle_drops();
     let m = e.memory().unwrap();
     assert!(m.dropped_bytes >= 8 * MIB, "{m:?}");
@@ -105,11 +109,8 @@ fn a_follower_inside_the_interval_reads_the_kept_pages() {
     let Some((_dir, f)) = cold_file() else { return };
     let e = engine();
     // The leader starts; 4 MiB later the follower joins and they advance together.
-    let mut lead = 0;
-    while lead < 4 * MIB {
-        play(&e, &f, 1, lead);
-        lead += STEP;
-    }
+    play_range(&e, &f, 1, 0, 4 * MIB);
+    let mut lead = 4 * MIB;
     let mut follow = 0;
     let mut follower_disk = 0;
     while lead < 16 * MIB {

@@ -6,18 +6,7 @@ mod common;
 use std::path::Path;
 use std::process::Command;
 
-use common::{have_tool, pattern, TestServer};
-
-fn run(cmd: &mut Command) -> std::process::Output {
-    let out = cmd.output().expect("spawn");
-    assert!(
-        out.status.success(),
-        "{cmd:?} failed: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
-}
+use common::{have_tool, pattern, run_ok as run, TestServer};
 
 #[test]
 fn curl_single_and_multi_range() {

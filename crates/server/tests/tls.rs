@@ -27,17 +27,7 @@ fn tls_server(certs: &Path, tune: impl FnOnce(&mut vodkit_server::ServerConfig))
 }
 
 fn curl(args: &[&str]) -> std::process::Output {
-    let out = Command::new("curl")
-        .args(args)
-        .output()
-        .expect("spawn curl");
-    assert!(
-        out.status.success(),
-        "curl {args:?}: {}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    out
+    common::run_ok(Command::new("curl").args(args))
 }
 
 #[test]

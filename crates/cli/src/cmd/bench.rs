@@ -3,7 +3,15 @@
 
 use std::path::PathBuf;
 use std::time::Duration;
-use vodkit_bench::runner::{self, BenchRequest, RunError};
+use vodkit_bench::runner::{self, BenchRequest, RunError, TestbedChoice};
+use vodkit_bench::search::Criterion;
+
+/// `--memory`: a size such as 1GiB, in bytes.
+fn parse_size(s: &str) -> Result<u64, String> {
+    s.parse::<bytesize::ByteSize>()
+        .map(|b| b.as_u64())
+        .map_err(|_| format!("`{s}`: expected a size like 1GiB"))
+}
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -21,16 +29,16 @@ pub struct Args {
     sut: String,
     /// Where the file set lives: plain (this machine's disk) or hdd:PRESET (emulated disk).
     #[arg(long, default_value = "plain")]
-    testbed: String,
+    testbed: TestbedChoice,
     /// Memory budget of each server, page cache included (e.g. 1GiB).
-    #[arg(long)]
-    memory: Option<String>,
+    #[arg(long, value_parser = parse_size)]
+    memory: Option<u64>,
     /// failure-free[:start=R,step=R,precision=R,max=R] or fixed-rates:R,R,… (sessions/s).
     #[arg(long)]
     search: Option<String>,
     /// strict (no timeouts) or sessions:PERCENT% (e.g. sessions:0.3%).
     #[arg(long, default_value = "strict")]
-    criterion: String,
+    criterion: Criterion,
     /// Repeat each search N times for a 95% confidence interval.
     #[arg(long, default_value_t = 1)]
     repeat: u32,
@@ -63,9 +71,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         workload,
         root: args.root,
         suts: vodkit_bench::sut::parse_list(&args.sut).map_err(super::usage)?,
-        testbed: args.testbed,
+        testbed: args.testbed.clone(),
         memory: args.memory,
-        search: args.search,
+        search: args.search.clone(),
         criterion: args.criterion,
         repeat: args.repeat,
         point_duration: args.point_duration,

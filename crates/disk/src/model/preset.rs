@@ -130,6 +130,22 @@ pub fn half_rotation_ms(rpm: f64) -> f64 {
     30_000.0 / rpm
 }
 
+/// Outer, middle and inner rates (MB/s) over the presets' zone count.
+fn zones([outer, middle, inner]: [f64; 3]) -> ZoneProfile {
+    ZoneProfile {
+        outer_mb_s: outer,
+        middle_mb_s: middle,
+        inner_mb_s: inner,
+        zones: ZONES,
+    }
+}
+
+/// Zones of a drive known by its outer rate only, in the WD Red's proportions (middle
+/// 115/133 and inner 67/133 of the outer rate).
+fn wd_red_shaped(outer: f64) -> ZoneProfile {
+    zones([outer, outer * 115.0 / 133.0, outer * 67.0 / 133.0])
+}
+
 /// A drive measured in seed 001 Table 1: raw MB/s at the outer, middle and inner
 /// positions, and positioning ms over a quarter, half and full stroke.
 fn from_table(
@@ -142,12 +158,7 @@ fn from_table(
         model: model.into(),
         capacity_bytes,
         rpm,
-        zones: ZoneProfile {
-            outer_mb_s: outer,
-            middle_mb_s: middle,
-            inner_mb_s: inner,
-            zones: ZONES,
-        },
+        zones: zones([outer, middle, inner]),
         seek: SeekCurve::fit(quarter, half, full, half_rotation_ms(rpm)),
         published: Published {
             outer_mb_s: Some(outer),
@@ -196,12 +207,7 @@ pub fn hitachi_5k3000() -> DriveSpec {
         model: "Hitachi Deskstar 5K3000 2 TB 5,400 rpm".into(),
         capacity_bytes: 2_000_398_934_016,
         rpm,
-        zones: ZoneProfile {
-            outer_mb_s: outer,
-            middle_mb_s: outer * 115.0 / 133.0,
-            inner_mb_s: outer * 67.0 / 133.0,
-            zones: ZONES,
-        },
+        zones: wd_red_shaped(outer),
         seek: wd_red().seek,
         published: Published {
             outer_mb_s: Some(outer),
@@ -232,12 +238,7 @@ pub fn seagate_7200() -> DriveSpec {
         model: "Seagate Barracuda ST1000DM003 1 TB 7,200 rpm".into(),
         capacity_bytes: 1_000_204_886_016,
         rpm,
-        zones: ZoneProfile {
-            outer_mb_s: outer,
-            middle_mb_s: outer * 115.0 / 133.0,
-            inner_mb_s: outer * 67.0 / 133.0,
-            zones: ZONES,
-        },
+        zones: wd_red_shaped(outer),
         seek,
         published: Published {
             outer_mb_s: Some(outer),

@@ -42,31 +42,19 @@ fn sqrt_rule_gives_root_five_between_hd_and_sd() {
 #[test]
 fn proportional_scales_linearly() {
     let mut p = spec("proportional:10MiB@2000").build();
-    assert_eq!(
-        p.prefetch_bytes(&ctx(2000, 0, ChainKind::Other, 0.0)),
-        10 * MIB
-    );
-    assert_eq!(
-        p.prefetch_bytes(&ctx(1000, 0, ChainKind::Other, 0.0)),
-        5 * MIB
-    );
-    assert_eq!(
-        p.prefetch_bytes(&ctx(500, 0, ChainKind::Other, 0.0)),
-        5 * MIB / 2
-    );
+    let mut at = |kbps| p.prefetch_bytes(&ctx(kbps, 0, ChainKind::Other, 0.0));
+    assert_eq!(at(2000), 10 * MIB);
+    assert_eq!(at(1000), 5 * MIB);
+    assert_eq!(at(500), 5 * MIB / 2);
 }
 
 #[test]
 fn fixed_and_none_ignore_bit_rate() {
     let mut f = PolicySpec::default().build();
-    assert_eq!(
-        f.prefetch_bytes(&ctx(419, 0, ChainKind::Other, 0.0)),
-        2 * MIB
-    );
-    assert_eq!(
-        f.prefetch_bytes(&ctx(5000, 9, ChainKind::OpenAtZero, 3.0)),
-        2 * MIB
-    );
+    let sd = ctx(419, 0, ChainKind::Other, 0.0);
+    let hd_later = ctx(5000, 9, ChainKind::OpenAtZero, 3.0);
+    assert_eq!(f.prefetch_bytes(&sd), 2 * MIB);
+    assert_eq!(f.prefetch_bytes(&hd_later), 2 * MIB);
     let mut n = spec("none").build();
     assert_eq!(n.prefetch_bytes(&ctx(419, 0, ChainKind::Other, 0.0)), 0);
 }

@@ -212,6 +212,18 @@ impl Client {
 }
 
 /// Whether an external tool exists; tests that need it print why they skip, and fail in CI.
+/// Runs `cmd` to the end; it must succeed (its stderr is shown when it does not).
+pub fn run_ok(cmd: &mut std::process::Command) -> std::process::Output {
+    let out = cmd.output().expect("spawn");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed: {}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 pub fn have_tool(name: &str) -> bool {
     let found = std::process::Command::new("sh")
         .arg("-c")
