@@ -176,7 +176,8 @@ struct Stream {
     /// requests over the time between them. A player filling its buffer asks faster than
     /// its bit rate.
     rate_kbps: f64,
-    /// Offset and time of its last request.
+    /// Offset and time of the request its rate is measured from (requests less than 50 ms
+    /// apart, such as the parallel ranges of one player, count as one).
     asked_at: u64,
     asked_s: f64,
     weight: f64,
