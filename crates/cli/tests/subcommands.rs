@@ -286,6 +286,9 @@ fn preload_and_prefetchd() {
             ("prefetchd --mode nope", "--mode"),
             ("prefetchd --prefetch fixed:lots", "--prefetch"),
             ("preload --mode nope -- true", "--mode"),
+            ("preload --admission auto --root . -- true", "--admission"),
+            ("prefetchd --admission auto --root .", "--admin"),
+            ("prefetchd --admission auto --admin 127.0.0.1:0", "--root"),
         ],
     );
     let no_program = format!(

@@ -39,6 +39,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         ));
     };
     let config = args.daemon.config()?;
+    if config.admission != vodkit_prefetch::admission::AdmissionPolicy::Off {
+        return Err(super::usage(
+            "--admission answers on an admin listener, which `vodkit preload`'s own daemon has \
+             not: run `vodkit prefetchd --admission … --admin ADDR` and point nginx at it",
+        ));
+    }
     let mut preload = Preload::start(config)?;
     if preload.daemon().is_none() {
         eprintln!(
