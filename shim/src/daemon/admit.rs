@@ -69,7 +69,7 @@ impl AdmitGate {
         let Ok(file) = File::open(&path) else {
             return Decision::Admit;
         };
-        let Some(id) = file_id(&file) else {
+        let Some(id) = super::regular_file_key(&file).map(|k| k.id) else {
             return Decision::Admit;
         };
         let (offset, len, open_ended) = parse_range(q.range);
@@ -188,13 +188,6 @@ fn parse_range(range: Option<&str>) -> (u64, u64, bool) {
         (Ok(a), Err(_)) if b.trim().is_empty() => (a, 0, true),
         _ => (0, 0, true),
     }
-}
-
-fn file_id(file: &File) -> Option<u64> {
-    use std::os::unix::fs::MetadataExt;
-    let meta = file.metadata().ok()?;
-    meta.is_file()
-        .then(|| vodkit_prefetch::engine::file_id(meta.dev(), meta.ino()))
 }
 
 fn client_key(client: &str) -> u64 {

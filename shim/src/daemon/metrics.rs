@@ -152,7 +152,8 @@ impl Metrics {
             planned_bytes: get(&self.planned_bytes),
             read_errors: get(&self.read_errors),
             bad_messages: get(&self.bad_messages),
-            admission: String::new(),
+            admission: config.admission.to_string(),
+            // Counted by the `/admit` gate; the daemon fills them in.
             streams_admitted: 0,
             streams_refused: 0,
             engine,

@@ -237,7 +237,6 @@ fn snapshot(shared: &Shared) -> MetricsSnapshot {
         shared.started.elapsed(),
         shared.engine.stats(),
     );
-    m.admission = shared.config.admission.to_string();
     m.streams_admitted = shared.gate.admitted.load(Ordering::Relaxed);
     m.streams_refused = shared.gate.refused.load(Ordering::Relaxed);
     m
