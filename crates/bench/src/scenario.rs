@@ -118,40 +118,20 @@ fn cell(label: &'static str, suts: &[&'static str]) -> Cell {
     }
 }
 
-/// The `memory` scenario's budgets. The workload grows with the budget (titles and sessions
-/// in proportion, 15,000 titles at 1 GiB as in [`YOUTUBE_4X`]) so every budget caches the
-/// same share of the file set, about a twelfth, as the thesis's runs did at every size.
-pub const MEMORY_CELLS: [(&str, &str, &str, &str); 5] = [
-    (
-        "mem=256MiB",
-        "256MiB",
-        "catalog.collections.sd.titles=3750",
-        "catalog.collections.sd.sessions=15000",
-    ),
-    (
-        "mem=512MiB",
-        "512MiB",
-        "catalog.collections.sd.titles=7500",
-        "catalog.collections.sd.sessions=30000",
-    ),
-    (
-        "mem=1GiB",
-        "1GiB",
-        "catalog.collections.sd.titles=15000",
-        "catalog.collections.sd.sessions=60000",
-    ),
-    (
-        "mem=2GiB",
-        "2GiB",
-        "catalog.collections.sd.titles=30000",
-        "catalog.collections.sd.sessions=120000",
-    ),
-    (
-        "mem=4GiB",
-        "4GiB",
-        "catalog.collections.sd.titles=60000",
-        "catalog.collections.sd.sessions=240000",
-    ),
+/// The `memory` scenario's budgets. The catalog grows with the budget (15,000 titles at 1 GiB
+/// as in [`YOUTUBE_4X`]) so every budget caches the same share of the file set, about a
+/// twelfth, as the thesis's runs did at every size. The session list stays at
+/// [`YOUTUBE_4X`]'s 60,000 (6,000 at the scenario's 10% scale) in every cell: a point runs
+/// only rate × point seconds of it, and a shorter list (session 8 scaled it with the budget,
+/// 1,500 sessions at 256 MiB) let the warm-up's most-requested chunks cover most of what a
+/// point asked for, while the bound is computed over the whole list; measured capacities came
+/// out above the bound.
+pub const MEMORY_CELLS: [(&str, &str, &str); 5] = [
+    ("mem=256MiB", "256MiB", "catalog.collections.sd.titles=3750"),
+    ("mem=512MiB", "512MiB", "catalog.collections.sd.titles=7500"),
+    ("mem=1GiB", "1GiB", "catalog.collections.sd.titles=15000"),
+    ("mem=2GiB", "2GiB", "catalog.collections.sd.titles=30000"),
+    ("mem=4GiB", "4GiB", "catalog.collections.sd.titles=60000"),
 ];
 
 /// The `memory` scenario's servers: nginx; vodkit as before the memory manager; vodkit with
@@ -272,9 +252,9 @@ pub fn all() -> Vec<Scenario> {
                       with the memory manager vodkit keeps its prefetches and approaches the capacity bound",
             cells: MEMORY_CELLS
                 .iter()
-                .map(|&(label, m, titles, sessions)| {
+                .map(|&(label, m, titles)| {
                     let c = cell(label, &MEMORY_SUTS);
-                    Cell { memory: m, sets: [c.sets.as_slice(), &[titles, sessions]].concat(), ..c }
+                    Cell { memory: m, sets: [c.sets.as_slice(), &[titles]].concat(), ..c }
                 })
                 .collect(),
             checks: vec![

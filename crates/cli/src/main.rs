@@ -23,7 +23,7 @@ enum Command {
     /// Replay sessions against an HTTP server and measure it.
     Load(cmd::load::Args),
     /// Serve video over HTTP/1.1 with serialized aggressive prefetching.
-    Serve(cmd::serve::Args),
+    Serve(Box<cmd::serve::Args>),
     /// Emulated hard disk: bring up, tear down, tune and benchmark.
     Hdd(cmd::hdd::Args),
     /// Run a command under a memory budget that includes its page cache.
@@ -74,7 +74,7 @@ fn main() -> ExitCode {
         Command::Workload(a) => cmd::workload::run(a),
         Command::Fileset(a) => cmd::fileset::run(a),
         Command::Load(a) => cmd::load::run(a),
-        Command::Serve(a) => cmd::serve::run(a),
+        Command::Serve(a) => cmd::serve::run(*a),
         Command::Hdd(a) => cmd::hdd::run(a),
         Command::Run(a) => cmd::run::run(a),
         Command::Sys(a) => cmd::sys::run(a),

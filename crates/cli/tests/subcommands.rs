@@ -155,6 +155,10 @@ fn serve_load_trace_and_simulate() {
         &[
             ("serve --root absent", "--root absent"),
             ("serve --root files --prefetch fixed:lots", "--prefetch"),
+            (
+                "serve --root files --cors example.com",
+                "--cors: `example.com`",
+            ),
             (&no_sessions, "absent.jsonl"),
             ("trace chains --log absent.log --out t", "absent.log"),
             (

@@ -40,8 +40,12 @@ pub struct ServerConfig {
     pub max_ranges: usize,
     /// Largest request body read and discarded; larger bodies get 413.
     pub max_body: u64,
-    /// `Access-Control-Allow-Origin` value; `None` sends no CORS headers.
-    pub cors_origin: Option<String>,
+    /// Cross-origin policy; `None` sends no CORS headers.
+    pub cors: Option<crate::web::Cors>,
+    /// `Cache-Control` by kind of file (manifest, media, other).
+    pub cache: crate::web::CachePolicy,
+    /// gzip text files (manifests, subtitles, pages) up to 1 MiB for clients that accept it.
+    pub gzip: bool,
     /// Follow symlinks that point outside the root.
     pub allow_outside_symlinks: bool,
     /// Longest wait for in-flight responses on shutdown.
@@ -73,7 +77,9 @@ impl ServerConfig {
             limits: HeadLimits::default(),
             max_ranges: 64,
             max_body: 65536,
-            cors_origin: None,
+            cors: None,
+            cache: crate::web::CachePolicy::default(),
+            gzip: true,
             allow_outside_symlinks: false,
             drain_timeout: Duration::from_secs(30),
             worker_threads: 0,

@@ -22,6 +22,7 @@ pub mod target;
 pub mod tls;
 mod tls_conn;
 pub mod validators;
+pub mod web;
 
 use std::sync::Arc;
 

@@ -25,13 +25,24 @@ pub fn content_type(path: &Path) -> &'static str {
         "mp3" => "audio/mpeg",
         "mpd" => "application/dash+xml",
         "m3u8" => "application/vnd.apple.mpegurl",
-        "vtt" => "text/vtt",
+        "vtt" => "text/vtt; charset=utf-8",
+        "ttml" | "dfxp" => "application/ttml+xml",
         "srt" => "application/x-subrip",
+        "xml" => "application/xml",
         "json" => "application/json",
         "html" | "htm" => "text/html; charset=utf-8",
         "txt" => "text/plain; charset=utf-8",
+        "js" | "mjs" => "text/javascript; charset=utf-8",
+        "css" => "text/css; charset=utf-8",
+        "map" => "application/json",
+        "wasm" => "application/wasm",
+        "svg" => "image/svg+xml",
         "jpg" | "jpeg" => "image/jpeg",
         "png" => "image/png",
+        "webp" => "image/webp",
+        "gif" => "image/gif",
+        "ico" => "image/x-icon",
+        "avif" => "image/avif",
         _ => "application/octet-stream",
     }
 }
@@ -51,5 +62,18 @@ mod tests {
         );
         assert_eq!(content_type(Path::new("x.ts")), "video/mp2t");
         assert_eq!(content_type(Path::new("noext")), "application/octet-stream");
+        // What a web player page loads: ES modules must not go out as octet-stream.
+        assert_eq!(
+            content_type(Path::new("dash.all.min.mjs")),
+            "text/javascript; charset=utf-8"
+        );
+        assert_eq!(content_type(Path::new("p.css")), "text/css; charset=utf-8");
+        assert_eq!(
+            content_type(Path::new("sub.vtt")),
+            "text/vtt; charset=utf-8"
+        );
+        assert_eq!(content_type(Path::new("sub.ttml")), "application/ttml+xml");
+        assert_eq!(content_type(Path::new("a.wasm")), "application/wasm");
+        assert_eq!(content_type(Path::new("i.svg")), "image/svg+xml");
     }
 }

@@ -69,6 +69,10 @@ pub struct Request {
     pub user_agent: Option<String>,
     pub referer: Option<String>,
     pub origin: Option<String>,
+    /// `Accept-Encoding` (gzip for text manifests).
+    pub accept_encoding: Option<String>,
+    /// `Access-Control-Request-Headers` of a CORS preflight.
+    pub cors_request_headers: Option<String>,
     /// `Connection: close` was sent.
     pub close: bool,
     /// `Connection: keep-alive` was sent (matters for HTTP/1.0).
@@ -194,6 +198,8 @@ fn build_request(raw: &httparse::Request<'_, '_>) -> Result<Request, HeadError> 
         user_agent: None,
         referer: None,
         origin: None,
+        accept_encoding: None,
+        cors_request_headers: None,
         close: false,
         keep_alive: false,
         content_length: 0,
@@ -274,6 +280,10 @@ fn apply_header(
         "origin" => {
             req.origin = Some(header_text(value)?);
             Ok(())
+        }
+        "accept-encoding" => append_list(&mut req.accept_encoding, header_text(value)?),
+        "access-control-request-headers" => {
+            append_list(&mut req.cors_request_headers, header_text(value)?)
         }
         "connection" => {
             for token in header_text(value)?.split(',') {

@@ -10,14 +10,17 @@ use std::sync::Arc;
 use crate::mime::content_type;
 use crate::range::{self, ByteRange, RangeSpec, Resolved};
 use crate::request::{Method, Request};
-use crate::target::{relative_path, DocRoot};
+use crate::target::{relative_path, DocRoot, TargetError};
 use crate::validators::{evaluate, if_range_holds, Conditions, Precondition, Validators};
+use crate::web::{self, CachePolicy, Cors, FileKind};
 
 /// Settings the planner needs from the server configuration.
 #[derive(Debug, Clone)]
 pub struct PlanSettings {
     pub max_ranges: usize,
-    pub cors_origin: Option<String>,
+    pub cors: Option<Cors>,
+    pub cache: CachePolicy,
+    pub gzip: bool,
 }
 
 /// One piece of a response body.
@@ -80,6 +83,7 @@ pub fn reason(status: u16) -> &'static str {
         200 => "OK",
         204 => "No Content",
         206 => "Partial Content",
+        301 => "Moved Permanently",
         304 => "Not Modified",
         400 => "Bad Request",
         403 => "Forbidden",
@@ -104,12 +108,17 @@ pub fn plan(req: &Request, root: &DocRoot, settings: &PlanSettings) -> Response 
     let range_log = range::log_text(range_specs.as_deref());
     let mut resp = plan_inner(req, root, settings, range_specs.as_deref());
     resp.range_log = range_log;
-    if let Some(origin) = &settings.cors_origin {
-        let _ = write!(
-            resp.headers,
-            "Access-Control-Allow-Origin: {origin}\r\n\
-             Access-Control-Expose-Headers: Content-Length, Content-Range, Accept-Ranges, ETag\r\n"
-        );
+    if let Some(cors) = &settings.cors {
+        let origin = req.origin.as_deref();
+        if req.method == Method::Options {
+            cors.preflight_headers(
+                origin,
+                req.cors_request_headers.as_deref(),
+                &mut resp.headers,
+            );
+        } else {
+            cors.response_headers(origin, &mut resp.headers);
+        }
     }
     resp
 }
@@ -122,24 +131,39 @@ fn plan_inner(
 ) -> Response {
     match req.method {
         Method::Get | Method::Head => {}
-        Method::Options => return options_response(),
+        Method::Options => return bodiless(204, "Allow: GET, HEAD, OPTIONS\r\n".into()),
         Method::Other(_) => {
             let mut r = Response::text(405, false);
             r.headers.push_str("Allow: GET, HEAD, OPTIONS\r\n");
             return r;
         }
     }
-    let rel = match relative_path(&req.target) {
+    let mut rel = match relative_path(&req.target) {
         Ok(p) => p,
         Err(e) => return Response::text(e.status(), false),
     };
     let (file, meta) = match root.open_file(&rel) {
         Ok(f) => f,
+        Err(TargetError::Directory) => match directory(req, root, &rel) {
+            Ok((index, f)) => {
+                rel = index;
+                f
+            }
+            Err(r) => return *r,
+        },
         Err(e) => return Response::text(e.status(), false),
     };
     let size = meta.len();
     let file_id = vodkit_prefetch::engine::file_id(meta.dev(), meta.ino());
-    let v = Validators::from_metadata(meta.ino(), size, meta.mtime(), meta.mtime_nsec());
+    let mut v = Validators::from_metadata(meta.ino(), size, meta.mtime(), meta.mtime_nsec());
+    let ctype = content_type(&rel);
+    let compressible = settings.gzip && web::compressible(ctype) && size <= web::GZIP_MAX_BYTES;
+    // A whole text file for a client that takes gzip goes out compressed, as its own
+    // representation (its own ETag); ranges of it are served from the identity form.
+    let gzip = compressible && specs.is_none() && web::accepts_gzip(req.accept_encoding.as_deref());
+    if gzip {
+        v.etag = format!("{}-gz\"", v.etag.trim_end_matches('"'));
+    }
     let mut headers = String::with_capacity(256);
     let _ = write!(
         headers,
@@ -147,6 +171,10 @@ fn plan_inner(
         v.etag,
         v.last_modified_text()
     );
+    if compressible {
+        headers.push_str("Vary: Accept-Encoding\r\n");
+    }
+    settings.cache.header(FileKind::of(ctype), &mut headers);
     let cond = Conditions {
         if_match: req.if_match.as_deref(),
         if_unmodified_since: req.if_unmodified_since.as_deref(),
@@ -171,7 +199,9 @@ fn plan_inner(
         Some(s) if use_ranges => range::resolve(s, size, settings.max_ranges),
         _ => Resolved::Full,
     };
-    let ctype = content_type(&rel);
+    if gzip && matches!(resolved, Resolved::Full) {
+        return gzipped(file, size, headers, ctype);
+    }
     let file = Arc::new(file);
     match resolved {
         Resolved::Full => {
@@ -256,13 +286,51 @@ fn bodiless(status: u16, headers: String) -> Response {
     }
 }
 
-fn options_response() -> Response {
-    let mut r = bodiless(204, "Allow: GET, HEAD, OPTIONS\r\n".into());
-    r.headers.push_str(
-        "Access-Control-Allow-Methods: GET, HEAD, OPTIONS\r\n\
-         Access-Control-Allow-Headers: Range, If-Range, If-None-Match, If-Modified-Since, X-Session-Id\r\n",
-    );
-    r
+/// A directory: without a trailing slash, redirect to it with one (so relative URLs in its
+/// page resolve, as nginx does); with one, its `index.html`, else 403 (no listings).
+fn directory(
+    req: &Request,
+    root: &DocRoot,
+    rel: &std::path::Path,
+) -> Result<(PathBuf, (File, std::fs::Metadata)), Box<Response>> {
+    let path = crate::target::path_part(&req.target).unwrap_or("/");
+    if !path.ends_with('/') {
+        let query = req.target.find('?').map_or("", |i| &req.target[i..]);
+        let mut r = Response::text(301, false);
+        let _ = write!(r.headers, "Location: {path}/{query}\r\n");
+        return Err(Box::new(r));
+    }
+    let index = rel.join("index.html");
+    match root.open_file(&index) {
+        Ok(f) => Ok((index, f)),
+        Err(TargetError::NotFound) => Err(Box::new(Response::text(403, false))),
+        Err(e) => Err(Box::new(Response::text(e.status(), false))),
+    }
+}
+
+/// The whole file, gzipped, as a generated body. Files here are at most
+/// [`web::GZIP_MAX_BYTES`] of text (manifests, subtitles, pages), read in one call.
+fn gzipped(mut file: File, size: u64, mut headers: String, ctype: &str) -> Response {
+    use std::io::Read as _;
+    let mut text = Vec::with_capacity(size as usize);
+    let body = file.read_to_end(&mut text).and_then(|_| web::gzip(&text));
+    match body {
+        Ok(z) => {
+            let _ = write!(
+                headers,
+                "Content-Type: {ctype}\r\nContent-Encoding: gzip\r\n"
+            );
+            Response {
+                status: 200,
+                headers,
+                content_length: z.len() as u64,
+                body: Body::Text(z),
+                close: false,
+                range_log: String::new(),
+            }
+        }
+        Err(_) => Response::text(500, false),
+    }
 }
 
 /// A boundary that depends on the file version and the ranges, so responses are

@@ -78,7 +78,9 @@ impl Server {
             admission,
             plan: PlanSettings {
                 max_ranges: config.max_ranges,
-                cors_origin: config.cors_origin.clone(),
+                cors: config.cors.clone(),
+                cache: config.cache.clone(),
+                gzip: config.gzip,
             },
             config,
             root,

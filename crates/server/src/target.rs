@@ -22,6 +22,8 @@ pub enum TargetError {
     Forbidden,
     /// 404.
     NotFound,
+    /// The target names a directory (the planner redirects or serves its index; else 403).
+    Directory,
 }
 
 impl TargetError {
@@ -30,6 +32,7 @@ impl TargetError {
             TargetError::BadRequest => 400,
             TargetError::Forbidden => 403,
             TargetError::NotFound => 404,
+            TargetError::Directory => 403,
         }
     }
 }
@@ -157,7 +160,7 @@ impl DocRoot {
         };
         let meta = file.metadata().map_err(|_| TargetError::NotFound)?;
         if meta.is_dir() {
-            return Err(TargetError::NotFound);
+            return Err(TargetError::Directory);
         }
         if !meta.is_file() {
             return Err(TargetError::Forbidden);

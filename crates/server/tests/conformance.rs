@@ -342,7 +342,7 @@ fn requests_per_connection_limit() {
 
 #[test]
 fn methods_options_and_cors() {
-    let s = TestServer::start_with(|c| c.cors_origin = Some("*".into()));
+    let s = TestServer::start_with(|c| c.cors = Some("*".parse().unwrap()));
     let mut c = s.connect();
     let r = c.request("DELETE", "/video.mp4", &[]);
     assert_eq!(r.status, 405);
@@ -352,6 +352,7 @@ fn methods_options_and_cors() {
     assert_eq!(r.header("access-control-allow-origin"), Some("*"));
     let r = c.get("/video.mp4", &[("Range", "bytes=0-0")]);
     assert_eq!(r.header("access-control-allow-origin"), Some("*"));
+    assert_eq!(r.header("timing-allow-origin"), Some("*"));
     assert!(r
         .header("access-control-expose-headers")
         .unwrap()
@@ -359,6 +360,127 @@ fn methods_options_and_cors() {
     let s2 = TestServer::start();
     let r = s2.connect().get("/video.mp4", &[("Range", "bytes=0-0")]);
     assert_eq!(r.header("access-control-allow-origin"), None);
+}
+
+/// A player sending CMCD as request headers (dash.js `mode: 'headers'`, hls.js `useHeaders`)
+/// triggers a preflight naming them; the answer must allow exactly those and be cacheable.
+#[test]
+fn preflight_allows_the_players_headers_and_listed_origins() {
+    let s = TestServer::start_with(|c| {
+        c.cors = Some(
+            "https://player.example,http://localhost:3000"
+                .parse()
+                .unwrap(),
+        )
+    });
+    let mut c = s.connect();
+    let r = c.request(
+        "OPTIONS",
+        "/video.mp4",
+        &[
+            ("Origin", "https://player.example"),
+            ("Access-Control-Request-Method", "GET"),
+            (
+                "Access-Control-Request-Headers",
+                "cmcd-object,cmcd-request,cmcd-session,range",
+            ),
+        ],
+    );
+    assert_eq!(r.status, 204);
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("https://player.example")
+    );
+    assert_eq!(
+        r.header("access-control-allow-headers"),
+        Some("cmcd-object, cmcd-request, cmcd-session, range")
+    );
+    assert_eq!(r.header("access-control-max-age"), Some("86400"));
+    assert_eq!(r.header("vary"), Some("Origin"));
+    let r = c.get(
+        "/video.mp4",
+        &[("Origin", "http://localhost:3000"), ("Range", "bytes=0-0")],
+    );
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("http://localhost:3000")
+    );
+    let r = c.get(
+        "/video.mp4",
+        &[("Origin", "https://evil.example"), ("Range", "bytes=0-0")],
+    );
+    assert_eq!(r.status, 206);
+    assert_eq!(r.header("access-control-allow-origin"), None);
+}
+
+#[test]
+fn player_pages_scripts_and_manifests_are_typed_cached_and_compressed() {
+    let s = TestServer::start();
+    let mpd = format!(
+        "<?xml version=\"1.0\"?>\n<MPD>{}</MPD>\n",
+        "<SegmentURL media=\"seg.m4s\"/>".repeat(300)
+    );
+    s.write("t/manifest.mpd", mpd.as_bytes());
+    s.write("t/seg-1.m4s", b"segment");
+    s.write("js/dash.all.min.mjs", b"export const x = 1;\n");
+    s.write("page/index.html", b"<html>player</html>");
+    let mut c = s.connect();
+    let r = c.get("/js/dash.all.min.mjs", &[]);
+    assert_eq!(
+        r.header("content-type"),
+        Some("text/javascript; charset=utf-8")
+    );
+    assert_eq!(r.header("cache-control"), None);
+    // Manifests revalidate; segments are cached.
+    let plain = c.get("/t/manifest.mpd", &[]);
+    assert_eq!(plain.header("cache-control"), Some("no-cache"));
+    assert_eq!(plain.header("content-encoding"), None);
+    assert_eq!(plain.body, mpd.as_bytes());
+    assert_eq!(plain.header("vary"), Some("Accept-Encoding"));
+    let seg = c.get("/t/seg-1.m4s", &[("Accept-Encoding", "gzip")]);
+    assert_eq!(seg.header("cache-control"), Some("public, max-age=86400"));
+    assert_eq!(
+        seg.header("content-encoding"),
+        None,
+        "video is never gzipped"
+    );
+    assert_eq!(seg.body, b"segment");
+    // gzip for a client that takes it, as its own representation.
+    let z = c.get("/t/manifest.mpd", &[("Accept-Encoding", "gzip, br")]);
+    assert_eq!(z.status, 200);
+    assert_eq!(z.header("content-encoding"), Some("gzip"));
+    assert!(
+        z.body.len() * 4 < mpd.len(),
+        "{} vs {}",
+        z.body.len(),
+        mpd.len()
+    );
+    let mut back = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&z.body[..]), &mut back).unwrap();
+    assert_eq!(back, mpd.as_bytes());
+    let etag = z.header("etag").unwrap().to_string();
+    assert_ne!(Some(etag.as_str()), plain.header("etag"));
+    let r = c.get(
+        "/t/manifest.mpd",
+        &[("Accept-Encoding", "gzip"), ("If-None-Match", &etag)],
+    );
+    assert_eq!(r.status, 304);
+    // A range of a manifest comes from the identity form.
+    let r = c.get(
+        "/t/manifest.mpd",
+        &[("Accept-Encoding", "gzip"), ("Range", "bytes=0-4")],
+    );
+    assert_eq!(r.status, 206);
+    assert_eq!(r.body, b"<?xml");
+    // Directories: redirect to the slash form, then the index; none: 403.
+    let r = c.get("/page?autoplay=1", &[]);
+    assert_eq!(r.status, 301);
+    assert_eq!(r.header("location"), Some("/page/?autoplay=1"));
+    let r = c.get("/page/", &[]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, b"<html>player</html>");
+    assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
+    assert_eq!(c.get("/t/", &[]).status, 403);
 }
 
 #[test]
@@ -375,8 +497,10 @@ fn empty_file_and_subdirectories() {
     assert_eq!(r.header("content-range"), Some("bytes */0"));
     let r = c.get("/t1/r1/seg%201.m4s?token=1", &[("Range", "bytes=2-3")]);
     assert_eq!((r.status, r.body.as_slice()), (206, b"cd".as_slice()));
+    // A directory without an index is forbidden, as with nginx (no listings).
     let r = c.get("/t1/r1/", &[]);
-    assert_eq!(r.status, 404);
+    assert_eq!(r.status, 403);
+    assert_eq!(c.get("/t1/none/", &[]).status, 404);
 }
 
 #[test]

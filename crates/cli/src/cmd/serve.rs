@@ -74,9 +74,24 @@ pub struct Args {
     /// new streams per second). See docs/server.md "Admission control"
     #[arg(long, default_value = "off", value_name = "off|auto|rate:R")]
     admission: vodkit_server::admission::AdmissionPolicy,
-    /// Send Access-Control-Allow-Origin with this value.
+    /// Cross-origin access for browser players: `*`, or a comma-separated list of origins
+    /// (echoed with `Vary: Origin`). Preflights allow the headers the player asks for (e.g.
+    /// CMCD) and are cacheable for a day; `Timing-Allow-Origin` is sent too.
+    #[arg(long, value_name = "*|ORIGIN[,ORIGIN…]")]
+    cors: Option<vodkit_server::web::Cors>,
+    /// `Cache-Control` for manifests (.mpd, .m3u8); empty sends none.
+    #[arg(long, default_value = "no-cache", value_name = "VALUE")]
+    cache_control_manifest: String,
+    /// `Cache-Control` for media files (video, audio, segments); empty sends none.
+    #[arg(long, default_value = "public, max-age=86400", value_name = "VALUE")]
+    cache_control_media: String,
+    /// `Cache-Control` for every other file; empty (the default) sends none.
+    #[arg(long, default_value = "", value_name = "VALUE")]
+    cache_control_other: String,
+    /// Never gzip text files (by default manifests, subtitles and pages up to 1 MiB are
+    /// gzipped for clients that accept it).
     #[arg(long)]
-    cors: Option<String>,
+    no_gzip: bool,
     /// Follow symlinks that lead outside --root.
     #[arg(long)]
     allow_outside_symlinks: bool,
@@ -148,12 +163,31 @@ fn config(args: Args) -> anyhow::Result<ServerConfig> {
     config.send_grace = args.send_grace;
     config.max_connections = args.max_connections;
     config.admission = args.admission;
-    config.cors_origin = args.cors;
+    config.cors = args.cors;
+    config.cache = vodkit_server::web::CachePolicy {
+        manifest: header_value(args.cache_control_manifest, "--cache-control-manifest")?,
+        media: header_value(args.cache_control_media, "--cache-control-media")?,
+        other: header_value(args.cache_control_other, "--cache-control-other")?,
+    };
+    config.gzip = !args.no_gzip;
     config.allow_outside_symlinks = args.allow_outside_symlinks;
     config.drain_timeout = args.drain_timeout;
     config.worker_threads = args.threads;
     config.tls = args.tls.settings();
     Ok(config)
+}
+
+/// A header value from the command line: printable ASCII only, so it cannot split the
+/// response head.
+fn header_value(v: String, flag: &str) -> anyhow::Result<String> {
+    if v.bytes().all(|b| (b' '..=b'~').contains(&b)) {
+        Ok(v.trim().to_string())
+    } else {
+        anyhow::bail!(
+            "{flag}: `{}` has characters a header value cannot hold (printable ASCII only)",
+            v.escape_debug()
+        )
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
