@@ -158,6 +158,12 @@ const MEMORY_AUTO: [&str; 5] = [
 pub const BUDGET_S: u64 = 1800;
 /// Data points a search typically needs (steps plus bisection).
 pub const POINTS_PER_SEARCH: u64 = 5;
+/// Shortest load run per point (seconds). The scenarios' titles last up to 40 s, so
+/// concurrency only reaches its steady level 40 s into a point; a shorter point measures a
+/// disk that never saw the full load. Session 9's memory cell with 30 s points (sessions
+/// counted in a 7 s steady window) measured capacities far above the bound; a scenario with
+/// many servers takes longer than its budget instead.
+pub const MIN_POINT_S: u64 = 60;
 /// Start, warm-up and stop overhead per point (seconds).
 pub const OVERHEAD_S: u64 = 12;
 
@@ -266,7 +272,8 @@ pub fn all() -> Vec<Scenario> {
                 Check::Ratio { a: "mem=4GiB vodkit:asap:auto", b: "mem=4GiB nginx", min_ratio: 3.0 },
                 Check::Ratio { a: "mem=1GiB vodkit:asap:auto", b: "mem=1GiB vodkit:asap:auto+memory:off", min_ratio: 1.0 },
             ],
-            // Five budgets × five servers: about 90 minutes on two cores.
+            // Five budgets × five servers at 60 s points: about 2.5 hours on two cores; run it a
+            // cell at a time (`--cells mem=1GiB`, about 35 minutes each).
             budget_s: 4500,
             ..base.clone()
         },
@@ -646,7 +653,11 @@ mod budget_tests {
     fn point_length_keeps_every_scenario_near_its_budget() {
         for s in all() {
             let p = s.point_seconds();
-            assert!((30..=s.point_s).contains(&p), "{}: {p}", s.name);
+            assert!(
+                (MIN_POINT_S..=s.point_s.max(MIN_POINT_S)).contains(&p),
+                "{}: {p}",
+                s.name
+            );
             let estimate = s.server_runs() * POINTS_PER_SEARCH * (p + OVERHEAD_S);
             // Only the 30 s floor may push a scenario past the budget, and not by much.
             assert!(

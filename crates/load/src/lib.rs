@@ -12,6 +12,7 @@ pub mod http;
 pub mod input;
 pub mod link;
 pub mod netns;
+pub mod player;
 pub mod qos;
 pub mod record;
 pub mod results;

@@ -1,0 +1,584 @@
+//! What an adaptive player needs from a manifest: the renditions (bit rate, init segment) and,
+//! per rendition, the segments in play order with their URL, byte range and duration.
+//! DASH MPDs are parsed by `dash-mpd-core` (SegmentTemplate with `$Number$`/`$Time$` and
+//! SegmentTimeline, SegmentList, SegmentBase with a `sidx`), HLS playlists by `m3u8-rs`
+//! (segment files and `#EXT-X-BYTERANGE`). URLs come out as absolute paths on the origin.
+//! Two kinds of rendition need one more fetch before their segments are known: a DASH
+//! `SegmentBase` (its `sidx`, [`Segments::Sidx`]) and an HLS variant (its media playlist,
+//! [`Segments::Playlist`]).
+
+use serde::Serialize;
+
+/// A fetchable piece: origin path and optional inclusive byte range.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Piece {
+    pub path: String,
+    pub range: Option<(u64, u64)>,
+}
+
+/// One media segment.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Segment {
+    pub piece: Piece,
+    pub duration_s: f64,
+}
+
+/// How a rendition's segments are known.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub enum Segments {
+    Listed(Vec<Segment>),
+    /// DASH `SegmentBase`: fetch `index` (the `sidx`), then [`from_sidx`].
+    Sidx {
+        index: Piece,
+    },
+    /// HLS variant: fetch this media playlist, then [`hls_media`].
+    Playlist {
+        path: String,
+    },
+}
+
+/// One rendition of the video.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Rendition {
+    pub id: String,
+    pub bandwidth_bps: u64,
+    pub init: Option<Piece>,
+    pub segments: Segments,
+}
+
+/// One period: its renditions in ascending bandwidth.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Period {
+    pub duration_s: Option<f64>,
+    pub renditions: Vec<Rendition>,
+}
+
+/// A parsed presentation.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Presentation {
+    pub periods: Vec<Period>,
+}
+
+/// Why a manifest cannot be played.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ManifestError(pub String);
+
+impl std::fmt::Display for ManifestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for ManifestError {}
+
+fn bad<T>(url: &str, what: impl std::fmt::Display) -> Result<T, ManifestError> {
+    Err(ManifestError(format!("{url}: {what}")))
+}
+
+/// Resolve `reference` against the origin path `base` (RFC 3986 for the path-only case:
+/// absolute paths stand, relative ones replace the last segment, `..` climbs). Absolute URLs
+/// on another origin are refused: the load generator talks to one origin.
+pub fn resolve(base: &str, reference: &str) -> Result<String, ManifestError> {
+    let reference = reference.trim();
+    if reference.is_empty() {
+        // An empty reference is the base itself (a SegmentURL or Initialization without a URL).
+        return Ok(base.split('#').next().unwrap_or(base).to_string());
+    }
+    if reference.contains("://") {
+        let after = reference.split_once("://").map(|x| x.1).unwrap_or("");
+        return match after.find('/') {
+            Some(i) => Ok(after[i..].to_string()),
+            None => Ok("/".into()),
+        };
+    }
+    let joined = if reference.starts_with('/') {
+        reference.to_string()
+    } else {
+        let dir = match base.split(['?', '#']).next().unwrap_or("").rfind('/') {
+            Some(i) => &base[..=i],
+            None => "/",
+        };
+        format!("{dir}{reference}")
+    };
+    let (path, query) = match joined.find('?') {
+        Some(i) => (&joined[..i], &joined[i..]),
+        None => (joined.as_str(), ""),
+    };
+    let mut out: Vec<&str> = Vec::new();
+    let ends_with_slash = path.ends_with('/');
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                if out.pop().is_none() {
+                    return bad(
+                        base,
+                        format!("`{reference}` climbs above the origin's root"),
+                    );
+                }
+            }
+            p => out.push(p),
+        }
+    }
+    let mut s = format!("/{}", out.join("/"));
+    if ends_with_slash && !out.is_empty() {
+        s.push('/');
+    }
+    s.push_str(query);
+    Ok(s)
+}
+
+fn parse_range(url: &str, text: &str) -> Result<(u64, u64), ManifestError> {
+    let parsed = text
+        .split_once('-')
+        .and_then(|(a, b)| Some((a.trim().parse::<u64>().ok()?, b.trim().parse::<u64>().ok()?)));
+    match parsed {
+        Some((a, b)) if a <= b => Ok((a, b)),
+        _ => bad(url, format!("byte range `{text}` is not FIRST-LAST")),
+    }
+}
+
+/// Parse a DASH MPD fetched from `url` (an origin path). Video adaptation sets only (by
+/// `contentType`/`mimeType`); the first video set of each period is played.
+pub fn dash(url: &str, xml: &str) -> Result<Presentation, ManifestError> {
+    let mpd = dash_mpd_core::parse(xml)
+        .map_err(|e| ManifestError(format!("{url}: not a valid MPD: {e}")))?;
+    if mpd.mpdtype.as_deref() == Some("dynamic") {
+        return bad(
+            url,
+            "a dynamic (live) MPD: only static presentations are played",
+        );
+    }
+    let total = mpd.mediaPresentationDuration.map(|d| d.as_secs_f64());
+    let mpd_base = base_of(url, &mpd.base_url)?;
+    let mut periods = Vec::new();
+    let n_periods = mpd.periods.len();
+    for (pi, p) in mpd.periods.iter().enumerate() {
+        let p_base = base_of(&mpd_base, &p.BaseURL)?;
+        let duration_s =
+            p.duration
+                .map(|d| d.as_secs_f64())
+                .or(if n_periods == 1 { total } else { None });
+        let Some(set) = p.adaptations.iter().find(|a| {
+            a.contentType.as_deref() == Some("video")
+                || a.mimeType
+                    .as_deref()
+                    .is_some_and(|m| m.starts_with("video/"))
+                || a.representations.iter().any(|r| {
+                    r.mimeType
+                        .as_deref()
+                        .is_some_and(|m| m.starts_with("video/"))
+                })
+        }) else {
+            return bad(url, format!("period {pi} has no video adaptation set"));
+        };
+        let a_base = base_of(&p_base, &set.BaseURL)?;
+        let mut renditions = Vec::new();
+        for (ri, r) in set.representations.iter().enumerate() {
+            let id = r.id.clone().unwrap_or_else(|| format!("{ri}"));
+            let Some(bandwidth_bps) = r.bandwidth else {
+                return bad(
+                    url,
+                    format!("period {pi}, representation `{id}` has no @bandwidth"),
+                );
+            };
+            let r_base = base_of(&a_base, &r.BaseURL)?;
+            let template = r
+                .SegmentTemplate
+                .as_ref()
+                .or(set.SegmentTemplate.as_ref())
+                .or(p.SegmentTemplate.as_ref());
+            let ctx = Where {
+                url,
+                period: pi,
+                id: &id,
+                bandwidth: bandwidth_bps,
+            };
+            let (init, segments) = if let Some(t) = template {
+                template_segments(&ctx, &r_base, t, duration_s)?
+            } else if let Some(list) = r.SegmentList.as_ref().or(set.SegmentList.as_ref()) {
+                list_segments(&ctx, &r_base, list)?
+            } else if let Some(b) = r.SegmentBase.as_ref().or(set.SegmentBase.as_ref()) {
+                let Some(index) = b.indexRange.as_deref() else {
+                    return bad(
+                        url,
+                        format!("representation `{id}`: SegmentBase without indexRange"),
+                    );
+                };
+                let init = match b.Initialization.as_ref().and_then(|i| i.range.as_deref()) {
+                    Some(r) => Some(Piece {
+                        path: r_base.clone(),
+                        range: Some(parse_range(url, r)?),
+                    }),
+                    None => None,
+                };
+                (
+                    init,
+                    Segments::Sidx {
+                        index: Piece {
+                            path: r_base.clone(),
+                            range: Some(parse_range(url, index)?),
+                        },
+                    },
+                )
+            } else {
+                // A single-segment representation: the whole BaseURL.
+                let d = duration_s.ok_or_else(|| {
+                    ManifestError(format!(
+                        "{url}: representation `{id}` has neither segments nor a known duration"
+                    ))
+                })?;
+                (
+                    None,
+                    Segments::Listed(vec![Segment {
+                        piece: Piece {
+                            path: r_base.clone(),
+                            range: None,
+                        },
+                        duration_s: d,
+                    }]),
+                )
+            };
+            renditions.push(Rendition {
+                id,
+                bandwidth_bps,
+                init,
+                segments,
+            });
+        }
+        if renditions.is_empty() {
+            return bad(
+                url,
+                format!("period {pi}: the video adaptation set has no representations"),
+            );
+        }
+        renditions.sort_by_key(|r| r.bandwidth_bps);
+        periods.push(Period {
+            duration_s,
+            renditions,
+        });
+    }
+    if periods.is_empty() {
+        return bad(url, "no periods");
+    }
+    Ok(Presentation { periods })
+}
+
+struct Where<'a> {
+    url: &'a str,
+    period: usize,
+    id: &'a str,
+    bandwidth: u64,
+}
+
+/// The base URL after applying the first of `bases` (if any) to `parent`.
+fn base_of(parent: &str, bases: &[dash_mpd_core::BaseURL]) -> Result<String, ManifestError> {
+    match bases.first() {
+        Some(b) => resolve(parent, &b.base),
+        None => Ok(parent.to_string()),
+    }
+}
+
+/// Expand `$RepresentationID$`, `$Bandwidth$`, `$Number%05d$`, `$Time$` and `$$`.
+fn expand(w: &Where<'_>, template: &str, number: u64, time: u64) -> Result<String, ManifestError> {
+    let mut out = String::with_capacity(template.len() + 16);
+    let mut rest = template;
+    while let Some(i) = rest.find('$') {
+        out.push_str(&rest[..i]);
+        let after = &rest[i + 1..];
+        let Some(j) = after.find('$') else {
+            return bad(w.url, format!("unterminated `$` in template `{template}`"));
+        };
+        let tag = &after[..j];
+        let (name, width) = match tag.split_once("%0") {
+            Some((n, f)) => {
+                let width = f
+                    .strip_suffix('d')
+                    .and_then(|x| x.parse::<usize>().ok())
+                    .ok_or_else(|| {
+                        ManifestError(format!("{}: bad format `{tag}` in template", w.url))
+                    })?;
+                (n, width)
+            }
+            None => (tag, 0),
+        };
+        match name {
+            "" => out.push('$'),
+            "RepresentationID" => out.push_str(w.id),
+            "Bandwidth" => out.push_str(&format!("{:0width$}", w.bandwidth)),
+            "Number" => out.push_str(&format!("{number:0width$}")),
+            "Time" => out.push_str(&format!("{time:0width$}")),
+            other => return bad(w.url, format!("unknown template identifier `${other}$`")),
+        }
+        rest = &after[j + 1..];
+    }
+    out.push_str(rest);
+    Ok(out)
+}
+
+/// Cap on segments per rendition, so a hostile manifest cannot exhaust memory.
+pub const MAX_SEGMENTS: usize = 1_000_000;
+
+fn template_segments(
+    w: &Where<'_>,
+    base: &str,
+    t: &dash_mpd_core::SegmentTemplate,
+    duration_s: Option<f64>,
+) -> Result<(Option<Piece>, Segments), ManifestError> {
+    let timescale = t.timescale.unwrap_or(1).max(1) as f64;
+    let start = t.startNumber.unwrap_or(1);
+    let init = match t.initialization.as_deref() {
+        Some(i) => Some(Piece {
+            path: resolve(base, &expand(w, i, start, 0)?)?,
+            range: None,
+        }),
+        None => None,
+    };
+    let Some(media) = t.media.as_deref() else {
+        return bad(
+            w.url,
+            format!(
+                "period {}, representation `{}`: SegmentTemplate without @media",
+                w.period, w.id
+            ),
+        );
+    };
+    let mut segs = Vec::new();
+    if let Some(tl) = &t.SegmentTimeline {
+        let mut time = 0u64;
+        let mut number = start;
+        for s in &tl.segments {
+            if let Some(t0) = s.t {
+                time = t0;
+            }
+            let repeat = match s.r {
+                Some(r) if r < 0 => {
+                    // Repeat until the period ends.
+                    let Some(d) = duration_s else {
+                        return bad(
+                            w.url,
+                            "SegmentTimeline r=-1 in a period of unknown duration",
+                        );
+                    };
+                    let end = (d * timescale) as u64;
+                    end.saturating_sub(time)
+                        .div_ceil(s.d.max(1))
+                        .saturating_sub(1)
+                }
+                Some(r) => r as u64,
+                None => 0,
+            };
+            if s.d == 0 {
+                return bad(w.url, "SegmentTimeline entry with d=0");
+            }
+            for _ in 0..=repeat {
+                if segs.len() >= MAX_SEGMENTS {
+                    return bad(w.url, format!("more than {MAX_SEGMENTS} segments"));
+                }
+                segs.push(Segment {
+                    piece: Piece {
+                        path: resolve(base, &expand(w, media, number, time)?)?,
+                        range: None,
+                    },
+                    duration_s: s.d as f64 / timescale,
+                });
+                time += s.d;
+                number += 1;
+            }
+        }
+    } else {
+        let Some(d) = t.duration.filter(|d| *d > 0.0) else {
+            return bad(w.url, format!("representation `{}`: SegmentTemplate has neither @duration nor a SegmentTimeline", w.id));
+        };
+        let Some(total) = duration_s else {
+            return bad(
+                w.url,
+                "SegmentTemplate @duration needs the period's or presentation's duration",
+            );
+        };
+        let seg_s = d / timescale;
+        let n = (total / seg_s - 1e-9).ceil().max(1.0) as usize;
+        if n > MAX_SEGMENTS {
+            return bad(w.url, format!("{n} segments: more than {MAX_SEGMENTS}"));
+        }
+        for i in 0..n {
+            let number = start + i as u64;
+            let time = (i as f64 * d) as u64;
+            let dur = seg_s.min(total - i as f64 * seg_s);
+            segs.push(Segment {
+                piece: Piece {
+                    path: resolve(base, &expand(w, media, number, time)?)?,
+                    range: None,
+                },
+                duration_s: dur,
+            });
+        }
+    }
+    Ok((init, Segments::Listed(segs)))
+}
+
+fn list_segments(
+    w: &Where<'_>,
+    base: &str,
+    list: &dash_mpd_core::SegmentList,
+) -> Result<(Option<Piece>, Segments), ManifestError> {
+    let timescale = list.timescale.unwrap_or(1).max(1) as f64;
+    let Some(d) = list.duration else {
+        return bad(
+            w.url,
+            format!("representation `{}`: SegmentList without @duration", w.id),
+        );
+    };
+    let init = match &list.Initialization {
+        Some(i) => Some(Piece {
+            path: resolve(base, i.sourceURL.as_deref().unwrap_or(""))?,
+            range: i
+                .range
+                .as_deref()
+                .map(|r| parse_range(w.url, r))
+                .transpose()?,
+        }),
+        None => None,
+    };
+    let mut segs = Vec::with_capacity(list.segment_urls.len());
+    for s in &list.segment_urls {
+        segs.push(Segment {
+            piece: Piece {
+                path: resolve(base, s.media.as_deref().unwrap_or(""))?,
+                range: s
+                    .mediaRange
+                    .as_deref()
+                    .map(|r| parse_range(w.url, r))
+                    .transpose()?,
+            },
+            duration_s: d as f64 / timescale,
+        });
+    }
+    Ok((init, Segments::Listed(segs)))
+}
+
+/// The segments a `sidx` lists, given the bytes of the index range fetched from `index`.
+pub fn from_sidx(index: &Piece, bytes: &[u8]) -> Result<Vec<Segment>, ManifestError> {
+    let at = index.range.map(|r| r.0).unwrap_or(0);
+    let sidx = vodkit_media::bmff::read_sidx(bytes, at)
+        .map_err(|e| ManifestError(format!("{}: index range: {e}", index.path)))?;
+    Ok(sidx
+        .references
+        .iter()
+        .map(|&(off, len, d)| Segment {
+            piece: Piece {
+                path: index.path.clone(),
+                range: Some((off, off + len - 1)),
+            },
+            duration_s: d as f64 / sidx.timescale as f64,
+        })
+        .collect())
+}
+
+/// Parse an HLS playlist fetched from `url`: a master playlist gives one period whose
+/// renditions point at their media playlists; a media playlist alone gives one rendition.
+pub fn hls(url: &str, text: &[u8]) -> Result<Presentation, ManifestError> {
+    match m3u8_rs::parse_playlist_res(text) {
+        Ok(m3u8_rs::Playlist::MasterPlaylist(m)) => {
+            let mut renditions = Vec::new();
+            for (i, v) in m.variants.iter().filter(|v| !v.is_i_frame).enumerate() {
+                renditions.push(Rendition {
+                    id: format!("{i}"),
+                    bandwidth_bps: v.bandwidth,
+                    init: None,
+                    segments: Segments::Playlist {
+                        path: resolve(url, &v.uri)?,
+                    },
+                });
+            }
+            if renditions.is_empty() {
+                return bad(url, "master playlist without variants");
+            }
+            renditions.sort_by_key(|r| r.bandwidth_bps);
+            Ok(Presentation {
+                periods: vec![Period {
+                    duration_s: None,
+                    renditions,
+                }],
+            })
+        }
+        Ok(m3u8_rs::Playlist::MediaPlaylist(_)) => {
+            let (init, segments) = hls_media(url, text)?;
+            let duration = segments.iter().map(|s| s.duration_s).sum();
+            Ok(Presentation {
+                periods: vec![Period {
+                    duration_s: Some(duration),
+                    renditions: vec![Rendition {
+                        id: "0".into(),
+                        bandwidth_bps: 0,
+                        init,
+                        segments: Segments::Listed(segments),
+                    }],
+                }],
+            })
+        }
+        Err(_) => bad(
+            url,
+            "not a valid M3U8 playlist (it must start with #EXTM3U)",
+        ),
+    }
+}
+
+/// The init piece and segments of an HLS media playlist fetched from `url`.
+pub fn hls_media(url: &str, text: &[u8]) -> Result<(Option<Piece>, Vec<Segment>), ManifestError> {
+    let m = match m3u8_rs::parse_media_playlist_res(text) {
+        Ok(m) => m,
+        Err(_) => return bad(url, "not a valid media playlist"),
+    };
+    if !m.end_list {
+        return bad(
+            url,
+            "no #EXT-X-ENDLIST: a live playlist; only VOD is played",
+        );
+    }
+    let mut init = None;
+    let mut segs = Vec::with_capacity(m.segments.len());
+    // Where the next byte range without an offset starts, per resource.
+    let mut next_offset: Option<(String, u64)> = None;
+    for s in &m.segments {
+        if let Some(map) = &s.map {
+            let path = resolve(url, &map.uri)?;
+            let range = map.byte_range.as_ref().map(|b| {
+                let off = b.offset.unwrap_or(0);
+                (off, off + b.length.max(1) - 1)
+            });
+            if init.is_none() {
+                init = Some(Piece { path, range });
+            }
+        }
+        let path = resolve(url, &s.uri)?;
+        let range = match &s.byte_range {
+            None => None,
+            Some(b) => {
+                let off = match (b.offset, &next_offset) {
+                    (Some(o), _) => o,
+                    (None, Some((p, o))) if *p == path => *o,
+                    (None, _) => {
+                        return bad(url, format!("#EXT-X-BYTERANGE for `{}` without an offset and no previous range of it", s.uri));
+                    }
+                };
+                if b.length == 0 {
+                    return bad(url, format!("#EXT-X-BYTERANGE of length 0 for `{}`", s.uri));
+                }
+                next_offset = Some((path.clone(), off + b.length));
+                Some((off, off + b.length - 1))
+            }
+        };
+        segs.push(Segment {
+            piece: Piece { path, range },
+            duration_s: s.duration as f64,
+        });
+    }
+    if segs.is_empty() {
+        return bad(url, "media playlist without segments");
+    }
+    Ok((init, segs))
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,217 @@
+//! Manifest parsing on the forms vodkit's packager writes and on hand-written edge cases
+//! (timelines, multi-period, segment lists, byte ranges), and the errors for broken ones.
+
+use super::*;
+
+const TEMPLATE: &str = r#"<?xml version="1.0" encoding="utf-8"?>
+<MPD xmlns="urn:mpeg:dash:schema:mpd:2011" profiles="urn:mpeg:dash:profile:isoff-live:2011" type="static" mediaPresentationDuration="PT10.000S" minBufferTime="PT4.000S">
+  <Period id="0" start="PT0S">
+    <AdaptationSet id="0" contentType="video" mimeType="video/mp4" segmentAlignment="true" startWithSAP="1">
+      <Representation id="v900" bandwidth="990000" codecs="avc1.64001e" width="640" height="360">
+        <SegmentTemplate timescale="12288" duration="49152" startNumber="1" initialization="$RepresentationID$/init.mp4" media="$RepresentationID$/seg-$Number$.m4s"/>
+      </Representation>
+      <Representation id="v300" bandwidth="330000" codecs="avc1.64001e" width="426" height="240">
+        <SegmentTemplate timescale="12288" duration="49152" startNumber="1" initialization="$RepresentationID$/init.mp4" media="$RepresentationID$/seg-$Number%03d$.m4s"/>
+      </Representation>
+    </AdaptationSet>
+  </Period>
+</MPD>"#;
+
+#[test]
+fn resolves_relative_references_on_one_origin() {
+    assert_eq!(
+        resolve("/t1/manifest.mpd", "v1/seg.m4s").unwrap(),
+        "/t1/v1/seg.m4s"
+    );
+    assert_eq!(
+        resolve("/t1/manifest.mpd?x=1", "../t2/a.mp4").unwrap(),
+        "/t2/a.mp4"
+    );
+    assert_eq!(resolve("/t1/m.mpd", "/abs/x.m4s").unwrap(), "/abs/x.m4s");
+    assert_eq!(
+        resolve("/t1/m.mpd", "http://cdn.example/p/q.m4s").unwrap(),
+        "/p/q.m4s"
+    );
+    assert_eq!(resolve("/t1/m.mpd", "./a/./b?k=v").unwrap(), "/t1/a/b?k=v");
+    assert_eq!(resolve("/t1/", "sub/").unwrap(), "/t1/sub/");
+    assert!(resolve("/m.mpd", "../../etc/passwd")
+        .unwrap_err()
+        .0
+        .contains("climbs"));
+}
+
+#[test]
+fn segment_template_with_duration() {
+    let p = dash("/t1/manifest.mpd", TEMPLATE).unwrap();
+    assert_eq!(p.periods.len(), 1);
+    let r = &p.periods[0].renditions;
+    assert_eq!(
+        r.iter().map(|r| r.bandwidth_bps).collect::<Vec<_>>(),
+        vec![330000, 990000],
+        "ascending"
+    );
+    assert_eq!(
+        r[0].init,
+        Some(Piece {
+            path: "/t1/v300/init.mp4".into(),
+            range: None
+        })
+    );
+    let Segments::Listed(segs) = &r[0].segments else {
+        panic!("{:?}", r[0].segments)
+    };
+    assert_eq!(segs.len(), 3, "10 s in 4 s segments");
+    assert_eq!(segs[0].piece.path, "/t1/v300/seg-001.m4s");
+    assert_eq!(segs[2].piece.path, "/t1/v300/seg-003.m4s");
+    assert!((segs[0].duration_s - 4.0).abs() < 1e-9);
+    assert!(
+        (segs[2].duration_s - 2.0).abs() < 1e-9,
+        "the last segment is what is left"
+    );
+    let Segments::Listed(segs) = &r[1].segments else {
+        panic!()
+    };
+    assert_eq!(segs[1].piece.path, "/t1/v900/seg-2.m4s");
+}
+
+#[test]
+fn timelines_repeats_time_addressing_and_periods() {
+    let xml = r#"<MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static" mediaPresentationDuration="PT14S" minBufferTime="PT2S">
+  <BaseURL>media/</BaseURL>
+  <Period id="a" duration="PT8S">
+    <AdaptationSet mimeType="video/mp4">
+      <SegmentTemplate timescale="1000" media="$Bandwidth$/$Time$.m4s" initialization="$Bandwidth$/init.mp4">
+        <SegmentTimeline><S t="0" d="2000" r="2"/><S d="2000"/></SegmentTimeline>
+      </SegmentTemplate>
+      <Representation id="lo" bandwidth="100000"/>
+    </AdaptationSet>
+    <AdaptationSet mimeType="audio/mp4"><Representation id="aud" bandwidth="64000"/></AdaptationSet>
+  </Period>
+  <Period id="b" duration="PT6S">
+    <AdaptationSet contentType="video">
+      <Representation id="lo" bandwidth="100000">
+        <SegmentTemplate timescale="1" media="b/$Time$.m4s"><SegmentTimeline><S t="0" d="3" r="-1"/></SegmentTimeline></SegmentTemplate>
+      </Representation>
+    </AdaptationSet>
+  </Period>
+</MPD>"#;
+    let p = dash("/v/m.mpd", xml).unwrap();
+    assert_eq!(p.periods.len(), 2);
+    let Segments::Listed(a) = &p.periods[0].renditions[0].segments else {
+        panic!()
+    };
+    let paths: Vec<&str> = a.iter().map(|s| s.piece.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "/v/media/100000/0.m4s",
+            "/v/media/100000/2000.m4s",
+            "/v/media/100000/4000.m4s",
+            "/v/media/100000/6000.m4s"
+        ]
+    );
+    let Segments::Listed(b) = &p.periods[1].renditions[0].segments else {
+        panic!()
+    };
+    assert_eq!(b.len(), 2, "r=-1 repeats to the end of the 6 s period");
+    assert_eq!(b[1].piece.path, "/v/media/b/3.m4s");
+}
+
+#[test]
+fn segment_base_and_segment_list_use_byte_ranges() {
+    let xml = r#"<MPD xmlns="urn:mpeg:dash:schema:mpd:2011" type="static" mediaPresentationDuration="PT8S" minBufferTime="PT2S">
+  <Period><AdaptationSet contentType="video">
+    <Representation id="one" bandwidth="500000"><BaseURL>one.mp4</BaseURL>
+      <SegmentBase indexRange="900-963"><Initialization range="0-899"/></SegmentBase></Representation>
+    <Representation id="list" bandwidth="800000"><BaseURL>list.mp4</BaseURL>
+      <SegmentList timescale="10" duration="40"><Initialization range="0-99"/>
+        <SegmentURL mediaRange="100-199"/><SegmentURL mediaRange="200-349"/></SegmentList></Representation>
+  </AdaptationSet></Period></MPD>"#;
+    let p = dash("/t/manifest.mpd", xml).unwrap();
+    let r = &p.periods[0].renditions;
+    assert_eq!(
+        r[0].init,
+        Some(Piece {
+            path: "/t/one.mp4".into(),
+            range: Some((0, 899))
+        })
+    );
+    let Segments::Sidx { index } = &r[0].segments else {
+        panic!("{:?}", r[0].segments)
+    };
+    assert_eq!(index.range, Some((900, 963)));
+    // The index the packager writes: two fragments of 100 and 200 bytes after the box.
+    let sidx = vodkit_media::bmff::sidx(1, 1000, &[100, 200], &[4000, 4000]).unwrap();
+    let segs = from_sidx(index, &sidx).unwrap();
+    assert_eq!(segs[0].piece.range, Some((964, 1063)));
+    assert_eq!(segs[1].piece.range, Some((1064, 1263)));
+    assert!((segs[1].duration_s - 4.0).abs() < 1e-9);
+    assert!(from_sidx(index, b"junk").is_err());
+    let Segments::Listed(l) = &r[1].segments else {
+        panic!()
+    };
+    assert_eq!(
+        l[1].piece,
+        Piece {
+            path: "/t/list.mp4".into(),
+            range: Some((200, 349))
+        }
+    );
+    assert_eq!(r[1].init.as_ref().unwrap().range, Some((0, 99)));
+}
+
+#[test]
+fn hls_master_and_byte_range_media_playlists() {
+    let master = b"#EXTM3U\n#EXT-X-VERSION:7\n#EXT-X-STREAM-INF:BANDWIDTH=990000,RESOLUTION=640x360,CODECS=\"avc1.64001e\"\nv900.m3u8\n#EXT-X-STREAM-INF:BANDWIDTH=330000\nlow/v300.m3u8\n";
+    let p = hls("/t1/master.m3u8", master).unwrap();
+    let r = &p.periods[0].renditions;
+    assert_eq!(
+        r[0].segments,
+        Segments::Playlist {
+            path: "/t1/low/v300.m3u8".into()
+        }
+    );
+    assert_eq!(r[1].bandwidth_bps, 990000);
+    let media = b"#EXTM3U\n#EXT-X-VERSION:7\n#EXT-X-TARGETDURATION:4\n#EXT-X-PLAYLIST-TYPE:VOD\n#EXT-X-MAP:URI=\"v.mp4\",BYTERANGE=\"800@0\"\n#EXTINF:4.000,\n#EXT-X-BYTERANGE:1000@864\nv.mp4\n#EXTINF:4.000,\n#EXT-X-BYTERANGE:500\nv.mp4\n#EXTINF:2.000,\nother.m4s\n#EXT-X-ENDLIST\n";
+    let (init, segs) = hls_media("/t1/low/v300.m3u8", media).unwrap();
+    assert_eq!(
+        init,
+        Some(Piece {
+            path: "/t1/low/v.mp4".into(),
+            range: Some((0, 799))
+        })
+    );
+    assert_eq!(segs[0].piece.range, Some((864, 1863)));
+    assert_eq!(
+        segs[1].piece.range,
+        Some((1864, 2363)),
+        "no offset: right after the previous range"
+    );
+    assert_eq!(
+        segs[2].piece,
+        Piece {
+            path: "/t1/low/other.m4s".into(),
+            range: None
+        }
+    );
+    assert!((segs[2].duration_s - 2.0).abs() < 1e-6);
+}
+
+#[test]
+fn broken_manifests_are_clear_errors() {
+    let cases: Vec<(Result<Presentation, ManifestError>, &str)> = vec![
+        (dash("/m.mpd", "<MPD"), "not a valid MPD"),
+        (dash("/m.mpd", "<MPD xmlns=\"urn:mpeg:dash:schema:mpd:2011\" type=\"dynamic\"><Period/></MPD>"), "dynamic"),
+        (dash("/m.mpd", &TEMPLATE.replace("bandwidth=\"990000\" ", "")), "no @bandwidth"),
+        (dash("/m.mpd", &TEMPLATE.replace("$Number$", "$Frame$")), "unknown template identifier `$Frame$`"),
+        (dash("/m.mpd", &TEMPLATE.replace("contentType=\"video\" mimeType=\"video/mp4\"", "contentType=\"audio\"")), "no video adaptation set"),
+        (dash("/m.mpd", &TEMPLATE.replace(" mediaPresentationDuration=\"PT10.000S\"", "")), "needs the period's or presentation's duration"),
+        (hls("/m.m3u8", b"hello"), "not a valid M3U8"),
+        (hls("/m.m3u8", b"#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXTINF:4,\na.ts\n"), "live playlist"),
+        (hls("/m.m3u8", b"#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXTINF:4,\n#EXT-X-BYTERANGE:10\na.mp4\n#EXT-X-ENDLIST\n"), "without an offset"),
+    ];
+    for (i, (r, needle)) in cases.into_iter().enumerate() {
+        let e = r.expect_err(needle);
+        assert!(e.0.contains(needle), "case {i}: `{e}` lacks `{needle}`");
+    }
+}
