@@ -174,10 +174,12 @@ impl Scenario {
     }
 
     /// Load-run length per point that keeps the scenario within [`BUDGET_S`]
-    /// (at least 30 s, at most `point_s`).
+    /// (at least [`MIN_POINT_S`], at most `point_s`).
     pub fn point_seconds(&self) -> u64 {
         let per_point = self.budget_s / (self.server_runs().max(1) * POINTS_PER_SEARCH);
-        per_point.saturating_sub(OVERHEAD_S).clamp(30, self.point_s)
+        per_point
+            .saturating_sub(OVERHEAD_S)
+            .clamp(MIN_POINT_S, self.point_s.max(MIN_POINT_S))
     }
 }
 

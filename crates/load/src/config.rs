@@ -148,6 +148,9 @@ pub struct LoadConfig {
     /// Seconds of content the modelled player buffers before it starts (and after a
     /// stall, before it resumes).
     pub startup_buffer_s: f64,
+    /// Play each session's title with an adaptive player (`--player`) instead of replaying
+    /// its requests; the title's manifest comes from the media-set layout.
+    pub player: Option<crate::player::PlayerConfig>,
 }
 
 impl LoadConfig {
@@ -171,6 +174,7 @@ impl LoadConfig {
             link_mode: crate::netns::LinkMode::User,
             startup_buffer_s: crate::qos::DEFAULT_STARTUP_BUFFER_S,
             tls: None,
+            player: None,
         }
     }
 
@@ -220,6 +224,20 @@ impl LoadConfig {
                 "--startup-buffer {} s: expected 0 to {MAX_STARTUP_BUFFER_S} seconds of content",
                 self.startup_buffer_s
             )));
+        }
+        if self.player.is_some() {
+            if let Some((i, s)) = self
+                .sessions
+                .iter()
+                .enumerate()
+                .find(|(_, s)| s.title.is_none())
+            {
+                return Err(InputError(format!(
+                    "session {} (#{} in the log) names no title: --player plays each session's title from a media set",
+                    s.id,
+                    i + 1
+                )));
+            }
         }
         for (i, s) in self.sessions.iter().enumerate() {
             let at = || format!("session {} (#{} in the log)", s.id, i + 1);

@@ -146,6 +146,7 @@ async fn prepare(
     }
     let mut order: Vec<usize> = (0..schedule.len()).collect();
     order.sort_by(|&a, &b| schedule[a].total_cmp(&schedule[b]));
+    let player = config.player.clone().map(Arc::new);
     let plans = order
         .iter()
         .enumerate()
@@ -166,6 +167,7 @@ async fn prepare(
                 arrival: schedule[i],
                 link,
                 route,
+                player: player.clone(),
             }
         })
         .collect();
@@ -307,7 +309,7 @@ async fn warm_up(config: &LoadConfig, stop: &CancellationToken) -> u64 {
                 let limit = crate::config::secs(req.timeout_s.max(1.0));
                 match tokio::time::timeout(
                     limit,
-                    crate::http::exchange(c, &ask, None, &sink, &mut progress),
+                    crate::http::exchange(c, &ask, None, &sink, &mut progress, None),
                 )
                 .await
                 {

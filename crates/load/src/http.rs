@@ -351,13 +351,19 @@ fn io_failure(e: &io::Error, what: &str) -> ExchangeError {
     fail(FailureReason::Reset, format!("{what}: {e}"))
 }
 
-/// Run one exchange. `live_bytes` counts body bytes as they arrive.
+/// A consumer of response body bytes as they arrive (a player keeping a manifest,
+/// a checksum of a media piece).
+pub type BodySink<'a, 'f> = &'a mut (dyn FnMut(&[u8]) + Send + 'f);
+
+/// Run one exchange. `live_bytes` counts body bytes as they arrive; `sink`, when given,
+/// sees every body byte in order.
 pub async fn exchange(
     conn: &mut Conn,
     ask: &Ask<'_>,
     bucket: Option<&Bucket>,
     live_bytes: &AtomicU64,
     progress: &mut Progress,
+    mut sink: Option<BodySink<'_, '_>>,
 ) -> Result<Done, ExchangeError> {
     let reused = conn.exchanges > 0;
     let head_bytes = request_head(ask);
@@ -432,6 +438,9 @@ pub async fn exchange(
                         ),
                     ));
                 }
+            }
+            if let Some(sink) = sink.as_deref_mut() {
+                sink(&conn.buf[..take]);
             }
             conn.buf.drain(..take);
             progress.bytes += take as u64;

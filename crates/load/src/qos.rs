@@ -394,6 +394,7 @@ mod tests {
             skipped: 0,
             connections_opened: 1,
             reconnects: 0,
+            player: None,
         }
     }
 

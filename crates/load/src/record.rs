@@ -148,4 +148,45 @@ pub struct SessionRecord {
     /// Connections opened, and how many of those replaced one the server had closed.
     pub connections_opened: u32,
     pub reconnects: u32,
+    /// What the adaptive player experienced (`--player` sessions only).
+    pub player: Option<PlayerOutcome>,
+}
+
+/// A stretch of media fetched at one bit rate (one segment).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Stretch {
+    /// Media time where it starts (seconds into what the session watched).
+    pub media_s: f64,
+    pub duration_s: f64,
+    /// The rendition's advertised bit rate.
+    pub kbps: u32,
+}
+
+/// What an adaptive player session saw: the renditions it chose and its own start-up and
+/// stalls (its buffer drains in real time once playing).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PlayerOutcome {
+    pub timeline: Vec<Stretch>,
+    pub switches: u32,
+    /// Seconds from the session's start to the start of playback.
+    pub startup_s: Option<f64>,
+    pub stalls: u32,
+    pub stall_s: f64,
+    /// Seconds of media fetched.
+    pub media_s: f64,
+}
+
+impl PlayerOutcome {
+    /// Mean bit rate over the media fetched, weighted by duration (kbit/s).
+    pub fn mean_kbps(&self) -> f64 {
+        let d: f64 = self.timeline.iter().map(|s| s.duration_s).sum();
+        if d <= 0.0 {
+            return 0.0;
+        }
+        self.timeline
+            .iter()
+            .map(|s| s.kbps as f64 * s.duration_s)
+            .sum::<f64>()
+            / d
+    }
 }

@@ -130,6 +130,51 @@ pub struct Qos {
     /// Why `acceptable_sessions_fraction` needs reading with care (empty when it does not).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub note: String,
+    /// What the adaptive players saw (`--player` runs only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub abr: Option<AbrSummary>,
+}
+
+/// Adaptive-player quality over steady-state player sessions: the renditions chosen and the
+/// players' own start-up and stalls (their buffers drain in real time).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct AbrSummary {
+    pub sessions: u64,
+    /// Mean bit rate of the media fetched, weighted by media time (kbit/s).
+    pub mean_bitrate_kbps: f64,
+    /// Seconds of media fetched.
+    pub media_s: f64,
+    pub switches: u64,
+    pub stalls: u64,
+    pub stall_s: f64,
+    /// Sessions that started and never stalled.
+    pub unstalled_sessions: u64,
+    pub startup_ms: Percentiles,
+}
+
+impl AbrSummary {
+    fn add(&mut self, o: &crate::record::PlayerOutcome, started_clean: bool) {
+        let kbps_s = self.mean_bitrate_kbps * self.media_s + o.mean_kbps() * o.media_s;
+        self.sessions += 1;
+        self.media_s += o.media_s;
+        self.mean_bitrate_kbps = ratio(kbps_s, self.media_s);
+        self.switches += u64::from(o.switches);
+        self.stalls += u64::from(o.stalls);
+        self.stall_s += o.stall_s;
+        self.unstalled_sessions +=
+            u64::from(started_clean && o.stalls == 0 && o.startup_s.is_some());
+    }
+
+    fn merge(&mut self, o: &AbrSummary) {
+        let kbps_s = self.mean_bitrate_kbps * self.media_s + o.mean_bitrate_kbps * o.media_s;
+        self.sessions += o.sessions;
+        self.media_s += o.media_s;
+        self.mean_bitrate_kbps = ratio(kbps_s, self.media_s);
+        self.switches += o.switches;
+        self.stalls += o.stalls;
+        self.stall_s += o.stall_s;
+        self.unstalled_sessions += o.unstalled_sessions;
+    }
 }
 
 impl Qos {
@@ -272,6 +317,8 @@ impl Results {
         let mut q = Qos::default();
         let mut startup = Hist::new();
         let mut late = Hist::new();
+        let mut abr: Option<AbrSummary> = None;
+        let mut abr_startup = Hist::new();
         for (si, s) in sessions.iter().enumerate() {
             if !session_steady[si] {
                 continue;
@@ -286,6 +333,13 @@ impl Results {
             if s.end == SessionEnd::Refused {
                 // Turned away: it never played.
                 continue;
+            }
+            if let Some(o) = &s.player {
+                let a = abr.get_or_insert_with(AbrSummary::default);
+                a.add(o, s.end == SessionEnd::Completed);
+                if let Some(t) = o.startup_s {
+                    abr_startup.record_s(t);
+                }
             }
             let Some(p) = qos::playout(s, config.startup_buffer_s) else {
                 if s.end == SessionEnd::Completed {
@@ -317,6 +371,10 @@ impl Results {
         q.startup_delay_ms = startup.percentiles();
         q.late_jitter_ms = late.percentiles();
         q.startup_buffer_s = config.startup_buffer_s;
+        q.abr = abr.map(|mut a| {
+            a.startup_ms = abr_startup.percentiles();
+            a
+        });
         let mut results = Results {
             run: RunInfo {
                 target: format!(
@@ -382,6 +440,10 @@ impl Results {
             first.qos.late_jitter_ms.hist()?,
             first.latency_ms.refusal.hist()?,
         ];
+        let mut abr_startup = match &first.qos.abr {
+            Some(a) => a.startup_ms.hist()?,
+            None => Hist::new(),
+        };
         for (i, p) in parts.iter().enumerate().skip(1) {
             let ctx = |e: String| format!("input {}: {e}", i + 1);
             out.run.hosts += p.run.hosts;
@@ -427,6 +489,17 @@ impl Results {
             q.startup_failures += p.qos.startup_failures;
             q.inplay_failures += p.qos.inplay_failures;
             q.acceptable_sessions += p.qos.acceptable_sessions;
+            match (&mut q.abr, &p.qos.abr) {
+                (Some(a), Some(b)) => {
+                    a.merge(b);
+                    abr_startup.add(&b.startup_ms.hist().map_err(ctx)?);
+                }
+                (None, Some(b)) => {
+                    q.abr = Some(b.clone());
+                    abr_startup.add(&b.startup_ms.hist().map_err(ctx)?);
+                }
+                _ => {}
+            }
             out.connections.opened += p.connections.opened;
             out.connections.reconnects += p.connections.reconnects;
             for (j, sample) in p.timeseries.iter().enumerate() {
@@ -457,6 +530,9 @@ impl Results {
         out.latency_ms.ttlb = ttlb.percentiles();
         out.qos.startup_delay_ms = startup.percentiles();
         out.qos.late_jitter_ms = late.percentiles();
+        if let Some(a) = out.qos.abr.as_mut() {
+            a.startup_ms = abr_startup.percentiles();
+        }
         out.refresh_fractions();
         Ok(out)
     }
@@ -502,6 +578,19 @@ impl Results {
         );
         if s.refused > 0 {
             out += &format!("refusals   {}\n", lat(&self.latency_ms.refusal));
+        }
+        if let Some(a) = &q.abr {
+            out += &format!(
+                "players    {} sessions  mean {:.0} kbit/s  switches {}  stalls {} ({:.1} s)  start-up p50 {:.0} p90 {:.0} ms  unstalled {}\n",
+                a.sessions,
+                a.mean_bitrate_kbps,
+                a.switches,
+                a.stalls,
+                a.stall_s,
+                a.startup_ms.p50,
+                a.startup_ms.p90,
+                a.unstalled_sessions
+            );
         }
         out += &format!(
             "requests   completed {}  timed out {}  errors: {}  skipped {}\n",
@@ -652,6 +741,7 @@ mod tests {
             skipped: 0,
             connections_opened: 1,
             reconnects: 0,
+            player: None,
         }
     }
 

@@ -47,6 +47,8 @@ pub struct Plan {
     pub link: Link,
     /// Set when the class is shaped in the kernel: sockets come from its namespace.
     pub route: Option<Arc<Route>>,
+    /// Play the session's title as an adaptive player instead of replaying its requests.
+    pub player: Option<Arc<crate::player::PlayerConfig>>,
 }
 
 /// A connection slot of a session.
@@ -71,7 +73,10 @@ struct Finished {
 /// Run a session to its end and return what happened.
 pub async fn run(plan: Plan, shared: Arc<Shared>) -> SessionRecord {
     shared.live.active_sessions.fetch_add(1, Ordering::Relaxed);
-    let record = drive(&plan, &shared).await;
+    let record = match &plan.player {
+        Some(cfg) => crate::player::play::play(&plan, &shared, cfg).await,
+        None => drive(&plan, &shared).await,
+    };
     shared.live.active_sessions.fetch_sub(1, Ordering::Relaxed);
     match record.end {
         SessionEnd::Completed => shared
@@ -86,12 +91,8 @@ pub async fn run(plan: Plan, shared: Arc<Shared>) -> SessionRecord {
 
 async fn drive(plan: &Plan, shared: &Arc<Shared>) -> SessionRecord {
     let session = &plan.session;
-    let bucket = Bucket::new(plan.link.bandwidth_bps);
-    // Kernel shaping: the session's own client address, hence its own htb leaf.
-    let lease = plan.route.as_ref().map(Route::lease);
-    let local = lease.as_ref().map(Lease::addr);
-    // One TLS session cache per viewer: its later connections resume its own session.
-    let connector = shared.tls.as_ref().map(crate::tls::TlsClient::viewer);
+    // The lease keeps the session's client address (its htb leaf) until the session ends.
+    let (viewer, _lease) = Viewer::of(plan, shared);
     let slots_needed = session
         .requests
         .iter()
@@ -163,11 +164,7 @@ async fn drive(plan: &Plan, shared: &Arc<Shared>) -> SessionRecord {
             reconnect,
             plan,
             shared.clone(),
-            Viewer {
-                bucket: bucket.clone(),
-                local,
-                tls: connector.clone(),
-            },
+            viewer.clone(),
             start,
         ));
         issued += 1;
@@ -212,44 +209,71 @@ async fn drive(plan: &Plan, shared: &Arc<Shared>) -> SessionRecord {
         skipped: (session.requests.len() - issued) as u32,
         connections_opened: opened,
         reconnects,
+        player: None,
     }
 }
 
 /// The session's side of its link: the user-space bucket, or the client address whose
 /// htb leaf shapes it in the kernel.
-struct Viewer {
-    bucket: Option<Bucket>,
-    local: Option<Ipv4Addr>,
+#[derive(Clone)]
+pub(crate) struct Viewer {
+    pub bucket: Option<Bucket>,
+    pub local: Option<Ipv4Addr>,
     /// The viewer's TLS connector (its own session-resumption cache).
-    tls: Option<tokio_rustls::TlsConnector>,
+    pub tls: Option<tokio_rustls::TlsConnector>,
+}
+
+impl Viewer {
+    /// The viewer of `plan`'s session: its bandwidth bucket, its client address when the
+    /// kernel shapes its class (its own htb leaf, held by the returned lease), and its TLS
+    /// connector (one session cache per viewer: later connections resume its session).
+    pub(crate) fn of(plan: &Plan, shared: &Shared) -> (Viewer, Option<Lease>) {
+        let lease = plan.route.as_ref().map(Route::lease);
+        let viewer = Viewer {
+            bucket: Bucket::new(plan.link.bandwidth_bps),
+            local: lease.as_ref().map(Lease::addr),
+            tls: shared.tls.as_ref().map(crate::tls::TlsClient::viewer),
+        };
+        (viewer, lease)
+    }
+}
+
+/// What one fetch (an exchange, with any connect or reconnect it needed) produced.
+pub(crate) struct Fetched {
+    /// The connection, when it can carry another request.
+    pub conn: Option<Conn>,
+    /// The server closed the connection after a response that did not ask for it.
+    pub server_closed: bool,
+    pub progress: Progress,
+    pub ttfb: Option<f64>,
+    pub ttlb: Option<f64>,
+    pub elapsed: f64,
+    pub failure: Option<Failure>,
+    pub opened: u32,
+    pub reconnects: u32,
 }
 
 /// Send one request (connecting or reconnecting as needed) and read its response within
-/// its timeout.
-async fn perform(
-    index: usize,
+/// `timeout_s` of `start`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn fetch(
     conn: Option<Conn>,
     reconnect: bool,
+    ask: &Ask<'_>,
+    timeout_s: f64,
     plan: &Plan,
-    shared: Arc<Shared>,
-    viewer: Viewer,
+    shared: &Shared,
+    viewer: &Viewer,
     start: Instant,
-) -> Finished {
-    let Viewer { bucket, local, tls } = viewer;
-    let req = &plan.session.requests[index];
-    let timeout = crate::config::secs(req.timeout_s);
+    mut sink: Option<http::BodySink<'_, '_>>,
+) -> Fetched {
+    let timeout = crate::config::secs(timeout_s);
     let owd = plan.link.one_way_delay;
     let mut progress = Progress::default();
     let mut opened = 0u32;
     let mut reconnects = 0u32;
-    let ask = Ask {
-        path: &req.path,
-        range: req.range,
-        host: &shared.host,
-        session_id: plan.session.id,
-        verify: shared.verify,
-    };
     let recv_buffer = plan.link.recv_buffer_bytes();
+    let (bucket, local, tls) = (viewer.bucket.as_ref(), viewer.local, viewer.tls.as_ref());
     let attempt = async {
         if !owd.is_zero() {
             tokio::time::sleep(owd).await;
@@ -259,7 +283,7 @@ async fn perform(
             None => {
                 opened += 1;
                 reconnects += u32::from(reconnect);
-                open(plan, &shared, local, recv_buffer, tls.as_ref()).await?
+                open(plan, shared, local, recv_buffer, tls).await?
             }
         };
         // A kept-alive connection the server closed meanwhile is reopened once; a fresh
@@ -267,7 +291,16 @@ async fn perform(
         let mut fresh = false;
         let done = loop {
             let bytes = &shared.live.bytes;
-            match http::exchange(&mut conn, &ask, bucket.as_ref(), bytes, &mut progress).await {
+            match http::exchange(
+                &mut conn,
+                ask,
+                bucket,
+                bytes,
+                &mut progress,
+                sink.as_deref_mut(),
+            )
+            .await
+            {
                 Ok(done) => break done,
                 Err(ExchangeError::Failed(f)) => return Err(f),
                 Err(ExchangeError::Stale) if fresh => {
@@ -280,7 +313,7 @@ async fn perform(
                     fresh = true;
                     opened += 1;
                     reconnects += 1;
-                    conn = open(plan, &shared, local, recv_buffer, tls.as_ref()).await?;
+                    conn = open(plan, shared, local, recv_buffer, tls).await?;
                     progress = Progress::default();
                 }
             }
@@ -291,7 +324,7 @@ async fn perform(
         Ok::<_, Failure>((conn, done))
     };
     let outcome = tokio::time::timeout_at(start + timeout, attempt).await;
-    let finished_after = start.elapsed().as_secs_f64();
+    let elapsed = start.elapsed().as_secs_f64();
     let ttfb = progress
         .first_byte
         .map(|t| t.duration_since(start).as_secs_f64() + owd.as_secs_f64());
@@ -300,10 +333,10 @@ async fn perform(
             let keep = done.reusable.then_some(conn);
             let server_closed = keep.is_none()
                 && !matches!(
-                    req.range,
+                    ask.range,
                     Some(vodkit_workload::model::ByteRange::OpenEnded { .. })
                 );
-            (keep, server_closed, Some(finished_after), None)
+            (keep, server_closed, Some(elapsed), None)
         }
         Ok(Err(f)) => (None, false, None, Some(f)),
         Err(_) => (
@@ -312,35 +345,78 @@ async fn perform(
             None,
             Some(Failure::new(
                 FailureReason::Timeout,
-                format!("{} not complete within {} s", req.path, req.timeout_s),
+                format!("{} not complete within {timeout_s} s", ask.path),
             )),
         ),
     };
-    Finished {
-        index,
+    Fetched {
         conn,
-        record: RequestRecord {
-            index: index as u32,
-            conn: req.conn,
-            started: start.duration_since(shared.t0).as_secs_f64(),
-            ttfb,
-            ttlb,
-            elapsed: finished_after,
-            bytes: progress.bytes,
-            status: progress.status,
-            failure,
-            media_s: req.media_s,
-            pacing_s: req.pacing_s,
-        },
         server_closed,
+        progress,
+        ttfb,
+        ttlb,
+        elapsed,
+        failure,
         opened,
         reconnects,
     }
 }
 
+/// Send one request of the session's log and turn the fetch into its record.
+async fn perform(
+    index: usize,
+    conn: Option<Conn>,
+    reconnect: bool,
+    plan: &Plan,
+    shared: Arc<Shared>,
+    viewer: Viewer,
+    start: Instant,
+) -> Finished {
+    let req = &plan.session.requests[index];
+    let ask = Ask {
+        path: &req.path,
+        range: req.range,
+        host: &shared.host,
+        session_id: plan.session.id,
+        verify: shared.verify,
+    };
+    let f = fetch(
+        conn,
+        reconnect,
+        &ask,
+        req.timeout_s,
+        plan,
+        &shared,
+        &viewer,
+        start,
+        None,
+    )
+    .await;
+    Finished {
+        index,
+        conn: f.conn,
+        record: RequestRecord {
+            index: index as u32,
+            conn: req.conn,
+            started: start.duration_since(shared.t0).as_secs_f64(),
+            ttfb: f.ttfb,
+            ttlb: f.ttlb,
+            elapsed: f.elapsed,
+            bytes: f.progress.bytes,
+            status: f.progress.status,
+            failure: f.failure,
+            media_s: req.media_s,
+            pacing_s: req.pacing_s,
+        },
+        server_closed: f.server_closed,
+        opened: f.opened,
+        reconnects: f.reconnects,
+    }
+}
+
 /// Open a connection to the server (from the class's namespace when the kernel shapes it)
 /// and, for an https target, run the TLS handshake: its time counts in the request's.
-async fn open(
+pub(crate) async fn open(
     plan: &Plan,
     shared: &Shared,
     local: Option<Ipv4Addr>,

@@ -253,6 +253,7 @@ fn ideal_record(w: &Workload, session: &Session) -> SessionRecord {
         requests,
         connections_opened: 1,
         reconnects: 0,
+        player: None,
     }
 }
 

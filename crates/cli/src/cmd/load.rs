@@ -108,6 +108,26 @@ struct RunArgs {
     /// e.g. `2s` (default: workload.json's `startup_buffer_s`, else 2 s).
     #[arg(long, value_parser = humantime::parse_duration)]
     startup_buffer: Option<Duration>,
+    /// Play each session's title as an adaptive player from a real media set
+    /// (`vodkit fileset create --media`): `/tID/manifest.mpd` (dash) or `/tID/master.m3u8`
+    /// (hls), for as long as the session's requests watch. See docs/load.md "Players".
+    #[arg(long, value_name = "dash|hls")]
+    player: Option<vodkit_load::player::Protocol>,
+    /// The players' rendition rule: throughput (dash.js ThroughputRule), buffer (BBA-0) or
+    /// hybrid (dash.js "dynamic").
+    #[arg(
+        long,
+        default_value = "hybrid",
+        requires = "player",
+        value_name = "throughput|buffer|hybrid"
+    )]
+    abr: vodkit_load::player::abr::Rule,
+    /// Players stop fetching while this much media is buffered.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration, requires = "player")]
+    buffer_target: Duration,
+    /// Segments a player buffers before playback starts.
+    #[arg(long, default_value_t = 2, requires = "player")]
+    startup_segments: u32,
     /// Show the live status line even when stderr is not a terminal.
     #[arg(long)]
     progress: bool,
@@ -206,6 +226,13 @@ fn run_load(a: RunArgs) -> anyhow::Result<()> {
     config.workers = a.threads;
     config.stop_on_interrupt = true;
     config.link_mode = a.link;
+    if let Some(protocol) = a.player {
+        let mut p = vodkit_load::player::PlayerConfig::new(protocol);
+        p.rule = a.abr;
+        p.buffer_target_s = a.buffer_target.as_secs_f64();
+        p.startup_segments = a.startup_segments.max(1);
+        config.player = Some(p);
+    }
     if a.no_link && a.link == LinkMode::Kernel {
         return Err(usage("--no-link and --link kernel contradict each other"));
     }

@@ -1,6 +1,70 @@
-//! Adaptive players: what `vodkit load --player dash|hls` needs to play a manifest the way
-//! dash.js, hls.js and Shaka do — manifest parsing ([`manifest`]) and rendition choice
-//! ([`abr`]).
+//! Adaptive players: `vodkit load --player dash|hls` plays each session's title from a real
+//! media set (`vodkit fileset create --media`) the way dash.js, hls.js and Shaka do —
+//! manifest parsing ([`manifest`]), rendition choice ([`abr`]) and the session loop with its
+//! playout buffer ([`play`]).
 
 pub mod abr;
 pub mod manifest;
+pub mod play;
+
+use serde::{Deserialize, Serialize};
+use std::str::FromStr;
+
+/// Which manifest a player opens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// `/tID/manifest.mpd`.
+    Dash,
+    /// `/tID/master.m3u8`.
+    Hls,
+}
+
+impl FromStr for Protocol {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Protocol, String> {
+        match s {
+            "dash" => Ok(Protocol::Dash),
+            "hls" => Ok(Protocol::Hls),
+            _ => Err(format!("unknown player `{s}`: expected dash or hls")),
+        }
+    }
+}
+
+/// How the players of a run behave.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PlayerConfig {
+    pub protocol: Protocol,
+    pub rule: abr::Rule,
+    pub abr: abr::AbrSettings,
+    /// Segments buffered before playback starts (dash.js and hls.js start after about two).
+    pub startup_segments: u32,
+    /// Seconds buffered before playback resumes after a stall.
+    pub resume_s: f64,
+    /// The player stops fetching while this many seconds are buffered.
+    pub buffer_target_s: f64,
+    /// A segment (or init segment) must arrive within this many seconds.
+    pub segment_timeout_s: f64,
+    /// A manifest, playlist or index must arrive within this many seconds.
+    pub manifest_timeout_s: f64,
+    /// Watch at least this long when the log's requests carry no media time.
+    pub min_watch_s: f64,
+}
+
+impl PlayerConfig {
+    /// Defaults close to dash.js: the hybrid ("dynamic") rule, start after two segments,
+    /// resume after one second, a 30 s buffer target.
+    pub fn new(protocol: Protocol) -> PlayerConfig {
+        PlayerConfig {
+            protocol,
+            rule: abr::Rule::Hybrid,
+            abr: abr::AbrSettings::default(),
+            startup_segments: 2,
+            resume_s: 1.0,
+            buffer_target_s: 30.0,
+            segment_timeout_s: 30.0,
+            manifest_timeout_s: 10.0,
+            min_watch_s: 0.0,
+        }
+    }
+}

@@ -1,0 +1,389 @@
+//! One adaptive-player session (`vodkit load --player`): fetch the manifest, then one segment
+//! at a time, each from the rendition the ABR rule picks, keeping a playout buffer that
+//! drains in real time once playback has started; waiting when the buffer is full,
+//! stalling when it runs dry. Everything it fetched becomes the session's request list, so
+//! the run's statistics, QoS model and CSV treat it like any replayed session; what only a
+//! player knows (renditions chosen, switches, its own start-up and stalls) goes into
+//! [`PlayerOutcome`].
+
+use super::abr::Abr;
+use super::manifest::{self, Piece, Presentation, Segment, Segments};
+use super::{PlayerConfig, Protocol};
+use crate::http::{Ask, Conn};
+use crate::record::{
+    FailureReason, PlayerOutcome, RequestRecord, SessionEnd, SessionRecord, Stretch,
+};
+use crate::session::{fetch, Plan, Shared, Viewer};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tokio::time::Instant;
+use vodkit_workload::model::{ByteRange, Request, Session};
+
+/// Largest manifest, playlist or index kept in memory.
+pub const MAX_TEXT_BYTES: usize = 8 << 20;
+
+/// The manifest a session plays: the one it names, else its title's in the media-set layout.
+pub fn manifest_path(session: &Session, protocol: Protocol) -> Option<String> {
+    let title = session.title?;
+    let entry = match protocol {
+        Protocol::Dash => "manifest.mpd",
+        Protocol::Hls => "master.m3u8",
+    };
+    Some(format!(
+        "/{}/{entry}",
+        vodkit_media::package::title_dir(title)
+    ))
+}
+
+/// Seconds of media the session watches: the media time its log requests carry.
+pub fn watch_seconds(session: &Session) -> f64 {
+    session.requests.iter().map(|r| r.media_s).sum()
+}
+
+struct Player<'a> {
+    plan: &'a Plan,
+    shared: &'a Shared,
+    viewer: Viewer,
+    conn: Option<Conn>,
+    server_closed: bool,
+    made: Vec<Request>,
+    records: Vec<RequestRecord>,
+    opened: u32,
+    reconnects: u32,
+}
+
+/// Playout buffer and stall accounting on the caller's clock (seconds since the session began).
+#[derive(Debug, Default)]
+struct Buffer {
+    level_s: f64,
+    playing: bool,
+    started: bool,
+    /// Stalled after start-up, waiting for the buffer to refill.
+    stalled: bool,
+    last: f64,
+    stalls: u32,
+    stall_s: f64,
+}
+
+impl Buffer {
+    /// Let time pass until `now`.
+    fn advance(&mut self, now: f64) {
+        let dt = (now - self.last).max(0.0);
+        self.last = now;
+        if self.playing {
+            self.level_s -= dt;
+            if self.level_s < 0.0 {
+                self.stall_s += -self.level_s;
+                self.level_s = 0.0;
+                self.playing = false;
+                self.stalled = true;
+                self.stalls += 1;
+            }
+        } else if self.stalled {
+            self.stall_s += dt;
+        }
+    }
+
+    /// A segment of `dur` seconds arrived at `now`; playback (re)starts once `resume_s` is
+    /// buffered or nothing more will come.
+    fn add(&mut self, now: f64, dur: f64, resume_s: f64, last: bool) -> Option<f64> {
+        self.advance(now);
+        self.level_s += dur;
+        if !self.playing && (self.level_s + 1e-9 >= resume_s || last) {
+            self.playing = true;
+            self.stalled = false;
+            if !self.started {
+                self.started = true;
+                return Some(now);
+            }
+        }
+        None
+    }
+}
+
+impl Player<'_> {
+    fn now(&self) -> f64 {
+        self.shared.t0.elapsed().as_secs_f64()
+    }
+
+    /// Fetch a piece; its body is returned when `keep` (manifests, playlists, indexes).
+    async fn get(
+        &mut self,
+        piece: &Piece,
+        media_s: f64,
+        timeout_s: f64,
+        keep: bool,
+    ) -> Result<(Vec<u8>, u64, f64), SessionEnd> {
+        let start = Instant::now();
+        let range = piece.range.map(|(a, b)| ByteRange::closed(a, b - a + 1));
+        let ask = Ask {
+            path: &piece.path,
+            range,
+            host: &self.shared.host,
+            session_id: self.plan.session.id,
+            verify: false,
+        };
+        let mut body = Vec::new();
+        let mut overflow = false;
+        let mut sink = |chunk: &[u8]| {
+            if body.len() + chunk.len() <= MAX_TEXT_BYTES {
+                body.extend_from_slice(chunk);
+            } else {
+                overflow = true;
+            }
+        };
+        let sink: Option<crate::http::BodySink<'_, '_>> = if keep { Some(&mut sink) } else { None };
+        let conn = self.conn.take();
+        let f = fetch(
+            conn,
+            self.server_closed,
+            &ask,
+            timeout_s,
+            self.plan,
+            self.shared,
+            &self.viewer,
+            start,
+            sink,
+        )
+        .await;
+        self.conn = f.conn;
+        self.server_closed = f.server_closed;
+        self.opened += f.opened;
+        self.reconnects += f.reconnects;
+        let mut req = Request::new(piece.path.clone(), range, timeout_s);
+        req.media_s = media_s;
+        self.made.push(req);
+        let mut failure = f.failure;
+        if failure.is_none() && overflow {
+            failure = Some(crate::record::Failure::new(
+                FailureReason::Protocol,
+                format!("{}: larger than {MAX_TEXT_BYTES} bytes", piece.path),
+            ));
+        }
+        let end = failure.as_ref().map(|fl| match fl.reason {
+            FailureReason::Refused => SessionEnd::Refused,
+            r => SessionEnd::Failed(r),
+        });
+        self.records.push(RequestRecord {
+            index: self.records.len() as u32,
+            conn: 0,
+            started: start.duration_since(self.shared.t0).as_secs_f64(),
+            ttfb: f.ttfb,
+            ttlb: f.ttlb,
+            elapsed: f.elapsed,
+            bytes: f.progress.bytes,
+            status: f.progress.status,
+            failure,
+            media_s,
+            pacing_s: 0.0,
+        });
+        match end {
+            Some(e) => Err(e),
+            None => {
+                self.shared
+                    .live
+                    .completed_requests
+                    .fetch_add(1, Ordering::Relaxed);
+                Ok((body, f.progress.bytes, f.elapsed))
+            }
+        }
+    }
+
+    /// A protocol-level failure of the presentation itself (unparseable manifest, ...).
+    fn broken(&mut self, detail: String) -> SessionEnd {
+        if let Some(last) = self.records.last_mut() {
+            last.failure = Some(crate::record::Failure::new(FailureReason::Protocol, detail));
+            last.ttlb = None;
+        }
+        SessionEnd::Failed(FailureReason::Protocol)
+    }
+
+    async fn presentation(
+        &mut self,
+        cfg: &PlayerConfig,
+        path: &str,
+    ) -> Result<Presentation, SessionEnd> {
+        let piece = Piece {
+            path: path.to_string(),
+            range: None,
+        };
+        let (text, _, _) = self.get(&piece, 0.0, cfg.manifest_timeout_s, true).await?;
+        let parsed = match cfg.protocol {
+            Protocol::Dash => std::str::from_utf8(&text)
+                .map_err(|_| manifest::ManifestError(format!("{path}: not UTF-8")))
+                .and_then(|t| manifest::dash(path, t)),
+            Protocol::Hls => manifest::hls(path, &text),
+        };
+        parsed.map_err(|e| self.broken(e.to_string()))
+    }
+
+    /// The init piece and segments of a rendition, fetching its index or playlist once.
+    async fn resolve(
+        &mut self,
+        cfg: &PlayerConfig,
+        r: &manifest::Rendition,
+    ) -> Result<(Option<Piece>, Vec<Segment>), SessionEnd> {
+        match &r.segments {
+            Segments::Listed(s) => Ok((r.init.clone(), s.clone())),
+            Segments::Sidx { index } => {
+                let (bytes, _, _) = self.get(index, 0.0, cfg.manifest_timeout_s, true).await?;
+                let segs =
+                    manifest::from_sidx(index, &bytes).map_err(|e| self.broken(e.to_string()))?;
+                Ok((r.init.clone(), segs))
+            }
+            Segments::Playlist { path } => {
+                let piece = Piece {
+                    path: path.clone(),
+                    range: None,
+                };
+                let (text, _, _) = self.get(&piece, 0.0, cfg.manifest_timeout_s, true).await?;
+                manifest::hls_media(path, &text).map_err(|e| self.broken(e.to_string()))
+            }
+        }
+    }
+
+    /// Wait `seconds`, or until the run is cancelled.
+    async fn wait(&self, seconds: f64) -> Result<(), SessionEnd> {
+        if seconds <= 0.0 {
+            return Ok(());
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(crate::config::secs(seconds)) => Ok(()),
+            _ = self.shared.cancel.cancelled() => Err(SessionEnd::Cancelled),
+        }
+    }
+
+    async fn play(
+        &mut self,
+        cfg: &PlayerConfig,
+        out: &mut PlayerOutcome,
+    ) -> Result<(), SessionEnd> {
+        let session = &self.plan.session;
+        let Some(path) = manifest_path(session, cfg.protocol) else {
+            return Err(SessionEnd::Failed(FailureReason::Protocol));
+        };
+        let begin = self.now();
+        let watch_s = watch_seconds(session).max(cfg.min_watch_s);
+        let p = self.presentation(cfg, &path).await?;
+        let ladder: Vec<u64> = p.periods[0]
+            .renditions
+            .iter()
+            .map(|r| r.bandwidth_bps)
+            .collect();
+        let mut abr = Abr::new(cfg.rule, cfg.abr, &ladder);
+        let mut buf = Buffer {
+            last: self.now(),
+            ..Buffer::default()
+        };
+        let mut media_at = 0.0f64;
+        let mut last_choice: Option<usize> = None;
+        'periods: for period in &p.periods {
+            let mut resolved: Vec<Option<(Option<Piece>, Vec<Segment>)>> =
+                vec![None; period.renditions.len()];
+            let mut init_of: Option<usize> = None;
+            let mut i = 0usize;
+            loop {
+                if media_at + 1e-9 >= watch_s {
+                    break 'periods;
+                }
+                // Keep at most the buffer target ahead of the playhead.
+                let now = self.now();
+                buf.advance(now);
+                if buf.playing && buf.level_s > cfg.buffer_target_s {
+                    self.wait(buf.level_s - cfg.buffer_target_s).await?;
+                    buf.advance(self.now());
+                }
+                let pick = abr.choose(buf.level_s).min(period.renditions.len() - 1);
+                if resolved[pick].is_none() {
+                    resolved[pick] = Some(self.resolve(cfg, &period.renditions[pick]).await?);
+                }
+                let Some((init, segments)) = resolved[pick].clone() else {
+                    break;
+                };
+                let Some(seg) = segments.get(i).cloned() else {
+                    break;
+                };
+                if init_of != Some(pick) {
+                    if let Some(init) = &init {
+                        self.get(init, 0.0, cfg.segment_timeout_s, false).await?;
+                    }
+                    init_of = Some(pick);
+                }
+                let (_, bytes, secs) = self
+                    .get(&seg.piece, seg.duration_s, cfg.segment_timeout_s, false)
+                    .await?;
+                abr.observe(bytes, secs);
+                let kbps = (period.renditions[pick].bandwidth_bps / 1000) as u32;
+                if last_choice.is_some_and(|c| c != pick) {
+                    out.switches += 1;
+                }
+                last_choice = Some(pick);
+                out.timeline.push(Stretch {
+                    media_s: media_at,
+                    duration_s: seg.duration_s,
+                    kbps,
+                });
+                media_at += seg.duration_s;
+                i += 1;
+                let last = media_at + 1e-9 >= watch_s || i >= segments.len();
+                let resume = if buf.started {
+                    cfg.resume_s
+                } else {
+                    cfg.startup_segments as f64 * seg.duration_s
+                };
+                if let Some(at) = buf.add(self.now(), seg.duration_s, resume, last) {
+                    out.startup_s = Some(at - begin);
+                }
+                if i >= segments.len() {
+                    break;
+                }
+            }
+        }
+        buf.advance(self.now());
+        out.media_s = media_at;
+        out.stalls = buf.stalls;
+        out.stall_s = buf.stall_s;
+        Ok(())
+    }
+}
+
+/// Play `plan`'s session as an adaptive player.
+pub(crate) async fn play(plan: &Plan, shared: &Arc<Shared>, cfg: &PlayerConfig) -> SessionRecord {
+    let (viewer, _lease) = Viewer::of(plan, shared);
+    let mut p = Player {
+        plan,
+        shared,
+        viewer,
+        conn: None,
+        server_closed: false,
+        made: Vec::new(),
+        records: Vec::new(),
+        opened: 0,
+        reconnects: 0,
+    };
+    let mut outcome = PlayerOutcome::default();
+    let end = match p.play(cfg, &mut outcome).await {
+        Ok(()) => SessionEnd::Completed,
+        Err(e) => e,
+    };
+    let Player {
+        made,
+        records,
+        opened,
+        reconnects,
+        ..
+    } = p;
+    let mut session = (*plan.session).clone();
+    session.requests = made;
+    SessionRecord {
+        index: plan.index,
+        session: Arc::new(session),
+        arrival: plan.arrival,
+        end,
+        requests: records,
+        skipped: 0,
+        connections_opened: opened,
+        reconnects,
+        player: Some(outcome),
+    }
+}

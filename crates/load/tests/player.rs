@@ -1,0 +1,237 @@
+//! Adaptive players against the vodkit origin serving a real media set (needs ffmpeg, which
+//! `.ci/run` installs): DASH (SegmentTemplate and SegmentBase) and HLS (byte ranges) play
+//! every session to its end; with an unlimited link the players climb to the top rendition,
+//! behind a link slower than it they stay below it and do not stall.
+
+mod common;
+
+use common::run;
+use std::process::Command;
+use vodkit_load::player::{PlayerConfig, Protocol};
+use vodkit_load::{Link, Target};
+use vodkit_media::package::MediaFormat;
+use vodkit_workload::model::{Catalog, FileRef, Layout, Media, Rendition, Request, Session, Title};
+
+struct Origin {
+    rt: tokio::runtime::Runtime,
+    handle: Option<vodkit_server::ServerHandle>,
+    port: u16,
+    _root: tempfile::TempDir,
+}
+
+impl Origin {
+    fn serve(format: MediaFormat) -> Origin {
+        let root = tempfile::tempdir().unwrap();
+        let mut o = vodkit_media::MediaOptions::new(format);
+        o.segment_s = 1.0;
+        o.pool_fragments = 3;
+        vodkit_media::create(&catalog(), root.path(), &o).unwrap();
+        let mut config = vodkit_server::ServerConfig::new(root.path());
+        config.listen = "127.0.0.1:0".parse().unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let handle = rt.block_on(vodkit_server::Server::bind(config)).unwrap();
+        Origin {
+            port: handle.local_addr().port(),
+            rt,
+            handle: Some(handle),
+            _root: root,
+        }
+    }
+
+    /// The advertised bandwidths (bit/s, ascending) of title 1 (a DASH set).
+    fn bandwidths(&self) -> Vec<u64> {
+        let xml = std::fs::read_to_string(self._root.path().join("t1/manifest.mpd")).unwrap();
+        let p = vodkit_load::player::manifest::dash("/t1/manifest.mpd", &xml).unwrap();
+        p.periods[0]
+            .renditions
+            .iter()
+            .map(|r| r.bandwidth_bps)
+            .collect()
+    }
+
+    fn target(&self) -> Target {
+        Target::parse(&format!("http://127.0.0.1:{}", self.port), false).unwrap()
+    }
+}
+
+impl Drop for Origin {
+    fn drop(&mut self) {
+        if let Some(h) = self.handle.take() {
+            self.rt.block_on(h.shutdown());
+        }
+    }
+}
+
+fn ffmpeg_present() -> bool {
+    let ok = Command::new("ffmpeg").arg("-version").output().is_ok();
+    if !ok {
+        eprintln!("SKIPPED: ffmpeg is not installed (Debian: apt-get install ffmpeg)");
+    }
+    ok
+}
+
+const LADDER: [u32; 2] = [300, 1200];
+
+fn catalog() -> Catalog {
+    let titles = (1..=3)
+        .map(|id| Title {
+            id,
+            rank: id,
+            duration_s: 12.0,
+            renditions: LADDER
+                .iter()
+                .map(|&kbps| Rendition {
+                    bitrate_kbps: kbps,
+                    media: Media::Video,
+                    size_bytes: 1,
+                    layout: Layout::Unchunked,
+                    files: vec![FileRef {
+                        path: format!("v/{id}-{kbps}.dat"),
+                        size_bytes: 1,
+                    }],
+                })
+                .collect(),
+        })
+        .collect();
+    Catalog {
+        spec: "player-test".into(),
+        seed: 7,
+        titles,
+    }
+}
+
+/// Sessions of titles 1..=3 watching `watch_s` seconds (the media time of their requests).
+fn sessions(n: u64, watch_s: f64) -> Vec<Session> {
+    (0..n)
+        .map(|i| {
+            let mut r = Request::new("/unused", None, 10.0);
+            r.media_s = watch_s;
+            let mut s = Session::new(i, 0.1, "c", vec![r]);
+            s.title = Some((i % 3 + 1) as u32);
+            s
+        })
+        .collect()
+}
+
+fn player(protocol: Protocol) -> impl FnOnce(&mut vodkit_load::LoadConfig) {
+    move |c| {
+        let mut p = PlayerConfig::new(protocol);
+        p.startup_segments = 2;
+        c.player = Some(p);
+    }
+}
+
+#[test]
+fn players_play_dash_and_hls_to_the_end() {
+    if !ffmpeg_present() {
+        return;
+    }
+    for (format, protocol) in [
+        (MediaFormat::Dash, Protocol::Dash),
+        (MediaFormat::DashSingle, Protocol::Dash),
+        (MediaFormat::HlsByterange, Protocol::Hls),
+    ] {
+        let origin = Origin::serve(format);
+        let top_kbps = match format {
+            MediaFormat::HlsByterange => None,
+            _ => origin.bandwidths().last().map(|b| (b / 1000) as u32),
+        };
+        let r = run(origin.target(), sessions(6, 6.0), player(protocol));
+        let res = &r.results;
+        assert_eq!(
+            res.sessions.failed, 0,
+            "{format}: {:?}",
+            res.requests.errors
+        );
+        assert_eq!(res.sessions.completed, 6, "{format}");
+        let abr = res.qos.abr.as_ref().expect("player summary");
+        assert_eq!(abr.sessions, 6);
+        assert!(
+            (abr.media_s - 36.0).abs() < 1e-6,
+            "{format}: {}",
+            abr.media_s
+        );
+        assert!(abr.startup_ms.count == 6 && abr.startup_ms.p50 > 0.0);
+        // Unlimited loopback: after the first segments every player is on the top rung.
+        for s in &r.sessions {
+            let p = s.player.as_ref().unwrap();
+            assert_eq!(p.timeline.len(), 6, "{format}");
+            let last = p.timeline.last().unwrap().kbps;
+            let first = p.timeline[0].kbps;
+            assert!(last > first, "{format}: no climb: {:?}", p.timeline);
+            if let Some(top) = top_kbps {
+                assert_eq!(
+                    last, top,
+                    "{format}: ends below the top rung: {:?}",
+                    p.timeline
+                );
+            }
+            // Manifest (plus playlist or index), init and six segments, all recorded.
+            assert!(
+                s.requests.len() >= 8,
+                "{format}: {} requests",
+                s.requests.len()
+            );
+            assert_eq!(s.session.requests.len(), s.requests.len());
+            assert!(s.requests.iter().all(|q| q.completed()));
+        }
+    }
+}
+
+#[test]
+fn a_slow_link_keeps_players_below_the_top_rung_without_stalls() {
+    if !ffmpeg_present() {
+        return;
+    }
+    let origin = Origin::serve(MediaFormat::Dash);
+    let bw = origin.bandwidths();
+    // A link between the two rungs: the low one fits, the top one does not.
+    let link = (bw[0] as f64 * bw[1] as f64).sqrt() as u64;
+    assert!(bw[0] * 3 / 2 < link && link < bw[1], "{bw:?}");
+    let r = run(origin.target(), sessions(3, 8.0), |c| {
+        player(Protocol::Dash)(c);
+        c.links.insert(
+            "c".into(),
+            Link {
+                bandwidth_bps: link,
+                one_way_delay: std::time::Duration::ZERO,
+            },
+        );
+    });
+    let abr = r.results.qos.abr.as_ref().unwrap();
+    assert_eq!(
+        r.results.sessions.completed, 3,
+        "{:?}",
+        r.results.requests.errors
+    );
+    let top_share = r
+        .sessions
+        .iter()
+        .flat_map(|s| &s.player.as_ref().unwrap().timeline)
+        .filter(|t| t.kbps as u64 * 1000 >= bw[1] - 999)
+        .count();
+    assert!(
+        top_share <= 3,
+        "{top_share} segments at the top rung over a {link} bit/s link"
+    );
+    assert!(
+        abr.mean_bitrate_kbps * 1000.0 < link as f64,
+        "{}",
+        abr.mean_bitrate_kbps
+    );
+    assert_eq!(abr.stalls, 0, "{abr:?}");
+}
+
+#[test]
+fn sessions_without_titles_are_refused_for_players() {
+    let target = Target::parse("http://127.0.0.1:9", false).unwrap();
+    let mut config =
+        vodkit_load::LoadConfig::new(target, vec![Session::new(4, 1.0, "c", vec![])], 1.0);
+    config.player = Some(PlayerConfig::new(Protocol::Hls));
+    let e = config.validate().unwrap_err();
+    assert!(e.to_string().contains("names no title"), "{e}");
+}
