@@ -54,6 +54,10 @@ pub struct AbrSettings {
     pub cushion_s: f64,
     /// Hybrid: buffer level at which the buffer rule takes over.
     pub switch_s: f64,
+    /// Bit rate assumed before anything was downloaded (bit/s): the first segment comes from
+    /// the highest rendition not above it (0: the lowest). dash.js assumes 1,000 kbit/s,
+    /// hls.js 500 kbit/s.
+    pub initial_bps: u64,
 }
 
 impl Default for AbrSettings {
@@ -65,6 +69,7 @@ impl Default for AbrSettings {
             reservoir_s: 8.0,
             cushion_s: 16.0,
             switch_s: 12.0,
+            initial_bps: 0,
         }
     }
 }
@@ -180,7 +185,8 @@ impl Abr {
 
     fn by_throughput(&self) -> usize {
         let Some(est) = self.estimate_bps() else {
-            return self.current;
+            let initial = self.settings.initial_bps;
+            return self.ladder.iter().rposition(|&b| b <= initial).unwrap_or(0);
         };
         let budget = est * self.settings.safety;
         self.ladder
@@ -245,6 +251,15 @@ mod tests {
     fn throughput_rule_steps_down_fast_and_up_slowly() {
         let mut abr = Abr::new(Rule::Throughput, AbrSettings::default(), &LADDER);
         assert_eq!(abr.choose(0.0), 0, "nothing measured: the lowest");
+        let guess = AbrSettings {
+            initial_bps: 1_000_000,
+            ..AbrSettings::default()
+        };
+        assert_eq!(
+            Abr::new(Rule::Throughput, guess, &LADDER).choose(0.0),
+            1,
+            "dash.js's 1 Mbit/s guess"
+        );
         let mut choices = Vec::new();
         for _ in 0..10 {
             choices.push(step(&mut abr, 8.0, 10.0));

@@ -53,12 +53,20 @@ pub struct PlayerConfig {
 
 impl PlayerConfig {
     /// Defaults close to dash.js: the hybrid ("dynamic") rule, start after two segments,
-    /// resume after one second, a 30 s buffer target.
+    /// resume after one second, a 30 s buffer target; before the first download the
+    /// players assume the bit rate dash.js (1,000 kbit/s) or hls.js (500 kbit/s) assumes.
     pub fn new(protocol: Protocol) -> PlayerConfig {
+        let abr = abr::AbrSettings {
+            initial_bps: match protocol {
+                Protocol::Dash => 1_000_000,
+                Protocol::Hls => 500_000,
+            },
+            ..abr::AbrSettings::default()
+        };
         PlayerConfig {
             protocol,
             rule: abr::Rule::Hybrid,
-            abr: abr::AbrSettings::default(),
+            abr,
             startup_segments: 2,
             resume_s: 1.0,
             buffer_target_s: 30.0,

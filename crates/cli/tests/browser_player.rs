@@ -1,0 +1,330 @@
+//! vodkit's players checked against real ones: a CMAF media set (one set of segments behind
+//! both a DASH and an HLS manifest) served by `vodkit serve --cors '*'` plays in headless
+//! Chromium with dash.js and with hls.js — to the end of the title, frames advancing (two canvas
+//! captures of the video differ), no player error — and the requests each browser player
+//! made (from the server's access log) agree with `vodkit load --player` on the same title:
+//! every segment fetched once and in order, starting on the same rung, and ending on the top
+//! rung. Tolerance: the rendition of individual segments may differ while the players'
+//! throughput estimates settle; the first segment's rung, the order, the set of segments
+//! and the final rung must match.
+//!
+//! Needs Chromium, ffmpeg and the vendored dash.js and hls.js (`scripts/install-test-deps`
+//! installs all three); without them the test says so and returns, except under `CI`.
+
+mod common;
+
+use common::{ok, Daemon};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const PLAYERS: &str = "/var/cache/vodkit/players/node_modules";
+
+/// The vendored player builds: (dash.js UMD bundle, hls.js bundle).
+fn vendored() -> Option<(PathBuf, PathBuf)> {
+    let base = Path::new(PLAYERS);
+    let dash = [
+        "dashjs/dist/modern/umd/dash.all.min.js",
+        "dashjs/dist/legacy/umd/dash.all.min.js",
+        "dashjs/dist/dash.all.min.js",
+    ]
+    .iter()
+    .map(|p| base.join(p))
+    .find(|p| p.exists())?;
+    let hls = base.join("hls.js/dist/hls.min.js");
+    hls.exists().then_some((dash, hls))
+}
+
+fn prerequisites() -> Option<(PathBuf, PathBuf)> {
+    let missing = if Command::new("chromium").arg("--version").output().is_err() {
+        Some("chromium is not installed (Debian: apt-get install chromium)")
+    } else if Command::new("ffmpeg").arg("-version").output().is_err() {
+        Some("ffmpeg is not installed")
+    } else if vendored().is_none() {
+        Some("dash.js/hls.js are not vendored (scripts/install-test-deps)")
+    } else {
+        None
+    };
+    match missing {
+        Some(why) => {
+            assert!(
+                std::env::var_os("CI").is_none(),
+                "the browser player test cannot run: {why}; .ci/run installs it"
+            );
+            eprintln!("SKIPPED: {why}");
+            None
+        }
+        None => vendored(),
+    }
+}
+
+/// A page that plays `manifest` with the player `kind` (`dash` or `hls`) and writes what
+/// happened into `<pre id="out">` when the video ends (or after 60 s).
+fn page(kind: &str, manifest: &str) -> String {
+    let (script, start) = match kind {
+        "dash" => (
+            "/vendor/dash.all.min.js",
+            format!(
+                "const p = dashjs.MediaPlayer().create();\n\
+                 p.on(dashjs.MediaPlayer.events.ERROR, e => ev.errors.push(JSON.stringify(e.error || e)));\n\
+                 p.initialize(v, '{manifest}', true);"
+            ),
+        ),
+        _ => (
+            "/vendor/hls.min.js",
+            format!(
+                "const h = new Hls();\n\
+                 h.on(Hls.Events.ERROR, (_, d) => {{ if (d.fatal) ev.errors.push(d.details); }});\n\
+                 h.loadSource('{manifest}');\n\
+                 h.attachMedia(v);\n\
+                 h.on(Hls.Events.MANIFEST_PARSED, () => v.play());"
+            ),
+        ),
+    };
+    format!(
+        r#"<!doctype html>
+<html><body>
+<video id="v" muted autoplay playsinline width="640" height="360"></video>
+<pre id="out">pending</pre>
+<script src="{script}"></script>
+<script>
+const v = document.getElementById('v');
+const ev = {{ errors: [], waiting: 0, shots: [] }};
+const c = document.createElement('canvas');
+c.width = 64; c.height = 36;
+function snap() {{
+  const g = c.getContext('2d');
+  g.drawImage(v, 0, 0, 64, 36);
+  const d = g.getImageData(0, 0, 64, 36).data;
+  let h = 0;
+  for (let i = 0; i < d.length; i++) h = (h * 31 + d[i]) >>> 0;
+  return h;
+}}
+v.addEventListener('waiting', () => ev.waiting++);
+// Two captures of frames actually presented, at least 3 s of media apart.
+function onFrame(now, md) {{
+  if (ev.shots.length === 0 && md.mediaTime > 0.5) {{ ev.shots.push(snap()); ev.t0 = md.mediaTime; }}
+  else if (ev.shots.length === 1 && md.mediaTime > ev.t0 + 3) {{ ev.shots.push(snap()); ev.t1 = md.mediaTime; }}
+  if (ev.shots.length < 2) v.requestVideoFrameCallback(onFrame);
+}}
+v.requestVideoFrameCallback(onFrame);
+v.addEventListener('timeupdate', () => {{
+  // MSE players do not always fire `ended`; reaching the duration is the end.
+  if (v.duration > 0 && v.currentTime >= v.duration - 0.05 && !ev.state) report('ended');
+}});
+function report(state) {{
+  const q = v.getVideoPlaybackQuality ? v.getVideoPlaybackQuality() : {{}};
+  ev.state = state; ev.time = v.currentTime; ev.duration = v.duration; ev.frames = q.totalVideoFrames || 0;
+  if (ev.reported) return;
+  ev.reported = true;
+  document.getElementById('out').textContent = JSON.stringify(ev);
+  // The test reads the report from the server's access log.
+  fetch('/report/' + encodeURIComponent(JSON.stringify(ev)));
+}}
+v.addEventListener('ended', () => report('ended'));
+setTimeout(() => report('timeout'), 45000);
+{start}
+</script>
+</body></html>
+"#
+    )
+}
+
+/// Play `url` in headless Chromium in real time until the page reports (it requests
+/// `/report/<json>`, which the access log at `log` records), and return the report.
+fn chromium(url: &str, profile: &Path, log: &Path, skip_lines: usize) -> serde_json::Value {
+    let mut child = Command::new("chromium")
+        .args([
+            "--headless=new",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--mute-audio",
+            "--autoplay-policy=no-user-gesture-required",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()))
+        .arg(url)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("chromium runs");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let report = loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        let found = text.lines().skip(skip_lines).find_map(|l| {
+            let path = l.split('\t').nth(7)?;
+            path.strip_prefix("/report/").map(str::to_string)
+        });
+        if let Some(r) = found {
+            break Some(r);
+        }
+        if std::time::Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    let _ = child.kill();
+    let _ = child.wait();
+    let Some(encoded) = report else {
+        panic!("no report from the page {url} within 60 s");
+    };
+    let json = percent_decode(&encoded);
+    serde_json::from_str(&json).unwrap_or_else(|e| panic!("{e}: {json}"))
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let Ok(v) = u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// (rendition kbit/s, segment number) of every `/t1/vK/seg-N.m4s` request in the access
+/// log lines from `lines`, in log order.
+fn segments(log: &str, skip_lines: usize) -> Vec<(u32, u32)> {
+    log.lines()
+        .skip(skip_lines)
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let path = l.split('\t').nth(7)?;
+            let rest = path.strip_prefix("/t1/v")?;
+            let (kbps, seg) = rest.split_once("/seg-")?;
+            Some((kbps.parse().ok()?, seg.strip_suffix(".m4s")?.parse().ok()?))
+        })
+        .collect()
+}
+
+/// Every segment 1..=n fetched, in non-decreasing order (a player switching up may fetch a
+/// segment again at the new rung).
+fn check_sequence(who: &str, seq: &[(u32, u32)], n: u32) {
+    let numbers: Vec<u32> = seq.iter().map(|s| s.1).collect();
+    assert!(
+        numbers.windows(2).all(|w| w[0] <= w[1]),
+        "{who}: out of order: {seq:?}"
+    );
+    let mut covered = numbers.clone();
+    covered.dedup();
+    assert_eq!(
+        covered,
+        (1..=n).collect::<Vec<_>>(),
+        "{who}: segments fetched {seq:?}"
+    );
+}
+
+#[test]
+fn dash_js_and_hls_js_agree_with_vodkit_players() {
+    let Some((dash_js, hls_js)) = prerequisites() else {
+        return;
+    };
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path();
+    // One 20 s title in two rungs, 2 s segments.
+    let catalog = serde_json::json!({
+        "spec": "browser-test", "seed": 1,
+        "titles": [{"id": 1, "rank": 1, "duration_s": 20.0, "renditions": [
+            {"bitrate_kbps": 400, "media": "video", "size_bytes": 1, "layout": {"kind": "unchunked"},
+             "files": [{"path": "v/1-400.dat", "size_bytes": 1}]},
+            {"bitrate_kbps": 1500, "media": "video", "size_bytes": 1, "layout": {"kind": "unchunked"},
+             "files": [{"path": "v/1-1500.dat", "size_bytes": 1}]}]}]
+    });
+    std::fs::create_dir_all(p.join("w")).unwrap();
+    std::fs::write(p.join("w/catalog.json"), catalog.to_string()).unwrap();
+    ok(
+        p,
+        "fileset create --workload w --root media --media cmaf --segment 2s --pool 4 --quiet",
+    );
+    std::fs::create_dir_all(p.join("media/vendor")).unwrap();
+    std::fs::copy(&dash_js, p.join("media/vendor/dash.all.min.js")).unwrap();
+    std::fs::copy(&hls_js, p.join("media/vendor/hls.min.js")).unwrap();
+    std::fs::write(p.join("media/dash.html"), page("dash", "/t1/manifest.mpd")).unwrap();
+    std::fs::write(p.join("media/hls.html"), page("hls", "/t1/master.m3u8")).unwrap();
+    // vodkit's own player: one session watching the whole title.
+    let session = serde_json::json!({"id": 1, "gap": 0.0, "class": "c", "title": 1,
+        "requests": [{"path": "/t1/manifest.mpd", "timeout_s": 30, "media_s": 20.0}]});
+    std::fs::write(p.join("w/sessions.jsonl"), format!("{session}\n")).unwrap();
+
+    let mut server = Daemon::start(
+        p,
+        "serve --root media --listen 127.0.0.1:0 --cors * --access-log access.log",
+    );
+    let url = server.wait_for("listening on ");
+    let lines = |p: &Path| std::fs::read_to_string(p.join("access.log")).unwrap_or_default();
+    let mut runs = Vec::new();
+    for (kind, entry) in [("dash", "manifest.mpd"), ("hls", "master.m3u8")] {
+        let before = lines(p).lines().count();
+        let report = chromium(
+            &format!("{url}/{kind}.html"),
+            &p.join(format!("profile-{kind}")),
+            &p.join("access.log"),
+            before,
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1500)); // the log flushes each second
+                                                                    // `state` is `ended`, or `timeout` with the playhead at the end: dash.js leaves the
+                                                                    // element waiting at the last frame instead of firing `ended` in headless runs.
+        assert_eq!(
+            report["errors"].as_array().map(Vec::len),
+            Some(0),
+            "{kind}: {report}"
+        );
+        // Under headless virtual time Chromium presents only some of the 480 frames; the
+        // canvas captures below are the proof that pictures advanced.
+        assert!(
+            report["frames"].as_u64().unwrap_or(0) > 0,
+            "{kind}: {report}"
+        );
+        assert!(
+            report["time"].as_f64().unwrap_or(0.0) >= 19.9,
+            "{kind}: {report}"
+        );
+        let shots = report["shots"].as_array().cloned().unwrap_or_default();
+        assert!(
+            shots.len() == 2 && shots[0] != shots[1],
+            "{kind}: frames did not advance: {report}"
+        );
+        let browser = segments(&lines(p), before);
+
+        let before = lines(p).lines().count();
+        ok(
+            p,
+            &format!("load --target {url} --sessions w/sessions.jsonl --no-link --rate 1 --player {kind} --out {kind}.json"),
+        );
+        std::thread::sleep(std::time::Duration::from_millis(1500));
+        let ours = segments(&lines(p), before);
+        let results: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(p.join(format!("{kind}.json"))).unwrap())
+                .unwrap();
+        assert_eq!(results["qos"]["abr"]["stalls"], 0, "{kind}: {results}");
+        let _ = entry;
+        runs.push((kind, browser, ours));
+    }
+    let (code, _) = server.stop();
+    assert_eq!(code, 0);
+    for (kind, browser, ours) in runs {
+        check_sequence(&format!("{kind} in Chromium"), &browser, 10);
+        check_sequence(&format!("vodkit --player {kind}"), &ours, 10);
+        assert_eq!(
+            browser[0].0, ours[0].0,
+            "{kind}: first rung differs: {browser:?} vs {ours:?}"
+        );
+        let last = |s: &[(u32, u32)]| s.last().map(|x| x.0);
+        assert_eq!(
+            last(&browser),
+            Some(1500),
+            "{kind}: Chromium ends below the top rung: {browser:?}"
+        );
+        assert_eq!(
+            last(&ours),
+            Some(1500),
+            "{kind}: vodkit ends below the top rung: {ours:?}"
+        );
+    }
+}
