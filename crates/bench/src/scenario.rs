@@ -1,7 +1,8 @@
 //! The seed experiments as data. A scenario is a set of cells (one workload variant, one
 //! testbed, one memory budget, several servers); each names the seed figure it mirrors and
 //! the finding it checks, and carries the checks that decide whether the run reproduced it.
-//! Sizes are chosen so a scenario finishes in about 30 minutes on a 2-core machine.
+//! Sizes are chosen so a scenario finishes in about 30 minutes on a 2-core machine where its
+//! 60 s minimum point length allows (the `memory` scenario takes about 2.5 hours).
 
 use crate::report::{BenchReport, Comparison};
 use serde::Serialize;
@@ -275,8 +276,8 @@ pub fn all() -> Vec<Scenario> {
                 Check::Ratio { a: "mem=1GiB vodkit:asap:auto", b: "mem=1GiB vodkit:asap:auto+memory:off", min_ratio: 1.0 },
             ],
             // Five budgets × five servers at 60 s points: about 2.5 hours on two cores; run it a
-            // cell at a time (`--cells mem=1GiB`, about 35 minutes each).
-            budget_s: 4500,
+            // cell at a time (`--cells mem=1GiB`, about 35-40 minutes each).
+            budget_s: 9000,
             ..base.clone()
         },
         Scenario {
@@ -661,12 +662,14 @@ mod budget_tests {
                 s.name
             );
             let estimate = s.server_runs() * POINTS_PER_SEARCH * (p + OVERHEAD_S);
-            // Only the 30 s floor may push a scenario past the budget, and not by much.
+            // Only the 60 s floor may push a scenario past its budget.
+            let floor = s.server_runs() * POINTS_PER_SEARCH * (MIN_POINT_S + OVERHEAD_S);
             assert!(
-                estimate <= s.budget_s + s.budget_s / 3,
+                estimate <= (s.budget_s + s.budget_s / 3).max(floor),
                 "{}: {estimate} s",
                 s.name
             );
+            eprintln!("{}: about {} min", s.name, estimate / 60);
         }
     }
 }

@@ -1,6 +1,6 @@
 //! Adaptive players against the vodkit origin serving a real media set (needs ffmpeg, which
 //! `.ci/run` installs): DASH (SegmentTemplate and SegmentBase) and HLS (byte ranges) play
-//! every session to its end; with an unlimited link the players climb to the top rendition,
+//! every session to its end; with an unlimited link the players end on the top rendition,
 //! behind a link slower than it they stay below it and do not stall.
 
 mod common;
@@ -162,7 +162,9 @@ fn players_play_dash_and_hls_to_the_end() {
             assert_eq!(p.timeline.len(), 6, "{format}");
             let last = p.timeline.last().unwrap().kbps;
             let first = p.timeline[0].kbps;
-            assert!(last > first, "{format}: no climb: {:?}", p.timeline);
+            // The first segment comes from the player's initial guess (dash.js's 1 Mbit/s,
+            // hls.js's 500 kbit/s), which may already be the top here; it never falls.
+            assert!(last >= first, "{format}: fell: {:?}", p.timeline);
             if let Some(top) = top_kbps {
                 assert_eq!(
                     last, top,

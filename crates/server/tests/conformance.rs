@@ -571,10 +571,19 @@ fn admin_listener_serves_metrics_and_stats() {
     c.get("/video.mp4", &[("Range", "bytes=0-99")]);
     c.get("/missing", &[]);
     let admin = s.admin.unwrap();
-    let mut a = common::Client::connect(admin);
-    let m = a.get("/metrics", &[]);
-    assert_eq!(m.status, 200);
-    let text = String::from_utf8(m.body).unwrap();
+    // Counters are updated once the response has been written, which can be just after the
+    // client has read it: poll briefly for the second response.
+    let mut text = String::new();
+    for _ in 0..50 {
+        let mut a = common::Client::connect(admin);
+        let m = a.get("/metrics", &[]);
+        assert_eq!(m.status, 200);
+        text = String::from_utf8(m.body).unwrap();
+        if text.contains("vodkit_server_responses_total{status=\"404\"} 1") {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     assert!(
         text.contains("vodkit_server_responses_total{status=\"206\"} 1"),
         "{text}"
