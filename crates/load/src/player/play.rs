@@ -297,11 +297,18 @@ impl Player<'_> {
                 if resolved[pick].is_none() {
                     resolved[pick] = Some(self.resolve(cfg, &period.renditions[pick]).await?);
                 }
-                let Some((init, segments)) = resolved[pick].clone() else {
+                // One segment (and the init piece on a switch) is copied, not the list.
+                let Some((init, segments)) = resolved[pick].as_ref() else {
                     break;
                 };
                 let Some(seg) = segments.get(i).cloned() else {
                     break;
+                };
+                let n_segments = segments.len();
+                let init = if init_of != Some(pick) {
+                    init.clone()
+                } else {
+                    None
                 };
                 if init_of != Some(pick) {
                     if let Some(init) = &init {
@@ -325,7 +332,7 @@ impl Player<'_> {
                 });
                 media_at += seg.duration_s;
                 i += 1;
-                let last = media_at + 1e-9 >= watch_s || i >= segments.len();
+                let last = media_at + 1e-9 >= watch_s || i >= n_segments;
                 let resume = if buf.started {
                     cfg.resume_s
                 } else {
@@ -334,7 +341,7 @@ impl Player<'_> {
                 if let Some(at) = buf.add(self.now(), seg.duration_s, resume, last) {
                     out.startup_s = Some(at - begin);
                 }
-                if i >= segments.len() {
+                if i >= n_segments {
                     break;
                 }
             }
