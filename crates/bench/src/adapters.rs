@@ -28,6 +28,8 @@ pub struct WorkloadLoad {
     pub max_sessions: Option<usize>,
     /// Show the load generator's live status line.
     pub live_status: bool,
+    /// How each point starts (`Auto` unless a test asks for a cold start).
+    pub warm_start: vodkit_load::WarmStart,
     /// The CA an `https://` server's certificate chains to (set per server by the
     /// runner); `None` with an https URL (a `url:` server): any certificate is accepted.
     pub tls_ca: Option<PathBuf>,
@@ -58,6 +60,7 @@ impl WorkloadLoad {
             max_duration: None,
             max_sessions: None,
             live_status: false,
+            warm_start: vodkit_load::WarmStart::Auto,
             tls_ca: None,
         }
     }
@@ -119,6 +122,9 @@ impl LoadDriver for WorkloadLoad {
         }
         config.warmup = self.warmup.clone();
         config.duration = self.max_duration;
+        // Every point is measured at its rate's steady concurrency from its first second:
+        // a cold start spends the longest session below the load it is meant to measure.
+        config.warm_start = self.warm_start;
         config.max_sessions = self.max_sessions;
         config.progress = self.live_status;
         config.source = format!("vodkit bench at {rate} sessions/s");

@@ -151,6 +151,8 @@ pub struct LoadConfig {
     /// Play each session's title with an adaptive player (`--player`) instead of replaying
     /// its requests; the title's manifest comes from the media-set layout.
     pub player: Option<crate::player::PlayerConfig>,
+    /// Start as if the run had been going for a while (see [`crate::warm`]).
+    pub warm_start: crate::warm::WarmStart,
 }
 
 impl LoadConfig {
@@ -175,6 +177,7 @@ impl LoadConfig {
             startup_buffer_s: crate::qos::DEFAULT_STARTUP_BUFFER_S,
             tls: None,
             player: None,
+            warm_start: crate::warm::WarmStart::Off,
         }
     }
 
@@ -224,6 +227,12 @@ impl LoadConfig {
                 "--startup-buffer {} s: expected 0 to {MAX_STARTUP_BUFFER_S} seconds of content",
                 self.startup_buffer_s
             )));
+        }
+        if self.player.is_some() && self.warm_start != crate::warm::WarmStart::Off {
+            return Err(InputError(
+                "--warm-start replays the middle of logged sessions; a --player session chooses its own requests and always starts at the beginning"
+                    .into(),
+            ));
         }
         if self.player.is_some() {
             if let Some((i, s)) = self

@@ -9,6 +9,7 @@ use crate::record::SessionRecord;
 use crate::results::{Results, Sample};
 use crate::session::{self, Live, Plan, Shared};
 use crate::status::StatusLine;
+use crate::warm;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -144,14 +145,31 @@ async fn prepare(
             cancel.cancel();
         });
     }
-    let mut order: Vec<usize> = (0..schedule.len()).collect();
-    order.sort_by(|&a, &b| schedule[a].total_cmp(&schedule[b]));
+    // A warm start moves the schedule into the past and trims sessions already playing.
+    let horizon = config
+        .warm_start
+        .horizon(&config.sessions[..schedule.len()]);
+    let starts: Vec<(usize, f64, Option<usize>)> = schedule
+        .iter()
+        .enumerate()
+        .filter_map(|(i, &a)| match warm::place(&config.sessions[i], a, horizon) {
+            warm::Start::Whole(at) => Some((i, at, None)),
+            warm::Start::Tail { arrival, from } => Some((i, arrival, Some(from))),
+            warm::Start::Gone => None,
+        })
+        .collect();
+    let mut order: Vec<usize> = (0..starts.len()).collect();
+    order.sort_by(|&a, &b| starts[a].1.total_cmp(&starts[b].1));
     let player = config.player.clone().map(Arc::new);
     let plans = order
         .iter()
         .enumerate()
-        .map(|(index, &i)| {
-            let session = Arc::new(config.sessions[i].clone());
+        .map(|(index, &k)| {
+            let (i, arrival, from) = starts[k];
+            let session = Arc::new(match from {
+                Some(from) => warm::tail(&config.sessions[i], from),
+                None => config.sessions[i].clone(),
+            });
             let mut link = config
                 .links
                 .get(&session.class)
@@ -164,10 +182,11 @@ async fn prepare(
             Plan {
                 index,
                 session,
-                arrival: schedule[i],
+                arrival,
                 link,
                 route,
                 player: player.clone(),
+                prefilled: from.is_some(),
             }
         })
         .collect();

@@ -19,6 +19,7 @@ pub mod results;
 pub mod session;
 pub mod status;
 pub mod tls;
+pub mod warm;
 
 pub use config::{InputError, LoadConfig, Ramp, Target};
 pub use engine::{run, run_async, LoadError, Run};
@@ -26,4 +27,5 @@ pub use link::Link;
 pub use netns::LinkMode;
 pub use results::{write_csv, Results};
 pub use tls::{TlsClient, Trust};
+pub use warm::WarmStart;
 pub use tokio_util::sync::CancellationToken;

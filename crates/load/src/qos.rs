@@ -395,6 +395,7 @@ mod tests {
             connections_opened: 1,
             reconnects: 0,
             player: None,
+            prefilled: false,
         }
     }
 

@@ -150,6 +150,8 @@ pub struct SessionRecord {
     pub reconnects: u32,
     /// What the adaptive player experienced (`--player` sessions only).
     pub player: Option<PlayerOutcome>,
+    /// Started mid-session by a warm start ([`crate::warm`]); not judged as a session.
+    pub prefilled: bool,
 }
 
 /// A stretch of media fetched at one bit rate (one segment).

@@ -47,6 +47,12 @@ pub struct RunInfo {
     pub fd_limit: u64,
     /// Number of load hosts merged into this file (1 for a single run).
     pub hosts: u64,
+    /// How far into the past a warm start moved the schedule (0: a cold start).
+    #[serde(default)]
+    pub warm_start_s: f64,
+    /// Sessions already playing when the run started (warm start); not judged.
+    #[serde(default)]
+    pub sessions_prefilled: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -230,7 +236,7 @@ fn ratio(a: f64, b: f64) -> f64 {
 fn steady_requests(config: &LoadConfig, sessions: &[SessionRecord]) -> (Vec<bool>, Vec<Vec<bool>>) {
     let n = sessions.len() as u64;
     let ramp = config.ramp;
-    let session_steady: Vec<bool> = sessions
+    let in_window: Vec<bool> = sessions
         .iter()
         .map(|s| {
             let i = s.index as u64;
@@ -256,8 +262,15 @@ fn steady_requests(config: &LoadConfig, sessions: &[SessionRecord]) -> (Vec<bool
     for (rank, &(_, si, ri)) in order.iter().enumerate() {
         let rank = rank as u64;
         steady[si][ri] =
-            session_steady[si] && rank >= ramp.up_requests && rank + ramp.down_requests < total;
+            in_window[si] && rank >= ramp.up_requests && rank + ramp.down_requests < total;
     }
+    // Prefilled sessions load the server like any other (their requests count) but
+    // never started up in front of the measurement, so they are not judged as sessions.
+    let session_steady = in_window
+        .iter()
+        .zip(sessions)
+        .map(|(&w, s)| w && !s.prefilled)
+        .collect();
     (session_steady, steady)
 }
 
@@ -398,6 +411,10 @@ impl Results {
                 steady_window_s: window,
                 fd_limit,
                 hosts: 1,
+                warm_start_s: config
+                    .warm_start
+                    .horizon(&config.sessions[..config.schedule().len()]),
+                sessions_prefilled: sessions.iter().filter(|s| s.prefilled).count() as u64,
             },
             requests,
             sessions: stats,
@@ -451,6 +468,8 @@ impl Results {
             out.run.sessions_started += p.run.sessions_started;
             out.run.requests_sent += p.run.requests_sent;
             out.run.warmup_requests += p.run.warmup_requests;
+            out.run.sessions_prefilled += p.run.sessions_prefilled;
+            out.run.warm_start_s = out.run.warm_start_s.max(p.run.warm_start_s);
             out.run.elapsed_s = out.run.elapsed_s.max(p.run.elapsed_s);
             out.run.rate += p.run.rate;
             out.run.steady_window_s = [
@@ -742,6 +761,7 @@ mod tests {
             connections_opened: 1,
             reconnects: 0,
             player: None,
+            prefilled: false,
         }
     }
 

@@ -49,6 +49,9 @@ pub struct Plan {
     pub route: Option<Arc<Route>>,
     /// Play the session's title as an adaptive player instead of replaying its requests.
     pub player: Option<Arc<crate::player::PlayerConfig>>,
+    /// Already playing when the run started (a warm start): its load counts, its session
+    /// outcome does not.
+    pub prefilled: bool,
 }
 
 /// A connection slot of a session.
@@ -210,6 +213,7 @@ async fn drive(plan: &Plan, shared: &Arc<Shared>) -> SessionRecord {
         connections_opened: opened,
         reconnects,
         player: None,
+        prefilled: plan.prefilled,
     }
 }
 

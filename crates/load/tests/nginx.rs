@@ -320,3 +320,65 @@ fn warm_up_ramps_qos_and_outputs() {
     assert_eq!(lines.iter().filter(|l| l.contains(",ok,")).count(), 24);
     assert!(text.contains("bytes=10-1009"));
 }
+
+#[test]
+fn a_warm_start_begins_with_sessions_already_playing() {
+    let Some(nginx) = Nginx::start(&files()) else {
+        return;
+    };
+    // 30 sessions of four chunks paced 0.3 s apart (0.9 s long), one every 0.1 s.
+    let chunks = [
+        "/vid01/secs-0-9",
+        "/vid01/secs-10-19",
+        "/vid01/secs-20-29",
+        "/vid01/secs-30-39",
+    ];
+    let sessions: Vec<Session> = (0..30)
+        .map(|id| Session {
+            id,
+            gap: 1.0,
+            start_s: None,
+            class: "c".into(),
+            title: None,
+            bitrate_kbps: None,
+            requests: chunks
+                .iter()
+                .enumerate()
+                .map(|(i, p)| Request {
+                    path: p.to_string(),
+                    range: None,
+                    pacing_s: if i == 0 { 0.0 } else { 0.3 },
+                    timeout_s: 10.0,
+                    conn: 0,
+                    media_s: 0.3,
+                })
+                .collect(),
+        })
+        .collect();
+    let run_with = |warm: vodkit_load::WarmStart| {
+        let r = run(nginx.target(), sessions.clone(), |c| {
+            c.rate = 10.0;
+            c.verify = true;
+            c.warm_start = warm;
+        });
+        r.results
+    };
+    let cold = run_with(vodkit_load::WarmStart::Off);
+    assert_eq!(cold.run.sessions_prefilled, 0);
+    assert_eq!(cold.sessions.completed, 30, "{}", cold.summary());
+    assert_eq!(cold.requests.completed, 120);
+    // Horizon 0.9 s: the sessions arriving at 0.1..0.8 s (before: 0.9 s earlier) are
+    // already playing; the one at 0.9 s starts whole at zero.
+    let warm = run_with(vodkit_load::WarmStart::Auto);
+    assert!((warm.run.warm_start_s - 0.9).abs() < 1e-9);
+    let prefilled = warm.run.sessions_prefilled;
+    assert_eq!(prefilled, 8, "{}", warm.summary());
+    // Prefilled sessions are not judged, but their requests are counted.
+    assert_eq!(warm.sessions.started, 30 - prefilled);
+    assert_eq!(warm.sessions.completed, 30 - prefilled, "{}", warm.summary());
+    assert!(warm.requests.completed > 4 * (30 - prefilled));
+    assert!(warm.requests.completed < 120);
+    assert_eq!(warm.requests.errors, Default::default());
+    // A warm run is shorter: the schedule lost its first 0.9 s.
+    assert!(warm.run.elapsed_s < cold.run.elapsed_s, "{} vs {}", warm.run.elapsed_s, cold.run.elapsed_s);
+}

@@ -254,6 +254,7 @@ fn ideal_record(w: &Workload, session: &Session) -> SessionRecord {
         connections_opened: 1,
         reconnects: 0,
         player: None,
+        prefilled: false,
     }
 }
 

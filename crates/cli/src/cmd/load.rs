@@ -104,6 +104,12 @@ struct RunArgs {
     /// Requests at the end excluded from the steady state.
     #[arg(long)]
     ramp_down_requests: Option<u64>,
+    /// Start as if the run had already been going: `auto` shifts the arrival schedule back
+    /// by the longest session, so sessions already playing start mid-title at their next
+    /// due request and the server sees steady concurrency from the first second (they load
+    /// it but are not judged as sessions). `off` (default), `auto` or seconds.
+    #[arg(long, default_value = "off", value_parser = vodkit_load::WarmStart::parse, value_name = "off|auto|SECONDS")]
+    warm_start: vodkit_load::WarmStart,
     /// Content the modelled player buffers before playback starts and after a stall (QoS),
     /// e.g. `2s` (default: workload.json's `startup_buffer_s`, else 2 s).
     #[arg(long, value_parser = humantime::parse_duration)]
@@ -226,6 +232,7 @@ fn run_load(a: RunArgs) -> anyhow::Result<()> {
     config.workers = a.threads;
     config.stop_on_interrupt = true;
     config.link_mode = a.link;
+    config.warm_start = a.warm_start;
     if let Some(protocol) = a.player {
         let mut p = vodkit_load::player::PlayerConfig::new(protocol);
         p.rule = a.abr;

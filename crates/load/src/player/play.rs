@@ -392,5 +392,6 @@ pub(crate) async fn play(plan: &Plan, shared: &Arc<Shared>, cfg: &PlayerConfig) 
         connections_opened: opened,
         reconnects,
         player: Some(outcome),
+        prefilled: plan.prefilled,
     }
 }
