@@ -153,6 +153,12 @@ pub struct LoadConfig {
     pub player: Option<crate::player::PlayerConfig>,
     /// Start as if the run had been going for a while (see [`crate::warm`]).
     pub warm_start: crate::warm::WarmStart,
+    /// Latency percentiles to report besides the standard ones (`--percentiles`).
+    pub percentiles: Vec<f64>,
+    /// Run only this shard's sessions, at the single-host run's times (`--shard I/N`).
+    pub shard: Option<crate::shard::Shard>,
+    /// Start the run's clock at this wall time (`--start-at`), so shards begin together.
+    pub start_at: Option<std::time::SystemTime>,
 }
 
 impl LoadConfig {
@@ -178,6 +184,9 @@ impl LoadConfig {
             tls: None,
             player: None,
             warm_start: crate::warm::WarmStart::Off,
+            percentiles: Vec::new(),
+            shard: None,
+            start_at: None,
         }
     }
 

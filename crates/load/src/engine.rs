@@ -26,6 +26,9 @@ pub enum LoadError {
     /// Kernel shaping was asked for but cannot be set up here.
     #[error("{0}")]
     Kernel(String),
+    /// `--start-at` had already passed when the run was ready to start.
+    #[error("--start-at was {0:.1} s ago when the run was ready: the shards would not start together (give a later time)")]
+    StartPassed(f64),
 }
 
 /// Everything a run produced: the summary and the raw per-session records.
@@ -128,6 +131,21 @@ async fn prepare(
     }
     let kernel = kernel_links(config).await?;
     let warmed = warm_up(config, stop).await;
+    if let Some(at) = config.start_at {
+        // Shards start their clocks at the same wall time; a second late is tolerated.
+        match at.duration_since(std::time::SystemTime::now()) {
+            Ok(wait) => {
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = stop.cancelled() => {}
+                }
+            }
+            Err(e) if e.duration() > Duration::from_secs(1) => {
+                return Err(LoadError::StartPassed(e.duration().as_secs_f64()));
+            }
+            Err(_) => {}
+        }
+    }
     let schedule = config.schedule();
     let shared = Arc::new(Shared {
         addr: config.target.addr,
@@ -152,11 +170,14 @@ async fn prepare(
     let starts: Vec<(usize, f64, Option<usize>)> = schedule
         .iter()
         .enumerate()
-        .filter_map(|(i, &a)| match warm::place(&config.sessions[i], a, horizon) {
-            warm::Start::Whole(at) => Some((i, at, None)),
-            warm::Start::Tail { arrival, from } => Some((i, arrival, Some(from))),
-            warm::Start::Gone => None,
-        })
+        .filter(|&(i, _)| config.shard.is_none_or(|s| s.owns(i)))
+        .filter_map(
+            |(i, &a)| match warm::place(&config.sessions[i], a, horizon) {
+                warm::Start::Whole(at) => Some((i, at, None)),
+                warm::Start::Tail { arrival, from } => Some((i, arrival, Some(from))),
+                warm::Start::Gone => None,
+            },
+        )
         .collect();
     let mut order: Vec<usize> = (0..starts.len()).collect();
     order.sort_by(|&a, &b| starts[a].1.total_cmp(&starts[b].1));

@@ -84,6 +84,7 @@ impl Hist {
             } else {
                 h.max() as f64 / 1000.0
             },
+            chosen: Vec::new(),
             histogram: self.encode(),
         }
     }
@@ -100,6 +101,9 @@ pub struct Percentiles {
     pub p99: f64,
     pub p99_9: f64,
     pub max: f64,
+    /// The percentiles asked for with `--percentiles`, as `[percentile, ms]` pairs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub chosen: Vec<[f64; 2]>,
     pub histogram: String,
 }
 
@@ -107,6 +111,37 @@ impl Percentiles {
     pub fn hist(&self) -> Result<Hist, String> {
         Hist::decode(&self.histogram)
     }
+
+    /// Fill [`Percentiles::chosen`] from the histogram (`list` in percent, e.g. 99.9).
+    pub fn choose(&mut self, list: &[f64]) {
+        let Ok(h) = self.hist() else {
+            return;
+        };
+        self.chosen = list
+            .iter()
+            .map(|&p| {
+                let ms = if h.0.is_empty() {
+                    0.0
+                } else {
+                    h.0.value_at_quantile(p / 100.0) as f64 / 1000.0
+                };
+                [p, ms]
+            })
+            .collect();
+    }
+}
+
+/// Parse `--percentiles 50,90,95,99,99.9`: each strictly between 0 and 100 (100 = max).
+pub fn parse_percentiles(text: &str) -> Result<Vec<f64>, String> {
+    text.split(',')
+        .map(|t| match t.trim().trim_end_matches('%').parse::<f64>() {
+            Ok(p) if p > 0.0 && p <= 100.0 => Ok(p),
+            _ => Err(format!(
+                "percentile `{}`: expected a number above 0 and at most 100 (list like 50,90,99.9)",
+                t.trim()
+            )),
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -127,5 +162,31 @@ mod tests {
         b.add(&a);
         assert_eq!(b.percentiles().count, 200);
         assert!(Hist::decode("not base64!").is_err());
+    }
+
+    #[test]
+    fn chosen_percentiles_come_from_the_histogram() {
+        let mut a = Hist::new();
+        for ms in 1..=1000 {
+            a.record_s(ms as f64 / 1000.0);
+        }
+        let mut p = a.percentiles();
+        p.choose(&[50.0, 95.0, 99.0, 100.0]);
+        let got: Vec<f64> = p.chosen.iter().map(|c| c[1]).collect();
+        for (g, want) in got.iter().zip([500.0, 950.0, 990.0, 1000.0]) {
+            assert!((g - want).abs() < 1.0, "{got:?}");
+        }
+        assert_eq!(
+            parse_percentiles("50, 90,99.9%").unwrap(),
+            vec![50.0, 90.0, 99.9]
+        );
+        for bad in ["0", "101", "x", "50,,90"] {
+            assert!(
+                parse_percentiles(bad)
+                    .unwrap_err()
+                    .contains("expected a number"),
+                "{bad}"
+            );
+        }
     }
 }

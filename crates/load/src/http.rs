@@ -204,8 +204,12 @@ pub fn request_head(ask: &Ask<'_>) -> Vec<u8> {
     let mut head = Vec::with_capacity(128 + ask.path.len());
     let _ = write!(
         head,
-        "GET {} HTTP/1.1\r\nHost: {}\r\nX-Session-Id: {}\r\n",
-        ask.path, ask.host, ask.session_id
+        "GET {} HTTP/1.1\r\nHost: {}\r\nX-Session-Id: {}\r\nUser-Agent: vodkit-load/{} (session {})\r\n",
+        ask.path,
+        ask.host,
+        ask.session_id,
+        env!("CARGO_PKG_VERSION"),
+        ask.session_id
     );
     if let Some(range) = ask.range {
         let _ = write!(head, "Range: {}\r\n", range.header_value());
@@ -503,6 +507,9 @@ mod tests {
         assert!(text.starts_with("GET /v/a.dat HTTP/1.1\r\n"));
         assert!(text.contains("Range: bytes=10-\r\n"));
         assert!(text.contains("X-Session-Id: 3\r\n"));
+        // A user agent per session: combined logs key sessions by address + user agent.
+        assert!(text.contains("User-Agent: vodkit-load/"), "{text}");
+        assert!(text.contains("(session 3)\r\n"), "{text}");
         assert!(text.ends_with("\r\n\r\n"));
     }
 

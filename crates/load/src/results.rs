@@ -19,6 +19,9 @@ pub struct Results {
     /// Stalls: content that arrived after it was due (playout model).
     pub missed_deadlines: u64,
     pub latency_ms: LatencyStats,
+    /// Whether the load generator kept its schedule.
+    #[serde(default)]
+    pub schedule: ScheduleStats,
     pub timeseries: Vec<Sample>,
     pub qos: Qos,
     pub connections: ConnStats,
@@ -53,6 +56,15 @@ pub struct RunInfo {
     /// Sessions already playing when the run started (warm start); not judged.
     #[serde(default)]
     pub sessions_prefilled: u64,
+    /// `I/N` when this is one shard of a sharded run (`--shard`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard: Option<crate::shard::Shard>,
+    /// The agreed wall-clock start (`--start-at`), Unix seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_at_unix: Option<f64>,
+    /// Percentiles asked for with `--percentiles` (latencies carry them in `chosen`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub percentiles: Vec<f64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -97,6 +109,30 @@ pub struct LatencyStats {
     /// Request start to the end of a `503` refusal.
     #[serde(default)]
     pub refusal: Percentiles,
+    /// From the request's *intended* send time (its session's scheduled arrival plus the
+    /// pacing before it) to the last body byte: a request held back by a slow earlier
+    /// response, or by a load generator that fell behind, is charged for the wait
+    /// (coordinated omission, as wrk2 corrects it). Adaptive-player requests have no
+    /// schedule; theirs equals `ttlb`.
+    #[serde(default)]
+    pub ttlb_intended: Percentiles,
+}
+
+/// A request or session start more than this late counts as late (seconds).
+pub const LATE_S: f64 = 0.05;
+
+/// Did the load generator keep its schedule? (Tsung's "phase duration exceeded", wrk2's
+/// coordinated omission.)
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ScheduleStats {
+    /// Sessions whose first request went out more than [`LATE_S`] after their scheduled
+    /// arrival: the generator could not start them on time (all sessions of the run).
+    pub late_sessions: u64,
+    /// First request's send time minus the session's scheduled arrival.
+    pub session_lag_ms: Percentiles,
+    /// Steady requests sent more than [`LATE_S`] after their intended time, for any
+    /// reason (usually a slow earlier response on the same connection).
+    pub late_requests: u64,
 }
 
 /// One second of the run.
@@ -232,6 +268,27 @@ fn ratio(a: f64, b: f64) -> f64 {
     }
 }
 
+/// Each request's intended send time (seconds into the run): the session's scheduled
+/// arrival plus the pacing of the requests before it. Players pick requests as they play,
+/// so theirs are sent when intended.
+fn intended_times(s: &SessionRecord) -> Vec<f64> {
+    if s.player.is_some() {
+        return s.requests.iter().map(|r| r.started).collect();
+    }
+    let mut t = s.arrival;
+    s.session
+        .requests
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            if i > 0 {
+                t += r.pacing_s;
+            }
+            t
+        })
+        .collect()
+}
+
 /// Steady-state membership of every request, by session and request index.
 fn steady_requests(config: &LoadConfig, sessions: &[SessionRecord]) -> (Vec<bool>, Vec<Vec<bool>>) {
     let n = sessions.len() as u64;
@@ -288,6 +345,9 @@ impl Results {
         let mut requests = RequestStats::default();
         let mut ttfb = Hist::new();
         let mut ttlb = Hist::new();
+        let mut intended = Hist::new();
+        let mut schedule = ScheduleStats::default();
+        let mut lag = Hist::new();
         let mut refusal = Hist::new();
         let (mut w0, mut w1, mut done_bytes) = (f64::INFINITY, f64::NEG_INFINITY, 0u64);
         let mut conns = ConnStats::default();
@@ -299,10 +359,18 @@ impl Results {
             if session_steady[si] {
                 requests.skipped += u64::from(s.skipped);
             }
+            let due = intended_times(s);
+            if let Some(first) = s.requests.first() {
+                let l = (first.started - s.arrival).max(0.0);
+                lag.record_s(l);
+                schedule.late_sessions += u64::from(l > LATE_S);
+            }
             for (ri, r) in s.requests.iter().enumerate() {
                 if !steady[si][ri] {
                     continue;
                 }
+                let due = due.get(r.index as usize).copied().unwrap_or(r.started);
+                schedule.late_requests += u64::from(r.started - due > LATE_S);
                 requests.bytes += r.bytes;
                 match &r.failure {
                     Some(f) if f.reason == FailureReason::Timeout => requests.timed_out += 1,
@@ -317,6 +385,7 @@ impl Results {
                     requests.completed += 1;
                     done_bytes += r.bytes;
                     ttlb.record_s(d);
+                    intended.record_s(r.started + d - due.min(r.started));
                     if let Some(f) = r.ttfb {
                         ttfb.record_s(f);
                     }
@@ -404,7 +473,9 @@ impl Results {
                 ramp_down_sessions: config.ramp.down_sessions,
                 ramp_up_requests: config.ramp.up_requests,
                 ramp_down_requests: config.ramp.down_requests,
-                sessions_scheduled: config.schedule().len() as u64,
+                sessions_scheduled: (0..config.schedule().len())
+                    .filter(|&i| config.shard.is_none_or(|s| s.owns(i)))
+                    .count() as u64,
                 sessions_started: sessions.len() as u64,
                 requests_sent: sent,
                 elapsed_s,
@@ -415,6 +486,9 @@ impl Results {
                     .warm_start
                     .horizon(&config.sessions[..config.schedule().len()]),
                 sessions_prefilled: sessions.iter().filter(|s| s.prefilled).count() as u64,
+                percentiles: config.percentiles.clone(),
+                shard: config.shard,
+                start_at_unix: config.start_at.map(crate::shard::unix_seconds),
             },
             requests,
             sessions: stats,
@@ -424,6 +498,11 @@ impl Results {
                 ttfb: ttfb.percentiles(),
                 ttlb: ttlb.percentiles(),
                 refusal: refusal.percentiles(),
+                ttlb_intended: intended.percentiles(),
+            },
+            schedule: ScheduleStats {
+                session_lag_ms: lag.percentiles(),
+                ..schedule
             },
             timeseries,
             qos: q,
@@ -431,6 +510,24 @@ impl Results {
         };
         results.refresh_fractions();
         results
+    }
+
+    /// Fill the `chosen` percentiles of the latency distributions from `run.percentiles`.
+    fn choose_percentiles(&mut self) {
+        let list = self.run.percentiles.clone();
+        if list.is_empty() {
+            return;
+        }
+        let l = &mut self.latency_ms;
+        for p in [
+            &mut l.ttfb,
+            &mut l.ttlb,
+            &mut l.ttlb_intended,
+            &mut l.refusal,
+            &mut self.schedule.session_lag_ms,
+        ] {
+            p.choose(&list);
+        }
     }
 
     fn refresh_fractions(&mut self) {
@@ -441,6 +538,7 @@ impl Results {
         q.rebuffer_ratio = ratio(q.rebuffer_s, q.play_s);
         q.acceptable_sessions_fraction = ratio(q.acceptable_sessions as f64, q.sessions as f64);
         q.note = q.caveat();
+        self.choose_percentiles();
     }
 
     /// Merge results of load hosts that ran at the same time against the same server:
@@ -449,13 +547,31 @@ impl Results {
         let Some(first) = parts.first() else {
             return Err("nothing to merge".into());
         };
+        let identity = |r: &Results| {
+            format!(
+                "target {}, {}, {} sessions/s, start {}",
+                r.run.target,
+                r.run.source,
+                r.run.rate,
+                r.run
+                    .start_at_unix
+                    .map_or("unset".to_string(), |t| format!("{t}"))
+            )
+        };
+        let shards: Vec<_> = parts.iter().map(|p| (p.run.shard, identity(p))).collect();
+        crate::shard::check_complete(&shards)?;
+        let sharded = first.run.shard.is_some();
         let mut out = first.clone();
+        // The merged file is the whole run, not a shard.
+        out.run.shard = None;
         let mut hists = [
             first.latency_ms.ttfb.hist()?,
             first.latency_ms.ttlb.hist()?,
             first.qos.startup_delay_ms.hist()?,
             first.qos.late_jitter_ms.hist()?,
             first.latency_ms.refusal.hist()?,
+            first.latency_ms.ttlb_intended.hist()?,
+            first.schedule.session_lag_ms.hist()?,
         ];
         let mut abr_startup = match &first.qos.abr {
             Some(a) => a.startup_ms.hist()?,
@@ -468,10 +584,15 @@ impl Results {
             out.run.sessions_started += p.run.sessions_started;
             out.run.requests_sent += p.run.requests_sent;
             out.run.warmup_requests += p.run.warmup_requests;
+            out.schedule.late_sessions += p.schedule.late_sessions;
+            out.schedule.late_requests += p.schedule.late_requests;
             out.run.sessions_prefilled += p.run.sessions_prefilled;
             out.run.warm_start_s = out.run.warm_start_s.max(p.run.warm_start_s);
             out.run.elapsed_s = out.run.elapsed_s.max(p.run.elapsed_s);
-            out.run.rate += p.run.rate;
+            // Shards each ran the whole schedule's rate; independent hosts add theirs.
+            if !sharded {
+                out.run.rate += p.run.rate;
+            }
             out.run.steady_window_s = [
                 out.run.steady_window_s[0].min(p.run.steady_window_s[0]),
                 out.run.steady_window_s[1].max(p.run.steady_window_s[1]),
@@ -538,12 +659,16 @@ impl Results {
                 &p.qos.startup_delay_ms,
                 &p.qos.late_jitter_ms,
                 &p.latency_ms.refusal,
+                &p.latency_ms.ttlb_intended,
+                &p.schedule.session_lag_ms,
             ];
             for (h, t) in hists.iter_mut().zip(theirs) {
                 h.add(&t.hist().map_err(ctx)?);
             }
         }
-        let [ttfb, ttlb, startup, late, refusal] = hists;
+        let [ttfb, ttlb, startup, late, refusal, intended, lag] = hists;
+        out.latency_ms.ttlb_intended = intended.percentiles();
+        out.schedule.session_lag_ms = lag.percentiles();
         out.latency_ms.refusal = refusal.percentiles();
         out.latency_ms.ttfb = ttfb.percentiles();
         out.latency_ms.ttlb = ttlb.percentiles();
@@ -571,10 +696,19 @@ impl Results {
                 .join(", ")
         };
         let lat = |p: &Percentiles| {
-            format!(
-                "p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1} ms",
-                p.p50, p.p90, p.p99, p.p99_9, p.max
-            )
+            if p.chosen.is_empty() {
+                format!(
+                    "p50 {:.1}  p90 {:.1}  p99 {:.1}  p99.9 {:.1}  max {:.1} ms",
+                    p.p50, p.p90, p.p99, p.p99_9, p.max
+                )
+            } else {
+                let parts: Vec<String> = p
+                    .chosen
+                    .iter()
+                    .map(|[q, ms]| format!("p{q} {ms:.1}"))
+                    .collect();
+                format!("{}  max {:.1} ms", parts.join("  "), p.max)
+            }
         };
         let mut out = String::new();
         out += &format!(
@@ -622,6 +756,22 @@ impl Results {
         out += &format!("first byte {}\n", lat(&self.latency_ms.ttfb));
         out += &format!("last byte  {}\n", lat(&self.latency_ms.ttlb));
         out += &format!(
+            "intended   {}  (from the intended send time; {} steady requests sent late)\n",
+            lat(&self.latency_ms.ttlb_intended),
+            self.schedule.late_requests
+        );
+        if self.schedule.late_sessions > 0 {
+            let l = &self.schedule.session_lag_ms;
+            out += &format!(
+                "warning    the load generator started {} of {} sessions more than {:.0} ms late (p99 {:.0} ms, max {:.0} ms): it could not keep the schedule; judge latency by the `intended` line\n",
+                self.schedule.late_sessions,
+                l.count,
+                LATE_S * 1000.0,
+                l.p99,
+                l.max
+            );
+        }
+        out += &format!(
             "qos        startup ({:.1} s buffered) p50 {:.1} ms p90 {:.1} ms p99 {:.1} ms  rebuffers {} (ratio {:.4})  failures startup {} in-play {}  acceptable {:.1}% of {}\n",
             q.startup_buffer_s,
             q.startup_delay_ms.p50,
@@ -657,6 +807,7 @@ pub fn write_csv<W: std::io::Write>(out: W, sessions: &[SessionRecord]) -> std::
         "path",
         "range",
         "started_s",
+        "intended_s",
         "ttfb_ms",
         "ttlb_ms",
         "bytes",
@@ -666,6 +817,7 @@ pub fn write_csv<W: std::io::Write>(out: W, sessions: &[SessionRecord]) -> std::
     ])?;
     let ms = |v: Option<f64>| v.map(|s| format!("{:.3}", s * 1000.0)).unwrap_or_default();
     for s in sessions {
+        let due = intended_times(s);
         for r in &s.requests {
             let planned = &s.session.requests[r.index as usize];
             let (outcome, detail) = match &r.failure {
@@ -682,6 +834,10 @@ pub fn write_csv<W: std::io::Write>(out: W, sessions: &[SessionRecord]) -> std::
                 planned.path.clone(),
                 planned.range.map(|g| g.header_value()).unwrap_or_default(),
                 format!("{:.6}", r.started),
+                format!(
+                    "{:.6}",
+                    due.get(r.index as usize).copied().unwrap_or(r.started)
+                ),
                 ms(r.ttfb),
                 ms(r.ttlb),
                 r.bytes.to_string(),

@@ -152,7 +152,10 @@ mod tests {
     #[test]
     fn auto_horizon_is_the_longest_nominal_session() {
         // Pacing of the first request is ignored: it is due at arrival.
-        let s = [session(&[9.0, 4.0, 4.0]), session(&[0.0, 0.0, 4.0, 4.0, 4.0])];
+        let s = [
+            session(&[9.0, 4.0, 4.0]),
+            session(&[0.0, 0.0, 4.0, 4.0, 4.0]),
+        ];
         assert_eq!(nominal_length(&s[0]), 8.0);
         assert_eq!(WarmStart::Auto.horizon(&s), 12.0);
         assert_eq!(WarmStart::Off.horizon(&s), 0.0);

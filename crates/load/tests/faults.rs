@@ -353,3 +353,48 @@ fn a_503_refusal_is_counted_apart_from_failures() {
     }
     assert!(run.results.summary().contains("refused 3"));
 }
+
+#[test]
+fn latency_from_the_intended_send_time_charges_a_slow_response_to_the_ones_behind_it() {
+    // The first response of each connection takes 0.8 s; the rest are immediate.
+    let target = serve(|n| {
+        if n == 0 {
+            std::thread::sleep(Duration::from_millis(800));
+        }
+        (ok_response(10), Action::KeepOpen)
+    });
+    // Three requests on one connection, due 0.1 s apart: the second and third wait ~0.7 s
+    // behind the first although the server answers them at once.
+    let paced = |p: f64| Request {
+        pacing_s: p,
+        ..req(5.0)
+    };
+    let sessions = vec![session(1, vec![paced(0.0), paced(0.1), paced(0.1)])];
+    let run = run(target, sessions, |c| c.percentiles = vec![50.0, 95.0]);
+    let r = &run.results;
+    assert_eq!(r.requests.completed, 3, "{}", r.summary());
+    let (ttlb, intended) = (&r.latency_ms.ttlb, &r.latency_ms.ttlb_intended);
+    assert_eq!(intended.count, 3);
+    // Measured from the actual send: one slow request, two fast ones.
+    assert!(ttlb.p50 < 100.0, "ttlb p50 {}", ttlb.p50);
+    // Measured from the intended send: all three are slow.
+    assert!(
+        intended.p50 > 600.0 && intended.p50 < 1000.0,
+        "intended p50 {}",
+        intended.p50
+    );
+    assert!(intended.max >= ttlb.max);
+    assert_eq!(r.schedule.late_requests, 2);
+    // The session itself started on time: no warning about the generator.
+    assert_eq!(r.schedule.late_sessions, 0);
+    assert!(!r.summary().contains("could not keep the schedule"));
+    // --percentiles: the chosen ones are stored and printed.
+    assert_eq!(intended.chosen.len(), 2);
+    assert_eq!(intended.chosen[1][0], 95.0);
+    assert!(r.summary().contains("p95 "), "{}", r.summary());
+    // Merging keeps the corrected distribution and the chosen percentiles.
+    let merged = vodkit_load::Results::merge(&[r.clone(), r.clone()]).unwrap();
+    assert_eq!(merged.latency_ms.ttlb_intended.count, 6);
+    assert_eq!(merged.schedule.late_requests, 4);
+    assert_eq!(merged.latency_ms.ttlb_intended.chosen.len(), 2);
+}

@@ -375,10 +375,20 @@ fn a_warm_start_begins_with_sessions_already_playing() {
     assert_eq!(prefilled, 8, "{}", warm.summary());
     // Prefilled sessions are not judged, but their requests are counted.
     assert_eq!(warm.sessions.started, 30 - prefilled);
-    assert_eq!(warm.sessions.completed, 30 - prefilled, "{}", warm.summary());
+    assert_eq!(
+        warm.sessions.completed,
+        30 - prefilled,
+        "{}",
+        warm.summary()
+    );
     assert!(warm.requests.completed > 4 * (30 - prefilled));
     assert!(warm.requests.completed < 120);
     assert_eq!(warm.requests.errors, Default::default());
     // A warm run is shorter: the schedule lost its first 0.9 s.
-    assert!(warm.run.elapsed_s < cold.run.elapsed_s, "{} vs {}", warm.run.elapsed_s, cold.run.elapsed_s);
+    assert!(
+        warm.run.elapsed_s < cold.run.elapsed_s,
+        "{} vs {}",
+        warm.run.elapsed_s,
+        cold.run.elapsed_s
+    );
 }

@@ -30,6 +30,10 @@ pub struct PeerSetup<'a> {
     /// nginx only: directives added to the `server` block (e.g. the preload daemon's
     /// admission recipe, `vodkit_preload::daemon::admit::nginx_directives`).
     pub server_extra: Option<&'a str>,
+    /// nginx only: the access log's `log_format` (default: the trace format,
+    /// [`crate::nginx::ACCESS_LOG_FORMAT`]), e.g. `combined` plus `$request_time` and
+    /// `"$http_range"` to test log readers against a real server.
+    pub log_format: Option<&'a str>,
 }
 
 impl<'a> PeerSetup<'a> {
@@ -42,6 +46,7 @@ impl<'a> PeerSetup<'a> {
             workers,
             aio_threads: None,
             server_extra: None,
+            log_format: None,
         }
     }
 }
@@ -175,6 +180,7 @@ fn start_nginx_with(
         workers: setup.workers,
         aio_threads: setup.aio_threads,
         server_extra: setup.server_extra.unwrap_or_default().to_string(),
+        log_format: setup.log_format.map(str::to_string),
         as_root: is_root(),
         nofile: nginx::nofile_target(),
         tls: tls.cloned(),

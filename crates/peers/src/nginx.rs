@@ -23,6 +23,8 @@ pub struct NginxSetup {
     pub aio_threads: Option<usize>,
     /// Directives added to the `server` block, before its `location /`.
     pub server_extra: String,
+    /// The access log's format (`None`: [`ACCESS_LOG_FORMAT`]).
+    pub log_format: Option<String>,
     /// Run workers as root (only when the runner itself is root, so they can read any file set).
     pub as_root: bool,
     /// Open-file limit to ask for (None: keep the inherited one, e.g. when it cannot be raised).
@@ -126,7 +128,7 @@ http {{\n\
         fastcgi = d("fastcgi_temp"),
         uwsgi = d("uwsgi_temp"),
         scgi = d("scgi_temp"),
-        format = ACCESS_LOG_FORMAT,
+        format = setup.log_format.as_deref().unwrap_or(ACCESS_LOG_FORMAT),
         access = quoted(&setup.access_log()),
         port = setup.port,
         ssl = if setup.tls.is_some() { " ssl" } else { "" },
@@ -160,6 +162,7 @@ mod tests {
             workers: 2,
             aio_threads: None,
             server_extra: String::new(),
+            log_format: None,
             as_root: false,
             nofile: Some(65536),
             tls: None,

@@ -11,6 +11,7 @@ pub mod chain;
 pub mod chainstats;
 pub mod files;
 pub mod fit;
+pub mod fromlog;
 pub mod output;
 pub mod phase;
 pub mod read;

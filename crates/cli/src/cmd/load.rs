@@ -4,7 +4,7 @@
 use super::usage;
 use anyhow::Context;
 use clap::Subcommand;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 use vodkit_load::{input, CancellationToken, LinkMode, LoadConfig, Results, Target};
 use vodkit_workload::dir::{read_meta, read_warmup};
@@ -28,7 +28,8 @@ enum LoadCommand {
 
 #[derive(clap::Args)]
 struct MergeArgs {
-    /// results.json files to merge.
+    /// results.json files to merge; a directory stands for its `*.json` files (except
+    /// the `--out` file), e.g. the results volume of a sharded run.
     #[arg(required = true)]
     inputs: Vec<PathBuf>,
     /// Write the merged results here instead of printing a summary.
@@ -110,6 +111,19 @@ struct RunArgs {
     /// it but are not judged as sessions). `off` (default), `auto` or seconds.
     #[arg(long, default_value = "off", value_parser = vodkit_load::WarmStart::parse, value_name = "off|auto|SECONDS")]
     warm_start: vodkit_load::WarmStart,
+    /// Latency percentiles to print and store (e.g. `50,90,95,99,99.9`), from the
+    /// HdrHistograms in results.json; default p50/p90/p99/p99.9/max.
+    #[arg(long, value_parser = parse_percentile_list, value_name = "LIST")]
+    percentiles: Option<PercentileList>,
+    /// Run shard I of N (0-based): the sessions at positions I, I+N, I+2N… of the log, at
+    /// the times the whole run would start them. Merge the shards' results with
+    /// `vodkit load merge`. See docs/load.md "Sharded runs".
+    #[arg(long, value_parser = vodkit_load::Shard::parse, value_name = "I/N")]
+    shard: Option<vodkit_load::Shard>,
+    /// Start the run's clock at this wall time (RFC 3339 or Unix seconds), after warm-up,
+    /// so that shards on several hosts begin together.
+    #[arg(long, value_parser = vodkit_load::shard::parse_start_at, value_name = "TIME")]
+    start_at: Option<std::time::SystemTime>,
     /// Content the modelled player buffers before playback starts and after a stall (QoS),
     /// e.g. `2s` (default: workload.json's `startup_buffer_s`, else 2 s).
     #[arg(long, value_parser = humantime::parse_duration)]
@@ -233,6 +247,9 @@ fn run_load(a: RunArgs) -> anyhow::Result<()> {
     config.stop_on_interrupt = true;
     config.link_mode = a.link;
     config.warm_start = a.warm_start;
+    config.percentiles = a.percentiles.clone().map(|p| p.0).unwrap_or_default();
+    config.shard = a.shard;
+    config.start_at = a.start_at;
     if let Some(protocol) = a.player {
         let mut p = vodkit_load::player::PlayerConfig::new(protocol);
         p.rule = a.abr;
@@ -270,9 +287,42 @@ fn write_json(path: &PathBuf, results: &Results) -> anyhow::Result<()> {
     std::fs::write(path, text + "\n").with_context(|| format!("cannot write {}", path.display()))
 }
 
+/// The merge inputs with directories replaced by their `*.json` files, in name order.
+fn merge_inputs(m: &MergeArgs) -> anyhow::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for p in &m.inputs {
+        if !p.is_dir() {
+            files.push(p.clone());
+            continue;
+        }
+        let entries = std::fs::read_dir(p).map_err(|e| usage(format!("{}: {e}", p.display())))?;
+        let mut found: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|f| f.extension().is_some_and(|x| x == "json") && f.is_file())
+            .filter(|f| m.out.as_ref().is_none_or(|o| !same_file(o, f)))
+            .collect();
+        if found.is_empty() {
+            return Err(usage(format!(
+                "{}: no *.json results in this directory",
+                p.display()
+            )));
+        }
+        found.sort();
+        files.extend(found);
+    }
+    Ok(files)
+}
+
+fn same_file(a: &Path, b: &Path) -> bool {
+    match (a.canonicalize(), b.canonicalize()) {
+        (Ok(a), Ok(b)) => a == b,
+        _ => a == b,
+    }
+}
+
 fn merge(m: MergeArgs) -> anyhow::Result<()> {
     let mut parts = Vec::new();
-    for p in &m.inputs {
+    for p in &merge_inputs(&m)? {
         let text =
             std::fs::read_to_string(p).map_err(|e| usage(format!("{}: {e}", p.display())))?;
         let r: Results = serde_json::from_str(&text).map_err(|e| {
@@ -294,4 +344,12 @@ fn merge(m: MergeArgs) -> anyhow::Result<()> {
         print!("{}", merged.summary());
     }
     Ok(())
+}
+
+/// `--percentiles` as one value (clap would otherwise take a `Vec` as repeated values).
+#[derive(Clone, Debug)]
+struct PercentileList(Vec<f64>);
+
+fn parse_percentile_list(text: &str) -> Result<PercentileList, String> {
+    vodkit_load::hist::parse_percentiles(text).map(PercentileList)
 }

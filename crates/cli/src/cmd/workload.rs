@@ -30,6 +30,35 @@ enum WorkloadCommand {
     Import(ImportArgs),
     /// Synthesize a Netflix-style access log and its ground truth (no server needed).
     SynthLog(super::synth::Args),
+    /// Rebuild viewing sessions from a server access log (combined, common, JSON, nginx,
+    /// vodkit or Netflix CSV) into sessions.jsonl + catalog.json + summary.json.
+    FromLog(FromLogArgs),
+}
+
+#[derive(clap::Args)]
+struct FromLogArgs {
+    /// The access log to read.
+    #[arg(long)]
+    log: PathBuf,
+    /// Its format (default: detected from the first line).
+    #[arg(long, default_value = "auto")]
+    format: vodkit_trace::LogFormat,
+    /// Workload directory to write.
+    #[arg(long)]
+    out: PathBuf,
+    /// A client silent this long on a file starts a new session there.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    idle: std::time::Duration,
+    /// Bit rate assumed for the catalog's title durations (the log does not say).
+    #[arg(long, default_value_t = 1000)]
+    bitrate_kbps: u32,
+    /// Keep file paths as logged (default: replaced by a keyed hash).
+    #[arg(long)]
+    keep_identities: bool,
+    /// Key of the path hash, so that two runs name files alike (default: a random key
+    /// that is not kept).
+    #[arg(long, conflicts_with = "keep_identities")]
+    key: Option<String>,
 }
 
 #[derive(clap::Args)]
@@ -95,6 +124,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         WorkloadCommand::Export(a) => export(a),
         WorkloadCommand::Import(a) => import(a),
         WorkloadCommand::SynthLog(a) => super::synth::run(a),
+        WorkloadCommand::FromLog(a) => from_log(a),
     }
 }
 
@@ -175,5 +205,68 @@ fn export(a: ExportArgs) -> anyhow::Result<()> {
 fn import(a: ImportArgs) -> anyhow::Result<()> {
     let n = exchange::import(&a.file, a.format, &a.out).map_err(exchange_err)?;
     println!("imported {n} sessions into {}", a.out.display());
+    Ok(())
+}
+
+fn from_log(a: FromLogArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let file =
+        std::fs::File::open(&a.log).map_err(|e| usage(format!("{}: {e}", a.log.display())))?;
+    let mut rebuilder = vodkit_trace::fromlog::SessionRebuilder::default();
+    let read = vodkit_trace::read::read_log(std::io::BufReader::new(file), a.format, |r| {
+        rebuilder.add(r)
+    })
+    .map_err(|e| anyhow::anyhow!("reading {}: {e}", a.log.display()))?;
+    if read.requests == 0 {
+        return Err(usage(format!(
+            "{}: no request could be read ({})",
+            a.log.display(),
+            read.describe()
+        )));
+    }
+    let opt = vodkit_trace::fromlog::FromLogOptions {
+        idle_s: a.idle.as_secs_f64(),
+        bitrate_kbps: a.bitrate_kbps.max(1),
+        keep_identities: a.keep_identities,
+        key: a.key.map(String::into_bytes),
+        ..Default::default()
+    };
+    let rebuilt = rebuilder.finish(&opt).map_err(|e| anyhow::anyhow!(e))?;
+    let dir = vodkit_workload::WorkloadDir::new(&a.out);
+    let write = |what: &str, r: std::io::Result<()>| {
+        r.map_err(|e| anyhow::anyhow!("writing {what} in {}: {e}", a.out.display()))
+    };
+    std::fs::create_dir_all(&a.out)
+        .map_err(|e| anyhow::anyhow!("creating {}: {e}", a.out.display()))?;
+    write("catalog.json", dir.write_catalog(&rebuilt.catalog))?;
+    write("sessions.jsonl", dir.write_sessions(&rebuilt.sessions))?;
+    let summary = serde_json::json!({ "from_log": rebuilt.summary, "read": read });
+    write(
+        "summary.json",
+        std::fs::write(
+            a.out.join("summary.json"),
+            serde_json::to_string_pretty(&summary)? + "\n",
+        ),
+    )?;
+    let s = &rebuilt.summary;
+    let secs = started.elapsed().as_secs_f64();
+    println!(
+        "{}: {} requests -> {} sessions over {} files in {:.2} s ({:.0} requests/s); {}",
+        a.log.display(),
+        s.requests,
+        s.sessions,
+        s.files,
+        secs,
+        s.requests as f64 / secs.max(1e-9),
+        read.describe()
+    );
+    println!(
+        "the log's session rate: {:.3}/s over {:.0} s (replay it with vodkit load --rate {:.3}); identities {}",
+        s.log_session_rate, s.log_span_s, s.log_session_rate, s.identities
+    );
+    println!(
+        "next: vodkit fileset create --workload {0} --root ROOT; vodkit load --sessions {0}/sessions.jsonl",
+        a.out.display()
+    );
     Ok(())
 }

@@ -1,0 +1,440 @@
+//! Production logs in, sessions out (`vodkit workload from-log`): rebuild viewing
+//! sessions from an access log, in the form `vodkit load` replays and `vodkit fileset
+//! create` builds a stand-in file set for.
+//!
+//! A viewing session is the requests of one client (address + user agent, as `vodkit
+//! trace` keys them) for one file, split where the client was silent for longer than the
+//! idle limit (the thesis's inactivity rule, 5.1). Each becomes a [`Session`]: its requests
+//! in the order the server received them, with their byte ranges (the logged `Range`, or
+//! the bytes sent for an open-ended read), `pacing_s` = the start-to-start gap the log shows,
+//! and a timeout of the gap to the client's next request (it was evidently satisfied by
+//! then), at least [`MIN_TIMEOUT_S`]. Sessions are ordered by arrival and their `gap`s are
+//! inter-arrival times scaled to mean 1, so `vodkit load --rate R` replays them as a Poisson
+//! process at any rate; the log's own rate is in the summary (replay at it to reproduce the
+//! log's load).
+//!
+//! Every file becomes a title with one unchunked rendition whose size is the highest byte
+//! any request reached; its duration is taken from a nominal bit rate (the log does not
+//! say). Unless identities are kept, paths are replaced by a keyed hash (HMAC-SHA-256 via
+//! `ring`), so a file set and session list built from a production log name no title;
+//! client addresses never leave the reader.
+
+use std::collections::HashMap;
+
+use serde::Serialize;
+use vodkit_workload::model::{
+    ByteRange, Catalog, FileRef, Layout, Media, Rendition, Request, Session, Title,
+};
+
+use crate::record::{LogRequest, RequestKind};
+
+/// Shortest timeout given to a rebuilt request.
+pub const MIN_TIMEOUT_S: f64 = 5.0;
+
+/// How sessions are rebuilt.
+#[derive(Clone, Debug)]
+pub struct FromLogOptions {
+    /// A client silent for longer than this on a file starts a new session there.
+    pub idle_s: f64,
+    /// Bit rate assumed for catalog durations.
+    pub bitrate_kbps: u32,
+    /// Keep paths as logged instead of hashing them.
+    pub keep_identities: bool,
+    /// Key of the path hash; `None`: a random key that is not kept.
+    pub key: Option<Vec<u8>>,
+    /// Client class name written into every session.
+    pub class: String,
+}
+
+impl Default for FromLogOptions {
+    fn default() -> Self {
+        FromLogOptions {
+            idle_s: 60.0,
+            bitrate_kbps: 1000,
+            keep_identities: false,
+            key: None,
+            class: "default".into(),
+        }
+    }
+}
+
+/// One logged request, owned.
+#[derive(Clone, Debug)]
+struct Seen {
+    recv_s: f64,
+    done_s: f64,
+    offset: u64,
+    extent: u64,
+    kind: RequestKind,
+    bytes_sent: u64,
+}
+
+/// Collects a log's requests and rebuilds sessions from them.
+#[derive(Default)]
+pub struct SessionRebuilder {
+    /// Requests by (client, file).
+    by_viewer: HashMap<(String, String), Vec<Seen>>,
+}
+
+/// What came out, with the figures a user checks.
+#[derive(Clone, Debug, Serialize)]
+pub struct FromLogSummary {
+    pub requests: u64,
+    pub sessions: u64,
+    pub files: u64,
+    /// Sessions per second in the log (first to last arrival).
+    pub log_session_rate: f64,
+    pub log_span_s: f64,
+    pub idle_s: f64,
+    pub bitrate_kbps: u32,
+    /// `kept`, `hashed (key given)` or `hashed (random key, not kept)`.
+    pub identities: String,
+}
+
+/// The rebuilt workload.
+pub struct Rebuilt {
+    pub sessions: Vec<Session>,
+    pub catalog: Catalog,
+    pub summary: FromLogSummary,
+}
+
+impl SessionRebuilder {
+    pub fn add(&mut self, r: &LogRequest<'_>) {
+        self.by_viewer
+            .entry((r.session.to_string(), r.file.to_string()))
+            .or_default()
+            .push(Seen {
+                recv_s: r.recv_s(),
+                done_s: r.done_s,
+                offset: r.offset,
+                extent: r.extent,
+                kind: r.kind,
+                bytes_sent: r.bytes_sent,
+            });
+    }
+
+    /// Split, order and name everything (deterministic for a given log and key).
+    pub fn finish(self, opt: &FromLogOptions) -> Result<Rebuilt, String> {
+        let namer = Namer::new(opt)?;
+        // Files: highest byte reached and request count, in name order.
+        let mut files: HashMap<String, (u64, u64)> = HashMap::new();
+        let mut viewers: Vec<((String, String), Vec<Seen>)> = self.by_viewer.into_iter().collect();
+        viewers.sort_by(|a, b| a.0.cmp(&b.0));
+        // Split each viewer's requests at idle gaps.
+        let mut built: Vec<(f64, String, Vec<Seen>)> = Vec::new();
+        let mut requests = 0u64;
+        for ((_, file), mut seen) in viewers {
+            seen.sort_by(|a, b| a.recv_s.total_cmp(&b.recv_s));
+            let mut current: Vec<Seen> = Vec::new();
+            let mut last_done = f64::NEG_INFINITY;
+            for s in seen {
+                requests += 1;
+                let f = files.entry(file.clone()).or_default();
+                f.0 = f.0.max(s.offset + s.extent.max(s.bytes_sent));
+                f.1 += 1;
+                if !current.is_empty() && s.recv_s - last_done > opt.idle_s {
+                    let start = current[0].recv_s;
+                    built.push((start, file.clone(), std::mem::take(&mut current)));
+                }
+                last_done = last_done.max(s.done_s);
+                current.push(s);
+            }
+            if !current.is_empty() {
+                built.push((current[0].recv_s, file.clone(), current));
+            }
+        }
+        built.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        let span = match (built.first(), built.last()) {
+            (Some(a), Some(b)) => b.0 - a.0,
+            _ => 0.0,
+        };
+        let n = built.len();
+        // Mean inter-arrival over the log; gaps are scaled to mean 1.
+        let mean_gap = if n > 1 { span / (n - 1) as f64 } else { 1.0 };
+        let mean_gap = if mean_gap > 0.0 { mean_gap } else { 1.0 };
+        // Titles: ranked by requests, ids in name order.
+        let mut names: Vec<&String> = files.keys().collect();
+        names.sort();
+        let ids: HashMap<&String, u32> = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (*n, i as u32))
+            .collect();
+        let mut by_count: Vec<&String> = names.clone();
+        by_count.sort_by(|a, b| files[*b].1.cmp(&files[*a].1).then_with(|| a.cmp(b)));
+        let ranks: HashMap<&String, u32> = by_count
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (*n, i as u32 + 1))
+            .collect();
+        let bytes_per_s = f64::from(opt.bitrate_kbps.max(1)) * 1000.0 / 8.0;
+        let titles = names
+            .iter()
+            .map(|name| {
+                let size = files[*name].0.max(1);
+                Title {
+                    id: ids[name],
+                    rank: ranks[name],
+                    duration_s: size as f64 / bytes_per_s,
+                    renditions: vec![Rendition {
+                        bitrate_kbps: opt.bitrate_kbps,
+                        media: Media::Combined,
+                        size_bytes: size,
+                        layout: Layout::Unchunked,
+                        files: vec![FileRef {
+                            path: namer.path(name),
+                            size_bytes: size,
+                        }],
+                    }],
+                }
+            })
+            .collect();
+        let mut prev = built.first().map_or(0.0, |b| b.0);
+        let sessions = built
+            .into_iter()
+            .enumerate()
+            .map(|(i, (start, file, seen))| {
+                let gap = if i == 0 {
+                    1.0
+                } else {
+                    (start - prev) / mean_gap
+                };
+                prev = start;
+                let path = format!("/{}", namer.path(&file));
+                let requests = seen
+                    .iter()
+                    .enumerate()
+                    .map(|(j, s)| {
+                        let range = match s.kind {
+                            RequestKind::Chunk => ByteRange::closed(s.offset, s.extent.max(1)),
+                            RequestKind::Open => ByteRange::OpenEnded {
+                                first: s.offset,
+                                read: s.bytes_sent.max(s.extent).max(1),
+                            },
+                        };
+                        let pacing_s = if j == 0 {
+                            0.0
+                        } else {
+                            s.recv_s - seen[j - 1].recv_s
+                        };
+                        let next = seen.get(j + 1).map(|n| n.recv_s - s.recv_s);
+                        let timeout_s = next
+                            .unwrap_or(2.0 * (s.done_s - s.recv_s))
+                            .max(MIN_TIMEOUT_S);
+                        Request {
+                            pacing_s: pacing_s.max(0.0),
+                            ..Request::new(path.clone(), Some(range), timeout_s)
+                        }
+                    })
+                    .collect();
+                Session {
+                    id: i as u64,
+                    gap: gap.max(0.0),
+                    start_s: None,
+                    class: opt.class.clone(),
+                    title: Some(ids[&file]),
+                    bitrate_kbps: Some(opt.bitrate_kbps),
+                    requests,
+                }
+            })
+            .collect::<Vec<_>>();
+        let summary = FromLogSummary {
+            requests,
+            sessions: n as u64,
+            files: files.len() as u64,
+            log_session_rate: if span > 0.0 {
+                (n.max(1) - 1) as f64 / span
+            } else {
+                0.0
+            },
+            log_span_s: span,
+            idle_s: opt.idle_s,
+            bitrate_kbps: opt.bitrate_kbps,
+            identities: namer.describe(),
+        };
+        Ok(Rebuilt {
+            sessions,
+            catalog: Catalog {
+                spec: "from-log".into(),
+                seed: 0,
+                titles,
+            },
+            summary,
+        })
+    }
+}
+
+/// Names files in the output: as logged, or by a keyed hash.
+struct Namer {
+    key: Option<ring::hmac::Key>,
+    random: bool,
+}
+
+impl Namer {
+    fn new(opt: &FromLogOptions) -> Result<Namer, String> {
+        if opt.keep_identities {
+            return Ok(Namer {
+                key: None,
+                random: false,
+            });
+        }
+        let (bytes, random) = match &opt.key {
+            Some(k) => (k.clone(), false),
+            None => {
+                let mut k = vec![0u8; 32];
+                ring::rand::SecureRandom::fill(&ring::rand::SystemRandom::new(), &mut k)
+                    .map_err(|_| "no random key for hashing identities: pass --key".to_string())?;
+                (k, true)
+            }
+        };
+        Ok(Namer {
+            key: Some(ring::hmac::Key::new(ring::hmac::HMAC_SHA256, &bytes)),
+            random,
+        })
+    }
+
+    /// The file's path in the output (relative, no leading slash).
+    fn path(&self, name: &str) -> String {
+        match &self.key {
+            None => name.to_string(),
+            Some(k) => {
+                let tag = ring::hmac::sign(k, name.as_bytes());
+                let hex: String = tag.as_ref()[..12]
+                    .iter()
+                    .map(|b| format!("{b:02x}"))
+                    .collect();
+                format!("f/{hex}")
+            }
+        }
+    }
+
+    fn describe(&self) -> String {
+        match (&self.key, self.random) {
+            (None, _) => "kept".into(),
+            (Some(_), false) => "hashed (key given)".into(),
+            (Some(_), true) => {
+                "hashed (random key, not kept: a second run names files differently)".into()
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::borrow::Cow;
+
+    fn req(
+        client: &str,
+        file: &'static str,
+        recv: f64,
+        offset: u64,
+        len: u64,
+    ) -> (String, LogRequest<'static>) {
+        (
+            client.to_string(),
+            LogRequest {
+                done_s: recv + 0.5,
+                service_s: 0.5,
+                session: Cow::Owned(client.to_string()),
+                file,
+                offset,
+                extent: len,
+                kind: RequestKind::Chunk,
+                bytes_sent: len,
+                conn: None,
+            },
+        )
+    }
+
+    fn rebuild(reqs: &[(String, LogRequest<'static>)], opt: &FromLogOptions) -> Rebuilt {
+        let mut b = SessionRebuilder::default();
+        for (_, r) in reqs {
+            b.add(r);
+        }
+        b.finish(opt).unwrap()
+    }
+
+    #[test]
+    fn sessions_are_split_by_client_file_and_idle_time() {
+        let reqs = vec![
+            req("a", "v1.mp4", 100.0, 0, 1000),
+            req("a", "v1.mp4", 104.0, 1000, 1000),
+            req("b", "v1.mp4", 101.0, 0, 500),
+            // a comes back to v1 after 200 s: a new session.
+            req("a", "v1.mp4", 304.0, 5000, 1000),
+            req("a", "v2.mp4", 102.0, 0, 2000),
+        ];
+        let opt = FromLogOptions {
+            keep_identities: true,
+            ..Default::default()
+        };
+        let r = rebuild(&reqs, &opt);
+        assert_eq!(r.summary.sessions, 4);
+        assert_eq!(r.summary.requests, 5);
+        assert_eq!(r.summary.files, 2);
+        // In arrival order: a/v1 (100), b/v1 (101), a/v2 (102), a/v1 again (304).
+        let starts: Vec<(&str, usize)> = r
+            .sessions
+            .iter()
+            .map(|s| (s.requests[0].path.as_str(), s.requests.len()))
+            .collect();
+        assert_eq!(
+            starts,
+            vec![
+                ("/v1.mp4", 2),
+                ("/v1.mp4", 1),
+                ("/v2.mp4", 1),
+                ("/v1.mp4", 1)
+            ]
+        );
+        let first = &r.sessions[0];
+        assert_eq!(first.requests[1].pacing_s, 4.0);
+        assert_eq!(first.requests[1].range, Some(ByteRange::closed(1000, 1000)));
+        // Timeout: the gap to the next request, at least the minimum.
+        assert_eq!(first.requests[0].timeout_s, MIN_TIMEOUT_S);
+        // Gaps scaled to mean 1 over the log: arrivals 100, 101, 102, 304 (mean gap 68).
+        let gaps: Vec<f64> = r.sessions.iter().map(|s| s.gap).collect();
+        assert!((gaps[1] - 1.0 / 68.0).abs() < 1e-9, "{gaps:?}");
+        assert!((gaps[3] - 202.0 / 68.0).abs() < 1e-9, "{gaps:?}");
+        assert!((r.summary.log_session_rate - 3.0 / 204.0).abs() < 1e-12);
+        // The catalog: v1 reached byte 6000, ranked first (4 requests against 1).
+        let v1 = r
+            .catalog
+            .titles
+            .iter()
+            .find(|t| t.renditions[0].files[0].path == "v1.mp4")
+            .unwrap();
+        assert_eq!(v1.renditions[0].size_bytes, 6000);
+        assert_eq!(v1.rank, 1);
+        assert_eq!(r.summary.identities, "kept");
+    }
+
+    #[test]
+    fn identities_are_hashed_with_the_key_and_deterministic() {
+        let reqs = vec![req("a", "secret/title.mp4", 1.0, 0, 10)];
+        let keyed = |k: &str| FromLogOptions {
+            key: Some(k.as_bytes().to_vec()),
+            ..Default::default()
+        };
+        let a = rebuild(&reqs, &keyed("k1"));
+        let b = rebuild(&reqs, &keyed("k1"));
+        let c = rebuild(&reqs, &keyed("k2"));
+        let path = |r: &Rebuilt| r.sessions[0].requests[0].path.clone();
+        assert_eq!(path(&a), path(&b));
+        assert_ne!(path(&a), path(&c));
+        assert!(!path(&a).contains("secret"));
+        assert!(
+            path(&a).starts_with("/f/") && path(&a).len() == 3 + 24,
+            "{}",
+            path(&a)
+        );
+        assert_eq!(
+            format!("/{}", a.catalog.titles[0].renditions[0].files[0].path),
+            path(&a)
+        );
+        assert_eq!(a.summary.identities, "hashed (key given)");
+        let random = rebuild(&reqs, &FromLogOptions::default());
+        assert!(random.summary.identities.starts_with("hashed (random key"));
+    }
+}
