@@ -166,6 +166,13 @@ pub fn start_nginx_tls(
     start_nginx_with(setup, Some(tls), wrap)
 }
 
+/// `path` made absolute against the working directory: the generated configs are read by
+/// servers that resolve relative paths against their own prefix (nginx `-p`, Apache's
+/// `ServerRoot`), so a relative `--out` would be doubled or misplaced.
+fn absolute(path: &Path) -> PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
 fn start_nginx_with(
     setup: &PeerSetup<'_>,
     tls: Option<&crate::tls::TlsFiles>,
@@ -174,8 +181,8 @@ fn start_nginx_with(
     let program = nginx_program().ok_or(PeerError::Missing("nginx", "nginx"))?;
     let port = free_port().map_err(ProcessError::from)?;
     let cfg = nginx::NginxSetup {
-        root: setup.root.to_path_buf(),
-        run_dir: setup.run_dir.to_path_buf(),
+        root: absolute(setup.root),
+        run_dir: absolute(setup.run_dir),
         port,
         workers: setup.workers,
         aio_threads: setup.aio_threads,
@@ -183,11 +190,15 @@ fn start_nginx_with(
         log_format: setup.log_format.map(str::to_string),
         as_root: is_root(),
         nofile: nginx::nofile_target(),
-        tls: tls.cloned(),
+        tls: tls.map(|t| crate::tls::TlsFiles {
+            cert: absolute(&t.cert),
+            key: absolute(&t.key),
+            ca: absolute(&t.ca),
+        }),
     };
     let mut cmd = Command::new(program);
     cmd.arg("-p")
-        .arg(setup.run_dir)
+        .arg(&cfg.run_dir)
         .arg("-c")
         .arg(cfg.conf_path())
         .args(["-e", "stderr"]);
@@ -226,12 +237,16 @@ fn start_apache_with(
     let program = apache_program().ok_or(PeerError::Missing("apache", "apache2"))?;
     let port = free_port().map_err(ProcessError::from)?;
     let cfg = apache::ApacheSetup {
-        root: setup.root.to_path_buf(),
-        run_dir: setup.run_dir.to_path_buf(),
+        root: absolute(setup.root),
+        run_dir: absolute(setup.run_dir),
         port,
         processes: setup.workers,
         drop_to: is_root().then(|| ("nobody".to_string(), "nogroup".to_string())),
-        tls: tls.cloned(),
+        tls: tls.map(|t| crate::tls::TlsFiles {
+            cert: absolute(&t.cert),
+            key: absolute(&t.key),
+            ca: absolute(&t.ca),
+        }),
     };
     let mut cmd = Command::new(program);
     cmd.arg("-f").arg(cfg.conf_path()).arg("-DFOREGROUND");

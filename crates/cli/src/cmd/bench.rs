@@ -68,8 +68,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         return Err(super::usage("--workload and --out are required"));
     };
     let req = BenchRequest {
-        workload,
-        root: args.root,
+        workload: super::absolute(&workload),
+        root: args.root.as_deref().map(super::absolute),
         suts: vodkit_bench::sut::parse_list(&args.sut).map_err(super::usage)?,
         testbed: args.testbed.clone(),
         memory: args.memory,
@@ -77,7 +77,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         criterion: args.criterion,
         repeat: args.repeat,
         point_duration: args.point_duration,
-        out,
+        out: super::absolute(&out),
         vodkit_exe: std::env::current_exe().ok(),
         progress: !args.quiet,
     };
@@ -149,6 +149,7 @@ fn scenario(name: &str, args: &Args) -> anyhow::Result<()> {
             .out
             .clone()
             .unwrap_or_else(|| PathBuf::from(format!("bench-{name}")));
+        let out = super::absolute(&out);
         let o = vodkit_bench::validate::RunOptions::new(out);
         let quiet = args.quiet;
         let text = vodkit_bench::validate::run_and_report(&o, &mut |line: &str| {
@@ -168,6 +169,7 @@ fn scenario(name: &str, args: &Args) -> anyhow::Result<()> {
         .out
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("bench-{}", s.name)));
+    let out = super::absolute(&out);
     match vodkit_bench::scenario_run::run(&s, &out, std::env::current_exe().ok(), !args.quiet) {
         Ok(table) => {
             print!("{table}");

@@ -15,7 +15,11 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    match vodkit_bench::demo::run(&args.out, std::env::current_exe().ok(), !args.quiet) {
+    match vodkit_bench::demo::run(
+        &super::absolute(&args.out),
+        std::env::current_exe().ok(),
+        !args.quiet,
+    ) {
         Ok(table) => {
             print!("{table}");
             Ok(())

@@ -34,6 +34,12 @@ impl fmt::Display for UsageError {
 impl std::error::Error for UsageError {}
 
 /// Wrap any displayable input error as a usage error.
+/// `path` made absolute against the working directory (paths handed to servers and
+/// child processes that run elsewhere must not depend on our working directory).
+pub fn absolute(path: &std::path::Path) -> std::path::PathBuf {
+    std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
 pub fn usage(e: impl fmt::Display) -> anyhow::Error {
     anyhow::Error::new(UsageError(e.to_string()))
 }
