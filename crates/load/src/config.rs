@@ -344,6 +344,17 @@ impl LoadConfig {
         Ok(())
     }
 
+    /// Whether the session at `position` in the log is this run's (its shard's).
+    pub fn owns(&self, position: usize) -> bool {
+        self.shard.is_none_or(|s| s.owns(position))
+    }
+
+    /// The warm start's horizon over the scheduled sessions (0 for a cold start).
+    pub fn warm_horizon(&self) -> f64 {
+        self.warm_start
+            .horizon(&self.sessions[..self.schedule().len()])
+    }
+
     /// Arrival times (seconds after the start) of the sessions that will run, in the
     /// order of the log: explicit `start_s` where given, else cumulative gaps / rate.
     pub fn schedule(&self) -> Vec<f64> {

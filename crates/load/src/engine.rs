@@ -164,13 +164,11 @@ async fn prepare(
         });
     }
     // A warm start moves the schedule into the past and trims sessions already playing.
-    let horizon = config
-        .warm_start
-        .horizon(&config.sessions[..schedule.len()]);
+    let horizon = config.warm_horizon();
     let starts: Vec<(usize, f64, Option<usize>)> = schedule
         .iter()
         .enumerate()
-        .filter(|&(i, _)| config.shard.is_none_or(|s| s.owns(i)))
+        .filter(|&(i, _)| config.owns(i))
         .filter_map(
             |(i, &a)| match warm::place(&config.sessions[i], a, horizon) {
                 warm::Start::Whole(at) => Some((i, at, None)),

@@ -275,18 +275,7 @@ fn intended_times(s: &SessionRecord) -> Vec<f64> {
     if s.player.is_some() {
         return s.requests.iter().map(|r| r.started).collect();
     }
-    let mut t = s.arrival;
-    s.session
-        .requests
-        .iter()
-        .enumerate()
-        .map(|(i, r)| {
-            if i > 0 {
-                t += r.pacing_s;
-            }
-            t
-        })
-        .collect()
+    crate::warm::nominal_times(&s.session, s.arrival).collect()
 }
 
 /// Steady-state membership of every request, by session and request index.
@@ -474,7 +463,7 @@ impl Results {
                 ramp_up_requests: config.ramp.up_requests,
                 ramp_down_requests: config.ramp.down_requests,
                 sessions_scheduled: (0..config.schedule().len())
-                    .filter(|&i| config.shard.is_none_or(|s| s.owns(i)))
+                    .filter(|&i| config.owns(i))
                     .count() as u64,
                 sessions_started: sessions.len() as u64,
                 requests_sent: sent,
@@ -482,9 +471,7 @@ impl Results {
                 steady_window_s: window,
                 fd_limit,
                 hosts: 1,
-                warm_start_s: config
-                    .warm_start
-                    .horizon(&config.sessions[..config.schedule().len()]),
+                warm_start_s: config.warm_horizon(),
                 sessions_prefilled: sessions.iter().filter(|s| s.prefilled).count() as u64,
                 percentiles: config.percentiles.clone(),
                 shard: config.shard,

@@ -61,9 +61,24 @@ impl WarmStart {
     }
 }
 
+/// When each request of a session arriving at `arrival` is due: arrival plus the pacing of
+/// the requests after the first, up to it (the schedule of a player that keeps up).
+pub fn nominal_times(session: &Session, arrival: f64) -> impl Iterator<Item = f64> + '_ {
+    session
+        .requests
+        .iter()
+        .enumerate()
+        .scan(arrival, |t, (j, r)| {
+            if j > 0 {
+                *t += r.pacing_s;
+            }
+            Some(*t)
+        })
+}
+
 /// Seconds from a session's arrival to the nominal start of its last request.
 pub fn nominal_length(session: &Session) -> f64 {
-    session.requests.iter().skip(1).map(|r| r.pacing_s).sum()
+    nominal_times(session, 0.0).last().unwrap_or(0.0)
 }
 
 /// Where a scheduled session begins in a warm-started run.
@@ -84,20 +99,11 @@ pub fn place(session: &Session, arrival: f64, horizon: f64) -> Start {
     if shifted >= 0.0 {
         return Start::Whole(shifted);
     }
-    let mut due = shifted;
-    for (j, r) in session.requests.iter().enumerate() {
-        if j > 0 {
-            due += r.pacing_s;
-        }
-        if due >= 0.0 {
-            // j > 0 here: the first request was due at `shifted`, before zero.
-            return Start::Tail {
-                arrival: due,
-                from: j,
-            };
-        }
-    }
-    Start::Gone
+    // The first request was due at `shifted`, before zero, so a tail starts at j > 0.
+    nominal_times(session, shifted)
+        .enumerate()
+        .find(|&(_, due)| due >= 0.0)
+        .map_or(Start::Gone, |(from, arrival)| Start::Tail { arrival, from })
 }
 
 /// The part of `session` a [`Start::Tail`] plays: its requests from `from` on.
