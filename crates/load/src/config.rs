@@ -159,6 +159,9 @@ pub struct LoadConfig {
     pub shard: Option<crate::shard::Shard>,
     /// Start the run's clock at this wall time (`--start-at`), so shards begin together.
     pub start_at: Option<std::time::SystemTime>,
+    /// Where live viewers (sessions with `live`) find their streams (`--live-prefix`,
+    /// `--live-streams`).
+    pub live: crate::player::live::LiveSettings,
 }
 
 impl LoadConfig {
@@ -187,6 +190,7 @@ impl LoadConfig {
             percentiles: Vec::new(),
             shard: None,
             start_at: None,
+            live: crate::player::live::LiveSettings::default(),
         }
     }
 
@@ -414,6 +418,7 @@ mod tests {
             title: None,
             bitrate_kbps: None,
             requests: vec![],
+            live: None,
         };
         let mut cfg = LoadConfig::new(
             t,

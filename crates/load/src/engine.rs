@@ -155,6 +155,7 @@ async fn prepare(
         live: Live::default(),
         cancel: stop.child_token(),
         tls: config.tls.clone(),
+        live_view: config.live.clone(),
     });
     if let Some(d) = config.duration {
         let cancel = shared.cancel.clone();
@@ -165,17 +166,24 @@ async fn prepare(
     }
     // A warm start moves the schedule into the past and trims sessions already playing.
     let horizon = config.warm_horizon();
-    let starts: Vec<(usize, f64, Option<usize>)> = schedule
+    // (session index, arrival, the trimmed session of one already playing).
+    let mut starts: Vec<(usize, f64, Option<vodkit_workload::model::Session>)> = schedule
         .iter()
         .enumerate()
         .filter(|&(i, _)| config.owns(i))
-        .filter_map(
-            |(i, &a)| match warm::place(&config.sessions[i], a, horizon) {
+        .filter_map(|(i, &a)| {
+            let s = &config.sessions[i];
+            match warm::place(s, a, horizon) {
                 warm::Start::Whole(at) => Some((i, at, None)),
-                warm::Start::Tail { arrival, from } => Some((i, arrival, Some(from))),
+                warm::Start::Tail { arrival, from } => {
+                    Some((i, arrival, Some(warm::tail(s, from))))
+                }
+                warm::Start::Joined { remaining_s } => {
+                    Some((i, 0.0, Some(warm::joined(s, remaining_s))))
+                }
                 warm::Start::Gone => None,
-            },
-        )
+            }
+        })
         .collect();
     let mut order: Vec<usize> = (0..starts.len()).collect();
     order.sort_by(|&a, &b| starts[a].1.total_cmp(&starts[b].1));
@@ -184,11 +192,10 @@ async fn prepare(
         .iter()
         .enumerate()
         .map(|(index, &k)| {
-            let (i, arrival, from) = starts[k];
-            let session = Arc::new(match from {
-                Some(from) => warm::tail(&config.sessions[i], from),
-                None => config.sessions[i].clone(),
-            });
+            let (i, arrival) = (starts[k].0, starts[k].1);
+            let trimmed = starts[k].2.take();
+            let prefilled = trimmed.is_some();
+            let session = Arc::new(trimmed.unwrap_or_else(|| config.sessions[i].clone()));
             let mut link = config
                 .links
                 .get(&session.class)
@@ -205,7 +212,7 @@ async fn prepare(
                 link,
                 route,
                 player: player.clone(),
-                prefilled: from.is_some(),
+                prefilled,
             }
         })
         .collect();

@@ -62,6 +62,14 @@ impl Hist {
         Ok(out)
     }
 
+    /// The `percentile` (0–100) in milliseconds; 0 when empty.
+    pub fn value_at_ms(&self, percentile: f64) -> f64 {
+        if self.0.is_empty() {
+            return 0.0;
+        }
+        self.0.value_at_quantile(percentile / 100.0) as f64 / 1000.0
+    }
+
     /// Summary in milliseconds plus the encoded histogram.
     pub fn percentiles(&self) -> Percentiles {
         let h = &self.0;

@@ -72,6 +72,7 @@ mod tests {
             title: None,
             bitrate_kbps: None,
             requests: vec![],
+            live: None,
         };
         let e = check_classes(&[s], &meta, "workload.json")
             .unwrap_err()

@@ -355,6 +355,7 @@ mod tests {
                     media_s: 10.0,
                 })
                 .collect(),
+            live: None,
         })
     }
 

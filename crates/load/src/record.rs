@@ -176,6 +176,29 @@ pub struct PlayerOutcome {
     pub stall_s: f64,
     /// Seconds of media fetched.
     pub media_s: f64,
+    /// Set for live viewers.
+    pub live: Option<LiveOutcome>,
+}
+
+/// What a live viewer saw besides start-up and stalls.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LiveOutcome {
+    /// The stream it watched (after `--live-streams`).
+    pub stream: u32,
+    pub segments: u32,
+    /// Segments that left the playlist's window before the viewer fetched them (it fell
+    /// behind and jumped ahead: the HTTP form of seed 004's thinning).
+    pub skipped_segments: u32,
+    /// Playlist loads after the first.
+    pub reloads: u32,
+    /// Latency behind the live edge, sampled at each segment arrival while playing:
+    /// wall-clock time minus the capture time (`#EXT-X-PROGRAM-DATE-TIME`) of the content
+    /// at the playhead, seconds.
+    pub latency_s: Vec<f64>,
+    /// Length of each stall, seconds (content that arrived after it was due: late-only jitter).
+    pub late_s: Vec<f64>,
+    /// The stream ended (`#EXT-X-ENDLIST`) before the viewer had watched its time.
+    pub stream_ended: bool,
 }
 
 impl PlayerOutcome {

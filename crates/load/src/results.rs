@@ -175,6 +175,72 @@ pub struct Qos {
     /// What the adaptive players saw (`--player` runs only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub abr: Option<AbrSummary>,
+    /// What the live viewers saw (runs with live sessions only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<LiveSummary>,
+}
+
+/// Live viewers' quality over steady-state live sessions: start-up, stalls, latency behind
+/// the live edge, segments skipped and late-only jitter (see [`crate::player::live`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LiveSummary {
+    pub sessions: u64,
+    /// Sessions that started and never stalled.
+    pub unstalled_sessions: u64,
+    pub stalls: u64,
+    pub stall_s: f64,
+    pub startup_ms: Percentiles,
+    /// Median and 95th percentile of the latency behind the live edge over every sample
+    /// of every session, seconds.
+    pub latency_to_edge_s_p50: f64,
+    pub latency_to_edge_s_p95: f64,
+    pub latency_to_edge_ms: Percentiles,
+    pub segments: u64,
+    /// Segments that left the window before the viewer fetched them.
+    pub skipped_segments: u64,
+    /// Length of each stall: content that arrived after it was due.
+    pub late_jitter_ms: Percentiles,
+    pub playlist_reloads: u64,
+    /// Viewers whose stream ended (`#EXT-X-ENDLIST`) before their watch time.
+    pub stream_ended: u64,
+}
+
+impl LiveSummary {
+    fn add(
+        &mut self,
+        o: &crate::record::PlayerOutcome,
+        l: &crate::record::LiveOutcome,
+        clean: bool,
+    ) {
+        self.sessions += 1;
+        self.stalls += u64::from(o.stalls);
+        self.stall_s += o.stall_s;
+        self.unstalled_sessions += u64::from(clean && o.stalls == 0 && o.startup_s.is_some());
+        self.segments += u64::from(l.segments);
+        self.skipped_segments += u64::from(l.skipped_segments);
+        self.playlist_reloads += u64::from(l.reloads);
+        self.stream_ended += u64::from(l.stream_ended);
+    }
+
+    fn merge(&mut self, o: &LiveSummary) {
+        self.sessions += o.sessions;
+        self.stalls += o.stalls;
+        self.stall_s += o.stall_s;
+        self.unstalled_sessions += o.unstalled_sessions;
+        self.segments += o.segments;
+        self.skipped_segments += o.skipped_segments;
+        self.playlist_reloads += o.playlist_reloads;
+        self.stream_ended += o.stream_ended;
+    }
+
+    /// Fill the percentile fields from the three histograms.
+    fn set(&mut self, startup: &Hist, latency: &Hist, late: &Hist) {
+        self.startup_ms = startup.percentiles();
+        self.latency_to_edge_ms = latency.percentiles();
+        self.late_jitter_ms = late.percentiles();
+        self.latency_to_edge_s_p50 = self.latency_to_edge_ms.p50 / 1000.0;
+        self.latency_to_edge_s_p95 = latency.value_at_ms(95.0) / 1000.0;
+    }
 }
 
 /// Adaptive-player quality over steady-state player sessions: the renditions chosen and the
@@ -390,6 +456,8 @@ impl Results {
         let mut late = Hist::new();
         let mut abr: Option<AbrSummary> = None;
         let mut abr_startup = Hist::new();
+        let mut live: Option<LiveSummary> = None;
+        let mut live_hists = [Hist::new(), Hist::new(), Hist::new()];
         for (si, s) in sessions.iter().enumerate() {
             if !session_steady[si] {
                 continue;
@@ -405,7 +473,19 @@ impl Results {
                 // Turned away: it never played.
                 continue;
             }
-            if let Some(o) = &s.player {
+            if let Some((o, l)) = s.player.as_ref().and_then(|o| Some((o, o.live.as_ref()?))) {
+                let v = live.get_or_insert_with(LiveSummary::default);
+                v.add(o, l, s.end == SessionEnd::Completed);
+                if let Some(t) = o.startup_s {
+                    live_hists[0].record_s(t);
+                }
+                for &x in &l.latency_s {
+                    live_hists[1].record_s(x.max(0.0));
+                }
+                for &x in &l.late_s {
+                    live_hists[2].record_s(x);
+                }
+            } else if let Some(o) = &s.player {
                 let a = abr.get_or_insert_with(AbrSummary::default);
                 a.add(o, s.end == SessionEnd::Completed);
                 if let Some(t) = o.startup_s {
@@ -445,6 +525,11 @@ impl Results {
         q.abr = abr.map(|mut a| {
             a.startup_ms = abr_startup.percentiles();
             a
+        });
+        q.live = live.map(|mut v| {
+            let [a, b, c] = &live_hists;
+            v.set(a, b, c);
+            v
         });
         let mut results = Results {
             run: RunInfo {
@@ -564,6 +649,14 @@ impl Results {
             Some(a) => a.startup_ms.hist()?,
             None => Hist::new(),
         };
+        let mut live_hists = match &first.qos.live {
+            Some(v) => [
+                v.startup_ms.hist()?,
+                v.latency_to_edge_ms.hist()?,
+                v.late_jitter_ms.hist()?,
+            ],
+            None => [Hist::new(), Hist::new(), Hist::new()],
+        };
         for (i, p) in parts.iter().enumerate().skip(1) {
             let ctx = |e: String| format!("input {}: {e}", i + 1);
             out.run.hosts += p.run.hosts;
@@ -627,6 +720,16 @@ impl Results {
                 }
                 _ => {}
             }
+            if let Some(b) = &p.qos.live {
+                match &mut q.live {
+                    Some(a) => a.merge(b),
+                    None => q.live = Some(b.clone()),
+                }
+                let theirs = [&b.startup_ms, &b.latency_to_edge_ms, &b.late_jitter_ms];
+                for (h, t) in live_hists.iter_mut().zip(theirs) {
+                    h.add(&t.hist().map_err(ctx)?);
+                }
+            }
             out.connections.opened += p.connections.opened;
             out.connections.reconnects += p.connections.reconnects;
             for (j, sample) in p.timeseries.iter().enumerate() {
@@ -663,6 +766,10 @@ impl Results {
         out.qos.late_jitter_ms = late.percentiles();
         if let Some(a) = out.qos.abr.as_mut() {
             a.startup_ms = abr_startup.percentiles();
+        }
+        if let Some(v) = out.qos.live.as_mut() {
+            let [a, b, c] = &live_hists;
+            v.set(a, b, c);
         }
         out.refresh_fractions();
         Ok(out)
@@ -718,6 +825,20 @@ impl Results {
         );
         if s.refused > 0 {
             out += &format!("refusals   {}\n", lat(&self.latency_ms.refusal));
+        }
+        if let Some(v) = &q.live {
+            out += &format!(
+                "live       {} viewers  to edge p50 {:.1} s p95 {:.1} s  stalls {} ({:.1} s)  skipped {} of {} segments  start-up p50 {:.0} ms  unstalled {}\n",
+                v.sessions,
+                v.latency_to_edge_s_p50,
+                v.latency_to_edge_s_p95,
+                v.stalls,
+                v.stall_s,
+                v.skipped_segments,
+                v.segments + v.skipped_segments,
+                v.startup_ms.p50,
+                v.unstalled_sessions
+            );
         }
         if let Some(a) = &q.abr {
             out += &format!(
@@ -896,6 +1017,7 @@ mod tests {
                 title: None,
                 bitrate_kbps: None,
                 requests,
+                live: None,
             }),
             arrival: 0.0,
             end: SessionEnd::Completed,

@@ -36,6 +36,8 @@ pub struct Shared {
     pub cancel: CancellationToken,
     /// Set for an `https://` target.
     pub tls: Option<crate::tls::TlsClient>,
+    /// Where live viewers find their streams.
+    pub live_view: crate::player::live::LiveSettings,
 }
 
 /// A session ready to run.
@@ -76,9 +78,10 @@ struct Finished {
 /// Run a session to its end and return what happened.
 pub async fn run(plan: Plan, shared: Arc<Shared>) -> SessionRecord {
     shared.live.active_sessions.fetch_add(1, Ordering::Relaxed);
-    let record = match &plan.player {
-        Some(cfg) => crate::player::play::play(&plan, &shared, cfg).await,
-        None => drive(&plan, &shared).await,
+    let record = match (&plan.session.live, &plan.player) {
+        (Some(view), _) => crate::player::live::watch(&plan, &shared, *view).await,
+        (None, Some(cfg)) => crate::player::play::play(&plan, &shared, cfg).await,
+        (None, None) => drive(&plan, &shared).await,
     };
     shared.live.active_sessions.fetch_sub(1, Ordering::Relaxed);
     match record.end {

@@ -76,8 +76,12 @@ pub fn nominal_times(session: &Session, arrival: f64) -> impl Iterator<Item = f6
         })
 }
 
-/// Seconds from a session's arrival to the nominal start of its last request.
+/// Seconds from a session's arrival to the nominal start of its last request (a live
+/// viewer: its watch time).
 pub fn nominal_length(session: &Session) -> f64 {
+    if let Some(view) = &session.live {
+        return view.watch_s;
+    }
     nominal_times(session, 0.0).last().unwrap_or(0.0)
 }
 
@@ -88,6 +92,9 @@ pub enum Start {
     Whole(f64),
     /// Was already playing: starts at `arrival` with its requests from index `from` on.
     Tail { arrival: f64, from: usize },
+    /// A live viewer already watching: joins the live edge at zero and watches for the
+    /// `remaining_s` seconds it had left.
+    Joined { remaining_s: f64 },
     /// Finished before the run started.
     Gone,
 }
@@ -99,6 +106,14 @@ pub fn place(session: &Session, arrival: f64, horizon: f64) -> Start {
     if shifted >= 0.0 {
         return Start::Whole(shifted);
     }
+    if let Some(view) = &session.live {
+        let remaining_s = shifted + view.watch_s;
+        return if remaining_s > 0.0 {
+            Start::Joined { remaining_s }
+        } else {
+            Start::Gone
+        };
+    }
     // The first request was due at `shifted`, before zero, so a tail starts at j > 0.
     nominal_times(session, shifted)
         .enumerate()
@@ -107,6 +122,15 @@ pub fn place(session: &Session, arrival: f64, horizon: f64) -> Start {
 }
 
 /// The part of `session` a [`Start::Tail`] plays: its requests from `from` on.
+/// A live viewer who joins with `remaining_s` of its watch time left.
+pub fn joined(session: &Session, remaining_s: f64) -> Session {
+    let mut s = session.clone();
+    if let Some(view) = s.live.as_mut() {
+        view.watch_s = remaining_s;
+    }
+    s
+}
+
 pub fn tail(session: &Session, from: usize) -> Session {
     Session {
         requests: session.requests[from.min(session.requests.len())..].to_vec(),
@@ -139,6 +163,7 @@ mod tests {
                     media_s: 4.0,
                 })
                 .collect(),
+            live: None,
         }
     }
 
@@ -212,7 +237,7 @@ mod tests {
                 .filter(|&i| match place(&s, i as f64, h) {
                     Start::Whole(a) => a <= t && t <= a + nominal_length(&s),
                     Start::Tail { arrival, from } => t <= arrival + nominal_length(&tail(&s, from)),
-                    Start::Gone => false,
+                    Start::Joined { .. } | Start::Gone => false,
                 })
                 .count()
         };
@@ -220,5 +245,21 @@ mod tests {
         let warm = active_at(0.5, horizon);
         assert!((35..=38).contains(&warm), "{warm}");
         assert_eq!(active_at(60.0, horizon), active_at(96.0, 0.0));
+    }
+
+    #[test]
+    fn a_live_viewer_already_watching_joins_with_the_time_it_had_left() {
+        let mut s = session(&[]);
+        s.live = Some(vodkit_workload::model::LiveView {
+            stream: 3,
+            watch_s: 60.0,
+        });
+        assert_eq!(nominal_length(&s), 60.0);
+        assert_eq!(WarmStart::Auto.horizon(std::slice::from_ref(&s)), 60.0);
+        assert_eq!(place(&s, 70.0, 60.0), Start::Whole(10.0));
+        assert_eq!(place(&s, 20.0, 60.0), Start::Joined { remaining_s: 20.0 });
+        assert_eq!(place(&s, 0.0, 60.0), Start::Gone);
+        let j = joined(&s, 20.0);
+        assert_eq!(j.live.map(|v| (v.stream, v.watch_s)), Some((3, 20.0)));
     }
 }

@@ -353,6 +353,7 @@ fn a_warm_start_begins_with_sessions_already_playing() {
                     media_s: 0.3,
                 })
                 .collect(),
+            live: None,
         })
         .collect();
     let run_with = |warm: vodkit_load::WarmStart| {

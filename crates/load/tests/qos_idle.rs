@@ -24,7 +24,7 @@ const SERVICE_S: f64 = 0.001;
 
 /// A built-in workload: its sessions in log order, client classes and file sizes.
 struct Workload {
-    name: &'static str,
+    name: String,
     sessions: Vec<Session>,
     meta: WorkloadMeta,
     sizes: HashMap<String, u64>,
@@ -59,6 +59,11 @@ fn sizes_of(catalog: &Catalog) -> HashMap<String, u64> {
 fn builtins() -> Vec<Workload> {
     let mut out = Vec::new();
     for name in vodkit_workload::spec::builtin_names() {
+        // The matrix cells (seed 004) have their own tests: their live viewers need a live
+        // source, and their on-demand sessions are plain paced requests.
+        if name.starts_with(vodkit_workload::matrix::PREFIX) {
+            continue;
+        }
         if name == vodkit_workload::spec::NETFLIX {
             let dir = tempfile::tempdir().unwrap();
             vodkit_workload::netflix::new_workload(1, 0.5, &[], dir.path()).unwrap();
@@ -75,7 +80,7 @@ fn builtins() -> Vec<Workload> {
                 sizes: sizes_of(&catalog),
             });
         } else {
-            let checked = vodkit_workload::spec::load(name, &[], 0.1).unwrap();
+            let checked = vodkit_workload::spec::load(&name, &[], 0.1).unwrap();
             let seed = checked.spec.seed;
             let plan = vodkit_workload::generate::Plan::new(checked, seed);
             out.push(Workload {
@@ -289,7 +294,7 @@ fn idle_server_leaves_nearly_every_session_acceptable_in_the_link_model() {
             }
         }
         let share = acceptable as f64 / judged as f64;
-        shares.push((w.name, share));
+        shares.push((w.name.clone(), share));
         report.push(format!(
             "{}: {acceptable}/{judged} acceptable ({:.1}%), {short} shorter than 60 s, {rebuffers} rebuffers{}",
             w.name,

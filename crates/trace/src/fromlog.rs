@@ -235,6 +235,7 @@ impl SessionRebuilder {
                     title: Some(ids[&file]),
                     bitrate_kbps: Some(opt.bitrate_kbps),
                     requests,
+                    live: None,
                 }
             })
             .collect::<Vec<_>>();

@@ -18,6 +18,8 @@ pub enum Stream {
     Watch = 6,
     Arrivals = 7,
     Classes = 8,
+    /// Which sessions are live viewers (`[live]`).
+    Live = 9,
 }
 
 pub fn rng(seed: u64, stream: Stream) -> ChaCha8Rng {

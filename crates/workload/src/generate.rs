@@ -10,11 +10,13 @@
 use crate::dist::{rng, Categorical, Stream, Zipf};
 use crate::layout::{pieces, title_files};
 use crate::model::{
-    Catalog, ClientClass, Measurement, Media, Rendition, Request, Session, Title, WorkloadMeta,
+    Catalog, ClientClass, LiveView, Measurement, Media, Rendition, Request, Session, Title,
+    WorkloadMeta,
 };
-use crate::spec::{Checked, CollectionSpec, Rounding};
+use crate::spec::{Assignment, Checked, CollectionSpec, LiveStreams, Rounding};
 use crate::units::SizeOrTime;
 use rand::seq::SliceRandom;
+use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Exp1};
 use serde::{Deserialize, Serialize};
@@ -36,12 +38,15 @@ pub struct Summary {
     pub unique_chunks_requested: u64,
     pub total_chunks_requested: u64,
     pub chunks_requested_once: u64,
+    /// Of `sessions`, live viewers (they request no title or chunk).
+    #[serde(default)]
+    pub live_sessions: u64,
 }
 
 impl Summary {
     /// The printed form: one `key value` row per field, in Table 3.3 order.
     pub fn table(&self, heading: &str) -> String {
-        let rows: [(&str, String); 11] = [
+        let rows: [(&str, String); 12] = [
             ("sessions", self.sessions.to_string()),
             ("titles", self.titles.to_string()),
             ("unique_titles", self.unique_titles.to_string()),
@@ -74,6 +79,7 @@ impl Summary {
                 "chunks_requested_once",
                 self.chunks_requested_once.to_string(),
             ),
+            ("live_sessions", self.live_sessions.to_string()),
         ];
         let mut s = format!("{heading}\n");
         for (k, v) in rows {
@@ -301,6 +307,9 @@ impl Plan {
             arrivals: rng(self.seed, Stream::Arrivals),
             classes: rng(self.seed, Stream::Classes),
             class_picks,
+            live: rng(self.seed, Stream::Live),
+            live_viewers: 0,
+            assigned: vec![0; self.collections.len()],
         }
     }
 
@@ -351,6 +360,11 @@ pub struct SessionIter<'a> {
     classes: ChaCha8Rng,
     /// Client class distribution by collection (classes too slow for its bit rate left out).
     class_picks: Vec<Categorical>,
+    live: ChaCha8Rng,
+    /// Live viewers generated so far (the next one's stream under `per-viewer`).
+    live_viewers: u32,
+    /// Sessions assigned per collection so far (`round-robin` assignment).
+    assigned: Vec<u64>,
 }
 
 impl Iterator for SessionIter<'_> {
@@ -362,8 +376,20 @@ impl Iterator for SessionIter<'_> {
         self.next += 1;
         let plan = self.plan;
         let col = &plan.collections[ci];
-        let rank = col.zipf.sample(&mut self.popularity);
-        let t = col.by_rank[rank - 1];
+        // One draw per session whether or not the spec has live viewers, so a `[live]`
+        // section changes which sessions are live and nothing else.
+        let u: f64 = self.live.random();
+        let live = plan.checked.spec.live.as_ref().filter(|l| u < l.share);
+        let t = match plan.checked.spec.catalog.assignment {
+            // A live viewer takes no title (nor a turn of the round-robin).
+            _ if live.is_some() => col.by_rank[0],
+            Assignment::Zipf => col.by_rank[col.zipf.sample(&mut self.popularity) - 1],
+            Assignment::RoundRobin => {
+                let k = self.assigned[ci];
+                self.assigned[ci] += 1;
+                col.by_rank[(k % col.by_rank.len() as u64) as usize]
+            }
+        };
         let fraction = plan.checked.watch.sample(&mut self.watch);
         let gap: f64 = Exp1.sample(&mut self.arrivals);
         let class = &plan.checked.spec.clients[self.class_picks[ci].sample(&mut self.classes)].name;
@@ -375,6 +401,31 @@ impl Iterator for SessionIter<'_> {
             plan.unit_requests(t, j, if paced { col.request_s } else { 0.0 }, &mut requests);
         }
         let title = &plan.catalog.titles[t];
+        if let Some(live) = live {
+            let stream = match live.streams {
+                LiveStreams::One => 0,
+                LiveStreams::PerViewer => self.live_viewers,
+            };
+            self.live_viewers += 1;
+            return Some(Generated {
+                session: Session {
+                    id,
+                    gap,
+                    start_s: None,
+                    class: class.clone(),
+                    title: None,
+                    bitrate_kbps: Some(col.spec.bitrate_kbps),
+                    requests: Vec::new(),
+                    live: Some(LiveView {
+                        stream,
+                        watch_s: live.watch.0,
+                    }),
+                },
+                title_index: t,
+                units: 0,
+                content_s: live.watch.0,
+            });
+        }
         Some(Generated {
             session: Session {
                 id,
@@ -384,6 +435,7 @@ impl Iterator for SessionIter<'_> {
                 title: Some(title.id),
                 bitrate_kbps: Some(col.spec.bitrate_kbps),
                 requests,
+                live: None,
             },
             title_index: t,
             units,
@@ -398,6 +450,8 @@ pub struct Tally {
     /// Per title, requests per client-request unit (allocated on first use).
     unit_counts: Vec<Vec<u32>>,
     sessions: u64,
+    /// Of `sessions`, live viewers (no title, no chunks).
+    live_sessions: u64,
     units: u64,
     content_s: f64,
 }
@@ -409,12 +463,19 @@ impl Tally {
             sessions_per_title: vec![0; n],
             unit_counts: vec![Vec::new(); n],
             sessions: 0,
+            live_sessions: 0,
             units: 0,
             content_s: 0.0,
         }
     }
 
     pub fn add(&mut self, plan: &Plan, g: &Generated) {
+        if g.session.live.is_some() {
+            self.live_sessions += 1;
+            self.sessions += 1;
+            self.content_s += g.content_s;
+            return;
+        }
         let t = g.title_index;
         self.sessions += 1;
         self.sessions_per_title[t] += 1;
@@ -468,6 +529,7 @@ impl Tally {
             unique_chunks_requested: unique_chunks,
             total_chunks_requested: self.units,
             chunks_requested_once: once,
+            live_sessions: self.live_sessions,
         }
     }
 

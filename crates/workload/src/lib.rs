@@ -15,6 +15,7 @@ pub mod fileset;
 pub mod generate;
 pub mod layout;
 pub mod logfmt;
+pub mod matrix;
 pub mod model;
 pub mod netflix;
 pub mod spec;

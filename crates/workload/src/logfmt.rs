@@ -358,6 +358,7 @@ impl<'a> TextParser<'a> {
                 title: meta.title,
                 bitrate_kbps: meta.bitrate_kbps,
                 requests: Vec::new(),
+                live: None,
             });
             self.session_timeout = meta.timeout_s;
             self.pending_think = 0.0;
@@ -777,6 +778,7 @@ mod tests {
                         req(&path, range, if k >= 3 { 10.0 } else { 0.0 })
                     })
                     .collect(),
+                live: None,
             })
             .collect()
     }

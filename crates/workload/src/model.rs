@@ -80,6 +80,18 @@ pub struct Session {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bitrate_kbps: Option<u32>,
     pub requests: Vec<Request>,
+    /// A live viewer (no `requests`): which live stream it joins and for how long.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live: Option<LiveView>,
+}
+
+/// What a live viewer watches: stream `stream` of the run's live sources (published under
+/// `PREFIX/stream-K/`, K = `stream` modulo the streams the run publishes) for `watch_s`
+/// seconds from when it joins at the live edge.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LiveView {
+    pub stream: u32,
+    pub watch_s: f64,
 }
 
 /// One HTTP request of a session.
@@ -116,6 +128,7 @@ impl Session {
             title: None,
             bitrate_kbps: None,
             requests,
+            live: None,
         }
     }
 }
@@ -253,6 +266,7 @@ mod tests {
                     media_s: 0.02,
                 },
             ],
+            live: None,
         };
         let line = serde_json::to_string(&s).unwrap();
         assert!(!line.contains('\n'));

@@ -519,6 +519,7 @@ fn to_model_session(cat: &NfCatalog, s: &SynthSession, gap: f64) -> Session {
         title: Some(cat.titles[s.title].id),
         bitrate_kbps: Some(s.stable_kbps),
         requests,
+        live: None,
     }
 }
 

@@ -145,6 +145,7 @@ mod tests {
             title: None,
             bitrate_kbps: None,
             requests,
+            live: None,
         }
     }
 

@@ -148,6 +148,14 @@ struct RunArgs {
     /// Segments a player buffers before playback starts.
     #[arg(long, default_value_t = 2, requires = "player")]
     startup_segments: u32,
+    /// Live viewers (sessions with `live`, e.g. the `matrix-L*`/`M*` specs) find stream K
+    /// at `PREFIX/stream-K/index.m3u8` (as `vodkit live push --prefix` publishes it).
+    #[arg(long, default_value = "/live/", value_name = "PREFIX")]
+    live_prefix: String,
+    /// Streams the live source publishes: a viewer of stream k watches stream k mod N
+    /// (default: stream k itself).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
+    live_streams: Option<u32>,
     /// Show the live status line even when stderr is not a terminal.
     #[arg(long)]
     progress: bool,
@@ -250,6 +258,14 @@ fn run_load(a: RunArgs) -> anyhow::Result<()> {
     config.percentiles = a.percentiles.clone().map(|p| p.0).unwrap_or_default();
     config.shard = a.shard;
     config.start_at = a.start_at;
+    if !a.live_prefix.starts_with('/') {
+        return Err(usage(format!(
+            "--live-prefix `{}`: expected a path starting with /",
+            a.live_prefix
+        )));
+    }
+    config.live.prefix = a.live_prefix.clone();
+    config.live.streams = a.live_streams;
     if let Some(protocol) = a.player {
         let mut p = vodkit_load::player::PlayerConfig::new(protocol);
         p.rule = a.abr;

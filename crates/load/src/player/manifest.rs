@@ -580,5 +580,86 @@ pub fn hls_media(url: &str, text: &[u8]) -> Result<(Option<Piece>, Vec<Segment>)
     Ok((init, segs))
 }
 
+/// A live media playlist's current window (`vodkit load` live viewers).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveWindow {
+    /// `#EXT-X-TARGETDURATION`, seconds.
+    pub target_s: f64,
+    /// Media sequence number of `segments[0]`.
+    pub first: u64,
+    pub segments: Vec<LiveSegment>,
+    /// `#EXT-X-ENDLIST`: the stream has ended and nothing will be added.
+    pub ended: bool,
+    /// The init segment (`#EXT-X-MAP`), if any.
+    pub init: Option<Piece>,
+}
+
+/// One segment of a live window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveSegment {
+    pub piece: Piece,
+    pub duration_s: f64,
+    /// `#EXT-X-PROGRAM-DATE-TIME` (capture time of its first frame), ms since the Unix epoch.
+    pub pdt_ms: Option<i64>,
+}
+
+impl LiveWindow {
+    /// Media sequence number one past the newest segment.
+    pub fn end(&self) -> u64 {
+        self.first + self.segments.len() as u64
+    }
+
+    /// Segment with media sequence number `n`, if the window holds it.
+    pub fn get(&self, n: u64) -> Option<&LiveSegment> {
+        n.checked_sub(self.first)
+            .and_then(|i| self.segments.get(usize::try_from(i).ok()?))
+    }
+}
+
+/// Parse a live (or ended) HLS media playlist: its window, with program date-times.
+pub fn hls_live(url: &str, text: &[u8]) -> Result<LiveWindow, ManifestError> {
+    let m = match m3u8_rs::parse_media_playlist_res(text) {
+        Ok(m) => m,
+        Err(_) => return bad(url, "not a valid media playlist"),
+    };
+    if m.target_duration == 0 {
+        return bad(url, "#EXT-X-TARGETDURATION missing or 0");
+    }
+    let mut init = None;
+    let mut segments = Vec::with_capacity(m.segments.len());
+    for s in &m.segments {
+        if let (Some(map), None) = (&s.map, &init) {
+            init = Some(Piece {
+                path: resolve(url, &map.uri)?,
+                range: None,
+            });
+        }
+        if s.byte_range.is_some() {
+            return bad(url, "#EXT-X-BYTERANGE in a live playlist is not supported");
+        }
+        if !(s.duration.is_finite() && s.duration > 0.0) {
+            return bad(
+                url,
+                format!("segment `{}` has duration {}", s.uri, s.duration),
+            );
+        }
+        segments.push(LiveSegment {
+            piece: Piece {
+                path: resolve(url, &s.uri)?,
+                range: None,
+            },
+            duration_s: s.duration as f64,
+            pdt_ms: s.program_date_time.map(|t| t.timestamp_millis()),
+        });
+    }
+    Ok(LiveWindow {
+        target_s: m.target_duration as f64,
+        first: m.media_sequence,
+        segments,
+        ended: m.end_list,
+        init,
+    })
+}
+
 #[cfg(test)]
 mod tests;

@@ -1,9 +1,11 @@
 //! Adaptive players: `vodkit load --player dash|hls` plays each session's title from a real
 //! media set (`vodkit fileset create --media`) the way dash.js, hls.js and Shaka do —
 //! manifest parsing ([`manifest`]), rendition choice ([`abr`]) and the session loop with its
-//! playout buffer ([`play`]).
+//! playout buffer ([`play`]). Live viewers (sessions with `live` set) follow a live HLS
+//! playlist from its edge ([`live`]).
 
 pub mod abr;
+pub mod live;
 pub mod manifest;
 pub mod play;
 

@@ -40,9 +40,11 @@ pub fn watch_seconds(session: &Session) -> f64 {
     session.requests.iter().map(|r| r.media_s).sum()
 }
 
-struct Player<'a> {
-    plan: &'a Plan,
-    shared: &'a Shared,
+/// A session's connection and everything it fetched; shared by the on-demand player and
+/// the live viewer ([`super::live`]).
+pub(super) struct Player<'a> {
+    pub(super) plan: &'a Plan,
+    pub(super) shared: &'a Shared,
     viewer: Viewer,
     conn: Option<Conn>,
     server_closed: bool,
@@ -54,26 +56,31 @@ struct Player<'a> {
 
 /// Playout buffer and stall accounting on the caller's clock (seconds since the session began).
 #[derive(Debug, Default)]
-struct Buffer {
-    level_s: f64,
-    playing: bool,
-    started: bool,
+pub(super) struct Buffer {
+    pub(super) level_s: f64,
+    pub(super) playing: bool,
+    pub(super) started: bool,
     /// Stalled after start-up, waiting for the buffer to refill.
-    stalled: bool,
-    last: f64,
-    stalls: u32,
-    stall_s: f64,
+    pub(super) stalled: bool,
+    pub(super) last: f64,
+    pub(super) stalls: u32,
+    pub(super) stall_s: f64,
+    /// Length of each stall that ended (how late the content it waited for arrived).
+    pub(super) stall_lengths: Vec<f64>,
+    /// When the current stall began.
+    pub(super) stall_began: f64,
 }
 
 impl Buffer {
     /// Let time pass until `now`.
-    fn advance(&mut self, now: f64) {
+    pub(super) fn advance(&mut self, now: f64) {
         let dt = (now - self.last).max(0.0);
         self.last = now;
         if self.playing {
             self.level_s -= dt;
             if self.level_s < 0.0 {
                 self.stall_s += -self.level_s;
+                self.stall_began = now + self.level_s;
                 self.level_s = 0.0;
                 self.playing = false;
                 self.stalled = true;
@@ -86,11 +93,14 @@ impl Buffer {
 
     /// A segment of `dur` seconds arrived at `now`; playback (re)starts once `resume_s` is
     /// buffered or nothing more will come.
-    fn add(&mut self, now: f64, dur: f64, resume_s: f64, last: bool) -> Option<f64> {
+    pub(super) fn add(&mut self, now: f64, dur: f64, resume_s: f64, last: bool) -> Option<f64> {
         self.advance(now);
         self.level_s += dur;
         if !self.playing && (self.level_s + 1e-9 >= resume_s || last) {
             self.playing = true;
+            if self.stalled {
+                self.stall_lengths.push(now - self.stall_began);
+            }
             self.stalled = false;
             if !self.started {
                 self.started = true;
@@ -101,13 +111,51 @@ impl Buffer {
     }
 }
 
-impl Player<'_> {
-    fn now(&self) -> f64 {
+impl<'a> Player<'a> {
+    /// A player for `plan`'s session (the lease keeps its network-namespace address).
+    pub(super) fn new(
+        plan: &'a Plan,
+        shared: &'a Arc<Shared>,
+    ) -> (Player<'a>, Option<crate::netns::Lease>) {
+        let (viewer, lease) = Viewer::of(plan, shared);
+        let p = Player {
+            plan,
+            shared,
+            viewer,
+            conn: None,
+            server_closed: false,
+            made: Vec::new(),
+            records: Vec::new(),
+            opened: 0,
+            reconnects: 0,
+        };
+        (p, lease)
+    }
+
+    /// The session's record: what it fetched, how it ended, what the player saw.
+    pub(super) fn finish(self, end: SessionEnd, outcome: PlayerOutcome) -> SessionRecord {
+        let mut session = (*self.plan.session).clone();
+        session.requests = self.made;
+        SessionRecord {
+            index: self.plan.index,
+            session: Arc::new(session),
+            arrival: self.plan.arrival,
+            end,
+            requests: self.records,
+            skipped: 0,
+            connections_opened: self.opened,
+            reconnects: self.reconnects,
+            player: Some(outcome),
+            prefilled: self.plan.prefilled,
+        }
+    }
+
+    pub(super) fn now(&self) -> f64 {
         self.shared.t0.elapsed().as_secs_f64()
     }
 
     /// Fetch a piece; its body is returned when `keep` (manifests, playlists, indexes).
-    async fn get(
+    pub(super) async fn get(
         &mut self,
         piece: &Piece,
         media_s: f64,
@@ -190,12 +238,17 @@ impl Player<'_> {
     }
 
     /// A protocol-level failure of the presentation itself (unparseable manifest, ...).
-    fn broken(&mut self, detail: String) -> SessionEnd {
+    pub(super) fn broken(&mut self, detail: String) -> SessionEnd {
+        self.fail_last(FailureReason::Protocol, detail)
+    }
+
+    /// Mark the latest request as the session's failure (`reason`, `detail`).
+    pub(super) fn fail_last(&mut self, reason: FailureReason, detail: String) -> SessionEnd {
         if let Some(last) = self.records.last_mut() {
-            last.failure = Some(crate::record::Failure::new(FailureReason::Protocol, detail));
+            last.failure = Some(crate::record::Failure::new(reason, detail));
             last.ttlb = None;
         }
-        SessionEnd::Failed(FailureReason::Protocol)
+        SessionEnd::Failed(reason)
     }
 
     async fn presentation(
@@ -243,7 +296,7 @@ impl Player<'_> {
     }
 
     /// Wait `seconds`, or until the run is cancelled.
-    async fn wait(&self, seconds: f64) -> Result<(), SessionEnd> {
+    pub(super) async fn wait(&self, seconds: f64) -> Result<(), SessionEnd> {
         if seconds <= 0.0 {
             return Ok(());
         }
@@ -356,42 +409,11 @@ impl Player<'_> {
 
 /// Play `plan`'s session as an adaptive player.
 pub(crate) async fn play(plan: &Plan, shared: &Arc<Shared>, cfg: &PlayerConfig) -> SessionRecord {
-    let (viewer, _lease) = Viewer::of(plan, shared);
-    let mut p = Player {
-        plan,
-        shared,
-        viewer,
-        conn: None,
-        server_closed: false,
-        made: Vec::new(),
-        records: Vec::new(),
-        opened: 0,
-        reconnects: 0,
-    };
+    let (mut p, _lease) = Player::new(plan, shared);
     let mut outcome = PlayerOutcome::default();
     let end = match p.play(cfg, &mut outcome).await {
         Ok(()) => SessionEnd::Completed,
         Err(e) => e,
     };
-    let Player {
-        made,
-        records,
-        opened,
-        reconnects,
-        ..
-    } = p;
-    let mut session = (*plan.session).clone();
-    session.requests = made;
-    SessionRecord {
-        index: plan.index,
-        session: Arc::new(session),
-        arrival: plan.arrival,
-        end,
-        requests: records,
-        skipped: 0,
-        connections_opened: opened,
-        reconnects,
-        player: Some(outcome),
-        prefilled: plan.prefilled,
-    }
+    p.finish(end, outcome)
 }
