@@ -162,6 +162,8 @@ pub struct LoadConfig {
     /// Where live viewers (sessions with `live`) find their streams (`--live-prefix`,
     /// `--live-streams`).
     pub live: crate::player::live::LiveSettings,
+    /// Probe sessions run during steady state and reported apart (`--probe N,LEN`).
+    pub probes: Option<crate::probe::Probes>,
 }
 
 impl LoadConfig {
@@ -191,6 +193,7 @@ impl LoadConfig {
             shard: None,
             start_at: None,
             live: crate::player::live::LiveSettings::default(),
+            probes: None,
         }
     }
 

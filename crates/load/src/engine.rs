@@ -9,12 +9,13 @@ use crate::record::SessionRecord;
 use crate::results::{Results, Sample};
 use crate::session::{self, Live, Plan, Shared};
 use crate::status::StatusLine;
-use crate::warm;
+use crate::{probe, warm};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use vodkit_workload::model::Session;
 
 /// A run that could not take place at all (individual request failures are results).
 #[derive(Debug, thiserror::Error)]
@@ -167,7 +168,7 @@ async fn prepare(
     // A warm start moves the schedule into the past and trims sessions already playing.
     let horizon = config.warm_horizon();
     // (session index, arrival, the trimmed session of one already playing).
-    let mut starts: Vec<(usize, f64, Option<vodkit_workload::model::Session>)> = schedule
+    let mut starts: Vec<(usize, f64, Option<Session>)> = schedule
         .iter()
         .enumerate()
         .filter(|&(i, _)| config.owns(i))
@@ -188,7 +189,28 @@ async fn prepare(
     let mut order: Vec<usize> = (0..starts.len()).collect();
     order.sort_by(|&a, &b| starts[a].1.total_cmp(&starts[b].1));
     let player = config.player.clone().map(Arc::new);
-    let plans = order
+    let make = |index: usize, session: Arc<Session>, arrival: f64, prefilled: bool, probe: bool| {
+        let mut link = config
+            .links
+            .get(&session.class)
+            .copied()
+            .unwrap_or_default();
+        let route = kernel.as_ref().and_then(|k| k.route(&session.class));
+        if route.is_some() {
+            link.bandwidth_bps = 0;
+        }
+        Plan {
+            index,
+            session,
+            arrival,
+            link,
+            route,
+            player: player.clone(),
+            prefilled,
+            probe,
+        }
+    };
+    let mut plans: Vec<Plan> = order
         .iter()
         .enumerate()
         .map(|(index, &k)| {
@@ -196,26 +218,36 @@ async fn prepare(
             let trimmed = starts[k].2.take();
             let prefilled = trimmed.is_some();
             let session = Arc::new(trimmed.unwrap_or_else(|| config.sessions[i].clone()));
-            let mut link = config
-                .links
-                .get(&session.class)
-                .copied()
-                .unwrap_or_default();
-            let route = kernel.as_ref().and_then(|k| k.route(&session.class));
-            if route.is_some() {
-                link.bandwidth_bps = 0;
-            }
-            Plan {
-                index,
-                session,
-                arrival,
-                link,
-                route,
-                player: player.clone(),
-                prefilled,
-            }
+            make(index, session, arrival, prefilled, false)
         })
         .collect();
+    if let Some(p) = &config.probes {
+        // Steady state: at once after a warm start, else once the longest session could
+        // have played out. Probes go to shard 0 only, so a sharded run has one set.
+        let scheduled = &config.sessions[..schedule.len()];
+        let steady_from = if horizon > 0.0 {
+            0.0
+        } else {
+            scheduled
+                .iter()
+                .map(warm::nominal_length)
+                .fold(0.0, f64::max)
+        };
+        let span = config.duration.map_or_else(
+            || schedule.last().copied().unwrap_or(0.0),
+            |d| d.as_secs_f64(),
+        );
+        let first = plans.len();
+        if config.shard.is_none_or(|s| s.index == 0) {
+            for (k, (session, at)) in probe::plan(scheduled, p, steady_from, span)
+                .into_iter()
+                .enumerate()
+            {
+                plans.push(make(first + k, Arc::new(session), at, false, true));
+            }
+        }
+        plans.sort_by(|a, b| a.arrival.total_cmp(&b.arrival));
+    }
     Ok((
         shared,
         plans,

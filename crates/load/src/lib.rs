@@ -13,6 +13,7 @@ pub mod input;
 pub mod link;
 pub mod netns;
 pub mod player;
+pub mod probe;
 pub mod qos;
 pub mod record;
 pub mod results;

@@ -397,6 +397,7 @@ mod tests {
             reconnects: 0,
             player: None,
             prefilled: false,
+            probe: false,
         }
     }
 

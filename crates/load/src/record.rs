@@ -152,6 +152,8 @@ pub struct SessionRecord {
     pub player: Option<PlayerOutcome>,
     /// Started mid-session by a warm start ([`crate::warm`]); not judged as a session.
     pub prefilled: bool,
+    /// A probe session (`--probe`): judged apart from the run's own sessions.
+    pub probe: bool,
 }
 
 /// A stretch of media fetched at one bit rate (one segment).

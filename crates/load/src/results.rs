@@ -24,7 +24,18 @@ pub struct Results {
     pub schedule: ScheduleStats,
     pub timeseries: Vec<Sample>,
     pub qos: Qos,
+    /// The probe sessions' outcomes and quality (`--probe`), kept out of `sessions` and
+    /// `qos`: seed 004 reads a cell's client-side figures from probes run in steady state.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probes: Option<ProbeReport>,
     pub connections: ConnStats,
+}
+
+/// What the probe sessions saw.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ProbeReport {
+    pub sessions: SessionStats,
+    pub qos: Qos,
 }
 
 /// Run parameters and totals over the whole run (ramps included).
@@ -334,6 +345,96 @@ fn ratio(a: f64, b: f64) -> f64 {
     }
 }
 
+/// Session outcomes and client-side quality over the sessions `judged` marks.
+fn quality(
+    config: &LoadConfig,
+    sessions: &[SessionRecord],
+    judged: &[bool],
+) -> (SessionStats, Qos) {
+    let mut stats = SessionStats::default();
+    let mut q = Qos::default();
+    let mut startup = Hist::new();
+    let mut late = Hist::new();
+    let mut abr: Option<AbrSummary> = None;
+    let mut abr_startup = Hist::new();
+    let mut live: Option<LiveSummary> = None;
+    let mut live_hists = [Hist::new(), Hist::new(), Hist::new()];
+    for (si, s) in sessions.iter().enumerate() {
+        if !judged[si] {
+            continue;
+        }
+        stats.started += 1;
+        match s.end {
+            SessionEnd::Completed => stats.completed += 1,
+            SessionEnd::Failed(_) => stats.failed += 1,
+            SessionEnd::Refused => stats.refused += 1,
+            SessionEnd::Cancelled => stats.cancelled += 1,
+        }
+        if s.end == SessionEnd::Refused {
+            // Turned away: it never played.
+            continue;
+        }
+        if let Some((o, l)) = s.player.as_ref().and_then(|o| Some((o, o.live.as_ref()?))) {
+            let v = live.get_or_insert_with(LiveSummary::default);
+            v.add(o, l, s.end == SessionEnd::Completed);
+            if let Some(t) = o.startup_s {
+                live_hists[0].record_s(t);
+            }
+            for &x in &l.latency_s {
+                live_hists[1].record_s(x.max(0.0));
+            }
+            for &x in &l.late_s {
+                live_hists[2].record_s(x);
+            }
+        } else if let Some(o) = &s.player {
+            let a = abr.get_or_insert_with(AbrSummary::default);
+            a.add(o, s.end == SessionEnd::Completed);
+            if let Some(t) = o.startup_s {
+                abr_startup.record_s(t);
+            }
+        }
+        let Some(p) = qos::playout(s, config.startup_buffer_s) else {
+            if s.end == SessionEnd::Completed {
+                stats.played_clean += 1;
+            }
+            continue;
+        };
+        if s.end == SessionEnd::Completed && p.rebuffer_events == 0 {
+            stats.played_clean += 1;
+        }
+        q.sessions += 1;
+        q.short_sessions += u64::from(p.short());
+        if let Some(d) = p.startup_delay_s {
+            startup.record_s(d);
+        }
+        q.rebuffer_events += u64::from(p.rebuffer_events);
+        q.rebuffer_s += p.rebuffer_s;
+        q.play_s += p.play_s;
+        for l in &p.late_s {
+            late.record_s(*l);
+        }
+        match p.failure {
+            Some(FailurePhase::Startup) => q.startup_failures += 1,
+            Some(FailurePhase::InPlay) => q.inplay_failures += 1,
+            None => {}
+        }
+        q.acceptable_sessions += u64::from(p.acceptable());
+    }
+    q.startup_delay_ms = startup.percentiles();
+    q.late_jitter_ms = late.percentiles();
+    q.startup_buffer_s = config.startup_buffer_s;
+    q.abr = abr.map(|mut a| {
+        a.startup_ms = abr_startup.percentiles();
+        a
+    });
+    q.live = live.map(|mut v| {
+        let [a, b, c] = &live_hists;
+        v.set(a, b, c);
+        v
+    });
+    (stats, q)
+}
+
 /// Each request's intended send time (seconds into the run): the session's scheduled
 /// arrival plus the pacing of the requests before it. Players pick requests as they play,
 /// so theirs are sent when intended.
@@ -346,7 +447,8 @@ fn intended_times(s: &SessionRecord) -> Vec<f64> {
 
 /// Steady-state membership of every request, by session and request index.
 fn steady_requests(config: &LoadConfig, sessions: &[SessionRecord]) -> (Vec<bool>, Vec<Vec<bool>>) {
-    let n = sessions.len() as u64;
+    // Ramps count the run's own sessions; probes are numbered after them.
+    let n = sessions.iter().filter(|s| !s.probe).count() as u64;
     let ramp = config.ramp;
     let in_window: Vec<bool> = sessions
         .iter()
@@ -381,7 +483,7 @@ fn steady_requests(config: &LoadConfig, sessions: &[SessionRecord]) -> (Vec<bool
     let session_steady = in_window
         .iter()
         .zip(sessions)
-        .map(|(&w, s)| w && !s.prefilled)
+        .map(|(&w, s)| w && !s.prefilled && !s.probe)
         .collect();
     (session_steady, steady)
 }
@@ -450,86 +552,11 @@ impl Results {
             }
         }
         let window = if w1 > w0 { [w0, w1] } else { [0.0, 0.0] };
-        let mut stats = SessionStats::default();
-        let mut q = Qos::default();
-        let mut startup = Hist::new();
-        let mut late = Hist::new();
-        let mut abr: Option<AbrSummary> = None;
-        let mut abr_startup = Hist::new();
-        let mut live: Option<LiveSummary> = None;
-        let mut live_hists = [Hist::new(), Hist::new(), Hist::new()];
-        for (si, s) in sessions.iter().enumerate() {
-            if !session_steady[si] {
-                continue;
-            }
-            stats.started += 1;
-            match s.end {
-                SessionEnd::Completed => stats.completed += 1,
-                SessionEnd::Failed(_) => stats.failed += 1,
-                SessionEnd::Refused => stats.refused += 1,
-                SessionEnd::Cancelled => stats.cancelled += 1,
-            }
-            if s.end == SessionEnd::Refused {
-                // Turned away: it never played.
-                continue;
-            }
-            if let Some((o, l)) = s.player.as_ref().and_then(|o| Some((o, o.live.as_ref()?))) {
-                let v = live.get_or_insert_with(LiveSummary::default);
-                v.add(o, l, s.end == SessionEnd::Completed);
-                if let Some(t) = o.startup_s {
-                    live_hists[0].record_s(t);
-                }
-                for &x in &l.latency_s {
-                    live_hists[1].record_s(x.max(0.0));
-                }
-                for &x in &l.late_s {
-                    live_hists[2].record_s(x);
-                }
-            } else if let Some(o) = &s.player {
-                let a = abr.get_or_insert_with(AbrSummary::default);
-                a.add(o, s.end == SessionEnd::Completed);
-                if let Some(t) = o.startup_s {
-                    abr_startup.record_s(t);
-                }
-            }
-            let Some(p) = qos::playout(s, config.startup_buffer_s) else {
-                if s.end == SessionEnd::Completed {
-                    stats.played_clean += 1;
-                }
-                continue;
-            };
-            if s.end == SessionEnd::Completed && p.rebuffer_events == 0 {
-                stats.played_clean += 1;
-            }
-            q.sessions += 1;
-            q.short_sessions += u64::from(p.short());
-            if let Some(d) = p.startup_delay_s {
-                startup.record_s(d);
-            }
-            q.rebuffer_events += u64::from(p.rebuffer_events);
-            q.rebuffer_s += p.rebuffer_s;
-            q.play_s += p.play_s;
-            for l in &p.late_s {
-                late.record_s(*l);
-            }
-            match p.failure {
-                Some(FailurePhase::Startup) => q.startup_failures += 1,
-                Some(FailurePhase::InPlay) => q.inplay_failures += 1,
-                None => {}
-            }
-            q.acceptable_sessions += u64::from(p.acceptable());
-        }
-        q.startup_delay_ms = startup.percentiles();
-        q.late_jitter_ms = late.percentiles();
-        q.startup_buffer_s = config.startup_buffer_s;
-        q.abr = abr.map(|mut a| {
-            a.startup_ms = abr_startup.percentiles();
-            a
-        });
-        q.live = live.map(|mut v| {
-            let [a, b, c] = &live_hists;
-            v.set(a, b, c);
-            v
+        let (stats, q) = quality(config, sessions, &session_steady);
+        let probes = sessions.iter().any(|s| s.probe).then(|| {
+            let judged: Vec<bool> = sessions.iter().map(|s| s.probe).collect();
+            let (sessions, qos) = quality(config, sessions, &judged);
+            ProbeReport { sessions, qos }
         });
         let mut results = Results {
             run: RunInfo {
@@ -565,7 +592,7 @@ impl Results {
             requests,
             sessions: stats,
             throughput_mb_s: ratio(done_bytes as f64 / 1e6, window[1] - window[0]),
-            missed_deadlines: late.percentiles().count,
+            missed_deadlines: q.late_jitter_ms.count,
             latency_ms: LatencyStats {
                 ttfb: ttfb.percentiles(),
                 ttlb: ttlb.percentiles(),
@@ -578,6 +605,7 @@ impl Results {
             },
             timeseries,
             qos: q,
+            probes,
             connections: conns,
         };
         results.refresh_fractions();
@@ -729,6 +757,10 @@ impl Results {
                 for (h, t) in live_hists.iter_mut().zip(theirs) {
                     h.add(&t.hist().map_err(ctx)?);
                 }
+            }
+            // Probes run on one shard (or host) only.
+            if out.probes.is_none() {
+                out.probes = p.probes.clone();
             }
             out.connections.opened += p.connections.opened;
             out.connections.reconnects += p.connections.reconnects;
@@ -899,6 +931,23 @@ impl Results {
             "connections opened {}  reconnects {}\n",
             self.connections.opened, self.connections.reconnects
         );
+        if let Some(p) = &self.probes {
+            let q = &p.qos;
+            out += &format!(
+                "probes     {} sessions  completed {}  start-up p50 {:.0} ms  stalls {} ({:.1} s)  acceptable {}/{}{}\n",
+                p.sessions.started,
+                p.sessions.completed,
+                q.startup_delay_ms.p50,
+                q.rebuffer_events,
+                q.rebuffer_s,
+                q.acceptable_sessions,
+                q.sessions,
+                q.live.as_ref().map_or(String::new(), |v| format!(
+                    "  live to edge p50 {:.1} s  skipped {}",
+                    v.latency_to_edge_s_p50, v.skipped_segments
+                ))
+            );
+        }
         out
     }
 }
@@ -1027,6 +1076,7 @@ mod tests {
             reconnects: 0,
             player: None,
             prefilled: false,
+            probe: false,
         }
     }
 

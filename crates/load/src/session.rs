@@ -54,6 +54,8 @@ pub struct Plan {
     /// Already playing when the run started (a warm start): its load counts, its session
     /// outcome does not.
     pub prefilled: bool,
+    /// A probe session (`--probe`).
+    pub probe: bool,
 }
 
 /// A connection slot of a session.
@@ -217,6 +219,7 @@ async fn drive(plan: &Plan, shared: &Arc<Shared>) -> SessionRecord {
         reconnects,
         player: None,
         prefilled: plan.prefilled,
+        probe: plan.probe,
     }
 }
 

@@ -267,3 +267,35 @@ fn an_ended_stream_ends_its_viewers_cleanly() {
     assert!(l.stream_ended);
     assert!(l.segments >= 4, "{l:?}");
 }
+
+#[test]
+fn probes_run_apart_from_the_load_and_report_their_own_quality() {
+    let target = origin(Script {
+        window: 6,
+        segment_bytes: 10_000,
+        stops_after: None,
+        ends_after: None,
+    });
+    std::thread::sleep(Duration::from_secs_f64(2.0));
+    let sessions: Vec<Session> = (0..6)
+        .map(|i| viewer(i, 0, 2.0, i as f64 * 0.3, "lan"))
+        .collect();
+    let run = common::run(target, sessions, |c| {
+        c.probes = Some("2,1.5s".parse().unwrap());
+        c.duration = Some(Duration::from_secs(5));
+    });
+    let probes: Vec<_> = run.sessions.iter().filter(|s| s.probe).collect();
+    assert_eq!(probes.len(), 2);
+    for p in &probes {
+        assert!(p.session.id >= vodkit_load::probe::PROBE_ID_BASE);
+        assert_eq!(p.session.live.unwrap().watch_s, 1.5);
+        assert_eq!(p.end, SessionEnd::Completed);
+    }
+    let report = run.results.probes.as_ref().expect("probes in results");
+    assert_eq!(report.sessions.started, 2);
+    assert_eq!(report.qos.live.as_ref().unwrap().sessions, 2);
+    // The run's own figures leave the probes out.
+    assert_eq!(run.results.sessions.started, 6);
+    assert_eq!(run.results.qos.live.as_ref().unwrap().sessions, 6);
+    assert!(run.results.summary().contains("probes     2 sessions"));
+}

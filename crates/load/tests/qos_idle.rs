@@ -260,6 +260,7 @@ fn ideal_record(w: &Workload, session: &Session) -> SessionRecord {
         reconnects: 0,
         player: None,
         prefilled: false,
+        probe: false,
     }
 }
 

@@ -156,6 +156,10 @@ struct RunArgs {
     /// (default: stream k itself).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     live_streams: Option<u32>,
+    /// Run N probe sessions of LEN each during steady state and report their quality
+    /// apart (`probes` in results.json; seed 004 used 20 probes of 60 s): `--probe 20,60s`.
+    #[arg(long, value_name = "N,LEN")]
+    probe: Option<vodkit_load::probe::Probes>,
     /// Show the live status line even when stderr is not a terminal.
     #[arg(long)]
     progress: bool,
@@ -266,6 +270,7 @@ fn run_load(a: RunArgs) -> anyhow::Result<()> {
     }
     config.live.prefix = a.live_prefix.clone();
     config.live.streams = a.live_streams;
+    config.probes = a.probe;
     if let Some(protocol) = a.player {
         let mut p = vodkit_load::player::PlayerConfig::new(protocol);
         p.rule = a.abr;

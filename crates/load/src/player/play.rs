@@ -147,6 +147,7 @@ impl<'a> Player<'a> {
             reconnects: self.reconnects,
             player: Some(outcome),
             prefilled: self.plan.prefilled,
+            probe: self.plan.probe,
         }
     }
 
