@@ -33,6 +33,14 @@ pub struct WorkloadLoad {
     /// The CA an `https://` server's certificate chains to (set per server by the
     /// runner); `None` with an https URL (a `url:` server): any certificate is accepted.
     pub tls_ca: Option<PathBuf>,
+    /// The live source for workloads with live viewers (each point publishes its streams
+    /// to the server under test); `None` refuses such workloads.
+    pub live_feed: Option<Box<dyn crate::live::LiveFeed>>,
+    /// Where servers accept the live streams.
+    pub live_origin: crate::live::LiveOrigin,
+    /// Probe sessions per point (`vodkit load --probe`); the point is judged on the
+    /// probes' quality where the criterion looks at quality.
+    pub probes: Option<vodkit_load::probe::Probes>,
 }
 
 impl WorkloadLoad {
@@ -62,6 +70,9 @@ impl WorkloadLoad {
             live_status: false,
             warm_start: vodkit_load::WarmStart::Auto,
             tls_ca: None,
+            live_feed: None,
+            live_origin: crate::live::LiveOrigin::bench(),
+            probes: None,
         }
     }
 
@@ -78,12 +89,33 @@ impl WorkloadLoad {
 /// Convert the load generator's results into the bench's client figures.
 pub fn client_metrics(r: &vodkit_load::Results) -> ClientMetrics {
     let errors: u64 = r.requests.errors.values().sum();
-    let qos = serde_json::json!({
+    let mut qos = serde_json::json!({
         "acceptable_sessions_fraction": r.qos.acceptable_sessions_fraction,
         "rebuffer_ratio": r.qos.rebuffer_ratio,
         "startup_delay_p90_ms": r.qos.startup_delay_ms.p90,
         "ttlb_p99_ms": r.latency_ms.ttlb.p99,
     });
+    if let Some(v) = &r.qos.live {
+        qos["live"] = serde_json::json!({
+            "viewers": v.sessions,
+            "unstalled_viewers": v.unstalled_sessions,
+            "stalls": v.stalls,
+            "latency_to_edge_s_p50": v.latency_to_edge_s_p50,
+            "skipped_segments": v.skipped_segments,
+        });
+    }
+    // Judge quality on the probes where the run has them (seed 004 §3.1).
+    let judged = r.probes.as_ref().map_or(&r.qos, |p| &p.qos);
+    if let Some(p) = &r.probes {
+        qos["probes"] = serde_json::json!({
+            "sessions": p.sessions.started,
+            "failed": p.sessions.failed,
+            "acceptable_sessions_fraction": p.qos.acceptable_sessions_fraction,
+            "startup_delay_p90_ms": p.qos.startup_delay_ms.p90,
+            "rebuffer_events": p.qos.rebuffer_events,
+        });
+    }
+    let acceptable_fraction = (judged.sessions > 0).then_some(judged.acceptable_sessions_fraction);
     ClientMetrics {
         sessions: r.sessions.completed + r.sessions.failed,
         failed_sessions: r.sessions.failed,
@@ -96,6 +128,7 @@ pub fn client_metrics(r: &vodkit_load::Results) -> ClientMetrics {
         goodput_fraction: r.sessions.goodput_fraction,
         refusal_p99_ms: r.latency_ms.refusal.p99,
         qos: Some(qos),
+        acceptable_fraction,
     }
 }
 
@@ -128,8 +161,29 @@ impl LoadDriver for WorkloadLoad {
         config.max_sessions = self.max_sessions;
         config.progress = self.live_status;
         config.source = format!("vodkit bench at {rate} sessions/s");
+        config.probes = self.probes;
+        let feed = match (
+            crate::live::LiveDemand::of(&self.sessions),
+            self.live_feed.as_mut(),
+        ) {
+            (None, _) => None,
+            (Some(_), None) => {
+                return Err("the workload has live viewers but this run has no live source".into())
+            }
+            (Some(d), Some(feed)) => {
+                let streams = d.streams(rate);
+                config.live.prefix = self.live_origin.prefix.clone();
+                config.live.streams = Some(streams);
+                Some(
+                    feed.start(base_url, &self.live_origin, streams, d.bitrate_kbps)
+                        .map_err(|e| format!("live source: {e}"))?,
+                )
+            }
+        };
         let run = vodkit_load::run(config, vodkit_load::CancellationToken::new())
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| e.to_string());
+        let notes = feed.map(|f| f.stop()).unwrap_or_default();
+        let run = run?;
         let end = SystemTime::now();
         let r = &run.results;
         // The run's clock starts after warm-up; place the window on the wall clock from the end.
@@ -144,6 +198,7 @@ impl LoadDriver for WorkloadLoad {
         Ok(LoadOutcome {
             client: client_metrics(r),
             steady,
+            notes,
         })
     }
 }

@@ -109,6 +109,7 @@ pub fn run(
         sequential: false,
         precision_div: 4.0,
         criterion: Criterion::Strict,
+        probes: None,
         repeat: 1,
     };
     let (mut servers, bound): (Vec<ServerReport>, _) = run_cell(

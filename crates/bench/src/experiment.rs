@@ -23,6 +23,9 @@ pub struct LoadOutcome {
     pub client: ClientMetrics,
     /// Steady-state window as wall-clock times (start, end).
     pub steady: Option<(SystemTime, SystemTime)>,
+    /// What a reader of the point should know about the run (e.g. a live source's failed
+    /// publishes).
+    pub notes: Vec<String>,
 }
 
 /// Runs the workload's sessions against a server at a rate (sessions/s).
@@ -187,6 +190,7 @@ impl Oracle for ServerOracle<'_, '_> {
         let load =
             load.map_err(|e| PointError(StartError::Failed(format!("load at rate {rate}: {e}"))))?;
         m.client = load.client;
+        m.notes.extend(load.notes);
         match figures {
             Ok(f) => {
                 m.disk = f.disk;

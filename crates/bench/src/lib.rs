@@ -18,6 +18,7 @@ pub mod bound;
 pub mod demo;
 pub mod experiment;
 pub mod launch;
+pub mod live;
 pub mod point;
 pub mod prepare;
 pub mod readahead;

@@ -76,6 +76,10 @@ pub struct ClientMetrics {
     /// QoS figures from the load generator, passed through as it reports them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qos: Option<serde_json::Value>,
+    /// Fraction of the judged sessions (the probes where the run has them) that played
+    /// acceptably, as the quality criterion reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acceptable_fraction: Option<f64>,
 }
 
 /// Everything measured at one data point.
@@ -130,6 +134,7 @@ impl PointMetrics {
             },
             failed_sessions: not_served,
             timed_out_requests: c.timed_out_requests,
+            acceptable_fraction: c.acceptable_fraction,
         }
     }
 }
@@ -181,6 +186,7 @@ pub fn mean_of(points: &[&PointMetrics]) -> Option<PointMetrics> {
                 .map(|p| p.client.refusal_p99_ms)
                 .fold(0.0, f64::max),
             qos: points[0].client.qos.clone(),
+            acceptable_fraction: avg_opt(&|p| p.client.acceptable_fraction),
         },
         disk,
         cpu_busy: avg_opt(&|p| p.cpu_busy),

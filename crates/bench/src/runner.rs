@@ -80,6 +80,8 @@ pub struct BenchRequest {
     /// read once the workload is ([`SearchPlan::parse`]); checked here for the error.
     pub search: Option<String>,
     pub criterion: Criterion,
+    /// Probe sessions per point (`--probe N,LEN`), judged by the `quality` criterion.
+    pub probes: Option<vodkit_load::probe::Probes>,
     pub repeat: u32,
     /// Longest load run per data point.
     pub point_duration: Option<Duration>,
@@ -135,12 +137,19 @@ pub fn check_request(req: &BenchRequest) -> Result<Checked, RunError> {
 /// load reaches `target_mb_s`.
 pub fn rate_guess(load: &WorkloadLoad, target_mb_s: f64) -> f64 {
     let n = load.sessions.len().max(1) as f64;
-    let bytes: f64 = load
+    // A live viewer receives its bit rate for its watch time.
+    let live: f64 = load
         .sessions
         .iter()
-        .flat_map(|s| &s.requests)
-        .map(|r| r.range.map(|x| x.len()).unwrap_or(512 * 1024) as f64)
+        .filter_map(|s| Some(s.live?.watch_s * f64::from(s.bitrate_kbps?) * 125.0))
         .sum();
+    let bytes: f64 = live
+        + load
+            .sessions
+            .iter()
+            .flat_map(|s| &s.requests)
+            .map(|r| r.range.map(|x| x.len()).unwrap_or(512 * 1024) as f64)
+            .sum::<f64>();
     let per_session_mb = (bytes / n / 1e6).max(0.01);
     (target_mb_s / per_session_mb).max(0.05)
 }
@@ -377,6 +386,8 @@ pub struct RunSetup<'a> {
     pub vodkit_exe: Option<&'a Path>,
     /// Prefix of progress messages (a cell's label).
     pub label: &'a str,
+    /// Probe sessions per point (`--probe`).
+    pub probes: Option<vodkit_load::probe::Probes>,
 }
 
 /// A finished run: the report (servers carry their fraction of the bound), the bound, and
@@ -425,7 +436,17 @@ pub fn run_workload(setup: &RunSetup<'_>, progress: &mut BarProgress) -> Result<
     load.max_duration = setup.point;
     progress.message(say("computing the capacity bound"));
     let (bound, bound_notes) = capacity_bound(setup.testbed, setup.workload, &load, setup.memory);
-    let probe = load.probe_path().unwrap_or_else(|| "/".into());
+    load.probes = setup.probes;
+    // Readiness is checked on a file of the set: the first request, else (live viewers
+    // only) the catalog's first file.
+    let probe = load
+        .probe_path()
+        .or_else(|| {
+            let c = crate::prepare::catalog(setup.workload).ok()?;
+            let f = c.titles.first()?.renditions.first()?.files.first()?;
+            Some(format!("/{}", f.path))
+        })
+        .unwrap_or_else(|| "/".into());
     let plan = (setup.plan)(rate_guess(&load, setup.guess_mb_s))
         .map_err(|e| NotRun::failed(RunError::Usage(e)))?;
     let mut launcher = LocalLauncher::new(root.clone(), setup.run_base.clone(), probe.clone());
@@ -506,6 +527,7 @@ pub fn run(req: &BenchRequest) -> Result<(BenchReport, String), RunError> {
         run_base: req.out.join("runs"),
         vodkit_exe: req.vodkit_exe.as_deref(),
         label: "",
+        probes: req.probes,
     };
     let ran = run_workload(&setup, &mut progress);
     progress.finish();
@@ -547,6 +569,7 @@ mod tests {
             memory: None,
             search: None,
             criterion: Criterion::Strict,
+            probes: None,
             repeat: 1,
             point_duration: None,
             out: dir.join("out"),
@@ -612,6 +635,7 @@ mod tests {
             run_base: dir.path().join("runs"),
             vodkit_exe: None,
             label: "cell",
+            probes: None,
         };
         let fails = |setup: &RunSetup<'_>, status: &str, needle: &str| {
             let n = run_workload(setup, &mut BarProgress::new(false))

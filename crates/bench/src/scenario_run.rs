@@ -32,6 +32,8 @@ pub struct CellPlan {
     /// The search stops bisecting at guess / this.
     pub precision_div: f64,
     pub criterion: Criterion,
+    /// Probe sessions per point (`--probe`).
+    pub probes: Option<vodkit_load::probe::Probes>,
     pub repeat: u32,
 }
 
@@ -62,7 +64,11 @@ pub fn cells(s: &Scenario) -> Result<Vec<CellPlan>, String> {
                 max_steps: 8,
                 sequential: s.sequential_reference.is_some(),
                 precision_div: 8.0,
-                criterion: Criterion::Strict,
+                criterion: match s.criterion {
+                    Some(c) => c.parse()?,
+                    None => Criterion::Strict,
+                },
+                probes: s.probes.map(str::parse).transpose()?,
                 repeat: 1,
             })
         })
@@ -133,6 +139,7 @@ pub fn run_cell(
         run_base: out.join("runs").join(safe),
         vodkit_exe: vodkit_exe.map(PathBuf::as_path),
         label: &cell.label,
+        probes: cell.probes,
     };
     let Ran {
         report: rep,
@@ -263,6 +270,9 @@ pub fn judge(s: &Scenario, rep: &mut BenchReport, sequential_mb_s: Option<f64>) 
         });
     }
     rep.comparisons = comparisons;
+    if s.name == "matrix" {
+        rep.notes.extend(crate::live::matrix_lines(rep));
+    }
     rep.scenario = Some(ScenarioInfo {
         name: s.name.into(),
         mirrors: s.mirrors.into(),

@@ -18,6 +18,11 @@ pub enum Criterion {
     Strict,
     /// Fewer than this fraction of sessions may fail (seed 001 uses 0.3%).
     Sessions { max_failed_fraction: f64 },
+    /// Strict, and at least this fraction of the judged sessions (the probes where the
+    /// run has them, else every steady-state session) played acceptably — start-up plus
+    /// stalls within 3% of play time (docs/load.md, "Playout model"): seed 004's capacity,
+    /// which viewers lose before any server resource looks saturated.
+    Quality { min_acceptable_fraction: f64 },
 }
 
 impl Criterion {
@@ -32,6 +37,13 @@ impl Criterion {
             Criterion::Sessions {
                 max_failed_fraction,
             } => o.failure_fraction < max_failed_fraction,
+            Criterion::Quality {
+                min_acceptable_fraction,
+            } => {
+                Criterion::Strict.passes(o)
+                    && o.acceptable_fraction
+                        .is_some_and(|a| a + 1e-12 >= min_acceptable_fraction)
+            }
         }
     }
 }
@@ -45,6 +57,9 @@ impl fmt::Display for Criterion {
             } => {
                 write!(f, "sessions:{}%", max_failed_fraction * 100.0)
             }
+            Criterion::Quality {
+                min_acceptable_fraction,
+            } => write!(f, "quality:{}%", min_acceptable_fraction * 100.0),
         }
     }
 }
@@ -56,8 +71,24 @@ impl FromStr for Criterion {
             return Ok(Criterion::Strict);
         }
         let bad = || {
-            format!("criterion `{s}`: expected strict or sessions:PERCENT% (e.g. sessions:0.3%)")
+            format!(
+                "criterion `{s}`: expected strict, sessions:PERCENT% (e.g. sessions:0.3%) or quality:PERCENT% (e.g. quality:95%)"
+            )
         };
+        if let Some(v) = s.strip_prefix("quality:") {
+            let fraction = match v.strip_suffix('%') {
+                Some(p) => p.parse::<f64>().map_err(|_| bad())? / 100.0,
+                None => v.parse::<f64>().map_err(|_| bad())?,
+            };
+            if !(fraction > 0.0 && fraction <= 1.0) {
+                return Err(format!(
+                    "criterion `{s}`: the acceptable share must be above 0 and at most 100%"
+                ));
+            }
+            return Ok(Criterion::Quality {
+                min_acceptable_fraction: fraction,
+            });
+        }
         let v = s.strip_prefix("sessions:").ok_or_else(bad)?;
         let fraction = match v.strip_suffix('%') {
             Some(p) => p.parse::<f64>().map_err(|_| bad())? / 100.0,
@@ -82,6 +113,8 @@ pub struct Observation {
     pub failure_fraction: f64,
     pub failed_sessions: u64,
     pub timed_out_requests: u64,
+    /// Fraction of the judged sessions that played acceptably (`None`: not modelled).
+    pub acceptable_fraction: Option<f64>,
 }
 
 /// Which rates to run.
@@ -417,6 +450,7 @@ mod tests {
                 failure_fraction: over,
                 failed_sessions: (over * 1000.0).ceil() as u64,
                 timed_out_requests: (over * 5000.0).ceil() as u64,
+                acceptable_fraction: None,
             };
             Ok((o, ()))
         }
@@ -580,6 +614,33 @@ mod tests {
                 max_failed_fraction: 0.003
             }
         );
+    }
+
+    #[test]
+    fn the_quality_criterion_needs_strictness_and_acceptable_play() {
+        let c: Criterion = "quality:95%".parse().unwrap();
+        assert_eq!(c.to_string(), "quality:95%");
+        let ok = Observation {
+            sessions: 100,
+            acceptable_fraction: Some(0.96),
+            ..Observation::default()
+        };
+        assert!(c.passes(&ok));
+        assert!(!c.passes(&Observation {
+            acceptable_fraction: Some(0.9),
+            ..ok
+        }));
+        assert!(!c.passes(&Observation {
+            acceptable_fraction: None,
+            ..ok
+        }));
+        assert!(!c.passes(&Observation {
+            failed_sessions: 1,
+            ..ok
+        }));
+        for bad in ["quality:", "quality:0%", "quality:120%", "quality:x"] {
+            assert!(bad.parse::<Criterion>().is_err(), "{bad}");
+        }
     }
 
     #[test]

@@ -83,6 +83,7 @@ impl LoadDriver for Load {
                 ..Default::default()
             },
             steady: Some((now, now)),
+            notes: Vec::new(),
         })
     }
 }

@@ -36,9 +36,15 @@ pub struct Args {
     /// failure-free[:start=R,step=R,precision=R,max=R] or fixed-rates:R,R,… (sessions/s).
     #[arg(long)]
     search: Option<String>,
-    /// strict (no timeouts) or sessions:PERCENT% (e.g. sessions:0.3%).
+    /// strict (no timeouts), sessions:PERCENT% (e.g. sessions:0.3%) or quality:PERCENT%
+    /// (strict, and that share of the judged sessions — the probes when `--probe` is given —
+    /// played acceptably; e.g. quality:95%).
     #[arg(long, default_value = "strict")]
     criterion: Criterion,
+    /// Run N probe sessions of LEN in every point and report them apart (seed 004's
+    /// probes), e.g. 20,30s; the quality criterion then judges the probes.
+    #[arg(long, value_name = "N,LEN")]
+    probe: Option<vodkit_load::probe::Probes>,
     /// Repeat each search N times for a 95% confidence interval.
     #[arg(long, default_value_t = 1)]
     repeat: u32,
@@ -75,6 +81,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         memory: args.memory,
         search: args.search.clone(),
         criterion: args.criterion,
+        probes: args.probe,
         repeat: args.repeat,
         point_duration: args.point_duration,
         out: super::absolute(&out),

@@ -1,0 +1,246 @@
+//! Live streams in the bench (seed 004's live and mixed workloads): every point of a
+//! workload with live viewers runs a live source against the server under test, which
+//! ingests it like a live origin, and this module decides how many streams the source
+//! publishes and names the resource that saturated first at a server's capacity.
+//!
+//! The source itself sits behind [`LiveFeed`] (the `vodkit live push` pseudo-encoder in
+//! production, a fake in tests), so the load driver only knows "start N streams at this
+//! URL, stop them, tell me what went wrong".
+
+use crate::point::PointMetrics;
+use vodkit_workload::model::Session;
+
+/// What every live origin of a run accepts: `PUT` under `prefix` with `Authorization:
+/// Bearer token`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveOrigin {
+    pub prefix: String,
+    pub token: String,
+}
+
+impl LiveOrigin {
+    /// The bench's origin: `/live/` and a token fixed per run directory (loopback only).
+    pub fn bench() -> LiveOrigin {
+        LiveOrigin {
+            prefix: "/live/".into(),
+            token: "vodkit-bench-ingest".into(),
+        }
+    }
+}
+
+/// Publishes live streams to a server for one data point.
+pub trait LiveFeed {
+    /// Start publishing `streams` streams of `bitrate_kbps` to `base_url` under `origin`;
+    /// returns once every stream's playlist holds enough segments for a viewer to join.
+    fn start(
+        &mut self,
+        base_url: &str,
+        origin: &LiveOrigin,
+        streams: u32,
+        bitrate_kbps: u32,
+    ) -> Result<Box<dyn FeedRun>, String>;
+}
+
+/// A running source.
+pub trait FeedRun {
+    /// Stop publishing; returns what a reader of the point should know (failed or late
+    /// publishes), empty when ingest went cleanly.
+    fn stop(self: Box<Self>) -> Vec<String>;
+}
+
+/// What a session list asks of the live source: how many viewers are live, whether they
+/// share one stream, how long they watch and at which bit rate.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct LiveDemand {
+    /// Fraction of sessions that are live viewers.
+    pub share: f64,
+    /// Every live viewer watches stream 0.
+    pub one_stream: bool,
+    /// Mean watch time of a live viewer, seconds.
+    pub watch_s: f64,
+    pub bitrate_kbps: u32,
+}
+
+impl LiveDemand {
+    /// `None` when the sessions have no live viewer.
+    pub fn of(sessions: &[Session]) -> Option<LiveDemand> {
+        let live: Vec<&Session> = sessions.iter().filter(|s| s.live.is_some()).collect();
+        if live.is_empty() {
+            return None;
+        }
+        let n = live.len() as f64;
+        let watch_s = live
+            .iter()
+            .filter_map(|s| s.live.map(|v| v.watch_s))
+            .sum::<f64>()
+            / n;
+        let bitrate_kbps = live
+            .iter()
+            .filter_map(|s| s.bitrate_kbps)
+            .max()
+            .unwrap_or(0);
+        Some(LiveDemand {
+            share: n / sessions.len() as f64,
+            one_stream: live.iter().all(|s| s.live.is_some_and(|v| v.stream == 0)),
+            watch_s,
+            bitrate_kbps,
+        })
+    }
+
+    /// Streams to publish at `rate` sessions/s: one for a shared stream, else as many as
+    /// live viewers watch at once (rate × share × watch time, rounded up), as seed 004
+    /// matched its encoders to its clients. Viewer k watches stream k mod this.
+    pub fn streams(&self, rate: f64) -> u32 {
+        if self.one_stream {
+            return 1;
+        }
+        let n = (rate * self.share * self.watch_s).ceil();
+        if n.is_finite() && n >= 1.0 {
+            n.min(f64::from(u32::MAX)) as u32
+        } else {
+            1
+        }
+    }
+}
+
+/// Utilization at which a resource counts as saturated.
+pub const SATURATED: f64 = 0.9;
+
+/// The resource that saturated first at a failing point: `CPU` (machine-wide busy, iowait
+/// not counted), `disk` (device busy), `memory` (the server's cgroup at its budget), or
+/// `none` — seed 004's finding that viewers suffer while every resource is below
+/// saturation. Several at once: the most utilized.
+pub fn saturated(m: &PointMetrics, budget_bytes: Option<u64>) -> &'static str {
+    let mut found: Vec<(f64, &'static str)> = Vec::new();
+    if let Some(c) = m.cpu_busy {
+        found.push((c, "CPU"));
+    }
+    if let Some(d) = m.disk {
+        found.push((d.utilization, "disk"));
+    }
+    if let (Some(mem), Some(b)) = (m.server_memory, budget_bytes) {
+        if b > 0 {
+            found.push((mem.peak_bytes as f64 / b as f64, "memory"));
+        }
+    }
+    found
+        .into_iter()
+        .filter(|(u, _)| *u >= SATURATED)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map_or("none", |(_, name)| name)
+}
+
+/// What a matrix server's search found, in seed 004's terms: concurrent viewers at its
+/// capacity (capacity × watch time) and the resource saturated at its first failing point.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Saturation {
+    pub viewers: Option<f64>,
+    /// `None` when no point failed (the search stopped at its ceiling).
+    pub resource: Option<&'static str>,
+}
+
+/// Saturation of server `s` whose sessions each watch `watch_s` seconds.
+pub fn saturation(
+    s: &crate::report::ServerReport,
+    watch_s: f64,
+    budget_bytes: Option<u64>,
+) -> Saturation {
+    let first_failure = s
+        .points
+        .iter()
+        .filter(|p| !p.passed)
+        .min_by(|a, b| a.rate.total_cmp(&b.rate));
+    Saturation {
+        viewers: s.max_failure_free_rate.map(|r| r * watch_s),
+        resource: first_failure.map(|p| saturated(&p.metrics, budget_bytes)),
+    }
+}
+
+/// One line per matrix cell: each server's concurrent viewers at capacity and what
+/// saturated, then vodkit / nginx.
+pub fn matrix_lines(rep: &crate::report::BenchReport) -> Vec<String> {
+    let watch = vodkit_workload::matrix::WATCH_S;
+    vodkit_workload::matrix::CELLS
+        .iter()
+        .map(|code| {
+            let parts: Vec<(String, Saturation)> = rep
+                .servers
+                .iter()
+                .filter_map(|s| {
+                    let name = s.sut.strip_prefix(code)?.strip_prefix(' ')?;
+                    Some((name.to_string(), saturation(s, watch, rep.memory_bytes)))
+                })
+                .collect();
+            let each: Vec<String> = parts
+                .iter()
+                .map(|(name, sat)| {
+                    format!(
+                        "{name} {} viewers (saturated: {})",
+                        sat.viewers.map_or("-".into(), |v| format!("{v:.0}")),
+                        sat.resource.unwrap_or("not reached")
+                    )
+                })
+                .collect();
+            format!("matrix {code}: {}", each.join(", "))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::point::{DiskMetrics, ServerMemory};
+    use vodkit_workload::model::LiveView;
+
+    fn sessions(live: &[(u32, f64)], vod: usize) -> Vec<Session> {
+        let mut out: Vec<Session> = live
+            .iter()
+            .enumerate()
+            .map(|(i, &(stream, watch_s))| {
+                let mut s = Session::new(i as u64, 1.0, "c", Vec::new());
+                s.bitrate_kbps = Some(730);
+                s.live = Some(LiveView { stream, watch_s });
+                s
+            })
+            .collect();
+        out.extend((0..vod).map(|i| Session::new(100 + i as u64, 1.0, "c", Vec::new())));
+        out
+    }
+
+    #[test]
+    fn demand_follows_the_sessions() {
+        assert_eq!(LiveDemand::of(&sessions(&[], 5)), None);
+        let shared = LiveDemand::of(&sessions(&[(0, 60.0), (0, 60.0)], 2)).unwrap();
+        assert!(shared.one_stream);
+        assert_eq!(shared.share, 0.5);
+        assert_eq!(shared.bitrate_kbps, 730);
+        assert_eq!(shared.streams(10.0), 1);
+        let own = LiveDemand::of(&sessions(&[(0, 60.0), (1, 60.0), (2, 60.0)], 3)).unwrap();
+        assert!(!own.one_stream);
+        // 2 sessions/s × half live × 60 s = 60 viewers at once.
+        assert_eq!(own.streams(2.0), 60);
+        assert_eq!(own.streams(0.001), 1);
+    }
+
+    #[test]
+    fn the_most_utilized_saturated_resource_is_named() {
+        let mut m = PointMetrics {
+            cpu_busy: Some(0.5),
+            ..PointMetrics::default()
+        };
+        assert_eq!(saturated(&m, None), "none");
+        m.cpu_busy = Some(0.95);
+        assert_eq!(saturated(&m, None), "CPU");
+        m.disk = Some(DiskMetrics {
+            utilization: 0.97,
+            ..DiskMetrics::default()
+        });
+        assert_eq!(saturated(&m, None), "disk");
+        m.server_memory = Some(ServerMemory {
+            peak_bytes: 990,
+            ..ServerMemory::default()
+        });
+        assert_eq!(saturated(&m, Some(1000)), "memory");
+        assert_eq!(saturated(&m, None), "disk");
+    }
+}
