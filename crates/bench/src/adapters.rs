@@ -104,8 +104,9 @@ pub fn client_metrics(r: &vodkit_load::Results) -> ClientMetrics {
             "skipped_segments": v.skipped_segments,
         });
     }
-    // Judge quality on the probes where the run has them (seed 004 §3.1).
-    let judged = r.probes.as_ref().map_or(&r.qos, |p| &p.qos);
+    // Judge quality on the probes where the run has them (seed 004 §3.1): the share of
+    // sessions that completed and played without a stall.
+    let judged = r.probes.as_ref().map_or(&r.sessions, |p| &p.sessions);
     if let Some(p) = &r.probes {
         qos["probes"] = serde_json::json!({
             "sessions": p.sessions.started,
@@ -115,7 +116,8 @@ pub fn client_metrics(r: &vodkit_load::Results) -> ClientMetrics {
             "rebuffer_events": p.qos.rebuffer_events,
         });
     }
-    let acceptable_fraction = (judged.sessions > 0).then_some(judged.acceptable_sessions_fraction);
+    let acceptable_fraction =
+        (judged.started > 0).then(|| judged.played_clean as f64 / judged.started as f64);
     ClientMetrics {
         sessions: r.sessions.completed + r.sessions.failed,
         failed_sessions: r.sessions.failed,

@@ -76,8 +76,8 @@ pub struct ClientMetrics {
     /// QoS figures from the load generator, passed through as it reports them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qos: Option<serde_json::Value>,
-    /// Fraction of the judged sessions (the probes where the run has them) that played
-    /// acceptably, as the quality criterion reads it.
+    /// Fraction of the judged sessions (the probes where the run has them) that completed
+    /// and played without a stall, as the quality criterion reads it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acceptable_fraction: Option<f64>,
 }

@@ -19,9 +19,9 @@ pub enum Criterion {
     /// Fewer than this fraction of sessions may fail (seed 001 uses 0.3%).
     Sessions { max_failed_fraction: f64 },
     /// Strict, and at least this fraction of the judged sessions (the probes where the
-    /// run has them, else every steady-state session) played acceptably — start-up plus
-    /// stalls within 3% of play time (docs/load.md, "Playout model"): seed 004's capacity,
-    /// which viewers lose before any server resource looks saturated.
+    /// run has them, else every steady-state session) completed and played without a
+    /// stall: seed 004's capacity, which viewers lose before any server resource looks
+    /// saturated (issue #19's `quality:P`, without its bit-rate condition).
     Quality { min_acceptable_fraction: f64 },
 }
 

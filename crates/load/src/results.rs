@@ -393,13 +393,15 @@ fn quality(
                 abr_startup.record_s(t);
             }
         }
+        // Players (adaptive and live) count their own stalls; replayed sessions the model's.
+        let own_stalls = s.player.as_ref().map(|o| o.stalls);
         let Some(p) = qos::playout(s, config.startup_buffer_s) else {
-            if s.end == SessionEnd::Completed {
+            if s.end == SessionEnd::Completed && own_stalls.unwrap_or(0) == 0 {
                 stats.played_clean += 1;
             }
             continue;
         };
-        if s.end == SessionEnd::Completed && p.rebuffer_events == 0 {
+        if s.end == SessionEnd::Completed && own_stalls.unwrap_or(p.rebuffer_events) == 0 {
             stats.played_clean += 1;
         }
         q.sessions += 1;

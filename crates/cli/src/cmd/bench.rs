@@ -38,7 +38,7 @@ pub struct Args {
     search: Option<String>,
     /// strict (no timeouts), sessions:PERCENT% (e.g. sessions:0.3%) or quality:PERCENT%
     /// (strict, and that share of the judged sessions — the probes when `--probe` is given —
-    /// played acceptably; e.g. quality:95%).
+    /// completed without a stall; e.g. quality:95%).
     #[arg(long, default_value = "strict")]
     criterion: Criterion,
     /// Run N probe sessions of LEN in every point and report them apart (seed 004's
