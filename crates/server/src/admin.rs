@@ -53,7 +53,8 @@ async fn handle(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
             .await
         }
         (Method::Get, "/stats") => {
-            let stats = shared.metrics.stats(&shared.io);
+            let mut stats = shared.metrics.stats(&shared.io);
+            stats.ingest = shared.live.as_ref().map(|l| l.stats());
             let mut text = serde_json::to_string_pretty(&stats).unwrap_or_default();
             text.push('\n');
             reply(&mut stream, 200, "application/json", text).await

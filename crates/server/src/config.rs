@@ -56,6 +56,8 @@ pub struct ServerConfig {
     pub worker_threads: usize,
     /// How requests that start a new stream are admitted ([`crate::admission`]).
     pub admission: crate::admission::AdmissionPolicy,
+    /// Accept live streams by `PUT` under a prefix ([`crate::live`]); `None`: off.
+    pub ingest: Option<crate::live::IngestConfig>,
 }
 
 impl ServerConfig {
@@ -85,6 +87,7 @@ impl ServerConfig {
             worker_threads: 0,
             tls: None,
             admission: crate::admission::AdmissionPolicy::Off,
+            ingest: None,
         }
     }
 }

@@ -118,6 +118,23 @@ pub(crate) async fn requests<W: Wire>(shared: &Shared, wire: &mut W, info: ConnI
                     let who = requester(&req, info);
                     stream_key = Some(who.stream);
                     let stopping = *shutdown.borrow();
+                    if let Some(live) = shared.live.as_ref() {
+                        let path = crate::target::path_part(&req.target).ok();
+                        if let Some(path) = path.filter(|p| live.covers(p)) {
+                            let path = path.to_string();
+                            let ctx = LiveCtx {
+                                live,
+                                path: &path,
+                                info,
+                                req_no: served,
+                                stopping,
+                            };
+                            if !live_request(shared, wire, &mut buf, &req, &ctx).await {
+                                break;
+                            }
+                            continue;
+                        }
+                    }
                     let keep = match discard_body(wire, &mut buf, req.content_length, shared).await
                     {
                         Ok(()) => answer(shared, wire, &req, who, info, served, stopping).await,
@@ -251,6 +268,218 @@ async fn discard_body<W: Wire>(
             _ => return Err(()),
         }
     }
+}
+
+/// Read a request body of `len` bytes (a live source's `PUT`): what the buffer already holds,
+/// then the socket, within the header timeout plus a second per MB. `Err` when the client
+/// stalled or closed (the caller answers 408 where it still can, and closes).
+async fn read_body<W: Wire>(
+    wire: &mut W,
+    buf: &mut Vec<u8>,
+    len: u64,
+    shared: &Shared,
+) -> Result<Vec<u8>, ()> {
+    let mut out = Vec::with_capacity(len.min(8 << 20) as usize);
+    let mut left = len as usize;
+    let allowance = shared.config.header_timeout + std::time::Duration::from_secs(len / 1_000_000);
+    let deadline = tokio::time::Instant::from_std(Instant::now() + allowance);
+    loop {
+        let take = left.min(buf.len());
+        out.extend(buf.drain(..take));
+        left -= take;
+        if left == 0 {
+            return Ok(out);
+        }
+        buf.reserve(left.min(1 << 16));
+        match tokio::time::timeout_at(deadline, wire.read_more(buf)).await {
+            Ok(Ok(n)) if n > 0 => {}
+            _ => return Err(()),
+        }
+    }
+}
+
+/// What a live-origin request needs besides the request itself.
+struct LiveCtx<'a> {
+    live: &'a crate::live::LiveStore,
+    /// The request path (no query).
+    path: &'a str,
+    info: ConnInfo,
+    req_no: u64,
+    stopping: bool,
+}
+
+/// A response with a status and no body (`201`, `204`).
+fn status_only(status: u16) -> Response {
+    Response {
+        status,
+        headers: String::new(),
+        content_length: 0,
+        body: Body::Empty,
+        close: false,
+        range_log: "-".into(),
+    }
+}
+
+/// Answer a request under the ingest prefix (`--ingest`): `PUT`/`DELETE` from the live
+/// source, `GET`/`HEAD` from viewers (a segment not there yet is held). Returns whether the
+/// connection stays open.
+async fn live_request<W: Wire>(
+    shared: &Shared,
+    wire: &mut W,
+    buf: &mut Vec<u8>,
+    req: &Request,
+    ctx: &LiveCtx<'_>,
+) -> bool {
+    use crate::live::{AuthError, Lookup};
+    use std::sync::atomic::Ordering::Relaxed;
+    let live = ctx.live;
+    let started = Instant::now();
+    let method = req.method.as_str();
+    let mut clock = SendClock::new(shared.config.send_grace, shared.config.min_send_rate);
+    let mut object: Option<Arc<Vec<u8>>> = None;
+    let resp = match method {
+        "PUT" | "DELETE" => match live.authorize(req.authorization.as_deref()) {
+            Err(e) => {
+                live.counters.rejected.fetch_add(1, Relaxed);
+                // The body stays unread: the connection closes after the answer.
+                let mut r = Response::text(e.status(), true);
+                if e == AuthError::Missing {
+                    r.headers
+                        .push_str("WWW-Authenticate: Bearer realm=\"vodkit-ingest\"\r\n");
+                }
+                r
+            }
+            Ok(()) if method == "DELETE" => {
+                if discard_body(wire, buf, req.content_length, shared)
+                    .await
+                    .is_err()
+                {
+                    return false;
+                }
+                let status = live.delete(ctx.path, Instant::now());
+                if status == 204 {
+                    status_only(204)
+                } else {
+                    Response::text(status, false)
+                }
+            }
+            Ok(()) if req.content_length > live.config.max_object => {
+                live.counters.rejected.fetch_add(1, Relaxed);
+                Response::text(413, true)
+            }
+            Ok(()) => {
+                if req.expect_continue && req.content_length > 0 {
+                    let r = wire
+                        .write(b"HTTP/1.1 100 Continue\r\n\r\n", false, false, &mut clock)
+                        .await;
+                    if r.is_err() || wire.flush(&clock).await.is_err() {
+                        return false;
+                    }
+                }
+                match read_body(wire, buf, req.content_length, shared).await {
+                    Ok(body) => match live.put(ctx.path, body, Instant::now()) {
+                        s @ (201 | 204) => status_only(s),
+                        s => Response::text(s, false),
+                    },
+                    Err(()) => {
+                        shared.metrics.header_timeouts.inc();
+                        let _ = send_text(shared, wire, &Response::text(408, true)).await;
+                        return false;
+                    }
+                }
+            }
+        },
+        "GET" | "HEAD" => {
+            if discard_body(wire, buf, req.content_length, shared)
+                .await
+                .is_err()
+            {
+                return false;
+            }
+            let now = Instant::now();
+            let found = match live.get(ctx.path, now) {
+                Lookup::Found(o) => Some(o),
+                Lookup::Missing { hold: false } => None,
+                Lookup::Missing { hold: true } => {
+                    live.counters.held.fetch_add(1, Relaxed);
+                    let o = live.wait_for(ctx.path, now + live.config.hold).await;
+                    if o.is_none() {
+                        live.counters.hold_timeouts.fetch_add(1, Relaxed);
+                    }
+                    o
+                }
+            };
+            match found {
+                Some(o) => {
+                    let name = ctx.path.rsplit('/').next().unwrap_or("");
+                    let mut headers = format!(
+                        "Content-Type: {}\r\nCache-Control: {}\r\nETag: {}\r\nLast-Modified: {}\r\n",
+                        crate::live::content_type(name),
+                        crate::live::cache_control(name),
+                        o.etag,
+                        httpdate::fmt_http_date(o.modified)
+                    );
+                    if let Some(cors) = &shared.plan.cors {
+                        cors.response_headers(req.origin.as_deref(), &mut headers);
+                    }
+                    let r = Response {
+                        status: 200,
+                        headers,
+                        content_length: o.bytes.len() as u64,
+                        body: Body::Empty,
+                        close: false,
+                        range_log: "-".into(),
+                    };
+                    object = Some(o.bytes);
+                    r
+                }
+                None => Response::text(404, false),
+            }
+        }
+        _ => {
+            let mut r = Response::text(405, true);
+            r.headers.push_str("Allow: GET, HEAD, PUT, DELETE\r\n");
+            r
+        }
+    };
+    let keep = req.wants_keep_alive() && !resp.close && !ctx.stopping;
+    let head = head_bytes(&resp, &http_date(), keep);
+    let send_body = method != "HEAD";
+    let mut result = match (&object, &resp.body) {
+        (Some(bytes), _) if send_body => {
+            let r = wire.write(&head, true, false, &mut clock).await;
+            match r {
+                Ok(()) => {
+                    let r = wire.write(bytes, false, true, &mut clock).await;
+                    clock.body_sent = bytes.len() as u64;
+                    r
+                }
+                e => e,
+            }
+        }
+        (None, Body::Text(text)) if send_body => {
+            let mut all = head;
+            all.extend_from_slice(text);
+            clock.body_sent = text.len() as u64;
+            wire.write(&all, false, false, &mut clock).await
+        }
+        _ => wire.write(&head, false, false, &mut clock).await,
+    };
+    if result.is_ok() {
+        result = wire.flush(&clock).await;
+    }
+    finish(
+        shared,
+        req,
+        &resp,
+        ctx.info,
+        ctx.req_no,
+        started,
+        &clock,
+        &Served::default(),
+        &result,
+    );
+    keep && result.is_ok()
 }
 
 pub(crate) fn full_text(resp: &Response) -> Vec<u8> {

@@ -12,6 +12,7 @@ pub mod body;
 pub mod config;
 mod conn;
 pub mod io;
+pub mod live;
 pub mod metrics;
 pub mod mime;
 pub mod range;
@@ -43,6 +44,8 @@ pub(crate) struct Shared {
     pub tls: Option<tls::Tls>,
     pub shutdown: Arc<tokio::sync::watch::Sender<bool>>,
     pub admission: std::sync::Mutex<admission::Admission>,
+    /// The live origin (`--ingest`), when on.
+    pub live: Option<live::LiveStore>,
 }
 
 /// Raise the soft open-file limit to the hard limit so thousands of connections fit.

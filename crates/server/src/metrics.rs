@@ -75,6 +75,9 @@ pub struct Stats {
     /// and the stream count `auto` stops at (0 before an estimate).
     #[serde(default)]
     pub admission: AdmissionStats,
+    /// The live origin (`--ingest`), when on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ingest: Option<crate::live::IngestStats>,
     pub io_mode: String,
     /// The prefetch engine's accounting (see docs/prefetch.md).
     pub prefetch: vodkit_prefetch::Stats,
@@ -153,6 +156,7 @@ impl Metrics {
                 active_streams: self.streams_active.get(),
                 limit: self.admission_limit.get(),
             },
+            ingest: None,
             io_mode: io.mode().to_string(),
             prefetch: io.engine().stats(),
         }

@@ -77,8 +77,13 @@ pub struct Request {
     pub close: bool,
     /// `Connection: keep-alive` was sent (matters for HTTP/1.0).
     pub keep_alive: bool,
-    /// Declared request body length (bodies are read and discarded).
+    /// Declared request body length (bodies are read and discarded, except a live
+    /// source's `PUT`).
     pub content_length: u64,
+    /// `Authorization` (a live source's bearer token).
+    pub authorization: Option<String>,
+    /// `Expect: 100-continue` was sent.
+    pub expect_continue: bool,
 }
 
 impl Request {
@@ -203,6 +208,8 @@ fn build_request(raw: &httparse::Request<'_, '_>) -> Result<Request, HeadError> 
         close: false,
         keep_alive: false,
         content_length: 0,
+        authorization: None,
+        expect_continue: false,
     };
     let mut seen_length = false;
     for h in raw.headers.iter() {
@@ -248,6 +255,15 @@ fn apply_header(
             header_text(value)?,
             "conflicting Range headers",
         ),
+        "authorization" => set_once(
+            &mut req.authorization,
+            header_text(value)?,
+            "conflicting Authorization headers",
+        ),
+        "expect" => {
+            req.expect_continue = header_text(value)?.eq_ignore_ascii_case("100-continue");
+            Ok(())
+        }
         "if-range" => set_once(
             &mut req.if_range,
             header_text(value)?,

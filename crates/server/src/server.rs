@@ -76,6 +76,7 @@ impl Server {
         let admission = std::sync::Mutex::new(crate::admission::Admission::new(config.admission));
         let shared = Arc::new(Shared {
             admission,
+            live: config.ingest.clone().map(crate::live::LiveStore::new),
             plan: PlanSettings {
                 max_ranges: config.max_ranges,
                 cors: config.cors.clone(),
@@ -113,7 +114,9 @@ impl ServerHandle {
 
     /// Current counters (the same figures as `/stats`).
     pub fn stats(&self) -> crate::metrics::Stats {
-        self.shared.metrics.stats(&self.shared.io)
+        let mut stats = self.shared.metrics.stats(&self.shared.io);
+        stats.ingest = self.shared.live.as_ref().map(|l| l.stats());
+        stats
     }
 
     /// Re-read the TLS certificate and key; connections already open keep theirs.

@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::usage;
 use vodkit_prefetch::PolicySpec;
 use vodkit_server::io::MemorySetting;
 use vodkit_server::{IoMode, IoSettings, ServerConfig};
@@ -74,6 +75,37 @@ pub struct Args {
     /// new streams per second). See docs/server.md "Admission control"
     #[arg(long, default_value = "off", value_name = "off|auto|rate:R")]
     admission: vodkit_server::admission::AdmissionPolicy,
+    /// Be a live origin: accept `PUT`/`DELETE` of segments and playlists under this path
+    /// prefix (e.g. /live/) with `Authorization: Bearer TOKEN`, keep each stream's window
+    /// in memory and serve it. See docs/server.md "Live origin".
+    #[arg(long, value_name = "PREFIX")]
+    ingest: Option<String>,
+    /// The publisher's bearer token (needed with --ingest).
+    #[arg(
+        long,
+        value_name = "TOKEN",
+        requires = "ingest",
+        conflicts_with = "ingest_token_file"
+    )]
+    ingest_token: Option<String>,
+    /// Read the token from this file (first line), so it stays out of argv.
+    #[arg(long, value_name = "FILE", requires = "ingest")]
+    ingest_token_file: Option<PathBuf>,
+    /// Segments kept per live stream.
+    #[arg(long, default_value_t = 30, requires = "ingest")]
+    ingest_window: usize,
+    /// Bytes kept over all live streams (oldest segments evicted first).
+    #[arg(long, default_value = "512MiB", requires = "ingest")]
+    ingest_max_bytes: bytesize::ByteSize,
+    /// Largest object a publisher may PUT (413 above).
+    #[arg(long, default_value = "64MiB", requires = "ingest")]
+    ingest_max_object: bytesize::ByteSize,
+    /// A live stream without a PUT for this long is dropped.
+    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration, requires = "ingest")]
+    ingest_ttl: Duration,
+    /// Longest a GET waits for a live segment not published yet (then 404).
+    #[arg(long, default_value = "6s", value_parser = humantime::parse_duration, requires = "ingest")]
+    ingest_hold: Duration,
     /// Cross-origin access for browser players: `*`, or a comma-separated list of origins
     /// (echoed with `Vary: Origin`). Preflights allow the headers the player asks for (e.g.
     /// CMCD) and are cacheable for a day; `Timing-Allow-Origin` is sent too.
@@ -163,6 +195,40 @@ fn config(args: Args) -> anyhow::Result<ServerConfig> {
     config.send_grace = args.send_grace;
     config.max_connections = args.max_connections;
     config.admission = args.admission;
+    if let Some(prefix) = &args.ingest {
+        if !prefix.starts_with('/') || prefix == "/" {
+            return Err(usage(format!(
+                "--ingest `{prefix}`: expected a path prefix such as /live/ (not the whole site)"
+            )));
+        }
+        let token = match (&args.ingest_token, &args.ingest_token_file) {
+            (Some(t), None) => t.clone(),
+            (None, Some(f)) => std::fs::read_to_string(f)
+                .map_err(|e| usage(format!("--ingest-token-file {}: {e}", f.display())))?
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_string(),
+            _ => {
+                return Err(usage(
+                    "--ingest needs --ingest-token or --ingest-token-file",
+                ))
+            }
+        };
+        if token.is_empty() || token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(usage(
+                "--ingest-token: expected a non-empty token without spaces",
+            ));
+        }
+        let mut ingest = vodkit_server::live::IngestConfig::new(prefix, &token);
+        ingest.window = args.ingest_window.max(1);
+        ingest.max_bytes = args.ingest_max_bytes.as_u64();
+        ingest.max_object = args.ingest_max_object.as_u64();
+        ingest.ttl = args.ingest_ttl;
+        ingest.hold = args.ingest_hold;
+        config.ingest = Some(ingest);
+    }
     config.cors = args.cors;
     config.cache = vodkit_server::web::CachePolicy {
         manifest: header_value(args.cache_control_manifest, "--cache-control-manifest")?,

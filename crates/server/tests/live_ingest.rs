@@ -1,0 +1,209 @@
+//! `--ingest`: a live source publishes by `PUT` with a bearer token and viewers get what it
+//! published, with live caching headers; without or with a wrong token it is refused;
+//! outside the prefix nothing changes; `Expect: 100-continue` works; oversized objects are
+//! refused; a segment asked for before it exists is held and then served (or 404 after the
+//! hold); the window stays bounded; a quiet stream expires.
+
+mod common;
+
+use common::{Client, TestServer};
+use std::io::Write;
+use std::time::{Duration, Instant};
+use vodkit_server::live::IngestConfig;
+
+const TOKEN: &str = "t0ken";
+
+fn server(tune: impl FnOnce(&mut IngestConfig)) -> TestServer {
+    TestServer::start_with(|c| {
+        let mut i = IngestConfig::new("/live/", TOKEN);
+        tune(&mut i);
+        c.ingest = Some(i);
+    })
+}
+
+/// PUT `body` at `path` with the given Authorization value (if any).
+fn put(c: &mut Client, path: &str, body: &[u8], auth: Option<&str>) -> common::Resp {
+    let mut raw = format!(
+        "PUT {path} HTTP/1.1\r\nHost: test\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if let Some(a) = auth {
+        raw.push_str(&format!("Authorization: {a}\r\n"));
+    }
+    raw.push_str("\r\n");
+    let mut all = raw.into_bytes();
+    all.extend_from_slice(body);
+    c.reader.get_mut().write_all(&all).unwrap();
+    c.read_response(false)
+}
+
+fn bearer() -> Option<&'static str> {
+    Some("Bearer t0ken")
+}
+
+#[test]
+fn a_published_segment_and_playlist_are_served_with_live_headers() {
+    let s = server(|_| {});
+    let mut c = s.connect();
+    let seg: Vec<u8> = (0..50_000u32).map(|i| (i % 251) as u8).collect();
+    assert_eq!(
+        put(&mut c, "/live/stream-0/seg-0.m4s", &seg, bearer()).status,
+        201
+    );
+    assert_eq!(
+        put(&mut c, "/live/stream-0/seg-0.m4s", &seg, bearer()).status,
+        204
+    );
+    let pl = b"#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\nseg-0.m4s\n";
+    assert_eq!(
+        put(&mut c, "/live/stream-0/index.m3u8", pl, bearer()).status,
+        201
+    );
+    // The same keep-alive connection serves viewers too.
+    let r = c.get("/live/stream-0/seg-0.m4s", &[]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, seg);
+    assert_eq!(r.header("content-type"), Some("video/iso.segment"));
+    assert!(r.header("cache-control").unwrap().contains("max-age=86400"));
+    assert!(r.header("etag").is_some());
+    let r = s.connect().get("/live/stream-0/index.m3u8", &[]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, pl);
+    assert_eq!(
+        r.header("content-type"),
+        Some("application/vnd.apple.mpegurl")
+    );
+    assert_eq!(r.header("cache-control"), Some("max-age=1"));
+    let r = s.connect().request("HEAD", "/live/stream-0/seg-0.m4s", &[]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-length"), Some("50000"));
+    let mut d = s.connect();
+    let r = d.request(
+        "DELETE",
+        "/live/stream-0/seg-0.m4s",
+        &[("Authorization", "Bearer t0ken")],
+    );
+    assert_eq!(r.status, 204);
+    assert_eq!(d.get("/live/stream-0/seg-0.m4s", &[]).status, 404);
+    let st = s.stats().ingest.expect("ingest stats");
+    assert_eq!((st.puts, st.deletes), (3, 1));
+}
+
+#[test]
+fn publishing_needs_the_token_and_the_prefix() {
+    let s = server(|_| {});
+    let r = put(&mut s.connect(), "/live/a/seg-0.m4s", b"x", None);
+    assert_eq!(r.status, 401);
+    assert!(r.header("www-authenticate").unwrap().starts_with("Bearer"));
+    let r = put(
+        &mut s.connect(),
+        "/live/a/seg-0.m4s",
+        b"x",
+        Some("Bearer nope"),
+    );
+    assert_eq!(r.status, 403);
+    // Another scheme carries no bearer token: 401 as with none.
+    let r = put(
+        &mut s.connect(),
+        "/live/a/seg-0.m4s",
+        b"x",
+        Some("Basic dDBrZW4="),
+    );
+    assert_eq!(r.status, 401);
+    // Outside the prefix PUT is what it always was.
+    let r = put(&mut s.connect(), "/video.mp4", b"x", bearer());
+    assert_eq!(r.status, 405);
+    assert_eq!(s.connect().get("/live/a/seg-0.m4s", &[]).status, 404);
+    assert_eq!(s.stats().ingest.unwrap().rejected, 3);
+    // Without --ingest every PUT is 405.
+    let plain = TestServer::start();
+    assert_eq!(
+        put(&mut plain.connect(), "/live/a/x.m4s", b"x", bearer()).status,
+        405
+    );
+    assert!(plain.stats().ingest.is_none());
+}
+
+#[test]
+fn expect_continue_and_the_object_size_limit() {
+    let s = server(|i| i.max_object = 1000);
+    let mut c = s.connect();
+    c.send("PUT /live/a/seg-1.m4s HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer t0ken\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n");
+    let interim = c.read_response(true);
+    assert_eq!(interim.status, 100);
+    c.reader.get_mut().write_all(b"hello").unwrap();
+    assert_eq!(c.read_response(false).status, 201);
+    assert_eq!(s.connect().get("/live/a/seg-1.m4s", &[]).body, b"hello");
+    let r = put(&mut s.connect(), "/live/a/seg-2.m4s", &[0; 2000], bearer());
+    assert_eq!(r.status, 413);
+}
+
+#[test]
+fn a_segment_asked_for_early_is_held_until_it_is_published() {
+    let s = server(|i| i.hold = Duration::from_secs(3));
+    put(&mut s.connect(), "/live/a/seg-0.m4s", b"zero", bearer());
+    let url_addr = s.connect();
+    let started = Instant::now();
+    let viewer = std::thread::spawn(move || {
+        let mut c = url_addr;
+        c.get("/live/a/seg-1.m4s", &[])
+    });
+    std::thread::sleep(Duration::from_millis(400));
+    put(&mut s.connect(), "/live/a/seg-1.m4s", b"one", bearer());
+    let r = viewer.join().unwrap();
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, b"one");
+    assert!(started.elapsed() >= Duration::from_millis(400));
+    // Nothing comes: 404 after the hold; an unknown stream or a playlist: 404 at once.
+    let t = Instant::now();
+    assert_eq!(s.connect().get("/live/a/seg-9.m4s", &[]).status, 404);
+    assert!(t.elapsed() >= Duration::from_secs(3), "{:?}", t.elapsed());
+    let t = Instant::now();
+    assert_eq!(s.connect().get("/live/none/seg-0.m4s", &[]).status, 404);
+    assert_eq!(s.connect().get("/live/a/index.m3u8", &[]).status, 404);
+    assert!(t.elapsed() < Duration::from_secs(1));
+    let st = s.stats().ingest.unwrap();
+    assert_eq!((st.held, st.hold_timeouts), (2, 1));
+}
+
+#[test]
+fn the_window_stays_bounded_and_quiet_streams_expire() {
+    let s = server(|i| {
+        i.window = 5;
+        i.ttl = Duration::from_secs(2);
+        i.hold = Duration::from_millis(100);
+    });
+    let mut c = s.connect();
+    for n in 0..100 {
+        let r = put(
+            &mut c,
+            &format!("/live/a/seg-{n}.m4s"),
+            &[7; 1000],
+            bearer(),
+        );
+        assert_eq!(r.status, 201);
+        put(&mut c, "/live/a/index.m3u8", b"#EXTM3U\n", bearer());
+    }
+    let st = s.stats().ingest.unwrap();
+    assert_eq!((st.objects, st.bytes), (6, 5 * 1000 + 8), "{st:?}");
+    assert_eq!(st.expired, 95);
+    assert_eq!(s.connect().get("/live/a/seg-94.m4s", &[]).status, 404);
+    assert_eq!(s.connect().get("/live/a/seg-99.m4s", &[]).status, 200);
+    std::thread::sleep(Duration::from_millis(2300));
+    assert_eq!(s.connect().get("/live/a/index.m3u8", &[]).status, 404);
+    assert_eq!(s.stats().ingest.unwrap().streams, 0);
+}
+
+#[test]
+fn a_publisher_that_stalls_mid_body_is_dropped() {
+    let s = TestServer::start_with(|c| {
+        c.header_timeout = Duration::from_millis(500);
+        c.ingest = Some(IngestConfig::new("/live/", TOKEN));
+    });
+    let mut c = s.connect();
+    c.send("PUT /live/a/seg-0.m4s HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer t0ken\r\nContent-Length: 100\r\n\r\nonly-part");
+    let r = c.read_response(false);
+    assert_eq!(r.status, 408);
+    assert!(c.is_closed());
+    assert_eq!(s.connect().get("/live/a/seg-0.m4s", &[]).status, 404);
+}
