@@ -44,6 +44,8 @@ enum Command {
     Simulate(cmd::simulate::Args),
     /// TLS helpers: throwaway certificates for HTTPS tests.
     Tls(cmd::tls::Args),
+    /// Live sources: publish live streams to an origin by HTTP PUT.
+    Live(cmd::live::Args),
 }
 
 impl Command {
@@ -85,6 +87,7 @@ fn main() -> ExitCode {
         Command::Trace(a) => cmd::trace::run(a),
         Command::Simulate(a) => cmd::simulate::run(a),
         Command::Tls(a) => cmd::tls::run(a),
+        Command::Live(a) => cmd::live::run(a),
     };
     cmd::exit_code(result)
 }

@@ -238,6 +238,14 @@ async fn prepare(
             |d| d.as_secs_f64(),
         );
         let first = plans.len();
+        if config.duration.is_some() && steady_from + p.length_s > span {
+            eprintln!(
+                "vodkit load: --probe: steady state begins at {steady_from:.0} s (the longest session; \
+                 --warm-start auto begins it at once), too late for {:.0} s probes in a {span:.0} s run; \
+                 they start at {steady_from:.0} s and may not run",
+                p.length_s
+            );
+        }
         if config.shard.is_none_or(|s| s.index == 0) {
             for (k, (session, at)) in probe::plan(scheduled, p, steady_from, span)
                 .into_iter()

@@ -59,6 +59,51 @@ impl NginxSetup {
     }
 }
 
+/// The `server`-block directives that make nginx a live origin for `vodkit live push`
+/// (its WebDAV module: `PUT` and `DELETE` under `prefix`, directories created on the way),
+/// refusing writes without `Authorization: Bearer TOKEN` with 403. Pass them as
+/// [`crate::launch::PeerSetup::server_extra`]. The token may hold only letters, digits and
+/// `-._~+/=` (it is written into the config).
+pub fn live_origin_directives(
+    prefix: &str,
+    token: &str,
+    max_object_bytes: u64,
+) -> Result<String, String> {
+    let prefix_ok = prefix.starts_with('/')
+        && prefix.len() > 1
+        && prefix
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/-._~".contains(c));
+    if !prefix_ok {
+        return Err(format!(
+            "live prefix `{prefix}`: expected a path such as /live/ (letters, digits, -._~)"
+        ));
+    }
+    let token_ok = !token.is_empty()
+        && token
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-._~+/=".contains(c));
+    if !token_ok {
+        return Err("live token: expected letters, digits and -._~+/= only".into());
+    }
+    let prefix = if prefix.ends_with('/') {
+        prefix.to_string()
+    } else {
+        format!("{prefix}/")
+    };
+    Ok(format!(
+        "        location {prefix} {{\n\
+            dav_methods PUT DELETE;\n\
+            create_full_put_path on;\n\
+            client_max_body_size {max_object_bytes};\n\
+            set $vodkit_live_write \"\";\n\
+            if ($request_method ~ ^(PUT|DELETE)$) {{ set $vodkit_live_write \"w\"; }}\n\
+            if ($http_authorization != \"Bearer {token}\") {{ set $vodkit_live_write \"${{vodkit_live_write}}x\"; }}\n\
+            if ($vodkit_live_write = \"wx\") {{ return 403; }}\n\
+        }}\n"
+    ))
+}
+
 /// Render the nginx.conf for `setup`.
 pub fn render(setup: &NginxSetup) -> String {
     let d = |name: &str| quoted(&setup.run_dir.join(name));

@@ -6,6 +6,7 @@ pub mod bench;
 pub mod demo;
 pub mod fileset;
 pub mod hdd;
+pub mod live;
 pub mod load;
 pub mod prefetchd;
 pub mod preload;

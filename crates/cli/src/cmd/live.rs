@@ -1,0 +1,146 @@
+//! `vodkit live push`: publish live streams to an origin (`vodkit serve --ingest`, nginx with
+//! WebDAV) in real time, and report the source's own publish latency and failures.
+
+use super::usage;
+use std::path::PathBuf;
+use std::time::Duration;
+use vodkit_live::{Source, SourceConfig};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(clap::Subcommand, Debug)]
+enum Command {
+    /// Publish N live streams by HTTP PUT: segments, an HLS media playlist and a DASH MPD
+    /// per stream under PREFIX/stream-K/ (docs/live.md).
+    Push(PushArgs),
+}
+
+#[derive(clap::Args, Debug)]
+struct PushArgs {
+    /// The origin, http://HOST:PORT (loopback unless --allow-remote).
+    #[arg(long)]
+    target: String,
+    /// Streams published at once.
+    #[arg(long, default_value_t = 1)]
+    streams: u32,
+    /// Bit rate of every stream, e.g. 3000kbit/s or 3Mbit/s.
+    #[arg(long, default_value = "3000kbit/s")]
+    bitrate: String,
+    /// Segment duration.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    segment: Duration,
+    /// Segments in the playlists (the live window).
+    #[arg(long, default_value_t = 6)]
+    window: u32,
+    /// Path prefix: stream K goes to PREFIX/stream-K/.
+    #[arg(long, default_value = "/live/")]
+    prefix: String,
+    /// Bearer token sent with every PUT and DELETE.
+    #[arg(long, conflicts_with = "token_file")]
+    token: Option<String>,
+    /// Read the token from this file (first line).
+    #[arg(long, value_name = "FILE")]
+    token_file: Option<PathBuf>,
+    /// Stop after this long and publish the final playlists (default: until Ctrl-C).
+    #[arg(long, value_parser = humantime::parse_duration)]
+    duration: Option<Duration>,
+    /// Seed of the synthetic segment bytes.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Start with a full window already published (its segments dated in the past), so
+    /// viewers can join at once.
+    #[arg(long)]
+    backfill: bool,
+    /// Write the report as JSON to this file.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Allow a target that is not a loopback address.
+    #[arg(long)]
+    allow_remote: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    match args.command {
+        Command::Push(a) => push(a),
+    }
+}
+
+fn push(a: PushArgs) -> anyhow::Result<()> {
+    let bps = vodkit_workload::units::parse_bandwidth(&a.bitrate)
+        .map_err(|e| usage(format!("--bitrate: {e}")))?;
+    let token = match (&a.token, &a.token_file) {
+        (Some(t), _) => Some(t.clone()),
+        (None, Some(f)) => Some(
+            std::fs::read_to_string(f)
+                .map_err(|e| usage(format!("--token-file {}: {e}", f.display())))?
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_string(),
+        ),
+        (None, None) => None,
+    };
+    let origin = vodkit_live::http::Origin::parse(&a.target).map_err(usage)?;
+    if !a.allow_remote && !origin.addr.ip().is_loopback() {
+        return Err(usage(format!(
+            "--target {}: not a loopback address (add --allow-remote to publish elsewhere)",
+            a.target
+        )));
+    }
+    let mut c = SourceConfig::new(&a.target, a.streams, (bps / 1000).max(1) as u32);
+    c.segment_s = a.segment.as_secs_f64();
+    c.window = a.window;
+    c.prefix = a.prefix.clone();
+    c.token = token;
+    c.duration = a.duration;
+    c.seed = a.seed;
+    c.backfill = a.backfill;
+    c.validate().map_err(usage)?;
+    let src = Source::start(c).map_err(anyhow::Error::msg)?;
+    eprintln!(
+        "vodkit live: publishing {} streams at {} to {}{} (Ctrl-C ends them)",
+        a.streams, a.bitrate, a.target, a.prefix
+    );
+    wait_for_end(&src)?;
+    let report = src.stop();
+    eprint!("{}", report.summary());
+    if let Some(out) = &a.out {
+        let text = serde_json::to_string_pretty(&report)?;
+        std::fs::write(out, text + "\n")
+            .map_err(|e| anyhow::anyhow!("writing {}: {e}", out.display()))?;
+    }
+    if report.failed_puts > 0 {
+        anyhow::bail!("{} PUTs failed", report.failed_puts);
+    }
+    Ok(())
+}
+
+/// Block until every stream has reached its duration, or SIGINT/SIGTERM.
+fn wait_for_end(src: &Source) -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate())?;
+        let mut int = signal(SignalKind::interrupt())?;
+        loop {
+            tokio::select! {
+                _ = term.recv() => break,
+                _ = int.recv() => break,
+                _ = tokio::time::sleep(Duration::from_millis(200)) => {
+                    if src.finished() {
+                        break;
+                    }
+                }
+            }
+        }
+        Ok::<(), std::io::Error>(())
+    })?;
+    Ok(())
+}

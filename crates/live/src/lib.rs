@@ -1,0 +1,19 @@
+//! Live sources for live-streaming experiments (seed 004's pseudo-encoder, its Fig. 2):
+//! `vodkit live push` publishes N live streams in real time to an origin by HTTP `PUT` —
+//! segments, a sliding-window HLS media playlist and a dynamic DASH MPD per stream — and
+//! records its own publish latency and failures, since losing ingest hurts every viewer.
+//!
+//! * [`playlist`] — the HLS media playlist and the DASH MPD of a window (pure text).
+//! * [`source`] — the publishing loop: a thread per stream, segments due at
+//!   `t0 + (n + 1) × D`, `PUT` with keep-alive, old segments removed with `DELETE`.
+//! * [`http`] — the small HTTP/1.1 client the source publishes with.
+//!
+//! Layout (shared with `vodkit serve --ingest` and `vodkit load` live viewers): stream k
+//! lives under `PREFIX/stream-k/` with `init.mp4`, `seg-N.m4s`, `index.m3u8` and
+//! `manifest.mpd`.
+
+pub mod http;
+pub mod playlist;
+pub mod source;
+
+pub use source::{Report, Source, SourceConfig};

@@ -1,0 +1,146 @@
+//! A live source publishing to real origins: `vodkit serve --ingest` (in process) and nginx
+//! with its WebDAV module (the Debian package, started by `vodkit-peers`). The playlist on
+//! the origin holds the window and ends with `#EXT-X-ENDLIST`, the segments it lists are
+//! there with the right size, segments that left the window were deleted, and a wrong
+//! token makes every PUT fail and the report count them.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+use vodkit_live::{Source, SourceConfig};
+
+const TOKEN: &str = "s3cret-token";
+
+/// GET `path` from `port`: (status, body).
+fn get(port: u16, path: &str) -> (u16, Vec<u8>) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut all = Vec::new();
+    s.read_to_end(&mut all).unwrap();
+    let split = all.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&all[..split]).to_string();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, all[split + 4..].to_vec())
+}
+
+fn config(port: u16, token: &str) -> SourceConfig {
+    let mut c = SourceConfig::new(&format!("http://127.0.0.1:{port}"), 2, 400);
+    c.segment_s = 0.5;
+    c.window = 4;
+    c.token = Some(token.to_string());
+    c.duration = Some(Duration::from_secs_f64(5.2));
+    c
+}
+
+/// Publish for five seconds and check what the origin on `port` holds afterwards.
+fn publish_and_check(port: u16) {
+    let c = config(port, TOKEN);
+    let seg_len = c.segment_bytes();
+    let src = Source::start(c).unwrap();
+    assert!(
+        src.wait_ready(Duration::from_secs(10)),
+        "first window published"
+    );
+    // While it runs, the playlist is live and slides.
+    let (status, text) = get(port, "/live/stream-1/index.m3u8");
+    assert_eq!(status, 200);
+    let live = m3u8_rs::parse_media_playlist_res(&text).unwrap();
+    assert!(!live.end_list);
+    assert!(live.segments.len() <= 4);
+    while !src.finished() {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let report = src.stop();
+    assert_eq!(report.failed_puts, 0, "{}", report.summary());
+    assert!(report.segments >= 2 * 9, "{}", report.summary());
+    assert_eq!(report.late_segments, 0, "{}", report.summary());
+    for k in 0..2 {
+        let (status, text) = get(port, &format!("/live/stream-{k}/index.m3u8"));
+        assert_eq!(status, 200);
+        let p = m3u8_rs::parse_media_playlist_res(&text).unwrap();
+        assert!(p.end_list, "the final playlist ends the stream");
+        assert_eq!(p.segments.len(), 4);
+        let last = p.media_sequence + 3;
+        for seg in &p.segments {
+            let (status, body) = get(port, &format!("/live/stream-{k}/{}", seg.uri));
+            assert_eq!(status, 200, "{}", seg.uri);
+            assert_eq!(body.len(), seg_len);
+        }
+        // Two segments of grace beyond the window, then DELETE.
+        let gone = last - 4 - 3;
+        let (status, _) = get(port, &format!("/live/stream-{k}/seg-{gone}.m4s"));
+        assert_eq!(status, 404, "seg-{gone} left the window and was deleted");
+        let (status, mpd) = get(port, &format!("/live/stream-{k}/manifest.mpd"));
+        assert_eq!(status, 200);
+        assert!(String::from_utf8_lossy(&mpd).contains("type=\"static\""));
+        assert_eq!(get(port, &format!("/live/stream-{k}/init.mp4")).0, 200);
+    }
+}
+
+fn wrong_token_fails_every_put(port: u16) {
+    let mut c = config(port, "not-the-token");
+    c.duration = Some(Duration::from_secs_f64(1.2));
+    let src = Source::start(c).unwrap();
+    while !src.finished() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let r = src.stop();
+    assert!(r.puts > 0);
+    assert_eq!(r.failed_puts, r.puts, "{}", r.summary());
+    assert!(
+        r.per_stream[0].errors[0].contains("403"),
+        "{:?}",
+        r.per_stream[0].errors
+    );
+}
+
+#[test]
+fn vodkit_serve_is_a_live_origin() {
+    let root = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut cfg = vodkit_server::ServerConfig::new(root.path());
+    cfg.listen = "127.0.0.1:0".parse().unwrap();
+    cfg.ingest = Some(vodkit_server::live::IngestConfig::new("/live/", TOKEN));
+    let handle = rt.block_on(vodkit_server::Server::bind(cfg)).unwrap();
+    let port = handle.local_addr().port();
+    publish_and_check(port);
+    wrong_token_fails_every_put(port);
+    let st = handle.stats().ingest.unwrap();
+    assert!(st.deletes > 0 && st.rejected > 0, "{st:?}");
+}
+
+#[test]
+fn nginx_webdav_is_a_live_origin() {
+    if !vodkit_peers::found_or_skip(vodkit_peers::nginx_program(), "nginx") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("probe"), b"ok").unwrap();
+    let run = dir.path().join("run");
+    let extra = vodkit_peers::nginx::live_origin_directives("/live/", TOKEN, 64 << 20).unwrap();
+    let setup = vodkit_peers::PeerSetup {
+        server_extra: Some(&extra),
+        ..vodkit_peers::PeerSetup::new(&root, &run, "/probe", 1)
+    };
+    let server = vodkit_peers::start_nginx(&setup, &vodkit_peers::no_wrap).unwrap();
+    publish_and_check(server.port);
+    // The window on disk: what is left after the final DELETEs.
+    let on_disk = std::fs::read_dir(root.join("live/stream-0"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".m4s"))
+        })
+        .count();
+    assert!(on_disk <= 4 + 2 + 1, "{on_disk} segments on disk");
+    wrong_token_fails_every_put(server.port);
+    assert!(vodkit_peers::nginx::live_origin_directives("/live/", "bad\"tok", 1).is_err());
+    assert!(vodkit_peers::nginx::live_origin_directives("/", TOKEN, 1).is_err());
+}
