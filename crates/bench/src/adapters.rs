@@ -254,6 +254,9 @@ impl VodkitStarter for InProcessVodkit {
             ..Default::default()
         };
         config.admission = launch.admission.unwrap_or(config.admission);
+        config.ingest = launch
+            .live
+            .map(|o| vodkit_server::live::IngestConfig::new(&o.prefix, &o.token));
         config.access_log = Some(launch.run_dir.join("access.log"));
         config.idle_timeout = Duration::from_secs(3600);
         config.tls = launch
@@ -314,6 +317,9 @@ impl VodkitStarter for ChildVodkit {
         }
         if let Some(a) = launch.admission {
             cmd.arg("--admission").arg(a.to_string());
+        }
+        if let Some(o) = launch.live {
+            cmd.args(["--ingest", &o.prefix, "--ingest-token", &o.token]);
         }
         if let Some(c) = &self.catalog {
             cmd.arg("--catalog").arg(c);

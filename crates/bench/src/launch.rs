@@ -40,6 +40,8 @@ pub struct VodkitLaunch<'a> {
     /// Serve HTTPS with these files (`+tls`; the server's URL stays `http://`, the launcher
     /// rewrites it).
     pub tls: Option<&'a TlsFiles>,
+    /// Accept live streams (`--ingest`), for workloads with live viewers.
+    pub live: Option<&'a crate::live::LiveOrigin>,
 }
 
 /// Starts the vodkit server for a `vodkit:IO:POLICY` entry.
@@ -102,6 +104,9 @@ pub struct LocalLauncher {
     pub preload: Result<PreloadKit, String>,
     /// `Err(reason)` while the vodkit server is not available.
     pub vodkit: Result<Box<dyn VodkitStarter>, String>,
+    /// Every server is started as a live origin for this ingest (workloads with live
+    /// viewers); `None`: none is.
+    pub live: Option<crate::live::LiveOrigin>,
     starts: u32,
 }
 
@@ -115,6 +120,7 @@ impl LocalLauncher {
             budget: None,
             preload: Err("no preload shim configured for this run".into()),
             vodkit: Err("no vodkit server configured for this run".into()),
+            live: None,
             starts: 0,
         }
     }
@@ -256,8 +262,21 @@ impl Launcher for LocalLauncher {
             None => None,
         };
         let workers = sut.workers.unwrap_or(self.workers);
+        let live_extra = match (&self.live, &sut.base) {
+            (Some(o), Base::Nginx) => Some(
+                vodkit_peers::nginx::live_origin_directives(&o.prefix, &o.token, 64 << 20)
+                    .map_err(StartError::Failed)?,
+            ),
+            (Some(_), Base::Apache) => {
+                return Err(StartError::Unavailable(
+                    "Apache as a live origin (mod_dav) is not generated yet".into(),
+                ))
+            }
+            _ => None,
+        };
         let setup = PeerSetup {
             aio_threads: sut.aio_threads,
+            server_extra: live_extra.as_deref(),
             ..PeerSetup::new(&self.root, &run_dir, &self.probe_path, workers)
         };
         let budget = self.budget.as_ref();
@@ -312,6 +331,7 @@ impl Launcher for LocalLauncher {
                     run_dir: &run_dir,
                     budget: self.budget.as_ref(),
                     tls: tls.as_ref(),
+                    live: self.live.as_ref(),
                 })?;
                 let inner: Box<dyn Running> = match tls {
                     None => inner,

@@ -48,6 +48,68 @@ pub trait FeedRun {
     fn stop(self: Box<Self>) -> Vec<String>;
 }
 
+/// The production feed: `vodkit live push`'s source in this process, starting with a full
+/// window already published (so viewers can join at once), segments of `segment_s`.
+pub struct PushFeed {
+    pub segment_s: f64,
+    pub window: u32,
+}
+
+impl Default for PushFeed {
+    /// 2 s segments (the matrix's), a window of 6.
+    fn default() -> Self {
+        PushFeed {
+            segment_s: vodkit_workload::matrix::SEGMENT_S,
+            window: 6,
+        }
+    }
+}
+
+struct PushRun(vodkit_live::Source);
+
+impl LiveFeed for PushFeed {
+    fn start(
+        &mut self,
+        base_url: &str,
+        origin: &LiveOrigin,
+        streams: u32,
+        bitrate_kbps: u32,
+    ) -> Result<Box<dyn FeedRun>, String> {
+        let mut c = vodkit_live::SourceConfig::new(base_url, streams, bitrate_kbps.max(1));
+        c.segment_s = self.segment_s;
+        c.window = self.window;
+        c.prefix = origin.prefix.clone();
+        c.token = Some(origin.token.clone());
+        c.backfill = true;
+        let src = vodkit_live::Source::start(c)?;
+        // Backfilled windows go out at once; give a slow origin a few segments' time.
+        let wait = std::time::Duration::from_secs_f64(10.0 + 3.0 * self.segment_s);
+        if !src.wait_ready(wait) {
+            let r = src.stop();
+            return Err(format!(
+                "the origin did not take the first windows within {:.0} s: {}",
+                wait.as_secs_f64(),
+                r.summary().trim()
+            ));
+        }
+        Ok(Box::new(PushRun(src)))
+    }
+}
+
+impl FeedRun for PushRun {
+    fn stop(self: Box<Self>) -> Vec<String> {
+        let r = self.0.stop();
+        let mut notes = Vec::new();
+        if r.failed_puts > 0 || r.late_segments > 0 {
+            notes.push(format!(
+                "live source: {} of {} PUTs failed, {} of {} segments published late (PUT p99 {:.0} ms)",
+                r.failed_puts, r.puts, r.late_segments, r.segments, r.put_ms_p99
+            ));
+        }
+        notes
+    }
+}
+
 /// What a session list asks of the live source: how many viewers are live, whether they
 /// share one stream, how long they watch and at which bit rate.
 #[derive(Debug, Clone, Copy, PartialEq)]

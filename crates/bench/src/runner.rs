@@ -476,6 +476,11 @@ pub fn run_workload(setup: &RunSetup<'_>, progress: &mut BarProgress) -> Result<
         None => None,
     };
     launcher.budget = budget.as_ref().and_then(|b| b.wrap());
+    // Live viewers: every server is a live origin and every point runs a live source.
+    if crate::live::LiveDemand::of(&load.sessions).is_some() {
+        launcher.live = Some(load.live_origin.clone());
+        load.live_feed = Some(Box::new(crate::live::PushFeed::default()));
+    }
     let mut sampler =
         crate::system::ProcSampler::for_root(&root, budget.as_ref().and_then(|b| b.cgroup_dir()));
     let settings = BenchSettings {
