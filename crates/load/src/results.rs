@@ -633,13 +633,17 @@ impl Results {
     }
 
     fn refresh_fractions(&mut self) {
-        let s = &mut self.sessions;
-        s.failure_fraction = ratio(s.failed as f64, (s.completed + s.failed) as f64);
-        s.goodput_fraction = ratio(s.played_clean as f64, s.started as f64);
-        let q = &mut self.qos;
-        q.rebuffer_ratio = ratio(q.rebuffer_s, q.play_s);
-        q.acceptable_sessions_fraction = ratio(q.acceptable_sessions as f64, q.sessions as f64);
-        q.note = q.caveat();
+        let fill = |s: &mut SessionStats, q: &mut Qos| {
+            s.failure_fraction = ratio(s.failed as f64, (s.completed + s.failed) as f64);
+            s.goodput_fraction = ratio(s.played_clean as f64, s.started as f64);
+            q.rebuffer_ratio = ratio(q.rebuffer_s, q.play_s);
+            q.acceptable_sessions_fraction = ratio(q.acceptable_sessions as f64, q.sessions as f64);
+            q.note = q.caveat();
+        };
+        fill(&mut self.sessions, &mut self.qos);
+        if let Some(p) = self.probes.as_mut() {
+            fill(&mut p.sessions, &mut p.qos);
+        }
         self.choose_percentiles();
     }
 

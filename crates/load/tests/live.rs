@@ -293,6 +293,12 @@ fn probes_run_apart_from_the_load_and_report_their_own_quality() {
     }
     let report = run.results.probes.as_ref().expect("probes in results");
     assert_eq!(report.sessions.started, 2);
+    assert_eq!(
+        report.sessions.goodput_fraction, 1.0,
+        "{:?}",
+        report.sessions
+    );
+    assert!(report.qos.sessions == 0 || report.qos.acceptable_sessions_fraction > 0.0);
     assert_eq!(report.qos.live.as_ref().unwrap().sessions, 2);
     // The run's own figures leave the probes out.
     assert_eq!(run.results.sessions.started, 6);
