@@ -144,3 +144,67 @@ fn nginx_webdav_is_a_live_origin() {
     assert!(vodkit_peers::nginx::live_origin_directives("/live/", "bad\"tok", 1).is_err());
     assert!(vodkit_peers::nginx::live_origin_directives("/", TOKEN, 1).is_err());
 }
+
+/// The whole chain on one machine: the source publishing to `vodkit serve --ingest`, live
+/// viewers of `vodkit load` joining mid-stream. On an idle server they play at the edge
+/// without a stall; when the source ends, its final playlist ends them cleanly.
+#[test]
+fn viewers_follow_a_real_source_and_end_with_it() {
+    use vodkit_load::record::SessionEnd;
+    use vodkit_workload::model::{LiveView, Session};
+    let root = tempfile::tempdir().unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut cfg = vodkit_server::ServerConfig::new(root.path());
+    cfg.listen = "127.0.0.1:0".parse().unwrap();
+    cfg.ingest = Some(vodkit_server::live::IngestConfig::new("/live/", TOKEN));
+    let handle = rt.block_on(vodkit_server::Server::bind(cfg)).unwrap();
+    let port = handle.local_addr().port();
+    let mut c = config(port, TOKEN);
+    c.backfill = true;
+    c.duration = Some(Duration::from_secs(7));
+    let src = Source::start(c).unwrap();
+    assert!(src.wait_ready(Duration::from_secs(5)));
+    // Three viewers joining a second apart watch 3 s; a fourth would watch 30 s but the
+    // stream ends after 7.
+    let mut sessions: Vec<Session> = (0..4)
+        .map(|i| {
+            let mut s = Session::new(i, 0.0, "lan", Vec::new());
+            s.start_s = Some(i as f64);
+            s.bitrate_kbps = Some(400);
+            s.live = Some(LiveView {
+                stream: i as u32,
+                watch_s: if i == 3 { 30.0 } else { 3.0 },
+            });
+            s
+        })
+        .collect();
+    sessions.sort_by(|a, b| a.start_s.partial_cmp(&b.start_s).unwrap());
+    let target = vodkit_load::Target::parse(&format!("http://127.0.0.1:{port}"), false).unwrap();
+    let mut lc = vodkit_load::LoadConfig::new(target, sessions, 1.0);
+    lc.live.streams = Some(2);
+    let run = vodkit_load::run(lc, vodkit_load::CancellationToken::new()).unwrap();
+    let report = src.stop();
+    assert_eq!(report.failed_puts, 0, "{}", report.summary());
+    for s in &run.sessions {
+        assert_eq!(s.end, SessionEnd::Completed, "{:?}", s.requests.last());
+        let p = s.player.as_ref().unwrap();
+        let l = p.live.as_ref().unwrap();
+        assert_eq!(p.stalls, 0, "viewer {}: {l:?}", s.index);
+        assert_eq!(l.stream, s.session.live.unwrap().stream % 2);
+        // Three half-second segments behind the edge, plus the reload interval.
+        assert!(
+            l.latency_s.iter().all(|&x| x > 0.5 && x < 3.5),
+            "{:?}",
+            l.latency_s
+        );
+        if s.session.live.unwrap().watch_s > 10.0 {
+            assert!(
+                l.stream_ended,
+                "the long viewer ends with the stream: {l:?}"
+            );
+        }
+    }
+    let live = run.results.qos.live.unwrap();
+    assert_eq!(live.stalls, 0);
+    assert_eq!(live.skipped_segments, 0);
+}
