@@ -254,7 +254,7 @@ mod tests {
                 .filter_map(|s| s.live.map(|l| l.stream))
                 .collect();
             let titles: Vec<u32> = sessions.iter().filter_map(|s| s.title).collect();
-            if cell.popular || cell.kind == Kind::Live {
+            if cell.popular {
                 assert!(streams.iter().all(|&k| k == 0));
                 assert!(titles.iter().all(|&t| t == titles[0]));
             } else {
