@@ -38,15 +38,19 @@ pub struct Summary {
     pub unique_chunks_requested: u64,
     pub total_chunks_requested: u64,
     pub chunks_requested_once: u64,
-    /// Of `sessions`, live viewers (they request no title or chunk).
-    #[serde(default)]
+    /// Of `sessions`, live viewers (they request no title or chunk); omitted when none.
+    #[serde(default, skip_serializing_if = "is_zero")]
     pub live_sessions: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Summary {
     /// The printed form: one `key value` row per field, in Table 3.3 order.
     pub fn table(&self, heading: &str) -> String {
-        let rows: [(&str, String); 12] = [
+        let mut rows: Vec<(&str, String)> = vec![
             ("sessions", self.sessions.to_string()),
             ("titles", self.titles.to_string()),
             ("unique_titles", self.unique_titles.to_string()),
@@ -79,8 +83,10 @@ impl Summary {
                 "chunks_requested_once",
                 self.chunks_requested_once.to_string(),
             ),
-            ("live_sessions", self.live_sessions.to_string()),
         ];
+        if self.live_sessions > 0 {
+            rows.push(("live_sessions", self.live_sessions.to_string()));
+        }
         let mut s = format!("{heading}\n");
         for (k, v) in rows {
             s.push_str(&format!("  {k:<32} {v:>12}\n"));
