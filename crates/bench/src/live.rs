@@ -169,9 +169,10 @@ impl LiveDemand {
 pub const SATURATED: f64 = 0.9;
 
 /// The resource that saturated first at a failing point: `CPU` (machine-wide busy, iowait
-/// not counted), `disk` (device busy), `memory` (the server's cgroup at its budget), or
-/// `none` — seed 004's finding that viewers suffer while every resource is below
-/// saturation. Several at once: the most utilized.
+/// not counted), `disk` (device busy), `memory` (the server's own memory — its cgroup less
+/// the page cache, which fills any budget by design — near the budget), or `none` — seed
+/// 004's finding that viewers suffer while every resource is below saturation. Several at
+/// once: the most utilized.
 pub fn saturated(m: &PointMetrics, budget_bytes: Option<u64>) -> &'static str {
     let mut found: Vec<(f64, &'static str)> = Vec::new();
     if let Some(c) = m.cpu_busy {
@@ -182,7 +183,7 @@ pub fn saturated(m: &PointMetrics, budget_bytes: Option<u64>) -> &'static str {
     }
     if let (Some(mem), Some(b)) = (m.server_memory, budget_bytes) {
         if b > 0 {
-            found.push((mem.peak_bytes as f64 / b as f64, "memory"));
+            found.push((mem.peak_other_bytes as f64 / b as f64, "memory"));
         }
     }
     found
@@ -298,9 +299,17 @@ mod tests {
             ..DiskMetrics::default()
         });
         assert_eq!(saturated(&m, None), "disk");
+        // A budget full of page cache is not a saturated memory.
         m.server_memory = Some(ServerMemory {
-            peak_bytes: 990,
-            ..ServerMemory::default()
+            peak_bytes: 1000,
+            peak_cache_bytes: 990,
+            peak_other_bytes: 10,
+        });
+        assert_eq!(saturated(&m, Some(1000)), "disk");
+        m.server_memory = Some(ServerMemory {
+            peak_bytes: 1000,
+            peak_cache_bytes: 10,
+            peak_other_bytes: 990,
         });
         assert_eq!(saturated(&m, Some(1000)), "memory");
         assert_eq!(saturated(&m, None), "disk");
