@@ -51,12 +51,8 @@ impl Origin {
         );
         for n in first..end {
             let ms = self.wall0_ms + (n as f64 * SEG_S * 1000.0) as u64;
-            let secs = ms / 1000;
-            let t = chrono_like(secs);
-            p += &format!(
-                "#EXT-X-PROGRAM-DATE-TIME:{t}.{:03}Z\n#EXTINF:{SEG_S:.3},\nseg-{n}.m4s\n",
-                ms % 1000
-            );
+            let t = vodkit_live::playlist::rfc3339_ms(UNIX_EPOCH + Duration::from_millis(ms));
+            p += &format!("#EXT-X-PROGRAM-DATE-TIME:{t}\n#EXTINF:{SEG_S:.3},\nseg-{n}.m4s\n");
         }
         if self.script.ends_after.is_some_and(|e| end >= e) {
             p += "#EXT-X-ENDLIST\n";
@@ -88,27 +84,6 @@ impl Origin {
             _ => b"HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n".to_vec(),
         }
     }
-}
-
-/// `YYYY-MM-DDTHH:MM:SS` for Unix seconds (civil-from-days, proleptic Gregorian).
-fn chrono_like(secs: u64) -> String {
-    let days = (secs / 86_400) as i64;
-    let rem = secs % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z - era * 146_097;
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}",
-        rem / 3600,
-        rem % 3600 / 60,
-        rem % 60
-    )
 }
 
 fn read_path(stream: &mut TcpStream) -> Option<String> {
