@@ -21,9 +21,8 @@
 
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
-use vodkit_disk::model::preset::half_rotation_ms;
-use vodkit_disk::model::DriveSpec;
-use vodkit_workload::model::{ByteRange, Catalog, ClientClass, Session};
+pub use vodkit_disk::model::{disk_terms, DiskTerms};
+use vodkit_workload::model::{Catalog, ClientClass, Session};
 
 /// A measured capacity may exceed the bound by this fraction before it is called an error
 /// (the search's own precision and the model's discretization).
@@ -31,47 +30,6 @@ pub const TOLERANCE: f64 = 0.02;
 
 /// Interval-memory shares tried between 0 and all of the usable budget (steps of 5%).
 pub const SPLIT_STEPS: u32 = 20;
-
-/// The drive's cost figures over the addresses the file set occupies.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
-pub struct DiskTerms {
-    /// Expected positioning time of a read at a random place (mean seek between two uniform
-    /// positions over the span plus half a revolution), s.
-    pub positioning_s: f64,
-    /// Zoned transfer rate averaged over the span (bytes / transfer time), bytes/s.
-    pub transfer_bytes_s: f64,
-    /// Fraction of the modelled surface the file set occupies, from the outer edge.
-    pub span_fraction: f64,
-}
-
-/// Positioning and transfer figures of `spec` for a file set packed onto the outermost
-/// `span_fraction` of the surface (the most favourable placement, so the bound stays an
-/// upper bound).
-pub fn disk_terms(spec: &DriveSpec, span_fraction: f64) -> Result<DiskTerms, String> {
-    let f = span_fraction;
-    if !(f > 0.0 && f <= 1.0) {
-        return Err(format!(
-            "capacity bound: span fraction {f} is not in (0, 1]"
-        ));
-    }
-    // Distance between two uniform points of [0, f] is f·d with d of density 2(1 − d).
-    const STEPS: usize = 4000;
-    let h = 1.0 / STEPS as f64;
-    let seek_ms: f64 = (0..STEPS)
-        .map(|i| {
-            let d = (i as f64 + 0.5) * h;
-            spec.seek.ms(f * d) * 2.0 * (1.0 - d) * h
-        })
-        .sum();
-    let positioning_s = (seek_ms + half_rotation_ms(spec.rpm)) / 1000.0;
-    // Bytes spread evenly over [0, f]: bytes over the time it takes to read them all.
-    let transfer_bytes_s = f / spec.zones.transfer_secs(0.0, f, 1.0);
-    Ok(DiskTerms {
-        positioning_s,
-        transfer_bytes_s,
-        span_fraction: f,
-    })
-}
 
 /// The memory the bound may use: the budget less the reserve kept for the kernel and others.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
@@ -226,16 +184,6 @@ fn insert_range(seen: &mut Vec<(u64, u64)>, a: u64, b: u64) {
     *seen = merged;
 }
 
-/// The byte range `[a, b)` a request asks for, clipped to a file of `size` bytes.
-fn clipped(range: Option<ByteRange>, size: u64) -> (u64, u64) {
-    let (a, b) = match range {
-        None => (0, size),
-        Some(ByteRange::Closed { first, last }) => (first, last.saturating_add(1)),
-        Some(ByteRange::OpenEnded { first, read }) => (first, first.saturating_add(read)),
-    };
-    (a.min(size), b.min(size))
-}
-
 /// Reduce a session list to steps and reuses. `classes` are the workload's client classes
 /// (their bandwidth paces unpaced requests); with none, every link counts as unlimited.
 pub fn prepare(
@@ -314,7 +262,7 @@ pub fn prepare(
             } else {
                 off += r.pacing_s.max(prev_len as f64 / link);
             }
-            let (a, b) = clipped(r.range, size);
+            let (a, b) = r.span(size);
             if link.is_finite() {
                 // The response's bytes leave memory as the link delivers them: n/2 held on
                 // average for n/link seconds.
@@ -582,6 +530,11 @@ pub struct CapacityBound {
     pub disk_mb_s: f64,
     /// Share of disk time spent positioning at the bound.
     pub positioning_share: f64,
+    /// vodkit's memory manager replayed on the same workload, drive terms and budget
+    /// (`vodkit_sim::replay`): its capacity and hits, to read a measured gap to the bound
+    /// as memory policy or serving path. Absent when not computed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manager_replay: Option<vodkit_sim::replay::ReplayResult>,
 }
 
 /// The largest λ at which the best split keeps the drive at most fully busy (bisection on
@@ -644,6 +597,7 @@ pub fn bound(
         hit_fraction: e.hit_bytes / w.watched_bytes as f64,
         disk_mb_s: per_s * e.disk_bytes / 1e6,
         positioning_share: e.positioning_share,
+        manager_replay: None,
     })
 }
 
@@ -657,18 +611,49 @@ pub fn for_testbed(
     image_bytes: u64,
     memory_bytes: u64,
 ) -> Result<CapacityBound, String> {
-    let spec = preset.spec();
-    if image_bytes == 0 || fileset_bytes == 0 {
-        return Err("capacity bound: empty file set or image".into());
-    }
-    let f = (fileset_bytes as f64 / image_bytes as f64).min(1.0);
-    let disk = disk_terms(&spec, f)?;
+    let disk = testbed_terms(preset, fileset_bytes, image_bytes)?;
     bound(
         w,
         &disk,
         &MemoryTerms::for_budget(memory_bytes),
         preset.name(),
     )
+}
+
+/// The drive terms of the emulated `preset` drive whose image of `image_bytes` stands for
+/// the whole surface and holds `fileset_bytes` of files at its outer edge.
+pub fn testbed_terms(
+    preset: vodkit_disk::model::Preset,
+    fileset_bytes: u64,
+    image_bytes: u64,
+) -> Result<DiskTerms, String> {
+    if image_bytes == 0 || fileset_bytes == 0 {
+        return Err("capacity bound: empty file set or image".into());
+    }
+    let f = (fileset_bytes as f64 / image_bytes as f64).min(1.0);
+    disk_terms(&preset.spec(), f)
+}
+
+/// vodkit's memory manager replayed on the workload (`vodkit_sim::replay`) with reads as
+/// large as its budget share, on `disk` with `memory_bytes`: the highest rate at which
+/// the drive is at most fully busy, searched from `guess` sessions/s.
+pub fn manager_replay(
+    catalog: &Catalog,
+    sessions: &[Session],
+    classes: &[ClientClass],
+    disk: DiskTerms,
+    memory_bytes: u64,
+    guess: f64,
+) -> Result<vodkit_sim::replay::ReplayResult, String> {
+    use vodkit_sim::replay::{capacity, Prefetch, ReplayConfig, ReplayWorkload};
+    let w = ReplayWorkload::prepare(catalog, sessions, classes)?;
+    let cfg = ReplayConfig {
+        memory: vodkit_prefetch::memory::MemoryConfig::for_budget(memory_bytes),
+        disk,
+        prefetch: Prefetch::Budget,
+    };
+    capacity(&w, &cfg, guess)
+        .ok_or_else(|| "memory replay: no rate leaves the drive idle enough".into())
 }
 
 /// `measured / bound`, or a one-line error when the measured capacity exceeds the bound by

@@ -328,11 +328,27 @@ pub fn capacity_bound(
         let fileset = crate::prepare::fileset_bytes(&catalog);
         let image = crate::system::HddTestbed::image_size_for(fileset).max(64 << 20);
         let w = crate::bound::prepare(&catalog, &load.sessions, &classes)?;
-        crate::bound::for_testbed(&w, *preset, fileset, image, memory)
+        let mut b = crate::bound::for_testbed(&w, *preset, fileset, image, memory)?;
+        let disk = crate::bound::testbed_terms(*preset, fileset, image)?;
+        match crate::bound::manager_replay(
+            &catalog,
+            &load.sessions,
+            &classes,
+            disk,
+            memory,
+            b.bound_rate / 2.0,
+        ) {
+            Ok(r) => b.manager_replay = Some(r),
+            Err(e) => notes.push(format!("memory replay not computed: {e}")),
+        }
+        Ok(b)
     });
     match computed {
         Ok(b) => {
             notes.push(bound_note(&b));
+            if let Some(r) = &b.manager_replay {
+                notes.push(replay_note(r, b.bound_rate, b.hit_fraction));
+            }
             (Some(b), notes)
         }
         Err(e) => {
@@ -359,6 +375,25 @@ pub fn bound_note(b: &crate::bound::CapacityBound) -> String {
         b.streams_at_bound,
         b.hit_fraction * 100.0,
         b.disk_mb_s
+    )
+}
+
+/// One line describing the memory manager's replay next to the bound it is read against.
+pub fn replay_note(
+    r: &vodkit_sim::replay::ReplayResult,
+    bound_rate: f64,
+    bound_hits: f64,
+) -> String {
+    format!(
+        "memory replay (vodkit's memory manager on the bound's drive terms and budget, reads as large as its budget share, no CPU or queueing; docs/simulate.md): {:.2} sessions/s = {:.0}% of the bound, {:.0}% hits (bound {:.0}%), reads of {} on average, {:.0} MB/s from disk, peak resident {} of {} usable",
+        r.rate,
+        100.0 * r.rate / bound_rate,
+        100.0 * r.hit_fraction,
+        100.0 * bound_hits,
+        bytesize::ByteSize(r.mean_read_bytes as u64),
+        r.disk_mb_s,
+        bytesize::ByteSize(r.peak_resident_bytes),
+        bytesize::ByteSize(r.usable_bytes)
     )
 }
 

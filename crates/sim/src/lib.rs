@@ -6,6 +6,8 @@
 //!   utilization per drive and interval, prefetch memory over time);
 //! - [`firstgrow`]: First-Grow's first sizes and growth from the trace (5.6.1, 5.3.3);
 //! - [`sweep`]: policy families over a size parameter, in parallel, compared with Fixed;
+//! - [`replay`]: a workload's sessions played through the server's memory manager on a
+//!   drive's positioning and transfer terms (hits, disk time, capacity);
 //! - [`report`]: `sim.json`, `sim.csv`, `index.html` and the text summary;
 //! - [`validate`]: the model against a measured run's device counters and memory (the
 //!   measured run itself is `vodkit_bench::validate`, behind `vodkit simulate --validate`).
@@ -15,6 +17,7 @@
 pub mod firstgrow;
 pub mod input;
 pub mod model;
+pub mod replay;
 pub mod report;
 pub mod sweep;
 pub mod validate;

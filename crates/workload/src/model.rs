@@ -134,6 +134,17 @@ impl Session {
 }
 
 impl Request {
+    /// The `[start, end)` bytes this request asks for in a file of `size` bytes (its range
+    /// clipped to the file; the whole file without a range).
+    pub fn span(&self, size: u64) -> (u64, u64) {
+        let (a, b) = match self.range {
+            None => (0, size),
+            Some(ByteRange::Closed { first, last }) => (first, last.saturating_add(1)),
+            Some(ByteRange::OpenEnded { first, read }) => (first, first.saturating_add(read)),
+        };
+        (a.min(size), b.min(size))
+    }
+
     /// A request for `range` of `path` (`None`: the whole file), unpaced, on the session's
     /// first connection, carrying no media time.
     pub fn new(path: impl Into<String>, range: Option<ByteRange>, timeout_s: f64) -> Request {

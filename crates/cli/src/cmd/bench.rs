@@ -6,12 +6,7 @@ use std::time::Duration;
 use vodkit_bench::runner::{self, BenchRequest, RunError, TestbedChoice};
 use vodkit_bench::search::Criterion;
 
-/// `--memory`: a size such as 1GiB, in bytes.
-fn parse_size(s: &str) -> Result<u64, String> {
-    s.parse::<bytesize::ByteSize>()
-        .map(|b| b.as_u64())
-        .map_err(|_| format!("`{s}`: expected a size like 1GiB"))
-}
+use super::parse_size;
 
 #[derive(clap::Args)]
 pub struct Args {

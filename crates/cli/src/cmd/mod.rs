@@ -113,3 +113,10 @@ pub fn exit_code(result: anyhow::Result<()>) -> ExitCode {
         }
     }
 }
+
+/// A `--memory`-style size such as 1GiB, in bytes.
+pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
+    s.parse::<bytesize::ByteSize>()
+        .map(|b| b.as_u64())
+        .map_err(|_| format!("`{s}`: expected a size like 1GiB"))
+}

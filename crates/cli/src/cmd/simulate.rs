@@ -14,11 +14,28 @@ use super::usage;
 #[derive(clap::Args)]
 pub struct Args {
     /// Chains of the trace (`vodkit trace chains` output, or a synthesized truth/chains.csv).
-    #[arg(long, required_unless_present = "validate")]
+    #[arg(long, required_unless_present_any = ["validate", "replay"])]
     chains: Option<PathBuf>,
     /// File table: file,bitrate_kbps,media,size_bytes,drive.
-    #[arg(long, required_unless_present = "validate")]
+    #[arg(long, required_unless_present_any = ["validate", "replay"])]
     files: Option<PathBuf>,
+    /// Memory replay: play this workload directory's sessions through vodkit's memory
+    /// manager on the --drive preset's positioning and transfer terms with a --memory
+    /// budget, next to the capacity bound of the same terms (docs/simulate.md).
+    #[arg(long, conflicts_with_all = ["chains", "files", "validate"])]
+    replay: Option<PathBuf>,
+    /// With --replay: the memory budget (default 1GiB).
+    #[arg(long, requires = "replay", value_parser = super::parse_size)]
+    memory: Option<u64>,
+    /// With --replay: replay at these rates (sessions/s, comma-separated) instead of
+    /// searching the highest rate the drive sustains.
+    #[arg(long, requires = "replay", value_delimiter = ',')]
+    rate: Vec<f64>,
+    /// With --replay: read sizes, `budget` (as large as a stream's budget share), `oracle`
+    /// (the share, never past where the viewer will stop: what early leavers cost) or a
+    /// policy such as fixed:2MiB (still cut to the share; `auto` stays at its start).
+    #[arg(long, requires = "replay", default_value = "budget")]
+    prefetch: String,
     /// Drive preset of the disk model for t_max and s_max (wd-red, hp-10k, hitachi-5k3000,
     /// seagate-7200).
     #[arg(long, conflicts_with_all = ["t_max", "s_max"])]
@@ -57,9 +74,9 @@ pub struct Args {
     /// Worker threads (default: all cores).
     #[arg(long)]
     threads: Option<usize>,
-    /// Output directory: sim.json, sim.csv, index.html.
-    #[arg(long)]
-    out: PathBuf,
+    /// Output directory: sim.json, sim.csv, index.html (with --replay: replay.json).
+    #[arg(long, required_unless_present = "replay")]
+    out: Option<PathBuf>,
     /// Compare the model with a real run: a cut-down netflix-2014 workload served by
     /// `vodkit serve` from the emulated disk (--drive preset) and replayed by `vodkit load`;
     /// needs root and FUSE. --out is the working directory. (The bench's `validate`
@@ -93,6 +110,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if args.validate {
         return validate(&args);
     }
+    if let Some(dir) = &args.replay {
+        return replay(&args, dir);
+    }
+    let Some(out) = &args.out else {
+        return Err(usage("--out is required"));
+    };
     let capacity = match (&args.drive, args.t_max, args.s_max) {
         (_, Some(t), Some(s)) => Capacity::given(t, s).map_err(usage)?,
         (Some(p), _, _) => Capacity::of_preset(*p),
@@ -139,15 +162,77 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     };
     let rep = vodkit_sim::simulate(&trace, &opts, &progress).map_err(usage)?;
-    report::write_all(&args.out, &rep).map_err(|e| anyhow::anyhow!(e))?;
+    report::write_all(out, &rep).map_err(|e| anyhow::anyhow!(e))?;
     print!("{}", report::summary_text(&rep));
     println!(
         "{} chains x {} runs at {:.2} M chain-policy evaluations/s -> {}",
         rep.chains,
         opts.families.len() * opts.params.len(),
         rep.chain_evals_per_s / 1e6,
-        args.out.display()
+        out.display()
     );
+    Ok(())
+}
+
+/// `--replay DIR`: the bound and vodkit's memory manager replayed on the same terms.
+fn replay(args: &Args, dir: &std::path::Path) -> anyhow::Result<()> {
+    use vodkit_sim::replay::{self as rp, Prefetch, ReplayConfig, ReplayWorkload};
+    let preset = args.drive.unwrap_or(Preset::WdRed);
+    let memory = args.memory.unwrap_or(1 << 30);
+    let prefetch = match args.prefetch.as_str() {
+        "budget" => Prefetch::Budget,
+        "oracle" => Prefetch::Oracle,
+        p => Prefetch::Policy(
+            super::serve::parse_policy(p).map_err(|e| usage(format!("--prefetch {p}: {e}")))?,
+        ),
+    };
+    let load = vodkit_bench::adapters::WorkloadLoad::open(dir).map_err(usage)?;
+    let catalog = vodkit_bench::prepare::catalog(dir).map_err(usage)?;
+    let classes = load
+        .meta
+        .as_ref()
+        .map(|m| m.client_classes.clone())
+        .unwrap_or_default();
+    let (bound, notes) = vodkit_bench::runner::capacity_bound(
+        &vodkit_bench::runner::TestbedChoice::Hdd(preset),
+        dir,
+        &load,
+        Some(memory),
+    );
+    let Some(bound) = bound else {
+        return Err(usage(notes.join("; ")));
+    };
+    println!("{}", vodkit_bench::runner::bound_note(&bound));
+    let fileset = vodkit_bench::prepare::fileset_bytes(&catalog);
+    let image = vodkit_bench::system::HddTestbed::image_size_for(fileset).max(64 << 20);
+    let disk = vodkit_bench::bound::testbed_terms(preset, fileset, image).map_err(usage)?;
+    let w = ReplayWorkload::prepare(&catalog, &load.sessions, &classes).map_err(usage)?;
+    let cfg = ReplayConfig {
+        memory: vodkit_prefetch::memory::MemoryConfig::for_budget(memory),
+        disk,
+        prefetch,
+    };
+    let results: Vec<rp::ReplayResult> = if args.rate.is_empty() {
+        let r = rp::capacity(&w, &cfg, bound.bound_rate / 2.0)
+            .ok_or_else(|| usage("memory replay: no rate leaves the drive idle enough"))?;
+        vec![r]
+    } else {
+        args.rate.iter().map(|&r| rp::replay(&w, &cfg, r)).collect()
+    };
+    for r in &results {
+        println!(
+            "{} (utilization {:.2})",
+            vodkit_bench::runner::replay_note(r, bound.bound_rate, bound.hit_fraction),
+            r.utilization
+        );
+    }
+    if let Some(out) = &args.out {
+        std::fs::create_dir_all(out)?;
+        let path = out.join("replay.json");
+        let doc = serde_json::json!({ "bound": bound, "replays": results });
+        std::fs::write(&path, serde_json::to_string_pretty(&doc)?)?;
+        println!("-> {}", path.display());
+    }
     Ok(())
 }
 
@@ -157,7 +242,10 @@ fn validate(args: &Args) -> anyhow::Result<()> {
             "--validate takes the drive from --drive, not --t-max/--s-max",
         ));
     }
-    let mut o = vodkit_bench::validate::RunOptions::new(&args.out);
+    let Some(out) = &args.out else {
+        return Err(usage("--validate needs --out (its working directory)"));
+    };
+    let mut o = vodkit_bench::validate::RunOptions::new(out);
     if let Some(d) = args.drive {
         o.preset = d;
     }

@@ -118,3 +118,42 @@ mod tests {
         assert!((c.utilization(48.4, 24.2) - 1.0).abs() < 1e-9);
     }
 }
+
+/// The drive's cost figures over the addresses the file set occupies.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct DiskTerms {
+    /// Expected positioning time of a read at a random place (mean seek between two uniform
+    /// positions over the span plus half a revolution), s.
+    pub positioning_s: f64,
+    /// Zoned transfer rate averaged over the span (bytes / transfer time), bytes/s.
+    pub transfer_bytes_s: f64,
+    /// Fraction of the modelled surface the file set occupies, from the outer edge.
+    pub span_fraction: f64,
+}
+
+/// Positioning and transfer figures of `spec` for a file set packed onto the outermost
+/// `span_fraction` of the surface (the most favourable placement, so the bound stays an
+/// upper bound).
+pub fn disk_terms(spec: &DriveSpec, span_fraction: f64) -> Result<DiskTerms, String> {
+    let f = span_fraction;
+    if !(f > 0.0 && f <= 1.0) {
+        return Err(format!("disk terms: span fraction {f} is not in (0, 1]"));
+    }
+    // Distance between two uniform points of [0, f] is f·d with d of density 2(1 − d).
+    const STEPS: usize = 4000;
+    let h = 1.0 / STEPS as f64;
+    let seek_ms: f64 = (0..STEPS)
+        .map(|i| {
+            let d = (i as f64 + 0.5) * h;
+            spec.seek.ms(f * d) * 2.0 * (1.0 - d) * h
+        })
+        .sum();
+    let positioning_s = (seek_ms + half_rotation_ms(spec.rpm)) / 1000.0;
+    // Bytes spread evenly over [0, f]: bytes over the time it takes to read them all.
+    let transfer_bytes_s = f / spec.zones.transfer_secs(0.0, f, 1.0);
+    Ok(DiskTerms {
+        positioning_s,
+        transfer_bytes_s,
+        span_fraction: f,
+    })
+}

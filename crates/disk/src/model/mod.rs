@@ -17,7 +17,10 @@ pub mod preset;
 pub mod seek;
 pub mod zones;
 
-pub use capacity::{capacity, expected_random_mb_s, s_max_from, sequential_mb_s, DiskCapacity};
+pub use capacity::{
+    capacity, disk_terms, expected_random_mb_s, s_max_from, sequential_mb_s, DiskCapacity,
+    DiskTerms,
+};
 pub use preset::{preset, DriveSpec, Preset, Published, PRESET_NAMES};
 pub use seek::SeekCurve;
 pub use zones::{ZoneProfile, MIB};

@@ -1,0 +1,543 @@
+//! Memory replay: a workload's session list played at a session rate through the memory
+//! manager `vodkit serve` uses ([`MemoryManager`]), on a drive reduced to its positioning
+//! time and zoned transfer rate ([`DiskTerms`], the capacity bound's terms). It answers, for
+//! the manager, the question the capacity bound answers for a perfect server: which share
+//! of the requested bytes comes from memory, how much the disk reads, and the highest rate
+//! at which the drive is at most fully busy. Comparing the two separates what the memory
+//! policy loses from what the serving path loses (docs/simulate.md, "Memory replay").
+//!
+//! The model, in the engine's terms: a request whose bytes are all resident is a hit;
+//! otherwise the engine reads from the request's offset `max(len, prefetch)` bytes, where
+//! the prefetch is the policy's size cut to the stream's share of the budget
+//! ([`MemoryManager::prefetch_cap`]); the read costs one positioning plus its missing bytes
+//! at the transfer rate and completes at once (no queueing). The response is consumed
+//! when the client's link has carried it. Page residency is exactly what was read minus what
+//! the manager dropped: the kernel never evicts, so the replay also reports the peak of
+//! resident bytes against the budget the manager promised to respect.
+//!
+//! Pure and deterministic: no clock, no file, no randomness.
+
+use serde::{Deserialize, Serialize};
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use vodkit_disk::model::DiskTerms;
+use vodkit_prefetch::memory::{Drop, MemoryConfig, MemoryManager};
+use vodkit_prefetch::policy::{ChainKind, FileId, Policy, ReadContext, DEFAULT_BITRATE_KBPS};
+use vodkit_prefetch::PolicySpec;
+use vodkit_workload::model::{Catalog, ClientClass, Session};
+
+/// One request of a replayed session.
+#[derive(Clone, Debug, PartialEq)]
+struct Req {
+    file: FileId,
+    start: u64,
+    end: u64,
+    /// Seconds after the session's start.
+    at_s: f64,
+    /// Seconds the client's link needs for the response (0 = unlimited).
+    transfer_s: f64,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+struct Sess {
+    /// Cumulative arrival gap: the session starts at `gap / rate`.
+    gap: f64,
+    kbps: u32,
+    reqs: Vec<Req>,
+}
+
+/// A session list reduced to what the replay needs; independent of rate, drive and memory.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReplayWorkload {
+    sessions: Vec<Sess>,
+    sizes: Vec<u64>,
+    /// Longest session (last request's offset plus its transfer), s.
+    longest_s: f64,
+}
+
+impl ReplayWorkload {
+    /// On-demand sessions of `sessions` over the files of `catalog`; `classes` give the
+    /// clients' link rates (none: unlimited links). Live viewers have no file requests and
+    /// are left out.
+    pub fn prepare(
+        catalog: &Catalog,
+        sessions: &[Session],
+        classes: &[ClientClass],
+    ) -> Result<ReplayWorkload, String> {
+        let mut ids: HashMap<&str, (FileId, u64, u32)> = HashMap::new();
+        let mut sizes = Vec::new();
+        for r in catalog.titles.iter().flat_map(|t| &t.renditions) {
+            for f in &r.files {
+                let id = sizes.len() as FileId;
+                sizes.push(f.size_bytes);
+                ids.insert(f.path.as_str(), (id, f.size_bytes, r.bitrate_kbps));
+            }
+        }
+        let links: HashMap<&str, f64> = classes
+            .iter()
+            .map(|c| (c.name.as_str(), c.bandwidth_bps as f64 / 8.0))
+            .collect();
+        let mut out = Vec::with_capacity(sessions.len());
+        let (mut gap, mut longest) = (0.0f64, 0.0f64);
+        for s in sessions {
+            if s.start_s.is_some() {
+                return Err(format!(
+                    "memory replay: session {} has an explicit start_s; the replay needs the gap schedule",
+                    s.id
+                ));
+            }
+            if !(s.gap >= 0.0 && s.gap.is_finite()) {
+                return Err(format!(
+                    "memory replay: session {}: gap {} is not a non-negative number",
+                    s.id, s.gap
+                ));
+            }
+            gap += s.gap;
+            if s.live.is_some() || s.requests.is_empty() {
+                continue;
+            }
+            let link = links.get(s.class.as_str()).copied().unwrap_or(0.0);
+            let mut reqs = Vec::with_capacity(s.requests.len());
+            let (mut at, mut prev_transfer) = (0.0f64, 0.0f64);
+            let mut kbps = s.bitrate_kbps;
+            for (i, r) in s.requests.iter().enumerate() {
+                let path = r.path.trim_start_matches('/');
+                let &(file, size, file_kbps) = ids.get(path).ok_or_else(|| {
+                    format!(
+                        "memory replay: session {}: {} is not a file of the catalog",
+                        s.id, r.path
+                    )
+                })?;
+                kbps.get_or_insert(file_kbps);
+                let (start, end) = r.span(size);
+                let transfer_s = if link > 0.0 {
+                    (end - start) as f64 / link
+                } else {
+                    0.0
+                };
+                if i > 0 {
+                    at += r.pacing_s.max(prev_transfer);
+                }
+                prev_transfer = transfer_s;
+                if end > start {
+                    reqs.push(Req {
+                        file,
+                        start,
+                        end,
+                        at_s: at,
+                        transfer_s,
+                    });
+                }
+            }
+            longest = longest.max(at + prev_transfer);
+            out.push(Sess {
+                gap,
+                kbps: kbps.unwrap_or(DEFAULT_BITRATE_KBPS),
+                reqs,
+            });
+        }
+        if out.iter().all(|s| s.reqs.is_empty()) {
+            return Err("memory replay: the sessions request no bytes".into());
+        }
+        Ok(ReplayWorkload {
+            sessions: out,
+            sizes,
+            longest_s: longest,
+        })
+    }
+
+    /// Seconds the arrivals last at `rate` sessions/s.
+    fn arrivals_s(&self, rate: f64) -> f64 {
+        self.sessions.last().map_or(0.0, |s| s.gap / rate)
+    }
+}
+
+/// How large the engine's reads are.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Prefetch {
+    /// As large as the stream's share of the budget allows (what `auto` starts from).
+    Budget,
+    /// A prefetch policy's size (non-adaptive: `auto` gets no observations here), still cut
+    /// to the stream's share.
+    Policy(PolicySpec),
+    /// A server that knows where each viewer will stop: reads as large as the share, but
+    /// never past the last byte the session will ask for. Not a real server's option; it
+    /// measures what viewers who leave early cost the others.
+    Oracle,
+}
+
+/// Everything a replay needs besides the workload and the rate.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReplayConfig {
+    pub memory: MemoryConfig,
+    pub disk: DiskTerms,
+    pub prefetch: Prefetch,
+}
+
+/// What a replay at one rate measured over its steady window.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct ReplayResult {
+    /// Sessions/s.
+    pub rate: f64,
+    /// The measured window: from one longest session after the first arrival to the last
+    /// arrival, s.
+    pub window_s: f64,
+    pub requested_bytes: u64,
+    /// Requested bytes that were resident when asked for.
+    pub hit_bytes: u64,
+    pub hit_fraction: f64,
+    /// Bytes and reads that reached the drive.
+    pub disk_bytes: u64,
+    pub disk_reads: u64,
+    pub mean_read_bytes: f64,
+    /// Drive busy time over the window (1 = saturated).
+    pub utilization: f64,
+    pub disk_mb_s: f64,
+    /// Highest resident bytes (read minus dropped) and the manager's usable budget.
+    pub peak_resident_bytes: u64,
+    pub usable_bytes: u64,
+    /// Bytes the manager kept for followers and served from them (whole run).
+    pub interval_hit_bytes: u64,
+    /// Drops skipped because a stream claimed the range again by the time it was carried out.
+    pub claimed_bytes: u64,
+    /// Mean over the window's reads of the cap the budget allowed, bytes.
+    pub mean_cap_bytes: f64,
+    /// The manager's levels averaged over the window (sampled once a second): unconsumed
+    /// read-ahead, kept intervals, consumed-cache, streams and those taking a pool share.
+    pub mean_unconsumed_bytes: f64,
+    pub mean_kept_bytes: f64,
+    pub mean_cached_bytes: f64,
+    pub mean_streams: f64,
+    pub mean_weighted_streams: f64,
+    /// Bytes read from disk for a stream and never requested by it (read-ahead of viewers
+    /// who left), as a share of the bytes read.
+    pub unrequested_read_fraction: f64,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Kind {
+    Request,
+    Consumed,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Event {
+    t: f64,
+    seq: u64,
+    kind: Kind,
+    session: usize,
+    req: usize,
+}
+
+impl Eq for Event {}
+impl Ord for Event {
+    // Earliest first in a max-heap.
+    fn cmp(&self, o: &Self) -> Ordering {
+        o.t.total_cmp(&self.t).then(o.seq.cmp(&self.seq))
+    }
+}
+impl PartialOrd for Event {
+    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
+        Some(self.cmp(o))
+    }
+}
+
+/// Resident byte ranges per file: what was read and not dropped.
+#[derive(Default)]
+struct Residency {
+    files: HashMap<FileId, BTreeMap<u64, u64>>,
+    bytes: u64,
+    peak: u64,
+}
+
+impl Residency {
+    /// Resident bytes of `[a, b)`.
+    fn covered(&self, file: FileId, a: u64, b: u64) -> u64 {
+        let Some(m) = self.files.get(&file) else {
+            return 0;
+        };
+        let mut n = 0;
+        let from = m.range(..=a).next_back().map_or(a, |(&s, _)| s);
+        for (&s, &e) in m.range(from..b) {
+            let (x, y) = (s.max(a), e.min(b));
+            if y > x {
+                n += y - x;
+            }
+        }
+        n
+    }
+
+    fn add(&mut self, file: FileId, a: u64, b: u64) {
+        let missing = (b - a) - self.covered(file, a, b);
+        let m = self.files.entry(file).or_default();
+        let (mut lo, mut hi) = (a, b);
+        let from = m.range(..=a).next_back().map_or(a, |(&s, _)| s);
+        let touching: Vec<(u64, u64)> = m
+            .range(from..=b)
+            .filter(|(&s, &e)| e >= a && s <= b)
+            .map(|(&s, &e)| (s, e))
+            .collect();
+        for (s, e) in touching {
+            m.remove(&s);
+            lo = lo.min(s);
+            hi = hi.max(e);
+        }
+        m.insert(lo, hi);
+        self.bytes += missing;
+        self.peak = self.peak.max(self.bytes);
+    }
+
+    fn remove(&mut self, file: FileId, a: u64, b: u64) {
+        let gone = self.covered(file, a, b);
+        let Some(m) = self.files.get_mut(&file) else {
+            return;
+        };
+        let from = m.range(..=a).next_back().map_or(a, |(&s, _)| s);
+        let touching: Vec<(u64, u64)> = m
+            .range(from..b)
+            .filter(|(_, &e)| e > a)
+            .map(|(&s, &e)| (s, e))
+            .collect();
+        for (s, e) in touching {
+            m.remove(&s);
+            if s < a {
+                m.insert(s, a);
+            }
+            if e > b {
+                m.insert(b, e);
+            }
+        }
+        self.bytes -= gone;
+    }
+}
+
+/// Replays `w` at `rate` sessions/s.
+pub fn replay(w: &ReplayWorkload, cfg: &ReplayConfig, rate: f64) -> ReplayResult {
+    let mut m = MemoryManager::new(cfg.memory.clone());
+    let mut policy: Option<Box<dyn Policy>> = match &cfg.prefetch {
+        Prefetch::Budget | Prefetch::Oracle => None,
+        Prefetch::Policy(spec) => Some(spec.build()),
+    };
+    let mut res = Residency::default();
+    let mut heap = BinaryHeap::new();
+    let mut seq = 0u64;
+    for (i, s) in w.sessions.iter().enumerate() {
+        if let Some(r) = s.reqs.first() {
+            heap.push(Event {
+                t: s.gap / rate + r.at_s,
+                seq,
+                kind: Kind::Request,
+                session: i,
+                req: 0,
+            });
+            seq += 1;
+        }
+    }
+    let end_s = w.arrivals_s(rate);
+    let from_s = w.longest_s.min(0.5 * end_s);
+    let mut out = ReplayResult {
+        rate,
+        window_s: end_s - from_s,
+        usable_bytes: cfg.memory.usable_bytes(),
+        ..Default::default()
+    };
+    let mut busy_s = 0.0;
+    let mut cap_sum = 0.0;
+    let mut next_expire = 1.0;
+    let mut claimed = 0u64;
+    let (mut samples, mut levels) = (0.0f64, [0.0f64; 5]);
+    let mut streams: HashMap<(usize, FileId), u64> = HashMap::new();
+    // Per stream read in the window: furthest byte read for it and furthest it asked for.
+    let mut reach: HashMap<(usize, FileId), (u64, u64)> = HashMap::new();
+    // Bytes each session asked of each file so far (the chain's length for the policy).
+    let mut chain: HashMap<(usize, FileId), u64> = HashMap::new();
+    while let Some(ev) = heap.pop() {
+        if ev.t > end_s {
+            break;
+        }
+        while next_expire <= ev.t {
+            let drops = m.expire(next_expire);
+            apply(&m, &mut res, drops, &mut claimed);
+            if next_expire >= from_s {
+                let t = m.totals();
+                samples += 1.0;
+                levels[0] += t.unconsumed_bytes as f64;
+                levels[1] += t.kept_bytes as f64;
+                levels[2] += t.consumed_cached_bytes as f64;
+                levels[3] += t.streams as f64;
+                levels[4] += t.weighted_streams as f64;
+            }
+            next_expire += 1.0;
+        }
+        let s = &w.sessions[ev.session];
+        let r = &s.reqs[ev.req];
+        let size = w.sizes[r.file as usize];
+        let counted = ev.t >= from_s;
+        match ev.kind {
+            Kind::Request => {
+                let client = Some(ev.session as u64);
+                let (id, drops) = m.request(r.file, client, r.start, r.end, size, s.kbps, ev.t);
+                apply(&m, &mut res, drops, &mut claimed);
+                streams.insert((ev.session, r.file), id);
+                let len = r.end - r.start;
+                let resident = res.covered(r.file, r.start, r.end);
+                if resident < len {
+                    let ctx = ReadContext {
+                        file: r.file,
+                        offset: r.start,
+                        len,
+                        file_size: size,
+                        bitrate_kbps: Some(s.kbps),
+                        chain_bytes: chain.get(&(ev.session, r.file)).copied().unwrap_or(0),
+                        chain_kind: ChainKind::default(),
+                        now_s: ev.t,
+                    };
+                    let wanted = match (&mut policy, &cfg.prefetch) {
+                        (Some(p), _) => p.prefetch_bytes(&ctx),
+                        (None, Prefetch::Oracle) => s
+                            .reqs
+                            .iter()
+                            .filter(|q| q.file == r.file)
+                            .map(|q| q.end)
+                            .max()
+                            .unwrap_or(r.end)
+                            .saturating_sub(r.start),
+                        (None, _) => u64::MAX,
+                    };
+                    let cap = m.prefetch_cap(id);
+                    let prefetch = if wanted > cap && wanted > len {
+                        m.note_capped();
+                        cap
+                    } else {
+                        wanted
+                    };
+                    let read_len = ctx.read_len(prefetch);
+                    let (a, b) = (r.start, r.start + read_len);
+                    let missing = read_len - res.covered(r.file, a, b);
+                    res.add(r.file, a, b);
+                    let drops = m.read(id, a, b);
+                    apply(&m, &mut res, drops, &mut claimed);
+                    if counted {
+                        out.disk_reads += 1;
+                        out.disk_bytes += missing;
+                        busy_s +=
+                            cfg.disk.positioning_s + missing as f64 / cfg.disk.transfer_bytes_s;
+                        cap_sum += cap.min(1 << 40) as f64;
+                        let e = reach.entry((ev.session, r.file)).or_insert((0, 0));
+                        e.0 = e.0.max(b);
+                        e.1 = e.1.max(r.end);
+                    }
+                }
+                *chain.entry((ev.session, r.file)).or_insert(0) += len;
+                if counted {
+                    out.requested_bytes += len;
+                    out.hit_bytes += resident;
+                    if let Some(e) = reach.get_mut(&(ev.session, r.file)) {
+                        e.1 = e.1.max(r.end);
+                    }
+                }
+                heap.push(Event {
+                    t: ev.t + r.transfer_s,
+                    seq,
+                    kind: Kind::Consumed,
+                    ..ev
+                });
+                seq += 1;
+                if let Some(next) = s.reqs.get(ev.req + 1) {
+                    heap.push(Event {
+                        t: s.gap / rate + next.at_s,
+                        seq,
+                        kind: Kind::Request,
+                        session: ev.session,
+                        req: ev.req + 1,
+                    });
+                    seq += 1;
+                }
+            }
+            Kind::Consumed => {
+                if let Some(&id) = streams.get(&(ev.session, r.file)) {
+                    let drops = m.consumed(id, r.end, ev.t);
+                    apply(&m, &mut res, drops, &mut claimed);
+                }
+            }
+        }
+    }
+    let t = m.totals();
+    out.hit_fraction = ratio(out.hit_bytes as f64, out.requested_bytes as f64);
+    out.mean_read_bytes = ratio(out.disk_bytes as f64, out.disk_reads as f64);
+    out.mean_cap_bytes = ratio(cap_sum, out.disk_reads as f64);
+    out.utilization = ratio(busy_s, out.window_s);
+    out.disk_mb_s = ratio(out.disk_bytes as f64 / 1e6, out.window_s);
+    out.peak_resident_bytes = res.peak;
+    out.interval_hit_bytes = t.interval_hit_bytes;
+    out.claimed_bytes = claimed;
+    let unrequested: u64 = reach
+        .values()
+        .map(|&(read, asked)| read.saturating_sub(asked))
+        .sum();
+    out.unrequested_read_fraction = ratio(unrequested as f64, out.disk_bytes as f64);
+    let per = |x: f64| ratio(x, samples);
+    out.mean_unconsumed_bytes = per(levels[0]);
+    out.mean_kept_bytes = per(levels[1]);
+    out.mean_cached_bytes = per(levels[2]);
+    out.mean_streams = per(levels[3]);
+    out.mean_weighted_streams = per(levels[4]);
+    out
+}
+
+fn ratio(a: f64, b: f64) -> f64 {
+    if b > 0.0 {
+        a / b
+    } else {
+        0.0
+    }
+}
+
+/// Carries out the manager's drops on the residency, except ranges a stream claims again
+/// (the engine's dropper skips those too).
+fn apply(m: &MemoryManager, res: &mut Residency, drops: Vec<Drop>, claimed: &mut u64) {
+    for d in drops {
+        if m.claims(d.file, d.start, d.end) {
+            *claimed += d.end - d.start;
+        } else {
+            res.remove(d.file, d.start, d.end);
+        }
+    }
+}
+
+/// The highest rate at which the replayed drive is at most fully busy (bisection to 1%),
+/// with the replay at that rate; `None` when even `lo` saturates it.
+pub fn capacity(w: &ReplayWorkload, cfg: &ReplayConfig, guess: f64) -> Option<ReplayResult> {
+    let busy = |r: f64| replay(w, cfg, r);
+    let mut lo = guess.max(1e-3);
+    let mut at_lo = busy(lo);
+    while at_lo.utilization > 1.0 {
+        lo /= 2.0;
+        if lo < 1e-3 {
+            return None;
+        }
+        at_lo = busy(lo);
+    }
+    let mut hi = lo * 2.0;
+    let mut doublings = 0;
+    while busy(hi).utilization <= 1.0 {
+        lo = hi;
+        hi *= 2.0;
+        doublings += 1;
+        if doublings > 30 {
+            return None;
+        }
+    }
+    while hi - lo > 0.01 * lo {
+        let mid = 0.5 * (lo + hi);
+        if busy(mid).utilization <= 1.0 {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Some(busy(lo))
+}
+
+#[cfg(test)]
+mod tests;

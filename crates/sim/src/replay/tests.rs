@@ -1,0 +1,192 @@
+//! The memory replay on hand-built workloads: hits from prefetch and from kept intervals,
+//! a stream alone leaving nothing behind, the budget respected, disk time as charged.
+
+use super::*;
+use vodkit_workload::model::{ByteRange, FileRef, Layout, Media, Rendition, Request, Title};
+
+const MIB: u64 = 1 << 20;
+
+fn catalog(files: usize, size: u64) -> Catalog {
+    Catalog {
+        spec: "test".into(),
+        seed: 1,
+        titles: (0..files)
+            .map(|i| Title {
+                id: i as u32,
+                rank: i as u32 + 1,
+                duration_s: 10.0,
+                renditions: vec![Rendition {
+                    bitrate_kbps: 8000,
+                    media: Media::Combined,
+                    size_bytes: size,
+                    layout: Layout::Unchunked,
+                    files: vec![FileRef {
+                        path: format!("f{i}.mp4"),
+                        size_bytes: size,
+                    }],
+                }],
+            })
+            .collect(),
+    }
+}
+
+/// `n` requests of `bytes` of file `f`, one a second.
+fn session(id: u64, gap: f64, f: usize, n: u64, bytes: u64) -> Session {
+    let requests = (0..n)
+        .map(|i| Request {
+            pacing_s: 1.0,
+            ..Request::new(
+                format!("/f{f}.mp4"),
+                Some(ByteRange::closed(i * bytes, bytes)),
+                10.0,
+            )
+        })
+        .collect();
+    Session {
+        bitrate_kbps: Some(8000),
+        ..Session::new(id, gap, "c", requests)
+    }
+}
+
+/// A drive with 10 ms positioning and 100 MB/s.
+const DISK: DiskTerms = DiskTerms {
+    positioning_s: 0.010,
+    transfer_bytes_s: 100e6,
+    span_fraction: 1.0,
+};
+
+fn config(budget: u64, prefetch: Prefetch) -> ReplayConfig {
+    ReplayConfig {
+        memory: MemoryConfig::for_budget(budget),
+        disk: DISK,
+        prefetch,
+    }
+}
+
+fn fixed(size: &str) -> Prefetch {
+    Prefetch::Policy(format!("fixed:{size}").parse().expect("policy"))
+}
+
+#[test]
+fn residency_counts_merges_and_splits_ranges() {
+    let mut r = Residency::default();
+    r.add(1, 0, 100);
+    r.add(1, 50, 150);
+    r.add(1, 200, 300);
+    assert_eq!(r.bytes, 250);
+    assert_eq!(r.covered(1, 0, 300), 250);
+    assert_eq!(r.covered(1, 120, 220), 50);
+    r.remove(1, 20, 250);
+    assert_eq!(r.bytes, 70);
+    assert_eq!(r.covered(1, 0, 300), 70);
+    assert_eq!(r.covered(2, 0, 300), 0);
+    assert_eq!(r.peak, 250);
+}
+
+#[test]
+fn sessions_apart_hit_only_what_their_prefetch_brought_in() {
+    // Each session reads its own file: no byte is ever asked for twice, so nothing is a
+    // hit except what a prefetch brought in ahead of its request.
+    let sessions: Vec<Session> = (0..200)
+        .map(|i| session(i, 1.0, i as usize, 10, MIB))
+        .collect();
+    let w = ReplayWorkload::prepare(&catalog(200, 10 * MIB), &sessions, &[]).unwrap();
+    // 4 MiB prefetches: one read per four requests.
+    let r = replay(&w, &config(1 << 30, fixed("4MiB")), 1.0);
+    assert!(r.window_s > 100.0, "{r:?}");
+    assert!((r.hit_fraction - 0.7).abs() < 0.05, "{r:?}");
+    assert!(
+        (r.mean_read_bytes - 10.0 / 3.0 * MIB as f64).abs() < 0.3 * MIB as f64,
+        "{r:?}"
+    );
+    let per_read = DISK.positioning_s + r.mean_read_bytes / DISK.transfer_bytes_s;
+    let expect = r.disk_reads as f64 * per_read / r.window_s;
+    assert!(
+        (r.utilization - expect).abs() < 1e-6 * expect.max(1.0),
+        "{r:?}"
+    );
+    // Sent bytes wait in the consumed-cache only while the budget has room.
+    assert!(r.peak_resident_bytes <= r.usable_bytes, "{r:?}");
+    let small = replay(&w, &config(128 * MIB, fixed("4MiB")), 1.0);
+    assert!(small.peak_resident_bytes <= small.usable_bytes, "{small:?}");
+    assert!((small.hit_fraction - 0.7).abs() < 0.05, "{small:?}");
+    // Request-sized reads: every request misses.
+    let r1 = replay(&w, &config(1 << 30, fixed("1MiB")), 1.0);
+    assert!(r1.hit_fraction < 0.01, "{r1:?}");
+    assert!(r1.utilization > r.utilization, "{r1:?} vs {r:?}");
+}
+
+#[test]
+fn a_follower_reads_from_memory_while_its_interval_fits_the_budget() {
+    // Pairs of sessions on one file, 4 MiB a second: the second starts 2 s after the
+    // first (an 8 MiB interval), a pair every 2 s, so about five pairs overlap.
+    let mut pairs = Vec::new();
+    for i in 0..200u64 {
+        pairs.push(session(2 * i, 0.0, i as usize, 10, 4 * MIB));
+        pairs.push(session(2 * i + 1, 2.0, i as usize, 10, 4 * MIB));
+    }
+    let cat = catalog(200, 40 * MIB);
+    let w = ReplayWorkload::prepare(&cat, &pairs, &[]).unwrap();
+    let near = replay(&w, &config(1 << 30, fixed("4MiB")), 1.0);
+    // With room for every interval, the follower's half of the bytes are hits.
+    assert!(near.hit_fraction > 0.45, "{near:?}");
+    assert!(near.interval_hit_bytes > 0, "{near:?}");
+    // A budget whose interval share holds about two of the five intervals: fewer hits.
+    let tight = replay(&w, &config(96 * MIB, fixed("4MiB")), 1.0);
+    assert!(
+        tight.hit_fraction < near.hit_fraction - 0.1,
+        "{tight:?} vs {near:?}"
+    );
+    assert!(
+        tight.peak_resident_bytes <= tight.usable_bytes + 4 * MIB,
+        "{tight:?}"
+    );
+}
+
+#[test]
+fn resident_bytes_stay_within_the_budget() {
+    // Many concurrent streams, 128 MiB budget, prefetches as large as the budget allows.
+    let sessions: Vec<Session> = (0..2000)
+        .map(|i| session(i, 0.05, (i % 300) as usize, 20, 512 << 10))
+        .collect();
+    let w = ReplayWorkload::prepare(&catalog(300, 10 * MIB), &sessions, &[]).unwrap();
+    let cfg = config(128 * MIB, Prefetch::Budget);
+    let r = replay(&w, &cfg, 20.0);
+    assert!(r.disk_reads > 100, "{r:?}");
+    assert!(r.peak_resident_bytes > 0, "{r:?}");
+    // The manager's promise: resident ≤ usable, plus one read in flight it sizes against.
+    assert!(
+        r.peak_resident_bytes <= r.usable_bytes + 16 * MIB,
+        "peak {} usable {}",
+        r.peak_resident_bytes,
+        r.usable_bytes
+    );
+}
+
+#[test]
+fn capacity_brackets_a_saturated_drive() {
+    let sessions: Vec<Session> = (0..400)
+        .map(|i| session(i, 1.0, i as usize, 10, MIB))
+        .collect();
+    let w = ReplayWorkload::prepare(&catalog(400, 10 * MIB), &sessions, &[]).unwrap();
+    let cfg = config(1 << 30, fixed("1MiB"));
+    let c = capacity(&w, &cfg, 1.0).expect("a rate saturates the drive");
+    assert!(c.utilization <= 1.0, "{c:?}");
+    // Each stream reads 1 MiB a second at 20.5 ms a read: about 48 streams, i.e. a rate
+    // of about 4.8 sessions/s for 10 s sessions.
+    assert!((c.rate - 4.8).abs() < 0.5, "{c:?}");
+    let above = replay(&w, &cfg, c.rate * 1.05);
+    assert!(above.utilization > 1.0, "{above:?}");
+}
+
+#[test]
+fn bad_sessions_are_named() {
+    let mut s = session(7, 1.0, 3, 2, MIB);
+    s.requests[0].path = "/nope.mp4".into();
+    let e = ReplayWorkload::prepare(&catalog(1, MIB), &[s], &[]).unwrap_err();
+    assert!(e.contains("session 7") && e.contains("/nope.mp4"), "{e}");
+    let mut s = session(8, 1.0, 0, 2, MIB);
+    s.start_s = Some(3.0);
+    let e = ReplayWorkload::prepare(&catalog(1, MIB), &[s], &[]).unwrap_err();
+    assert!(e.contains("session 8") && e.contains("start_s"), "{e}");
+}
