@@ -246,10 +246,17 @@ pub struct MemoryManager {
     held_total: u64,
     /// Σ [`Stream::resident`] over all streams.
     resident_total: u64,
-    /// Consumed-cache: (sequence, start) → (file, end), oldest first.
-    cached: std::collections::BTreeMap<(u64, u64), (FileId, u64)>,
-    /// Per file: start → (end, sequence) of its consumed-cache ranges.
-    cached_index: HashMap<FileId, std::collections::BTreeMap<u64, (u64, u64)>>,
+    /// Consumed-cache: (priority, sequence, start) → (file, end), least valuable first
+    /// (priorities are non-negative `f64` bits, which sort like the numbers).
+    cached: std::collections::BTreeMap<(u64, u64, u64), (FileId, u64)>,
+    /// Per file: start → (end, priority, sequence) of its consumed-cache ranges.
+    cached_index: HashMap<FileId, std::collections::BTreeMap<u64, (u64, u64, u64)>>,
+    /// GreedyDual's inflation value: the priority of the last range evicted. A range
+    /// cached now gets this plus its value, so ranges nobody comes back for age out.
+    cache_floor: f64,
+    /// How far viewers get into a file: where streams ended (consumed position), in
+    /// [`REACH_BUCKET`] buckets, and the survival table derived from it.
+    reach: Reach,
     cached_bytes: u64,
     cache_seq: u64,
     horizon_bytes: u64,
@@ -281,6 +288,59 @@ impl Arrivals {
     }
 }
 
+/// Width of a [`Reach`] bucket.
+const REACH_BUCKET: u64 = 256 << 10;
+/// Buckets tracked; streams that end further count in the last one.
+const REACH_BUCKETS: usize = 1024;
+/// The survival table is rebuilt after this many stream ends.
+const REACH_REFRESH: u32 = 64;
+
+/// Where streams ended, as a survival function of viewing depth: the share of streams
+/// that consumed more than a given offset. Counts halve every few thousand ends, so the
+/// table follows a changing audience.
+#[derive(Clone, Debug, Default)]
+struct Reach {
+    counts: Vec<f64>,
+    total: f64,
+    survival: Vec<f64>,
+    since: u32,
+}
+
+impl Reach {
+    fn ended_at(&mut self, consumed: u64) {
+        if self.counts.is_empty() {
+            self.counts = vec![0.0; REACH_BUCKETS];
+        }
+        let i = ((consumed / REACH_BUCKET) as usize).min(REACH_BUCKETS - 1);
+        self.counts[i] += 1.0;
+        self.total += 1.0;
+        if self.total > 4096.0 {
+            self.counts.iter_mut().for_each(|c| *c *= 0.5);
+            self.total *= 0.5;
+        }
+        self.since += 1;
+        if self.since >= REACH_REFRESH || self.survival.is_empty() {
+            self.since = 0;
+            let mut left = self.total;
+            self.survival = self
+                .counts
+                .iter()
+                .map(|c| {
+                    left -= c;
+                    (left / self.total).clamp(0.0, 1.0)
+                })
+                .collect();
+        }
+    }
+
+    /// Share of ended streams that consumed beyond the bucket holding `offset` (1 before
+    /// any stream ended).
+    fn survival(&self, offset: u64) -> f64 {
+        let i = ((offset / REACH_BUCKET) as usize).min(REACH_BUCKETS - 1);
+        self.survival.get(i).copied().unwrap_or(1.0)
+    }
+}
+
 /// A stream opened this close to the start of its file is a new viewer of it (an arrival).
 const ARRIVAL_BYTES: u64 = 64 << 10;
 /// Files without an arrival for this long are forgotten.
@@ -302,6 +362,8 @@ impl MemoryManager {
             cached_index: HashMap::new(),
             cached_bytes: 0,
             cache_seq: 0,
+            cache_floor: 0.0,
+            reach: Reach::default(),
             horizon_bytes: 0,
             predicted_horizon_bytes: 0,
             horizon_at_s: f64::NEG_INFINITY,
@@ -541,8 +603,8 @@ impl MemoryManager {
     }
 
     /// The connection of `client`'s streams closed (a viewer who left, most often): they
-    /// stop taking a share of the prefetch pool at once, and give up what they read ahead
-    /// after `min_idle_s` unless they ask again (a player that reconnects).
+    /// stop taking a share of the prefetch pool at once, and end after `min_idle_s` unless
+    /// they ask again (a player that reconnects).
     pub fn closed(&mut self, client: u64) {
         let ids: Vec<StreamId> = self
             .streams
@@ -583,17 +645,24 @@ impl MemoryManager {
         let (factor, min_idle) = (self.cfg.idle_factor, self.cfg.min_idle_s);
         let mut unweighted = 0.0;
         let mut gone_quiet = Vec::new();
+        let mut left = Vec::new();
         for (&id, s) in self.streams.iter_mut() {
-            if s.weighted && now_s - s.last_s > (factor * s.gap_s).max(min_idle) {
+            if s.closed && now_s - s.last_s > min_idle {
+                // The viewer's connection closed and it has not come back: it left. Its
+                // stream ends now rather than at the ttl, so that nobody keeps bytes for
+                // it as a follower that will never read them.
+                left.push(id);
+            } else if s.weighted && now_s - s.last_s > (factor * s.gap_s).max(min_idle) {
                 s.weighted = false;
                 unweighted += s.weight;
-                gone_quiet.push(id);
-            } else if s.closed && now_s - s.last_s > min_idle {
-                s.closed = false;
                 gone_quiet.push(id);
             }
         }
         self.weights = (self.weights - unweighted).max(0.0);
+        left.sort_unstable();
+        for id in left {
+            self.end_stream(id, &mut drops);
+        }
         gone_quiet.sort_unstable();
         for id in gone_quiet {
             self.give_up_read_ahead(id, now_s, &mut drops);
@@ -638,7 +707,7 @@ impl MemoryManager {
         let in_cache = self.cached_index.get(&file).is_some_and(|idx| {
             idx.range(..end)
                 .next_back()
-                .is_some_and(|(_, &(b, _))| b > start)
+                .is_some_and(|(_, &(b, _, _))| b > start)
         });
         in_streams || in_cache
     }
@@ -756,7 +825,7 @@ impl MemoryManager {
             .get(&file)
             .map(|idx| {
                 idx.range(..leader_pos)
-                    .map(|(&a, &(b, _))| (a.max(start), b.min(leader_pos)))
+                    .map(|(&a, &(b, _, _))| (a.max(start), b.min(leader_pos)))
                     .filter(|(a, b)| a < b)
                     .collect()
             })
@@ -882,11 +951,12 @@ impl MemoryManager {
         }
         self.uncache(file, from, to);
         self.cache_seq += 1;
-        self.cached.insert((self.cache_seq, from), (file, to));
+        let prio = (self.cache_floor + self.cache_value(file, from)).to_bits();
+        self.cached.insert((prio, self.cache_seq, from), (file, to));
         self.cached_index
             .entry(file)
             .or_default()
-            .insert(from, (to, self.cache_seq));
+            .insert(from, (to, prio, self.cache_seq));
         self.cached_bytes += to - from;
     }
 
@@ -895,21 +965,21 @@ impl MemoryManager {
         let Some(idx) = self.cached_index.get_mut(&file) else {
             return;
         };
-        let hit: Vec<(u64, u64, u64)> = idx
+        let hit: Vec<(u64, u64, u64, u64)> = idx
             .range(..to)
             .rev()
-            .take_while(|(_, (end, _))| *end > from)
-            .map(|(&a, &(b, seq))| (a, b, seq))
+            .take_while(|(_, (end, _, _))| *end > from)
+            .map(|(&a, &(b, prio, seq))| (a, b, prio, seq))
             .collect();
-        for (a, b, seq) in hit {
+        for (a, b, prio, seq) in hit {
             idx.remove(&a);
-            self.cached.remove(&(seq, a));
+            self.cached.remove(&(prio, seq, a));
             self.cached_bytes -= b - a;
-            // Keep the parts outside [from, to), with their age.
+            // Keep the parts outside [from, to), with their priority.
             for (x, y) in [(a, from.min(b)), (to.max(a), b)] {
                 if x < y {
-                    idx.insert(x, (y, seq));
-                    self.cached.insert((seq, x), (file, y));
+                    idx.insert(x, (y, prio, seq));
+                    self.cached.insert((prio, seq, x), (file, y));
                     self.cached_bytes += y - x;
                 }
             }
@@ -919,10 +989,26 @@ impl MemoryManager {
         }
     }
 
-    /// Removes the oldest consumed-cache range.
+    /// What keeping consumed bytes of `file` from `offset` is worth, per byte and second:
+    /// how often the file gets a new viewer (its arrival rate) times the share of viewers
+    /// who read that far (the survival of viewing depth). Popular titles' beginnings
+    /// score highest; the long tail and the ends of titles few watch to score lowest.
+    fn cache_value(&self, file: FileId, offset: u64) -> f64 {
+        let gap = self
+            .arrivals
+            .get(&file)
+            .and_then(|a| a.gap_s)
+            .unwrap_or(ARRIVALS_TTL_S)
+            .max(1e-3);
+        self.reach.survival(offset) / gap
+    }
+
+    /// Removes the least valuable consumed-cache range (the oldest among equals) and raises
+    /// the floor to its priority.
     fn pop_cached(&mut self) -> Option<Drop> {
-        let (&(seq, start), &(file, end)) = self.cached.iter().next()?;
-        self.cached.remove(&(seq, start));
+        let (&(prio, seq, start), &(file, end)) = self.cached.iter().next()?;
+        self.cached.remove(&(prio, seq, start));
+        self.cache_floor = self.cache_floor.max(f64::from_bits(prio));
         if let Some(idx) = self.cached_index.get_mut(&file) {
             idx.remove(&start);
             if idx.is_empty() {
@@ -1136,6 +1222,7 @@ impl MemoryManager {
             }
         }
         self.totals.ended_streams += 1;
+        self.reach.ended_at(consumed);
         let Some(fs) = self.files.get_mut(&s.file) else {
             return;
         };

@@ -11,7 +11,8 @@
 //! the prefetch is the policy's size cut to the stream's share of the budget
 //! ([`MemoryManager::prefetch_cap`]); the read costs one positioning plus its missing bytes
 //! at the transfer rate and completes at once (no queueing). The response is consumed
-//! when the client's link has carried it. Page residency is exactly what was read minus what
+//! when the client's link has carried it; after its last response the viewer's connection
+//! closes ([`MemoryManager::closed`], as `vodkit serve` reports it). Page residency is exactly what was read minus what
 //! the manager dropped: the kernel never evicts, so the replay also reports the peak of
 //! resident bytes against the budget the manager promised to respect.
 //!
@@ -458,6 +459,11 @@ pub fn replay(w: &ReplayWorkload, cfg: &ReplayConfig, rate: f64) -> ReplayResult
                 if let Some(&id) = streams.get(&(ev.session, r.file)) {
                     let drops = m.consumed(id, r.end, ev.t);
                     apply(&m, &mut res, drops, &mut claimed);
+                }
+                if ev.req + 1 == s.reqs.len() {
+                    // The viewer's last response is through: its player closes the
+                    // connection, which `vodkit serve` tells the manager.
+                    m.closed(ev.session as u64);
                 }
             }
         }

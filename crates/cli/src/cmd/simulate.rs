@@ -36,6 +36,11 @@ pub struct Args {
     /// policy such as fixed:2MiB (still cut to the share; `auto` stays at its start).
     #[arg(long, requires = "replay", default_value = "budget")]
     prefetch: String,
+    /// With --replay: override a memory-manager setting, KEY=VALUE (repeatable), e.g.
+    /// interval_share=0.7, idle_factor=1.5, stream_ttl_s=20, read_headroom_bytes=0; keys
+    /// are the fields of `MemoryConfig` (docs/simulate.md).
+    #[arg(long = "memory-set", requires = "replay", value_name = "KEY=VALUE")]
+    memory_set: Vec<String>,
     /// Drive preset of the disk model for t_max and s_max (wd-red, hp-10k, hitachi-5k3000,
     /// seagate-7200).
     #[arg(long, conflicts_with_all = ["t_max", "s_max"])]
@@ -208,7 +213,7 @@ fn replay(args: &Args, dir: &std::path::Path) -> anyhow::Result<()> {
     let disk = vodkit_bench::bound::testbed_terms(preset, fileset, image).map_err(usage)?;
     let w = ReplayWorkload::prepare(&catalog, &load.sessions, &classes).map_err(usage)?;
     let cfg = ReplayConfig {
-        memory: vodkit_prefetch::memory::MemoryConfig::for_budget(memory),
+        memory: memory_config(memory, &args.memory_set)?,
         disk,
         prefetch,
     };
@@ -234,6 +239,43 @@ fn replay(args: &Args, dir: &std::path::Path) -> anyhow::Result<()> {
         println!("-> {}", path.display());
     }
     Ok(())
+}
+
+/// The manager's defaults for `budget` with `KEY=VALUE` overrides of its fields.
+fn memory_config(
+    budget: u64,
+    sets: &[String],
+) -> anyhow::Result<vodkit_prefetch::memory::MemoryConfig> {
+    let base = vodkit_prefetch::memory::MemoryConfig::for_budget(budget);
+    let mut doc = serde_json::to_value(&base)?;
+    for set in sets {
+        let Some((key, value)) = set.split_once('=') else {
+            return Err(usage(format!("--memory-set {set}: expected KEY=VALUE")));
+        };
+        let slot = doc.get_mut(key.trim()).ok_or_else(|| {
+            let keys = base_keys(&base);
+            usage(format!(
+                "--memory-set {set}: unknown key `{key}`; expected one of {}",
+                keys.join(", ")
+            ))
+        })?;
+        let parsed: serde_json::Value = serde_json::from_str(value.trim())
+            .map_err(|_| usage(format!("--memory-set {set}: `{value}` is not a number")))?;
+        if !parsed.is_number() {
+            return Err(usage(format!(
+                "--memory-set {set}: `{value}` is not a number"
+            )));
+        }
+        *slot = parsed;
+    }
+    serde_json::from_value(doc).map_err(|e| usage(format!("--memory-set: {e}")))
+}
+
+fn base_keys(c: &vodkit_prefetch::memory::MemoryConfig) -> Vec<String> {
+    match serde_json::to_value(c) {
+        Ok(serde_json::Value::Object(m)) => m.keys().cloned().collect(),
+        _ => Vec::new(),
+    }
 }
 
 fn validate(args: &Args) -> anyhow::Result<()> {

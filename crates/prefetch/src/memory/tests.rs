@@ -830,3 +830,72 @@ fn bytes_socket_buffers_still_hold_come_off_the_budget() {
     m.set_unreleased(0);
     assert_eq!((m.prefetch_pool(), m.prefetch_cap(a)), before);
 }
+
+#[test]
+fn the_consumed_cache_gives_up_a_lone_viewers_bytes_before_a_popular_titles() {
+    // 12 MiB usable, no intervals: what viewers sent waits in the consumed-cache.
+    let mut m = MemoryManager::new(MemoryConfig {
+        interval_share: 0.0,
+        ..tight(12 * MIB)
+    });
+    // Title F gets a new viewer every 2 s; each reads and is sent its first 2 MiB.
+    for (k, t) in [0.0, 2.0, 4.0].into_iter().enumerate() {
+        let (id, _) = step(&mut m, 10 + k as u64, 0, 2 * MIB, 2 * MIB, t);
+        m.consumed(id, 2 * MIB, t + 0.5);
+        // The viewer leaves: no next read to make room for.
+        m.closed(10 + k as u64);
+    }
+    // Later, one viewer of title 9 (nobody else watches it) is sent 4 MiB.
+    let (b, _) = m.request(9, Some(20), 0, 4 * MIB, SIZE, 2000, 6.0);
+    m.read(b, 0, 4 * MIB);
+    m.consumed(b, 4 * MIB, 6.5);
+    m.closed(20);
+    assert_eq!(m.totals().consumed_cached_bytes, 6 * MIB);
+    // A third title's 8 MiB read needs room for 2 MiB: the lone viewer's bytes go although
+    // they are the newest, and the popular title's beginning stays.
+    let (c, _) = m.request(11, Some(30), 0, MIB, SIZE, 2000, 7.0);
+    let d = m.read(c, 0, 8 * MIB);
+    assert!(!d.is_empty() && d.iter().all(|d| d.file == 9), "{d:?}");
+    assert!(m.claims(F, 0, 2 * MIB));
+    let left: u64 = 6 * MIB - total(&d);
+    assert_eq!(m.totals().consumed_cached_bytes, left);
+    assert!(left + 8 * MIB <= 12 * MIB, "{left}");
+}
+
+#[test]
+fn viewing_depth_survival_follows_where_streams_end() {
+    let mut r = Reach::default();
+    assert_eq!(r.survival(0), 1.0);
+    // Half the streams stop inside the first bucket, half after 10 MiB (the table is
+    // rebuilt every 64 ends: 129 ends make the last rebuild see them all).
+    for i in 0..129 {
+        r.ended_at(if i % 2 == 0 { 1000 } else { 10 * MIB + 1 });
+    }
+    assert!(
+        (r.survival(0) - 64.0 / 129.0).abs() < 1e-9,
+        "{}",
+        r.survival(0)
+    );
+    assert!((r.survival(5 * MIB) - 64.0 / 129.0).abs() < 1e-9);
+    assert_eq!(r.survival(20 * MIB), 0.0);
+}
+
+#[test]
+fn a_viewer_whose_connection_closed_ends_after_min_idle_unless_it_asks_again() {
+    let mut m = MemoryManager::new(cfg(256 * MIB));
+    let min_idle = m.config().min_idle_s;
+    let (a, _) = step(&mut m, 1, 0, MIB, 2 * MIB, 0.0);
+    let (b, _) = step(&mut m, 2, 0, MIB, 0, 0.5);
+    m.consumed(a, MIB, 0.2);
+    m.consumed(b, MIB, 0.7);
+    // Viewer 2 leaves; viewer 1 closes too but reconnects within min_idle.
+    m.closed(2);
+    m.closed(1);
+    let (a2, _) = step(&mut m, 1, MIB, MIB, 0, 1.0 + min_idle / 2.0);
+    assert_eq!(a2, a, "a player that asks again keeps its stream");
+    m.expire(1.0 + min_idle / 2.0);
+    assert_eq!(m.totals().streams, 2);
+    m.expire(1.0 + min_idle);
+    let t = m.totals();
+    assert_eq!((t.streams, t.ended_streams), (1, 1), "{t:?}");
+}
