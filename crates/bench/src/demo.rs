@@ -26,6 +26,19 @@ pub const SETS: [&str; 4] = [
 pub const POINT_S: u64 = 30;
 /// Memory budget on the emulated disk (smaller than the file set, so the disk matters).
 pub const MEMORY_BYTES: u64 = 256 << 20;
+/// A point passes when no session fails, no request times out and 95% of the probes play
+/// without a stall: under `strict` alone a disk-bound server passes while its viewers'
+/// sessions stretch (docs/bench.md, session 12), and the capacity bound assumes they keep
+/// pace.
+pub const CRITERION: Criterion = Criterion::Quality {
+    min_acceptable_fraction: 0.95,
+};
+/// Probes judged by [`CRITERION`]: 20 copies of the workload's sessions cut to 20 s of
+/// media, spread over each point.
+pub const PROBES: vodkit_load::probe::Probes = vodkit_load::probe::Probes {
+    count: 20,
+    length_s: 20.0,
+};
 
 /// Why the emulated disk cannot be used here (None when it can).
 pub fn emulation_unavailable() -> Option<String> {
@@ -103,13 +116,13 @@ pub fn run(
         point: Duration::from_secs(POINT_S),
         guess_mb_s: 30.0,
         // Steps of guess/2 up to 3.5 × the guess (81.6 sessions/s), above the demo's
-        // capacity bound (80.5 sessions/s at 256 MiB on wd-red): every server's capacity
+        // capacity bound (67.4 sessions/s at 256 MiB on wd-red): every server's capacity
         // is bracketed, none is reported at a ceiling it could have passed.
         max_steps: 6,
         sequential: false,
-        precision_div: 4.0,
-        criterion: Criterion::Strict,
-        probes: None,
+        precision_div: 8.0,
+        criterion: CRITERION,
+        probes: Some(PROBES),
         repeat: 1,
     };
     let (mut servers, bound): (Vec<ServerReport>, _) = run_cell(
@@ -129,11 +142,11 @@ pub fn run(
         &format!("{SPEC} scaled x{SCALE}, {}", SETS.join(" ")),
         &cell.testbed.to_string(),
         cell.memory,
-        "strict",
+        &CRITERION.to_string(),
         &crate::search::SearchPlan::failure_free_around(1.0),
         1,
     );
-    rep.search = serde_json::json!({"kind": "failure-free", "start": "guess/2", "step": "guess/2", "precision": "guess/4", "max": "3.5 guess", "point_s": POINT_S});
+    rep.search = serde_json::json!({"kind": "failure-free", "start": "guess/2", "step": "guess/2", "precision": "guess/8", "max": "3.5 guess", "point_s": POINT_S});
     rep.servers = servers;
     rep.notes = notes;
     if let Some(b) = &bound {

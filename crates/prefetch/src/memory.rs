@@ -21,7 +21,8 @@
 //!   gap between arrivals) and keeps that much of what the last stream sent, with the
 //!   budget real intervals leave (Dan & Sitaram's intervals for a predicted follower; the
 //!   capacity bound counts such re-reads by later sessions as hits too). Consumed bytes that are not kept
-//!   wait in a consumed-cache, oldest dropped first, only while the budget has room beyond
+//!   wait in a consumed-cache, least valuable dropped first (GreedyDual on the file's
+//!   arrival rate × the share of viewers who read that deep), only while the budget has room beyond
 //!   kept intervals and every stream's unconsumed prefetch and next read (so a working set
 //!   that fits, such as a cached benchmark's, stays cached; a disk-bound one is dropped as
 //!   soon as it is sent);

@@ -36,7 +36,8 @@ impl Collector for EngineCollector {
     }
 }
 
-fn counter(enc: &mut DescriptorEncoder, name: &str, help: &str, v: u64) -> std::fmt::Result {
+/// Encodes one counter (also for other crates' collectors, such as the server's live origin).
+pub fn counter(enc: &mut DescriptorEncoder, name: &str, help: &str, v: u64) -> std::fmt::Result {
     let m = ConstCounter::new(v);
     m.encode(enc.encode_descriptor(name, help, None, m.metric_type())?)
 }
@@ -46,7 +47,8 @@ fn counter_f(enc: &mut DescriptorEncoder, name: &str, help: &str, v: f64) -> std
     m.encode(enc.encode_descriptor(name, help, None, m.metric_type())?)
 }
 
-fn gauge(enc: &mut DescriptorEncoder, name: &str, help: &str, v: f64) -> std::fmt::Result {
+/// Encodes one gauge.
+pub fn gauge(enc: &mut DescriptorEncoder, name: &str, help: &str, v: f64) -> std::fmt::Result {
     let m = ConstGauge::new(v);
     m.encode(enc.encode_descriptor(name, help, None, m.metric_type())?)
 }

@@ -45,7 +45,7 @@ pub(crate) struct Shared {
     pub shutdown: Arc<tokio::sync::watch::Sender<bool>>,
     pub admission: std::sync::Mutex<admission::Admission>,
     /// The live origin (`--ingest`), when on.
-    pub live: Option<live::LiveStore>,
+    pub live: Option<Arc<live::LiveStore>>,
 }
 
 /// Raise the soft open-file limit to the hard limit so thousands of connections fit.

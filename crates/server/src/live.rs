@@ -8,7 +8,8 @@
 //! `max_bytes` (globally oldest segments evicted first), and a stream that received no
 //! `PUT` for `ttl` is dropped whole. A `GET` for a segment that is not there yet, in a
 //! stream that exists, is *held* until the segment's `PUT` completes (as low-latency
-//! origins do) or `hold` passes, then answered 404; playlists are never held.
+//! origins do) or `hold` passes, then answered 404; playlists are never held, nor segments
+//! numbered at or before the newest one written (they left the window or were skipped).
 //!
 //! The token is compared in constant time (`subtle`). This module is the store and the
 //! rules; the connection code (`conn.rs`) reads bodies and writes answers.
@@ -163,6 +164,29 @@ struct StreamState {
     /// Segment names in the order they were written.
     segments: VecDeque<String>,
     last_put: Option<Instant>,
+}
+
+impl StreamState {
+    /// Whether segment `name` may still be published: it numbers after the newest segment
+    /// written (`seg-41.m4s` after `seg-40.m4s`), or the names carry no numbers to compare.
+    /// A segment that already left the window is not coming back, so a viewer that fell
+    /// behind gets its 404 at once instead of after the hold.
+    fn may_come(&self, name: &str) -> bool {
+        match (
+            segment_number(name),
+            self.segments.back().and_then(|n| segment_number(n)),
+        ) {
+            (Some(wanted), Some(newest)) => wanted > newest,
+            _ => true,
+        }
+    }
+}
+
+/// The number a segment name ends with before its extension (`seg-41.m4s` → 41).
+fn segment_number(name: &str) -> Option<u64> {
+    let stem = name.rsplit_once('.').map_or(name, |(stem, _)| stem);
+    let digits = stem.len() - stem.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    stem[stem.len() - digits..].parse().ok()
 }
 
 #[derive(Debug, Default)]
@@ -361,7 +385,7 @@ impl LiveStore {
             Some(s) => match s.objects.get(name) {
                 Some(o) => Lookup::Found(o.clone()),
                 None => Lookup::Missing {
-                    hold: !is_playlist(name),
+                    hold: !is_playlist(name) && s.may_come(name),
                 },
             },
         }
@@ -446,6 +470,76 @@ impl LiveStore {
     }
 }
 
+/// The live origin's figures in `/metrics` (`vodkit_ingest_*`), read at every scrape.
+#[derive(Debug)]
+pub struct IngestCollector(pub Arc<LiveStore>);
+
+impl prometheus_client::collector::Collector for IngestCollector {
+    fn encode(
+        &self,
+        mut enc: prometheus_client::encoding::DescriptorEncoder,
+    ) -> Result<(), std::fmt::Error> {
+        use vodkit_prefetch::metrics::{counter, gauge};
+        let s = self.0.stats();
+        let e = &mut enc;
+        counter(e, "vodkit_ingest_puts", "Objects published by PUT", s.puts)?;
+        counter(
+            e,
+            "vodkit_ingest_put_bytes",
+            "Bytes published by PUT",
+            s.put_bytes,
+        )?;
+        counter(
+            e,
+            "vodkit_ingest_deletes",
+            "Objects removed by DELETE",
+            s.deletes,
+        )?;
+        counter(
+            e,
+            "vodkit_ingest_rejected",
+            "PUT or DELETE refused: no or wrong token, object too large",
+            s.rejected,
+        )?;
+        counter(
+            e,
+            "vodkit_ingest_held",
+            "GETs held for a segment not published yet",
+            s.held,
+        )?;
+        counter(
+            e,
+            "vodkit_ingest_hold_timeouts",
+            "Held GETs answered 404 when the hold passed",
+            s.hold_timeouts,
+        )?;
+        counter(
+            e,
+            "vodkit_ingest_expired",
+            "Segments evicted by the window or the byte cap, and objects of expired streams",
+            s.expired,
+        )?;
+        gauge(
+            e,
+            "vodkit_ingest_streams",
+            "Live streams held",
+            s.streams as f64,
+        )?;
+        gauge(
+            e,
+            "vodkit_ingest_objects",
+            "Live objects held",
+            s.objects as f64,
+        )?;
+        gauge(
+            e,
+            "vodkit_ingest_bytes",
+            "Bytes of live objects held",
+            s.bytes as f64,
+        )
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -492,10 +586,18 @@ mod tests {
         // Three segments and the playlist.
         assert_eq!(s.level(), (4, 170));
         assert!(matches!(s.get("/live/a/seg-9.m4s", t), Lookup::Found(_)));
+        // A segment that left the window is not coming back: not held. The next one is.
         assert!(matches!(
             s.get("/live/a/seg-6.m4s", t),
+            Lookup::Missing { hold: false }
+        ));
+        assert!(matches!(
+            s.get("/live/a/seg-10.m4s", t),
             Lookup::Missing { hold: true }
         ));
+        assert_eq!(segment_number("seg-41.m4s"), Some(41));
+        assert_eq!(segment_number("chunk7"), Some(7));
+        assert_eq!(segment_number("init.mp4"), None);
         // The byte cap evicts the oldest segments of any stream.
         for n in 0..3 {
             s.put(&format!("/live/b/seg-{n}.m4s"), vec![2; 300], t);

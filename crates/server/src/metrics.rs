@@ -84,8 +84,12 @@ pub struct Stats {
 }
 
 impl Metrics {
-    /// Counters, with the engine's metrics registered alongside when given.
-    pub fn new(engine: Option<std::sync::Arc<vodkit_prefetch::Engine>>) -> Metrics {
+    /// Counters, with the engine's and the live origin's metrics registered alongside
+    /// when given.
+    pub fn new(
+        engine: Option<std::sync::Arc<vodkit_prefetch::Engine>>,
+        live: Option<std::sync::Arc<crate::live::LiveStore>>,
+    ) -> Metrics {
         let mut registry = Registry::default();
         let m = Metrics {
             registry: Registry::default(),
@@ -115,6 +119,9 @@ impl Metrics {
         if let Some(engine) = engine {
             // The engine's metric names carry their own `vodkit_prefetch_` prefix.
             vodkit_prefetch::metrics::register(&mut registry, engine);
+        }
+        if let Some(live) = live {
+            registry.register_collector(Box::new(crate::live::IngestCollector(live)));
         }
         Metrics { registry, ..m }
     }

@@ -71,12 +71,16 @@ impl Server {
             ),
             None => None,
         };
-        let metrics = Metrics::new(Some(io.engine().clone()));
+        let live = config
+            .ingest
+            .clone()
+            .map(|c| Arc::new(crate::live::LiveStore::new(c)));
+        let metrics = Metrics::new(Some(io.engine().clone()), live.clone());
         let shutdown = Arc::new(watch::channel(false).0);
         let admission = std::sync::Mutex::new(crate::admission::Admission::new(config.admission));
         let shared = Arc::new(Shared {
             admission,
-            live: config.ingest.clone().map(crate::live::LiveStore::new),
+            live,
             plan: PlanSettings {
                 max_ranges: config.max_ranges,
                 cors: config.cors.clone(),

@@ -18,6 +18,7 @@ fn server(tune: impl FnOnce(&mut IngestConfig)) -> TestServer {
         let mut i = IngestConfig::new("/live/", TOKEN);
         tune(&mut i);
         c.ingest = Some(i);
+        c.admin = Some("127.0.0.1:0".parse().unwrap());
     })
 }
 
@@ -87,6 +88,19 @@ fn a_published_segment_and_playlist_are_served_with_live_headers() {
     assert_eq!(d.get("/live/stream-0/seg-0.m4s", &[]).status, 404);
     let st = s.stats().ingest.expect("ingest stats");
     assert_eq!((st.puts, st.deletes), (3, 1));
+    // The same figures in the Prometheus exposition.
+    let mut a = common::Client::connect(s.admin.expect("admin listener"));
+    let text = String::from_utf8(a.get("/metrics", &[]).body).unwrap();
+    for (name, want) in [
+        ("vodkit_ingest_puts_total", 3.0),
+        ("vodkit_ingest_deletes_total", 1.0),
+        ("vodkit_ingest_streams", 1.0),
+    ] {
+        let got = text
+            .lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<f64>().ok());
+        assert_eq!(got, Some(want), "{name} in:\n{text}");
+    }
 }
 
 #[test]
