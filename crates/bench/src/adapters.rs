@@ -131,6 +131,7 @@ pub fn client_metrics(r: &vodkit_load::Results) -> ClientMetrics {
         refusal_p99_ms: r.latency_ms.refusal.p99,
         qos: Some(qos),
         acceptable_fraction,
+        lag_p95_s: (r.sessions.lag_sessions > 0).then_some(r.sessions.lag_p95_s),
     }
 }
 

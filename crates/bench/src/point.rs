@@ -80,6 +80,10 @@ pub struct ClientMetrics {
     /// and played without a stall, as the quality criterion reads it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acceptable_fraction: Option<f64>,
+    /// 95th percentile of how far completed sessions fell behind their own pace (s;
+    /// `vodkit load`'s `sessions.lag_p95_s`), as the pace criterion reads it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lag_p95_s: Option<f64>,
 }
 
 /// Everything measured at one data point.
@@ -135,6 +139,7 @@ impl PointMetrics {
             failed_sessions: not_served,
             timed_out_requests: c.timed_out_requests,
             acceptable_fraction: c.acceptable_fraction,
+            lag_p95_s: c.lag_p95_s,
         }
     }
 }
@@ -187,6 +192,10 @@ pub fn mean_of(points: &[&PointMetrics]) -> Option<PointMetrics> {
                 .fold(0.0, f64::max),
             qos: points[0].client.qos.clone(),
             acceptable_fraction: avg_opt(&|p| p.client.acceptable_fraction),
+            lag_p95_s: points
+                .iter()
+                .filter_map(|p| p.client.lag_p95_s)
+                .reduce(f64::max),
         },
         disk,
         cpu_busy: avg_opt(&|p| p.cpu_busy),

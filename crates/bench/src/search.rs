@@ -23,6 +23,10 @@ pub enum Criterion {
     /// stall: seed 004's capacity, which viewers lose before any server resource looks
     /// saturated (issue #19's `quality:P`, without its bit-rate condition).
     Quality { min_acceptable_fraction: f64 },
+    /// `strict`, and 95% of the completed sessions ended at most `max_lag_s` behind their
+    /// own pace (`vodkit load`'s session lag): the server served the offered load, not
+    /// just survived it with every viewer slowed down.
+    Pace { max_lag_s: f64 },
 }
 
 impl Criterion {
@@ -44,6 +48,9 @@ impl Criterion {
                     && o.acceptable_fraction
                         .is_some_and(|a| a + 1e-12 >= min_acceptable_fraction)
             }
+            Criterion::Pace { max_lag_s } => {
+                Criterion::Strict.passes(o) && o.lag_p95_s.is_some_and(|l| l <= max_lag_s)
+            }
         }
     }
 }
@@ -60,6 +67,7 @@ impl fmt::Display for Criterion {
             Criterion::Quality {
                 min_acceptable_fraction,
             } => write!(f, "quality:{}%", min_acceptable_fraction * 100.0),
+            Criterion::Pace { max_lag_s } => write!(f, "pace:{max_lag_s}s"),
         }
     }
 }
@@ -72,9 +80,22 @@ impl FromStr for Criterion {
         }
         let bad = || {
             format!(
-                "criterion `{s}`: expected strict, sessions:PERCENT% (e.g. sessions:0.3%) or quality:PERCENT% (e.g. quality:95%)"
+                "criterion `{s}`: expected strict, sessions:PERCENT% (e.g. sessions:0.3%), quality:PERCENT% (e.g. quality:95%) or pace:SECONDS (e.g. pace:2s)"
             )
         };
+        if let Some(v) = s.strip_prefix("pace:") {
+            let lag = v
+                .strip_suffix('s')
+                .unwrap_or(v)
+                .parse::<f64>()
+                .map_err(|_| bad())?;
+            if !(lag >= 0.0 && lag.is_finite()) {
+                return Err(format!(
+                    "criterion `{s}`: the lag must be a non-negative number of seconds"
+                ));
+            }
+            return Ok(Criterion::Pace { max_lag_s: lag });
+        }
         if let Some(v) = s.strip_prefix("quality:") {
             let fraction = match v.strip_suffix('%') {
                 Some(p) => p.parse::<f64>().map_err(|_| bad())? / 100.0,
@@ -115,6 +136,9 @@ pub struct Observation {
     pub timed_out_requests: u64,
     /// Fraction of the judged sessions that played acceptably (`None`: not modelled).
     pub acceptable_fraction: Option<f64>,
+    /// 95th percentile of the completed sessions' lag behind their pace, s (`None`: none
+    /// measured).
+    pub lag_p95_s: Option<f64>,
 }
 
 /// Which rates to run.
@@ -451,6 +475,7 @@ mod tests {
                 failed_sessions: (over * 1000.0).ceil() as u64,
                 timed_out_requests: (over * 5000.0).ceil() as u64,
                 acceptable_fraction: None,
+                lag_p95_s: None,
             };
             Ok((o, ()))
         }
@@ -639,6 +664,39 @@ mod tests {
             ..ok
         }));
         for bad in ["quality:", "quality:0%", "quality:120%", "quality:x"] {
+            assert!(bad.parse::<Criterion>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_pace_criterion_needs_strictness_and_sessions_on_time() {
+        let c: Criterion = "pace:2s".parse().unwrap();
+        assert_eq!(c, Criterion::Pace { max_lag_s: 2.0 });
+        assert_eq!(c.to_string(), "pace:2s");
+        assert_eq!(
+            "pace:0.5".parse::<Criterion>().unwrap().to_string(),
+            "pace:0.5s"
+        );
+        let ok = Observation {
+            sessions: 100,
+            lag_p95_s: Some(1.5),
+            ..Observation::default()
+        };
+        assert!(c.passes(&ok));
+        // Every session survived, but they ended 5 s late: the load was not served.
+        assert!(!c.passes(&Observation {
+            lag_p95_s: Some(5.0),
+            ..ok
+        }));
+        assert!(!c.passes(&Observation {
+            lag_p95_s: None,
+            ..ok
+        }));
+        assert!(!c.passes(&Observation {
+            timed_out_requests: 1,
+            ..ok
+        }));
+        for bad in ["pace:", "pace:-1s", "pace:x", "pace:infs"] {
             assert!(bad.parse::<Criterion>().is_err(), "{bad}");
         }
     }

@@ -109,6 +109,18 @@ pub struct SessionStats {
     /// played_clean / started: goodput per session offered.
     #[serde(default)]
     pub goodput_fraction: f64,
+    /// How far completed replayed sessions fell behind their own pace: seconds from the
+    /// first request's start to the last response's end, less what the session takes on
+    /// an idle server (its pacing, or the transfer of each response over its client's
+    /// link when that is longer, plus a round trip per request). A server that keeps pace
+    /// keeps this near zero; one that serves everyone slower stretches every session
+    /// without failing any. Median and 95th percentile, seconds; sessions measured.
+    #[serde(default)]
+    pub lag_p50_s: f64,
+    #[serde(default)]
+    pub lag_p95_s: f64,
+    #[serde(default)]
+    pub lag_sessions: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -359,9 +371,14 @@ fn quality(
     let mut abr_startup = Hist::new();
     let mut live: Option<LiveSummary> = None;
     let mut live_hists = [Hist::new(), Hist::new(), Hist::new()];
+    let mut lag = Hist::new();
     for (si, s) in sessions.iter().enumerate() {
         if !judged[si] {
             continue;
+        }
+        if let Some(l) = session_lag(s, config.links.get(s.session.class.as_str())) {
+            lag.record_s(l);
+            stats.lag_sessions += 1;
         }
         stats.started += 1;
         match s.end {
@@ -422,6 +439,8 @@ fn quality(
         }
         q.acceptable_sessions += u64::from(p.acceptable());
     }
+    stats.lag_p50_s = lag.value_at_ms(50.0) / 1000.0;
+    stats.lag_p95_s = lag.value_at_ms(95.0) / 1000.0;
     q.startup_delay_ms = startup.percentiles();
     q.late_jitter_ms = late.percentiles();
     q.startup_buffer_s = config.startup_buffer_s;
@@ -435,6 +454,35 @@ fn quality(
         v
     });
     (stats, q)
+}
+
+/// Seconds a completed replayed session fell behind its own pace (see
+/// [`SessionStats::lag_p95_s`]); `None` for players (they pace themselves), and for
+/// sessions that did not complete.
+fn session_lag(s: &SessionRecord, link: Option<&crate::link::Link>) -> Option<f64> {
+    if s.player.is_some() || s.end != SessionEnd::Completed {
+        return None;
+    }
+    let (first, last) = (s.requests.first()?, s.requests.last()?);
+    let transfer = |bytes: u64| {
+        link.map_or(0.0, |l| {
+            let wire = if l.bandwidth_bps > 0 {
+                bytes as f64 * 8.0 / l.bandwidth_bps as f64
+            } else {
+                0.0
+            };
+            wire + 2.0 * l.one_way_delay.as_secs_f64()
+        })
+    };
+    let mut nominal = 0.0;
+    let mut prev = transfer(first.bytes);
+    for r in &s.requests[1..] {
+        nominal += r.pacing_s.max(prev);
+        prev = transfer(r.bytes);
+    }
+    nominal += prev;
+    let actual = last.finished_at()? - first.started;
+    Some((actual - nominal).max(0.0))
 }
 
 /// Each request's intended send time (seconds into the run): the session's scheduled
@@ -726,6 +774,11 @@ impl Results {
             s.cancelled += p.sessions.cancelled;
             s.refused += p.sessions.refused;
             s.played_clean += p.sessions.played_clean;
+            // Shards keep no lag histogram: the merged percentiles are the largest shard's
+            // (an upper estimate; shards of one run see the same server).
+            s.lag_p50_s = s.lag_p50_s.max(p.sessions.lag_p50_s);
+            s.lag_p95_s = s.lag_p95_s.max(p.sessions.lag_p95_s);
+            s.lag_sessions += p.sessions.lag_sessions;
             out.throughput_mb_s += p.throughput_mb_s;
             out.missed_deadlines += p.missed_deadlines;
             let q = &mut out.qos;
@@ -861,6 +914,12 @@ impl Results {
             s.refused,
             100.0 * s.goodput_fraction
         );
+        if s.lag_sessions > 0 {
+            out += &format!(
+                "pace       {} sessions behind their own pace by p50 {:.2} s  p95 {:.2} s\n",
+                s.lag_sessions, s.lag_p50_s, s.lag_p95_s
+            );
+        }
         if s.refused > 0 {
             out += &format!("refusals   {}\n", lat(&self.latency_ms.refusal));
         }
@@ -1084,6 +1143,34 @@ mod tests {
             prefilled: false,
             probe: false,
         }
+    }
+
+    #[test]
+    fn session_lag_is_what_a_session_took_beyond_its_own_pace() {
+        // Four requests paced 10 s apart, each answered in 1 s: 1 s behind (the last
+        // response's own time).
+        let mut s = watched(0, 4);
+        for (i, r) in s.requests.iter_mut().enumerate() {
+            r.started = 10.0 * i as f64;
+            r.pacing_s = if i == 0 { 0.0 } else { 10.0 };
+        }
+        assert!((session_lag(&s, None).unwrap() - 1.0).abs() < 1e-9);
+        // Each response takes 12 s: every request goes out late, and the session ends
+        // 48 s after it began instead of 30 s.
+        for (i, r) in s.requests.iter_mut().enumerate() {
+            r.started = 12.0 * i as f64;
+            r.ttlb = Some(12.0);
+        }
+        assert!((session_lag(&s, None).unwrap() - 18.0).abs() < 1e-9);
+        // Over a link that needs 20 s per response, 12 s responses are on pace.
+        let slow = crate::link::Link {
+            bandwidth_bps: 400,
+            one_way_delay: std::time::Duration::ZERO,
+        };
+        assert_eq!(session_lag(&s, Some(&slow)), Some(0.0));
+        // Failed sessions and players are not measured.
+        s.end = SessionEnd::Failed(FailureReason::Timeout);
+        assert_eq!(session_lag(&s, None), None);
     }
 
     fn build(config: &LoadConfig, chunks: &[usize]) -> Results {

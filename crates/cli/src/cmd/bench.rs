@@ -31,9 +31,10 @@ pub struct Args {
     /// failure-free[:start=R,step=R,precision=R,max=R] or fixed-rates:R,R,… (sessions/s).
     #[arg(long)]
     search: Option<String>,
-    /// strict (no timeouts), sessions:PERCENT% (e.g. sessions:0.3%) or quality:PERCENT%
+    /// strict (no timeouts), sessions:PERCENT% (e.g. sessions:0.3%), quality:PERCENT%
     /// (strict, and that share of the judged sessions — the probes when `--probe` is given —
-    /// completed without a stall; e.g. quality:95%).
+    /// completed without a stall; e.g. quality:95%) or pace:SECONDS (strict, and 95% of the
+    /// completed sessions ended at most that far behind their own pace; e.g. pace:2s).
     #[arg(long, default_value = "strict")]
     criterion: Criterion,
     /// Run N probe sessions of LEN in every point and report them apart (seed 004's
