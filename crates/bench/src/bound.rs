@@ -222,18 +222,8 @@ pub fn prepare(
     };
     let mut bitrates: BTreeMap<u32, u64> = BTreeMap::new();
     for s in sessions {
-        if s.start_s.is_some() {
-            return Err(format!(
-                "capacity bound: session {} has an explicit start_s; the bound needs the gap schedule",
-                s.id
-            ));
-        }
-        if !(s.gap >= 0.0 && s.gap.is_finite()) {
-            return Err(format!(
-                "capacity bound: session {}: gap {} is not a non-negative number",
-                s.id, s.gap
-            ));
-        }
+        s.check_gap_schedule()
+            .map_err(|e| format!("capacity bound: {e}"))?;
         w.gap_sum += s.gap;
         let link = if links.is_empty() {
             f64::INFINITY

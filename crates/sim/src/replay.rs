@@ -81,18 +81,8 @@ impl ReplayWorkload {
         let mut out = Vec::with_capacity(sessions.len());
         let (mut gap, mut longest) = (0.0f64, 0.0f64);
         for s in sessions {
-            if s.start_s.is_some() {
-                return Err(format!(
-                    "memory replay: session {} has an explicit start_s; the replay needs the gap schedule",
-                    s.id
-                ));
-            }
-            if !(s.gap >= 0.0 && s.gap.is_finite()) {
-                return Err(format!(
-                    "memory replay: session {}: gap {} is not a non-negative number",
-                    s.id, s.gap
-                ));
-            }
+            s.check_gap_schedule()
+                .map_err(|e| format!("memory replay: {e}"))?;
             gap += s.gap;
             if s.live.is_some() || s.requests.is_empty() {
                 continue;

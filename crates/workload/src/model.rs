@@ -117,6 +117,25 @@ pub struct Request {
 }
 
 impl Session {
+    /// Whether the session can be placed by the gap schedule (rate × cumulative gaps), as the
+    /// capacity bound and the memory replay place sessions: no explicit `start_s`, and a
+    /// finite, non-negative gap. The error names the session.
+    pub fn check_gap_schedule(&self) -> Result<(), String> {
+        if self.start_s.is_some() {
+            return Err(format!(
+                "session {} has an explicit start_s; a rate schedule needs its gap instead",
+                self.id
+            ));
+        }
+        if !(self.gap >= 0.0 && self.gap.is_finite()) {
+            return Err(format!(
+                "session {}: gap {} is not a non-negative number",
+                self.id, self.gap
+            ));
+        }
+        Ok(())
+    }
+
     /// A session of `class` with no title, bit rate or start time (sessions built by hand:
     /// tests, importers).
     pub fn new(id: u64, gap: f64, class: &str, requests: Vec<Request>) -> Session {
