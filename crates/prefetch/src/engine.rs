@@ -1124,11 +1124,7 @@ impl Engine {
         };
         if let (Some(m), Some(id)) = (&mut st.memory, stream) {
             // Budget-driven sizing: never more than this stream's share of the budget.
-            let cap = m.prefetch_cap(id);
-            if prefetch > cap && prefetch > len {
-                prefetch = cap;
-                m.note_capped();
-            }
+            prefetch = m.capped_prefetch(id, prefetch, len);
         }
         let read_len = clip_at_queued(&st, fid, req.offset, end, ctx.read_len(prefetch));
         if reader == Reader::Caller {

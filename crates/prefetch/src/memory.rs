@@ -579,8 +579,21 @@ impl MemoryManager {
         (SAWTOOTH * self.prefetch_pool() as f64 * w / (self.weights + w)) as u64
     }
 
+    /// Budget-driven sizing of one miss: a policy's `wanted` prefetch for stream `id`, cut
+    /// to its [`MemoryManager::prefetch_cap`] unless the request's own `len` is larger
+    /// (a request is always read whole); counts the cut.
+    pub fn capped_prefetch(&mut self, id: StreamId, wanted: u64, len: u64) -> u64 {
+        let cap = self.prefetch_cap(id);
+        if wanted > cap && wanted > len {
+            self.note_capped();
+            cap
+        } else {
+            wanted
+        }
+    }
+
     /// Notes that a read was cut short by [`MemoryManager::prefetch_cap`].
-    pub fn note_capped(&mut self) {
+    fn note_capped(&mut self) {
         self.totals.capped_reads += 1;
     }
 

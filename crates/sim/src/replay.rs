@@ -233,6 +233,20 @@ impl PartialOrd for Event {
     }
 }
 
+/// What the replay tracks of one session's stream of one file.
+#[derive(Default)]
+struct Side {
+    /// The manager's stream.
+    id: u64,
+    /// Bytes the session asked of the file so far (the chain's length for the policy).
+    chain_bytes: u64,
+    /// Whether the engine read for it inside the measured window; then the furthest byte
+    /// read for it and the furthest it asked for since.
+    read_in_window: bool,
+    read_to: u64,
+    asked_to: u64,
+}
+
 /// Resident byte ranges per file: what was read and not dropped.
 #[derive(Default)]
 struct Residency {
@@ -337,11 +351,7 @@ pub fn replay(w: &ReplayWorkload, cfg: &ReplayConfig, rate: f64) -> ReplayResult
     let mut next_expire = 1.0;
     let mut claimed = 0u64;
     let (mut samples, mut levels) = (0.0f64, [0.0f64; 5]);
-    let mut streams: HashMap<(usize, FileId), u64> = HashMap::new();
-    // Per stream read in the window: furthest byte read for it and furthest it asked for.
-    let mut reach: HashMap<(usize, FileId), (u64, u64)> = HashMap::new();
-    // Bytes each session asked of each file so far (the chain's length for the policy).
-    let mut chain: HashMap<(usize, FileId), u64> = HashMap::new();
+    let mut sides: HashMap<(usize, FileId), Side> = HashMap::new();
     while let Some(ev) = heap.pop() {
         if ev.t > end_s {
             break;
@@ -369,7 +379,8 @@ pub fn replay(w: &ReplayWorkload, cfg: &ReplayConfig, rate: f64) -> ReplayResult
                 let client = Some(ev.session as u64);
                 let (id, drops) = m.request(r.file, client, r.start, r.end, size, s.kbps, ev.t);
                 apply(&m, &mut res, drops, &mut claimed);
-                streams.insert((ev.session, r.file), id);
+                let side = sides.entry((ev.session, r.file)).or_default();
+                side.id = id;
                 let len = r.end - r.start;
                 let resident = res.covered(r.file, r.start, r.end);
                 if resident < len {
@@ -379,7 +390,7 @@ pub fn replay(w: &ReplayWorkload, cfg: &ReplayConfig, rate: f64) -> ReplayResult
                         len,
                         file_size: size,
                         bitrate_kbps: Some(s.kbps),
-                        chain_bytes: chain.get(&(ev.session, r.file)).copied().unwrap_or(0),
+                        chain_bytes: side.chain_bytes,
                         chain_kind: ChainKind::default(),
                         now_s: ev.t,
                     };
@@ -396,12 +407,7 @@ pub fn replay(w: &ReplayWorkload, cfg: &ReplayConfig, rate: f64) -> ReplayResult
                         (None, _) => u64::MAX,
                     };
                     let cap = m.prefetch_cap(id);
-                    let prefetch = if wanted > cap && wanted > len {
-                        m.note_capped();
-                        cap
-                    } else {
-                        wanted
-                    };
+                    let prefetch = m.capped_prefetch(id, wanted, len);
                     let read_len = ctx.read_len(prefetch);
                     let (a, b) = (r.start, r.start + read_len);
                     let missing = read_len - res.covered(r.file, a, b);
@@ -414,17 +420,16 @@ pub fn replay(w: &ReplayWorkload, cfg: &ReplayConfig, rate: f64) -> ReplayResult
                         busy_s +=
                             cfg.disk.positioning_s + missing as f64 / cfg.disk.transfer_bytes_s;
                         cap_sum += cap.min(1 << 40) as f64;
-                        let e = reach.entry((ev.session, r.file)).or_insert((0, 0));
-                        e.0 = e.0.max(b);
-                        e.1 = e.1.max(r.end);
+                        side.read_in_window = true;
+                        side.read_to = side.read_to.max(b);
                     }
                 }
-                *chain.entry((ev.session, r.file)).or_insert(0) += len;
+                side.chain_bytes += len;
                 if counted {
                     out.requested_bytes += len;
                     out.hit_bytes += resident;
-                    if let Some(e) = reach.get_mut(&(ev.session, r.file)) {
-                        e.1 = e.1.max(r.end);
+                    if side.read_in_window {
+                        side.asked_to = side.asked_to.max(r.end);
                     }
                 }
                 heap.push(Event {
@@ -446,7 +451,7 @@ pub fn replay(w: &ReplayWorkload, cfg: &ReplayConfig, rate: f64) -> ReplayResult
                 }
             }
             Kind::Consumed => {
-                if let Some(&id) = streams.get(&(ev.session, r.file)) {
+                if let Some(id) = sides.get(&(ev.session, r.file)).map(|x| x.id) {
                     let drops = m.consumed(id, r.end, ev.t);
                     apply(&m, &mut res, drops, &mut claimed);
                 }
@@ -467,9 +472,10 @@ pub fn replay(w: &ReplayWorkload, cfg: &ReplayConfig, rate: f64) -> ReplayResult
     out.peak_resident_bytes = res.peak;
     out.interval_hit_bytes = t.interval_hit_bytes;
     out.claimed_bytes = claimed;
-    let unrequested: u64 = reach
+    let unrequested: u64 = sides
         .values()
-        .map(|&(read, asked)| read.saturating_sub(asked))
+        .filter(|x| x.read_in_window)
+        .map(|x| x.read_to.saturating_sub(x.asked_to))
         .sum();
     out.unrequested_read_fraction = ratio(unrequested as f64, out.disk_bytes as f64);
     let per = |x: f64| ratio(x, samples);
