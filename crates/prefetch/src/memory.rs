@@ -547,13 +547,17 @@ impl MemoryManager {
         if !self.streams.contains_key(&id) {
             return self.prefetch_pool();
         }
-        let share = self.share(id);
-        // Never more than what the other streams have resident (unconsumed prefetch, sent
-        // bytes within the drop lag) and this stream's own lag leave free, so Σ resident +
-        // kept stays within the usable budget even while shares shrink.
+        self.share(id).min(self.free_for(id))
+    }
+
+    /// The prefetch pool less what the other streams have resident (unconsumed prefetch,
+    /// sent bytes within the drop lag) and this stream's own lag: the most stream `id` may
+    /// hold ahead of its position so that Σ resident + kept stays within the usable budget
+    /// even while shares shrink.
+    fn free_for(&self, id: StreamId) -> u64 {
         let own = self.streams.get(&id).map_or(0, Stream::unconsumed);
         let others = self.resident_total.saturating_sub(own);
-        share.min(self.prefetch_pool().saturating_sub(others))
+        self.prefetch_pool().saturating_sub(others)
     }
 
     /// The prefetch pool per unit of √kbps over the active streams (`None` without
@@ -582,13 +586,29 @@ impl MemoryManager {
     /// Budget-driven sizing of one miss: a policy's `wanted` prefetch for stream `id`, cut
     /// to its [`MemoryManager::prefetch_cap`] unless the request's own `len` is larger
     /// (a request is always read whole); counts the cut.
+    ///
+    /// A cut prefetch is a whole number of requests of `len` bytes (the prefetch runs from
+    /// the request's offset): rounded up to the next request's end when the free pool holds
+    /// it, else down (at least the request itself). Players ask in equal steps, so the
+    /// stream's next miss then starts where a request starts. A cut anywhere else leaves
+    /// part of a request resident, and that request is a miss all the same: its read
+    /// positions the head for the rest of a request plus a prefetch shortened by the
+    /// leftover, which at 256 MiB made reads 30% smaller than the caps (memory replay,
+    /// docs/simulate.md).
     pub fn capped_prefetch(&mut self, id: StreamId, wanted: u64, len: u64) -> u64 {
         let cap = self.prefetch_cap(id);
-        if wanted > cap && wanted > len {
-            self.note_capped();
-            cap
+        if wanted <= cap || wanted <= len {
+            return wanted;
+        }
+        self.note_capped();
+        if len == 0 {
+            return cap;
+        }
+        let up = cap.div_ceil(len).saturating_mul(len);
+        if up <= self.free_for(id) {
+            up.min(wanted)
         } else {
-            wanted
+            (cap / len).max(1) * len
         }
     }
 

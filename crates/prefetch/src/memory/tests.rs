@@ -899,3 +899,35 @@ fn a_viewer_whose_connection_closed_ends_after_min_idle_unless_it_asks_again() {
     let t = m.totals();
     assert_eq!((t.streams, t.ended_streams), (1, 1), "{t:?}");
 }
+
+#[test]
+fn a_cut_prefetch_is_a_whole_number_of_requests() {
+    // 10 MiB usable, four streams of one bit rate: each share is 2 x 10 / 4 = 5 MiB.
+    let mut m = MemoryManager::new(tight(10 * MIB));
+    let ids: Vec<StreamId> = (1..=4)
+        .map(|c| m.request(c, Some(c), 0, 2 * MIB, SIZE, 2000, 0.0).0)
+        .collect();
+    let a = ids[0];
+    assert_eq!(m.prefetch_cap(a), 5 * MIB);
+    // Requests of 2 MiB: the 5 MiB cap ends inside the third request, so the cut goes up
+    // to its end while nothing else is resident ...
+    assert_eq!(m.capped_prefetch(a, 64 * MIB, 2 * MIB), 6 * MIB);
+    // ... and never past what the policy wanted.
+    assert_eq!(m.capped_prefetch(a, 5 * MIB + 1, 2 * MIB), 5 * MIB + 1);
+    // Uncut sizes are left alone; a request larger than the cap is one whole request.
+    assert_eq!(m.capped_prefetch(a, 3 * MIB, 2 * MIB), 3 * MIB);
+    assert_eq!(m.capped_prefetch(a, 64 * MIB, 8 * MIB), 8 * MIB);
+    // The other streams hold 4.5 MiB ahead: 5.5 MiB are free, too few for three requests,
+    // so the cut goes down to two.
+    m.read(ids[1], 0, 2 * MIB);
+    m.read(ids[2], 0, 2 * MIB);
+    m.read(ids[3], 0, MIB / 2);
+    assert_eq!(m.prefetch_cap(a), 5 * MIB);
+    assert_eq!(m.capped_prefetch(a, 64 * MIB, 2 * MIB), 4 * MIB);
+    // A cap below one request still reads the request.
+    m.read(ids[3], 0, 2 * MIB);
+    m.read(ids[1], 0, 5 * MIB);
+    assert!(m.prefetch_cap(a) < 2 * MIB);
+    assert_eq!(m.capped_prefetch(a, 64 * MIB, 2 * MIB), 2 * MIB);
+    assert_eq!(m.totals().capped_reads, 5);
+}
