@@ -135,8 +135,7 @@ pub(crate) async fn requests<W: Wire>(shared: &Shared, wire: &mut W, info: ConnI
                             continue;
                         }
                     }
-                    let keep = match discard_body(wire, &mut buf, req.content_length, shared).await
-                    {
+                    let keep = match discard_body(wire, &mut buf, &req, shared).await {
                         Ok(()) => answer(shared, wire, &req, who, info, served, stopping).await,
                         Err(()) => false,
                     };
@@ -239,13 +238,21 @@ async fn read_more(stream: &TcpStream, buf: &mut Vec<u8>) -> std::io::Result<usi
     }
 }
 
-/// Read and drop a request body of `len` bytes (we never use bodies); too large → 413.
+/// Read and drop `req`'s body (we never use bodies outside a live source's `PUT`); too
+/// large → 413, bad chunked framing → 400. `Err` when the connection must close (the
+/// answer, if any, was sent).
 async fn discard_body<W: Wire>(
     wire: &mut W,
     buf: &mut Vec<u8>,
-    len: u64,
+    req: &Request,
     shared: &Shared,
 ) -> Result<(), ()> {
+    if req.chunked {
+        return read_chunked(wire, buf, shared.config.max_body, false, shared)
+            .await
+            .map(drop);
+    }
+    let len = req.content_length;
     if len == 0 {
         return Ok(());
     }
@@ -294,6 +301,45 @@ async fn read_body<W: Wire>(
         match tokio::time::timeout_at(deadline, wire.read_more(buf)).await {
             Ok(Ok(n)) if n > 0 => {}
             _ => return Err(()),
+        }
+    }
+}
+
+/// Read a chunked request body of at most `max` decoded bytes (kept when `keep`). The
+/// sender may take as long as it likes while bytes keep coming (a live encoder writes a
+/// segment as it encodes it), but not the header timeout without any. On bad framing
+/// (400) or a body over `max` (413) the answer is sent here; every `Err` closes.
+async fn read_chunked<W: Wire>(
+    wire: &mut W,
+    buf: &mut Vec<u8>,
+    max: u64,
+    keep: bool,
+    shared: &Shared,
+) -> Result<Vec<u8>, ()> {
+    let mut decoder = crate::chunked::Chunked::new(max);
+    let mut out = Vec::new();
+    loop {
+        match decoder.feed(buf, keep.then_some(&mut out)) {
+            Ok(true) => return Ok(out),
+            Ok(false) => {}
+            Err(e) => {
+                shared.metrics.bad_requests.inc();
+                shared.metrics.count_status(e.status());
+                let _ = send_text(shared, wire, &Response::text(e.status(), true)).await;
+                return Err(());
+            }
+        }
+        buf.reserve(1 << 16);
+        let deadline =
+            tokio::time::Instant::from_std(Instant::now() + shared.config.header_timeout);
+        match tokio::time::timeout_at(deadline, wire.read_more(buf)).await {
+            Ok(Ok(n)) if n > 0 => {}
+            Ok(_) => return Err(()),
+            Err(_) => {
+                shared.metrics.header_timeouts.inc();
+                let _ = send_text(shared, wire, &Response::text(408, true)).await;
+                return Err(());
+            }
         }
     }
 }
@@ -350,10 +396,7 @@ async fn live_request<W: Wire>(
                 r
             }
             Ok(()) if method == "DELETE" => {
-                if discard_body(wire, buf, req.content_length, shared)
-                    .await
-                    .is_err()
-                {
+                if discard_body(wire, buf, req, shared).await.is_err() {
                     return false;
                 }
                 let status = live.delete(ctx.path, Instant::now());
@@ -368,7 +411,7 @@ async fn live_request<W: Wire>(
                 Response::text(413, true)
             }
             Ok(()) => {
-                if req.expect_continue && req.content_length > 0 {
+                if req.expect_continue && req.has_body() {
                     let r = wire
                         .write(b"HTTP/1.1 100 Continue\r\n\r\n", false, false, &mut clock)
                         .await;
@@ -376,7 +419,19 @@ async fn live_request<W: Wire>(
                         return false;
                     }
                 }
-                match read_body(wire, buf, req.content_length, shared).await {
+                let body = if req.chunked {
+                    match read_chunked(wire, buf, live.config.max_object, true, shared).await {
+                        Ok(body) => Ok(body),
+                        Err(()) => {
+                            // Answered (400, 413, 408) or gone: the connection closes.
+                            live.counters.rejected.fetch_add(1, Relaxed);
+                            return false;
+                        }
+                    }
+                } else {
+                    read_body(wire, buf, req.content_length, shared).await
+                };
+                match body {
                     Ok(body) => match live.put(ctx.path, body, Instant::now()) {
                         s @ (201 | 204) => status_only(s),
                         s => Response::text(s, false),
@@ -390,10 +445,7 @@ async fn live_request<W: Wire>(
             }
         },
         "GET" | "HEAD" => {
-            if discard_body(wire, buf, req.content_length, shared)
-                .await
-                .is_err()
-            {
+            if discard_body(wire, buf, req, shared).await.is_err() {
                 return false;
             }
             let now = Instant::now();

@@ -9,6 +9,7 @@ pub mod access_log;
 mod admin;
 pub use vodkit_prefetch::admission;
 pub mod body;
+pub mod chunked;
 pub mod config;
 mod conn;
 pub mod io;

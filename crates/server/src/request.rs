@@ -84,9 +84,17 @@ pub struct Request {
     pub authorization: Option<String>,
     /// `Expect: 100-continue` was sent.
     pub expect_continue: bool,
+    /// The body is framed by `Transfer-Encoding: chunked` (the only transfer coding
+    /// accepted; a live encoder's `PUT` of a segment it is still writing).
+    pub chunked: bool,
 }
 
 impl Request {
+    /// Whether a body follows the head.
+    pub fn has_body(&self) -> bool {
+        self.chunked || self.content_length > 0
+    }
+
     /// Whether the connection may stay open after the response, from the client's side.
     pub fn wants_keep_alive(&self) -> bool {
         if self.close {
@@ -114,7 +122,7 @@ pub enum HeadError {
     HeadTooLarge,
     #[error("malformed request: {0}")]
     Malformed(&'static str),
-    #[error("transfer codings are not supported")]
+    #[error("transfer codings other than chunked are not supported")]
     TransferEncoding,
 }
 
@@ -210,10 +218,37 @@ fn build_request(raw: &httparse::Request<'_, '_>) -> Result<Request, HeadError> 
         content_length: 0,
         authorization: None,
         expect_continue: false,
+        chunked: false,
     };
     let mut seen_length = false;
+    let mut codings = Vec::new();
     for h in raw.headers.iter() {
+        if h.name.eq_ignore_ascii_case("transfer-encoding") {
+            codings.extend(
+                header_text(h.value)?
+                    .split(',')
+                    .map(|t| t.trim().to_ascii_lowercase())
+                    .filter(|t| !t.is_empty()),
+            );
+            continue;
+        }
         apply_header(&mut req, h.name, h.value, &mut seen_length)?;
+    }
+    if !codings.is_empty() {
+        // RFC 9112 6.1 and 6.3: HTTP/1.0 has no transfer codings, and a message with both
+        // framings is a smuggling attempt; only a lone `chunked` is understood.
+        if req.minor_version == 0 {
+            return Err(HeadError::Malformed("Transfer-Encoding in HTTP/1.0"));
+        }
+        if seen_length {
+            return Err(HeadError::Malformed(
+                "both Transfer-Encoding and Content-Length",
+            ));
+        }
+        if codings != ["chunked"] {
+            return Err(HeadError::TransferEncoding);
+        }
+        req.chunked = true;
     }
     if req.minor_version >= 1 && req.host.is_none() {
         return Err(HeadError::Malformed("missing Host header"));
@@ -327,7 +362,6 @@ fn apply_header(
             req.content_length = n;
             Ok(())
         }
-        "transfer-encoding" => Err(HeadError::TransferEncoding),
         _ => Ok(()),
     }
 }
@@ -420,7 +454,23 @@ mod tests {
         ] {
             assert_eq!(parse(bad).unwrap_err().status(), 400, "{bad:?}");
         }
-        let te = "GET / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n";
-        assert_eq!(parse(te).unwrap_err().status(), 501);
+        let te = "PUT / HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: Chunked\r\n\r\n";
+        let (r, _) = complete(te);
+        assert!(r.chunked && r.has_body());
+        for (head, status) in [
+            ("Transfer-Encoding: gzip, chunked", 501),
+            ("Transfer-Encoding: gzip", 501),
+            (
+                "Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked",
+                501,
+            ),
+            ("Transfer-Encoding: chunked\r\nContent-Length: 5", 400),
+            ("Content-Length: 5\r\nTransfer-Encoding: chunked", 400),
+        ] {
+            let raw = format!("PUT / HTTP/1.1\r\nHost: x\r\n{head}\r\n\r\n");
+            assert_eq!(parse(&raw).unwrap_err().status(), status, "{head}");
+        }
+        let old = "PUT / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n";
+        assert_eq!(parse(old).unwrap_err().status(), 400);
     }
 }

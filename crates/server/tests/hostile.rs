@@ -84,8 +84,16 @@ fn malformed_and_oversized_heads() {
             400,
         ),
         (
-            "GET /video.mp4 HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n".into(),
+            "GET /video.mp4 HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n\r\n".into(),
             501,
+        ),
+        (
+            "GET /video.mp4 HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\nabc".into(),
+            400,
+        ),
+        (
+            "GET /video.mp4 HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n".into(),
+            400,
         ),
         (long_target, 414),
         (big_header, 431),

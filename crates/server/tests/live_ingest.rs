@@ -2,7 +2,8 @@
 //! published, with live caching headers; without or with a wrong token it is refused;
 //! outside the prefix nothing changes; `Expect: 100-continue` works; oversized objects are
 //! refused; a segment asked for before it exists is held and then served (or 404 after the
-//! hold); the window stays bounded; a quiet stream expires.
+//! hold); the window stays bounded; a quiet stream expires; chunked bodies (what ffmpeg's
+//! HLS muxer sends with `-method PUT`) are decoded, and a real ffmpeg publishes through them.
 
 mod common;
 
@@ -220,4 +221,132 @@ fn a_publisher_that_stalls_mid_body_is_dropped() {
     assert_eq!(r.status, 408);
     assert!(c.is_closed());
     assert_eq!(s.connect().get("/live/a/seg-0.m4s", &[]).status, 404);
+}
+
+/// PUT with `Transfer-Encoding: chunked`, the body written as `pieces` (raw, already
+/// framed) with a pause between them, as an encoder writes a segment while encoding it.
+fn put_chunked(c: &mut Client, path: &str, pieces: &[&[u8]]) -> common::Resp {
+    c.send(&format!(
+        "PUT {path} HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer t0ken\r\nTransfer-Encoding: chunked\r\n\r\n"
+    ));
+    for p in pieces {
+        std::thread::sleep(Duration::from_millis(30));
+        c.reader.get_mut().write_all(p).unwrap();
+    }
+    c.read_response(false)
+}
+
+#[test]
+fn chunked_bodies_are_decoded_and_bad_framing_refused() {
+    let s = TestServer::start_with(|c| {
+        c.header_timeout = Duration::from_millis(400);
+        let mut i = IngestConfig::new("/live/", TOKEN);
+        i.max_object = 1000;
+        c.ingest = Some(i);
+    });
+    let mut c = s.connect();
+    // Slower overall than the header timeout, but never quiet that long.
+    let pieces: Vec<&[u8]> = vec![
+        b"5\r\nhel",
+        b"lo\r\n",
+        b"7;ext=1\r\n, world\r\n",
+        b"0\r\n",
+        b"X-Trailer: x\r\n\r\n",
+    ];
+    let mut slow = pieces.clone();
+    for _ in 0..15 {
+        slow.insert(2, b"1\r\n.\r\n");
+    }
+    assert_eq!(
+        put_chunked(&mut c, "/live/a/seg-0.m4s", &pieces).status,
+        201
+    );
+    // The same connection goes on: the body's end was found exactly.
+    assert_eq!(put_chunked(&mut c, "/live/a/seg-1.m4s", &slow).status, 201);
+    assert_eq!(c.get("/live/a/seg-0.m4s", &[]).body, b"hello, world");
+    let dots = format!("hello{}, world", ".".repeat(15));
+    assert_eq!(
+        s.connect().get("/live/a/seg-1.m4s", &[]).body,
+        dots.as_bytes()
+    );
+    // Bad framing: 400 and the connection closes; nothing is stored.
+    let mut c = s.connect();
+    let r = put_chunked(&mut c, "/live/a/seg-2.m4s", &[b"5\r\nhelloXX"]);
+    assert_eq!(r.status, 400);
+    assert!(c.is_closed());
+    assert_eq!(s.connect().get("/live/a/seg-2.m4s", &[]).status, 404);
+    // Over the object limit (decoded bytes): 413.
+    let big = format!("{:x}\r\n", 1001);
+    let r = put_chunked(&mut s.connect(), "/live/a/seg-3.m4s", &[big.as_bytes()]);
+    assert_eq!(r.status, 413);
+    // A sender that goes quiet mid-body: 408.
+    let mut c = s.connect();
+    let r = put_chunked(&mut c, "/live/a/seg-4.m4s", &[b"5\r\nhe"]);
+    assert_eq!(r.status, 408);
+    // Outside the prefix a chunked body is read and dropped like any other.
+    let mut c = s.connect();
+    c.send("POST /nothing HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n");
+    assert_eq!(c.read_response(false).status, 405);
+    assert_eq!(c.get("/live/a/seg-0.m4s", &[]).status, 200);
+}
+
+#[test]
+fn ffmpeg_publishes_hls_by_chunked_put() {
+    if !common::have_tool("ffmpeg") {
+        return;
+    }
+    let s = server(|_| {});
+    let url = s.url("/live/ff/index.m3u8");
+    let out = std::process::Command::new("ffmpeg")
+        .args([
+            "-hide_banner",
+            "-loglevel",
+            "error",
+            "-f",
+            "lavfi",
+            "-i",
+            "testsrc=duration=4:size=160x120:rate=25",
+            "-c:v",
+            "mpeg2video",
+            "-g",
+            "25",
+            "-f",
+            "hls",
+            "-hls_time",
+            "1",
+            "-hls_list_size",
+            "0",
+            "-method",
+            "PUT",
+            "-headers",
+            "Authorization: Bearer t0ken\r\n",
+        ])
+        .arg(&url)
+        .output()
+        .expect("spawn ffmpeg");
+    assert!(
+        out.status.success(),
+        "ffmpeg failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pl = s.connect().get("/live/ff/index.m3u8", &[]);
+    assert_eq!(pl.status, 200);
+    let text = String::from_utf8(pl.body).unwrap();
+    assert!(
+        text.starts_with("#EXTM3U") && text.contains("#EXT-X-ENDLIST"),
+        "{text}"
+    );
+    let segments: Vec<&str> = text.lines().filter(|l| l.ends_with(".ts")).collect();
+    assert!(segments.len() >= 3, "{text}");
+    for seg in segments {
+        let r = s.connect().get(&format!("/live/ff/{seg}"), &[]);
+        assert_eq!(r.status, 200, "{seg}");
+        // Whole MPEG-TS packets, each starting with the sync byte.
+        assert!(
+            !r.body.is_empty() && r.body.len() % 188 == 0,
+            "{seg}: {}",
+            r.body.len()
+        );
+        assert!(r.body.chunks(188).all(|p| p[0] == 0x47), "{seg}");
+    }
 }

@@ -211,7 +211,6 @@ impl Client {
     }
 }
 
-/// Whether an external tool exists; tests that need it print why they skip, and fail in CI.
 /// Runs `cmd` to the end; it must succeed (its stderr is shown when it does not).
 pub fn run_ok(cmd: &mut std::process::Command) -> std::process::Output {
     let out = cmd.output().expect("spawn");
@@ -224,6 +223,7 @@ pub fn run_ok(cmd: &mut std::process::Command) -> std::process::Output {
     out
 }
 
+/// Whether an external tool exists; tests that need it print why they skip, and fail in CI.
 pub fn have_tool(name: &str) -> bool {
     let found = std::process::Command::new("sh")
         .arg("-c")
