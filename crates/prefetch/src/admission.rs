@@ -8,13 +8,19 @@
 //! which requests start a stream (offset 0, or a range adjacent to no open chain of this
 //! client) and how busy each device is, so it can keep the viewers it has.
 //!
-//! The rule of `auto` (thesis 4.2 uses a busy threshold the same way): with `n` open
-//! streams on the request's device, which kept it busy a fraction `b` of the recent past,
-//! one more stream of the same kind is predicted to make it `b · (n + 1) / n`; the stream is
-//! admitted while that stays at or below `busy_max` (0.9), or while the device has fewer
-//! than `MIN_STREAMS` streams or is less than half busy (too little to predict from). A
-//! device whose queue already holds `MAX_QUEUE` reads refuses outright. The *admission limit*
-//! reported in the metrics is the stream count this rule stops at: `n · busy_max / b`.
+//! The rule of `auto`: a new stream is refused while the reads of the request's device
+//! wait too long — the longest wait in the queue (enqueued to started) of nine in ten reads
+//! that started in the last observation interval is over `wait_max_s` (1 s by default;
+//! `auto:SECONDS` sets it) — or while `MAX_QUEUE` reads wait for it. A device that stopped
+//! starting reads while some wait counts as waiting the whole interval. Fewer than
+//! `MIN_STREAMS` open streams always admit (too little to judge from).
+//!
+//! Why the queue and not the busy fraction (the rule until session 13, thesis 4.2's
+//! threshold): a prefetching server keeps the disk busy long before its viewers stall, and
+//! a rule that predicted the busy fraction stopped near 90% busy while the server, left
+//! alone, served a third more viewers clean (docs/server.md, "overload"). A viewer stalls
+//! when its reads wait longer than its buffer, and the queue wait is that wait. The
+//! *admission limit* reported in the metrics is the stream count at the last refusal.
 //! `rate:R` admits at most `R` new streams per second (a token bucket of `max(1, R)`).
 //!
 //! Pure: the caller passes the time and the device's load.
@@ -24,8 +30,6 @@ use std::str::FromStr;
 
 /// Fewer open streams than this say too little about the device to refuse anyone.
 pub const MIN_STREAMS: u64 = 4;
-/// Below this busy fraction nobody is refused.
-const IDLE_BUSY: f64 = 0.5;
 /// Reads queued on one device beyond which new streams are refused.
 pub const MAX_QUEUE: u64 = 256;
 
@@ -35,14 +39,15 @@ pub enum AdmissionPolicy {
     /// Every request is served (a server without admission control).
     #[default]
     Off,
-    /// Refuse new streams when the device would pass `busy_max` (see the module doc).
-    Auto { busy_max: f64 },
+    /// Refuse new streams while the device's reads wait longer than `wait_max_s` in its
+    /// queue (see the module doc).
+    Auto { wait_max_s: f64 },
     /// At most `per_s` new streams per second.
     Rate { per_s: f64 },
 }
 
-/// The busy fraction `auto` keeps the device under.
-pub const AUTO_BUSY_MAX: f64 = 0.9;
+/// The queue wait (s) `auto` keeps the device's reads under.
+pub const AUTO_WAIT_MAX_S: f64 = 1.0;
 
 impl FromStr for AdmissionPolicy {
     type Err = String;
@@ -50,14 +55,34 @@ impl FromStr for AdmissionPolicy {
         match s {
             "off" => Ok(AdmissionPolicy::Off),
             "auto" => Ok(AdmissionPolicy::Auto {
-                busy_max: AUTO_BUSY_MAX,
+                wait_max_s: AUTO_WAIT_MAX_S,
             }),
-            _ => match s.strip_prefix("rate:").map(str::parse::<f64>) {
-                Some(Ok(r)) if r > 0.0 && r.is_finite() => Ok(AdmissionPolicy::Rate { per_s: r }),
-                _ => Err(format!(
-                    "`{s}`: expected off, auto or rate:R (new streams per second, R > 0)"
-                )),
-            },
+            _ => {
+                let bad = || {
+                    format!(
+                        "`{s}`: expected off, auto, auto:SECONDS (the longest queue wait, \
+                         > 0) or rate:R (new streams per second, R > 0)"
+                    )
+                };
+                let positive = |x: &str| {
+                    x.parse::<f64>()
+                        .ok()
+                        .filter(|v| *v > 0.0 && v.is_finite())
+                        .ok_or_else(bad)
+                };
+                if let Some(w) = s.strip_prefix("auto:") {
+                    let w = w.strip_suffix('s').unwrap_or(w);
+                    Ok(AdmissionPolicy::Auto {
+                        wait_max_s: positive(w)?,
+                    })
+                } else if let Some(r) = s.strip_prefix("rate:") {
+                    Ok(AdmissionPolicy::Rate {
+                        per_s: positive(r)?,
+                    })
+                } else {
+                    Err(bad())
+                }
+            }
         }
     }
 }
@@ -66,7 +91,10 @@ impl fmt::Display for AdmissionPolicy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             AdmissionPolicy::Off => write!(f, "off"),
-            AdmissionPolicy::Auto { .. } => write!(f, "auto"),
+            AdmissionPolicy::Auto { wait_max_s } if *wait_max_s == AUTO_WAIT_MAX_S => {
+                write!(f, "auto")
+            }
+            AdmissionPolicy::Auto { wait_max_s } => write!(f, "auto:{wait_max_s}s"),
             AdmissionPolicy::Rate { per_s } => write!(f, "rate:{per_s}"),
         }
     }
@@ -75,12 +103,15 @@ impl fmt::Display for AdmissionPolicy {
 /// What the device of a new stream is doing.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct DeviceLoad {
-    /// Fraction of the recent past the device was busy (0..=1).
+    /// Fraction of the recent past the device was busy (0..=1; reported, not judged).
     pub busy: f64,
     /// Streams open on the server (those the memory manager weighs, or open chains).
     pub streams: u64,
     /// Reads waiting for the device.
     pub queued: u64,
+    /// How long the device's reads waited in its queue lately (s): the 90th percentile
+    /// of the reads that started in the last observation interval.
+    pub wait_s: f64,
 }
 
 /// The decision for one new stream.
@@ -99,7 +130,7 @@ pub struct Admission {
     policy: AdmissionPolicy,
     tokens: f64,
     last_s: f64,
-    /// The stream count `auto` stops at, as last computed (`None` before any estimate).
+    /// The open streams when `auto` last refused (`None` before any refusal).
     pub limit: Option<f64>,
 }
 
@@ -135,20 +166,13 @@ impl Admission {
                     }
                 }
             }
-            AdmissionPolicy::Auto { busy_max } => {
-                if load.queued >= MAX_QUEUE {
-                    return Decision::Refuse { retry_after_s: 1 };
-                }
-                let n = load.streams as f64;
-                self.limit = (load.busy > 0.0).then(|| n * busy_max / load.busy);
-                if load.streams < MIN_STREAMS || load.busy < IDLE_BUSY {
+            AdmissionPolicy::Auto { wait_max_s } => {
+                let full = load.queued >= MAX_QUEUE;
+                if !full && (load.streams < MIN_STREAMS || load.wait_s <= wait_max_s) {
                     return Decision::Admit;
                 }
-                if load.busy * (n + 1.0) / n <= busy_max {
-                    Decision::Admit
-                } else {
-                    Decision::Refuse { retry_after_s: 1 }
-                }
+                self.limit = Some(load.streams as f64);
+                Decision::Refuse { retry_after_s: 1 }
             }
         }
     }
@@ -158,11 +182,12 @@ impl Admission {
 mod tests {
     use super::*;
 
-    fn load(busy: f64, streams: u64) -> DeviceLoad {
+    fn load(wait_s: f64, streams: u64) -> DeviceLoad {
         DeviceLoad {
-            busy,
+            busy: 1.0,
             streams,
             queued: 0,
+            wait_s,
         }
     }
 
@@ -173,17 +198,25 @@ mod tests {
             (
                 "auto",
                 AdmissionPolicy::Auto {
-                    busy_max: AUTO_BUSY_MAX,
+                    wait_max_s: AUTO_WAIT_MAX_S,
                 },
             ),
+            ("auto:0.5s", AdmissionPolicy::Auto { wait_max_s: 0.5 }),
             ("rate:2.5", AdmissionPolicy::Rate { per_s: 2.5 }),
         ] {
             assert_eq!(text.parse::<AdmissionPolicy>().unwrap(), p);
             assert_eq!(p.to_string(), text);
         }
-        for bad in ["", "on", "rate:", "rate:0", "rate:-1", "rate:x", "rate:inf"] {
+        assert_eq!(
+            "auto:2".parse::<AdmissionPolicy>().unwrap(),
+            AdmissionPolicy::Auto { wait_max_s: 2.0 }
+        );
+        for bad in [
+            "", "on", "rate:", "rate:0", "rate:-1", "rate:x", "rate:inf", "auto:", "auto:0",
+            "auto:-1s", "auto:xs",
+        ] {
             let e = bad.parse::<AdmissionPolicy>().unwrap_err();
-            assert!(e.contains("off, auto or rate:R"), "{bad}: {e}");
+            assert!(e.contains("off, auto, auto:SECONDS"), "{bad}: {e}");
         }
     }
 
@@ -194,43 +227,47 @@ mod tests {
             busy: 1.0,
             streams: 1000,
             queued: 10_000,
+            wait_s: 60.0,
         };
         assert_eq!(a.decide(0.0, &full), Decision::Admit);
     }
 
     #[test]
-    fn auto_admits_until_the_predicted_busy_fraction_passes_the_threshold() {
+    fn auto_admits_while_reads_wait_less_than_the_limit() {
         let mut a = Admission::new("auto".parse().unwrap());
-        // 40 streams keep the disk 80% busy: the 41st makes 82% (admitted), and at 87%
-        // the next would make 89.2% (admitted) while at 88% it would make 90.2% (refused).
-        assert_eq!(a.decide(0.0, &load(0.80, 40)), Decision::Admit);
-        assert_eq!(a.decide(0.0, &load(0.87, 40)), Decision::Admit);
+        // A disk busy all the time whose reads wait 0.3 s serves its viewers: admitted,
+        // however many streams it has.
+        assert_eq!(a.decide(0.0, &load(0.3, 400)), Decision::Admit);
+        assert_eq!(a.decide(0.0, &load(1.0, 400)), Decision::Admit);
+        assert_eq!(a.limit, None);
+        // Reads waiting longer than a second: new streams are refused ...
         assert_eq!(
-            a.decide(0.0, &load(0.88, 40)),
+            a.decide(1.0, &load(1.2, 410)),
             Decision::Refuse { retry_after_s: 1 }
         );
-        // The limit is where the rule stops: 40 · 0.9 / 0.88.
-        assert!((a.limit.unwrap() - 40.0 * 0.9 / 0.88).abs() < 1e-9);
-        // A saturated device refuses; once streams end and it calms down, it admits again.
+        assert_eq!(a.limit, Some(410.0));
+        // ... until the queue drains as streams end.
+        assert_eq!(a.decide(5.0, &load(0.4, 380)), Decision::Admit);
+        // A stricter setting refuses earlier.
+        let mut strict = Admission::new("auto:0.25s".parse().unwrap());
         assert!(matches!(
-            a.decide(1.0, &load(1.0, 60)),
+            strict.decide(0.0, &load(0.3, 400)),
             Decision::Refuse { .. }
         ));
-        assert_eq!(a.decide(2.0, &load(0.6, 40)), Decision::Admit);
     }
 
     #[test]
     fn auto_does_not_judge_from_too_little() {
         let mut a = Admission::new("auto".parse().unwrap());
-        // Three streams that keep the disk fully busy (a single slow reader, say) are too
-        // few to predict from; an idle-ish device is never refused.
-        assert_eq!(a.decide(0.0, &load(1.0, 3)), Decision::Admit);
-        assert_eq!(a.decide(0.0, &load(0.45, 100)), Decision::Admit);
-        // A full queue refuses whatever the streams say.
+        // Three streams whose reads wait long (a single slow reader, say) are too few to
+        // judge from.
+        assert_eq!(a.decide(0.0, &load(5.0, 3)), Decision::Admit);
+        // A full queue refuses whatever the waits say.
         let queued = DeviceLoad {
             busy: 0.2,
             streams: 1,
             queued: MAX_QUEUE,
+            wait_s: 0.0,
         };
         assert!(matches!(a.decide(0.0, &queued), Decision::Refuse { .. }));
     }

@@ -348,9 +348,16 @@ struct DeviceState {
     busy_s: f64,
     busy_at_observe: f64,
     recent_busy: f64,
+    /// Queue waits (s) of the reads started since the last observation (at most
+    /// [`MAX_WAITS`]), and their 90th percentile over the last interval.
+    waits: Vec<f64>,
+    recent_wait_s: f64,
     /// Reads that failed in a row (0 after a read that worked).
     failed_in_a_row: u32,
 }
+
+/// Queue waits kept per device and observation interval.
+const MAX_WAITS: usize = 4096;
 
 impl DeviceState {
     fn busy_until(&self, now: f64) -> f64 {
@@ -605,6 +612,20 @@ impl State {
             let delta = busy - d.busy_at_observe;
             d.recent_busy = (delta / dt).clamp(0.0, 1.0);
             d.busy_at_observe = busy;
+            d.recent_wait_s = if d.waits.is_empty() {
+                // No read started: none waited, or the one running holds up the rest
+                // for the whole interval (and longer, if it did before).
+                if d.queued > d.inflight {
+                    d.recent_wait_s + dt
+                } else {
+                    0.0
+                }
+            } else {
+                d.waits.sort_unstable_by(f64::total_cmp);
+                let i = (d.waits.len() * 9 / 10).min(d.waits.len() - 1);
+                d.waits[i]
+            };
+            d.waits.clear();
             busy_total += delta;
         }
         let n = self.devices.len().max(1) as f64;
@@ -1222,15 +1243,21 @@ impl Engine {
         self.device_name(&mut st, dev)
     }
 
-    /// How busy the device of `file` has been recently (0..=1, over the policy's last
-    /// observation interval) and how many reads wait for it; zeros for a device the
-    /// engine has not read from.
-    pub fn device_load(&self, file: &File) -> (f64, u64) {
+    /// What the device of `file` is doing, for admission control: how busy it has been
+    /// recently (0..=1, over the policy's last observation interval), how many reads wait
+    /// for it and how long they waited lately; zeros for a device the engine has not read
+    /// from. `streams` is left 0: the caller knows its streams.
+    pub fn device_load(&self, file: &File) -> crate::admission::DeviceLoad {
         let name = self.device_of(file);
         let st = self.shared.lock();
         st.devices
             .get(&name)
-            .map_or((0.0, 0), |d| (d.recent_busy, d.queued))
+            .map_or_else(Default::default, |d| crate::admission::DeviceLoad {
+                busy: d.recent_busy,
+                streams: 0,
+                queued: d.queued,
+                wait_s: d.recent_wait_s,
+            })
     }
 
     /// Whether `file`'s device is failing as a whole: its last [`FAILING_READS`] reads all
@@ -1376,6 +1403,9 @@ fn run_job(shared: &Shared, buf: &mut Vec<u8>, job: Job) {
             d.busy_since = started;
         }
         d.inflight += 1;
+        if d.waits.len() < MAX_WAITS {
+            d.waits.push((started - job.enqueued_s).max(0.0));
+        }
     }
     // (bytes covered from the offset, bytes really taken from disk, pool chunks)
     let result: io::Result<(u64, u64, Vec<Arc<Chunk>>)> = match &shared.pool {

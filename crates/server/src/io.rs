@@ -341,15 +341,13 @@ impl DiskIo {
             }
             chains.len() as u64
         };
-        let (busy, queued) = self.engine.device_load(file);
         let streams = self
             .engine
             .memory()
             .map_or(open_chains, |m| m.weighted_streams);
         Some(crate::admission::DeviceLoad {
-            busy,
             streams,
-            queued,
+            ..self.engine.device_load(file)
         })
     }
 

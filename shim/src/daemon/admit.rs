@@ -86,11 +86,9 @@ impl AdmitGate {
         if !new {
             return Decision::Admit;
         }
-        let (busy, queued) = engine.device_load(&file);
         let load = DeviceLoad {
-            busy,
             streams: open_chains,
-            queued,
+            ..engine.device_load(&file)
         };
         let decision = self
             .admission
