@@ -267,16 +267,21 @@ impl Launcher for LocalLauncher {
                 vodkit_peers::nginx::live_origin_directives(&o.prefix, &o.token, 64 << 20)
                     .map_err(StartError::Failed)?,
             ),
-            (Some(_), Base::Apache) => {
-                return Err(StartError::Unavailable(
-                    "Apache as a live origin (mod_dav) is not generated yet".into(),
-                ))
-            }
+            (Some(o), Base::Apache) => Some(
+                vodkit_peers::apache::live_origin_directives(
+                    &o.prefix,
+                    &o.token,
+                    64 << 20,
+                    &run_dir,
+                )
+                .map_err(StartError::Failed)?,
+            ),
             _ => None,
         };
         let setup = PeerSetup {
             aio_threads: sut.aio_threads,
             server_extra: live_extra.as_deref(),
+            writable: self.live.as_ref().map(|o| o.prefix.as_str()),
             ..PeerSetup::new(&self.root, &run_dir, &self.probe_path, workers)
         };
         let budget = self.budget.as_ref();

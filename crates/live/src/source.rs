@@ -333,6 +333,12 @@ impl Publisher {
             self.report.puts += 1;
             match r {
                 Ok(200..=299) => return true,
+                Ok(409) if attempt == 0 => {
+                    // A WebDAV origin (Apache's mod_dav) does not create the collections
+                    // a PUT names (RFC 4918 9.7.1): make them and try again.
+                    self.make_collections(path);
+                    continue;
+                }
                 Ok(s) if s == 401 || s == 403 || s == 413 => {
                     // Retrying cannot help.
                     self.fail(format!("PUT {path}: {s}"));
@@ -350,6 +356,20 @@ impl Publisher {
         }
         self.report.failed_puts += 1;
         false
+    }
+
+    /// `MKCOL` every collection above `path` (`/live/`, `/live/stream-3/`, ...); one that
+    /// exists already answers 405, which is fine.
+    fn make_collections(&mut self, path: &str) {
+        let mut at = 0;
+        while let Some(i) = path[at + 1..].find('/') {
+            at += i + 1;
+            match self.client.send("MKCOL", &path[..=at], b"") {
+                Ok(201 | 405) => {}
+                Ok(s) => self.note(format!("MKCOL {}: {s}", &path[..=at])),
+                Err(e) => self.note(e),
+            }
+        }
     }
 
     fn note(&mut self, e: String) {

@@ -1,5 +1,6 @@
-//! A live source publishing to real origins: `vodkit serve --ingest` (in process) and nginx
-//! with its WebDAV module (the Debian package, started by `vodkit-peers`). The playlist on
+//! A live source publishing to real origins: `vodkit serve --ingest` (in process), nginx
+//! and Apache with their WebDAV modules (the Debian packages, started by `vodkit-peers`;
+//! Apache's `mod_dav` needs the source to make collections with `MKCOL`). The playlist on
 //! the origin holds the window and ends with `#EXT-X-ENDLIST`, the segments it lists are
 //! there with the right size, segments that left the window were deleted, and a wrong
 //! token makes every PUT fail and the report count them.
@@ -37,8 +38,9 @@ fn config(port: u16, token: &str) -> SourceConfig {
     c
 }
 
-/// Publish for five seconds and check what the origin on `port` holds afterwards.
-fn publish_and_check(port: u16) {
+/// Publish for five seconds and check what the origin on `port` holds afterwards; at most
+/// `late` segments may be published late.
+fn publish_and_check(port: u16, late: u64) {
     let c = config(port, TOKEN);
     let seg_len = c.segment_bytes();
     let src = Source::start(c).unwrap();
@@ -58,7 +60,7 @@ fn publish_and_check(port: u16) {
     let report = src.stop();
     assert_eq!(report.failed_puts, 0, "{}", report.summary());
     assert!(report.segments >= 2 * 9, "{}", report.summary());
-    assert_eq!(report.late_segments, 0, "{}", report.summary());
+    assert!(report.late_segments <= late, "{}", report.summary());
     for k in 0..2 {
         let (status, text) = get(port, &format!("/live/stream-{k}/index.m3u8"));
         assert_eq!(status, 200);
@@ -108,7 +110,7 @@ fn vodkit_serve_is_a_live_origin() {
     cfg.ingest = Some(vodkit_server::live::IngestConfig::new("/live/", TOKEN));
     let handle = rt.block_on(vodkit_server::Server::bind(cfg)).unwrap();
     let port = handle.local_addr().port();
-    publish_and_check(port);
+    publish_and_check(port, 0);
     wrong_token_fails_every_put(port);
     let st = handle.stats().ingest.unwrap();
     assert!(st.deletes > 0 && st.rejected > 0, "{st:?}");
@@ -130,7 +132,7 @@ fn nginx_webdav_is_a_live_origin() {
         ..vodkit_peers::PeerSetup::new(&root, &run, "/probe", 1)
     };
     let server = vodkit_peers::start_nginx(&setup, &vodkit_peers::no_wrap).unwrap();
-    publish_and_check(server.port);
+    publish_and_check(server.port, 0);
     // The window on disk: what is left after the final DELETEs.
     let on_disk = std::fs::read_dir(root.join("live/stream-0"))
         .unwrap()
@@ -143,6 +145,53 @@ fn nginx_webdav_is_a_live_origin() {
     wrong_token_fails_every_put(server.port);
     assert!(vodkit_peers::nginx::live_origin_directives("/live/", "bad\"tok", 1).is_err());
     assert!(vodkit_peers::nginx::live_origin_directives("/", TOKEN, 1).is_err());
+}
+
+#[test]
+fn apache_webdav_is_a_live_origin() {
+    use std::os::unix::fs::PermissionsExt;
+    if !vodkit_peers::found_or_skip(vodkit_peers::apache_program(), "apache2") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("probe"), b"ok").unwrap();
+    // Apache's workers drop to nobody when the test runs as root: they must get in.
+    for d in [dir.path(), root.as_path()] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let run = dir.path().join("run");
+    let extra =
+        vodkit_peers::apache::live_origin_directives("/live/", TOKEN, 64 << 20, &run).unwrap();
+    let setup = vodkit_peers::PeerSetup {
+        server_extra: Some(&extra),
+        writable: Some("/live/"),
+        ..vodkit_peers::PeerSetup::new(&root, &run, "/probe", 1)
+    };
+    let server = vodkit_peers::start_apache(&setup, &vodkit_peers::no_wrap).unwrap();
+    // The first PUTs of the two streams arrive together, and Apache answers one of them
+    // a second late (every run here: 1.00 s, in mod_dav before the 409); that segment is
+    // late, the rest are not.
+    publish_and_check(server.port, 1);
+    // Playlists carry the live content type and a one-second lifetime.
+    let mut s = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "HEAD /live/stream-0/index.m3u8 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut head = String::new();
+    s.read_to_string(&mut head).unwrap();
+    let head = head.to_ascii_lowercase();
+    assert!(
+        head.contains("content-type: application/vnd.apple.mpegurl"),
+        "{head}"
+    );
+    assert!(head.contains("cache-control: max-age=1"), "{head}");
+    wrong_token_fails_every_put(server.port);
+    assert!(vodkit_peers::apache::live_origin_directives("/live/", "bad'tok", 1, &run).is_err());
 }
 
 /// The whole chain on one machine: the source publishing to `vodkit serve --ingest`, live

@@ -25,6 +25,8 @@ pub struct ApacheSetup {
     pub drop_to: Option<(String, String)>,
     /// Serve HTTPS with these files (mod_ssl, TLS 1.3).
     pub tls: Option<crate::tls::TlsFiles>,
+    /// Directives appended to the main config (e.g. [`live_origin_directives`]).
+    pub extra: String,
 }
 
 impl ApacheSetup {
@@ -87,7 +89,8 @@ DocumentRoot {root}\n\
     Options None\n\
     AllowOverride None\n\
     Require all granted\n\
-</Directory>\n",
+</Directory>\n\
+{extra}",
         run = quoted(&setup.run_dir),
         run_plain = setup.run_dir.display(),
         pid = quoted(&setup.run_dir.join("apache2.pid")),
@@ -104,7 +107,57 @@ DocumentRoot {root}\n\
         server_limit = processes * 16,
         max_workers = processes * 16 * threads,
         root = quoted(&setup.root),
+        extra = setup.extra,
     )
+}
+
+/// The directory in the run directory that holds mod_dav's lock database; the launch
+/// creates it, writable by the workers, with the [`crate::launch::PeerSetup::writable`]
+/// directory.
+pub const DAV_DIR: &str = "dav";
+
+/// The directives that make Apache a live origin for `vodkit live push` or any encoder
+/// that publishes by HTTP `PUT` (its WebDAV modules: `PUT`, `DELETE` and `MKCOL` under
+/// `prefix`, bodies up to `max_object_bytes`, chunked ones too), refusing writes without
+/// `Authorization: Bearer TOKEN` with 403, with the live content types and a one-second
+/// `Cache-Control` on playlists. Pass them as [`crate::launch::PeerSetup::server_extra`],
+/// and the prefix as its `writable` directory (the workers must be able to write there and
+/// to the lock database in [`DAV_DIR`]).
+/// mod_dav does not create the collections a `PUT` names: a publisher makes them with
+/// `MKCOL` (`vodkit live push` does on a `409`). The token may hold only letters, digits
+/// and `-._~+/=` (it is written into the config).
+pub fn live_origin_directives(
+    prefix: &str,
+    token: &str,
+    max_object_bytes: u64,
+    run_dir: &std::path::Path,
+) -> Result<String, String> {
+    let prefix = crate::live_prefix_and_token(prefix, token)?;
+    let m = MODULE_DIR;
+    Ok(format!(
+        "LoadModule mime_module {m}/mod_mime.so\n\
+LoadModule headers_module {m}/mod_headers.so\n\
+LoadModule dav_module {m}/mod_dav.so\n\
+LoadModule dav_fs_module {m}/mod_dav_fs.so\n\
+DavLockDB {lock}\n\
+TypesConfig /dev/null\n\
+AddType application/vnd.apple.mpegurl .m3u8\n\
+AddType application/dash+xml .mpd\n\
+AddType video/iso.segment .m4s\n\
+AddType video/mp2t .ts\n\
+<Location \"{prefix}\">\n\
+    Dav On\n\
+    LimitRequestBody {max_object_bytes}\n\
+    <RequireAny>\n\
+        Require method GET HEAD OPTIONS\n\
+        Require expr \"%{{HTTP:Authorization}} == 'Bearer {token}'\"\n\
+    </RequireAny>\n\
+    <If \"%{{REQUEST_URI}} =~ /\\.(m3u8|mpd)$/\">\n\
+        Header set Cache-Control \"max-age=1\"\n\
+    </If>\n\
+</Location>\n",
+        lock = quoted(&std::path::absolute(run_dir.join(DAV_DIR).join("lock")).unwrap_or_default()),
+    ))
 }
 
 /// Lines of an Apache error log that mean the run was not clean.
@@ -127,6 +180,7 @@ mod tests {
             processes: 2,
             drop_to: Some(("nobody".into(), "nogroup".into())),
             tls: None,
+            extra: String::new(),
         };
         let c = render(&s);
         for needle in [

@@ -27,9 +27,13 @@ pub struct PeerSetup<'a> {
     /// nginx only: `aio threads` with this many pool threads per worker, so that file reads
     /// and `sendfile` run in nginx's thread pool instead of blocking a worker's event loop.
     pub aio_threads: Option<usize>,
-    /// nginx only: directives added to the `server` block (e.g. the preload daemon's
-    /// admission recipe, `vodkit_preload::daemon::admit::nginx_directives`).
+    /// Directives added to the config: nginx's `server` block (e.g. the preload daemon's
+    /// admission recipe, `vodkit_preload::daemon::admit::nginx_directives`), the end of
+    /// Apache's main config (e.g. [`crate::apache::live_origin_directives`]).
     pub server_extra: Option<&'a str>,
+    /// A directory under the root the server's workers write to (a live origin's prefix,
+    /// such as `/live/`): created, and handed to the user the workers run as.
+    pub writable: Option<&'a str>,
     /// nginx only: the access log's `log_format` (default: the trace format,
     /// [`crate::nginx::ACCESS_LOG_FORMAT`]), e.g. `combined` plus `$request_time` and
     /// `"$http_range"` to test log readers against a real server.
@@ -46,6 +50,7 @@ impl<'a> PeerSetup<'a> {
             workers,
             aio_threads: None,
             server_extra: None,
+            writable: None,
             log_format: None,
         }
     }
@@ -116,6 +121,66 @@ fn write_config(what: &'static str, dir: &Path, path: &Path, text: &str) -> Resu
         })
 }
 
+/// Creates `rel` under `root` (a [`PeerSetup::writable`] directory) and, when the workers
+/// drop to `owner` (user, group), gives it to them.
+fn make_writable(root: &Path, rel: &str, owner: Option<(&str, &str)>) -> Result<(), PeerError> {
+    let dir = root.join(rel.trim_start_matches('/'));
+    let fail = |source: std::io::Error| PeerError::Config {
+        what: "writable directory",
+        dir: dir.clone(),
+        source,
+    };
+    std::fs::create_dir_all(&dir).map_err(fail)?;
+    if let Some((user, group)) = owner {
+        let (uid, gid) = ids_of(user, group).ok_or_else(|| {
+            fail(std::io::Error::other(format!(
+                "no user {user} or group {group} to give it to"
+            )))
+        })?;
+        std::os::unix::fs::chown(&dir, Some(uid), Some(gid)).map_err(fail)?;
+    }
+    Ok(())
+}
+
+/// The uid of `user` and the gid of `group` from the system's databases.
+fn ids_of(user: &str, group: &str) -> Option<(u32, u32)> {
+    let user = std::ffi::CString::new(user).ok()?;
+    let group = std::ffi::CString::new(group).ok()?;
+    let mut buf = vec![0 as libc::c_char; 16 << 10];
+    // SAFETY: passwd and group are plain C structs for which all-zero bytes (null
+    // pointers, zero ids) are valid values; the *_r calls only write into them and into
+    // `buf`, whose length they are given, and we read the ids only when they report an
+    // entry was found.
+    unsafe {
+        let mut pw: libc::passwd = std::mem::zeroed();
+        let mut found: *mut libc::passwd = std::ptr::null_mut();
+        let r = libc::getpwnam_r(
+            user.as_ptr(),
+            &mut pw,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut found,
+        );
+        if r != 0 || found.is_null() {
+            return None;
+        }
+        let uid = pw.pw_uid;
+        let mut gr: libc::group = std::mem::zeroed();
+        let mut found: *mut libc::group = std::ptr::null_mut();
+        let r = libc::getgrnam_r(
+            group.as_ptr(),
+            &mut gr,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut found,
+        );
+        if r != 0 || found.is_null() {
+            return None;
+        }
+        Some((uid, gr.gr_gid))
+    }
+}
+
 /// A peer ready to launch: its rendered config and the command that runs it.
 struct Prepared<'t> {
     name: &'static str,
@@ -180,6 +245,10 @@ fn start_nginx_with(
 ) -> Result<ServerProcess, PeerError> {
     let program = nginx_program().ok_or(PeerError::Missing("nginx", "nginx"))?;
     let port = free_port().map_err(ProcessError::from)?;
+    if let Some(rel) = setup.writable {
+        // Workers run as root when the runner is (`as_root`), else as the runner.
+        make_writable(setup.root, rel, None)?;
+    }
     let cfg = nginx::NginxSetup {
         root: absolute(setup.root),
         run_dir: absolute(setup.run_dir),
@@ -236,12 +305,19 @@ fn start_apache_with(
 ) -> Result<ServerProcess, PeerError> {
     let program = apache_program().ok_or(PeerError::Missing("apache", "apache2"))?;
     let port = free_port().map_err(ProcessError::from)?;
+    let drop_to = is_root().then(|| ("nobody".to_string(), "nogroup".to_string()));
+    if let Some(rel) = setup.writable {
+        let owner = drop_to.as_ref().map(|(u, g)| (u.as_str(), g.as_str()));
+        make_writable(setup.root, rel, owner)?;
+        make_writable(setup.run_dir, apache::DAV_DIR, owner)?;
+    }
     let cfg = apache::ApacheSetup {
         root: absolute(setup.root),
         run_dir: absolute(setup.run_dir),
         port,
         processes: setup.workers,
-        drop_to: is_root().then(|| ("nobody".to_string(), "nogroup".to_string())),
+        drop_to,
+        extra: setup.server_extra.unwrap_or_default().to_string(),
         tls: tls.map(|t| crate::tls::TlsFiles {
             cert: absolute(&t.cert),
             key: absolute(&t.key),

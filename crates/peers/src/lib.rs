@@ -21,6 +21,33 @@ pub use process::{
 };
 pub use tls::TlsFiles;
 
+/// Checks a live origin's write prefix and bearer token, which are written into a peer's
+/// config; returns the prefix with a trailing `/`.
+pub(crate) fn live_prefix_and_token(prefix: &str, token: &str) -> Result<String, String> {
+    let prefix_ok = prefix.starts_with('/')
+        && prefix.len() > 1
+        && prefix
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "/-._~".contains(c));
+    if !prefix_ok {
+        return Err(format!(
+            "live prefix `{prefix}`: expected a path such as /live/ (letters, digits, -._~)"
+        ));
+    }
+    let token_ok = !token.is_empty()
+        && token
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-._~+/=".contains(c));
+    if !token_ok {
+        return Err("live token: expected letters, digits and -._~+/= only".into());
+    }
+    Ok(if prefix.ends_with('/') {
+        prefix.to_string()
+    } else {
+        format!("{prefix}/")
+    })
+}
+
 /// A path as a double-quoted config string (nginx and Apache read the same quoting).
 pub(crate) fn quoted(p: &std::path::Path) -> String {
     format!("\"{}\"", p.display().to_string().replace('"', "\\\""))

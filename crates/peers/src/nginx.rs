@@ -69,28 +69,7 @@ pub fn live_origin_directives(
     token: &str,
     max_object_bytes: u64,
 ) -> Result<String, String> {
-    let prefix_ok = prefix.starts_with('/')
-        && prefix.len() > 1
-        && prefix
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "/-._~".contains(c));
-    if !prefix_ok {
-        return Err(format!(
-            "live prefix `{prefix}`: expected a path such as /live/ (letters, digits, -._~)"
-        ));
-    }
-    let token_ok = !token.is_empty()
-        && token
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-._~+/=".contains(c));
-    if !token_ok {
-        return Err("live token: expected letters, digits and -._~+/= only".into());
-    }
-    let prefix = if prefix.ends_with('/') {
-        prefix.to_string()
-    } else {
-        format!("{prefix}/")
-    };
+    let prefix = crate::live_prefix_and_token(prefix, token)?;
     Ok(format!(
         "        location {prefix} {{\n\
             dav_methods PUT DELETE;\n\
