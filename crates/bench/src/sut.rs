@@ -237,7 +237,7 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
             set_once(&mut sut.aio_threads, "threads", || parse_threads(rest))?;
         } else {
             return Err(format!(
-                "unknown modifier `+{modifier}`; expected +preload[:POLICY], +readahead:KB[,maxsectors:KB], +workers:N, +threads[:N], +memory:auto|off|SIZE, +admission:off|auto|rate:R or +tls"
+                "unknown modifier `+{modifier}`; expected +preload[:POLICY], +readahead:KB[,maxsectors:KB], +workers:N, +threads[:N], +memory:auto|off|SIZE, +admission:off|auto[:SECONDS]|rate:R or +tls"
             ));
         }
     }
@@ -461,6 +461,12 @@ mod tests {
             .admission
             .unwrap();
         assert_eq!(auto.to_string(), "auto");
+        let strict = parse_one("vodkit+admission:auto:0.5s").unwrap();
+        assert_eq!(
+            strict.admission,
+            Some(AdmissionPolicy::Auto { wait_max_s: 0.5 })
+        );
+        assert_eq!(strict.label, "vodkit+admission:auto:0.5s");
         assert_eq!(parse_one("vodkit").unwrap().admission, None);
     }
 
@@ -558,7 +564,10 @@ mod tests {
             ("nginx+workers:many", "from 1 to 256"),
             ("nginx+workers:4+workers:8", "given twice"),
             ("nginx+admission:auto", "+admission sets vodkit's"),
-            ("vodkit+admission:sometimes", "expected off, auto or rate:R"),
+            (
+                "vodkit+admission:sometimes",
+                "expected off, auto, auto:SECONDS",
+            ),
             ("vodkit+admission:auto+admission:off", "given twice"),
             ("vodkit+workers:4", "nginx or apache"),
             ("apache+threads", "nginx's `aio threads`"),

@@ -35,7 +35,7 @@ pub struct DaemonArgs {
     /// refuses requests that would start a new stream when the device cannot take one
     /// (docs/preload.md); `rate:R` admits at most R new streams per second. Needs --root
     /// and --admin.
-    #[arg(long, default_value = "off", value_name = "off|auto|rate:R")]
+    #[arg(long, default_value = "off", value_name = "off|auto[:SECONDS]|rate:R")]
     pub admission: vodkit_prefetch::admission::AdmissionPolicy,
     /// Prefetch-aware memory, as for `vodkit serve`: `auto` (the cgroup's limit, else total
     /// RAM), a budget such as 1GiB, or `off` (the kernel's LRU alone).

@@ -70,10 +70,11 @@ pub struct Args {
     #[arg(long, default_value_t = 16384)]
     max_connections: usize,
     /// Admission of new streams (a request at offset 0, or not adjacent to an open stream
-    /// of its session): off, auto (refuse with 503 + Retry-After when one more stream would
-    /// push the disk past 90% busy; continuations are never refused) or rate:R (at most R
-    /// new streams per second). See docs/server.md "Admission control"
-    #[arg(long, default_value = "off", value_name = "off|auto|rate:R")]
+    /// of its session): off, auto[:SECONDS] (refuse with 503 + Retry-After while the disk's
+    /// reads wait more than 1 s, or SECONDS, in its queue at p90; continuations are never
+    /// refused) or rate:R (at most R new streams per second). See docs/server.md
+    /// "Admission control"
+    #[arg(long, default_value = "off", value_name = "off|auto[:SECONDS]|rate:R")]
     admission: vodkit_server::admission::AdmissionPolicy,
     /// Be a live origin: accept `PUT`/`DELETE` of segments and playlists under this path
     /// prefix (e.g. /live/) with `Authorization: Bearer TOKEN`, keep each stream's window
