@@ -362,6 +362,37 @@ impl LoadConfig {
             .horizon(&self.sessions[..self.schedule().len()])
     }
 
+    /// How long the run lasts: `duration`, else the last scheduled arrival.
+    pub fn span_s(&self) -> f64 {
+        self.duration.map_or_else(
+            || self.schedule().last().copied().unwrap_or(0.0),
+            |d| d.as_secs_f64(),
+        )
+    }
+
+    /// When a warm-started run has settled ([`crate::warm::settle_s`]); 0 for a cold start.
+    /// The same for every shard: it follows from the schedule alone.
+    pub fn settle_s(&self) -> f64 {
+        let horizon = self.warm_horizon();
+        if horizon <= 0.0 {
+            return 0.0;
+        }
+        let schedule = self.schedule();
+        let firsts = self.sessions.iter().zip(&schedule).filter_map(|(s, &a)| {
+            match crate::warm::place(s, a, horizon) {
+                crate::warm::Start::Tail { arrival, .. } => Some(arrival),
+                _ => None,
+            }
+        });
+        // The run lasts `duration`, else until the last arrival, which the warm start
+        // moved `horizon` seconds earlier.
+        let run_s = self.duration.map_or_else(
+            || schedule.last().copied().unwrap_or(0.0) - horizon,
+            |d| d.as_secs_f64(),
+        );
+        crate::warm::settle_s(firsts, run_s)
+    }
+
     /// Arrival times (seconds after the start) of the sessions that will run, in the
     /// order of the log: explicit `start_s` where given, else cumulative gaps / rate.
     pub fn schedule(&self) -> Vec<f64> {

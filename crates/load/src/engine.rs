@@ -226,22 +226,19 @@ async fn prepare(
         // have played out. Probes go to shard 0 only, so a sharded run has one set.
         let scheduled = &config.sessions[..schedule.len()];
         let steady_from = if horizon > 0.0 {
-            0.0
+            config.settle_s()
         } else {
             scheduled
                 .iter()
                 .map(warm::nominal_length)
                 .fold(0.0, f64::max)
         };
-        let span = config.duration.map_or_else(
-            || schedule.last().copied().unwrap_or(0.0),
-            |d| d.as_secs_f64(),
-        );
+        let span = config.span_s();
         let first = plans.len();
         if config.duration.is_some() && steady_from + p.length_s > span {
             eprintln!(
                 "vodkit load: --probe: steady state begins at {steady_from:.0} s (the longest session; \
-                 --warm-start auto begins it at once), too late for {:.0} s probes in a {span:.0} s run; \
+                 --warm-start auto begins it once the run has settled), too late for {:.0} s probes in a {span:.0} s run; \
                  they start at {steady_from:.0} s and may not run",
                 p.length_s
             );

@@ -67,6 +67,10 @@ pub struct RunInfo {
     /// Sessions already playing when the run started (warm start); not judged.
     #[serde(default)]
     pub sessions_prefilled: u64,
+    /// Sessions arriving before this (seconds into the run) are not judged either: the
+    /// warm start's cold-memory transient ([`crate::warm::settle_s`]; 0 for a cold start).
+    #[serde(default)]
+    pub settle_s: f64,
     /// `I/N` when this is one shard of a sharded run (`--shard`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<crate::shard::Shard>,
@@ -529,11 +533,13 @@ fn steady_requests(config: &LoadConfig, sessions: &[SessionRecord]) -> (Vec<bool
             in_window[si] && rank >= ramp.up_requests && rank + ramp.down_requests < total;
     }
     // Prefilled sessions load the server like any other (their requests count) but
-    // never started up in front of the measurement, so they are not judged as sessions.
+    // never started up in front of the measurement, so they are not judged as sessions;
+    // nor are the sessions that arrive before a warm start has settled.
+    let settle = config.settle_s();
     let session_steady = in_window
         .iter()
         .zip(sessions)
-        .map(|(&w, s)| w && !s.prefilled && !s.probe)
+        .map(|(&w, s)| w && !s.prefilled && !s.probe && s.arrival >= settle)
         .collect();
     (session_steady, steady)
 }
@@ -635,6 +641,7 @@ impl Results {
                 hosts: 1,
                 warm_start_s: config.warm_horizon(),
                 sessions_prefilled: sessions.iter().filter(|s| s.prefilled).count() as u64,
+                settle_s: config.settle_s(),
                 percentiles: config.percentiles.clone(),
                 shard: config.shard,
                 start_at_unix: config.start_at.map(crate::shard::unix_seconds),
@@ -750,6 +757,7 @@ impl Results {
             out.schedule.late_requests += p.schedule.late_requests;
             out.run.sessions_prefilled += p.run.sessions_prefilled;
             out.run.warm_start_s = out.run.warm_start_s.max(p.run.warm_start_s);
+            out.run.settle_s = out.run.settle_s.max(p.run.settle_s);
             out.run.elapsed_s = out.run.elapsed_s.max(p.run.elapsed_s);
             // Shards each ran the whole schedule's rate; independent hosts add theirs.
             if !sharded {
@@ -1180,6 +1188,49 @@ mod tests {
             .map(|(i, &c)| watched(i, c))
             .collect();
         Results::build(config, &sessions, Vec::new(), 1.0, 0, 1024)
+    }
+
+    #[test]
+    fn sessions_arriving_before_a_warm_run_settled_are_not_judged() {
+        use vodkit_workload::model::Request;
+        // Sessions of five requests 4 s apart, one a second: a warm start prefills those
+        // that began in the last 16 s, whose next requests come within 4 s.
+        let req = |p: f64| Request {
+            path: "/f".into(),
+            range: None,
+            pacing_s: p,
+            timeout_s: 10.0,
+            conn: 0,
+            media_s: 4.0,
+        };
+        let session = Session {
+            id: 0,
+            gap: 1.0,
+            start_s: None,
+            class: "c".into(),
+            title: None,
+            bitrate_kbps: None,
+            requests: vec![req(0.0), req(4.0), req(4.0), req(4.0), req(4.0)],
+            live: None,
+        };
+        let target = Target::parse("http://127.0.0.1:1", false).unwrap();
+        let mut config = LoadConfig::new(target, vec![session; 100], 1.0);
+        config.duration = Some(std::time::Duration::from_secs(40));
+        assert_eq!(config.settle_s(), 0.0, "a cold start settles at once");
+        config.warm_start = crate::warm::WarmStart::Auto;
+        assert_eq!(config.settle_s(), 10.0, "a quarter of the 40 s run");
+        // Three completed sessions arriving at 2, 9 and 12 s: only the last is judged.
+        let sessions: Vec<SessionRecord> = [2.0, 9.0, 12.0]
+            .iter()
+            .enumerate()
+            .map(|(i, &a)| SessionRecord {
+                arrival: a,
+                ..watched(i, 2)
+            })
+            .collect();
+        let r = Results::build(&config, &sessions, Vec::new(), 40.0, 0, 1024);
+        assert_eq!(r.run.settle_s, 10.0);
+        assert_eq!(r.sessions.completed, 1, "{:?}", r.sessions);
     }
 
     #[test]

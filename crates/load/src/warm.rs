@@ -61,6 +61,28 @@ impl WarmStart {
     }
 }
 
+/// Share of a warm-started run during which arriving sessions are not judged (at least
+/// until every prefilled session has asked again): see [`settle_s`].
+pub const SETTLE_FRACTION: f64 = 0.25;
+
+/// When a warm-started run has settled, in seconds from its start (0 without prefilled
+/// sessions): the latest first request of the prefilled sessions (`prefilled_first`), and
+/// at least [`SETTLE_FRACTION`] of the run's `run_s` seconds. Sessions arriving earlier are
+/// not judged, and probes start then.
+///
+/// A warm start gives the server its steady concurrency at once, but not its steady
+/// memory: no prefilled session has read-ahead in memory, so all of them miss within one
+/// request period, and the disk's backlog takes a while to drain (the longer the busier
+/// the disk). On the `memory` scenario's 256 MiB cell at 8 sessions/s every request that
+/// waited more than half a second did so in the first 15 s of a 63 s point (docs/load.md,
+/// "Warm start"); sessions arriving then were judged on a restart, not on the rate.
+pub fn settle_s(prefilled_first: impl IntoIterator<Item = f64>, run_s: f64) -> f64 {
+    prefilled_first
+        .into_iter()
+        .fold(None, |m: Option<f64>, t| Some(m.map_or(t, |m| m.max(t))))
+        .map_or(0.0, |latest| latest.max(SETTLE_FRACTION * run_s))
+}
+
 /// When each request of a session arriving at `arrival` is due: arrival plus the pacing of
 /// the requests after the first, up to it (the schedule of a player that keeps up).
 pub fn nominal_times(session: &Session, arrival: f64) -> impl Iterator<Item = f64> + '_ {
@@ -222,6 +244,16 @@ mod tests {
         assert_eq!(t.requests.len(), 2);
         assert_eq!(t.requests[0].path, "/f#3");
         assert_eq!(t.id, 7);
+    }
+
+    #[test]
+    fn a_warm_run_settles_after_its_prefilled_sessions_asked_again() {
+        // No prefilled session: a cold run is judged from the start.
+        assert_eq!(settle_s([], 60.0), 0.0);
+        // Their next requests all come within 2.5 s: a quarter of a 60 s run.
+        assert_eq!(settle_s([0.4, 2.5, 1.0], 60.0), 15.0);
+        // Players that ask every 20 s: not before the last of them has asked.
+        assert_eq!(settle_s([3.0, 20.0], 60.0), 20.0);
     }
 
     #[test]

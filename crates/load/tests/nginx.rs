@@ -374,14 +374,20 @@ fn a_warm_start_begins_with_sessions_already_playing() {
     assert!((warm.run.warm_start_s - 0.9).abs() < 1e-9);
     let prefilled = warm.run.sessions_prefilled;
     assert_eq!(prefilled, 8, "{}", warm.summary());
-    // Prefilled sessions are not judged, but their requests are counted.
-    assert_eq!(warm.sessions.started, 30 - prefilled);
-    assert_eq!(
-        warm.sessions.completed,
-        30 - prefilled,
+    // Prefilled sessions are not judged, but their requests are counted; nor are the
+    // sessions arriving before the run settled: a quarter of its 2.1 s, since the
+    // prefilled sessions' next requests all come within 0.3 s.
+    assert!(
+        (warm.run.settle_s - 0.25 * 2.1).abs() < 1e-9,
         "{}",
-        warm.summary()
+        warm.run.settle_s
     );
+    let judged = (0..30 - prefilled)
+        .filter(|&i| i as f64 * 0.1 >= warm.run.settle_s)
+        .count() as u64;
+    assert_eq!(judged, 16);
+    assert_eq!(warm.sessions.started, judged);
+    assert_eq!(warm.sessions.completed, judged, "{}", warm.summary());
     assert!(warm.requests.completed > 4 * (30 - prefilled));
     assert!(warm.requests.completed < 120);
     assert_eq!(warm.requests.errors, Default::default());
