@@ -12,17 +12,23 @@ use vodkit_live::{Source, SourceConfig};
 
 const TOKEN: &str = "s3cret-token";
 
-/// GET `path` from `port`: (status, body).
-fn get(port: u16, path: &str) -> (u16, Vec<u8>) {
+/// `METHOD path` to `port` on a fresh connection: the whole response.
+fn exchange(port: u16, method: &str, path: &str) -> Vec<u8> {
     let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+        "{method} {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
     let mut all = Vec::new();
     s.read_to_end(&mut all).unwrap();
+    all
+}
+
+/// GET `path` from `port`: (status, body).
+fn get(port: u16, path: &str) -> (u16, Vec<u8>) {
+    let all = exchange(port, "GET", path);
     let split = all.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
     let head = String::from_utf8_lossy(&all[..split]).to_string();
     let status = head.split(' ').nth(1).unwrap().parse().unwrap();
@@ -175,16 +181,8 @@ fn apache_webdav_is_a_live_origin() {
     // late, the rest are not.
     publish_and_check(server.port, 1);
     // Playlists carry the live content type and a one-second lifetime.
-    let mut s = TcpStream::connect(("127.0.0.1", server.port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "HEAD /live/stream-0/index.m3u8 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut head = String::new();
-    s.read_to_string(&mut head).unwrap();
-    let head = head.to_ascii_lowercase();
+    let head = exchange(server.port, "HEAD", "/live/stream-0/index.m3u8");
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
     assert!(
         head.contains("content-type: application/vnd.apple.mpegurl"),
         "{head}"
