@@ -41,6 +41,8 @@ pub struct WorkloadLoad {
     /// Probe sessions per point (`vodkit load --probe`); the point is judged on the
     /// probes' quality where the criterion looks at quality.
     pub probes: Option<vodkit_load::probe::Probes>,
+    /// Sessions play their titles as adaptive players (`vodkit bench --player`).
+    pub players: Option<vodkit_load::player::PlayerConfig>,
 }
 
 impl WorkloadLoad {
@@ -73,7 +75,18 @@ impl WorkloadLoad {
             live_feed: None,
             live_origin: crate::live::LiveOrigin::bench(),
             probes: None,
+            players: None,
         }
+    }
+
+    /// Play every session as an adaptive player. The warm-up list names the synthetic
+    /// file set's paths, which a media set does not have, so it is dropped (the players'
+    /// manifests and first segments warm the server instead). A player chooses its own
+    /// requests from the first segment on, so the run starts cold (no `--warm-start`).
+    pub fn set_players(&mut self, config: vodkit_load::player::PlayerConfig) {
+        self.players = Some(config);
+        self.warmup.clear();
+        self.warm_start = vodkit_load::WarmStart::Off;
     }
 
     /// The first request path of the workload (used to probe server readiness).
@@ -102,6 +115,18 @@ pub fn client_metrics(r: &vodkit_load::Results) -> ClientMetrics {
             "stalls": v.stalls,
             "latency_to_edge_s_p50": v.latency_to_edge_s_p50,
             "skipped_segments": v.skipped_segments,
+        });
+    }
+    if let Some(a) = &r.qos.abr {
+        qos["abr"] = serde_json::json!({
+            "players": a.sessions,
+            "mean_bitrate_kbps": a.mean_bitrate_kbps,
+            "switches": a.switches,
+            "stalls": a.stalls,
+            "stall_s": a.stall_s,
+            "unstalled_players": a.unstalled_sessions,
+            "startup_ms_p50": a.startup_ms.p50,
+            "startup_ms_p90": a.startup_ms.p90,
         });
     }
     // Judge quality on the probes where the run has them (seed 004 §3.1): the share of
@@ -165,6 +190,7 @@ impl LoadDriver for WorkloadLoad {
         config.progress = self.live_status;
         config.source = format!("vodkit bench at {rate} sessions/s");
         config.probes = self.probes;
+        config.player = self.players.clone();
         let feed = match (
             crate::live::LiveDemand::of(&self.sessions),
             self.live_feed.as_mut(),

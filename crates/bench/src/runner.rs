@@ -65,6 +65,58 @@ impl std::fmt::Display for TestbedChoice {
     }
 }
 
+/// Adaptive players instead of replayed byte ranges (`vodkit bench --player`): every
+/// session plays its title from a real media set, which the bench writes in place of the
+/// synthetic file set (`vodkit fileset create --media`'s library call).
+#[derive(Debug, Clone, PartialEq)]
+pub struct BenchPlayers {
+    pub config: vodkit_load::player::PlayerConfig,
+    /// The media set's packaging; it must carry the players' manifests.
+    pub format: vodkit_media::package::MediaFormat,
+}
+
+impl BenchPlayers {
+    /// Players of `config` on a media set in `format`; refused when the packaging has no
+    /// manifest of the players' protocol.
+    pub fn new(
+        config: vodkit_load::player::PlayerConfig,
+        format: vodkit_media::package::MediaFormat,
+    ) -> Result<BenchPlayers, String> {
+        let ok = match config.protocol {
+            vodkit_load::player::Protocol::Dash => format.has_dash(),
+            vodkit_load::player::Protocol::Hls => format.has_hls(),
+        };
+        if !ok {
+            return Err(format!(
+                "--media {format}: has no {} manifest for --player",
+                match config.protocol {
+                    vodkit_load::player::Protocol::Dash => "DASH",
+                    vodkit_load::player::Protocol::Hls => "HLS",
+                }
+            ));
+        }
+        Ok(BenchPlayers { config, format })
+    }
+
+    /// The media set's directory name (beside or instead of `files`).
+    pub fn dir_name(&self) -> String {
+        format!("media-{}", self.format)
+    }
+
+    /// The manifest the readiness probe fetches: the first title's.
+    pub fn probe_path(&self, catalog: &vodkit_workload::model::Catalog) -> Option<String> {
+        let t = catalog.titles.first()?;
+        Some(format!(
+            "/{}/{}",
+            vodkit_media::package::title_dir(t.id),
+            match self.config.protocol {
+                vodkit_load::player::Protocol::Dash => "manifest.mpd",
+                vodkit_load::player::Protocol::Hls => "master.m3u8",
+            }
+        ))
+    }
+}
+
 /// Everything `vodkit bench` was asked to do.
 #[derive(Debug, Clone)]
 pub struct BenchRequest {
@@ -82,6 +134,8 @@ pub struct BenchRequest {
     pub criterion: Criterion,
     /// Probe sessions per point (`--probe N,LEN`), judged by the `quality` criterion.
     pub probes: Option<vodkit_load::probe::Probes>,
+    /// Adaptive players on a real media set (`--player`, `--media`).
+    pub players: Option<BenchPlayers>,
     pub repeat: u32,
     /// Longest load run per data point.
     pub point_duration: Option<Duration>,
@@ -254,11 +308,18 @@ pub fn place(
     choice: &TestbedChoice,
     workload: &Path,
     root_override: Option<&Path>,
+    players: Option<&BenchPlayers>,
     progress: &BarProgress,
 ) -> Result<(Box<dyn Testbed>, PathBuf), RunError> {
+    // A media set lives apart from the synthetic files, on an image of its own (encoded
+    // rates overshoot the ladder a little: a quarter more room).
+    let (dir, image, mnt, room) = match players {
+        None => ("files".to_string(), "hdd.img", "hdd-mnt", 1.0),
+        Some(p) => (p.dir_name(), "hdd-media.img", "hdd-media-mnt", 1.25),
+    };
     let (testbed, root): (Box<dyn Testbed>, PathBuf) = match (choice, root_override) {
         (TestbedChoice::Plain, Some(r)) => return Ok((Box::new(PlainDisk), r.to_path_buf())),
-        (TestbedChoice::Plain, None) => (Box::new(PlainDisk), workload.join("files")),
+        (TestbedChoice::Plain, None) => (Box::new(PlainDisk), workload.join(&dir)),
         (TestbedChoice::Hdd(_), Some(_)) => {
             return Err(RunError::Usage(
                 "--root cannot be combined with --testbed hdd:…; the bench writes the file set onto the emulated disk".into(),
@@ -266,15 +327,23 @@ pub fn place(
         }
         (TestbedChoice::Hdd(preset), None) => {
             let catalog = crate::prepare::catalog(workload).map_err(RunError::Usage)?;
-            let size = crate::system::HddTestbed::image_size_for(crate::prepare::fileset_bytes(&catalog));
+            let bytes = (crate::prepare::fileset_bytes(&catalog) as f64 * room) as u64;
+            let size = crate::system::HddTestbed::image_size_for(bytes);
             progress.message(format!("bringing up the emulated {preset} disk"));
-            let bed = crate::system::HddTestbed::up(*preset, &workload.join("hdd.img"), &workload.join("hdd-mnt"), size)
+            let bed = crate::system::HddTestbed::up(*preset, &workload.join(image), &workload.join(mnt), size)
                 .map_err(RunError::Runtime)?;
-            let root = bed.mount.join("files");
+            let root = bed.mount.join(&dir);
             (Box::new(bed), root)
         }
     };
     let catalog = crate::prepare::catalog(workload).map_err(RunError::Usage)?;
+    if let Some(p) = players {
+        progress.message(format!("writing the {} media set (ffmpeg)", p.format));
+        let opts = vodkit_media::MediaOptions::new(p.format);
+        vodkit_media::create(&catalog, &root, &opts)
+            .map_err(|e| RunError::Runtime(format!("media set: {e}")))?;
+        return Ok((testbed, root));
+    }
     crate::prepare::write_fileset(&catalog, &root, |done, total| {
         progress.message(format!(
             "writing file set {} / {}",
@@ -423,6 +492,8 @@ pub struct RunSetup<'a> {
     pub label: &'a str,
     /// Probe sessions per point (`--probe`).
     pub probes: Option<vodkit_load::probe::Probes>,
+    /// Adaptive players on a real media set (`--player`).
+    pub players: Option<&'a BenchPlayers>,
 }
 
 /// A finished run: the report (servers carry their fraction of the bound), the bound, and
@@ -464,18 +535,31 @@ pub fn run_workload(setup: &RunSetup<'_>, progress: &mut BarProgress) -> Result<
         "" => what.to_string(),
         l => format!("{l}: {what}"),
     };
-    let (mut testbed, root) =
-        place(setup.testbed, setup.workload, setup.root, progress).map_err(NotRun::skipped)?;
+    let (mut testbed, root) = place(
+        setup.testbed,
+        setup.workload,
+        setup.root,
+        setup.players,
+        progress,
+    )
+    .map_err(NotRun::skipped)?;
     let mut load =
         WorkloadLoad::open(setup.workload).map_err(|e| NotRun::failed(RunError::Usage(e)))?;
     load.max_duration = setup.point;
+    if let Some(p) = setup.players {
+        load.set_players(p.config.clone());
+    }
     progress.message(say("computing the capacity bound"));
     let (bound, bound_notes) = capacity_bound(setup.testbed, setup.workload, &load, setup.memory);
     load.probes = setup.probes;
-    // Readiness is checked on a file of the set: the first request, else (live viewers
-    // only) the catalog's first file.
-    let probe = load
-        .probe_path()
+    // Readiness is checked on a file of the set: the first title's manifest (players), the
+    // first request, else (live viewers only) the catalog's first file.
+    let players_probe = setup.players.and_then(|p| {
+        let c = crate::prepare::catalog(setup.workload).ok()?;
+        p.probe_path(&c)
+    });
+    let probe = players_probe
+        .or_else(|| load.probe_path())
         .or_else(|| {
             let c = crate::prepare::catalog(setup.workload).ok()?;
             let f = c.titles.first()?.renditions.first()?.files.first()?;
@@ -568,6 +652,7 @@ pub fn run(req: &BenchRequest) -> Result<(BenchReport, String), RunError> {
         vodkit_exe: req.vodkit_exe.as_deref(),
         label: "",
         probes: req.probes,
+        players: req.players.as_ref(),
     };
     let ran = run_workload(&setup, &mut progress);
     progress.finish();
@@ -610,6 +695,7 @@ mod tests {
             search: None,
             criterion: Criterion::Strict,
             probes: None,
+            players: None,
             repeat: 1,
             point_duration: None,
             out: dir.join("out"),
@@ -676,6 +762,7 @@ mod tests {
             vodkit_exe: None,
             label: "cell",
             probes: None,
+            players: None,
         };
         let fails = |setup: &RunSetup<'_>, status: &str, needle: &str| {
             let n = run_workload(setup, &mut BarProgress::new(false))

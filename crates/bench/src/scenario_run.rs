@@ -140,6 +140,7 @@ pub fn run_cell(
         vodkit_exe: vodkit_exe.map(PathBuf::as_path),
         label: &cell.label,
         probes: cell.probes,
+        players: None,
     };
     let Ran {
         report: rep,

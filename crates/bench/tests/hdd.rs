@@ -41,6 +41,7 @@ fn miniature_bench_on_the_emulated_disk() {
         search: Some("fixed-rates:2".into()),
         criterion: "sessions:50%".parse().unwrap(),
         probes: None,
+        players: None,
         repeat: 1,
         point_duration: Some(std::time::Duration::from_secs(20)),
         out: dir.path().join("out"),

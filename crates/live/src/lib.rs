@@ -7,6 +7,7 @@
 //! * [`source`] — the publishing loop: a thread per stream, segments due at
 //!   `t0 + (n + 1) × D`, `PUT` with keep-alive, old segments removed with `DELETE`.
 //! * [`http`] — the small HTTP/1.1 client the source publishes with.
+//! * [`title`] — a packaged title's rendition looped as live segments (`--title`).
 //!
 //! Layout (shared with `vodkit serve --ingest` and `vodkit load` live viewers): stream k
 //! lives under `PREFIX/stream-k/` with `init.mp4`, `seg-N.m4s`, `index.m3u8` and
@@ -15,5 +16,7 @@
 pub mod http;
 pub mod playlist;
 pub mod source;
+pub mod title;
 
 pub use source::{Report, Source, SourceConfig};
+pub use title::LiveTitle;

@@ -21,6 +21,8 @@ pub struct Window {
     pub bandwidth_bps: u64,
     /// The stream has ended: no segment will follow `end - 1`.
     pub ended: bool,
+    /// RFC 6381 codec string advertised in the MPD (`avc1.64001f`).
+    pub codecs: String,
 }
 
 impl Window {
@@ -116,13 +118,14 @@ pub fn dash(w: &Window, now: SystemTime) -> String {
   <Period id="0" start="PT0S">
     <AdaptationSet id="0" contentType="video" mimeType="video/mp4" segmentAlignment="true" startWithSAP="1">
       <SegmentTemplate timescale="{TIMESCALE}" duration="{seg}" startNumber="0" initialization="init.mp4" media="seg-$Number$.m4s"/>
-      <Representation id="v0" bandwidth="{bw}" codecs="avc1.64001f"/>
+      <Representation id="v0" bandwidth="{bw}" codecs="{codecs}"/>
     </AdaptationSet>
   </Period>
 </MPD>
 "#,
         min_buffer = iso_duration(w.segment_s),
         bw = w.bandwidth_bps,
+        codecs = w.codecs,
     )
 }
 
@@ -138,6 +141,7 @@ mod tests {
             start: UNIX_EPOCH + Duration::from_secs(1_764_064_800), // 2025-11-25T10:00:00Z
             bandwidth_bps: 3_000_000,
             ended,
+            codecs: "avc1.64001f".into(),
         }
     }
 
@@ -182,6 +186,12 @@ mod tests {
         assert!(live.contains("availabilityStartTime=\"2025-11-25T10:00:00.000Z\""));
         assert!(live.contains("timeShiftBufferDepth=\"PT12.000S\""));
         assert!(live.contains("media=\"seg-$Number$.m4s\""));
+        assert_eq!(
+            mpd.periods[0].adaptations[0].representations[0]
+                .codecs
+                .as_deref(),
+            Some("avc1.64001f")
+        );
         let ended = dash(&window(4, 10, true), now);
         let mpd = dash_mpd_core::parse(&ended).unwrap();
         assert_eq!(mpd.mpdtype.as_deref(), Some("static"));

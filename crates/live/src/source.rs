@@ -9,10 +9,12 @@
 //! `#EXT-X-ENDLIST`.
 //!
 //! Segment bytes are synthetic and deterministic in (seed, stream, number): a minimal
-//! `styp` box, then pseudo-random payload, `bitrate × D / 8` bytes in all.
+//! `styp` box, then pseudo-random payload, `bitrate × D / 8` bytes in all — or, with a
+//! [`LiveTitle`], a real rendition's fragments in a loop, which players can decode.
 
 use crate::http::{Client, Origin};
 use crate::playlist::{self, Window};
+use crate::title::LiveTitle;
 use hdrhistogram::Histogram;
 use serde::{Deserialize, Serialize};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -39,7 +41,13 @@ pub struct SourceConfig {
     pub backfill: bool,
     /// Per-request timeout.
     pub timeout: Duration,
+    /// Publish this rendition's fragments instead of synthetic bytes (its bit rate and
+    /// segment duration are the stream's: see [`SourceConfig::with_title`]).
+    pub title: Option<Arc<LiveTitle>>,
 }
+
+/// Codec string the MPD advertises for synthetic segments.
+pub const SYNTHETIC_CODEC: &str = "avc1.64001f";
 
 impl SourceConfig {
     /// One stream at `bitrate_kbps` in 2 s segments, a window of 6, to `target` under
@@ -57,7 +65,16 @@ impl SourceConfig {
             seed: 1,
             backfill: false,
             timeout: Duration::from_secs(10),
+            title: None,
         }
+    }
+
+    /// Publish `title`'s fragments: the bit rate and segment duration become its own.
+    pub fn with_title(mut self, title: LiveTitle) -> SourceConfig {
+        self.bitrate_kbps = title.bitrate_kbps();
+        self.segment_s = title.segment_s();
+        self.title = Some(Arc::new(title));
+        self
     }
 
     /// Check the numbers; the error names the setting.
@@ -73,6 +90,15 @@ impl SourceConfig {
                 "--segment: expected 0.1 s to 60 s, got {} s",
                 self.segment_s
             ));
+        }
+        if let Some(t) = &self.title {
+            if (self.segment_s - t.segment_s()).abs() > 1e-6 {
+                return Err(format!(
+                    "--segment: the title's fragments last {:.3} s, the stream's segments {:.3} s",
+                    t.segment_s(),
+                    self.segment_s
+                ));
+            }
         }
         if self.window == 0 {
             return Err("--window: expected at least 1 segment".into());
@@ -391,6 +417,12 @@ impl Publisher {
             start: wall0,
             bandwidth_bps: u64::from(self.c.bitrate_kbps) * 1000,
             ended,
+            codecs: self
+                .c
+                .title
+                .as_ref()
+                .map_or(SYNTHETIC_CODEC, |t| t.codec())
+                .to_string(),
         }
     }
 
@@ -418,11 +450,11 @@ impl Publisher {
             0
         };
         let end_at = self.c.duration.map(|x| Instant::now() + x);
-        self.put(
-            &format!("{dir}init.mp4"),
-            &init_segment(self.k),
-            Instant::now() + d,
-        );
+        let init = match &self.c.title {
+            Some(t) => t.init(self.k),
+            None => init_segment(self.k),
+        };
+        self.put(&format!("{dir}init.mp4"), &init, Instant::now() + d);
         let mut told_ready = false;
         let mut n = 0u64;
         loop {
@@ -439,7 +471,17 @@ impl Publisher {
                 break;
             }
             let deadline = due + d;
-            let bytes = segment_bytes(self.c.seed, self.k, n, len);
+            let bytes = match &self.c.title {
+                None => segment_bytes(self.c.seed, self.k, n, len),
+                Some(t) => match t.segment(n) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        // The title cannot be numbered further: end the stream cleanly.
+                        self.fail(e);
+                        break;
+                    }
+                },
+            };
             self.put(
                 &format!("{dir}{}", playlist::segment_name(n)),
                 &bytes,

@@ -229,6 +229,78 @@ fn a_slow_link_keeps_players_below_the_top_rung_without_stalls() {
 }
 
 #[test]
+fn verify_checks_every_piece_against_the_title_sidecar() {
+    if !ffmpeg_present() {
+        return;
+    }
+    let verify = |protocol: Protocol| {
+        move |c: &mut vodkit_load::LoadConfig| {
+            player(protocol)(c);
+            c.verify = true;
+        }
+    };
+    for (format, protocol) in [
+        (MediaFormat::Dash, Protocol::Dash),
+        (MediaFormat::DashSingle, Protocol::Dash),
+        (MediaFormat::HlsByterange, Protocol::Hls),
+    ] {
+        let origin = Origin::serve(format);
+        let r = run(origin.target(), sessions(3, 4.0), verify(protocol));
+        assert_eq!(
+            r.results.sessions.completed, 3,
+            "{format}: {:?}",
+            r.results.requests.errors
+        );
+        // The sidecar was fetched once per session, beside the manifest.
+        for s in &r.sessions {
+            let id = s.session.title.unwrap();
+            let sidecar = format!("/t{id}/pieces.json");
+            assert_eq!(s.session.requests[0].path, sidecar, "{format}");
+        }
+    }
+    // A damaged segment (one byte of its media data) fails the sessions that fetch it.
+    let origin = Origin::serve(MediaFormat::Dash);
+    for kbps in LADDER {
+        let seg = origin._root.path().join(format!("t1/v{kbps}/seg-2.m4s"));
+        let mut bytes = std::fs::read(&seg).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 0xff;
+        std::fs::write(&seg, bytes).unwrap();
+    }
+    let r = run(origin.target(), sessions(3, 4.0), verify(Protocol::Dash));
+    assert_eq!(
+        r.results.sessions.failed, 1,
+        "{:?}",
+        r.results.requests.errors
+    );
+    assert_eq!(r.results.sessions.completed, 2);
+    assert_eq!(
+        r.results.requests.errors.get("mismatch"),
+        Some(&1),
+        "{:?}",
+        r.results.requests.errors
+    );
+    let failed = r
+        .sessions
+        .iter()
+        .find(|s| s.session.title == Some(1))
+        .unwrap();
+    let f = failed
+        .requests
+        .iter()
+        .find_map(|q| q.failure.as_ref())
+        .unwrap();
+    assert!(
+        f.detail.contains("seg-2.m4s") && f.detail.contains("sidecar"),
+        "{}",
+        f.detail
+    );
+    // Without --verify the same damage goes unnoticed (the check is what finds it).
+    let r = run(origin.target(), sessions(3, 4.0), player(Protocol::Dash));
+    assert_eq!(r.results.sessions.completed, 3);
+}
+
+#[test]
 fn sessions_without_titles_are_refused_for_players() {
     let target = Target::parse("http://127.0.0.1:9", false).unwrap();
     let mut config =

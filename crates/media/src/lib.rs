@@ -388,3 +388,40 @@ pub fn sidecars(root: &Path) -> Result<Vec<Sidecar>, MediaError> {
         })
         .collect()
 }
+
+/// One rendition of a packaged title, read back as a fragmented MP4: a single-file rendition
+/// (`tN/vKBPS.mp4` of `dash-single` / `hls-byterange`, or any fragmented MP4 such as
+/// ffmpeg's `-movflags frag_keyframe+empty_moov` output), or a segment-file rendition
+/// directory (`tN/vKBPS/` of `dash`, `hls` and `cmaf`: `init.mp4`, then `seg-1.m4s`,
+/// `seg-2.m4s`, … until one is missing). The error names the path and what was expected.
+pub fn rendition(path: &Path) -> Result<bmff::Fragmented, MediaError> {
+    let bytes = if path.is_dir() {
+        let init = path.join("init.mp4");
+        if !init.is_file() {
+            return Err(MediaError::Input(format!(
+                "{}: expected a rendition directory with init.mp4 and seg-N.m4s, or a fragmented MP4 file",
+                path.display()
+            )));
+        }
+        let mut bytes = std::fs::read(&init).map_err(rt(&init))?;
+        let mut n = 1u32;
+        loop {
+            let seg = path.join(format!("seg-{n}.m4s"));
+            if !seg.is_file() {
+                break;
+            }
+            bytes.extend_from_slice(&std::fs::read(&seg).map_err(rt(&seg))?);
+            n += 1;
+        }
+        if n == 1 {
+            return Err(MediaError::Input(format!(
+                "{}: no seg-1.m4s beside init.mp4",
+                path.display()
+            )));
+        }
+        bytes
+    } else {
+        std::fs::read(path).map_err(|e| MediaError::Input(format!("{}: {e}", path.display())))?
+    };
+    bmff::split(&bytes).map_err(|e| MediaError::Input(format!("{}: {e}", path.display())))
+}

@@ -93,9 +93,81 @@ pub struct FromLogSummary {
 
 /// The rebuilt workload.
 pub struct Rebuilt {
-    pub sessions: Vec<Session>,
+    /// The sessions in arrival order, made as they are consumed.
+    pub sessions: SessionStream,
     pub catalog: Catalog,
     pub summary: FromLogSummary,
+}
+
+/// The rebuilt sessions in arrival order, each made when it is consumed: a large log's
+/// session list is written out one line at a time instead of being held whole next to
+/// the requests it is made from.
+pub struct SessionStream {
+    built: std::vec::IntoIter<(f64, String, Vec<Seen>)>,
+    /// File name → (title id, output path with its leading `/`), hashed once per file.
+    files: HashMap<String, (u32, String)>,
+    next_id: u64,
+    prev: f64,
+    mean_gap: f64,
+    class: String,
+    bitrate_kbps: u32,
+}
+
+impl Iterator for SessionStream {
+    type Item = Session;
+
+    fn next(&mut self) -> Option<Session> {
+        let (start, file, seen) = self.built.next()?;
+        let i = self.next_id;
+        self.next_id += 1;
+        let gap = if i == 0 {
+            1.0
+        } else {
+            (start - self.prev) / self.mean_gap
+        };
+        self.prev = start;
+        let (title, path) = self.files.get(&file).cloned().unwrap_or_default();
+        let requests = seen
+            .iter()
+            .enumerate()
+            .map(|(j, s)| {
+                let range = match s.kind {
+                    RequestKind::Chunk => ByteRange::closed(s.offset, s.extent.max(1)),
+                    RequestKind::Open => ByteRange::OpenEnded {
+                        first: s.offset,
+                        read: s.bytes_sent.max(s.extent).max(1),
+                    },
+                };
+                let pacing_s = if j == 0 {
+                    0.0
+                } else {
+                    s.recv_s - seen[j - 1].recv_s
+                };
+                let next = seen.get(j + 1).map(|n| n.recv_s - s.recv_s);
+                let timeout_s = next
+                    .unwrap_or(2.0 * (s.done_s - s.recv_s))
+                    .max(MIN_TIMEOUT_S);
+                Request {
+                    pacing_s: pacing_s.max(0.0),
+                    ..Request::new(path.clone(), Some(range), timeout_s)
+                }
+            })
+            .collect();
+        Some(Session {
+            id: i,
+            gap: gap.max(0.0),
+            start_s: None,
+            class: self.class.clone(),
+            title: Some(title),
+            bitrate_kbps: Some(self.bitrate_kbps),
+            requests,
+            live: None,
+        })
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.built.size_hint()
+    }
 }
 
 impl SessionRebuilder {
@@ -189,56 +261,10 @@ impl SessionRebuilder {
                 }
             })
             .collect();
-        let mut prev = built.first().map_or(0.0, |b| b.0);
-        let sessions = built
-            .into_iter()
-            .enumerate()
-            .map(|(i, (start, file, seen))| {
-                let gap = if i == 0 {
-                    1.0
-                } else {
-                    (start - prev) / mean_gap
-                };
-                prev = start;
-                let path = format!("/{}", namer.path(&file));
-                let requests = seen
-                    .iter()
-                    .enumerate()
-                    .map(|(j, s)| {
-                        let range = match s.kind {
-                            RequestKind::Chunk => ByteRange::closed(s.offset, s.extent.max(1)),
-                            RequestKind::Open => ByteRange::OpenEnded {
-                                first: s.offset,
-                                read: s.bytes_sent.max(s.extent).max(1),
-                            },
-                        };
-                        let pacing_s = if j == 0 {
-                            0.0
-                        } else {
-                            s.recv_s - seen[j - 1].recv_s
-                        };
-                        let next = seen.get(j + 1).map(|n| n.recv_s - s.recv_s);
-                        let timeout_s = next
-                            .unwrap_or(2.0 * (s.done_s - s.recv_s))
-                            .max(MIN_TIMEOUT_S);
-                        Request {
-                            pacing_s: pacing_s.max(0.0),
-                            ..Request::new(path.clone(), Some(range), timeout_s)
-                        }
-                    })
-                    .collect();
-                Session {
-                    id: i as u64,
-                    gap: gap.max(0.0),
-                    start_s: None,
-                    class: opt.class.clone(),
-                    title: Some(ids[&file]),
-                    bitrate_kbps: Some(opt.bitrate_kbps),
-                    requests,
-                    live: None,
-                }
-            })
-            .collect::<Vec<_>>();
+        let paths: HashMap<String, (u32, String)> = names
+            .iter()
+            .map(|n| ((*n).clone(), (ids[n], format!("/{}", namer.path(n)))))
+            .collect();
         let summary = FromLogSummary {
             requests,
             sessions: n as u64,
@@ -254,7 +280,15 @@ impl SessionRebuilder {
             identities: namer.describe(),
         };
         Ok(Rebuilt {
-            sessions,
+            sessions: SessionStream {
+                prev: built.first().map_or(0.0, |b| b.0),
+                built: built.into_iter(),
+                files: paths,
+                next_id: 0,
+                mean_gap,
+                class: opt.class.clone(),
+                bitrate_kbps: opt.bitrate_kbps,
+            },
             catalog: Catalog {
                 spec: "from-log".into(),
                 seed: 0,
@@ -371,12 +405,13 @@ mod tests {
             ..Default::default()
         };
         let r = rebuild(&reqs, &opt);
+        assert_eq!(r.sessions.size_hint(), (4, Some(4)));
+        let sessions: Vec<Session> = r.sessions.collect();
         assert_eq!(r.summary.sessions, 4);
         assert_eq!(r.summary.requests, 5);
         assert_eq!(r.summary.files, 2);
         // In arrival order: a/v1 (100), b/v1 (101), a/v2 (102), a/v1 again (304).
-        let starts: Vec<(&str, usize)> = r
-            .sessions
+        let starts: Vec<(&str, usize)> = sessions
             .iter()
             .map(|s| (s.requests[0].path.as_str(), s.requests.len()))
             .collect();
@@ -389,13 +424,15 @@ mod tests {
                 ("/v1.mp4", 1)
             ]
         );
-        let first = &r.sessions[0];
+        let first = &sessions[0];
         assert_eq!(first.requests[1].pacing_s, 4.0);
         assert_eq!(first.requests[1].range, Some(ByteRange::closed(1000, 1000)));
         // Timeout: the gap to the next request, at least the minimum.
         assert_eq!(first.requests[0].timeout_s, MIN_TIMEOUT_S);
         // Gaps scaled to mean 1 over the log: arrivals 100, 101, 102, 304 (mean gap 68).
-        let gaps: Vec<f64> = r.sessions.iter().map(|s| s.gap).collect();
+        let gaps: Vec<f64> = sessions.iter().map(|s| s.gap).collect();
+        let ids: Vec<u64> = sessions.iter().map(|s| s.id).collect();
+        assert_eq!(ids, [0, 1, 2, 3]);
         assert!((gaps[1] - 1.0 / 68.0).abs() < 1e-9, "{gaps:?}");
         assert!((gaps[3] - 202.0 / 68.0).abs() < 1e-9, "{gaps:?}");
         assert!((r.summary.log_session_rate - 3.0 / 204.0).abs() < 1e-12);
@@ -418,21 +455,18 @@ mod tests {
             key: Some(k.as_bytes().to_vec()),
             ..Default::default()
         };
-        let a = rebuild(&reqs, &keyed("k1"));
-        let b = rebuild(&reqs, &keyed("k1"));
-        let c = rebuild(&reqs, &keyed("k2"));
-        let path = |r: &Rebuilt| r.sessions[0].requests[0].path.clone();
-        assert_eq!(path(&a), path(&b));
-        assert_ne!(path(&a), path(&c));
-        assert!(!path(&a).contains("secret"));
-        assert!(
-            path(&a).starts_with("/f/") && path(&a).len() == 3 + 24,
-            "{}",
-            path(&a)
-        );
+        let mut a = rebuild(&reqs, &keyed("k1"));
+        let mut b = rebuild(&reqs, &keyed("k1"));
+        let mut c = rebuild(&reqs, &keyed("k2"));
+        let path = |r: &mut Rebuilt| r.sessions.next().unwrap().requests[0].path.clone();
+        let pa = path(&mut a);
+        assert_eq!(pa, path(&mut b));
+        assert_ne!(pa, path(&mut c));
+        assert!(!pa.contains("secret"));
+        assert!(pa.starts_with("/f/") && pa.len() == 3 + 24, "{pa}");
         assert_eq!(
             format!("/{}", a.catalog.titles[0].renditions[0].files[0].path),
-            path(&a)
+            pa
         );
         assert_eq!(a.summary.identities, "hashed (key given)");
         let random = rebuild(&reqs, &FromLogOptions::default());

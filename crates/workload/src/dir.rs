@@ -150,11 +150,20 @@ impl WorkloadDir {
 
     /// Write `sessions.jsonl` (creating the directory).
     pub fn write_sessions(&self, sessions: &[Session]) -> std::io::Result<()> {
+        self.write_session_stream(sessions)
+    }
+
+    /// Write `sessions.jsonl` from sessions made one at a time (owned or borrowed), so a
+    /// producer never has to hold the whole list.
+    pub fn write_session_stream<S: std::borrow::Borrow<Session>>(
+        &self,
+        sessions: impl IntoIterator<Item = S>,
+    ) -> std::io::Result<()> {
         std::fs::create_dir_all(&self.root)?;
         let path = self.sessions_path();
         let mut w = std::io::BufWriter::new(std::fs::File::create(&path)?);
         for s in sessions {
-            serde_json::to_writer(&mut w, s)?;
+            serde_json::to_writer(&mut w, s.borrow())?;
             w.write_all(b"\n")?;
         }
         w.flush()

@@ -180,6 +180,37 @@ pub fn render(r: &BenchReport) -> String {
             .collect();
         plots.push(line_plot(&format!("QoS: {field}"), &rate, &field, &series));
     }
+    // Adaptive players (`--player`): the delivered bit rate falls before stalls appear.
+    for (key, title, unit) in [
+        (
+            "mean_bitrate_kbps",
+            "Players: mean bit rate delivered",
+            "kbit/s",
+        ),
+        ("stalls", "Players: stalls", "stalls"),
+    ] {
+        let series: Vec<Series> = r
+            .servers
+            .iter()
+            .map(|s| Series {
+                name: s.sut.clone(),
+                points: by_rate(s, |p| {
+                    p.metrics
+                        .client
+                        .qos
+                        .as_ref()?
+                        .get("abr")?
+                        .get(key)?
+                        .as_f64()
+                }),
+                ..Series::default()
+            })
+            .filter(|s| !s.points.is_empty())
+            .collect();
+        if !series.is_empty() {
+            plots.push(line_plot(title, &rate, unit, &series));
+        }
+    }
     let prefetch: Vec<Series> = r
         .servers
         .iter()

@@ -75,6 +75,23 @@ fn cores(s: &ServerReport) -> String {
     }
 }
 
+/// The adaptive players' figures of one point (`qos.abr`, `vodkit bench --player`).
+fn abr(qos: Option<&serde_json::Value>) -> Option<String> {
+    let a = qos?.get("abr")?;
+    let f = |k: &str| a.get(k).and_then(serde_json::Value::as_f64);
+    let players = f("players")?;
+    Some(format!(
+        "mean {} kbit/s, {} stalls ({} s), {} of {} players unstalled, {} switches, start-up p50 {} ms",
+        num(f("mean_bitrate_kbps"), 0),
+        num(f("stalls"), 0),
+        num(f("stall_s"), 1),
+        num(f("unstalled_players"), 0),
+        num(Some(players), 0),
+        num(f("switches"), 0),
+        num(f("startup_ms_p50"), 0)
+    ))
+}
+
 /// Aligned table for the terminal, followed by skip reasons and comparisons.
 pub fn table(r: &BenchReport) -> String {
     let rows: Vec<[String; 11]> = r.servers.iter().map(row).collect();
@@ -116,6 +133,11 @@ pub fn table(r: &BenchReport) -> String {
             s.reason.as_deref().unwrap_or_default()
         );
     }
+    for s in &r.servers {
+        if let Some(line) = abr(s.qos.as_ref()) {
+            let _ = writeln!(out, "  {} players at capacity: {line}", s.sut);
+        }
+    }
     for c in &r.comparisons {
         let _ = writeln!(out, "  {}: {} — {}", c.what, num(c.ratio, 2), c.note);
     }
@@ -123,6 +145,43 @@ pub fn table(r: &BenchReport) -> String {
         let _ = writeln!(out, "  WARNING {sut}: {why}");
     }
     out
+}
+
+/// report.md's players section: each point's ABR figures, so a reader sees the delivered
+/// bit rate fall before stalls appear (issue #19). Empty without players.
+fn players_section(r: &BenchReport) -> String {
+    let mut md = String::new();
+    for s in &r.servers {
+        let rows: Vec<String> = s
+            .points
+            .iter()
+            .filter_map(|p| {
+                let line = abr(p.metrics.client.qos.as_ref())?;
+                Some(format!(
+                    "| {:.2} | {} | {line} |",
+                    p.rate,
+                    if p.passed { "pass" } else { "fail" }
+                ))
+            })
+            .collect();
+        if rows.is_empty() {
+            continue;
+        }
+        if md.is_empty() {
+            md += "\n## Players\n\nAdaptive players' figures at every point (mean bit rate \
+                   of the media fetched, weighted by media time; stalls after start-up).\n";
+        }
+        let _ = writeln!(
+            md,
+            "\n`{}`\n\n| rate | point | players |\n|---|---|---|",
+            s.sut
+        );
+        for row in rows {
+            md += &row;
+            md += "\n";
+        }
+    }
+    md
 }
 
 /// "bound X sessions/s (...)": the capacity bound and what it assumed, when the run has one.
@@ -207,6 +266,7 @@ pub fn markdown(r: &BenchReport) -> String {
             );
         }
     }
+    md += &players_section(r);
     let above = super::above_bound(r);
     if !above.is_empty() {
         md += "\n";
@@ -221,4 +281,70 @@ pub fn markdown(r: &BenchReport) -> String {
         }
     }
     md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::{new_report, PointRecord, ServerReport};
+    use crate::search::SearchPlan;
+
+    fn point(rate: f64, passed: bool, kbps: f64, stalls: u64) -> PointRecord {
+        let mut p = PointRecord {
+            rate,
+            repeat: 1,
+            passed,
+            metrics: Default::default(),
+        };
+        p.metrics.client.qos = Some(serde_json::json!({
+            "acceptable_sessions_fraction": 1.0,
+            "abr": {
+                "players": 40, "mean_bitrate_kbps": kbps, "switches": 7, "stalls": stalls,
+                "stall_s": 1.5, "unstalled_players": 40 - stalls, "startup_ms_p50": 420.0,
+                "startup_ms_p90": 900.0
+            }
+        }));
+        p
+    }
+
+    #[test]
+    fn players_show_at_capacity_and_point_by_point() {
+        let plan = SearchPlan::failure_free_around(1.0);
+        let mut rep = new_report("w", "plain", None, "strict", &plan, 1);
+        let sut = crate::sut::parse_one("nginx").unwrap();
+        let mut s = ServerReport::not_measured(&sut, MEASURED, String::new());
+        s.reason = None;
+        s.max_failure_free_rate = Some(2.0);
+        s.points = vec![
+            point(1.0, true, 2900.0, 0),
+            point(2.0, true, 2100.0, 0),
+            point(3.0, false, 900.0, 6),
+        ];
+        s.qos = s.points[1].metrics.client.qos.clone();
+        rep.servers.push(s);
+        let table = table(&rep);
+        assert!(
+            table.contains("nginx players at capacity: mean 2100 kbit/s, 0 stalls (1.5 s), 40 of 40 players unstalled, 7 switches, start-up p50 420 ms"),
+            "{table}"
+        );
+        let md = markdown(&rep);
+        assert!(md.contains("## Players"), "{md}");
+        assert!(md.contains("| 1.00 | pass | mean 2900 kbit/s"), "{md}");
+        assert!(
+            md.contains("| 3.00 | fail | mean 900 kbit/s, 6 stalls"),
+            "{md}"
+        );
+        // Without players there is no section and no line.
+        let mut plain = rep.clone();
+        for s in &mut plain.servers {
+            s.qos = None;
+            s.points.clear();
+        }
+        assert!(!markdown(&plain).contains("## Players"));
+        assert!(!table_contains_players(&plain));
+    }
+
+    fn table_contains_players(r: &BenchReport) -> bool {
+        table(r).contains("players at capacity")
+    }
 }

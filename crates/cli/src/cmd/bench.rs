@@ -41,6 +41,14 @@ pub struct Args {
     /// probes), e.g. 20,30s; the quality criterion then judges the probes.
     #[arg(long, value_name = "N,LEN")]
     probe: Option<vodkit_load::probe::Probes>,
+    /// Adaptive players (as `vodkit load --player`): every session plays its title, from a
+    /// real media set the bench writes instead of the synthetic files.
+    #[command(flatten)]
+    players: super::load::PlayerArgs,
+    /// The media set's packaging with --player: dash, dash-single, hls, hls-byterange or
+    /// cmaf (both manifests).
+    #[arg(long, default_value = "cmaf", requires = "player")]
+    media: vodkit_media::package::MediaFormat,
     /// Repeat each search N times for a 95% confidence interval.
     #[arg(long, default_value_t = 1)]
     repeat: u32,
@@ -63,7 +71,16 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    let players = match args.players.config() {
+        Some(c) => Some(runner::BenchPlayers::new(c, args.media).map_err(super::usage)?),
+        None => None,
+    };
     if let Some(name) = &args.scenario {
+        if players.is_some() {
+            return Err(super::usage(
+                "--player: scenarios replay their workloads' byte ranges; use it with --workload",
+            ));
+        }
         return scenario(name, &args);
     }
     let (Some(workload), Some(out)) = (args.workload.clone(), args.out.clone()) else {
@@ -78,6 +95,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         search: args.search.clone(),
         criterion: args.criterion,
         probes: args.probe,
+        players,
         repeat: args.repeat,
         point_duration: args.point_duration,
         out: super::absolute(&out),

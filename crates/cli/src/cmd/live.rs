@@ -51,6 +51,12 @@ struct PushArgs {
     /// Seed of the synthetic segment bytes.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Publish a real rendition in a loop instead of synthetic bytes: a packaged title's
+    /// rendition (`MEDIA/tN/vKBPS/` or `MEDIA/tN/vKBPS.mp4` from `vodkit fileset create
+    /// --media`) or any fragmented MP4 with one fragment duration; its bit rate and segment
+    /// duration become the stream's.
+    #[arg(long, value_name = "PATH", conflicts_with_all = ["bitrate", "segment", "seed"])]
+    title: Option<PathBuf>,
     /// Start with a full window already published (its segments dated in the past), so
     /// viewers can join at once.
     #[arg(long)]
@@ -94,6 +100,12 @@ fn push(a: PushArgs) -> anyhow::Result<()> {
     }
     let mut c = SourceConfig::new(&a.target, a.streams, (bps / 1000).max(1) as u32);
     c.segment_s = a.segment.as_secs_f64();
+    if let Some(path) = &a.title {
+        let media = vodkit_media::rendition(path).map_err(|e| usage(format!("--title {e}")))?;
+        let title = vodkit_live::LiveTitle::new(media, &path.display().to_string())
+            .map_err(|e| usage(format!("--title {e}")))?;
+        c = c.with_title(title);
+    }
     c.window = a.window;
     c.prefix = a.prefix.clone();
     c.token = token;
@@ -101,10 +113,24 @@ fn push(a: PushArgs) -> anyhow::Result<()> {
     c.seed = a.seed;
     c.backfill = a.backfill;
     c.validate().map_err(usage)?;
+    let what = match &c.title {
+        Some(t) => format!(
+            "{} ({} fragments of {} s, {} kbit/s, {})",
+            a.title
+                .as_deref()
+                .unwrap_or(std::path::Path::new(""))
+                .display(),
+            t.fragments(),
+            t.segment_s(),
+            t.bitrate_kbps(),
+            t.codec()
+        ),
+        None => format!("{} kbit/s synthetic", c.bitrate_kbps),
+    };
     let src = Source::start(c).map_err(anyhow::Error::msg)?;
     eprintln!(
-        "vodkit live: publishing {} streams at {} to {}{} (Ctrl-C ends them)",
-        a.streams, a.bitrate, a.target, a.prefix
+        "vodkit live: publishing {} streams of {what} to {}{} (Ctrl-C ends them)",
+        a.streams, a.target, a.prefix
     );
     wait_for_end(&src)?;
     let report = src.stop();

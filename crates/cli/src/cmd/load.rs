@@ -128,26 +128,8 @@ struct RunArgs {
     /// e.g. `2s` (default: workload.json's `startup_buffer_s`, else 2 s).
     #[arg(long, value_parser = humantime::parse_duration)]
     startup_buffer: Option<Duration>,
-    /// Play each session's title as an adaptive player from a real media set
-    /// (`vodkit fileset create --media`): `/tID/manifest.mpd` (dash) or `/tID/master.m3u8`
-    /// (hls), for as long as the session's requests watch. See docs/load.md "Players".
-    #[arg(long, value_name = "dash|hls")]
-    player: Option<vodkit_load::player::Protocol>,
-    /// The players' rendition rule: throughput (dash.js ThroughputRule), buffer (BBA-0) or
-    /// hybrid (dash.js "dynamic").
-    #[arg(
-        long,
-        default_value = "hybrid",
-        requires = "player",
-        value_name = "throughput|buffer|hybrid"
-    )]
-    abr: vodkit_load::player::abr::Rule,
-    /// Players stop fetching while this much media is buffered.
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration, requires = "player")]
-    buffer_target: Duration,
-    /// Segments a player buffers before playback starts.
-    #[arg(long, default_value_t = 2, requires = "player")]
-    startup_segments: u32,
+    #[command(flatten)]
+    players: PlayerArgs,
     /// Live viewers (sessions with `live`, e.g. the `matrix-L*`/`M*` specs) find stream K
     /// at `PREFIX/stream-K/index.m3u8` (as `vodkit live push --prefix` publishes it).
     #[arg(long, default_value = "/live/", value_name = "PREFIX")]
@@ -178,6 +160,43 @@ fn parse_link(s: &str) -> Result<LinkMode, String> {
         "user" => Ok(LinkMode::User),
         "kernel" => Ok(LinkMode::Kernel),
         _ => Err(format!("expected user or kernel, got {s:?}")),
+    }
+}
+
+/// The adaptive-player flags, shared by `vodkit load` and `vodkit bench` (one vocabulary).
+#[derive(clap::Args, Debug, Clone)]
+pub struct PlayerArgs {
+    /// Play each session's title as an adaptive player from a real media set
+    /// (`vodkit fileset create --media`): `/tID/manifest.mpd` (dash) or `/tID/master.m3u8`
+    /// (hls), for as long as the session's requests watch. See docs/load.md "Players".
+    #[arg(long, value_name = "dash|hls")]
+    player: Option<vodkit_load::player::Protocol>,
+    /// The players' rendition rule: throughput (dash.js ThroughputRule), buffer (BBA-0) or
+    /// hybrid (dash.js "dynamic").
+    #[arg(
+        long,
+        default_value = "hybrid",
+        requires = "player",
+        value_name = "throughput|buffer|hybrid"
+    )]
+    abr: vodkit_load::player::abr::Rule,
+    /// Players stop fetching while this much media is buffered.
+    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration, requires = "player")]
+    buffer_target: Duration,
+    /// Segments a player buffers before playback starts.
+    #[arg(long, default_value_t = 2, requires = "player")]
+    startup_segments: u32,
+}
+
+impl PlayerArgs {
+    /// The players' settings, `None` without `--player`.
+    pub fn config(&self) -> Option<vodkit_load::player::PlayerConfig> {
+        let protocol = self.player?;
+        let mut p = vodkit_load::player::PlayerConfig::new(protocol);
+        p.rule = self.abr;
+        p.buffer_target_s = self.buffer_target.as_secs_f64();
+        p.startup_segments = self.startup_segments.max(1);
+        Some(p)
     }
 }
 
@@ -271,13 +290,7 @@ fn run_load(a: RunArgs) -> anyhow::Result<()> {
     config.live.prefix = a.live_prefix.clone();
     config.live.streams = a.live_streams;
     config.probes = a.probe;
-    if let Some(protocol) = a.player {
-        let mut p = vodkit_load::player::PlayerConfig::new(protocol);
-        p.rule = a.abr;
-        p.buffer_target_s = a.buffer_target.as_secs_f64();
-        p.startup_segments = a.startup_segments.max(1);
-        config.player = Some(p);
-    }
+    config.player = a.players.config();
     if a.no_link && a.link == LinkMode::Kernel {
         return Err(usage("--no-link and --link kernel contradict each other"));
     }

@@ -239,7 +239,7 @@ fn from_log(a: FromLogArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&a.out)
         .map_err(|e| anyhow::anyhow!("creating {}: {e}", a.out.display()))?;
     write("catalog.json", dir.write_catalog(&rebuilt.catalog))?;
-    write("sessions.jsonl", dir.write_sessions(&rebuilt.sessions))?;
+    write("sessions.jsonl", dir.write_session_stream(rebuilt.sessions))?;
     let summary = serde_json::json!({ "from_log": rebuilt.summary, "read": read });
     write(
         "summary.json",

@@ -4,7 +4,9 @@
 //! stalling when it runs dry. Everything it fetched becomes the session's request list, so
 //! the run's statistics, QoS model and CSV treat it like any replayed session; what only a
 //! player knows (renditions chosen, switches, its own start-up and stalls) goes into
-//! [`PlayerOutcome`].
+//! [`PlayerOutcome`]. Under `--verify` a player first fetches its title's checksum sidecar
+//! (`/tID/pieces.json`, written by `vodkit fileset create --media`) and checks the CRC-32
+//! of every init segment and media segment it receives against it.
 
 use super::abr::Abr;
 use super::manifest::{self, Piece, Presentation, Segment, Segments};
@@ -14,6 +16,7 @@ use crate::record::{
     FailureReason, PlayerOutcome, RequestRecord, SessionEnd, SessionRecord, Stretch,
 };
 use crate::session::{fetch, Plan, Shared, Viewer};
+use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::time::Instant;
@@ -52,6 +55,9 @@ pub(super) struct Player<'a> {
     records: Vec<RequestRecord>,
     opened: u32,
     reconnects: u32,
+    /// `--verify`: (path without the leading `/`, offset) → (length, CRC-32) of every piece
+    /// of the title, from its sidecar.
+    checksums: Option<HashMap<(String, u64), (u64, u32)>>,
 }
 
 /// Playout buffer and stall accounting on the caller's clock (seconds since the session began).
@@ -128,6 +134,7 @@ impl<'a> Player<'a> {
             records: Vec::new(),
             opened: 0,
             reconnects: 0,
+            checksums: None,
         };
         (p, lease)
     }
@@ -172,16 +179,31 @@ impl<'a> Player<'a> {
             session_id: self.plan.session.id,
             verify: false,
         };
+        let offset = piece.range.map_or(0, |(a, _)| a);
+        let expected = self.checksums.as_ref().and_then(|c| {
+            c.get(&(piece.path.trim_start_matches('/').to_string(), offset))
+                .copied()
+        });
         let mut body = Vec::new();
         let mut overflow = false;
+        let mut crc = crc32fast::Hasher::new();
         let mut sink = |chunk: &[u8]| {
-            if body.len() + chunk.len() <= MAX_TEXT_BYTES {
-                body.extend_from_slice(chunk);
-            } else {
-                overflow = true;
+            if expected.is_some() {
+                crc.update(chunk);
+            }
+            if keep {
+                if body.len() + chunk.len() <= MAX_TEXT_BYTES {
+                    body.extend_from_slice(chunk);
+                } else {
+                    overflow = true;
+                }
             }
         };
-        let sink: Option<crate::http::BodySink<'_, '_>> = if keep { Some(&mut sink) } else { None };
+        let sink: Option<crate::http::BodySink<'_, '_>> = if keep || expected.is_some() {
+            Some(&mut sink)
+        } else {
+            None
+        };
         let conn = self.conn.take();
         let f = fetch(
             conn,
@@ -208,6 +230,18 @@ impl<'a> Player<'a> {
                 FailureReason::Protocol,
                 format!("{}: larger than {MAX_TEXT_BYTES} bytes", piece.path),
             ));
+        }
+        if let (None, Some((len, want))) = (&failure, expected) {
+            let got = crc.finalize();
+            if f.progress.bytes != len || got != want {
+                failure = Some(crate::record::Failure::new(
+                    FailureReason::Mismatch,
+                    format!(
+                        "{} at {offset}: {} bytes with CRC-32 {got:08x}, the sidecar says {len} bytes with {want:08x}",
+                        piece.path, f.progress.bytes
+                    ),
+                ));
+            }
         }
         let end = failure.as_ref().map(|fl| match fl.reason {
             FailureReason::Refused => SessionEnd::Refused,
@@ -271,6 +305,31 @@ impl<'a> Player<'a> {
         parsed.map_err(|e| self.broken(e.to_string()))
     }
 
+    /// `--verify`: fetch the checksum sidecar beside the manifest at `manifest` and keep its
+    /// pieces; a missing or unreadable sidecar fails the session (`protocol`).
+    async fn load_checksums(&mut self, manifest: &str) -> Result<(), SessionEnd> {
+        let dir = manifest.rsplit_once('/').map_or("", |(d, _)| d);
+        let piece = Piece {
+            path: format!("{dir}/{}", vodkit_media::SIDECAR),
+            range: None,
+        };
+        let (text, _, _) = self.get(&piece, 0.0, 10.0, true).await?;
+        let sidecar: vodkit_media::Sidecar = serde_json::from_slice(&text).map_err(|e| {
+            self.broken(format!(
+                "{}: {e} (--verify needs the media set's sidecars)",
+                piece.path
+            ))
+        })?;
+        self.checksums = Some(
+            sidecar
+                .pieces
+                .into_iter()
+                .map(|p| ((p.path, p.offset), (p.len, p.crc32)))
+                .collect(),
+        );
+        Ok(())
+    }
+
     /// The init piece and segments of a rendition, fetching its index or playlist once.
     async fn resolve(
         &mut self,
@@ -318,6 +377,9 @@ impl<'a> Player<'a> {
         };
         let begin = self.now();
         let watch_s = watch_seconds(session).max(cfg.min_watch_s);
+        if self.shared.verify {
+            self.load_checksums(&path).await?;
+        }
         let p = self.presentation(cfg, &path).await?;
         let ladder: Vec<u64> = p.periods[0]
             .renditions
