@@ -125,12 +125,15 @@ pub fn client_metrics(r: &vodkit_load::Results) -> ClientMetrics {
             "stalls": a.stalls,
             "stall_s": a.stall_s,
             "unstalled_players": a.unstalled_sessions,
+            "kept_bitrate_players": a.kept_bitrate_sessions,
+            "reference_kbps": a.reference_kbps,
             "startup_ms_p50": a.startup_ms.p50,
             "startup_ms_p90": a.startup_ms.p90,
         });
     }
     // Judge quality on the probes where the run has them (seed 004 §3.1): the share of
-    // sessions that completed and played without a stall.
+    // sessions that completed and played without a stall (players: and kept their bit
+    // rate), of those the point judged.
     let judged = r.probes.as_ref().map_or(&r.sessions, |p| &p.sessions);
     if let Some(p) = &r.probes {
         qos["probes"] = serde_json::json!({
@@ -141,8 +144,9 @@ pub fn client_metrics(r: &vodkit_load::Results) -> ClientMetrics {
             "rebuffer_events": p.qos.rebuffer_events,
         });
     }
-    let acceptable_fraction =
-        (judged.started > 0).then(|| judged.played_clean as f64 / judged.started as f64);
+    // Sessions the end of the point cut short with nothing against them are not judged.
+    let judged_n = judged.started.saturating_sub(judged.cut_clean);
+    let acceptable_fraction = (judged_n > 0).then(|| judged.played_clean as f64 / judged_n as f64);
     ClientMetrics {
         sessions: r.sessions.completed + r.sessions.failed,
         failed_sessions: r.sessions.failed,

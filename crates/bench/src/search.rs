@@ -21,7 +21,8 @@ pub enum Criterion {
     /// Strict, and at least this fraction of the judged sessions (the probes where the
     /// run has them, else every steady-state session) completed and played without a
     /// stall: seed 004's capacity, which viewers lose before any server resource looks
-    /// saturated (issue #19's `quality:P`, without its bit-rate condition).
+    /// saturated (issue #19's `quality:P`; adaptive players must also have kept 90% of
+    /// their unloaded mean bit rate, which the load generator folds into `played_clean`).
     Quality { min_acceptable_fraction: f64 },
     /// `strict`, and 95% of the completed sessions ended at most `max_lag_s` behind their
     /// own pace (`vodkit load`'s session lag): the server served the offered load, not

@@ -196,6 +196,7 @@ async fn prepare(
             .copied()
             .unwrap_or_default();
         let route = kernel.as_ref().and_then(|k| k.route(&session.class));
+        let link_bps = link.bandwidth_bps;
         if route.is_some() {
             link.bandwidth_bps = 0;
         }
@@ -204,6 +205,7 @@ async fn prepare(
             session,
             arrival,
             link,
+            link_bps,
             route,
             player: player.clone(),
             prefilled,

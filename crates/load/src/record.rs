@@ -178,6 +178,9 @@ pub struct PlayerOutcome {
     pub stall_s: f64,
     /// Seconds of media fetched.
     pub media_s: f64,
+    /// Mean bit rate the same player would have fetched over its link from an idle server
+    /// (kbit/s; [`crate::player::abr::unloaded_mean_bps`]); 0 when not known (live viewers).
+    pub reference_kbps: f64,
     /// Set for live viewers.
     pub live: Option<LiveOutcome>,
 }
@@ -203,7 +206,18 @@ pub struct LiveOutcome {
     pub stream_ended: bool,
 }
 
+/// Share of its unloaded mean bit rate a player session must keep to count as played well
+/// (issue #19's `quality:P`: at least 90%).
+pub const KEPT_BITRATE_SHARE: f64 = 0.9;
+
 impl PlayerOutcome {
+    /// The session kept at least [`KEPT_BITRATE_SHARE`] of its unloaded mean bit rate (or
+    /// has no reference to be held to).
+    pub fn kept_bitrate(&self) -> bool {
+        self.reference_kbps <= 0.0
+            || self.mean_kbps() + 1e-9 >= KEPT_BITRATE_SHARE * self.reference_kbps
+    }
+
     /// Mean bit rate over the media fetched, weighted by duration (kbit/s).
     pub fn mean_kbps(&self) -> f64 {
         let d: f64 = self.timeline.iter().map(|s| s.duration_s).sum();

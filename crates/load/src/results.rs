@@ -105,9 +105,15 @@ pub struct SessionStats {
     /// nor failed — the server told the viewer to go elsewhere.
     #[serde(default)]
     pub refused: u64,
-    /// Completed without a stall (no rebuffering): the sessions a viewer would call good.
+    /// Completed without a stall (no rebuffering) and, for adaptive players, kept at least
+    /// 90% of their unloaded mean bit rate: the sessions a viewer would call good.
     #[serde(default)]
     pub played_clean: u64,
+    /// Cancelled by the end of the run with nothing against them yet: no stall so far and,
+    /// for players, their bit rate kept. A capacity point judges these neither good nor
+    /// bad (they would have played on); a cancelled session that had stalled counts as bad.
+    #[serde(default)]
+    pub cut_clean: u64,
     /// failed / (completed + failed); refused sessions count in neither.
     pub failure_fraction: f64,
     /// played_clean / started: goodput per session offered.
@@ -284,15 +290,24 @@ pub struct AbrSummary {
     pub stall_s: f64,
     /// Sessions that started and never stalled.
     pub unstalled_sessions: u64,
+    /// Sessions that kept at least 90% of their unloaded mean bit rate.
+    #[serde(default)]
+    pub kept_bitrate_sessions: u64,
+    /// Mean of the sessions' unloaded reference bit rates, weighted by media time (kbit/s).
+    #[serde(default)]
+    pub reference_kbps: f64,
     pub startup_ms: Percentiles,
 }
 
 impl AbrSummary {
     fn add(&mut self, o: &crate::record::PlayerOutcome, started_clean: bool) {
         let kbps_s = self.mean_bitrate_kbps * self.media_s + o.mean_kbps() * o.media_s;
+        let ref_s = self.reference_kbps * self.media_s + o.reference_kbps * o.media_s;
         self.sessions += 1;
         self.media_s += o.media_s;
         self.mean_bitrate_kbps = ratio(kbps_s, self.media_s);
+        self.reference_kbps = ratio(ref_s, self.media_s);
+        self.kept_bitrate_sessions += u64::from(o.kept_bitrate());
         self.switches += u64::from(o.switches);
         self.stalls += u64::from(o.stalls);
         self.stall_s += o.stall_s;
@@ -302,9 +317,12 @@ impl AbrSummary {
 
     fn merge(&mut self, o: &AbrSummary) {
         let kbps_s = self.mean_bitrate_kbps * self.media_s + o.mean_bitrate_kbps * o.media_s;
+        let ref_s = self.reference_kbps * self.media_s + o.reference_kbps * o.media_s;
         self.sessions += o.sessions;
         self.media_s += o.media_s;
         self.mean_bitrate_kbps = ratio(kbps_s, self.media_s);
+        self.reference_kbps = ratio(ref_s, self.media_s);
+        self.kept_bitrate_sessions += o.kept_bitrate_sessions;
         self.switches += o.switches;
         self.stalls += o.stalls;
         self.stall_s += o.stall_s;
@@ -416,15 +434,20 @@ fn quality(
         }
         // Players (adaptive and live) count their own stalls; replayed sessions the model's.
         let own_stalls = s.player.as_ref().map(|o| o.stalls);
-        let Some(p) = qos::playout(s, config.startup_buffer_s) else {
-            if s.end == SessionEnd::Completed && own_stalls.unwrap_or(0) == 0 {
-                stats.played_clean += 1;
+        let kept = s.player.as_ref().is_none_or(|o| o.kept_bitrate());
+        let mut judge = |stalls: u32| {
+            let clean = stalls == 0 && kept;
+            match s.end {
+                SessionEnd::Completed if clean => stats.played_clean += 1,
+                SessionEnd::Cancelled if clean => stats.cut_clean += 1,
+                _ => {}
             }
+        };
+        let Some(p) = qos::playout(s, config.startup_buffer_s) else {
+            judge(own_stalls.unwrap_or(0));
             continue;
         };
-        if s.end == SessionEnd::Completed && own_stalls.unwrap_or(p.rebuffer_events) == 0 {
-            stats.played_clean += 1;
-        }
+        judge(own_stalls.unwrap_or(p.rebuffer_events));
         q.sessions += 1;
         q.short_sessions += u64::from(p.short());
         if let Some(d) = p.startup_delay_s {
@@ -782,6 +805,7 @@ impl Results {
             s.cancelled += p.sessions.cancelled;
             s.refused += p.sessions.refused;
             s.played_clean += p.sessions.played_clean;
+            s.cut_clean += p.sessions.cut_clean;
             // Shards keep no lag histogram: the merged percentiles are the largest shard's
             // (an upper estimate; shards of one run see the same server).
             s.lag_p50_s = s.lag_p50_s.max(p.sessions.lag_p50_s);
@@ -947,9 +971,11 @@ impl Results {
         }
         if let Some(a) = &q.abr {
             out += &format!(
-                "players    {} sessions  mean {:.0} kbit/s  switches {}  stalls {} ({:.1} s)  start-up p50 {:.0} p90 {:.0} ms  unstalled {}\n",
+                "players    {} sessions  mean {:.0} kbit/s (unloaded {:.0}, kept 90% by {})  switches {}  stalls {} ({:.1} s)  start-up p50 {:.0} p90 {:.0} ms  unstalled {}\n",
                 a.sessions,
                 a.mean_bitrate_kbps,
+                a.reference_kbps,
+                a.kept_bitrate_sessions,
                 a.switches,
                 a.stalls,
                 a.stall_s,
@@ -1188,6 +1214,77 @@ mod tests {
             .map(|(i, &c)| watched(i, c))
             .collect();
         Results::build(config, &sessions, Vec::new(), 1.0, 0, 1024)
+    }
+
+    #[test]
+    fn a_player_that_lost_its_bit_rate_did_not_play_well() {
+        use crate::record::{PlayerOutcome, Stretch};
+        let target = Target::parse("http://127.0.0.1:1", false).unwrap();
+        let config = LoadConfig::new(target, Vec::new(), 1.0);
+        // Two unstalled players whose rule reaches 2,000 kbit/s over their link: one fetched
+        // 1,900 (95%: kept), the other 1,000 (50%: lost its bit rate).
+        let played = |kbps: u32| PlayerOutcome {
+            timeline: vec![Stretch {
+                media_s: 0.0,
+                duration_s: 20.0,
+                kbps,
+            }],
+            startup_s: Some(0.5),
+            media_s: 20.0,
+            reference_kbps: 2000.0,
+            ..PlayerOutcome::default()
+        };
+        let sessions: Vec<SessionRecord> = [1900, 1000]
+            .iter()
+            .enumerate()
+            .map(|(i, &k)| SessionRecord {
+                player: Some(played(k)),
+                ..watched(i, 2)
+            })
+            .collect();
+        let r = Results::build(&config, &sessions, Vec::new(), 1.0, 0, 1024);
+        assert_eq!(r.sessions.completed, 2);
+        assert_eq!(r.sessions.played_clean, 1, "{:?}", r.sessions);
+        let abr = r.qos.abr.as_ref().unwrap();
+        assert_eq!(
+            (abr.sessions, abr.stalls, abr.unstalled_sessions),
+            (2, 0, 2)
+        );
+        assert_eq!(abr.kept_bitrate_sessions, 1);
+        assert!((abr.reference_kbps - 2000.0).abs() < 1e-9);
+        assert!((abr.mean_bitrate_kbps - 1450.0).abs() < 1e-9);
+        // Without a reference (0) a session is not held to one.
+        let unknown = SessionRecord {
+            player: Some(PlayerOutcome {
+                reference_kbps: 0.0,
+                ..played(1000)
+            }),
+            ..watched(0, 2)
+        };
+        let r = Results::build(&config, &[unknown], Vec::new(), 1.0, 0, 1024);
+        assert_eq!(r.sessions.played_clean, 1);
+        // Cut short by the end of the run: clean so far is neither good nor bad (cut_clean);
+        // a stall or a lost bit rate before the cut is bad.
+        let cut = |o: PlayerOutcome| SessionRecord {
+            end: SessionEnd::Cancelled,
+            player: Some(o),
+            ..watched(0, 2)
+        };
+        let stalled = PlayerOutcome {
+            stalls: 1,
+            stall_s: 2.0,
+            ..played(1900)
+        };
+        let r = Results::build(
+            &config,
+            &[cut(played(1900)), cut(played(1000)), cut(stalled)],
+            Vec::new(),
+            1.0,
+            0,
+            1024,
+        );
+        assert_eq!((r.sessions.cancelled, r.sessions.played_clean), (3, 0));
+        assert_eq!(r.sessions.cut_clean, 1, "{:?}", r.sessions);
     }
 
     #[test]

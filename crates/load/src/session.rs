@@ -47,6 +47,9 @@ pub struct Plan {
     pub arrival: f64,
     /// The user-space part of the class's link (bandwidth is zero when the kernel shapes it).
     pub link: Link,
+    /// The class's bandwidth wherever it is shaped (bit/s; 0: unlimited): what a player's
+    /// unloaded reference bit rate is computed over.
+    pub link_bps: u64,
     /// Set when the class is shaped in the kernel: sockets come from its namespace.
     pub route: Option<Arc<Route>>,
     /// Play the session's title as an adaptive player instead of replaying its requests.

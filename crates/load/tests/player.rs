@@ -180,7 +180,17 @@ fn players_play_dash_and_hls_to_the_end() {
             );
             assert_eq!(s.session.requests.len(), s.requests.len());
             assert!(s.requests.iter().all(|q| q.completed()));
+            // An idle origin: each player kept the bit rate its rule reaches over its link.
+            assert!(p.reference_kbps > 0.0, "{format}: no unloaded reference");
+            assert!(
+                p.kept_bitrate(),
+                "{format}: {} kbit/s against an unloaded {}",
+                p.mean_kbps(),
+                p.reference_kbps
+            );
         }
+        assert_eq!(res.sessions.played_clean, 6, "{format}");
+        assert_eq!(abr.kept_bitrate_sessions, 6, "{format}");
     }
 }
 
@@ -226,6 +236,14 @@ fn a_slow_link_keeps_players_below_the_top_rung_without_stalls() {
         abr.mean_bitrate_kbps
     );
     assert_eq!(abr.stalls, 0, "{abr:?}");
+    // The unloaded reference over the same link stays on the low rung too, so the players
+    // kept their bit rate: the condition does not fail an idle origin behind a slow link.
+    assert!(
+        abr.reference_kbps * 1000.0 < link as f64,
+        "reference {} kbit/s over a {link} bit/s link",
+        abr.reference_kbps
+    );
+    assert_eq!(abr.kept_bitrate_sessions, 3, "{abr:?}");
 }
 
 #[test]

@@ -199,9 +199,10 @@ impl SessionRebuilder {
             seen.sort_by(|a, b| a.recv_s.total_cmp(&b.recv_s));
             let mut current: Vec<Seen> = Vec::new();
             let mut last_done = f64::NEG_INFINITY;
+            // One lookup per viewer, not per request (the key is an owned name).
+            let f = files.entry(file.clone()).or_default();
             for s in seen {
                 requests += 1;
-                let f = files.entry(file.clone()).or_default();
                 f.0 = f.0.max(s.offset + s.extent.max(s.bytes_sent));
                 f.1 += 1;
                 if !current.is_empty() && s.recv_s - last_done > opt.idle_s {

@@ -188,17 +188,36 @@ impl Plan {
                 let content = (durations[t] * col.bytes_per_s).round().max(1.0) as u64;
                 let disk = content.div_ceil(pad) * pad;
                 let stem = format!("{}-{id:06}", col.spec.name);
+                let mut renditions = vec![Rendition {
+                    bitrate_kbps: col.spec.bitrate_kbps,
+                    media: Media::Combined,
+                    size_bytes: content,
+                    layout: checked.layout,
+                    files: title_files(&stem, checked.layout, disk),
+                }];
+                // The ladder's other rungs: the same content at their own rates.
+                let mut ladder = col.spec.ladder_kbps.clone();
+                ladder.sort_unstable();
+                for kbps in ladder {
+                    let scale = f64::from(kbps) / f64::from(col.spec.bitrate_kbps);
+                    let bytes = (content as f64 * scale).round().max(1.0) as u64;
+                    renditions.push(Rendition {
+                        bitrate_kbps: kbps,
+                        media: Media::Combined,
+                        size_bytes: bytes,
+                        layout: checked.layout,
+                        files: title_files(
+                            &format!("{stem}-{kbps}k"),
+                            checked.layout,
+                            bytes.div_ceil(pad) * pad,
+                        ),
+                    });
+                }
                 Title {
                     id,
                     rank: ranks[t],
                     duration_s: durations[t],
-                    renditions: vec![Rendition {
-                        bitrate_kbps: col.spec.bitrate_kbps,
-                        media: Media::Combined,
-                        size_bytes: content,
-                        layout: checked.layout,
-                        files: title_files(&stem, checked.layout, disk),
-                    }],
+                    renditions,
                 }
             })
             .collect();

@@ -153,6 +153,11 @@ pub struct CollectionSpec {
     pub bitrate_kbps: u32,
     /// Bytes per `catalog.segment` of content; default from the bit rate.
     pub segment_bytes: Option<Size>,
+    /// More renditions of every title of the collection (kbit/s), for adaptive players: the
+    /// ladder a media set packages (`vodkit fileset create --media`) is `bitrate_kbps` plus
+    /// these. Replayed sessions keep reading the `bitrate_kbps` rendition.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ladder_kbps: Vec<u32>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -388,6 +393,17 @@ fn validate(
         }
         if col.bitrate_kbps == 0 {
             return Err(located(&f("bitrate_kbps"), "must be positive".into()));
+        }
+        for (k, &r) in col.ladder_kbps.iter().enumerate() {
+            if r == 0 || r == col.bitrate_kbps || col.ladder_kbps[..k].contains(&r) {
+                return Err(located(
+                    &f("ladder_kbps"),
+                    format!(
+                        "expected distinct positive bit rates other than bitrate_kbps ({}), got {r}",
+                        col.bitrate_kbps
+                    ),
+                ));
+            }
         }
         if col.segment_bytes.is_some_and(|s| s.0 == 0) {
             return Err(located(&f("segment_bytes"), "must be positive".into()));
@@ -880,6 +896,11 @@ mod tests {
                 "segment_bytes = \"512KiB\"",
                 "segment_bytes = \"0\"",
                 "catalog.collections[0].segment_bytes: must be positive",
+            ),
+            (
+                "bitrate_kbps = 419",
+                "ladder_kbps = [200, 419]\nbitrate_kbps = 419",
+                "catalog.collections[0].ladder_kbps: expected distinct positive bit rates",
             ),
             (
                 "request = \"512KiB\"",

@@ -191,3 +191,44 @@ fn startup_buffer_reaches_workload_json_only_when_set() {
     .unwrap_err();
     assert!(too_long.to_string().contains("600 s"), "{too_long}");
 }
+
+#[test]
+fn a_ladder_adds_renditions_and_leaves_the_sessions_alone() {
+    let base = plan("youtube-2011", &[], 0.01, None);
+    let laddered = plan(
+        "youtube-2011",
+        &[("catalog.collections.sd.ladder_kbps", "[1200, 150]")],
+        0.01,
+        None,
+    );
+    // Same titles and sessions; each title carries the base rendition first, then the
+    // ladder's rungs in ascending order at sizes in proportion to their rates.
+    assert_eq!(base.catalog.titles.len(), laddered.catalog.titles.len());
+    for (a, b) in base.catalog.titles.iter().zip(&laddered.catalog.titles) {
+        assert_eq!(a.renditions[0], b.renditions[0]);
+        let rates: Vec<u32> = b.renditions.iter().map(|r| r.bitrate_kbps).collect();
+        assert_eq!(rates, [419, 150, 1200], "title {}", b.id);
+        let r = b.renditions[2].size_bytes as f64 / b.renditions[0].size_bytes as f64;
+        assert!((r - 1200.0 / 419.0).abs() < 0.01, "{r}");
+        let paths: HashSet<&str> = b
+            .renditions
+            .iter()
+            .flat_map(|r| r.files.iter().map(|f| f.path.as_str()))
+            .collect();
+        assert_eq!(paths.len(), 3, "distinct files per rung: {paths:?}");
+    }
+    let (da, db) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    write_workload(&base, da.path()).unwrap();
+    write_workload(&laddered, db.path()).unwrap();
+    let sessions = |d: &std::path::Path| std::fs::read(d.join("sessions.jsonl")).unwrap();
+    assert_eq!(sessions(da.path()), sessions(db.path()));
+    // A rung equal to the base rate is refused with the field named.
+    let sets = vec![(
+        "catalog.collections.sd.ladder_kbps".to_string(),
+        "[419]".to_string(),
+    )];
+    let e = spec::load("youtube-2011", &sets, 0.01)
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("ladder_kbps"), "{e}");
+}

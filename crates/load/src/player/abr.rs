@@ -233,6 +233,63 @@ impl Abr {
     }
 }
 
+/// What a player with `rule` fetches when nothing but its own link limits it: the mean bit
+/// rate (bit/s, weighted by media time) over segments of `durations_s`, downloaded back to
+/// back over a link of `link_bps` (0: unlimited) with no latency, never more than
+/// `buffer_target_s` ahead of the playhead, playback starting once `startup_s` is buffered.
+/// It is the reference of `quality:P`'s bit-rate condition: a loaded server may cost a
+/// session some quality, not more than the share the criterion allows.
+pub fn unloaded_mean_bps(
+    rule: Rule,
+    settings: AbrSettings,
+    ladder_bps: &[u64],
+    link_bps: u64,
+    durations_s: &[f64],
+    buffer_target_s: f64,
+    startup_s: f64,
+) -> f64 {
+    // An unlimited link still takes some time per segment, or the estimate is infinite.
+    const UNLIMITED_BPS: f64 = 1e11;
+    let link = if link_bps == 0 {
+        UNLIMITED_BPS
+    } else {
+        link_bps as f64
+    };
+    let mut abr = Abr::new(rule, settings, ladder_bps);
+    let (mut level, mut playing) = (0.0f64, false);
+    let (mut weighted, mut total) = (0.0f64, 0.0f64);
+    for &d in durations_s {
+        if !(d.is_finite() && d > 0.0) {
+            continue;
+        }
+        if playing && level > buffer_target_s {
+            level = buffer_target_s;
+        }
+        let pick = abr.choose(level);
+        let bps = abr.ladder[pick] as f64;
+        let seconds = bps * d / link;
+        if playing {
+            level -= seconds;
+            if level < 0.0 {
+                level = 0.0;
+                playing = false;
+            }
+        }
+        abr.observe((bps * d / 8.0).round() as u64, seconds);
+        level += d;
+        if !playing && level + 1e-9 >= startup_s {
+            playing = true;
+        }
+        weighted += bps * d;
+        total += d;
+    }
+    if total > 0.0 {
+        weighted / total
+    } else {
+        0.0
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -352,5 +409,33 @@ mod tests {
         }
         assert!(c > 0, "throughput rule in charge below the switch level");
         assert!("bba".parse::<Rule>().is_ok() && "x".parse::<Rule>().is_err());
+    }
+
+    #[test]
+    fn unloaded_reference_follows_the_link() {
+        let d = [4.0; 30];
+        let s = AbrSettings::default();
+        // Unlimited: the throughput rule climbs to the top after the first segment.
+        let top = unloaded_mean_bps(Rule::Throughput, s, &LADDER, 0, &d, 30.0, 8.0);
+        assert!(top > 0.95 * 5_000_000.0, "{top}");
+        // A 3 Mbit/s link: 2.5 Mbit/s fits under 90% of it, 5 Mbit/s never does.
+        let mid = unloaded_mean_bps(Rule::Throughput, s, &LADDER, 3_000_000, &d, 30.0, 8.0);
+        assert!(mid > 2_300_000.0 && mid <= 2_500_000.0, "{mid}");
+        // The buffer rule and the hybrid fill the buffer before they climb, so they are
+        // lower over a short session than over a long one.
+        for rule in [Rule::Buffer, Rule::Hybrid] {
+            let short = unloaded_mean_bps(rule, s, &LADDER, 3_000_000, &d[..5], 30.0, 8.0);
+            let long = unloaded_mean_bps(rule, s, &LADDER, 3_000_000, &[4.0; 200], 30.0, 8.0);
+            assert!(short < long, "{rule:?}: {short} vs {long}");
+            assert!(
+                long <= 3_000_000.0 * 1.01,
+                "{rule:?} above the link: {long}"
+            );
+        }
+        // Nothing to play: no reference.
+        assert_eq!(
+            unloaded_mean_bps(Rule::Hybrid, s, &LADDER, 0, &[], 30.0, 8.0),
+            0.0
+        );
     }
 }

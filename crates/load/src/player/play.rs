@@ -8,7 +8,7 @@
 //! (`/tID/pieces.json`, written by `vodkit fileset create --media`) and checks the CRC-32
 //! of every init segment and media segment it receives against it.
 
-use super::abr::Abr;
+use super::abr::{self, Abr};
 use super::manifest::{self, Piece, Presentation, Segment, Segments};
 use super::{PlayerConfig, Protocol};
 use crate::http::{Ask, Conn};
@@ -466,6 +466,17 @@ impl<'a> Player<'a> {
         out.media_s = media_at;
         out.stalls = buf.stalls;
         out.stall_s = buf.stall_s;
+        let durations: Vec<f64> = out.timeline.iter().map(|s| s.duration_s).collect();
+        let startup_s = cfg.startup_segments as f64 * durations.first().copied().unwrap_or(0.0);
+        out.reference_kbps = abr::unloaded_mean_bps(
+            cfg.rule,
+            cfg.abr,
+            &ladder,
+            self.plan.link_bps,
+            &durations,
+            cfg.buffer_target_s,
+            startup_s,
+        ) / 1000.0;
         Ok(())
     }
 }
