@@ -114,13 +114,7 @@ impl LiveTitle {
 mod tests {
     use super::*;
 
-    /// A box: size, type, body.
-    fn boxed(kind: &[u8; 4], body: &[u8]) -> Vec<u8> {
-        let mut v = ((8 + body.len()) as u32).to_be_bytes().to_vec();
-        v.extend_from_slice(kind);
-        v.extend_from_slice(body);
-        v
-    }
+    use vodkit_media::bmff::make_box as boxed;
 
     /// A fragment: `moof` (`mfhd` sequence, `traf`/`tfdt` v1 decode time) and an `mdat`.
     fn fragment(sequence: u32, decode: u64, payload: &[u8]) -> Vec<u8> {

@@ -272,10 +272,15 @@ pub fn renumber(fragment: &mut [u8], sequence: u32, decode_time: u64) -> Result<
 
 /// A `free` box carrying `text` (players skip it; it makes each title's bytes its own).
 pub fn free_box(text: &str) -> Vec<u8> {
-    let mut b = Vec::with_capacity(8 + text.len());
-    b.extend_from_slice(&((8 + text.len()) as u32).to_be_bytes());
-    b.extend_from_slice(b"free");
-    b.extend_from_slice(text.as_bytes());
+    make_box(b"free", text.as_bytes())
+}
+
+/// A box of type `kind` around `body` (32-bit size: bodies under 4 GiB).
+pub fn make_box(kind: &[u8; 4], body: &[u8]) -> Vec<u8> {
+    let mut b = Vec::with_capacity(8 + body.len());
+    b.extend_from_slice(&((8 + body.len()) as u32).to_be_bytes());
+    b.extend_from_slice(kind);
+    b.extend_from_slice(body);
     b
 }
 
@@ -382,12 +387,7 @@ pub fn read_sidx(bytes: &[u8], at: u64) -> Result<SegmentIndex, BmffError> {
 mod tests {
     use super::*;
 
-    fn boxed(kind: &[u8; 4], body: &[u8]) -> Vec<u8> {
-        let mut b = ((8 + body.len()) as u32).to_be_bytes().to_vec();
-        b.extend_from_slice(kind);
-        b.extend_from_slice(body);
-        b
-    }
+    use super::make_box as boxed;
 
     /// A hand-built fragmented file: ftyp, moov(trak(tkhd, mdia(mdhd, avcC bytes))), two
     /// fragments at decode times 0 and 3000.
