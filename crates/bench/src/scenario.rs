@@ -290,6 +290,9 @@ pub fn all() -> Vec<Scenario> {
                 Check::Ratio { a: "mem=4GiB vodkit:asap:auto", b: "mem=4GiB nginx", min_ratio: 3.0 },
                 Check::Ratio { a: "mem=1GiB vodkit:asap:auto", b: "mem=1GiB vodkit:asap:auto+memory:off", min_ratio: 1.0 },
             ],
+            // Issue 15: at the largest budget the disk delivers at least 0.9 of a sequential
+            // read of the same files.
+            sequential_reference: Some(("mem=4GiB vodkit:asap:auto", 0.9)),
             // Five budgets × five servers at 60 s points: about 2.5 hours on two cores; run it a
             // cell at a time (`--cells mem=1GiB`, about 35-40 minutes each).
             budget_s: 9000,
@@ -700,6 +703,22 @@ mod tests {
             }
         }
         assert!(find("nope").unwrap_err().contains("servers"));
+    }
+
+    #[test]
+    fn only_the_cell_holding_the_compared_server_reads_the_files_sequentially() {
+        let reading = |name: &str| -> Vec<String> {
+            let s = find(name).expect("scenario exists");
+            crate::scenario_run::cells(&s)
+                .expect("cells plan")
+                .into_iter()
+                .filter(|c| c.sequential)
+                .map(|c| c.label)
+                .collect()
+        };
+        assert_eq!(reading("memory"), ["mem=4GiB"]);
+        assert_eq!(reading("servers"), [""]);
+        assert!(reading("io-modes").is_empty());
     }
 
     fn report_with(caps: &[(&str, Option<f64>)]) -> BenchReport {

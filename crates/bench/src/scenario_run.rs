@@ -62,7 +62,10 @@ pub fn cells(s: &Scenario) -> Result<Vec<CellPlan>, String> {
                 point: Duration::from_secs(s.point_seconds()),
                 guess_mb_s: s.guess_mb_s,
                 max_steps: 8,
-                sequential: s.sequential_reference.is_some(),
+                // Only the cell holding the compared server reads the files sequentially.
+                sequential: s.sequential_reference.is_some_and(|(name, _)| {
+                    c.suts.iter().any(|&x| scenario::qualified(c.label, x) == name)
+                }),
                 precision_div: 8.0,
                 criterion: match s.criterion {
                     Some(c) => c.parse()?,
