@@ -127,6 +127,8 @@ pub fn client_metrics(r: &vodkit_load::Results) -> ClientMetrics {
             "unstalled_players": a.unstalled_sessions,
             "kept_bitrate_players": a.kept_bitrate_sessions,
             "reference_kbps": a.reference_kbps,
+            "aborted_segments": a.aborted_segments,
+            "seeks": a.seeks,
             "startup_ms_p50": a.startup_ms.p50,
             "startup_ms_p90": a.startup_ms.p90,
         });

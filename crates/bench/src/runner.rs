@@ -494,6 +494,9 @@ pub struct RunSetup<'a> {
     pub probes: Option<vodkit_load::probe::Probes>,
     /// Adaptive players on a real media set (`--player`).
     pub players: Option<&'a BenchPlayers>,
+    /// After the servers, time a sequential read of the requested files (up to 2 GiB) on the
+    /// testbed, while the file set is still in place.
+    pub sequential_read: bool,
 }
 
 /// A finished run: the report (servers carry their fraction of the bound), the bound, and
@@ -503,6 +506,9 @@ pub struct Ran {
     pub bound: Option<crate::bound::CapacityBound>,
     pub load: WorkloadLoad,
     pub root: PathBuf,
+    /// The sequential read (MB/s) when [`RunSetup::sequential_read`] asked for it, or why it
+    /// could not be measured.
+    pub sequential: Option<Result<f64, String>>,
 }
 
 /// Why a run did not start, and how its servers are reported: `skipped` (this machine
@@ -621,11 +627,25 @@ pub fn run_workload(setup: &RunSetup<'_>, progress: &mut BarProgress) -> Result<
         report::set_fractions(&mut rep.servers, b.bound_rate);
     }
     rep.notes.extend(bound_notes);
+    // The testbed (and the file set on it) stays up until this function returns.
+    let sequential = setup.sequential_read.then(|| {
+        progress.message(say("sequential read of the requested files"));
+        let wanted: std::collections::HashSet<String> = load
+            .sessions
+            .iter()
+            .flat_map(|s| &s.requests)
+            .map(|r| r.path.trim_start_matches('/').to_string())
+            .collect();
+        crate::prepare::catalog(setup.workload)
+            .and_then(|c| crate::prepare::sequential_read_mb_s(&c, &root, &wanted, 2 << 30))
+    });
+    drop(testbed);
     Ok(Ran {
         report: rep,
         bound,
         load,
         root,
+        sequential,
     })
 }
 
@@ -653,6 +673,7 @@ pub fn run(req: &BenchRequest) -> Result<(BenchReport, String), RunError> {
         label: "",
         probes: req.probes,
         players: req.players.as_ref(),
+        sequential_read: false,
     };
     let ran = run_workload(&setup, &mut progress);
     progress.finish();
@@ -763,6 +784,7 @@ mod tests {
             label: "cell",
             probes: None,
             players: None,
+            sequential_read: false,
         };
         let fails = |setup: &RunSetup<'_>, status: &str, needle: &str| {
             let n = run_workload(setup, &mut BarProgress::new(false))

@@ -64,7 +64,9 @@ pub fn cells(s: &Scenario) -> Result<Vec<CellPlan>, String> {
                 max_steps: 8,
                 // Only the cell holding the compared server reads the files sequentially.
                 sequential: s.sequential_reference.is_some_and(|(name, _)| {
-                    c.suts.iter().any(|&x| scenario::qualified(c.label, x) == name)
+                    c.suts
+                        .iter()
+                        .any(|&x| scenario::qualified(c.label, x) == name)
                 }),
                 precision_div: 8.0,
                 criterion: match s.criterion {
@@ -142,38 +144,26 @@ pub fn run_cell(
         run_base: out.join("runs").join(safe),
         vodkit_exe: vodkit_exe.map(PathBuf::as_path),
         label: &cell.label,
+        sequential_read: cell.sequential,
         probes: cell.probes,
         players: None,
     };
     let Ran {
         report: rep,
         bound,
-        load,
-        root,
+        sequential: seq,
+        ..
     } = match run_workload(&setup, progress) {
         Ok(r) => r,
         Err(n) => return (all_skipped(cell, n.status, &n.error.to_string()), None),
     };
-    if cell.sequential {
-        progress.message(format!(
-            "{}: sequential read of the requested files",
+    match seq {
+        Some(Ok(v)) => *sequential = Some(v),
+        Some(Err(e)) => notes.push(format!(
+            "{}: sequential read reference not measured: {e}",
             cell.label
-        ));
-        let wanted: std::collections::HashSet<String> = load
-            .sessions
-            .iter()
-            .flat_map(|s| &s.requests)
-            .map(|r| r.path.trim_start_matches('/').to_string())
-            .collect();
-        let seq = prepare::catalog(&workload)
-            .and_then(|c| prepare::sequential_read_mb_s(&c, &root, &wanted, 2 << 30));
-        match seq {
-            Ok(v) => *sequential = Some(v),
-            Err(e) => notes.push(format!(
-                "{}: sequential read reference not measured: {e}",
-                cell.label
-            )),
-        }
+        )),
+        None => {}
     }
     notes.extend(rep.notes.iter().map(|n| format!("{}: {n}", cell.label)));
     let servers = rep

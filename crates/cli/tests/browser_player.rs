@@ -8,14 +8,30 @@
 //! throughput estimates settle; the first segment's rung, the order, the set of segments
 //! and the final rung must match.
 //!
+//!
+//! Behind a shaped link (a network namespace for the clients whose veth's server side
+//! carries an htb limit, needs root), the two kinds of players face the same bandwidth,
+//! between the two rungs' advertised bandwidths: both still fetch every segment in order from the same first rung,
+//! end on the low rung, and their shares of top-rung segments and their stall counts agree
+//! within the tolerance written at [`SHAPED_TOLERANCE`].
+//!
 //! Needs Chromium, ffmpeg and the vendored dash.js and hls.js (`scripts/install-test-deps`
 //! installs all three); without them the test says so and returns, except under `CI`.
 
 mod common;
 
-use common::{ok, Daemon};
+use common::{have_root, ok, Daemon};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::Mutex;
+
+/// One browser at a time: two Chromium playbacks in parallel on two cores would starve both.
+static BROWSER: Mutex<()> = Mutex::new(());
+
+/// Largest difference between the browser's and vodkit's share of top-rung segments behind
+/// the shaped link, and between their stall counts (the browser's `waiting` events after
+/// playback began).
+const SHAPED_TOLERANCE: (f64, i64) = (0.3, 1);
 
 const PLAYERS: &str = "/var/cache/vodkit/players/node_modules";
 
@@ -88,7 +104,7 @@ fn page(kind: &str, manifest: &str) -> String {
 <script src="{script}"></script>
 <script>
 const v = document.getElementById('v');
-const ev = {{ errors: [], waiting: 0, shots: [] }};
+const ev = {{ errors: [], waiting: 0, stalls: 0, shots: [] }};
 const c = document.createElement('canvas');
 c.width = 64; c.height = 36;
 function snap() {{
@@ -99,7 +115,12 @@ function snap() {{
   for (let i = 0; i < d.length; i++) h = (h * 31 + d[i]) >>> 0;
   return h;
 }}
-v.addEventListener('waiting', () => ev.waiting++);
+v.addEventListener('playing', () => {{ ev.played = true; }});
+// A stall: waiting for data after playback began, before the last half second.
+v.addEventListener('waiting', () => {{
+  ev.waiting++;
+  if (ev.played && !ev.state && !(v.duration > 0 && v.currentTime >= v.duration - 0.5)) ev.stalls++;
+}});
 // Two captures of frames actually presented, at least 3 s of media apart.
 function onFrame(now, md) {{
   if (ev.shots.length === 0 && md.mediaTime > 0.5) {{ ev.shots.push(snap()); ev.t0 = md.mediaTime; }}
@@ -129,10 +150,85 @@ setTimeout(() => report('timeout'), 45000);
     )
 }
 
+/// A network namespace for the clients, joined to the server's by a veth pair whose root
+/// side (server-to-client traffic leaves there) is shaped by htb; removed on drop.
+struct Shaped {
+    ns: String,
+    host_if: String,
+}
+
+/// The server's address on the shaped pair (the clients' is `.2`).
+const SHAPED_SERVER: &str = "10.232.0.1";
+
+fn ip(args: &str) -> bool {
+    Command::new("ip")
+        .args(args.split_whitespace())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+impl Shaped {
+    fn create(bps: u64) -> Option<Shaped> {
+        let tag = std::process::id() % 100_000;
+        let shaped = Shaped {
+            ns: format!("vkbp{tag}"),
+            host_if: format!("vkbp{tag}h"),
+        };
+        let (ns, host, inner) = (&shaped.ns, &shaped.host_if, format!("vkbp{tag}n"));
+        let steps = [
+            format!("netns add {ns}"),
+            format!("link add {host} type veth peer name {inner}"),
+            format!("link set {inner} netns {ns}"),
+            format!("addr add {SHAPED_SERVER}/30 dev {host}"),
+            format!("link set {host} up"),
+            format!("-n {ns} addr add 10.232.0.2/30 dev {inner}"),
+            format!("-n {ns} link set {inner} up"),
+            format!("-n {ns} link set lo up"),
+        ];
+        let tc = |args: String| {
+            Command::new("tc")
+                .args(args.split_whitespace())
+                .status()
+                .is_ok_and(|s| s.success())
+        };
+        let ok = steps.iter().all(|s| ip(s))
+            && tc(format!("qdisc add dev {host} root handle 1: htb default 1"))
+            && tc(format!(
+                "class add dev {host} parent 1: classid 1:1 htb rate {bps}bit ceil {bps}bit burst 3200b cburst 3200b"
+            ));
+        ok.then_some(shaped)
+    }
+
+    /// `program` run inside the clients' namespace.
+    fn command(&self, program: &str) -> Command {
+        let mut c = Command::new("ip");
+        c.args(["netns", "exec", &self.ns, program]);
+        c
+    }
+}
+
+impl Drop for Shaped {
+    fn drop(&mut self) {
+        ip(&format!("netns del {}", self.ns));
+        ip(&format!("link del {}", self.host_if));
+    }
+}
+
 /// Play `url` in headless Chromium in real time until the page reports (it requests
-/// `/report/<json>`, which the access log at `log` records), and return the report.
-fn chromium(url: &str, profile: &Path, log: &Path, skip_lines: usize) -> serde_json::Value {
-    let mut child = Command::new("chromium")
+/// `/report/<json>`, which the access log at `log` records), and return the report. Inside
+/// `shaped`'s namespace when given.
+fn chromium(
+    url: &str,
+    profile: &Path,
+    log: &Path,
+    skip_lines: usize,
+    shaped: Option<&Shaped>,
+) -> serde_json::Value {
+    let mut command = match shaped {
+        Some(s) => s.command("chromium"),
+        None => Command::new("chromium"),
+    };
+    let mut child = command
         .args([
             "--headless=new",
             "--no-sandbox",
@@ -220,11 +316,100 @@ fn check_sequence(who: &str, seq: &[(u32, u32)], n: u32) {
     );
 }
 
+/// What one kind of player did: (kind, browser segments, vodkit segments, browser report,
+/// vodkit results).
+type Played = (
+    &'static str,
+    Vec<(u32, u32)>,
+    Vec<(u32, u32)>,
+    serde_json::Value,
+    serde_json::Value,
+);
+
 #[test]
 fn dash_js_and_hls_js_agree_with_vodkit_players() {
-    let Some((dash_js, hls_js)) = prerequisites() else {
+    let Some(vendored) = prerequisites() else {
         return;
     };
+    let _one = BROWSER.lock().unwrap_or_else(|e| e.into_inner());
+    let (runs, _) = play_both(vendored, false);
+    for (kind, browser, ours, _, _) in runs {
+        check_sequence(&format!("{kind} in Chromium"), &browser, 10);
+        check_sequence(&format!("vodkit --player {kind}"), &ours, 10);
+        assert_eq!(
+            browser[0].0, ours[0].0,
+            "{kind}: first rung differs: {browser:?} vs {ours:?}"
+        );
+        let last = |s: &[(u32, u32)]| s.last().map(|x| x.0);
+        assert_eq!(
+            last(&browser),
+            Some(1500),
+            "{kind}: Chromium ends below the top rung: {browser:?}"
+        );
+        assert_eq!(
+            last(&ours),
+            Some(1500),
+            "{kind}: vodkit ends below the top rung: {ours:?}"
+        );
+    }
+}
+
+#[test]
+fn behind_a_shaped_link_browser_and_vodkit_players_choose_alike() {
+    let Some(vendored) = prerequisites() else {
+        return;
+    };
+    if !have_root("a shaped network namespace for the browser") {
+        return;
+    }
+    let _one = BROWSER.lock().unwrap_or_else(|e| e.into_inner());
+    let top_share =
+        |s: &[(u32, u32)]| s.iter().filter(|x| x.0 == 1500).count() as f64 / s.len().max(1) as f64;
+    let (runs, link) = play_both(vendored, true);
+    for (kind, browser, ours, report, results) in runs {
+        eprintln!("{kind} behind {link:?} bit/s: Chromium {browser:?}, vodkit {ours:?}");
+        check_sequence(&format!("{kind} in Chromium"), &browser, 10);
+        check_sequence(&format!("vodkit --player {kind}"), &ours, 10);
+        assert_eq!(
+            browser[0].0, ours[0].0,
+            "{kind}: first rung differs: {browser:?} vs {ours:?}"
+        );
+        let last = |s: &[(u32, u32)]| s.last().map(|x| x.0);
+        assert_eq!(last(&browser), Some(400), "{kind}: Chromium {browser:?}");
+        assert_eq!(last(&ours), Some(400), "{kind}: vodkit {ours:?}");
+        let (share, stalls) = SHAPED_TOLERANCE;
+        assert!(
+            (top_share(&browser) - top_share(&ours)).abs() <= share,
+            "{kind}: top-rung shares {} (Chromium) and {} (vodkit): {browser:?} vs {ours:?}",
+            top_share(&browser),
+            top_share(&ours)
+        );
+        let theirs = report["stalls"].as_i64().unwrap_or(0);
+        let mine = results["qos"]["abr"]["stalls"].as_i64().unwrap_or(0);
+        assert!(
+            (theirs - mine).abs() <= stalls,
+            "{kind}: stalls {theirs} (Chromium) and {mine} (vodkit): {report} {results}"
+        );
+    }
+}
+
+/// The `bandwidth="N"` values of a DASH manifest, ascending.
+fn bandwidths(mpd: &str) -> Vec<u64> {
+    let mut v: Vec<u64> = mpd
+        .split("bandwidth=\"")
+        .skip(1)
+        .filter_map(|rest| rest.split('"').next()?.parse().ok())
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// Package the test title, serve it, and play it with each browser player and with
+/// `vodkit load --player` of the same kind. With `shape`, every client runs in a namespace
+/// behind a link between the two rungs' advertised bandwidths (their geometric mean: the
+/// test pattern encodes below the nominal rates, so the link follows the manifest); the
+/// link's bit rate is returned.
+fn play_both((dash_js, hls_js): (PathBuf, PathBuf), shape: bool) -> (Vec<Played>, Option<u64>) {
     let d = tempfile::tempdir().unwrap();
     let p = d.path();
     // One 20 s title in two rungs, 2 s segments.
@@ -251,10 +436,23 @@ fn dash_js_and_hls_js_agree_with_vodkit_players() {
     let session = serde_json::json!({"id": 1, "gap": 0.0, "class": "c", "title": 1,
         "requests": [{"path": "/t1/manifest.mpd", "timeout_s": 30, "media_s": 20.0}]});
     std::fs::write(p.join("w/sessions.jsonl"), format!("{session}\n")).unwrap();
+    let bw = bandwidths(&std::fs::read_to_string(p.join("media/t1/manifest.mpd")).unwrap());
+    assert_eq!(bw.len(), 2, "{bw:?}");
+    let link = shape.then(|| (bw[0] as f64 * bw[1] as f64).sqrt() as u64);
+    let shaped_net = link.map(|bps| {
+        Shaped::create(bps)
+            .expect("cannot create a namespace with an htb-shaped veth (ip, tc) as root")
+    });
+    let shaped = shaped_net.as_ref();
 
+    let listen = if shaped.is_some() {
+        SHAPED_SERVER
+    } else {
+        "127.0.0.1"
+    };
     let mut server = Daemon::start(
         p,
-        "serve --root media --listen 127.0.0.1:0 --cors * --access-log access.log",
+        &format!("serve --root media --listen {listen}:0 --cors * --access-log access.log"),
     );
     let url = server.wait_for("listening on ");
     let lines = |p: &Path| std::fs::read_to_string(p.join("access.log")).unwrap_or_default();
@@ -266,6 +464,7 @@ fn dash_js_and_hls_js_agree_with_vodkit_players() {
             &p.join(format!("profile-{kind}")),
             &p.join("access.log"),
             before,
+            shaped,
         );
         std::thread::sleep(std::time::Duration::from_millis(1500)); // the log flushes each second
                                                                     // `state` is `ended`, or `timeout` with the playhead at the end: dash.js leaves the
@@ -293,38 +492,39 @@ fn dash_js_and_hls_js_agree_with_vodkit_players() {
         let browser = segments(&lines(p), before);
 
         let before = lines(p).lines().count();
-        ok(
-            p,
-            &format!("load --target {url} --sessions w/sessions.jsonl --no-link --rate 1 --player {kind} --out {kind}.json"),
-        );
+        let load = format!("load --target {url} --sessions w/sessions.jsonl --no-link --rate 1 --player {kind} --out {kind}.json");
+        match shaped {
+            None => {
+                ok(p, &load);
+            }
+            Some(s) => {
+                let status = s
+                    .command(env!("CARGO_BIN_EXE_vodkit"))
+                    .args(load.split_whitespace())
+                    .arg("--allow-remote")
+                    .current_dir(p)
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .status()
+                    .expect("ip netns exec vodkit runs");
+                assert!(
+                    status.success(),
+                    "{kind}: vodkit load in the namespace failed"
+                );
+            }
+        }
         std::thread::sleep(std::time::Duration::from_millis(1500));
         let ours = segments(&lines(p), before);
         let results: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(p.join(format!("{kind}.json"))).unwrap())
                 .unwrap();
-        assert_eq!(results["qos"]["abr"]["stalls"], 0, "{kind}: {results}");
+        if shaped.is_none() {
+            assert_eq!(results["qos"]["abr"]["stalls"], 0, "{kind}: {results}");
+        }
         let _ = entry;
-        runs.push((kind, browser, ours));
+        runs.push((kind, browser, ours, report, results));
     }
     let (code, _) = server.stop();
     assert_eq!(code, 0);
-    for (kind, browser, ours) in runs {
-        check_sequence(&format!("{kind} in Chromium"), &browser, 10);
-        check_sequence(&format!("vodkit --player {kind}"), &ours, 10);
-        assert_eq!(
-            browser[0].0, ours[0].0,
-            "{kind}: first rung differs: {browser:?} vs {ours:?}"
-        );
-        let last = |s: &[(u32, u32)]| s.last().map(|x| x.0);
-        assert_eq!(
-            last(&browser),
-            Some(1500),
-            "{kind}: Chromium ends below the top rung: {browser:?}"
-        );
-        assert_eq!(
-            last(&ours),
-            Some(1500),
-            "{kind}: vodkit ends below the top rung: {ours:?}"
-        );
-    }
+    (runs, link)
 }

@@ -453,6 +453,7 @@ mod tests {
             bitrate_kbps: None,
             requests: vec![],
             live: None,
+            play: None,
         };
         let mut cfg = LoadConfig::new(
             t,

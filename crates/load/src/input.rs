@@ -73,6 +73,7 @@ mod tests {
             bitrate_kbps: None,
             requests: vec![],
             live: None,
+            play: None,
         };
         let e = check_classes(&[s], &meta, "workload.json")
             .unwrap_err()

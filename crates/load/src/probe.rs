@@ -48,6 +48,10 @@ pub fn cut(session: &Session, length_s: f64) -> Session {
         view.watch_s = length_s;
         return s;
     }
+    // A player's own watch time, when its `play` spec gives one.
+    if let Some(w) = s.play.as_mut().and_then(|p| p.watch_s.as_mut()) {
+        *w = w.min(length_s);
+    }
     let has_media = s.requests.iter().any(|r| r.media_s > 0.0);
     let mut keep = 0;
     let mut media = 0.0;

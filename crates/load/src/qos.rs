@@ -356,6 +356,7 @@ mod tests {
                 })
                 .collect(),
             live: None,
+            play: None,
         })
     }
 

@@ -178,6 +178,14 @@ pub struct PlayerOutcome {
     pub stall_s: f64,
     /// Seconds of media fetched.
     pub media_s: f64,
+    /// Segment downloads the player gave up for a lower rendition, and the bytes they had
+    /// brought.
+    pub aborted: u32,
+    pub aborted_bytes: u64,
+    /// Seeks made (the session's `play.seeks`), and the seconds from each until playback
+    /// resumed, summed.
+    pub seeks: u32,
+    pub seek_wait_s: f64,
     /// Mean bit rate the same player would have fetched over its link from an idle server
     /// (kbit/s; [`crate::player::abr::unloaded_mean_bps`]); 0 when not known (live viewers).
     pub reference_kbps: f64,

@@ -296,6 +296,16 @@ pub struct AbrSummary {
     /// Mean of the sessions' unloaded reference bit rates, weighted by media time (kbit/s).
     #[serde(default)]
     pub reference_kbps: f64,
+    /// Segment downloads abandoned for a lower rendition, and the bytes they had brought.
+    #[serde(default)]
+    pub aborted_segments: u64,
+    #[serde(default)]
+    pub aborted_bytes: u64,
+    /// Seeks made, and the seconds from each until playback resumed, summed.
+    #[serde(default)]
+    pub seeks: u64,
+    #[serde(default)]
+    pub seek_wait_s: f64,
     pub startup_ms: Percentiles,
 }
 
@@ -308,6 +318,10 @@ impl AbrSummary {
         self.mean_bitrate_kbps = ratio(kbps_s, self.media_s);
         self.reference_kbps = ratio(ref_s, self.media_s);
         self.kept_bitrate_sessions += u64::from(o.kept_bitrate());
+        self.aborted_segments += u64::from(o.aborted);
+        self.aborted_bytes += o.aborted_bytes;
+        self.seeks += u64::from(o.seeks);
+        self.seek_wait_s += o.seek_wait_s;
         self.switches += u64::from(o.switches);
         self.stalls += u64::from(o.stalls);
         self.stall_s += o.stall_s;
@@ -323,6 +337,10 @@ impl AbrSummary {
         self.mean_bitrate_kbps = ratio(kbps_s, self.media_s);
         self.reference_kbps = ratio(ref_s, self.media_s);
         self.kept_bitrate_sessions += o.kept_bitrate_sessions;
+        self.aborted_segments += o.aborted_segments;
+        self.aborted_bytes += o.aborted_bytes;
+        self.seeks += o.seeks;
+        self.seek_wait_s += o.seek_wait_s;
         self.switches += o.switches;
         self.stalls += o.stalls;
         self.stall_s += o.stall_s;
@@ -971,12 +989,15 @@ impl Results {
         }
         if let Some(a) = &q.abr {
             out += &format!(
-                "players    {} sessions  mean {:.0} kbit/s (unloaded {:.0}, kept 90% by {})  switches {}  stalls {} ({:.1} s)  start-up p50 {:.0} p90 {:.0} ms  unstalled {}\n",
+                "players    {} sessions  mean {:.0} kbit/s (unloaded {:.0}, kept 90% by {})  switches {}  abandoned {}  seeks {} ({:.1} s waited)  stalls {} ({:.1} s)  start-up p50 {:.0} p90 {:.0} ms  unstalled {}\n",
                 a.sessions,
                 a.mean_bitrate_kbps,
                 a.reference_kbps,
                 a.kept_bitrate_sessions,
                 a.switches,
+                a.aborted_segments,
+                a.seeks,
+                a.seek_wait_s,
                 a.stalls,
                 a.stall_s,
                 a.startup_ms.p50,
@@ -1166,6 +1187,7 @@ mod tests {
                 bitrate_kbps: None,
                 requests,
                 live: None,
+                play: None,
             }),
             arrival: 0.0,
             end: SessionEnd::Completed,
@@ -1238,7 +1260,11 @@ mod tests {
             .iter()
             .enumerate()
             .map(|(i, &k)| SessionRecord {
-                player: Some(played(k)),
+                player: Some(PlayerOutcome {
+                    aborted: i as u32 * 2,
+                    aborted_bytes: i as u64 * 1000,
+                    ..played(k)
+                }),
                 ..watched(i, 2)
             })
             .collect();
@@ -1251,6 +1277,7 @@ mod tests {
             (2, 0, 2)
         );
         assert_eq!(abr.kept_bitrate_sessions, 1);
+        assert_eq!((abr.aborted_segments, abr.aborted_bytes), (2, 1000));
         assert!((abr.reference_kbps - 2000.0).abs() < 1e-9);
         assert!((abr.mean_bitrate_kbps - 1450.0).abs() < 1e-9);
         // Without a reference (0) a session is not held to one.
@@ -1309,6 +1336,7 @@ mod tests {
             bitrate_kbps: None,
             requests: vec![req(0.0), req(4.0), req(4.0), req(4.0), req(4.0)],
             live: None,
+            play: None,
         };
         let target = Target::parse("http://127.0.0.1:1", false).unwrap();
         let mut config = LoadConfig::new(target, vec![session; 100], 1.0);

@@ -186,6 +186,7 @@ mod tests {
                 })
                 .collect(),
             live: None,
+            play: None,
         }
     }
 

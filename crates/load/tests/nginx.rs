@@ -354,6 +354,7 @@ fn a_warm_start_begins_with_sessions_already_playing() {
                 })
                 .collect(),
             live: None,
+            play: None,
         })
         .collect();
     let run_with = |warm: vodkit_load::WarmStart| {

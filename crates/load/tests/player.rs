@@ -10,7 +10,9 @@ use std::process::Command;
 use vodkit_load::player::{PlayerConfig, Protocol};
 use vodkit_load::{Link, Target};
 use vodkit_media::package::MediaFormat;
-use vodkit_workload::model::{Catalog, FileRef, Layout, Media, Rendition, Request, Session, Title};
+use vodkit_workload::model::{
+    Catalog, FileRef, Layout, Media, PlaySpec, Rendition, Request, Seek, Session, Title,
+};
 
 struct Origin {
     rt: tokio::runtime::Runtime,
@@ -244,6 +246,115 @@ fn a_slow_link_keeps_players_below_the_top_rung_without_stalls() {
         abr.reference_kbps
     );
     assert_eq!(abr.kept_bitrate_sessions, 3, "{abr:?}");
+}
+
+#[test]
+fn a_download_far_slower_than_its_segment_is_abandoned_for_the_low_rung() {
+    if !ffmpeg_present() {
+        return;
+    }
+    let origin = Origin::serve(MediaFormat::Dash);
+    let bw = origin.bandwidths();
+    // Players that guess a fast link start on the top rung; the link carries half the low
+    // rung's peak, so a top-rung segment takes over four segment durations (the abandon
+    // rule's threshold is 1.8, and the link's 16 KiB initial burst must not hide it).
+    let link = bw[0] / 2;
+    assert!(bw[1] as f64 / link as f64 > 4.0, "{bw:?}");
+    let play = |abandon: bool| {
+        run(origin.target(), sessions(3, 6.0), |c| {
+            let mut p = PlayerConfig::new(Protocol::Dash);
+            p.abr.initial_bps = 10_000_000;
+            if !abandon {
+                p.abandon = None;
+            }
+            c.player = Some(p);
+            c.links.insert(
+                "c".into(),
+                Link {
+                    bandwidth_bps: link,
+                    one_way_delay: std::time::Duration::ZERO,
+                },
+            );
+        })
+    };
+    let r = play(true);
+    assert_eq!(
+        r.results.sessions.completed, 3,
+        "{:?}",
+        r.results.requests.errors
+    );
+    for s in &r.sessions {
+        let p = s.player.as_ref().unwrap();
+        // The first segment was given up once and fetched again from the low rung; nothing
+        // after it was too slow.
+        assert_eq!(p.aborted, 1, "{p:?}");
+        assert!(p.aborted_bytes > 0 && p.aborted_bytes < bw[1] / 8, "{p:?}");
+        assert!(p.timeline[0].kbps as u64 * 1000 <= bw[0], "{p:?}");
+        assert!((p.media_s - 6.0).abs() < 1e-6, "{p:?}");
+        // The abandoned request is in the record, unfinished and not failed.
+        let unfinished = s.requests.iter().filter(|q| !q.completed()).count();
+        assert_eq!(unfinished, 1);
+        assert!(s.requests.iter().all(|q| q.failure.is_none()));
+    }
+    assert_eq!(r.results.qos.abr.as_ref().unwrap().aborted_segments, 3);
+    // Without the rule the slow top-rung segment is waited for.
+    let r = play(false);
+    assert_eq!(r.results.sessions.completed, 3);
+    for s in &r.sessions {
+        let p = s.player.as_ref().unwrap();
+        assert_eq!(p.aborted, 0);
+        assert!(p.timeline[0].kbps as u64 * 1000 > bw[0], "{p:?}");
+    }
+}
+
+#[test]
+fn a_player_starts_where_its_session_says_and_seeks() {
+    if !ffmpeg_present() {
+        return;
+    }
+    let origin = Origin::serve(MediaFormat::Dash);
+    // Start 4 s into the 12 s title (1 s segments), watch 6 s in all, and after 2 s of
+    // playback jump back to the start.
+    let mut list = sessions(2, 60.0);
+    for s in &mut list {
+        s.play = Some(PlaySpec {
+            start_s: 4.0,
+            watch_s: Some(6.0),
+            seeks: vec![Seek {
+                after_s: 2.0,
+                to_s: 0.0,
+            }],
+        });
+    }
+    let r = run(origin.target(), list, player(Protocol::Dash));
+    assert_eq!(
+        r.results.sessions.completed, 2,
+        "{:?}",
+        r.results.requests.errors
+    );
+    for s in &r.sessions {
+        let p = s.player.as_ref().unwrap();
+        let positions: Vec<f64> = p.timeline.iter().map(|t| t.media_s).collect();
+        // 4..9 fetched (enough for the watch time), the jump after 2 s of playback, then
+        // 0..3: 2 s played before it and 4 s after make the 6 s watched.
+        assert_eq!(
+            positions,
+            [4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 0.0, 1.0, 2.0, 3.0],
+            "{p:?}"
+        );
+        assert_eq!((p.seeks, p.stalls), (1, 0), "{p:?}");
+        assert!(p.seek_wait_s >= 0.0 && p.seek_wait_s < 2.0, "{p:?}");
+        // Playback began only after two segments from the start position.
+        assert!(p.startup_s.is_some());
+    }
+    let abr = r.results.qos.abr.as_ref().unwrap();
+    assert_eq!(abr.seeks, 2);
+    // Without a play spec the session plays from the start for its requests' media time.
+    let r = run(origin.target(), sessions(1, 3.0), player(Protocol::Dash));
+    let p = r.sessions[0].player.as_ref().unwrap();
+    let positions: Vec<f64> = p.timeline.iter().map(|t| t.media_s).collect();
+    assert_eq!(positions, [0.0, 1.0, 2.0]);
+    assert_eq!(p.seeks, 0);
 }
 
 #[test]

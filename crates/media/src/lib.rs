@@ -44,6 +44,8 @@ pub struct MediaOptions {
     pub segment_s: f64,
     /// Distinct fragments encoded per rung.
     pub pool_fragments: u32,
+    /// Encode the pools from this video file (`--source`) instead of the test pattern.
+    pub source: Option<PathBuf>,
     pub progress: bool,
 }
 
@@ -53,6 +55,7 @@ impl MediaOptions {
             format,
             segment_s: 4.0,
             pool_fragments: 8,
+            source: None,
             progress: false,
         }
     }
@@ -67,6 +70,10 @@ pub struct Marker {
     pub catalog_digest: String,
     pub titles: usize,
     pub ladder_kbps: Vec<u32>,
+    /// The `--source` file the pictures come from (name and identity tag); absent: the
+    /// test pattern.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<String>,
 }
 
 /// A title's checksum sidecar.
@@ -129,6 +136,7 @@ pub fn create(
             "the catalog has no titles with video renditions".into(),
         ));
     }
+    let source = opts.source.as_deref().map(pool::Source::open).transpose()?;
     let marker = Marker {
         format: opts.format,
         segment_s: opts.segment_s,
@@ -136,6 +144,7 @@ pub fn create(
         catalog_digest: vodkit_workload::fileset::catalog_digest(catalog),
         titles: catalog.titles.len(),
         ladder_kbps: ladder.clone(),
+        source: source.as_ref().map(pool::Source::label),
     };
     let state = root.join(STATE_DIR);
     check_root(root, &state, &marker)?;
@@ -152,6 +161,7 @@ pub fn create(
             bitrate_kbps: kbps,
             segment_s: opts.segment_s,
             fragments: opts.pool_fragments,
+            source: source.clone(),
         };
         let (width, height) = spec.resolution();
         rungs.push(Rung {
@@ -237,12 +247,13 @@ fn check_root(root: &Path, state: &Path, marker: &Marker) -> Result<(), MediaErr
         })?;
         if old != *marker {
             return Err(MediaError::Input(format!(
-                "{} holds a different media set ({} packaging, {} s segments, {} titles, catalog {}); use another --root or delete it",
+                "{} holds a different media set ({} packaging, {} s segments, {} titles, catalog {}, pictures from {}); use another --root or delete it",
                 root.display(),
                 old.format,
                 old.segment_s,
                 old.titles,
-                old.catalog_digest
+                old.catalog_digest,
+                old.source.as_deref().unwrap_or("the test pattern")
             )));
         }
         return Ok(());

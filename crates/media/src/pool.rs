@@ -3,6 +3,9 @@
 //! advances with every frame), and titles are composed from the pool (see [`crate::package`]).
 //! A 1,000-title set therefore costs one short encode per rung of the ladder, not one per
 //! title. Pools are cached under the media set's own directory and reused by later runs.
+//! With a [`Source`] (`--source FILE`, a user's mezzanine) the pool's pictures come from that
+//! file instead: its first `segment × fragments` seconds (looped when it is shorter), scaled
+//! and padded to the rung's picture size at [`FPS`].
 
 use crate::bmff::{self, Fragmented};
 use crate::MediaError;
@@ -12,8 +15,52 @@ use std::process::{Command, Stdio};
 /// Frames per second of every encode.
 pub const FPS: u32 = 24;
 
+/// A user's video file the pools are encoded from instead of the test pattern.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Source {
+    pub path: PathBuf,
+    /// Names the file's identity in cache names and the media set's marker: the CRC-32 of its
+    /// canonical path, size and modification time (a changed file is encoded again).
+    pub tag: String,
+}
+
+impl Source {
+    /// Check that `path` is a readable regular file and name it.
+    pub fn open(path: &Path) -> Result<Source, MediaError> {
+        let bad = |why: String| MediaError::Input(format!("--source {}: {why}", path.display()));
+        let canonical = std::fs::canonicalize(path).map_err(|e| bad(e.to_string()))?;
+        let meta = std::fs::metadata(&canonical).map_err(|e| bad(e.to_string()))?;
+        if !meta.is_file() {
+            return Err(bad("expected a video file".into()));
+        }
+        std::fs::File::open(&canonical).map_err(|e| bad(e.to_string()))?;
+        let mtime = meta
+            .modified()
+            .ok()
+            .and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok())
+            .map_or(0, |d| d.as_nanos());
+        let mut h = crc32fast::Hasher::new();
+        h.update(canonical.as_os_str().as_encoded_bytes());
+        h.update(&meta.len().to_le_bytes());
+        h.update(&mtime.to_le_bytes());
+        Ok(Source {
+            path: canonical,
+            tag: format!("{:08x}", h.finalize()),
+        })
+    }
+
+    /// How the marker names it: file name and tag.
+    pub fn label(&self) -> String {
+        let name = self
+            .path
+            .file_name()
+            .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+        format!("{name} ({})", self.tag)
+    }
+}
+
 /// What one pool is encoded from.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct PoolSpec {
     /// Target video bit rate (kbit/s).
     pub bitrate_kbps: u32,
@@ -21,6 +68,8 @@ pub struct PoolSpec {
     pub segment_s: f64,
     /// Distinct fragments in the pool; titles cycle through them.
     pub fragments: u32,
+    /// Encode from this file; `None`: the test pattern.
+    pub source: Option<Source>,
 }
 
 impl PoolSpec {
@@ -42,8 +91,12 @@ impl PoolSpec {
 
     fn cache_name(&self) -> String {
         let (w, h) = self.resolution();
+        let from = self
+            .source
+            .as_ref()
+            .map_or_else(String::new, |s| format!("src{}-", s.tag));
         format!(
-            "pool-{}k-{}x{}-{}f-gop{}-{}fps-v1.mp4",
+            "pool-{from}{}k-{}x{}-{}f-gop{}-{}fps-v1.mp4",
             self.bitrate_kbps,
             w,
             h,
@@ -94,17 +147,37 @@ fn encode(spec: &PoolSpec, out: &Path) -> Result<(), MediaError> {
     let seconds = spec.segment_s * spec.fragments as f64;
     let tmp: PathBuf = out.with_extension("partial.mp4");
     let kbps = spec.bitrate_kbps;
-    let args: Vec<String> = vec![
-        "-hide_banner".into(),
-        "-loglevel".into(),
-        "error".into(),
-        "-nostdin".into(),
-        "-y".into(),
-        "-f".into(),
-        "lavfi".into(),
-        "-i".into(),
-        // testsrc draws colour bars, a moving gradient and a counter that changes every frame.
-        format!("testsrc=size={w}x{h}:rate={FPS}:duration={seconds}:decimals=2"),
+    let mut args: Vec<String> = ["-hide_banner", "-loglevel", "error", "-nostdin", "-y"]
+        .map(String::from)
+        .to_vec();
+    match &spec.source {
+        None => args.extend([
+            "-f".into(),
+            "lavfi".into(),
+            "-i".into(),
+            // testsrc draws colour bars, a moving gradient and a counter that changes every frame.
+            format!("testsrc=size={w}x{h}:rate={FPS}:duration={seconds}:decimals=2"),
+        ]),
+        // The file's first video stream, looped when shorter than the pool, fitted into the
+        // rung's picture (aspect kept, black bars), at the pool's frame rate; exactly the
+        // pool's frames.
+        Some(src) => args.extend([
+            "-stream_loop".into(),
+            "-1".into(),
+            "-i".into(),
+            src.path.display().to_string(),
+            "-map".into(),
+            "0:v:0".into(),
+            "-an".into(),
+            "-vf".into(),
+            format!(
+                "scale={w}:{h}:force_original_aspect_ratio=decrease,pad={w}:{h}:(ow-iw)/2:(oh-ih)/2,setsar=1,fps={FPS}"
+            ),
+            "-frames:v".into(),
+            (spec.gop() * spec.fragments).to_string(),
+        ]),
+    }
+    args.extend([
         "-c:v".into(),
         "libx264".into(),
         "-preset".into(),
@@ -130,7 +203,7 @@ fn encode(spec: &PoolSpec, out: &Path) -> Result<(), MediaError> {
         "-f".into(),
         "mp4".into(),
         tmp.display().to_string(),
-    ];
+    ]);
     let output = Command::new("ffmpeg")
         .args(&args)
         .stdin(Stdio::null())
@@ -145,8 +218,12 @@ fn encode(spec: &PoolSpec, out: &Path) -> Result<(), MediaError> {
     if !output.status.success() {
         let _ = std::fs::remove_file(&tmp);
         let err = String::from_utf8_lossy(&output.stderr);
+        let from = spec
+            .source
+            .as_ref()
+            .map_or_else(String::new, |s| format!(" from {}", s.path.display()));
         return Err(MediaError::Runtime(format!(
-            "ffmpeg failed encoding the {kbps} kbit/s pool: {}",
+            "ffmpeg failed encoding the {kbps} kbit/s pool{from}: {}",
             err.lines().last().unwrap_or("no message")
         )));
     }
@@ -168,6 +245,7 @@ mod tests {
             bitrate_kbps: 1676,
             segment_s: 4.0,
             fragments: 10,
+            source: None,
         };
         assert_eq!(s.gop(), 96);
         assert_eq!(s.resolution(), (854, 480));

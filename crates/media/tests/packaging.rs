@@ -175,3 +175,96 @@ fn damage_is_found_and_foreign_roots_refused() {
     let e = verify(&other).unwrap_err();
     assert!(e.to_string().contains("not a media set"), "{e}");
 }
+
+/// Frames ffmpeg decodes from `manifest`, with the mean luma of each (`signalstats`).
+fn luma_means(manifest: &Path) -> Vec<f64> {
+    let out = Command::new("ffmpeg")
+        .args(["-hide_banner", "-nostdin", "-i"])
+        .arg(manifest)
+        .args([
+            "-map",
+            "0:v:0",
+            "-vf",
+            "signalstats,metadata=print:key=lavfi.signalstats.YAVG",
+            "-f",
+            "null",
+            "-",
+        ])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter_map(|l| l.split("lavfi.signalstats.YAVG=").nth(1))
+        .filter_map(|v| v.trim().parse().ok())
+        .collect()
+}
+
+#[test]
+fn a_source_file_supplies_the_pictures() {
+    if !ffmpeg_present() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // A 1.5 s, 30 fps, 4:3 clip that is almost white: shorter than the pool (2 × 1 s, so it
+    // loops), another frame rate and aspect than any rung.
+    let clip = dir.path().join("clip.mp4");
+    let made = Command::new("ffmpeg")
+        .args([
+            "-hide_banner",
+            "-loglevel",
+            "error",
+            "-nostdin",
+            "-y",
+            "-f",
+            "lavfi",
+            "-i",
+        ])
+        .arg("color=c=0xF0F0F0:size=320x240:rate=30:duration=1.5")
+        .args(["-c:v", "libx264", "-pix_fmt", "yuv420p"])
+        .arg(&clip)
+        .status()
+        .unwrap();
+    assert!(made.success());
+
+    let root = dir.path().join("m");
+    let mut o = options(MediaFormat::Dash);
+    o.source = Some(clip.clone());
+    let r = create(&catalog(), &root, &o).unwrap();
+    assert_eq!(r.written_titles, 2);
+    let marker = std::fs::read_to_string(root.join(".vodkit-media/media.json")).unwrap();
+    assert!(marker.contains("clip.mp4"), "{marker}");
+    let pools: Vec<String> = std::fs::read_dir(root.join(".vodkit-media"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("pool-"))
+        .collect();
+    assert_eq!(pools.len(), 2, "{pools:?}");
+    assert!(pools.iter().all(|n| n.starts_with("pool-src")), "{pools:?}");
+    plays(&root.join("t1/manifest.mpd"));
+    assert!(verify(&root).unwrap().damage.is_empty());
+    // The pictures are the clip's (bright, padded left and right with black), not the test
+    // pattern's colour bars: 5 s of title at 24 fps.
+    let lumas = luma_means(&root.join("t1/manifest.mpd"));
+    assert_eq!(lumas.len(), 120, "frames of a 5 s title at 24 fps");
+    assert!(lumas.iter().all(|&y| y > 150.0), "{lumas:?}");
+    let pattern = dir.path().join("p");
+    create(&catalog(), &pattern, &options(MediaFormat::Dash)).unwrap();
+    let bars = luma_means(&pattern.join("t1/manifest.mpd"));
+    assert!(bars.iter().all(|&y| y < 150.0), "{bars:?}");
+
+    // The same root from the test pattern is another media set; a missing file is named.
+    let e = create(&catalog(), &root, &options(MediaFormat::Dash)).unwrap_err();
+    assert!(e.to_string().contains("clip.mp4"), "{e}");
+    o.source = Some(dir.path().join("absent.mp4"));
+    let e = create(&catalog(), &dir.path().join("n"), &o).unwrap_err();
+    assert!(matches!(e, vodkit_media::MediaError::Input(_)), "{e}");
+    assert!(
+        e.to_string().contains("--source") && e.to_string().contains("absent.mp4"),
+        "{e}"
+    );
+}

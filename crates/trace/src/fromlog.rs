@@ -162,6 +162,7 @@ impl Iterator for SessionStream {
             bitrate_kbps: Some(self.bitrate_kbps),
             requests,
             live: None,
+            play: None,
         })
     }
 

@@ -175,6 +175,9 @@ fn check_session(s: &Session) -> Result<(), String> {
     for (k, r) in s.requests.iter().enumerate() {
         check_request(r).map_err(|p| format!("request {k}: {p}"))?;
     }
+    if let Some(p) = &s.play {
+        p.check()?;
+    }
     Ok(())
 }
 
@@ -359,6 +362,7 @@ impl<'a> TextParser<'a> {
                 bitrate_kbps: meta.bitrate_kbps,
                 requests: Vec::new(),
                 live: None,
+                play: None,
             });
             self.session_timeout = meta.timeout_s;
             self.pending_think = 0.0;
@@ -779,6 +783,7 @@ mod tests {
                     })
                     .collect(),
                 live: None,
+                play: None,
             })
             .collect()
     }
@@ -800,6 +805,36 @@ mod tests {
         let whole = sessions(false);
         for f in LogFormat::ALL {
             assert_eq!(round_trip(&whole, f), whole, "{f}");
+        }
+    }
+
+    #[test]
+    fn player_sessions_carry_start_watch_and_seeks_and_bad_ones_are_named() {
+        let line = r#"{"id":3,"gap":0.5,"class":"c","title":7,"requests":[],"play":{"start_s":30,"watch_s":90,"seeks":[{"after_s":20,"to_s":300}]}}"#;
+        let s = parse(line, LogFormat::Jsonl, "p.jsonl").unwrap();
+        let p = s[0].play.as_ref().unwrap();
+        assert_eq!((p.start_s, p.watch_s, p.seeks.len()), (30.0, Some(90.0), 1));
+        assert_eq!((p.seeks[0].after_s, p.seeks[0].to_s), (20.0, 300.0));
+        assert_eq!(round_trip(&s, LogFormat::Jsonl), s);
+        for (bad, field) in [
+            (r#""play":{"start_s":-1}"#, "play.start_s"),
+            (r#""play":{"watch_s":0}"#, "play.watch_s"),
+            (
+                r#""play":{"seeks":[{"after_s":0,"to_s":5}]}"#,
+                "play.seeks[0].after_s",
+            ),
+            (
+                r#""play":{"seeks":[{"after_s":5,"to_s":-2}]}"#,
+                "play.seeks[0].to_s",
+            ),
+        ] {
+            let text = format!(
+                "{{\"id\":1,\"gap\":0,\"class\":\"c\",\"requests\":[]}}\n{{\"id\":2,\"gap\":0,\"class\":\"c\",\"requests\":[],{bad}}}\n"
+            );
+            let e = parse(&text, LogFormat::Jsonl, "p.jsonl")
+                .unwrap_err()
+                .to_string();
+            assert!(e.starts_with("p.jsonl:2: ") && e.contains(field), "{e}");
         }
     }
 

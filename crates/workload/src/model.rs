@@ -83,6 +83,65 @@ pub struct Session {
     /// A live viewer (no `requests`): which live stream it joins and for how long.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live: Option<LiveView>,
+    /// How an adaptive player (`vodkit load --player`) plays the title, when it does more than
+    /// watch from the start for the requests' media time: where it starts, how long it
+    /// watches, where it jumps.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub play: Option<PlaySpec>,
+}
+
+/// An adaptive player's viewing of its title (`play` in `sessions.jsonl`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct PlaySpec {
+    /// Media position (seconds into the title) playback starts at.
+    #[serde(default)]
+    pub start_s: f64,
+    /// Seconds of media watched in all, seeks included (absent: the requests' media time).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watch_s: Option<f64>,
+    /// Jumps, in order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub seeks: Vec<Seek>,
+}
+
+/// A jump: after watching `after_s` seconds of media since playback (re)started, the viewer
+/// continues from position `to_s`.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Seek {
+    pub after_s: f64,
+    pub to_s: f64,
+}
+
+impl PlaySpec {
+    /// Every number finite and in range; the error names the field.
+    pub fn check(&self) -> Result<(), String> {
+        if !(self.start_s.is_finite() && self.start_s >= 0.0) {
+            return Err(format!(
+                "play.start_s must be a non-negative number, got {}",
+                self.start_s
+            ));
+        }
+        if let Some(w) = self.watch_s {
+            if !(w.is_finite() && w > 0.0) {
+                return Err(format!("play.watch_s must be a positive number, got {w}"));
+            }
+        }
+        for (k, j) in self.seeks.iter().enumerate() {
+            if !(j.after_s.is_finite() && j.after_s > 0.0) {
+                return Err(format!(
+                    "play.seeks[{k}].after_s must be a positive number, got {}",
+                    j.after_s
+                ));
+            }
+            if !(j.to_s.is_finite() && j.to_s >= 0.0) {
+                return Err(format!(
+                    "play.seeks[{k}].to_s must be a non-negative number, got {}",
+                    j.to_s
+                ));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// What a live viewer watches: stream `stream` of the run's live sources (published under
@@ -148,6 +207,7 @@ impl Session {
             bitrate_kbps: None,
             requests,
             live: None,
+            play: None,
         }
     }
 }
@@ -297,6 +357,7 @@ mod tests {
                 },
             ],
             live: None,
+            play: None,
         };
         let line = serde_json::to_string(&s).unwrap();
         assert!(!line.contains('\n'));

@@ -520,6 +520,7 @@ fn to_model_session(cat: &NfCatalog, s: &SynthSession, gap: f64) -> Session {
         bitrate_kbps: Some(s.stable_kbps),
         requests,
         live: None,
+        play: None,
     }
 }
 

@@ -146,6 +146,7 @@ mod tests {
             bitrate_kbps: None,
             requests,
             live: None,
+            play: None,
         }
     }
 

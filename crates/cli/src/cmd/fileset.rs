@@ -47,6 +47,10 @@ enum FilesetCommand {
         /// Distinct segments encoded per rung; titles cycle through them.
         #[arg(long, default_value_t = 8, requires = "media")]
         pool: u32,
+        /// Encode the media set's pictures from this video file (its first `segment × pool`
+        /// seconds, looped if shorter) instead of the generated test pattern.
+        #[arg(long, value_name = "FILE", requires = "media")]
+        source: Option<PathBuf>,
     },
     /// Check every byte of every file against the content function.
     Verify {
@@ -90,6 +94,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             media: Some(format),
             segment,
             pool,
+            source,
         } => {
             if common.layout.is_some() {
                 return Err(super::usage(
@@ -100,6 +105,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let mut opts = vodkit_media::MediaOptions::new(format);
             opts.segment_s = segment.as_secs_f64();
             opts.pool_fragments = pool;
+            opts.source = source;
             opts.progress = !quiet;
             let r = vodkit_media::create(&catalog, &common.root, &opts).map_err(wrap_media)?;
             println!(

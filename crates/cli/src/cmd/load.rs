@@ -186,6 +186,11 @@ pub struct PlayerArgs {
     /// Segments a player buffers before playback starts.
     #[arg(long, default_value_t = 2, requires = "player")]
     startup_segments: u32,
+    /// Players never give up a slow segment download (by default they abandon one that
+    /// would take over 1.8 segment durations and outlast the buffer, as dash.js and hls.js do,
+    /// and fetch it again from a lower rendition).
+    #[arg(long, requires = "player")]
+    no_abandon: bool,
 }
 
 impl PlayerArgs {
@@ -196,6 +201,9 @@ impl PlayerArgs {
         p.rule = self.abr;
         p.buffer_target_s = self.buffer_target.as_secs_f64();
         p.startup_segments = self.startup_segments.max(1);
+        if self.no_abandon {
+            p.abandon = None;
+        }
         Some(p)
     }
 }

@@ -14,6 +14,10 @@
 //! - [`Rule::Hybrid`] (dash.js's "dynamic" strategy): the throughput rule while the buffer is
 //!   short (start-up, after a stall), the buffer rule once it holds `switch_s` seconds, and
 //!   back when it falls to half of that.
+//!
+//! While a segment downloads, [`Abr::abandon`] decides whether to give it up for a lower
+//! rendition ([`Abandon`]: dash.js's AbandonRequestsRule and hls.js's emergency switch-down),
+//! the way a real player reacts to a server that slows down mid-segment.
 
 use serde::{Deserialize, Serialize};
 use std::str::FromStr;
@@ -72,6 +76,51 @@ impl Default for AbrSettings {
             initial_bps: 0,
         }
     }
+}
+
+/// When a player gives up a slow segment download (on by default in dash.js and hls.js).
+///
+/// After `grace_s` of a download that has received some bytes, the player projects the
+/// download's total time from the bytes received so far. It abandons the download when
+/// (dash.js) the projection reaches `multiplier` × the segment's duration **and** (hls.js) the
+/// rest would arrive after the buffer runs dry (always, before playback has started), and a
+/// lower rendition's copy of the segment would arrive sooner than the rest of this one. It
+/// then fetches the segment again from the highest lower rendition that fits under the
+/// safety share of the measured rate (the lowest when none does).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Abandon {
+    /// No decision before the download has run this long (seconds).
+    pub grace_s: f64,
+    /// Projected download time, in segment durations, from which a download is too slow.
+    pub multiplier: f64,
+}
+
+impl Default for Abandon {
+    /// dash.js's defaults: `abandonDurationMultiplier` 1.8; a grace of 0.5 s (its rule waits for
+    /// a few progress events, hls.js for half a second or more).
+    fn default() -> Abandon {
+        Abandon {
+            grace_s: 0.5,
+            multiplier: 1.8,
+        }
+    }
+}
+
+/// A download in progress, as [`Abr::abandon`] sees it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Progress {
+    /// Index of the rendition being downloaded (ascending ladder).
+    pub rendition: usize,
+    /// Seconds of media the segment holds.
+    pub duration_s: f64,
+    /// Bytes the segment is expected to hold (its rendition's bit rate × duration).
+    pub expected_bytes: u64,
+    /// Bytes received so far and seconds since the request was sent.
+    pub received: u64,
+    pub elapsed_s: f64,
+    /// Seconds of media buffered now, and whether playback has started.
+    pub buffer_s: f64,
+    pub playing: bool,
 }
 
 /// Exponentially weighted throughput average, weighted by download time.
@@ -150,6 +199,36 @@ impl Abr {
         let bps = bytes as f64 * 8.0 / seconds;
         self.fast.add(bps, seconds);
         self.slow.add(bps, seconds);
+    }
+
+    /// Make rendition `index` the current one (the player abandoned a download for it).
+    pub fn switch_to(&mut self, index: usize) {
+        self.current = index.min(self.ladder.len() - 1);
+    }
+
+    /// Whether to abandon the download `p` ([`Abandon`]): the lower rendition to fetch the
+    /// segment from instead, or `None` to keep downloading.
+    pub fn abandon(&self, rule: &Abandon, p: &Progress) -> Option<usize> {
+        let current = p.rendition.min(self.ladder.len() - 1);
+        if current == 0 || p.received == 0 || p.elapsed_s < rule.grace_s || p.duration_s <= 0.0 {
+            return None;
+        }
+        let rate_bps = p.received as f64 * 8.0 / p.elapsed_s;
+        let projected_s = p.expected_bytes as f64 * 8.0 / rate_bps;
+        if projected_s < rule.multiplier * p.duration_s {
+            return None;
+        }
+        let rest_s = p.expected_bytes.saturating_sub(p.received) as f64 * 8.0 / rate_bps;
+        if p.playing && rest_s <= p.buffer_s {
+            return None;
+        }
+        let budget = rate_bps * self.settings.safety;
+        let to = self.ladder[..current]
+            .iter()
+            .rposition(|&b| b as f64 <= budget)
+            .unwrap_or(0);
+        let refetch_s = self.ladder[to] as f64 * p.duration_s / rate_bps;
+        (refetch_s < rest_s).then_some(to)
     }
 
     /// Current throughput estimate (bit/s), once something was downloaded.
@@ -409,6 +488,88 @@ mod tests {
         }
         assert!(c > 0, "throughput rule in charge below the switch level");
         assert!("bba".parse::<Rule>().is_ok() && "x".parse::<Rule>().is_err());
+    }
+
+    #[test]
+    fn a_slow_download_is_abandoned_for_a_rung_that_fits() {
+        let abr = Abr::new(Rule::Throughput, AbrSettings::default(), &LADDER);
+        let rule = Abandon::default();
+        // A 4 s segment of the 5 Mbit/s rung (2.5 MB) arriving at 1.2 Mbit/s: 16.7 s in all,
+        // over 1.8 × 4 s, with 6 s buffered: give it up for the 1 Mbit/s rung.
+        let slow = Progress {
+            rendition: 3,
+            duration_s: 4.0,
+            expected_bytes: 2_500_000,
+            received: 150_000,
+            elapsed_s: 1.0,
+            buffer_s: 6.0,
+            playing: true,
+        };
+        assert_eq!(abr.abandon(&rule, &slow), Some(1));
+        // Inside the grace time, or before any byte: no decision.
+        for p in [
+            Progress {
+                elapsed_s: 0.4,
+                received: 60_000,
+                ..slow
+            },
+            Progress {
+                received: 0,
+                elapsed_s: 5.0,
+                ..slow
+            },
+        ] {
+            assert_eq!(abr.abandon(&rule, &p), None, "{p:?}");
+        }
+        // Fast enough (5.6 s projected < 7.2 s): keep it.
+        let fine = Progress {
+            received: 450_000,
+            ..slow
+        };
+        assert_eq!(abr.abandon(&rule, &fine), None);
+        // Slow, but the buffer outlasts the rest: keep it; before playback started the
+        // buffer does not protect it.
+        let covered = Progress {
+            buffer_s: 20.0,
+            ..slow
+        };
+        assert_eq!(abr.abandon(&rule, &covered), None);
+        assert_eq!(
+            abr.abandon(
+                &rule,
+                &Progress {
+                    playing: false,
+                    ..covered
+                }
+            ),
+            Some(1)
+        );
+        // The lowest rung is never abandoned; nothing fits a crawl: the lowest rung.
+        assert_eq!(
+            abr.abandon(
+                &rule,
+                &Progress {
+                    rendition: 0,
+                    ..slow
+                }
+            ),
+            None
+        );
+        let crawl = Progress {
+            received: 20_000,
+            ..slow
+        };
+        assert_eq!(abr.abandon(&rule, &crawl), Some(0));
+        // Almost done: refetching even the lowest rung would take longer than the rest.
+        let nearly = Progress {
+            rendition: 1,
+            expected_bytes: 500_000,
+            received: 480_000,
+            elapsed_s: 10.0,
+            buffer_s: 0.0,
+            ..slow
+        };
+        assert_eq!(abr.abandon(&rule, &nearly), None);
     }
 
     #[test]

@@ -51,11 +51,14 @@ pub struct PlayerConfig {
     pub manifest_timeout_s: f64,
     /// Watch at least this long when the log's requests carry no media time.
     pub min_watch_s: f64,
+    /// Give up a slow segment download for a lower rendition (`None`: never).
+    pub abandon: Option<abr::Abandon>,
 }
 
 impl PlayerConfig {
     /// Defaults close to dash.js: the hybrid ("dynamic") rule, start after two segments,
-    /// resume after one second, a 30 s buffer target; before the first download the
+    /// resume after one second, a 30 s buffer target, slow downloads abandoned
+    /// ([`abr::Abandon`]'s dash.js defaults); before the first download the
     /// players assume the bit rate dash.js (1,000 kbit/s) or hls.js (500 kbit/s) assumes.
     pub fn new(protocol: Protocol) -> PlayerConfig {
         let abr = abr::AbrSettings {
@@ -75,6 +78,7 @@ impl PlayerConfig {
             segment_timeout_s: 30.0,
             manifest_timeout_s: 10.0,
             min_watch_s: 0.0,
+            abandon: Some(abr::Abandon::default()),
         }
     }
 }

@@ -1,7 +1,8 @@
 //! One adaptive-player session (`vodkit load --player`): fetch the manifest, then one segment
 //! at a time, each from the rendition the ABR rule picks, keeping a playout buffer that
 //! drains in real time once playback has started; waiting when the buffer is full,
-//! stalling when it runs dry. Everything it fetched becomes the session's request list, so
+//! stalling when it runs dry; a segment download that falls too far behind is given up for a
+//! lower rendition ([`abr::Abandon`]). Everything it fetched becomes the session's request list, so
 //! the run's statistics, QoS model and CSV treat it like any replayed session; what only a
 //! player knows (renditions chosen, switches, its own start-up and stalls) goes into
 //! [`PlayerOutcome`]. Under `--verify` a player first fetches its title's checksum sidecar
@@ -20,10 +21,26 @@ use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::time::Instant;
-use vodkit_workload::model::{ByteRange, Request, Session};
+use vodkit_workload::model::{ByteRange, Request, Seek, Session};
 
 /// Largest manifest, playlist or index kept in memory.
 pub const MAX_TEXT_BYTES: usize = 8 << 20;
+
+/// How often a watched download's progress is looked at (the abandon rule).
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// Looks at a download in progress (bytes received, seconds since it was sent) and says
+/// whether to give it up.
+pub(super) type Watch<'w> = &'w (dyn Fn(u64, f64) -> bool + Sync);
+
+/// What a fetch brought: the body when kept, bytes received, seconds taken, and whether the
+/// player gave the download up (then the bytes are what had arrived).
+pub(super) struct Got {
+    pub(super) body: Vec<u8>,
+    pub(super) bytes: u64,
+    pub(super) secs: f64,
+    pub(super) abandoned: bool,
+}
 
 /// The manifest a session plays: the one it names, else its title's in the media-set layout.
 pub fn manifest_path(session: &Session, protocol: Protocol) -> Option<String> {
@@ -75,6 +92,8 @@ pub(super) struct Buffer {
     pub(super) stall_lengths: Vec<f64>,
     /// When the current stall began.
     pub(super) stall_began: f64,
+    /// Seconds of media played so far.
+    pub(super) played_s: f64,
 }
 
 impl Buffer {
@@ -83,6 +102,7 @@ impl Buffer {
         let dt = (now - self.last).max(0.0);
         self.last = now;
         if self.playing {
+            self.played_s += dt.min(self.level_s);
             self.level_s -= dt;
             if self.level_s < 0.0 {
                 self.stall_s += -self.level_s;
@@ -95,6 +115,15 @@ impl Buffer {
         } else if self.stalled {
             self.stall_s += dt;
         }
+    }
+
+    /// A seek at `now`: the buffered media is dropped and playback waits for new media
+    /// (not a stall).
+    pub(super) fn seek(&mut self, now: f64) {
+        self.advance(now);
+        self.level_s = 0.0;
+        self.playing = false;
+        self.stalled = false;
     }
 
     /// A segment of `dur` seconds arrived at `now`; playback (re)starts once `resume_s` is
@@ -114,6 +143,98 @@ impl Buffer {
             }
         }
         None
+    }
+}
+
+/// Where the player fetches next.
+#[derive(Debug, Default)]
+struct Place {
+    period: usize,
+    /// The period's renditions' init pieces and segments, each resolved when first needed.
+    resolved: Vec<Option<(Option<Piece>, Vec<Segment>)>>,
+    /// The rendition whose init piece the player holds.
+    init_of: Option<usize>,
+    segment: usize,
+    /// Media position of `segment` in the title (seconds).
+    media_at: f64,
+    /// Past the last segment of the last period.
+    ended: bool,
+}
+
+impl Place {
+    fn enter(&mut self, period: usize, renditions: usize, start_s: f64) {
+        *self = Place {
+            period,
+            resolved: vec![None; renditions],
+            init_of: None,
+            segment: 0,
+            media_at: start_s,
+            ended: false,
+        };
+    }
+
+    /// On to the next period's first segment, or to the end of the title.
+    fn next_period(&mut self, p: &Presentation) {
+        match p.periods.get(self.period + 1) {
+            Some(next) => self.enter(self.period + 1, next.renditions.len(), self.media_at),
+            None => self.ended = true,
+        }
+    }
+}
+
+/// A viewer's progress through its `play` spec: the media counted towards its watch time,
+/// and the seeks still to come.
+#[derive(Debug)]
+struct Viewing {
+    watch_s: f64,
+    /// Media played before the latest seek, and media fetched since it.
+    credited: f64,
+    fetched_since: f64,
+    /// [`Buffer::played_s`] at the latest seek.
+    played_at_seek: f64,
+    seeks: std::collections::VecDeque<Seek>,
+    /// When the seek in progress began (until playback resumes).
+    seeking: Option<f64>,
+}
+
+impl Viewing {
+    fn new(seeks: Vec<Seek>, watch_s: f64) -> Viewing {
+        Viewing {
+            watch_s,
+            credited: 0.0,
+            fetched_since: 0.0,
+            played_at_seek: 0.0,
+            seeks: seeks.into(),
+            seeking: None,
+        }
+    }
+
+    /// Enough media fetched to play out the watch time.
+    fn enough(&self) -> bool {
+        self.credited + self.fetched_since + 1e-9 >= self.watch_s
+    }
+
+    /// Seconds of playback until the next seek falls due (≤ 0: now); `None` without one, or
+    /// when the watch time ends before it.
+    fn due_in(&self, buf: &Buffer) -> Option<f64> {
+        let next = self.seeks.front()?;
+        if self.credited + next.after_s >= self.watch_s - 1e-9 {
+            return None;
+        }
+        Some(next.after_s - (buf.played_s - self.played_at_seek))
+    }
+
+    /// Make the next seek at `now`: the buffer is dropped and the media played since the
+    /// previous one counts; returns the position to continue from.
+    fn seek(&mut self, buf: &mut Buffer, now: f64, out: &mut PlayerOutcome) -> Option<f64> {
+        let next = self.seeks.pop_front()?;
+        buf.seek(now);
+        self.credited += buf.played_s - self.played_at_seek;
+        self.fetched_since = 0.0;
+        self.played_at_seek = buf.played_s;
+        self.seeking = Some(now);
+        out.seeks += 1;
+        Some(next.to_s)
     }
 }
 
@@ -170,6 +291,23 @@ impl<'a> Player<'a> {
         timeout_s: f64,
         keep: bool,
     ) -> Result<(Vec<u8>, u64, f64), SessionEnd> {
+        let g = self
+            .fetch_watched(piece, media_s, timeout_s, keep, None)
+            .await?;
+        Ok((g.body, g.bytes, g.secs))
+    }
+
+    /// Fetch a piece while `watch` (if any) looks at its progress every [`WATCH_EVERY`]; a
+    /// download it gives up is cut (its connection closed, as a browser's abort does) and
+    /// recorded as unfinished, neither completed nor failed.
+    pub(super) async fn fetch_watched(
+        &mut self,
+        piece: &Piece,
+        media_s: f64,
+        timeout_s: f64,
+        keep: bool,
+        watch: Option<Watch<'_>>,
+    ) -> Result<Got, SessionEnd> {
         let start = Instant::now();
         let range = piece.range.map(|(a, b)| ByteRange::closed(a, b - a + 1));
         let ask = Ask {
@@ -187,7 +325,9 @@ impl<'a> Player<'a> {
         let mut body = Vec::new();
         let mut overflow = false;
         let mut crc = crc32fast::Hasher::new();
+        let received = std::sync::atomic::AtomicU64::new(0);
         let mut sink = |chunk: &[u8]| {
+            received.fetch_add(chunk.len() as u64, Ordering::Relaxed);
             if expected.is_some() {
                 crc.update(chunk);
             }
@@ -199,13 +339,14 @@ impl<'a> Player<'a> {
                 }
             }
         };
-        let sink: Option<crate::http::BodySink<'_, '_>> = if keep || expected.is_some() {
-            Some(&mut sink)
-        } else {
-            None
-        };
+        let sink: Option<crate::http::BodySink<'_, '_>> =
+            if keep || expected.is_some() || watch.is_some() {
+                Some(&mut sink)
+            } else {
+                None
+            };
         let conn = self.conn.take();
-        let f = fetch(
+        let fetching = fetch(
             conn,
             self.server_closed,
             &ask,
@@ -215,8 +356,31 @@ impl<'a> Player<'a> {
             &self.viewer,
             start,
             sink,
-        )
-        .await;
+        );
+        let f = match watch {
+            None => Some(fetching.await),
+            Some(watch) => {
+                tokio::pin!(fetching);
+                let mut tick = tokio::time::interval_at(start + WATCH_EVERY, WATCH_EVERY);
+                loop {
+                    tokio::select! {
+                        f = &mut fetching => break Some(f),
+                        _ = tick.tick() => {
+                            if watch(received.load(Ordering::Relaxed), start.elapsed().as_secs_f64()) {
+                                break None;
+                            }
+                        }
+                    }
+                }
+            }
+        };
+        let Some(f) = f else {
+            // The fetch (and its connection) was dropped above, as a browser's abort closes it.
+            self.conn = None;
+            self.server_closed = false;
+            let got = received.load(Ordering::Relaxed);
+            return Ok(self.abandoned(piece, range, timeout_s, start, got));
+        };
         self.conn = f.conn;
         self.server_closed = f.server_closed;
         self.opened += f.opened;
@@ -267,8 +431,46 @@ impl<'a> Player<'a> {
                     .live
                     .completed_requests
                     .fetch_add(1, Ordering::Relaxed);
-                Ok((body, f.progress.bytes, f.elapsed))
+                Ok(Got {
+                    body,
+                    bytes: f.progress.bytes,
+                    secs: f.elapsed,
+                    abandoned: false,
+                })
             }
+        }
+    }
+
+    /// Record a download given up after `got` bytes: unfinished, no failure, no media.
+    fn abandoned(
+        &mut self,
+        piece: &Piece,
+        range: Option<ByteRange>,
+        timeout_s: f64,
+        start: Instant,
+        got: u64,
+    ) -> Got {
+        let elapsed = start.elapsed().as_secs_f64();
+        self.made
+            .push(Request::new(piece.path.clone(), range, timeout_s));
+        self.records.push(RequestRecord {
+            index: self.records.len() as u32,
+            conn: 0,
+            started: start.duration_since(self.shared.t0).as_secs_f64(),
+            ttfb: None,
+            ttlb: None,
+            elapsed,
+            bytes: got,
+            status: 0,
+            failure: None,
+            media_s: 0.0,
+            pacing_s: 0.0,
+        });
+        Got {
+            body: Vec::new(),
+            bytes: got,
+            secs: elapsed,
+            abandoned: true,
         }
     }
 
@@ -366,17 +568,61 @@ impl<'a> Player<'a> {
         }
     }
 
+    /// Move `place` to the segment holding media position `to_s` (by rendition `r`'s segment
+    /// lists, fetched when needed); `false` when `to_s` lies past the presentation's end.
+    async fn locate(
+        &mut self,
+        cfg: &PlayerConfig,
+        p: &Presentation,
+        place: &mut Place,
+        r: usize,
+        to_s: f64,
+    ) -> Result<bool, SessionEnd> {
+        let mut start = 0.0f64;
+        for (k, period) in p.periods.iter().enumerate() {
+            if place.period != k {
+                place.enter(k, period.renditions.len(), start);
+            }
+            let r = r.min(period.renditions.len().saturating_sub(1));
+            if place.resolved[r].is_none() {
+                place.resolved[r] = Some(self.resolve(cfg, &period.renditions[r]).await?);
+            }
+            let Some((_, segments)) = place.resolved[r].as_ref() else {
+                return Ok(false);
+            };
+            let listed: f64 = segments.iter().map(|s| s.duration_s).sum();
+            let mut at = start;
+            for (i, seg) in segments.iter().enumerate() {
+                if to_s < at + seg.duration_s - 1e-9 {
+                    place.segment = i;
+                    place.media_at = at;
+                    return Ok(true);
+                }
+                at += seg.duration_s;
+            }
+            start += period.duration_s.unwrap_or(listed);
+        }
+        Ok(false)
+    }
+
     async fn play(
         &mut self,
         cfg: &PlayerConfig,
         out: &mut PlayerOutcome,
     ) -> Result<(), SessionEnd> {
-        let session = &self.plan.session;
+        let plan = self.plan;
+        let session = &plan.session;
         let Some(path) = manifest_path(session, cfg.protocol) else {
             return Err(SessionEnd::Failed(FailureReason::Protocol));
         };
         let begin = self.now();
-        let watch_s = watch_seconds(session).max(cfg.min_watch_s);
+        let spec = session.play.clone().unwrap_or_default();
+        let watch_s = spec
+            .watch_s
+            .unwrap_or_else(|| watch_seconds(session))
+            .max(cfg.min_watch_s);
+        let start_s = spec.start_s;
+        let mut viewing = Viewing::new(spec.seeks, watch_s);
         if self.shared.verify {
             self.load_checksums(&path).await?;
         }
@@ -391,82 +637,174 @@ impl<'a> Player<'a> {
             last: self.now(),
             ..Buffer::default()
         };
-        let mut media_at = 0.0f64;
+        let mut place = Place::default();
+        place.enter(0, p.periods[0].renditions.len(), 0.0);
         let mut last_choice: Option<usize> = None;
-        'periods: for period in &p.periods {
-            let mut resolved: Vec<Option<(Option<Piece>, Vec<Segment>)>> =
-                vec![None; period.renditions.len()];
-            let mut init_of: Option<usize> = None;
-            let mut i = 0usize;
-            loop {
-                if media_at + 1e-9 >= watch_s {
-                    break 'periods;
-                }
-                // Keep at most the buffer target ahead of the playhead.
-                let now = self.now();
-                buf.advance(now);
-                if buf.playing && buf.level_s > cfg.buffer_target_s {
-                    self.wait(buf.level_s - cfg.buffer_target_s).await?;
-                    buf.advance(self.now());
-                }
-                let pick = abr.choose(buf.level_s).min(period.renditions.len() - 1);
-                if resolved[pick].is_none() {
-                    resolved[pick] = Some(self.resolve(cfg, &period.renditions[pick]).await?);
-                }
-                // One segment (and the init piece on a switch) is copied, not the list.
-                let Some((init, segments)) = resolved[pick].as_ref() else {
+        // The rendition an abandoned download asked the segment to be fetched from again.
+        let mut forced: Option<usize> = None;
+        let mut jump_to = (start_s > 0.0).then_some(start_s);
+        loop {
+            if let Some(to) = jump_to.take() {
+                if !self
+                    .locate(cfg, &p, &mut place, last_choice.unwrap_or(0), to)
+                    .await?
+                {
                     break;
-                };
-                let Some(seg) = segments.get(i).cloned() else {
-                    break;
-                };
-                let n_segments = segments.len();
-                let init = if init_of != Some(pick) {
-                    init.clone()
-                } else {
-                    None
-                };
-                if init_of != Some(pick) {
-                    if let Some(init) = &init {
-                        self.get(init, 0.0, cfg.segment_timeout_s, false).await?;
+                }
+            }
+            // Enough fetched for the watch time (or the title ended): wait for a seek still
+            // to come, else stop.
+            if viewing.enough() || place.ended {
+                match self.await_seek(&mut viewing, &mut buf, out).await? {
+                    Some(to) => {
+                        place.ended = false;
+                        jump_to = Some(to);
+                        continue;
                     }
-                    init_of = Some(pick);
+                    None => break,
                 }
-                let (_, bytes, secs) = self
-                    .get(&seg.piece, seg.duration_s, cfg.segment_timeout_s, false)
-                    .await?;
-                abr.observe(bytes, secs);
-                let kbps = (period.renditions[pick].bandwidth_bps / 1000) as u32;
-                if last_choice.is_some_and(|c| c != pick) {
-                    out.switches += 1;
+            }
+            // Keep at most the buffer target ahead of the playhead; a seek may fall due.
+            buf.advance(self.now());
+            if buf.playing && buf.level_s > cfg.buffer_target_s {
+                let mut wait = buf.level_s - cfg.buffer_target_s;
+                if let Some(due) = viewing.due_in(&buf) {
+                    wait = wait.min(due.max(0.0));
                 }
-                last_choice = Some(pick);
-                out.timeline.push(Stretch {
-                    media_s: media_at,
-                    duration_s: seg.duration_s,
-                    kbps,
-                });
-                media_at += seg.duration_s;
-                i += 1;
-                let last = media_at + 1e-9 >= watch_s || i >= n_segments;
-                let resume = if buf.started {
-                    cfg.resume_s
-                } else {
-                    cfg.startup_segments as f64 * seg.duration_s
+                self.wait(wait).await?;
+                buf.advance(self.now());
+            }
+            if viewing.due_in(&buf).is_some_and(|d| d <= 1e-9) {
+                jump_to = viewing.seek(&mut buf, self.now(), out);
+                continue;
+            }
+            let period = &p.periods[place.period];
+            let pick = match forced.take() {
+                Some(to) => {
+                    abr.switch_to(to);
+                    to
+                }
+                None => abr.choose(buf.level_s),
+            }
+            .min(period.renditions.len() - 1);
+            if place.resolved[pick].is_none() {
+                place.resolved[pick] = Some(self.resolve(cfg, &period.renditions[pick]).await?);
+            }
+            // One segment (and the init piece on a switch) is copied, not the list.
+            let (init, seg, n_segments) = match place.resolved[pick].as_ref() {
+                Some((init, segments)) => (
+                    init.clone(),
+                    segments.get(place.segment).cloned(),
+                    segments.len(),
+                ),
+                None => (None, None, 0),
+            };
+            let Some(seg) = seg else {
+                place.next_period(&p);
+                continue;
+            };
+            if place.init_of != Some(pick) {
+                if let Some(init) = &init {
+                    self.get(init, 0.0, cfg.segment_timeout_s, false).await?;
+                }
+                place.init_of = Some(pick);
+            }
+            let (level0, playing0) = (buf.level_s, buf.playing);
+            let seek_in = viewing.due_in(&buf);
+            let expected_bytes =
+                (period.renditions[pick].bandwidth_bps as f64 * seg.duration_s / 8.0) as u64;
+            let abandon_to = std::sync::atomic::AtomicUsize::new(usize::MAX);
+            let seek_hit = std::sync::atomic::AtomicBool::new(false);
+            let check = |received: u64, elapsed_s: f64| -> bool {
+                // The playhead reaches the seek point while the segment is on its way.
+                if let Some(due) = seek_in {
+                    if playing0 && due <= level0 && elapsed_s >= due {
+                        seek_hit.store(true, Ordering::Relaxed);
+                        return true;
+                    }
+                }
+                let Some(rule) = cfg.abandon else {
+                    return false;
                 };
-                if let Some(at) = buf.add(self.now(), seg.duration_s, resume, last) {
-                    out.startup_s = Some(at - begin);
+                let left = (level0 - elapsed_s).max(0.0);
+                let progress = abr::Progress {
+                    rendition: pick,
+                    duration_s: seg.duration_s,
+                    expected_bytes,
+                    received,
+                    elapsed_s,
+                    buffer_s: if playing0 { left } else { level0 },
+                    playing: playing0 && left > 0.0,
+                };
+                match abr.abandon(&rule, &progress) {
+                    Some(to) => {
+                        abandon_to.store(to, Ordering::Relaxed);
+                        true
+                    }
+                    None => false,
                 }
-                if i >= n_segments {
-                    break;
+            };
+            let watch: Option<Watch<'_>> =
+                (cfg.abandon.is_some() || seek_in.is_some()).then_some(&check as Watch<'_>);
+            let got = self
+                .fetch_watched(
+                    &seg.piece,
+                    seg.duration_s,
+                    cfg.segment_timeout_s,
+                    false,
+                    watch,
+                )
+                .await?;
+            abr.observe(got.bytes, got.secs);
+            if got.abandoned {
+                if seek_hit.load(Ordering::Relaxed) {
+                    // The viewer jumped; the segment in flight is dropped, as players do.
+                    jump_to = viewing.seek(&mut buf, self.now(), out);
+                } else {
+                    out.aborted += 1;
+                    out.aborted_bytes += got.bytes;
+                    forced = Some(abandon_to.load(Ordering::Relaxed).min(pick));
+                }
+                continue;
+            }
+            let kbps = (period.renditions[pick].bandwidth_bps / 1000) as u32;
+            if last_choice.is_some_and(|c| c != pick) {
+                out.switches += 1;
+            }
+            last_choice = Some(pick);
+            out.timeline.push(Stretch {
+                media_s: place.media_at,
+                duration_s: seg.duration_s,
+                kbps,
+            });
+            place.media_at += seg.duration_s;
+            place.segment += 1;
+            viewing.fetched_since += seg.duration_s;
+            if place.segment >= n_segments {
+                place.next_period(&p);
+            }
+            let last = place.ended || viewing.enough();
+            let resume = if buf.started && viewing.seeking.is_none() {
+                cfg.resume_s
+            } else {
+                cfg.startup_segments as f64 * seg.duration_s
+            };
+            let was_playing = buf.playing;
+            let now = self.now();
+            if let Some(at) = buf.add(now, seg.duration_s, resume, last) {
+                out.startup_s = Some(at - begin);
+            }
+            if !was_playing && buf.playing {
+                if let Some(since) = viewing.seeking.take() {
+                    out.seek_wait_s += now - since;
                 }
             }
         }
         buf.advance(self.now());
-        out.media_s = media_at;
         out.stalls = buf.stalls;
         out.stall_s = buf.stall_s;
         let durations: Vec<f64> = out.timeline.iter().map(|s| s.duration_s).collect();
+        out.media_s = durations.iter().sum();
         let startup_s = cfg.startup_segments as f64 * durations.first().copied().unwrap_or(0.0);
         out.reference_kbps = abr::unloaded_mean_bps(
             cfg.rule,
@@ -479,6 +817,26 @@ impl<'a> Player<'a> {
         ) / 1000.0;
         Ok(())
     }
+
+    /// Nothing more to fetch before the next seek: wait while the playhead moves on to it and
+    /// make it (the position to continue from), or `None` when no seek is still to come
+    /// (none left, or the playhead cannot reach it: stalled, or the watch time ends first).
+    async fn await_seek(
+        &self,
+        viewing: &mut Viewing,
+        buf: &mut Buffer,
+        out: &mut PlayerOutcome,
+    ) -> Result<Option<f64>, SessionEnd> {
+        buf.advance(self.now());
+        let Some(due) = viewing.due_in(buf) else {
+            return Ok(None);
+        };
+        if !buf.playing || due > buf.level_s + 1e-9 {
+            return Ok(None);
+        }
+        self.wait(due).await?;
+        Ok(viewing.seek(buf, self.now(), out))
+    }
 }
 
 /// Play `plan`'s session as an adaptive player.
@@ -490,4 +848,53 @@ pub(crate) async fn play(plan: &Plan, shared: &Arc<Shared>, cfg: &PlayerConfig) 
         Err(e) => e,
     };
     p.finish(end, outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seek_falls_due_after_its_playback_and_credits_what_was_played() {
+        let mut v = Viewing::new(
+            vec![
+                Seek {
+                    after_s: 3.0,
+                    to_s: 100.0,
+                },
+                Seek {
+                    after_s: 50.0,
+                    to_s: 0.0,
+                },
+            ],
+            10.0,
+        );
+        let mut buf = Buffer::default();
+        let mut out = PlayerOutcome::default();
+        // Playback starts at t = 1 with 4 s buffered.
+        assert_eq!(buf.add(1.0, 4.0, 2.0, false), Some(1.0));
+        v.fetched_since = 4.0;
+        buf.advance(2.5);
+        assert!((v.due_in(&buf).unwrap() - 1.5).abs() < 1e-9);
+        assert!(!v.enough());
+        buf.advance(4.0);
+        assert!(
+            v.due_in(&buf).unwrap().abs() < 1e-9,
+            "due after 3 s of playback"
+        );
+        assert_eq!(v.seek(&mut buf, 4.0, &mut out), Some(100.0));
+        // The buffer is gone, not stalled; 3 s are credited, 7 s remain to be fetched.
+        assert_eq!((buf.level_s, buf.playing, buf.stalled), (0.0, false, false));
+        assert_eq!((v.credited, v.fetched_since, out.seeks), (3.0, 0.0, 1));
+        v.fetched_since = 6.9;
+        assert!(!v.enough());
+        v.fetched_since = 7.0;
+        assert!(v.enough());
+        // The second seek comes after 50 s of playback, past the 10 s watch: never made.
+        assert_eq!(v.due_in(&buf), None);
+        // Time spent waiting after a seek is not a stall.
+        buf.advance(6.0);
+        assert_eq!((buf.stalls, buf.stall_s), (0, 0.0));
+        assert!((buf.played_s - 3.0).abs() < 1e-9);
+    }
 }
