@@ -20,7 +20,7 @@
 
 mod common;
 
-use common::{have_root, ok, Daemon};
+use common::{have_root, ip, ok, Daemon};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::Mutex;
@@ -159,13 +159,6 @@ struct Shaped {
 
 /// The server's address on the shaped pair (the clients' is `.2`).
 const SHAPED_SERVER: &str = "10.232.0.1";
-
-fn ip(args: &str) -> bool {
-    Command::new("ip")
-        .args(args.split_whitespace())
-        .status()
-        .is_ok_and(|s| s.success())
-}
 
 impl Shaped {
     fn create(bps: u64) -> Option<Shaped> {

@@ -6,7 +6,7 @@
 
 mod common;
 
-use common::{have_root, ok, usage_error, Daemon};
+use common::{have_root, ip, ok, usage_error, Daemon};
 use std::path::Path;
 use std::process::Command;
 
@@ -16,13 +16,6 @@ const SHARDS: usize = 3;
 struct Net {
     bridge: String,
     namespaces: Vec<String>,
-}
-
-fn ip(args: &str) -> bool {
-    Command::new("ip")
-        .args(args.split_whitespace())
-        .status()
-        .is_ok_and(|s| s.success())
 }
 
 impl Net {

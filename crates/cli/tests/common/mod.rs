@@ -281,3 +281,11 @@ pub fn http_get(addr: &str, path: &str) -> (u16, String) {
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
+
+/// `ip ARGS` (words separated by spaces) succeeded.
+pub fn ip(args: &str) -> bool {
+    Command::new("ip")
+        .args(args.split_whitespace())
+        .status()
+        .is_ok_and(|s| s.success())
+}

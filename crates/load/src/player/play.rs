@@ -30,8 +30,13 @@ pub const MAX_TEXT_BYTES: usize = 8 << 20;
 const WATCH_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Looks at a download in progress (bytes received, seconds since it was sent) and says
-/// whether to give it up.
-pub(super) type Watch<'w> = &'w (dyn Fn(u64, f64) -> bool + Sync);
+/// whether to give it up; it has nothing to say before `first_s` (most downloads end
+/// before then, and never wake the player).
+#[derive(Clone, Copy)]
+pub(super) struct Watch<'w> {
+    pub(super) check: &'w (dyn Fn(u64, f64) -> bool + Sync),
+    pub(super) first_s: f64,
+}
 
 /// What a fetch brought: the body when kept, bytes received, seconds taken, and whether the
 /// player gave the download up (then the bytes are what had arrived).
@@ -361,12 +366,13 @@ impl<'a> Player<'a> {
             None => Some(fetching.await),
             Some(watch) => {
                 tokio::pin!(fetching);
-                let mut tick = tokio::time::interval_at(start + WATCH_EVERY, WATCH_EVERY);
+                let first = crate::config::secs(watch.first_s.max(0.0)).max(WATCH_EVERY);
+                let mut tick = tokio::time::interval_at(start + first, WATCH_EVERY);
                 loop {
                     tokio::select! {
                         f = &mut fetching => break Some(f),
                         _ = tick.tick() => {
-                            if watch(received.load(Ordering::Relaxed), start.elapsed().as_secs_f64()) {
+                            if (watch.check)(received.load(Ordering::Relaxed), start.elapsed().as_secs_f64()) {
                                 break None;
                             }
                         }
@@ -744,8 +750,17 @@ impl<'a> Player<'a> {
                     None => false,
                 }
             };
-            let watch: Option<Watch<'_>> =
-                (cfg.abandon.is_some() || seek_in.is_some()).then_some(&check as Watch<'_>);
+            // The first look: when the abandon rule's grace ends or the seek falls due.
+            let first_s = cfg
+                .abandon
+                .map(|a| a.grace_s)
+                .into_iter()
+                .chain(seek_in.filter(|_| playing0))
+                .fold(f64::INFINITY, f64::min);
+            let watch = first_s.is_finite().then_some(Watch {
+                check: &check,
+                first_s,
+            });
             let got = self
                 .fetch_watched(
                     &seg.piece,
