@@ -327,24 +327,29 @@ fn dash_js_and_hls_js_agree_with_vodkit_players() {
     let _one = BROWSER.lock().unwrap_or_else(|e| e.into_inner());
     let (runs, _) = play_both(vendored, false);
     for (kind, browser, ours, _, _) in runs {
-        check_sequence(&format!("{kind} in Chromium"), &browser, 10);
-        check_sequence(&format!("vodkit --player {kind}"), &ours, 10);
-        assert_eq!(
-            browser[0].0, ours[0].0,
-            "{kind}: first rung differs: {browser:?} vs {ours:?}"
-        );
-        let last = |s: &[(u32, u32)]| s.last().map(|x| x.0);
-        assert_eq!(
-            last(&browser),
-            Some(1500),
-            "{kind}: Chromium ends below the top rung: {browser:?}"
-        );
-        assert_eq!(
-            last(&ours),
-            Some(1500),
-            "{kind}: vodkit ends below the top rung: {ours:?}"
-        );
+        agree(kind, &browser, &ours, 1500);
     }
+}
+
+/// Both fetched every segment in order, from the same first rung, and ended on `last_rung`.
+fn agree(kind: &str, browser: &[(u32, u32)], ours: &[(u32, u32)], last_rung: u32) {
+    check_sequence(&format!("{kind} in Chromium"), browser, 10);
+    check_sequence(&format!("vodkit --player {kind}"), ours, 10);
+    assert_eq!(
+        browser[0].0, ours[0].0,
+        "{kind}: first rung differs: {browser:?} vs {ours:?}"
+    );
+    let last = |s: &[(u32, u32)]| s.last().map(|x| x.0);
+    assert_eq!(
+        last(browser),
+        Some(last_rung),
+        "{kind}: Chromium ends elsewhere: {browser:?}"
+    );
+    assert_eq!(
+        last(ours),
+        Some(last_rung),
+        "{kind}: vodkit ends elsewhere: {ours:?}"
+    );
 }
 
 #[test]
@@ -361,15 +366,7 @@ fn behind_a_shaped_link_browser_and_vodkit_players_choose_alike() {
     let (runs, link) = play_both(vendored, true);
     for (kind, browser, ours, report, results) in runs {
         eprintln!("{kind} behind {link:?} bit/s: Chromium {browser:?}, vodkit {ours:?}");
-        check_sequence(&format!("{kind} in Chromium"), &browser, 10);
-        check_sequence(&format!("vodkit --player {kind}"), &ours, 10);
-        assert_eq!(
-            browser[0].0, ours[0].0,
-            "{kind}: first rung differs: {browser:?} vs {ours:?}"
-        );
-        let last = |s: &[(u32, u32)]| s.last().map(|x| x.0);
-        assert_eq!(last(&browser), Some(400), "{kind}: Chromium {browser:?}");
-        assert_eq!(last(&ours), Some(400), "{kind}: vodkit {ours:?}");
+        agree(kind, &browser, &ours, 400);
         let (share, stalls) = SHAPED_TOLERANCE;
         assert!(
             (top_share(&browser) - top_share(&ours)).abs() <= share,
