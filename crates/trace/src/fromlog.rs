@@ -69,11 +69,59 @@ struct Seen {
     bytes_sent: u64,
 }
 
+/// One session: a run of a viewer's requests, `lo..hi` of them, starting at `start`.
+struct Piece {
+    start: f64,
+    viewer: u32,
+    lo: u32,
+    hi: u32,
+}
+
+impl Piece {
+    fn new(start: f64, viewer: u32, lo: usize, hi: usize) -> Result<Piece, String> {
+        let index = |i: usize| {
+            u32::try_from(i)
+                .map_err(|_| "more than 4,294,967,295 requests from one viewer".to_string())
+        };
+        Ok(Piece {
+            start,
+            viewer,
+            lo: index(lo)?,
+            hi: index(hi)?,
+        })
+    }
+}
+
+/// Seconds rounded to the microsecond: differences of logged times carry float noise
+/// (`0.058000000000000052`) that would otherwise be written out digit by digit.
+fn micros(s: f64) -> f64 {
+    (s * 1e6).round() / 1e6
+}
+
 /// Collects a log's requests and rebuilds sessions from them.
 #[derive(Default)]
 pub struct SessionRebuilder {
-    /// Requests by (client, file).
-    by_viewer: HashMap<(String, String), Vec<Seen>>,
+    /// Requests by viewer, keyed by [`viewer_key`] (client and file in one allocation,
+    /// made only for a viewer's first request; the hasher is a fast seeded one).
+    by_viewer: HashMap<Box<[u8]>, Vec<Seen>, foldhash::fast::RandomState>,
+    /// The key of the request being added, reused between requests.
+    key: Vec<u8>,
+}
+
+/// A viewer's key: the client's length, the client, then the file (unambiguous for any
+/// bytes in either).
+fn viewer_key(key: &mut Vec<u8>, client: &str, file: &str) {
+    key.clear();
+    key.extend_from_slice(&(client.len() as u64).to_le_bytes());
+    key.extend_from_slice(client.as_bytes());
+    key.extend_from_slice(file.as_bytes());
+}
+
+/// The (client, file) of a [`viewer_key`].
+fn viewer_parts(key: &[u8]) -> (&[u8], &[u8]) {
+    let (len, rest) = key.split_at(8.min(key.len()));
+    let len = u64::from_le_bytes(len.try_into().unwrap_or([0; 8]));
+    rest.split_at(usize::try_from(len).unwrap_or(usize::MAX).min(rest.len()))
 }
 
 /// What came out, with the figures a user checks.
@@ -103,7 +151,10 @@ pub struct Rebuilt {
 /// session list is written out one line at a time instead of being held whole next to
 /// the requests it is made from.
 pub struct SessionStream {
-    built: std::vec::IntoIter<(f64, String, Vec<Seen>)>,
+    built: std::vec::IntoIter<Piece>,
+    /// Each viewer's file and requests (in arrival order), which the pieces index into:
+    /// a session is cut out of them when it is written, not copied beforehand.
+    viewers: Vec<(String, Vec<Seen>)>,
     /// File name → (title id, output path with its leading `/`), hashed once per file.
     files: HashMap<String, (u32, String)>,
     next_id: u64,
@@ -117,7 +168,10 @@ impl Iterator for SessionStream {
     type Item = Session;
 
     fn next(&mut self) -> Option<Session> {
-        let (start, file, seen) = self.built.next()?;
+        let piece = self.built.next()?;
+        let start = piece.start;
+        let (file, seen) = &self.viewers[piece.viewer as usize];
+        let seen = &seen[piece.lo as usize..piece.hi as usize];
         let i = self.next_id;
         self.next_id += 1;
         let gap = if i == 0 {
@@ -126,7 +180,7 @@ impl Iterator for SessionStream {
             (start - self.prev) / self.mean_gap
         };
         self.prev = start;
-        let (title, path) = self.files.get(&file).cloned().unwrap_or_default();
+        let (title, path) = self.files.get(file).cloned().unwrap_or_default();
         let requests = seen
             .iter()
             .enumerate()
@@ -148,8 +202,8 @@ impl Iterator for SessionStream {
                     .unwrap_or(2.0 * (s.done_s - s.recv_s))
                     .max(MIN_TIMEOUT_S);
                 Request {
-                    pacing_s: pacing_s.max(0.0),
-                    ..Request::new(path.clone(), Some(range), timeout_s)
+                    pacing_s: micros(pacing_s.max(0.0)),
+                    ..Request::new(path.clone(), Some(range), micros(timeout_s))
                 }
             })
             .collect();
@@ -173,17 +227,22 @@ impl Iterator for SessionStream {
 
 impl SessionRebuilder {
     pub fn add(&mut self, r: &LogRequest<'_>) {
-        self.by_viewer
-            .entry((r.session.to_string(), r.file.to_string()))
-            .or_default()
-            .push(Seen {
-                recv_s: r.recv_s(),
-                done_s: r.done_s,
-                offset: r.offset,
-                extent: r.extent,
-                kind: r.kind,
-                bytes_sent: r.bytes_sent,
-            });
+        let seen = Seen {
+            recv_s: r.recv_s(),
+            done_s: r.done_s,
+            offset: r.offset,
+            extent: r.extent,
+            kind: r.kind,
+            bytes_sent: r.bytes_sent,
+        };
+        viewer_key(&mut self.key, &r.session, &r.file);
+        match self.by_viewer.get_mut(self.key.as_slice()) {
+            Some(list) => list.push(seen),
+            None => {
+                self.by_viewer
+                    .insert(self.key.clone().into_boxed_slice(), vec![seen]);
+            }
+        }
     }
 
     /// Split, order and name everything (deterministic for a given log and key).
@@ -191,35 +250,45 @@ impl SessionRebuilder {
         let namer = Namer::new(opt)?;
         // Files: highest byte reached and request count, in name order.
         let mut files: HashMap<String, (u64, u64)> = HashMap::new();
-        let mut viewers: Vec<((String, String), Vec<Seen>)> = self.by_viewer.into_iter().collect();
-        viewers.sort_by(|a, b| a.0.cmp(&b.0));
-        // Split each viewer's requests at idle gaps.
-        let mut built: Vec<(f64, String, Vec<Seen>)> = Vec::new();
+        let mut by_viewer: Vec<(Box<[u8]>, Vec<Seen>)> = self.by_viewer.into_iter().collect();
+        by_viewer.sort_by(|a, b| viewer_parts(&a.0).cmp(&viewer_parts(&b.0)));
+        // Split each viewer's requests at idle gaps, in place: a piece is a range of them.
+        let mut viewers: Vec<(String, Vec<Seen>)> = Vec::with_capacity(by_viewer.len());
+        let mut built: Vec<Piece> = Vec::new();
         let mut requests = 0u64;
-        for ((_, file), mut seen) in viewers {
+        for (key, mut seen) in by_viewer {
+            let file = String::from_utf8_lossy(viewer_parts(&key).1).into_owned();
             seen.sort_by(|a, b| a.recv_s.total_cmp(&b.recv_s));
-            let mut current: Vec<Seen> = Vec::new();
+            let viewer = u32::try_from(viewers.len())
+                .map_err(|_| "more than 4,294,967,295 viewers in one log".to_string())?;
+            let mut lo = 0usize;
             let mut last_done = f64::NEG_INFINITY;
             // One lookup per viewer, not per request (the key is an owned name).
             let f = files.entry(file.clone()).or_default();
-            for s in seen {
+            for (i, s) in seen.iter().enumerate() {
                 requests += 1;
                 f.0 = f.0.max(s.offset + s.extent.max(s.bytes_sent));
                 f.1 += 1;
-                if !current.is_empty() && s.recv_s - last_done > opt.idle_s {
-                    let start = current[0].recv_s;
-                    built.push((start, file.clone(), std::mem::take(&mut current)));
+                if i > lo && s.recv_s - last_done > opt.idle_s {
+                    built.push(Piece::new(seen[lo].recv_s, viewer, lo, i)?);
+                    lo = i;
                 }
                 last_done = last_done.max(s.done_s);
-                current.push(s);
             }
-            if !current.is_empty() {
-                built.push((current[0].recv_s, file.clone(), current));
+            if lo < seen.len() {
+                built.push(Piece::new(seen[lo].recv_s, viewer, lo, seen.len())?);
             }
+            viewers.push((file, seen));
         }
-        built.sort_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        built.sort_by(|a, b| {
+            a.start.total_cmp(&b.start).then_with(|| {
+                viewers[a.viewer as usize]
+                    .0
+                    .cmp(&viewers[b.viewer as usize].0)
+            })
+        });
         let span = match (built.first(), built.last()) {
-            (Some(a), Some(b)) => b.0 - a.0,
+            (Some(a), Some(b)) => b.start - a.start,
             _ => 0.0,
         };
         let n = built.len();
@@ -283,8 +352,9 @@ impl SessionRebuilder {
         };
         Ok(Rebuilt {
             sessions: SessionStream {
-                prev: built.first().map_or(0.0, |b| b.0),
+                prev: built.first().map_or(0.0, |b| b.start),
                 built: built.into_iter(),
+                viewers,
                 files: paths,
                 next_id: 0,
                 mean_gap,
@@ -448,6 +518,33 @@ mod tests {
         assert_eq!(v1.renditions[0].size_bytes, 6000);
         assert_eq!(v1.rank, 1);
         assert_eq!(r.summary.identities, "kept");
+    }
+
+    #[test]
+    fn viewers_are_keyed_apart_and_times_are_written_without_float_noise() {
+        // Client "ab" reading "c" and client "a" reading "bc" are different viewers.
+        let reqs = vec![
+            req("ab", "c", 100.0, 0, 10),
+            req("ab", "c", 100.058, 10, 10),
+            req("a", "bc", 100.5, 0, 10),
+        ];
+        let opt = FromLogOptions {
+            keep_identities: true,
+            ..Default::default()
+        };
+        let sessions: Vec<Session> = rebuild(&reqs, &opt).sessions.collect();
+        assert_eq!(sessions.len(), 2);
+        assert_eq!(sessions[0].requests[0].path, "/c");
+        assert_eq!(sessions[1].requests[0].path, "/bc");
+        // 100.058 - 100.0 is 0.05799999999999983 in binary; it is written as 0.058, and
+        // the zero fields (first pacing, connection 0, no media time) not at all.
+        let line = serde_json::to_string(&sessions[0]).unwrap();
+        assert!(line.contains(r#""pacing_s":0.058,"#), "{line}");
+        assert!(!line.contains("conn") && !line.contains("media_s"), "{line}");
+        assert_eq!(line.matches("pacing_s").count(), 1, "{line}");
+        let back: Session = serde_json::from_str(&line).unwrap();
+        assert_eq!(back.requests[0].pacing_s, 0.0);
+        assert_eq!(back.requests[1].conn, 0);
     }
 
     #[test]
