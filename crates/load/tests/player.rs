@@ -324,6 +324,7 @@ fn a_player_starts_where_its_session_says_and_seeks() {
                 after_s: 2.0,
                 to_s: 0.0,
             }],
+            ..PlaySpec::default()
         });
     }
     let r = run(origin.target(), list, player(Protocol::Dash));
@@ -437,4 +438,93 @@ fn sessions_without_titles_are_refused_for_players() {
     config.player = Some(PlayerConfig::new(Protocol::Hls));
     let e = config.validate().unwrap_err();
     assert!(e.to_string().contains("names no title"), "{e}");
+}
+
+#[test]
+fn byte_range_segments_spread_over_several_connections_and_are_checked_whole() {
+    if !ffmpeg_present() {
+        return;
+    }
+    let spread = |protocol: Protocol, per_session: bool| {
+        move |c: &mut vodkit_load::LoadConfig| {
+            player(protocol)(c);
+            c.verify = true;
+            if !per_session {
+                if let Some(p) = c.player.as_mut() {
+                    p.connections = 3;
+                }
+            }
+        }
+    };
+    for (format, protocol, per_session) in [
+        (MediaFormat::DashSingle, Protocol::Dash, false),
+        (MediaFormat::HlsByterange, Protocol::Hls, true),
+    ] {
+        let origin = Origin::serve(format);
+        let mut list = sessions(3, 4.0);
+        if per_session {
+            // The session's own player profile asks for three connections.
+            for s in &mut list {
+                s.play = Some(PlaySpec {
+                    connections: Some(3),
+                    ..PlaySpec::default()
+                });
+            }
+        }
+        let r = run(origin.target(), list, spread(protocol, per_session));
+        assert_eq!(
+            r.results.sessions.completed, 3,
+            "{format}: {:?}",
+            r.results.requests.errors
+        );
+        for s in &r.sessions {
+            // Parts went out on connections 1 and 2 besides 0, each a request of its own
+            // carrying its share of the media time: the 4 s watched are all there.
+            let conns: std::collections::BTreeSet<u32> =
+                s.session.requests.iter().map(|q| q.conn).collect();
+            assert!(
+                conns.contains(&1) && conns.contains(&2),
+                "{format}: {conns:?}"
+            );
+            let media: f64 = s.session.requests.iter().map(|q| q.media_s).sum();
+            assert!((media - 4.0).abs() < 1e-6, "{format}: {media}");
+            assert!(s.requests.iter().all(|q| q.completed()), "{format}");
+            let p = s.player.as_ref().unwrap();
+            assert_eq!(p.timeline.len(), 4, "{format}");
+        }
+    }
+    // Every media segment damaged three quarters in (its last part): the parts' checksums,
+    // combined, no longer match the sidecar's, and every session fails on its first one.
+    let origin = Origin::serve(MediaFormat::DashSingle);
+    for id in 1..=3 {
+        let dir = origin._root.path().join(format!("t{id}"));
+        let text = std::fs::read_to_string(dir.join(vodkit_media::SIDECAR)).unwrap();
+        let sidecar: vodkit_media::Sidecar = serde_json::from_str(&text).unwrap();
+        for piece in sidecar.pieces.iter().filter(|p| p.len >= 32 << 10) {
+            let file = origin._root.path().join(&piece.path);
+            let mut bytes = std::fs::read(&file).unwrap();
+            bytes[(piece.offset + piece.len * 3 / 4) as usize] ^= 0xff;
+            std::fs::write(&file, bytes).unwrap();
+        }
+    }
+    let r = run(
+        origin.target(),
+        sessions(3, 4.0),
+        spread(Protocol::Dash, false),
+    );
+    assert_eq!(
+        r.results.sessions.failed, 3,
+        "{:?}",
+        r.results.requests.errors
+    );
+    let f = r.sessions[0]
+        .requests
+        .iter()
+        .find_map(|q| q.failure.as_ref())
+        .unwrap();
+    assert!(
+        f.detail.contains("parts") && f.detail.contains("sidecar"),
+        "{}",
+        f.detail
+    );
 }

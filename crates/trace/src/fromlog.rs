@@ -235,7 +235,7 @@ impl SessionRebuilder {
             kind: r.kind,
             bytes_sent: r.bytes_sent,
         };
-        viewer_key(&mut self.key, &r.session, &r.file);
+        viewer_key(&mut self.key, &r.session, r.file);
         match self.by_viewer.get_mut(self.key.as_slice()) {
             Some(list) => list.push(seen),
             None => {
@@ -540,7 +540,10 @@ mod tests {
         // the zero fields (first pacing, connection 0, no media time) not at all.
         let line = serde_json::to_string(&sessions[0]).unwrap();
         assert!(line.contains(r#""pacing_s":0.058,"#), "{line}");
-        assert!(!line.contains("conn") && !line.contains("media_s"), "{line}");
+        assert!(
+            !line.contains("conn") && !line.contains("media_s"),
+            "{line}"
+        );
         assert_eq!(line.matches("pacing_s").count(), 1, "{line}");
         let back: Session = serde_json::from_str(&line).unwrap();
         assert_eq!(back.requests[0].pacing_s, 0.0);

@@ -10,8 +10,8 @@
 use crate::dist::{rng, Categorical, Stream, Zipf};
 use crate::layout::{pieces, title_files};
 use crate::model::{
-    Catalog, ClientClass, LiveView, Measurement, Media, Rendition, Request, Session, Title,
-    WorkloadMeta,
+    Catalog, ClientClass, LiveView, Measurement, Media, PlaySpec, Rendition, Request, Session,
+    Title, WorkloadMeta,
 };
 use crate::spec::{Assignment, Checked, CollectionSpec, LiveStreams, Rounding};
 use crate::units::SizeOrTime;
@@ -462,7 +462,10 @@ impl Iterator for SessionIter<'_> {
                 bitrate_kbps: Some(col.spec.bitrate_kbps),
                 requests,
                 live: None,
-                play: None,
+                play: sessions.play.then(|| PlaySpec {
+                    watch_s: Some(round_ms(fraction * title.duration_s).max(0.001)),
+                    ..PlaySpec::default()
+                }),
             },
             title_index: t,
             units,

@@ -810,15 +810,19 @@ mod tests {
 
     #[test]
     fn player_sessions_carry_start_watch_and_seeks_and_bad_ones_are_named() {
-        let line = r#"{"id":3,"gap":0.5,"class":"c","title":7,"requests":[],"play":{"start_s":30,"watch_s":90,"seeks":[{"after_s":20,"to_s":300}]}}"#;
+        let line = r#"{"id":3,"gap":0.5,"class":"c","title":7,"requests":[],"play":{"start_s":30,"watch_s":90,"seeks":[{"after_s":20,"to_s":300}],"connections":3,"buffer_target_s":120}}"#;
         let s = parse(line, LogFormat::Jsonl, "p.jsonl").unwrap();
         let p = s[0].play.as_ref().unwrap();
         assert_eq!((p.start_s, p.watch_s, p.seeks.len()), (30.0, Some(90.0), 1));
+        assert_eq!((p.connections, p.buffer_target_s), (Some(3), Some(120.0)));
         assert_eq!((p.seeks[0].after_s, p.seeks[0].to_s), (20.0, 300.0));
         assert_eq!(round_trip(&s, LogFormat::Jsonl), s);
         for (bad, field) in [
             (r#""play":{"start_s":-1}"#, "play.start_s"),
             (r#""play":{"watch_s":0}"#, "play.watch_s"),
+            (r#""play":{"connections":0}"#, "play.connections"),
+            (r#""play":{"connections":17}"#, "play.connections"),
+            (r#""play":{"buffer_target_s":-5}"#, "play.buffer_target_s"),
             (
                 r#""play":{"seeks":[{"after_s":0,"to_s":5}]}"#,
                 "play.seeks[0].after_s",

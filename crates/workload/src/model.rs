@@ -102,7 +102,17 @@ pub struct PlaySpec {
     /// Jumps, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub seeks: Vec<Seek>,
+    /// The viewer's player profile, overriding the run's player settings for this session:
+    /// connections a byte-range segment download is spread over (thesis Table 5.3: 1–6).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub connections: Option<u32>,
+    /// Seconds of media the player keeps buffered before it waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub buffer_target_s: Option<f64>,
 }
+
+/// Most connections one player spreads a download over (browsers allow six per host).
+pub const MAX_PLAYER_CONNECTIONS: u32 = 16;
 
 /// A jump: after watching `after_s` seconds of media since playback (re)started, the viewer
 /// continues from position `to_s`.
@@ -124,6 +134,20 @@ impl PlaySpec {
         if let Some(w) = self.watch_s {
             if !(w.is_finite() && w > 0.0) {
                 return Err(format!("play.watch_s must be a positive number, got {w}"));
+            }
+        }
+        if let Some(c) = self.connections {
+            if !(1..=MAX_PLAYER_CONNECTIONS).contains(&c) {
+                return Err(format!(
+                    "play.connections must be 1 to {MAX_PLAYER_CONNECTIONS}, got {c}"
+                ));
+            }
+        }
+        if let Some(b) = self.buffer_target_s {
+            if !(b.is_finite() && b > 0.0) {
+                return Err(format!(
+                    "play.buffer_target_s must be a positive number, got {b}"
+                ));
             }
         }
         for (k, j) in self.seeks.iter().enumerate() {

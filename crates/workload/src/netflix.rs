@@ -520,7 +520,7 @@ fn to_model_session(cat: &NfCatalog, s: &SynthSession, gap: f64) -> Session {
         bitrate_kbps: Some(s.stable_kbps),
         requests,
         live: None,
-        play: None,
+        play: Some(s.play.clone()),
     }
 }
 
@@ -545,6 +545,37 @@ mod tests {
         let amb: u32 = a.iter().map(|x| x.2).sum();
         assert_eq!(amb, 0, "generator produced ambiguous adjacency");
         assert!(a.iter().map(|x| x.0).sum::<usize>() > 500);
+    }
+
+    #[test]
+    fn sessions_describe_their_viewing_for_a_player() {
+        let spec = NetflixSpec::new(11, 0.2, &[]).unwrap();
+        let cat = spec.catalog();
+        let mut conns = std::collections::BTreeSet::new();
+        let (mut seeks, mut later_starts) = (0, 0);
+        for s in spec.sessions(&cat) {
+            let p = &s.play;
+            p.check().unwrap();
+            let duration = cat.titles[s.title].duration_s;
+            assert!(p.start_s < duration, "{p:?}");
+            later_starts += usize::from(p.start_s > 0.0);
+            // Skips become seeks into the title, each after some playback.
+            for j in &p.seeks {
+                assert!(j.to_s < duration && j.after_s > 0.0, "{p:?}");
+            }
+            seeks += p.seeks.len();
+            let c = p.connections.unwrap();
+            assert!((1..=6).contains(&c), "{p:?}");
+            conns.insert(c);
+            let b = p.buffer_target_s.unwrap();
+            assert!((60.0..=240.0).contains(&b), "{p:?}");
+            // The model is written out with it.
+            let line = to_model_session(&cat, &s, 1.0);
+            assert_eq!(line.play.as_ref(), Some(p));
+        }
+        // The thesis's mix of parallel connections, later starts and skips all occur.
+        assert!(conns.len() >= 3, "{conns:?}");
+        assert!(later_starts > 0 && seeks > 0, "{later_starts} {seeks}");
     }
 
     #[test]

@@ -183,6 +183,14 @@ pub struct SessionSpec {
     pub pacing: bool,
     pub watch_cdf: Vec<f64>,
     pub watch_fraction: Vec<f64>,
+    /// Also describe each session for an adaptive player (`play` in `sessions.jsonl`: the
+    /// media time watched, from the drawn fraction of the title, not rounded to requests).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub play: bool,
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 fn nearest() -> Rounding {

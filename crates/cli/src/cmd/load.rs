@@ -191,6 +191,11 @@ pub struct PlayerArgs {
     /// and fetch it again from a lower rendition).
     #[arg(long, requires = "player")]
     no_abandon: bool,
+    /// Spread each byte-range segment download (DASH SegmentBase, HLS byte ranges) over this
+    /// many connections at once, in equal parts, as the Netflix clients of thesis Table 5.3
+    /// did (1-16; a session's `play.connections` overrides it).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=16), requires = "player")]
+    player_connections: u32,
 }
 
 impl PlayerArgs {
@@ -204,6 +209,7 @@ impl PlayerArgs {
         if self.no_abandon {
             p.abandon = None;
         }
+        p.connections = self.player_connections;
         Some(p)
     }
 }

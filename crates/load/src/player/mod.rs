@@ -53,6 +53,14 @@ pub struct PlayerConfig {
     pub min_watch_s: f64,
     /// Give up a slow segment download for a lower rendition (`None`: never).
     pub abandon: Option<abr::Abandon>,
+    /// Connections a byte-range segment download is spread over, in parts fetched at the
+    /// same time (1: one download at a time on one connection, as dash.js and hls.js do).
+    #[serde(default = "one")]
+    pub connections: u32,
+}
+
+fn one() -> u32 {
+    1
 }
 
 impl PlayerConfig {
@@ -79,6 +87,17 @@ impl PlayerConfig {
             manifest_timeout_s: 10.0,
             min_watch_s: 0.0,
             abandon: Some(abr::Abandon::default()),
+            connections: 1,
+        }
+    }
+
+    /// These settings with a viewer's own player profile (`play.connections`,
+    /// `play.buffer_target_s` of its session) in place of the run's.
+    pub fn for_viewer(&self, play: &vodkit_workload::model::PlaySpec) -> PlayerConfig {
+        PlayerConfig {
+            connections: play.connections.unwrap_or(self.connections).max(1),
+            buffer_target_s: play.buffer_target_s.unwrap_or(self.buffer_target_s),
+            ..self.clone()
         }
     }
 }

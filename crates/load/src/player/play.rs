@@ -47,6 +47,51 @@ pub(super) struct Got {
     pub(super) abandoned: bool,
 }
 
+/// Smallest part a download is split into: a piece shorter than two of them goes on one
+/// connection.
+const MIN_PART_BYTES: u64 = 16 << 10;
+
+/// The byte range `a..=b` cut into at most `n` consecutive parts of (nearly) equal size,
+/// none shorter than [`MIN_PART_BYTES`].
+fn split((a, b): (u64, u64), n: u32) -> Vec<(u64, u64)> {
+    let len = b.saturating_sub(a) + 1;
+    let n = u64::from(n).min(len / MIN_PART_BYTES).max(1);
+    let (base, extra) = (len / n, len % n);
+    let mut out = Vec::with_capacity(n as usize);
+    let mut at = a;
+    for k in 0..n {
+        let l = base + u64::from(k < extra);
+        out.push((at, at + l - 1));
+        at += l;
+    }
+    out
+}
+
+/// Run a download to its end or, with a watch, until the watch gives it up (`None`).
+async fn watched<F: std::future::Future>(
+    fetching: F,
+    watch: Option<Watch<'_>>,
+    start: Instant,
+    received: &std::sync::atomic::AtomicU64,
+) -> Option<F::Output> {
+    let Some(watch) = watch else {
+        return Some(fetching.await);
+    };
+    tokio::pin!(fetching);
+    let first = crate::config::secs(watch.first_s.max(0.0)).max(WATCH_EVERY);
+    let mut tick = tokio::time::interval_at(start + first, WATCH_EVERY);
+    loop {
+        tokio::select! {
+            f = &mut fetching => return Some(f),
+            _ = tick.tick() => {
+                if (watch.check)(received.load(Ordering::Relaxed), start.elapsed().as_secs_f64()) {
+                    return None;
+                }
+            }
+        }
+    }
+}
+
 /// The manifest a session plays: the one it names, else its title's in the media-set layout.
 pub fn manifest_path(session: &Session, protocol: Protocol) -> Option<String> {
     let title = session.title?;
@@ -73,6 +118,11 @@ pub(super) struct Player<'a> {
     viewer: Viewer,
     conn: Option<Conn>,
     server_closed: bool,
+    /// Connections 1.. of a player spreading byte-range downloads over several (each with
+    /// its server-closed flag); connection 0 is `conn`.
+    more: Vec<(Option<Conn>, bool)>,
+    /// Connections a byte-range segment download is spread over (1: one at a time).
+    connections: u32,
     made: Vec<Request>,
     records: Vec<RequestRecord>,
     opened: u32,
@@ -256,6 +306,8 @@ impl<'a> Player<'a> {
             viewer,
             conn: None,
             server_closed: false,
+            more: Vec::new(),
+            connections: 1,
             made: Vec::new(),
             records: Vec::new(),
             opened: 0,
@@ -313,6 +365,14 @@ impl<'a> Player<'a> {
         keep: bool,
         watch: Option<Watch<'_>>,
     ) -> Result<Got, SessionEnd> {
+        if let Some(whole) = piece.range.filter(|_| !keep && self.connections > 1) {
+            let parts = split(whole, self.connections);
+            if parts.len() > 1 {
+                return self
+                    .fetch_parts(piece, &parts, media_s, timeout_s, watch)
+                    .await;
+            }
+        }
         let start = Instant::now();
         let range = piece.range.map(|(a, b)| ByteRange::closed(a, b - a + 1));
         let ask = Ask {
@@ -362,25 +422,7 @@ impl<'a> Player<'a> {
             start,
             sink,
         );
-        let f = match watch {
-            None => Some(fetching.await),
-            Some(watch) => {
-                tokio::pin!(fetching);
-                let first = crate::config::secs(watch.first_s.max(0.0)).max(WATCH_EVERY);
-                let mut tick = tokio::time::interval_at(start + first, WATCH_EVERY);
-                loop {
-                    tokio::select! {
-                        f = &mut fetching => break Some(f),
-                        _ = tick.tick() => {
-                            if (watch.check)(received.load(Ordering::Relaxed), start.elapsed().as_secs_f64()) {
-                                break None;
-                            }
-                        }
-                    }
-                }
-            }
-        };
-        let Some(f) = f else {
+        let Some(f) = watched(fetching, watch, start, &received).await else {
             // The fetch (and its connection) was dropped above, as a browser's abort closes it.
             self.conn = None;
             self.server_closed = false;
@@ -444,6 +486,157 @@ impl<'a> Player<'a> {
                     abandoned: false,
                 })
             }
+        }
+    }
+
+    /// Fetch a byte-range piece as `parts`, each on its own connection at the same time
+    /// (thesis Table 5.3: a Netflix client spread a download over up to six), sharing the
+    /// viewer's link. Each part is a request of its own (its connection's index in the
+    /// record, its share of the media time); the piece is done when every part is, and
+    /// `watch` looks at the bytes of all of them. Under `--verify` the parts' CRC-32s are
+    /// combined in order and checked against the sidecar's for the whole piece.
+    async fn fetch_parts(
+        &mut self,
+        piece: &Piece,
+        parts: &[(u64, u64)],
+        media_s: f64,
+        timeout_s: f64,
+        watch: Option<Watch<'_>>,
+    ) -> Result<Got, SessionEnd> {
+        let start = Instant::now();
+        let offset = piece.range.map_or(0, |(a, _)| a);
+        let expected = self.checksums.as_ref().and_then(|c| {
+            c.get(&(piece.path.trim_start_matches('/').to_string(), offset))
+                .copied()
+        });
+        let n = parts.len();
+        while self.more.len() + 1 < n {
+            self.more.push((None, false));
+        }
+        let mut conns = vec![(self.conn.take(), self.server_closed)];
+        conns.extend(self.more.iter_mut().take(n - 1).map(|c| (c.0.take(), c.1)));
+        let (plan, shared, viewer) = (self.plan, self.shared, &self.viewer);
+        let asks: Vec<Ask<'_>> = parts
+            .iter()
+            .map(|&(a, b)| Ask {
+                path: &piece.path,
+                range: Some(ByteRange::closed(a, b - a + 1)),
+                host: &shared.host,
+                session_id: plan.session.id,
+                verify: false,
+            })
+            .collect();
+        let received = std::sync::atomic::AtomicU64::new(0);
+        let counted = expected.is_some() || watch.is_some();
+        let mut crcs = vec![crc32fast::Hasher::new(); n];
+        let mut sinks: Vec<_> = crcs
+            .iter_mut()
+            .map(|crc| {
+                let received = &received;
+                move |chunk: &[u8]| {
+                    received.fetch_add(chunk.len() as u64, Ordering::Relaxed);
+                    crc.update(chunk);
+                }
+            })
+            .collect();
+        let fetching =
+            futures_util::future::join_all(conns.into_iter().zip(&asks).zip(sinks.iter_mut()).map(
+                |(((conn, closed), ask), sink)| {
+                    let sink: Option<crate::http::BodySink<'_, '_>> =
+                        if counted { Some(sink) } else { None };
+                    fetch(
+                        conn, closed, ask, timeout_s, plan, shared, viewer, start, sink,
+                    )
+                },
+            ));
+        let done = watched(fetching, watch, start, &received).await;
+        drop(sinks);
+        let Some(done) = done else {
+            // Every part (and its connection) was dropped, as a browser's abort closes them.
+            self.conn = None;
+            self.server_closed = false;
+            self.more.iter_mut().for_each(|c| *c = (None, false));
+            let got = received.load(Ordering::Relaxed);
+            let range = piece.range.map(|(a, b)| ByteRange::closed(a, b - a + 1));
+            return Ok(self.abandoned(piece, range, timeout_s, start, got));
+        };
+        let whole: u64 = parts.iter().map(|(a, b)| b - a + 1).sum();
+        let mut bytes = 0u64;
+        let mut secs = 0f64;
+        let mut end = None;
+        let mut all_ok = true;
+        for (k, (f, &(a, b))) in done.into_iter().zip(parts).enumerate() {
+            if k == 0 {
+                self.conn = f.conn;
+                self.server_closed = f.server_closed;
+            } else {
+                self.more[k - 1] = (f.conn, f.server_closed);
+            }
+            self.opened += f.opened;
+            self.reconnects += f.reconnects;
+            let share = media_s * (b - a + 1) as f64 / whole.max(1) as f64;
+            let range = Some(ByteRange::closed(a, b - a + 1));
+            let mut req = Request::new(piece.path.clone(), range, timeout_s);
+            req.media_s = share;
+            req.conn = k as u32;
+            self.made.push(req);
+            bytes += f.progress.bytes;
+            secs = secs.max(f.elapsed);
+            all_ok &= f.failure.is_none();
+            if end.is_none() {
+                end = f.failure.as_ref().map(|fl| match fl.reason {
+                    FailureReason::Refused => SessionEnd::Refused,
+                    r => SessionEnd::Failed(r),
+                });
+            }
+            if f.failure.is_none() {
+                self.shared
+                    .live
+                    .completed_requests
+                    .fetch_add(1, Ordering::Relaxed);
+            }
+            self.records.push(RequestRecord {
+                index: self.records.len() as u32,
+                conn: k as u32,
+                started: start.duration_since(self.shared.t0).as_secs_f64(),
+                ttfb: f.ttfb,
+                ttlb: f.ttlb,
+                elapsed: f.elapsed,
+                bytes: f.progress.bytes,
+                status: f.progress.status,
+                failure: f.failure,
+                media_s: share,
+                pacing_s: 0.0,
+            });
+        }
+        if let (true, Some((len, want))) = (all_ok, expected) {
+            let mut crc = crc32fast::Hasher::new();
+            for part in &crcs {
+                crc.combine(part);
+            }
+            let got = crc.finalize();
+            if bytes != len || got != want {
+                let failure = crate::record::Failure::new(
+                    FailureReason::Mismatch,
+                    format!(
+                        "{} at {offset}: {bytes} bytes in {n} parts with CRC-32 {got:08x}, the sidecar says {len} bytes with {want:08x}",
+                        piece.path
+                    ),
+                );
+                if let Some(last) = self.records.last_mut() {
+                    last.failure = Some(failure);
+                }
+                end = Some(SessionEnd::Failed(FailureReason::Mismatch));
+            }
+        }
+        match end {
+            Some(e) => Err(e),
+            None => Ok(Got {
+                body: Vec::new(),
+                bytes,
+                secs,
+                abandoned: false,
+            }),
         }
     }
 
@@ -623,6 +816,9 @@ impl<'a> Player<'a> {
         };
         let begin = self.now();
         let spec = session.play.clone().unwrap_or_default();
+        let own = cfg.for_viewer(&spec);
+        let cfg = &own;
+        self.connections = cfg.connections;
         let watch_s = spec
             .watch_s
             .unwrap_or_else(|| watch_seconds(session))
@@ -868,6 +1064,22 @@ pub(crate) async fn play(plan: &Plan, shared: &Arc<Shared>, cfg: &PlayerConfig) 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_range_is_split_into_equal_consecutive_parts_no_smaller_than_the_minimum() {
+        // 100,000 bytes in 3: 33,334 + 33,333 + 33,333, back to back, all of it.
+        let parts = split((1_000, 100_999), 3);
+        assert_eq!(
+            parts,
+            [(1_000, 34_333), (34_334, 67_666), (67_667, 100_999)]
+        );
+        // Too short for three parts of 16 KiB: two; for two: one.
+        assert_eq!(split((0, 40_959), 3).len(), 2);
+        assert_eq!(split((0, 20_000), 4), [(0, 20_000)]);
+        assert_eq!(split((5, 5), 6), [(5, 5)]);
+        // One connection never splits.
+        assert_eq!(split((0, 10 << 20), 1).len(), 1);
+    }
 
     #[test]
     fn a_seek_falls_due_after_its_playback_and_credits_what_was_played() {

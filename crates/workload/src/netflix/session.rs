@@ -12,6 +12,7 @@ use rand_distr::{Distribution, Exp, LogNormal};
 
 use super::catalog::{NfCatalog, SEGMENT_S};
 use super::truth::{RunBook, SynthRequest, TruthPhase, TruthPhaseKind, TruthRun};
+use crate::model::{PlaySpec, Seek};
 
 /// Bytes an open-ended client reads from offset 0 to get a segment table (thesis 5.3.2).
 pub const OPEN_HEADER_READ: u64 = 786_432;
@@ -89,6 +90,10 @@ pub struct SynthSession {
     pub runs: Vec<TruthRun>,
     pub phases: Vec<TruthPhase>,
     pub ambiguous: u32,
+    /// The same viewing for an adaptive player (`play` in `sessions.jsonl`): start
+    /// position, media watched, skips as seeks, and the profile's connections and buffer
+    /// target. Pauses are not carried over.
+    pub play: PlaySpec,
 }
 
 struct Profile {
@@ -156,6 +161,11 @@ struct Player<'a> {
     pause_from: Option<f64>,
     inactive: Vec<TruthPhase>,
     last_done: f64,
+    /// Where playback started, the skips made so far as seeks, and the media watched when
+    /// playback last (re)started.
+    start_pos: f64,
+    seeks: Vec<Seek>,
+    watched_at_restart: f64,
 }
 
 fn draw_index(rng: &mut ChaCha8Rng, weights: &[f64]) -> usize {
@@ -685,6 +695,7 @@ impl Player<'_> {
         let Some(to) = target else {
             return false;
         };
+        self.note_seek(f64::from(to) * SEGMENT_S);
         self.v_seg = to;
         self.play_pos = f64::from(to) * SEGMENT_S;
         if let Some(a) = self.audio.as_mut() {
@@ -694,6 +705,20 @@ impl Player<'_> {
         let settle = self.rng.random_range(0.5..3.0);
         self.wait(settle);
         true
+    }
+
+    /// Record a skip to `to_s` as a player's seek; one made before anything was watched
+    /// since the last (re)start moves that start instead.
+    fn note_seek(&mut self, to_s: f64) {
+        let after_s = ms(self.watched - self.watched_at_restart);
+        if after_s > 0.0 {
+            self.seeks.push(Seek { after_s, to_s });
+        } else if let Some(last) = self.seeks.last_mut() {
+            last.to_s = to_s;
+        } else {
+            self.start_pos = to_s;
+        }
+        self.watched_at_restart = self.watched;
     }
 
     fn new_rate(&mut self) -> usize {
@@ -805,6 +830,9 @@ pub fn generate(
         pause_from: None,
         inactive: Vec::new(),
         last_done: start_s,
+        start_pos: f64::from(start_seg) * SEGMENT_S,
+        seeks: Vec::new(),
+        watched_at_restart: 0.0,
     };
     player.cur = player.ladder[rate];
     let stable_kbps = cat.files[player.cur].bitrate_kbps;
@@ -893,6 +921,14 @@ fn finish(
         }
     }
     phases.extend(player.inactive.iter().copied());
+    let watched = ms(player.watched);
+    let play = PlaySpec {
+        start_s: player.start_pos,
+        watch_s: (watched > 0.0).then_some(watched),
+        seeks: player.seeks,
+        connections: Some(player.prof.conns),
+        buffer_target_s: Some(ms(player.prof.buffer_target_s)),
+    };
     phases.sort_by(|a, b| a.t_start.total_cmp(&b.t_start));
     SynthSession {
         id,
@@ -904,5 +940,11 @@ fn finish(
         runs: book.runs,
         phases,
         ambiguous: book.ambiguous,
+        play,
     }
+}
+
+/// Seconds rounded to the millisecond.
+fn ms(s: f64) -> f64 {
+    (s * 1000.0).round() / 1000.0
 }
