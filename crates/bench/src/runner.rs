@@ -556,7 +556,14 @@ pub fn run_workload(setup: &RunSetup<'_>, progress: &mut BarProgress) -> Result<
         load.set_players(p.config.clone());
     }
     progress.message(say("computing the capacity bound"));
-    let (bound, bound_notes) = capacity_bound(setup.testbed, setup.workload, &load, setup.memory);
+    let (bound, mut bound_notes) =
+        capacity_bound(setup.testbed, setup.workload, &load, setup.memory);
+    if bound.is_some() && setup.players.is_some() {
+        bound_notes.push(
+            "players: the capacity bound and the memory replay are computed from the workload's byte ranges at its nominal bit rates, while the players fetch the encoded media set at the rates the Players table shows; read % of bound as approximate"
+                .into(),
+        );
+    }
     load.probes = setup.probes;
     // Readiness is checked on a file of the set: the first title's manifest (players), the
     // first request, else (live viewers only) the catalog's first file.

@@ -27,7 +27,7 @@ pub use config::{InputError, LoadConfig, Ramp, Target};
 pub use engine::{run, run_async, LoadError, Run};
 pub use link::Link;
 pub use netns::LinkMode;
-pub use results::{write_csv, Results};
+pub use results::{write_csv, write_players_csv, Results};
 pub use shard::Shard;
 pub use tls::{TlsClient, Trust};
 pub use tokio_util::sync::CancellationToken;

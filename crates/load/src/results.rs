@@ -1127,6 +1127,87 @@ pub fn write_csv<W: std::io::Write>(out: W, sessions: &[SessionRecord]) -> std::
     w.flush()
 }
 
+/// Write one CSV row per player session (`--players-csv`): what the player saw — start-up,
+/// stalls, switches, the bit rate it kept against its unloaded reference, abandoned
+/// downloads, seeks, live figures — and its bit-rate timeline as `kbps@media_s` steps (a
+/// step where the rendition changed). Sessions without a player outcome are left out.
+pub fn write_players_csv<W: std::io::Write>(
+    out: W,
+    sessions: &[SessionRecord],
+) -> std::io::Result<()> {
+    let mut w = csv::Writer::from_writer(out);
+    w.write_record([
+        "session_index",
+        "session_id",
+        "class",
+        "title",
+        "ended",
+        "startup_ms",
+        "stalls",
+        "stall_s",
+        "switches",
+        "mean_kbps",
+        "reference_kbps",
+        "kept_bitrate",
+        "media_s",
+        "aborted",
+        "aborted_bytes",
+        "seeks",
+        "seek_wait_s",
+        "live_skipped_segments",
+        "timeline",
+    ])?;
+    for s in sessions {
+        let Some(p) = &s.player else {
+            continue;
+        };
+        let mut timeline = String::new();
+        let mut last = None;
+        for t in &p.timeline {
+            if last != Some(t.kbps) {
+                if !timeline.is_empty() {
+                    timeline.push(' ');
+                }
+                timeline.push_str(&format!("{}@{}", t.kbps, t.media_s));
+                last = Some(t.kbps);
+            }
+        }
+        w.write_record([
+            s.index.to_string(),
+            s.session.id.to_string(),
+            s.session.class.clone(),
+            s.session.title.map(|t| t.to_string()).unwrap_or_default(),
+            match s.end {
+                SessionEnd::Completed => "completed",
+                SessionEnd::Failed(r) => r.as_str(),
+                SessionEnd::Refused => "refused",
+                SessionEnd::Cancelled => "cancelled",
+            }
+            .to_string(),
+            p.startup_s
+                .map(|v| format!("{:.1}", v * 1000.0))
+                .unwrap_or_default(),
+            p.stalls.to_string(),
+            format!("{:.3}", p.stall_s),
+            p.switches.to_string(),
+            format!("{:.1}", p.mean_kbps()),
+            format!("{:.1}", p.reference_kbps),
+            p.kept_bitrate().to_string(),
+            format!("{:.3}", p.media_s),
+            p.aborted.to_string(),
+            p.aborted_bytes.to_string(),
+            p.seeks.to_string(),
+            format!("{:.3}", p.seek_wait_s),
+            p.live
+                .as_ref()
+                .map(|l| l.skipped_segments.to_string())
+                .unwrap_or_default(),
+            timeline,
+        ])?;
+    }
+    w.flush()
+}
+
 /// `run.link_emulation`: `kernel` when some class's bandwidth is shaped in the kernel,
 /// `user` when links are emulated only in the load generator, `off` when unlimited.
 fn link_emulation(config: &LoadConfig) -> &'static str {
@@ -1236,6 +1317,51 @@ mod tests {
             .map(|(i, &c)| watched(i, c))
             .collect();
         Results::build(config, &sessions, Vec::new(), 1.0, 0, 1024)
+    }
+
+    #[test]
+    fn the_players_csv_has_a_row_per_player_with_its_bit_rate_steps() {
+        use crate::record::{PlayerOutcome, Stretch};
+        let step = |media_s: f64, kbps: u32| Stretch {
+            media_s,
+            duration_s: 2.0,
+            kbps,
+        };
+        let player = SessionRecord {
+            player: Some(PlayerOutcome {
+                timeline: vec![step(0.0, 300), step(2.0, 1200), step(4.0, 1200)],
+                switches: 1,
+                startup_s: Some(0.25),
+                stalls: 1,
+                stall_s: 0.5,
+                media_s: 6.0,
+                aborted: 1,
+                aborted_bytes: 4096,
+                seeks: 2,
+                reference_kbps: 1200.0,
+                ..PlayerOutcome::default()
+            }),
+            ..watched(0, 2)
+        };
+        // A replayed session (no player) gets no row.
+        let mut out = Vec::new();
+        write_players_csv(&mut out, &[player, watched(1, 2)]).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        let header: Vec<&str> = lines[0].split(',').collect();
+        let row: Vec<&str> = lines[1].split(',').collect();
+        let field = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
+        assert_eq!(field("ended"), "completed");
+        assert_eq!(field("startup_ms"), "250.0");
+        assert_eq!((field("stalls"), field("switches")), ("1", "1"));
+        // (300·2 + 1200·4) / 6 = 900 kbit/s: below 90% of 1,200.
+        assert_eq!(
+            (field("mean_kbps"), field("kept_bitrate")),
+            ("900.0", "false")
+        );
+        assert_eq!((field("aborted"), field("seeks")), ("1", "2"));
+        assert_eq!(field("timeline"), "300@0 1200@2");
     }
 
     #[test]

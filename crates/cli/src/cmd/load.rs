@@ -73,6 +73,10 @@ struct RunArgs {
     /// Write one CSV row per request here.
     #[arg(long)]
     csv: Option<PathBuf>,
+    /// Write one CSV row per player session here (`--player` or live viewers): start-up,
+    /// stalls, switches, kept bit rate, abandoned downloads, seeks and the bit-rate timeline.
+    #[arg(long, value_name = "FILE")]
+    players_csv: Option<PathBuf>,
     /// workload.json with client classes and ramps (default: beside the session log).
     #[arg(long)]
     workload: Option<PathBuf>,
@@ -320,6 +324,12 @@ fn run_load(a: RunArgs) -> anyhow::Result<()> {
         let file = std::fs::File::create(path)
             .with_context(|| format!("cannot create {}", path.display()))?;
         vodkit_load::write_csv(std::io::BufWriter::new(file), &run.sessions)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if let Some(path) = &a.players_csv {
+        let file = std::fs::File::create(path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        vodkit_load::write_players_csv(std::io::BufWriter::new(file), &run.sessions)
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
     if a.json {
