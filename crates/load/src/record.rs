@@ -132,6 +132,17 @@ pub enum SessionEnd {
     Cancelled,
 }
 
+impl SessionEnd {
+    /// How a failed request ends its session: a `503` turns the viewer away, anything else
+    /// fails it.
+    pub fn after(f: &Failure) -> SessionEnd {
+        match f.reason {
+            FailureReason::Refused => SessionEnd::Refused,
+            r => SessionEnd::Failed(r),
+        }
+    }
+}
+
 /// One session as it happened.
 #[derive(Clone, Debug)]
 pub struct SessionRecord {

@@ -127,10 +127,7 @@ async fn drive(plan: &Plan, shared: &Arc<Shared>) -> SessionRecord {
         opened += done.opened;
         reconnects += done.reconnects;
         if let Some(f) = &done.record.failure {
-            end.get_or_insert(match f.reason {
-                FailureReason::Refused => SessionEnd::Refused,
-                r => SessionEnd::Failed(r),
-            });
+            end.get_or_insert(SessionEnd::after(f));
         } else {
             shared
                 .live

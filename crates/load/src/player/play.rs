@@ -383,10 +383,7 @@ impl<'a> Player<'a> {
             verify: false,
         };
         let offset = piece.range.map_or(0, |(a, _)| a);
-        let expected = self.checksums.as_ref().and_then(|c| {
-            c.get(&(piece.path.trim_start_matches('/').to_string(), offset))
-                .copied()
-        });
+        let expected = self.checksum_of(piece, offset);
         let mut body = Vec::new();
         let mut overflow = false;
         let mut crc = crc32fast::Hasher::new();
@@ -455,10 +452,7 @@ impl<'a> Player<'a> {
                 ));
             }
         }
-        let end = failure.as_ref().map(|fl| match fl.reason {
-            FailureReason::Refused => SessionEnd::Refused,
-            r => SessionEnd::Failed(r),
-        });
+        let end = failure.as_ref().map(SessionEnd::after);
         self.records.push(RequestRecord {
             index: self.records.len() as u32,
             conn: 0,
@@ -505,10 +499,7 @@ impl<'a> Player<'a> {
     ) -> Result<Got, SessionEnd> {
         let start = Instant::now();
         let offset = piece.range.map_or(0, |(a, _)| a);
-        let expected = self.checksums.as_ref().and_then(|c| {
-            c.get(&(piece.path.trim_start_matches('/').to_string(), offset))
-                .copied()
-        });
+        let expected = self.checksum_of(piece, offset);
         let n = parts.len();
         while self.more.len() + 1 < n {
             self.more.push((None, false));
@@ -584,10 +575,7 @@ impl<'a> Player<'a> {
             secs = secs.max(f.elapsed);
             all_ok &= f.failure.is_none();
             if end.is_none() {
-                end = f.failure.as_ref().map(|fl| match fl.reason {
-                    FailureReason::Refused => SessionEnd::Refused,
-                    r => SessionEnd::Failed(r),
-                });
+                end = f.failure.as_ref().map(SessionEnd::after);
             }
             if f.failure.is_none() {
                 self.shared
@@ -638,6 +626,12 @@ impl<'a> Player<'a> {
                 abandoned: false,
             }),
         }
+    }
+
+    /// The sidecar's (length, CRC-32) of the piece at `offset`, under `--verify`.
+    fn checksum_of(&self, piece: &Piece, offset: u64) -> Option<(u64, u32)> {
+        let key = (piece.path.trim_start_matches('/').to_string(), offset);
+        self.checksums.as_ref()?.get(&key).copied()
     }
 
     /// Record a download given up after `got` bytes: unfinished, no failure, no media.
