@@ -263,6 +263,34 @@ pub(crate) struct Fetched {
     pub reconnects: u32,
 }
 
+impl Fetched {
+    /// This response as the record of request `index` on connection `conn`, sent `started`
+    /// seconds into the run, with its `failure` as the caller judged it.
+    pub(crate) fn record(
+        &self,
+        index: u32,
+        conn: u32,
+        started: f64,
+        failure: Option<Failure>,
+        media_s: f64,
+        pacing_s: f64,
+    ) -> RequestRecord {
+        RequestRecord {
+            index,
+            conn,
+            started,
+            ttfb: self.ttfb,
+            ttlb: self.ttlb,
+            elapsed: self.elapsed,
+            bytes: self.progress.bytes,
+            status: self.progress.status,
+            failure,
+            media_s,
+            pacing_s,
+        }
+    }
+}
+
 /// Send one request (connecting or reconnecting as needed) and read its response within
 /// `timeout_s` of `start`.
 #[allow(clippy::too_many_arguments)]
@@ -390,7 +418,7 @@ async fn perform(
         session_id: plan.session.id,
         verify: shared.verify,
     };
-    let f = fetch(
+    let mut f = fetch(
         conn,
         reconnect,
         &ask,
@@ -402,22 +430,20 @@ async fn perform(
         None,
     )
     .await;
+    let failure = f.failure.take();
+    let started = start.duration_since(shared.t0).as_secs_f64();
+    let record = f.record(
+        index as u32,
+        req.conn,
+        started,
+        failure,
+        req.media_s,
+        req.pacing_s,
+    );
     Finished {
         index,
         conn: f.conn,
-        record: RequestRecord {
-            index: index as u32,
-            conn: req.conn,
-            started: start.duration_since(shared.t0).as_secs_f64(),
-            ttfb: f.ttfb,
-            ttlb: f.ttlb,
-            elapsed: f.elapsed,
-            bytes: f.progress.bytes,
-            status: f.progress.status,
-            failure: f.failure,
-            media_s: req.media_s,
-            pacing_s: req.pacing_s,
-        },
+        record,
         server_closed: f.server_closed,
         opened: f.opened,
         reconnects: f.reconnects,

@@ -419,21 +419,21 @@ impl<'a> Player<'a> {
             start,
             sink,
         );
-        let Some(f) = watched(fetching, watch, start, &received).await else {
+        let Some(mut f) = watched(fetching, watch, start, &received).await else {
             // The fetch (and its connection) was dropped above, as a browser's abort closes it.
             self.conn = None;
             self.server_closed = false;
             let got = received.load(Ordering::Relaxed);
             return Ok(self.abandoned(piece, range, timeout_s, start, got));
         };
-        self.conn = f.conn;
+        self.conn = f.conn.take();
         self.server_closed = f.server_closed;
         self.opened += f.opened;
         self.reconnects += f.reconnects;
         let mut req = Request::new(piece.path.clone(), range, timeout_s);
         req.media_s = media_s;
         self.made.push(req);
-        let mut failure = f.failure;
+        let mut failure = f.failure.take();
         if failure.is_none() && overflow {
             failure = Some(crate::record::Failure::new(
                 FailureReason::Protocol,
@@ -453,19 +453,10 @@ impl<'a> Player<'a> {
             }
         }
         let end = failure.as_ref().map(SessionEnd::after);
-        self.records.push(RequestRecord {
-            index: self.records.len() as u32,
-            conn: 0,
-            started: start.duration_since(self.shared.t0).as_secs_f64(),
-            ttfb: f.ttfb,
-            ttlb: f.ttlb,
-            elapsed: f.elapsed,
-            bytes: f.progress.bytes,
-            status: f.progress.status,
-            failure,
-            media_s,
-            pacing_s: 0.0,
-        });
+        let started = start.duration_since(self.shared.t0).as_secs_f64();
+        let index = self.records.len() as u32;
+        self.records
+            .push(f.record(index, 0, started, failure, media_s, 0.0));
         match end {
             Some(e) => Err(e),
             None => {
@@ -559,12 +550,12 @@ impl<'a> Player<'a> {
         let mut secs = 0f64;
         let mut end = None;
         let mut all_ok = true;
-        for (k, (f, &(a, b))) in done.into_iter().zip(parts).enumerate() {
+        for (k, (mut f, &(a, b))) in done.into_iter().zip(parts).enumerate() {
             if k == 0 {
-                self.conn = f.conn;
+                self.conn = f.conn.take();
                 self.server_closed = f.server_closed;
             } else {
-                self.more[k - 1] = (f.conn, f.server_closed);
+                self.more[k - 1] = (f.conn.take(), f.server_closed);
             }
             self.opened += f.opened;
             self.reconnects += f.reconnects;
@@ -586,19 +577,11 @@ impl<'a> Player<'a> {
                     .completed_requests
                     .fetch_add(1, Ordering::Relaxed);
             }
-            self.records.push(RequestRecord {
-                index: self.records.len() as u32,
-                conn: k as u32,
-                started: start.duration_since(self.shared.t0).as_secs_f64(),
-                ttfb: f.ttfb,
-                ttlb: f.ttlb,
-                elapsed: f.elapsed,
-                bytes: f.progress.bytes,
-                status: f.progress.status,
-                failure: f.failure,
-                media_s: share,
-                pacing_s: 0.0,
-            });
+            let started = start.duration_since(self.shared.t0).as_secs_f64();
+            let index = self.records.len() as u32;
+            let failure = f.failure.take();
+            self.records
+                .push(f.record(index, k as u32, started, failure, share, 0.0));
         }
         if let (true, Some((len, want))) = (all_ok, expected) {
             let mut crc = crc32fast::Hasher::new();
