@@ -123,11 +123,21 @@ impl NetflixSpec {
             "open_video_share" => self.session.open_video_share = share(key, value)?,
             "open_audio_share" => self.session.open_audio_share = share(key, value)?,
             "open_combined_share" => self.session.open_combined_share = share(key, value)?,
+            "elsewhere_share" => self.session.elsewhere_share = share(key, value)?,
+            "elsewhere_max" => self.session.elsewhere_max = share(key, value)?,
+            "elsewhere_exponent" => {
+                let c: f64 = num(key, value)?;
+                if !(c > 0.0 && c <= 10.0) {
+                    return Err(format!("--set elsewhere_exponent={value}: expected a number in (0, 10]"));
+                }
+                self.session.elsewhere_exponent = c;
+            }
             _ => {
                 return Err(format!(
                     "--set {key}: unknown key for {SPEC_NAME} (titles, sessions, role, zipf_alpha, \
                      drives, arrival_rate, ts_resolution, event_mean_s, short_share, combined_share, \
-                     open_video_share, open_audio_share, open_combined_share)"
+                     open_video_share, open_audio_share, open_combined_share, elsewhere_share, \
+                     elsewhere_max, elsewhere_exponent)"
                 ))
             }
         }

@@ -93,10 +93,11 @@ pub struct AutoParams {
     /// Seconds to move the size by one step (the thesis asks for a gradual change but
     /// gives no rate).
     pub ramp_s: f64,
-    /// Seconds into a window after which the eviction rule is already applied. The thesis
-    /// checks it only when a window closes; until then every prefetch at a size memory
-    /// cannot hold is read twice, so the guard acts as soon as the window has this much
-    /// evidence.
+    /// Length of the eviction guard's periods. The thesis checks the eviction rule only
+    /// when a window closes; until then every prefetch at a size memory cannot hold is read
+    /// twice, so the guard applies the rule as soon as two consecutive periods of this
+    /// length each exceed `evict_threshold` (one period alone can be a burst, such as the
+    /// first seconds after a server starts with a cold cache, that the size did not cause).
     pub guard_s: f64,
     pub scaling: Scaling,
 }
@@ -209,6 +210,10 @@ pub struct AutoPolicy {
     /// When the eviction guard last moved the size (it acts at most once per `interval`:
     /// evictions of data prefetched before a shrink would otherwise shrink it again).
     last_guard_s: Option<f64>,
+    /// The eviction guard's current period (start time and what it measured so far).
+    guard_period: Window,
+    /// What the consecutive periods over the threshold measured, and how many they are.
+    guard_strikes: (u32, Observation),
     /// Largest reference size the memory budget allows (from
     /// [`Observation::budget_per_sqrt_kbps`]), if a memory manager reports one.
     ceiling: Option<u64>,
@@ -231,6 +236,8 @@ impl AutoPolicy {
             phase: Phase::Starting,
             windows: 0,
             last_guard_s: None,
+            guard_period: Window::default(),
+            guard_strikes: (0, Observation::default()),
             ceiling: None,
             log: ClassLog::default(),
         }
@@ -257,6 +264,7 @@ impl AutoPolicy {
             None => {
                 self.clock = Some(now);
                 self.window = Window::at(now);
+                self.guard_period = Window::at(now);
                 return;
             }
             Some(last) if now < last => return,
@@ -281,22 +289,34 @@ impl AutoPolicy {
         }
     }
 
-    /// Applies the eviction rule before the window closes once `guard_s` have passed;
-    /// true when it did (the window then restarts at the new size).
+    /// Whether `o` evicted more than `evict_threshold` of its requested bytes.
+    fn over_threshold(&self, o: &Observation) -> bool {
+        o.requested_bytes > 0
+            && o.evictions > 0
+            && o.evicted_bytes as f64 / o.requested_bytes as f64 > self.params.evict_threshold
+    }
+
+    /// Closes the guard's period when `guard_s` have passed and applies the eviction rule
+    /// before the window closes when two consecutive periods exceeded the threshold; true
+    /// when it did (the window then restarts at the new size).
     fn eviction_guard(&mut self, now: f64) -> bool {
-        let o = &self.window.obs;
+        if now - self.guard_period.start_s < self.params.guard_s {
+            return false;
+        }
+        let period = std::mem::replace(&mut self.guard_period, Window::at(now));
+        if !self.over_threshold(&period.obs) {
+            self.guard_strikes = (0, Observation::default());
+            return false;
+        }
+        self.guard_strikes.0 += 1;
+        self.guard_strikes.1.merge(&period.obs);
         let recently = self
             .last_guard_s
             .is_some_and(|t| now - t < self.params.adjust_interval_s);
-        if recently
-            || now - self.window.start_s < self.params.guard_s
-            || o.requested_bytes == 0
-            || o.evictions == 0
-            || (o.evicted_bytes as f64 / o.requested_bytes as f64) <= self.params.evict_threshold
-        {
+        if self.guard_strikes.0 < 2 || recently {
             return false;
         }
-        let o = o.clone();
+        let (_, o) = std::mem::take(&mut self.guard_strikes);
         self.jump_to_eviction_size(&o);
         self.window = Window::at(now);
         self.last_guard_s = Some(now);
@@ -465,6 +485,7 @@ impl Policy for AutoPolicy {
             self.advance(o.now_s);
         }
         self.window.obs.merge(o);
+        self.guard_period.obs.merge(o);
         self.advance(o.now_s);
     }
 

@@ -403,13 +403,13 @@ fn evicting_seconds(p: &mut AutoPolicy, from: u64, to: u64, eviction_time: f64) 
 fn auto_eviction_guard_shrinks_to_eviction_time_times_bit_rate_at_once() {
     let mut p = auto_policy("auto:start=8MiB@419");
     let expected = (60.0 * 419.0 * 1000.0 / 8.0_f64).round() as u64; // 3,142,500 bytes ≈ 3 MB
-    evicting_seconds(&mut p, 1, 15, 60.0);
+    evicting_seconds(&mut p, 1, 30, 60.0);
     assert_eq!(
         p.reference_bytes(),
         8 * MIB,
-        "no decision before the guard time"
+        "no decision before two guard periods"
     );
-    evicting_seconds(&mut p, 16, 16, 60.0);
+    evicting_seconds(&mut p, 31, 31, 60.0);
     assert_eq!(p.target_bytes(), expected);
     assert_eq!(p.reference_bytes(), expected, "shrinking does not ramp");
     assert_eq!(p.current().detail["phase"], 4.0, "evicting");
@@ -417,6 +417,48 @@ fn auto_eviction_guard_shrinks_to_eviction_time_times_bit_rate_at_once() {
     // eviction times; the guard does not act on them again within the interval.
     evicting_seconds(&mut p, 17, 100, 20.0);
     assert_eq!(p.reference_bytes(), expected, "one guard move per interval");
+}
+
+/// One second of busy reading without evictions.
+fn clean_second(p: &mut AutoPolicy, t: u64) {
+    let now = t as f64;
+    p.prefetch_bytes(&ctx(419, 0, ChainKind::Other, now));
+    p.observe(&Observation {
+        now_s: now,
+        requested_bytes: 1_000_000,
+        disk_bytes: 1_000_000,
+        disk_time_s: 0.5,
+        busy_s: 0.9,
+        ..Observation::default()
+    });
+}
+
+#[test]
+fn auto_eviction_guard_ignores_a_burst_that_does_not_last() {
+    // A cold start evicts a fifth of what is requested for ten seconds, then nothing: one
+    // guard period over the threshold is not evidence against the size.
+    let mut p = auto_policy("auto:start=8MiB@419");
+    evicting_seconds(&mut p, 1, 10, 5.0);
+    for t in 11..=170 {
+        clean_second(&mut p, t);
+    }
+    assert_eq!(p.reference_bytes(), 8 * MIB, "a burst moved the size");
+    assert_eq!(p.current().detail["phase"], 0.0, "still in the first window");
+    // The same evictions lasting two periods do move it.
+    let mut q = auto_policy("auto:start=8MiB@419");
+    evicting_seconds(&mut q, 1, 31, 5.0);
+    assert!(q.reference_bytes() < MIB, "{}", q.reference_bytes());
+    // Two over-threshold periods that are not consecutive are not enough either.
+    let mut r = auto_policy("auto:start=8MiB@419");
+    evicting_seconds(&mut r, 1, 15, 5.0);
+    for t in 16..=30 {
+        clean_second(&mut r, t);
+    }
+    evicting_seconds(&mut r, 31, 45, 5.0);
+    for t in 46..=60 {
+        clean_second(&mut r, t);
+    }
+    assert_eq!(r.reference_bytes(), 8 * MIB);
 }
 
 #[test]
@@ -431,11 +473,11 @@ fn auto_without_guard_applies_the_eviction_rule_when_the_window_closes() {
 #[test]
 fn auto_grows_back_gradually_after_evictions() {
     let mut p = auto_policy("auto:start=1MiB@419");
-    evicting_seconds(&mut p, 1, 16, 60.0);
+    evicting_seconds(&mut p, 1, 31, 60.0);
     assert_eq!(p.target_bytes(), 3_142_500);
     let mut last = p.reference_bytes();
     assert!(last < 2 * MIB, "growing is not a jump: {last}");
-    for t in 17..=2000 {
+    for t in 32..=2000 {
         p.prefetch_bytes(&ctx(419, 0, ChainKind::Other, t as f64));
         let now = p.reference_bytes();
         assert!(now >= last && now - last <= 524_288 / 60 + 1);

@@ -61,6 +61,15 @@ pub struct SessionParams {
     pub open_video_share: f64,
     pub open_audio_share: f64,
     pub open_combined_share: f64,
+    /// Share of sessions whose client also fetches video from other servers of the
+    /// cluster during stable phases (the log is one server's).
+    pub elsewhere_share: f64,
+    /// Largest per-request chance that such a client fetches the next segment elsewhere.
+    pub elsewhere_max: f64,
+    /// Spread of that chance over sessions: it is `elsewhere_max × U^(1/exponent)` for a
+    /// uniform U, so its density grows as h^(exponent−1) and the chain lengths it cuts have
+    /// a power-law survival function of about that exponent (a mixture of geometric runs).
+    pub elsewhere_exponent: f64,
 }
 
 impl Default for SessionParams {
@@ -72,6 +81,9 @@ impl Default for SessionParams {
             open_video_share: 0.15,
             open_audio_share: 0.40,
             open_combined_share: 0.40,
+            elsewhere_share: 0.0,
+            elsewhere_max: 0.5,
+            elsewhere_exponent: 0.54,
         }
     }
 }
@@ -166,6 +178,8 @@ struct Player<'a> {
     start_pos: f64,
     seeks: Vec<Seek>,
     watched_at_restart: f64,
+    /// Chance that a stable-phase video fetch takes its first segment from another server.
+    elsewhere: f64,
 }
 
 fn draw_index(rng: &mut ChaCha8Rng, weights: &[f64]) -> usize {
@@ -351,11 +365,28 @@ impl Player<'_> {
         s
     }
 
+    /// The next segment comes from another server of the cluster: the client spends the
+    /// transfer time, this server sees a gap in the file (its chain ends there).
+    fn fetch_elsewhere(&mut self) {
+        self.close_video();
+        let f = &self.cat.files[self.cur];
+        let len = f.segment_offset(self.v_seg + 1) - f.segment_offset(self.v_seg);
+        self.wait(self.prof.rtt + len as f64 * 8.0 / self.prof.bw_bps);
+        self.v_seg += 1;
+    }
+
     /// Download `n` video segments of the current file starting at `v_seg`.
     fn fetch(&mut self, n: u32) {
-        let n = n.min(self.segments().saturating_sub(self.v_seg));
+        let mut n = n.min(self.segments().saturating_sub(self.v_seg));
         if n == 0 {
             return;
+        }
+        if self.in_stable && self.elsewhere > 0.0 && self.rng.random::<f64>() < self.elsewhere {
+            self.fetch_elsewhere();
+            n -= 1;
+            if n == 0 {
+                return;
+            }
         }
         let issued = self.abs();
         let file = self.cur;
@@ -798,6 +829,12 @@ pub fn generate(
         (remaining * rng.random::<f64>().powf(1.6)).max(45.0)
     };
     let rate = stable_rung(cat, &ladder, prof.bw_bps, rng);
+    let elsewhere = if p.elsewhere_share > 0.0 && rng.random::<f64>() < p.elsewhere_share {
+        let u: f64 = rng.random();
+        p.elsewhere_max * u.powf(1.0 / p.elsewhere_exponent.max(0.01))
+    } else {
+        0.0
+    };
     let class = prof.class;
     let mut player = Player {
         cat,
@@ -833,6 +870,7 @@ pub fn generate(
         start_pos: f64::from(start_seg) * SEGMENT_S,
         seeks: Vec::new(),
         watched_at_restart: 0.0,
+        elsewhere,
     };
     player.cur = player.ladder[rate];
     let stable_kbps = cat.files[player.cur].bitrate_kbps;
