@@ -443,7 +443,11 @@ fn auto_eviction_guard_ignores_a_burst_that_does_not_last() {
         clean_second(&mut p, t);
     }
     assert_eq!(p.reference_bytes(), 8 * MIB, "a burst moved the size");
-    assert_eq!(p.current().detail["phase"], 0.0, "still in the first window");
+    assert_eq!(
+        p.current().detail["phase"],
+        0.0,
+        "still in the first window"
+    );
     // The same evictions lasting two periods do move it.
     let mut q = auto_policy("auto:start=8MiB@419");
     evicting_seconds(&mut q, 1, 31, 5.0);

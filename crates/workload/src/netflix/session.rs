@@ -62,14 +62,21 @@ pub struct SessionParams {
     pub open_audio_share: f64,
     pub open_combined_share: f64,
     /// Share of sessions whose client also fetches video from other servers of the
-    /// cluster during stable phases (the log is one server's).
+    /// cluster during stable phases (the log is one server's): each such fetch leaves a
+    /// gap in this server's view of the file, so the chain ends there.
     pub elsewhere_share: f64,
     /// Largest per-request chance that such a client fetches the next segment elsewhere.
     pub elsewhere_max: f64,
     /// Spread of that chance over sessions: it is `elsewhere_max × U^(1/exponent)` for a
-    /// uniform U, so its density grows as h^(exponent−1) and the chain lengths it cuts have
-    /// a power-law survival function of about that exponent (a mixture of geometric runs).
+    /// uniform U (density ∝ h^(exponent−1)), so the runs it cuts are a mixture of
+    /// geometric lengths whose survival function falls as a power law; the smaller the
+    /// exponent, the more clients switch only rarely. Together with the rest of the model,
+    /// the defaults give the thesis's chain-length exponent of about 0.54 between 1 and
+    /// 200 MB (docs/trace.md "netflix-2014 against the thesis").
     pub elsewhere_exponent: f64,
+    /// Seconds a client stays with this server (since the stable phase began or since its
+    /// last fetch elsewhere) before it may fetch elsewhere again.
+    pub elsewhere_min_s: f64,
 }
 
 impl Default for SessionParams {
@@ -81,9 +88,10 @@ impl Default for SessionParams {
             open_video_share: 0.15,
             open_audio_share: 0.40,
             open_combined_share: 0.40,
-            elsewhere_share: 0.0,
-            elsewhere_max: 0.5,
-            elsewhere_exponent: 0.54,
+            elsewhere_share: 0.6,
+            elsewhere_max: 0.3,
+            elsewhere_exponent: 0.3,
+            elsewhere_min_s: 40.0,
         }
     }
 }
@@ -180,6 +188,9 @@ struct Player<'a> {
     watched_at_restart: f64,
     /// Chance that a stable-phase video fetch takes its first segment from another server.
     elsewhere: f64,
+    /// When the current stable run on this server began (phase start or last fetch
+    /// elsewhere).
+    run_since: f64,
 }
 
 fn draw_index(rng: &mut ChaCha8Rng, weights: &[f64]) -> usize {
@@ -381,8 +392,13 @@ impl Player<'_> {
         if n == 0 {
             return;
         }
-        if self.in_stable && self.elsewhere > 0.0 && self.rng.random::<f64>() < self.elsewhere {
+        if self.in_stable
+            && self.elsewhere > 0.0
+            && self.t - self.run_since >= self.p.elsewhere_min_s
+            && self.rng.random::<f64>() < self.elsewhere
+        {
             self.fetch_elsewhere();
+            self.run_since = self.t;
             n -= 1;
             if n == 0 {
                 return;
@@ -633,6 +649,7 @@ impl Player<'_> {
     /// A stable phase at `cur`: fill the playout buffer, then pace, until an event.
     fn stable(&mut self) -> Outcome {
         self.in_stable = true;
+        self.run_since = self.t;
         self.playing = true;
         let mean = self.p.event_mean_s;
         let next_event = self.t + Exp::new(1.0 / mean).expect("rate").sample(self.rng);
@@ -871,6 +888,7 @@ pub fn generate(
         seeks: Vec::new(),
         watched_at_restart: 0.0,
         elsewhere,
+        run_since: 0.0,
     };
     player.cur = player.ladder[rate];
     let stable_kbps = cat.files[player.cur].bitrate_kbps;
