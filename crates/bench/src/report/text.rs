@@ -113,8 +113,14 @@ pub fn table(r: &BenchReport) -> String {
         }
         s.trim_end().to_string() + "\n"
     };
-    let mut out = format!(
-        "max failure-free rate in {} ({})\n",
+    let mut out = String::new();
+    if let Some(s) = &r.scenario {
+        let _ = writeln!(out, "seed finding ({}): {}", s.mirrors, s.finding);
+        let _ = writeln!(out, "verdict: {}", s.verdict);
+    }
+    let _ = writeln!(
+        out,
+        "max failure-free rate in {} ({})",
         r.rate_unit, r.criterion
     );
     if let Some(line) = bound_line(r) {
@@ -342,6 +348,24 @@ mod tests {
         }
         assert!(!markdown(&plain).contains("## Players"));
         assert!(!table_contains_players(&plain));
+    }
+
+    #[test]
+    fn the_terminal_table_names_the_seed_finding_and_its_verdict() {
+        let plan = SearchPlan::failure_free_around(1.0);
+        let mut rep = new_report("w", "plain", None, "strict", &plan, 1);
+        assert!(!table(&rep).contains("seed finding"));
+        rep.scenario = Some(crate::report::ScenarioInfo {
+            name: "demo".into(),
+            mirrors: "seed 001 Table 3".into(),
+            finding: "prefetching serves more".into(),
+            verdict: "reproduced: 2.10×".into(),
+        });
+        let t = table(&rep);
+        assert!(
+            t.starts_with("seed finding (seed 001 Table 3): prefetching serves more\nverdict: reproduced: 2.10×\nmax failure-free rate"),
+            "{t}"
+        );
     }
 
     fn table_contains_players(r: &BenchReport) -> bool {
