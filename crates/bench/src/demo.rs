@@ -156,7 +156,9 @@ pub fn run(
             what: "vodkit:asap:auto / nginx".into(),
             ratio,
             target: Some(TARGET_RATIO),
-            met: ratio.filter(|_| !ceiling).map(|r| r >= TARGET_RATIO),
+            met: ratio
+                .filter(|_| !ceiling)
+                .map(|r| crate::scenario::meets(r, TARGET_RATIO)),
             note: "ratio of max failure-free rates in this run".into(),
         });
         verdict(ratio, ceiling)
@@ -185,7 +187,7 @@ fn verdict(ratio: Option<f64>, ceiling: bool) -> String {
         Some(r) if ceiling => {
             format!("inconclusive: {r:.2}× nginx with a server at the search's ceiling")
         }
-        Some(r) if r >= TARGET_RATIO => {
+        Some(r) if crate::scenario::meets(r, TARGET_RATIO) => {
             format!("reproduced: vodkit serves {r:.2}× nginx (the seeds: 2–3.6×)")
         }
         Some(r) => format!(

@@ -219,13 +219,13 @@ pub fn saturation(
     }
 }
 
-/// One line per matrix cell: each server's concurrent viewers at capacity and what
+/// One line per matrix cell that ran: each server's concurrent viewers at capacity and what
 /// saturated, then vodkit / nginx.
 pub fn matrix_lines(rep: &crate::report::BenchReport) -> Vec<String> {
     let watch = vodkit_workload::matrix::WATCH_S;
     vodkit_workload::matrix::CELLS
         .iter()
-        .map(|code| {
+        .filter_map(|code| {
             let parts: Vec<(String, Saturation)> = rep
                 .servers
                 .iter()
@@ -244,7 +244,7 @@ pub fn matrix_lines(rep: &crate::report::BenchReport) -> Vec<String> {
                     )
                 })
                 .collect();
-            format!("matrix {code}: {}", each.join(", "))
+            (!each.is_empty()).then(|| format!("matrix {code}: {}", each.join(", ")))
         })
         .collect()
 }
@@ -313,5 +313,24 @@ mod tests {
         });
         assert_eq!(saturated(&m, Some(1000)), "memory");
         assert_eq!(saturated(&m, None), "disk");
+    }
+
+    #[test]
+    fn matrix_lines_cover_only_the_cells_that_ran() {
+        let plan = crate::search::SearchPlan::failure_free_around(1.0);
+        let mut rep = crate::report::new_report("w", "plain", None, "strict", &plan, 1);
+        for name in ["VUL vodkit:asap:auto", "VUL nginx"] {
+            let sut = crate::sut::parse_one("nginx").unwrap();
+            let mut r = crate::report::ServerReport::not_measured(&sut, "measured", String::new());
+            r.sut = name.into();
+            r.max_failure_free_rate = Some(2.0);
+            rep.servers.push(r);
+        }
+        let lines = matrix_lines(&rep);
+        assert_eq!(lines.len(), 1, "{lines:?}");
+        assert!(
+            lines[0].starts_with("matrix VUL: vodkit:asap:auto 120 viewers"),
+            "{lines:?}"
+        );
     }
 }

@@ -23,6 +23,9 @@ pub struct Cell {
     /// Memory budget for the server (page cache included).
     pub memory: &'static str,
     pub suts: Vec<&'static str>,
+    /// The search's guess for this cell (MB/s offered), when it differs from the
+    /// scenario's: cells served from memory need a far higher ceiling than disk-bound ones.
+    pub guess_mb_s: Option<f64>,
 }
 
 /// A relation between measured capacities that the seed finding predicts.
@@ -45,6 +48,19 @@ pub enum Check {
         order: Vec<&'static str>,
         slack: f64,
     },
+}
+
+impl Check {
+    /// The (cell-qualified) servers the check compares.
+    pub fn servers(&self) -> Vec<&'static str> {
+        match self {
+            Check::Ratio { a, b, .. } => vec![a, b],
+            Check::NearBest { a, of, .. } => {
+                std::iter::once(*a).chain(of.iter().copied()).collect()
+            }
+            Check::NonDecreasing { order, .. } => order.clone(),
+        }
+    }
 }
 
 /// A named experiment from the seeds.
@@ -122,6 +138,7 @@ fn cell(label: &'static str, suts: &[&'static str]) -> Cell {
         testbed: "hdd:wd-red",
         memory: "1GiB",
         suts: suts.to_vec(),
+        guess_mb_s: None,
     }
 }
 
@@ -450,6 +467,12 @@ pub const MATRIX_SPECS: [&str; 12] = [
     "matrix-MUL",
 ];
 
+/// The search's guess for the live cells. Live viewers are served from memory, so at the
+/// scenario's 40 MB/s both servers passed every step up to its ceiling (480 viewers,
+/// session 11); ten times that brackets them at up to 4,800 viewers (1.8 GB/s at the high
+/// bit rate), where the machine's two cores give out first.
+pub const LIVE_GUESS_MB_S: f64 = 400.0;
+
 /// The servers of every matrix cell.
 pub const MATRIX_SUTS: [&str; 2] = ["vodkit:asap:auto", "nginx"];
 
@@ -487,6 +510,7 @@ pub fn matrix() -> Scenario {
                 testbed: "hdd:wd-red",
                 memory: "1GiB",
                 suts: MATRIX_SUTS.to_vec(),
+                guess_mb_s: spec.starts_with("matrix-L").then_some(LIVE_GUESS_MB_S),
             })
             .collect(),
         checks: vec![
@@ -597,6 +621,13 @@ pub fn evaluate(s: &Scenario, report: &BenchReport) -> (Vec<Comparison>, String)
     (out, verdict)
 }
 
+/// Whether a measured ratio meets its target. Rates of bisected points are recorded to
+/// four decimals, so two capacities on the same search grid (e.g. guess/2 and guess/4) can
+/// be a hair off their exact ratio; a relative 10⁻⁴ absorbs that and nothing more.
+pub fn meets(ratio: f64, target: f64) -> bool {
+    ratio >= target * (1.0 - 1e-4)
+}
+
 fn comparison(
     what: String,
     ratio: Option<f64>,
@@ -605,7 +636,7 @@ fn comparison(
     names: &[&str],
 ) -> Comparison {
     let note = match ratio {
-        Some(r) if r >= target => format!("met (target ≥ {target:.2})"),
+        Some(r) if meets(r, target) => format!("met (target ≥ {target:.2})"),
         Some(r) => format!(
             "missed by {:.0}% (target ≥ {target:.2})",
             (1.0 - r / target) * 100.0
@@ -630,7 +661,7 @@ fn comparison(
         what,
         ratio,
         target: Some(target),
-        met: ratio.map(|r| r >= target),
+        met: ratio.map(|r| meets(r, target)),
         note,
     }
 }
@@ -686,14 +717,7 @@ mod tests {
                 );
             }
             for ch in &s.checks {
-                let named: Vec<&str> = match ch {
-                    Check::Ratio { a, b, .. } => vec![a, b],
-                    Check::NearBest { a, of, .. } => {
-                        std::iter::once(*a).chain(of.iter().copied()).collect()
-                    }
-                    Check::NonDecreasing { order, .. } => order.clone(),
-                };
-                for n in named {
+                for n in ch.servers() {
                     assert!(
                         qualified_names.iter().any(|q| q == n),
                         "{}: check names unknown server {n}",
@@ -703,6 +727,21 @@ mod tests {
             }
         }
         assert!(find("nope").unwrap_err().contains("servers"));
+    }
+
+    #[test]
+    fn live_matrix_cells_search_up_to_a_higher_ceiling() {
+        let m = matrix();
+        let plans = crate::scenario_run::cells(&m).expect("matrix cells plan");
+        for (c, p) in m.cells.iter().zip(&plans) {
+            let want = if c.label.starts_with('L') {
+                LIVE_GUESS_MB_S
+            } else {
+                m.guess_mb_s
+            };
+            assert_eq!(p.guess_mb_s, want, "cell {}", c.label);
+        }
+        assert_eq!(plans.iter().filter(|p| p.guess_mb_s > 100.0).count(), 4);
     }
 
     #[test]

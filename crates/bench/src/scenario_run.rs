@@ -60,7 +60,7 @@ pub fn cells(s: &Scenario) -> Result<Vec<CellPlan>, String> {
                 memory: Some(memory),
                 suts: sut::parse_list(&c.suts.join(",")).map_err(|e| e.to_string())?,
                 point: Duration::from_secs(s.point_seconds()),
-                guess_mb_s: s.guess_mb_s,
+                guess_mb_s: c.guess_mb_s.unwrap_or(s.guess_mb_s),
                 max_steps: 8,
                 // Only the cell holding the compared server reads the files sequentially.
                 sequential: s.sequential_reference.is_some_and(|(name, _)| {

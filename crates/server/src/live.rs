@@ -3,8 +3,10 @@
 //! server keeps each stream's live window in memory and serves it.
 //!
 //! A *stream* is an object's parent directory (`/live/stream-3/`). Playlists (`.m3u8`,
-//! `.mpd`) are replaced in place; every other object is a segment. Each stream keeps at
-//! most `window` segments (oldest evicted first), all streams together at most
+//! `.mpd`) are replaced in place, and so are initialization segments (a name with `init`
+//! in it, e.g. `init.mp4`), which every viewer joining later still needs; every other
+//! object is a media segment. Each stream keeps at
+//! most `window` media segments (oldest evicted first), all streams together at most
 //! `max_bytes` (globally oldest segments evicted first), and a stream that received no
 //! `PUT` for `ttl` is dropped whole. A `GET` for a segment that is not there yet, in a
 //! stream that exists, is *held* until the segment's `PUT` completes (as low-latency
@@ -73,6 +75,13 @@ pub struct Object {
 /// Whether an object name is a playlist or manifest (replaced in place, short-lived in caches).
 pub fn is_playlist(name: &str) -> bool {
     name.ends_with(".m3u8") || name.ends_with(".mpd")
+}
+
+/// Whether an object is a stream's initialization segment (`init.mp4`, `init-v1.m4s`,
+/// `audio_init.mp4`): kept for the stream's life, never counted in the window.
+pub fn is_init(name: &str) -> bool {
+    let stem = name.rsplit_once('.').map_or(name, |(stem, _)| stem);
+    stem.to_ascii_lowercase().contains("init")
 }
 
 /// `Content-Type` of a live object by its extension.
@@ -291,7 +300,7 @@ impl LiveStore {
             }
         };
         inner.bytes += len;
-        if !is_playlist(name) {
+        if !is_playlist(name) && !is_init(name) {
             if old.is_some() {
                 stream.segments.retain(|n| n != name);
             }
@@ -611,6 +620,28 @@ mod tests {
         ));
         assert_eq!(s.delete("/live/b/seg-2.m4s", t), 204);
         assert_eq!(s.delete("/live/b/seg-2.m4s", t), 404);
+    }
+
+    #[test]
+    fn the_init_segment_outlives_the_window() {
+        // A viewer joining a stream long after it started still needs its init segment
+        // (session 18: without this, every viewer joining a live stream more than a window
+        // after its start got 404 for `init.mp4` and failed).
+        let s = store();
+        let t = Instant::now();
+        assert_eq!(s.put("/live/a/init.mp4", vec![9; 40], t), 201);
+        for n in 0..20 {
+            s.put(&format!("/live/a/seg-{n}.m4s"), vec![1; 50], t);
+        }
+        assert!(matches!(s.get("/live/a/init.mp4", t), Lookup::Found(_)));
+        assert!(matches!(
+            s.get("/live/a/seg-5.m4s", t),
+            Lookup::Missing { hold: false }
+        ));
+        // Re-publishing it replaces it in place.
+        assert_eq!(s.put("/live/a/init.mp4", vec![8; 40], t), 204);
+        assert!(is_init("init-stream0.m4s") && is_init("audio_init.mp4"));
+        assert!(!is_init("seg-41.m4s") && !is_init("index.m3u8"));
     }
 
     #[test]

@@ -136,6 +136,19 @@ fn only_cells(
     let point = s.point_seconds();
     let runs = s.server_runs().max(1);
     s.cells.retain(|c| keep.iter().any(|k| k == c.label));
+    // Only the checks whose servers all run: the others would report every cell left out
+    // as "not measurable".
+    let kept: Vec<String> = s
+        .cells
+        .iter()
+        .flat_map(|c| {
+            c.suts
+                .iter()
+                .map(move |x| vodkit_bench::scenario::qualified(c.label, x))
+        })
+        .collect();
+    s.checks
+        .retain(|ch| ch.servers().iter().all(|n| kept.iter().any(|k| k == n)));
     s.budget_s = s.budget_s * s.server_runs() / runs;
     debug_assert!(s.point_seconds() <= point.max(30));
     Ok(s)
@@ -217,5 +230,20 @@ mod tests {
         let s = vodkit_bench::scenario::find("memory").unwrap();
         let e = only_cells(s, &["mem=3GiB".to_string()]).unwrap_err();
         assert!(e.contains("mem=3GiB") && e.contains("mem=1GiB"), "{e}");
+    }
+
+    #[test]
+    fn only_cells_keeps_the_checks_of_the_cells_it_runs() {
+        let s = vodkit_bench::scenario::find("matrix").unwrap();
+        assert_eq!(s.checks.len(), 12);
+        let t = only_cells(s, &["VUL".to_string(), "MUH".to_string()]).unwrap();
+        let named: Vec<Vec<&str>> = t.checks.iter().map(|c| c.servers()).collect();
+        assert_eq!(
+            named,
+            [
+                ["VUL vodkit:asap:auto", "VUL nginx"],
+                ["MUH vodkit:asap:auto", "MUH nginx"]
+            ]
+        );
     }
 }
