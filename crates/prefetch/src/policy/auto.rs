@@ -356,8 +356,7 @@ impl AutoPolicy {
         if o.requested_bytes == 0 {
             return;
         }
-        let evicted = o.evicted_bytes as f64 / o.requested_bytes as f64;
-        if evicted > self.params.evict_threshold && o.evictions > 0 {
+        if self.over_threshold(&o) {
             self.jump_to_eviction_size(&o);
             return;
         }
