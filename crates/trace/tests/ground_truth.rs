@@ -55,24 +55,39 @@ fn truth_phases(path: &Path) -> HashMap<String, Vec<(PhaseKind, f64, f64)>> {
     out
 }
 
-fn check(seed: u64, sets: &[(&str, &str)], time_tolerance: f64) {
+/// Synthesizes a netflix-2014 log at `scale` with `sets` and analyzes it: the directory
+/// (with `truth/`), the generator's summary, the analysis and what the sink collected.
+fn synthesize_and_analyze(
+    seed: u64,
+    scale: f64,
+    sets: &[(&str, &str)],
+) -> (
+    tempfile::TempDir,
+    vodkit_workload::netflix::SynthSummary,
+    vodkit_trace::analyze::Analysis,
+    Collect,
+) {
     let dir = tempfile::tempdir().unwrap();
     let sets: Vec<(String, String)> = sets
         .iter()
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
-    let spec = NetflixSpec::new(seed, 0.15, &sets).unwrap();
+    let spec = NetflixSpec::new(seed, scale, &sets).unwrap();
     let sum = synth_log(&spec, dir.path()).unwrap();
+    let files = FileTable::from_csv(&dir.path().join("files.csv")).unwrap();
+    let log = std::io::BufReader::new(std::fs::File::open(dir.path().join("log.csv")).unwrap());
+    let mut got = Collect::default();
+    let a = analyze(log, files, &AnalyzeOptions::default(), &mut got).unwrap();
+    (dir, sum, a, got)
+}
+
+fn check(seed: u64, sets: &[(&str, &str)], time_tolerance: f64) {
+    let (dir, sum, a, got) = synthesize_and_analyze(seed, 0.15, sets);
     assert_eq!(
         sum.ambiguous, 0,
         "the generator must not produce ambiguous adjacency"
     );
     assert!(sum.requests > 5_000, "{sum:?}");
-
-    let files = FileTable::from_csv(&dir.path().join("files.csv")).unwrap();
-    let log = std::io::BufReader::new(std::fs::File::open(dir.path().join("log.csv")).unwrap());
-    let mut got = Collect::default();
-    let a = analyze(log, files, &AnalyzeOptions::default(), &mut got).unwrap();
     assert_eq!(a.read.bad_lines, 0, "{}", a.read.describe());
     assert_eq!(a.read.requests, sum.requests);
     assert_eq!(a.chains.chains, sum.chains);
@@ -169,22 +184,7 @@ fn open_ended_heavy_clients_match_truth() {
 /// Chain-length exponent c over 1–200 MB and the share of chains ≤ 1 MB of a synthesized
 /// log at `scale`, with `sets`.
 fn chain_shape(seed: u64, scale: f64, sets: &[(&str, &str)]) -> (f64, f64) {
-    let dir = tempfile::tempdir().unwrap();
-    let sets: Vec<(String, String)> = sets
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-    let spec = NetflixSpec::new(seed, scale, &sets).unwrap();
-    synth_log(&spec, dir.path()).unwrap();
-    let files = FileTable::from_csv(&dir.path().join("files.csv")).unwrap();
-    let log = std::io::BufReader::new(std::fs::File::open(dir.path().join("log.csv")).unwrap());
-    let a = analyze(
-        log,
-        files,
-        &AnalyzeOptions::default(),
-        &mut Collect::default(),
-    )
-    .unwrap();
+    let (_dir, _, a, _) = synthesize_and_analyze(seed, scale, sets);
     let mid = a
         .chains
         .fit
