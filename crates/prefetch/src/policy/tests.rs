@@ -379,23 +379,32 @@ fn auto_holds_still_under_light_load() {
     assert_eq!(p.current().detail["phase"], 1.0, "idle");
 }
 
+/// One second of busy reading at `t`: a request at 419 kbit/s, then the second's
+/// observation — 1 MB requested, 0.5 s of disk time, workers 90% busy, the rest from `o`.
+fn busy_second(p: &mut AutoPolicy, t: u64, o: Observation) {
+    let now = t as f64;
+    p.prefetch_bytes(&ctx(419, 0, ChainKind::Other, now));
+    p.observe(&Observation {
+        now_s: now,
+        requested_bytes: 1_000_000,
+        disk_time_s: 0.5,
+        busy_s: 0.9,
+        ..o
+    });
+}
+
 /// Feeds one observation per second from `from` to `to` in which 20% of the requested
 /// bytes were prefetched and evicted unread, `eviction_time` seconds after their read.
 fn evicting_seconds(p: &mut AutoPolicy, from: u64, to: u64, eviction_time: f64) {
     for t in from..=to {
-        let now = t as f64;
-        p.prefetch_bytes(&ctx(419, 0, ChainKind::Other, now));
-        p.observe(&Observation {
-            now_s: now,
-            requested_bytes: 1_000_000,
+        let o = Observation {
             disk_bytes: 2_000_000,
-            disk_time_s: 0.5,
-            busy_s: 0.9,
             evicted_bytes: 200_000,
             evictions: 2,
             eviction_time_s: 2.0 * eviction_time,
-            budget_per_sqrt_kbps: None,
-        });
+            ..Observation::default()
+        };
+        busy_second(p, t, o);
     }
 }
 
@@ -421,16 +430,11 @@ fn auto_eviction_guard_shrinks_to_eviction_time_times_bit_rate_at_once() {
 
 /// One second of busy reading without evictions.
 fn clean_second(p: &mut AutoPolicy, t: u64) {
-    let now = t as f64;
-    p.prefetch_bytes(&ctx(419, 0, ChainKind::Other, now));
-    p.observe(&Observation {
-        now_s: now,
-        requested_bytes: 1_000_000,
+    let o = Observation {
         disk_bytes: 1_000_000,
-        disk_time_s: 0.5,
-        busy_s: 0.9,
         ..Observation::default()
-    });
+    };
+    busy_second(p, t, o);
 }
 
 #[test]
