@@ -141,6 +141,17 @@ impl SessionEnd {
             r => SessionEnd::Failed(r),
         }
     }
+
+    /// The session's end as a word for files (`completed`, the failure's reason,
+    /// `refused`, `cancelled`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionEnd::Completed => "completed",
+            SessionEnd::Failed(r) => r.as_str(),
+            SessionEnd::Refused => "refused",
+            SessionEnd::Cancelled => "cancelled",
+        }
+    }
 }
 
 /// One session as it happened.

@@ -1177,13 +1177,7 @@ pub fn write_players_csv<W: std::io::Write>(
             s.session.id.to_string(),
             s.session.class.clone(),
             s.session.title.map(|t| t.to_string()).unwrap_or_default(),
-            match s.end {
-                SessionEnd::Completed => "completed",
-                SessionEnd::Failed(r) => r.as_str(),
-                SessionEnd::Refused => "refused",
-                SessionEnd::Cancelled => "cancelled",
-            }
-            .to_string(),
+            s.end.as_str().to_string(),
             p.startup_s
                 .map(|v| format!("{:.1}", v * 1000.0))
                 .unwrap_or_default(),
