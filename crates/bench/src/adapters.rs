@@ -43,6 +43,8 @@ pub struct WorkloadLoad {
     pub probes: Option<vodkit_load::probe::Probes>,
     /// Sessions play their titles as adaptive players (`vodkit bench --player`).
     pub players: Option<vodkit_load::player::PlayerConfig>,
+    /// Ends a point's run early when the bench is interrupted ([`crate::interrupt`]).
+    pub stop: vodkit_load::CancellationToken,
 }
 
 impl WorkloadLoad {
@@ -76,6 +78,7 @@ impl WorkloadLoad {
             live_origin: crate::live::LiveOrigin::bench(),
             probes: None,
             players: None,
+            stop: vodkit_load::CancellationToken::new(),
         }
     }
 
@@ -215,8 +218,7 @@ impl LoadDriver for WorkloadLoad {
                 )
             }
         };
-        let run = vodkit_load::run(config, vodkit_load::CancellationToken::new())
-            .map_err(|e| e.to_string());
+        let run = vodkit_load::run(config, self.stop.clone()).map_err(|e| e.to_string());
         let notes = feed.map(|f| f.stop()).unwrap_or_default();
         let run = run?;
         let end = SystemTime::now();

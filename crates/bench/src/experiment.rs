@@ -157,6 +157,19 @@ pub struct PointError(pub StartError);
 struct ServerOracle<'r, 'a> {
     rig: &'r mut Rig<'a>,
     sut: &'r Sut,
+    stop: &'r vodkit_load::CancellationToken,
+}
+
+impl ServerOracle<'_, '_> {
+    fn interrupted(&self) -> Result<(), PointError> {
+        if self.stop.is_cancelled() {
+            Err(PointError(StartError::Failed(
+                crate::interrupt::INTERRUPTED.into(),
+            )))
+        } else {
+            Ok(())
+        }
+    }
 }
 
 impl Oracle for ServerOracle<'_, '_> {
@@ -168,6 +181,7 @@ impl Oracle for ServerOracle<'_, '_> {
         rate: f64,
         repeat: u32,
     ) -> Result<(Observation, PointMetrics), PointError> {
+        self.interrupted()?;
         let mut m = PointMetrics::default();
         if let Some(note) = self.rig.testbed.drop_caches() {
             m.notes.push(note);
@@ -187,6 +201,8 @@ impl Oracle for ServerOracle<'_, '_> {
         };
         m.prefetch_size = server.prefetch_series();
         let stopped = server.stop();
+        // A point cut short by a signal says nothing about the rate: drop it.
+        self.interrupted()?;
         let load =
             load.map_err(|e| PointError(StartError::Failed(format!("load at rate {rate}: {e}"))))?;
         m.client = load.client;
@@ -217,6 +233,9 @@ pub struct BenchSettings {
     pub plan: SearchPlan,
     pub criterion: Criterion,
     pub repeat: u32,
+    /// Cancelled when the run is interrupted ([`crate::interrupt`]): the point under way
+    /// is dropped and no other starts.
+    pub stop: vodkit_load::CancellationToken,
 }
 
 /// Progress callbacks (the CLI draws bars; tests ignore them).
@@ -250,7 +269,11 @@ pub fn run_bench(
         let server = match rig.launcher.available(sut) {
             Err(why) => ServerReport::not_measured(sut, report::SKIPPED, why),
             Ok(()) => {
-                let mut oracle = ServerOracle { rig, sut };
+                let mut oracle = ServerOracle {
+                    rig,
+                    sut,
+                    stop: &settings.stop,
+                };
                 let outcome = search::search(
                     &mut oracle,
                     &settings.plan,

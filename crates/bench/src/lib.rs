@@ -17,6 +17,7 @@ pub mod adapters;
 pub mod bound;
 pub mod demo;
 pub mod experiment;
+pub mod interrupt;
 pub mod launch;
 pub mod live;
 pub mod point;

@@ -621,7 +621,9 @@ pub fn run_workload(setup: &RunSetup<'_>, progress: &mut BarProgress) -> Result<
         plan,
         criterion: setup.criterion,
         repeat: setup.repeat,
+        stop: crate::interrupt::token(),
     };
+    load.stop = crate::interrupt::token();
     let mut rig = Rig {
         testbed: testbed.as_mut(),
         launcher: &mut launcher,

@@ -205,6 +205,14 @@ pub fn run(
     let mut sequential = None;
     let mut bounds = Vec::new();
     for c in &cells {
+        if crate::interrupt::token().is_cancelled() {
+            notes.push(format!(
+                "cell `{}` and the ones after it were not run: {}",
+                c.label,
+                crate::interrupt::INTERRUPTED
+            ));
+            break;
+        }
         progress.line(format!(
             "cell `{}`: {} servers",
             if c.label.is_empty() { "-" } else { &c.label },

@@ -10,6 +10,7 @@ use vodkit_bench::point::{ClientMetrics, DiskMetrics, ProcessCores};
 use vodkit_bench::report::{self, BenchReport};
 use vodkit_bench::search::{Criterion, SearchPlan};
 use vodkit_bench::sut::{parse_list, Sut};
+use vodkit_load::CancellationToken;
 
 type Log = Rc<RefCell<Vec<String>>>;
 
@@ -58,10 +59,17 @@ impl Launcher for Sim {
     }
 }
 
-struct Load(Log);
+/// Simulated load; with `cancel`, the run numbered `.0` (from 1) ends by cancelling the
+/// token, as Ctrl-C does during a point.
+struct Load(Log, Option<(usize, CancellationToken)>);
 impl LoadDriver for Load {
     fn run(&mut self, url: &str, rate: f64, _repeat: u32) -> Result<LoadOutcome, String> {
         self.0.borrow_mut().push("load".into());
+        if let Some((n, token)) = &self.1 {
+            if self.0.borrow().iter().filter(|l| *l == "load").count() == *n {
+                token.cancel();
+            }
+        }
         let cap: f64 = url.trim_start_matches("sim://").parse().unwrap();
         let failed = if rate > cap {
             ((rate - cap) * 10.0).ceil() as u64
@@ -117,7 +125,13 @@ impl Sampler for Samp {
 }
 
 fn run(repeat: u32) -> (BenchReport, Log) {
+    run_until(repeat, None)
+}
+
+/// `run`, cancelled during the load run numbered `cancel_at` (from 1) when given.
+fn run_until(repeat: u32, cancel_at: Option<usize>) -> (BenchReport, Log) {
     let log: Log = Rc::default();
+    let stop = CancellationToken::new();
     let suts = parse_list("vodkit:asap:auto,nginx,apache").unwrap();
     let settings = BenchSettings {
         workload: "sim".into(),
@@ -130,11 +144,12 @@ fn run(repeat: u32) -> (BenchReport, Log) {
         },
         criterion: Criterion::Strict,
         repeat,
+        stop: stop.clone(),
     };
     let (mut bed, mut l, mut ld, mut s) = (
         Bed(log.clone()),
         Sim { log: log.clone() },
-        Load(log.clone()),
+        Load(log.clone(), cancel_at.map(|n| (n, stop.clone()))),
         Samp(log.clone()),
     );
     let mut rig = Rig {
@@ -229,4 +244,30 @@ fn a_broken_report_is_caught() {
         problems.iter().any(|p| p.contains("no reason")),
         "{problems:?}"
     );
+}
+
+#[test]
+fn an_interrupted_run_drops_the_point_under_way_and_starts_no_other() {
+    // Cancelled during vodkit's third point: that point is not judged, nginx never starts,
+    // every started server was stopped, and the report says why each is missing.
+    let (rep, log) = run_until(1, Some(3));
+    let log = log.borrow();
+    assert_eq!(log.iter().filter(|l| *l == "load").count(), 3, "{log:?}");
+    assert!(!log.iter().any(|l| l == "start nginx"), "{log:?}");
+    let starts = log.iter().filter(|l| l.starts_with("start ")).count();
+    let stops = log.iter().filter(|l| *l == "stop").count();
+    assert_eq!(starts, stops, "every started server is stopped: {log:?}");
+    for name in ["vodkit:asap:auto", "nginx"] {
+        let s = rep.server(name).unwrap();
+        assert_eq!(s.max_failure_free_rate, None, "{name}");
+        assert!(
+            s.reason.as_deref().unwrap_or("").contains("interrupted"),
+            "{name}: {:?}",
+            s.reason
+        );
+    }
+    assert!(report::check(&rep).is_empty(), "{:?}", report::check(&rep));
+    // Uncancelled, the same run measures both.
+    let (rep, _) = run_until(1, None);
+    assert!(rep.server("nginx").unwrap().max_failure_free_rate.is_some());
 }

@@ -81,6 +81,7 @@ fn miniature_bench_end_to_end() {
         },
         criterion: Criterion::Strict,
         repeat: 2,
+        stop: vodkit_load::CancellationToken::new(),
     };
     let mut rig = Rig {
         testbed: &mut bed,

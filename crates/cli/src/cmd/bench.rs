@@ -109,10 +109,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     std::fs::create_dir_all(&req.out)
         .map_err(|e| anyhow::anyhow!("--out {}: {e}", req.out.display()))?;
+    vodkit_bench::interrupt::install().map_err(|e| anyhow::anyhow!(e))?;
     match runner::run(&req) {
         Ok((_, table)) => {
             print!("{table}");
-            Ok(())
+            vodkit_bench::interrupt::finished().map_err(|e| anyhow::anyhow!(e))
         }
         Err(RunError::Usage(m)) => Err(super::usage(m)),
         Err(RunError::Runtime(m)) => Err(anyhow::anyhow!(m)),
@@ -204,10 +205,11 @@ fn scenario(name: &str, args: &Args) -> anyhow::Result<()> {
         .clone()
         .unwrap_or_else(|| PathBuf::from(format!("bench-{}", s.name)));
     let out = super::absolute(&out);
+    vodkit_bench::interrupt::install().map_err(|e| anyhow::anyhow!(e))?;
     match vodkit_bench::scenario_run::run(&s, &out, std::env::current_exe().ok(), !args.quiet) {
         Ok(table) => {
             print!("{table}");
-            Ok(())
+            vodkit_bench::interrupt::finished().map_err(|e| anyhow::anyhow!(e))
         }
         Err(RunError::Usage(m)) => Err(super::usage(m)),
         Err(RunError::Runtime(m)) => Err(anyhow::anyhow!(m)),

@@ -15,6 +15,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    vodkit_bench::interrupt::install().map_err(|e| anyhow::anyhow!(e))?;
     match vodkit_bench::demo::run(
         &super::absolute(&args.out),
         std::env::current_exe().ok(),
@@ -22,7 +23,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     ) {
         Ok(table) => {
             print!("{table}");
-            Ok(())
+            vodkit_bench::interrupt::finished().map_err(|e| anyhow::anyhow!(e))
         }
         Err(RunError::Usage(m)) => Err(super::usage(m)),
         Err(RunError::Runtime(m)) => Err(anyhow::anyhow!(m)),
