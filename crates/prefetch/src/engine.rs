@@ -790,6 +790,15 @@ impl Engine {
         self.shared.now()
     }
 
+    /// Tells the memory manager how many bytes of its budget the rest of the process holds
+    /// in its own memory (the live origin's window), so it hands out only the rest; no-op
+    /// without a manager.
+    pub fn set_other_memory(&self, bytes: u64) {
+        if let Some(m) = &mut self.shared.lock().memory {
+            m.set_other(bytes);
+        }
+    }
+
     fn spawn(&self, name: String, rx: Receiver<Job>) {
         let shared = self.shared.clone();
         let handle = std::thread::Builder::new()

@@ -341,6 +341,11 @@ fn encode_memory(m: &crate::memory::MemoryTotals, e: &mut DescriptorEncoder) -> 
             "Budget available to prefetch",
             m.prefetch_pool_bytes,
         ),
+        (
+            "vodkit_memory_other_bytes",
+            "Budget held by the rest of the server (the live window)",
+            m.other_bytes,
+        ),
     ] {
         gauge(e, name, help, v as f64)?;
     }

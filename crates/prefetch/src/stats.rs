@@ -154,13 +154,14 @@ impl StatsLog {
             .as_ref()
             .map(|m| {
                 format!(
-                    " | budget {:.0}MB: unconsumed {:.1} kept {:.1} consumed-cached {:.1} unreleased {:.1} pool {:.1} \
+                    " | budget {:.0}MB: unconsumed {:.1} kept {:.1} consumed-cached {:.1} unreleased {:.1} other {:.1} pool {:.1} \
                      streams {} ({} weighted) capped {} | drops {:.1} MB/s unheld {:.1} stuck {:.1} gave-up {:.1} claimed {:.1}",
                     mb(m.budget_bytes),
                     mb(m.unconsumed_bytes),
                     mb(m.kept_bytes),
                     mb(m.consumed_cached_bytes),
                     mb(m.unreleased_bytes),
+                    mb(m.other_bytes),
                     mb(m.prefetch_pool_bytes),
                     m.streams,
                     m.weighted_streams,

@@ -366,6 +366,12 @@ fn status_only(status: u16) -> Response {
     }
 }
 
+/// The live window lives in the server's memory, inside the budget the memory manager
+/// hands out to the page cache: after every write or delete the manager learns its size.
+fn note_live_memory(shared: &Shared, live: &crate::live::LiveStore) {
+    shared.io.engine().set_other_memory(live.level().1);
+}
+
 /// Answer a request under the ingest prefix (`--ingest`): `PUT`/`DELETE` from the live
 /// source, `GET`/`HEAD` from viewers (a segment not there yet is held). Returns whether the
 /// connection stays open.
@@ -400,6 +406,7 @@ async fn live_request<W: Wire>(
                     return false;
                 }
                 let status = live.delete(ctx.path, Instant::now());
+                note_live_memory(shared, live);
                 if status == 204 {
                     status_only(204)
                 } else {
@@ -432,10 +439,14 @@ async fn live_request<W: Wire>(
                     read_body(wire, buf, req.content_length, shared).await
                 };
                 match body {
-                    Ok(body) => match live.put(ctx.path, body, Instant::now()) {
-                        s @ (201 | 204) => status_only(s),
-                        s => Response::text(s, false),
-                    },
+                    Ok(body) => {
+                        let status = live.put(ctx.path, body, Instant::now());
+                        note_live_memory(shared, live);
+                        match status {
+                            s @ (201 | 204) => status_only(s),
+                            s => Response::text(s, false),
+                        }
+                    }
                     Err(()) => {
                         shared.metrics.header_timeouts.inc();
                         let _ = send_text(shared, wire, &Response::text(408, true)).await;

@@ -350,3 +350,32 @@ fn ffmpeg_publishes_hls_by_chunked_put() {
         assert!(r.body.chunks(188).all(|p| p[0] == 0x47), "{seg}");
     }
 }
+
+#[test]
+fn the_live_window_comes_off_the_memory_budget() {
+    // The window's segments live in the server's memory, inside the budget the memory
+    // manager hands out to prefetches: the manager hears of every write and delete.
+    let s = TestServer::start_with(|c| {
+        c.ingest = Some(IngestConfig::new("/live/", TOKEN));
+        c.io.memory = vodkit_server::io::MemorySetting::Budget(256 << 20);
+    });
+    let memory = || s.stats().prefetch.memory.expect("the memory manager is on");
+    let empty = memory();
+    assert_eq!(empty.other_bytes, 0);
+    let mut c = s.connect();
+    let seg = vec![7u8; 300_000];
+    for i in 0..2 {
+        let path = format!("/live/stream-0/seg-{i}.m4s");
+        assert_eq!(put(&mut c, &path, &seg, bearer()).status, 201);
+    }
+    let two = memory();
+    assert_eq!(two.other_bytes, 600_000);
+    assert_eq!(two.prefetch_pool_bytes, empty.prefetch_pool_bytes - 600_000);
+    let r = s.connect().request(
+        "DELETE",
+        "/live/stream-0/seg-0.m4s",
+        &[("Authorization", "Bearer t0ken")],
+    );
+    assert_eq!(r.status, 204);
+    assert_eq!(memory().other_bytes, 300_000);
+}

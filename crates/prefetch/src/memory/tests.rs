@@ -931,3 +931,25 @@ fn a_cut_prefetch_is_a_whole_number_of_requests() {
     assert_eq!(m.capped_prefetch(a, 64 * MIB, 2 * MIB), 2 * MIB);
     assert_eq!(m.totals().capped_reads, 5);
 }
+
+#[test]
+fn memory_the_rest_of_the_server_holds_comes_off_the_budget() {
+    // A live window of 10 MiB sits in the same budget as the page cache.
+    let mut m = MemoryManager::new(tight(16 * MIB));
+    let (a, _) = step(&mut m, 1, 0, MIB, MIB, 0.0);
+    let before = (m.prefetch_pool(), m.prefetch_cap(a));
+    m.set_other(10 * MIB);
+    assert_eq!(m.prefetch_pool(), before.0 - 10 * MIB);
+    assert!(m.prefetch_cap(a) < before.1, "{before:?}");
+    assert_eq!(m.totals().other_bytes, 10 * MIB);
+    // With socket buffers holding some too, both come off; more than the budget leaves
+    // nothing to hand out rather than wrapping around.
+    m.set_unreleased(4 * MIB);
+    assert_eq!(m.prefetch_pool(), before.0 - 14 * MIB);
+    m.set_other(64 * MIB);
+    assert_eq!(m.prefetch_pool(), 0);
+    // The window shrinks: the room comes back.
+    m.set_other(0);
+    m.set_unreleased(0);
+    assert_eq!((m.prefetch_pool(), m.prefetch_cap(a)), before);
+}
