@@ -568,7 +568,8 @@ pub fn evaluate(s: &Scenario, report: &BenchReport) -> (Vec<Comparison>, String)
                 let ratio = capacity(report, a)
                     .zip(capacity(report, b))
                     .and_then(|(x, y)| (y > 0.0).then(|| x / y));
-                comparison(format!("{a} / {b}"), ratio, *min_ratio, report, &[a, b])
+                let c = comparison(format!("{a} / {b}"), ratio, *min_ratio, report, &[a, b]);
+                ceiling_bounded(c, report, a, b)
             }
             Check::NearBest { a, of, fraction } => {
                 let best = of
@@ -636,6 +637,44 @@ pub fn evaluate(s: &Scenario, report: &BenchReport) -> (Vec<Comparison>, String)
 /// be a hair off their exact ratio; a relative 10⁻⁴ absorbs that and nothing more.
 pub fn meets(ratio: f64, target: f64) -> bool {
     ratio >= target * (1.0 - 1e-4)
+}
+
+fn at_ceiling(report: &BenchReport, name: &str) -> bool {
+    report.server(name).is_some_and(|s| s.hit_ceiling)
+}
+
+/// A capacity at the search's ceiling is only a lower bound on the server's: the ratio
+/// `a / b` is then a lower bound when `a` hit it (it can decide "met", not "missed"), an
+/// upper bound when `b` did (it can decide "missed", not "met"), and nothing when both
+/// did (matrix VPH, session 19: both servers passed 1.8 GB/s). What the bound cannot
+/// decide is not measurable rather than met.
+fn ceiling_bounded(mut c: Comparison, report: &BenchReport, a: &str, b: &str) -> Comparison {
+    let (Some(r), Some(target)) = (c.ratio, c.target) else {
+        return c;
+    };
+    let met = meets(r, target);
+    let (decided, kind) = match (at_ceiling(report, a), at_ceiling(report, b)) {
+        (false, false) => return c,
+        (true, false) => (met, "a lower"),
+        (false, true) => (!met, "an upper"),
+        (true, true) => {
+            c.met = None;
+            c.note = format!("not measurable: {a} and {b} both at the search's ceiling");
+            return c;
+        }
+    };
+    if decided {
+        c.note = format!(
+            "{} ({kind} bound: a server at the search's ceiling)",
+            c.note
+        );
+    } else {
+        c.met = None;
+        c.note = format!(
+            "not measurable: {r:.2} is only {kind} bound (a server at the search's ceiling; target ≥ {target:.2})"
+        );
+    }
+    c
 }
 
 fn comparison(
@@ -829,6 +868,46 @@ mod tests {
             verdict.starts_with("inconclusive") && verdict.contains("not installed"),
             "{verdict}"
         );
+    }
+
+    #[test]
+    fn a_capacity_at_the_ceiling_bounds_the_ratio_one_way() {
+        // io-modes: prefetch / vanilla ≥ 1.2 (second check).
+        let s = find("io-modes").unwrap();
+        let judge = |vanilla: f64, prefetch: f64, ceiling: &[&str]| {
+            let mut r = report_with(&[
+                ("vodkit:vanilla", Some(vanilla)),
+                ("vodkit:serialized", Some(vanilla)),
+                ("vodkit:prefetch:fixed:2MiB", Some(prefetch)),
+                ("vodkit:asap:fixed:2MiB", Some(prefetch)),
+            ]);
+            for x in r.servers.iter_mut() {
+                x.hit_ceiling = ceiling.contains(&x.sut.as_str());
+            }
+            evaluate(&s, &r).0.remove(1)
+        };
+        let pre = "vodkit:prefetch:fixed:2MiB";
+        // The numerator at the ceiling: a lower bound decides "met" only.
+        let c = judge(2.0, 3.0, &[pre]);
+        assert_eq!(c.met, Some(true), "{}", c.note);
+        assert!(c.note.contains("lower bound"), "{}", c.note);
+        let c = judge(2.0, 2.0, &[pre]);
+        assert_eq!(c.met, None, "{}", c.note);
+        // The denominator at the ceiling: an upper bound decides "missed" only.
+        let c = judge(2.0, 2.0, &["vodkit:vanilla"]);
+        assert_eq!(c.met, Some(false), "{}", c.note);
+        let c = judge(2.0, 3.0, &["vodkit:vanilla"]);
+        assert_eq!(c.met, None, "{}", c.note);
+        // Both: nothing, whatever the numbers say.
+        let c = judge(2.0, 3.0, &["vodkit:vanilla", pre]);
+        assert_eq!(c.met, None, "{}", c.note);
+        assert!(
+            c.note.contains("both at the search's ceiling"),
+            "{}",
+            c.note
+        );
+        // Neither: as before.
+        assert_eq!(judge(2.0, 3.0, &[]).met, Some(true));
     }
 }
 
