@@ -262,6 +262,25 @@ impl Launcher for LocalLauncher {
             None => None,
         };
         let workers = sut.workers.unwrap_or(self.workers);
+        if let Some(o) = self
+            .live
+            .as_ref()
+            .filter(|o| !o.prefix.trim_matches('/').is_empty())
+        {
+            // A disk-based origin starts each point with an empty live directory, as
+            // vodkit's in-memory window does: the source deletes segments that leave its
+            // window but not the last window of a point, which piled up over the points.
+            let dir = self.root.join(o.prefix.trim_matches('/'));
+            match std::fs::remove_dir_all(&dir) {
+                Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                    return Err(StartError::Failed(format!(
+                        "clearing the live directory {}: {e}",
+                        dir.display()
+                    )))
+                }
+                _ => {}
+            }
+        }
         let live_extra = match (&self.live, &sut.base) {
             (Some(o), Base::Nginx) => Some(
                 vodkit_peers::nginx::live_origin_directives(&o.prefix, &o.token, 64 << 20)

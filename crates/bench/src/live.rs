@@ -110,6 +110,27 @@ impl FeedRun for PushRun {
     }
 }
 
+/// Free space a workload's image needs for a disk-based live origin (nginx, Apache write
+/// each segment `PUT` to a file under the root). Only live-only workloads get it: their
+/// file set is one title nobody requests, so the image (the file set plus a quarter and
+/// 256 MiB) filled up within the first point of the unpopular live cells, and nginx
+/// answered every `PUT` with 500 (session 19, LUL). The image is sparse, so unused room
+/// costs nothing; a workload with on-demand viewers keeps its image (the drive model maps
+/// the image onto the whole surface, so a larger one would shorten its seeks), and its
+/// slack of a quarter of the file set holds the window of its live half.
+pub fn image_room(sessions: &[Session]) -> u64 {
+    let live_only = !sessions.is_empty() && sessions.iter().all(|s| s.live.is_some());
+    if live_only {
+        LIVE_ONLY_IMAGE_ROOM
+    } else {
+        0
+    }
+}
+
+/// [`image_room`] of a live-only workload: 8 GiB, the 7 segments (a window of 6 and the
+/// one being written) of 1,500 streams at 3,000 kbit/s in 2 s segments.
+pub const LIVE_ONLY_IMAGE_ROOM: u64 = 8 << 30;
+
 /// What a session list asks of the live source: how many viewers are live, whether they
 /// share one stream, how long they watch and at which bit rate.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -283,6 +304,17 @@ mod tests {
         // 2 sessions/s × half live × 60 s = 60 viewers at once.
         assert_eq!(own.streams(2.0), 60);
         assert_eq!(own.streams(0.001), 1);
+    }
+
+    #[test]
+    fn only_live_only_workloads_get_room_for_a_disk_based_window() {
+        assert_eq!(
+            image_room(&sessions(&[(0, 60.0), (1, 60.0)], 0)),
+            LIVE_ONLY_IMAGE_ROOM
+        );
+        assert_eq!(image_room(&sessions(&[(0, 60.0)], 1)), 0, "mixed");
+        assert_eq!(image_room(&sessions(&[], 3)), 0, "on-demand");
+        assert_eq!(image_room(&[]), 0);
     }
 
     #[test]

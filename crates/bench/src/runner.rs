@@ -304,11 +304,15 @@ impl Progress for BarProgress {
 
 /// Bring up the testbed for `choice` and make sure the workload's file set is on it.
 /// Returns the testbed and the root to serve.
+///
+/// `extra_room`: bytes of free space the image needs besides the file set (a disk-based
+/// live origin's segments).
 pub fn place(
     choice: &TestbedChoice,
     workload: &Path,
     root_override: Option<&Path>,
     players: Option<&BenchPlayers>,
+    extra_room: u64,
     progress: &BarProgress,
 ) -> Result<(Box<dyn Testbed>, PathBuf), RunError> {
     // A media set lives apart from the synthetic files, on an image of its own (encoded
@@ -328,7 +332,7 @@ pub fn place(
         (TestbedChoice::Hdd(preset), None) => {
             let catalog = crate::prepare::catalog(workload).map_err(RunError::Usage)?;
             let bytes = (crate::prepare::fileset_bytes(&catalog) as f64 * room) as u64;
-            let size = crate::system::HddTestbed::image_size_for(bytes);
+            let size = crate::system::HddTestbed::image_size_for(bytes) + extra_room;
             progress.message(format!("bringing up the emulated {preset} disk"));
             let bed = crate::system::HddTestbed::up(*preset, &workload.join(image), &workload.join(mnt), size)
                 .map_err(RunError::Runtime)?;
@@ -541,16 +545,17 @@ pub fn run_workload(setup: &RunSetup<'_>, progress: &mut BarProgress) -> Result<
         "" => what.to_string(),
         l => format!("{l}: {what}"),
     };
+    let mut load =
+        WorkloadLoad::open(setup.workload).map_err(|e| NotRun::failed(RunError::Usage(e)))?;
     let (mut testbed, root) = place(
         setup.testbed,
         setup.workload,
         setup.root,
         setup.players,
+        crate::live::image_room(&load.sessions),
         progress,
     )
     .map_err(NotRun::skipped)?;
-    let mut load =
-        WorkloadLoad::open(setup.workload).map_err(|e| NotRun::failed(RunError::Usage(e)))?;
     load.max_duration = setup.point;
     if let Some(p) = setup.players {
         load.set_players(p.config.clone());
