@@ -545,17 +545,22 @@ pub fn run_workload(setup: &RunSetup<'_>, progress: &mut BarProgress) -> Result<
         "" => what.to_string(),
         l => format!("{l}: {what}"),
     };
-    let mut load =
-        WorkloadLoad::open(setup.workload).map_err(|e| NotRun::failed(RunError::Usage(e)))?;
+    // A file set that cannot be placed skips the servers; sessions that cannot be read
+    // fail the run (after placing, so a missing catalog is reported first).
+    let load = WorkloadLoad::open(setup.workload);
+    let room = load
+        .as_ref()
+        .map_or(0, |l| crate::live::image_room(&l.sessions));
     let (mut testbed, root) = place(
         setup.testbed,
         setup.workload,
         setup.root,
         setup.players,
-        crate::live::image_room(&load.sessions),
+        room,
         progress,
     )
     .map_err(NotRun::skipped)?;
+    let mut load = load.map_err(|e| NotRun::failed(RunError::Usage(e)))?;
     load.max_duration = setup.point;
     if let Some(p) = setup.players {
         load.set_players(p.config.clone());
