@@ -470,9 +470,10 @@ pub const MATRIX_SPECS: [&str; 12] = [
 /// The search's guess for the popular cells, served from memory (every viewer on one
 /// stream or title, which the 1 GiB budget holds after its first reader). At the
 /// scenario's 40 MB/s both servers passed every step of LPH up to its ceiling (480 viewers,
-/// session 11) and VPH passed its first steps with 30 MiB of page cache (session 18); ten
-/// times that brackets them at up to 4,800 viewers (1.8 GB/s at the high bit rate), where
-/// the machine's two cores give out first. The unpopular live cells keep the scenario's
+/// session 11) and VPH passed its first steps with 30 MiB of page cache (session 18). Ten
+/// times that reaches 4,800 viewers (1.8 GB/s at the high bit rate) in nine steps; VPH
+/// still passed there with the two cores half idle (session 19), so a popular cell's ratio
+/// may stay "not measurable" at the ceiling. The unpopular live cells keep the scenario's
 /// guess: each viewer there has its own stream, so the source pushes, and the origin holds,
 /// as many streams as there are viewers (LUH failed every session at 533 streams).
 pub const MEMORY_SERVED_GUESS_MB_S: f64 = 400.0;
