@@ -289,9 +289,17 @@ impl VodkitStarter for InProcessVodkit {
             ..Default::default()
         };
         config.admission = launch.admission.unwrap_or(config.admission);
-        config.ingest = launch
-            .live
-            .map(|o| vodkit_server::live::IngestConfig::new(&o.prefix, &o.token));
+        config.ingest = match launch.live {
+            Some(o) => {
+                let mut i = vodkit_server::live::IngestConfig::new(&o.prefix, &o.token);
+                i.spill = Some(vodkit_server::live::SpillConfig {
+                    dir: spill_dir(launch.root, o)?,
+                    max_bytes: 8 << 30,
+                });
+                Some(i)
+            }
+            None => None,
+        };
         config.access_log = Some(launch.run_dir.join("access.log"));
         config.idle_timeout = Duration::from_secs(3600);
         config.tls = launch
@@ -308,6 +316,16 @@ impl VodkitStarter for InProcessVodkit {
             runtime: self.runtime.handle().clone(),
         }))
     }
+}
+
+/// The live window's spill directory: the same directory on the testbed's disk where
+/// nginx and Apache write their segments (`root/PREFIX`), so every origin's live window
+/// overflows to the same disk (created here; the launcher empties it before each start).
+fn spill_dir(root: &Path, o: &crate::live::LiveOrigin) -> Result<PathBuf, StartError> {
+    let dir = root.join(o.prefix.trim_matches('/'));
+    std::fs::create_dir_all(&dir)
+        .map_err(|e| StartError::Failed(format!("creating {}: {e}", dir.display())))?;
+    Ok(dir)
 }
 
 /// Runs `vodkit serve` as a child process (so a memory budget can apply to it).
@@ -355,6 +373,8 @@ impl VodkitStarter for ChildVodkit {
         }
         if let Some(o) = launch.live {
             cmd.args(["--ingest", &o.prefix, "--ingest-token", &o.token]);
+            let spill = spill_dir(launch.root, o)?;
+            cmd.arg("--ingest-spill").arg(spill);
         }
         if let Some(c) = &self.catalog {
             cmd.arg("--catalog").arg(c);

@@ -295,6 +295,11 @@ pub fn run_bench(
         progress.server_done(&server);
         rep.servers.push(server);
     }
+    for s in &rep.servers {
+        if let Some(note) = shortfall_note(s) {
+            rep.notes.push(note);
+        }
+    }
     let errs: usize = rep
         .servers
         .iter()
@@ -307,4 +312,31 @@ pub fn run_bench(
         ));
     }
     rep
+}
+
+/// What a server's search stopping on a delivery shortfall means, with who was busy at the
+/// point that fell short.
+pub fn shortfall_note(s: &ServerReport) -> Option<String> {
+    let f = s.shortfall?;
+    let point = s.points.iter().find(|p| p.short && p.rate == f.rate);
+    let busy = point
+        .map(|p| {
+            let c = &p.metrics.cores;
+            let core = |v: Option<f64>| v.map_or("–".to_string(), |x| format!("{x:.2}"));
+            format!(
+                " (CPU busy {}, cores server {} / load generator {})",
+                p.metrics
+                    .cpu_busy
+                    .map_or("–".to_string(), |b| format!("{:.0}%", b * 100.0)),
+                core(c.server),
+                core(c.load)
+            )
+        })
+        .unwrap_or_default();
+    Some(format!(
+        "{}: at {:.2} sessions/s the clients received {:.0}% of the throughput per session/s of the lower points{busy} — the criterion passed, but the offered load was not delivered, so the search stopped there and the capacity is a lower bound set by the testbed (docs/bench.md, \"Delivery shortfall\")",
+        s.sut,
+        f.rate,
+        f.delivered_fraction * 100.0
+    ))
 }

@@ -140,6 +140,7 @@ impl PointMetrics {
             timed_out_requests: c.timed_out_requests,
             acceptable_fraction: c.acceptable_fraction,
             lag_p95_s: c.lag_p95_s,
+            throughput_mb_s: c.throughput_mb_s,
         }
     }
 }

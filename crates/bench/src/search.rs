@@ -5,6 +5,13 @@
 //!
 //! The search is pure: it talks to an [`Oracle`] that runs one data point, so it can be
 //! tested against synthetic servers of known capacity.
+//!
+//! A point that meets the criterion but delivered far less than the rate offered (its
+//! client throughput per offered session/s [`DELIVERY_SHORTFALL`] below the best of the
+//! lower points, on samples large enough to tell) ends the search like the ceiling: the
+//! testbed — most often the load generator sharing two cores with the server — carried
+//! no more, so the server was not judged there and its capacity is a lower bound (matrix
+//! MPL, session 19: 146 → 183 → 219 sessions/s "passed" at 804, 844 and 836 MB/s).
 
 use serde::Serialize;
 use std::fmt;
@@ -140,6 +147,27 @@ pub struct Observation {
     /// 95th percentile of the completed sessions' lag behind their pace, s (`None`: none
     /// measured).
     pub lag_p95_s: Option<f64>,
+    /// Bytes delivered to the clients per second over the steady state, MB/s.
+    pub throughput_mb_s: f64,
+}
+
+/// How far a passing point's throughput per offered session/s may fall below the best of
+/// the lower passing points before the point counts as not delivered (the spread of
+/// steady-state throughput at one rate is a few percent on samples of
+/// [`SHORTFALL_MIN_SESSIONS`]; matrix MPL fell 18% at 183/s).
+pub const DELIVERY_SHORTFALL: f64 = 0.15;
+
+/// Points with fewer steady sessions are too noisy to judge delivery on (heavy-tailed
+/// session sizes: the sum over n sessions spreads by about 2/√n).
+pub const SHORTFALL_MIN_SESSIONS: u64 = 1000;
+
+/// Where a repeat's search stopped because the offered load was not delivered.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, serde::Deserialize)]
+pub struct Shortfall {
+    /// The rate of the first point that fell short.
+    pub rate: f64,
+    /// Its throughput per offered session/s over the best of the lower points.
+    pub delivered_fraction: f64,
 }
 
 /// Which rates to run.
@@ -256,7 +284,10 @@ pub trait Oracle {
 pub struct Trial<D> {
     pub rate: f64,
     pub repeat: u32,
+    /// The criterion's verdict.
     pub passed: bool,
+    /// Met the criterion but did not deliver the offered load (see [`Shortfall`]).
+    pub short: bool,
     pub observation: Observation,
     pub detail: D,
 }
@@ -267,8 +298,12 @@ pub struct RepeatOutcome {
     pub repeat: u32,
     /// Highest rate that passed (None when even the lowest tried rate failed).
     pub max_failure_free_rate: Option<f64>,
-    /// True when the search stopped at the plan's ceiling without a failure.
+    /// True when the search stopped at the plan's ceiling without a failure, or at a
+    /// point that did not deliver the offered load (`shortfall`): the capacity is a lower
+    /// bound either way.
     pub hit_ceiling: bool,
+    /// The first point that met the criterion without delivering the offered load.
+    pub shortfall: Option<Shortfall>,
 }
 
 /// All trials and the per-repeat capacities.
@@ -356,27 +391,53 @@ pub fn search<O: Oracle>(
     };
     let mut previous: Option<f64> = None;
     for repeat in 0..repeats.max(1) {
-        let mut run = |rate: f64| -> Result<bool, O::Error> {
+        // The best throughput per offered session/s of this repeat's delivered points.
+        let mut per_rate_best: Option<f64> = None;
+        let mut shortfall: Option<Shortfall> = None;
+        let mut run = |rate: f64| -> Result<Verdict, O::Error> {
             let (observation, detail) = oracle.measure(rate, repeat)?;
             let passed = criterion.passes(&observation);
+            let judged = observation.sessions >= SHORTFALL_MIN_SESSIONS && rate > 0.0;
+            let per_rate = observation.throughput_mb_s / rate;
+            let short = passed
+                && judged
+                && per_rate_best.is_some_and(|b| per_rate < b * (1.0 - DELIVERY_SHORTFALL));
+            if short {
+                let best = per_rate_best.unwrap_or(per_rate);
+                if shortfall.is_none_or(|s| rate < s.rate) {
+                    shortfall = Some(Shortfall {
+                        rate,
+                        delivered_fraction: per_rate / best,
+                    });
+                }
+            } else if passed && judged {
+                per_rate_best = Some(per_rate_best.map_or(per_rate, |b| b.max(per_rate)));
+            }
             let t = Trial {
                 rate,
                 repeat,
                 passed,
+                short,
                 observation,
                 detail,
             };
             on_trial(&t);
             out.trials.push(t);
-            Ok(passed)
+            Ok(match (passed, short) {
+                (true, false) => Verdict::Pass,
+                (true, true) => Verdict::Short,
+                (false, _) => Verdict::Fail,
+            })
         };
         let outcome = match plan {
             SearchPlan::FixedRates { rates } => {
                 let mut best = None;
                 let mut still_clean = true;
+                let mut short = false;
                 for &r in rates {
-                    let passed = run(r)?;
-                    still_clean &= passed;
+                    let verdict = run(r)?;
+                    short |= still_clean && verdict == Verdict::Short;
+                    still_clean &= verdict == Verdict::Pass;
                     if still_clean {
                         best = Some(r);
                     }
@@ -384,7 +445,8 @@ pub fn search<O: Oracle>(
                 RepeatOutcome {
                     repeat,
                     max_failure_free_rate: best,
-                    hit_ceiling: false,
+                    hit_ceiling: short,
+                    shortfall: None,
                 }
             }
             SearchPlan::FailureFree {
@@ -402,8 +464,14 @@ pub fn search<O: Oracle>(
                     repeat,
                     max_failure_free_rate: best,
                     hit_ceiling,
+                    shortfall: None,
                 }
             }
+        };
+        let outcome = RepeatOutcome {
+            hit_ceiling: outcome.hit_ceiling || shortfall.is_some(),
+            shortfall,
+            ..outcome
         };
         previous = outcome.max_failure_free_rate.or(previous);
         out.repeats.push(outcome);
@@ -411,8 +479,17 @@ pub fn search<O: Oracle>(
     Ok(out)
 }
 
+/// How one point went for the search.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Verdict {
+    Pass,
+    Fail,
+    /// Met the criterion without delivering the offered load: no higher rate is judged.
+    Short,
+}
+
 fn step_then_bisect<E>(
-    run: &mut impl FnMut(f64) -> Result<bool, E>,
+    run: &mut impl FnMut(f64) -> Result<Verdict, E>,
     start: f64,
     step: f64,
     precision: f64,
@@ -421,14 +498,17 @@ fn step_then_bisect<E>(
     let mut pass: Option<f64> = None;
     let mut rate = start;
     let fail = loop {
-        if run(rate)? {
-            pass = Some(rate);
-            if rate >= max_rate {
-                return Ok((pass, true));
+        match run(rate)? {
+            Verdict::Pass => {
+                pass = Some(rate);
+                if rate >= max_rate {
+                    return Ok((pass, true));
+                }
+                rate = (rate + step).min(max_rate);
             }
-            rate = (rate + step).min(max_rate);
-        } else {
-            break rate;
+            // The step below was the last one delivered: bisect between them, points
+            // falling short counting as failures (the caller marks the capacity a bound).
+            Verdict::Short | Verdict::Fail => break rate,
         }
     };
     let (mut lo, mut hi) = (pass.unwrap_or(0.0), fail);
@@ -437,7 +517,7 @@ fn step_then_bisect<E>(
         if mid <= lo || mid >= hi {
             break;
         }
-        if run(mid)? {
+        if run(mid)? == Verdict::Pass {
             pass = Some(mid);
             lo = mid;
         } else {
@@ -477,9 +557,66 @@ mod tests {
                 timed_out_requests: (over * 5000.0).ceil() as u64,
                 acceptable_fraction: None,
                 lag_p95_s: None,
+                throughput_mb_s: 0.0,
             };
             Ok((o, ()))
         }
+    }
+
+    /// A server that never fails but whose testbed carries at most `limit_mb_s`: 5 MB/s
+    /// per session/s below it, flat above it (matrix MPL, session 19).
+    struct Flattening {
+        limit_mb_s: f64,
+        sessions_per_rate: f64,
+    }
+
+    impl Oracle for Flattening {
+        type Detail = ();
+        type Error = String;
+        fn measure(&mut self, rate: f64, _: u32) -> Result<(Observation, ()), String> {
+            let o = Observation {
+                sessions: (rate * self.sessions_per_rate) as u64,
+                throughput_mb_s: (5.0 * rate).min(self.limit_mb_s),
+                ..Observation::default()
+            };
+            Ok((o, ()))
+        }
+    }
+
+    #[test]
+    fn a_point_that_does_not_deliver_the_offered_load_ends_the_search_as_a_bound() {
+        let mut o = Flattening {
+            limit_mb_s: 840.0,
+            sessions_per_rate: 13.5,
+        };
+        let out = search(&mut o, &ff(36.5, 36.5, 4.0), Criterion::Strict, 1, |_| {}).unwrap();
+        let rep = &out.repeats[0];
+        // Delivery is proportional up to 168/s; 15% short at 197.6/s: the capacity lies
+        // between 168 and 197.6 and is marked a lower bound.
+        let got = rep.max_failure_free_rate.unwrap();
+        assert!((168.0..197.7).contains(&got), "{got}");
+        assert!(rep.hit_ceiling);
+        let s = rep.shortfall.expect("a shortfall is recorded");
+        assert!(s.delivered_fraction < 0.85, "{s:?}");
+        assert!(s.rate > got, "{s:?}");
+        assert!(out.trials.iter().any(|t| t.short && t.passed));
+        // Far fewer points than stepping to the ceiling of 1000/s.
+        assert!(out.trials.len() < 12, "{}", out.trials.len());
+        // Small samples are not judged: the same flattening over 30 sessions a point runs
+        // to the ceiling without a shortfall.
+        let mut o = Flattening {
+            limit_mb_s: 840.0,
+            sessions_per_rate: 0.1,
+        };
+        let plan = SearchPlan::FailureFree {
+            start: 36.5,
+            step: 36.5,
+            precision: 4.0,
+            max_rate: 300.0,
+        };
+        let out = search(&mut o, &plan, Criterion::Strict, 1, |_| {}).unwrap();
+        assert!(out.repeats[0].shortfall.is_none());
+        assert_eq!(out.repeats[0].max_failure_free_rate, Some(300.0));
     }
 
     fn ff(start: f64, step: f64, precision: f64) -> SearchPlan {

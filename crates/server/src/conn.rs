@@ -372,6 +372,22 @@ fn note_live_memory(shared: &Shared, live: &crate::live::LiveStore) {
     shared.io.engine().set_other_memory(live.level().1);
 }
 
+/// Past its memory cap, the live window's oldest segments go to the spill directory
+/// (`--ingest-spill`): written off the async workers, so viewers are not held up by the disk.
+fn spill_live_segments(shared: &Shared, live: &crate::live::LiveStore) {
+    if !live.spill_waiting() {
+        return;
+    }
+    if let Some(store) = shared.live.clone() {
+        let engine = shared.io.engine().clone();
+        tokio::task::spawn_blocking(move || {
+            if store.spill_pending() > 0 {
+                engine.set_other_memory(store.level().1);
+            }
+        });
+    }
+}
+
 /// Answer a request under the ingest prefix (`--ingest`): `PUT`/`DELETE` from the live
 /// source, `GET`/`HEAD` from viewers (a segment not there yet is held). Returns whether the
 /// connection stays open.
@@ -441,6 +457,7 @@ async fn live_request<W: Wire>(
                 match body {
                     Ok(body) => {
                         let status = live.put(ctx.path, body, Instant::now());
+                        spill_live_segments(shared, live);
                         note_live_memory(shared, live);
                         match status {
                             s @ (201 | 204) => status_only(s),
@@ -472,8 +489,31 @@ async fn live_request<W: Wire>(
                     o
                 }
             };
+            // A segment spilled to disk is read back off the async workers.
+            let found = match found {
+                Some(o) if method == "HEAD" => Ok(Some((o, None))),
+                Some(o) => match &o.body {
+                    crate::live::LiveBody::Memory(b) => {
+                        let b = b.clone();
+                        Ok(Some((o, Some(b))))
+                    }
+                    crate::live::LiveBody::Spilled(_) => {
+                        let body = o.body.clone();
+                        match tokio::task::spawn_blocking(move || body.read()).await {
+                            Ok(Ok(bytes)) => Ok(Some((o, Some(bytes)))),
+                            Ok(Err(e)) => {
+                                tracing::warn!("reading spilled live segment {}: {e}", ctx.path);
+                                Err(())
+                            }
+                            Err(_) => Err(()),
+                        }
+                    }
+                },
+                None => Ok(None),
+            };
             match found {
-                Some(o) => {
+                Err(()) => Response::text(500, false),
+                Ok(Some((o, bytes))) => {
                     let name = ctx.path.rsplit('/').next().unwrap_or("");
                     let mut headers = format!(
                         "Content-Type: {}\r\nCache-Control: {}\r\nETag: {}\r\nLast-Modified: {}\r\n",
@@ -488,15 +528,15 @@ async fn live_request<W: Wire>(
                     let r = Response {
                         status: 200,
                         headers,
-                        content_length: o.bytes.len() as u64,
+                        content_length: o.body.len(),
                         body: Body::Empty,
                         close: false,
                         range_log: "-".into(),
                     };
-                    object = Some(o.bytes);
+                    object = bytes;
                     r
                 }
-                None => Response::text(404, false),
+                Ok(None) => Response::text(404, false),
             }
         }
         _ => {

@@ -8,7 +8,11 @@
 //! object is a media segment. Each stream keeps at
 //! most `window` media segments (oldest evicted first), all streams together at most
 //! `max_bytes` (globally oldest segments evicted first), and a stream that received no
-//! `PUT` for `ttl` is dropped whole. A `GET` for a segment that is not there yet, in a
+//! `PUT` for `ttl` is dropped whole. With a spill directory (`--ingest-spill DIR`), the
+//! byte cap does not drop segments still in a window: the oldest are written to unlinked
+//! files in `DIR` and served from there (through the page cache, as a disk-backed origin
+//! serves its segments), up to `spill.max_bytes` on disk; only past that, or while the
+//! disk lags more than `spill_slack` behind, are segments dropped. A `GET` for a segment that is not there yet, in a
 //! stream that exists, is *held* until the segment's `PUT` completes (as low-latency
 //! origins do) or `hold` passes, then answered 404; playlists are never held, nor segments
 //! numbered at or before the newest one written (they left the window or were skipped).
@@ -17,6 +21,7 @@
 //! rules; the connection code (`conn.rs`) reads bodies and writes answers.
 
 use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
@@ -38,6 +43,34 @@ pub struct IngestConfig {
     pub ttl: Duration,
     /// Longest a `GET` waits for a segment not published yet.
     pub hold: Duration,
+    /// Where segments go when `max_bytes` is reached, instead of being dropped.
+    pub spill: Option<SpillConfig>,
+}
+
+/// The live window's overflow on disk (`--ingest-spill DIR`, `--ingest-spill-max SIZE`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpillConfig {
+    /// A writable directory; the files are unlinked as soon as they are written.
+    pub dir: PathBuf,
+    /// Bytes kept on disk over all streams (the oldest spilled segments go first).
+    pub max_bytes: u64,
+}
+
+impl SpillConfig {
+    /// Check that `dir` is a directory we can create files in (a one-line error if not).
+    pub fn check(&self) -> Result<(), String> {
+        let probe = self
+            .dir
+            .join(format!(".vodkit-spill-probe-{}", std::process::id()));
+        std::fs::File::create(&probe)
+            .and_then(|_| std::fs::remove_file(&probe))
+            .map_err(|e| {
+                format!(
+                    "{}: cannot write live segments there ({e}); expected a writable directory",
+                    self.dir.display()
+                )
+            })
+    }
 }
 
 impl IngestConfig {
@@ -59,6 +92,56 @@ impl IngestConfig {
             max_object: 64 << 20,
             ttl: Duration::from_secs(60),
             hold: Duration::from_secs(6),
+            spill: None,
+        }
+    }
+
+    /// Bytes of segments that may wait in memory to be written to the spill directory
+    /// (beyond `max_bytes`): a quarter of the cap, at least 32 MiB. Past it the disk is not
+    /// keeping up, and the oldest segments are dropped as without a spill directory.
+    pub fn spill_slack(&self) -> u64 {
+        (self.max_bytes / 4).max(32 << 20)
+    }
+}
+
+/// A segment written to the spill directory: an open, already unlinked file (its blocks
+/// are freed when the last holder, the store or a `GET` still sending it, drops it).
+#[derive(Debug)]
+pub struct SpillFile {
+    file: std::fs::File,
+    len: u64,
+}
+
+/// Where an object's bytes are.
+#[derive(Debug, Clone)]
+pub enum LiveBody {
+    Memory(Arc<Vec<u8>>),
+    Spilled(Arc<SpillFile>),
+}
+
+impl LiveBody {
+    pub fn len(&self) -> u64 {
+        match self {
+            LiveBody::Memory(b) => b.len() as u64,
+            LiveBody::Spilled(f) => f.len,
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The bytes, read back from disk for a spilled segment (blocking: call it off the
+    /// async workers).
+    pub fn read(&self) -> std::io::Result<Arc<Vec<u8>>> {
+        use std::os::unix::fs::FileExt;
+        match self {
+            LiveBody::Memory(b) => Ok(b.clone()),
+            LiveBody::Spilled(f) => {
+                let mut v = vec![0u8; f.len as usize];
+                f.file.read_exact_at(&mut v, 0)?;
+                Ok(Arc::new(v))
+            }
         }
     }
 }
@@ -66,7 +149,7 @@ impl IngestConfig {
 /// One stored object.
 #[derive(Debug, Clone)]
 pub struct Object {
-    pub bytes: Arc<Vec<u8>>,
+    pub body: LiveBody,
     pub modified: SystemTime,
     /// Strong validator: the store's sequence number when it was written.
     pub etag: String,
@@ -146,11 +229,19 @@ pub struct IngestStats {
     pub rejected: u64,
     pub held: u64,
     pub hold_timeouts: u64,
+    /// Segments evicted by the window or the byte cap, and objects of expired streams.
     pub expired: u64,
-    /// Streams, objects and bytes held now.
+    /// Segments written to the spill directory, and writes that failed there.
+    #[serde(default)]
+    pub spilled: u64,
+    #[serde(default)]
+    pub spill_errors: u64,
+    /// Streams, objects and bytes held now (`bytes` in memory, `spilled_bytes` on disk).
     pub streams: u64,
     pub objects: u64,
     pub bytes: u64,
+    #[serde(default)]
+    pub spilled_bytes: u64,
 }
 
 /// Counters of the live origin (in `/stats`).
@@ -165,6 +256,10 @@ pub struct IngestCounters {
     pub hold_timeouts: AtomicU64,
     /// Segments evicted by the window or the byte cap, and objects of expired streams.
     pub expired: AtomicU64,
+    /// Segments written to the spill directory.
+    pub spilled: AtomicU64,
+    /// Spill writes that failed (the segment was dropped instead).
+    pub spill_errors: AtomicU64,
 }
 
 #[derive(Debug, Default)]
@@ -198,18 +293,71 @@ fn segment_number(name: &str) -> Option<u64> {
     stem[stem.len() - digits..].parse().ok()
 }
 
+/// `(stream directory, object name, etag)` of one segment version.
+type Entry = (String, String, String);
+
 #[derive(Debug, Default)]
 struct Inner {
     streams: HashMap<String, StreamState>,
-    /// Every segment written, oldest first, for the byte cap (entries of segments already
-    /// gone are skipped).
-    order: VecDeque<(String, String, String)>,
+    /// Segments in memory and not picked for spilling, oldest first, for the byte cap
+    /// (entries of segments already gone are skipped).
+    order: VecDeque<Entry>,
+    /// Segments spilled or picked for spilling, oldest first, for the spill cap.
+    spilled_order: VecDeque<Entry>,
+    /// Bytes of objects in memory (including those waiting to be spilled).
     bytes: u64,
+    /// Bytes of objects on disk.
+    spilled_bytes: u64,
+    /// Objects picked for spilling and not written yet: etag → length.
+    pending: HashMap<String, u64>,
+    pending_bytes: u64,
+    /// Spill writes to do (`spill_pending`).
+    to_spill: Vec<(Entry, Arc<Vec<u8>>)>,
     objects: u64,
     seq: u64,
 }
 
-/// The in-memory live windows of every stream.
+impl Inner {
+    /// Account for an object leaving the store (evicted, deleted, replaced, expired).
+    fn forget(&mut self, o: &Object) {
+        self.objects -= 1;
+        match &o.body {
+            LiveBody::Memory(b) => {
+                self.bytes -= b.len() as u64;
+                if let Some(len) = self.pending.remove(&o.etag) {
+                    self.pending_bytes -= len;
+                }
+            }
+            LiveBody::Spilled(f) => self.spilled_bytes -= f.len,
+        }
+    }
+
+    /// Remove the segment of `entry` if it is still that version; whether it was.
+    fn remove_entry(&mut self, (dir, name, etag): &Entry) -> bool {
+        let Some(stream) = self.streams.get_mut(dir) else {
+            return false;
+        };
+        if stream.objects.get(name).is_none_or(|o| o.etag != *etag) {
+            return false;
+        }
+        let Some(o) = stream.objects.remove(name) else {
+            return false;
+        };
+        stream.segments.retain(|n| n != name);
+        self.forget(&o);
+        true
+    }
+
+    /// Whether `entry` names a segment still held in that version.
+    fn holds(&self, (dir, name, etag): &Entry) -> bool {
+        self.streams
+            .get(dir)
+            .and_then(|s| s.objects.get(name))
+            .is_some_and(|o| o.etag == *etag)
+    }
+}
+
+/// The live windows of every stream, in memory (and on disk past the cap when spilling).
 #[derive(Debug)]
 pub struct LiveStore {
     pub config: IngestConfig,
@@ -217,6 +365,26 @@ pub struct LiveStore {
     /// Woken whenever an object is written.
     written: tokio::sync::Notify,
     pub counters: IngestCounters,
+}
+
+/// Write `bytes` to a new file in `dir` and unlink it at once: the open handle keeps it.
+fn write_spill_file(
+    dir: &std::path::Path,
+    etag: &str,
+    bytes: &[u8],
+) -> std::io::Result<std::fs::File> {
+    use std::io::Write;
+    let tag = etag.trim_matches('"');
+    let path = dir.join(format!(".vodkit-{}-{tag}", std::process::id()));
+    let mut f = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&path)?;
+    let written = f.write_all(bytes);
+    std::fs::remove_file(&path)?;
+    written?;
+    Ok(f)
 }
 
 /// `(stream directory, object name)` of a path, e.g. `("/live/s3/", "seg-4.m4s")`.
@@ -281,7 +449,7 @@ impl LiveStore {
         self.expire_locked(&mut g, now);
         g.seq += 1;
         let obj = Object {
-            bytes: Arc::new(bytes),
+            body: LiveBody::Memory(Arc::new(bytes)),
             modified: SystemTime::now(),
             etag: format!("\"live-{}\"", g.seq),
         };
@@ -289,36 +457,42 @@ impl LiveStore {
         let stream = inner.streams.entry(dir.to_string()).or_default();
         stream.last_put = Some(now);
         let old = stream.objects.insert(name.to_string(), obj.clone());
-        let status = match &old {
-            Some(o) => {
-                inner.bytes -= o.bytes.len() as u64;
-                204
-            }
-            None => {
-                inner.objects += 1;
-                201
-            }
-        };
-        inner.bytes += len;
-        if !is_playlist(name) && !is_init(name) {
+        let segment = !is_playlist(name) && !is_init(name);
+        let mut gone = Vec::new();
+        if segment {
             if old.is_some() {
                 stream.segments.retain(|n| n != name);
             }
             stream.segments.push_back(name.to_string());
+            while stream.segments.len() > self.config.window {
+                if let Some(o) = stream
+                    .segments
+                    .pop_front()
+                    .and_then(|n| stream.objects.remove(&n))
+                {
+                    gone.push(o);
+                }
+            }
+        }
+        let status = match &old {
+            Some(o) => {
+                inner.forget(o);
+                204
+            }
+            None => 201,
+        };
+        inner.objects += 1;
+        inner.bytes += len;
+        self.counters
+            .expired
+            .fetch_add(gone.len() as u64, Ordering::Relaxed);
+        for o in &gone {
+            inner.forget(o);
+        }
+        if segment {
             inner
                 .order
                 .push_back((dir.to_string(), name.to_string(), obj.etag.clone()));
-            let mut evicted = 0u64;
-            while stream.segments.len() > self.config.window {
-                if let Some(gone) = stream.segments.pop_front() {
-                    if let Some(o) = stream.objects.remove(&gone) {
-                        inner.bytes -= o.bytes.len() as u64;
-                        inner.objects -= 1;
-                        evicted += 1;
-                    }
-                }
-            }
-            self.counters.expired.fetch_add(evicted, Ordering::Relaxed);
         }
         self.cap_bytes(inner);
         drop(g);
@@ -328,35 +502,121 @@ impl LiveStore {
         status
     }
 
-    /// Evict the globally oldest segments while the store holds more than `max_bytes`.
+    /// Keep the memory under `max_bytes`: pick the globally oldest segments for the spill
+    /// directory (dropping the oldest spilled ones when it is full), or drop them when
+    /// there is none or the disk lags more than the slack behind.
     fn cap_bytes(&self, inner: &mut Inner) {
-        while inner.bytes > self.config.max_bytes {
-            let Some((dir, name, etag)) = inner.order.pop_front() else {
+        let slack = self.config.spill_slack();
+        while inner.bytes.saturating_sub(inner.pending_bytes) > self.config.max_bytes {
+            let Some(entry) = inner.order.pop_front() else {
                 break;
             };
-            let Some(stream) = inner.streams.get_mut(&dir) else {
+            if !inner.holds(&entry) {
+                continue;
+            }
+            let (dir, name, etag) = &entry;
+            let Some(LiveBody::Memory(bytes)) = inner
+                .streams
+                .get(dir)
+                .and_then(|s| s.objects.get(name))
+                .map(|o| o.body.clone())
+            else {
                 continue;
             };
-            // Only the version this entry was written for (a newer one has its own entry).
-            if stream.objects.get(&name).is_some_and(|o| o.etag == etag) {
-                if let Some(o) = stream.objects.remove(&name) {
-                    inner.bytes -= o.bytes.len() as u64;
-                    inner.objects -= 1;
-                    stream.segments.retain(|n| *n != name);
-                    self.counters.expired.fetch_add(1, Ordering::Relaxed);
+            let len = bytes.len() as u64;
+            if let Some(spill) = &self.config.spill {
+                if inner.pending_bytes + len <= slack && len <= spill.max_bytes {
+                    while inner.spilled_bytes + inner.pending_bytes + len > spill.max_bytes {
+                        let Some(old) = inner.spilled_order.pop_front() else {
+                            break;
+                        };
+                        if inner.remove_entry(&old) {
+                            self.counters.expired.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    if inner.spilled_bytes + inner.pending_bytes + len <= spill.max_bytes {
+                        inner.pending.insert(etag.clone(), len);
+                        inner.pending_bytes += len;
+                        inner.spilled_order.push_back(entry.clone());
+                        inner.to_spill.push((entry, bytes));
+                        continue;
+                    }
+                }
+            }
+            if inner.remove_entry(&entry) {
+                self.counters.expired.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        for list in [&mut inner.order, &mut inner.spilled_order] {
+            if list.len() > 4 * (inner.objects as usize + 16) {
+                // Drop entries of segments that are gone so the lists stay proportional.
+                let streams = &inner.streams;
+                list.retain(|(d, n, e)| {
+                    streams
+                        .get(d)
+                        .and_then(|s| s.objects.get(n))
+                        .is_some_and(|o| o.etag == *e)
+                });
+            }
+        }
+    }
+
+    /// Whether segments wait to be written to the spill directory.
+    pub fn spill_waiting(&self) -> bool {
+        !self.lock().to_spill.is_empty()
+    }
+
+    /// Write the segments picked for spilling to the spill directory and serve them from
+    /// there; blocking file I/O, so call it off the async workers. A segment removed
+    /// meanwhile is skipped; one whose write fails is dropped (counted in `spill_errors`).
+    /// Returns how many were spilled.
+    pub fn spill_pending(&self) -> usize {
+        let Some(spill) = &self.config.spill else {
+            return 0;
+        };
+        let jobs = std::mem::take(&mut self.lock().to_spill);
+        let mut done = 0;
+        for (entry, bytes) in jobs {
+            if !self.lock().pending.contains_key(&entry.2) {
+                continue;
+            }
+            let written = write_spill_file(&spill.dir, &entry.2, &bytes);
+            let mut g = self.lock();
+            let inner = &mut *g;
+            let Some(len) = inner.pending.remove(&entry.2) else {
+                continue; // removed while being written; the file goes with `written`
+            };
+            inner.pending_bytes -= len;
+            match written {
+                Ok(file) => {
+                    let (dir, name, _) = &entry;
+                    if let Some(o) = inner
+                        .streams
+                        .get_mut(dir)
+                        .and_then(|s| s.objects.get_mut(name))
+                    {
+                        o.body = LiveBody::Spilled(Arc::new(SpillFile { file, len }));
+                        inner.bytes -= len;
+                        inner.spilled_bytes += len;
+                        done += 1;
+                        self.counters.spilled.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
+                Err(e) => {
+                    let first = self.counters.spill_errors.fetch_add(1, Ordering::Relaxed) == 0;
+                    if first {
+                        tracing::warn!(
+                            "live spill to {} failed ({e}); dropping the segment instead",
+                            spill.dir.display()
+                        );
+                    }
+                    if inner.remove_entry(&entry) {
+                        self.counters.expired.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
             }
         }
-        if inner.order.len() > 4 * (inner.objects as usize + 16) {
-            // Drop entries of segments that are gone so the list stays proportional.
-            let streams = &inner.streams;
-            inner.order.retain(|(d, n, e)| {
-                streams
-                    .get(d)
-                    .and_then(|s| s.objects.get(n))
-                    .is_some_and(|o| o.etag == *e)
-            });
-        }
+        done
     }
 
     /// Remove `path`; 204 when it was there, 404 when not.
@@ -372,9 +632,8 @@ impl LiveStore {
         };
         match stream.objects.remove(name) {
             Some(o) => {
-                inner.bytes -= o.bytes.len() as u64;
-                inner.objects -= 1;
                 stream.segments.retain(|n| n != name);
+                inner.forget(&o);
                 self.counters.deletes.fetch_add(1, Ordering::Relaxed);
                 204
             }
@@ -436,22 +695,25 @@ impl LiveStore {
             .collect();
         for d in stale {
             if let Some(s) = inner.streams.remove(&d) {
-                let n = s.objects.len() as u64;
-                inner.objects -= n;
-                inner.bytes -= s
-                    .objects
-                    .values()
-                    .map(|o| o.bytes.len() as u64)
-                    .sum::<u64>();
-                self.counters.expired.fetch_add(n, Ordering::Relaxed);
+                for o in s.objects.values() {
+                    inner.forget(o);
+                }
+                self.counters
+                    .expired
+                    .fetch_add(s.objects.len() as u64, Ordering::Relaxed);
             }
         }
     }
 
-    /// Objects and bytes held now.
+    /// Objects held now, and their bytes in memory.
     pub fn level(&self) -> (u64, u64) {
         let g = self.lock();
         (g.objects, g.bytes)
+    }
+
+    /// Bytes of segments in the spill directory now.
+    pub fn spilled_bytes(&self) -> u64 {
+        self.lock().spilled_bytes
     }
 
     /// Streams held now.
@@ -472,9 +734,12 @@ impl LiveStore {
             held: get(&c.held),
             hold_timeouts: get(&c.hold_timeouts),
             expired: get(&c.expired),
+            spilled: get(&c.spilled),
+            spill_errors: get(&c.spill_errors),
             streams: self.streams() as u64,
             objects,
             bytes,
+            spilled_bytes: self.spilled_bytes(),
         }
     }
 }
@@ -540,11 +805,29 @@ impl prometheus_client::collector::Collector for IngestCollector {
             "Live objects held",
             s.objects as f64,
         )?;
+        counter(
+            e,
+            "vodkit_ingest_spilled",
+            "Segments written to the spill directory past the memory cap",
+            s.spilled,
+        )?;
+        counter(
+            e,
+            "vodkit_ingest_spill_errors",
+            "Spill writes that failed (the segment was dropped)",
+            s.spill_errors,
+        )?;
         gauge(
             e,
             "vodkit_ingest_bytes",
-            "Bytes of live objects held",
+            "Bytes of live objects held in memory",
             s.bytes as f64,
+        )?;
+        gauge(
+            e,
+            "vodkit_ingest_spilled_bytes",
+            "Bytes of live segments held in the spill directory",
+            s.spilled_bytes as f64,
         )
     }
 }
@@ -666,6 +949,150 @@ mod tests {
         assert_eq!(s.streams(), 0);
     }
 
+    fn spilling_store(dir: &std::path::Path, disk: u64) -> LiveStore {
+        let mut c = IngestConfig::new("live", "s3cret");
+        c.window = 4;
+        c.max_bytes = 1000;
+        c.spill = Some(SpillConfig {
+            dir: dir.to_path_buf(),
+            max_bytes: disk,
+        });
+        LiveStore::new(c)
+    }
+
+    fn files_in(dir: &std::path::Path) -> usize {
+        std::fs::read_dir(dir).unwrap().count()
+    }
+
+    #[test]
+    fn past_the_cap_segments_go_to_disk_and_are_served_from_there() {
+        let d = tempfile::tempdir().unwrap();
+        let s = spilling_store(d.path(), 10_000);
+        let t = Instant::now();
+        // Five streams × 4 segments × 100 bytes = 2,000 bytes: twice the memory cap.
+        for n in 0..4 {
+            for st in 0..5 {
+                let body = vec![(st * 10 + n) as u8; 100];
+                assert_eq!(s.put(&format!("/live/s{st}/seg-{n}.m4s"), body, t), 201);
+            }
+        }
+        // Picked, not written yet: still in memory, still served.
+        assert!(s.spill_waiting());
+        assert_eq!(s.spilled_bytes(), 0);
+        let Lookup::Found(o) = s.get("/live/s0/seg-0.m4s", t) else {
+            panic!("a segment waiting to be spilled is still served");
+        };
+        assert!(matches!(o.body, LiveBody::Memory(_)));
+        let spilled = s.spill_pending();
+        assert_eq!(spilled, 10);
+        assert!(!s.spill_waiting());
+        // Memory back under the cap, nothing dropped, nothing left named in the directory.
+        let (objects, mem) = s.level();
+        assert_eq!((objects, mem), (20, 1000));
+        assert_eq!(s.spilled_bytes(), 1000);
+        assert_eq!(s.stats().expired, 0);
+        assert_eq!(files_in(d.path()), 0, "spill files are unlinked");
+        // The oldest went to disk and read back intact; the newest stayed in memory.
+        let Lookup::Found(o) = s.get("/live/s1/seg-0.m4s", t) else {
+            panic!("a spilled segment is served");
+        };
+        assert!(matches!(o.body, LiveBody::Spilled(_)));
+        assert_eq!(*o.body.read().unwrap(), vec![10u8; 100]);
+        let Lookup::Found(o) = s.get("/live/s4/seg-3.m4s", t) else {
+            panic!("the newest segment is held");
+        };
+        assert!(matches!(o.body, LiveBody::Memory(_)));
+        // The window slides over spilled segments and frees them; so does DELETE.
+        s.put("/live/s0/seg-4.m4s", vec![0; 100], t);
+        assert!(matches!(
+            s.get("/live/s0/seg-0.m4s", t),
+            Lookup::Missing { hold: false }
+        ));
+        assert_eq!(s.delete("/live/s1/seg-0.m4s", t), 204);
+        s.spill_pending();
+        let (objects, mem) = s.level();
+        assert_eq!(objects, 19);
+        assert!(mem <= 1000, "{mem}");
+        assert_eq!(mem + s.spilled_bytes(), 1900);
+        assert_eq!(s.stats().spill_errors, 0);
+    }
+
+    #[test]
+    fn a_full_spill_directory_drops_its_oldest_segments() {
+        let d = tempfile::tempdir().unwrap();
+        let s = spilling_store(d.path(), 300);
+        let t = Instant::now();
+        for n in 0..4 {
+            for st in 0..4 {
+                s.put(&format!("/live/s{st}/seg-{n}.m4s"), vec![1; 100], t);
+                s.spill_pending();
+            }
+        }
+        // 1,600 bytes: 1,000 in memory, 300 on disk, the 300 oldest dropped.
+        assert_eq!(s.level().1, 1000);
+        assert_eq!(s.spilled_bytes(), 300);
+        assert_eq!(s.stats().expired, 3);
+        assert!(matches!(
+            s.get("/live/s0/seg-0.m4s", t),
+            Lookup::Missing { .. }
+        ));
+        assert!(matches!(s.get("/live/s3/seg-0.m4s", t), Lookup::Found(_)));
+    }
+
+    #[test]
+    fn a_failing_spill_directory_drops_segments_and_counts_the_errors() {
+        let d = tempfile::tempdir().unwrap();
+        let s = spilling_store(&d.path().join("gone"), 10_000);
+        let t = Instant::now();
+        for st in 0..4 {
+            for n in 0..4 {
+                s.put(&format!("/live/s{st}/seg-{n}.m4s"), vec![1; 100], t);
+            }
+        }
+        assert_eq!(s.spill_pending(), 0);
+        let st = s.stats();
+        assert_eq!(st.spill_errors, 6);
+        assert_eq!(st.expired, 6);
+        assert_eq!(st.objects, 10);
+        assert!(st.bytes <= 1000, "{}", st.bytes);
+        assert_eq!(st.spilled_bytes, 0);
+        assert!(SpillConfig {
+            dir: d.path().join("gone"),
+            max_bytes: 1
+        }
+        .check()
+        .unwrap_err()
+        .contains("expected a writable directory"));
+    }
+
+    #[test]
+    fn segments_removed_while_waiting_to_spill_are_not_written() {
+        let d = tempfile::tempdir().unwrap();
+        let s = spilling_store(d.path(), 10_000);
+        let t = Instant::now();
+        for n in 0..12 {
+            s.put(&format!("/live/a/seg-{n}.m4s"), vec![1; 100], t);
+        }
+        // The window of 4 keeps 400 bytes, under the cap: nothing to spill.
+        assert!(!s.spill_waiting());
+        for st in 0..3 {
+            for n in 0..4 {
+                s.put(&format!("/live/s{st}/seg-{n}.m4s"), vec![1; 100], t);
+            }
+        }
+        assert!(s.spill_waiting());
+        // The stream's publisher deletes its oldest segments before the spill runs.
+        for n in 8..10 {
+            assert_eq!(s.delete(&format!("/live/a/seg-{n}.m4s"), t), 204);
+        }
+        let done = s.spill_pending();
+        let (objects, mem) = s.level();
+        assert_eq!(objects, 14);
+        assert_eq!(mem + s.spilled_bytes(), 1400);
+        assert_eq!(done as u64 * 100, s.spilled_bytes());
+        assert!(mem <= 1000);
+    }
+
     #[tokio::test]
     async fn a_held_request_gets_the_segment_when_it_is_written() {
         let s = Arc::new(store());
@@ -678,7 +1105,7 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(50)).await;
         s.put("/live/a/seg-1.m4s", vec![7; 9], Instant::now());
         let got = waiter.await.unwrap().expect("written while held");
-        assert_eq!(got.bytes.len(), 9);
+        assert_eq!(got.body.len(), 9);
         // Nothing comes: None at the deadline.
         let none = s
             .wait_for(

@@ -379,3 +379,58 @@ fn the_live_window_comes_off_the_memory_budget() {
     assert_eq!(r.status, 204);
     assert_eq!(memory().other_bytes, 300_000);
 }
+
+#[test]
+fn past_the_memory_cap_the_window_spills_to_disk_and_is_still_served() {
+    // Twenty streams of four 100 kB segments (8 MB) against a 2 MB memory cap: without a
+    // spill directory the oldest segments of every stream would be gone; with one they are
+    // written to disk and served from there, byte for byte, and the memory stays capped.
+    let spill = tempfile::tempdir().unwrap();
+    let dir = spill.path().to_path_buf();
+    let s = server(move |i| {
+        i.window = 4;
+        i.max_bytes = 2_000_000;
+        i.spill = Some(vodkit_server::live::SpillConfig {
+            dir,
+            max_bytes: 1 << 30,
+        });
+    });
+    let seg = |st: u32, n: u32| -> Vec<u8> {
+        (0..100_000u32)
+            .map(|i| (i.wrapping_mul(7) ^ (st * 31 + n)) as u8)
+            .collect()
+    };
+    let mut c = s.connect();
+    for n in 0..4 {
+        for st in 0..20 {
+            let path = format!("/live/s{st}/seg-{n}.m4s");
+            assert_eq!(put(&mut c, &path, &seg(st, n), bearer()).status, 201);
+        }
+    }
+    // The spill runs off the connection's task: wait for it to catch up.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let st = loop {
+        let st = s.stats().ingest.unwrap();
+        if st.bytes <= 2_000_000 || Instant::now() > deadline {
+            break st;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(st.bytes <= 2_000_000, "{st:?}");
+    assert_eq!(st.objects, 80, "no segment in a window was dropped: {st:?}");
+    assert_eq!(st.expired, 0, "{st:?}");
+    assert_eq!(st.bytes + st.spilled_bytes, 8_000_000, "{st:?}");
+    assert!(st.spilled >= 60, "{st:?}");
+    assert_eq!(st.spill_errors, 0);
+    // The oldest (spilled) and the newest (in memory) come back intact; HEAD too.
+    for (st_no, n) in [(0, 0), (19, 0), (7, 1), (19, 3)] {
+        let r = s.connect().get(&format!("/live/s{st_no}/seg-{n}.m4s"), &[]);
+        assert_eq!(r.status, 200);
+        assert!(r.body == seg(st_no, n), "segment s{st_no}/{n} differs");
+    }
+    let r = s.connect().request("HEAD", "/live/s0/seg-0.m4s", &[]);
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-length"), Some("100000"));
+    // The spill files are unlinked: the directory shows nothing.
+    assert_eq!(std::fs::read_dir(spill.path()).unwrap().count(), 0);
+}

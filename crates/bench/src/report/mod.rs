@@ -90,6 +90,10 @@ pub struct ServerReport {
     pub per_repeat: Vec<Option<f64>>,
     #[serde(default)]
     pub hit_ceiling: bool,
+    /// The search stopped at a point that met the criterion without delivering the offered
+    /// load (`search::Shortfall`): the capacity is a lower bound set by the testbed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shortfall: Option<crate::search::Shortfall>,
     /// Figures at the capacity rate (mean over the repeats that passed there).
     pub throughput_mb_s: Option<f64>,
     pub disk_mb_s: Option<f64>,
@@ -119,6 +123,9 @@ pub struct PointRecord {
     pub rate: f64,
     pub repeat: u32,
     pub passed: bool,
+    /// Met the criterion without delivering the offered load (not counted as a pass).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub short: bool,
     pub metrics: PointMetrics,
 }
 
@@ -135,6 +142,7 @@ impl ServerReport {
             ci95: None,
             per_repeat: Vec::new(),
             hit_ceiling: false,
+            shortfall: None,
             throughput_mb_s: None,
             disk_mb_s: None,
             disk_ms_per_transaction: None,
@@ -160,6 +168,7 @@ impl ServerReport {
                 rate: t.rate,
                 repeat: t.repeat,
                 passed: t.passed,
+                short: t.short,
                 metrics: t.detail.clone(),
             })
             .collect();
@@ -169,6 +178,7 @@ impl ServerReport {
             .map(|x| x.max_failure_free_rate)
             .collect();
         r.hit_ceiling = out.repeats.iter().any(|x| x.hit_ceiling);
+        r.shortfall = out.repeats.iter().find_map(|x| x.shortfall);
         let Some(est) = out.capacity() else {
             r.reason = Some("no tried rate met the criterion".into());
             return r;

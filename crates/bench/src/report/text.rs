@@ -18,7 +18,11 @@ fn capacity(s: &ServerReport) -> String {
                 .ci95
                 .map(|[a, b]| format!(" ±{:.2}", (b - a) / 2.0))
                 .unwrap_or_default();
-            let ceil = if s.hit_ceiling { " (≥, ceiling)" } else { "" };
+            let ceil = match (s.hit_ceiling, s.shortfall) {
+                (_, Some(_)) => " (≥, delivery)",
+                (true, None) => " (≥, ceiling)",
+                _ => "",
+            };
             format!("{r:.2}{ci}{ceil}")
         }
         (MEASURED, None) => "none passed".into(),
@@ -300,6 +304,7 @@ mod tests {
             rate,
             repeat: 1,
             passed,
+            short: false,
             metrics: Default::default(),
         };
         p.metrics.client.qos = Some(serde_json::json!({

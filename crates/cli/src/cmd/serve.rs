@@ -95,9 +95,18 @@ pub struct Args {
     /// Segments kept per live stream.
     #[arg(long, default_value_t = 30, requires = "ingest")]
     ingest_window: usize,
-    /// Bytes kept over all live streams (oldest segments evicted first).
+    /// Bytes of live segments kept in memory over all streams (past it the oldest are
+    /// spilled to --ingest-spill, or dropped without it).
     #[arg(long, default_value = "512MiB", requires = "ingest")]
     ingest_max_bytes: bytesize::ByteSize,
+    /// A writable directory for live segments past --ingest-max-bytes: written to
+    /// unlinked files there and served through the page cache, so no segment still in a
+    /// window is dropped while memory is full (as a disk-backed origin keeps them).
+    #[arg(long, value_name = "DIR", requires = "ingest")]
+    ingest_spill: Option<PathBuf>,
+    /// Bytes of live segments kept in the spill directory (the oldest dropped past it).
+    #[arg(long, default_value = "8GiB", requires = "ingest_spill")]
+    ingest_spill_max: bytesize::ByteSize,
     /// Largest object a publisher may PUT (413 above).
     #[arg(long, default_value = "64MiB", requires = "ingest")]
     ingest_max_object: bytesize::ByteSize,
@@ -228,6 +237,16 @@ fn config(args: Args) -> anyhow::Result<ServerConfig> {
         ingest.max_object = args.ingest_max_object.as_u64();
         ingest.ttl = args.ingest_ttl;
         ingest.hold = args.ingest_hold;
+        if let Some(dir) = &args.ingest_spill {
+            let spill = vodkit_server::live::SpillConfig {
+                dir: dir.clone(),
+                max_bytes: args.ingest_spill_max.as_u64(),
+            };
+            spill
+                .check()
+                .map_err(|e| usage(format!("--ingest-spill {e}")))?;
+            ingest.spill = Some(spill);
+        }
         config.ingest = Some(ingest);
     }
     config.cors = args.cors;
