@@ -264,6 +264,7 @@ impl Progress for BarProgress {
             t.repeat + 1,
             t.rate,
             match (t.passed, c.sessions) {
+                (true, _) if t.short => "SHORT (load not delivered)",
                 (true, _) => "pass",
                 (false, 0) => "NO DATA",
                 (false, _) => "FAIL",
