@@ -268,6 +268,10 @@ struct StreamState {
     /// Segment names in the order they were written.
     segments: VecDeque<String>,
     last_put: Option<Instant>,
+    /// `GET`s held for an object not written yet, by its name: the object's `PUT` wakes
+    /// only them (thousands of viewers of other streams, or of the same stream's playlist,
+    /// stay asleep).
+    waiters: HashMap<String, Arc<tokio::sync::Notify>>,
 }
 
 impl StreamState {
@@ -315,6 +319,8 @@ struct Inner {
     to_spill: Vec<(Entry, Arc<Vec<u8>>)>,
     objects: u64,
     seq: u64,
+    /// When `expire_locked` looks at the streams next.
+    next_expiry: Option<Instant>,
 }
 
 impl Inner {
@@ -362,8 +368,6 @@ impl Inner {
 pub struct LiveStore {
     pub config: IngestConfig,
     inner: Mutex<Inner>,
-    /// Woken whenever an object is written.
-    written: tokio::sync::Notify,
     pub counters: IngestCounters,
 }
 
@@ -399,7 +403,6 @@ impl LiveStore {
         LiveStore {
             config,
             inner: Mutex::new(Inner::default()),
-            written: tokio::sync::Notify::new(),
             counters: IngestCounters::default(),
         }
     }
@@ -457,6 +460,9 @@ impl LiveStore {
         let stream = inner.streams.entry(dir.to_string()).or_default();
         stream.last_put = Some(now);
         let old = stream.objects.insert(name.to_string(), obj.clone());
+        let waiting = stream.waiters.remove(name);
+        // Names waited for by nobody now (their holds ended) leave the map.
+        stream.waiters.retain(|_, n| Arc::strong_count(n) > 1);
         let segment = !is_playlist(name) && !is_init(name);
         let mut gone = Vec::new();
         if segment {
@@ -498,7 +504,9 @@ impl LiveStore {
         drop(g);
         self.counters.puts.fetch_add(1, Ordering::Relaxed);
         self.counters.put_bytes.fetch_add(len, Ordering::Relaxed);
-        self.written.notify_waiters();
+        if let Some(n) = waiting {
+            n.notify_waiters();
+        }
         status
     }
 
@@ -660,18 +668,31 @@ impl LiveStore {
     }
 
     /// Wait until `path` is written or `deadline` passes (`None`); no polling: woken by
-    /// every `PUT`.
+    /// the `PUT` of that object (or the end of its stream).
     pub async fn wait_for(&self, path: &str, deadline: Instant) -> Option<Object> {
+        let (dir, name) = split(path)?;
         loop {
-            let written = self.written.notified();
+            let notify = {
+                let mut g = self.lock();
+                let now = Instant::now();
+                self.expire_locked(&mut g, now);
+                let stream = g.streams.get_mut(dir)?;
+                if let Some(o) = stream.objects.get(name) {
+                    return Some(o.clone());
+                }
+                if is_playlist(name) || !stream.may_come(name) || now >= deadline {
+                    return None;
+                }
+                stream.waiters.entry(name.to_string()).or_default().clone()
+            };
+            let written = notify.notified();
             tokio::pin!(written);
-            // Registered before looking, so a PUT between the look and the wait wakes us.
             written.as_mut().enable();
-            let now = Instant::now();
-            match self.get(path, now) {
+            // A PUT between the look above and `enable` woke nobody: look again, now that
+            // the next one will wake us.
+            match self.get(path, Instant::now()) {
                 Lookup::Found(o) => return Some(o),
                 Lookup::Missing { hold: false } => return None,
-                Lookup::Missing { hold: true } if now >= deadline => return None,
                 Lookup::Missing { hold: true } => {}
             }
             tokio::select! {
@@ -681,9 +702,15 @@ impl LiveStore {
         }
     }
 
-    /// Drop streams without a `PUT` for the TTL.
+    /// Drop streams without a `PUT` for the TTL (looked at most ten times a TTL, at most
+    /// once a second: not a walk over every stream on every request). Requests held in a
+    /// dropped stream are woken to find it gone.
     fn expire_locked(&self, inner: &mut Inner, now: Instant) {
         let ttl = self.config.ttl;
+        if inner.next_expiry.is_some_and(|t| now < t) {
+            return;
+        }
+        inner.next_expiry = Some(now + (ttl / 10).min(Duration::from_secs(1)));
         let stale: Vec<String> = inner
             .streams
             .iter()
@@ -697,6 +724,9 @@ impl LiveStore {
             if let Some(s) = inner.streams.remove(&d) {
                 for o in s.objects.values() {
                     inner.forget(o);
+                }
+                for n in s.waiters.values() {
+                    n.notify_waiters();
                 }
                 self.counters
                     .expired
@@ -1091,6 +1121,40 @@ mod tests {
         assert_eq!(mem + s.spilled_bytes(), 1400);
         assert_eq!(done as u64 * 100, s.spilled_bytes());
         assert!(mem <= 1000);
+    }
+
+    #[tokio::test]
+    async fn held_requests_wake_for_their_own_object_or_the_end_of_their_stream() {
+        let mut c = IngestConfig::new("live", "s3cret");
+        c.ttl = Duration::from_millis(300);
+        let s = Arc::new(LiveStore::new(c));
+        s.put("/live/a/seg-0.m4s", vec![0; 5], Instant::now());
+        s.put("/live/b/seg-0.m4s", vec![0; 5], Instant::now());
+        let far = Instant::now() + Duration::from_secs(30);
+        let (s1, s2) = (s.clone(), s.clone());
+        let a = tokio::spawn(async move { s1.wait_for("/live/a/seg-1.m4s", far).await });
+        let b = tokio::spawn(async move { s2.wait_for("/live/b/seg-1.m4s", far).await });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        // Other objects of the stream do not end the hold; its own object does.
+        s.put("/live/a/index.m3u8", b"#EXTM3U\n".to_vec(), Instant::now());
+        s.put("/live/a/seg-9.m4s", vec![9; 3], Instant::now());
+        assert!(!a.is_finished());
+        let started = Instant::now();
+        // Stream b falls quiet: a later PUT elsewhere expires it and wakes its viewer,
+        // long before its 30 s hold.
+        for _ in 0..8 {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            s.put("/live/a/index.m3u8", b"#EXTM3U\n".to_vec(), Instant::now());
+        }
+        s.put("/live/a/seg-10.m4s", vec![1; 4], Instant::now());
+        assert!(b.await.unwrap().is_none());
+        assert!(started.elapsed() < Duration::from_secs(5));
+        // seg-1 of stream a now numbers before the newest (10): it is not coming, but the
+        // held viewer is only woken by its own object or the stream's end; end it.
+        s.put("/live/a/seg-1.m4s", vec![7; 6], Instant::now());
+        assert_eq!(a.await.unwrap().expect("its own object").body.len(), 6);
+        // Nobody waits any more: the names left the map.
+        assert!(s.lock().streams["/live/a/"].waiters.is_empty());
     }
 
     #[tokio::test]
