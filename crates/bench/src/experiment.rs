@@ -47,6 +47,9 @@ pub struct SystemFigures {
     pub cores: ProcessCores,
     /// The server's budget cgroup, where the run has one.
     pub server_memory: Option<crate::point::ServerMemory>,
+    /// SYNs the kernel dropped because a listen queue was full (`TcpExtListenOverflows`),
+    /// over the whole point, where `/proc/net/netstat` is readable.
+    pub listen_overflows: Option<u64>,
     pub notes: Vec<String>,
 }
 
@@ -214,6 +217,7 @@ impl Oracle for ServerOracle<'_, '_> {
                 m.cpu_iowait = f.cpu_iowait;
                 m.cores = f.cores;
                 m.server_memory = f.server_memory;
+                m.listen_overflows = f.listen_overflows;
                 m.notes.extend(f.notes);
             }
             Err(e) => m.notes.push(format!("system metrics unavailable: {e}")),
@@ -296,9 +300,8 @@ pub fn run_bench(
         rep.servers.push(server);
     }
     for s in &rep.servers {
-        if let Some(note) = shortfall_note(s) {
-            rep.notes.push(note);
-        }
+        rep.notes.extend(shortfall_note(s));
+        rep.notes.extend(overflow_note(s));
     }
     let errs: usize = rep
         .servers
@@ -312,6 +315,31 @@ pub fn run_bench(
         ));
     }
     rep
+}
+
+/// Where the kernel dropped connections of a server's points because a listen queue was
+/// full: those clients' SYNs were retried after a second or more, which the criterion then
+/// reads as slow start-ups or timeouts that the server's own figures do not show.
+pub fn overflow_note(s: &ServerReport) -> Option<String> {
+    let hit: Vec<String> = s
+        .points
+        .iter()
+        .filter_map(|p| {
+            let n = p.metrics.listen_overflows.filter(|&n| n > 0)?;
+            Some(format!(
+                "{n} at {:.2}/s ({})",
+                p.rate,
+                if p.passed { "passed" } else { "failed" }
+            ))
+        })
+        .collect();
+    (!hit.is_empty()).then(|| {
+        format!(
+            "{}: the kernel dropped connections because a listen queue was full (TcpExt ListenOverflows, machine-wide): {}",
+            s.sut,
+            hit.join(", ")
+        )
+    })
 }
 
 /// What a server's search stopping on a delivery shortfall means, with who was busy at the
@@ -339,4 +367,32 @@ pub fn shortfall_note(s: &ServerReport) -> Option<String> {
         f.rate,
         f.delivered_fraction * 100.0
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::PointRecord;
+
+    #[test]
+    fn listen_queue_overflows_are_noted_per_point() {
+        let sut = crate::sut::parse_one("nginx").unwrap();
+        let mut s = ServerReport::not_measured(&sut, report::FAILED, "test".into());
+        let point = |rate: f64, passed: bool, overflows: Option<u64>| PointRecord {
+            rate,
+            repeat: 0,
+            passed,
+            short: false,
+            metrics: PointMetrics {
+                listen_overflows: overflows,
+                ..PointMetrics::default()
+            },
+        };
+        s.points = vec![point(10.0, true, Some(0)), point(20.0, true, None)];
+        assert_eq!(overflow_note(&s), None);
+        s.points.push(point(30.0, false, Some(42)));
+        let note = overflow_note(&s).unwrap();
+        assert!(note.starts_with("nginx: "), "{note}");
+        assert!(note.ends_with("42 at 30.00/s (failed)"), "{note}");
+    }
 }

@@ -109,6 +109,12 @@ pub struct PointMetrics {
     /// The server's budget cgroup (runs with `--memory`; sampled once a second).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_memory: Option<ServerMemory>,
+    /// Connections the kernel refused during the point because a listen queue was full
+    /// (`TcpExtListenOverflows` of `/proc/net/netstat`, machine-wide): each one is a client
+    /// whose SYN is retried after 1, 3, 7 s, so a server that accepts too slowly shows up
+    /// here before it shows up in the client's timeouts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub listen_overflows: Option<u64>,
     /// Prefetch size over time (seconds since start, bytes) for adaptive policies.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub prefetch_size: Vec<(f64, u64)>,
@@ -211,6 +217,7 @@ pub fn mean_of(points: &[&PointMetrics]) -> Option<PointMetrics> {
             .iter()
             .filter_map(|p| p.server_memory)
             .max_by_key(|m| m.peak_bytes),
+        listen_overflows: points.iter().filter_map(|p| p.listen_overflows).max(),
         prefetch_size: points[0].prefetch_size.clone(),
         server_errors: points
             .iter()

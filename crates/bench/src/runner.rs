@@ -282,6 +282,11 @@ impl Progress for BarProgress {
                 m.peak_other_bytes as f64 / 1048576.0
             ));
         }
+        if let Some(n) = t.detail.listen_overflows.filter(|&n| n > 0) {
+            self.line(format!(
+                "      {n} connections dropped by the kernel: listen queue full (SYNs retried after 1 s or more)"
+            ));
+        }
         if c.refused_sessions > 0 {
             self.line(format!(
                 "      {} refused with 503 (p99 {:.0} ms); goodput {:.3} sessions/s played without a stall",

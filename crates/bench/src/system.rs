@@ -38,6 +38,8 @@ pub struct ProcSampler {
     pub cgroup: Option<PathBuf>,
     samples: Samples,
     procs: ProcSamples,
+    /// `ListenOverflows` when the point started.
+    overflows_at_start: Option<u64>,
     watch: Watch,
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
@@ -51,6 +53,7 @@ impl ProcSampler {
             cgroup,
             samples: Arc::default(),
             procs: Arc::default(),
+            overflows_at_start: None,
             watch: Watch::default(),
             stop: Arc::default(),
             thread: None,
@@ -70,6 +73,7 @@ impl Sampler for ProcSampler {
         };
         let mut sampler = sys::Sampler::new(cfg)?;
         self.samples.lock().map_err(|e| e.to_string())?.clear();
+        self.overflows_at_start = read_listen_overflows();
         // The load generator runs on the thread that starts the sampler (the bench runs
         // the load right after), plus its named worker threads.
         self.watch.load_tid = Some(current_tid());
@@ -121,6 +125,10 @@ impl Sampler for ProcSampler {
             .map(|(_, s)| s)
             .collect();
         let mut figures = summarise(&picked, self.device.as_deref());
+        figures.listen_overflows = self
+            .overflows_at_start
+            .zip(read_listen_overflows())
+            .map(|(a, b)| b.saturating_sub(a));
         let procs = self.procs.lock().map_err(|e| e.to_string())?;
         figures.cores = window_cores(&procs, window, clock_ticks());
         if self.device.is_none() {
@@ -199,8 +207,31 @@ pub fn summarise(samples: &[&sys::Sample], device: Option<&str>) -> SystemFigure
         cpu_iowait: Some(iowait),
         cores: ProcessCores::default(),
         server_memory,
+        listen_overflows: None,
         notes: Vec::new(),
     }
+}
+
+/// `TcpExtListenOverflows` of a `/proc/net/netstat` text: pairs of lines, field names then
+/// values, per protocol prefix.
+pub fn listen_overflows(netstat: &str) -> Option<u64> {
+    let mut lines = netstat.lines();
+    while let (Some(names), Some(values)) = (lines.next(), lines.next()) {
+        let (Some(("TcpExt", names)), Some(("TcpExt", values))) =
+            (names.split_once(':'), values.split_once(':'))
+        else {
+            continue;
+        };
+        let at = names
+            .split_whitespace()
+            .position(|n| n == "ListenOverflows")?;
+        return values.split_whitespace().nth(at)?.parse().ok();
+    }
+    None
+}
+
+fn read_listen_overflows() -> Option<u64> {
+    listen_overflows(&std::fs::read_to_string("/proc/net/netstat").ok()?)
 }
 
 /// Name prefix of the load generator's worker threads (crates/load/src/engine.rs names
@@ -655,6 +686,20 @@ mod tests {
             iowait: share(b.iowait, a.iowait),
             idle: share(b.idle, a.idle),
         }
+    }
+
+    #[test]
+    fn listen_overflows_are_read_from_the_tcpext_lines() {
+        let text = "TcpExt: SyncookiesSent SyncookiesRecv ListenOverflows ListenDrops\n\
+                    TcpExt: 0 0 410694 410694\n\
+                    IpExt: InNoRoutes ListenOverflows\n\
+                    IpExt: 0 7\n";
+        assert_eq!(listen_overflows(text), Some(410694));
+        // IpExt first, then TcpExt: the TcpExt pair is found.
+        let swapped = "IpExt: InNoRoutes\nIpExt: 3\nTcpExt: ListenOverflows\nTcpExt: 12\n";
+        assert_eq!(listen_overflows(swapped), Some(12));
+        assert_eq!(listen_overflows("TcpExt: Other\nTcpExt: 1\n"), None);
+        assert_eq!(listen_overflows(""), None);
     }
 
     #[test]

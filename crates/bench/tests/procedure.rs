@@ -119,6 +119,7 @@ impl Sampler for Samp {
                 ..Default::default()
             },
             server_memory: None,
+            listen_overflows: Some(0),
             notes: vec![],
         })
     }

@@ -34,6 +34,10 @@ pub struct ServerConfig {
     pub send_grace: Duration,
     /// Simultaneous client connections; further ones get 503 and are closed.
     pub max_connections: usize,
+    /// Length of the listen queue: connections the kernel completes before the server
+    /// accepts them (capped by `net.core.somaxconn`). Past it the kernel drops SYNs and the
+    /// client retries after 1, 3, 7 s; see [`DEFAULT_BACKLOG`].
+    pub backlog: u32,
     /// Request line and head limits (414/431).
     pub limits: HeadLimits,
     /// More ranges than this in one request are ignored (200 with the full file).
@@ -60,6 +64,14 @@ pub struct ServerConfig {
     pub ingest: Option<crate::live::IngestConfig>,
 }
 
+/// The listen queue's default length. A burst of new viewers (a live stream's segment, a
+/// premiere) arrives while every worker is busy writing the last segment to thousands of
+/// sockets; with the 128 of Rust's standard listener the kernel then drops SYNs and those
+/// viewers wait a second or more for their connection (seen as request timeouts at 110
+/// sessions/s in the `matrix` scenario's LPL cell). nginx asks for 511; 4096 is the kernel's
+/// own default cap (`net.core.somaxconn` since Linux 5.4).
+pub const DEFAULT_BACKLOG: u32 = 4096;
+
 impl ServerConfig {
     /// Defaults for serving `root` on 127.0.0.1:8080.
     pub fn new(root: impl Into<PathBuf>) -> Self {
@@ -76,6 +88,7 @@ impl ServerConfig {
             min_send_rate: 1024,
             send_grace: Duration::from_secs(30),
             max_connections: 16384,
+            backlog: DEFAULT_BACKLOG,
             limits: HeadLimits::default(),
             max_ranges: 64,
             max_body: 65536,

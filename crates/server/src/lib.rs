@@ -28,7 +28,7 @@ pub mod web;
 
 use std::sync::Arc;
 
-pub use config::ServerConfig;
+pub use config::{ServerConfig, DEFAULT_BACKLOG};
 pub use io::{IoMode, IoSettings};
 pub use server::{Server, ServerHandle};
 

@@ -353,14 +353,17 @@ impl Inner {
         self.forget(&o);
         true
     }
+}
 
-    /// Whether `entry` names a segment still held in that version.
-    fn holds(&self, (dir, name, etag): &Entry) -> bool {
-        self.streams
-            .get(dir)
-            .and_then(|s| s.objects.get(name))
-            .is_some_and(|o| o.etag == *etag)
-    }
+/// The object `entry` names, if it is still held in that version.
+fn held<'a>(
+    streams: &'a HashMap<String, StreamState>,
+    (dir, name, etag): &Entry,
+) -> Option<&'a Object> {
+    streams
+        .get(dir)
+        .and_then(|s| s.objects.get(name))
+        .filter(|o| o.etag == *etag)
 }
 
 /// The live windows of every stream, in memory (and on disk past the cap when spilling).
@@ -519,18 +522,12 @@ impl LiveStore {
             let Some(entry) = inner.order.pop_front() else {
                 break;
             };
-            if !inner.holds(&entry) {
-                continue;
-            }
-            let (dir, name, etag) = &entry;
-            let Some(LiveBody::Memory(bytes)) = inner
-                .streams
-                .get(dir)
-                .and_then(|s| s.objects.get(name))
-                .map(|o| o.body.clone())
+            let Some(LiveBody::Memory(bytes)) =
+                held(&inner.streams, &entry).map(|o| o.body.clone())
             else {
                 continue;
             };
+            let etag = &entry.2;
             let len = bytes.len() as u64;
             if let Some(spill) = &self.config.spill {
                 if inner.pending_bytes + len <= slack && len <= spill.max_bytes {
@@ -559,12 +556,7 @@ impl LiveStore {
             if list.len() > 4 * (inner.objects as usize + 16) {
                 // Drop entries of segments that are gone so the lists stay proportional.
                 let streams = &inner.streams;
-                list.retain(|(d, n, e)| {
-                    streams
-                        .get(d)
-                        .and_then(|s| s.objects.get(n))
-                        .is_some_and(|o| o.etag == *e)
-                });
+                list.retain(|entry| held(streams, entry).is_some());
             }
         }
     }

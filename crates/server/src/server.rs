@@ -41,8 +41,7 @@ impl Server {
                 format!("document root {}: {e}", config.root.display()),
             )
         })?;
-        let listener = TcpListener::bind(config.listen)
-            .await
+        let listener = listen(config.listen, config.backlog)
             .map_err(|e| io::Error::new(e.kind(), format!("listen on {}: {e}", config.listen)))?;
         let local_addr = listener.local_addr()?;
         let admin =
@@ -154,6 +153,19 @@ impl ServerHandle {
     }
 }
 
+/// A listener on `addr` with a listen queue of `backlog` (the kernel caps it at
+/// `net.core.somaxconn`), address reuse on as with `TcpListener::bind`.
+fn listen(addr: std::net::SocketAddr, backlog: u32) -> io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(backlog)
+}
+
 async fn accept_loop(
     listener: TcpListener,
     shared: Arc<Shared>,
@@ -232,4 +244,39 @@ fn admit(
         shared.metrics.connections_open.dec();
         drop(permit);
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The listen queue asked for is the one the kernel reports (`ss` shows a listener's
+    /// queue length as its Send-Q), capped by `net.core.somaxconn`.
+    #[tokio::test]
+    async fn the_listener_gets_the_configured_backlog() {
+        let Ok(out) = std::process::Command::new("ss").arg("-V").output() else {
+            eprintln!("skipped: `ss` (iproute2) is not installed, the queue length cannot be read");
+            return;
+        };
+        assert!(out.status.success());
+        let somaxconn: u32 = std::fs::read_to_string("/proc/sys/net/core/somaxconn")
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(u32::MAX);
+        for backlog in [100, crate::DEFAULT_BACKLOG] {
+            let l = listen("127.0.0.1:0".parse().unwrap(), backlog).unwrap();
+            let port = l.local_addr().unwrap().port();
+            let out = std::process::Command::new("ss")
+                .args(["-ltnH", &format!("sport = :{port}")])
+                .output()
+                .unwrap();
+            let text = String::from_utf8_lossy(&out.stdout);
+            let queue: u32 = text
+                .split_whitespace()
+                .nth(2)
+                .and_then(|q| q.parse().ok())
+                .unwrap_or_else(|| panic!("no listener line for port {port}: {text:?}"));
+            assert_eq!(queue, backlog.min(somaxconn), "{text}");
+        }
+    }
 }

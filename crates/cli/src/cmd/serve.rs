@@ -69,6 +69,10 @@ pub struct Args {
     /// Simultaneous connections; more get 503.
     #[arg(long, default_value_t = 16384)]
     max_connections: usize,
+    /// Listen queue length: connections the kernel completes before the server accepts
+    /// them (capped by net.core.somaxconn). nginx asks for 511; see docs/server.md.
+    #[arg(long, default_value_t = vodkit_server::DEFAULT_BACKLOG, value_parser = clap::value_parser!(u32).range(1..=65535))]
+    backlog: u32,
     /// Admission of new streams (a request at offset 0, or not adjacent to an open stream
     /// of its session): off, auto[:SECONDS] (refuse with 503 + Retry-After while the disk's
     /// reads wait more than 1 s, or SECONDS, in its queue at p90; continuations are never
@@ -204,6 +208,7 @@ fn config(args: Args) -> anyhow::Result<ServerConfig> {
     config.min_send_rate = args.min_send_rate.as_u64();
     config.send_grace = args.send_grace;
     config.max_connections = args.max_connections;
+    config.backlog = args.backlog;
     config.admission = args.admission;
     if let Some(prefix) = &args.ingest {
         if !prefix.starts_with('/') || prefix == "/" {
