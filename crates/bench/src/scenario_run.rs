@@ -159,13 +159,13 @@ pub fn run_cell(
     };
     match seq {
         Some(Ok(v)) => *sequential = Some(v),
-        Some(Err(e)) => notes.push(format!(
-            "{}: sequential read reference not measured: {e}",
-            cell.label
+        Some(Err(e)) => notes.push(labelled(
+            &cell.label,
+            &format!("sequential read reference not measured: {e}"),
         )),
         None => {}
     }
-    notes.extend(rep.notes.iter().map(|n| format!("{}: {n}", cell.label)));
+    notes.extend(rep.notes.iter().map(|n| labelled(&cell.label, n)));
     let servers = rep
         .servers
         .into_iter()
@@ -281,4 +281,26 @@ pub fn judge(s: &Scenario, rep: &mut BenchReport, sequential_mb_s: Option<f64>) 
         finding: s.finding.into(),
         verdict,
     });
+}
+
+/// A cell's note as the scenario report lists it: `label: note`, or the note alone for a
+/// scenario's single unnamed cell.
+fn labelled(label: &str, note: &str) -> String {
+    if label.is_empty() {
+        note.to_string()
+    } else {
+        format!("{label}: {note}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn an_unnamed_cell_adds_no_prefix_to_its_notes() {
+        assert_eq!(super::labelled("", "capacity bound 1"), "capacity bound 1");
+        assert_eq!(
+            super::labelled("mem=1GiB", "capacity bound 1"),
+            "mem=1GiB: capacity bound 1"
+        );
+    }
 }
