@@ -1,8 +1,8 @@
 //! A live viewer (sessions with `live` set, seed 004's live workloads): load the stream's
 //! HLS media playlist, join a few segments behind the live edge (hls.js's
 //! `liveSyncDurationCount`), fetch each new segment as it appears, reload the playlist the
-//! way RFC 8216 §6.3.4 says (after the target duration when it changed, half of it when it
-//! did not), and keep a playout buffer that drains in real time.
+//! way RFC 8216 §6.3.4 says (after the newest segment's duration when it changed, half the
+//! target duration when it did not), and keep a playout buffer that drains in real time.
 //!
 //! What it measures besides start-up and stalls: latency behind the live edge (wall clock
 //! minus the `#EXT-X-PROGRAM-DATE-TIME` of the content at the playhead), segments skipped
@@ -167,9 +167,10 @@ async fn follow(
             lo.stream_ended = true;
             return Ok(());
         }
-        // The next segment is not out yet: reload (RFC 8216 §6.3.4).
+        // The next segment is not out yet: reload (RFC 8216 §6.3.4: after the duration of
+        // the newest segment when the playlist changed, half the target duration when not).
         let interval = if changed {
-            win.target_s
+            win.segments.last().map_or(win.target_s, |s| s.duration_s)
         } else {
             win.target_s / 2.0
         };
