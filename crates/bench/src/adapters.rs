@@ -525,11 +525,29 @@ impl Running for ChildRunning {
     fn prefetch_series(&self) -> Vec<(f64, u64)> {
         self.stats.series()
     }
-    fn stop(self: Box<Self>) -> Result<Vec<String>, String> {
-        self.process
+    fn stop(mut self: Box<Self>) -> Result<Vec<String>, String> {
+        let died = self.process.exited().ok().flatten();
+        let mut lines = self
+            .process
             .stop(Duration::from_secs(40))
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string())?;
+        if let Some(status) = died {
+            lines.insert(0, died_line(status));
+        }
+        Ok(lines)
     }
+}
+
+/// The line for a `vodkit serve` that exited before the bench stopped it: a SIGKILL
+/// nobody sent is, under a memory budget, the cgroup's OOM killer (session 22: a
+/// `--io direct` server at its budget; the point only showed failed sessions).
+fn died_line(status: std::process::ExitStatus) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    let why = match status.signal() {
+        Some(libc::SIGKILL) => "; killed (SIGKILL): under a memory budget, the cgroup's OOM killer",
+        _ => "",
+    };
+    format!("vodkit serve: exited during the run ({status}){why}")
 }
 
 /// The `--memory` argument for a setting.
@@ -808,7 +826,7 @@ pub fn built_vodkit() -> Option<PathBuf> {
 
 #[cfg(test)]
 mod tests {
-    use super::{prefetch_size, StatsPoller};
+    use super::{died_line, prefetch_size, StatsPoller};
     use vodkit_prefetch::policy::ClassSize;
 
     fn stats_json(classes: &[(u32, u64)]) -> Vec<u8> {
@@ -821,6 +839,19 @@ mod tests {
             })
             .collect();
         serde_json::to_vec_pretty(&stats).unwrap()
+    }
+
+    /// A server killed with SIGKILL mid-run is named as probably OOM-killed; one that
+    /// exited on its own is reported with its status only.
+    #[test]
+    fn a_server_that_died_during_the_run_is_reported_with_the_likely_cause() {
+        use std::os::unix::process::ExitStatusExt;
+        let killed = died_line(std::process::ExitStatus::from_raw(libc::SIGKILL));
+        assert!(killed.contains("exited during the run"), "{killed}");
+        assert!(killed.contains("OOM killer"), "{killed}");
+        let exited = died_line(std::process::ExitStatus::from_raw(1 << 8));
+        assert!(exited.contains("exit status: 1"), "{exited}");
+        assert!(!exited.contains("OOM"), "{exited}");
     }
 
     #[test]

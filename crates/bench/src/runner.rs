@@ -282,6 +282,14 @@ impl Progress for BarProgress {
                 m.peak_other_bytes as f64 / 1048576.0
             ));
         }
+        for l in t
+            .detail
+            .server_errors
+            .iter()
+            .filter(|l| l.contains("exited during the run"))
+        {
+            self.line(format!("      {l}"));
+        }
         if let Some(n) = t.detail.listen_overflows.filter(|&n| n > 0) {
             self.line(format!(
                 "      {n} connections dropped by the kernel: listen queue full (SYNs retried after 1 s or more)"

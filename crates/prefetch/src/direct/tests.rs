@@ -262,3 +262,46 @@ fn logical_block_size_comes_from_sysfs_or_defaults() {
     assert_eq!(p.alignment(libc::makedev(65, 1)), 8192);
     assert_eq!(p.alignment(libc::makedev(0, 99)), MIN_ALIGN);
 }
+
+/// Resident bytes of this process (`/proc/self/statm`, second field × page size).
+fn resident_bytes() -> u64 {
+    let text = std::fs::read_to_string("/proc/self/statm").unwrap();
+    let pages: u64 = text.split_whitespace().nth(1).unwrap().parse().unwrap();
+    pages * page_size() as u64
+}
+
+/// Freed buffers give their memory back to the system at once, so the process's resident
+/// memory is what the pool counts (from malloc's arenas it stayed resident, and a `--io
+/// direct` server at its budget was OOM-killed). Other tests run in this process at the
+/// same time, so the margins are wide: 64 MiB is allocated and freed.
+#[test]
+fn freed_buffers_leave_resident_memory() {
+    let before = resident_bytes();
+    let mut bufs: Vec<AlignedBuf> = (0..256)
+        .map(|_| AlignedBuf::zeroed(SEGMENT_BYTES as usize, MIN_ALIGN as usize).unwrap())
+        .collect();
+    for b in &mut bufs {
+        assert!(b.mapped);
+        assert_eq!(b.as_mut_ptr() as usize % MIN_ALIGN as usize, 0);
+        // SAFETY (test): the buffer has SEGMENT_BYTES writable bytes.
+        unsafe { std::ptr::write_bytes(b.as_mut_ptr(), 0xAB, b.len()) };
+    }
+    let full = resident_bytes();
+    assert!(
+        full >= before + 48 * MIB,
+        "64 MiB written: resident {before} -> {full}"
+    );
+    assert!(bufs.iter().all(|b| b.as_slice().iter().all(|&x| x == 0xAB)));
+    drop(bufs);
+    let after = resident_bytes();
+    assert!(
+        after + 48 * MIB <= full,
+        "64 MiB freed: resident {full} -> {after}"
+    );
+    // An alignment above the page size comes from the allocator, still aligned and zeroed.
+    let big = 4 * page_size();
+    let b = AlignedBuf::zeroed(2 * big, big).unwrap();
+    assert!(!b.mapped);
+    assert_eq!(b.ptr.as_ptr() as usize % big, 0);
+    assert!(b.as_slice().iter().all(|&x| x == 0));
+}
