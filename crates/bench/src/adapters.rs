@@ -538,6 +538,10 @@ impl Running for ChildRunning {
     }
 }
 
+/// What the stop line of a server or daemon that died mid-point says (the progress line
+/// looks for it).
+pub(crate) const EXITED_DURING_RUN: &str = "exited during the run";
+
 /// The line for a `vodkit serve` that exited before the bench stopped it: a SIGKILL
 /// nobody sent is, under a memory budget, the cgroup's OOM killer (session 22: a
 /// `--io direct` server at its budget; the point only showed failed sessions).
@@ -547,7 +551,7 @@ fn died_line(status: std::process::ExitStatus) -> String {
         Some(libc::SIGKILL) => "; killed (SIGKILL): under a memory budget, the cgroup's OOM killer",
         _ => "",
     };
-    format!("vodkit serve: exited during the run ({status}){why}")
+    format!("vodkit serve: {EXITED_DURING_RUN} ({status}){why}")
 }
 
 /// The `--memory` argument for a setting.
@@ -726,7 +730,7 @@ impl PreloadDaemon {
         let mut lines = Vec::new();
         if let Ok(Some(status)) = self.process.exited() {
             lines.push(format!(
-                "{DAEMON}: exited during the run ({status}); the server went on without prefetching: {}",
+                "{DAEMON}: {EXITED_DURING_RUN} ({status}); the server went on without prefetching: {}",
                 self.process.diagnostics()
             ));
         } else if let Ok((200, body)) = http_get(self.process.port, "/metrics") {

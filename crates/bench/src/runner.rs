@@ -286,7 +286,7 @@ impl Progress for BarProgress {
             .detail
             .server_errors
             .iter()
-            .filter(|l| l.contains("exited during the run"))
+            .filter(|l| l.contains(crate::adapters::EXITED_DURING_RUN))
         {
             self.line(format!("      {l}"));
         }
