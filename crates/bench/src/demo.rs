@@ -1,10 +1,12 @@
-//! `vodkit demo`: a capacity comparison in about 15 minutes on built-in defaults — a
-//! scaled youtube-2011 workload, the emulated WD Red with a memory budget when this machine
-//! can host it (plain disk otherwise, and the report says so), vodkit:asap:auto against
-//! nginx and Apache when they are installed. Installs nothing.
+//! `vodkit demo`: a capacity comparison in about 10 minutes on built-in defaults — the
+//! `memory` scenario's 256 MiB workload (youtube-2011 at 10% scale, four times faster), the
+//! emulated WD Red with a memory budget when this machine can host it (plain disk otherwise,
+//! and the report says so), vodkit:asap:auto against nginx and Apache when they are
+//! installed. Installs nothing.
 
 use crate::report::{self, ServerReport};
 use crate::runner::{finish, BarProgress, RunError, TestbedChoice};
+use crate::scenario;
 use crate::scenario_run::{run_cell, CellPlan};
 use crate::search::Criterion;
 use crate::sut;
@@ -14,16 +16,25 @@ use std::time::Duration;
 /// Demo settings (exposed so the docs and tests use the same numbers).
 pub const SPEC: &str = "youtube-2011";
 pub const SCALE: f64 = 0.1;
-/// Titles capped at 40 s so sessions finish inside the short measurement runs, enough
-/// sessions (3,000 after scaling) that high rates do not run out of them within a point,
-/// and request ramps sized for sessions that short (the thesis assumes 16 per session).
-pub const SETS: [&str; 4] = [
-    "catalog.max_duration=40s",
-    "catalog.collections.sd.sessions=30000",
-    "measurement.ramp_up_requests=60",
-    "measurement.ramp_down_requests=30",
-];
+/// The workload of the `memory` scenario's 256 MiB cell: youtube-2011 compressed four times
+/// in time ([`scenario::YOUTUBE_4X`]: 512 KiB requests of 2.5 s of content at 1,676 kbit/s,
+/// titles of at most 40 s, so a session of up to 16 paced requests fits a short point) with
+/// the cell's catalog of 375 titles (3 GB), so the demo and that cell share one cached file
+/// set and one row of docs/reproduction.md. Until session 23 the demo ran youtube-2011 at
+/// its own pace with 40 s titles: sessions of at most four requests, three of them fetched
+/// back to back as the player's prebuffer, which leaves prefetching nothing to serialize
+/// (vodkit 1.25 × nginx there; docs/bench.md, "session 23").
+pub fn sets() -> Vec<&'static str> {
+    let (_, _, titles) = scenario::MEMORY_CELLS[0];
+    [scenario::YOUTUBE_4X.as_slice(), &[titles]].concat()
+}
+/// Load per point (seconds, after the warm start's settling): 40–70 judged sessions at the
+/// rates the servers reach, so a capacity is good to about one search step.
 pub const POINT_S: u64 = 30;
+/// Offered load the search's guess aims at (MB/s): the `memory` scenario's, 10.04 sessions/s.
+pub const GUESS_MB_S: f64 = 50.0;
+/// Steps above the search's start: the ceiling is (1 + this) × guess/2.
+pub const MAX_STEPS: u32 = 3;
 /// Memory budget on the emulated disk (smaller than the file set, so the disk matters).
 pub const MEMORY_BYTES: u64 = 256 << 20;
 /// A point passes when no session fails, no request times out and 95% of the sessions end
@@ -101,17 +112,17 @@ pub fn run(
     let cell = CellPlan {
         label: String::new(),
         spec: SPEC.into(),
-        sets: SETS.iter().map(|s| s.to_string()).collect(),
+        sets: sets().iter().map(|s| s.to_string()).collect(),
         scale: SCALE,
         testbed,
         memory,
         suts,
         point: Duration::from_secs(POINT_S),
-        guess_mb_s: 30.0,
-        // Steps of guess/2 up to 3.5 × the guess (81.6 sessions/s), above the demo's
-        // capacity bound (67.4 sessions/s at 256 MiB on wd-red): every server's capacity
-        // is bracketed, none is reported at a ceiling it could have passed.
-        max_steps: 6,
+        guess_mb_s: GUESS_MB_S,
+        // Steps of guess/2 (5.02 sessions/s) up to twice the guess (20.1 sessions/s), above
+        // the workload's capacity bound (18.42 sessions/s at 256 MiB on wd-red): every
+        // server's capacity is bracketed, none is reported at a ceiling it could have passed.
+        max_steps: MAX_STEPS,
         sequential: false,
         precision_div: 8.0,
         criterion: CRITERION,
@@ -132,14 +143,14 @@ pub fn run(
         servers.push(ServerReport::not_measured(&s, report::SKIPPED, m));
     }
     let mut rep = report::new_report(
-        &format!("{SPEC} scaled x{SCALE}, {}", SETS.join(" ")),
+        &format!("{SPEC} scaled x{SCALE}, {}", sets().join(" ")),
         &cell.testbed.to_string(),
         cell.memory,
         &CRITERION.to_string(),
         &crate::search::SearchPlan::failure_free_around(1.0),
         1,
     );
-    rep.search = serde_json::json!({"kind": "failure-free", "start": "guess/2", "step": "guess/2", "precision": "guess/8", "max": "3.5 guess", "point_s": POINT_S});
+    rep.search = serde_json::json!({"kind": "failure-free", "start": "guess/2", "step": "guess/2", "precision": "guess/8", "max": "2 guess", "point_s": POINT_S});
     rep.servers = servers;
     rep.notes = notes;
     if let Some(b) = &bound {
@@ -200,6 +211,24 @@ fn verdict(ratio: Option<f64>, ceiling: bool) -> String {
 #[cfg(test)]
 mod tests {
     use super::verdict;
+
+    /// The demo is the `memory` scenario's 256 MiB cell run with the demo's servers: same
+    /// workload overrides (so one cached workload and file set), same budget.
+    #[test]
+    fn the_demo_runs_the_memory_scenarios_256_mib_cell() {
+        let memory = crate::scenario::find("memory").expect("memory scenario");
+        let cell = memory
+            .cells
+            .iter()
+            .find(|c| c.label == "mem=256MiB")
+            .expect("256 MiB cell");
+        assert_eq!(cell.sets, super::sets());
+        assert_eq!(cell.spec, super::SPEC);
+        assert_eq!(memory.scale, super::SCALE);
+        let budget: bytesize::ByteSize = cell.memory.parse().unwrap();
+        assert_eq!(budget.as_u64(), super::MEMORY_BYTES);
+        assert_eq!(cell.testbed, "hdd:wd-red");
+    }
 
     #[test]
     fn the_verdict_follows_the_ratio_and_the_ceiling() {
