@@ -1,4 +1,4 @@
-//! `vodkit demo`: a capacity comparison in about 10 minutes on built-in defaults — the
+//! `vodkit demo`: a capacity comparison in about 7 minutes on built-in defaults — the
 //! `memory` scenario's 256 MiB workload (youtube-2011 at 10% scale, four times faster), the
 //! emulated WD Red with a memory budget when this machine can host it (plain disk otherwise,
 //! and the report says so), vodkit:asap:auto against nginx and Apache when they are
@@ -28,7 +28,7 @@ pub fn sets() -> Vec<&'static str> {
     let (_, _, titles) = scenario::MEMORY_CELLS[0];
     [scenario::YOUTUBE_4X.as_slice(), &[titles]].concat()
 }
-/// Load per point (seconds, after the warm start's settling): 40–70 judged sessions at the
+/// Load per point (seconds, settling included): 25–70 judged sessions at the
 /// rates the servers reach, so a capacity is good to about one search step.
 pub const POINT_S: u64 = 30;
 /// Offered load the search's guess aims at (MB/s): the `memory` scenario's, 10.04 sessions/s.
