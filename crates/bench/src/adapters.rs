@@ -277,7 +277,7 @@ impl VodkitStarter for InProcessVodkit {
     fn start(&mut self, launch: &VodkitLaunch<'_>) -> Result<Box<dyn Running>, StartError> {
         if launch.budget.is_some() {
             return Err(StartError::Failed(
-                "an in-process vodkit server cannot run under a memory budget".into(),
+                "an in-process vodkit server cannot run under a memory budget or CPU quota".into(),
             ));
         }
         let mut config = vodkit_server::ServerConfig::new(launch.root);

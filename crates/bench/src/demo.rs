@@ -116,6 +116,7 @@ pub fn run(
         scale: SCALE,
         testbed,
         memory,
+        server_cpus: None,
         suts,
         point: Duration::from_secs(POINT_S),
         guess_mb_s: GUESS_MB_S,

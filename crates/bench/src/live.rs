@@ -190,14 +190,24 @@ impl LiveDemand {
 pub const SATURATED: f64 = 0.9;
 
 /// The resource that saturated first at a failing point: `CPU` (machine-wide busy, iowait
-/// not counted), `disk` (device busy), `memory` (the server's own memory — its cgroup less
-/// the page cache, which fills any budget by design — near the budget), or `none` — seed
-/// 004's finding that viewers suffer while every resource is below saturation. Several at
-/// once: the most utilized.
-pub fn saturated(m: &PointMetrics, budget_bytes: Option<u64>) -> &'static str {
+/// not counted, or the server's cores against its CPU quota when it had one), `disk`
+/// (device busy), `memory` (the server's own memory — its cgroup less the page cache, which
+/// fills any budget by design — near the budget), or `none` — seed 004's finding that
+/// viewers suffer while every resource is below saturation. Several at once: the most
+/// utilized.
+pub fn saturated(
+    m: &PointMetrics,
+    budget_bytes: Option<u64>,
+    cpu_quota: Option<f64>,
+) -> &'static str {
     let mut found: Vec<(f64, &'static str)> = Vec::new();
     if let Some(c) = m.cpu_busy {
         found.push((c, "CPU"));
+    }
+    if let (Some(q), Some(used)) = (cpu_quota, m.cores.server) {
+        if q > 0.0 {
+            found.push((used / q, "CPU"));
+        }
     }
     if let Some(d) = m.disk {
         found.push((d.utilization, "disk"));
@@ -236,7 +246,7 @@ pub fn saturation(
         .min_by(|a, b| a.rate.total_cmp(&b.rate));
     Saturation {
         viewers: s.max_failure_free_rate.map(|r| r * watch_s),
-        resource: first_failure.map(|p| saturated(&p.metrics, budget_bytes)),
+        resource: first_failure.map(|p| saturated(&p.metrics, budget_bytes, s.cpu_quota)),
     }
 }
 
@@ -323,28 +333,44 @@ mod tests {
             cpu_busy: Some(0.5),
             ..PointMetrics::default()
         };
-        assert_eq!(saturated(&m, None), "none");
+        assert_eq!(saturated(&m, None, None), "none");
         m.cpu_busy = Some(0.95);
-        assert_eq!(saturated(&m, None), "CPU");
+        assert_eq!(saturated(&m, None, None), "CPU");
         m.disk = Some(DiskMetrics {
             utilization: 0.97,
             ..DiskMetrics::default()
         });
-        assert_eq!(saturated(&m, None), "disk");
+        assert_eq!(saturated(&m, None, None), "disk");
         // A budget full of page cache is not a saturated memory.
         m.server_memory = Some(ServerMemory {
             peak_bytes: 1000,
             peak_cache_bytes: 990,
             peak_other_bytes: 10,
         });
-        assert_eq!(saturated(&m, Some(1000)), "disk");
+        assert_eq!(saturated(&m, Some(1000), None), "disk");
         m.server_memory = Some(ServerMemory {
             peak_bytes: 1000,
             peak_cache_bytes: 10,
             peak_other_bytes: 990,
         });
-        assert_eq!(saturated(&m, Some(1000)), "memory");
-        assert_eq!(saturated(&m, None), "disk");
+        assert_eq!(saturated(&m, Some(1000), None), "memory");
+        assert_eq!(saturated(&m, None, None), "disk");
+    }
+
+    #[test]
+    fn a_server_at_its_cpu_quota_saturates_the_cpu_with_the_machine_half_idle() {
+        let mut m = PointMetrics {
+            cpu_busy: Some(0.4),
+            ..PointMetrics::default()
+        };
+        m.cores.server = Some(0.24);
+        assert_eq!(
+            saturated(&m, None, None),
+            "none",
+            "no quota: the machine decides"
+        );
+        assert_eq!(saturated(&m, None, Some(0.25)), "CPU");
+        assert_eq!(saturated(&m, None, Some(1.0)), "none");
     }
 
     #[test]

@@ -128,6 +128,8 @@ pub struct BenchRequest {
     pub testbed: TestbedChoice,
     /// Memory budget of each server, page cache included (bytes).
     pub memory: Option<u64>,
+    /// CPU quota of each server, in cores (`--server-cpus`).
+    pub server_cpus: Option<f64>,
     /// `--search` as given: its defaults come from the workload's rate guess, so it is
     /// read once the workload is ([`SearchPlan::parse`]); checked here for the error.
     pub search: Option<String>,
@@ -151,6 +153,7 @@ pub struct Checked {
     pub suts: Vec<Sut>,
     pub testbed: TestbedChoice,
     pub memory: Option<u64>,
+    pub server_cpus: Option<f64>,
     pub criterion: Criterion,
     pub plan_text: Option<String>,
 }
@@ -170,6 +173,10 @@ pub fn check_request(req: &BenchRequest) -> Result<Checked, RunError> {
             vodkit_workload::dir::SESSIONS
         )));
     }
+    if let Some(c) = req.server_cpus {
+        vodkit_disk::cpu::quota_us(c)
+            .map_err(|e| RunError::Usage(format!("--server-cpus: {e}")))?;
+    }
     if let Some(r) = &req.root {
         if !r.is_dir() {
             return Err(RunError::Usage(format!(
@@ -182,6 +189,7 @@ pub fn check_request(req: &BenchRequest) -> Result<Checked, RunError> {
         suts: req.suts.clone(),
         testbed: req.testbed.clone(),
         memory: req.memory,
+        server_cpus: req.server_cpus,
         criterion: req.criterion,
         plan_text: req.search.clone(),
     })
@@ -492,6 +500,8 @@ pub struct RunSetup<'a> {
     pub root: Option<&'a Path>,
     pub testbed: &'a TestbedChoice,
     pub memory: Option<u64>,
+    /// CPU quota of each server (and its preload daemon), in cores.
+    pub server_cpus: Option<f64>,
     pub suts: &'a [Sut],
     /// Longest load run per data point (`None`: the whole session list).
     pub point: Option<Duration>,
@@ -626,11 +636,8 @@ pub fn run_workload(setup: &RunSetup<'_>, progress: &mut BarProgress) -> Result<
                 None => kit,
             });
     }
-    let budget = match setup.memory.map(crate::system::Budget::create) {
-        Some(Ok(b)) => Some(b),
-        Some(Err(e)) => return Err(NotRun::skipped(RunError::Runtime(e))),
-        None => None,
-    };
+    let budget = crate::system::Budget::create(setup.memory, setup.server_cpus)
+        .map_err(|e| NotRun::skipped(RunError::Runtime(e)))?;
     launcher.budget = budget.as_ref().and_then(|b| b.wrap());
     // Live viewers: every server is a live origin and every point runs a live source.
     if crate::live::LiveDemand::of(&load.sessions).is_some() {
@@ -656,6 +663,14 @@ pub fn run_workload(setup: &RunSetup<'_>, progress: &mut BarProgress) -> Result<
     };
     let mut rep = run_bench(&settings, setup.suts, &mut rig, progress);
     drop(budget);
+    if let Some(c) = setup.server_cpus {
+        for s in &mut rep.servers {
+            s.cpu_quota = Some(c);
+        }
+        rep.notes.push(say(&format!(
+            "each server (with its preload daemon) ran under a CPU quota of {c} cores (cpu cgroup, CFS bandwidth; docs/bench.md \"CPU quota\"): its capacity measures CPU per viewer, not what the machine can deliver"
+        )));
+    }
     if let Some(b) = &bound {
         report::set_fractions(&mut rep.servers, b.bound_rate);
     }
@@ -695,6 +710,7 @@ pub fn run(req: &BenchRequest) -> Result<(BenchReport, String), RunError> {
         root: req.root.as_deref(),
         testbed: &checked.testbed,
         memory: checked.memory,
+        server_cpus: checked.server_cpus,
         suts: &checked.suts,
         point: req.point_duration,
         guess_mb_s: 20.0,
@@ -746,6 +762,7 @@ mod tests {
             suts: crate::sut::parse_list("nginx").unwrap(),
             testbed: TestbedChoice::Plain,
             memory: None,
+            server_cpus: None,
             search: None,
             criterion: Criterion::Strict,
             probes: None,
@@ -806,6 +823,7 @@ mod tests {
             root: None,
             testbed: &TestbedChoice::Plain,
             memory: None,
+            server_cpus: None,
             suts: &suts,
             point: None,
             guess_mb_s: 20.0,

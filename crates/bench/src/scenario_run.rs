@@ -21,6 +21,8 @@ pub struct CellPlan {
     pub scale: f64,
     pub testbed: TestbedChoice,
     pub memory: Option<u64>,
+    /// CPU quota of each server, in cores.
+    pub server_cpus: Option<f64>,
     pub suts: Vec<Sut>,
     pub point: Duration,
     /// Offered load (MB/s) the first guess of the search aims at.
@@ -58,6 +60,7 @@ pub fn cells(s: &Scenario) -> Result<Vec<CellPlan>, String> {
                 scale: s.scale,
                 testbed: TestbedChoice::parse(c.testbed)?,
                 memory: Some(memory),
+                server_cpus: c.server_cpus,
                 suts: sut::parse_list(&c.suts.join(",")).map_err(|e| e.to_string())?,
                 point: Duration::from_secs(s.point_seconds()),
                 guess_mb_s: c.guess_mb_s.unwrap_or(s.guess_mb_s),
@@ -135,6 +138,7 @@ pub fn run_cell(
         root: None,
         testbed: &cell.testbed,
         memory: cell.memory,
+        server_cpus: cell.server_cpus,
         suts: &cell.suts,
         point: Some(cell.point),
         guess_mb_s: cell.guess_mb_s,

@@ -495,28 +495,55 @@ pub fn window_cores(
     }
 }
 
-/// A memory budget shared by every server start of a bench; removed when dropped.
+/// The budget every server start of a bench runs in — a memory cgroup (page cache
+/// included), a CPU quota, or both; removed when dropped.
 pub struct Budget {
     inner: Option<vodkit_disk::memory::MemoryBudget>,
+    cpu: Option<vodkit_disk::cpu::CpuQuota>,
 }
 
 impl Budget {
-    pub fn create(limit: u64) -> Result<Budget, String> {
+    /// The budget for `memory` bytes and `cpus` cores; `None` when neither is asked for.
+    pub fn create(memory: Option<u64>, cpus: Option<f64>) -> Result<Option<Budget>, String> {
         let name = format!("vodkit-bench-{}", std::process::id());
-        let b = vodkit_disk::memory::MemoryBudget::create(&name, limit)
-            .map_err(|e| format!("memory budget: {e}"))?;
-        Ok(Budget { inner: Some(b) })
+        let mut b = Budget {
+            inner: None,
+            cpu: None,
+        };
+        if let Some(limit) = memory {
+            b.inner = Some(
+                vodkit_disk::memory::MemoryBudget::create(&name, limit)
+                    .map_err(|e| format!("memory budget: {e}"))?,
+            );
+        }
+        if let Some(cores) = cpus {
+            // On failure `b` drops and removes the memory cgroup made above.
+            b.cpu = Some(
+                vodkit_disk::cpu::CpuQuota::create(&name, cores)
+                    .map_err(|e| format!("CPU quota: {e}"))?,
+            );
+        }
+        Ok((b.inner.is_some() || b.cpu.is_some()).then_some(b))
     }
 
+    /// The memory cgroup, where the budget has one.
     pub fn cgroup_dir(&self) -> Option<PathBuf> {
         self.inner.as_ref().map(|b| b.dir().to_path_buf())
     }
 
-    /// A command wrap that moves the server into the budget before it execs.
+    /// A command wrap that moves the server into the budget's cgroups before it execs.
     pub fn wrap(&self) -> Option<CommandWrap> {
-        let procs = self.inner.as_ref()?.procs_file();
+        let procs: Vec<PathBuf> = self
+            .inner
+            .as_ref()
+            .map(|b| b.procs_file())
+            .into_iter()
+            .chain(self.cpu.as_ref().map(|c| c.procs_file()))
+            .collect();
         Some(Box::new(move |mut cmd: std::process::Command| {
-            vodkit_disk::memory::confine_to(&procs, &mut cmd).map_err(|e| e.to_string())?;
+            for p in &procs {
+                vodkit_disk::memory::confine_to(p, &mut cmd).map_err(|e| e.to_string())?;
+            }
             Ok(cmd)
         }))
     }
@@ -527,6 +554,11 @@ impl Drop for Budget {
         if let Some(b) = self.inner.take() {
             if let Err(e) = b.remove() {
                 tracing::warn!("removing the memory budget cgroup: {e}");
+            }
+        }
+        if let Some(c) = self.cpu.take() {
+            if let Err(e) = c.remove() {
+                tracing::warn!("removing the CPU quota cgroup: {e}");
             }
         }
     }

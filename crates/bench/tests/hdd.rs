@@ -38,6 +38,7 @@ fn miniature_bench_on_the_emulated_disk() {
         suts: vodkit_bench::sut::parse_list("nginx").unwrap(),
         testbed: "hdd:wd-red".parse().unwrap(),
         memory: Some(256 << 20),
+        server_cpus: None,
         search: Some("fixed-rates:2".into()),
         criterion: "sessions:50%".parse().unwrap(),
         probes: None,

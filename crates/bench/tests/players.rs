@@ -42,6 +42,7 @@ fn a_bench_of_adaptive_players_on_a_media_set() {
         suts: vodkit_bench::sut::parse_list("vodkit:asap:auto").unwrap(),
         testbed: "plain".parse().unwrap(),
         memory: None,
+        server_cpus: None,
         search: Some("fixed-rates:1".into()),
         criterion: "sessions:50%".parse().unwrap(),
         probes: None,

@@ -96,8 +96,9 @@ fn the_daemon_runs_as_a_child_inside_the_servers_memory_budget() {
         return unavailable("nginx is not installed");
     }
     let Some(kit) = kit() else { return };
-    let budget = match vodkit_bench::system::Budget::create(256 << 20) {
-        Ok(b) => b,
+    let budget = match vodkit_bench::system::Budget::create(Some(256 << 20), None) {
+        Ok(Some(b)) => b,
+        Ok(None) => unreachable!("a memory limit was given"),
         Err(e) => return unavailable(&format!("no memory budget here ({e})")),
     };
     let cgroup = budget.cgroup_dir().unwrap();

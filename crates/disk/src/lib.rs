@@ -7,11 +7,13 @@
 //!   as a loop device, formatted ext4 and mounted (Linux, root).
 //! * [`devbench`] — sequential and random read benchmarks against a testbed's device.
 //! * [`memory`] — memory budgets (page cache included) through the memory cgroup.
+//! * [`cpu`] — CPU quotas (CFS bandwidth) through the cpu cgroup.
 //! * [`sys`] — per-interval disk, CPU, memory and network metrics from `/proc`.
 //!
 //! [`testbed`] and [`devbench`] are behind the default `testbed` feature; without it the
 //! crate pulls in no FUSE library (the simulator depends on it that way).
 
+pub mod cpu;
 #[cfg(feature = "testbed")]
 pub mod devbench;
 pub mod memory;

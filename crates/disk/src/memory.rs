@@ -26,7 +26,7 @@ pub enum Error {
     },
 }
 
-fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
+pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> Error {
     let context = context.into();
     move |cause| Error::Io { context, cause }
 }
@@ -200,23 +200,29 @@ impl MemoryBudget {
 
     /// Kill what is left inside and remove the cgroup.
     pub fn remove(self) -> Result<(), Error> {
-        for _ in 0..50 {
-            let procs = std::fs::read_to_string(self.procs_file()).unwrap_or_default();
-            let pids: Vec<i32> = procs
-                .split_whitespace()
-                .filter_map(|p| p.parse().ok())
-                .collect();
-            if pids.is_empty() {
-                break;
-            }
-            for pid in pids {
-                // SAFETY: killing processes we placed in our own budget cgroup.
-                unsafe { libc::kill(pid, libc::SIGKILL) };
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        std::fs::remove_dir(&self.dir).map_err(io(format!("{}", self.dir.display())))
+        empty_and_remove(&self.dir)
     }
+}
+
+/// Kill every process left in the cgroup at `dir` (one we created) and remove it.
+pub(crate) fn empty_and_remove(dir: &Path) -> Result<(), Error> {
+    let procs_file = dir.join("cgroup.procs");
+    for _ in 0..50 {
+        let procs = std::fs::read_to_string(&procs_file).unwrap_or_default();
+        let pids: Vec<i32> = procs
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect();
+        if pids.is_empty() {
+            break;
+        }
+        for pid in pids {
+            // SAFETY: killing processes placed in a cgroup this crate created for them.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::fs::remove_dir(dir).map_err(io(format!("{}", dir.display())))
 }
 
 /// What [`run`] observed.

@@ -109,6 +109,9 @@ pub struct ServerReport {
     /// Cores used by the server, the load generator and the disk emulator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cores: Option<crate::point::ProcessCores>,
+    /// The CPU quota the server ran under (cores), when the run gave it one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_quota: Option<f64>,
     /// Files written before `cpu_busy`: 1 − idle (iowait counted as busy). Read only.
     #[serde(default, skip_serializing)]
     pub cpu_util: Option<f64>,
@@ -151,6 +154,7 @@ impl ServerReport {
             cpu_busy: None,
             cpu_iowait: None,
             cores: None,
+            cpu_quota: None,
             cpu_util: None,
             qos: None,
             points: Vec::new(),

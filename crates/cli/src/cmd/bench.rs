@@ -28,6 +28,10 @@ pub struct Args {
     /// Memory budget of each server, page cache included (e.g. 1GiB).
     #[arg(long, value_parser = parse_size)]
     memory: Option<u64>,
+    /// CPU quota of each server in cores (e.g. 0.25; cpu cgroup, needs root): makes the
+    /// server, not the machine it shares with the load generator, what gives out first.
+    #[arg(long, value_name = "CORES")]
+    server_cpus: Option<f64>,
     /// failure-free[:start=R,step=R,precision=R,max=R] or fixed-rates:R,R,… (sessions/s).
     #[arg(long)]
     search: Option<String>,
@@ -92,6 +96,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         suts: vodkit_bench::sut::parse_list(&args.sut).map_err(super::usage)?,
         testbed: args.testbed.clone(),
         memory: args.memory,
+        server_cpus: args.server_cpus,
         search: args.search.clone(),
         criterion: args.criterion,
         probes: args.probe,
