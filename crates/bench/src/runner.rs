@@ -667,9 +667,9 @@ pub fn run_workload(setup: &RunSetup<'_>, progress: &mut BarProgress) -> Result<
         for s in &mut rep.servers {
             s.cpu_quota = Some(c);
         }
-        rep.notes.push(say(&format!(
+        rep.notes.push(format!(
             "each server (with its preload daemon) ran under a CPU quota of {c} cores (cpu cgroup, CFS bandwidth; docs/bench.md \"CPU quota\"): its capacity measures CPU per viewer, not what the machine can deliver"
-        )));
+        ));
     }
     if let Some(b) = &bound {
         report::set_fractions(&mut rep.servers, b.bound_rate);

@@ -531,6 +531,11 @@ impl Budget {
         self.inner.as_ref().map(|b| b.dir().to_path_buf())
     }
 
+    /// The CPU quota's cgroup, where the budget has one.
+    pub fn cpu_cgroup_dir(&self) -> Option<PathBuf> {
+        self.cpu.as_ref().map(|c| c.dir().to_path_buf())
+    }
+
     /// A command wrap that moves the server into the budget's cgroups before it execs.
     pub fn wrap(&self) -> Option<CommandWrap> {
         let procs: Vec<PathBuf> = self

@@ -1,5 +1,5 @@
 //! A `+preload` server gets its own `vodkit prefetchd` as a child process, started before
-//! the server inside the same memory budget and stopped after it, with its metrics left in
+//! the server inside the same memory budget and CPU quota and stopped after it, with its metrics left in
 //! the run directory; a daemon that dies or will not start is reported, not ignored.
 //!
 //! These tests need the vodkit executable (`cargo build -p vodkit`, or `VODKIT=...`); the
@@ -91,17 +91,18 @@ fn members_running(cgroup: &Path, word: &str) -> Vec<u32> {
 }
 
 #[test]
-fn the_daemon_runs_as_a_child_inside_the_servers_memory_budget() {
+fn the_daemon_runs_as_a_child_inside_the_servers_memory_budget_and_cpu_quota() {
     if vodkit_peers::launch::nginx_program().is_none() {
         return unavailable("nginx is not installed");
     }
     let Some(kit) = kit() else { return };
-    let budget = match vodkit_bench::system::Budget::create(Some(256 << 20), None) {
+    let budget = match vodkit_bench::system::Budget::create(Some(256 << 20), Some(0.5)) {
         Ok(Some(b)) => b,
         Ok(None) => unreachable!("a memory limit was given"),
-        Err(e) => return unavailable(&format!("no memory budget here ({e})")),
+        Err(e) => return unavailable(&format!("no memory budget or CPU quota here ({e})")),
     };
     let cgroup = budget.cgroup_dir().unwrap();
+    let cpu_cgroup = budget.cpu_cgroup_dir().unwrap();
     let dir = tempfile::tempdir().unwrap();
     let root = file_set(dir.path());
     let runs = dir.path().join("runs");
@@ -138,6 +139,9 @@ fn the_daemon_runs_as_a_child_inside_the_servers_memory_budget() {
     );
     assert_eq!(members_running(&cgroup, "prefetchd"), [daemon_pid]);
     assert!(!members_running(&cgroup, "nginx").is_empty());
+    // Both also run under the CPU quota (`--server-cpus`).
+    assert_eq!(members_running(&cpu_cgroup, "prefetchd"), [daemon_pid]);
+    assert!(!members_running(&cpu_cgroup, "nginx").is_empty());
     // The daemon is our child, not a thread of this process.
     let stat = std::fs::read_to_string(format!("/proc/{daemon_pid}/stat")).unwrap();
     let ppid: u32 = stat

@@ -221,19 +221,82 @@ impl Stream {
 }
 
 /// A stream's positions, mirrored in its file's state so per-file questions (followers,
-/// read-ahead ranges, intervals) need no map look-ups.
+/// read-ahead ranges, intervals) are answered from the file alone.
 #[derive(Clone, Copy, Debug)]
 struct Pos {
-    id: StreamId,
     consumed: u64,
     prefetched: u64,
 }
 
+/// The streams of one file and its kept ranges. Positions are also ordered by consumed
+/// offset, so that the questions asked on every request (is a follower close behind, which
+/// stream is the last) cost a lookup instead of a pass over every viewer of the file — a
+/// popular title has thousands.
 #[derive(Clone, Debug, Default)]
 struct FileState {
-    streams: Vec<Pos>,
+    pos: HashMap<StreamId, Pos>,
+    /// `(consumed, id)` of every stream in `pos`; among equal offsets the older stream
+    /// (smaller id) comes first.
+    order: std::collections::BTreeSet<(u64, StreamId)>,
     /// Sorted, disjoint kept `[start, end)` ranges.
     kept: Vec<(u64, u64)>,
+}
+
+impl FileState {
+    fn add(&mut self, id: StreamId, consumed: u64, prefetched: u64) {
+        self.pos.insert(
+            id,
+            Pos {
+                consumed,
+                prefetched,
+            },
+        );
+        self.order.insert((consumed, id));
+    }
+
+    fn set(&mut self, id: StreamId, consumed: u64, prefetched: u64) {
+        let Some(p) = self.pos.get_mut(&id) else {
+            return;
+        };
+        if p.consumed != consumed {
+            self.order.remove(&(p.consumed, id));
+            self.order.insert((consumed, id));
+        }
+        p.consumed = consumed;
+        p.prefetched = prefetched;
+    }
+
+    fn remove(&mut self, id: StreamId) {
+        if let Some(p) = self.pos.remove(&id) {
+            self.order.remove(&(p.consumed, id));
+        }
+    }
+
+    fn is_empty(&self) -> bool {
+        self.pos.is_empty()
+    }
+
+    /// `(consumed, id)` of the streams consumed to an offset in `[lo, hi]`, lowest first.
+    fn consumed_within(
+        &self,
+        lo: u64,
+        hi: u64,
+    ) -> impl DoubleEndedIterator<Item = (u64, StreamId)> + '_ {
+        let range = (lo <= hi).then_some((lo, StreamId::MIN)..=(hi, StreamId::MAX));
+        range.into_iter().flat_map(|r| self.order.range(r)).copied()
+    }
+
+    /// The stream other than `except` furthest behind: `(consumed, id)`.
+    fn last_other(&self, except: StreamId) -> Option<(u64, StreamId)> {
+        self.order.iter().copied().find(|&(_, id)| id != except)
+    }
+
+    /// Every stream with its position, furthest behind first.
+    fn each(&self) -> impl Iterator<Item = (StreamId, &Pos)> + '_ {
+        self.order
+            .iter()
+            .filter_map(|(_, id)| self.pos.get(id).map(|p| (*id, p)))
+    }
 }
 
 /// The memory manager (see the module doc).
@@ -242,6 +305,8 @@ pub struct MemoryManager {
     cfg: MemoryConfig,
     streams: HashMap<StreamId, Stream>,
     keyed: HashMap<(u64, FileId), StreamId>,
+    /// Every stream of each client (a connection closing marks them all).
+    by_client: HashMap<u64, Vec<StreamId>>,
     files: HashMap<FileId, FileState>,
     weights: f64,
     kept_bytes: u64,
@@ -359,6 +424,7 @@ impl MemoryManager {
             cfg,
             streams: HashMap::new(),
             keyed: HashMap::new(),
+            by_client: HashMap::new(),
             files: HashMap::new(),
             weights: 0.0,
             kept_bytes: 0,
@@ -536,13 +602,8 @@ impl MemoryManager {
         self.held_total = self.held_total - h0 + h1;
         self.resident_total = self.resident_total - r0 + r1;
         if (c0, p0) != (c1, p1) {
-            if let Some(pos) = self
-                .files
-                .get_mut(&file)
-                .and_then(|fs| fs.streams.iter_mut().find(|p| p.id == id))
-            {
-                pos.consumed = c1;
-                pos.prefetched = p1;
+            if let Some(fs) = self.files.get_mut(&file) {
+                fs.set(id, c1, p1);
             }
         }
         true
@@ -658,12 +719,7 @@ impl MemoryManager {
     /// stop taking a share of the prefetch pool at once, and end after `min_idle_s` unless
     /// they ask again (a player that reconnects).
     pub fn closed(&mut self, client: u64) {
-        let ids: Vec<StreamId> = self
-            .streams
-            .iter()
-            .filter(|(_, s)| s.client == Some(client))
-            .map(|(&id, _)| id)
-            .collect();
+        let ids = self.by_client.get(&client).cloned().unwrap_or_default();
         let mut unweighted = 0.0;
         for id in ids {
             self.update(id, |s| {
@@ -752,7 +808,7 @@ impl MemoryManager {
     pub fn claims(&self, file: FileId, start: u64, end: u64) -> bool {
         let lag = self.cfg.drop_lag_bytes;
         let in_streams = self.files.get(&file).is_some_and(|fs| {
-            fs.streams.iter().any(|p| {
+            fs.each().any(|(_, p)| {
                 p.consumed.saturating_sub(lag) < end && start < p.prefetched.max(p.consumed)
             }) || fs.kept.iter().any(|&(a, b)| a < end && start < b)
         });
@@ -766,7 +822,7 @@ impl MemoryManager {
 
     /// Whether `file` has active streams.
     pub fn has_streams(&self, file: FileId) -> bool {
-        self.files.get(&file).is_some_and(|f| !f.streams.is_empty())
+        self.files.get(&file).is_some_and(|f| !f.is_empty())
     }
 
     /// Current levels and totals.
@@ -835,12 +891,9 @@ impl MemoryManager {
         self.weights += w;
         if let Some(c) = client {
             self.keyed.insert((c, file), id);
+            self.by_client.entry(c).or_default().push(id);
         }
-        self.files.entry(file).or_default().streams.push(Pos {
-            id,
-            consumed: start,
-            prefetched: start,
-        });
+        self.files.entry(file).or_default().add(id, start, start);
         if start < ARRIVAL_BYTES {
             self.arrivals
                 .entry(file)
@@ -864,12 +917,10 @@ impl MemoryManager {
     /// (the leader's sent bytes the follower will read next), while they fit.
     fn adopt(&mut self, file: FileId, follower: StreamId, start: u64) {
         let Some(leader_pos) = self.files.get(&file).and_then(|fs| {
-            fs.streams
-                .iter()
-                .filter(|p| p.id != follower)
-                .map(|p| p.consumed)
-                .filter(|&p| p > start && p - start <= self.horizon_bytes)
-                .min()
+            let hi = start.saturating_add(self.horizon_bytes);
+            fs.consumed_within(start.saturating_add(1), hi)
+                .find(|&(_, id)| id != follower)
+                .map(|(c, _)| c)
         }) else {
             return;
         };
@@ -904,15 +955,19 @@ impl MemoryManager {
     /// closest at or below `start` within reach.
     fn anonymous_match(&self, file: FileId, start: u64) -> Option<StreamId> {
         let fs = self.files.get(&file)?;
-        fs.streams
-            .iter()
-            .filter_map(|p| self.streams.get(&p.id).map(|s| (p.id, s)))
-            .filter(|(_, s)| s.client.is_none())
-            .filter(|(_, s)| {
-                start >= s.consumed_to && start - s.consumed_to <= self.cfg.reach_bytes
-            })
-            .min_by_key(|(_, s)| start - s.consumed_to)
-            .map(|(id, _)| id)
+        // The closest at or below `start`; among equals the oldest.
+        let anonymous = fs
+            .consumed_within(start.saturating_sub(self.cfg.reach_bytes), start)
+            .rev()
+            .filter(|(_, id)| self.streams.get(id).is_some_and(|s| s.client.is_none()));
+        let mut best: Option<(u64, StreamId)> = None;
+        for (c, id) in anonymous {
+            match best {
+                Some((b, _)) if c < b => break,
+                _ => best = Some((c, id)),
+            }
+        }
+        best.map(|(_, id)| id)
     }
 
     /// Decides the bytes stream `id` consumed since the last decision, up to `drop_lag`
@@ -980,7 +1035,7 @@ impl MemoryManager {
             && self
                 .files
                 .get(&file)
-                .is_some_and(|fs| fs.streams.iter().any(|p| p.id != leader && p.consumed < to));
+                .is_some_and(|fs| fs.last_other(leader).is_some_and(|(c, _)| c < to));
         if !abandoned || wanted {
             self.cache(file, from, to);
             return;
@@ -1114,10 +1169,11 @@ impl MemoryManager {
         let Some(fs) = self.files.get(&file) else {
             return false;
         };
-        fs.streams
-            .iter()
-            .filter(|p| p.id != leader)
-            .any(|p| p.consumed <= pos && p.consumed < to && pos - p.consumed <= self.horizon_bytes)
+        // consumed ≤ pos, consumed < to and pos − consumed ≤ horizon.
+        to > 0
+            && fs
+                .consumed_within(pos.saturating_sub(self.horizon_bytes), pos.min(to - 1))
+                .any(|(_, id)| id != leader)
     }
 
     /// The interval to the next viewer of `file` expected behind its last stream `tail`
@@ -1137,10 +1193,7 @@ impl MemoryManager {
         let (Some(fs), Some(s)) = (self.files.get(&file), self.streams.get(&leader)) else {
             return false;
         };
-        let is_tail = fs
-            .streams
-            .iter()
-            .all(|p| p.id == leader || p.consumed > s.consumed_to);
+        let is_tail = fs.last_other(leader).is_none_or(|(c, _)| c > s.consumed_to);
         is_tail
             && self
                 .predicted_interval(file, s, s.last_s)
@@ -1169,11 +1222,7 @@ impl MemoryManager {
         let Some(fs) = self.files.get(&file) else {
             return;
         };
-        let tail = fs
-            .streams
-            .iter()
-            .min_by_key(|p| p.consumed)
-            .and_then(|p| self.streams.get(&p.id));
+        let tail = fs.order.first().and_then(|(_, id)| self.streams.get(id));
         let keep_from = match tail {
             None => u64::MAX,
             Some(t) => {
@@ -1202,10 +1251,9 @@ impl MemoryManager {
             return Vec::new();
         };
         let mut v: Vec<(u64, u64)> = fs
-            .streams
-            .iter()
-            .filter(|p| p.id != except)
-            .map(|p| {
+            .each()
+            .filter(|(id, _)| *id != except)
+            .map(|(_, p)| {
                 (
                     p.consumed.saturating_sub(self.cfg.drop_lag_bytes),
                     p.prefetched,
@@ -1273,20 +1321,26 @@ impl MemoryManager {
             if self.keyed.get(&(c, s.file)) == Some(&id) {
                 self.keyed.remove(&(c, s.file));
             }
+            if let Some(ids) = self.by_client.get_mut(&c) {
+                ids.retain(|&x| x != id);
+                if ids.is_empty() {
+                    self.by_client.remove(&c);
+                }
+            }
         }
         self.totals.ended_streams += 1;
         self.reach.ended_at(consumed);
         let Some(fs) = self.files.get_mut(&s.file) else {
             return;
         };
-        fs.streams.retain(|p| p.id != id);
+        fs.remove(id);
         // Kept ranges are useful only to a stream that has not passed them, or to the
         // viewer expected behind the last one.
         self.release_kept_behind_tail(s.file, s.last_s);
         if self
             .files
             .get(&s.file)
-            .is_some_and(|fs| fs.streams.is_empty() && fs.kept.is_empty())
+            .is_some_and(|fs| fs.is_empty() && fs.kept.is_empty())
         {
             self.files.remove(&s.file);
         }
@@ -1304,15 +1358,15 @@ impl MemoryManager {
         let mut gaps: Vec<u64> = Vec::new();
         let mut predicted: Vec<u64> = Vec::new();
         for (&file, fs) in &self.files {
-            let mut pos: Vec<u64> = fs.streams.iter().map(|p| p.consumed).collect();
-            pos.sort_unstable();
-            gaps.extend(pos.windows(2).map(|w| w[1] - w[0]));
+            let mut pos = fs.order.iter().map(|&(c, _)| c);
+            if let Some(mut prev) = pos.next() {
+                for c in pos {
+                    gaps.push(c - prev);
+                    prev = c;
+                }
+            }
             // The interval to the viewer expected behind the last stream.
-            let tail = fs
-                .streams
-                .iter()
-                .min_by_key(|p| p.consumed)
-                .and_then(|p| self.streams.get(&p.id));
+            let tail = fs.order.first().and_then(|(_, id)| self.streams.get(id));
             if let Some(i) = tail.and_then(|t| self.predicted_interval(file, t, now_s)) {
                 predicted.push(i);
             }

@@ -226,9 +226,16 @@ fn the_budget_is_never_exceeded() {
         assert_eq!(t.unconsumed_bytes, recount, "tick {tick}: running total");
         let held: u64 = m.streams.values().map(Stream::held).sum();
         assert_eq!(m.held_total, held, "tick {tick}: running total");
+        let with_client = m.streams.values().filter(|s| s.client.is_some()).count();
+        let indexed: usize = m.by_client.values().map(Vec::len).sum();
+        assert_eq!(with_client, indexed, "tick {tick}: client index");
+        for (c, ids) in &m.by_client {
+            assert!(ids.iter().all(|id| m.streams[id].client == Some(*c)));
+        }
         for fs in m.files.values() {
-            for p in &fs.streams {
-                let st = &m.streams[&p.id];
+            assert_eq!(fs.pos.len(), fs.order.len(), "tick {tick}: order index");
+            for (id, p) in fs.each() {
+                let st = &m.streams[&id];
                 assert_eq!(
                     (p.consumed, p.prefetched),
                     (st.consumed_to, st.prefetched_to)
