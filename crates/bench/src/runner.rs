@@ -800,6 +800,14 @@ mod tests {
                 Box::new(|r: &mut BenchRequest| r.search = Some("fixed-rates:a".into())),
                 "fixed-rates",
             ),
+            (
+                Box::new(|r: &mut BenchRequest| r.server_cpus = Some(0.0)),
+                "--server-cpus",
+            ),
+            (
+                Box::new(|r: &mut BenchRequest| r.server_cpus = Some(f64::NAN)),
+                "--server-cpus",
+            ),
         ] {
             let mut r = req(dir.path());
             edit(&mut r);
@@ -810,6 +818,12 @@ mod tests {
             }
         }
         assert!(check_request(&req(dir.path())).is_ok());
+        let mut quarter = req(dir.path());
+        quarter.server_cpus = Some(0.25);
+        assert_eq!(
+            check_request(&quarter).ok().unwrap().server_cpus,
+            Some(0.25)
+        );
     }
 
     #[test]
