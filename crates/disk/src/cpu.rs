@@ -9,7 +9,7 @@
 //! then measures how much CPU each server spends per viewer. Needs root, like
 //! [`crate::memory`].
 
-use crate::memory::{io, CgroupVersion, Error};
+use crate::memory::{CgroupVersion, Error};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -28,38 +28,7 @@ pub struct CpuQuota {
 
 /// The caller's CPU cgroup directory and the interface version.
 pub fn own_cpu_cgroup() -> Result<(PathBuf, CgroupVersion), Error> {
-    let text = std::fs::read_to_string("/proc/self/cgroup").map_err(io("/proc/self/cgroup"))?;
-    for line in text.lines() {
-        let mut parts = line.splitn(3, ':');
-        let (_, controllers, path) = (
-            parts.next(),
-            parts.next().unwrap_or(""),
-            parts.next().unwrap_or(""),
-        );
-        if controllers.split(',').any(|c| c == "cpu") {
-            let dir = Path::new("/sys/fs/cgroup/cpu").join(path.trim_start_matches('/'));
-            if dir.join("cpu.cfs_quota_us").exists() {
-                return Ok((dir, CgroupVersion::V1));
-            }
-        }
-    }
-    for root in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
-        let controllers =
-            std::fs::read_to_string(format!("{root}/cgroup.controllers")).unwrap_or_default();
-        if controllers.split_whitespace().any(|c| c == "cpu") {
-            let path = text
-                .lines()
-                .find_map(|l| l.strip_prefix("0::"))
-                .unwrap_or("/");
-            return Ok((
-                Path::new(root).join(path.trim_start_matches('/')),
-                CgroupVersion::V2,
-            ));
-        }
-    }
-    Err(Error::Unsupported(
-        "no cpu cgroup controller is mounted (need cgroup v1 cpu or v2 with cpu)".into(),
-    ))
+    crate::memory::own_cgroup("cpu", "cpu.cfs_quota_us")
 }
 
 /// The quota in microseconds per [`PERIOD_US`] for `cores` CPUs, or why it cannot be one.
@@ -89,16 +58,7 @@ impl CpuQuota {
             let _ = std::fs::write(parent.join("cgroup.subtree_control"), "+cpu");
         }
         let dir = parent.join(name);
-        std::fs::create_dir(&dir).map_err(|e| match e.kind() {
-            std::io::ErrorKind::PermissionDenied => Error::Unsupported(format!(
-                "cannot create {}: permission denied (needs root)",
-                dir.display()
-            )),
-            _ => Error::Io {
-                context: format!("{}", dir.display()),
-                cause: e,
-            },
-        })?;
+        crate::memory::create_cgroup_dir(&dir)?;
         let q = CpuQuota { dir, cores };
         let writes: Vec<(&str, String)> = match version {
             CgroupVersion::V1 => vec![

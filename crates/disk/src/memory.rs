@@ -62,6 +62,16 @@ pub struct MemoryBudget {
 
 /// Locate the caller's memory cgroup directory and the interface version.
 pub fn own_memory_cgroup() -> Result<(PathBuf, CgroupVersion), Error> {
+    own_cgroup("memory", "memory.limit_in_bytes")
+}
+
+/// The caller's cgroup directory for `controller` and the interface version: on cgroup v1
+/// the controller's own hierarchy (`/sys/fs/cgroup/CONTROLLER/…`, recognised by
+/// `v1_file`), else the v2 hierarchy that offers the controller.
+pub(crate) fn own_cgroup(
+    controller: &str,
+    v1_file: &str,
+) -> Result<(PathBuf, CgroupVersion), Error> {
     let text = std::fs::read_to_string("/proc/self/cgroup").map_err(io("/proc/self/cgroup"))?;
     for line in text.lines() {
         let mut parts = line.splitn(3, ':');
@@ -70,9 +80,11 @@ pub fn own_memory_cgroup() -> Result<(PathBuf, CgroupVersion), Error> {
             parts.next().unwrap_or(""),
             parts.next().unwrap_or(""),
         );
-        if controllers.split(',').any(|c| c == "memory") {
-            let dir = Path::new("/sys/fs/cgroup/memory").join(path.trim_start_matches('/'));
-            if dir.join("memory.limit_in_bytes").exists() {
+        if controllers.split(',').any(|c| c == controller) {
+            let dir = Path::new("/sys/fs/cgroup")
+                .join(controller)
+                .join(path.trim_start_matches('/'));
+            if dir.join(v1_file).exists() {
                 return Ok((dir, CgroupVersion::V1));
             }
         }
@@ -80,7 +92,7 @@ pub fn own_memory_cgroup() -> Result<(PathBuf, CgroupVersion), Error> {
     for root in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
         let controllers =
             std::fs::read_to_string(format!("{root}/cgroup.controllers")).unwrap_or_default();
-        if controllers.split_whitespace().any(|c| c == "memory") {
+        if controllers.split_whitespace().any(|c| c == controller) {
             let path = text
                 .lines()
                 .find_map(|l| l.strip_prefix("0::"))
@@ -91,9 +103,23 @@ pub fn own_memory_cgroup() -> Result<(PathBuf, CgroupVersion), Error> {
             ));
         }
     }
-    Err(Error::Unsupported(
-        "no memory cgroup controller is mounted (need cgroup v1 memory or v2 with memory)".into(),
-    ))
+    Err(Error::Unsupported(format!(
+        "no {controller} cgroup controller is mounted (need cgroup v1 {controller} or v2 with {controller})"
+    )))
+}
+
+/// Create the cgroup directory `dir` (a permission error says that root is needed).
+pub(crate) fn create_cgroup_dir(dir: &Path) -> Result<(), Error> {
+    std::fs::create_dir(dir).map_err(|e| match e.kind() {
+        std::io::ErrorKind::PermissionDenied => Error::Unsupported(format!(
+            "cannot create {}: permission denied (needs root)",
+            dir.display()
+        )),
+        _ => Error::Io {
+            context: format!("{}", dir.display()),
+            cause: e,
+        },
+    })
 }
 
 impl MemoryBudget {
@@ -101,16 +127,7 @@ impl MemoryBudget {
     pub fn create(name: &str, limit: u64) -> Result<Self, Error> {
         let (parent, version) = own_memory_cgroup()?;
         let dir = parent.join(name);
-        std::fs::create_dir(&dir).map_err(|e| match e.kind() {
-            std::io::ErrorKind::PermissionDenied => Error::Unsupported(format!(
-                "cannot create {}: permission denied (needs root)",
-                dir.display()
-            )),
-            _ => Error::Io {
-                context: format!("{}", dir.display()),
-                cause: e,
-            },
-        })?;
+        create_cgroup_dir(&dir)?;
         let budget = MemoryBudget {
             dir,
             version,
