@@ -271,9 +271,11 @@ impl Progress for BarProgress {
             "  {sut} repeat {} rate {:.3}/s: {} — {} steady sessions, {:.1} MB/s, {:.2}% failed, {} timeouts",
             t.repeat + 1,
             t.rate,
-            match (t.passed, c.sessions) {
+            match (t.passed, c.requests) {
                 (true, _) if t.short => "SHORT (load not delivered)",
                 (true, _) => "pass",
+                // Sessions may all outlast the steady window of a failing point; it is
+                // "no data" only when nothing was even requested.
                 (false, 0) => "NO DATA",
                 (false, _) => "FAIL",
             },

@@ -32,7 +32,7 @@ enum Command {
     Sys(cmd::sys::Args),
     /// Capacity experiments with servers under test side by side.
     Bench(cmd::bench::Args),
-    /// A capacity comparison on built-in defaults (about 15 minutes).
+    /// A capacity comparison on built-in defaults (about 7 minutes).
     Demo(cmd::demo::Args),
     /// Run an unmodified program under the preload shim (starts its daemon if needed).
     Preload(cmd::preload::Args),

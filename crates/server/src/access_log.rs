@@ -3,14 +3,11 @@
 //! and is read back by `vodkit trace`. On SIGUSR1 the file is flushed, closed and opened
 //! again by name, so logrotate can move it away (`postrotate kill -USR1 PID`).
 
-use std::fmt::Write as _;
 use std::fs::OpenOptions;
-use std::io::{self, BufWriter, Write};
+use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-
-use tokio::sync::mpsc;
 
 /// First line written to a new log file; names the format version.
 pub const HEADER: &str = "#vodkit-access-log v1";
@@ -92,49 +89,52 @@ pub struct Entry {
 /// Replace bytes that would break the field structure (controls, spaces, non-ASCII) with
 /// percent escapes; an empty value becomes `-`.
 pub fn field(text: &str) -> String {
-    if text.is_empty() {
-        return "-".into();
-    }
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if (0x21..0x7f).contains(&b) && b != b'%' {
-            out.push(b as char);
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out
+    let mut out = Vec::with_capacity(text.len());
+    push_field(&mut out, text.as_bytes(), true);
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// Like [`field`] for a request target, which is already percent-encoded on the wire: a
 /// `%` is kept as is (so `/%2e%2e/` is logged as `/%2e%2e/`, not `/%252e%252e/`), other
 /// bytes that would break the field structure are escaped.
 pub fn target_field(text: &str) -> String {
-    if text.is_empty() {
-        return "-".into();
-    }
-    let mut out = String::with_capacity(text.len());
-    for b in text.bytes() {
-        if (0x21..0x7f).contains(&b) {
-            out.push(b as char);
-        } else {
-            let _ = write!(out, "%{b:02X}");
-        }
-    }
-    out
+    let mut out = Vec::with_capacity(text.len());
+    push_field(&mut out, text.as_bytes(), false);
+    String::from_utf8_lossy(&out).into_owned()
 }
 
-/// [`field`] of an optional header value (at most 1024 bytes), `-` when absent.
-fn opt_field(v: &Option<String>) -> String {
-    match v.as_deref() {
-        Some(s) => {
-            let mut end = s.len().min(1024);
-            while !s.is_char_boundary(end) {
-                end -= 1;
-            }
-            field(&s[..end])
+/// Appends `text` as one field: printable ASCII as is (`%` too unless `escape_percent`),
+/// every other byte as `%XX`; `-` for an empty value.
+fn push_field(out: &mut Vec<u8>, text: &[u8], escape_percent: bool) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    if text.is_empty() {
+        out.push(b'-');
+        return;
+    }
+    for &b in text {
+        if (0x21..0x7f).contains(&b) && !(escape_percent && b == b'%') {
+            out.push(b);
+        } else {
+            out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
         }
-        None => "-".into(),
+    }
+}
+
+/// The first `max` bytes of `s` at most, cut at a character boundary.
+fn cut(s: &str, max: usize) -> &str {
+    let mut end = s.len().min(max);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    &s[..end]
+}
+
+/// [`push_field`] of an optional header value (at most its first `max` bytes, cut at a
+/// character boundary), `-` when absent.
+fn push_opt_field(out: &mut Vec<u8>, v: Option<&str>, max: usize) {
+    match v {
+        Some(s) => push_field(out, cut(s, max).as_bytes(), true),
+        None => out.push(b'-'),
     }
 }
 
@@ -176,34 +176,48 @@ impl Entry {
 
     /// The entry as one line (with trailing newline).
     pub fn line(&self) -> String {
+        let mut out = Vec::with_capacity(256);
+        self.write_tsv(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    /// Appends the entry's tab-separated line (with trailing newline) to `out`, with no
+    /// allocation of its own: the server renders every response's line this way.
+    pub fn write_tsv(&self, out: &mut Vec<u8>) {
         let end = self.end.duration_since(UNIX_EPOCH).unwrap_or_default();
-        let session = self
-            .session
-            .as_deref()
-            .map(|s| field(&s[..s.len().min(256)]));
         let (mem, disk) = self.sent_split();
-        format!(
-            "{}.{:06}\t{:.6}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\t{}\n",
+        // Writing to a Vec cannot fail.
+        let _ = write!(
+            out,
+            "{}.{:06}\t{:.6}\t{}\t{}\t{}\t",
             end.as_secs(),
             end.subsec_micros(),
             self.service.as_secs_f64(),
             self.client,
             self.conn,
             self.req,
-            session.as_deref().unwrap_or("-"),
-            field(&self.method),
-            target_field(&self.path),
-            self.range,
+        );
+        push_opt_field(out, self.session.as_deref(), 256);
+        out.push(b'\t');
+        push_field(out, self.method.as_bytes(), true);
+        out.push(b'\t');
+        push_field(out, self.path.as_bytes(), false);
+        out.push(b'\t');
+        out.extend_from_slice(self.range.as_bytes());
+        let _ = write!(
+            out,
+            "\t{}\t{}\t{mem}\t{disk}\t{}\t{}\t",
             self.status,
             self.bytes,
-            mem,
-            disk,
             self.outcome.as_str(),
             self.version.unwrap_or("-"),
-            opt_field(&self.host),
-            opt_field(&self.user_agent),
-            opt_field(&self.referer),
-        )
+        );
+        push_opt_field(out, self.host.as_deref(), 1024);
+        out.push(b'\t');
+        push_opt_field(out, self.user_agent.as_deref(), 1024);
+        out.push(b'\t');
+        push_opt_field(out, self.referer.as_deref(), 1024);
+        out.push(b'\n');
     }
 }
 
@@ -219,7 +233,7 @@ impl Entry {
             "client": self.client.to_string(),
             "conn": self.conn,
             "req": self.req,
-            "session": self.session.as_deref().map(|s| &s[..s.len().min(256)]),
+            "session": self.session.as_deref().map(|s| cut(s, 256)),
             "method": self.method,
             "path": self.path,
             "range": self.range,
@@ -238,23 +252,65 @@ impl Entry {
         s
     }
 
-    fn render(&self, format: AccessLogFormat) -> String {
+    /// Appends the entry's line in `format` to `out`.
+    fn render(&self, format: AccessLogFormat, out: &mut Vec<u8>) {
         match format {
-            AccessLogFormat::Tsv => self.line(),
-            AccessLogFormat::Jsonl => self.json_line(),
+            AccessLogFormat::Tsv => self.write_tsv(out),
+            AccessLogFormat::Jsonl => out.extend_from_slice(self.json_line().as_bytes()),
         }
     }
 }
 
-/// Sending side of the log; cheap to clone.
+/// Sending side of the log; cheap to clone. Each response's line is rendered straight
+/// into a shared buffer by the connection that served it; a writer task takes the buffer
+/// out to the file now and then. Nothing wakes the writer per line: under load one
+/// wake-up and one `write` carry hundreds of lines (a wake-up and an allocated line per
+/// response were a tenth of the server's CPU serving a popular title from memory).
 #[derive(Debug, Clone)]
 pub struct AccessLog {
-    tx: mpsc::UnboundedSender<Entry>,
+    handle: std::sync::Arc<Handle>,
+}
+
+/// Shared by every clone of an [`AccessLog`]; when the last one goes, the writer is told to
+/// write out what is left and stop.
+#[derive(Debug)]
+struct Handle {
+    pending: std::sync::Arc<Pending>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        self.pending.lock().closed = true;
+        self.pending.wake.notify_one();
+    }
+}
+
+/// Lines rendered and not yet written, and the writer's wake-up.
+#[derive(Debug)]
+struct Pending {
+    state: std::sync::Mutex<PendingState>,
+    format: AccessLogFormat,
+    /// Raised when a line lands in an empty buffer, and when the log closes.
+    wake: tokio::sync::Notify,
+}
+
+#[derive(Debug, Default)]
+struct PendingState {
+    bytes: Vec<u8>,
+    /// Lines rendered since the log opened (the writer's "did another line come?").
+    lines: u64,
+    closed: bool,
+}
+
+impl Pending {
+    fn lock(&self) -> std::sync::MutexGuard<'_, PendingState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 impl AccessLog {
     /// Open (append) the file and start the writer task. Returns the log handle and the
-    /// task, which ends after every handle is dropped and the file is flushed.
+    /// task, which ends after every handle is dropped and the file is written out.
     pub fn open(
         path: &Path,
         format: AccessLogFormat,
@@ -262,83 +318,114 @@ impl AccessLog {
         let out = open_file(path, format)?;
         // Registered before returning, so a SIGUSR1 from now on reopens instead of killing.
         let reopen = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())?;
-        let (tx, rx) = mpsc::unbounded_channel();
-        let task = tokio::spawn(write_loop(rx, out, path.to_path_buf(), format, reopen));
-        Ok((AccessLog { tx }, task))
+        let pending = std::sync::Arc::new(Pending {
+            state: std::sync::Mutex::new(PendingState {
+                bytes: Vec::with_capacity(64 * 1024),
+                ..PendingState::default()
+            }),
+            format,
+            wake: tokio::sync::Notify::new(),
+        });
+        let task = tokio::spawn(write_loop(pending.clone(), out, path.to_path_buf(), reopen));
+        Ok((
+            AccessLog {
+                handle: std::sync::Arc::new(Handle { pending }),
+            },
+            task,
+        ))
     }
 
     pub fn record(&self, entry: Entry) {
-        let _ = self.tx.send(entry);
+        let p = &self.handle.pending;
+        let first = {
+            let mut st = p.lock();
+            let first = st.bytes.is_empty();
+            entry.render(p.format, &mut st.bytes);
+            st.lines += 1;
+            first
+        };
+        if first {
+            p.wake.notify_one();
+        }
     }
 }
 
 /// Open (append) the log file, writing the header lines if it is new.
-fn open_file(path: &Path, format: AccessLogFormat) -> io::Result<BufWriter<std::fs::File>> {
-    let file = OpenOptions::new().create(true).append(true).open(path)?;
+fn open_file(path: &Path, format: AccessLogFormat) -> io::Result<std::fs::File> {
+    let mut file = OpenOptions::new().create(true).append(true).open(path)?;
     let fresh = file.metadata()?.len() == 0;
-    let mut out = BufWriter::with_capacity(64 * 1024, file);
     if fresh && format == AccessLogFormat::Tsv {
-        writeln!(out, "{HEADER}")?;
-        writeln!(out, "{FIELDS}")?;
-        out.flush()?;
+        file.write_all(format!("{HEADER}\n{FIELDS}\n").as_bytes())?;
     }
-    Ok(out)
+    Ok(file)
 }
 
-/// How long the writer waits for another entry before writing out what it holds: on an
-/// idle server a line reaches the file this soon; under load one `write` carries many lines
-/// (a `write` per line was a tenth of the server's CPU serving a popular title from memory).
+/// How long the writer waits for another line before writing out what it holds: on an
+/// idle server a line reaches the file this soon; under load one `write` carries many lines.
 const IDLE_FLUSH: Duration = Duration::from_millis(100);
 
-/// Longest a line waits in the buffer while entries keep coming (nginx's `flush=1s`).
+/// Longest a line waits in the buffer while lines keep coming (nginx's `flush=1s`).
 const MAX_FLUSH_DELAY: Duration = Duration::from_secs(1);
 
 async fn write_loop(
-    mut rx: mpsc::UnboundedReceiver<Entry>,
-    mut out: BufWriter<std::fs::File>,
+    pending: std::sync::Arc<Pending>,
+    mut out: std::fs::File,
     path: PathBuf,
-    format: AccessLogFormat,
     mut reopen: tokio::signal::unix::Signal,
 ) {
-    let mut batch = Vec::with_capacity(256);
-    // When the oldest line not yet written out was buffered.
-    let mut pending_since: Option<tokio::time::Instant> = None;
+    // The buffer being written; swapped with the shared one so neither is reallocated.
+    let mut spare: Vec<u8> = Vec::with_capacity(64 * 1024);
+    let write_out = |out: &mut std::fs::File, spare: &mut Vec<u8>| {
+        std::mem::swap(&mut pending.lock().bytes, spare);
+        if let Err(err) = out.write_all(spare) {
+            tracing::error!("access log {}: write failed: {err}", path.display());
+        }
+        spare.clear();
+    };
+    let reopen_file = |out: &mut std::fs::File| match open_file(&path, pending.format) {
+        Ok(fresh) => *out = fresh,
+        Err(err) => tracing::error!(
+            "access log {}: reopen failed, still writing the old file: {err}",
+            path.display()
+        ),
+    };
     loop {
-        let n = tokio::select! {
-            n = rx.recv_many(&mut batch, 256) => n,
-            () = tokio::time::sleep(IDLE_FLUSH), if pending_since.is_some() => {
-                let _ = out.flush();
-                pending_since = None;
-                continue;
-            }
+        tokio::select! {
+            () = pending.wake.notified() => {}
             Some(()) = reopen.recv() => {
-                let _ = out.flush();
-                pending_since = None;
-                match open_file(&path, format) {
-                    Ok(fresh) => out = fresh,
-                    Err(err) => tracing::error!(
-                        "access log {}: reopen failed, still writing the old file: {err}",
-                        path.display()
-                    ),
-                }
+                write_out(&mut out, &mut spare);
+                reopen_file(&mut out);
                 continue;
             }
-        };
-        if n == 0 {
+        }
+        // A line came into an empty buffer (or the log closed): wait until none has come
+        // for IDLE_FLUSH, or the first has waited MAX_FLUSH_DELAY, then write them out.
+        let first = tokio::time::Instant::now();
+        loop {
+            let (seen, closed) = {
+                let st = pending.lock();
+                (st.lines, st.closed)
+            };
+            if closed {
+                break;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(IDLE_FLUSH) => {}
+                Some(()) = reopen.recv() => {
+                    write_out(&mut out, &mut spare);
+                    reopen_file(&mut out);
+                }
+            }
+            if pending.lock().lines == seen || first.elapsed() >= MAX_FLUSH_DELAY {
+                break;
+            }
+        }
+        write_out(&mut out, &mut spare);
+        if pending.lock().closed {
+            // Lines recorded by requests still finishing after the close went in above.
             break;
         }
-        for e in batch.drain(..) {
-            if let Err(err) = out.write_all(e.render(format).as_bytes()) {
-                tracing::error!("access log write failed: {err}");
-            }
-        }
-        let since = *pending_since.get_or_insert_with(tokio::time::Instant::now);
-        if since.elapsed() >= MAX_FLUSH_DELAY {
-            let _ = out.flush();
-            pending_since = None;
-        }
     }
-    let _ = out.flush();
 }
 
 #[cfg(test)]
@@ -422,6 +509,56 @@ mod tests {
         assert_eq!(v["outcome"], "aborted");
         assert_eq!("jsonl".parse(), Ok(AccessLogFormat::Jsonl));
         assert!("xml".parse::<AccessLogFormat>().is_err());
+    }
+
+    #[test]
+    fn long_values_are_cut_at_a_character_boundary() {
+        // 255 ASCII bytes then a two-byte character across the 256-byte cut of a session id.
+        let mut e = entry("/a", 1, 0, 0);
+        e.session = Some(format!("{}é and more", "s".repeat(255)));
+        e.user_agent = Some(format!("{}ü", "u".repeat(1023)));
+        let f = fields(&e.line());
+        assert_eq!(f[5], "s".repeat(255));
+        assert_eq!(f[16], "u".repeat(1023));
+        let v: serde_json::Value = serde_json::from_str(e.json_line().trim_end()).unwrap();
+        assert_eq!(v["session"], "s".repeat(255));
+    }
+
+    #[test]
+    fn lines_from_many_threads_arrive_whole_and_all_of_them() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("access.log");
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let (log, task) = AccessLog::open(&path, AccessLogFormat::Tsv).unwrap();
+            let threads: Vec<_> = (0..4)
+                .map(|t| {
+                    let log = log.clone();
+                    std::thread::spawn(move || {
+                        for i in 0..500 {
+                            log.record(entry(&format!("/t{t}/{i}"), i, 0, 0));
+                        }
+                    })
+                })
+                .collect();
+            for t in threads {
+                t.join().unwrap();
+            }
+            drop(log);
+            task.await.unwrap();
+        });
+        let text = std::fs::read_to_string(&path).unwrap();
+        let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
+        assert_eq!(lines.len(), 2000);
+        for l in &lines {
+            assert_eq!(l.split('\t').count(), 18, "{l}");
+        }
+        for t in 0..4 {
+            for i in [0, 499] {
+                let want = format!("\t/t{t}/{i}\t");
+                assert!(text.contains(&want), "{want} missing");
+            }
+        }
     }
 
     #[test]

@@ -221,19 +221,11 @@ async fn send_text<W: Wire>(
 async fn read_more(stream: &TcpStream, buf: &mut Vec<u8>) -> std::io::Result<usize> {
     loop {
         stream.readable().await?;
-        let start = buf.len();
-        buf.resize(buf.capacity(), 0);
-        match stream.try_read(&mut buf[start..]) {
-            Ok(n) => {
-                buf.truncate(start + n);
-                return Ok(n);
-            }
-            Err(e) => {
-                buf.truncate(start);
-                if e.kind() != std::io::ErrorKind::WouldBlock {
-                    return Err(e);
-                }
-            }
+        // Into the spare capacity, which is not zeroed first.
+        match stream.try_read_buf(buf) {
+            Ok(n) => return Ok(n),
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+            Err(e) => return Err(e),
         }
     }
 }
