@@ -371,6 +371,9 @@ impl VodkitStarter for ChildVodkit {
         if let Some(a) = launch.admission {
             cmd.arg("--admission").arg(a.to_string());
         }
+        if let Some(n) = launch.open_files {
+            cmd.arg("--open-file-cache").arg(n.to_string());
+        }
         if let Some(o) = launch.live {
             cmd.args(["--ingest", &o.prefix, "--ingest-token", &o.token]);
             let spill = spill_dir(launch.root, o)?;

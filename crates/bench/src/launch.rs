@@ -42,6 +42,8 @@ pub struct VodkitLaunch<'a> {
     pub tls: Option<&'a TlsFiles>,
     /// Accept live streams (`--ingest`), for workloads with live viewers.
     pub live: Option<&'a crate::live::LiveOrigin>,
+    /// `--open-file-cache` of the server (`None`: its default).
+    pub open_files: Option<usize>,
 }
 
 /// Starts the vodkit server for a `vodkit:IO:POLICY` entry.
@@ -297,9 +299,13 @@ impl Launcher for LocalLauncher {
             ),
             _ => None,
         };
+        let mut server_extra = live_extra.unwrap_or_default();
+        if let (Base::Nginx, Some(n)) = (&sut.base, sut.open_files) {
+            server_extra.push_str(&vodkit_peers::nginx::open_file_cache_directives(n));
+        }
         let setup = PeerSetup {
             aio_threads: sut.aio_threads,
-            server_extra: live_extra.as_deref(),
+            server_extra: Some(server_extra.as_str()).filter(|s| !s.is_empty()),
             writable: self.live.as_ref().map(|o| o.prefix.as_str()),
             ..PeerSetup::new(&self.root, &run_dir, &self.probe_path, workers)
         };
@@ -356,6 +362,7 @@ impl Launcher for LocalLauncher {
                     budget: self.budget.as_ref(),
                     tls: tls.as_ref(),
                     live: self.live.as_ref(),
+                    open_files: sut.open_files,
                 })?;
                 let inner: Box<dyn Running> = match tls {
                     None => inner,

@@ -23,6 +23,9 @@
 //! - `+memory:off`, `+memory:auto` or `+memory:SIZE` — the prefetch-aware memory manager of
 //!   a vodkit server or of a `+preload` server's daemon (`--memory`; default `auto`, the
 //!   budget of the run's memory cgroup). `+memory:off` is the engine before the manager.
+//! - `+openfiles:N` — an open-file cache of N files (0: off): vodkit's `--open-file-cache`
+//!   (default 1024, checked per request), nginx's `open_file_cache max=N` with its 60 s
+//!   `open_file_cache_valid` (nginx's default configuration has none);
 //! - `+tls` — serve HTTPS only (TLS 1.3 for nginx and Apache, with sendfile left on where
 //!   the server allows it; vodkit with its rustls listener) with a throwaway CA and
 //!   certificate the runner makes in the server's run directory; the load generator trusts
@@ -91,6 +94,8 @@ pub struct Sut {
     /// `+admission:…`: vodkit's `--admission` (None: its default).
     #[serde(serialize_with = "admission_text")]
     pub admission: Option<AdmissionPolicy>,
+    /// `+openfiles:N`: files kept open between requests (vodkit, nginx; None: the default).
+    pub open_files: Option<usize>,
 }
 
 fn admission_text<S: Serializer>(a: &Option<AdmissionPolicy>, s: S) -> Result<S::Ok, S::Error> {
@@ -113,6 +118,7 @@ impl Sut {
             memory: None,
             tls: false,
             admission: None,
+            open_files: None,
         }
     }
 
@@ -235,9 +241,11 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
             sut.tls = true;
         } else if let Some(rest) = modifier.strip_prefix("threads") {
             set_once(&mut sut.aio_threads, "threads", || parse_threads(rest))?;
+        } else if let Some(rest) = modifier.strip_prefix("openfiles") {
+            set_once(&mut sut.open_files, "openfiles", || parse_open_files(rest))?;
         } else {
             return Err(format!(
-                "unknown modifier `+{modifier}`; expected +preload[:POLICY], +readahead:KB[,maxsectors:KB], +workers:N, +threads[:N], +memory:auto|off|SIZE, +admission:off|auto[:SECONDS]|rate:R or +tls"
+                "unknown modifier `+{modifier}`; expected +preload[:POLICY], +readahead:KB[,maxsectors:KB], +workers:N, +threads[:N], +memory:auto|off|SIZE, +admission:off|auto[:SECONDS]|rate:R, +openfiles:N or +tls"
             ));
         }
     }
@@ -248,6 +256,9 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
     }
     if sut.memory.is_some() && !matches!(sut.base, Base::Vodkit { .. }) && sut.preload.is_none() {
         return Err("+memory sets the memory manager of vodkit or of a +preload daemon".into());
+    }
+    if sut.open_files.is_some() && !matches!(sut.base, Base::Vodkit { .. } | Base::Nginx) {
+        return Err("+openfiles sets the open-file cache of vodkit or nginx".into());
     }
     if sut.admission.is_some() && !matches!(sut.base, Base::Vodkit { .. }) {
         return Err("+admission sets vodkit's admission control".into());
@@ -277,6 +288,17 @@ fn set_once<T>(
     }
     *slot = Some(parse()?);
     Ok(())
+}
+
+fn parse_open_files(rest: &str) -> Result<usize, String> {
+    rest.strip_prefix(':')
+        .and_then(|n| n.parse::<usize>().ok())
+        .filter(|&n| n <= 1_000_000)
+        .ok_or_else(|| {
+            format!(
+                "`+openfiles{rest}`: expected +openfiles:N with N files from 0 (off) to 1000000"
+            )
+        })
 }
 
 fn parse_threads(rest: &str) -> Result<usize, String> {
@@ -531,6 +553,13 @@ mod tests {
     }
 
     #[test]
+    fn openfiles_sets_the_open_file_cache_of_vodkit_and_nginx() {
+        let suts = parse_list("vodkit+openfiles:0,nginx+openfiles:1024,nginx").unwrap();
+        let sizes: Vec<_> = suts.iter().map(|s| s.open_files).collect();
+        assert_eq!(sizes, [Some(0), Some(1024), None]);
+    }
+
+    #[test]
     fn bare_vodkit_defaults_to_asap_auto() {
         let s = parse_one("vodkit").unwrap();
         assert_eq!(
@@ -574,6 +603,11 @@ mod tests {
             ("nginx+threads+threads", "given twice"),
             ("nginx+threads:0", "from 1 to 4096"),
             ("nginx+threadsy", "expected +threads or +threads:N"),
+            ("apache+openfiles:10", "vodkit or nginx"),
+            ("nginx+openfiles", "expected +openfiles:N"),
+            ("vodkit+openfiles:-1", "expected +openfiles:N"),
+            ("vodkit+openfiles:2000000", "from 0 (off) to 1000000"),
+            ("nginx+openfiles:1+openfiles:2", "given twice"),
             ("", "empty"),
         ] {
             let e = parse_list(list).unwrap_err().to_string();

@@ -83,6 +83,18 @@ pub fn live_origin_directives(
     ))
 }
 
+/// `server`-block directives for an open-file cache of `max` files (0: explicitly off):
+/// nginx's `open_file_cache` with its default 60 s validity, errors not cached.
+pub fn open_file_cache_directives(max: usize) -> String {
+    if max == 0 {
+        "        open_file_cache off;\n".into()
+    } else {
+        format!(
+            "        open_file_cache max={max} inactive=60s;\n        open_file_cache_valid 60s;\n"
+        )
+    }
+}
+
 /// Render the nginx.conf for `setup`.
 pub fn render(setup: &NginxSetup) -> String {
     let d = |name: &str| quoted(&setup.run_dir.join(name));

@@ -149,3 +149,25 @@ fn a_failing_wrap_is_a_start_error() {
     assert!(matches!(e, PeerError::Wrap(_)), "{e:?}");
     assert_eq!(e.to_string(), "no memory budget here");
 }
+
+#[test]
+fn nginx_takes_the_open_file_cache_directives() {
+    if !found_or_skip(nginx_program(), "nginx") {
+        return;
+    }
+    let dir = file_set();
+    let (root, run) = (dir.path().join("video"), dir.path().join("run"));
+    let extra = vodkit_peers::nginx::open_file_cache_directives(64);
+    let setup = PeerSetup {
+        server_extra: Some(&extra),
+        ..PeerSetup::new(&root, &run, "/title.mp4", 2)
+    };
+    // nginx refuses to start on a directive it does not know or a bad value.
+    let server = start_nginx(&setup, &no_wrap).unwrap();
+    let conf = std::fs::read_to_string(run.join("nginx.conf")).unwrap();
+    assert!(
+        conf.contains("open_file_cache max=64 inactive=60s;"),
+        "{conf}"
+    );
+    server.stop(Duration::from_secs(5)).unwrap();
+}

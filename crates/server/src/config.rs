@@ -62,6 +62,8 @@ pub struct ServerConfig {
     pub admission: crate::admission::AdmissionPolicy,
     /// Accept live streams by `PUT` under a prefix ([`crate::live`]); `None`: off.
     pub ingest: Option<crate::live::IngestConfig>,
+    /// Served files kept open between requests ([`crate::open_files`]); 0: off.
+    pub open_file_cache: usize,
 }
 
 /// The listen queue's default length. A burst of new viewers (a live stream's segment, a
@@ -101,6 +103,7 @@ impl ServerConfig {
             tls: None,
             admission: crate::admission::AdmissionPolicy::Off,
             ingest: None,
+            open_file_cache: crate::open_files::DEFAULT_ENTRIES,
         }
     }
 }

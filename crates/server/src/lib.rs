@@ -16,6 +16,7 @@ pub mod io;
 pub mod live;
 pub mod metrics;
 pub mod mime;
+pub mod open_files;
 pub mod range;
 pub mod request;
 pub mod response;

@@ -142,7 +142,7 @@ fn plan_inner(
         Ok(p) => p,
         Err(e) => return Response::text(e.status(), false),
     };
-    let (file, meta) = match root.open_file(&rel) {
+    let (file, meta) = match root.open_shared(&rel) {
         Ok(f) => f,
         Err(TargetError::Directory) => match directory(req, root, &rel) {
             Ok((index, f)) => {
@@ -200,9 +200,8 @@ fn plan_inner(
         _ => Resolved::Full,
     };
     if gzip && matches!(resolved, Resolved::Full) {
-        return gzipped(file, size, headers, ctype);
+        return gzipped(&file, size, headers, ctype);
     }
-    let file = Arc::new(file);
     match resolved {
         Resolved::Full => {
             let _ = write!(headers, "Content-Type: {ctype}\r\n");
@@ -292,7 +291,7 @@ fn directory(
     req: &Request,
     root: &DocRoot,
     rel: &std::path::Path,
-) -> Result<(PathBuf, (File, std::fs::Metadata)), Box<Response>> {
+) -> Result<(PathBuf, crate::open_files::OpenedFile), Box<Response>> {
     let path = crate::target::path_part(&req.target).unwrap_or("/");
     if !path.ends_with('/') {
         let query = req.target.find('?').map_or("", |i| &req.target[i..]);
@@ -301,7 +300,7 @@ fn directory(
         return Err(Box::new(r));
     }
     let index = rel.join("index.html");
-    match root.open_file(&index) {
+    match root.open_shared(&index) {
         Ok(f) => Ok((index, f)),
         Err(TargetError::NotFound) => Err(Box::new(Response::text(403, false))),
         Err(e) => Err(Box::new(Response::text(e.status(), false))),
@@ -310,10 +309,13 @@ fn directory(
 
 /// The whole file, gzipped, as a generated body. Files here are at most
 /// [`web::GZIP_MAX_BYTES`] of text (manifests, subtitles, pages), read in one call.
-fn gzipped(mut file: File, size: u64, mut headers: String, ctype: &str) -> Response {
-    use std::io::Read as _;
-    let mut text = Vec::with_capacity(size as usize);
-    let body = file.read_to_end(&mut text).and_then(|_| web::gzip(&text));
+fn gzipped(file: &File, size: u64, mut headers: String, ctype: &str) -> Response {
+    use std::os::unix::fs::FileExt as _;
+    // At its offsets, not the descriptor's position: the open-file cache shares it.
+    let mut text = vec![0; size as usize];
+    let body = file
+        .read_exact_at(&mut text, 0)
+        .and_then(|()| web::gzip(&text));
     match body {
         Ok(z) => {
             let _ = write!(

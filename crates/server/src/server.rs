@@ -35,12 +35,14 @@ pub struct ServerHandle {
 impl Server {
     /// Open the root and the listeners, and start serving on the current tokio runtime.
     pub async fn bind(config: ServerConfig) -> io::Result<ServerHandle> {
-        let root = DocRoot::open(&config.root, config.allow_outside_symlinks).map_err(|e| {
-            io::Error::new(
-                e.kind(),
-                format!("document root {}: {e}", config.root.display()),
-            )
-        })?;
+        let root = DocRoot::open(&config.root, config.allow_outside_symlinks)
+            .map_err(|e| {
+                io::Error::new(
+                    e.kind(),
+                    format!("document root {}: {e}", config.root.display()),
+                )
+            })?
+            .with_open_files(config.open_file_cache);
         let listener = listen(config.listen, config.backlog)
             .map_err(|e| io::Error::new(e.kind(), format!("listen on {}: {e}", config.listen)))?;
         let local_addr = listener.local_addr()?;

@@ -105,6 +105,8 @@ pub struct DocRoot {
     dir: OwnedFd,
     canonical: PathBuf,
     allow_outside_symlinks: bool,
+    /// Descriptors kept open between requests ([`crate::open_files`]); `None`: off.
+    open_files: Option<crate::open_files::OpenFiles>,
 }
 
 /// `struct open_how` from linux/openat2.h (libc marks its copy non-exhaustive).
@@ -144,7 +146,46 @@ impl DocRoot {
             dir,
             canonical,
             allow_outside_symlinks,
+            open_files: None,
         })
+    }
+
+    /// Keep up to `entries` served files open between requests (0: open every time).
+    pub fn with_open_files(mut self, entries: usize) -> DocRoot {
+        self.open_files = (entries > 0).then(|| crate::open_files::OpenFiles::new(entries));
+        self
+    }
+
+    /// Like [`DocRoot::open_file`], through the open-file cache when it is on: the same
+    /// descriptor for every request while the file is unchanged.
+    pub fn open_shared(&self, rel: &Path) -> Result<crate::open_files::OpenedFile, TargetError> {
+        match &self.open_files {
+            Some(cache) => cache.open(self, rel),
+            None => self
+                .open_file(rel)
+                .map(|(f, m)| (std::sync::Arc::new(f), m)),
+        }
+    }
+
+    /// `stat` of `rel` under the root, following symlinks: the open-file cache's "is it
+    /// still the same file?" (files themselves are only ever opened by `open_file`).
+    pub fn stat(&self, rel: &Path) -> io::Result<libc::stat> {
+        let name = if rel.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            rel
+        };
+        let c = std::ffi::CString::new(name.as_os_str().as_bytes())
+            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
+        // SAFETY: the directory descriptor is open for our lifetime, `c` is NUL-terminated
+        // and `st` is a buffer of the type fstatat fills.
+        let rc = unsafe { libc::fstatat(self.dir.as_raw_fd(), c.as_ptr(), st.as_mut_ptr(), 0) };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: fstatat returned 0, so it filled `st`.
+        Ok(unsafe { st.assume_init() })
     }
 
     pub fn path(&self) -> &Path {

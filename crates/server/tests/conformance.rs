@@ -244,6 +244,27 @@ fn etag_changes_when_file_changes() {
 }
 
 #[test]
+fn a_file_replaced_or_deleted_is_seen_at_the_next_request_despite_the_open_file_cache() {
+    let s = TestServer::start();
+    s.write("r.m4s", b"aaaa");
+    let mut c = s.connect();
+    assert_eq!(c.get("/r.m4s", &[]).body, b"aaaa");
+    // Same size, new inode (how packagers publish): the cached descriptor is not reused.
+    s.write("r.tmp", b"bbbb");
+    std::fs::rename(s.root().join("r.tmp"), s.root().join("r.m4s")).unwrap();
+    assert_eq!(c.get("/r.m4s", &[]).body, b"bbbb");
+    std::fs::remove_file(s.root().join("r.m4s")).unwrap();
+    assert_eq!(c.get("/r.m4s", &[]).status, 404);
+    // And with the cache off, the same.
+    let s = TestServer::start_with(|c| c.open_file_cache = 0);
+    s.write("r.m4s", b"aaaa");
+    let mut c = s.connect();
+    assert_eq!(c.get("/r.m4s", &[]).body, b"aaaa");
+    s.write("r.m4s", b"cc");
+    assert_eq!(c.get("/r.m4s", &[]).body, b"cc");
+}
+
+#[test]
 fn head_has_headers_but_no_body() {
     let s = TestServer::start();
     let mut c = s.connect();

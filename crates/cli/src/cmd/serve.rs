@@ -73,6 +73,11 @@ pub struct Args {
     /// them (capped by net.core.somaxconn). nginx asks for 511; see docs/server.md.
     #[arg(long, default_value_t = vodkit_server::DEFAULT_BACKLOG, value_parser = clap::value_parser!(u32).range(1..=65535))]
     backlog: u32,
+    /// Served files kept open between requests, each checked by one fstatat per request
+    /// to be still the same unchanged file (0: open every file per request). See
+    /// docs/server.md "Open-file cache".
+    #[arg(long, default_value_t = vodkit_server::open_files::DEFAULT_ENTRIES)]
+    open_file_cache: usize,
     /// Admission of new streams (a request at offset 0, or not adjacent to an open stream
     /// of its session): off, auto[:SECONDS] (refuse with 503 + Retry-After while the disk's
     /// reads wait more than 1 s, or SECONDS, in its queue at p90; continuations are never
@@ -209,6 +214,7 @@ fn config(args: Args) -> anyhow::Result<ServerConfig> {
     config.send_grace = args.send_grace;
     config.max_connections = args.max_connections;
     config.backlog = args.backlog;
+    config.open_file_cache = args.open_file_cache;
     config.admission = args.admission;
     if let Some(prefix) = &args.ingest {
         if !prefix.starts_with('/') || prefix == "/" {
