@@ -170,13 +170,7 @@ impl DocRoot {
     /// `stat` of `rel` under the root, following symlinks: the open-file cache's "is it
     /// still the same file?" (files themselves are only ever opened by `open_file`).
     pub fn stat(&self, rel: &Path) -> io::Result<libc::stat> {
-        let name = if rel.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            rel
-        };
-        let c = std::ffi::CString::new(name.as_os_str().as_bytes())
-            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let c = c_name(rel)?;
         let mut st = std::mem::MaybeUninit::<libc::stat>::uninit();
         // SAFETY: the directory descriptor is open for our lifetime, `c` is NUL-terminated
         // and `st` is a buffer of the type fstatat fills.
@@ -210,13 +204,7 @@ impl DocRoot {
     }
 
     fn openat2(&self, rel: &Path) -> io::Result<File> {
-        let name = if rel.as_os_str().is_empty() {
-            Path::new(".")
-        } else {
-            rel
-        };
-        let c = std::ffi::CString::new(name.as_os_str().as_bytes())
-            .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))?;
+        let c = c_name(rel)?;
         let resolve = if self.allow_outside_symlinks {
             RESOLVE_NO_MAGICLINKS
         } else {
@@ -253,6 +241,17 @@ impl DocRoot {
         }
         File::open(&real).map_err(|e| map_open_error(&e))
     }
+}
+
+/// `rel` as a C string for the `*at` calls relative to the root (`.` for the root itself).
+fn c_name(rel: &Path) -> io::Result<std::ffi::CString> {
+    let name = if rel.as_os_str().is_empty() {
+        Path::new(".")
+    } else {
+        rel
+    };
+    std::ffi::CString::new(name.as_os_str().as_bytes())
+        .map_err(|_| io::Error::from_raw_os_error(libc::EINVAL))
 }
 
 fn map_open_error(e: &io::Error) -> TargetError {
