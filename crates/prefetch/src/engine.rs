@@ -169,6 +169,34 @@ pub struct ReadRequest {
     /// Who reads (a session or connection key) for the memory manager's streams; `None`:
     /// streams are told apart by position.
     pub client: Option<u64>,
+    /// What the caller's own `stat` of the file said this request (an open-file cache
+    /// checks it anyway); `None`: the engine asks the kernel (`statx`).
+    pub file: Option<FileFacts>,
+}
+
+/// A file's device, inode and size as the caller knows them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FileFacts {
+    pub dev: u64,
+    pub ino: u64,
+    pub size: u64,
+}
+
+impl FileFacts {
+    /// What `statx` says of `file` (for callers that have no stat of their own).
+    pub fn of(file: &File) -> io::Result<FileFacts> {
+        let meta = file.metadata()?;
+        Ok(FileFacts {
+            dev: meta.dev(),
+            ino: meta.ino(),
+            size: meta.len(),
+        })
+    }
+
+    /// The engine's identity of the file ([`file_id`]).
+    pub fn id(&self) -> FileId {
+        file_id(self.dev, self.ino)
+    }
 }
 
 /// What one call did.
@@ -403,6 +431,9 @@ struct State {
     drops: Vec<memory::Drop>,
 }
 
+/// Files whose advised descriptor [`Shared::advise_random`] remembers (then it starts over).
+const ADVISED_FILES: usize = 4096;
+
 struct Shared {
     mode: IoMode,
     probe: Probe,
@@ -415,6 +446,11 @@ struct Shared {
     state: Mutex<State>,
     /// `direct` mode's buffer pool.
     pool: Option<BufferPool>,
+    /// The descriptor last given `POSIX_FADV_RANDOM`, per file: a descriptor the caller
+    /// keeps open and passes again (an open-file cache) is advised once, not per request.
+    /// The `Weak` keeps the `Arc`'s allocation, so another descriptor cannot take its
+    /// address while it is remembered.
+    advised: Mutex<HashMap<FileId, std::sync::Weak<File>>>,
     /// Drops whose pages stayed resident (a `sendfile` still held them in a socket buffer),
     /// retried by the sweeper: (drop, file, size, attempts so far).
     retries: Mutex<Vec<RetryDrop>>,
@@ -450,6 +486,31 @@ impl Shared {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Turn the kernel's readahead off on `file` (`POSIX_FADV_RANDOM`) when the policy
+    /// alone decides what is read — once per descriptor: the advice stays on it.
+    fn advise_random(&self, fid: FileId, file: &Arc<File>) {
+        if self.kernel_readahead || !self.mode.prefetches() {
+            return;
+        }
+        {
+            let mut seen = self.advised.lock().unwrap_or_else(|p| p.into_inner());
+            if seen
+                .get(&fid)
+                .is_some_and(|w| std::ptr::eq(w.as_ptr(), Arc::as_ptr(file)))
+            {
+                return;
+            }
+            if seen.len() >= ADVISED_FILES {
+                seen.clear();
+            }
+            seen.insert(fid, Arc::downgrade(file));
+        }
+        // SAFETY: advisory call on a descriptor the Arc keeps open.
+        unsafe {
+            libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM);
+        }
     }
 
     /// Carries out the memory manager's drops: `POSIX_FADV_DONTNEED` on whole pages (on
@@ -754,6 +815,7 @@ impl Engine {
                 drops: Vec::new(),
             }),
             pool,
+            advised: Mutex::new(HashMap::new()),
             retries: Mutex::new(Vec::new()),
             drop_stats: DropCounters::default(),
             dropper: dropper_tx,
@@ -1008,23 +1070,20 @@ impl Engine {
         known_missing: Option<u64>,
         reader: Reader,
     ) -> io::Result<Started> {
-        let meta = file.metadata()?;
-        let size = meta.len();
-        let fid = file_id(meta.dev(), meta.ino());
+        let facts = match req.file {
+            Some(f) => f,
+            None => FileFacts::of(file)?,
+        };
+        let (fid, size) = (facts.id(), facts.size);
         let len = req.len.min(size.saturating_sub(req.offset));
         if len == 0 {
             return Ok(Started::Ready(ReadOutcome::default(), Vec::new()));
         }
-        if !self.shared.kernel_readahead && self.shared.mode.prefetches() {
-            // The caller's descriptor too, not only the reads': a `sendfile` that meets
-            // pages gone since their read would otherwise start the kernel's readahead
-            // (`read_ahead_kb`, 8 MiB on a 6.17+ kernel's rotational disk) — bytes no
-            // budget accounts for, which push prefetched pages out of a memory cgroup.
-            // SAFETY: advisory call on a descriptor the Arc keeps open.
-            unsafe {
-                libc::posix_fadvise(file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM);
-            }
-        }
+        // The caller's descriptor too, not only the reads': a `sendfile` that meets pages
+        // gone since their read would otherwise start the kernel's readahead
+        // (`read_ahead_kb`, 8 MiB on a 6.17+ kernel's rotational disk) — bytes no budget
+        // accounts for, which push prefetched pages out of a memory cgroup.
+        self.shared.advise_random(fid, file);
         let pool = self.shared.pool.as_ref();
         let mut hit_slices = Vec::new();
         let checked = match (known_missing, pool) {
@@ -1178,7 +1237,7 @@ impl Engine {
             outcome.read_bytes = read_len;
             return Ok(Started::Ready(outcome, Vec::new()));
         }
-        let device = self.device_name(&mut st, meta.dev());
+        let device = self.device_name(&mut st, facts.dev);
         let dev = st.devices.entry(device.clone()).or_default();
         dev.queued += 1;
         let id = st.next_job;
@@ -1200,7 +1259,7 @@ impl Engine {
             file: file.clone(),
             file_id: fid,
             file_size: size,
-            dev: meta.dev(),
+            dev: facts.dev,
             offset: req.offset,
             requested_end: req.offset + len,
             read_len,
@@ -1445,12 +1504,7 @@ fn run_job(shared: &Shared, buf: &mut Vec<u8>, job: Job) {
             )
             .map(|r| r.missing)
             .unwrap_or(job.read_len);
-            if !shared.kernel_readahead && shared.mode.prefetches() {
-                // SAFETY: advisory call on a descriptor the job keeps open.
-                unsafe {
-                    libc::posix_fadvise(job.file.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM);
-                }
-            }
+            shared.advise_random(job.file_id, &job.file);
             read_range(
                 &job.file,
                 job.offset,

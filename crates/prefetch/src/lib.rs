@@ -33,7 +33,8 @@ pub use chain::{ChainKind, ChainPosition, ChainTracker, CHAIN_WINDOW_S};
 pub use device::DeviceMap;
 pub use direct::{BufferPool, Chunk, DirectStats, Slice};
 pub use engine::{
-    Begin, DirectOutcome, Engine, EngineConfig, IoMode, Pending, ReadOutcome, ReadRequest,
+    Begin, DirectOutcome, Engine, EngineConfig, FileFacts, IoMode, Pending, ReadOutcome,
+    ReadRequest,
 };
 pub use ledger::{Ledger, LedgerConfig, LedgerTotals, SweepTarget};
 pub use memory::{MemoryConfig, MemoryManager, MemoryTotals};

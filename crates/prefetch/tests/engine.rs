@@ -136,6 +136,7 @@ fn prefetch_mode_reads_the_policy_size_on_the_pool() {
             kind: ChainKind::ChunkAtZero,
         }),
         client: None,
+        file: None,
     };
     let o = e.ensure_resident_blocking(&f, r).unwrap();
     assert_eq!(o.read_bytes, 131_073);
@@ -245,6 +246,7 @@ fn async_callers_await_the_worker() {
             bitrate_kbps: Some(1676), // 4 × 419: √4 = 2 → 4 MiB
             chain: None,
             client: None,
+            file: None,
         };
         e.ensure_resident(&f, r).await.unwrap()
     });
@@ -498,4 +500,29 @@ fn plan_sizes_a_caller_read_with_the_engine_policy_and_accounts_it() {
         v.plan(&f, &req(2 * MIB, 64 * KIB)).unwrap().read_bytes,
         64 * KIB
     );
+}
+
+#[test]
+fn the_callers_file_facts_replace_the_engines_own_stat() {
+    // A caller that stats the file anyway (the server's open-file cache) passes what it
+    // saw; the engine takes the size from there, not from a `statx` of its own. Told the
+    // file is 100 KiB long, it clips a 1 MiB request there, though the file is 4 MiB.
+    let dir = tmp();
+    let Some(f) = cold_file(&dir, "facts.bin", 4 * MIB) else {
+        return;
+    };
+    let e = engine(IoMode::Prefetch, "fixed:256KiB");
+    let told = vodkit_prefetch::FileFacts {
+        size: 100 * KIB,
+        ..vodkit_prefetch::FileFacts::of(&f).unwrap()
+    };
+    let r = ReadRequest {
+        file: Some(told),
+        ..req(0, MIB)
+    };
+    let o = e.ensure_resident_blocking(&f, r).unwrap();
+    assert_eq!(o.requested, 100 * KIB);
+    // Without facts the engine's own stat says 4 MiB.
+    let o = e.ensure_resident_blocking(&f, req(0, MIB)).unwrap();
+    assert_eq!(o.requested, MIB);
 }

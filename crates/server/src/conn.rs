@@ -58,7 +58,10 @@ struct Plain(TcpStream);
 
 impl Wire for Plain {
     async fn read_more(&mut self, buf: &mut Vec<u8>) -> std::io::Result<usize> {
-        read_more(&self.0, buf).await
+        // Into the spare capacity, not zeroed first. Through `AsyncRead`, whose short read
+        // marks the socket drained: the next wait goes straight to epoll instead of first
+        // trying a `recv` that would only say "try again".
+        tokio::io::AsyncReadExt::read_buf(&mut self.0, buf).await
     }
 
     async fn write(
@@ -215,19 +218,6 @@ async fn send_text<W: Wire>(
         r = wire.flush(&clock).await;
     }
     (clock, r)
-}
-
-/// Read whatever the socket has into the spare capacity of `buf`.
-async fn read_more(stream: &TcpStream, buf: &mut Vec<u8>) -> std::io::Result<usize> {
-    loop {
-        stream.readable().await?;
-        // Into the spare capacity, which is not zeroed first.
-        match stream.try_read_buf(buf) {
-            Ok(n) => return Ok(n),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
-            Err(e) => return Err(e),
-        }
-    }
 }
 
 /// Read and drop `req`'s body (we never use bodies outside a live source's `PUT`); too
@@ -390,13 +380,13 @@ async fn live_request<W: Wire>(
     req: &Request,
     ctx: &LiveCtx<'_>,
 ) -> bool {
-    use crate::live::{AuthError, Lookup};
+    use crate::live::{AuthError, LiveBody, Lookup};
     use std::sync::atomic::Ordering::Relaxed;
     let live = ctx.live;
     let started = Instant::now();
     let method = req.method.as_str();
     let mut clock = SendClock::new(shared.config.send_grace, shared.config.min_send_rate);
-    let mut object: Option<Arc<Vec<u8>>> = None;
+    let mut object: Option<crate::live::LiveBody> = None;
     let resp = match method {
         "PUT" | "DELETE" => match live.authorize(req.authorization.as_deref()) {
             Err(e) => {
@@ -481,31 +471,8 @@ async fn live_request<W: Wire>(
                     o
                 }
             };
-            // A segment spilled to disk is read back off the async workers.
-            let found = match found {
-                Some(o) if method == "HEAD" => Ok(Some((o, None))),
-                Some(o) => match &o.body {
-                    crate::live::LiveBody::Memory(b) => {
-                        let b = b.clone();
-                        Ok(Some((o, Some(b))))
-                    }
-                    crate::live::LiveBody::Spilled(_) => {
-                        let body = o.body.clone();
-                        match tokio::task::spawn_blocking(move || body.read()).await {
-                            Ok(Ok(bytes)) => Ok(Some((o, Some(bytes)))),
-                            Ok(Err(e)) => {
-                                tracing::warn!("reading spilled live segment {}: {e}", ctx.path);
-                                Err(())
-                            }
-                            Err(_) => Err(()),
-                        }
-                    }
-                },
-                None => Ok(None),
-            };
             match found {
-                Err(()) => Response::text(500, false),
-                Ok(Some((o, bytes))) => {
+                Some(o) => {
                     let name = ctx.path.rsplit('/').next().unwrap_or("");
                     let mut headers = format!(
                         "Content-Type: {}\r\nCache-Control: {}\r\nETag: {}\r\nLast-Modified: {}\r\n",
@@ -525,10 +492,10 @@ async fn live_request<W: Wire>(
                         close: false,
                         range_log: "-".into(),
                     };
-                    object = bytes;
+                    object = Some(o.body);
                     r
                 }
-                Ok(None) => Response::text(404, false),
+                None => Response::text(404, false),
             }
         }
         _ => {
@@ -541,13 +508,31 @@ async fn live_request<W: Wire>(
     let head = head_bytes(&resp, &http_date(), keep);
     let send_body = method != "HEAD";
     let mut result = match (&object, &resp.body) {
-        (Some(bytes), _) if send_body => {
-            let r = wire.write(&head, true, false, &mut clock).await;
-            match r {
+        // Small objects go out with the head in one call.
+        (Some(LiveBody::Memory(bytes)), _) if send_body => {
+            let mut all = head;
+            all.extend_from_slice(bytes);
+            let r = wire.write(&all, false, false, &mut clock).await;
+            if r.is_ok() {
+                clock.body_sent = bytes.len() as u64;
+            }
+            r
+        }
+        // Segments with sendfile from their memory file (or spill file, which may have
+        // to be read from the disk: off the async workers).
+        (Some(LiveBody::Mapped(f) | LiveBody::Spilled(f)), _) if send_body && f.len > 0 => {
+            let mut prep = Prepared {
+                send_blocking: matches!(object, Some(LiveBody::Spilled(_))),
+                ..Prepared::default()
+            };
+            let window = ByteRange {
+                first: 0,
+                last: f.len - 1,
+            };
+            match wire.write(&head, true, false, &mut clock).await {
                 Ok(()) => {
-                    let r = wire.write(bytes, false, true, &mut clock).await;
-                    clock.body_sent = bytes.len() as u64;
-                    r
+                    wire.write_window(shared, &f.file, window, &mut prep, &mut clock)
+                        .await
                 }
                 e => e,
             }
@@ -718,7 +703,7 @@ fn admit(shared: &Shared, req: &Request, resp: &Response, who: Requester) -> Opt
     }
     let Body::File {
         file,
-        file_id,
+        facts,
         segments,
         ..
     } = &resp.body
@@ -729,7 +714,7 @@ fn admit(shared: &Shared, req: &Request, resp: &Response, who: Requester) -> Opt
         Some(Segment::File(r)) => r.first,
         _ => 0,
     };
-    let load = shared.io.new_stream(who, *file_id, file, offset)?;
+    let load = shared.io.new_stream(who, facts.id(), file, offset)?;
     let now = shared.io.engine().now_s();
     let (decision, limit) = {
         let mut a = shared.admission.lock().unwrap_or_else(|p| p.into_inner());
@@ -852,7 +837,7 @@ async fn send_response<W: Wire>(
             Body::File {
                 file,
                 path,
-                file_id,
+                facts,
                 segments,
             },
             true,
@@ -861,7 +846,7 @@ async fn send_response<W: Wire>(
             let target = Target {
                 file,
                 url_path: &url_path,
-                file_id: *file_id,
+                facts: *facts,
                 who,
             };
             // The first window is read before the head goes out: a file the disk cannot
@@ -897,7 +882,7 @@ async fn send_response<W: Wire>(
 struct Target<'a> {
     file: &'a Arc<std::fs::File>,
     url_path: &'a str,
-    file_id: u64,
+    facts: vodkit_prefetch::FileFacts,
     who: Requester,
 }
 
@@ -918,7 +903,7 @@ async fn prepare(
 ) -> (ByteRange, Prepared) {
     let prep = shared
         .io
-        .prepare(t.file, t.url_path, t.file_id, t.who, window)
+        .prepare(t.file, t.url_path, t.facts, t.who, window)
         .await;
     served.from_memory += prep.from_memory;
     served.from_disk += prep.from_disk;

@@ -21,7 +21,8 @@ use std::time::Duration;
 use vodkit_prefetch::memory::StreamId;
 pub use vodkit_prefetch::IoMode;
 use vodkit_prefetch::{
-    Begin, BitrateMap, ChainTracker, Engine, EngineConfig, PolicySpec, ReadRequest, Slice,
+    Begin, BitrateMap, ChainTracker, Engine, EngineConfig, FileFacts, PolicySpec, ReadRequest,
+    Slice,
 };
 
 use crate::range::ByteRange;
@@ -230,7 +231,7 @@ impl DiskIo {
         &self,
         file: &Arc<File>,
         url_path: &str,
-        file_id: u64,
+        facts: FileFacts,
         who: Requester,
         window: ByteRange,
     ) -> Prepared {
@@ -239,7 +240,7 @@ impl DiskIo {
         let chain = {
             let now = self.engine.now_s();
             let mut chains = self.chains.lock().unwrap_or_else(|p| p.into_inner());
-            Some(chains.request(who.client, file_id, offset, len, who.open_ended, now))
+            Some(chains.request(who.client, facts.id(), offset, len, who.open_ended, now))
         };
         let req = ReadRequest {
             offset,
@@ -247,6 +248,7 @@ impl DiskIo {
             bitrate_kbps: bitrate,
             chain,
             client: Some(who.stream),
+            file: Some(facts),
         };
         if self.mode == IoMode::Direct {
             return self.prepare_direct(file, req).await;

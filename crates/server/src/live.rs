@@ -1,6 +1,8 @@
 //! Live origin (`vodkit serve --ingest PREFIX --ingest-token T`): a live source publishes
 //! segments and playlists by `PUT` (and removes them by `DELETE`) under the prefix; the
-//! server keeps each stream's live window in memory and serves it.
+//! server keeps each stream's live window in memory and serves it. Segments are held in
+//! anonymous memory files (`memfd`) so that every viewer's copy goes out with `sendfile`
+//! (no copy from the heap per viewer); playlists and other small objects stay on the heap.
 //!
 //! A *stream* is an object's parent directory (`/live/stream-3/`). Playlists (`.m3u8`,
 //! `.mpd`) are replaced in place, and so are initialization segments (a name with `init`
@@ -104,26 +106,37 @@ impl IngestConfig {
     }
 }
 
-/// A segment written to the spill directory: an open, already unlinked file (its blocks
-/// are freed when the last holder, the store or a `GET` still sending it, drops it).
-#[derive(Debug)]
-pub struct SpillFile {
-    file: std::fs::File,
-    len: u64,
+/// A segment's bytes in a file, sent to viewers with `sendfile` (no copy per viewer): an
+/// anonymous memory file (`memfd`, [`LiveBody::Mapped`]) or an unlinked file in the spill
+/// directory ([`LiveBody::Spilled`]). Its blocks are freed when the last holder, the store or
+/// a `GET` still sending it, drops it.
+#[derive(Debug, Clone)]
+pub struct BodyFile {
+    pub file: Arc<std::fs::File>,
+    pub len: u64,
 }
+
+/// Objects at least this large are kept in a memory file and sent with `sendfile`; smaller
+/// ones (playlists, init segments) stay on the heap and go out in the same `send` as the
+/// response head, which costs less than a second call.
+pub const MAPPED_MIN: u64 = 16 << 10;
 
 /// Where an object's bytes are.
 #[derive(Debug, Clone)]
 pub enum LiveBody {
+    /// On the heap (objects under [`MAPPED_MIN`], or past the store's file budget).
     Memory(Arc<Vec<u8>>),
-    Spilled(Arc<SpillFile>),
+    /// In memory, in a `memfd`.
+    Mapped(BodyFile),
+    /// On disk, in the spill directory (through the page cache).
+    Spilled(BodyFile),
 }
 
 impl LiveBody {
     pub fn len(&self) -> u64 {
         match self {
             LiveBody::Memory(b) => b.len() as u64,
-            LiveBody::Spilled(f) => f.len,
+            LiveBody::Mapped(f) | LiveBody::Spilled(f) => f.len,
         }
     }
 
@@ -131,19 +144,74 @@ impl LiveBody {
         self.len() == 0
     }
 
-    /// The bytes, read back from disk for a spilled segment (blocking: call it off the
-    /// async workers).
+    /// Whether the bytes count against the store's memory cap (not spilled).
+    pub fn in_memory(&self) -> bool {
+        !matches!(self, LiveBody::Spilled(_))
+    }
+
+    /// The bytes (read back from the file for a mapped or spilled object: blocking, call
+    /// it off the async workers).
     pub fn read(&self) -> std::io::Result<Arc<Vec<u8>>> {
         use std::os::unix::fs::FileExt;
         match self {
             LiveBody::Memory(b) => Ok(b.clone()),
-            LiveBody::Spilled(f) => {
+            LiveBody::Mapped(f) | LiveBody::Spilled(f) => {
                 let mut v = vec![0u8; f.len as usize];
                 f.file.read_exact_at(&mut v, 0)?;
                 Ok(Arc::new(v))
             }
         }
     }
+
+    /// Write the bytes to `out` (blocking), in pieces for a file-backed object.
+    fn copy_to(&self, out: &mut impl std::io::Write) -> std::io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        match self {
+            LiveBody::Memory(b) => out.write_all(b),
+            LiveBody::Mapped(f) | LiveBody::Spilled(f) => {
+                let mut piece = vec![0u8; (f.len as usize).min(1 << 20)];
+                let mut at = 0u64;
+                while at < f.len {
+                    let n = ((f.len - at) as usize).min(piece.len());
+                    f.file.read_exact_at(&mut piece[..n], at)?;
+                    out.write_all(&piece[..n])?;
+                    at += n as u64;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+/// A new anonymous memory file (`memfd_create`) holding `bytes`.
+fn memory_file(bytes: &[u8]) -> std::io::Result<std::fs::File> {
+    use std::io::Write;
+    use std::os::fd::FromRawFd;
+    // SAFETY: the name is a NUL-terminated literal; the call has no other inputs.
+    let fd = unsafe { libc::memfd_create(c"vodkit-live".as_ptr(), libc::MFD_CLOEXEC) };
+    if fd < 0 {
+        return Err(std::io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just created above and is owned by nothing else.
+    let mut f = unsafe { std::fs::File::from_raw_fd(fd) };
+    f.write_all(bytes)?;
+    Ok(f)
+}
+
+/// How many objects the store keeps in memory files: a quarter of the descriptor limit
+/// (the rest is for connections), at least 64; objects past it stay on the heap.
+fn file_budget() -> u64 {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid, writable rlimit.
+    let cur = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0 {
+        lim.rlim_cur
+    } else {
+        1024
+    };
+    (cur / 4).max(64)
 }
 
 /// One stored object.
@@ -316,8 +384,10 @@ struct Inner {
     pending: HashMap<String, u64>,
     pending_bytes: u64,
     /// Spill writes to do (`spill_pending`).
-    to_spill: Vec<(Entry, Arc<Vec<u8>>)>,
+    to_spill: Vec<(Entry, LiveBody)>,
     objects: u64,
+    /// Objects held in memory files ([`LiveBody::Mapped`]).
+    files: u64,
     seq: u64,
     /// When `expire_locked` looks at the streams next.
     next_expiry: Option<Instant>,
@@ -327,14 +397,16 @@ impl Inner {
     /// Account for an object leaving the store (evicted, deleted, replaced, expired).
     fn forget(&mut self, o: &Object) {
         self.objects -= 1;
-        match &o.body {
-            LiveBody::Memory(b) => {
-                self.bytes -= b.len() as u64;
-                if let Some(len) = self.pending.remove(&o.etag) {
-                    self.pending_bytes -= len;
-                }
+        if let LiveBody::Mapped(_) = &o.body {
+            self.files -= 1;
+        }
+        if o.body.in_memory() {
+            self.bytes -= o.body.len();
+            if let Some(len) = self.pending.remove(&o.etag) {
+                self.pending_bytes -= len;
             }
-            LiveBody::Spilled(f) => self.spilled_bytes -= f.len,
+        } else {
+            self.spilled_bytes -= o.body.len();
         }
     }
 
@@ -372,15 +444,16 @@ pub struct LiveStore {
     pub config: IngestConfig,
     inner: Mutex<Inner>,
     pub counters: IngestCounters,
+    /// Most objects kept in memory files ([`file_budget`]).
+    max_files: u64,
 }
 
-/// Write `bytes` to a new file in `dir` and unlink it at once: the open handle keeps it.
+/// Write `body` to a new file in `dir` and unlink it at once: the open handle keeps it.
 fn write_spill_file(
     dir: &std::path::Path,
     etag: &str,
-    bytes: &[u8],
+    body: &LiveBody,
 ) -> std::io::Result<std::fs::File> {
-    use std::io::Write;
     let tag = etag.trim_matches('"');
     let path = dir.join(format!(".vodkit-{}-{tag}", std::process::id()));
     let mut f = std::fs::OpenOptions::new()
@@ -388,7 +461,7 @@ fn write_spill_file(
         .write(true)
         .create_new(true)
         .open(&path)?;
-    let written = f.write_all(bytes);
+    let written = body.copy_to(&mut f);
     std::fs::remove_file(&path)?;
     written?;
     Ok(f)
@@ -407,6 +480,7 @@ impl LiveStore {
             config,
             inner: Mutex::new(Inner::default()),
             counters: IngestCounters::default(),
+            max_files: file_budget(),
         }
     }
 
@@ -451,11 +525,15 @@ impl LiveStore {
             return 400;
         };
         let len = bytes.len() as u64;
+        let body = self.body_for(bytes);
         let mut g = self.lock();
         self.expire_locked(&mut g, now);
         g.seq += 1;
+        if let LiveBody::Mapped(_) = &body {
+            g.files += 1;
+        }
         let obj = Object {
-            body: LiveBody::Memory(Arc::new(bytes)),
+            body,
             modified: SystemTime::now(),
             etag: format!("\"live-{}\"", g.seq),
         };
@@ -513,6 +591,29 @@ impl LiveStore {
         status
     }
 
+    /// Where a new object's bytes go: a memory file from [`MAPPED_MIN`] up while the store
+    /// holds fewer than its budget of them, the heap otherwise (or when `memfd_create`
+    /// fails, which is logged once).
+    fn body_for(&self, bytes: Vec<u8>) -> LiveBody {
+        let len = bytes.len() as u64;
+        if len < MAPPED_MIN || self.lock().files >= self.max_files {
+            return LiveBody::Memory(Arc::new(bytes));
+        }
+        match memory_file(&bytes) {
+            Ok(file) => LiveBody::Mapped(BodyFile {
+                file: Arc::new(file),
+                len,
+            }),
+            Err(e) => {
+                static WARNED: std::sync::Once = std::sync::Once::new();
+                WARNED.call_once(|| {
+                    tracing::warn!("live segments stay on the heap: memfd_create failed ({e})")
+                });
+                LiveBody::Memory(Arc::new(bytes))
+            }
+        }
+    }
+
     /// Keep the memory under `max_bytes`: pick the globally oldest segments for the spill
     /// directory (dropping the oldest spilled ones when it is full), or drop them when
     /// there is none or the disk lags more than the slack behind.
@@ -522,13 +623,14 @@ impl LiveStore {
             let Some(entry) = inner.order.pop_front() else {
                 break;
             };
-            let Some(LiveBody::Memory(bytes)) =
-                held(&inner.streams, &entry).map(|o| o.body.clone())
+            let Some(body) = held(&inner.streams, &entry)
+                .map(|o| o.body.clone())
+                .filter(LiveBody::in_memory)
             else {
                 continue;
             };
             let etag = &entry.2;
-            let len = bytes.len() as u64;
+            let len = body.len();
             if let Some(spill) = &self.config.spill {
                 if inner.pending_bytes + len <= slack && len <= spill.max_bytes {
                     while inner.spilled_bytes + inner.pending_bytes + len > spill.max_bytes {
@@ -543,7 +645,7 @@ impl LiveStore {
                         inner.pending.insert(etag.clone(), len);
                         inner.pending_bytes += len;
                         inner.spilled_order.push_back(entry.clone());
-                        inner.to_spill.push((entry, bytes));
+                        inner.to_spill.push((entry, body));
                         continue;
                     }
                 }
@@ -576,11 +678,11 @@ impl LiveStore {
         };
         let jobs = std::mem::take(&mut self.lock().to_spill);
         let mut done = 0;
-        for (entry, bytes) in jobs {
+        for (entry, body) in jobs {
             if !self.lock().pending.contains_key(&entry.2) {
                 continue;
             }
-            let written = write_spill_file(&spill.dir, &entry.2, &bytes);
+            let written = write_spill_file(&spill.dir, &entry.2, &body);
             let mut g = self.lock();
             let inner = &mut *g;
             let Some(len) = inner.pending.remove(&entry.2) else {
@@ -595,7 +697,14 @@ impl LiveStore {
                         .get_mut(dir)
                         .and_then(|s| s.objects.get_mut(name))
                     {
-                        o.body = LiveBody::Spilled(Arc::new(SpillFile { file, len }));
+                        let file = Arc::new(file);
+                        let was = std::mem::replace(
+                            &mut o.body,
+                            LiveBody::Spilled(BodyFile { file, len }),
+                        );
+                        if let LiveBody::Mapped(_) = was {
+                            inner.files -= 1;
+                        }
                         inner.bytes -= len;
                         inner.spilled_bytes += len;
                         done += 1;
@@ -864,6 +973,47 @@ mod tests {
         c.max_bytes = 1000;
         c.ttl = Duration::from_secs(10);
         LiveStore::new(c)
+    }
+
+    #[test]
+    fn segments_go_to_memory_files_within_the_budget_and_small_objects_to_the_heap() {
+        let mut c = IngestConfig::new("live", "s3cret");
+        c.window = 3;
+        let mut s = LiveStore::new(c);
+        assert!(s.max_files >= 64);
+        s.max_files = 2;
+        let t = Instant::now();
+        let big = |n: u8| vec![n; MAPPED_MIN as usize + 5];
+        s.put("/live/a/index.m3u8", b"#EXTM3U\n".to_vec(), t);
+        for n in 0..3u8 {
+            s.put(&format!("/live/a/seg-{n}.m4s"), big(n), t);
+        }
+        let body = |path: &str| match s.get(path, t) {
+            Lookup::Found(o) => o.body,
+            _ => panic!("{path} is held"),
+        };
+        assert!(matches!(body("/live/a/index.m3u8"), LiveBody::Memory(_)));
+        assert!(matches!(body("/live/a/seg-0.m4s"), LiveBody::Mapped(_)));
+        assert!(matches!(body("/live/a/seg-1.m4s"), LiveBody::Mapped(_)));
+        // The budget of two files is used up: the third segment stays on the heap.
+        assert!(matches!(body("/live/a/seg-2.m4s"), LiveBody::Memory(_)));
+        for n in 0..3u8 {
+            assert_eq!(
+                *body(&format!("/live/a/seg-{n}.m4s")).read().unwrap(),
+                big(n)
+            );
+        }
+        // seg-3 is placed before the window slides seg-0 out (heap); that frees a file,
+        // which seg-4 gets. Memory counts every segment, wherever it is.
+        s.put("/live/a/seg-3.m4s", big(3), t);
+        assert!(matches!(body("/live/a/seg-3.m4s"), LiveBody::Memory(_)));
+        assert_eq!(s.lock().files, 1);
+        s.put("/live/a/seg-4.m4s", big(4), t);
+        assert!(matches!(body("/live/a/seg-4.m4s"), LiveBody::Mapped(_)));
+        assert_eq!(s.lock().files, 1, "seg-1 left the window");
+        assert_eq!(s.level(), (4, 3 * big(0).len() as u64 + 8));
+        assert_eq!(s.delete("/live/a/seg-4.m4s", t), 204);
+        assert_eq!(s.lock().files, 0);
     }
 
     #[test]

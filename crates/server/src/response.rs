@@ -7,6 +7,8 @@ use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use vodkit_prefetch::FileFacts;
+
 use crate::mime::content_type;
 use crate::range::{self, ByteRange, RangeSpec, Resolved};
 use crate::request::{Method, Request};
@@ -40,8 +42,9 @@ pub enum Body {
     File {
         file: Arc<File>,
         path: PathBuf,
-        /// Engine identity of the file (device and inode).
-        file_id: u64,
+        /// The file's engine identity (device and inode) and size, from this request's
+        /// stat of it.
+        facts: FileFacts,
         segments: Vec<Segment>,
     },
 }
@@ -154,7 +157,11 @@ fn plan_inner(
         Err(e) => return Response::text(e.status(), false),
     };
     let size = meta.len();
-    let file_id = vodkit_prefetch::engine::file_id(meta.dev(), meta.ino());
+    let facts = FileFacts {
+        dev: meta.dev(),
+        ino: meta.ino(),
+        size,
+    };
     let mut v = Validators::from_metadata(meta.ino(), size, meta.mtime(), meta.mtime_nsec());
     let ctype = content_type(&rel);
     let compressible = settings.gzip && web::compressible(ctype) && size <= web::GZIP_MAX_BYTES;
@@ -213,7 +220,7 @@ fn plan_inner(
             } else {
                 Vec::new()
             };
-            file_response(200, headers, size, file, rel, file_id, segments)
+            file_response(200, headers, size, file, rel, facts, segments)
         }
         Resolved::Unsatisfiable => {
             let mut r = Response::text(416, false);
@@ -234,7 +241,7 @@ fn plan_inner(
                 br.len(),
                 file,
                 rel,
-                file_id,
+                facts,
                 vec![Segment::File(br)],
             )
         }
@@ -245,7 +252,7 @@ fn plan_inner(
                 headers,
                 "Content-Type: multipart/byteranges; boundary={boundary}\r\n"
             );
-            file_response(206, headers, total, file, rel, file_id, segments)
+            file_response(206, headers, total, file, rel, facts, segments)
         }
     }
 }
@@ -256,7 +263,7 @@ fn file_response(
     content_length: u64,
     file: Arc<File>,
     path: PathBuf,
-    file_id: u64,
+    facts: FileFacts,
     segments: Vec<Segment>,
 ) -> Response {
     Response {
@@ -266,7 +273,7 @@ fn file_response(
         body: Body::File {
             file,
             path,
-            file_id,
+            facts,
             segments,
         },
         close: false,

@@ -335,3 +335,48 @@ fn direct_io_bodies_go_out_over_tls_without_the_page_cache() {
     );
     assert!(s.stats().bytes_from_disk > 0);
 }
+
+#[test]
+fn live_segments_published_and_served_over_tls_come_back_intact() {
+    // A live origin over HTTPS: a segment large enough to be kept in a memory file (sent
+    // through rustls from the file, not with sendfile) and a small playlist kept on the
+    // heap both come back byte for byte.
+    if !have_tool("curl") {
+        return;
+    }
+    let certs = tempfile::tempdir().unwrap();
+    let s = tls_server(certs.path(), |c| {
+        c.ingest = Some(vodkit_server::live::IngestConfig::new("/live/", "tok"));
+    });
+    let ca = certs.path().join("ca.pem");
+    let ca = ca.to_str().unwrap();
+    let base = format!("https://127.0.0.1:{}/live/s0/", s.addr.port());
+    let seg = pattern(700_001);
+    assert!(seg.len() as u64 >= vodkit_server::live::MAPPED_MIN);
+    let playlist = b"#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\nseg-0.m4s\n".to_vec();
+    for (name, bytes) in [("seg-0.m4s", &seg), ("index.m3u8", &playlist)] {
+        let file = certs.path().join(name);
+        std::fs::write(&file, bytes).unwrap();
+        let url = format!("{base}{name}");
+        let out = curl(&[
+            "-sS",
+            "--cacert",
+            ca,
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "-H",
+            "Authorization: Bearer tok",
+            "-T",
+            file.to_str().unwrap(),
+            &url,
+        ]);
+        assert_eq!(String::from_utf8_lossy(&out.stdout), "201", "PUT {name}");
+        assert_eq!(
+            &curl(&["-sS", "--cacert", ca, &url]).stdout,
+            bytes,
+            "{name}"
+        );
+    }
+}

@@ -69,7 +69,7 @@ impl AdmitGate {
         let Ok(file) = File::open(&path) else {
             return Decision::Admit;
         };
-        let Some(id) = super::regular_file_key(&file).map(|k| k.id) else {
+        let Some(id) = super::regular_file_key(&file).map(|(k, _)| k.id) else {
             return Decision::Admit;
         };
         let (offset, len, open_ended) = parse_range(q.range);

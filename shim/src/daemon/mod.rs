@@ -30,8 +30,8 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 use vodkit_prefetch::chain::FILE_CHAIN_REACH;
 use vodkit_prefetch::{
-    ChainPosition, ChainTracker, DeviceMap, Engine, EngineConfig, IoMode, MemoryConfig, PolicySpec,
-    ReadRequest,
+    ChainPosition, ChainTracker, DeviceMap, Engine, EngineConfig, FileFacts, IoMode, MemoryConfig,
+    PolicySpec, ReadRequest,
 };
 
 /// Files whose chain the daemon remembers (it sees no clients: one chain per file).
@@ -317,13 +317,19 @@ fn serve_connection(shared: &Shared, conn: &OwnedFd) {
 }
 
 /// Whether `file` is a regular file; returns its identity (the chain tracker uses `id`).
-fn regular_file_key(file: &File) -> Option<FileKey> {
+fn regular_file_key(file: &File) -> Option<(FileKey, FileFacts)> {
     use std::os::unix::fs::MetadataExt;
     let meta = file.metadata().ok()?;
-    meta.is_file().then(|| FileKey {
+    let key = FileKey {
         id: vodkit_prefetch::engine::file_id(meta.dev(), meta.ino()),
         ctime_ns: i128::from(meta.ctime()) * 1_000_000_000 + i128::from(meta.ctime_nsec()),
-    })
+    };
+    let facts = FileFacts {
+        dev: meta.dev(),
+        ino: meta.ino(),
+        size: meta.len(),
+    };
+    meta.is_file().then_some((key, facts))
 }
 
 /// The file's bit rate from the catalog, if the daemon has one and lists the file.
@@ -353,7 +359,7 @@ fn note_resident(shared: &Shared, req: &Request, file: OwnedFd) {
         return;
     }
     let file = Arc::new(File::from(file));
-    let Some(key) = regular_file_key(&file) else {
+    let Some((key, facts)) = regular_file_key(&file) else {
         return;
     };
     let request = ReadRequest {
@@ -362,6 +368,7 @@ fn note_resident(shared: &Shared, req: &Request, file: OwnedFd) {
         bitrate_kbps: None,
         chain: Some(chain_of(shared, key, req)),
         client: None,
+        file: Some(facts),
     };
     if let Err(e) = shared.engine.note_resident(&file, &request) {
         tracing::debug!("resident note not accounted: {e}");
@@ -373,7 +380,7 @@ fn handle(shared: &Shared, req: &Request, file: OwnedFd) -> Reply {
     let m = &shared.metrics;
     m.note_request(req);
     let file = Arc::new(File::from(file));
-    let Some(key) = regular_file_key(&file) else {
+    let Some((key, facts)) = regular_file_key(&file) else {
         m.not_regular.fetch_add(1, Ordering::Relaxed);
         return Reply::Skipped;
     };
@@ -388,6 +395,7 @@ fn handle(shared: &Shared, req: &Request, file: OwnedFd) -> Reply {
         bitrate_kbps: bitrate_of(shared, key, &file),
         chain: Some(chain_of(shared, key, req)),
         client: None,
+        file: Some(facts),
     };
     if mode == IoMode::Prefetch {
         return plan_in_library(shared, &file, &request);
