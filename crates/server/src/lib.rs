@@ -65,6 +65,40 @@ pub fn raise_fd_limit() {
     }
 }
 
+/// Event-loop threads of [`run_until_signal`]: `configured` when not 0, else one per CPU
+/// this process may run on (its affinity mask), or `None` to leave it to tokio when
+/// `TOKIO_WORKER_THREADS` is set. Not std's `available_parallelism`, tokio's own default,
+/// which also divides a cgroup CPU quota: a quarter of a core there means one thread, so
+/// every burst of work waits on one core while the quota would let two run. A quota bounds
+/// the CPU time the threads get, not how many run at once; nginx's `worker_processes auto`
+/// counts CPUs the same way.
+pub fn event_loop_threads(configured: usize) -> Option<usize> {
+    if configured > 0 {
+        return Some(configured);
+    }
+    if std::env::var_os("TOKIO_WORKER_THREADS").is_some() {
+        return None;
+    }
+    Some(cpus_allowed().unwrap_or_else(|| {
+        std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
+    }))
+}
+
+/// CPUs in this process's affinity mask.
+fn cpus_allowed() -> Option<usize> {
+    // SAFETY: an all-zero cpu_set_t is a valid empty set, which sched_getaffinity fills
+    // (at most the size passed); CPU_COUNT only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return None;
+        }
+        usize::try_from(libc::CPU_COUNT(&set))
+            .ok()
+            .filter(|&n| n > 0)
+    }
+}
+
 /// Run a server in the foreground until SIGTERM or SIGINT, then drain and return.
 /// `on_ready` is called with the bound addresses (HTTP, admin) once listening.
 pub fn run_until_signal(
@@ -73,8 +107,8 @@ pub fn run_until_signal(
 ) -> std::io::Result<()> {
     raise_fd_limit();
     let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if config.worker_threads > 0 {
-        builder.worker_threads(config.worker_threads);
+    if let Some(n) = event_loop_threads(config.worker_threads) {
+        builder.worker_threads(n);
     }
     let runtime = builder.enable_all().build()?;
     runtime.block_on(async move {
@@ -104,4 +138,34 @@ pub fn run_until_signal(
     drop(runtime);
     tracing::info!("runtime dropped");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    /// CPUs listed in `Cpus_allowed_list` of /proc/self/status ("0-1,4").
+    fn cpus_in_status() -> usize {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let list = status
+            .lines()
+            .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+            .unwrap()
+            .trim();
+        list.split(',')
+            .map(|part| match part.split_once('-') {
+                Some((a, b)) => b.parse::<usize>().unwrap() - a.parse::<usize>().unwrap() + 1,
+                None => 1,
+            })
+            .sum()
+    }
+
+    #[test]
+    fn event_loop_threads_are_one_per_allowed_cpu_unless_configured() {
+        assert_eq!(super::event_loop_threads(3), Some(3));
+        let default = super::event_loop_threads(0);
+        if std::env::var_os("TOKIO_WORKER_THREADS").is_some() {
+            assert_eq!(default, None);
+        } else {
+            assert_eq!(default, Some(cpus_in_status()));
+        }
+    }
 }

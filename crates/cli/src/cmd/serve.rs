@@ -149,7 +149,7 @@ pub struct Args {
     /// Longest wait for in-flight responses after SIGTERM.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     drain_timeout: Duration,
-    /// Event-loop threads (default: one per CPU).
+    /// Event-loop threads (default: one per CPU the server may run on, whatever its CPU quota).
     #[arg(long, default_value_t = 0)]
     threads: usize,
     #[command(flatten)]
