@@ -380,13 +380,13 @@ async fn live_request<W: Wire>(
     req: &Request,
     ctx: &LiveCtx<'_>,
 ) -> bool {
-    use crate::live::{AuthError, LiveBody, Lookup};
+    use crate::live::{AuthError, LiveBody, Lookup, MAPPED_MIN};
     use std::sync::atomic::Ordering::Relaxed;
     let live = ctx.live;
     let started = Instant::now();
     let method = req.method.as_str();
     let mut clock = SendClock::new(shared.config.send_grace, shared.config.min_send_rate);
-    let mut object: Option<crate::live::LiveBody> = None;
+    let mut object: Option<LiveBody> = None;
     let resp = match method {
         "PUT" | "DELETE" => match live.authorize(req.authorization.as_deref()) {
             Err(e) => {
@@ -509,7 +509,7 @@ async fn live_request<W: Wire>(
     let send_body = method != "HEAD";
     let mut result = match (&object, &resp.body) {
         // Small objects go out with the head in one call.
-        (Some(LiveBody::Memory(bytes)), _) if send_body => {
+        (Some(LiveBody::Memory(bytes)), _) if send_body && (bytes.len() as u64) < MAPPED_MIN => {
             let mut all = head;
             all.extend_from_slice(bytes);
             let r = wire.write(&all, false, false, &mut clock).await;
@@ -517,6 +517,13 @@ async fn live_request<W: Wire>(
                 clock.body_sent = bytes.len() as u64;
             }
             r
+        }
+        // Large ones left on the heap (past the store's file budget): not copied once more.
+        (Some(LiveBody::Memory(bytes)), _) if send_body => {
+            match wire.write(&head, true, false, &mut clock).await {
+                Ok(()) => wire.write(bytes, false, true, &mut clock).await,
+                e => e,
+            }
         }
         // Segments with sendfile from their memory file (or spill file, which may have
         // to be read from the disk: off the async workers).
