@@ -16,8 +16,8 @@
 //! window are dropped, and at most `max_chains` are kept.
 
 use crate::policy::FileId;
+use crate::Map;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 
 /// Adjacent requests this close in time belong to one chain (thesis 5.3: 40 s). Streams
 /// and prefetched ranges untouched this long are taken as ended, too.
@@ -94,7 +94,7 @@ struct OpenChain {
 pub struct ChainTracker {
     join: Join,
     max_chains: usize,
-    chains: HashMap<(u64, FileId), Vec<OpenChain>>,
+    chains: Map<(u64, FileId), Vec<OpenChain>>,
     count: usize,
     last_sweep_s: f64,
 }
@@ -126,7 +126,7 @@ impl ChainTracker {
         ChainTracker {
             join,
             max_chains,
-            chains: HashMap::new(),
+            chains: Map::default(),
             count: 0,
             last_sweep_s: 0.0,
         }

@@ -418,7 +418,7 @@ struct State {
     counters: Counters,
     devices: BTreeMap<Arc<str>, DeviceState>,
     device_names: HashMap<u64, Arc<str>>,
-    inflight: HashMap<FileId, Vec<Inflight>>,
+    inflight: crate::Map<FileId, Vec<Inflight>>,
     next_job: u64,
     /// Files with prefetched ranges in the ledger, for sweeps: (file, size).
     swept_files: HashMap<FileId, (Weak<File>, u64)>,
@@ -450,7 +450,7 @@ struct Shared {
     /// keeps open and passes again (an open-file cache) is advised once, not per request.
     /// The `Weak` keeps the `Arc`'s allocation, so another descriptor cannot take its
     /// address while it is remembered.
-    advised: Mutex<HashMap<FileId, std::sync::Weak<File>>>,
+    advised: Mutex<crate::Map<FileId, std::sync::Weak<File>>>,
     /// Drops whose pages stayed resident (a `sendfile` still held them in a socket buffer),
     /// retried by the sweeper: (drop, file, size, attempts so far).
     retries: Mutex<Vec<RetryDrop>>,
@@ -805,7 +805,7 @@ impl Engine {
                 counters: Counters::default(),
                 devices: BTreeMap::new(),
                 device_names: HashMap::new(),
-                inflight: HashMap::new(),
+                inflight: crate::Map::default(),
                 next_job: 0,
                 swept_files: HashMap::new(),
                 pending: Observation::default(),
@@ -815,7 +815,7 @@ impl Engine {
                 drops: Vec::new(),
             }),
             pool,
-            advised: Mutex::new(HashMap::new()),
+            advised: Mutex::new(crate::Map::default()),
             retries: Mutex::new(Vec::new()),
             drop_stats: DropCounters::default(),
             dropper: dropper_tx,

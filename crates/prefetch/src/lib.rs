@@ -28,6 +28,10 @@ pub mod policy;
 pub mod residency;
 pub mod stats;
 
+/// Hash maps keyed by stream, file and client ids, looked up several times per request:
+/// with a fast hash (foldhash, seeded per process) instead of std's SipHash.
+pub(crate) type Map<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
+
 pub use bitrate::BitrateMap;
 pub use chain::{ChainKind, ChainPosition, ChainTracker, CHAIN_WINDOW_S};
 pub use device::DeviceMap;

@@ -42,8 +42,8 @@
 //! ([`crate::engine`]) does so for `vodkit serve` and `vodkit prefetchd`.
 
 use crate::policy::FileId;
+use crate::Map;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
 
 const MIB: u64 = 1 << 20;
 
@@ -234,7 +234,7 @@ struct Pos {
 /// popular title has thousands.
 #[derive(Clone, Debug, Default)]
 struct FileState {
-    pos: HashMap<StreamId, Pos>,
+    pos: Map<StreamId, Pos>,
     /// `(consumed, id)` of every stream in `pos`; among equal offsets the older stream
     /// (smaller id) comes first.
     order: std::collections::BTreeSet<(u64, StreamId)>,
@@ -303,11 +303,11 @@ impl FileState {
 #[derive(Clone, Debug)]
 pub struct MemoryManager {
     cfg: MemoryConfig,
-    streams: HashMap<StreamId, Stream>,
-    keyed: HashMap<(u64, FileId), StreamId>,
+    streams: Map<StreamId, Stream>,
+    keyed: Map<(u64, FileId), StreamId>,
     /// Every stream of each client (a connection closing marks them all).
-    by_client: HashMap<u64, Vec<StreamId>>,
-    files: HashMap<FileId, FileState>,
+    by_client: Map<u64, Vec<StreamId>>,
+    files: Map<FileId, FileState>,
     weights: f64,
     kept_bytes: u64,
     /// Σ over streams of [`Stream::unconsumed`] and of [`Stream::held`], kept up to date
@@ -320,7 +320,7 @@ pub struct MemoryManager {
     /// (priorities are non-negative `f64` bits, which sort like the numbers).
     cached: std::collections::BTreeMap<(u64, u64, u64), (FileId, u64)>,
     /// Per file: start → (end, priority, sequence) of its consumed-cache ranges.
-    cached_index: HashMap<FileId, std::collections::BTreeMap<u64, (u64, u64, u64)>>,
+    cached_index: Map<FileId, std::collections::BTreeMap<u64, (u64, u64, u64)>>,
     /// GreedyDual's inflation value: the priority of the last range evicted. A range
     /// cached now gets this plus its value, so ranges nobody comes back for age out.
     cache_floor: f64,
@@ -334,7 +334,7 @@ pub struct MemoryManager {
     predicted_horizon_bytes: u64,
     horizon_at_s: f64,
     /// Per file: when viewers started reading it from its beginning.
-    arrivals: HashMap<FileId, Arrivals>,
+    arrivals: Map<FileId, Arrivals>,
     /// Bytes the manager let go that are still resident: a drop the kernel could not carry
     /// out because a socket buffer still references the pages (a `sendfile` in flight).
     unreleased_bytes: u64,
@@ -422,17 +422,17 @@ impl MemoryManager {
     pub fn new(cfg: MemoryConfig) -> Self {
         MemoryManager {
             cfg,
-            streams: HashMap::new(),
-            keyed: HashMap::new(),
-            by_client: HashMap::new(),
-            files: HashMap::new(),
+            streams: Map::default(),
+            keyed: Map::default(),
+            by_client: Map::default(),
+            files: Map::default(),
             weights: 0.0,
             kept_bytes: 0,
             unconsumed_total: 0,
             held_total: 0,
             resident_total: 0,
             cached: Default::default(),
-            cached_index: HashMap::new(),
+            cached_index: Map::default(),
             cached_bytes: 0,
             cache_seq: 0,
             cache_floor: 0.0,
@@ -440,7 +440,7 @@ impl MemoryManager {
             horizon_bytes: 0,
             predicted_horizon_bytes: 0,
             horizon_at_s: f64::NEG_INFINITY,
-            arrivals: HashMap::new(),
+            arrivals: Map::default(),
             unreleased_bytes: 0,
             other_bytes: 0,
             next_id: 1,

@@ -64,6 +64,9 @@ pub struct ServerConfig {
     pub ingest: Option<crate::live::IngestConfig>,
     /// Served files kept open between requests ([`crate::open_files`]); 0: off.
     pub open_file_cache: usize,
+    /// How long a cached file is trusted before its name is checked again
+    /// ([`crate::open_files`]); zero: at every request.
+    pub open_file_valid: Duration,
 }
 
 /// The listen queue's default length. A burst of new viewers (a live stream's segment, a
@@ -104,6 +107,7 @@ impl ServerConfig {
             admission: crate::admission::AdmissionPolicy::Off,
             ingest: None,
             open_file_cache: crate::open_files::DEFAULT_ENTRIES,
+            open_file_valid: crate::open_files::DEFAULT_VALID,
         }
     }
 }

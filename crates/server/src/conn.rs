@@ -2,6 +2,7 @@
 //! order, keep the connection alive between requests, and enforce the idle timeout, the
 //! header timeout and the request-per-connection limit.
 
+use std::borrow::Cow;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::{Instant, SystemTime};
@@ -105,7 +106,17 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: ConnInfo) {
 /// answer them strictly in order, keep the connection alive between requests, and
 /// enforce the idle timeout, the header timeout and the request-per-connection limit.
 pub(crate) async fn requests<W: Wire>(shared: &Shared, wire: &mut W, info: ConnInfo) {
-    let mut shutdown = shared.shutdown.subscribe();
+    let shutdown = shared.shutdown.subscribe();
+    // One stop signal and one timer for the connection's life, not a fresh pair per read:
+    // each would register with the shutdown channel and the timer wheel and leave them
+    // again (two locks each) on every request.
+    let mut stop_rx = shared.shutdown.subscribe();
+    let stop = async move {
+        let _ = stop_rx.wait_for(|&v| v).await;
+    };
+    tokio::pin!(stop);
+    let timer = tokio::time::sleep(shared.config.idle_timeout);
+    tokio::pin!(timer);
     let mut buf: Vec<u8> = Vec::with_capacity(4096);
     let mut served = 0u64;
     let mut head_started: Option<Instant> = None;
@@ -168,26 +179,48 @@ pub(crate) async fn requests<W: Wire>(shared: &Shared, wire: &mut W, info: ConnI
             None => Instant::now() + shared.config.idle_timeout,
         };
         let deadline = tokio::time::Instant::from_std(deadline);
+        // The timer is moved earlier when needed but never later: one set for an earlier
+        // deadline fires early, and is then set again for the real one.
+        if deadline < timer.deadline() {
+            timer.as_mut().reset(deadline);
+        }
         buf.reserve(4096);
-        tokio::select! {
-            r = tokio::time::timeout_at(deadline, wire.read_more(&mut buf)) => match r {
-                Ok(Ok(0)) | Ok(Err(_)) => break,
-                Ok(Ok(_)) => {}
-                Err(_) => {
-                    if !buf.is_empty() {
-                        shared.metrics.header_timeouts.inc();
-                        let _ = send_text(shared, wire, &Response::text(408, true)).await;
+        let woke = loop {
+            tokio::select! {
+                biased;
+                r = wire.read_more(&mut buf) => break Wake::Read(r),
+                () = &mut timer => {
+                    if tokio::time::Instant::now() >= deadline {
+                        break Wake::Timeout;
                     }
-                    break;
+                    timer.as_mut().reset(deadline);
                 }
-            },
-            _ = async { let _ = shutdown.wait_for(|&v| v).await; }, if buf.is_empty() => break,
+                () = &mut stop, if buf.is_empty() => break Wake::Stop,
+            }
+        };
+        match woke {
+            Wake::Read(Ok(0) | Err(_)) | Wake::Stop => break,
+            Wake::Read(Ok(_)) => {}
+            Wake::Timeout => {
+                if !buf.is_empty() {
+                    shared.metrics.header_timeouts.inc();
+                    let _ = send_text(shared, wire, &Response::text(408, true)).await;
+                }
+                break;
+            }
         }
     }
     wire.idle(shared);
     if let Some(key) = stream_key {
         shared.io.closed(key);
     }
+}
+
+/// What ended a connection's wait for bytes.
+enum Wake {
+    Read(std::io::Result<usize>),
+    Timeout,
+    Stop,
 }
 
 /// Who asks: the memory manager's client and stream keys of a request.
@@ -797,10 +830,10 @@ fn finish(
     };
     if let Some(log) = &shared.log {
         log.record(Entry {
-            session: req.session_id.clone(),
-            method: req.method.as_str().to_string(),
-            path: req.target.clone(),
-            range: resp.range_log.clone(),
+            session: req.session_id.as_deref().map(Cow::Borrowed),
+            method: Cow::Borrowed(req.method.as_str()),
+            path: Cow::Borrowed(&req.target),
+            range: Cow::Borrowed(&resp.range_log),
             status: resp.status,
             bytes: clock.body_sent,
             bytes_mem: served.from_memory,
@@ -811,9 +844,9 @@ fn finish(
             } else {
                 "HTTP/1.1"
             }),
-            host: req.host.clone(),
-            user_agent: req.user_agent.clone(),
-            referer: req.referer.clone(),
+            host: req.host.as_deref().map(Cow::Borrowed),
+            user_agent: req.user_agent.as_deref().map(Cow::Borrowed),
+            referer: req.referer.as_deref().map(Cow::Borrowed),
             ..Entry::ending_now(info.peer, info.id, req_no, started.elapsed())
         });
     }

@@ -16,6 +16,9 @@ pub struct Metrics {
     pub connections_total: Counter,
     pub connections_refused: Counter,
     pub requests: Family<Vec<(String, String)>, Counter>,
+    /// Handles into `requests`, one per status code once seen: counting a response then
+    /// costs one atomic add, not a label vector built and hashed under the family's lock.
+    by_status: StatusCounters,
     pub requests_total: Counter,
     pub responses_aborted: Counter,
     pub responses_too_slow: Counter,
@@ -38,6 +41,30 @@ pub struct Metrics {
     pub streams_active: Gauge,
     /// The stream count `--admission auto` stops at, as last estimated (0: none yet).
     pub admission_limit: Gauge,
+}
+
+/// The `requests_total{status}` counter of each status code (100–599), made on first use.
+#[derive(Debug)]
+struct StatusCounters(Box<[std::sync::OnceLock<Counter>]>);
+
+impl Default for StatusCounters {
+    fn default() -> Self {
+        StatusCounters((100..600).map(|_| std::sync::OnceLock::new()).collect())
+    }
+}
+
+impl StatusCounters {
+    /// The counter of `status`; `make` creates it (a clone shares the family's count).
+    /// A status outside 100–599 (never sent) gets a fresh counter each time.
+    fn get(&self, status: u16, make: impl FnOnce() -> Counter) -> std::borrow::Cow<'_, Counter> {
+        match status
+            .checked_sub(100)
+            .and_then(|i| self.0.get(usize::from(i)))
+        {
+            Some(slot) => std::borrow::Cow::Borrowed(slot.get_or_init(make)),
+            None => std::borrow::Cow::Owned(make()),
+        }
+    }
 }
 
 /// Admission figures in `/stats`.
@@ -97,6 +124,7 @@ impl Metrics {
             connections_total: Counter::default(),
             connections_refused: Counter::default(),
             requests: Family::default(),
+            by_status: StatusCounters::default(),
             requests_total: Counter::default(),
             responses_aborted: Counter::default(),
             responses_too_slow: Counter::default(),
@@ -128,8 +156,12 @@ impl Metrics {
 
     pub fn count_status(&self, status: u16) {
         self.requests_total.inc();
-        self.requests
-            .get_or_create(&vec![("status".to_string(), status.to_string())])
+        self.by_status
+            .get(status, || {
+                self.requests
+                    .get_or_create(&vec![("status".to_string(), status.to_string())])
+                    .clone()
+            })
             .inc();
     }
 
@@ -262,4 +294,33 @@ fn register_server(registry: &mut Registry, m: &Metrics) {
         "Stream count at which --admission auto stops admitting (last estimate)",
         m.admission_limit.clone(),
     );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_counts_reach_the_exposition_through_the_cached_handles() {
+        let m = Metrics::new(None, None);
+        m.count_status(206);
+        m.count_status(206);
+        m.count_status(404);
+        m.count_status(42); // never sent; counted, not cached
+        let text = m.prometheus_text();
+        assert!(
+            text.contains("vodkit_server_responses_total{status=\"206\"} 2"),
+            "{text}"
+        );
+        assert!(
+            text.contains("vodkit_server_responses_total{status=\"404\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("vodkit_server_responses_total{status=\"42\"} 1"),
+            "{text}"
+        );
+        assert!(!text.contains("status=\"200\""), "{text}");
+        assert_eq!(m.requests_total.get(), 4);
+    }
 }

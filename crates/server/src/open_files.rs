@@ -1,11 +1,13 @@
 //! The open-file cache: descriptors of files served lately, kept open and reused while the
 //! file under that name is still the same one (device, inode, size, modification and
-//! change times, checked by one `fstatat` per request). A title watched by thousands is
-//! then opened once, not once per request: an `openat2`, a `statx` and a `close` per
-//! response were a tenth of the server's CPU serving a popular title from memory.
+//! change times, checked by an `fstatat`). A title watched by thousands is then opened
+//! once, not once per request: an `openat2`, a `statx` and a `close` per response were a
+//! tenth of the server's CPU serving a popular title from memory.
 //!
-//! nginx's `open_file_cache` does the same but trusts an entry for `open_file_cache_valid`
-//! (60 s) without looking; here a replaced, truncated or rewritten file is seen at the next
+//! An entry is trusted for the validity (`--open-file-cache-valid`, default 1 s) after it
+//! was last checked, like nginx's `open_file_cache_valid` (60 s there): serving a popular
+//! title from memory, one `fstatat` per request was 3% of the server's CPU. A replaced,
+//! truncated or rewritten file is therefore seen within the validity; 0 checks at every
 //! request, as without the cache. What the cache does keep is the descriptor of a file
 //! deleted since it was served, until the cache is full and starts over.
 
@@ -14,6 +16,7 @@ use std::fs::{File, Metadata};
 use std::os::unix::fs::MetadataExt as _;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use crate::target::{DocRoot, TargetError};
 
@@ -24,29 +27,52 @@ pub type OpenedFile = (Arc<File>, Metadata);
 /// Default number of files kept open (`--open-file-cache`).
 pub const DEFAULT_ENTRIES: usize = 1024;
 
+/// Default time an entry is trusted without a look at the file (`--open-file-cache-valid`).
+pub const DEFAULT_VALID: Duration = Duration::from_secs(1);
+
+/// A cached file and when its name was last seen to lead to it unchanged.
+#[derive(Debug)]
+struct Cached {
+    opened: OpenedFile,
+    checked: Instant,
+}
+
 /// Files kept open by their path under the root.
 #[derive(Debug)]
 pub struct OpenFiles {
     entries: usize,
-    map: Mutex<HashMap<PathBuf, OpenedFile>>,
+    valid: Duration,
+    map: Mutex<HashMap<PathBuf, Cached>>,
 }
 
 impl OpenFiles {
-    /// A cache of at most `entries` files.
-    pub fn new(entries: usize) -> OpenFiles {
+    /// A cache of at most `entries` files, each trusted for `valid` after a check.
+    pub fn new(entries: usize, valid: Duration) -> OpenFiles {
         OpenFiles {
             entries: entries.max(1),
+            valid,
             map: Mutex::new(HashMap::new()),
         }
     }
 
-    /// The file at `rel` under `root`: the cached descriptor when the name still leads to
-    /// the same unchanged file, else a fresh one (opened as [`DocRoot::open_file`] does,
-    /// with all its checks), which is then cached. Errors are never cached.
+    /// The file at `rel` under `root`: the cached descriptor when it was checked within the
+    /// validity or the name still leads to the same unchanged file, else a fresh one
+    /// (opened as [`DocRoot::open_file`] does, with all its checks), which is then cached.
+    /// Errors are never cached.
     pub fn open(&self, root: &DocRoot, rel: &Path) -> Result<OpenedFile, TargetError> {
-        let cached = self.lock().get(rel).cloned();
-        if let Some((file, meta)) = cached {
-            if root.stat(rel).is_ok_and(|now| same_file(&now, &meta)) {
+        let now = Instant::now();
+        let cached = self.lock().get(rel).map(|c| {
+            let fresh = now.saturating_duration_since(c.checked) < self.valid;
+            (c.opened.clone(), fresh)
+        });
+        if let Some(((file, meta), fresh)) = cached {
+            if fresh {
+                return Ok((file, meta));
+            }
+            if root.stat(rel).is_ok_and(|st| same_file(&st, &meta)) {
+                if let Some(c) = self.lock().get_mut(rel) {
+                    c.checked = now;
+                }
                 return Ok((file, meta));
             }
             self.lock().remove(rel);
@@ -58,7 +84,14 @@ impl OpenFiles {
             // Full: start over (the files served next are the ones worth keeping).
             map.clear();
         }
-        map.insert(rel.to_path_buf(), (file.clone(), meta.clone()));
+        let opened = (file.clone(), meta.clone());
+        map.insert(
+            rel.to_path_buf(),
+            Cached {
+                opened,
+                checked: now,
+            },
+        );
         Ok((file, meta))
     }
 
@@ -71,7 +104,7 @@ impl OpenFiles {
         self.len() == 0
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, OpenedFile>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<PathBuf, Cached>> {
         self.map.lock().unwrap_or_else(|p| p.into_inner())
     }
 }
@@ -103,7 +136,7 @@ mod tests {
     #[test]
     fn a_second_request_gets_the_same_descriptor() {
         let (_dir, root) = setup();
-        let cache = OpenFiles::new(8);
+        let cache = OpenFiles::new(8, Duration::ZERO);
         let (a, _) = cache.open(&root, Path::new("a.mp4")).unwrap();
         let (b, _) = cache.open(&root, Path::new("a.mp4")).unwrap();
         assert!(Arc::ptr_eq(&a, &b));
@@ -113,7 +146,7 @@ mod tests {
     #[test]
     fn a_replaced_appended_or_deleted_file_is_seen_at_once() {
         let (dir, root) = setup();
-        let cache = OpenFiles::new(8);
+        let cache = OpenFiles::new(8, Duration::ZERO);
         let rel = Path::new("a.mp4");
         let (a, m) = cache.open(&root, rel).unwrap();
         // Replaced by rename: a new inode.
@@ -141,7 +174,7 @@ mod tests {
     #[test]
     fn errors_are_not_cached_and_the_cache_stays_bounded() {
         let (dir, root) = setup();
-        let cache = OpenFiles::new(3);
+        let cache = OpenFiles::new(3, Duration::ZERO);
         assert_eq!(
             cache.open(&root, Path::new("missing.mp4")).err(),
             Some(TargetError::NotFound)
@@ -160,7 +193,7 @@ mod tests {
         let (dir, root) = setup();
         let outside = tempfile::tempdir().unwrap();
         std::fs::write(outside.path().join("secret"), b"first").unwrap();
-        let cache = OpenFiles::new(8);
+        let cache = OpenFiles::new(8, Duration::ZERO);
         cache.open(&root, Path::new("a.mp4")).unwrap();
         std::fs::remove_file(dir.path().join("a.mp4")).unwrap();
         std::os::unix::fs::symlink(outside.path().join("secret"), dir.path().join("a.mp4"))
@@ -169,5 +202,30 @@ mod tests {
             cache.open(&root, Path::new("a.mp4")).err(),
             Some(TargetError::Forbidden)
         );
+    }
+
+    #[test]
+    fn within_the_validity_the_cached_file_is_served_unchecked_then_checked_again() {
+        let (dir, root) = setup();
+        let rel = Path::new("a.mp4");
+        let replace = |content: &[u8]| {
+            std::fs::write(dir.path().join("b.tmp"), content).unwrap();
+            std::fs::rename(dir.path().join("b.tmp"), dir.path().join("a.mp4")).unwrap();
+        };
+        // Trusted for an hour: the replacement is not seen.
+        let cache = OpenFiles::new(8, Duration::from_secs(3600));
+        let (a, _) = cache.open(&root, rel).unwrap();
+        replace(b"second!");
+        let (b, m) = cache.open(&root, rel).unwrap();
+        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(m.len(), 5);
+        // Trusted for 50 ms: seen once that has passed.
+        let cache = OpenFiles::new(8, Duration::from_millis(50));
+        let (a, _) = cache.open(&root, rel).unwrap();
+        replace(b"third!!!");
+        std::thread::sleep(Duration::from_millis(80));
+        let (b, m) = cache.open(&root, rel).unwrap();
+        assert!(!Arc::ptr_eq(&a, &b));
+        assert_eq!(m.len(), 8);
     }
 }

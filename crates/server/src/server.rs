@@ -42,7 +42,7 @@ impl Server {
                     format!("document root {}: {e}", config.root.display()),
                 )
             })?
-            .with_open_files(config.open_file_cache);
+            .with_open_files(config.open_file_cache, config.open_file_valid);
         let listener = listen(config.listen, config.backlog)
             .map_err(|e| io::Error::new(e.kind(), format!("listen on {}: {e}", config.listen)))?;
         let local_addr = listener.local_addr()?;

@@ -150,9 +150,10 @@ impl DocRoot {
         })
     }
 
-    /// Keep up to `entries` served files open between requests (0: open every time).
-    pub fn with_open_files(mut self, entries: usize) -> DocRoot {
-        self.open_files = (entries > 0).then(|| crate::open_files::OpenFiles::new(entries));
+    /// Keep up to `entries` served files open between requests (0: open every time), each
+    /// trusted for `valid` after its name was last checked.
+    pub fn with_open_files(mut self, entries: usize, valid: std::time::Duration) -> DocRoot {
+        self.open_files = (entries > 0).then(|| crate::open_files::OpenFiles::new(entries, valid));
         self
     }
 

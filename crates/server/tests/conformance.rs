@@ -231,7 +231,8 @@ fn conditional_get_and_if_range() {
 
 #[test]
 fn etag_changes_when_file_changes() {
-    let s = TestServer::start();
+    // Cached files checked at every request (the default trusts them for a second).
+    let s = TestServer::start_with(|c| c.open_file_valid = std::time::Duration::ZERO);
     s.write("a.m4s", b"first");
     let mut c = s.connect();
     let a = c.get("/a.m4s", &[]);
@@ -245,7 +246,9 @@ fn etag_changes_when_file_changes() {
 
 #[test]
 fn a_file_replaced_or_deleted_is_seen_at_the_next_request_despite_the_open_file_cache() {
-    let s = TestServer::start();
+    // With the validity at zero (`--open-file-cache-valid 0`); the default trusts an entry
+    // for a second (crates/server/src/open_files.rs tests that).
+    let s = TestServer::start_with(|c| c.open_file_valid = std::time::Duration::ZERO);
     s.write("r.m4s", b"aaaa");
     let mut c = s.connect();
     assert_eq!(c.get("/r.m4s", &[]).body, b"aaaa");

@@ -73,11 +73,15 @@ pub struct Args {
     /// them (capped by net.core.somaxconn). nginx asks for 511; see docs/server.md.
     #[arg(long, default_value_t = vodkit_server::DEFAULT_BACKLOG, value_parser = clap::value_parser!(u32).range(1..=65535))]
     backlog: u32,
-    /// Served files kept open between requests, each checked by one fstatat per request
-    /// to be still the same unchanged file (0: open every file per request). See
+    /// Served files kept open between requests (0: open every file per request). See
     /// docs/server.md "Open-file cache".
     #[arg(long, default_value_t = vodkit_server::open_files::DEFAULT_ENTRIES)]
     open_file_cache: usize,
+    /// How long a kept-open file is trusted before one fstatat checks that its name still
+    /// leads to the same unchanged file (0: at every request; nginx's open_file_cache_valid
+    /// is 60s). A replaced or rewritten file is served within this time.
+    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    open_file_cache_valid: Duration,
     /// Admission of new streams (a request at offset 0, or not adjacent to an open stream
     /// of its session): off, auto[:SECONDS] (refuse with 503 + Retry-After while the disk's
     /// reads wait more than 1 s, or SECONDS, in its queue at p90; continuations are never
@@ -215,6 +219,7 @@ fn config(args: Args) -> anyhow::Result<ServerConfig> {
     config.max_connections = args.max_connections;
     config.backlog = args.backlog;
     config.open_file_cache = args.open_file_cache;
+    config.open_file_valid = args.open_file_cache_valid;
     config.admission = args.admission;
     if let Some(prefix) = &args.ingest {
         if !prefix.starts_with('/') || prefix == "/" {
