@@ -43,7 +43,8 @@ pub struct Metrics {
     pub admission_limit: Gauge,
 }
 
-/// The `requests_total{status}` counter of each status code (100–599), made on first use.
+/// The `responses_total{status}` counter of each status code (100–599), looked up in the
+/// family on first use and kept.
 #[derive(Debug)]
 struct StatusCounters(Box<[std::sync::OnceLock<Counter>]>);
 
@@ -55,7 +56,7 @@ impl Default for StatusCounters {
 
 impl StatusCounters {
     /// The counter of `status`; `make` creates it (a clone shares the family's count).
-    /// A status outside 100–599 (never sent) gets a fresh counter each time.
+    /// A status outside 100–599 (never sent) is looked up in the family every time.
     fn get(&self, status: u16, make: impl FnOnce() -> Counter) -> std::borrow::Cow<'_, Counter> {
         match status
             .checked_sub(100)
