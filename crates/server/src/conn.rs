@@ -106,10 +106,9 @@ pub async fn serve(shared: Arc<Shared>, stream: TcpStream, info: ConnInfo) {
 /// answer them strictly in order, keep the connection alive between requests, and
 /// enforce the idle timeout, the header timeout and the request-per-connection limit.
 pub(crate) async fn requests<W: Wire>(shared: &Shared, wire: &mut W, info: ConnInfo) {
-    let shutdown = shared.shutdown.subscribe();
     // One stop signal and one timer for the connection's life, not a fresh pair per read:
     // each would register with the shutdown channel and the timer wheel and leave them
-    // again (two locks each) on every request.
+    // again (two locks each) on every request. The flag itself is read from the sender.
     let mut stop_rx = shared.shutdown.subscribe();
     let stop = async move {
         let _ = stop_rx.wait_for(|&v| v).await;
@@ -131,7 +130,7 @@ pub(crate) async fn requests<W: Wire>(shared: &Shared, wire: &mut W, info: ConnI
                     head_started = None;
                     let who = requester(&req, info);
                     stream_key = Some(who.stream);
-                    let stopping = *shutdown.borrow();
+                    let stopping = *shared.shutdown.borrow();
                     if let Some(live) = shared.live.as_ref() {
                         let path = crate::target::path_part(&req.target).ok();
                         if let Some(path) = path.filter(|p| live.covers(p)) {
@@ -167,7 +166,7 @@ pub(crate) async fn requests<W: Wire>(shared: &Shared, wire: &mut W, info: ConnI
                 }
             }
         }
-        let stopping = *shutdown.borrow();
+        let stopping = *shared.shutdown.borrow();
         if buf.is_empty() {
             wire.idle(shared);
             if stopping {

@@ -48,6 +48,10 @@ pub(crate) struct Shared {
     pub admission: std::sync::Mutex<admission::Admission>,
     /// The live origin (`--ingest`), when on.
     pub live: Option<Arc<live::LiveStore>>,
+    /// Open connections across every event loop (`--max-connections`).
+    pub limit: Arc<tokio::sync::Semaphore>,
+    /// The last connection id handed out, across every event loop.
+    pub next_conn_id: std::sync::atomic::AtomicU64,
 }
 
 /// Raise the soft open-file limit to the hard limit so thousands of connections fit.
@@ -65,23 +69,19 @@ pub fn raise_fd_limit() {
     }
 }
 
-/// Event-loop threads of [`run_until_signal`]: `configured` when not 0, else one per CPU
-/// this process may run on (its affinity mask), or `None` to leave it to tokio when
-/// `TOKIO_WORKER_THREADS` is set. Not std's `available_parallelism`, tokio's own default,
-/// which also divides a cgroup CPU quota: a quarter of a core there means one thread, so
-/// every burst of work waits on one core while the quota would let two run. A quota bounds
-/// the CPU time the threads get, not how many run at once; nginx's `worker_processes auto`
-/// counts CPUs the same way.
-pub fn event_loop_threads(configured: usize) -> Option<usize> {
+/// Event loops of [`run_until_signal`]: `configured` when not 0, else one per CPU this
+/// process may run on (its affinity mask). Not std's `available_parallelism`, which also
+/// divides a cgroup CPU quota: a quarter of a core there means one loop, so every burst of
+/// work waits on one core while the quota would let two run. A quota bounds the CPU time
+/// the loops get, not how many run at once; nginx's `worker_processes auto` counts CPUs
+/// the same way.
+pub fn event_loop_threads(configured: usize) -> usize {
     if configured > 0 {
-        return Some(configured);
+        return configured;
     }
-    if std::env::var_os("TOKIO_WORKER_THREADS").is_some() {
-        return None;
-    }
-    Some(cpus_allowed().unwrap_or_else(|| {
+    cpus_allowed().unwrap_or_else(|| {
         std::thread::available_parallelism().map_or(1, std::num::NonZeroUsize::get)
-    }))
+    })
 }
 
 /// CPUs in this process's affinity mask.
@@ -101,22 +101,25 @@ fn cpus_allowed() -> Option<usize> {
 
 /// Run a server in the foreground until SIGTERM or SIGINT, then drain and return.
 /// `on_ready` is called with the bound addresses (HTTP, admin) once listening.
+///
+/// Connections are served by [`event_loop_threads`] event loops of their own
+/// ([`Server::bind_loops`]); this thread keeps the signals, the admin listener and the
+/// access-log writer.
 pub fn run_until_signal(
     config: ServerConfig,
     on_ready: impl FnOnce(std::net::SocketAddr, Option<std::net::SocketAddr>),
 ) -> std::io::Result<()> {
     raise_fd_limit();
-    let mut builder = tokio::runtime::Builder::new_multi_thread();
-    if let Some(n) = event_loop_threads(config.worker_threads) {
-        builder.worker_threads(n);
-    }
-    let runtime = builder.enable_all().build()?;
+    let loops = event_loop_threads(config.worker_threads);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     runtime.block_on(async move {
         use tokio::signal::unix::{signal, SignalKind};
         let mut term = signal(SignalKind::terminate())?;
         let mut int = signal(SignalKind::interrupt())?;
         let mut hup = signal(SignalKind::hangup())?;
-        let handle = Server::bind(config).await?;
+        let handle = Server::bind_loops(config, loops).await?;
         on_ready(handle.local_addr(), handle.admin_addr());
         loop {
             tokio::select! {
@@ -160,12 +163,7 @@ mod tests {
 
     #[test]
     fn event_loop_threads_are_one_per_allowed_cpu_unless_configured() {
-        assert_eq!(super::event_loop_threads(3), Some(3));
-        let default = super::event_loop_threads(0);
-        if std::env::var_os("TOKIO_WORKER_THREADS").is_some() {
-            assert_eq!(default, None);
-        } else {
-            assert_eq!(default, Some(cpus_in_status()));
-        }
+        assert_eq!(super::event_loop_threads(3), 3);
+        assert_eq!(super::event_loop_threads(0), cpus_in_status());
     }
 }

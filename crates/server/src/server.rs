@@ -1,12 +1,19 @@
-//! Binding, accepting and shutting down: the connection limit, connection ids, the admin
-//! listener, and the graceful drain on shutdown.
+//! Binding, accepting and shutting down: the event loops and their listeners, the
+//! connection limit, connection ids, the admin listener, and the graceful drain on shutdown.
+//!
+//! [`Server::bind`] accepts on the caller's runtime (tests, the in-process bench);
+//! [`Server::bind_loops`] is the foreground server's shape, nginx's: one single-threaded
+//! event loop per thread, each with its own listener in one `SO_REUSEPORT` group, so the
+//! kernel spreads connections over the loops and a connection lives its whole life on one
+//! thread — no work stealing, no cross-thread wake-ups on the way of a request.
 
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{watch, Semaphore};
+use tokio::sync::{oneshot, watch, Semaphore};
 use tokio::task::JoinSet;
 
 use crate::access_log::AccessLog;
@@ -33,8 +40,19 @@ pub struct ServerHandle {
 }
 
 impl Server {
-    /// Open the root and the listeners, and start serving on the current tokio runtime.
+    /// Open the root and the listener, and start serving on the current tokio runtime.
     pub async fn bind(config: ServerConfig) -> io::Result<ServerHandle> {
+        Server::bind_with(config, None).await
+    }
+
+    /// Open the root and `loops` listeners (one `SO_REUSEPORT` group), and serve each on
+    /// an event loop of its own: a thread running a single-threaded tokio runtime. The
+    /// admin listener and the access-log writer stay on the caller's runtime.
+    pub async fn bind_loops(config: ServerConfig, loops: usize) -> io::Result<ServerHandle> {
+        Server::bind_with(config, Some(loops.max(1))).await
+    }
+
+    async fn bind_with(config: ServerConfig, loops: Option<usize>) -> io::Result<ServerHandle> {
         let root = DocRoot::open(&config.root, config.allow_outside_symlinks)
             .map_err(|e| {
                 io::Error::new(
@@ -43,9 +61,9 @@ impl Server {
                 )
             })?
             .with_open_files(config.open_file_cache, config.open_file_valid);
-        let listener = listen(config.listen, config.backlog)
+        let listeners = listen_group(config.listen, config.backlog, loops.unwrap_or(1))
             .map_err(|e| io::Error::new(e.kind(), format!("listen on {}: {e}", config.listen)))?;
-        let local_addr = listener.local_addr()?;
+        let local_addr = listeners[0].local_addr()?;
         let admin =
             match config.admin {
                 Some(addr) => Some(TcpListener::bind(addr).await.map_err(|e| {
@@ -80,6 +98,8 @@ impl Server {
         let shutdown = Arc::new(watch::channel(false).0);
         let admission = std::sync::Mutex::new(crate::admission::Admission::new(config.admission));
         let shared = Arc::new(Shared {
+            limit: Arc::new(Semaphore::new(config.max_connections)),
+            next_conn_id: AtomicU64::new(0),
             admission,
             live,
             plan: PlanSettings {
@@ -96,8 +116,25 @@ impl Server {
             tls,
             shutdown: shutdown.clone(),
         });
+        let done = match loops {
+            None => {
+                let mut listeners = listeners;
+                let listener = TcpListener::from_std(listeners.remove(0))?;
+                let (tx, rx) = oneshot::channel();
+                let shared = shared.clone();
+                tokio::spawn(async move {
+                    accept_loop(listener, shared).await;
+                    let _ = tx.send(());
+                });
+                vec![rx]
+            }
+            Some(_) => spawn_loops(listeners, &shared).inspect_err(|_| {
+                // The loops already started stop again.
+                shared.shutdown.send_replace(true);
+            })?,
+        };
         let admin_task = admin.map(|l| tokio::spawn(crate::admin::run(l, shared.clone())));
-        let task = tokio::spawn(accept_loop(listener, shared.clone(), admin_task, log_task));
+        let task = tokio::spawn(supervise(done, shared.clone(), admin_task, log_task));
         Ok(ServerHandle {
             local_addr,
             admin_addr,
@@ -155,35 +192,110 @@ impl ServerHandle {
     }
 }
 
-/// A listener on `addr` with a listen queue of `backlog` (the kernel caps it at
-/// `net.core.somaxconn`), address reuse on as with `TcpListener::bind`.
-fn listen(addr: std::net::SocketAddr, backlog: u32) -> io::Result<TcpListener> {
-    let socket = if addr.is_ipv4() {
-        tokio::net::TcpSocket::new_v4()?
-    } else {
-        tokio::net::TcpSocket::new_v6()?
-    };
-    socket.set_reuseaddr(true)?;
-    socket.bind(addr)?;
-    socket.listen(backlog)
+/// `count` non-blocking listeners on `addr`, each with a listen queue of `backlog` (the
+/// kernel caps it at `net.core.somaxconn`) and address reuse on as with
+/// `TcpListener::bind`. More than one form an `SO_REUSEPORT` group on the port the first
+/// one got (so `:0` works), across which the kernel spreads new connections.
+fn listen_group(
+    addr: SocketAddr,
+    backlog: u32,
+    count: usize,
+) -> io::Result<Vec<std::net::TcpListener>> {
+    let mut out: Vec<std::net::TcpListener> = Vec::with_capacity(count);
+    for _ in 0..count.max(1) {
+        let at = match out.first() {
+            Some(first) => first.local_addr()?,
+            None => addr,
+        };
+        let socket = socket2::Socket::new(
+            socket2::Domain::for_address(at),
+            socket2::Type::STREAM,
+            Some(socket2::Protocol::TCP),
+        )?;
+        socket.set_reuse_address(true)?;
+        if count > 1 {
+            socket.set_reuse_port(true)?;
+        }
+        socket.bind(&at.into())?;
+        socket.listen(i32::try_from(backlog).unwrap_or(i32::MAX))?;
+        socket.set_nonblocking(true)?;
+        out.push(socket.into());
+    }
+    Ok(out)
 }
 
-async fn accept_loop(
-    listener: TcpListener,
+/// Start one event-loop thread per listener; each answers on its receiver once its
+/// connections are drained and its runtime is gone. Every runtime is built before any
+/// thread starts, so a failure leaves no listener without a loop.
+fn spawn_loops(
+    listeners: Vec<std::net::TcpListener>,
+    shared: &Arc<Shared>,
+) -> io::Result<Vec<oneshot::Receiver<()>>> {
+    let runtimes = listeners
+        .iter()
+        .map(|_| {
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+        })
+        .collect::<io::Result<Vec<_>>>()?;
+    let mut done = Vec::with_capacity(listeners.len());
+    for (i, (listener, runtime)) in listeners.into_iter().zip(runtimes).enumerate() {
+        let (tx, rx) = oneshot::channel();
+        let shared = shared.clone();
+        std::thread::Builder::new()
+            .name(format!("vodkit-loop-{i}"))
+            .spawn(move || {
+                let served = runtime.block_on(async move {
+                    let listener = TcpListener::from_std(listener)?;
+                    accept_loop(listener, shared).await;
+                    Ok::<(), io::Error>(())
+                });
+                if let Err(e) = served {
+                    tracing::error!("event loop {i}: {e}");
+                }
+                // The runtime's blocking pool finishes before the loop reports done, so
+                // nothing of it still holds the shared state.
+                drop(runtime);
+                let _ = tx.send(());
+            })?;
+        done.push(rx);
+    }
+    Ok(done)
+}
+
+/// Wait for every event loop to finish draining, then stop the admin listener and let the
+/// access log flush (its writer ends when the last holder of the shared state is gone).
+async fn supervise(
+    loops: Vec<oneshot::Receiver<()>>,
     shared: Arc<Shared>,
     admin_task: Option<tokio::task::JoinHandle<()>>,
     log_task: Option<tokio::task::JoinHandle<()>>,
 ) {
-    let limit = Arc::new(Semaphore::new(shared.config.max_connections));
+    for done in loops {
+        let _ = done.await;
+    }
+    if let Some(t) = admin_task {
+        t.abort();
+        let _ = t.await;
+    }
+    drop(shared);
+    if let Some(t) = log_task {
+        let _ = t.await;
+    }
+}
+
+/// Accept on `listener` until shutdown, then drain this loop's connections (up to the
+/// drain timeout).
+async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
     let mut conns = JoinSet::new();
     let mut stop = shared.shutdown.subscribe();
-    let mut next_id = 0u64;
     loop {
         tokio::select! {
             r = listener.accept() => match r {
                 Ok((stream, peer)) => {
-                    next_id += 1;
-                    admit(&shared, &limit, &mut conns, stream, ConnInfo { id: next_id, peer });
+                    let id = shared.next_conn_id.fetch_add(1, Ordering::Relaxed) + 1;
+                    admit(&shared, &mut conns, stream, ConnInfo { id, peer });
                 }
                 Err(e) => {
                     // Out of descriptors or similar: back off briefly instead of spinning.
@@ -204,25 +316,11 @@ async fn accept_loop(
         tracing::warn!("drain timeout: closing {} connections", conns.len());
         conns.shutdown().await;
     }
-    if let Some(t) = admin_task {
-        t.abort();
-        let _ = t.await;
-    }
-    drop(shared);
-    if let Some(t) = log_task {
-        let _ = t.await;
-    }
 }
 
-fn admit(
-    shared: &Arc<Shared>,
-    limit: &Arc<Semaphore>,
-    conns: &mut JoinSet<()>,
-    stream: TcpStream,
-    info: ConnInfo,
-) {
+fn admit(shared: &Arc<Shared>, conns: &mut JoinSet<()>, stream: TcpStream, info: ConnInfo) {
     let m = &shared.metrics;
-    let Ok(permit) = limit.clone().try_acquire_owned() else {
+    let Ok(permit) = shared.limit.clone().try_acquire_owned() else {
         m.connections_refused.inc();
         if shared.tls.is_some() {
             // Never plaintext on a TLS listener: just close.
@@ -266,7 +364,9 @@ mod tests {
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or(u32::MAX);
         for backlog in [100, crate::DEFAULT_BACKLOG] {
-            let l = listen("127.0.0.1:0".parse().unwrap(), backlog).unwrap();
+            let l = listen_group("127.0.0.1:0".parse().unwrap(), backlog, 1)
+                .unwrap()
+                .remove(0);
             let port = l.local_addr().unwrap().port();
             let out = std::process::Command::new("ss")
                 .args(["-ltnH", &format!("sport = :{port}")])
