@@ -56,8 +56,8 @@ pub struct ServerConfig {
     pub drain_timeout: Duration,
     /// Serve HTTPS with this certificate and key (`None`: plaintext HTTP).
     pub tls: Option<crate::tls::TlsSettings>,
-    /// Event loops of [`crate::run_until_signal`], each a thread with a listener of its own
-    /// (0: one per CPU the process may run on).
+    /// Event loops of [`crate::run_until_signal`], each a thread accepting from the one
+    /// listener (0: one per CPU the process may run on).
     pub worker_threads: usize,
     /// How requests that start a new stream are admitted ([`crate::admission`]).
     pub admission: crate::admission::AdmissionPolicy,

@@ -3,9 +3,12 @@
 //!
 //! [`Server::bind`] accepts on the caller's runtime (tests, the in-process bench);
 //! [`Server::bind_loops`] is the foreground server's shape, nginx's: one single-threaded
-//! event loop per thread, each with its own listener in one `SO_REUSEPORT` group, so the
-//! kernel spreads connections over the loops and a connection lives its whole life on one
-//! thread — no work stealing, no cross-thread wake-ups on the way of a request.
+//! event loop per thread, all accepting from one listening socket (each loop polls its own
+//! descriptor of it), so whichever loop is free takes the next connection, and a
+//! connection lives its whole life on one thread — no work stealing, no cross-thread
+//! wake-ups on the way of a request. One socket, not an `SO_REUSEPORT` group: a second
+//! server started on the same port fails with "address in use" instead of silently
+//! sharing the port's connections.
 
 use std::io;
 use std::net::SocketAddr;
@@ -45,9 +48,10 @@ impl Server {
         Server::bind_with(config, None).await
     }
 
-    /// Open the root and `loops` listeners (one `SO_REUSEPORT` group), and serve each on
-    /// an event loop of its own: a thread running a single-threaded tokio runtime. The
-    /// admin listener and the access-log writer stay on the caller's runtime.
+    /// Open the root and the listener, and serve it from `loops` event loops of their
+    /// own: threads each running a single-threaded tokio runtime with its own descriptor
+    /// of the listening socket. The admin listener and the access-log writer stay on the
+    /// caller's runtime.
     pub async fn bind_loops(config: ServerConfig, loops: usize) -> io::Result<ServerHandle> {
         Server::bind_with(config, Some(loops.max(1))).await
     }
@@ -61,9 +65,9 @@ impl Server {
                 )
             })?
             .with_open_files(config.open_file_cache, config.open_file_valid);
-        let listeners = listen_group(config.listen, config.backlog, loops.unwrap_or(1))
+        let listener = listen(config.listen, config.backlog)
             .map_err(|e| io::Error::new(e.kind(), format!("listen on {}: {e}", config.listen)))?;
-        let local_addr = listeners[0].local_addr()?;
+        let local_addr = listener.local_addr()?;
         let admin =
             match config.admin {
                 Some(addr) => Some(TcpListener::bind(addr).await.map_err(|e| {
@@ -118,8 +122,7 @@ impl Server {
         });
         let done = match loops {
             None => {
-                let mut listeners = listeners;
-                let listener = TcpListener::from_std(listeners.remove(0))?;
+                let listener = TcpListener::from_std(listener)?;
                 let (tx, rx) = oneshot::channel();
                 let shared = shared.clone();
                 tokio::spawn(async move {
@@ -128,7 +131,7 @@ impl Server {
                 });
                 vec![rx]
             }
-            Some(_) => spawn_loops(listeners, &shared).inspect_err(|_| {
+            Some(n) => spawn_loops(listener, n, &shared).inspect_err(|_| {
                 // The loops already started stop again.
                 shared.shutdown.send_replace(true);
             })?,
@@ -192,45 +195,35 @@ impl ServerHandle {
     }
 }
 
-/// `count` non-blocking listeners on `addr`, each with a listen queue of `backlog` (the
-/// kernel caps it at `net.core.somaxconn`) and address reuse on as with
-/// `TcpListener::bind`. More than one form an `SO_REUSEPORT` group on the port the first
-/// one got (so `:0` works), across which the kernel spreads new connections.
-fn listen_group(
-    addr: SocketAddr,
-    backlog: u32,
-    count: usize,
-) -> io::Result<Vec<std::net::TcpListener>> {
-    let mut out: Vec<std::net::TcpListener> = Vec::with_capacity(count);
-    for _ in 0..count.max(1) {
-        let at = match out.first() {
-            Some(first) => first.local_addr()?,
-            None => addr,
-        };
-        let socket = socket2::Socket::new(
-            socket2::Domain::for_address(at),
-            socket2::Type::STREAM,
-            Some(socket2::Protocol::TCP),
-        )?;
-        socket.set_reuse_address(true)?;
-        if count > 1 {
-            socket.set_reuse_port(true)?;
-        }
-        socket.bind(&at.into())?;
-        socket.listen(i32::try_from(backlog).unwrap_or(i32::MAX))?;
-        socket.set_nonblocking(true)?;
-        out.push(socket.into());
-    }
-    Ok(out)
+/// A non-blocking listener on `addr` with a listen queue of `backlog` (the kernel caps it
+/// at `net.core.somaxconn`), address reuse on as with `TcpListener::bind`.
+fn listen(addr: SocketAddr, backlog: u32) -> io::Result<std::net::TcpListener> {
+    let socket = socket2::Socket::new(
+        socket2::Domain::for_address(addr),
+        socket2::Type::STREAM,
+        Some(socket2::Protocol::TCP),
+    )?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(i32::try_from(backlog).unwrap_or(i32::MAX))?;
+    socket.set_nonblocking(true)?;
+    Ok(socket.into())
 }
 
-/// Start one event-loop thread per listener; each answers on its receiver once its
-/// connections are drained and its runtime is gone. Every runtime is built before any
-/// thread starts, so a failure leaves no listener without a loop.
+/// Start `loops` event-loop threads, each with its own descriptor of `listener`; each
+/// answers on its receiver once its connections are drained and its runtime is gone.
+/// Every runtime and descriptor is made before any thread starts, so a failure leaves no
+/// loop half set up.
 fn spawn_loops(
-    listeners: Vec<std::net::TcpListener>,
+    listener: std::net::TcpListener,
+    loops: usize,
     shared: &Arc<Shared>,
 ) -> io::Result<Vec<oneshot::Receiver<()>>> {
+    let mut listeners = Vec::with_capacity(loops);
+    for _ in 1..loops {
+        listeners.push(listener.try_clone()?);
+    }
+    listeners.push(listener);
     let runtimes = listeners
         .iter()
         .map(|_| {
@@ -364,9 +357,7 @@ mod tests {
             .and_then(|s| s.trim().parse().ok())
             .unwrap_or(u32::MAX);
         for backlog in [100, crate::DEFAULT_BACKLOG] {
-            let l = listen_group("127.0.0.1:0".parse().unwrap(), backlog, 1)
-                .unwrap()
-                .remove(0);
+            let l = listen("127.0.0.1:0".parse().unwrap(), backlog).unwrap();
             let port = l.local_addr().unwrap().port();
             let out = std::process::Command::new("ss")
                 .args(["-ltnH", &format!("sport = :{port}")])

@@ -1,7 +1,8 @@
-//! The foreground server's shape (`Server::bind_loops`): one event-loop thread per
-//! listener in one `SO_REUSEPORT` group. Every loop listens and serves, the connection
-//! limit and the connection ids span the loops, and shutdown closes every listener and
-//! flushes the access log after the last loop has drained.
+//! The foreground server's shape (`Server::bind_loops`): event-loop threads accepting from
+//! one listening socket. The loops serve without the caller's runtime, the connection
+//! limit and the connection ids span the loops, a second server on the port is refused,
+//! and shutdown closes the listener and flushes the access log after the last loop has
+//! drained.
 
 mod common;
 
@@ -38,7 +39,7 @@ fn thread_names() -> Vec<String> {
 }
 
 #[test]
-fn every_loop_listens_and_the_limit_and_ids_span_the_loops() {
+fn the_loops_share_one_listener_the_limit_and_the_ids() {
     let dir = tempfile::tempdir().unwrap();
     let body = pattern(256 * 1024);
     std::fs::write(dir.path().join("v.mp4"), &body).unwrap();
@@ -57,12 +58,24 @@ fn every_loop_listens_and_the_limit_and_ids_span_the_loops() {
         .block_on(vodkit_server::Server::bind_loops(config, 3))
         .unwrap();
     let addr = handle.local_addr();
-    assert_eq!(listeners_on(addr.port()), 3, "one listener per loop");
+    assert_eq!(
+        listeners_on(addr.port()),
+        1,
+        "one listening socket for every loop"
+    );
     let names = thread_names();
     for i in 0..3 {
         let name = format!("vodkit-loop-{i}");
         assert!(names.contains(&name), "{name} in {names:?}");
     }
+
+    // A second server on the same port is refused, loops or not: the port is not shared.
+    let mut again = vodkit_server::ServerConfig::new(dir.path());
+    again.listen = addr;
+    let err = rt
+        .block_on(vodkit_server::Server::bind_loops(again, 2))
+        .expect_err("the port is taken");
+    assert!(err.to_string().contains("in use"), "{err}");
 
     // Served while the caller's runtime is not even polled.
     let conns = 40;
@@ -91,7 +104,7 @@ fn every_loop_listens_and_the_limit_and_ids_span_the_loops() {
             .await
             .expect("shutdown drains every loop")
     });
-    assert_eq!(listeners_on(addr.port()), 0, "every listener closed");
+    assert_eq!(listeners_on(addr.port()), 0, "the listener closed");
     assert!(std::net::TcpStream::connect(addr).is_err());
 
     // The log was flushed after the last loop finished: one line per response, each

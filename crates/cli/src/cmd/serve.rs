@@ -153,8 +153,8 @@ pub struct Args {
     /// Longest wait for in-flight responses after SIGTERM.
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     drain_timeout: Duration,
-    /// Event loops, each a thread with its own listener in one SO_REUSEPORT group (default:
-    /// one per CPU the server may run on, whatever its CPU quota).
+    /// Event loops, each a thread accepting from the one listening socket (default: one per
+    /// CPU the server may run on, whatever its CPU quota).
     #[arg(long, default_value_t = 0)]
     threads: usize,
     #[command(flatten)]
