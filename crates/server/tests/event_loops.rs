@@ -86,6 +86,17 @@ fn the_loops_share_one_listener_the_limit_and_the_ids() {
         assert!(r.body == body, "body intact");
     }
 
+    // The closed connections' tasks end just after their last byte: wait for them, so the
+    // permits below are all free.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while handle.stats().connections_open > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "connections never ended"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+
     // Four connections held open fill the limit, whichever loops they landed on; every
     // further one is refused, on every loop.
     let mut held: Vec<Client> = (0..4).map(|_| Client::connect(addr)).collect();
