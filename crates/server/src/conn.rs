@@ -12,7 +12,7 @@ use tokio::net::TcpStream;
 use crate::access_log::{Entry, Outcome};
 use crate::body::{send_bytes, send_file_range, send_slices, SendClock, SendError};
 use crate::io::{Prepared, Requester, WINDOW};
-use crate::range::ByteRange;
+use crate::range::{ByteRange, RangeSpec};
 use crate::request::{parse_head, HeadError, Method, Parsed, Request};
 use crate::response::{head_bytes, plan, Body, Response, Segment};
 use crate::Shared;
@@ -128,7 +128,8 @@ pub(crate) async fn requests<W: Wire>(shared: &Shared, wire: &mut W, info: ConnI
                     buf.drain(..used);
                     served += 1;
                     head_started = None;
-                    let who = requester(&req, info);
+                    let specs = req.range.as_deref().and_then(crate::range::parse_range);
+                    let who = requester(&req, specs.as_deref(), info);
                     stream_key = Some(who.stream);
                     let stopping = *shared.shutdown.borrow();
                     if let Some(live) = shared.live.as_ref() {
@@ -149,7 +150,14 @@ pub(crate) async fn requests<W: Wire>(shared: &Shared, wire: &mut W, info: ConnI
                         }
                     }
                     let keep = match discard_body(wire, &mut buf, &req, shared).await {
-                        Ok(()) => answer(shared, wire, &req, who, info, served, stopping).await,
+                        Ok(()) => {
+                            let asked = Asked {
+                                req: &req,
+                                specs: specs.as_deref(),
+                                who,
+                            };
+                            answer(shared, wire, asked, info, served, stopping).await
+                        }
                         Err(()) => false,
                     };
                     if !keep {
@@ -223,8 +231,8 @@ enum Wake {
 }
 
 /// Who asks: the memory manager's client and stream keys of a request.
-fn requester(req: &Request, info: ConnInfo) -> Requester {
-    let open_ended = match req.range.as_deref().and_then(crate::range::parse_range) {
+fn requester(req: &Request, specs: Option<&[RangeSpec]>, info: ConnInfo) -> Requester {
+    let open_ended = match specs {
         None => true,
         Some(specs) => specs
             .iter()
@@ -537,7 +545,7 @@ async fn live_request<W: Wire>(
         }
     };
     let keep = req.wants_keep_alive() && !resp.close && !ctx.stopping;
-    let head = head_bytes(&resp, &http_date(), keep);
+    let head = with_http_date(|date| head_bytes(&resp, date, keep));
     let send_body = method != "HEAD";
     let mut result = match (&object, &resp.body) {
         // Small objects go out with the head in one call.
@@ -602,7 +610,7 @@ async fn live_request<W: Wire>(
 }
 
 pub(crate) fn full_text(resp: &Response) -> Vec<u8> {
-    let mut out = head_bytes(resp, &http_date(), !resp.close);
+    let mut out = with_http_date(|date| head_bytes(resp, date, !resp.close));
     if let Body::Text(b) = &resp.body {
         out.extend_from_slice(b);
     }
@@ -664,18 +672,25 @@ pub(crate) struct Served {
     pub from_disk: u64,
 }
 
+/// A request as the answer needs it: the head, its `Range` parsed once, and who asks.
+struct Asked<'a> {
+    req: &'a Request,
+    specs: Option<&'a [RangeSpec]>,
+    who: Requester,
+}
+
 /// Answer one request; returns whether the connection stays open.
 async fn answer<W: Wire>(
     shared: &Shared,
     wire: &mut W,
-    req: &Request,
-    who: Requester,
+    asked: Asked<'_>,
     info: ConnInfo,
     req_no: u64,
     shutting_down: bool,
 ) -> bool {
+    let Asked { req, specs, who } = asked;
     let started = Instant::now();
-    let mut resp = plan(req, &shared.root, &shared.plan);
+    let mut resp = plan(req, specs, &shared.root, &shared.plan);
     if let Some(refusal) = admit(shared, req, &resp, who) {
         resp = refusal;
     }
@@ -862,7 +877,7 @@ async fn send_response<W: Wire>(
     clock: &mut SendClock,
     served: &mut Served,
 ) -> Result<(), SendError> {
-    let head = head_bytes(resp, &http_date(), keep);
+    let head = with_http_date(|date| head_bytes(resp, date, keep));
     match (&resp.body, send_body) {
         (Body::Text(text), true) => {
             // Small: head and body leave in one write.
@@ -982,8 +997,9 @@ async fn send_windows<W: Wire>(
     Ok(())
 }
 
-/// The current time as an HTTP date, formatted at most once per second per thread.
-pub fn http_date() -> String {
+/// Run `f` on the current time as an HTTP date, formatted at most once per second per
+/// thread and lent, not copied, to every response of that second.
+pub fn with_http_date<R>(f: impl FnOnce(&str) -> R) -> R {
     use std::cell::RefCell;
     thread_local! {
         static CACHE: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
@@ -998,6 +1014,6 @@ pub fn http_date() -> String {
         if c.0 != secs {
             *c = (secs, httpdate::fmt_http_date(now));
         }
-        c.1.clone()
+        f(&c.1)
     })
 }

@@ -4,12 +4,18 @@ use std::path::Path;
 
 /// Media type for a file name; `application/octet-stream` when the extension is unknown.
 pub fn content_type(path: &Path) -> &'static str {
-    let ext = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .unwrap_or("")
-        .to_ascii_lowercase();
-    match ext.as_str() {
+    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
+    // Lowercased on the stack; an extension longer than any known matches none.
+    let mut lower = [0u8; 8];
+    let ext = match lower.get_mut(..ext.len()) {
+        Some(l) => {
+            l.copy_from_slice(ext.as_bytes());
+            l.make_ascii_lowercase();
+            std::str::from_utf8(l).unwrap_or("")
+        }
+        None => "",
+    };
+    match ext {
         "mp4" | "m4v" | "cmfv" => "video/mp4",
         "m4s" => "video/iso.segment",
         "m4a" | "cmfa" => "audio/mp4",
@@ -62,6 +68,12 @@ mod tests {
         );
         assert_eq!(content_type(Path::new("x.ts")), "video/mp2t");
         assert_eq!(content_type(Path::new("noext")), "application/octet-stream");
+        // Longer than any known extension, including one whose prefix is known.
+        assert_eq!(
+            content_type(Path::new("a.mp4mp4mp4")),
+            "application/octet-stream"
+        );
+        assert_eq!(content_type(Path::new("A.WEBP")), "image/webp");
         // What a web player page loads: ES modules must not go out as octet-stream.
         assert_eq!(
             content_type(Path::new("dash.all.min.mjs")),

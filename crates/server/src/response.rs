@@ -105,11 +105,17 @@ pub fn reason(status: u16) -> &'static str {
     }
 }
 
-/// Plan the response to a GET, HEAD or OPTIONS request for a file under `root`.
-pub fn plan(req: &Request, root: &DocRoot, settings: &PlanSettings) -> Response {
-    let range_specs = req.range.as_deref().and_then(range::parse_range);
-    let range_log = range::log_text(range_specs.as_deref());
-    let mut resp = plan_inner(req, root, settings, range_specs.as_deref());
+/// Plan the response to a GET, HEAD or OPTIONS request for a file under `root`;
+/// `range_specs` is the request's `Range` header as [`range::parse_range`] read it (the
+/// caller parses it once for the planner and the I/O layer).
+pub fn plan(
+    req: &Request,
+    range_specs: Option<&[RangeSpec]>,
+    root: &DocRoot,
+    settings: &PlanSettings,
+) -> Response {
+    let range_log = range::log_text(range_specs);
+    let mut resp = plan_inner(req, root, settings, range_specs);
     resp.range_log = range_log;
     if let Some(cors) = &settings.cors {
         let origin = req.origin.as_deref();
@@ -176,7 +182,7 @@ fn plan_inner(
         headers,
         "Accept-Ranges: bytes\r\nETag: {}\r\nLast-Modified: {}\r\n",
         v.etag,
-        v.last_modified_text()
+        v.last_modified_http()
     );
     if compressible {
         headers.push_str("Vary: Accept-Encoding\r\n");
@@ -387,23 +393,31 @@ fn multipart_segments(
 
 /// Format the complete response head.
 pub fn head_bytes(resp: &Response, date: &str, keep_alive: bool) -> Vec<u8> {
-    let mut head = String::with_capacity(160 + resp.headers.len());
-    let _ = write!(
-        head,
-        "HTTP/1.1 {} {}\r\nServer: vodkit\r\nDate: {date}\r\n{}",
-        resp.status,
+    let mut head = Vec::with_capacity(160 + resp.headers.len());
+    let mut n = itoa::Buffer::new();
+    for part in [
+        "HTTP/1.1 ",
+        n.format(resp.status),
+        " ",
         reason(resp.status),
-        resp.headers
-    );
-    if resp.status != 304 && resp.status != 204 {
-        let _ = write!(head, "Content-Length: {}\r\n", resp.content_length);
+        "\r\nServer: vodkit\r\nDate: ",
+        date,
+        "\r\n",
+        &resp.headers,
+    ] {
+        head.extend_from_slice(part.as_bytes());
     }
-    head.push_str(if keep_alive {
-        "Connection: keep-alive\r\n\r\n"
+    if resp.status != 304 && resp.status != 204 {
+        head.extend_from_slice(b"Content-Length: ");
+        head.extend_from_slice(n.format(resp.content_length).as_bytes());
+        head.extend_from_slice(b"\r\n");
+    }
+    head.extend_from_slice(if keep_alive {
+        b"Connection: keep-alive\r\n\r\n"
     } else {
-        "Connection: close\r\n\r\n"
+        b"Connection: close\r\n\r\n"
     });
-    head.into_bytes()
+    head
 }
 
 #[cfg(test)]
@@ -441,5 +455,23 @@ mod tests {
         assert!(h.starts_with("HTTP/1.1 404 Not Found\r\n"));
         assert!(h.contains("Content-Length: 14\r\n"));
         assert!(h.ends_with("Connection: keep-alive\r\n\r\n"));
+        assert_eq!(
+            h,
+            "HTTP/1.1 404 Not Found\r\nServer: vodkit\r\nDate: D\r\n\
+             Content-Type: text/plain; charset=utf-8\r\nContent-Length: 14\r\n\
+             Connection: keep-alive\r\n\r\n"
+        );
+        let mut r = bodiless(304, "ETag: \"x\"\r\n".into());
+        r.content_length = u64::MAX;
+        let h = String::from_utf8(head_bytes(&r, "D", false)).unwrap();
+        assert_eq!(
+            h,
+            "HTTP/1.1 304 Not Modified\r\nServer: vodkit\r\nDate: D\r\nETag: \"x\"\r\n\
+             Connection: close\r\n\r\n"
+        );
+        let mut r = Response::text(206, false);
+        r.content_length = u64::MAX;
+        let h = String::from_utf8(head_bytes(&r, "D", false)).unwrap();
+        assert!(h.contains(&format!("\r\nContent-Length: {}\r\n", u64::MAX)));
     }
 }
