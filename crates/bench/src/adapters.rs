@@ -382,6 +382,9 @@ impl VodkitStarter for ChildVodkit {
         if let Some(c) = &self.catalog {
             cmd.arg("--catalog").arg(c);
         }
+        if let Some(n) = launch.threads {
+            cmd.arg("--threads").arg(n.to_string());
+        }
         cmd.arg("--access-log").arg(run_dir.join("access.log"));
         if let Some(t) = tls {
             cmd.arg("--tls-cert")

@@ -42,6 +42,8 @@ pub struct VodkitLaunch<'a> {
     pub tls: Option<&'a TlsFiles>,
     /// Accept live streams (`--ingest`), for workloads with live viewers.
     pub live: Option<&'a crate::live::LiveOrigin>,
+    /// `--threads` of the server, its event loops (`+workers:N`; `None`: one per CPU).
+    pub threads: Option<usize>,
     /// `--open-file-cache` of the server (`None`: its default).
     pub open_files: Option<usize>,
 }
@@ -363,6 +365,7 @@ impl Launcher for LocalLauncher {
                     tls: tls.as_ref(),
                     live: self.live.as_ref(),
                     open_files: sut.open_files,
+                    threads: sut.workers,
                 })?;
                 let inner: Box<dyn Running> = match tls {
                     None => inner,

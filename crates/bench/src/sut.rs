@@ -14,9 +14,9 @@
 //! - `+readahead:KB` or `+readahead:KB,maxsectors:KB` — kernel readahead tuning of the
 //!   device holding the file set while this server runs (on a vodkit entry, which reads
 //!   without kernel readahead, `maxsectors` still sets its device request size);
-//! - `+workers:N` — nginx worker processes, or Apache child processes (default: one per
-//!   core). An event-driven nginx worker blocked in a disk read serves nobody meanwhile, so
-//!   disk-bound runs are tuned with more of them;
+//! - `+workers:N` — nginx worker processes, Apache child processes, or vodkit's event loops
+//!   (`--threads`; default: one per core). An event-driven nginx worker blocked in a disk
+//!   read serves nobody meanwhile, so disk-bound runs are tuned with more of them;
 //! - `+threads` or `+threads:N` — nginx with `aio threads` (N pool threads per worker,
 //!   default 32 as in nginx): file reads and `sendfile` run in nginx's thread pool, so a
 //!   read that waits for the disk blocks one thread rather than a whole worker;
@@ -83,7 +83,8 @@ pub struct Sut {
     #[serde(serialize_with = "policy_text_opt")]
     pub preload: Option<PolicySpec>,
     pub readahead: Option<Readahead>,
-    /// `+workers:N`: worker processes of nginx or Apache (None: one per core).
+    /// `+workers:N`: worker processes of nginx or Apache, event loops of vodkit (None: one
+    /// per core).
     pub workers: Option<usize>,
     /// `+threads[:N]`: nginx's `aio threads` with N pool threads per worker.
     pub aio_threads: Option<usize>,
@@ -262,9 +263,6 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
     }
     if sut.admission.is_some() && !matches!(sut.base, Base::Vodkit { .. }) {
         return Err("+admission sets vodkit's admission control".into());
-    }
-    if sut.workers.is_some() && !matches!(sut.base, Base::Nginx | Base::Apache) {
-        return Err("+workers sets the processes of nginx or apache".into());
     }
     if sut.preload.is_some() && matches!(sut.base, Base::Vodkit { .. }) {
         return Err(
@@ -542,12 +540,12 @@ mod tests {
     #[test]
     fn workers_modifier_sets_the_process_count() {
         let suts =
-            parse_list("nginx+preload:auto+workers:16+threads,apache+workers:4,nginx+threads:128")
+            parse_list("nginx+preload:auto+workers:16+threads,apache+workers:4,nginx+threads:128,vodkit:asap+workers:1")
                 .unwrap();
         let workers: Vec<_> = suts.iter().map(|s| s.workers).collect();
-        assert_eq!(workers, [Some(16), Some(4), None]);
+        assert_eq!(workers, [Some(16), Some(4), None, Some(1)]);
         let threads: Vec<_> = suts.iter().map(|s| s.aio_threads).collect();
-        assert_eq!(threads, [Some(32), None, Some(128)]);
+        assert_eq!(threads, [Some(32), None, Some(128), None]);
         assert_eq!(suts[0].preload, Some(pol("auto")));
         assert_eq!(suts[0].label, "nginx+preload:auto+workers:16+threads");
     }
@@ -598,7 +596,6 @@ mod tests {
                 "expected off, auto, auto:SECONDS",
             ),
             ("vodkit+admission:auto+admission:off", "given twice"),
-            ("vodkit+workers:4", "nginx or apache"),
             ("apache+threads", "nginx's `aio threads`"),
             ("nginx+threads+threads", "given twice"),
             ("nginx+threads:0", "from 1 to 4096"),

@@ -1,6 +1,7 @@
 //! How much memory the server may fill with file data: `--memory`, else the memory cgroup's
 //! limit, else the machine's RAM (Linux: `/proc/self/cgroup`, `/sys/fs/cgroup`,
-//! `/proc/meminfo`).
+//! `/proc/meminfo`); and how much CPU time its cgroup allows ([`cpu_limit`]), which sizes
+//! the server's event loops.
 
 use std::path::{Path, PathBuf};
 
@@ -140,6 +141,61 @@ fn nearest_limit(dir: &Path, root: &Path, file: &str) -> Option<u64> {
     None
 }
 
+/// The CPU bandwidth the process's cgroup and its ancestors allow, in cores (v2 `cpu.max`,
+/// v1 `cpu.cfs_quota_us` over `cpu.cfs_period_us`): the smallest quota on the way up to
+/// the root; `None` when no level sets one.
+pub fn cpu_limit() -> Option<f64> {
+    cpu_limit_in(Path::new("/proc/self/cgroup"), Path::new("/sys/fs/cgroup"))
+}
+
+fn cpu_limit_in(proc_cgroup: &Path, root: &Path) -> Option<f64> {
+    let text = std::fs::read_to_string(proc_cgroup).ok()?;
+    let mut limit: Option<f64> = None;
+    for line in text.lines() {
+        let mut parts = line.splitn(3, ':');
+        let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
+        else {
+            continue;
+        };
+        let rel = path.trim_start_matches('/');
+        let (dir, v1) = if controllers.is_empty() {
+            (root.join(rel), false)
+        } else if controllers.split(',').any(|c| c == "cpu") {
+            (root.join("cpu").join(rel), true)
+        } else {
+            continue;
+        };
+        let mut at = Some(dir.as_path());
+        while let Some(d) = at.filter(|d| d.starts_with(root)) {
+            let quota = if v1 {
+                let read = |f: &str| std::fs::read_to_string(d.join(f)).ok();
+                match (read("cpu.cfs_quota_us"), read("cpu.cfs_period_us")) {
+                    (Some(q), Some(p)) => cores(q.trim(), p.trim()),
+                    _ => None,
+                }
+            } else {
+                std::fs::read_to_string(d.join("cpu.max"))
+                    .ok()
+                    .and_then(|t| {
+                        let mut f = t.split_whitespace();
+                        cores(f.next()?, f.next().unwrap_or("100000"))
+                    })
+            };
+            if let Some(q) = quota {
+                limit = Some(limit.map_or(q, |l: f64| l.min(q)));
+            }
+            at = d.parent();
+        }
+    }
+    limit
+}
+
+/// `quota` over `period` microseconds in cores; `None` for "no limit" (`max`, `-1`) or bad text.
+fn cores(quota: &str, period: &str) -> Option<f64> {
+    let (q, p): (f64, f64) = (quota.parse().ok()?, period.parse().ok()?);
+    (q > 0.0 && p > 0.0).then(|| q / p)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,6 +226,34 @@ mod tests {
         std::fs::write(root.join("memory/x/memory.limit_in_bytes"), "1073741824\n").unwrap();
         std::fs::write(&cg, "4:memory:/x\n").unwrap();
         assert_eq!(cgroup_limit(&cg, root), Some(1 << 30));
+    }
+
+    #[test]
+    fn the_smallest_cpu_quota_on_the_way_up_wins() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("a/b")).unwrap();
+        let cg = root.join("cgroup");
+        std::fs::write(&cg, "0::/a/b\n").unwrap();
+        assert_eq!(cpu_limit_in(&cg, root), None, "no cpu.max anywhere");
+        std::fs::write(root.join("a/b/cpu.max"), "max 100000\n").unwrap();
+        std::fs::write(root.join("a/cpu.max"), "150000 100000\n").unwrap();
+        assert_eq!(cpu_limit_in(&cg, root), Some(1.5));
+        std::fs::write(root.join("a/b/cpu.max"), "25000 100000\n").unwrap();
+        assert_eq!(cpu_limit_in(&cg, root), Some(0.25));
+        std::fs::write(root.join("a/b/cpu.max"), "nonsense\n").unwrap();
+        assert_eq!(cpu_limit_in(&cg, root), Some(1.5), "bad text is no limit");
+        // cgroup v1 (the unified line of a hybrid host has no cpu.max: skipped)
+        std::fs::create_dir_all(root.join("cpu/x/y")).unwrap();
+        std::fs::write(root.join("cpu/x/y/cpu.cfs_quota_us"), "-1\n").unwrap();
+        std::fs::write(root.join("cpu/x/y/cpu.cfs_period_us"), "100000\n").unwrap();
+        std::fs::write(root.join("cpu/x/cpu.cfs_quota_us"), "50000\n").unwrap();
+        std::fs::write(root.join("cpu/x/cpu.cfs_period_us"), "200000\n").unwrap();
+        std::fs::write(&cg, "2:cpuacct:/x/y\n1:cpu:/x/y\n0::/\n").unwrap();
+        assert_eq!(cpu_limit_in(&cg, root), Some(0.25));
+        assert_eq!(cores("max", "100000"), None);
+        assert_eq!(cores("-1", "100000"), None);
+        assert_eq!(cores("0", "100000"), None);
     }
 
     #[test]

@@ -154,7 +154,7 @@ pub struct Args {
     #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
     drain_timeout: Duration,
     /// Event loops, each a thread accepting from the one listening socket (default: one per
-    /// CPU the server may run on, whatever its CPU quota).
+    /// CPU the server may run on, at most its cgroup CPU quota rounded up).
     #[arg(long, default_value_t = 0)]
     threads: usize,
     #[command(flatten)]
