@@ -243,7 +243,10 @@ impl Entry<'_> {
         push_int(out, end.as_secs());
         push_micros(out, end.subsec_micros());
         out.push(b'\t');
-        push_int(out, u64::try_from(service_us / 1_000_000).unwrap_or(u64::MAX));
+        push_int(
+            out,
+            u64::try_from(service_us / 1_000_000).unwrap_or(u64::MAX),
+        );
         push_micros(out, (service_us % 1_000_000) as u32);
         out.push(b'\t');
         push_addr(out, self.client);
@@ -529,7 +532,12 @@ mod tests {
         e.end = UNIX_EPOCH + Duration::new(1_800_000_000, 7_000);
         e.service = Duration::new(3_725, 999_999_600);
         e.user_agent = Some("a\tb c\u{e9}".into());
-        for client in ["[fe80::1%2]:443", "[::1]:80", "10.200.3.4:65535", "0.0.0.0:0"] {
+        for client in [
+            "[fe80::1%2]:443",
+            "[::1]:80",
+            "10.200.3.4:65535",
+            "0.0.0.0:0",
+        ] {
             e.client = client.parse().unwrap();
             let f = fields(&e.line());
             assert_eq!(f[0], "1800000000.000007");

@@ -145,7 +145,8 @@ pub const MAX_HEADER_SLOTS: usize = 256;
 pub fn parse_head(buf: &[u8], limits: &HeadLimits) -> Result<Parsed, HeadError> {
     check_request_line_length(buf, limits)?;
     // Slots left uninitialized: zeroing all of them (8 KiB) cost more than the parse.
-    let mut slots = [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADER_SLOTS];
+    let mut slots =
+        [const { std::mem::MaybeUninit::<httparse::Header<'_>>::uninit() }; MAX_HEADER_SLOTS];
     let wanted = limits.max_headers.clamp(1, MAX_HEADER_SLOTS);
     let mut raw = httparse::Request::new(&mut []);
     let status = match raw.parse_with_uninit_headers(buf, &mut slots[..wanted]) {

@@ -325,7 +325,9 @@ mod tests {
     fn the_fast_path_agrees_with_the_general_decoder() {
         // Every target built from these pieces, fast path or not, decodes as the general
         // decoder would (which the tests above pin down).
-        let pieces = ["a", "b.mp4", "", ".", "..", "%41", "x%2F", "c d", "\\", "~u"];
+        let pieces = [
+            "a", "b.mp4", "", ".", "..", "%41", "x%2F", "c d", "\\", "~u",
+        ];
         let mut checked = 0;
         for p in pieces {
             for q in pieces {
