@@ -137,8 +137,6 @@ fn cut(s: &str, max: usize) -> &str {
     &s[..end]
 }
 
-/// [`push_field`] of an optional header value (at most its first `max` bytes, cut at a
-/// character boundary), `-` when absent.
 /// An integer in decimal.
 fn push_int(out: &mut Vec<u8>, n: u64) {
     out.extend_from_slice(itoa::Buffer::new().format(n).as_bytes());
@@ -175,6 +173,8 @@ fn push_addr(out: &mut Vec<u8>, addr: SocketAddr) {
     }
 }
 
+/// [`push_field`] of an optional header value (at most its first `max` bytes, cut at a
+/// character boundary), `-` when absent.
 fn push_opt_field(out: &mut Vec<u8>, v: Option<&str>, max: usize) {
     match v {
         Some(s) => push_field(out, cut(s, max).as_bytes(), true),

@@ -54,6 +54,20 @@ pub(crate) struct Shared {
     pub next_conn_id: std::sync::atomic::AtomicU64,
 }
 
+/// `text` lowercased (ASCII) into `buf`, for matching names without an allocation; `""`
+/// when `text` is longer than `buf` (callers size `buf` to their longest name, so such a
+/// text matches none of them).
+pub(crate) fn ascii_lowercase_in<'b>(text: &str, buf: &'b mut [u8]) -> &'b str {
+    match buf.get_mut(..text.len()) {
+        Some(l) => {
+            l.copy_from_slice(text.as_bytes());
+            l.make_ascii_lowercase();
+            std::str::from_utf8(l).unwrap_or("")
+        }
+        None => "",
+    }
+}
+
 /// Raise the soft open-file limit to the hard limit so thousands of connections fit.
 pub fn raise_fd_limit() {
     let mut lim = libc::rlimit {

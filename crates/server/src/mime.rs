@@ -7,15 +7,7 @@ pub fn content_type(path: &Path) -> &'static str {
     let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("");
     // Lowercased on the stack; an extension longer than any known matches none.
     let mut lower = [0u8; 8];
-    let ext = match lower.get_mut(..ext.len()) {
-        Some(l) => {
-            l.copy_from_slice(ext.as_bytes());
-            l.make_ascii_lowercase();
-            std::str::from_utf8(l).unwrap_or("")
-        }
-        None => "",
-    };
-    match ext {
+    match crate::ascii_lowercase_in(ext, &mut lower) {
         "mp4" | "m4v" | "cmfv" => "video/mp4",
         "m4s" => "video/iso.segment",
         "m4a" | "cmfa" => "audio/mp4",

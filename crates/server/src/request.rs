@@ -282,15 +282,7 @@ fn apply_header(
 ) -> Result<(), HeadError> {
     // Lowercased on the stack; a name longer than any the origin knows matches none.
     let mut lower = [0u8; 32];
-    let lname = match lower.get_mut(..name.len()) {
-        Some(l) => {
-            l.copy_from_slice(name.as_bytes());
-            l.make_ascii_lowercase();
-            std::str::from_utf8(l).unwrap_or("")
-        }
-        None => "",
-    };
-    match lname {
+    match crate::ascii_lowercase_in(name, &mut lower) {
         "host" => set_once(
             &mut req.host,
             header_text(value)?,
