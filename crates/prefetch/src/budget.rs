@@ -102,22 +102,37 @@ fn mem_total(meminfo: &str) -> Option<u64> {
 /// The memory limit of the process's cgroup or its nearest limited ancestor.
 fn cgroup_limit(proc_cgroup: &Path, root: &Path) -> Option<u64> {
     let text = std::fs::read_to_string(proc_cgroup).ok()?;
-    for line in text.lines() {
+    let limit = controller_dirs(&text, root, "memory").find_map(|(dir, v1)| {
+        let file = if v1 {
+            "memory.limit_in_bytes"
+        } else {
+            "memory.max"
+        };
+        nearest_limit(&dir, root, file)
+    });
+    limit
+}
+
+/// The directories of the process's cgroups that may hold `controller`'s files, in
+/// `/proc/self/cgroup` order, each with whether it is a v1 hierarchy (`root/controller/…`)
+/// rather than the v2 one (`root/…`).
+fn controller_dirs<'a>(
+    proc_cgroup_text: &'a str,
+    root: &'a Path,
+    controller: &'a str,
+) -> impl Iterator<Item = (PathBuf, bool)> + 'a {
+    proc_cgroup_text.lines().filter_map(move |line| {
         let mut parts = line.splitn(3, ':');
         let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
         let rel = path.trim_start_matches('/');
-        let (dir, file): (PathBuf, &str) = if controllers.is_empty() {
-            (root.join(rel), "memory.max")
-        } else if controllers.split(',').any(|c| c == "memory") {
-            (root.join("memory").join(rel), "memory.limit_in_bytes")
+        if controllers.is_empty() {
+            Some((root.join(rel), false))
+        } else if controllers.split(',').any(|c| c == controller) {
+            Some((root.join(controller).join(rel), true))
         } else {
-            continue;
-        };
-        if let Some(limit) = nearest_limit(&dir, root, file) {
-            return Some(limit);
+            None
         }
-    }
-    None
+    })
 }
 
 /// Walks from `dir` up to `root` and returns the first real limit in `file`.
@@ -151,20 +166,7 @@ pub fn cpu_limit() -> Option<f64> {
 fn cpu_limit_in(proc_cgroup: &Path, root: &Path) -> Option<f64> {
     let text = std::fs::read_to_string(proc_cgroup).ok()?;
     let mut limit: Option<f64> = None;
-    for line in text.lines() {
-        let mut parts = line.splitn(3, ':');
-        let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next())
-        else {
-            continue;
-        };
-        let rel = path.trim_start_matches('/');
-        let (dir, v1) = if controllers.is_empty() {
-            (root.join(rel), false)
-        } else if controllers.split(',').any(|c| c == "cpu") {
-            (root.join("cpu").join(rel), true)
-        } else {
-            continue;
-        };
+    for (dir, v1) in controller_dirs(&text, root, "cpu") {
         let mut at = Some(dir.as_path());
         while let Some(d) = at.filter(|d| d.starts_with(root)) {
             let quota = if v1 {

@@ -31,7 +31,7 @@ impl Validators {
     }
 
     pub fn last_modified_text(&self) -> String {
-        httpdate::fmt_http_date(self.last_modified)
+        self.last_modified_http().to_string()
     }
 
     /// `Last-Modified` as an HTTP date, to write without an allocation of its own.
