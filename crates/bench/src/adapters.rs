@@ -286,6 +286,9 @@ impl VodkitStarter for InProcessVodkit {
             mode: launch.io,
             prefetch: launch.policy.clone(),
             memory: launch.memory.unwrap_or_default(),
+            large_folios: launch
+                .large_folios
+                .unwrap_or(vodkit_server::IoSettings::default().large_folios),
             ..Default::default()
         };
         config.admission = launch.admission.unwrap_or(config.admission);
@@ -384,6 +387,9 @@ impl VodkitStarter for ChildVodkit {
         }
         if let Some(n) = launch.threads {
             cmd.arg("--threads").arg(n.to_string());
+        }
+        if let Some(on) = launch.large_folios {
+            cmd.arg("--large-folios").arg(if on { "on" } else { "off" });
         }
         cmd.arg("--access-log").arg(run_dir.join("access.log"));
         if let Some(t) = tls {

@@ -46,6 +46,10 @@ pub struct VodkitLaunch<'a> {
     pub threads: Option<usize>,
     /// `--open-file-cache` of the server (`None`: its default).
     pub open_files: Option<usize>,
+    /// `--large-folios` of the server (`None`: its default; the runner turns the file set's
+    /// device readahead off while a vodkit server runs unless `+folios:small` or
+    /// `+readahead` says otherwise).
+    pub large_folios: Option<bool>,
 }
 
 /// Starts the vodkit server for a `vodkit:IO:POLICY` entry.
@@ -263,6 +267,20 @@ impl Launcher for LocalLauncher {
             .map_err(|e| StartError::Failed(format!("creating {}: {e}", run_dir.display())))?;
         let ra = match &sut.readahead {
             Some(r) => Some(readahead::apply(&self.root, r).map_err(StartError::Failed)?),
+            // A vodkit server reads by its policy, never by the kernel's readahead, and
+            // reads large folios only where the device's readahead is off (the kernel
+            // would read ahead of each one when first sent): run it as its operator
+            // would (docs/server.md). Where the file set has no block device, no change.
+            None if matches!(sut.base, Base::Vodkit { .. })
+                && sut.preload.is_none()
+                && sut.large_folios != Some(false) =>
+            {
+                let off = crate::sut::Readahead {
+                    read_ahead_kb: 0,
+                    max_sectors_kb: None,
+                };
+                readahead::apply(&self.root, &off).ok()
+            }
             None => None,
         };
         let workers = sut.workers.unwrap_or(self.workers);
@@ -366,6 +384,7 @@ impl Launcher for LocalLauncher {
                     live: self.live.as_ref(),
                     open_files: sut.open_files,
                     threads: sut.workers,
+                    large_folios: sut.large_folios,
                 })?;
                 let inner: Box<dyn Running> = match tls {
                     None => inner,

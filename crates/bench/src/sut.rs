@@ -26,6 +26,11 @@
 //! - `+openfiles:N` — an open-file cache of N files (0: off): vodkit's `--open-file-cache`
 //!   (default 1024, checked per request), nginx's `open_file_cache max=N` with its 60 s
 //!   `open_file_cache_valid` (nginx's default configuration has none);
+//! - `+folios:large` or `+folios:small` — vodkit's `--large-folios on|off` (default on):
+//!   its prefetches read as 2 MiB page-cache folios, or as 4 KiB pages. Large folios need
+//!   the device's kernel readahead off, so unless `+folios:small` or `+readahead:KB` is
+//!   given the runner sets the file set's `read_ahead_kb` to 0 while a vodkit server runs
+//!   (vodkit's own reads never use it) and puts it back afterwards;
 //! - `+tls` — serve HTTPS only (TLS 1.3 for nginx and Apache, with sendfile left on where
 //!   the server allows it; vodkit with its rustls listener) with a throwaway CA and
 //!   certificate the runner makes in the server's run directory; the load generator trusts
@@ -97,6 +102,8 @@ pub struct Sut {
     pub admission: Option<AdmissionPolicy>,
     /// `+openfiles:N`: files kept open between requests (vodkit, nginx; None: the default).
     pub open_files: Option<usize>,
+    /// `+folios:large|small`: vodkit's `--large-folios on|off` (None: its default).
+    pub large_folios: Option<bool>,
 }
 
 fn admission_text<S: Serializer>(a: &Option<AdmissionPolicy>, s: S) -> Result<S::Ok, S::Error> {
@@ -120,6 +127,7 @@ impl Sut {
             tls: false,
             admission: None,
             open_files: None,
+            large_folios: None,
         }
     }
 
@@ -244,11 +252,20 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
             set_once(&mut sut.aio_threads, "threads", || parse_threads(rest))?;
         } else if let Some(rest) = modifier.strip_prefix("openfiles") {
             set_once(&mut sut.open_files, "openfiles", || parse_open_files(rest))?;
+        } else if let Some(rest) = modifier.strip_prefix("folios:") {
+            set_once(&mut sut.large_folios, "folios", || match rest {
+                "large" => Ok(true),
+                "small" => Ok(false),
+                _ => Err(format!("`+folios:{rest}`: expected large or small")),
+            })?;
         } else {
             return Err(format!(
-                "unknown modifier `+{modifier}`; expected +preload[:POLICY], +readahead:KB[,maxsectors:KB], +workers:N, +threads[:N], +memory:auto|off|SIZE, +admission:off|auto[:SECONDS]|rate:R, +openfiles:N or +tls"
+                "unknown modifier `+{modifier}`; expected +preload[:POLICY], +readahead:KB[,maxsectors:KB], +workers:N, +threads[:N], +memory:auto|off|SIZE, +admission:off|auto[:SECONDS]|rate:R, +openfiles:N, +folios:large|small or +tls"
             ));
         }
+    }
+    if sut.large_folios.is_some() && !matches!(sut.base, Base::Vodkit { .. }) {
+        return Err("+folios sets how a vodkit server's prefetches fill the page cache".into());
     }
     if sut.aio_threads.is_some() && sut.base != Base::Nginx {
         return Err(
@@ -555,6 +572,21 @@ mod tests {
         let suts = parse_list("vodkit+openfiles:0,nginx+openfiles:1024,nginx").unwrap();
         let sizes: Vec<_> = suts.iter().map(|s| s.open_files).collect();
         assert_eq!(sizes, [Some(0), Some(1024), None]);
+    }
+
+    #[test]
+    fn folios_sets_the_page_cache_folios_of_vodkit_only() {
+        let suts = parse_list("vodkit+folios:small,vodkit:asap+folios:large,vodkit").unwrap();
+        let folios: Vec<_> = suts.iter().map(|s| s.large_folios).collect();
+        assert_eq!(folios, [Some(false), Some(true), None]);
+        for (entry, needle) in [
+            ("vodkit+folios:huge", "expected large or small"),
+            ("nginx+folios:small", "vodkit server"),
+            ("vodkit+folios:small+folios:large", "given twice"),
+        ] {
+            let e = parse_one(entry).unwrap_err();
+            assert!(e.contains(needle), "{entry}: {e}");
+        }
     }
 
     #[test]

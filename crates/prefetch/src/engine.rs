@@ -15,7 +15,10 @@
 //!
 //! Reads are blocking `pread`s into a reusable buffer (never readahead or
 //! `POSIX_FADV_WILLNEED`, which the kernel may truncate); the bytes land in the page
-//! cache and the caller then sends them with `sendfile`. Reads stop at end of file.
+//! cache and the caller then sends them with `sendfile`. Reads stop at end of file. With
+//! [`EngineConfig::large_folios`] (the default) a read's whole aligned 2 MiB ranges are
+//! read instead as large page-cache folios, which `sendfile` sends with less CPU, and
+//! prefetches end on those boundaries ([`crate::folio`]).
 //! In `direct` mode "in memory" means "in the engine's buffer pool" ([`crate::direct`]):
 //! reads bypass the page cache, and the caller sends the bytes from the pool's chunks
 //! ([`Engine::fetch_direct`]).
@@ -134,6 +137,10 @@ pub struct EngineConfig {
     /// `direct` mode: read with `O_DIRECT` (`false`: buffered `pread`, dropping the pages
     /// after each read, as when a filesystem refuses `O_DIRECT`).
     pub o_direct: bool,
+    /// Page-cache reads of the prefetching modes (without kernel readahead) read whole
+    /// aligned folios as large page-cache folios, and prefetches end on folio boundaries
+    /// ([`crate::folio`]); `false`: `pread`s only (4 KiB pages).
+    pub large_folios: bool,
 }
 
 impl Default for EngineConfig {
@@ -152,6 +159,7 @@ impl Default for EngineConfig {
             sweep_limit: 4096,
             memory: None,
             o_direct: true,
+            large_folios: true,
         }
     }
 }
@@ -353,6 +361,8 @@ struct Job {
     enqueued_s: f64,
     id: u64,
     stream: Option<StreamId>,
+    /// Read whole folios of this size as large folios.
+    folio: Option<u64>,
 }
 
 /// A queued or running read that later misses inside its range can wait for.
@@ -429,6 +439,9 @@ struct State {
     memory_files: HashMap<FileId, (Arc<File>, u64)>,
     /// Drops decided and not yet carried out.
     drops: Vec<memory::Drop>,
+    /// Per `st_dev`: the folio size reads there build ([`Shared::folio`], on devices whose
+    /// kernel readahead is off), looked up once.
+    device_folios: HashMap<u64, Option<u64>>,
 }
 
 /// Files whose advised descriptor [`Shared::advise_random`] remembers (then it starts over).
@@ -440,6 +453,9 @@ struct Shared {
     max_read_bytes: u64,
     observe_every_s: f64,
     kernel_readahead: bool,
+    /// The folio size the page-cache reads build ([`EngineConfig::large_folios`]), when
+    /// they may: only on devices whose kernel readahead is off ([`State::device_folios`]).
+    folio: Option<u64>,
     sweep_limit: usize,
     device_map: DeviceMap,
     start: Instant,
@@ -548,7 +564,18 @@ impl Shared {
         self.drop_stats
             .claimed
             .fetch_add(claimed, Ordering::Relaxed);
-        free
+        match self.folio {
+            Some(unit) => free
+                .into_iter()
+                .map(|(d, held)| {
+                    let d = held
+                        .as_ref()
+                        .map_or(d, |&(_, size)| m.widened(d, unit, size));
+                    (d, held)
+                })
+                .collect(),
+            None => free,
+        }
     }
 
     fn carry_out_now(&self, drops: Vec<PendingDrop>) {
@@ -621,7 +648,13 @@ impl Shared {
             self.drop_stats
                 .claimed
                 .fetch_add(claimed, Ordering::Relaxed);
-            due
+            match (self.folio, &st.memory) {
+                (Some(unit), Some(m)) => due
+                    .into_iter()
+                    .map(|(d, f, size, n, left)| (m.widened(d, unit, size), f, size, n, left))
+                    .collect(),
+                _ => due,
+            }
         };
         let stuck = carry_out(due.into_iter());
         self.queue_retries(stuck, true);
@@ -796,6 +829,12 @@ impl Engine {
             max_read_bytes: cfg.max_read_bytes.max(4096),
             observe_every_s: cfg.observe_every_s,
             kernel_readahead: cfg.kernel_readahead,
+            folio: (cfg.large_folios
+                && cfg.mode.prefetches()
+                && cfg.mode != IoMode::Direct
+                && !cfg.kernel_readahead)
+                .then(crate::folio::huge_folio_bytes)
+                .flatten(),
             sweep_limit: cfg.sweep_limit,
             device_map: cfg.devices.clone(),
             start: Instant::now(),
@@ -813,6 +852,7 @@ impl Engine {
                 memory: memory.map(MemoryManager::new),
                 memory_files: HashMap::new(),
                 drops: Vec::new(),
+                device_folios: HashMap::new(),
             }),
             pool,
             advised: Mutex::new(crate::Map::default()),
@@ -1211,6 +1251,16 @@ impl Engine {
         } else {
             0
         };
+        let folio = self.folio_on(&mut st, facts.dev);
+        if let Some(folio) = folio {
+            // A prefetch spanning a folio ends on a folio boundary, so the chain's next
+            // read starts on one and reads whole large folios.
+            let read_end = req.offset + ctx.read_len(prefetch);
+            if read_end > end {
+                prefetch =
+                    crate::folio::aligned_end(req.offset, end, read_end, size, folio) - req.offset;
+            }
+        }
         if let (Some(m), Some(id)) = (&mut st.memory, stream) {
             // Budget-driven sizing: never more than this stream's share of the budget.
             prefetch = m.capped_prefetch(id, prefetch, len);
@@ -1267,6 +1317,7 @@ impl Engine {
             enqueued_s: now,
             id,
             stream,
+            folio,
         };
         let sent = self.queue_for(&device).map(|tx| tx.send(job).is_ok());
         if sent != Some(true) {
@@ -1282,6 +1333,30 @@ impl Engine {
             outcome,
             range: (req.offset, end),
         }))
+    }
+
+    /// The folio size reads of files on `dev` build: [`Shared::folio`] where the device's
+    /// kernel readahead is 0. Elsewhere the kernel would read ahead of every large folio
+    /// when it is first sent (its readahead mark), bytes no budget accounts for.
+    fn folio_on(&self, st: &mut State, dev: u64) -> Option<u64> {
+        let folio = self.shared.folio?;
+        if let Some(&f) = st.device_folios.get(&dev) {
+            return f;
+        }
+        let kb = self.shared.device_map.readahead_kb(dev);
+        let on = (kb == Some(0)).then_some(folio);
+        if on.is_none() {
+            let why = kb.map_or("unknown".to_string(), |kb| format!("{kb} KiB"));
+            tracing::info!(
+                "device {}:{}: reads in 4 KiB pages, not 2 MiB folios: its kernel readahead \
+                 (read_ahead_kb) is {why}, and the kernel would read ahead of each large \
+                 folio; set it to 0 to allow them (vodkit's reads do not use it)",
+                libc::major(dev),
+                libc::minor(dev)
+            );
+        }
+        st.device_folios.insert(dev, on);
+        on
     }
 
     fn device_name(&self, st: &mut State, dev: u64) -> Arc<str> {
@@ -1505,10 +1580,11 @@ fn run_job(shared: &Shared, buf: &mut Vec<u8>, job: Job) {
             .map(|r| r.missing)
             .unwrap_or(job.read_len);
             shared.advise_random(job.file_id, &job.file);
-            read_range(
+            read_window(
                 &job.file,
                 job.offset,
                 job.read_len,
+                job.folio,
                 shared.max_read_bytes,
                 buf,
             )
@@ -1703,6 +1779,47 @@ fn take_inflight(st: &mut State, file: FileId, id: u64) -> Option<Inflight> {
         st.inflight.remove(&file);
     }
     Some(read)
+}
+
+/// Reads `[offset, offset + len)` into the page cache: its whole aligned folios as large
+/// folios ([`crate::folio::populate`]) when `folio` is given, the rest — or all of it when
+/// the mapping fails — with [`read_range`]; returns the bytes read (short at end of file).
+fn read_window(
+    file: &File,
+    offset: u64,
+    len: u64,
+    folio: Option<u64>,
+    max_piece: u64,
+    buf: &mut Vec<u8>,
+) -> io::Result<u64> {
+    let Some(folio) = folio else {
+        return read_range(file, offset, len, max_piece, buf);
+    };
+    let mut done = 0;
+    for (i, (a, b)) in crate::folio::split(offset, offset + len, folio)
+        .into_iter()
+        .enumerate()
+    {
+        if a >= b {
+            continue;
+        }
+        let n = if i == 1 {
+            match crate::folio::populate(file, a, b - a) {
+                Ok(()) => b - a,
+                Err(e) => {
+                    tracing::debug!("large-folio read of {a}..{b} failed ({e}): pread instead");
+                    read_range(file, a, b - a, max_piece, buf)?
+                }
+            }
+        } else {
+            read_range(file, a, b - a, max_piece, buf)?
+        };
+        done += n;
+        if n < b - a {
+            break;
+        }
+    }
+    Ok(done)
 }
 
 /// Blocking `pread`s of `[offset, offset + len)` into `buf`, at most `max_piece` bytes

@@ -4,6 +4,7 @@
 //!   clock, so the simulator runs exactly the code the server deploys;
 //! - [`engine`]: residency checks, per-device FIFO workers or a thread pool, reads;
 //! - [`direct`]: the `--io direct` buffer pool (`O_DIRECT` reads, no page cache);
+//! - [`folio`]: page-cache reads as large folios (cheaper to `sendfile`);
 //! - [`ledger`] and [`stats`]: prefetch evictions, eviction time, waste, disk time;
 //! - [`metrics`]: the accounting as Prometheus metrics;
 //! - [`chain`]: chains (thesis 5.3) — the one window, kinds and live trackers;
@@ -21,6 +22,7 @@ pub mod chain;
 pub mod device;
 pub mod direct;
 pub mod engine;
+pub mod folio;
 pub mod ledger;
 pub mod memory;
 pub mod metrics;

@@ -820,6 +820,32 @@ impl MemoryManager {
         in_streams || in_cache
     }
 
+    /// `d` widened to whole `unit`s (the page cache's large folios) on each side where
+    /// the added bytes are claimed by no one ([`MemoryManager::claims`]), not past
+    /// `file_size`. The kernel drops only folios a drop covers whole, so without this a
+    /// folio that straddles two drops would stay resident after both; with it, the later
+    /// of the two takes it.
+    pub fn widened(&self, d: Drop, unit: u64, file_size: u64) -> Drop {
+        if unit == 0 {
+            return d;
+        }
+        let a = d.start / unit * unit;
+        let b = d.end.div_ceil(unit).saturating_mul(unit).min(file_size);
+        Drop {
+            file: d.file,
+            start: if a < d.start && !self.claims(d.file, a, d.start) {
+                a
+            } else {
+                d.start
+            },
+            end: if b > d.end && !self.claims(d.file, d.end, b) {
+                b
+            } else {
+                d.end
+            },
+        }
+    }
+
     /// Whether `file` has active streams.
     pub fn has_streams(&self, file: FileId) -> bool {
         self.files.get(&file).is_some_and(|f| !f.is_empty())

@@ -205,6 +205,8 @@ fn prefetch_evictions_and_waste_are_accounted() {
             ttl_s: 0.2,
             ..Default::default()
         },
+        // The policy's exact sizes (large folios move a prefetch's end to a boundary).
+        large_folios: false,
         ..Default::default()
     });
     e.ensure_resident_blocking(&f, req(0, 512 * KIB)).unwrap();
@@ -277,7 +279,14 @@ fn worker_busy_with_a_cold_video(
 ) -> Option<(Engine, vodkit_prefetch::Pending, Arc<File>)> {
     let blocker = cold_file(dir, "blocker.bin", 32 * MIB)?;
     let f = cold_file(dir, "video.bin", 8 * MIB)?;
-    let e = engine(IoMode::Asap, "fixed:4MiB");
+    let e = Engine::new(EngineConfig {
+        mode: IoMode::Asap,
+        policy: PolicySpec::Fixed { bytes: 4 * MIB },
+        pool_threads: 4,
+        // The policy's exact sizes (large folios move a prefetch's end to a boundary).
+        large_folios: false,
+        ..Default::default()
+    });
     let Begin::Pending(busy) = e.begin(&blocker, &req(0, 32 * MIB)).unwrap() else {
         panic!("cold blocker reported resident")
     };
@@ -525,4 +534,184 @@ fn the_callers_file_facts_replace_the_engines_own_stat() {
     // Without facts the engine's own stat says 4 MiB.
     let o = e.ensure_resident_blocking(&f, req(0, MIB)).unwrap();
     assert_eq!(o.requested, MIB);
+}
+
+/// The file-backed PMD mappings (`FilePmdMapped`, KiB) of `[offset, offset + len)` of `f`
+/// once touched through a 2 MiB-aligned mapping: only a page-cache folio of 2 MiB maps
+/// that way, so this tells large folios from 4 KiB pages.
+fn pmd_mapped_kib(f: &File, offset: u64, len: u64) -> u64 {
+    use std::os::fd::AsRawFd;
+    const PMD: usize = 2 << 20;
+    let len = len as usize;
+    // SAFETY: a reservation of address space, then a read-only shared file mapping fixed
+    // inside it; only bytes inside the file's range are read; all unmapped before return.
+    unsafe {
+        let area = libc::mmap(
+            std::ptr::null_mut(),
+            len + PMD,
+            libc::PROT_NONE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        assert_ne!(area, libc::MAP_FAILED);
+        let aligned = (area as usize).div_ceil(PMD) * PMD;
+        let p = libc::mmap(
+            aligned as *mut libc::c_void,
+            len,
+            libc::PROT_READ,
+            libc::MAP_SHARED | libc::MAP_FIXED,
+            f.as_raw_fd(),
+            offset as libc::off_t,
+        );
+        assert_ne!(p, libc::MAP_FAILED);
+        let mut sum = 0u64;
+        for i in (0..len).step_by(4096) {
+            sum += u64::from(std::ptr::read_volatile((aligned + i) as *const u8));
+        }
+        std::hint::black_box(sum);
+        let smaps = std::fs::read_to_string("/proc/self/smaps").unwrap();
+        let head = format!("{aligned:x}-");
+        let kib = smaps
+            .split_inclusive('\n')
+            .skip_while(|l| !l.starts_with(&head))
+            .skip(1)
+            .take_while(|l| !l.contains('-') || l.contains(':'))
+            .find_map(|l| l.strip_prefix("FilePmdMapped:"))
+            .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+            .unwrap_or(0);
+        libc::munmap(area, len + PMD);
+        kib
+    }
+}
+
+/// The kernel readahead of the disk holding a path, set to 0 until dropped (needs root).
+struct ReadaheadOff {
+    file: std::path::PathBuf,
+    old: String,
+}
+
+impl ReadaheadOff {
+    fn file_of(path: &std::path::Path) -> Option<std::path::PathBuf> {
+        use std::os::unix::fs::MetadataExt;
+        let dev = std::fs::metadata(path).ok()?.dev();
+        let node = std::fs::canonicalize(format!(
+            "/sys/dev/block/{}:{}",
+            libc::major(dev),
+            libc::minor(dev)
+        ))
+        .ok()?;
+        let disk = if node.join("partition").exists() {
+            node.parent()?.to_path_buf()
+        } else {
+            node
+        };
+        Some(disk.join("queue/read_ahead_kb"))
+    }
+
+    fn kb(path: &std::path::Path) -> Option<u64> {
+        std::fs::read_to_string(Self::file_of(path)?)
+            .ok()?
+            .trim()
+            .parse()
+            .ok()
+    }
+
+    fn set(path: &std::path::Path) -> Result<ReadaheadOff, String> {
+        let file = Self::file_of(path).ok_or("not on a block device")?;
+        let old = std::fs::read_to_string(&file).map_err(|e| e.to_string())?;
+        std::fs::write(&file, "0").map_err(|e| format!("{}: {e}", file.display()))?;
+        Ok(ReadaheadOff { file, old })
+    }
+}
+
+impl Drop for ReadaheadOff {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.file, self.old.trim());
+    }
+}
+
+#[test]
+fn prefetches_read_large_folios_where_the_disk_has_no_readahead_and_end_on_their_boundaries() {
+    let Some(folio) = vodkit_prefetch::folio::huge_folio_bytes() else {
+        eprintln!("skipping: transparent huge pages are off on this kernel");
+        return;
+    };
+    assert_eq!(folio, 2 * MIB, "the test's sizes assume 2 MiB folios");
+    let dir = tmp();
+    // With the disk's readahead on (as it usually is): 4 KiB pages and the policy's exact
+    // size, since the kernel would read ahead of every large folio when first sent.
+    if ReadaheadOff::kb(dir.path()).is_some_and(|kb| kb > 0) {
+        let Some(f) = cold_file(&dir, "ra-on.bin", 16 * MIB) else {
+            return;
+        };
+        let e = engine(IoMode::Asap, "fixed:4MiB");
+        let o = e
+            .ensure_resident_blocking(&f, req(2 * MIB, 512 * KIB))
+            .unwrap();
+        assert_eq!(o.read_bytes, 4 * MIB);
+        assert_eq!(pmd_mapped_kib(&f, 2 * MIB, 4 * MIB), 0);
+    }
+    // Off (the engine looks a device up once, so a new engine).
+    let _readahead = match ReadaheadOff::set(dir.path()) {
+        Ok(r) => r,
+        Err(why) => {
+            assert!(std::env::var("CI").is_err(), "cannot run in CI: {why}");
+            eprintln!("skipping: cannot turn the disk's readahead off ({why})");
+            return;
+        }
+    };
+    let Some(f) = cold_file(&dir, "folios.bin", 16 * MIB) else {
+        return;
+    };
+    let e = engine(IoMode::Asap, "fixed:4MiB");
+    // [3 MiB, 7 MiB) ends 1 MiB from both boundaries: it stops at 6 MiB.
+    let o = e
+        .ensure_resident_blocking(&f, req(3 * MIB, 512 * KIB))
+        .unwrap();
+    assert_eq!(o.read_bytes, 3 * MIB);
+    assert!(resident(&f, 3 * MIB, 3 * MIB));
+    assert!(!resident(&f, 6 * MIB, 4096) && !resident(&f, 3 * MIB - 4096, 4096));
+    // The chain's next read starts on the boundary: whole folios, exactly 4 MiB.
+    let o = e
+        .ensure_resident_blocking(&f, req(6 * MIB, 512 * KIB))
+        .unwrap();
+    assert_eq!(o.read_bytes, 4 * MIB);
+    assert!(resident(&f, 6 * MIB, 4 * MIB));
+    assert!(!resident(&f, 10 * MIB, 4096));
+    assert_eq!(
+        e.stats().read_bytes,
+        7 * MIB,
+        "nothing read past the windows"
+    );
+    // Sending the folios (as the server does) starts no readahead past them either.
+    let null = File::options().write(true).open("/dev/null").unwrap();
+    let mut at: libc::off_t = (3 * MIB) as libc::off_t;
+    let mut left = 7 * MIB as usize;
+    while left > 0 {
+        use std::os::fd::AsRawFd;
+        // SAFETY: both descriptors are open for the call; `at` is a valid offset pointer.
+        let n = unsafe { libc::sendfile(null.as_raw_fd(), f.as_raw_fd(), &mut at, left) };
+        assert!(n > 0, "sendfile: {}", std::io::Error::last_os_error());
+        left -= n as usize;
+    }
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    assert!(!resident(&f, 10 * MIB, 4096), "readahead after sendfile");
+    // [4, 10) MiB is three 2 MiB folios; the first read's unaligned head, [3, 4) MiB, was
+    // a pread (4 KiB pages), so its 2 MiB range cannot map as one.
+    assert_eq!(pmd_mapped_kib(&f, 4 * MIB, 6 * MIB), 6144);
+    assert_eq!(pmd_mapped_kib(&f, 2 * MIB, 2 * MIB), 0);
+    // Off: 4 KiB pages and the policy's exact size.
+    let g = cold_file(&dir, "pages.bin", 16 * MIB).unwrap();
+    let e = Engine::new(EngineConfig {
+        mode: IoMode::Asap,
+        policy: PolicySpec::Fixed { bytes: 4 * MIB },
+        large_folios: false,
+        ..Default::default()
+    });
+    let o = e
+        .ensure_resident_blocking(&g, req(2 * MIB, 512 * KIB))
+        .unwrap();
+    assert_eq!(o.read_bytes, 4 * MIB);
+    assert_eq!(pmd_mapped_kib(&g, 2 * MIB, 4 * MIB), 0);
 }

@@ -45,6 +45,10 @@ pub struct IoSettings {
     /// the prefetching modes (`prefetch`, `asap`) mark files `POSIX_FADV_RANDOM` before
     /// their enlarged reads, so the policy alone decides how much is read.
     pub kernel_readahead: bool,
+    /// Prefetches read as large page-cache folios, ending on folio boundaries
+    /// ([`EngineConfig::large_folios`]; the default). `false`: 4 KiB pages, the policy's
+    /// exact sizes.
+    pub large_folios: bool,
     /// The prefetch-aware memory manager (`vodkit_prefetch::memory`).
     pub memory: MemorySetting,
 }
@@ -60,6 +64,7 @@ impl Default for IoSettings {
             devices: Vec::new(),
             stats_every: Some(Duration::from_secs(10)),
             kernel_readahead: EngineConfig::default().kernel_readahead,
+            large_folios: EngineConfig::default().large_folios,
             memory: MemorySetting::Auto,
         }
     }
@@ -75,6 +80,7 @@ pub fn engine_config(settings: &IoSettings) -> Result<EngineConfig, String> {
     let mut cfg = EngineConfig {
         mode: settings.mode,
         kernel_readahead: settings.kernel_readahead,
+        large_folios: settings.large_folios,
         policy: settings.prefetch.clone(),
         ..EngineConfig::default()
     };

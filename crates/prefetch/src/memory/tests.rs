@@ -960,3 +960,36 @@ fn memory_the_rest_of_the_server_holds_comes_off_the_budget() {
     m.set_unreleased(0);
     assert_eq!((m.prefetch_pool(), m.prefetch_cap(a)), before);
 }
+
+#[test]
+fn drops_widen_to_whole_folios_only_over_unclaimed_bytes() {
+    let mut m = MemoryManager::new(cfg(1 << 30));
+    let (id, _) = m.request(F, Some(1), 0, MIB, SIZE, 2000, 0.0);
+    m.read(id, 0, 3 * MIB);
+    let unit = 2 * MIB;
+    let d = |start, end| Drop {
+        file: F,
+        start,
+        end,
+    };
+    // Clear of the stream's unsent read-ahead: both sides go out to folio boundaries.
+    assert_eq!(
+        m.widened(d(5 * MIB + 100, 7 * MIB - 100), unit, SIZE),
+        d(4 * MIB, 8 * MIB)
+    );
+    // The head's folio holds the stream's read-ahead: only the tail widens.
+    assert_eq!(
+        m.widened(d(2 * MIB + 100, 3 * MIB + 5), unit, SIZE),
+        d(2 * MIB + 100, 4 * MIB)
+    );
+    // Never past the end of the file; aligned drops and unit 0 are unchanged.
+    assert_eq!(
+        m.widened(d(SIZE - 100, SIZE - 10), unit, SIZE - 5),
+        d(SIZE - 2 * MIB, SIZE - 5)
+    );
+    assert_eq!(
+        m.widened(d(4 * MIB, 6 * MIB), unit, SIZE),
+        d(4 * MIB, 6 * MIB)
+    );
+    assert_eq!(m.widened(d(5, 9), 0, SIZE), d(5, 9));
+}
