@@ -97,6 +97,11 @@ pub trait Running {
     fn tls_ca(&self) -> Option<std::path::PathBuf> {
         None
     }
+    /// What the launcher changed on the machine for this server (report notes), e.g. the
+    /// device's queue settings.
+    fn notes(&self) -> Vec<String> {
+        Vec::new()
+    }
     /// Stop the server; returns the error-log lines it left.
     fn stop(self: Box<Self>) -> Result<Vec<String>, String>;
 }
@@ -203,6 +208,7 @@ impl Oracle for ServerOracle<'_, '_> {
             Err(e) => Err(e),
         };
         m.prefetch_size = server.prefetch_series();
+        m.notes.extend(server.notes());
         let stopped = server.stop();
         // A point cut short by a signal says nothing about the rate: drop it.
         self.interrupted()?;
@@ -302,6 +308,7 @@ pub fn run_bench(
     for s in &rep.servers {
         rep.notes.extend(shortfall_note(s));
         rep.notes.extend(overflow_note(s));
+        rep.notes.extend(queue_note(s));
     }
     let errs: usize = rep
         .servers
@@ -315,6 +322,17 @@ pub fn run_bench(
         ));
     }
     rep
+}
+
+/// The device queue settings a server ran with when the launcher changed them
+/// ([`crate::readahead::SET_NOTE`]), once per server.
+fn queue_note(s: &ServerReport) -> Option<String> {
+    let note = s
+        .points
+        .iter()
+        .flat_map(|p| &p.metrics.notes)
+        .find(|n| n.starts_with(crate::readahead::SET_NOTE))?;
+    Some(format!("{}: {note}", s.sut))
 }
 
 /// Where the kernel dropped connections of a server's points because a listen queue was

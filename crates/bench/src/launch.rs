@@ -82,6 +82,9 @@ impl Running for TlsRunning {
     fn tls_ca(&self) -> Option<PathBuf> {
         Some(self.ca.clone())
     }
+    fn notes(&self) -> Vec<String> {
+        self.inner.notes()
+    }
     fn stop(self: Box<Self>) -> Result<Vec<String>, String> {
         self.inner.stop()
     }
@@ -204,6 +207,11 @@ impl Running for Tuned {
     }
     fn tls_ca(&self) -> Option<PathBuf> {
         self.inner.tls_ca()
+    }
+    fn notes(&self) -> Vec<String> {
+        let mut notes = self.inner.notes();
+        notes.push(self.applied.describe());
+        notes
     }
     fn stop(self: Box<Self>) -> Result<Vec<String>, String> {
         let lines = self.inner.stop()?;

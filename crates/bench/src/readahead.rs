@@ -35,11 +35,16 @@ pub fn queue_dir(path: &Path) -> Result<PathBuf, String> {
     }
 }
 
+/// How [`Applied::describe`] begins (report notes are recognized by it).
+pub const SET_NOTE: &str = "ran with the file set's device queue set to";
+
 /// Applied settings; [`Applied::restore`] (or drop) puts the previous values back.
 #[derive(Debug)]
 pub struct Applied {
     queue: PathBuf,
     previous: Vec<(&'static str, String)>,
+    /// The values written, in order.
+    set: Vec<(&'static str, String)>,
     pub notes: Vec<String>,
 }
 
@@ -60,6 +65,7 @@ pub fn apply(root: &Path, ra: &Readahead) -> Result<Applied, String> {
     let mut applied = Applied {
         queue: queue.clone(),
         previous: Vec::new(),
+        set: Vec::new(),
         notes: Vec::new(),
     };
     if let Some(ms) = ra.max_sectors_kb {
@@ -74,15 +80,41 @@ pub fn apply(root: &Path, ra: &Readahead) -> Result<Applied, String> {
             .previous
             .push(("max_sectors_kb", read(&queue, "max_sectors_kb")?));
         write(&queue, "max_sectors_kb", &value.to_string())?;
+        applied.set.push(("max_sectors_kb", value.to_string()));
     }
     applied
         .previous
         .push(("read_ahead_kb", read(&queue, "read_ahead_kb")?));
     write(&queue, "read_ahead_kb", &ra.read_ahead_kb.to_string())?;
+    applied
+        .set
+        .push(("read_ahead_kb", ra.read_ahead_kb.to_string()));
     Ok(applied)
 }
 
 impl Applied {
+    /// One line: what was set, from what, and the launcher's own notes.
+    pub fn describe(&self) -> String {
+        let set: Vec<String> = self
+            .set
+            .iter()
+            .map(|(name, value)| {
+                let was = self
+                    .previous
+                    .iter()
+                    .find(|(n, _)| n == name)
+                    .map_or("?", |(_, v)| v.as_str());
+                format!("{name} {value} (was {was})")
+            })
+            .collect();
+        let mut line = format!("{SET_NOTE} {}", set.join(", "));
+        for n in &self.notes {
+            line.push_str("; ");
+            line.push_str(n);
+        }
+        line
+    }
+
     pub fn restore(mut self) -> Result<(), String> {
         self.restore_inner()
     }
@@ -107,6 +139,31 @@ impl Drop for Applied {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_note_says_what_was_set_and_from_what() {
+        let dir = tempfile::tempdir().unwrap();
+        let applied = Applied {
+            queue: dir.path().to_path_buf(),
+            previous: vec![
+                ("max_sectors_kb", "1280".into()),
+                ("read_ahead_kb", "8192".into()),
+            ],
+            set: vec![
+                ("max_sectors_kb", "128".into()),
+                ("read_ahead_kb", "0".into()),
+            ],
+            notes: vec!["capped".into()],
+        };
+        assert_eq!(
+            applied.describe(),
+            format!("{SET_NOTE} max_sectors_kb 128 (was 1280), read_ahead_kb 0 (was 8192); capped")
+        );
+        // Dropping it writes the previous values back.
+        drop(applied);
+        let back = std::fs::read_to_string(dir.path().join("read_ahead_kb")).unwrap();
+        assert_eq!(back, "8192");
+    }
 
     #[test]
     fn tmpfs_or_block_device_is_reported_sensibly() {

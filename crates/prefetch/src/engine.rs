@@ -564,7 +564,7 @@ impl Shared {
         self.drop_stats
             .claimed
             .fetch_add(claimed, Ordering::Relaxed);
-        match self.folio {
+        match st.folio_unit() {
             Some(unit) => free
                 .into_iter()
                 .map(|(d, held)| {
@@ -648,7 +648,7 @@ impl Shared {
             self.drop_stats
                 .claimed
                 .fetch_add(claimed, Ordering::Relaxed);
-            match (self.folio, &st.memory) {
+            match (st.folio_unit(), &st.memory) {
                 (Some(unit), Some(m)) => due
                     .into_iter()
                     .map(|(d, f, size, n, left)| (m.widened(d, unit, size), f, size, n, left))
@@ -694,6 +694,11 @@ type PendingDrop = (memory::Drop, Option<(Arc<File>, u64)>);
 type RetryDrop = (memory::Drop, Arc<File>, u64, u8, u64);
 
 impl State {
+    /// The folio size drops widen to: some device reads large folios.
+    fn folio_unit(&self) -> Option<u64> {
+        self.device_folios.values().find_map(|f| *f)
+    }
+
     /// Feeds the accumulated deltas to the policy about once per `every` seconds.
     fn maybe_observe(&mut self, now: f64, every: f64) {
         let dt = now - self.last_observe_s;
@@ -1251,7 +1256,11 @@ impl Engine {
         } else {
             0
         };
-        let folio = self.folio_on(&mut st, facts.dev);
+        let folio = self.folio_on(&mut st, facts.dev).filter(|_| {
+            st.memory
+                .as_ref()
+                .is_none_or(|m| m.fill() < crate::folio::MAX_FILL)
+        });
         if let Some(folio) = folio {
             // A prefetch spanning a folio ends on a folio boundary, so the chain's next
             // read starts on one and reads whole large folios.

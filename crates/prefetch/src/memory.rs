@@ -846,6 +846,18 @@ impl MemoryManager {
         }
     }
 
+    /// The share of the usable budget the manager accounts for now: streams' resident
+    /// bytes, kept intervals, the consumed-cache, and bytes still held by sockets or by the
+    /// rest of the process (0 when nothing is held; above 1 past the budget).
+    pub fn fill(&self) -> f64 {
+        let held = self.resident_total
+            + self.kept_bytes
+            + self.cached_bytes
+            + self.unreleased_bytes
+            + self.other_bytes;
+        held as f64 / self.cfg.usable_bytes().max(1) as f64
+    }
+
     /// Whether `file` has active streams.
     pub fn has_streams(&self, file: FileId) -> bool {
         self.files.get(&file).is_some_and(|f| !f.is_empty())

@@ -993,3 +993,17 @@ fn drops_widen_to_whole_folios_only_over_unclaimed_bytes() {
     );
     assert_eq!(m.widened(d(5, 9), 0, SIZE), d(5, 9));
 }
+
+#[test]
+fn fill_is_what_the_manager_holds_over_its_usable_budget() {
+    let mut m = MemoryManager::new(cfg(1 << 30));
+    assert_eq!(m.fill(), 0.0);
+    let usable = m.config().usable_bytes() as f64;
+    let (id, _) = m.request(F, Some(1), 0, MIB, SIZE, 2000, 0.0);
+    m.read(id, 0, 64 * MIB);
+    let f = m.fill();
+    assert!((f - 64.0 * MIB as f64 / usable).abs() < 1e-9, "{f}");
+    // Bytes held outside the streams count too.
+    m.set_unreleased(32 * MIB);
+    assert!((m.fill() - 96.0 * MIB as f64 / usable).abs() < 1e-9);
+}
