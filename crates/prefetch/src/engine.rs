@@ -567,11 +567,9 @@ impl Shared {
         match st.folio_unit() {
             Some(unit) => free
                 .into_iter()
-                .map(|(d, held)| {
-                    let d = held
-                        .as_ref()
-                        .map_or(d, |&(_, size)| m.widened(d, unit, size));
-                    (d, held)
+                .map(|(d, held)| match &held {
+                    Some((_, size)) if wide(m, d.file) => (m.widened(d, unit, *size), held),
+                    _ => (d, held),
                 })
                 .collect(),
             None => free,
@@ -651,7 +649,10 @@ impl Shared {
             match (st.folio_unit(), &st.memory) {
                 (Some(unit), Some(m)) => due
                     .into_iter()
-                    .map(|(d, f, size, n, left)| (m.widened(d, unit, size), f, size, n, left))
+                    .map(|(d, f, size, n, left)| match wide(m, d.file) {
+                        true => (m.widened(d, unit, size), f, size, n, left),
+                        false => (d, f, size, n, left),
+                    })
                     .collect(),
                 _ => due,
             }
@@ -659,6 +660,13 @@ impl Shared {
         let stuck = carry_out(due.into_iter());
         self.queue_retries(stuck, true);
     }
+}
+
+/// Whether drops of `file` widen to whole folios: the files large folios are read for
+/// ([`crate::folio::POPULAR_STREAMS`]); widening elsewhere would drop bytes the manager no
+/// longer tracks but a later viewer may find resident.
+fn wide(m: &MemoryManager, file: FileId) -> bool {
+    m.streams_on(file) >= crate::folio::POPULAR_STREAMS
 }
 
 /// The dropper thread: carries out drop batches until the engine is gone.
@@ -1259,7 +1267,7 @@ impl Engine {
         let folio = self.folio_on(&mut st, facts.dev).filter(|_| {
             st.memory
                 .as_ref()
-                .is_none_or(|m| m.fill() < crate::folio::MAX_FILL)
+                .is_none_or(|m| m.streams_on(fid) >= crate::folio::POPULAR_STREAMS)
         });
         if let Some(folio) = folio {
             // A prefetch spanning a folio ends on a folio boundary, so the chain's next

@@ -14,23 +14,23 @@
 //! folio ends on a folio boundary, so the chain's next window starts on one.
 //!
 //! The engine reads large folios only where they pay: on devices whose kernel readahead is
-//! off (the kernel would otherwise read ahead of each folio when it is first sent) and
-//! while the memory budget is less than [`MAX_FILL`] full.
+//! off (the kernel would otherwise read ahead of each folio when it is first sent) and for
+//! files that many streams read at once ([`POPULAR_STREAMS`]).
 
 use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::OnceLock;
 
-/// Large folios are read only while the memory manager accounts for less than this share
-/// of its budget ([`crate::memory::MemoryManager::fill`]). A full budget means drops, and a
-/// large folio leaves the cache only when a drop covers it whole, while `sendfile`'s saving
-/// is per byte sent — small when each byte goes to one viewer, as when the disk decides.
-/// Measured (docs/bench.md, session 30): in the disk-bound `servers` pair at a full 1 GiB
-/// budget, large folios took vodkit from 15.2 to 8.9 sessions/s (more, smaller reads; drops
-/// retried for straddling folios), while the popular cells, whose whole working set fills
-/// under a tenth of the budget, spent 5–8% less CPU with them.
-pub const MAX_FILL: f64 = 0.5;
+/// With a memory manager, large folios are read only for files that at least this many
+/// streams read at once ([`crate::memory::MemoryManager::streams_on`]): `sendfile`'s saving
+/// is per byte sent, large when a byte goes to many viewers, small when it goes to one —
+/// as when the disk decides, where a large folio costs instead: it leaves the cache only
+/// when a drop covers it whole. Measured (docs/bench.md, session 30): in the disk-bound
+/// `servers` pair, large folios for every file took vodkit from 15.24 to 8.89 sessions/s,
+/// and for every file while the budget was under half full to 13.97, while the popular
+/// cells (one title, thousands of viewers) spent 5–8% less CPU with them.
+pub const POPULAR_STREAMS: usize = 8;
 
 /// The size of the page cache's PMD folios (2 MiB on x86-64) when the kernel builds them
 /// for a mapping advised `MADV_HUGEPAGE`; `None` when transparent huge pages are off

@@ -846,16 +846,9 @@ impl MemoryManager {
         }
     }
 
-    /// The share of the usable budget the manager accounts for now: streams' resident
-    /// bytes, kept intervals, the consumed-cache, and bytes still held by sockets or by the
-    /// rest of the process (0 when nothing is held; above 1 past the budget).
-    pub fn fill(&self) -> f64 {
-        let held = self.resident_total
-            + self.kept_bytes
-            + self.cached_bytes
-            + self.unreleased_bytes
-            + self.other_bytes;
-        held as f64 / self.cfg.usable_bytes().max(1) as f64
+    /// The number of streams reading `file` now.
+    pub fn streams_on(&self, file: FileId) -> usize {
+        self.files.get(&file).map_or(0, |f| f.pos.len())
     }
 
     /// Whether `file` has active streams.

@@ -701,6 +701,33 @@ fn prefetches_read_large_folios_where_the_disk_has_no_readahead_and_end_on_their
     // a pread (4 KiB pages), so its 2 MiB range cannot map as one.
     assert_eq!(pmd_mapped_kib(&f, 4 * MIB, 6 * MIB), 6144);
     assert_eq!(pmd_mapped_kib(&f, 2 * MIB, 2 * MIB), 0);
+    // With the memory manager, only files many streams read at once: one viewer reads
+    // 4 KiB pages at the policy's size; once eight read the file, large folios.
+    let h = cold_file(&dir, "popular.bin", 64 * MIB).unwrap();
+    let e = Engine::new(EngineConfig {
+        mode: IoMode::Asap,
+        policy: PolicySpec::Fixed { bytes: 4 * MIB },
+        memory: Some(vodkit_prefetch::MemoryConfig::for_budget(1 << 30)),
+        ..Default::default()
+    });
+    let viewer = |client: u64, offset: u64| ReadRequest {
+        client: Some(client),
+        ..req(offset, 512 * KIB)
+    };
+    let o = e.ensure_resident_blocking(&h, viewer(1, 3 * MIB)).unwrap();
+    assert_eq!(o.read_bytes, 4 * MIB, "one viewer: the policy's size");
+    assert_eq!(pmd_mapped_kib(&h, 4 * MIB, 2 * MIB), 0);
+    for c in 2..=8 {
+        e.ensure_resident_blocking(&h, viewer(c, (c * 6) * MIB))
+            .unwrap();
+    }
+    let o = e.ensure_resident_blocking(&h, viewer(9, 56 * MIB)).unwrap();
+    assert_eq!(o.read_bytes, 4 * MIB);
+    assert_eq!(
+        pmd_mapped_kib(&h, 56 * MIB, 4 * MIB),
+        4096,
+        "a popular file: large folios"
+    );
     // Off: 4 KiB pages and the policy's exact size.
     let g = cold_file(&dir, "pages.bin", 16 * MIB).unwrap();
     let e = Engine::new(EngineConfig {

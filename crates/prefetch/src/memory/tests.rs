@@ -995,15 +995,14 @@ fn drops_widen_to_whole_folios_only_over_unclaimed_bytes() {
 }
 
 #[test]
-fn fill_is_what_the_manager_holds_over_its_usable_budget() {
+fn streams_on_counts_the_files_current_streams() {
     let mut m = MemoryManager::new(cfg(1 << 30));
-    assert_eq!(m.fill(), 0.0);
-    let usable = m.config().usable_bytes() as f64;
-    let (id, _) = m.request(F, Some(1), 0, MIB, SIZE, 2000, 0.0);
-    m.read(id, 0, 64 * MIB);
-    let f = m.fill();
-    assert!((f - 64.0 * MIB as f64 / usable).abs() < 1e-9, "{f}");
-    // Bytes held outside the streams count too.
-    m.set_unreleased(32 * MIB);
-    assert!((m.fill() - 96.0 * MIB as f64 / usable).abs() < 1e-9);
+    assert_eq!(m.streams_on(F), 0);
+    m.request(F, Some(1), 0, MIB, SIZE, 2000, 0.0);
+    m.request(F, Some(2), 50 * MIB, 51 * MIB, SIZE, 2000, 0.0);
+    m.request(F + 1, Some(3), 0, MIB, SIZE, 2000, 0.0);
+    assert_eq!(m.streams_on(F), 2);
+    m.closed(2);
+    m.expire(1000.0);
+    assert!(m.streams_on(F) < 2, "{}", m.streams_on(F));
 }
