@@ -46,9 +46,7 @@ pub struct VodkitLaunch<'a> {
     pub threads: Option<usize>,
     /// `--open-file-cache` of the server (`None`: its default).
     pub open_files: Option<usize>,
-    /// `--large-folios` of the server (`None`: its default; the runner turns the file set's
-    /// device readahead off while a vodkit server runs unless `+folios:small` or
-    /// `+readahead` says otherwise).
+    /// `--large-folios` of the server (`None`: its default).
     pub large_folios: Option<bool>,
 }
 
@@ -275,20 +273,6 @@ impl Launcher for LocalLauncher {
             .map_err(|e| StartError::Failed(format!("creating {}: {e}", run_dir.display())))?;
         let ra = match &sut.readahead {
             Some(r) => Some(readahead::apply(&self.root, r).map_err(StartError::Failed)?),
-            // A vodkit server reads by its policy, never by the kernel's readahead, and
-            // reads large folios only where the device's readahead is off (the kernel
-            // would read ahead of each one when first sent): run it as its operator
-            // would (docs/server.md). Where the file set has no block device, no change.
-            None if matches!(sut.base, Base::Vodkit { .. })
-                && sut.preload.is_none()
-                && sut.large_folios != Some(false) =>
-            {
-                let off = crate::sut::Readahead {
-                    read_ahead_kb: 0,
-                    max_sectors_kb: None,
-                };
-                readahead::apply(&self.root, &off).ok()
-            }
             None => None,
         };
         let workers = sut.workers.unwrap_or(self.workers);

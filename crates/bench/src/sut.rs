@@ -27,10 +27,7 @@
 //!   (default 1024, checked per request), nginx's `open_file_cache max=N` with its 60 s
 //!   `open_file_cache_valid` (nginx's default configuration has none);
 //! - `+folios:large` or `+folios:small` — vodkit's `--large-folios on|off` (default on):
-//!   its prefetches read as 2 MiB page-cache folios, or as 4 KiB pages. Large folios need
-//!   the device's kernel readahead off, so unless `+folios:small` or `+readahead:KB` is
-//!   given the runner sets the file set's `read_ahead_kb` to 0 while a vodkit server runs
-//!   (vodkit's own reads never use it) and puts it back afterwards;
+//!   prefetches of popular files read as 2 MiB page-cache folios, or always as 4 KiB pages;
 //! - `+tls` — serve HTTPS only (TLS 1.3 for nginx and Apache, with sendfile left on where
 //!   the server allows it; vodkit with its rustls listener) with a throwaway CA and
 //!   certificate the runner makes in the server's run directory; the load generator trusts

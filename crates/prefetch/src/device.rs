@@ -8,8 +8,6 @@
 //!
 //! [`DeviceMap`] applies overrides (`MAJ:MIN=name` or `sda=name`), e.g. to give the
 //! emulated disk a readable name or to put everything on one queue.
-//! [`DeviceMap::readahead_kb`] reads a device's kernel readahead, which decides whether
-//! the engine may read large folios there ([`crate::folio`]).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -71,36 +69,16 @@ impl DeviceMap {
         let found = disk_name(&self.sysfs, maj, min).unwrap_or_else(|| format!("dev-{key}"));
         self.overrides.get(&found).cloned().unwrap_or(found)
     }
-
-    /// The kernel readahead (`read_ahead_kb`) of the device holding files on `st_dev`: its
-    /// disk's `queue/read_ahead_kb`, or for a filesystem without a block device (FUSE,
-    /// NFS) `/sys/class/bdi/MAJ:MIN/read_ahead_kb`; `None` where neither is readable.
-    pub fn readahead_kb(&self, st_dev: u64) -> Option<u64> {
-        let (maj, min) = (libc::major(st_dev), libc::minor(st_dev));
-        let file = match disk_dir(&self.sysfs, maj, min) {
-            Some(disk) => disk.join("queue/read_ahead_kb"),
-            None => self
-                .sysfs
-                .join("../../class/bdi")
-                .join(format!("{maj}:{min}/read_ahead_kb")),
-        };
-        std::fs::read_to_string(file).ok()?.trim().parse().ok()
-    }
-}
-
-/// The sysfs directory of the whole disk holding block device `maj:min`.
-fn disk_dir(sysfs: &Path, maj: u32, min: u32) -> Option<PathBuf> {
-    let dir = std::fs::canonicalize(sysfs.join(format!("{maj}:{min}"))).ok()?;
-    if dir.join("partition").exists() {
-        dir.parent().map(Path::to_path_buf)
-    } else {
-        Some(dir)
-    }
 }
 
 /// Name of the whole disk holding block device `maj:min`, from sysfs.
 fn disk_name(sysfs: &Path, maj: u32, min: u32) -> Option<String> {
-    let disk = disk_dir(sysfs, maj, min)?;
+    let dir = std::fs::canonicalize(sysfs.join(format!("{maj}:{min}"))).ok()?;
+    let disk = if dir.join("partition").exists() {
+        dir.parent()?
+    } else {
+        &dir
+    };
     disk.file_name().map(|n| n.to_string_lossy().into_owned())
 }
 
@@ -120,12 +98,6 @@ mod tests {
         std::os::unix::fs::symlink(&devices, links.join("8:16")).unwrap();
         std::os::unix::fs::symlink(devices.join("sdb1"), links.join("8:17")).unwrap();
         let map = DeviceMap::new().with_sysfs(&links);
-        // A partition's readahead is its disk's.
-        assert_eq!(map.readahead_kb(libc::makedev(8, 17)), None);
-        std::fs::create_dir_all(devices.join("queue")).unwrap();
-        std::fs::write(devices.join("queue/read_ahead_kb"), "0\n").unwrap();
-        assert_eq!(map.readahead_kb(libc::makedev(8, 17)), Some(0));
-        assert_eq!(map.readahead_kb(libc::makedev(8, 16)), Some(0));
         assert_eq!(map.name_for(libc::makedev(8, 16)), "sdb");
         assert_eq!(map.name_for(libc::makedev(8, 17)), "sdb");
         assert_eq!(map.name_for(libc::makedev(0, 44)), "dev-0:44");

@@ -439,9 +439,6 @@ struct State {
     memory_files: HashMap<FileId, (Arc<File>, u64)>,
     /// Drops decided and not yet carried out.
     drops: Vec<memory::Drop>,
-    /// Per `st_dev`: the folio size reads there build ([`Shared::folio`], on devices whose
-    /// kernel readahead is off), looked up once.
-    device_folios: HashMap<u64, Option<u64>>,
 }
 
 /// Files whose advised descriptor [`Shared::advise_random`] remembers (then it starts over).
@@ -454,7 +451,7 @@ struct Shared {
     observe_every_s: f64,
     kernel_readahead: bool,
     /// The folio size the page-cache reads build ([`EngineConfig::large_folios`]), when
-    /// they may: only on devices whose kernel readahead is off ([`State::device_folios`]).
+    /// they may (for popular files: [`crate::folio::POPULAR_STREAMS`]).
     folio: Option<u64>,
     sweep_limit: usize,
     device_map: DeviceMap,
@@ -564,7 +561,7 @@ impl Shared {
         self.drop_stats
             .claimed
             .fetch_add(claimed, Ordering::Relaxed);
-        match st.folio_unit() {
+        match self.folio {
             Some(unit) => free
                 .into_iter()
                 .map(|(d, held)| match &held {
@@ -646,7 +643,7 @@ impl Shared {
             self.drop_stats
                 .claimed
                 .fetch_add(claimed, Ordering::Relaxed);
-            match (st.folio_unit(), &st.memory) {
+            match (self.folio, &st.memory) {
                 (Some(unit), Some(m)) => due
                     .into_iter()
                     .map(|(d, f, size, n, left)| match wide(m, d.file) {
@@ -702,11 +699,6 @@ type PendingDrop = (memory::Drop, Option<(Arc<File>, u64)>);
 type RetryDrop = (memory::Drop, Arc<File>, u64, u8, u64);
 
 impl State {
-    /// The folio size drops widen to: some device reads large folios.
-    fn folio_unit(&self) -> Option<u64> {
-        self.device_folios.values().find_map(|f| *f)
-    }
-
     /// Feeds the accumulated deltas to the policy about once per `every` seconds.
     fn maybe_observe(&mut self, now: f64, every: f64) {
         let dt = now - self.last_observe_s;
@@ -865,7 +857,6 @@ impl Engine {
                 memory: memory.map(MemoryManager::new),
                 memory_files: HashMap::new(),
                 drops: Vec::new(),
-                device_folios: HashMap::new(),
             }),
             pool,
             advised: Mutex::new(crate::Map::default()),
@@ -1264,7 +1255,7 @@ impl Engine {
         } else {
             0
         };
-        let folio = self.folio_on(&mut st, facts.dev).filter(|_| {
+        let folio = self.shared.folio.filter(|_| {
             st.memory
                 .as_ref()
                 .is_none_or(|m| m.streams_on(fid) >= crate::folio::POPULAR_STREAMS)
@@ -1350,30 +1341,6 @@ impl Engine {
             outcome,
             range: (req.offset, end),
         }))
-    }
-
-    /// The folio size reads of files on `dev` build: [`Shared::folio`] where the device's
-    /// kernel readahead is 0. Elsewhere the kernel would read ahead of every large folio
-    /// when it is first sent (its readahead mark), bytes no budget accounts for.
-    fn folio_on(&self, st: &mut State, dev: u64) -> Option<u64> {
-        let folio = self.shared.folio?;
-        if let Some(&f) = st.device_folios.get(&dev) {
-            return f;
-        }
-        let kb = self.shared.device_map.readahead_kb(dev);
-        let on = (kb == Some(0)).then_some(folio);
-        if on.is_none() {
-            let why = kb.map_or("unknown".to_string(), |kb| format!("{kb} KiB"));
-            tracing::info!(
-                "device {}:{}: reads in 4 KiB pages, not 2 MiB folios: its kernel readahead \
-                 (read_ahead_kb) is {why}, and the kernel would read ahead of each large \
-                 folio; set it to 0 to allow them (vodkit's reads do not use it)",
-                libc::major(dev),
-                libc::minor(dev)
-            );
-        }
-        st.device_folios.insert(dev, on);
-        on
     }
 
     fn device_name(&self, st: &mut State, dev: u64) -> Arc<str> {

@@ -609,14 +609,6 @@ impl ReadaheadOff {
         Some(disk.join("queue/read_ahead_kb"))
     }
 
-    fn kb(path: &std::path::Path) -> Option<u64> {
-        std::fs::read_to_string(Self::file_of(path)?)
-            .ok()?
-            .trim()
-            .parse()
-            .ok()
-    }
-
     fn set(path: &std::path::Path) -> Result<ReadaheadOff, String> {
         let file = Self::file_of(path).ok_or("not on a block device")?;
         let old = std::fs::read_to_string(&file).map_err(|e| e.to_string())?;
@@ -632,27 +624,16 @@ impl Drop for ReadaheadOff {
 }
 
 #[test]
-fn prefetches_read_large_folios_where_the_disk_has_no_readahead_and_end_on_their_boundaries() {
+fn prefetches_of_popular_files_read_large_folios_exactly_and_end_on_their_boundaries() {
     let Some(folio) = vodkit_prefetch::folio::huge_folio_bytes() else {
         eprintln!("skipping: transparent huge pages are off on this kernel");
         return;
     };
     assert_eq!(folio, 2 * MIB, "the test's sizes assume 2 MiB folios");
     let dir = tmp();
-    // With the disk's readahead on (as it usually is): 4 KiB pages and the policy's exact
-    // size, since the kernel would read ahead of every large folio when first sent.
-    if ReadaheadOff::kb(dir.path()).is_some_and(|kb| kb > 0) {
-        let Some(f) = cold_file(&dir, "ra-on.bin", 16 * MIB) else {
-            return;
-        };
-        let e = engine(IoMode::Asap, "fixed:4MiB");
-        let o = e
-            .ensure_resident_blocking(&f, req(2 * MIB, 512 * KIB))
-            .unwrap();
-        assert_eq!(o.read_bytes, 4 * MIB);
-        assert_eq!(pmd_mapped_kib(&f, 2 * MIB, 4 * MIB), 0);
-    }
-    // Off (the engine looks a device up once, so a new engine).
+    // The device's readahead off, so that what is resident is exactly what the engine read:
+    // the kernel marks each large folio read through a mapping as a readahead trigger, and
+    // with readahead on the first `sendfile` through it reads ahead (docs/prefetch.md).
     let _readahead = match ReadaheadOff::set(dir.path()) {
         Ok(r) => r,
         Err(why) => {
@@ -684,7 +665,8 @@ fn prefetches_read_large_folios_where_the_disk_has_no_readahead_and_end_on_their
         7 * MIB,
         "nothing read past the windows"
     );
-    // Sending the folios (as the server does) starts no readahead past them either.
+    // Sending the folios (as the server does) reads nothing more on a disk without
+    // readahead.
     let null = File::options().write(true).open("/dev/null").unwrap();
     let mut at: libc::off_t = (3 * MIB) as libc::off_t;
     let mut left = 7 * MIB as usize;
