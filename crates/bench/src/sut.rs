@@ -26,7 +26,7 @@
 //! - `+openfiles:N` — an open-file cache of N files (0: off): vodkit's `--open-file-cache`
 //!   (default 1024, checked per request), nginx's `open_file_cache max=N` with its 60 s
 //!   `open_file_cache_valid` (nginx's default configuration has none);
-//! - `+folios:large` or `+folios:small` — vodkit's `--large-folios on|off` (default on):
+//! - `+folios:large` or `+folios:small` — vodkit's `--large-folios on|off` (default off):
 //!   prefetches of popular files read as 2 MiB page-cache folios, or always as 4 KiB pages;
 //! - `+tls` — serve HTTPS only (TLS 1.3 for nginx and Apache, with sendfile left on where
 //!   the server allows it; vodkit with its rustls listener) with a throwaway CA and

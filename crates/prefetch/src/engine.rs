@@ -16,7 +16,7 @@
 //! Reads are blocking `pread`s into a reusable buffer (never readahead or
 //! `POSIX_FADV_WILLNEED`, which the kernel may truncate); the bytes land in the page
 //! cache and the caller then sends them with `sendfile`. Reads stop at end of file. With
-//! [`EngineConfig::large_folios`] (the default) a read's whole aligned 2 MiB ranges are
+//! [`EngineConfig::large_folios`] (off by default) a read's whole aligned 2 MiB ranges are
 //! read instead as large page-cache folios, which `sendfile` sends with less CPU, and
 //! prefetches end on those boundaries ([`crate::folio`]).
 //! In `direct` mode "in memory" means "in the engine's buffer pool" ([`crate::direct`]):
@@ -137,9 +137,10 @@ pub struct EngineConfig {
     /// `direct` mode: read with `O_DIRECT` (`false`: buffered `pread`, dropping the pages
     /// after each read, as when a filesystem refuses `O_DIRECT`).
     pub o_direct: bool,
-    /// Page-cache reads of the prefetching modes (without kernel readahead) read whole
-    /// aligned folios as large page-cache folios, and prefetches end on folio boundaries
-    /// ([`crate::folio`]); `false`: `pread`s only (4 KiB pages).
+    /// Page-cache reads of the prefetching modes (without kernel readahead) of popular files
+    /// read whole aligned folios as large page-cache folios, and their prefetches end on
+    /// folio boundaries ([`crate::folio`]); `false` (the default): `pread`s only (4 KiB
+    /// pages). Off by default until it is a measured gain: docs/bench.md, session 30.
     pub large_folios: bool,
 }
 
@@ -159,7 +160,7 @@ impl Default for EngineConfig {
             sweep_limit: 4096,
             memory: None,
             o_direct: true,
-            large_folios: true,
+            large_folios: false,
         }
     }
 }

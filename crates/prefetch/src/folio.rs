@@ -26,10 +26,10 @@ use std::sync::OnceLock;
 /// streams read at once ([`crate::memory::MemoryManager::streams_on`]): `sendfile`'s saving
 /// is per byte sent, large when a byte goes to many viewers, small when it goes to one —
 /// as when the disk decides, where a large folio costs instead: it leaves the cache only
-/// when a drop covers it whole. Measured (docs/bench.md, session 30): in the disk-bound
-/// `servers` pair, large folios for every file took vodkit from 15.24 to 8.89 sessions/s,
-/// and for every file while the budget was under half full to 13.97, while the popular
-/// cells (one title, thousands of viewers) spent 5–8% less CPU with them.
+/// when a drop covers it whole (in the disk-bound `servers` pair with large folios for
+/// every file, 1.2 GB of drops stayed resident at first and were retried; docs/bench.md,
+/// session 30). The popular cells (one title, thousands of viewers) spent 5–8% less CPU
+/// with them.
 pub const POPULAR_STREAMS: usize = 8;
 
 /// The size of the page cache's PMD folios (2 MiB on x86-64) when the kernel builds them
@@ -196,7 +196,7 @@ mod tests {
             for len in [F, F + 1, 3 * F / 2, 5 * F / 2] {
                 let end = start + len;
                 let got = aligned_end(start, start + 1, end, size, F);
-                assert!(got.abs_diff(end) < F && got > start && got % F == 0);
+                assert!(got.abs_diff(end) < F && got > start && got.is_multiple_of(F));
             }
         }
     }

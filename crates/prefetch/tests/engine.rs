@@ -205,8 +205,6 @@ fn prefetch_evictions_and_waste_are_accounted() {
             ttl_s: 0.2,
             ..Default::default()
         },
-        // The policy's exact sizes (large folios move a prefetch's end to a boundary).
-        large_folios: false,
         ..Default::default()
     });
     e.ensure_resident_blocking(&f, req(0, 512 * KIB)).unwrap();
@@ -283,8 +281,6 @@ fn worker_busy_with_a_cold_video(
         mode: IoMode::Asap,
         policy: PolicySpec::Fixed { bytes: 4 * MIB },
         pool_threads: 4,
-        // The policy's exact sizes (large folios move a prefetch's end to a boundary).
-        large_folios: false,
         ..Default::default()
     });
     let Begin::Pending(busy) = e.begin(&blocker, &req(0, 32 * MIB)).unwrap() else {
@@ -645,7 +641,12 @@ fn prefetches_of_popular_files_read_large_folios_exactly_and_end_on_their_bounda
     let Some(f) = cold_file(&dir, "folios.bin", 16 * MIB) else {
         return;
     };
-    let e = engine(IoMode::Asap, "fixed:4MiB");
+    let e = Engine::new(EngineConfig {
+        mode: IoMode::Asap,
+        policy: PolicySpec::Fixed { bytes: 4 * MIB },
+        large_folios: true,
+        ..Default::default()
+    });
     // [3 MiB, 7 MiB) ends 1 MiB from both boundaries: it stops at 6 MiB.
     let o = e
         .ensure_resident_blocking(&f, req(3 * MIB, 512 * KIB))
@@ -690,6 +691,7 @@ fn prefetches_of_popular_files_read_large_folios_exactly_and_end_on_their_bounda
         mode: IoMode::Asap,
         policy: PolicySpec::Fixed { bytes: 4 * MIB },
         memory: Some(vodkit_prefetch::MemoryConfig::for_budget(1 << 30)),
+        large_folios: true,
         ..Default::default()
     });
     let viewer = |client: u64, offset: u64| ReadRequest {
@@ -710,14 +712,9 @@ fn prefetches_of_popular_files_read_large_folios_exactly_and_end_on_their_bounda
         4096,
         "a popular file: large folios"
     );
-    // Off: 4 KiB pages and the policy's exact size.
+    // Off (the default): 4 KiB pages and the policy's exact size.
     let g = cold_file(&dir, "pages.bin", 16 * MIB).unwrap();
-    let e = Engine::new(EngineConfig {
-        mode: IoMode::Asap,
-        policy: PolicySpec::Fixed { bytes: 4 * MIB },
-        large_folios: false,
-        ..Default::default()
-    });
+    let e = engine(IoMode::Asap, "fixed:4MiB");
     let o = e
         .ensure_resident_blocking(&g, req(2 * MIB, 512 * KIB))
         .unwrap();

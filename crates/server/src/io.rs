@@ -45,9 +45,9 @@ pub struct IoSettings {
     /// the prefetching modes (`prefetch`, `asap`) mark files `POSIX_FADV_RANDOM` before
     /// their enlarged reads, so the policy alone decides how much is read.
     pub kernel_readahead: bool,
-    /// Prefetches read as large page-cache folios, ending on folio boundaries
-    /// ([`EngineConfig::large_folios`]; the default). `false`: 4 KiB pages, the policy's
-    /// exact sizes.
+    /// Prefetches of popular files read as large page-cache folios, ending on folio
+    /// boundaries ([`EngineConfig::large_folios`]). `false` (the default): 4 KiB pages, the
+    /// policy's exact sizes.
     pub large_folios: bool,
     /// The prefetch-aware memory manager (`vodkit_prefetch::memory`).
     pub memory: MemorySetting,

@@ -39,10 +39,11 @@ pub struct Args {
     /// modes mark files POSIX_FADV_RANDOM before enlarged reads), or on.
     #[arg(long, default_value = "off", value_parser = parse_on_off, value_name = "on|off", action = clap::ArgAction::Set)]
     kernel_readahead: bool,
-    /// Prefetches read as large page-cache folios (2 MiB, cheaper to sendfile) and end on
-    /// folio boundaries: on (when transparent huge pages are not `never`), or off (4 KiB
-    /// pages, the policy's exact sizes).
-    #[arg(long, default_value = "on", value_parser = parse_on_off, value_name = "on|off", action = clap::ArgAction::Set)]
+    /// Prefetches of files at least 8 viewers read at once read as large page-cache folios
+    /// (2 MiB, cheaper to sendfile) and end on folio boundaries: on (when transparent huge
+    /// pages are not `never`; experimental, docs/server.md), or off (4 KiB pages, the
+    /// policy's exact sizes).
+    #[arg(long, default_value = "off", value_parser = parse_on_off, value_name = "on|off", action = clap::ArgAction::Set)]
     large_folios: bool,
     /// Interval of the prefetch statistics log line (shown with VODKIT_LOG=info); 0 = off.
     #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
@@ -338,11 +339,11 @@ mod tests {
 
     #[test]
     fn large_folios_flag_reaches_the_server_config() {
-        assert!(config(parse(&[]).unwrap()).unwrap().io.large_folios);
-        let off = config(parse(&["--large-folios", "off"]).unwrap()).unwrap();
-        assert!(!off.io.large_folios);
+        assert!(!config(parse(&[]).unwrap()).unwrap().io.large_folios);
+        let on = config(parse(&["--large-folios", "on"]).unwrap()).unwrap();
+        assert!(on.io.large_folios);
         assert!(
-            !vodkit_server::io::engine_config(&off.io)
+            vodkit_server::io::engine_config(&on.io)
                 .unwrap()
                 .large_folios
         );
