@@ -566,7 +566,7 @@ impl Shared {
             Some(unit) => free
                 .into_iter()
                 .map(|(d, held)| match &held {
-                    Some((_, size)) if wide(m, d.file) => (m.widened(d, unit, *size), held),
+                    Some((_, size)) if popular(m, d.file) => (m.widened(d, unit, *size), held),
                     _ => (d, held),
                 })
                 .collect(),
@@ -647,9 +647,13 @@ impl Shared {
             match (self.folio, &st.memory) {
                 (Some(unit), Some(m)) => due
                     .into_iter()
-                    .map(|(d, f, size, n, left)| match wide(m, d.file) {
-                        true => (m.widened(d, unit, size), f, size, n, left),
-                        false => (d, f, size, n, left),
+                    .map(|(d, f, size, n, left)| {
+                        let d = if popular(m, d.file) {
+                            m.widened(d, unit, size)
+                        } else {
+                            d
+                        };
+                        (d, f, size, n, left)
                     })
                     .collect(),
                 _ => due,
@@ -660,10 +664,10 @@ impl Shared {
     }
 }
 
-/// Whether drops of `file` widen to whole folios: the files large folios are read for
-/// ([`crate::folio::POPULAR_STREAMS`]); widening elsewhere would drop bytes the manager no
-/// longer tracks but a later viewer may find resident.
-fn wide(m: &MemoryManager, file: FileId) -> bool {
+/// Whether large folios are read for `file` ([`crate::folio::POPULAR_STREAMS`]), and so
+/// whether its drops widen to whole folios (widening elsewhere would drop bytes the
+/// manager no longer tracks but a later viewer may find resident).
+fn popular(m: &MemoryManager, file: FileId) -> bool {
     m.streams_on(file) >= crate::folio::POPULAR_STREAMS
 }
 
@@ -1256,11 +1260,10 @@ impl Engine {
         } else {
             0
         };
-        let folio = self.shared.folio.filter(|_| {
-            st.memory
-                .as_ref()
-                .is_none_or(|m| m.streams_on(fid) >= crate::folio::POPULAR_STREAMS)
-        });
+        let folio = self
+            .shared
+            .folio
+            .filter(|_| st.memory.as_ref().is_none_or(|m| popular(m, fid)));
         if let Some(folio) = folio {
             // A prefetch spanning a folio ends on a folio boundary, so the chain's next
             // read starts on one and reads whole large folios.

@@ -13,9 +13,11 @@
 //! Windows of a chain are aligned by [`aligned_end`]: a prefetch that spans at least one
 //! folio ends on a folio boundary, so the chain's next window starts on one.
 //!
-//! The engine reads large folios only where they pay: on devices whose kernel readahead is
-//! off (the kernel would otherwise read ahead of each folio when it is first sent) and for
-//! files that many streams read at once ([`POPULAR_STREAMS`]).
+//! The engine reads large folios only when asked (`EngineConfig::large_folios`, off by
+//! default) and for files that many streams read at once ([`POPULAR_STREAMS`]). The kernel
+//! marks each folio read this way as a readahead trigger, so the first `sendfile` through
+//! it reads ahead by the device's `read_ahead_kb`; with that at 0 the gain is real but the
+//! kernel then serves `POSIX_FADV_RANDOM` `pread`s a page at a time (docs/prefetch.md).
 
 use std::fs::File;
 use std::io;
