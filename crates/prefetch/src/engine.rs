@@ -562,15 +562,20 @@ impl Shared {
         self.drop_stats
             .claimed
             .fetch_add(claimed, Ordering::Relaxed);
+        free.into_iter()
+            .map(|(d, held)| match &held {
+                Some((_, size)) => (self.widened(m, d, *size), held),
+                None => (d, held),
+            })
+            .collect()
+    }
+
+    /// `d` widened to whole large folios when large folios are read for its file
+    /// ([`MemoryManager::widened`]); otherwise `d`.
+    fn widened(&self, m: &MemoryManager, d: memory::Drop, file_size: u64) -> memory::Drop {
         match self.folio {
-            Some(unit) => free
-                .into_iter()
-                .map(|(d, held)| match &held {
-                    Some((_, size)) if popular(m, d.file) => (m.widened(d, unit, *size), held),
-                    _ => (d, held),
-                })
-                .collect(),
-            None => free,
+            Some(unit) if popular(m, d.file) => m.widened(d, unit, file_size),
+            _ => d,
         }
     }
 
@@ -644,19 +649,12 @@ impl Shared {
             self.drop_stats
                 .claimed
                 .fetch_add(claimed, Ordering::Relaxed);
-            match (self.folio, &st.memory) {
-                (Some(unit), Some(m)) => due
+            match &st.memory {
+                Some(m) => due
                     .into_iter()
-                    .map(|(d, f, size, n, left)| {
-                        let d = if popular(m, d.file) {
-                            m.widened(d, unit, size)
-                        } else {
-                            d
-                        };
-                        (d, f, size, n, left)
-                    })
+                    .map(|(d, f, size, n, left)| (self.widened(m, d, size), f, size, n, left))
                     .collect(),
-                _ => due,
+                None => due,
             }
         };
         let stuck = carry_out(due.into_iter());
