@@ -832,8 +832,8 @@ impl MemoryManager {
         self.totals.interval_hit_bytes += was_kept;
         let leader_pos = self.streams.get(&leader).map(|s| s.consumed_to);
         let intervals = self.cache.retention().keeps_intervals();
-        let follower = intervals
-            && leader_pos.is_some_and(|pos| self.has_follower(file, leader, pos, to));
+        let follower =
+            intervals && leader_pos.is_some_and(|pos| self.has_follower(file, leader, pos, to));
         let anticipated = intervals && !abandoned && !follower && self.anticipates(file, leader);
         if (follower || anticipated) && self.can_keep(to - from) {
             self.keep(file, from, to);
@@ -1182,7 +1182,6 @@ fn weight_at(kbps: u32, rate_kbps: f64) -> f64 {
     let floor = f64::from(kbps.max(1));
     rate_kbps.clamp(floor, MAX_RATE_FACTOR * floor).sqrt()
 }
-
 
 #[cfg(test)]
 mod tests;

@@ -325,7 +325,8 @@ impl<K: Copy + Eq + Hash> Order<K> {
 /// An order run as an object cache of fixed capacity: a request for a present key is a
 /// hit; otherwise the cache evicts until the object fits and admits it (an object larger
 /// than the cache, or for S3-FIFO at least its small queue and not a ghost, is not
-/// admitted) — libCacheSim's `get`.
+/// admitted) — libCacheSim's `get`. As libCacheSim does, S3-FIFO admits to its main queue
+/// while the cache has room without evicting.
 #[derive(Clone, Debug)]
 pub struct ObjectCache<K: Copy + Eq + Hash> {
     order: Order<K>,
@@ -356,12 +357,14 @@ impl<K: Copy + Eq + Hash> ObjectCache<K> {
         {
             return false;
         }
+        // libCacheSim 0.3.5 fills an S3-FIFO cache that has room through its main queue.
+        let room = self.order.bytes() + size <= self.capacity;
         while self.order.bytes() + size > self.capacity {
             if self.order.evict(self.capacity).is_none() {
                 break;
             }
         }
-        self.order.push(key, size, 0, ghost);
+        self.order.push(key, size, 0, ghost || room);
         false
     }
 
@@ -405,7 +408,10 @@ mod tests {
         // Capacity 2 objects: 1 2 1 3 1 — LRU evicts 2 for 3 and hits 1; FIFO evicts 1.
         let keys = [1, 2, 1, 3, 1];
         assert_eq!(run(Algo::Lru, 20, &keys), [false, false, true, false, true]);
-        assert_eq!(run(Algo::Fifo, 20, &keys), [false, false, true, false, false]);
+        assert_eq!(
+            run(Algo::Fifo, 20, &keys),
+            [false, false, true, false, false]
+        );
     }
 
     #[test]
@@ -421,17 +427,25 @@ mod tests {
     #[test]
     fn s3fifo_sends_one_hit_wonders_to_the_ghost_and_returning_keys_to_main() {
         let mut c = ObjectCache::new(Algo::S3Fifo, 100);
-        // Objects of 5 bytes (small queue 10 bytes: 5 < 10, admitted).
+        // Objects of 5 bytes (small queue 10 bytes: 5 < 10, admitted). While it has room
+        // the cache fills through the main queue.
         for k in 0..20u64 {
             c.get(k, 5);
         }
-        // 20 × 5 = 100 bytes: everything fits; one more evicts the oldest, 0, into the ghost.
+        assert!(c.order.entries.values().all(|e| e.main));
+        // Full: the main queue (over its 90 bytes) gives up its oldest for 100 and 101,
+        // which enter the small queue.
         assert!(!c.get(100, 5));
-        assert!(!c.order.contains(0));
-        assert!(c.order.ghost_index.contains_key(&0));
-        // 0 comes back: from the ghost straight into the main queue.
-        assert!(!c.get(0, 5));
-        assert!(c.order.entries[&0].main);
+        assert!(!c.get(101, 5));
+        assert!(!c.order.contains(0) && !c.order.contains(1));
+        assert!(!c.order.ghost_index.contains_key(&0));
+        // Main is back at its share: the small queue's oldest, 100, goes to the ghost.
+        assert!(!c.get(102, 5));
+        assert!(!c.order.contains(100));
+        assert!(c.order.ghost_index.contains_key(&100));
+        // 100 comes back: from the ghost straight into the main queue.
+        assert!(!c.get(100, 5));
+        assert!(c.order.entries[&100].main);
         assert!(c.bytes() <= 100);
     }
 

@@ -215,4 +215,3 @@ impl Reach {
 pub(super) const ARRIVAL_BYTES: u64 = 64 << 10;
 /// Files without an arrival for this long are forgotten.
 pub(super) const ARRIVALS_TTL_S: f64 = 3600.0;
-

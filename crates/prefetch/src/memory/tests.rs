@@ -1038,7 +1038,7 @@ fn every_retention_stays_within_the_budget_and_drops_what_it_refuses() {
         let bytes = |r: &Map<FileId, Vec<(u64, u64)>>| -> u64 {
             r.values().flatten().map(|(a, b)| b - a).sum()
         };
-        let mut apply = |r: &mut Map<FileId, Vec<(u64, u64)>>, drops: Vec<Drop>| {
+        let apply = |r: &mut Map<FileId, Vec<(u64, u64)>>, drops: Vec<Drop>| {
             for d in drops {
                 if let Some(v) = r.get_mut(&d.file) {
                     crate::ledger::cut(v, d.start, d.end);
