@@ -168,6 +168,9 @@ pub struct ReplayConfig {
 /// What a replay at one rate measured over its steady window.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ReplayResult {
+    /// The manager's retention ([`vodkit_prefetch::memory::RetentionSpec`]).
+    #[serde(default)]
+    pub retention: String,
     /// Sessions/s.
     pub rate: f64,
     /// The measured window: from one longest session after the first arrival to the last
@@ -362,6 +365,7 @@ pub fn replay_traced(
     let end_s = w.arrivals_s(rate);
     let from_s = w.longest_s.min(0.5 * end_s);
     let mut out = ReplayResult {
+        retention: cfg.memory.retention.to_string(),
         rate,
         window_s: end_s - from_s,
         usable_bytes: cfg.memory.usable_bytes(),
