@@ -38,6 +38,13 @@
 //! preload daemon): a request continues the anonymous stream of its file whose position it
 //! lies just ahead of, within `reach_bytes`.
 //!
+//! What to keep of consumed bytes is the *retention* ([`retention`], chosen by
+//! [`MemoryConfig::retention`]): the rules above are the default, `followers+greedy-dual`;
+//! others drop the followers, admit only valuable prefixes, or evict in FIFO, LRU, SIEVE or
+//! S3-FIFO order ([`order`]). The ledger (stream positions, `memory/stream.rs`), the budget rules
+//! here and the consumed-cache (`memory/cache.rs`) are the same whatever the retention, so the
+//! server, the preload daemon and the memory replay differ only in that value.
+//!
 //! Pure: no clock, no file. The caller passes times and executes the drops; the engine
 //! ([`crate::engine`]) does so for `vodkit serve` and `vodkit prefetchd`.
 
