@@ -29,8 +29,7 @@ use std::sync::OnceLock;
 /// is per byte sent, large when a byte goes to many viewers, small when it goes to one —
 /// as when the disk decides, where a large folio costs instead: it leaves the cache only
 /// when a drop covers it whole (in the disk-bound `servers` pair with large folios for
-/// every file, 1.2 GB of drops stayed resident at first and were retried; docs/bench.md,
-/// session 30). The popular cells (one title, thousands of viewers) spent 5–8% less CPU
+/// every file, 1.2 GB of drops stayed resident at first and were retried; docs/results/folio/report.md). The popular cells (one title, thousands of viewers) spent 5–8% less CPU
 /// with them.
 pub const POPULAR_STREAMS: usize = 8;
 
