@@ -1,7 +1,7 @@
 //! Large page-cache folios for the engine's page-cache reads.
 //!
 //! `sendfile` costs less CPU per byte from large folios than from 4 KiB pages (measured on
-//! a 6.18 kernel's ext4: 1.4–1.9 × less, docs/bench.md "A lead: page-cache folio sizes").
+//! a 6.18 kernel's ext4: 1.4–1.9 × less, docs/results/folio/report.md).
 //! The kernel's own readahead builds large folios; the engine's `pread`s with
 //! `POSIX_FADV_RANDOM` (so that the policy alone decides what is read) build 4 KiB ones.
 //! This module reads a window's whole aligned folios through a mapping advised
