@@ -619,7 +619,7 @@ pub fn run_workload(setup: &RunSetup<'_>, progress: &mut BarProgress) -> Result<
         rate_guess(&load, setup.guess_mb_s),
         bound.as_ref().map(|b| b.bound_rate),
     )
-        .map_err(|e| NotRun::failed(RunError::Usage(e)))?;
+    .map_err(|e| NotRun::failed(RunError::Usage(e)))?;
     let mut launcher = LocalLauncher::new(root.clone(), setup.run_base.clone(), probe.clone());
     let dir = WorkloadDir::new(setup.workload);
     let catalog = dir.existing_catalog();

@@ -470,7 +470,10 @@ mod tests {
     #[test]
     fn bin_modifier_names_another_vodkit_build() {
         let s = parse_one("vodkit:asap:auto+bin:/var/tmp/vodkit-old").unwrap();
-        assert_eq!(s.bin.as_deref(), Some(std::path::Path::new("/var/tmp/vodkit-old")));
+        assert_eq!(
+            s.bin.as_deref(),
+            Some(std::path::Path::new("/var/tmp/vodkit-old"))
+        );
         assert_eq!(s.label, "vodkit:asap:auto+bin:/var/tmp/vodkit-old");
         assert!(parse_one("nginx+preload+bin:/x").unwrap().bin.is_some());
         let e = parse_one("nginx+bin:/x").unwrap_err();

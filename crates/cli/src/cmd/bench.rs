@@ -276,7 +276,10 @@ mod tests {
         assert!(!t.checks.is_empty());
         let s = vodkit_bench::scenario::find("memory").unwrap();
         let t = with_servers(s, "apache").unwrap();
-        assert!(t.checks.is_empty(), "checks naming absent servers are dropped");
+        assert!(
+            t.checks.is_empty(),
+            "checks naming absent servers are dropped"
+        );
         let s = vodkit_bench::scenario::find("memory").unwrap();
         let e = with_servers(s, "nginx+bogus").unwrap_err();
         assert!(e.contains("bogus"), "{e}");
