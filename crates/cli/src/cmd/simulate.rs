@@ -247,11 +247,7 @@ fn replay(args: &Args, dir: &std::path::Path) -> anyhow::Result<()> {
                     println!("{spec}: no rate leaves the drive idle enough");
                     Vec::new()
                 }
-                None => {
-                    return Err(usage(
-                        "memory replay: no rate leaves the drive idle enough",
-                    ))
-                }
+                None => return Err(usage("memory replay: no rate leaves the drive idle enough")),
             }
         } else {
             args.rate.iter().map(|&r| rp::replay(&w, &cfg, r)).collect()
