@@ -28,6 +28,7 @@ pub mod folio;
 pub mod ledger;
 pub mod memory;
 pub mod metrics;
+pub mod placement;
 pub mod policy;
 pub mod residency;
 pub mod schedule;
