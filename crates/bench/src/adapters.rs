@@ -289,6 +289,7 @@ impl VodkitStarter for InProcessVodkit {
             large_folios: launch
                 .large_folios
                 .unwrap_or(vodkit_server::IoSettings::default().large_folios),
+            order: launch.order.unwrap_or_default(),
             ..Default::default()
         };
         config.admission = launch.admission.unwrap_or(config.admission);
@@ -390,6 +391,9 @@ impl VodkitStarter for ChildVodkit {
         }
         if let Some(on) = launch.large_folios {
             cmd.arg("--large-folios").arg(if on { "on" } else { "off" });
+        }
+        if let Some(o) = launch.order {
+            cmd.arg("--io-order").arg(o.name());
         }
         cmd.arg("--access-log").arg(run_dir.join("access.log"));
         if let Some(t) = tls {
@@ -639,14 +643,16 @@ impl PreloadKit {
         run_dir: &Path,
         budget: Option<&CommandWrap>,
     ) -> Result<PreloadDaemon, String> {
-        self.start_daemon_with(policy, None, run_dir, budget)
+        self.start_daemon_with(policy, None, None, run_dir, budget)
     }
 
-    /// [`PreloadKit::start_daemon`] with the daemon's `--memory` (`None`: its default).
+    /// [`PreloadKit::start_daemon`] with the daemon's `--memory` and `--io-order` (`None`:
+    /// their defaults).
     pub fn start_daemon_with(
         &self,
         policy: &PolicySpec,
         memory: Option<MemorySetting>,
+        order: Option<vodkit_prefetch::IoOrder>,
         run_dir: &Path,
         budget: Option<&CommandWrap>,
     ) -> Result<PreloadDaemon, String> {
@@ -655,7 +661,10 @@ impl PreloadKit {
         let socket =
             std::env::temp_dir().join(format!("vodkit-bench-{}-{n}.sock", std::process::id()));
         let port = free_port().map_err(|e| format!("prefetchd: {e}"))?;
-        let cmd = self.daemon_command(&socket, policy, memory, port, run_dir);
+        let mut cmd = self.daemon_command(&socket, policy, memory, port, run_dir);
+        if let Some(o) = order {
+            cmd.arg("--io-order").arg(o.name());
+        }
         let cmd = match budget {
             Some(b) => b(cmd)?,
             None => cmd,

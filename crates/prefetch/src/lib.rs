@@ -52,4 +52,5 @@ pub use policy::{
     Observation, Policy, PolicySpec, PolicyState, ReadContext, SpecError, DEFAULT_BITRATE_KBPS,
 };
 pub use residency::Probe;
+pub use schedule::IoOrder;
 pub use stats::{DeviceStats, Stats, StatsLog};

@@ -41,6 +41,10 @@ pub struct DaemonArgs {
     /// RAM), a budget such as 1GiB, or `off` (the kernel's LRU alone).
     #[arg(long, default_value = "auto", value_name = "auto|off|SIZE")]
     pub memory: String,
+    /// The order queued reads are served in, as for `vodkit serve`: fifo (the default),
+    /// deadline or sweep (asap and serialized modes).
+    #[arg(long, default_value = "fifo", value_name = "fifo|deadline|sweep")]
+    pub io_order: vodkit_prefetch::IoOrder,
 }
 
 impl DaemonArgs {
@@ -65,6 +69,13 @@ impl DaemonArgs {
         config.memory = memory.config();
         config.admission = self.admission;
         config.root = self.root.clone();
+        if self.io_order != vodkit_prefetch::IoOrder::Fifo && !config.mode.serializes() {
+            return Err(super::usage(format!(
+                "--io-order {}: mode {} has no read queue to order; expected asap or serialized",
+                self.io_order, config.mode
+            )));
+        }
+        config.order = self.io_order;
         if self.admission != vodkit_prefetch::admission::AdmissionPolicy::Off && self.root.is_none()
         {
             return Err(super::usage(
