@@ -160,3 +160,35 @@ pub fn config(
     config.per_device = per_device;
     Ok(config)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        daemon: DaemonArgs,
+    }
+
+    fn config_of(argv: &[&str]) -> anyhow::Result<DaemonConfig> {
+        let mut all = vec!["prefetchd", "--memory", "off"];
+        all.extend_from_slice(argv);
+        Cli::try_parse_from(all)?.daemon.config()
+    }
+
+    #[test]
+    fn io_order_reaches_the_daemon_config() {
+        use vodkit_prefetch::IoOrder;
+        assert_eq!(config_of(&[]).unwrap().order, IoOrder::Fifo);
+        assert_eq!(
+            config_of(&["--io-order", "sweep"]).unwrap().order,
+            IoOrder::Sweep
+        );
+        let e = config_of(&["--mode", "prefetch", "--io-order", "deadline"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--io-order deadline") && e.contains("prefetch"), "{e}");
+    }
+}
