@@ -26,6 +26,9 @@
 //! - `+openfiles:N` — an open-file cache of N files (0: off): vodkit's `--open-file-cache`
 //!   (default 1024, checked per request), nginx's `open_file_cache max=N` with its 60 s
 //!   `open_file_cache_valid` (nginx's default configuration has none);
+//! - `+bin:PATH` — run this vodkit entry (or a `+preload` server's daemon) from another
+//!   build of vodkit at PATH, to compare two versions in one invocation (the flags the
+//!   bench passes are the ones both accept);
 //! - `+folios:large` or `+folios:small` — vodkit's `--large-folios on|off` (default off):
 //!   prefetches of popular files read as 2 MiB page-cache folios, or always as 4 KiB pages;
 //! - `+order:fifo|deadline|sweep` — the order the device queue of a vodkit server (a
@@ -106,6 +109,8 @@ pub struct Sut {
     pub large_folios: Option<bool>,
     /// `+order:…`: `--io-order` of vodkit or of a `+preload` daemon (None: its default).
     pub order: Option<IoOrder>,
+    /// `+bin:PATH`: the vodkit executable for this entry (None: the bench's own).
+    pub bin: Option<std::path::PathBuf>,
 }
 
 fn admission_text<S: Serializer>(a: &Option<AdmissionPolicy>, s: S) -> Result<S::Ok, S::Error> {
@@ -131,6 +136,7 @@ impl Sut {
             open_files: None,
             large_folios: None,
             order: None,
+            bin: None,
         }
     }
 
@@ -259,6 +265,14 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
             set_once(&mut sut.order, "order", || {
                 rest.parse().map_err(|e| format!("+order:{e}"))
             })?;
+        } else if let Some(rest) = modifier.strip_prefix("bin:") {
+            set_once(&mut sut.bin, "bin", || {
+                if rest.is_empty() {
+                    Err("`+bin:` needs the path of a vodkit executable".into())
+                } else {
+                    Ok(std::path::PathBuf::from(rest))
+                }
+            })?;
         } else if let Some(rest) = modifier.strip_prefix("folios:") {
             set_once(&mut sut.large_folios, "folios", || match rest {
                 "large" => Ok(true),
@@ -267,7 +281,7 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
             })?;
         } else {
             return Err(format!(
-                "unknown modifier `+{modifier}`; expected +preload[:POLICY], +readahead:KB[,maxsectors:KB], +workers:N, +threads[:N], +memory:auto|off|SIZE, +admission:off|auto[:SECONDS]|rate:R, +openfiles:N, +folios:large|small, +order:fifo|deadline|sweep or +tls"
+                "unknown modifier `+{modifier}`; expected +preload[:POLICY], +readahead:KB[,maxsectors:KB], +workers:N, +threads[:N], +memory:auto|off|SIZE, +admission:off|auto[:SECONDS]|rate:R, +openfiles:N, +folios:large|small, +order:fifo|deadline|sweep, +bin:PATH or +tls"
             ));
         }
     }
@@ -283,6 +297,9 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
             ))
         }
         _ => return Err("+order sets the read order of vodkit or of a +preload daemon".into()),
+    }
+    if sut.bin.is_some() && !matches!(sut.base, Base::Vodkit { .. }) && sut.preload.is_none() {
+        return Err("+bin runs vodkit (or a +preload server's daemon) from another build".into());
     }
     if sut.aio_threads.is_some() && sut.base != Base::Nginx {
         return Err(
@@ -469,6 +486,23 @@ fn parse_url(url: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bin_modifier_names_another_vodkit_build() {
+        let s = parse_one("vodkit:asap:auto+bin:/var/tmp/vodkit-old").unwrap();
+        assert_eq!(
+            s.bin.as_deref(),
+            Some(std::path::Path::new("/var/tmp/vodkit-old"))
+        );
+        assert_eq!(s.label, "vodkit:asap:auto+bin:/var/tmp/vodkit-old");
+        assert!(parse_one("nginx+preload+bin:/x").unwrap().bin.is_some());
+        let e = parse_one("nginx+bin:/x").unwrap_err();
+        assert!(e.contains("+bin"), "{e}");
+        let e = parse_one("vodkit+bin:").unwrap_err();
+        assert!(e.contains("path"), "{e}");
+        let e = parse_one("vodkit+bin:/a+bin:/b").unwrap_err();
+        assert!(e.contains("twice"), "{e}");
+    }
 
     #[test]
     fn tls_modifier_marks_https_servers() {

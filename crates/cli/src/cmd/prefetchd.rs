@@ -189,6 +189,9 @@ mod tests {
         let e = config_of(&["--mode", "prefetch", "--io-order", "deadline"])
             .unwrap_err()
             .to_string();
-        assert!(e.contains("--io-order deadline") && e.contains("prefetch"), "{e}");
+        assert!(
+            e.contains("--io-order deadline") && e.contains("prefetch"),
+            "{e}"
+        );
     }
 }
