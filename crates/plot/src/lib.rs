@@ -5,9 +5,12 @@
 //! simulator's memory beside utilization); each axis may be logarithmic. Series take the
 //! palette's colours in order unless they name one, so one thing keeps its colour across
 //! plots; a series may be dashed and may mark its points. A plot without data renders as a
-//! one-line note instead of an empty frame.
+//! one-line note instead of an empty frame. [`Bars`] is the horizontal bar chart (one bar per
+//! labelled thing, e.g. each server's capacity, with reference rules drawn across).
 
+use plotters::coord::ranged1d::SegmentValue;
 use plotters::coord::types::RangedCoordf64;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::prelude::*;
 
 /// Width and height of every plot, in pixels.
@@ -307,6 +310,158 @@ impl Plot {
     }
 }
 
+/// One bar: its label, its value (`None`: nothing measured) and the text written beside it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Bar {
+    pub label: String,
+    pub value: Option<f64>,
+    /// Written at the end of the bar (or at zero without a value), e.g. "12.3 (67 % of bound)".
+    pub note: String,
+    /// Index into [`PALETTE`]; `None`: the bar's place.
+    pub color: Option<usize>,
+}
+
+/// A horizontal bar chart, first bar on top, with vertical reference rules (value, label)
+/// drawn across all bars, e.g. the capacity bound no bar can pass.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Bars {
+    pub title: String,
+    /// The value axis (linear, from zero).
+    pub x: Axis,
+    pub bars: Vec<Bar>,
+    pub rules: Vec<(f64, String)>,
+}
+
+/// Height of one bar's row, in pixels.
+const BAR_ROW: u32 = 46;
+
+impl Bars {
+    /// The chart as an inline `<svg>` element, or a `<p class="empty">` note without bars.
+    pub fn render(&self) -> String {
+        if self.bars.is_empty() {
+            return format!(
+                "<p class=\"empty\">{}: no data measured.</p>",
+                escape(&self.title)
+            );
+        }
+        let mut svg = String::new();
+        if let Err(e) = self.draw(&mut svg) {
+            return format!(
+                "<p class=\"empty\">{}: plot failed: {}</p>",
+                escape(&self.title),
+                escape(&e)
+            );
+        }
+        svg
+    }
+
+    fn draw(&self, svg: &mut String) -> Result<(), String> {
+        let n = self.bars.len();
+        let top = self
+            .bars
+            .iter()
+            .filter_map(|b| b.value)
+            .chain(self.rules.iter().map(|r| r.0))
+            .filter(|v| v.is_finite())
+            .fold(0.0f64, f64::max);
+        // Room on the right for the note written after the longest bar.
+        let x1 = if top > 0.0 { top * 1.3 } else { 1.0 };
+        let longest = self.bars.iter().map(|b| b.label.chars().count()).max();
+        let label_area = (longest.unwrap_or(0) as u32 * 7 + 16).clamp(60, 220);
+        let height = 110 + BAR_ROW * n as u32 + if self.rules.is_empty() { 0 } else { 28 };
+        let root = SVGBackend::with_string(svg, (SIZE.0, height)).into_drawing_area();
+        root.fill(&WHITE).map_err(|e| e.to_string())?;
+        let mut chart = ChartBuilder::on(&root)
+            .caption(&self.title, ("sans-serif", 17))
+            .margin(12)
+            .x_label_area_size(40)
+            .y_label_area_size(label_area)
+            .build_cartesian_2d(0.0..x1, (0..n).into_segmented())
+            .map_err(|e| e.to_string())?;
+        // Bar i sits in row n-1-i so that the first bar is on top.
+        let row = |i: usize| n - 1 - i;
+        let labels: Vec<String> = self.bars.iter().map(|b| b.label.clone()).collect();
+        let fy = |v: &SegmentValue<usize>| match v {
+            SegmentValue::CenterOf(r) | SegmentValue::Exact(r) if *r < n => {
+                labels[n - 1 - *r].clone()
+            }
+            _ => String::new(),
+        };
+        let fx = |v: &f64| self.x.tick_label(*v);
+        chart
+            .configure_mesh()
+            .disable_y_mesh()
+            .light_line_style(RGBColor(238, 238, 238))
+            .bold_line_style(RGBColor(221, 221, 221))
+            .x_desc(self.x.label.as_str())
+            .x_label_formatter(&fx)
+            .y_label_formatter(&fy)
+            .y_labels(n)
+            .label_style(("sans-serif", 12))
+            .axis_desc_style(("sans-serif", 13))
+            .draw()
+            .map_err(|e| e.to_string())?;
+        for (i, b) in self.bars.iter().enumerate() {
+            let color = PALETTE[b.color.unwrap_or(i) % PALETTE.len()];
+            let r = row(i);
+            if let Some(v) = b.value.filter(|v| v.is_finite() && *v > 0.0) {
+                let mut bar = Rectangle::new(
+                    [(0.0, SegmentValue::Exact(r)), (v, SegmentValue::Exact(r + 1))],
+                    color.filled(),
+                );
+                bar.set_margin(9, 9, 0, 0);
+                chart
+                    .draw_series(std::iter::once(bar))
+                    .map_err(|e| e.to_string())?;
+            }
+            let at = b.value.filter(|v| v.is_finite()).unwrap_or(0.0).max(0.0);
+            let style = ("sans-serif", 12)
+                .into_font()
+                .color(&BLACK)
+                .pos(Pos::new(HPos::Left, VPos::Center));
+            chart
+                .draw_series(std::iter::once(Text::new(
+                    format!(" {}", b.note),
+                    (at, SegmentValue::CenterOf(r)),
+                    style,
+                )))
+                .map_err(|e| e.to_string())?;
+        }
+        for (value, label) in &self.rules {
+            let style = ShapeStyle {
+                color: RGBColor(204, 0, 0).to_rgba(),
+                filled: false,
+                stroke_width: 2,
+            };
+            chart
+                .draw_series(DashedLineSeries::new(
+                    [
+                        (*value, SegmentValue::Exact(0)),
+                        (*value, SegmentValue::Last),
+                    ],
+                    5,
+                    4,
+                    style,
+                ))
+                .map_err(|e| e.to_string())?
+                .label(label.clone())
+                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
+        }
+        if !self.rules.is_empty() {
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK)
+                .label_font(("sans-serif", 12))
+                .position(SeriesLabelPosition::LowerRight)
+                .draw()
+                .map_err(|e| e.to_string())?;
+        }
+        root.present().map_err(|e| e.to_string())?;
+        Ok(())
+    }
+}
+
 /// The stroke of a series: its palette colour (its own or its place), 2 px.
 fn line_style(s: &Series, place: usize) -> ShapeStyle {
     PALETTE[s.color.unwrap_or(place) % PALETTE.len()].stroke_width(2)
@@ -402,6 +557,40 @@ mod tests {
             1,
             "the left axis is labelled once"
         );
+    }
+
+    #[test]
+    fn bars_render_labels_notes_and_the_rule() {
+        let b = Bars {
+            title: "Capacity".into(),
+            x: Axis::linear("sessions/s"),
+            bars: vec![
+                Bar {
+                    label: "vodkit <a>".into(),
+                    value: Some(12.0),
+                    note: "12.00 (65 % of bound)".into(),
+                    color: None,
+                },
+                Bar {
+                    label: "apache".into(),
+                    value: None,
+                    note: "skipped".into(),
+                    color: None,
+                },
+            ],
+            rules: vec![(18.4, "capacity bound 18.40".into())],
+        };
+        let svg = b.render();
+        assert!(svg.starts_with("<svg"), "{svg}");
+        for text in ["vodkit &lt;a&gt;", "apache", "65 % of bound", "skipped", "capacity bound 18.40"] {
+            assert!(svg.contains(text), "{text} missing");
+        }
+        assert_eq!(svg.matches("<rect").count() - 2, 1, "one bar, plus background and legend: {svg}");
+        let none = Bars {
+            bars: vec![],
+            ..b
+        };
+        assert!(none.render().contains("no data measured"));
     }
 
     #[test]
