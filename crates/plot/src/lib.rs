@@ -8,10 +8,17 @@
 //! one-line note instead of an empty frame. [`Bars`] is the horizontal bar chart (one bar per
 //! labelled thing, e.g. each server's capacity, with reference rules drawn across).
 
-use plotters::coord::ranged1d::SegmentValue;
 use plotters::coord::types::RangedCoordf64;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::prelude::*;
+
+/// The colour of reference rules (limits, bounds): dark, dashed, unlike any series.
+pub const RULE: RGBColor = RGBColor(40, 40, 40);
+
+/// Font sizes (px): the title, and tick labels, notes and legends (axis titles one more);
+/// large enough to read when a phone shows a plot at half its size.
+const CAPTION_PX: u32 = 19;
+const LABEL_PX: u32 = 14;
 
 /// Width and height of every plot, in pixels.
 pub const SIZE: (u32, u32) = (720, 400);
@@ -127,8 +134,9 @@ pub struct Plot {
     pub rules: Vec<(f64, String)>,
 }
 
-/// The range of plotted values, padded when empty or flat; linear y ranges start at zero.
-fn range(values: impl Iterator<Item = f64>, from_zero: bool, pad_top: bool) -> (f64, f64) {
+/// The range of plotted values, padded when empty or flat and by `pad_top` (a share of the
+/// span) above; linear y ranges start at zero.
+fn range(values: impl Iterator<Item = f64>, from_zero: bool, pad_top: f64) -> (f64, f64) {
     let (mut lo, mut hi) = values.fold((f64::MAX, f64::MIN), |(a, b), v| (a.min(v), b.max(v)));
     if lo > hi {
         return (0.0, 1.0);
@@ -140,9 +148,7 @@ fn range(values: impl Iterator<Item = f64>, from_zero: bool, pad_top: bool) -> (
         lo -= 0.5;
         hi += 0.5;
     }
-    if pad_top {
-        hi += (hi - lo) * 0.08;
-    }
+    hi += (hi - lo) * pad_top;
     (lo, hi)
 }
 
@@ -155,6 +161,15 @@ fn mapped(s: &Series, x: &Axis, y: &Axis) -> Vec<(f64, f64)> {
 }
 
 impl Plot {
+    /// Room above the data for the legend in the upper left corner: a share of the y span
+    /// growing with its lines, so the lines rarely run under it.
+    fn headroom(&self) -> f64 {
+        let lines = self.series.len()
+            + self.rules.len()
+            + self.right.as_ref().map_or(0, |(_, s)| s.len());
+        0.08 + 0.05 * lines as f64
+    }
+
     /// The chart as an inline `<svg>` element, or a `<p class="empty">` note when no
     /// series has a point to draw.
     pub fn render(&self) -> String {
@@ -175,14 +190,14 @@ impl Plot {
                 escape(&self.title)
             );
         }
-        let x_range = range(xs, false, false);
+        let x_range = range(xs, false, 0.0);
         let y_range = range(
             left.iter()
                 .flatten()
                 .map(|p| p.1)
                 .chain(self.rules.iter().filter_map(|r| self.y.to_plot(r.0))),
             !self.y.log,
-            true,
+            self.headroom(),
         );
         let mut svg = String::new();
         if let Err(e) = self.draw(&mut svg, x_range, y_range, &left, &right) {
@@ -206,7 +221,7 @@ impl Plot {
         let root = SVGBackend::with_string(svg, SIZE).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
         let chart = ChartBuilder::on(&root)
-            .caption(&self.title, ("sans-serif", 17))
+            .caption(&self.title, ("sans-serif", CAPTION_PX))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(64)
@@ -221,10 +236,11 @@ impl Plot {
             None => {
                 let mut chart = chart;
                 self.draw_lines(&mut chart, (x0, x1), &lines)?;
-                legend(&mut chart)?;
+                let corner = legend_corner(&lines, (x0, x1), (y0, y1));
+                legend(&mut chart, corner)?;
             }
             Some((axis, series)) => {
-                let (r0, r1) = range(right.iter().flatten().map(|p| p.1), !axis.log, true);
+                let (r0, r1) = range(right.iter().flatten().map(|p| p.1), !axis.log, self.headroom());
                 let to_left = |v: f64| y0 + (v - r0) / (r1 - r0) * (y1 - y0);
                 lines.extend(
                     series
@@ -241,11 +257,12 @@ impl Plot {
                     .configure_secondary_axes()
                     .y_desc(axis.label.as_str())
                     .y_label_formatter(&fr)
-                    .label_style(("sans-serif", 12))
-                    .axis_desc_style(("sans-serif", 13))
+                    .label_style(("sans-serif", LABEL_PX))
+                    .axis_desc_style(("sans-serif", LABEL_PX + 1))
                     .draw()
                     .map_err(|e| e.to_string())?;
-                legend(&mut chart)?;
+                let corner = legend_corner(&lines, (x0, x1), (y0, y1));
+                legend(&mut chart, corner)?;
             }
         }
         root.present().map_err(|e| e.to_string())?;
@@ -270,19 +287,15 @@ impl Plot {
             .y_desc(self.y.label.as_str())
             .x_label_formatter(&fx)
             .y_label_formatter(&fy)
-            .label_style(("sans-serif", 12))
-            .axis_desc_style(("sans-serif", 13))
+            .label_style(("sans-serif", LABEL_PX))
+            .axis_desc_style(("sans-serif", LABEL_PX + 1))
             .draw()
             .map_err(|e| e.to_string())?;
         for (value, label) in &self.rules {
             let Some(v) = self.y.to_plot(*value) else {
                 continue;
             };
-            let style = ShapeStyle {
-                color: RGBColor(204, 0, 0).to_rgba(),
-                filled: false,
-                stroke_width: 1,
-            };
+            let style = RULE.stroke_width(2);
             chart
                 .draw_series(DashedLineSeries::new([(x0, v), (x1, v)], 3, 3, style))
                 .map_err(|e| e.to_string())?
@@ -367,26 +380,21 @@ impl Bars {
         // Room on the right for the note written after the longest bar.
         let x1 = if top > 0.0 { top * 1.3 } else { 1.0 };
         let longest = self.bars.iter().map(|b| b.label.chars().count()).max();
-        let label_area = (longest.unwrap_or(0) as u32 * 7 + 16).clamp(60, 220);
-        let height = 110 + BAR_ROW * n as u32 + if self.rules.is_empty() { 0 } else { 28 };
+        let label_area = (longest.unwrap_or(0) as u32 * LABEL_PX * 3 / 5 + 16).clamp(60, 240);
+        // Bar i fills row n-1-i (so the first bar is on top); the rules' labels get a band
+        // of half a row above the bars.
+        let band = if self.rules.is_empty() { 0.0 } else { 0.6 };
+        let height = 96 + BAR_ROW * n as u32 + (band * BAR_ROW as f64) as u32;
         let root = SVGBackend::with_string(svg, (SIZE.0, height)).into_drawing_area();
         root.fill(&WHITE).map_err(|e| e.to_string())?;
         let mut chart = ChartBuilder::on(&root)
-            .caption(&self.title, ("sans-serif", 17))
+            .caption(&self.title, ("sans-serif", CAPTION_PX))
             .margin(12)
             .x_label_area_size(40)
             .y_label_area_size(label_area)
-            .build_cartesian_2d(0.0..x1, (0..n).into_segmented())
+            .build_cartesian_2d(0.0..x1, 0.0..n as f64 + band)
             .map_err(|e| e.to_string())?;
-        // Bar i sits in row n-1-i so that the first bar is on top.
-        let row = |i: usize| n - 1 - i;
-        let labels: Vec<String> = self.bars.iter().map(|b| b.label.clone()).collect();
-        let fy = |v: &SegmentValue<usize>| match v {
-            SegmentValue::CenterOf(r) | SegmentValue::Exact(r) if *r < n => {
-                labels[n - 1 - *r].clone()
-            }
-            _ => String::new(),
-        };
+        let row = |i: usize| (n - 1 - i) as f64;
         let fx = |v: &f64| self.x.tick_label(*v);
         chart
             .configure_mesh()
@@ -395,66 +403,57 @@ impl Bars {
             .bold_line_style(RGBColor(221, 221, 221))
             .x_desc(self.x.label.as_str())
             .x_label_formatter(&fx)
-            .y_label_formatter(&fy)
-            .y_labels(n)
-            .label_style(("sans-serif", 12))
-            .axis_desc_style(("sans-serif", 13))
+            .y_labels(0)
+            .label_style(("sans-serif", LABEL_PX))
+            .axis_desc_style(("sans-serif", LABEL_PX + 1))
             .draw()
             .map_err(|e| e.to_string())?;
+        let text = |anchor: HPos| {
+            ("sans-serif", LABEL_PX)
+                .into_font()
+                .color(&BLACK)
+                .pos(Pos::new(anchor, VPos::Center))
+        };
         for (i, b) in self.bars.iter().enumerate() {
             let color = PALETTE[b.color.unwrap_or(i) % PALETTE.len()];
             let r = row(i);
             if let Some(v) = b.value.filter(|v| v.is_finite() && *v > 0.0) {
-                let mut bar = Rectangle::new(
-                    [(0.0, SegmentValue::Exact(r)), (v, SegmentValue::Exact(r + 1))],
-                    color.filled(),
-                );
-                bar.set_margin(9, 9, 0, 0);
                 chart
-                    .draw_series(std::iter::once(bar))
+                    .draw_series(std::iter::once(Rectangle::new(
+                        [(0.0, r + 0.2), (v, r + 0.8)],
+                        color.filled(),
+                    )))
                     .map_err(|e| e.to_string())?;
             }
+            // The label left of the axis, in the root area's pixels (the mesh's own labels
+            // fall on round values, not on the rows).
+            let (px, py) = chart.backend_coord(&(0.0, r + 0.5));
+            root.draw(&Text::new(b.label.clone(), (px - 8, py), text(HPos::Right)))
+                .map_err(|e| e.to_string())?;
             let at = b.value.filter(|v| v.is_finite()).unwrap_or(0.0).max(0.0);
-            let style = ("sans-serif", 12)
-                .into_font()
-                .color(&BLACK)
-                .pos(Pos::new(HPos::Left, VPos::Center));
             chart
                 .draw_series(std::iter::once(Text::new(
                     format!(" {}", b.note),
-                    (at, SegmentValue::CenterOf(r)),
-                    style,
+                    (at, r + 0.5),
+                    text(HPos::Left),
                 )))
                 .map_err(|e| e.to_string())?;
         }
         for (value, label) in &self.rules {
-            let style = ShapeStyle {
-                color: RGBColor(204, 0, 0).to_rgba(),
-                filled: false,
-                stroke_width: 2,
-            };
             chart
                 .draw_series(DashedLineSeries::new(
-                    [
-                        (*value, SegmentValue::Exact(0)),
-                        (*value, SegmentValue::Last),
-                    ],
+                    [(*value, 0.0), (*value, n as f64 + band)],
                     5,
                     4,
-                    style,
+                    RULE.stroke_width(2),
                 ))
-                .map_err(|e| e.to_string())?
-                .label(label.clone())
-                .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
-        }
-        if !self.rules.is_empty() {
+                .map_err(|e| e.to_string())?;
             chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.85))
-                .border_style(BLACK)
-                .label_font(("sans-serif", 12))
-                .position(SeriesLabelPosition::LowerRight)
-                .draw()
+                .draw_series(std::iter::once(Text::new(
+                    format!("{label} "),
+                    (*value, n as f64 + band / 2.0),
+                    text(HPos::Right),
+                )))
                 .map_err(|e| e.to_string())?;
         }
         root.present().map_err(|e| e.to_string())?;
@@ -467,16 +466,55 @@ fn line_style(s: &Series, place: usize) -> ShapeStyle {
     PALETTE[s.color.unwrap_or(place) % PALETTE.len()].stroke_width(2)
 }
 
-/// The legend box, the same on every plot.
+/// The corner for the legend where the fewest lines run: the upper left unless another
+/// corner's box (a third of the width, a quarter of the height) holds fewer points and
+/// segment midpoints.
+fn legend_corner(
+    lines: &[(&Series, Vec<(f64, f64)>)],
+    (x0, x1): (f64, f64),
+    (y0, y1): (f64, f64),
+) -> SeriesLabelPosition {
+    let (w, h) = ((x1 - x0) / 3.0, (y1 - y0) / 4.0);
+    let probes: Vec<(f64, f64)> = lines
+        .iter()
+        .flat_map(|(_, pts)| {
+            let mids = pts
+                .windows(2)
+                .map(|p| ((p[0].0 + p[1].0) / 2.0, (p[0].1 + p[1].1) / 2.0));
+            pts.iter().copied().chain(mids).collect::<Vec<_>>()
+        })
+        .collect();
+    let count = |left: bool, top: bool| {
+        probes
+            .iter()
+            .filter(|(x, y)| {
+                (if left { *x <= x0 + w } else { *x >= x1 - w })
+                    && (if top { *y >= y1 - h } else { *y <= y0 + h })
+            })
+            .count()
+    };
+    [
+        (SeriesLabelPosition::UpperLeft, count(true, true)),
+        (SeriesLabelPosition::UpperRight, count(false, true)),
+        (SeriesLabelPosition::LowerRight, count(false, false)),
+        (SeriesLabelPosition::LowerLeft, count(true, false)),
+    ]
+    .into_iter()
+    .min_by_key(|(_, n)| *n)
+    .map_or(SeriesLabelPosition::UpperLeft, |(p, _)| p)
+}
+
+/// The legend box, the same on every plot, in the given corner.
 fn legend<'a, DB: DrawingBackend + 'a>(
     chart: &mut ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
+    corner: SeriesLabelPosition,
 ) -> Result<(), String> {
     chart
         .configure_series_labels()
         .background_style(WHITE.mix(0.85))
         .border_style(BLACK)
-        .label_font(("sans-serif", 12))
-        .position(SeriesLabelPosition::UpperLeft)
+        .label_font(("sans-serif", LABEL_PX))
+        .position(corner)
         .draw()
         .map_err(|e| e.to_string())
 }
@@ -585,12 +623,28 @@ mod tests {
         for text in ["vodkit &lt;a&gt;", "apache", "65 % of bound", "skipped", "capacity bound 18.40"] {
             assert!(svg.contains(text), "{text} missing");
         }
-        assert_eq!(svg.matches("<rect").count() - 2, 1, "one bar, plus background and legend: {svg}");
+        // One filled bar in the first colour; the skipped server has none.
+        assert_eq!(svg.matches("fill=\"#1F77B4\"").count(), 1, "{svg}");
+        assert_eq!(svg.matches("fill=\"#D62728\"").count(), 0, "{svg}");
+        assert!(svg.contains("stroke=\"#282828\""), "the rule is drawn: {svg}");
         let none = Bars {
             bars: vec![],
             ..b
         };
         assert!(none.render().contains("no data measured"));
+    }
+
+    #[test]
+    fn the_legend_goes_where_no_line_runs() {
+        let s = Series::new("a", vec![]);
+        // A line along the top: the legend goes below it.
+        let top = [(&s, vec![(0.0, 9.0), (10.0, 9.5)])];
+        let corner = legend_corner(&top, (0.0, 10.0), (0.0, 10.0));
+        assert!(matches!(corner, SeriesLabelPosition::LowerRight), "{corner:?}");
+        // A line rising from the lower left: the upper left is free.
+        let rising = [(&s, vec![(0.0, 0.0), (10.0, 10.0)])];
+        let corner = legend_corner(&rising, (0.0, 10.0), (0.0, 10.0));
+        assert!(matches!(corner, SeriesLabelPosition::UpperLeft), "{corner:?}");
     }
 
     #[test]

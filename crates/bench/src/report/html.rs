@@ -99,7 +99,10 @@ fn capacity_plot(r: &BenchReport) -> Option<String> {
         })
         .collect();
     let rules = match r.bound_rate {
-        Some(b) => vec![(b, format!("capacity bound {b:.2}: no server can pass it"))],
+        Some(b) => vec![(
+            b,
+            format!("capacity bound (no server can exceed it): {b:.2}"),
+        )],
         None => vec![(100.0, "each server's capacity bound".to_string())],
     };
     let x = if percent {
@@ -415,7 +418,7 @@ pub fn render(r: &BenchReport) -> String {
          .empty{color:#777}.how{color:#444;font-size:.95em;margin-top:-.5em}\
          .scroll{overflow-x:auto}table{border-collapse:collapse;font-size:.9em}\
          td,th{border:1px solid #ccc;padding:3px 8px}td{text-align:right;white-space:nowrap}\
-         th{background:#f5f5f5;text-align:left}table.settings td{text-align:left;white-space:normal}</style>\n\
+         th{background:#f5f5f5;text-align:left}th[scope=row]{position:sticky;left:0}table.settings td{text-align:left;white-space:normal}</style>\n\
          </head><body>\n<h1>vodkit bench report</h1>\n",
     );
     if let Some(s) = &r.scenario {
@@ -503,6 +506,8 @@ mod tests {
         r.max_failure_free_rate = capacity;
         r.per_repeat = vec![capacity];
         r.throughput_mb_s = capacity.map(|c| c * 5.0);
+        r.disk_mb_s = capacity.map(|c| c * 3.1);
+        r.disk_util = capacity.map(|_| 0.93);
         r.points = points;
         r
     }
@@ -556,7 +561,7 @@ mod tests {
         assert!(page.contains("<th scope=\"row\">nginx</th>"));
         assert!(page.contains("apt-get install -y apache2"), "skip reason listed");
         // Capacity as bars with the bound across, notes at the bars.
-        assert!(page.contains("capacity bound 18.42"));
+        assert!(page.contains("capacity bound (no server can exceed it): 18.42"));
         assert!(page.contains("15.06 (82 % of bound)"), "vodkit's bar note");
         // The pace criterion's own figure and its limit.
         assert!(page.contains("lag p95 (s)") && page.contains("limit 2 s"));
