@@ -253,8 +253,8 @@ fn quiet(program: &str, args: &[&str]) -> Result<(), String> {
     if out.status.success() {
         return Ok(());
     }
-    let text = String::from_utf8_lossy(&out.stderr).into_owned()
-        + &String::from_utf8_lossy(&out.stdout);
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
     let last = text
         .lines()
         .map(str::trim)
@@ -337,7 +337,8 @@ mod tests {
             if self.install_fails {
                 return Err("apt-get install: E: Unable to locate package".into());
             }
-            self.installed.extend(packages.iter().map(|p| p.to_string()));
+            self.installed
+                .extend(packages.iter().map(|p| p.to_string()));
             Ok(())
         }
         fn stop_service(&mut self, name: &str) -> Result<(), String> {
@@ -372,7 +373,10 @@ mod tests {
         let lines = run(&mut sys, true);
         assert_eq!(sys.installed, ["nginx", "apache2"]);
         assert_eq!(sys.stopped, ["nginx", "apache2"]);
-        assert!(lines[0].contains("mounted with mount(2) directly"), "{lines:?}");
+        assert!(
+            lines[0].contains("mounted with mount(2) directly"),
+            "{lines:?}"
+        );
         assert_eq!(
             lines[1],
             "installing nginx (the comparison's default web server): `apt-get install -y nginx`"

@@ -9,8 +9,8 @@
 //! labelled thing, e.g. each server's capacity, with reference rules drawn across).
 
 use plotters::coord::types::RangedCoordf64;
-use plotters::style::text_anchor::{HPos, Pos, VPos};
 use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
 
 /// The colour of reference rules (limits, bounds): dark, dashed, unlike any series.
 pub const RULE: RGBColor = RGBColor(40, 40, 40);
@@ -164,9 +164,8 @@ impl Plot {
     /// Room above the data for the legend in the upper left corner: a share of the y span
     /// growing with its lines, so the lines rarely run under it.
     fn headroom(&self) -> f64 {
-        let lines = self.series.len()
-            + self.rules.len()
-            + self.right.as_ref().map_or(0, |(_, s)| s.len());
+        let lines =
+            self.series.len() + self.rules.len() + self.right.as_ref().map_or(0, |(_, s)| s.len());
         0.08 + 0.05 * lines as f64
     }
 
@@ -240,7 +239,11 @@ impl Plot {
                 legend(&mut chart, corner)?;
             }
             Some((axis, series)) => {
-                let (r0, r1) = range(right.iter().flatten().map(|p| p.1), !axis.log, self.headroom());
+                let (r0, r1) = range(
+                    right.iter().flatten().map(|p| p.1),
+                    !axis.log,
+                    self.headroom(),
+                );
                 let to_left = |v: f64| y0 + (v - r0) / (r1 - r0) * (y1 - y0);
                 lines.extend(
                     series
@@ -620,17 +623,23 @@ mod tests {
         };
         let svg = b.render();
         assert!(svg.starts_with("<svg"), "{svg}");
-        for text in ["vodkit &lt;a&gt;", "apache", "65 % of bound", "skipped", "capacity bound 18.40"] {
+        for text in [
+            "vodkit &lt;a&gt;",
+            "apache",
+            "65 % of bound",
+            "skipped",
+            "capacity bound 18.40",
+        ] {
             assert!(svg.contains(text), "{text} missing");
         }
         // One filled bar in the first colour; the skipped server has none.
         assert_eq!(svg.matches("fill=\"#1F77B4\"").count(), 1, "{svg}");
         assert_eq!(svg.matches("fill=\"#D62728\"").count(), 0, "{svg}");
-        assert!(svg.contains("stroke=\"#282828\""), "the rule is drawn: {svg}");
-        let none = Bars {
-            bars: vec![],
-            ..b
-        };
+        assert!(
+            svg.contains("stroke=\"#282828\""),
+            "the rule is drawn: {svg}"
+        );
+        let none = Bars { bars: vec![], ..b };
         assert!(none.render().contains("no data measured"));
     }
 
@@ -640,11 +649,17 @@ mod tests {
         // A line along the top: the legend goes below it.
         let top = [(&s, vec![(0.0, 9.0), (10.0, 9.5)])];
         let corner = legend_corner(&top, (0.0, 10.0), (0.0, 10.0));
-        assert!(matches!(corner, SeriesLabelPosition::LowerRight), "{corner:?}");
+        assert!(
+            matches!(corner, SeriesLabelPosition::LowerRight),
+            "{corner:?}"
+        );
         // A line rising from the lower left: the upper left is free.
         let rising = [(&s, vec![(0.0, 0.0), (10.0, 10.0)])];
         let corner = legend_corner(&rising, (0.0, 10.0), (0.0, 10.0));
-        assert!(matches!(corner, SeriesLabelPosition::UpperLeft), "{corner:?}");
+        assert!(
+            matches!(corner, SeriesLabelPosition::UpperLeft),
+            "{corner:?}"
+        );
     }
 
     #[test]

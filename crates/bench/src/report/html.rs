@@ -182,10 +182,7 @@ fn criterion_plot(r: &BenchReport) -> Option<(String, String)> {
         y: Axis::linear(unit),
         series: per_server(r, figure)
             .into_iter()
-            .map(|s| Series {
-                markers: true,
-                ..s
-            })
+            .map(|s| Series { markers: true, ..s })
             .collect(),
         rules: vec![(limit, rule)],
         ..Plot::default()
@@ -559,7 +556,10 @@ mod tests {
         assert!(!page.contains("<pre>"), "no preformatted summary");
         assert!(page.contains("<table class=\"summary\">"));
         assert!(page.contains("<th scope=\"row\">nginx</th>"));
-        assert!(page.contains("apt-get install -y apache2"), "skip reason listed");
+        assert!(
+            page.contains("apt-get install -y apache2"),
+            "skip reason listed"
+        );
         // Capacity as bars with the bound across, notes at the bars.
         assert!(page.contains("capacity bound (no server can exceed it): 18.42"));
         assert!(page.contains("15.06 (82 % of bound)"), "vodkit's bar note");
@@ -568,7 +568,10 @@ mod tests {
         assert!(page.contains("95% of its sessions ended at most 2 s behind"));
         // Disk and delivered bytes per byte read.
         assert!(page.contains("Bytes delivered per byte read from the disk"));
-        assert!(page.contains("name=\"viewport\""), "phones get the page's width");
+        assert!(
+            page.contains("name=\"viewport\""),
+            "phones get the page's width"
+        );
     }
 
     #[test]
@@ -576,7 +579,11 @@ mod tests {
         let mut r = demo_like();
         for (criterion, unit, rule) in [
             ("quality:95%", "unstalled sessions (%)", "at least 95.0 %"),
-            ("strict", "failed sessions + timed-out requests", "none allowed"),
+            (
+                "strict",
+                "failed sessions + timed-out requests",
+                "none allowed",
+            ),
             ("sessions:0.3%", "failed sessions (%)", "below 0.3 %"),
         ] {
             r.criterion = criterion.into();
@@ -586,7 +593,10 @@ mod tests {
                 }
             }
             let (svg, how) = criterion_plot(&r).unwrap();
-            assert!(svg.contains(unit) && svg.contains(rule), "{criterion}: {svg}");
+            assert!(
+                svg.contains(unit) && svg.contains(rule),
+                "{criterion}: {svg}"
+            );
             assert!(how.starts_with("A point passes"), "{how}");
         }
         r.criterion = "nonsense".into();
