@@ -61,6 +61,8 @@ pub struct Series {
     pub dashed: bool,
     /// Draw a dot at every point.
     pub markers: bool,
+    /// Indices of points whose dot is drawn open (e.g. points that failed a criterion).
+    pub open: Vec<usize>,
 }
 
 impl Series {
@@ -145,8 +147,13 @@ fn range(values: impl Iterator<Item = f64>, from_zero: bool, pad_top: f64) -> (f
         lo = lo.min(0.0);
     }
     if hi - lo < 1e-12 {
-        lo -= 0.5;
-        hi += 0.5;
+        if from_zero && lo == 0.0 {
+            // All zero (e.g. no failures): an axis from 0 up, not one around it.
+            hi = 1.0;
+        } else {
+            lo -= 0.5;
+            hi += 0.5;
+        }
     }
     hi += (hi - lo) * pad_top;
     (lo, hi)
@@ -159,6 +166,19 @@ fn mapped(s: &Series, x: &Axis, y: &Axis) -> Vec<(f64, f64)> {
         .filter_map(|&(a, b)| Some((x.to_plot(a)?, y.to_plot(b)?)))
         .collect()
 }
+
+/// For each point [`mapped`] keeps, whether its dot is drawn open.
+fn open_flags(s: &Series, x: &Axis, y: &Axis) -> Vec<bool> {
+    s.points
+        .iter()
+        .enumerate()
+        .filter(|(_, &(a, b))| x.to_plot(a).is_some() && y.to_plot(b).is_some())
+        .map(|(i, _)| s.open.contains(&i))
+        .collect()
+}
+
+/// A series ready to draw: its points in left-axis coordinates and which dots are open.
+type Line<'a> = (&'a Series, Vec<(f64, f64)>, Vec<bool>);
 
 impl Plot {
     /// Room above the data for the legend in the upper left corner: a share of the y span
@@ -229,8 +249,12 @@ impl Plot {
             .map_err(|e| e.to_string())?;
         // Every series is drawn in the left axis' coordinates: the right axis' values are
         // mapped onto them, so one loop draws all lines alike.
-        let mut lines: Vec<(&Series, Vec<(f64, f64)>)> =
-            self.series.iter().zip(left.iter().cloned()).collect();
+        let mut lines: Vec<Line> = self
+            .series
+            .iter()
+            .zip(left.iter().cloned())
+            .map(|(s, pts)| (s, pts, open_flags(s, &self.x, &self.y)))
+            .collect();
         match &self.right {
             None => {
                 let mut chart = chart;
@@ -245,12 +269,10 @@ impl Plot {
                     self.headroom(),
                 );
                 let to_left = |v: f64| y0 + (v - r0) / (r1 - r0) * (y1 - y0);
-                lines.extend(
-                    series
-                        .iter()
-                        .zip(right)
-                        .map(|(s, pts)| (s, pts.iter().map(|&(x, v)| (x, to_left(v))).collect())),
-                );
+                lines.extend(series.iter().zip(right).map(|(s, pts)| {
+                    let on_left = pts.iter().map(|&(x, v)| (x, to_left(v))).collect();
+                    (s, on_left, open_flags(s, &self.x, axis))
+                }));
                 // The secondary coordinates before the mesh: they take over the right label
                 // area, which the primary mesh would otherwise label too.
                 let mut chart = chart.set_secondary_coord(x0..x1, r0..r1);
@@ -277,7 +299,7 @@ impl Plot {
         &self,
         chart: &mut ChartContext<'a, DB, Cartesian2d<RangedCoordf64, RangedCoordf64>>,
         (x0, x1): (f64, f64),
-        lines: &[(&Series, Vec<(f64, f64)>)],
+        lines: &[Line],
     ) -> Result<(), String> {
         let (x_axis, y_axis) = (&self.x, &self.y);
         let fx = |v: &f64| x_axis.tick_label(*v);
@@ -305,7 +327,7 @@ impl Plot {
                 .label(label.clone())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
         }
-        for (i, (s, pts)) in lines.iter().enumerate() {
+        for (i, (s, pts, open)) in lines.iter().enumerate() {
             let style = line_style(s, i);
             let drawn = if s.dashed {
                 chart.draw_series(DashedLineSeries::new(pts.iter().copied(), 6, 4, style))
@@ -317,8 +339,22 @@ impl Plot {
                 .label(s.name.clone())
                 .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], style));
             if s.markers {
+                let dot = |(k, &p): (usize, &(f64, f64))| {
+                    if open.get(k).copied().unwrap_or(false) {
+                        Circle::new(
+                            p,
+                            4,
+                            ShapeStyle {
+                                filled: false,
+                                ..style
+                            },
+                        )
+                    } else {
+                        Circle::new(p, 3, style.color.filled())
+                    }
+                };
                 chart
-                    .draw_series(pts.iter().map(|&p| Circle::new(p, 3, style.color.filled())))
+                    .draw_series(pts.iter().enumerate().map(dot))
                     .map_err(|e| e.to_string())?;
             }
         }
@@ -473,14 +509,14 @@ fn line_style(s: &Series, place: usize) -> ShapeStyle {
 /// corner's box (a third of the width, a quarter of the height) holds fewer points and
 /// segment midpoints.
 fn legend_corner(
-    lines: &[(&Series, Vec<(f64, f64)>)],
+    lines: &[Line],
     (x0, x1): (f64, f64),
     (y0, y1): (f64, f64),
 ) -> SeriesLabelPosition {
     let (w, h) = ((x1 - x0) / 3.0, (y1 - y0) / 4.0);
     let probes: Vec<(f64, f64)> = lines
         .iter()
-        .flat_map(|(_, pts)| {
+        .flat_map(|(_, pts, _)| {
             let mids = pts
                 .windows(2)
                 .map(|p| ((p[0].0 + p[1].0) / 2.0, (p[0].1 + p[1].1) / 2.0));
@@ -593,6 +629,22 @@ mod tests {
             assert!(svg.contains(label), "{label} missing");
         }
         assert!(svg.contains("<circle"), "markers drawn");
+        let open = Plot {
+            series: vec![Series {
+                markers: true,
+                open: vec![1],
+                ..Series::new("a", vec![(1.0, 1.0), (2.0, 2.0)])
+            }],
+            ..plot(vec![])
+        }
+        .render();
+        assert_eq!(open.matches("<circle").count(), 2, "{open}");
+        let open_dots = open
+            .split("<circle")
+            .skip(1)
+            .filter(|c| c.split('>').next().unwrap_or("").contains("fill=\"none\""))
+            .count();
+        assert_eq!(open_dots, 1, "{open}");
         assert_eq!(
             svg.matches("MB/s").count(),
             1,
@@ -647,19 +699,25 @@ mod tests {
     fn the_legend_goes_where_no_line_runs() {
         let s = Series::new("a", vec![]);
         // A line along the top: the legend goes below it.
-        let top = [(&s, vec![(0.0, 9.0), (10.0, 9.5)])];
+        let top = [(&s, vec![(0.0, 9.0), (10.0, 9.5)], vec![])];
         let corner = legend_corner(&top, (0.0, 10.0), (0.0, 10.0));
         assert!(
             matches!(corner, SeriesLabelPosition::LowerRight),
             "{corner:?}"
         );
         // A line rising from the lower left: the upper left is free.
-        let rising = [(&s, vec![(0.0, 0.0), (10.0, 10.0)])];
+        let rising = [(&s, vec![(0.0, 0.0), (10.0, 10.0)], vec![])];
         let corner = legend_corner(&rising, (0.0, 10.0), (0.0, 10.0));
         assert!(
             matches!(corner, SeriesLabelPosition::UpperLeft),
             "{corner:?}"
         );
+    }
+
+    #[test]
+    fn an_all_zero_series_gets_an_axis_from_zero_up() {
+        assert_eq!(range([0.0, 0.0].into_iter(), true, 0.0), (0.0, 1.0));
+        assert_eq!(range([2.0, 2.0].into_iter(), false, 0.0), (1.5, 2.5));
     }
 
     #[test]

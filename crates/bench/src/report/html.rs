@@ -180,14 +180,37 @@ fn criterion_plot(r: &BenchReport) -> Option<(String, String)> {
         title,
         x: Axis::linear(format!("offered rate ({})", r.rate_unit)),
         y: Axis::linear(unit),
-        series: per_server(r, figure)
-            .into_iter()
-            .map(|s| Series { markers: true, ..s })
-            .collect(),
+        series: judged(r, figure),
         rules: vec![(limit, rule)],
         ..Plot::default()
     };
+    let how = format!("{how} Filled dots passed, open dots did not.");
     Some((plot.render(), how))
+}
+
+/// One series per server of the criterion's figure, with an open dot where no point at
+/// that rate passed.
+fn judged(r: &BenchReport, figure: fn(&super::PointRecord) -> Option<f64>) -> Vec<Series> {
+    r.servers
+        .iter()
+        .map(|s| {
+            let points = by_rate(s, figure);
+            let open = points
+                .iter()
+                .enumerate()
+                .filter(|(_, (rate, _))| !s.points.iter().any(|p| p.rate == *rate && p.passed))
+                .map(|(i, _)| i)
+                .collect();
+            Series {
+                name: s.sut.clone(),
+                points,
+                markers: true,
+                open,
+                ..Series::default()
+            }
+        })
+        .filter(|s| !s.points.is_empty())
+        .collect()
 }
 
 /// Bytes delivered to the clients per byte read from the disk, at each point: above 1 the
@@ -566,6 +589,13 @@ mod tests {
         // The pace criterion's own figure and its limit.
         assert!(page.contains("lag p95 (s)") && page.contains("limit 2 s"));
         assert!(page.contains("95% of its sessions ended at most 2 s behind"));
+        assert!(page.contains("open dots did not"));
+        let open_dots = page
+            .split("<circle")
+            .skip(1)
+            .filter(|c| c.split('>').next().unwrap_or("").contains("fill=\"none\""))
+            .count();
+        assert_eq!(open_dots, 2, "the two failed rates, one per server");
         // Disk and delivered bytes per byte read.
         assert!(page.contains("Bytes delivered per byte read from the disk"));
         assert!(
