@@ -244,14 +244,10 @@ impl Launcher for LocalLauncher {
     fn available(&self, sut: &Sut) -> Result<(), String> {
         match &sut.base {
             Base::Nginx if peers::nginx_program().is_none() => {
-                return Err(
-                    "nginx is not installed (Debian: apt-get install nginx); skipped".into(),
-                )
+                return Err(crate::setup::missing_peer(&crate::setup::NGINX))
             }
             Base::Apache if peers::apache_program().is_none() => {
-                return Err(
-                    "apache2 is not installed (Debian: apt-get install apache2); skipped".into(),
-                )
+                return Err(crate::setup::missing_peer(&crate::setup::APACHE))
             }
             Base::Vodkit { .. } => {
                 if let Err(why) = &self.vodkit {
