@@ -19,6 +19,7 @@ pub mod admission;
 pub mod bitrate;
 pub mod budget;
 pub mod chain;
+pub mod clock;
 pub mod device;
 pub mod direct;
 pub mod engine;
