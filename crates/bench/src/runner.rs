@@ -141,6 +141,8 @@ pub struct BenchRequest {
     pub repeat: u32,
     /// Longest load run per data point.
     pub point_duration: Option<Duration>,
+    /// The history played before every point (`--fast-forward`).
+    pub fast_forward: crate::warmup::FastForwardChoice,
     pub out: PathBuf,
     /// The vodkit binary used to start `vodkit serve` children.
     pub vodkit_exe: Option<PathBuf>,
@@ -198,22 +200,25 @@ pub fn check_request(req: &BenchRequest) -> Result<Checked, RunError> {
 /// A rough capacity guess in sessions/s from the workload: the rate at which the offered
 /// load reaches `target_mb_s`.
 pub fn rate_guess(load: &WorkloadLoad, target_mb_s: f64) -> f64 {
-    let n = load.sessions.len().max(1) as f64;
-    // A live viewer receives its bit rate for its watch time.
-    let live: f64 = load
-        .sessions
+    let per_session_mb = (mean_session_bytes(&load.sessions) / 1e6).max(0.01);
+    (target_mb_s / per_session_mb).max(0.05)
+}
+
+/// Bytes a session of the list requests on average (a request without a range counts
+/// 512 KiB; a live viewer receives its bit rate for its watch time).
+pub fn mean_session_bytes(sessions: &[vodkit_workload::model::Session]) -> f64 {
+    let n = sessions.len().max(1) as f64;
+    let live: f64 = sessions
         .iter()
         .filter_map(|s| Some(s.live?.watch_s * f64::from(s.bitrate_kbps?) * 125.0))
         .sum();
     let bytes: f64 = live
-        + load
-            .sessions
+        + sessions
             .iter()
             .flat_map(|s| &s.requests)
             .map(|r| r.range.map(|x| x.len()).unwrap_or(512 * 1024) as f64)
             .sum::<f64>();
-    let per_session_mb = (bytes / n / 1e6).max(0.01);
-    (target_mb_s / per_session_mb).max(0.05)
+    bytes / n
 }
 
 /// Progress on stderr: a spinner for the running point, one line per finished point.
@@ -284,6 +289,32 @@ impl Progress for BarProgress {
             c.failure_fraction * 100.0,
             c.timed_out_requests
         ));
+        if let Some(h) = &t.detail.fast_forward {
+            self.line(format!(
+                "      fast-forward: {:.0} s of history in {:.0} s ({:.0} MB delivered{}{})",
+                h.window_s,
+                h.wall_s,
+                h.delivered_mb,
+                h.delivered_fraction
+                    .map_or(String::new(), |f| format!(", {:.0}% of what it asked", f * 100.0)),
+                if h.server_clock { ", server clock sped up" } else { "" }
+            ));
+        }
+        if let Some(st) = &t.detail.steadiness {
+            self.line(format!(
+                "      halves: {} — {}",
+                st.describe(),
+                if st.steady { "steady" } else { "NOT STEADY" }
+            ));
+        }
+        if let Some(d) = &t.detail.device {
+            self.line(format!(
+                "      drive: {:.1} positionings/s, {} KiB/positioning, {:.0}% busy",
+                d.positionings_per_s,
+                d.kib_per_positioning.map_or("–".into(), |k| format!("{k:.0}")),
+                d.busy_fraction * 100.0
+            ));
+        }
         if let Some(m) = t.detail.server_memory {
             self.line(format!(
                 "      server cgroup peak {:.0} MiB ({:.0} MiB page cache, {:.0} MiB other)",
@@ -527,6 +558,9 @@ pub struct RunSetup<'a> {
     /// After the servers, time a sequential read of the requested files (up to 2 GiB) on the
     /// testbed, while the file set is still in place.
     pub sequential_read: bool,
+    /// The history played before every point ([`crate::warmup`]); `Auto` resolves it from
+    /// the testbed, the budget and the CPU quota.
+    pub fast_forward: crate::warmup::FastForwardChoice,
 }
 
 /// A finished run: the report (servers carry their fraction of the bound), the bound, and
@@ -648,7 +682,14 @@ pub fn run_workload(setup: &RunSetup<'_>, progress: &mut BarProgress) -> Result<
     }
     let mut sampler =
         crate::system::ProcSampler::for_root(&root, budget.as_ref().and_then(|b| b.cgroup_dir()));
+    sampler.device_control = testbed.device_control();
+    let fast_forward = setup.fast_forward.resolve(
+        matches!(setup.testbed, TestbedChoice::Hdd(_)),
+        setup.memory,
+        setup.server_cpus,
+    );
     let settings = BenchSettings {
+        fast_forward,
         workload: setup.workload.display().to_string(),
         memory_bytes: setup.memory,
         plan,
@@ -725,6 +766,7 @@ pub fn run(req: &BenchRequest) -> Result<(BenchReport, String), RunError> {
         probes: req.probes,
         players: req.players.as_ref(),
         sequential_read: false,
+        fast_forward: req.fast_forward,
     };
     let ran = run_workload(&setup, &mut progress);
     progress.finish();
@@ -771,6 +813,7 @@ mod tests {
             players: None,
             repeat: 1,
             point_duration: None,
+            fast_forward: Default::default(),
             out: dir.join("out"),
             vodkit_exe: None,
             progress: false,
@@ -852,6 +895,7 @@ mod tests {
             probes: None,
             players: None,
             sequential_read: false,
+            fast_forward: Default::default(),
         };
         let fails = |setup: &RunSetup<'_>, status: &str, needle: &str| {
             let n = run_workload(setup, &mut BarProgress::new(false))
