@@ -162,7 +162,10 @@ fn admin_serves_prometheus_metrics_and_json_stats() {
     assert!(http(addr, "POST", "/clock?rate=8").starts_with("HTTP/1.1 204"));
     assert!(http(addr, "POST", "/clock?rate=1").starts_with("HTTP/1.1 204"));
     let bad = http(addr, "POST", "/clock?rate=-1");
-    assert!(bad.starts_with("HTTP/1.1 400") && bad.contains("clock rate"), "{bad}");
+    assert!(
+        bad.starts_with("HTTP/1.1 400") && bad.contains("clock rate"),
+        "{bad}"
+    );
 }
 
 #[test]

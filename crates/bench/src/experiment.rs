@@ -414,7 +414,12 @@ pub fn run_bench(
 fn no_clock_note(s: &ServerReport) -> Option<String> {
     s.points
         .iter()
-        .any(|p| p.metrics.notes.iter().any(|n| n == crate::warmup::NO_CLOCK_NOTE))
+        .any(|p| {
+            p.metrics
+                .notes
+                .iter()
+                .any(|n| n == crate::warmup::NO_CLOCK_NOTE)
+        })
         .then(|| format!("{}: {}", s.sut, crate::warmup::NO_CLOCK_NOTE))
 }
 

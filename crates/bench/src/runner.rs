@@ -295,9 +295,15 @@ impl Progress for BarProgress {
                 h.window_s,
                 h.wall_s,
                 h.delivered_mb,
-                h.delivered_fraction
-                    .map_or(String::new(), |f| format!(", {:.0}% of what it asked", f * 100.0)),
-                if h.server_clock { ", server clock sped up" } else { "" }
+                h.delivered_fraction.map_or(String::new(), |f| format!(
+                    ", {:.0}% of what it asked",
+                    f * 100.0
+                )),
+                if h.server_clock {
+                    ", server clock sped up"
+                } else {
+                    ""
+                }
             ));
         }
         if let Some(st) = &t.detail.steadiness {
@@ -311,7 +317,8 @@ impl Progress for BarProgress {
             self.line(format!(
                 "      drive: {:.1} positionings/s, {} KiB/positioning, {:.0}% busy",
                 d.positionings_per_s,
-                d.kib_per_positioning.map_or("–".into(), |k| format!("{k:.0}")),
+                d.kib_per_positioning
+                    .map_or("–".into(), |k| format!("{k:.0}")),
                 d.busy_fraction * 100.0
             ));
         }

@@ -579,7 +579,10 @@ pub struct Budget {
 impl Budget {
     /// The budget for `memory` bytes and `cpus` cores; `None` when neither is asked for.
     pub fn create(memory: Option<u64>, cpus: Option<f64>) -> Result<Option<Budget>, String> {
-        let name = format!("vodkit-bench-{}", std::process::id());
+        // One name per budget, also for several benches in one process (tests in parallel).
+        static BUDGETS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = BUDGETS.fetch_add(1, Ordering::SeqCst);
+        let name = format!("vodkit-bench-{}-{n}", std::process::id());
         let mut b = Budget {
             inner: None,
             cpu: None,

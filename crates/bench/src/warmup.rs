@@ -127,8 +127,10 @@ impl FastForwardChoice {
         match self {
             FastForwardChoice::Off => None,
             FastForwardChoice::On(ff) => Some(ff),
-            FastForwardChoice::Auto => (emulated_drive && memory.is_some() && server_cpus.is_none())
-                .then_some(FastForward::DEFAULT),
+            FastForwardChoice::Auto => {
+                (emulated_drive && memory.is_some() && server_cpus.is_none())
+                    .then_some(FastForward::DEFAULT)
+            }
         }
     }
 }
@@ -391,8 +393,12 @@ impl Steadiness {
     /// `disk a→b MB/s, memory a→b%, cache a→b MiB` for tables and notes.
     pub fn describe(&self) -> String {
         let [a, b] = self.halves;
-        let share = |h: Half| h.memory_share().map_or("–".into(), |s| format!("{:.0}%", s * 100.0));
-        let cache = |c: Option<u64>| c.map_or("–".into(), |c| format!("{:.0}", c as f64 / 1048576.0));
+        let share = |h: Half| {
+            h.memory_share()
+                .map_or("–".into(), |s| format!("{:.0}%", s * 100.0))
+        };
+        let cache =
+            |c: Option<u64>| c.map_or("–".into(), |c| format!("{:.0}", c as f64 / 1048576.0));
         format!(
             "disk {:.1}→{:.1} MB/s, memory {}→{}, cache {}→{} MiB",
             a.disk_mb_s,

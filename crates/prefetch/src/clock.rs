@@ -128,7 +128,9 @@ mod tests {
         assert_eq!(rate_from_query("x=1&rate=0.5"), Ok(0.5));
         assert!(rate_from_query("").unwrap_err().contains("?rate=R"));
         assert!(rate_from_query("rate=fast").unwrap_err().contains("fast"));
-        assert!(rate_from_query("rate=0").unwrap_err().contains("clock rate"));
+        assert!(rate_from_query("rate=0")
+            .unwrap_err()
+            .contains("clock rate"));
     }
 
     #[test]

@@ -20,7 +20,10 @@ fn the_clock_rate_is_set_on_the_admin_listener_and_bad_rates_are_refused() {
         let r = Client::connect(admin).request("POST", bad, &[]);
         assert_eq!(r.status, 400, "{bad}");
         let body = String::from_utf8_lossy(&r.body).to_string();
-        assert!(body.contains("rate") && body.ends_with('\n'), "{bad}: {body}");
+        assert!(
+            body.contains("rate") && body.ends_with('\n'),
+            "{bad}: {body}"
+        );
     }
     // Reading is still a GET; a GET of /clock is not a thing.
     assert_eq!(Client::connect(admin).get("/clock?rate=2", &[]).status, 404);

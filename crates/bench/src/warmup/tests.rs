@@ -69,13 +69,20 @@ fn auto_is_on_for_an_emulated_drive_with_a_budget_and_no_cpu_quota() {
     );
     assert_eq!(auto.resolve(false, Some(1 << 30), None), None, "plain disk");
     assert_eq!(auto.resolve(true, None, None), None, "no budget");
-    assert_eq!(auto.resolve(true, Some(1 << 30), Some(0.5)), None, "CPU quota");
+    assert_eq!(
+        auto.resolve(true, Some(1 << 30), Some(0.5)),
+        None,
+        "CPU quota"
+    );
     assert_eq!(FastForwardChoice::Off.resolve(true, Some(1), None), None);
     let ff = FastForward {
         speed: 2.0,
         fill: 1.0,
     };
-    assert_eq!(FastForwardChoice::On(ff).resolve(false, None, None), Some(ff));
+    assert_eq!(
+        FastForwardChoice::On(ff).resolve(false, None, None),
+        Some(ff)
+    );
 }
 
 #[test]
@@ -88,11 +95,16 @@ fn the_window_is_two_longest_sessions_or_fill_budgets_of_requests() {
     assert_eq!(window_s(40.0, 3.0, Some(1_000_000), 1e6), 80.0);
     assert_eq!(window_s(40.0, 3.0, Some(1), 0.0), 80.0, "no demand");
     // From a session list: 11 requests 4 s apart (40 s), 1 MB each, at 2 sessions/s.
-    let list: Vec<Session> = (0..10).map(|i| session(i, 1.0, 11, 4.0, 1_000_000)).collect();
+    let list: Vec<Session> = (0..10)
+        .map(|i| session(i, 1.0, 11, 4.0, 1_000_000))
+        .collect();
     let p = plan(FastForward::DEFAULT, &list, 2.0, Some(200_000_000));
     assert_eq!(p.longest_s, 40.0);
     assert!((p.demand_bytes_per_s - 22e6).abs() < 1.0, "{p:?}");
-    assert_eq!(p.window_s, 80.0, "600 MB at 22 MB/s is 27 s: the sessions decide");
+    assert_eq!(
+        p.window_s, 80.0,
+        "600 MB at 22 MB/s is 27 s: the sessions decide"
+    );
     let p = plan(FastForward::DEFAULT, &list, 2.0, Some(2_000_000_000));
     assert!((p.window_s - 6e9 / 22e6).abs() < 1e-6, "{p:?}");
 }
@@ -109,7 +121,11 @@ fn a_short_list_is_repeated_with_fresh_ids_to_cover_the_history_and_the_point() 
     assert_eq!(cover(&list, 1.0, 3.0).len(), 4, "long enough already");
     let mut fixed = list.clone();
     fixed[0].start_s = Some(0.0);
-    assert_eq!(cover(&fixed, 1.0, 10.0).len(), 4, "explicit starts are kept");
+    assert_eq!(
+        cover(&fixed, 1.0, 10.0).len(),
+        4,
+        "explicit starts are kept"
+    );
     assert_eq!(cover(&list, 1.0, 1e9).len(), 4 * MAX_REPEATS);
 }
 
@@ -172,7 +188,11 @@ fn the_judged_run_resumes_exactly_the_viewers_the_history_left_playing() {
     assert!(resumed.contains(&(61, 2)));
     // Played eight times faster, the history leaves the same viewers at the same requests.
     for speed in [1.0, 8.0, 10.0] {
-        assert_eq!(playing_at_end(&list, rate, window, speed), resumed, "{speed}×");
+        assert_eq!(
+            playing_at_end(&list, rate, window, speed),
+            resumed,
+            "{speed}×"
+        );
     }
 }
 
@@ -244,6 +264,12 @@ fn the_report_lists_passing_points_that_were_not_steady() {
     assert_eq!(unsteady_note(&s), None);
     s.points.push(point(3.0, true, Some(false)));
     let note = unsteady_note(&s).unwrap();
-    assert!(note.starts_with("nginx: passing points not at steady state"), "{note}");
-    assert!(note.ends_with("3.00/s (disk 40.0→40.0 MB/s, memory 50%→50%, cache –→– MiB)"), "{note}");
+    assert!(
+        note.starts_with("nginx: passing points not at steady state"),
+        "{note}"
+    );
+    assert!(
+        note.ends_with("3.00/s (disk 40.0→40.0 MB/s, memory 50%→50%, cache –→– MiB)"),
+        "{note}"
+    );
 }
