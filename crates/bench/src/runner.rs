@@ -430,6 +430,19 @@ pub fn capacity_bound(
     load: &WorkloadLoad,
     memory: Option<u64>,
 ) -> (Option<crate::bound::CapacityBound>, Vec<String>) {
+    capacity_bound_after(choice, workload, load, memory, None)
+}
+
+/// [`capacity_bound`] judged after the history a fast-forward plays before every point:
+/// the bound over the sessions after `fill` budgets of requested bytes (whose intervals
+/// they may reuse), the memory replay measured once that many bytes were requested.
+pub fn capacity_bound_after(
+    choice: &TestbedChoice,
+    workload: &Path,
+    load: &WorkloadLoad,
+    memory: Option<u64>,
+    history: Option<crate::warmup::FastForward>,
+) -> (Option<crate::bound::CapacityBound>, Vec<String>) {
     let TestbedChoice::Hdd(preset) = choice else {
         return (
             None,
@@ -462,7 +475,21 @@ pub fn capacity_bound(
     let computed = crate::prepare::catalog(workload).and_then(|catalog| {
         let fileset = crate::prepare::fileset_bytes(&catalog);
         let image = crate::system::HddTestbed::image_size_for(fileset).max(64 << 20);
-        let w = crate::bound::prepare(&catalog, &load.sessions, &classes)?;
+        let history_bytes = history.map_or(0.0, |ff| ff.fill * memory as f64);
+        let per_session = mean_session_bytes(&load.sessions);
+        let history_sessions = if per_session > 0.0 {
+            (history_bytes / per_session).ceil() as usize
+        } else {
+            0
+        };
+        let w =
+            crate::bound::prepare_after(&catalog, &load.sessions, &classes, history_sessions)?;
+        if history_sessions > 0 {
+            notes.push(format!(
+                "capacity bound and memory replay judged after the same history as the points: the bound over the sessions after the first {history_sessions} (about {} of requests, whose intervals it may reuse), the replay measured once that much was requested",
+                bytesize::ByteSize(history_bytes as u64)
+            ));
+        }
         let mut b = crate::bound::for_testbed(&w, *preset, fileset, image, memory)?;
         let disk = crate::bound::testbed_terms(*preset, fileset, image)?;
         match crate::bound::manager_replay(
@@ -472,6 +499,7 @@ pub fn capacity_bound(
             disk,
             memory,
             b.bound_rate / 2.0,
+            history_bytes as u64,
         ) {
             Ok(r) => b.manager_replay = Some(r),
             Err(e) => notes.push(format!("memory replay not computed: {e}")),
@@ -633,8 +661,18 @@ pub fn run_workload(setup: &RunSetup<'_>, progress: &mut BarProgress) -> Result<
         load.set_players(p.config.clone());
     }
     progress.message(say("computing the capacity bound"));
-    let (bound, mut bound_notes) =
-        capacity_bound(setup.testbed, setup.workload, &load, setup.memory);
+    let fast_forward = setup.fast_forward.resolve(
+        matches!(setup.testbed, TestbedChoice::Hdd(_)),
+        setup.memory,
+        setup.server_cpus,
+    );
+    let (bound, mut bound_notes) = capacity_bound_after(
+        setup.testbed,
+        setup.workload,
+        &load,
+        setup.memory,
+        fast_forward,
+    );
     if bound.is_some() && setup.players.is_some() {
         bound_notes.push(
             "players: the capacity bound and the memory replay are computed from the workload's byte ranges at its nominal bit rates, while the players fetch the encoded media set at the rates the Players table shows; read % of bound as approximate"
@@ -690,11 +728,6 @@ pub fn run_workload(setup: &RunSetup<'_>, progress: &mut BarProgress) -> Result<
     let mut sampler =
         crate::system::ProcSampler::for_root(&root, budget.as_ref().and_then(|b| b.cgroup_dir()));
     sampler.device_control = testbed.device_control();
-    let fast_forward = setup.fast_forward.resolve(
-        matches!(setup.testbed, TestbedChoice::Hdd(_)),
-        setup.memory,
-        setup.server_cpus,
-    );
     let settings = BenchSettings {
         fast_forward,
         workload: setup.workload.display().to_string(),
