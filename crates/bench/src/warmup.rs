@@ -74,7 +74,7 @@ impl std::str::FromStr for FastForwardChoice {
             .next()
             .and_then(|s| s.trim().parse().ok())
             .ok_or_else(|| bad("expected SPEED[,fill=X], auto or off (e.g. 8,fill=3)"))?;
-        if !(speed >= 1.0 && speed <= MAX_SPEED) {
+        if !(1.0..=MAX_SPEED).contains(&speed) {
             return Err(bad(&format!("SPEED must lie in 1..={MAX_SPEED}")));
         }
         let mut ff = FastForward {
