@@ -281,8 +281,12 @@ impl Oracle for ServerOracle<'_, '_> {
         match figures {
             Ok(f) => {
                 if let (Some(d), Some(k)) = (load.halves_mb_s, f.halves_disk_mb_s) {
+                    let window_s = load
+                        .steady
+                        .and_then(|(a, b)| b.duration_since(a).ok())
+                        .map_or(0.0, |w| w.as_secs_f64());
                     let half = |i: usize| crate::warmup::Half {
-                        seconds: m.client.steady_s / 2.0,
+                        seconds: window_s / 2.0,
                         delivered_mb_s: d[i],
                         disk_mb_s: k[i],
                     };

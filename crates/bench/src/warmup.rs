@@ -259,8 +259,10 @@ pub struct History {
     pub sessions: u64,
     /// Bytes delivered to the clients (MB, 10^6).
     pub delivered_mb: f64,
-    /// Delivered over what the window's sessions asked for (below 1: the sped-up load
-    /// was not fully delivered; the memory is then warmer than cold, not steady).
+    /// Delivered over what the window asks for at the steady demand. The history starts
+    /// from no viewers, so its first longest session runs below the demand (about 0.75 with
+    /// a window of two longest sessions); well below that, the sped-up load was not
+    /// delivered and the memory is warmer than cold, not steady.
     pub delivered_fraction: Option<f64>,
     /// The server's prefetch clock ran at the same speed (`POST /clock`); false for a
     /// server without one (nginx, Apache), whose own timers ran at real time.
