@@ -195,6 +195,20 @@ pub fn prepare(
     sessions: &[Session],
     classes: &[ClientClass],
 ) -> Result<Workload, String> {
+    prepare_after(catalog, sessions, classes, 0)
+}
+
+/// [`prepare`] for `sessions[history..]`, after `sessions[..history]` have been read: the
+/// history's sessions count for nothing themselves, but the later sessions may reuse what
+/// they read (as a bench point is judged after its fast-forward's history, with the
+/// intervals it left in memory).
+pub fn prepare_after(
+    catalog: &Catalog,
+    sessions: &[Session],
+    classes: &[ClientClass],
+    history: usize,
+) -> Result<Workload, String> {
+    let history = history.min(sessions.len().saturating_sub(1));
     let mut files: HashMap<&str, (u64, u32)> = HashMap::new();
     for r in catalog.titles.iter().flat_map(|t| &t.renditions) {
         for f in &r.files {
@@ -214,7 +228,7 @@ pub fn prepare(
         .collect();
     let mut readers: HashMap<String, BTreeMap<u64, Reader>> = HashMap::new();
     let mut w = Workload {
-        sessions: sessions.len(),
+        sessions: sessions.len() - history,
         gap_sum: 0.0,
         steps: Vec::new(),
         reuses: Vec::new(),
@@ -225,10 +239,16 @@ pub fn prepare(
         transfer_byte_seconds: 0.0,
     };
     let mut bitrates: BTreeMap<u32, u64> = BTreeMap::new();
-    for s in sessions {
+    // Cumulative gap of the whole list, history included: where each reader lies.
+    let mut gaps = 0.0;
+    for (index, s) in sessions.iter().enumerate() {
         s.check_gap_schedule()
             .map_err(|e| format!("capacity bound: {e}"))?;
-        w.gap_sum += s.gap;
+        let counted = index >= history;
+        gaps += s.gap;
+        if counted {
+            w.gap_sum += s.gap;
+        }
         let link = if links.is_empty() {
             f64::INFINITY
         } else {
@@ -252,12 +272,14 @@ pub fn prepare(
                 )
             })?;
             if i == 0 {
-                *bitrates.entry(s.bitrate_kbps.unwrap_or(kbps)).or_insert(0) += 1;
+                if counted {
+                    *bitrates.entry(s.bitrate_kbps.unwrap_or(kbps)).or_insert(0) += 1;
+                }
             } else {
                 off += r.pacing_s.max(prev_len as f64 / link);
             }
             let (a, b) = r.span(size);
-            if link.is_finite() {
+            if link.is_finite() && counted {
                 // The response's bytes leave memory as the link delivers them: n/2 held on
                 // average for n/link seconds.
                 let n = (b - a) as f64;
@@ -274,10 +296,19 @@ pub fn prepare(
             };
             // Whole microseconds, so that steps differing only by rounding share a class.
             let tau = (tau * 1e6).round() / 1e6;
-            w.stream_seconds += tau;
             let mine = seen.entry(path).or_default();
             let pieces = subtract(mine, a, b);
             let new: u64 = pieces.iter().map(|(x, y)| y - x).sum();
+            if !counted {
+                // A history session only leaves its readers behind.
+                insert_range(mine, a, b);
+                let map = readers.entry(path.to_string()).or_default();
+                for (x, y) in pieces {
+                    read_range(map, x, y, gaps, off);
+                }
+                continue;
+            }
+            w.stream_seconds += tau;
             if new == 0 {
                 continue;
             }
@@ -287,11 +318,11 @@ pub fn prepare(
             w.watched_bytes += new;
             let map = readers.entry(path.to_string()).or_default();
             for (x, y) in pieces {
-                for (bytes, gap, their_off) in read_range(map, x, y, w.gap_sum, off) {
+                for (bytes, gap, their_off) in read_range(map, x, y, gaps, off) {
                     w.reuses.push(Reuse {
                         step,
                         bytes,
-                        dgap: w.gap_sum - gap,
+                        dgap: gaps - gap,
                         doff: off - their_off,
                     });
                 }
@@ -652,9 +683,10 @@ pub fn manager_replay(
     disk: DiskTerms,
     memory_bytes: u64,
     guess: f64,
+    history_bytes: u64,
 ) -> Result<vodkit_sim::replay::ReplayResult, String> {
     use vodkit_sim::replay::{capacity, Prefetch, ReplayConfig, ReplayWorkload};
-    let w = ReplayWorkload::prepare(catalog, sessions, classes)?;
+    let w = ReplayWorkload::prepare(catalog, sessions, classes)?.after_history(history_bytes);
     let cfg = ReplayConfig {
         memory: vodkit_prefetch::memory::MemoryConfig::for_budget(memory_bytes),
         disk,

@@ -133,6 +133,7 @@ pub fn run(
         criterion: CRITERION,
         probes: None,
         repeat: 1,
+        fast_forward: Default::default(),
     };
     let (mut servers, bound): (Vec<ServerReport>, _) = run_cell(
         &cell,

@@ -87,6 +87,9 @@ impl Running for TlsRunning {
     fn notes(&self) -> Vec<String> {
         self.inner.notes()
     }
+    fn set_clock_rate(&self, rate: f64) -> Result<bool, String> {
+        self.inner.set_clock_rate(rate)
+    }
     fn stop(self: Box<Self>) -> Result<Vec<String>, String> {
         self.inner.stop()
     }
@@ -168,6 +171,12 @@ impl Running for PeerRunning {
         let daemon = self.daemon.as_ref().map(|d| d.pid());
         std::iter::once(self.process.pid()).chain(daemon).collect()
     }
+    fn set_clock_rate(&self, rate: f64) -> Result<bool, String> {
+        match &self.daemon {
+            Some(d) => d.set_clock_rate(rate).map(|()| true),
+            None => Ok(false),
+        }
+    }
     fn stop(self: Box<Self>) -> Result<Vec<String>, String> {
         let this = *self;
         // The server first: it must not outlive the daemon it reports to.
@@ -214,6 +223,9 @@ impl Running for Tuned {
         let mut notes = self.inner.notes();
         notes.push(self.applied.describe());
         notes
+    }
+    fn set_clock_rate(&self, rate: f64) -> Result<bool, String> {
+        self.inner.set_clock_rate(rate)
     }
     fn stop(self: Box<Self>) -> Result<Vec<String>, String> {
         let lines = self.inner.stop()?;

@@ -50,7 +50,6 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
-use std::time::Instant;
 use tokio::sync::oneshot;
 
 /// How misses are read (seed 001 §5).
@@ -496,7 +495,8 @@ struct Shared {
     folio: Option<u64>,
     sweep_limit: usize,
     device_map: DeviceMap,
-    start: Instant,
+    /// The clock policies see ([`Engine::now_s`]).
+    clock: crate::clock::Clock,
     state: Mutex<State>,
     /// `direct` mode's buffer pool.
     pool: Option<BufferPool>,
@@ -535,7 +535,7 @@ struct DropCounters {
 
 impl Shared {
     fn now(&self) -> f64 {
-        self.start.elapsed().as_secs_f64()
+        self.clock.now()
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -890,7 +890,7 @@ impl Engine {
                 .flatten(),
             sweep_limit: cfg.sweep_limit,
             device_map: cfg.devices.clone(),
-            start: Instant::now(),
+            clock: crate::clock::Clock::new(),
             state: Mutex::new(State {
                 policy: cfg.policy.build(),
                 ledger: Ledger::new(cfg.ledger.clone()),
@@ -948,6 +948,17 @@ impl Engine {
     /// Seconds since the engine started (the clock policies see).
     pub fn now_s(&self) -> f64 {
         self.shared.now()
+    }
+
+    /// Run the engine's clock `rate` times faster than real time from now on (1: real time);
+    /// a bench's fast-forward plays a workload's history this much faster.
+    pub fn set_clock_rate(&self, rate: f64) -> Result<(), String> {
+        self.shared.clock.set_rate(rate)
+    }
+
+    /// The engine clock's rate (1: real time).
+    pub fn clock_rate(&self) -> f64 {
+        self.shared.clock.rate()
     }
 
     /// Tells the memory manager how many bytes of its budget the rest of the process holds

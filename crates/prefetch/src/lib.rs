@@ -21,6 +21,7 @@ pub mod admission;
 pub mod bitrate;
 pub mod budget;
 pub mod chain;
+pub mod clock;
 pub mod device;
 pub mod direct;
 pub mod engine;

@@ -187,6 +187,34 @@ fn c_a_close_follower_is_served_from_the_kept_interval() {
 }
 
 #[test]
+fn after_a_history_the_first_judged_reader_may_follow_the_historys() {
+    // The two sessions of one 10 MB file of the case above, the first as history: only the
+    // second is judged (10 MB watched over one gap), and the whole of it may come from the
+    // interval the history left, which holds 10 MB × (1/λ s) over 1/λ s = 10 MB.
+    let files = [("a.dat", 10 * MB)];
+    let s = vec![
+        session(0, 1.0, "c", "a.dat", 10, MB, 1.0),
+        session(1, 1.0, "c", "a.dat", 10, MB, 1.0),
+    ];
+    let w = prepare_after(&catalog(&files), &s, &[], 1).unwrap();
+    assert_eq!((w.sessions, w.watched_bytes), (1, 10 * MB));
+    assert_eq!(w.gap_sum, 1.0);
+    let all = evaluate(&w, &NO_SEEK, 10e6, 1.0, 1);
+    assert_eq!((all.hit_bytes, all.disk_bytes), (10e6, 0.0));
+    assert_eq!(evaluate(&w, &NO_SEEK, 5e6, 1.0, 1).hit_bytes, 5e6);
+    // Without the history the same session is a cold reader: all from disk.
+    let cold = prepare(&catalog(&files), &s[1..], &[]).unwrap();
+    assert_eq!(evaluate(&cold, &NO_SEEK, 10e6, 1.0, 1).disk_bytes, 10e6);
+    // A history as long as the list keeps one judged session.
+    assert_eq!(
+        prepare_after(&catalog(&files), &s, &[], 9)
+            .unwrap()
+            .sessions,
+        1
+    );
+}
+
+#[test]
 fn intervals_run_between_consecutive_readers_of_each_byte_smallest_gap_first() {
     // A reads 3 MB, B the first 1 MB, C 3 MB, one gap apart (3 gaps in all). Reuses: B's
     // 1 MB from A and C's first 1 MB from B (gap 1), C's other 2 MB from A (gap 2): 4 MB
@@ -514,6 +542,7 @@ fn the_demo_bound_lies_between_its_no_memory_and_unlimited_memory_bounds() {
         disk,
         crate::demo::MEMORY_BYTES,
         b.bound_rate / 2.0,
+        0,
     )
     .unwrap();
     eprintln!("demo replay: {}", serde_json::to_string_pretty(&r).unwrap());
