@@ -374,7 +374,7 @@ pub fn format_size(n: u64) -> String {
     let (unit, name) = IEC
         .iter()
         .copied()
-        .find(|&(u, _)| n % u == 0)
+        .find(|&(u, _)| n.is_multiple_of(u))
         .unwrap_or((1, ""));
     format!("{}{name}", n / unit)
 }
@@ -386,7 +386,7 @@ pub fn human_size(n: u64) -> String {
 
 /// A size compactly for paths and labels: `512k`, `2m`, `1g` (powers of 1024), else bytes.
 pub fn compact_size(n: u64) -> String {
-    match IEC[2..5].iter().find(|&&(u, _)| n > 0 && n % u == 0) {
+    match IEC[2..5].iter().find(|&&(u, _)| n > 0 && n.is_multiple_of(u)) {
         Some(&(u, name)) => format!("{}{}", n / u, name[..1].to_ascii_lowercase()),
         None => n.to_string(),
     }
@@ -401,7 +401,7 @@ pub fn format_byte_rate(bytes_per_s: u64) -> String {
 /// `800kbit/s`, `1.5Mbit/s`, `999bit/s`.
 pub fn format_bit_rate(bps: u64) -> String {
     for (unit, name) in [(1_000_000_000u64, "G"), (1_000_000, "M"), (1_000, "k")] {
-        if bps >= unit && bps % (unit / 1000) == 0 {
+        if bps >= unit && bps.is_multiple_of(unit / 1000) {
             let whole = bps / unit;
             let frac = (bps % unit) / (unit / 1000);
             let text = if frac == 0 {
