@@ -87,7 +87,7 @@ impl UnitError {
         }
     }
 
-    /// The same error with a reason after the expectation (`..., got '0' (must be above 0)`).
+    /// The same error with a reason after the expectation (`..., got '0' (must be positive)`).
     pub fn because(mut self, why: impl Into<String>) -> Self {
         self.why = Some(why.into());
         self
@@ -170,7 +170,7 @@ pub fn parse_size(s: &str) -> Result<u64, UnitError> {
 /// A size above zero.
 pub fn parse_positive_size(s: &str) -> Result<u64, UnitError> {
     match parse_size(s)? {
-        0 => Err(UnitError::new(Quantity::Size, s).because("must be above 0")),
+        0 => Err(UnitError::new(Quantity::Size, s).because("must be positive")),
         n => Ok(n),
     }
 }
@@ -194,7 +194,7 @@ pub fn parse_seconds(s: &str) -> Result<f64, UnitError> {
 pub fn parse_positive_duration(s: &str) -> Result<Duration, UnitError> {
     let d = parse_duration(s)?;
     if d.is_zero() {
-        return Err(UnitError::new(Quantity::Duration, s).because("must be above 0"));
+        return Err(UnitError::new(Quantity::Duration, s).because("must be positive"));
     }
     Ok(d)
 }
@@ -313,7 +313,7 @@ pub fn parse_memory(s: &str) -> Result<Memory, UnitError> {
         "auto" => Ok(Memory::Auto),
         "off" => Ok(Memory::Off),
         t => match parse_size(t) {
-            Ok(0) => Err(UnitError::new(Quantity::Memory, s).because("must be above 0")),
+            Ok(0) => Err(UnitError::new(Quantity::Memory, s).because("must be positive")),
             Ok(n) => Ok(Memory::Size(n)),
             Err(_) => Err(UnitError::new(Quantity::Memory, s)),
         },

@@ -35,7 +35,7 @@ fn sizes_as_typed() {
             format!("expected a size like 512KiB or 1GiB, got '{bad}'")
         );
     }
-    assert!(parse_positive_size("0").unwrap_err().to_string().contains("above 0"));
+    assert!(parse_positive_size("0").unwrap_err().to_string().contains("must be positive"));
     assert_eq!(parse_positive_size("1KiB"), Ok(1024));
 }
 
@@ -150,7 +150,7 @@ fn memory_settings() {
     assert_eq!(parse_memory("off"), Ok(Memory::Off));
     assert_eq!(parse_memory("1GiB"), Ok(Memory::Size(GI)));
     assert_eq!(parse_memory("256MiB").map(Memory::size), Ok(Some(256 * MI)));
-    assert!(parse_memory("0").unwrap_err().to_string().contains("above 0"));
+    assert!(parse_memory("0").unwrap_err().to_string().contains("must be positive"));
     assert_eq!(
         parse_memory("lots").unwrap_err().to_string(),
         "expected auto, off or a size like 1GiB, got 'lots'"
