@@ -545,7 +545,7 @@ fn specs_serialize_as_strings() {
     assert!(json.starts_with("\"first-grow-sr:max=8388608"), "{json}");
     assert_eq!(serde_json::from_str::<PolicySpec>(&json).unwrap(), s);
     let err = serde_json::from_str::<PolicySpec>("\"fixed:lots\"").unwrap_err();
-    assert!(err.to_string().contains("not a size"), "{err}");
+    assert!(err.to_string().contains("expected a size"), "{err}");
 }
 
 #[test]
