@@ -139,7 +139,12 @@ impl fmt::Display for UnitError {
         if let Some(place) = &self.place {
             write!(f, "{place}: ")?;
         }
-        write!(f, "expected {}, got '{}'", self.quantity.expected(), self.got)?;
+        write!(
+            f,
+            "expected {}, got '{}'",
+            self.quantity.expected(),
+            self.got
+        )?;
         if let Some(why) = &self.why {
             write!(f, " ({why})")?;
         }
@@ -386,7 +391,10 @@ pub fn human_size(n: u64) -> String {
 
 /// A size compactly for paths and labels: `512k`, `2m`, `1g` (powers of 1024), else bytes.
 pub fn compact_size(n: u64) -> String {
-    match IEC[2..5].iter().find(|&&(u, _)| n > 0 && n.is_multiple_of(u)) {
+    match IEC[2..5]
+        .iter()
+        .find(|&&(u, _)| n > 0 && n.is_multiple_of(u))
+    {
         Some(&(u, name)) => format!("{}{}", n / u, name[..1].to_ascii_lowercase()),
         None => n.to_string(),
     }

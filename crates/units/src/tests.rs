@@ -27,7 +27,16 @@ fn sizes_as_typed() {
     for &(text, want) in table {
         assert_eq!(parse_size(text), Ok(want), "{text}");
     }
-    for bad in ["", "lots", "-1", "MiB", "1 furlong", "1MiB/s", "1.2.3MiB", "1Mbit"] {
+    for bad in [
+        "",
+        "lots",
+        "-1",
+        "MiB",
+        "1 furlong",
+        "1MiB/s",
+        "1.2.3MiB",
+        "1Mbit",
+    ] {
         let e = parse_size(bad).unwrap_err();
         assert_eq!(e.quantity(), Quantity::Size, "{bad}");
         assert_eq!(
@@ -35,7 +44,10 @@ fn sizes_as_typed() {
             format!("expected a size like 512KiB or 1GiB, got '{bad}'")
         );
     }
-    assert!(parse_positive_size("0").unwrap_err().to_string().contains("must be positive"));
+    assert!(parse_positive_size("0")
+        .unwrap_err()
+        .to_string()
+        .contains("must be positive"));
     assert_eq!(parse_positive_size("1KiB"), Ok(1024));
 }
 
@@ -150,7 +162,10 @@ fn memory_settings() {
     assert_eq!(parse_memory("off"), Ok(Memory::Off));
     assert_eq!(parse_memory("1GiB"), Ok(Memory::Size(GI)));
     assert_eq!(parse_memory("256MiB").map(Memory::size), Ok(Some(256 * MI)));
-    assert!(parse_memory("0").unwrap_err().to_string().contains("must be positive"));
+    assert!(parse_memory("0")
+        .unwrap_err()
+        .to_string()
+        .contains("must be positive"));
     assert_eq!(
         parse_memory("lots").unwrap_err().to_string(),
         "expected auto, off or a size like 1GiB, got 'lots'"
@@ -183,11 +198,15 @@ fn errors_name_the_flag_or_the_field() {
         "--memory: expected a size like 512KiB or 1GiB, got 'x'"
     );
     assert_eq!(
-        e.clone().field("spec.toml", Some(3), "sessions.request").to_string(),
+        e.clone()
+            .field("spec.toml", Some(3), "sessions.request")
+            .to_string(),
         "spec.toml:3: sessions.request: expected a size like 512KiB or 1GiB, got 'x'"
     );
     assert_eq!(
-        e.field("spec.toml", None, "pad_to").at("workload").to_string(),
+        e.field("spec.toml", None, "pad_to")
+            .at("workload")
+            .to_string(),
         "workload: spec.toml: pad_to: expected a size like 512KiB or 1GiB, got 'x'"
     );
 }

@@ -9,9 +9,8 @@ pub struct Args {
     /// Directory for the report (bench.json, report.md, report.html).
     #[arg(long, default_value = "vodkit-demo")]
     out: PathBuf,
-    /// No progress output.
-    #[arg(long)]
-    quiet: bool,
+    #[command(flatten)]
+    quiet: super::flags::Quiet,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -19,7 +18,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     match vodkit_bench::demo::run(
         &super::absolute(&args.out),
         std::env::current_exe().ok(),
-        !args.quiet,
+        args.quiet.progress(),
     ) {
         Ok(table) => {
             print!("{table}");

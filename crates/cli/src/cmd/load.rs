@@ -50,16 +50,17 @@ struct RunArgs {
     #[arg(long)]
     sessions: Option<PathBuf>,
     /// Dialect of the session log.
-    #[arg(long, default_value = "auto", value_parser = parse_format)]
+    #[arg(long = "log-format", alias = "format", default_value = "auto", value_parser = parse_format)]
     format: FormatChoice,
-    /// Sessions started per second (Poisson arrivals from the log's gaps).
-    #[arg(long, default_value_t = 1.0)]
+    /// Sessions started per second (Poisson arrivals from the log's gaps), e.g. 2, 0.5/s
+    /// or 120/min.
+    #[arg(long, default_value = "1", value_name = super::flags::SESSION_RATE, value_parser = super::flags::session_rate)]
     rate: f64,
     /// Run at most this many sessions of the log.
     #[arg(long)]
     max_sessions: Option<usize>,
     /// Stop after this long (e.g. `10m`); sessions still running are cancelled.
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = super::flags::DURATION, value_parser = super::flags::duration)]
     duration: Option<Duration>,
     /// Check every received byte against the file set's deterministic content.
     #[arg(long)]
@@ -130,7 +131,7 @@ struct RunArgs {
     start_at: Option<std::time::SystemTime>,
     /// Content the modelled player buffers before playback starts and after a stall (QoS),
     /// e.g. `2s` (default: workload.json's `startup_buffer_s`, else 2 s).
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = super::flags::DURATION, value_parser = super::flags::duration)]
     startup_buffer: Option<Duration>,
     #[command(flatten)]
     players: PlayerArgs,
@@ -185,7 +186,7 @@ pub struct PlayerArgs {
     )]
     abr: vodkit_load::player::abr::Rule,
     /// Players stop fetching while this much media is buffered.
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration, requires = "player")]
+    #[arg(long, default_value = "30s", value_name = super::flags::DURATION, value_parser = super::flags::duration, requires = "player")]
     buffer_target: Duration,
     /// Segments a player buffers before playback starts.
     #[arg(long, default_value_t = 2, requires = "player")]
