@@ -27,7 +27,7 @@ struct PushArgs {
     /// Streams published at once.
     #[arg(long, default_value_t = 1)]
     streams: u32,
-    /// Bit rate of every stream, e.g. 3000kbit/s or 3Mbit/s.
+    /// Bit rate of every stream, e.g. 800k, 3000kbit/s or 3Mbit/s.
     #[arg(long, default_value = "3000kbit/s", value_name = super::flags::BITRATE, value_parser = super::flags::bit_rate)]
     bitrate: u64,
     /// Segment duration.

@@ -36,7 +36,12 @@ struct Common {
     #[arg(long)]
     log: PathBuf,
     /// Log format: auto, netflix, nginx, vodkit, combined, common or json.
-    #[arg(long = "log-format", alias = "format", default_value = "auto")]
+    #[arg(
+        long = "log-format",
+        alias = "format",
+        default_value = "auto",
+        value_name = "FORMAT"
+    )]
     log_format: LogFormat,
     /// File table (file,bitrate_kbps,media,size_bytes,drive).
     #[arg(long, conflicts_with = "catalog")]
