@@ -322,7 +322,7 @@ mod tests {
         assert!(parse_sweep("4MiB:1MiB:1MiB")
             .unwrap_err()
             .contains("smaller"));
-        assert!(parse_sweep("1MiB:x:1MiB").unwrap_err().contains("`x`"));
+        assert!(parse_sweep("1MiB:x:1MiB").unwrap_err().contains("'x'"));
         assert!(parse_sweep("0").is_err());
     }
 
