@@ -2,8 +2,9 @@
 //! rates (all from `vodkit_units`, so every flag accepts the same forms) and the argument
 //! groups several subcommands flatten, so one concept has one name everywhere.
 //!
-//! Names settled here: `--quiet` (no progress output), `--duration` (how long a run or each
-//! data point lasts), `--interval` (how often a periodic sample or report is taken),
+//! Names settled here: `--quiet` (no progress output; `--progress` forces a status line
+//! where stderr is not a terminal), `--duration` (how long a run or each data point lasts),
+//! `--interval` (how often a periodic sample or report is taken),
 //! `--ingest-token`/`--ingest-token-file` (the live publisher's bearer token), `--bitrate`
 //! (a bit rate with units), `--prefetch` (a prefetch policy), `--memory` (`auto|off|SIZE`),
 //! `readahead` as one word, and `--format` for output formats only (an input's dialect is
@@ -93,4 +94,16 @@ impl PrefetchMemory {
     pub fn setting(self) -> vodkit_prefetch::budget::MemorySetting {
         self.memory.into()
     }
+}
+
+/// `--quiet` and `--progress` of a command that draws a status line when stderr is a
+/// terminal.
+#[derive(clap::Args, Debug, Clone, Copy, Default)]
+pub struct StatusLine {
+    /// No status line.
+    #[arg(long, conflicts_with = "progress")]
+    pub quiet: bool,
+    /// Show the live status line even when stderr is not a terminal.
+    #[arg(long)]
+    pub progress: bool,
 }

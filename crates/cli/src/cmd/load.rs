@@ -147,9 +147,8 @@ struct RunArgs {
     /// apart (`probes` in results.json; seed 004 used 20 probes of 60 s): `--probe 20,60s`.
     #[arg(long, value_name = "N,LEN")]
     probe: Option<vodkit_load::probe::Probes>,
-    /// Show the live status line even when stderr is not a terminal.
-    #[arg(long)]
-    progress: bool,
+    #[command(flatten)]
+    status: super::flags::StatusLine,
     /// Worker threads (default: one per core).
     #[arg(long)]
     threads: Option<usize>,
@@ -292,7 +291,8 @@ fn run_load(a: RunArgs) -> anyhow::Result<()> {
     config.duration = a.duration;
     config.verify = a.verify;
     config.tls = a.tls.client(&config.target).map_err(usage)?;
-    config.progress = a.progress;
+    config.progress = a.status.progress;
+    config.quiet = a.status.quiet;
     config.workers = a.threads;
     config.stop_on_interrupt = true;
     config.link_mode = a.link;
