@@ -34,7 +34,7 @@ pub struct Args {
     memory: Option<vodkit_units::Memory>,
     /// With --replay: replay at these rates (sessions/s, comma-separated) instead of
     /// searching the highest rate the drive sustains.
-    #[arg(long, requires = "replay", value_delimiter = ',')]
+    #[arg(long, requires = "replay", value_delimiter = ',', value_name = flags::SESSION_RATE, value_parser = flags::session_rate)]
     rate: Vec<f64>,
     /// Prefetch policies. The policies to compare (default
     /// fixed,proportional,sqrt,first-grow,first-grow-sr; also auto); with --replay the
