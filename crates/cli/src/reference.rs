@@ -139,7 +139,7 @@ fn root() -> Command {
 fn docs_cli_md_is_the_generated_reference() {
     let text = markdown(&root());
     let path = docs_path();
-    if std::env::var_os("VODKIT_BLESS").is_some() {
+    if std::env::var("VODKIT_BLESS").is_ok_and(|v| !v.is_empty() && v != "0") {
         std::fs::write(&path, &text).unwrap();
         return;
     }
