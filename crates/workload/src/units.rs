@@ -2,6 +2,6 @@
 //! `vodkit_units` for the forms accepted and the SI/IEC rules.
 
 pub use vodkit_units::{
-    compact_size, human_size, parse_bandwidth, parse_seconds, parse_size, parse_size_or_time,
-    Bandwidth, Seconds, Size, SizeOrTime,
+    compact_size, human_size, parse_bandwidth, parse_kbps, parse_seconds, parse_size,
+    parse_size_or_time, Bandwidth, Seconds, Size, SizeOrTime,
 };
