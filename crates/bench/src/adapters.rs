@@ -561,8 +561,8 @@ impl Running for ChildRunning {
 pub(crate) const EXITED_DURING_RUN: &str = "exited during the run";
 
 /// The line for a `vodkit serve` that exited before the bench stopped it: a SIGKILL
-/// nobody sent is, under a memory budget, the cgroup's OOM killer (session 22: a
-/// `--io direct` server at its budget; the point only showed failed sessions).
+/// nobody sent is, under a memory budget, the cgroup's OOM killer (it ended a `--io direct`
+/// server at its budget, and the point only showed failed sessions).
 fn died_line(status: std::process::ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
     let why = match status.signal() {

@@ -158,7 +158,7 @@ pub fn table(r: &BenchReport) -> String {
 }
 
 /// report.md's players section: each point's ABR figures, so a reader sees the delivered
-/// bit rate fall before stalls appear (issue #19). Empty without players.
+/// bit rate fall before stalls appear. Empty without players.
 fn players_section(r: &BenchReport) -> String {
     let mut md = String::new();
     for s in &r.servers {

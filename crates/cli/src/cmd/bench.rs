@@ -1,4 +1,4 @@
-//! `vodkit bench` (issue #6): capacity experiments with servers under test side by side.
+//! `vodkit bench`: capacity experiments with servers under test side by side.
 //! Flags only; the work is in `vodkit_bench::runner`.
 
 use std::path::PathBuf;
