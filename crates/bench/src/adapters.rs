@@ -295,6 +295,7 @@ impl VodkitStarter for InProcessVodkit {
             large_folios: launch
                 .large_folios
                 .unwrap_or(vodkit_server::IoSettings::default().large_folios),
+            order: launch.order.unwrap_or_default(),
             ..Default::default()
         };
         config.admission = launch.admission.unwrap_or(config.admission);
@@ -396,6 +397,9 @@ impl VodkitStarter for ChildVodkit {
         }
         if let Some(on) = launch.large_folios {
             cmd.arg("--large-folios").arg(if on { "on" } else { "off" });
+        }
+        if let Some(o) = launch.order {
+            cmd.arg("--io-order").arg(o.name());
         }
         cmd.arg("--access-log").arg(run_dir.join("access.log"));
         if let Some(t) = tls {
@@ -645,18 +649,20 @@ impl PreloadKit {
         run_dir: &Path,
         budget: Option<&CommandWrap>,
     ) -> Result<PreloadDaemon, String> {
-        self.start_daemon_with(policy, None, run_dir, budget)
+        self.start_daemon_with(policy, None, None, run_dir, budget)
     }
 
-    /// [`PreloadKit::start_daemon`] with the daemon's `--memory` (`None`: its default).
+    /// [`PreloadKit::start_daemon`] with the daemon's `--memory` and `--io-order` (`None`:
+    /// their defaults).
     pub fn start_daemon_with(
         &self,
         policy: &PolicySpec,
         memory: Option<MemorySetting>,
+        order: Option<vodkit_prefetch::IoOrder>,
         run_dir: &Path,
         budget: Option<&CommandWrap>,
     ) -> Result<PreloadDaemon, String> {
-        self.start_daemon_from(None, policy, memory, run_dir, budget)
+        self.start_daemon_from(None, policy, memory, order, run_dir, budget)
     }
 
     /// [`PreloadKit::start_daemon_with`] from another vodkit build (`+bin:PATH`; `None`:
@@ -666,6 +672,7 @@ impl PreloadKit {
         exe: Option<&Path>,
         policy: &PolicySpec,
         memory: Option<MemorySetting>,
+        order: Option<vodkit_prefetch::IoOrder>,
         run_dir: &Path,
         budget: Option<&CommandWrap>,
     ) -> Result<PreloadDaemon, String> {
@@ -680,6 +687,9 @@ impl PreloadKit {
             let mut other = Command::new(exe);
             other.args(cmd.get_args());
             cmd = other;
+        }
+        if let Some(o) = order {
+            cmd.arg("--io-order").arg(o.name());
         }
         let cmd = match budget {
             Some(b) => b(cmd)?,

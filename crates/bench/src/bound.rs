@@ -18,6 +18,10 @@
 //! memory (Dan & Sitaram interval caching, per byte between consecutive readers), at a cost
 //! of bytes × gap byte-seconds; the cheapest intervals are admitted first. Disk time per
 //! second is positionings × t_pos + bytes / R; the bound is the largest λ at which it is ≤ 1.
+//! t_pos is the cheaper of a read at an independent place and a read in a sweep serving one
+//! read of each of the N streams active at λ (`vodkit_disk::model::sweep`: a server that
+//! orders its reads by head position seeks shorter), so the bound stays an upper bound for
+//! servers that sweep.
 
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -447,7 +451,7 @@ pub fn evaluate(
         }
         let prefetch = (usable_bytes - interval).max(0.0);
         let (positionings, bytes, kappa) = cls.disk(prefetch / per_s);
-        let pos_s = positionings * disk.positioning_s;
+        let pos_s = positionings * positioning_at(w, disk, lambda);
         let xfer_s = bytes / disk.transfer_bytes_s;
         let utilization = per_s * (pos_s + xfer_s);
         let e = Evaluation {
@@ -476,6 +480,13 @@ pub fn evaluate(
     })
 }
 
+/// t_pos at rate `lambda`: a sweep serves at most one read of each stream active at once
+/// (two reads of one stream in a sweep would be one), so at most N reads; the more reads a
+/// sweep serves, the shorter its seeks, so N reads give the cheapest positioning.
+pub fn positioning_at(w: &Workload, disk: &DiskTerms, lambda: f64) -> f64 {
+    disk.positioning_for(lambda / w.gap_sum * w.stream_seconds)
+}
+
 /// Time-averaged bytes of responses not yet delivered over the clients' links at rate
 /// `lambda` (Little's law over the list's byte-seconds).
 pub fn in_transfer_bytes(w: &Workload, lambda: f64) -> f64 {
@@ -490,8 +501,12 @@ pub struct CapacityBound {
     pub drive: String,
     /// Fraction of the modelled surface the file set occupies (placed at the outer edge).
     pub span_fraction: f64,
-    /// t_pos: expected positioning per read, ms.
+    /// t_pos: expected positioning per read at an independent place, ms.
     pub positioning_ms: f64,
+    /// t_pos of a read in a sweep serving one read per stream at the bound, ms, when that is
+    /// cheaper than `positioning_ms` (the bound then counts it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep_positioning_ms: Option<f64>,
     /// R: zoned transfer rate over the span, MB/s (10^6 bytes).
     pub transfer_mb_s: f64,
     pub memory_bytes: u64,
@@ -570,6 +585,9 @@ pub fn bound(
         drive: drive.to_string(),
         span_fraction: disk.span_fraction,
         positioning_ms: disk.positioning_s * 1000.0,
+        sweep_positioning_ms: Some(positioning_at(w, disk, rate.max(f64::MIN_POSITIVE)))
+            .filter(|&t| t < disk.positioning_s)
+            .map(|t| t * 1000.0),
         transfer_mb_s: disk.transfer_bytes_s / 1e6,
         memory_bytes: memory.budget_bytes,
         reserve_bytes: memory.reserve_bytes,

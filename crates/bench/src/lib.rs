@@ -28,6 +28,7 @@ pub mod runner;
 pub mod scenario;
 pub mod scenario_run;
 pub mod search;
+pub mod setup;
 pub mod sut;
 pub mod system;
 pub mod validate;

@@ -458,11 +458,13 @@ pub fn capacity_bound(
 /// One line describing a bound for the report's notes.
 pub fn bound_note(b: &crate::bound::CapacityBound) -> String {
     format!(
-        "capacity bound {:.2} sessions/s (any server, docs/bench.md): {} over {:.0}% of the surface, t_pos {:.1} ms, R {:.0} MB/s; {} budget − {} reserve = {} prefetch + {} intervals + {} in transfer to clients; {:.0} streams, {:.0}% hits, {:.0} MB/s from disk",
+        "capacity bound {:.2} sessions/s (any server, docs/bench.md): {} over {:.0}% of the surface, t_pos {:.1} ms{}, R {:.0} MB/s; {} budget − {} reserve = {} prefetch + {} intervals + {} in transfer to clients; {:.0} streams, {:.0}% hits, {:.0} MB/s from disk",
         b.bound_rate,
         b.drive,
         b.span_fraction * 100.0,
         b.positioning_ms,
+        b.sweep_positioning_ms
+            .map_or(String::new(), |t| format!(" ({t:.1} ms in sweeps)")),
         b.transfer_mb_s,
         bytesize::ByteSize(b.memory_bytes),
         bytesize::ByteSize(b.reserve_bytes),

@@ -66,6 +66,7 @@ const DISK: DiskTerms = DiskTerms {
     positioning_s: 0.01,
     transfer_bytes_s: 1e8,
     span_fraction: 1.0,
+    sweep: None,
 };
 
 /// Transfer only: the best split then simply maximizes hits.
@@ -73,6 +74,7 @@ const NO_SEEK: DiskTerms = DiskTerms {
     positioning_s: 0.0,
     transfer_bytes_s: 1e8,
     span_fraction: 1.0,
+    sweep: None,
 };
 
 fn memory(bytes: u64) -> MemoryTerms {
@@ -380,6 +382,55 @@ fn d_more_memory_or_a_faster_drive_never_lowers_the_bound() {
 }
 
 #[test]
+fn d_sweeps_raise_the_bound_which_stays_a_bound_and_a_rate_above_it_fails() {
+    let w = mixed();
+    let m = memory(256 << 20);
+    let with = disk_terms(&preset("wd-red").unwrap(), 0.8).unwrap();
+    let sweep = with.sweep.expect("the drive terms model sweeps");
+    let without = DiskTerms {
+        sweep: None,
+        ..with
+    };
+    let old = bound(&w, &without, &m, "wd-red").unwrap();
+    let new = bound(&w, &with, &m, "wd-red").unwrap();
+    assert_eq!(old.sweep_positioning_ms, None);
+    // The cheaper positioning never lowers the bound: it stays an upper bound for servers
+    // that read at independent places, and becomes one for servers that sweep.
+    assert!(new.bound_rate >= old.bound_rate, "{new:?} {old:?}");
+    // With this many streams a sweep's seeks are shorter, and the bound counts them: its
+    // t_pos is the sweep's for one read of each stream active at the bound.
+    let t = new.sweep_positioning_ms.expect("sweeps are cheaper here");
+    assert!(t < new.positioning_ms, "{t} {}", new.positioning_ms);
+    assert!(close(
+        t / 1000.0,
+        sweep.positioning_s(new.streams_at_bound),
+        1e-9
+    ));
+    assert!(
+        new.bound_rate > old.bound_rate * 1.03,
+        "{} {}",
+        new.bound_rate,
+        old.bound_rate
+    );
+    // The same positioning at the bound's own rate fills the drive exactly.
+    let e = evaluate(
+        &w,
+        &with,
+        m.usable_bytes() as f64,
+        new.bound_rate,
+        SPLIT_STEPS,
+    );
+    assert!(close(e.utilization, 1.0, 1e-6), "{e:?}");
+    // A measured rate the old bound would have rejected is within the new one; above the
+    // new one it is an error.
+    let between = old.bound_rate * 1.03;
+    assert!(check_fraction(between, old.bound_rate).is_err());
+    assert!(check_fraction(between, new.bound_rate).is_ok());
+    let e = check_fraction(new.bound_rate * 1.05, new.bound_rate).unwrap_err();
+    assert!(e.contains("exceeds the capacity bound"), "{e}");
+}
+
+#[test]
 fn e_a_measured_rate_above_the_bound_is_an_error_naming_both() {
     assert_eq!(check_fraction(5.0, 10.0), Ok(0.5));
     assert_eq!(check_fraction(10.0, 10.0), Ok(1.0));
@@ -490,6 +541,7 @@ fn a_bound(rate: f64) -> CapacityBound {
         drive: "wd-red".into(),
         span_fraction: 0.8,
         positioning_ms: 18.0,
+        sweep_positioning_ms: None,
         transfer_mb_s: 120.0,
         memory_bytes: 256 << 20,
         reserve_bytes: 64 << 20,

@@ -30,7 +30,7 @@ fn capacity(s: &ServerReport) -> String {
     }
 }
 
-const HEADER: [&str; 11] = [
+pub(super) const HEADER: [&str; 11] = [
     "server",
     "max rate",
     "% of bound",
@@ -44,7 +44,7 @@ const HEADER: [&str; 11] = [
     "cores srv/load/disk",
 ];
 
-fn row(s: &ServerReport) -> [String; 11] {
+pub(super) fn row(s: &ServerReport) -> [String; 11] {
     [
         s.sut.clone(),
         capacity(s),
@@ -80,7 +80,7 @@ fn cores(s: &ServerReport) -> String {
 }
 
 /// The adaptive players' figures of one point (`qos.abr`, `vodkit bench --player`).
-fn abr(qos: Option<&serde_json::Value>) -> Option<String> {
+pub(super) fn abr(qos: Option<&serde_json::Value>) -> Option<String> {
     let a = qos?.get("abr")?;
     let f = |k: &str| a.get(k).and_then(serde_json::Value::as_f64);
     let players = f("players")?;
@@ -195,7 +195,7 @@ fn players_section(r: &BenchReport) -> String {
 }
 
 /// "bound X sessions/s (...)": the capacity bound and what it assumed, when the run has one.
-fn bound_line(r: &BenchReport) -> Option<String> {
+pub(super) fn bound_line(r: &BenchReport) -> Option<String> {
     let rate = r.bound_rate?;
     let how = r.bound.as_ref().map_or(String::new(), |b| {
         format!(

@@ -11,6 +11,10 @@ pub struct Args {
     out: PathBuf,
     #[command(flatten)]
     quiet: super::flags::Quiet,
+    /// Install nothing: print the command that installs what is missing (as root on
+    /// Debian/Ubuntu the demo installs nginx, Apache and the emulated disk's tools itself).
+    #[arg(long)]
+    no_install: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -19,6 +23,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         &super::absolute(&args.out),
         std::env::current_exe().ok(),
         args.quiet.progress(),
+        !args.no_install,
     ) {
         Ok(table) => {
             print!("{table}");

@@ -53,6 +53,7 @@ const DISK: DiskTerms = DiskTerms {
     positioning_s: 0.010,
     transfer_bytes_s: 100e6,
     span_fraction: 1.0,
+    sweep: None,
 };
 
 fn config(budget: u64, prefetch: Prefetch) -> ReplayConfig {
