@@ -110,6 +110,7 @@ fn the_replays_cache_engine_agrees_with_libcachesim() {
             positioning_s: 0.01,
             transfer_bytes_s: 100e6,
             span_fraction: 1.0,
+            sweep: None,
         },
         prefetch: Prefetch::Budget,
     };

@@ -293,7 +293,7 @@ fn replay(args: &Args, dir: &std::path::Path) -> anyhow::Result<()> {
             "request stream at {rate:.2} sessions/s ({} retention): {} object requests of {} blocks -> {}",
             cfg.memory.retention,
             reqs.len(),
-            bytesize::ByteSize(rp::export::BLOCK_BYTES),
+            vodkit_units::human_size(rp::export::BLOCK_BYTES),
             path.display()
         );
     }
@@ -320,7 +320,7 @@ fn retention_table(
         "\nretentions at {} (bound {:.2} sessions/s, {:.0}% of bytes from memory):\n\n\
          | retention | sessions/s | of the bound | bytes from memory | kept for followers | consumed-cache | mean read |\n\
          |---|---|---|---|---|---|---|\n",
-        bytesize::ByteSize(memory),
+        vodkit_units::human_size(memory),
         bound_rate,
         100.0 * bound_hits
     );
@@ -331,9 +331,9 @@ fn retention_table(
             r.rate,
             r.rate / bound_rate,
             100.0 * r.hit_fraction,
-            bytesize::ByteSize(r.mean_kept_bytes as u64),
-            bytesize::ByteSize(r.mean_cached_bytes as u64),
-            bytesize::ByteSize(r.mean_read_bytes as u64)
+            vodkit_units::human_size(r.mean_kept_bytes as u64),
+            vodkit_units::human_size(r.mean_cached_bytes as u64),
+            vodkit_units::human_size(r.mean_read_bytes as u64)
         ));
     }
     t
