@@ -36,8 +36,7 @@ use std::collections::BTreeMap;
 /// Bit rate assumed for files whose rate is unknown (the YouTube SD rate, thesis 3.3).
 pub const DEFAULT_BITRATE_KBPS: u32 = 419;
 
-/// Identity of a file as the policy sees it (e.g. device and inode folded together).
-pub type FileId = u64;
+pub use crate::FileId;
 
 /// One cache miss, as presented to a policy.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
