@@ -148,12 +148,14 @@ pub fn cpu_limit_in(proc_cgroup: &Path, root: &Path) -> Option<f64> {
                         _ => None,
                     }
                 }
-                CgroupVersion::V2 => std::fs::read_to_string(d.join("cpu.max"))
-                    .ok()
-                    .and_then(|t| {
-                        let mut f = t.split_whitespace();
-                        cores(f.next()?, f.next().unwrap_or("100000"))
-                    }),
+                CgroupVersion::V2 => {
+                    std::fs::read_to_string(d.join("cpu.max"))
+                        .ok()
+                        .and_then(|t| {
+                            let mut f = t.split_whitespace();
+                            cores(f.next()?, f.next().unwrap_or("100000"))
+                        })
+                }
             };
             if let Some(q) = quota {
                 limit = Some(limit.map_or(q, |l: f64| l.min(q)));
@@ -226,22 +228,17 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path();
         let text = "4:memory:/x\n0::/a\n";
+        let memory = || own_in(text, root, "memory", "memory.limit_in_bytes");
         // Neither a v1 hierarchy with the file nor a v2 one offering the controller.
-        assert_eq!(own_in(text, root, "memory", "memory.limit_in_bytes"), None);
+        assert_eq!(memory(), None);
         // v2 offering it (on a hybrid host, under unified/).
         std::fs::create_dir_all(root.join("unified")).unwrap();
         std::fs::write(root.join("unified/cgroup.controllers"), "cpu memory io\n").unwrap();
-        assert_eq!(
-            own_in(text, root, "memory", "memory.limit_in_bytes"),
-            Some((root.join("unified/a"), CgroupVersion::V2))
-        );
+        assert_eq!(memory(), Some((root.join("unified/a"), CgroupVersion::V2)));
         assert_eq!(own_in(text, root, "pids", "pids.max"), None);
         // The v1 hierarchy, recognised by its file, comes first.
         std::fs::create_dir_all(root.join("memory/x")).unwrap();
         std::fs::write(root.join("memory/x/memory.limit_in_bytes"), "1\n").unwrap();
-        assert_eq!(
-            own_in(text, root, "memory", "memory.limit_in_bytes"),
-            Some((root.join("memory/x"), CgroupVersion::V1))
-        );
+        assert_eq!(memory(), Some((root.join("memory/x"), CgroupVersion::V1)));
     }
 }

@@ -167,4 +167,3 @@ fn record_reject(
         });
     }
 }
-

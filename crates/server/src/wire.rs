@@ -114,4 +114,3 @@ pub(crate) fn full_text(resp: &Response) -> Vec<u8> {
     }
     out
 }
-

@@ -23,8 +23,8 @@ pub use capacity::{
     DiskTerms,
 };
 pub use preset::{preset, Preset, PRESET_NAMES};
-pub use spec::{DriveSpec, Published};
 pub use seek::SeekCurve;
+pub use spec::{DriveSpec, Published};
 pub use zones::{ZoneProfile, MIB};
 
 use rand::{Rng, SeedableRng};

@@ -6,8 +6,8 @@
 //! ST1000DM003 7,200 rpm, both 1 TB), thesis 5.6.2 (Hitachi Deskstar 5K3000: 125.5 MB/s for
 //! sequential 2 MB reads, 48.4 MB/s for random 2 MB reads). `docs/disk.md` has the table.
 
-pub use super::spec::{half_rotation_ms, DriveSpec, Published};
 use super::seek::SeekCurve;
+pub use super::spec::{half_rotation_ms, DriveSpec, Published};
 use super::zones::ZoneProfile;
 use serde::{Deserialize, Serialize};
 

@@ -26,7 +26,7 @@ mod spec;
 
 pub use auto::{AutoParams, AutoPolicy, Scaling};
 pub use first_grow::{FirstGrowParams, FirstGrowPolicy};
-pub use scaled::{FixedPolicy, NonePolicy, ProportionalPolicy, SqrtPolicy};
+pub use scaled::{FixedPolicy, NonePolicy, ScaledPolicy};
 pub use spec::{PolicySpec, SpecError};
 
 pub use crate::chain::ChainKind;

@@ -52,9 +52,7 @@ impl<'a> Asked<'a> {
 fn requester(req: &Request, specs: Option<&[RangeSpec]>, info: ConnInfo) -> Requester {
     let open_ended = match specs {
         None => true,
-        Some(specs) => specs
-            .iter()
-            .any(|s| matches!(s, RangeSpec::From(_))),
+        Some(specs) => specs.iter().any(|s| matches!(s, RangeSpec::From(_))),
     };
     Requester::new(
         req.session_id.as_deref(),
@@ -123,4 +121,3 @@ pub(crate) fn finish(
         });
     }
 }
-

@@ -248,4 +248,3 @@ pub(crate) async fn handle<W: Wire>(
     );
     keep && result.is_ok()
 }
-

@@ -31,21 +31,8 @@ pub(crate) async fn discard_body<W: Wire>(
         let _ = send_text(shared, wire, &Response::text(413, true)).await;
         return Err(());
     }
-    let mut left = len as usize;
-    let deadline = tokio::time::Instant::from_std(Instant::now() + shared.config.header_timeout);
-    loop {
-        let take = left.min(buf.len());
-        buf.drain(..take);
-        left -= take;
-        if left == 0 {
-            return Ok(());
-        }
-        buf.reserve(8192);
-        match tokio::time::timeout_at(deadline, wire.read_more(buf)).await {
-            Ok(Ok(n)) if n > 0 => {}
-            _ => return Err(()),
-        }
-    }
+    let deadline = Instant::now() + shared.config.header_timeout;
+    take_body(wire, buf, len, deadline, None).await
 }
 
 /// Read a request body of `len` bytes (a live source's `PUT`): what the buffer already holds,
@@ -58,15 +45,31 @@ pub(crate) async fn read_body<W: Wire>(
     shared: &Shared,
 ) -> Result<Vec<u8>, ()> {
     let mut out = Vec::with_capacity(len.min(8 << 20) as usize);
-    let mut left = len as usize;
     let allowance = shared.config.header_timeout + std::time::Duration::from_secs(len / 1_000_000);
-    let deadline = tokio::time::Instant::from_std(Instant::now() + allowance);
+    take_body(wire, buf, len, Instant::now() + allowance, Some(&mut out)).await?;
+    Ok(out)
+}
+
+/// Take the next `len` body bytes, from the buffer and then the socket, by `deadline`:
+/// appended to `keep`, or dropped. `Err` when the client stalled or closed.
+async fn take_body<W: Wire>(
+    wire: &mut W,
+    buf: &mut Vec<u8>,
+    len: u64,
+    deadline: Instant,
+    mut keep: Option<&mut Vec<u8>>,
+) -> Result<(), ()> {
+    let mut left = len as usize;
+    let deadline = tokio::time::Instant::from_std(deadline);
     loop {
         let take = left.min(buf.len());
-        out.extend(buf.drain(..take));
+        match keep.as_deref_mut() {
+            Some(out) => out.extend(buf.drain(..take)),
+            None => drop(buf.drain(..take)),
+        }
         left -= take;
         if left == 0 {
-            return Ok(out);
+            return Ok(());
         }
         buf.reserve(left.min(1 << 16));
         match tokio::time::timeout_at(deadline, wire.read_more(buf)).await {
@@ -114,4 +117,3 @@ pub(crate) async fn read_chunked<W: Wire>(
         }
     }
 }
-

@@ -275,4 +275,3 @@ async fn send_windows<W: Wire>(
     }
     Ok(())
 }
-
