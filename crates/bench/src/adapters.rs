@@ -282,6 +282,12 @@ impl VodkitStarter for InProcessVodkit {
                 "an in-process vodkit server cannot run under a memory budget or CPU quota".into(),
             ));
         }
+        if let Some(exe) = launch.exe {
+            return Err(StartError::Failed(format!(
+                "+bin:{}: another build runs as a child process, and this run serves vodkit in-process (run `vodkit bench`)",
+                exe.display()
+            )));
+        }
         let mut config = vodkit_server::ServerConfig::new(launch.root);
         config.listen = "127.0.0.1:0".parse().expect("literal address");
         config.io = vodkit_server::IoSettings {
@@ -352,7 +358,7 @@ impl VodkitStarter for ChildVodkit {
             ..
         } = *launch;
         let port = free_port().map_err(|e| StartError::Failed(e.to_string()))?;
-        let mut cmd = Command::new(&self.exe);
+        let mut cmd = Command::new(launch.exe.unwrap_or(&self.exe));
         cmd.arg("serve").arg("--root").arg(launch.root);
         cmd.args([
             "--listen",

@@ -151,7 +151,11 @@ pub fn run(
         &crate::search::SearchPlan::failure_free_around(1.0),
         1,
     );
-    rep.search = serde_json::json!({"kind": "failure-free", "start": "guess/2", "step": "guess/2", "precision": "guess/8", "max": "2 guess", "point_s": POINT_S});
+    rep.search = if bound.is_some() {
+        serde_json::json!({"kind": "failure-free", "start": "bound/2", "step": "bound/4", "precision": "bound/32", "max": "bound", "point_s": POINT_S})
+    } else {
+        serde_json::json!({"kind": "failure-free", "start": "guess/2", "step": "guess/2", "precision": "guess/8", "max": "2 guess", "point_s": POINT_S})
+    };
     rep.servers = servers;
     rep.notes = notes;
     if let Some(b) = &bound {

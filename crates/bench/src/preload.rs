@@ -82,12 +82,31 @@ impl PreloadKit {
         run_dir: &Path,
         budget: Option<&CommandWrap>,
     ) -> Result<PreloadDaemon, String> {
+        self.start_daemon_from(None, policy, memory, run_dir, budget)
+    }
+
+    /// [`PreloadKit::start_daemon_with`] from another vodkit build (`+bin:PATH`; `None`:
+    /// the kit's own executable).
+    pub fn start_daemon_from(
+        &self,
+        exe: Option<&Path>,
+        policy: &PolicySpec,
+        memory: Option<MemorySetting>,
+        run_dir: &Path,
+        budget: Option<&CommandWrap>,
+    ) -> Result<PreloadDaemon, String> {
         static STARTS: AtomicU32 = AtomicU32::new(0);
         let n = STARTS.fetch_add(1, Ordering::SeqCst);
         let socket =
             std::env::temp_dir().join(format!("vodkit-bench-{}-{n}.sock", std::process::id()));
         let port = free_port().map_err(|e| format!("prefetchd: {e}"))?;
-        let cmd = self.daemon_command(&socket, policy, memory, port, run_dir);
+        let mut cmd = self.daemon_command(&socket, policy, memory, port, run_dir);
+        if let Some(exe) = exe {
+            // Same argv, another program.
+            let mut other = Command::new(exe);
+            other.args(cmd.get_args());
+            cmd = other;
+        }
         let cmd = match budget {
             Some(b) => b(cmd)?,
             None => cmd,
