@@ -6,6 +6,7 @@
 
 use std::path::PathBuf;
 use std::process::Command;
+use vodkit_peers::process::http_request;
 use vodkit_prefetch::budget::MemorySetting;
 
 /// Rewrites a server command (e.g. to run it in a memory cgroup or under the preload shim).
@@ -42,5 +43,17 @@ pub(crate) fn memory_arg(m: MemorySetting) -> String {
         MemorySetting::Off => "off".into(),
         MemorySetting::Auto => "auto".into(),
         MemorySetting::Budget(b) => b.to_string(),
+    }
+}
+
+/// `POST /clock?rate=R` to the admin listener on `port` (`vodkit serve`, `vodkit prefetchd`).
+pub fn set_clock_rate(port: u16, rate: f64) -> Result<(), String> {
+    match http_request(port, "POST", &format!("/clock?rate={rate}")) {
+        Ok((204, _)) => Ok(()),
+        Ok((status, body)) => Err(format!(
+            "POST /clock: {status} {}",
+            String::from_utf8_lossy(&body).trim()
+        )),
+        Err(e) => Err(format!("POST /clock: {e}")),
     }
 }

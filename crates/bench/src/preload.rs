@@ -2,7 +2,9 @@
 //! server's memory budget, with the preload library from `vodkit-preload` put into the
 //! server's command ([`PreloadKit`], [`PreloadDaemon`]).
 
-use crate::child::{memory_arg, vodkit_error_line, CommandWrap, ENV_VODKIT, EXITED_DURING_RUN};
+use crate::child::{
+    memory_arg, set_clock_rate, vodkit_error_line, CommandWrap, ENV_VODKIT, EXITED_DURING_RUN,
+};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -71,18 +73,20 @@ impl PreloadKit {
         run_dir: &Path,
         budget: Option<&CommandWrap>,
     ) -> Result<PreloadDaemon, String> {
-        self.start_daemon_with(policy, None, run_dir, budget)
+        self.start_daemon_with(policy, None, None, run_dir, budget)
     }
 
-    /// [`PreloadKit::start_daemon`] with the daemon's `--memory` (`None`: its default).
+    /// [`PreloadKit::start_daemon`] with the daemon's `--memory` and `--io-order` (`None`:
+    /// their defaults).
     pub fn start_daemon_with(
         &self,
         policy: &PolicySpec,
         memory: Option<MemorySetting>,
+        order: Option<vodkit_prefetch::IoOrder>,
         run_dir: &Path,
         budget: Option<&CommandWrap>,
     ) -> Result<PreloadDaemon, String> {
-        self.start_daemon_from(None, policy, memory, run_dir, budget)
+        self.start_daemon_from(None, policy, memory, order, run_dir, budget)
     }
 
     /// [`PreloadKit::start_daemon_with`] from another vodkit build (`+bin:PATH`; `None`:
@@ -92,6 +96,7 @@ impl PreloadKit {
         exe: Option<&Path>,
         policy: &PolicySpec,
         memory: Option<MemorySetting>,
+        order: Option<vodkit_prefetch::IoOrder>,
         run_dir: &Path,
         budget: Option<&CommandWrap>,
     ) -> Result<PreloadDaemon, String> {
@@ -106,6 +111,9 @@ impl PreloadKit {
             let mut other = Command::new(exe);
             other.args(cmd.get_args());
             cmd = other;
+        }
+        if let Some(o) = order {
+            cmd.arg("--io-order").arg(o.name());
         }
         let cmd = match budget {
             Some(b) => b(cmd)?,
@@ -184,6 +192,11 @@ impl PreloadDaemon {
     /// The daemon's process id.
     pub fn pid(&self) -> u32 {
         self.process.pid()
+    }
+
+    /// Run the daemon's engine clock `rate` times faster than real time.
+    pub fn set_clock_rate(&self, rate: f64) -> Result<(), String> {
+        set_clock_rate(self.process.port, rate)
     }
 
     /// Scrape its metrics into the run directory, stop it and return the lines that say
@@ -279,3 +292,4 @@ mod tests {
         assert!(!e.contains('\n'), "{e}");
     }
 }
+

@@ -37,6 +37,8 @@ pub struct CellPlan {
     /// Probe sessions per point (`--probe`).
     pub probes: Option<vodkit_load::probe::Probes>,
     pub repeat: u32,
+    /// The history played before every point.
+    pub fast_forward: crate::warmup::FastForwardChoice,
 }
 
 /// Turn a scenario's data into runnable cells.
@@ -48,11 +50,8 @@ pub fn cells(s: &Scenario) -> Result<Vec<CellPlan>, String> {
             if c.layout != "unchunked" {
                 sets.push(format!("layout={}", c.layout));
             }
-            let memory = c
-                .memory
-                .parse::<bytesize::ByteSize>()
-                .map_err(|e| format!("{}: {e}", c.memory))?
-                .as_u64();
+            let memory = vodkit_units::parse_size(c.memory)
+                .map_err(|e| e.at(format!("scenario cell {}: memory", c.label)))?;
             Ok(CellPlan {
                 label: c.label.to_string(),
                 spec: c.spec.to_string(),
@@ -78,6 +77,7 @@ pub fn cells(s: &Scenario) -> Result<Vec<CellPlan>, String> {
                 },
                 probes: s.probes.map(str::parse).transpose()?,
                 repeat: 1,
+                fast_forward: s.fast_forward,
             })
         })
         .collect()
@@ -156,6 +156,7 @@ pub fn run_cell(
         sequential_read: cell.sequential,
         probes: cell.probes,
         players: None,
+        fast_forward: cell.fast_forward,
     };
     let Ran {
         report: rep,

@@ -11,7 +11,7 @@
 //! lower points, on samples large enough to tell) ends the search like the ceiling: the
 //! testbed — most often the load generator sharing two cores with the server — carried
 //! no more, so the server was not judged there and its capacity is a lower bound (matrix
-//! MPL, session 19: 146 → 183 → 219 sessions/s "passed" at 804, 844 and 836 MB/s).
+//! MPL without a CPU quota: 146 → 183 → 219 sessions/s "passed" at 804, 844 and 836 MB/s).
 
 use serde::Serialize;
 use std::fmt;
@@ -28,7 +28,7 @@ pub enum Criterion {
     /// Strict, and at least this fraction of the judged sessions (the probes where the
     /// run has them, else every steady-state session) completed and played without a
     /// stall: seed 004's capacity, which viewers lose before any server resource looks
-    /// saturated (issue #19's `quality:P`; adaptive players must also have kept 90% of
+    /// saturated (adaptive players must also have kept 90% of
     /// their unloaded mean bit rate, which the load generator folds into `played_clean`).
     Quality { min_acceptable_fraction: f64 },
     /// `strict`, and 95% of the completed sessions ended at most `max_lag_s` behind their
@@ -92,16 +92,8 @@ impl FromStr for Criterion {
             )
         };
         if let Some(v) = s.strip_prefix("pace:") {
-            let lag = v
-                .strip_suffix('s')
-                .unwrap_or(v)
-                .parse::<f64>()
-                .map_err(|_| bad())?;
-            if !(lag >= 0.0 && lag.is_finite()) {
-                return Err(format!(
-                    "criterion `{s}`: the lag must be a non-negative number of seconds"
-                ));
-            }
+            // A duration: `2s`, `2`, `1m`; never negative.
+            let lag = vodkit_units::parse_seconds(v).map_err(|_| bad())?;
             return Ok(Criterion::Pace { max_lag_s: lag });
         }
         if let Some(v) = s.strip_prefix("quality:") {
@@ -588,7 +580,7 @@ mod tests {
     }
 
     /// A server that never fails but whose testbed carries at most `limit_mb_s`: 5 MB/s
-    /// per session/s below it, flat above it (matrix MPL, session 19).
+    /// per session/s below it, flat above it (as matrix MPL without a CPU quota).
     struct Flattening {
         limit_mb_s: f64,
         sessions_per_rate: f64,

@@ -116,8 +116,10 @@ pub struct LoadConfig {
     /// Connections used for warm-up.
     pub warmup_connections: usize,
     pub ramp: Ramp,
-    /// Print a live status line on stderr.
+    /// Print a live status line on stderr even when it is not a terminal.
     pub progress: bool,
+    /// Never print the live status line (wins over `progress`).
+    pub quiet: bool,
     /// Runtime worker threads; `None` = one per core.
     pub workers: Option<usize>,
     /// Free-form description of the input, copied into results.json.
@@ -150,6 +152,18 @@ pub struct LoadConfig {
 }
 
 impl LoadConfig {
+    /// Whether to draw the status line: always, never, or (`None`) when stderr is a
+    /// terminal.
+    pub fn status_line(&self) -> Option<bool> {
+        if self.quiet {
+            Some(false)
+        } else if self.progress {
+            Some(true)
+        } else {
+            None
+        }
+    }
+
     /// A configuration with defaults: no link emulation, no warm-up, no ramp exclusion.
     pub fn new(target: Target, sessions: Vec<Session>, rate: f64) -> LoadConfig {
         LoadConfig {
@@ -164,6 +178,7 @@ impl LoadConfig {
             warmup_connections: 8,
             ramp: Ramp::default(),
             progress: false,
+            quiet: false,
             workers: None,
             source: String::new(),
             stop_on_interrupt: false,
@@ -241,14 +256,14 @@ impl LoadConfig {
                 .find(|(_, s)| s.title.is_none())
             {
                 return Err(InputError(format!(
-                    "session {} (#{} in the log) names no title: --player plays each session's title from a media set",
+                    "session id {} (#{} in the log) names no title: --player plays each session's title from a media set",
                     s.id,
                     i + 1
                 )));
             }
         }
         for (i, s) in self.sessions.iter().enumerate() {
-            let at = || format!("session {} (#{} in the log)", s.id, i + 1);
+            let at = || format!("session id {} (#{} in the log)", s.id, i + 1);
             if !(s.gap.is_finite() && s.gap >= 0.0) {
                 return Err(InputError(format!(
                     "{}: gap {} is not a non-negative number",

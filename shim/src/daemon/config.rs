@@ -27,6 +27,8 @@ pub struct DaemonConfig {
     pub admission: vodkit_prefetch::admission::AdmissionPolicy,
     /// The server's document root: where `/admit` finds the file a URI names.
     pub root: Option<PathBuf>,
+    /// The order the engine's device worker serves queued reads in (`--io-order`).
+    pub order: vodkit_prefetch::IoOrder,
 }
 
 impl DaemonConfig {
@@ -43,6 +45,7 @@ impl DaemonConfig {
             )),
             admission: Default::default(),
             root: None,
+            order: Default::default(),
         }
     }
 }

@@ -107,6 +107,7 @@ impl Daemon {
             },
             pool_threads: 1,
             memory: config.memory.clone(),
+            order: config.order,
             ..EngineConfig::default()
         });
         let gate = admit::AdmitGate::new(config.admission, config.root.clone());

@@ -1,4 +1,4 @@
-//! `vodkit demo` (issue #6): a capacity comparison on built-in defaults (about 7 minutes).
+//! `vodkit demo`: a capacity comparison on built-in defaults (about 7 minutes).
 //! Flags only; the work is in `vodkit_bench::demo`.
 
 use std::path::PathBuf;
@@ -9,9 +9,12 @@ pub struct Args {
     /// Directory for the report (bench.json, report.md, report.html).
     #[arg(long, default_value = "vodkit-demo")]
     out: PathBuf,
-    /// No progress output.
+    #[command(flatten)]
+    quiet: super::flags::Quiet,
+    /// Install nothing: print the command that installs what is missing (as root on
+    /// Debian/Ubuntu the demo installs nginx, Apache and the emulated disk's tools itself).
     #[arg(long)]
-    quiet: bool,
+    no_install: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -19,7 +22,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     match vodkit_bench::demo::run(
         &super::absolute(&args.out),
         std::env::current_exe().ok(),
-        !args.quiet,
+        args.quiet.progress(),
+        !args.no_install,
     ) {
         Ok(table) => {
             print!("{table}");

@@ -16,6 +16,7 @@ pub mod capacity;
 pub mod preset;
 pub mod seek;
 pub mod spec;
+pub mod sweep;
 pub mod zones;
 
 pub use capacity::{
@@ -25,6 +26,7 @@ pub use capacity::{
 pub use preset::{preset, Preset, PRESET_NAMES};
 pub use seek::SeekCurve;
 pub use spec::{DriveSpec, Published};
+pub use sweep::{sweep_seek_ms, SweepTerms};
 pub use zones::{ZoneProfile, MIB};
 
 use rand::{Rng, SeedableRng};
