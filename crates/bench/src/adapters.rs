@@ -548,7 +548,6 @@ struct ChildRunning {
     admin_port: u16,
 }
 
-
 /// Reads a `vodkit serve` admin listener's `/stats` every interval on its own thread and
 /// keeps the prefetch size series (the size of the highest bit-rate class the policy has
 /// seen, in bytes, at the seconds since the start); every document read is also appended

@@ -292,4 +292,3 @@ mod tests {
         assert!(!e.contains('\n'), "{e}");
     }
 }
-
