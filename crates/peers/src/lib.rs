@@ -21,6 +21,15 @@ pub use process::{
 };
 pub use tls::TlsFiles;
 
+/// The status code of the start of an HTTP/1.x response.
+pub(crate) fn status_of(head: &[u8]) -> std::io::Result<u16> {
+    let line = String::from_utf8_lossy(head);
+    line.strip_prefix("HTTP/1.")
+        .and_then(|r| r.get(2..5))
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("not an HTTP response: {line:?}")))
+}
+
 /// Checks a live origin's write prefix and bearer token, which are written into a peer's
 /// config; returns the prefix with a trailing `/`.
 pub(crate) fn live_prefix_and_token(prefix: &str, token: &str) -> Result<String, String> {
