@@ -58,10 +58,11 @@ use crate::policy::FileId;
 use crate::Map;
 use cache::ConsumedCache;
 pub(crate) use ranges::merge;
-pub use ranges::page_aligned;
 use ranges::{admit_smallest, subtract};
+pub use ranges::{page_aligned, Drop};
 pub use retention::{Retention, RetentionSpec};
 use serde::{Deserialize, Serialize};
+pub use stream::StreamId;
 use stream::{Arrivals, FileState, Reach, Stream, ARRIVALS_TTL_S, ARRIVAL_BYTES};
 
 const MIB: u64 = 1 << 20;
@@ -131,17 +132,6 @@ impl MemoryConfig {
 pub fn default_reserve(budget_bytes: u64) -> u64 {
     (64 * MIB).max(budget_bytes / 20).min(budget_bytes / 2)
 }
-
-/// A range to drop from the page cache.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Drop {
-    pub file: FileId,
-    pub start: u64,
-    pub end: u64,
-}
-
-/// Opaque stream handle.
-pub type StreamId = u64;
 
 /// Running totals and current levels.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

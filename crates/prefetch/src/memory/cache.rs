@@ -2,8 +2,8 @@
 //! the page cache while the budget has room and dropped in the order the retention
 //! ([`super::retention`]) decides.
 
+use super::ranges::Drop;
 use super::retention::{Key, Retention, RetentionSpec};
-use super::Drop;
 use crate::policy::FileId;
 use crate::Map;
 use std::collections::BTreeMap;

@@ -1,6 +1,14 @@
 //! Byte-range arithmetic the manager's rules share: merging, subtracting, page alignment,
 //! and admitting intervals smallest first.
 
+/// A range to drop from the page cache.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Drop {
+    pub file: crate::policy::FileId,
+    pub start: u64,
+    pub end: u64,
+}
+
 /// Admits `gaps` smallest first while their sum stays within `budget` (after `used`);
 /// returns the largest admitted gap (0: none) and the budget used.
 pub(super) fn admit_smallest(mut gaps: Vec<u64>, budget: u64, mut used: u64) -> (u64, u64) {

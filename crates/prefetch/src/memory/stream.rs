@@ -1,9 +1,11 @@
 //! The manager's ledger of streams: one viewer's positions in one file, each file's streams
 //! ordered by position, and what the manager learns of the audience (arrivals, viewing depth).
 
-use super::StreamId;
 use crate::policy::FileId;
 use crate::Map;
+
+/// Opaque stream handle.
+pub type StreamId = u64;
 
 #[derive(Clone, Debug)]
 pub(super) struct Stream {
