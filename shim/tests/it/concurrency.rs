@@ -82,7 +82,7 @@ fn start_daemon_process(socket: &Path) -> std::process::Child {
     let mut child = Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
-            "daemon_process_helper",
+            "concurrency::daemon_process_helper",
             "--ignored",
             "--nocapture",
         ])
