@@ -138,6 +138,9 @@ fn viewer(id: u64, stream: u32, watch_s: f64, start_s: f64, class: &str) -> Sess
 
 #[test]
 fn viewers_join_at_the_edge_and_play_without_stalls_on_an_idle_origin() {
+    if !vodkit_testkit::needs(&[vodkit_testkit::Need::Slow]) {
+        return;
+    }
     let target = origin(Script {
         window: 6,
         segment_bytes: 20_000,
@@ -178,6 +181,9 @@ fn viewers_join_at_the_edge_and_play_without_stalls_on_an_idle_origin() {
 
 #[test]
 fn a_viewer_too_slow_for_the_stream_falls_out_of_the_window_and_skips() {
+    if !vodkit_testkit::needs(&[vodkit_testkit::Need::Slow]) {
+        return;
+    }
     // 100 kB per half second is 1.6 Mbit/s; the viewer's link carries 0.8 Mbit/s.
     let target = origin(Script {
         window: 3,
@@ -207,6 +213,9 @@ fn a_viewer_too_slow_for_the_stream_falls_out_of_the_window_and_skips() {
 
 #[test]
 fn a_source_that_stops_makes_viewers_stall_then_end_with_a_reason() {
+    if !vodkit_testkit::needs(&[vodkit_testkit::Need::Slow]) {
+        return;
+    }
     let target = origin(Script {
         window: 4,
         segment_bytes: 10_000,
@@ -245,6 +254,9 @@ fn an_ended_stream_ends_its_viewers_cleanly() {
 
 #[test]
 fn probes_run_apart_from_the_load_and_report_their_own_quality() {
+    if !vodkit_testkit::needs(&[vodkit_testkit::Need::Slow]) {
+        return;
+    }
     let target = origin(Script {
         window: 6,
         segment_bytes: 10_000,

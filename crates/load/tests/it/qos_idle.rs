@@ -271,6 +271,9 @@ fn ideal_record(w: &Workload, session: &Session) -> SessionRecord {
 /// ones for real). Also fails if a spec gives a session a link too slow for it.
 #[test]
 fn idle_server_leaves_nearly_every_session_acceptable_in_the_link_model() {
+    if !vodkit_testkit::needs(&[vodkit_testkit::Need::Slow]) {
+        return;
+    }
     let mut report = Vec::new();
     let mut shares = Vec::new();
     for w in builtins() {
@@ -406,6 +409,9 @@ fn serve(sizes: Arc<HashMap<String, u64>>) -> Target {
 /// (they are judged against 1.8 s of waiting); the specs run side by side, about 35 s.
 #[test]
 fn idle_server_leaves_nearly_every_session_acceptable_in_the_engine() {
+    if !vodkit_testkit::needs(&[vodkit_testkit::Need::Slow]) {
+        return;
+    }
     let workloads = builtins();
     let mut sizes = HashMap::new();
     for w in &workloads {

@@ -26,6 +26,9 @@ fn find(s: &[Comparison], f: Family) -> &Comparison {
 
 #[test]
 fn thesis_5_6_3_findings_hold_on_a_synthesized_netflix_trace() {
+    if !vodkit_testkit::needs(&[vodkit_testkit::Need::Slow]) {
+        return;
+    }
     let (_dir, trace) = synthesized();
     assert!(trace.chains.len() > 5000, "{}", trace.chains.len());
     let opts = Options {
@@ -80,6 +83,9 @@ fn thesis_5_6_3_findings_hold_on_a_synthesized_netflix_trace() {
 
 #[test]
 fn shortcuts_agree_with_the_plain_model_on_a_synthesized_trace() {
+    if !vodkit_testkit::needs(&[vodkit_testkit::Need::Slow]) {
+        return;
+    }
     let (_dir, trace) = synthesized();
     let sim = Simulator::new(
         &trace,
@@ -110,6 +116,9 @@ fn shortcuts_agree_with_the_plain_model_on_a_synthesized_trace() {
 
 #[test]
 fn linear_model_against_the_drive_timing_model() {
+    if !vodkit_testkit::needs(&[vodkit_testkit::Need::Slow]) {
+        return;
+    }
     let (_dir, trace) = synthesized();
     let spec = vodkit_disk::model::preset("hitachi-5k3000").unwrap();
     let cfg = ModelConfig::new(Capacity::from_disk(&vodkit_disk::model::capacity(&spec)));

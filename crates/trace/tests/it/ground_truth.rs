@@ -160,11 +160,17 @@ fn check(seed: u64, sets: &[(&str, &str)], time_tolerance: f64) {
 
 #[test]
 fn synthesized_log_chains_and_phases_match_truth() {
+    if !vodkit_testkit::needs(&[vodkit_testkit::Need::Slow]) {
+        return;
+    }
     check(11, &[], 0.002);
 }
 
 #[test]
 fn one_second_timestamps_still_give_exact_chains() {
+    if !vodkit_testkit::needs(&[vodkit_testkit::Need::Slow]) {
+        return;
+    }
     check(12, &[("ts_resolution", "1")], 1.001);
 }
 
@@ -197,6 +203,9 @@ fn chain_shape(seed: u64, scale: f64, sets: &[(&str, &str)]) -> (f64, f64) {
 
 #[test]
 fn netflix_model_has_the_thesis_chain_length_slope() {
+    if !vodkit_testkit::needs(&[vodkit_testkit::Need::Slow]) {
+        return;
+    }
     // Thesis 5.3.3: S(x) ∝ x^-0.54 between 1 and 200 MB; 5.3.1: 60% of chains ≤ 1 MB.
     let (c, short) = chain_shape(5, 0.5, &[]);
     println!("calibrated model: c = {c:.3}, {short:.1}% of chains <= 1 MB");

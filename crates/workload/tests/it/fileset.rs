@@ -53,6 +53,9 @@ fn a_file_set_the_emulated_disks_host_cannot_hold_is_refused_before_writing() {
 
 #[test]
 fn create_verify_resume_and_repair() {
+    if !vodkit_testkit::needs(&[vodkit_testkit::Need::Slow]) {
+        return;
+    }
     let cat = small_catalog(1);
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");
@@ -118,6 +121,9 @@ fn create_verify_resume_and_repair() {
 
 #[test]
 fn chunked_layout_shares_root_and_on_disk_size() {
+    if !vodkit_testkit::needs(&[vodkit_testkit::Need::Slow]) {
+        return;
+    }
     let cat = small_catalog(1);
     let dir = tempfile::tempdir().unwrap();
     fileset::create(&cat, dir.path(), &opts(None)).unwrap();

@@ -33,6 +33,9 @@ fn read(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
 
 #[test]
 fn same_seed_same_bytes_other_seed_other_bytes() {
+    if !vodkit_testkit::needs(&[vodkit_testkit::Need::Slow]) {
+        return;
+    }
     let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
     let started = std::time::Instant::now();
     let summary = write_workload(&plan("youtube-2011", &[], 1.0, None), dirs[0].path()).unwrap();
