@@ -280,6 +280,12 @@ impl VodkitStarter for InProcessVodkit {
                 "an in-process vodkit server cannot run under a memory budget or CPU quota".into(),
             ));
         }
+        if let Some(exe) = launch.exe {
+            return Err(StartError::Failed(format!(
+                "+bin:{}: another build runs as a child process, and this run serves vodkit in-process (run `vodkit bench`)",
+                exe.display()
+            )));
+        }
         let mut config = vodkit_server::ServerConfig::new(launch.root);
         config.listen = "127.0.0.1:0".parse().expect("literal address");
         config.io = vodkit_server::IoSettings {
@@ -354,7 +360,7 @@ impl VodkitStarter for ChildVodkit {
             ..
         } = *launch;
         let port = free_port().map_err(|e| StartError::Failed(e.to_string()))?;
-        let mut cmd = Command::new(&self.exe);
+        let mut cmd = Command::new(launch.exe.unwrap_or(&self.exe));
         cmd.arg("serve").arg("--root").arg(launch.root);
         cmd.args([
             "--listen",
@@ -555,8 +561,8 @@ impl Running for ChildRunning {
 pub(crate) const EXITED_DURING_RUN: &str = "exited during the run";
 
 /// The line for a `vodkit serve` that exited before the bench stopped it: a SIGKILL
-/// nobody sent is, under a memory budget, the cgroup's OOM killer (session 22: a
-/// `--io direct` server at its budget; the point only showed failed sessions).
+/// nobody sent is, under a memory budget, the cgroup's OOM killer (it ended a `--io direct`
+/// server at its budget, and the point only showed failed sessions).
 fn died_line(status: std::process::ExitStatus) -> String {
     use std::os::unix::process::ExitStatusExt;
     let why = match status.signal() {
@@ -650,12 +656,31 @@ impl PreloadKit {
         run_dir: &Path,
         budget: Option<&CommandWrap>,
     ) -> Result<PreloadDaemon, String> {
+        self.start_daemon_from(None, policy, memory, run_dir, budget)
+    }
+
+    /// [`PreloadKit::start_daemon_with`] from another vodkit build (`+bin:PATH`; `None`:
+    /// the kit's own executable).
+    pub fn start_daemon_from(
+        &self,
+        exe: Option<&Path>,
+        policy: &PolicySpec,
+        memory: Option<MemorySetting>,
+        run_dir: &Path,
+        budget: Option<&CommandWrap>,
+    ) -> Result<PreloadDaemon, String> {
         static STARTS: AtomicU32 = AtomicU32::new(0);
         let n = STARTS.fetch_add(1, Ordering::SeqCst);
         let socket =
             std::env::temp_dir().join(format!("vodkit-bench-{}-{n}.sock", std::process::id()));
         let port = free_port().map_err(|e| format!("prefetchd: {e}"))?;
-        let cmd = self.daemon_command(&socket, policy, memory, port, run_dir);
+        let mut cmd = self.daemon_command(&socket, policy, memory, port, run_dir);
+        if let Some(exe) = exe {
+            // Same argv, another program.
+            let mut other = Command::new(exe);
+            other.args(cmd.get_args());
+            cmd = other;
+        }
         let cmd = match budget {
             Some(b) => b(cmd)?,
             None => cmd,

@@ -230,7 +230,7 @@ pub fn prepare(
         } else {
             *links.get(s.class.as_str()).ok_or_else(|| {
                 format!(
-                    "capacity bound: session {}: client class `{}` is not in workload.json",
+                    "capacity bound: session id {}: client class `{}` is not in workload.json",
                     s.id, s.class
                 )
             })?
@@ -243,7 +243,7 @@ pub fn prepare(
             let path = r.path.trim_start_matches('/');
             let (size, kbps) = *files.get(path).ok_or_else(|| {
                 format!(
-                    "capacity bound: session {}: {} is not a file of the catalog",
+                    "capacity bound: session id {}: {} is not a file of the catalog",
                     s.id, r.path
                 )
             })?;

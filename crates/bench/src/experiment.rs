@@ -276,7 +276,8 @@ pub fn run_bench(
     );
     for (i, sut) in suts.iter().enumerate() {
         progress.server_started(sut, i, suts.len());
-        let server = match rig.launcher.available(sut) {
+        let started = std::time::Instant::now();
+        let mut server = match rig.launcher.available(sut) {
             Err(why) => ServerReport::not_measured(sut, report::SKIPPED, why),
             Ok(()) => {
                 let mut oracle = ServerOracle {
@@ -302,6 +303,7 @@ pub fn run_bench(
                 }
             }
         };
+        server.wall_s = Some(started.elapsed().as_secs_f64());
         progress.server_done(&server);
         rep.servers.push(server);
     }

@@ -48,6 +48,8 @@ pub struct VodkitLaunch<'a> {
     pub open_files: Option<usize>,
     /// `--large-folios` of the server (`None`: its default).
     pub large_folios: Option<bool>,
+    /// Another vodkit build to run (`+bin:PATH`; `None`: the starter's own).
+    pub exe: Option<&'a Path>,
 }
 
 /// Starts the vodkit server for a `vodkit:IO:POLICY` entry.
@@ -333,7 +335,7 @@ impl Launcher for LocalLauncher {
                     .as_ref()
                     .map_err(|why| StartError::Unavailable(why.clone()))?;
                 let d = kit
-                    .start_daemon_with(policy, sut.memory, &run_dir, budget)
+                    .start_daemon_from(sut.bin.as_deref(), policy, sut.memory, &run_dir, budget)
                     .map_err(StartError::Failed)?;
                 Some(d)
             }
@@ -377,6 +379,7 @@ impl Launcher for LocalLauncher {
                     open_files: sut.open_files,
                     threads: sut.workers,
                     large_folios: sut.large_folios,
+                    exe: sut.bin.as_deref(),
                 })?;
                 let inner: Box<dyn Running> = match tls {
                     None => inner,

@@ -114,7 +114,7 @@ impl FeedRun for PushRun {
 /// each segment `PUT` to a file under the root). Only live-only workloads get it: their
 /// file set is one title nobody requests, so the image (the file set plus a quarter and
 /// 256 MiB) filled up within the first point of the unpopular live cells, and nginx
-/// answered every `PUT` with 500 (session 19, LUL). The image is sparse, so unused room
+/// answered every `PUT` with 500 (matrix LUL). The image is sparse, so unused room
 /// costs nothing; a workload with on-demand viewers keeps its image (the drive model maps
 /// the image onto the whole surface, so a larger one would shorten its seeks), and its
 /// slack of a quarter of the file set holds the window of its live half.

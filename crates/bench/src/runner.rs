@@ -509,8 +509,8 @@ pub struct RunSetup<'a> {
     pub point: Option<Duration>,
     /// The offered load (MB/s) the first rate guess aims at.
     pub guess_mb_s: f64,
-    /// The search plan, given the rate guess (sessions/s).
-    pub plan: &'a dyn Fn(f64) -> Result<SearchPlan, String>,
+    /// The search plan, given the rate guess and the capacity bound when known (sessions/s).
+    pub plan: &'a dyn Fn(f64, Option<f64>) -> Result<SearchPlan, String>,
     pub criterion: Criterion,
     pub repeat: u32,
     /// Servers' run directories go under this one.
@@ -615,8 +615,11 @@ pub fn run_workload(setup: &RunSetup<'_>, progress: &mut BarProgress) -> Result<
             Some(format!("/{}", f.path))
         })
         .unwrap_or_else(|| "/".into());
-    let plan = (setup.plan)(rate_guess(&load, setup.guess_mb_s))
-        .map_err(|e| NotRun::failed(RunError::Usage(e)))?;
+    let plan = (setup.plan)(
+        rate_guess(&load, setup.guess_mb_s),
+        bound.as_ref().map(|b| b.bound_rate),
+    )
+    .map_err(|e| NotRun::failed(RunError::Usage(e)))?;
     let mut launcher = LocalLauncher::new(root.clone(), setup.run_base.clone(), probe.clone());
     let dir = WorkloadDir::new(setup.workload);
     let catalog = dir.existing_catalog();
@@ -703,9 +706,9 @@ pub fn run_workload(setup: &RunSetup<'_>, progress: &mut BarProgress) -> Result<
 pub fn run(req: &BenchRequest) -> Result<(BenchReport, String), RunError> {
     let checked = check_request(req)?;
     let mut progress = BarProgress::new(req.progress);
-    let plan = |guess: f64| match &checked.plan_text {
-        Some(t) => SearchPlan::parse(t, &SearchPlan::failure_free_around(guess)),
-        None => Ok(SearchPlan::failure_free_around(guess)),
+    let plan = |guess: f64, bound: Option<f64>| match &checked.plan_text {
+        Some(t) => SearchPlan::parse(t, &SearchPlan::default_for(guess, bound)),
+        None => Ok(SearchPlan::default_for(guess, bound)),
     };
     let setup = RunSetup {
         workload: &req.workload,
@@ -832,8 +835,9 @@ mod tests {
     fn a_run_that_cannot_start_says_why_and_how_its_servers_count() {
         let dir = tempfile::tempdir().unwrap();
         let suts = crate::sut::parse_list("nginx").unwrap();
-        let plan =
-            |g: f64| -> Result<SearchPlan, String> { Ok(SearchPlan::failure_free_around(g)) };
+        let plan = |g: f64, b: Option<f64>| -> Result<SearchPlan, String> {
+            Ok(SearchPlan::default_for(g, b))
+        };
         let mut setup = RunSetup {
             workload: dir.path(),
             root: None,

@@ -150,7 +150,7 @@ fn cell(label: &'static str, suts: &[&'static str]) -> Cell {
 /// as in [`YOUTUBE_4X`]) so every budget caches the same share of the file set, about a
 /// twelfth, as the thesis's runs did at every size. The session list stays at
 /// [`YOUTUBE_4X`]'s 60,000 (6,000 at the scenario's 10% scale) in every cell: a point runs
-/// only rate × point seconds of it, and a shorter list (session 8 scaled it with the budget,
+/// only rate × point seconds of it, and a shorter list (one scaled with the budget,
 /// 1,500 sessions at 256 MiB) let the warm-up's most-requested chunks cover most of what a
 /// point asked for, while the bound is computed over the whole list; measured capacities came
 /// out above the bound.
@@ -191,7 +191,7 @@ pub const BUDGET_S: u64 = 1800;
 pub const POINTS_PER_SEARCH: u64 = 5;
 /// Shortest load run per point (seconds). The scenarios' titles last up to 40 s, so
 /// concurrency only reaches its steady level 40 s into a point; a shorter point measures a
-/// disk that never saw the full load. Session 9's memory cell with 30 s points (sessions
+/// disk that never saw the full load. The memory cell with 30 s points (sessions
 /// counted in a 7 s steady window) measured capacities far above the bound; a scenario with
 /// many servers takes longer than its budget instead.
 pub const MIN_POINT_S: u64 = 60;
@@ -239,7 +239,7 @@ pub fn all() -> Vec<Scenario> {
         // Judged on pace, as the demo is: under `strict` a disk-bound server passes while
         // its viewers' sessions stretch (no request times out, but the load delivers well
         // under what it offers), so capacities read against the bound, which assumes
-        // sessions keep pace, came out too high (docs/bench.md, session 12).
+        // sessions keep pace, came out too high (docs/bench.md, "Why `pace`").
         criterion: Some(PACE),
         probes: None,
     };
@@ -292,7 +292,7 @@ pub fn all() -> Vec<Scenario> {
         },
         Scenario {
             name: "memory",
-            mirrors: "thesis Figs 4.5 and 4.6; issue 15 (prefetch-aware memory)",
+            mirrors: "thesis Figs 4.5 and 4.6 (and the prefetch-aware memory manager's targets)",
             finding: "a larger memory budget raises capacity (more cache hits, room for bigger prefetches); \
                       with the memory manager vodkit keeps its prefetches and approaches the capacity bound",
             cells: MEMORY_CELLS
@@ -311,7 +311,7 @@ pub fn all() -> Vec<Scenario> {
                 Check::Ratio { a: "mem=4GiB vodkit:asap:auto", b: "mem=4GiB nginx", min_ratio: 3.0 },
                 Check::Ratio { a: "mem=1GiB vodkit:asap:auto", b: "mem=1GiB vodkit:asap:auto+memory:off", min_ratio: 1.0 },
             ],
-            // Issue 15: at the largest budget the disk delivers at least 0.9 of a sequential
+            // At the largest budget the disk delivers at least 0.9 of a sequential
             // read of the same files.
             sequential_reference: Some(("mem=4GiB vodkit:asap:auto", 0.9)),
             // Five budgets × five servers at 60 s points: about 2.5 hours on two cores; run it a
@@ -473,10 +473,10 @@ pub const MATRIX_SPECS: [&str; 12] = [
 
 /// The search's guess for the popular cells, served from memory (every viewer on one
 /// stream or title, which the 1 GiB budget holds after its first reader). At the
-/// scenario's 40 MB/s both servers passed every step of LPH up to its ceiling (480 viewers,
-/// session 11) and VPH passed its first steps with 30 MiB of page cache (session 18). Ten
+/// scenario's 40 MB/s both servers passed every step of LPH up to its ceiling (480 viewers)
+/// and VPH passed its first steps with 30 MiB of page cache. Ten
 /// times that reaches 4,800 viewers (1.8 GB/s at the high bit rate) in nine steps; VPH
-/// still passed there with the two cores half idle (session 19), so a popular cell's ratio
+/// still passed there with the two cores half idle, so a popular cell's ratio
 /// may stay "not measurable" at the ceiling. The unpopular live cells keep the scenario's
 /// guess: each viewer there has its own stream, so the source pushes, and the origin holds,
 /// as many streams as there are viewers (LUH failed every session at 533 streams).
@@ -662,7 +662,7 @@ fn at_ceiling(report: &BenchReport, name: &str) -> bool {
 /// A capacity at the search's ceiling is only a lower bound on the server's: the ratio
 /// `a / b` is then a lower bound when `a` hit it (it can decide "met", not "missed"), an
 /// upper bound when `b` did (it can decide "missed", not "met"), and nothing when both
-/// did (matrix VPH, session 19: both servers passed 1.8 GB/s). What the bound cannot
+/// did (matrix VPH without a CPU quota: both servers passed 1.8 GB/s). What the bound cannot
 /// decide is not measurable rather than met.
 fn ceiling_bounded(mut c: Comparison, report: &BenchReport, a: &str, b: &str) -> Comparison {
     let (Some(r), Some(target)) = (c.ratio, c.target) else {

@@ -120,12 +120,17 @@ pub fn run_cell(
             )
         }
     };
-    let plan = |guess: f64| -> Result<SearchPlan, String> {
-        Ok(SearchPlan::FailureFree {
-            start: guess / 2.0,
-            step: guess / 2.0,
-            precision: guess / cell.precision_div,
-            max_rate: guess / 2.0 * f64::from(1 + cell.max_steps),
+    // On an emulated drive the bound brackets every server: plan from it. Elsewhere the
+    // cell's own guess, steps and precision.
+    let plan = |guess: f64, bound: Option<f64>| -> Result<SearchPlan, String> {
+        Ok(match bound {
+            Some(b) if b.is_finite() && b > 0.0 => SearchPlan::within_bound(b),
+            _ => SearchPlan::FailureFree {
+                start: guess / 2.0,
+                step: guess / 2.0,
+                precision: guess / cell.precision_div,
+                max_rate: guess / 2.0 * f64::from(1 + cell.max_steps),
+            },
         })
     };
     let safe: String = cell
@@ -204,7 +209,7 @@ pub fn run(
         &plan,
         first.repeat,
     );
-    rep.search = serde_json::json!({"kind": "failure-free", "start": "guess/2", "step": "guess/2", "precision": "guess/8", "point_s": s.point_seconds()});
+    rep.search = serde_json::json!({"kind": "failure-free", "start": "bound/2 (guess/2 without a bound)", "step": "bound/4 (guess/2)", "precision": "bound/32 (guess/8)", "max": "bound", "point_s": s.point_seconds()});
     let mut notes = Vec::new();
     let mut sequential = None;
     let mut bounds = Vec::new();

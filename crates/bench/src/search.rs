@@ -11,7 +11,7 @@
 //! lower points, on samples large enough to tell) ends the search like the ceiling: the
 //! testbed — most often the load generator sharing two cores with the server — carried
 //! no more, so the server was not judged there and its capacity is a lower bound (matrix
-//! MPL, session 19: 146 → 183 → 219 sessions/s "passed" at 804, 844 and 836 MB/s).
+//! MPL without a CPU quota: 146 → 183 → 219 sessions/s "passed" at 804, 844 and 836 MB/s).
 
 use serde::Serialize;
 use std::fmt;
@@ -28,7 +28,7 @@ pub enum Criterion {
     /// Strict, and at least this fraction of the judged sessions (the probes where the
     /// run has them, else every steady-state session) completed and played without a
     /// stall: seed 004's capacity, which viewers lose before any server resource looks
-    /// saturated (issue #19's `quality:P`; adaptive players must also have kept 90% of
+    /// saturated (adaptive players must also have kept 90% of
     /// their unloaded mean bit rate, which the load generator folds into `played_clean`).
     Quality { min_acceptable_fraction: f64 },
     /// `strict`, and 95% of the completed sessions ended at most `max_lag_s` behind their
@@ -194,6 +194,30 @@ impl SearchPlan {
             step,
             precision: step / 4.0,
             max_rate: guess * 20.0,
+        }
+    }
+
+    /// Default plan where the capacity bound `bound` (sessions/s) is known, as on an
+    /// emulated drive: no server passes above it, so the search starts at half of it, steps
+    /// by a quarter up to the bound and bisects to 1/32 of it — at most six points whatever
+    /// the drive, the budget or the workload's bit rates.
+    pub fn within_bound(bound: f64) -> SearchPlan {
+        let b = bound.max(0.05);
+        SearchPlan::FailureFree {
+            start: round_rate(b / 2.0),
+            step: b / 4.0,
+            // 1/32 of the bound, and the 1e-4 that rates are rounded to.
+            precision: b / 32.0 + 1e-4,
+            max_rate: b,
+        }
+    }
+
+    /// The default plan: [`SearchPlan::within_bound`] when the bound is known, else
+    /// [`SearchPlan::failure_free_around`] the workload's rate guess.
+    pub fn default_for(guess: f64, bound: Option<f64>) -> SearchPlan {
+        match bound {
+            Some(b) if b.is_finite() && b > 0.0 => SearchPlan::within_bound(b),
+            _ => SearchPlan::failure_free_around(guess),
         }
     }
 
@@ -564,7 +588,7 @@ mod tests {
     }
 
     /// A server that never fails but whose testbed carries at most `limit_mb_s`: 5 MB/s
-    /// per session/s below it, flat above it (matrix MPL, session 19).
+    /// per session/s below it, flat above it (as matrix MPL without a CPU quota).
     struct Flattening {
         limit_mb_s: f64,
         sessions_per_rate: f64,
@@ -581,6 +605,38 @@ mod tests {
             };
             Ok((o, ()))
         }
+    }
+
+    #[test]
+    fn a_plan_within_the_bound_finds_any_capacity_below_it_in_six_points() {
+        let bound = 20.94;
+        for share in [0.05, 0.17, 0.3, 0.49, 0.51, 0.62, 0.74, 0.76, 0.9, 0.99] {
+            let capacity = bound * share;
+            let mut o = Synthetic {
+                capacity,
+                jitter: vec![],
+                calls: 0,
+            };
+            let plan = SearchPlan::within_bound(bound);
+            let out = search(&mut o, &plan, Criterion::Strict, 1, |_| {}).unwrap();
+            assert!(o.calls <= 6, "capacity {capacity}: {} points", o.calls);
+            let got = out.repeats[0].max_failure_free_rate.unwrap_or(0.0);
+            assert!(got <= capacity + 1e-9, "{got} above {capacity}");
+            assert!(
+                capacity - got <= bound / 32.0 + 2e-4,
+                "capacity {capacity}: found {got}, coarser than bound/32"
+            );
+            assert!(out.trials.iter().all(|t| t.rate <= bound + 1e-9));
+        }
+        // Without a bound the guess decides, as before.
+        assert_eq!(
+            SearchPlan::default_for(3.0, None),
+            SearchPlan::failure_free_around(3.0)
+        );
+        assert_eq!(
+            SearchPlan::default_for(3.0, Some(bound)),
+            SearchPlan::within_bound(bound)
+        );
     }
 
     #[test]

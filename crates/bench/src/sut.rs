@@ -26,6 +26,9 @@
 //! - `+openfiles:N` — an open-file cache of N files (0: off): vodkit's `--open-file-cache`
 //!   (default 1024, checked per request), nginx's `open_file_cache max=N` with its 60 s
 //!   `open_file_cache_valid` (nginx's default configuration has none);
+//! - `+bin:PATH` — run this vodkit entry (or a `+preload` server's daemon) from another
+//!   build of vodkit at PATH, to compare two versions in one invocation (the flags the
+//!   bench passes are the ones both accept);
 //! - `+folios:large` or `+folios:small` — vodkit's `--large-folios on|off` (default off):
 //!   prefetches of popular files read as 2 MiB page-cache folios, or always as 4 KiB pages;
 //! - `+tls` — serve HTTPS only (TLS 1.3 for nginx and Apache, with sendfile left on where
@@ -101,6 +104,8 @@ pub struct Sut {
     pub open_files: Option<usize>,
     /// `+folios:large|small`: vodkit's `--large-folios on|off` (None: its default).
     pub large_folios: Option<bool>,
+    /// `+bin:PATH`: the vodkit executable for this entry (None: the bench's own).
+    pub bin: Option<std::path::PathBuf>,
 }
 
 fn admission_text<S: Serializer>(a: &Option<AdmissionPolicy>, s: S) -> Result<S::Ok, S::Error> {
@@ -125,6 +130,7 @@ impl Sut {
             admission: None,
             open_files: None,
             large_folios: None,
+            bin: None,
         }
     }
 
@@ -249,6 +255,14 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
             set_once(&mut sut.aio_threads, "threads", || parse_threads(rest))?;
         } else if let Some(rest) = modifier.strip_prefix("openfiles") {
             set_once(&mut sut.open_files, "openfiles", || parse_open_files(rest))?;
+        } else if let Some(rest) = modifier.strip_prefix("bin:") {
+            set_once(&mut sut.bin, "bin", || {
+                if rest.is_empty() {
+                    Err("`+bin:` needs the path of a vodkit executable".into())
+                } else {
+                    Ok(std::path::PathBuf::from(rest))
+                }
+            })?;
         } else if let Some(rest) = modifier.strip_prefix("folios:") {
             set_once(&mut sut.large_folios, "folios", || match rest {
                 "large" => Ok(true),
@@ -257,12 +271,15 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
             })?;
         } else {
             return Err(format!(
-                "unknown modifier `+{modifier}`; expected +preload[:POLICY], +readahead:KB[,maxsectors:KB], +workers:N, +threads[:N], +memory:auto|off|SIZE, +admission:off|auto[:SECONDS]|rate:R, +openfiles:N, +folios:large|small or +tls"
+                "unknown modifier `+{modifier}`; expected +preload[:POLICY], +readahead:KB[,maxsectors:KB], +workers:N, +threads[:N], +memory:auto|off|SIZE, +admission:off|auto[:SECONDS]|rate:R, +openfiles:N, +folios:large|small, +bin:PATH or +tls"
             ));
         }
     }
     if sut.large_folios.is_some() && !matches!(sut.base, Base::Vodkit { .. }) {
         return Err("+folios sets how a vodkit server's prefetches fill the page cache".into());
+    }
+    if sut.bin.is_some() && !matches!(sut.base, Base::Vodkit { .. }) && sut.preload.is_none() {
+        return Err("+bin runs vodkit (or a +preload server's daemon) from another build".into());
     }
     if sut.aio_threads.is_some() && sut.base != Base::Nginx {
         return Err(
@@ -449,6 +466,23 @@ fn parse_url(url: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bin_modifier_names_another_vodkit_build() {
+        let s = parse_one("vodkit:asap:auto+bin:/var/tmp/vodkit-old").unwrap();
+        assert_eq!(
+            s.bin.as_deref(),
+            Some(std::path::Path::new("/var/tmp/vodkit-old"))
+        );
+        assert_eq!(s.label, "vodkit:asap:auto+bin:/var/tmp/vodkit-old");
+        assert!(parse_one("nginx+preload+bin:/x").unwrap().bin.is_some());
+        let e = parse_one("nginx+bin:/x").unwrap_err();
+        assert!(e.contains("+bin"), "{e}");
+        let e = parse_one("vodkit+bin:").unwrap_err();
+        assert!(e.contains("path"), "{e}");
+        let e = parse_one("vodkit+bin:/a+bin:/b").unwrap_err();
+        assert!(e.contains("twice"), "{e}");
+    }
 
     #[test]
     fn tls_modifier_marks_https_servers() {

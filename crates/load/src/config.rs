@@ -258,14 +258,14 @@ impl LoadConfig {
                 .find(|(_, s)| s.title.is_none())
             {
                 return Err(InputError(format!(
-                    "session {} (#{} in the log) names no title: --player plays each session's title from a media set",
+                    "session id {} (#{} in the log) names no title: --player plays each session's title from a media set",
                     s.id,
                     i + 1
                 )));
             }
         }
         for (i, s) in self.sessions.iter().enumerate() {
-            let at = || format!("session {} (#{} in the log)", s.id, i + 1);
+            let at = || format!("session id {} (#{} in the log)", s.id, i + 1);
             if !(s.gap.is_finite() && s.gap >= 0.0) {
                 return Err(InputError(format!(
                     "{}: gap {} is not a non-negative number",

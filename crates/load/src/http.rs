@@ -204,7 +204,7 @@ pub fn request_head(ask: &Ask<'_>) -> Vec<u8> {
     let mut head = Vec::with_capacity(128 + ask.path.len());
     let _ = write!(
         head,
-        "GET {} HTTP/1.1\r\nHost: {}\r\nX-Session-Id: {}\r\nUser-Agent: vodkit-load/{} (session {})\r\n",
+        "GET {} HTTP/1.1\r\nHost: {}\r\nX-Session-Id: {}\r\nUser-Agent: vodkit-load/{} (session id {})\r\n",
         ask.path,
         ask.host,
         ask.session_id,
@@ -509,7 +509,7 @@ mod tests {
         assert!(text.contains("X-Session-Id: 3\r\n"));
         // A user agent per session: combined logs key sessions by address + user agent.
         assert!(text.contains("User-Agent: vodkit-load/"), "{text}");
-        assert!(text.contains("(session 3)\r\n"), "{text}");
+        assert!(text.contains("(session id 3)\r\n"), "{text}");
         assert!(text.ends_with("\r\n\r\n"));
     }
 

@@ -36,7 +36,7 @@ pub fn check_classes(
                 .map(|c| c.name.as_str())
                 .collect();
             return Err(InputError(format!(
-                "session {}: client class {:?} is not defined in {origin} (defined: {})",
+                "session id {}: client class {:?} is not defined in {origin} (defined: {})",
                 s.id,
                 s.class,
                 known.join(", ")
@@ -79,7 +79,7 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("session 4") && e.contains("\"fibre\"") && e.contains("dsl"),
+            e.contains("session id 4") && e.contains("\"fibre\"") && e.contains("dsl"),
             "{e}"
         );
     }

@@ -237,7 +237,7 @@ pub struct LiveOutcome {
 }
 
 /// Share of its unloaded mean bit rate a player session must keep to count as played well
-/// (issue #19's `quality:P`: at least 90%).
+/// (the `quality:P` criterion's condition: at least 90%).
 pub const KEPT_BITRATE_SHARE: f64 = 0.9;
 
 impl PlayerOutcome {

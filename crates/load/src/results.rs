@@ -8,7 +8,7 @@ use crate::record::{FailureReason, SessionEnd, SessionRecord};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// The whole results file. Top-level keys are fixed by issue #3.
+/// The whole results file. Its top-level keys are a stable format (docs/load.md).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Results {
     pub run: RunInfo,

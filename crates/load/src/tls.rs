@@ -1,4 +1,4 @@
-//! HTTPS for the load generator (issue #18): a rustls client that trusts a given CA file
+//! HTTPS for the load generator: a rustls client that trusts a given CA file
 //! (`--ca`) or, for self-signed test certificates, nothing at all (`--insecure`), with
 //! session resumption kept per viewer: each session gets its own resumption cache, so a
 //! viewer's later connections resume its own TLS session, as a player's would.

@@ -1,4 +1,4 @@
-//! HTTPS for the peers (issue #18): the certificate files a TLS peer serves with, the
+//! HTTPS for the peers: the certificate files a TLS peer serves with, the
 //! nginx and Apache directives for them (TLS 1.3 only, session cache and tickets on,
 //! sendfile still on where the server allows it), and a readiness probe over TLS that
 //! trusts only the run's CA.

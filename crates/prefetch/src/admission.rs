@@ -15,7 +15,7 @@
 //! starting reads while some wait counts as waiting the whole interval. Fewer than
 //! `MIN_STREAMS` open streams always admit (too little to judge from).
 //!
-//! Why the queue and not the busy fraction (the rule until session 13, thesis 4.2's
+//! Why the queue and not the busy fraction (an earlier rule, thesis 4.2's
 //! threshold): a prefetching server keeps the disk busy long before its viewers stall, and
 //! a rule that predicted the busy fraction stopped near 90% busy while the server, left
 //! alone, served a third more viewers clean (docs/server.md, "overload"). A viewer stalls

@@ -87,7 +87,7 @@ pub struct DirectStats {
 /// process's resident memory is exactly what the pool counts: from the allocator's heap,
 /// freed chunks stayed in malloc's per-thread arenas, and a `--io direct` server at its
 /// 512 MiB budget (a 448 MiB pool) reached 509 MiB of anonymous memory and was killed by
-/// its cgroup's OOM killer (session 22). Larger alignments (a device with blocks above the
+/// its cgroup's OOM killer. Larger alignments (a device with blocks above the
 /// page size) come from the global allocator.
 struct AlignedBuf {
     ptr: NonNull<u8>,

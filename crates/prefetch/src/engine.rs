@@ -140,7 +140,7 @@ pub struct EngineConfig {
     /// Page-cache reads of the prefetching modes (without kernel readahead) of popular files
     /// read whole aligned folios as large page-cache folios, and their prefetches end on
     /// folio boundaries ([`crate::folio`]); `false` (the default): `pread`s only (4 KiB
-    /// pages). Off by default until it is a measured gain: docs/bench.md, session 30.
+    /// pages). Off by default until it is a measured gain: docs/results/folio/report.md.
     pub large_folios: bool,
 }
 

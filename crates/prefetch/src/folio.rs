@@ -1,7 +1,7 @@
 //! Large page-cache folios for the engine's page-cache reads.
 //!
 //! `sendfile` costs less CPU per byte from large folios than from 4 KiB pages (measured on
-//! a 6.18 kernel's ext4: 1.4–1.9 × less, docs/bench.md "A lead: page-cache folio sizes").
+//! a 6.18 kernel's ext4: 1.4–1.9 × less, docs/results/folio/report.md).
 //! The kernel's own readahead builds large folios; the engine's `pread`s with
 //! `POSIX_FADV_RANDOM` (so that the policy alone decides what is read) build 4 KiB ones.
 //! This module reads a window's whole aligned folios through a mapping advised
@@ -29,8 +29,7 @@ use std::sync::OnceLock;
 /// is per byte sent, large when a byte goes to many viewers, small when it goes to one —
 /// as when the disk decides, where a large folio costs instead: it leaves the cache only
 /// when a drop covers it whole (in the disk-bound `servers` pair with large folios for
-/// every file, 1.2 GB of drops stayed resident at first and were retried; docs/bench.md,
-/// session 30). The popular cells (one title, thousands of viewers) spent 5–8% less CPU
+/// every file, 1.2 GB of drops stayed resident at first and were retried; docs/results/folio/report.md). The popular cells (one title, thousands of viewers) spent 5–8% less CPU
 /// with them.
 pub const POPULAR_STREAMS: usize = 8;
 

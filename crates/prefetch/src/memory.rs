@@ -696,7 +696,7 @@ impl MemoryManager {
     /// origin's window of segments, which sits in the same cgroup as the page cache: the
     /// manager hands out only what is left. Without it a mixed live and on-demand server
     /// planned prefetches for the whole budget while the window held half of it, and the
-    /// kernel evicted 3–13% of what was prefetched (matrix cell MUH, session 18).
+    /// kernel evicted 3–13% of what was prefetched (matrix cell MUH).
     pub fn set_other(&mut self, bytes: u64) {
         self.other_bytes = bytes;
     }

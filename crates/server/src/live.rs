@@ -1080,7 +1080,7 @@ mod tests {
     #[test]
     fn the_init_segment_outlives_the_window() {
         // A viewer joining a stream long after it started still needs its init segment
-        // (session 18: without this, every viewer joining a live stream more than a window
+        // (without this, every viewer joining a live stream more than a window
         // after its start got 404 for `init.mp4` and failed).
         let s = store();
         let t = Instant::now();

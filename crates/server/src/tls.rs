@@ -1,4 +1,4 @@
-//! HTTPS for the origin (issue #18): the rustls server configuration (TLS 1.3 and 1.2, ALPN
+//! HTTPS for the origin: the rustls server configuration (TLS 1.3 and 1.2, ALPN
 //! `http/1.1`, session resumption by a server-side cache and by tickets), the certificate
 //! store that a SIGHUP reloads without touching open connections, the key-file permission
 //! check, the kernel-TLS probe, and throwaway certificates for tests and the bench.

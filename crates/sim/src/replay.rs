@@ -95,7 +95,7 @@ impl ReplayWorkload {
                 let path = r.path.trim_start_matches('/');
                 let &(file, size, file_kbps) = ids.get(path).ok_or_else(|| {
                     format!(
-                        "memory replay: session {}: {} is not a file of the catalog",
+                        "memory replay: session id {}: {} is not a file of the catalog",
                         s.id, r.path
                     )
                 })?;

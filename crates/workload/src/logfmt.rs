@@ -850,8 +850,8 @@ mod tests {
 
     #[test]
     fn thesis_figure_example_parses() {
-        let text = "# Session 1: 4 chunks\nvid01/secs-0-9 timeout=10\nvid01/secs-10-19 timeout=10\n\
-                    vid01/secs-20-29 timeout=10 pacing=10\n\n# Session 2\nvid02 range=0-524287 timeout=10\n\
+        let text = "# first session: 4 chunks\nvid01/secs-0-9 timeout=10\nvid01/secs-10-19 timeout=10\n\
+                    vid01/secs-20-29 timeout=10 pacing=10\n\n# second session\nvid02 range=0-524287 timeout=10\n\
                     vid02 range=524288-1048575 timeout=10\n\n\
                     vid04/secs-10-19 timeout=10 pacing=60 # pause for 60 seconds\n";
         assert_eq!(LogFormat::detect(text), LogFormat::Thesis);

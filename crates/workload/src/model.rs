@@ -216,13 +216,13 @@ impl Session {
     pub fn check_gap_schedule(&self) -> Result<(), String> {
         if self.start_s.is_some() {
             return Err(format!(
-                "session {} has an explicit start_s; a rate schedule needs its gap instead",
+                "session id {} has an explicit start_s; a rate schedule needs its gap instead",
                 self.id
             ));
         }
         if !(self.gap >= 0.0 && self.gap.is_finite()) {
             return Err(format!(
-                "session {}: gap {} is not a non-negative number",
+                "session id {}: gap {} is not a non-negative number",
                 self.id, self.gap
             ));
         }

@@ -1,4 +1,4 @@
-# Session 29 micro-experiment (docs/bench.md "A lead: page-cache folio sizes"): how the way
+# Micro-experiment (docs/results/folio/report.md): how the way
 # a file's pages entered the page cache changes what sendfile(2) of them costs. Needs root
 # (it drops the page cache) and about 256 MiB in /var/tmp. Usage:
 #   python3 sendfile_by_population.py [random|normal|shuffled|willneed|mmap-huge ...]

@@ -249,7 +249,7 @@ fn unpaced_requests_last_as_long_as_the_link_takes() {
     ));
     // A class the workload does not define is an input error naming it.
     let e = prepare(&catalog(&files), &s, &[class("other", 0)]).unwrap_err();
-    assert!(e.contains("session 0") && e.contains("`slow`"), "{e}");
+    assert!(e.contains("session id 0") && e.contains("`slow`"), "{e}");
 }
 
 #[test]

@@ -118,6 +118,9 @@ pub struct ServerReport {
     #[serde(default)]
     pub qos: Option<serde_json::Value>,
     pub points: Vec<PointRecord>,
+    /// Wall time of this server's whole search (start, warm-ups, points, stop), seconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wall_s: Option<f64>,
 }
 
 /// One data point as stored in bench.json.
@@ -158,6 +161,7 @@ impl ServerReport {
             cpu_util: None,
             qos: None,
             points: Vec::new(),
+            wall_s: None,
         }
     }
 

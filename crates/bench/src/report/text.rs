@@ -158,7 +158,7 @@ pub fn table(r: &BenchReport) -> String {
 }
 
 /// report.md's players section: each point's ABR figures, so a reader sees the delivered
-/// bit rate fall before stalls appear (issue #19). Empty without players.
+/// bit rate fall before stalls appear. Empty without players.
 fn players_section(r: &BenchReport) -> String {
     let mut md = String::new();
     for s in &r.servers {
@@ -277,6 +277,7 @@ pub fn markdown(r: &BenchReport) -> String {
         }
     }
     md += &players_section(r);
+    md += &time_section(r);
     let above = super::above_bound(r);
     if !above.is_empty() {
         md += "\n";
@@ -290,6 +291,31 @@ pub fn markdown(r: &BenchReport) -> String {
             let _ = writeln!(md, "- {n}");
         }
     }
+    md
+}
+
+/// How long each server's search took, and in all (a scenario's cells say which cell).
+fn time_section(r: &BenchReport) -> String {
+    let timed: Vec<(&str, f64)> = r
+        .servers
+        .iter()
+        .filter_map(|s| Some((s.sut.as_str(), s.wall_s?)))
+        .collect();
+    if timed.is_empty() {
+        return String::new();
+    }
+    let mut md = String::from("\n## Time\n\n| server | points | wall time |\n|---|---|---|\n");
+    let minutes = |s: f64| format!("{:.1} min", s / 60.0);
+    for (sut, s) in &timed {
+        let points = r
+            .servers
+            .iter()
+            .find(|x| x.sut == *sut)
+            .map_or(0, |x| x.points.len());
+        let _ = writeln!(md, "| {sut} | {points} | {} |", minutes(*s));
+    }
+    let total: f64 = timed.iter().map(|(_, s)| s).sum();
+    let _ = writeln!(md, "| all | | {} |", minutes(total));
     md
 }
 
@@ -353,6 +379,24 @@ mod tests {
         }
         assert!(!markdown(&plain).contains("## Players"));
         assert!(!table_contains_players(&plain));
+    }
+
+    #[test]
+    fn the_report_says_how_long_each_server_took() {
+        let plan = SearchPlan::failure_free_around(1.0);
+        let mut rep = new_report("w", "plain", None, "strict", &plan, 1);
+        assert!(!markdown(&rep).contains("## Time"));
+        for (name, secs) in [("nginx", 600.0), ("vodkit", 330.0)] {
+            let sut = crate::sut::parse_one(name).unwrap();
+            let mut s = ServerReport::not_measured(&sut, MEASURED, String::new());
+            s.points = vec![point(1.0, true, 100.0, 0), point(2.0, false, 100.0, 1)];
+            s.wall_s = Some(secs);
+            rep.servers.push(s);
+        }
+        let md = markdown(&rep);
+        assert!(md.contains("| nginx | 2 | 10.0 min |"), "{md}");
+        assert!(md.contains("| vodkit | 2 | 5.5 min |"), "{md}");
+        assert!(md.contains("| all | | 15.5 min |"), "{md}");
     }
 
     #[test]

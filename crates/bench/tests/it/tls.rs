@@ -1,4 +1,4 @@
-//! `+tls` servers under test (issue #18): vodkit, nginx and Apache start on HTTPS with a
+//! `+tls` servers under test: vodkit, nginx and Apache start on HTTPS with a
 //! throwaway CA and certificate made in their run directory, and the bench's load driver
 //! replays sessions against them trusting that CA.
 

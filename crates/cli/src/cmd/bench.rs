@@ -1,4 +1,4 @@
-//! `vodkit bench` (issue #6): capacity experiments with servers under test side by side.
+//! `vodkit bench`: capacity experiments with servers under test side by side.
 //! Flags only; the work is in `vodkit_bench::runner`.
 
 use std::path::PathBuf;
@@ -19,9 +19,11 @@ pub struct Args {
     /// Servers under test, comma separated: vodkit[:IO[:POLICY]], nginx, apache,
     /// X+preload[:POLICY] (under the preload shim with its own daemon, default fixed:2MiB),
     /// nginx+readahead:KB[,maxsectors:KB], X+tls (HTTPS with a throwaway CA and
-    /// certificate in the run directory), url:http://127.0.0.1:PORT/
-    #[arg(long, default_value = "vodkit:asap:auto,nginx")]
-    sut: String,
+    /// certificate in the run directory), url:http://127.0.0.1:PORT/, X+bin:PATH (vodkit
+    /// from another build). Default vodkit:asap:auto,nginx; with --scenario it replaces
+    /// every cell's servers.
+    #[arg(long)]
+    sut: Option<String>,
     /// Where the file set lives: plain (this machine's disk) or hdd:PRESET (emulated disk).
     #[arg(long, default_value = "plain")]
     testbed: TestbedChoice,
@@ -93,7 +95,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let req = BenchRequest {
         workload: super::absolute(&workload),
         root: args.root.as_deref().map(super::absolute),
-        suts: vodkit_bench::sut::parse_list(&args.sut).map_err(super::usage)?,
+        suts: vodkit_bench::sut::parse_list(args.sut.as_deref().unwrap_or(DEFAULT_SUTS))
+            .map_err(super::usage)?,
         testbed: args.testbed.clone(),
         memory: args.memory,
         server_cpus: args.server_cpus,
@@ -123,6 +126,38 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Err(RunError::Usage(m)) => Err(super::usage(m)),
         Err(RunError::Runtime(m)) => Err(anyhow::anyhow!(m)),
     }
+}
+
+/// The servers `vodkit bench --workload` compares when `--sut` is not given.
+const DEFAULT_SUTS: &str = "vodkit:asap:auto,nginx";
+
+/// `s` with every cell's servers replaced by the `--sut` list `list`, keeping the checks
+/// whose servers are all in it.
+fn with_servers(
+    mut s: vodkit_bench::scenario::Scenario,
+    list: &str,
+) -> Result<vodkit_bench::scenario::Scenario, String> {
+    let parsed = vodkit_bench::sut::parse_list(list).map_err(|e| e.to_string())?;
+    // The scenario's tables hold names for the whole run; one small string per invocation.
+    let names: Vec<&'static str> = parsed
+        .iter()
+        .map(|p| &*Box::leak(p.label.clone().into_boxed_str()))
+        .collect();
+    for c in &mut s.cells {
+        c.suts = names.clone();
+    }
+    let kept: Vec<String> = s
+        .cells
+        .iter()
+        .flat_map(|c| {
+            c.suts
+                .iter()
+                .map(move |x| vodkit_bench::scenario::qualified(c.label, x))
+        })
+        .collect();
+    s.checks
+        .retain(|ch| ch.servers().iter().all(|n| kept.iter().any(|k| k == n)));
+    Ok(s)
 }
 
 /// `s` restricted to the cells labelled `keep`, its time budget cut in proportion so each
@@ -205,6 +240,9 @@ fn scenario(name: &str, args: &Args) -> anyhow::Result<()> {
     if !args.cells.is_empty() {
         s = only_cells(s, &args.cells).map_err(super::usage)?;
     }
+    if let Some(list) = &args.sut {
+        s = with_servers(s, list).map_err(super::usage)?;
+    }
     let out = args
         .out
         .clone()
@@ -223,7 +261,29 @@ fn scenario(name: &str, args: &Args) -> anyhow::Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::only_cells;
+    use super::{only_cells, with_servers};
+
+    #[test]
+    fn a_sut_list_replaces_every_cells_servers_and_keeps_their_checks() {
+        let s = vodkit_bench::scenario::find("memory").unwrap();
+        let t = with_servers(s, "nginx,vodkit:asap:auto+bin:/tmp/old,vodkit:asap:auto").unwrap();
+        for c in &t.cells {
+            assert_eq!(
+                c.suts,
+                ["nginx", "vodkit:asap:auto+bin:/tmp/old", "vodkit:asap:auto"]
+            );
+        }
+        assert!(!t.checks.is_empty());
+        let s = vodkit_bench::scenario::find("memory").unwrap();
+        let t = with_servers(s, "apache").unwrap();
+        assert!(
+            t.checks.is_empty(),
+            "checks naming absent servers are dropped"
+        );
+        let s = vodkit_bench::scenario::find("memory").unwrap();
+        let e = with_servers(s, "nginx+bogus").unwrap_err();
+        assert!(e.contains("bogus"), "{e}");
+    }
 
     #[test]
     fn only_cells_keeps_the_named_cells_and_the_point_length() {

@@ -1,4 +1,4 @@
-//! `vodkit serve` (issue #4): flags for the HTTP/1.1 video origin in `vodkit-server`.
+//! `vodkit serve`: flags for the HTTP/1.1 video origin in `vodkit-server`.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! `vodkit simulate` (issue #9): trace-driven evaluation of prefetch policies. Logic lives
+//! `vodkit simulate`: trace-driven evaluation of prefetch policies. Logic lives
 //! in `vodkit_sim`; `--validate`'s real run is the bench's `validate` experiment
 //! (`vodkit_bench::validate`). This module parses flags and wires files.
 

@@ -1,4 +1,4 @@
-//! `vodkit workload synth-log` (issue #8): a Netflix-style access log plus ground truth,
+//! `vodkit workload synth-log`: a Netflix-style access log plus ground truth,
 //! synthesized directly from the `netflix-2014` model without a server.
 
 use std::path::PathBuf;

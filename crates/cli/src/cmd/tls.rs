@@ -1,4 +1,4 @@
-//! `vodkit tls selfsigned` (issue #18) and the TLS flags shared by `vodkit serve`
+//! `vodkit tls selfsigned` and the TLS flags shared by `vodkit serve`
 //! (`--tls-cert`, `--tls-key`) and `vodkit load` (`--ca`, `--insecure`).
 
 use std::path::PathBuf;

@@ -1,4 +1,4 @@
-//! `vodkit trace` (issue #8): chains, phases and a characterization report from an access
+//! `vodkit trace`: chains, phases and a characterization report from an access
 //! log. Logic lives in `vodkit_trace`; this module parses flags and wires files.
 
 use std::path::{Path, PathBuf};

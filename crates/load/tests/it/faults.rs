@@ -264,7 +264,7 @@ fn invalid_sessions_are_rejected_before_running() {
     r.timeout_s = 0.0;
     let config = vodkit_load::LoadConfig::new(target, vec![session(5, vec![r])], 1.0);
     let e = vodkit_load::run(config, vodkit_load::CancellationToken::new()).unwrap_err();
-    assert!(e.to_string().contains("session 5"), "{e}");
+    assert!(e.to_string().contains("session id 5"), "{e}");
     assert!(e.to_string().contains("timeout_s"), "{e}");
 }
 

@@ -40,10 +40,10 @@ fn thesis_dialect_replays_exact_counts() {
     let Some(nginx) = Nginx::start(&files()) else {
         return;
     };
-    let log = "# Session 1: separate chunk files, paced after two\n\
+    let log = "# first session: separate chunk files, paced after two\n\
         vid01/secs-0-9 timeout=10\nvid01/secs-10-19 timeout=10\n\
         vid01/secs-20-29 timeout=10 pacing=0.05\nvid01/secs-30-39 timeout=10 pacing=0.05\n\n\
-        # Session 2: ranges in one file\n\
+        # second session: ranges in one file\n\
         vid02 range=0-65535 timeout=10\nvid02 range=65536-131071 timeout=10\nvid02 range=131071-196607 timeout=10\n\n\
         vid03/high/secs-0-9 timeout=10\nvid03/med/secs-10-19 timeout=10\n";
     let sessions = parse_log(log, "thesis.log");
@@ -97,7 +97,7 @@ fn httperf_dialect_bursts_use_parallel_connections() {
     let run = run(nginx.target(), sessions, |c| c.verify = true);
     let bytes = (4 * CHUNK - 17 + 3 * CHUNK + 5 + 2 * CHUNK) as u64;
     assert_clean(&run, 2, 6, bytes);
-    // Session 1 uses three connection slots, session 2 one.
+    // The first session uses three connection slots, the second one.
     assert_eq!(run.results.connections.opened, 4);
 }
 

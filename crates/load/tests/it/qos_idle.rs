@@ -1,5 +1,5 @@
 //! An idle, fast server leaves at least 99% of every built-in workload's sessions
-//! acceptable (issue 16): the player model on the specs' own session lengths over their
+//! acceptable: the player model on the specs' own session lengths over their
 //! client links, and the real load engine against a loopback HTTP server.
 
 use std::collections::HashMap;

@@ -1,4 +1,4 @@
-//! HTTPS load runs (issue #18) against the vodkit origin with TLS: a verified replay over
+//! HTTPS load runs against the vodkit origin with TLS: a verified replay over
 //! TLS has no corrupt byte and resumes each viewer's session on its second connection;
 //! an expired or wrong-host certificate is refused unless `--insecure`.
 

@@ -1,4 +1,4 @@
-//! HTTPS on the origin (issue #18): curl with `--cacert` gets exact bytes for single and
+//! HTTPS on the origin: curl with `--cacert` gets exact bytes for single and
 //! multiple ranges over TLS 1.3 and 1.2; plaintext on the TLS port is closed without an
 //! HTTP answer; half-open handshakes do not block others and time out; a world-readable
 //! key is refused; a certificate reload keeps open connections; sessions resume.

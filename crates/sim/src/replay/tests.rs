@@ -184,9 +184,9 @@ fn bad_sessions_are_named() {
     let mut s = session(7, 1.0, 3, 2, MIB);
     s.requests[0].path = "/nope.mp4".into();
     let e = ReplayWorkload::prepare(&catalog(1, MIB), &[s], &[]).unwrap_err();
-    assert!(e.contains("session 7") && e.contains("/nope.mp4"), "{e}");
+    assert!(e.contains("session id 7") && e.contains("/nope.mp4"), "{e}");
     let mut s = session(8, 1.0, 0, 2, MIB);
     s.start_s = Some(3.0);
     let e = ReplayWorkload::prepare(&catalog(1, MIB), &[s], &[]).unwrap_err();
-    assert!(e.contains("session 8") && e.contains("start_s"), "{e}");
+    assert!(e.contains("session id 8") && e.contains("start_s"), "{e}");
 }
