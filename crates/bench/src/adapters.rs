@@ -12,7 +12,7 @@ use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
-use vodkit_peers::process::{free_port, http_get, ServerProcess, StartSpec};
+use vodkit_peers::process::{free_port, http_get, http_request, ServerProcess, StartSpec};
 use vodkit_prefetch::budget::MemorySetting;
 use vodkit_prefetch::PolicySpec;
 use vodkit_workload::model::{Request, Session, WorkloadMeta};
@@ -45,6 +45,9 @@ pub struct WorkloadLoad {
     pub players: Option<vodkit_load::player::PlayerConfig>,
     /// Ends a point's run early when the bench is interrupted ([`crate::interrupt`]).
     pub stop: vodkit_load::CancellationToken,
+    /// The schedule seconds of history the last fast-forward played: the next run resumes
+    /// after them (taken by it).
+    resume_after: Option<f64>,
 }
 
 impl WorkloadLoad {
@@ -79,7 +82,49 @@ impl WorkloadLoad {
             probes: None,
             players: None,
             stop: vodkit_load::CancellationToken::new(),
+            resume_after: None,
         }
+    }
+
+    /// The session list a run at `rate` uses after a history of `history_s` schedule
+    /// seconds: long enough for the history and the point (repeated where it is not).
+    fn sessions_after(&self, rate: f64, history_s: f64) -> Vec<Session> {
+        let point_s = self.max_duration.map_or_else(
+            || self.sessions.iter().map(|s| s.gap).sum::<f64>() / rate,
+            |d| d.as_secs_f64(),
+        );
+        crate::warmup::cover(&self.sessions, rate, history_s + point_s)
+    }
+
+    /// The load configuration of a run at `rate` over `sessions` (no TLS yet).
+    fn config(
+        &self,
+        target: vodkit_load::Target,
+        sessions: Vec<Session>,
+        rate: f64,
+    ) -> vodkit_load::LoadConfig {
+        let mut config = vodkit_load::LoadConfig::new(target, sessions, rate);
+        if let Some(meta) = &self.meta {
+            config.apply_meta(meta);
+        }
+        config
+    }
+
+    /// The TLS client for `target` (an `https://` server), with the run's CA.
+    fn tls_client(
+        &self,
+        target: &vodkit_load::Target,
+    ) -> Result<Option<vodkit_load::TlsClient>, String> {
+        if !target.tls {
+            return Ok(None);
+        }
+        let trust = match &self.tls_ca {
+            Some(ca) => vodkit_load::Trust::Ca(ca.clone()),
+            None => vodkit_load::Trust::Insecure,
+        };
+        vodkit_load::TlsClient::new(trust, &target.name)
+            .map(Some)
+            .map_err(|e| e.to_string())
     }
 
     /// Play every session as an adaptive player. The warm-up list names the synthetic
@@ -174,28 +219,82 @@ impl LoadDriver for WorkloadLoad {
         self.tls_ca = ca;
     }
 
+    fn fast_forward(
+        &mut self,
+        base_url: &str,
+        rate: f64,
+        ff: crate::warmup::FastForward,
+        budget: Option<u64>,
+    ) -> Result<crate::warmup::History, String> {
+        self.resume_after = None;
+        if self.players.is_some() {
+            return Err("adaptive players start their titles from the beginning and cannot resume mid-session".into());
+        }
+        if crate::live::LiveDemand::of(&self.sessions).is_some() {
+            return Err("the workload has live viewers, whose live source is not sped up".into());
+        }
+        let plan = crate::warmup::plan(ff, &self.sessions, rate, budget);
+        let target = vodkit_load::Target::parse(base_url, false).map_err(|e| e.to_string())?;
+        let sessions = self.sessions_after(rate, plan.window_s);
+        let fast = crate::warmup::sped_up(&sessions, ff.speed);
+        let mut config = self.config(target.clone(), fast, rate * ff.speed);
+        config.tls = self.tls_client(&target)?;
+        for link in config.links.values_mut() {
+            *link = crate::warmup::sped_up_link(*link, ff.speed);
+        }
+        config.duration = Some(crate::warmup::run_cap(plan.window_s, ff.speed));
+        config.progress = self.live_status;
+        config.source = format!(
+            "vodkit bench fast-forward: {:.0} s of history at {rate} sessions/s, {}× faster",
+            plan.window_s, ff.speed
+        );
+        let started = std::time::Instant::now();
+        let run = vodkit_load::run(config, self.stop.clone()).map_err(|e| e.to_string())?;
+        let r = &run.results;
+        let delivered_mb: f64 = r.timeseries.iter().map(|s| s.mb_per_s).sum();
+        let asked_mb = plan.demand_bytes_per_s * plan.window_s / 1e6;
+        self.resume_after = Some(plan.window_s);
+        Ok(crate::warmup::History {
+            speed: ff.speed,
+            window_s: plan.window_s,
+            wall_s: started.elapsed().as_secs_f64(),
+            sessions: r.run.sessions_started,
+            delivered_mb,
+            delivered_fraction: (asked_mb > 0.0).then(|| delivered_mb / asked_mb),
+            server_clock: false,
+        })
+    }
+
     fn run(&mut self, base_url: &str, rate: f64, _repeat: u32) -> Result<LoadOutcome, String> {
         let target = vodkit_load::Target::parse(base_url, false).map_err(|e| e.to_string())?;
-        let tls = if target.tls {
-            let trust = match &self.tls_ca {
-                Some(ca) => vodkit_load::Trust::Ca(ca.clone()),
-                None => vodkit_load::Trust::Insecure,
-            };
-            Some(vodkit_load::TlsClient::new(trust, &target.name).map_err(|e| e.to_string())?)
-        } else {
-            None
+        let resume = self.resume_after.take();
+        let sessions = match resume {
+            Some(h) => self.sessions_after(rate, h),
+            None => self.sessions.clone(),
         };
-        let mut config = vodkit_load::LoadConfig::new(target, self.sessions.clone(), rate);
-        config.tls = tls;
-        if let Some(meta) = &self.meta {
-            config.apply_meta(meta);
-        }
-        config.warmup = self.warmup.clone();
+        let mut config = self.config(target.clone(), sessions, rate);
+        config.tls = self.tls_client(&target)?;
         config.duration = self.max_duration;
-        // Every point is measured at its rate's steady concurrency from its first second:
-        // a cold start spends the longest session below the load it is meant to measure.
-        config.warm_start = self.warm_start;
-        config.max_sessions = self.max_sessions;
+        match resume {
+            // After a history, the point resumes the viewers it left playing; the history
+            // replaced the warm-up requests.
+            Some(h) => {
+                config.warm_start = vodkit_load::WarmStart::Seconds(h);
+                config.max_sessions = self.max_sessions.map(|n| {
+                    n + crate::warmup::resumed(&config.sessions, rate, h)
+                        .first()
+                        .map_or(0, |&(i, _)| i)
+                });
+            }
+            None => {
+                config.warmup = self.warmup.clone();
+                // Every point is measured at its rate's steady concurrency from its first
+                // second: a cold start spends the longest session below the load it is
+                // meant to measure.
+                config.warm_start = self.warm_start;
+                config.max_sessions = self.max_sessions;
+            }
+        }
         config.progress = self.live_status;
         config.source = format!("vodkit bench at {rate} sessions/s");
         config.probes = self.probes;
@@ -225,17 +324,21 @@ impl LoadDriver for WorkloadLoad {
         let r = &run.results;
         // The run's clock starts after warm-up; place the window on the wall clock from the end.
         let t0 = end - Duration::from_secs_f64(r.run.elapsed_s.max(0.0));
+        // The system figures start when the run has settled, as the judged sessions do.
         let [a, b] = r.run.steady_window_s;
+        let a = a.max(r.run.settle_s);
         let steady = (b > a).then(|| {
             (
                 t0 + Duration::from_secs_f64(a.max(0.0)),
                 t0 + Duration::from_secs_f64(b),
             )
         });
+        let samples: Vec<(u64, f64)> = r.timeseries.iter().map(|s| (s.t_s, s.mb_per_s)).collect();
         Ok(LoadOutcome {
             client: client_metrics(r),
             steady,
             notes,
+            halves_mb_s: crate::warmup::delivered_halves(&samples, a, b),
         })
     }
 }
@@ -295,6 +398,7 @@ impl VodkitStarter for InProcessVodkit {
             large_folios: launch
                 .large_folios
                 .unwrap_or(vodkit_server::IoSettings::default().large_folios),
+            order: launch.order.unwrap_or_default(),
             ..Default::default()
         };
         config.admission = launch.admission.unwrap_or(config.admission);
@@ -397,6 +501,9 @@ impl VodkitStarter for ChildVodkit {
         if let Some(on) = launch.large_folios {
             cmd.arg("--large-folios").arg(if on { "on" } else { "off" });
         }
+        if let Some(o) = launch.order {
+            cmd.arg("--io-order").arg(o.name());
+        }
         cmd.arg("--access-log").arg(run_dir.join("access.log"));
         if let Some(t) = tls {
             cmd.arg("--tls-cert")
@@ -429,6 +536,7 @@ impl VodkitStarter for ChildVodkit {
         Ok(Box::new(ChildRunning {
             process,
             stats: StatsPoller::start(admin_port, STATS_EVERY, run_dir.join("stats.jsonl")),
+            admin_port,
         }))
     }
 }
@@ -439,6 +547,19 @@ const STATS_EVERY: Duration = Duration::from_secs(5);
 struct ChildRunning {
     process: ServerProcess,
     stats: StatsPoller,
+    admin_port: u16,
+}
+
+/// `POST /clock?rate=R` to the admin listener on `port` (`vodkit serve`, `vodkit prefetchd`).
+pub fn set_clock_rate(port: u16, rate: f64) -> Result<(), String> {
+    match http_request(port, "POST", &format!("/clock?rate={rate}")) {
+        Ok((204, _)) => Ok(()),
+        Ok((status, body)) => Err(format!(
+            "POST /clock: {status} {}",
+            String::from_utf8_lossy(&body).trim()
+        )),
+        Err(e) => Err(format!("POST /clock: {e}")),
+    }
 }
 
 /// Reads a `vodkit serve` admin listener's `/stats` every interval on its own thread and
@@ -543,6 +664,9 @@ impl Running for ChildRunning {
     fn prefetch_series(&self) -> Vec<(f64, u64)> {
         self.stats.series()
     }
+    fn set_clock_rate(&self, rate: f64) -> Result<bool, String> {
+        set_clock_rate(self.admin_port, rate).map(|()| true)
+    }
     fn stop(mut self: Box<Self>) -> Result<Vec<String>, String> {
         let died = self.process.exited().ok().flatten();
         let mut lines = self
@@ -645,18 +769,20 @@ impl PreloadKit {
         run_dir: &Path,
         budget: Option<&CommandWrap>,
     ) -> Result<PreloadDaemon, String> {
-        self.start_daemon_with(policy, None, run_dir, budget)
+        self.start_daemon_with(policy, None, None, run_dir, budget)
     }
 
-    /// [`PreloadKit::start_daemon`] with the daemon's `--memory` (`None`: its default).
+    /// [`PreloadKit::start_daemon`] with the daemon's `--memory` and `--io-order` (`None`:
+    /// their defaults).
     pub fn start_daemon_with(
         &self,
         policy: &PolicySpec,
         memory: Option<MemorySetting>,
+        order: Option<vodkit_prefetch::IoOrder>,
         run_dir: &Path,
         budget: Option<&CommandWrap>,
     ) -> Result<PreloadDaemon, String> {
-        self.start_daemon_from(None, policy, memory, run_dir, budget)
+        self.start_daemon_from(None, policy, memory, order, run_dir, budget)
     }
 
     /// [`PreloadKit::start_daemon_with`] from another vodkit build (`+bin:PATH`; `None`:
@@ -666,6 +792,7 @@ impl PreloadKit {
         exe: Option<&Path>,
         policy: &PolicySpec,
         memory: Option<MemorySetting>,
+        order: Option<vodkit_prefetch::IoOrder>,
         run_dir: &Path,
         budget: Option<&CommandWrap>,
     ) -> Result<PreloadDaemon, String> {
@@ -680,6 +807,9 @@ impl PreloadKit {
             let mut other = Command::new(exe);
             other.args(cmd.get_args());
             cmd = other;
+        }
+        if let Some(o) = order {
+            cmd.arg("--io-order").arg(o.name());
         }
         let cmd = match budget {
             Some(b) => b(cmd)?,
@@ -758,6 +888,11 @@ impl PreloadDaemon {
     /// The daemon's process id.
     pub fn pid(&self) -> u32 {
         self.process.pid()
+    }
+
+    /// Run the daemon's engine clock `rate` times faster than real time.
+    pub fn set_clock_rate(&self, rate: f64) -> Result<(), String> {
+        set_clock_rate(self.process.port, rate)
     }
 
     /// Scrape its metrics into the run directory, stop it and return the lines that say

@@ -18,6 +18,10 @@
 //! memory (Dan & Sitaram interval caching, per byte between consecutive readers), at a cost
 //! of bytes × gap byte-seconds; the cheapest intervals are admitted first. Disk time per
 //! second is positionings × t_pos + bytes / R; the bound is the largest λ at which it is ≤ 1.
+//! t_pos is the cheaper of a read at an independent place and a read in a sweep serving one
+//! read of each of the N streams active at λ (`vodkit_disk::model::sweep`: a server that
+//! orders its reads by head position seeks shorter), so the bound stays an upper bound for
+//! servers that sweep.
 
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -191,6 +195,20 @@ pub fn prepare(
     sessions: &[Session],
     classes: &[ClientClass],
 ) -> Result<Workload, String> {
+    prepare_after(catalog, sessions, classes, 0)
+}
+
+/// [`prepare`] for `sessions[history..]`, after `sessions[..history]` have been read: the
+/// history's sessions count for nothing themselves, but the later sessions may reuse what
+/// they read (as a bench point is judged after its fast-forward's history, with the
+/// intervals it left in memory).
+pub fn prepare_after(
+    catalog: &Catalog,
+    sessions: &[Session],
+    classes: &[ClientClass],
+    history: usize,
+) -> Result<Workload, String> {
+    let history = history.min(sessions.len().saturating_sub(1));
     let mut files: HashMap<&str, (u64, u32)> = HashMap::new();
     for r in catalog.titles.iter().flat_map(|t| &t.renditions) {
         for f in &r.files {
@@ -210,7 +228,7 @@ pub fn prepare(
         .collect();
     let mut readers: HashMap<String, BTreeMap<u64, Reader>> = HashMap::new();
     let mut w = Workload {
-        sessions: sessions.len(),
+        sessions: sessions.len() - history,
         gap_sum: 0.0,
         steps: Vec::new(),
         reuses: Vec::new(),
@@ -221,10 +239,16 @@ pub fn prepare(
         transfer_byte_seconds: 0.0,
     };
     let mut bitrates: BTreeMap<u32, u64> = BTreeMap::new();
-    for s in sessions {
+    // Cumulative gap of the whole list, history included: where each reader lies.
+    let mut gaps = 0.0;
+    for (index, s) in sessions.iter().enumerate() {
         s.check_gap_schedule()
             .map_err(|e| format!("capacity bound: {e}"))?;
-        w.gap_sum += s.gap;
+        let counted = index >= history;
+        gaps += s.gap;
+        if counted {
+            w.gap_sum += s.gap;
+        }
         let link = if links.is_empty() {
             f64::INFINITY
         } else {
@@ -248,12 +272,14 @@ pub fn prepare(
                 )
             })?;
             if i == 0 {
-                *bitrates.entry(s.bitrate_kbps.unwrap_or(kbps)).or_insert(0) += 1;
+                if counted {
+                    *bitrates.entry(s.bitrate_kbps.unwrap_or(kbps)).or_insert(0) += 1;
+                }
             } else {
                 off += r.pacing_s.max(prev_len as f64 / link);
             }
             let (a, b) = r.span(size);
-            if link.is_finite() {
+            if link.is_finite() && counted {
                 // The response's bytes leave memory as the link delivers them: n/2 held on
                 // average for n/link seconds.
                 let n = (b - a) as f64;
@@ -270,10 +296,19 @@ pub fn prepare(
             };
             // Whole microseconds, so that steps differing only by rounding share a class.
             let tau = (tau * 1e6).round() / 1e6;
-            w.stream_seconds += tau;
             let mine = seen.entry(path).or_default();
             let pieces = subtract(mine, a, b);
             let new: u64 = pieces.iter().map(|(x, y)| y - x).sum();
+            if !counted {
+                // A history session only leaves its readers behind.
+                insert_range(mine, a, b);
+                let map = readers.entry(path.to_string()).or_default();
+                for (x, y) in pieces {
+                    read_range(map, x, y, gaps, off);
+                }
+                continue;
+            }
+            w.stream_seconds += tau;
             if new == 0 {
                 continue;
             }
@@ -283,11 +318,11 @@ pub fn prepare(
             w.watched_bytes += new;
             let map = readers.entry(path.to_string()).or_default();
             for (x, y) in pieces {
-                for (bytes, gap, their_off) in read_range(map, x, y, w.gap_sum, off) {
+                for (bytes, gap, their_off) in read_range(map, x, y, gaps, off) {
                     w.reuses.push(Reuse {
                         step,
                         bytes,
-                        dgap: w.gap_sum - gap,
+                        dgap: gaps - gap,
                         doff: off - their_off,
                     });
                 }
@@ -447,7 +482,7 @@ pub fn evaluate(
         }
         let prefetch = (usable_bytes - interval).max(0.0);
         let (positionings, bytes, kappa) = cls.disk(prefetch / per_s);
-        let pos_s = positionings * disk.positioning_s;
+        let pos_s = positionings * positioning_at(w, disk, lambda);
         let xfer_s = bytes / disk.transfer_bytes_s;
         let utilization = per_s * (pos_s + xfer_s);
         let e = Evaluation {
@@ -476,6 +511,13 @@ pub fn evaluate(
     })
 }
 
+/// t_pos at rate `lambda`: a sweep serves at most one read of each stream active at once
+/// (two reads of one stream in a sweep would be one), so at most N reads; the more reads a
+/// sweep serves, the shorter its seeks, so N reads give the cheapest positioning.
+pub fn positioning_at(w: &Workload, disk: &DiskTerms, lambda: f64) -> f64 {
+    disk.positioning_for(lambda / w.gap_sum * w.stream_seconds)
+}
+
 /// Time-averaged bytes of responses not yet delivered over the clients' links at rate
 /// `lambda` (Little's law over the list's byte-seconds).
 pub fn in_transfer_bytes(w: &Workload, lambda: f64) -> f64 {
@@ -490,8 +532,12 @@ pub struct CapacityBound {
     pub drive: String,
     /// Fraction of the modelled surface the file set occupies (placed at the outer edge).
     pub span_fraction: f64,
-    /// t_pos: expected positioning per read, ms.
+    /// t_pos: expected positioning per read at an independent place, ms.
     pub positioning_ms: f64,
+    /// t_pos of a read in a sweep serving one read per stream at the bound, ms, when that is
+    /// cheaper than `positioning_ms` (the bound then counts it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep_positioning_ms: Option<f64>,
     /// R: zoned transfer rate over the span, MB/s (10^6 bytes).
     pub transfer_mb_s: f64,
     pub memory_bytes: u64,
@@ -570,6 +616,9 @@ pub fn bound(
         drive: drive.to_string(),
         span_fraction: disk.span_fraction,
         positioning_ms: disk.positioning_s * 1000.0,
+        sweep_positioning_ms: Some(positioning_at(w, disk, rate.max(f64::MIN_POSITIVE)))
+            .filter(|&t| t < disk.positioning_s)
+            .map(|t| t * 1000.0),
         transfer_mb_s: disk.transfer_bytes_s / 1e6,
         memory_bytes: memory.budget_bytes,
         reserve_bytes: memory.reserve_bytes,
@@ -634,9 +683,10 @@ pub fn manager_replay(
     disk: DiskTerms,
     memory_bytes: u64,
     guess: f64,
+    history_bytes: u64,
 ) -> Result<vodkit_sim::replay::ReplayResult, String> {
     use vodkit_sim::replay::{capacity, Prefetch, ReplayConfig, ReplayWorkload};
-    let w = ReplayWorkload::prepare(catalog, sessions, classes)?;
+    let w = ReplayWorkload::prepare(catalog, sessions, classes)?.after_history(history_bytes);
     let cfg = ReplayConfig {
         memory: vodkit_prefetch::memory::MemoryConfig::for_budget(memory_bytes),
         disk,

@@ -3,15 +3,18 @@
 //!
 //! 1. drop the page cache (the testbed knows how),
 //! 2. start the server under test (under its memory budget),
-//! 3. start the system sampler, run the load at the rate (the load generator warms the
-//!    cache first and reports the steady-state window, ramps excluded),
-//! 4. summarise disk and CPU (machine-wide busy and iowait, and cores used by the server,
-//!    the load generator and the disk emulator) over that window, stop the server, collect
-//!    its error lines.
+//! 3. with a fast-forward, play the session list's preceding window faster
+//!    ([`crate::warmup`]) so the server's memory is at steady state,
+//! 4. start the system sampler, run the load at the rate (resuming the history's viewers;
+//!    the load generator reports the steady-state window from the point it settled, ramps
+//!    excluded),
+//! 5. summarise disk and CPU (machine-wide busy and iowait, and cores used by the server,
+//!    the load generator and the disk emulator) and the device's counters over that window,
+//!    judge its two halves for steadiness, stop the server, collect its error lines.
 //!
 //! [`run_bench`] runs the capacity search for every server and assembles the report.
 
-use crate::point::{ClientMetrics, DiskMetrics, PointMetrics, ProcessCores};
+use crate::point::{ClientMetrics, DeviceFigures, DiskMetrics, PointMetrics, ProcessCores};
 use crate::report::{self, BenchReport, ServerReport};
 use crate::search::{self, Criterion, Observation, Oracle, SearchPlan, Trial};
 use crate::sut::Sut;
@@ -26,6 +29,8 @@ pub struct LoadOutcome {
     /// What a reader of the point should know about the run (e.g. a live source's failed
     /// publishes).
     pub notes: Vec<String>,
+    /// Delivered MB/s in the two halves of the steady-state window.
+    pub halves_mb_s: Option<[f64; 2]>,
 }
 
 /// Runs the workload's sessions against a server at a rate (sessions/s).
@@ -33,6 +38,18 @@ pub trait LoadDriver {
     fn run(&mut self, base_url: &str, rate: f64, repeat: u32) -> Result<LoadOutcome, String>;
     /// The CA to trust for the next runs' `https://` URL (`+tls` servers); `None`: none.
     fn set_tls_ca(&mut self, _ca: Option<std::path::PathBuf>) {}
+    /// Play the history before a point at `rate` `ff.speed` times faster
+    /// ([`crate::warmup`]), and make the next [`LoadDriver::run`] resume after it. `Err`:
+    /// why no history was played (the run then starts as without one).
+    fn fast_forward(
+        &mut self,
+        _base_url: &str,
+        _rate: f64,
+        _ff: crate::warmup::FastForward,
+        _budget: Option<u64>,
+    ) -> Result<crate::warmup::History, String> {
+        Err("this load driver cannot play a history".into())
+    }
 }
 
 /// Disk and CPU figures over a window.
@@ -50,6 +67,13 @@ pub struct SystemFigures {
     /// SYNs the kernel dropped because a listen queue was full (`TcpExtListenOverflows`),
     /// over the whole point, where `/proc/net/netstat` is readable.
     pub listen_overflows: Option<u64>,
+    /// Disk MB/s in the two halves of the window.
+    pub halves_disk_mb_s: Option<[f64; 2]>,
+    /// The page cache at the window's start and end (the budget cgroup's, else the
+    /// machine's).
+    pub page_cache_bytes: [Option<u64>; 2],
+    /// The emulated drive's own counters over the window.
+    pub device: Option<DeviceFigures>,
     pub notes: Vec<String>,
 }
 
@@ -102,6 +126,11 @@ pub trait Running {
     fn notes(&self) -> Vec<String> {
         Vec::new()
     }
+    /// Run the server's prefetch clock `rate` times faster than real time (1: real time).
+    /// `Ok(false)`: it has no such clock (nginx, Apache).
+    fn set_clock_rate(&self, _rate: f64) -> Result<bool, String> {
+        Ok(false)
+    }
     /// Stop the server; returns the error-log lines it left.
     fn stop(self: Box<Self>) -> Result<Vec<String>, String>;
 }
@@ -127,6 +156,15 @@ pub trait Testbed {
     fn describe(&self) -> String;
     /// Empty the page cache before a point; returns a note when it could not.
     fn drop_caches(&mut self) -> Option<String>;
+    /// Run the emulated drive's clock `scale` times faster (1: real time). `Err`: why not
+    /// (no emulated drive).
+    fn set_timing(&mut self, _scale: f64) -> Result<(), String> {
+        Err("the testbed has no emulated drive".into())
+    }
+    /// The emulated drive's control file (its counters), where there is one.
+    fn device_control(&self) -> Option<std::path::PathBuf> {
+        None
+    }
 }
 
 /// A plain directory on whatever disk it lives on.
@@ -166,6 +204,8 @@ struct ServerOracle<'r, 'a> {
     rig: &'r mut Rig<'a>,
     sut: &'r Sut,
     stop: &'r vodkit_load::CancellationToken,
+    fast_forward: Option<crate::warmup::FastForward>,
+    budget: Option<u64>,
 }
 
 impl ServerOracle<'_, '_> {
@@ -197,6 +237,28 @@ impl Oracle for ServerOracle<'_, '_> {
         let server = self.rig.launcher.start(self.sut).map_err(PointError)?;
         let url = server.base_url();
         self.rig.load.set_tls_ca(server.tls_ca());
+        if let Some(ff) = self.fast_forward {
+            let played = crate::warmup::play_history(
+                self.rig.testbed,
+                server.as_ref(),
+                self.rig.load,
+                &url,
+                rate,
+                ff,
+                self.budget,
+            );
+            match played {
+                Ok((history, notes)) => {
+                    m.fast_forward = history;
+                    m.notes.extend(notes);
+                }
+                Err(e) => {
+                    let _ = server.stop();
+                    return Err(PointError(StartError::Failed(e)));
+                }
+            }
+            self.interrupted()?;
+        }
         self.rig.sampler.watch_server(&server.pids());
         let sampling = self.rig.sampler.start();
         let load = self.rig.load.run(&url, rate, repeat);
@@ -218,6 +280,22 @@ impl Oracle for ServerOracle<'_, '_> {
         m.notes.extend(load.notes);
         match figures {
             Ok(f) => {
+                if let (Some(d), Some(k)) = (load.halves_mb_s, f.halves_disk_mb_s) {
+                    let window_s = load
+                        .steady
+                        .and_then(|(a, b)| b.duration_since(a).ok())
+                        .map_or(0.0, |w| w.as_secs_f64());
+                    let half = |i: usize| crate::warmup::Half {
+                        seconds: window_s / 2.0,
+                        delivered_mb_s: d[i],
+                        disk_mb_s: k[i],
+                    };
+                    m.steadiness = Some(crate::warmup::Steadiness::judge(
+                        [half(0), half(1)],
+                        f.page_cache_bytes,
+                    ));
+                }
+                m.device = f.device;
                 m.disk = f.disk;
                 m.cpu_busy = f.cpu_busy;
                 m.cpu_iowait = f.cpu_iowait;
@@ -246,6 +324,8 @@ pub struct BenchSettings {
     /// Cancelled when the run is interrupted ([`crate::interrupt`]): the point under way
     /// is dropped and no other starts.
     pub stop: vodkit_load::CancellationToken,
+    /// The history played before every point ([`crate::warmup`]); `None`: none.
+    pub fast_forward: Option<crate::warmup::FastForward>,
 }
 
 /// Progress callbacks (the CLI draws bars; tests ignore them).
@@ -284,6 +364,8 @@ pub fn run_bench(
                     rig,
                     sut,
                     stop: &settings.stop,
+                    fast_forward: settings.fast_forward,
+                    budget: settings.memory_bytes,
                 };
                 let outcome = search::search(
                     &mut oracle,
@@ -307,7 +389,15 @@ pub fn run_bench(
         progress.server_done(&server);
         rep.servers.push(server);
     }
+    if let Some(ff) = settings.fast_forward {
+        rep.notes.push(format!(
+            "fast-forward {ff}: before every point the session list's preceding window (two longest sessions, at least {} memory budgets of requested bytes) was played {}× faster on a drive and prefetch clock running as fast, and the point resumed its viewers (docs/bench.md, \"Fast-forward\")",
+            ff.fill, ff.speed
+        ));
+    }
     for s in &rep.servers {
+        rep.notes.extend(crate::warmup::unsteady_note(s));
+        rep.notes.extend(no_clock_note(s));
         rep.notes.extend(shortfall_note(s));
         rep.notes.extend(overflow_note(s));
         rep.notes.extend(queue_note(s));
@@ -324,6 +414,19 @@ pub fn run_bench(
         ));
     }
     rep
+}
+
+/// A server whose points' histories ran without a prefetch clock, once per server.
+fn no_clock_note(s: &ServerReport) -> Option<String> {
+    s.points
+        .iter()
+        .any(|p| {
+            p.metrics
+                .notes
+                .iter()
+                .any(|n| n == crate::warmup::NO_CLOCK_NOTE)
+        })
+        .then(|| format!("{}: {}", s.sut, crate::warmup::NO_CLOCK_NOTE))
 }
 
 /// The device queue settings a server ran with when the launcher changed them

@@ -48,6 +48,8 @@ pub struct VodkitLaunch<'a> {
     pub open_files: Option<usize>,
     /// `--large-folios` of the server (`None`: its default).
     pub large_folios: Option<bool>,
+    /// `--io-order` of the server (`None`: its default).
+    pub order: Option<vodkit_prefetch::IoOrder>,
     /// Another vodkit build to run (`+bin:PATH`; `None`: the starter's own).
     pub exe: Option<&'a Path>,
 }
@@ -84,6 +86,9 @@ impl Running for TlsRunning {
     }
     fn notes(&self) -> Vec<String> {
         self.inner.notes()
+    }
+    fn set_clock_rate(&self, rate: f64) -> Result<bool, String> {
+        self.inner.set_clock_rate(rate)
     }
     fn stop(self: Box<Self>) -> Result<Vec<String>, String> {
         self.inner.stop()
@@ -166,6 +171,12 @@ impl Running for PeerRunning {
         let daemon = self.daemon.as_ref().map(|d| d.pid());
         std::iter::once(self.process.pid()).chain(daemon).collect()
     }
+    fn set_clock_rate(&self, rate: f64) -> Result<bool, String> {
+        match &self.daemon {
+            Some(d) => d.set_clock_rate(rate).map(|()| true),
+            None => Ok(false),
+        }
+    }
     fn stop(self: Box<Self>) -> Result<Vec<String>, String> {
         let this = *self;
         // The server first: it must not outlive the daemon it reports to.
@@ -213,6 +224,9 @@ impl Running for Tuned {
         notes.push(self.applied.describe());
         notes
     }
+    fn set_clock_rate(&self, rate: f64) -> Result<bool, String> {
+        self.inner.set_clock_rate(rate)
+    }
     fn stop(self: Box<Self>) -> Result<Vec<String>, String> {
         let lines = self.inner.stop()?;
         self.applied.restore()?;
@@ -242,14 +256,10 @@ impl Launcher for LocalLauncher {
     fn available(&self, sut: &Sut) -> Result<(), String> {
         match &sut.base {
             Base::Nginx if peers::nginx_program().is_none() => {
-                return Err(
-                    "nginx is not installed (Debian: apt-get install nginx); skipped".into(),
-                )
+                return Err(crate::setup::missing_peer(&crate::setup::NGINX))
             }
             Base::Apache if peers::apache_program().is_none() => {
-                return Err(
-                    "apache2 is not installed (Debian: apt-get install apache2); skipped".into(),
-                )
+                return Err(crate::setup::missing_peer(&crate::setup::APACHE))
             }
             Base::Vodkit { .. } => {
                 if let Err(why) = &self.vodkit {
@@ -335,7 +345,14 @@ impl Launcher for LocalLauncher {
                     .as_ref()
                     .map_err(|why| StartError::Unavailable(why.clone()))?;
                 let d = kit
-                    .start_daemon_from(sut.bin.as_deref(), policy, sut.memory, &run_dir, budget)
+                    .start_daemon_from(
+                        sut.bin.as_deref(),
+                        policy,
+                        sut.memory,
+                        sut.order,
+                        &run_dir,
+                        budget,
+                    )
                     .map_err(StartError::Failed)?;
                 Some(d)
             }
@@ -379,6 +396,7 @@ impl Launcher for LocalLauncher {
                     open_files: sut.open_files,
                     threads: sut.workers,
                     large_folios: sut.large_folios,
+                    order: sut.order,
                     exe: sut.bin.as_deref(),
                 })?;
                 let inner: Box<dyn Running> = match tls {

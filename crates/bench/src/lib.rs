@@ -7,7 +7,8 @@
 //! (`vodkit-preload`) on the emulated disk (`vodkit-disk`), and checks the simulator
 //! (`vodkit-sim`, `vodkit-trace`) against a real run. The pure parts depend on none of
 //! that: [`sut`] parses the server list, [`search`] is the capacity search, [`bound`] the
-//! capacity bound any server is read against, [`report`] writes
+//! capacity bound any server is read against, [`warmup`] brings each point to steady state
+//! (the fast-forward) and judges it, [`report`] writes
 //! bench.json/report.md/report.html and [`scenario`] holds the seed experiments as data.
 //! [`adapters`], [`launch`] and [`system`] connect the experiment's traits to the other
 //! crates; [`runner`] and [`scenario_run`] run a request or a scenario; [`validate`] is the
@@ -28,6 +29,8 @@ pub mod runner;
 pub mod scenario;
 pub mod scenario_run;
 pub mod search;
+pub mod setup;
 pub mod sut;
 pub mod system;
 pub mod validate;
+pub mod warmup;

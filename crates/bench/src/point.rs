@@ -28,6 +28,37 @@ pub struct DiskMetrics {
     pub utilization: f64,
 }
 
+/// The emulated drive's own counters over the steady-state window (its control file).
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct DeviceFigures {
+    /// Reads that moved the head, per second.
+    pub positionings_per_s: f64,
+    /// Bytes read per positioning (KiB); `None` without positionings.
+    pub kib_per_positioning: Option<f64>,
+    /// Share of the time the modelled drive was busy (0..1).
+    pub busy_fraction: f64,
+}
+
+impl DeviceFigures {
+    /// The figures between two readings of the counters `secs` real seconds apart.
+    pub fn between(
+        a: &vodkit_disk::testbed::fusedev::DeviceCounters,
+        b: &vodkit_disk::testbed::fusedev::DeviceCounters,
+        secs: f64,
+    ) -> Option<DeviceFigures> {
+        if secs <= 0.0 {
+            return None;
+        }
+        let seeks = b.seeks.saturating_sub(a.seeks);
+        let bytes = b.read_bytes.saturating_sub(a.read_bytes);
+        Some(DeviceFigures {
+            positionings_per_s: seeks as f64 / secs,
+            kib_per_positioning: (seeks > 0).then(|| bytes as f64 / seeks as f64 / 1024.0),
+            busy_fraction: ((b.busy_secs - a.busy_secs) / secs).max(0.0),
+        })
+    }
+}
+
 /// CPU time used by the processes of a point over the steady-state window, in cores
 /// (CPU-seconds per second; 1.0 is one core fully busy). `None` where not known.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -124,6 +155,15 @@ pub struct PointMetrics {
     /// Things about this point a reader should know (e.g. caches could not be dropped).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
+    /// The history played before the point ([`crate::warmup`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fast_forward: Option<crate::warmup::History>,
+    /// The judged window's two halves compared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub steadiness: Option<crate::warmup::Steadiness>,
+    /// The emulated drive's counters over the window.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<DeviceFigures>,
 }
 
 impl PointMetrics {
@@ -224,6 +264,13 @@ pub fn mean_of(points: &[&PointMetrics]) -> Option<PointMetrics> {
             .flat_map(|p| p.server_errors.clone())
             .collect(),
         notes: Vec::new(),
+        fast_forward: points[0].fast_forward.clone(),
+        steadiness: points[0].steadiness,
+        device: avg_opt(&|p| p.device.map(|d| d.positionings_per_s)).map(|pos| DeviceFigures {
+            positionings_per_s: pos,
+            kib_per_positioning: avg_opt(&|p| p.device.and_then(|d| d.kib_per_positioning)),
+            busy_fraction: avg_opt(&|p| p.device.map(|d| d.busy_fraction)).unwrap_or(0.0),
+        }),
     })
 }
 

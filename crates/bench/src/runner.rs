@@ -141,6 +141,8 @@ pub struct BenchRequest {
     pub repeat: u32,
     /// Longest load run per data point.
     pub point_duration: Option<Duration>,
+    /// The history played before every point (`--fast-forward`).
+    pub fast_forward: crate::warmup::FastForwardChoice,
     pub out: PathBuf,
     /// The vodkit binary used to start `vodkit serve` children.
     pub vodkit_exe: Option<PathBuf>,
@@ -198,22 +200,25 @@ pub fn check_request(req: &BenchRequest) -> Result<Checked, RunError> {
 /// A rough capacity guess in sessions/s from the workload: the rate at which the offered
 /// load reaches `target_mb_s`.
 pub fn rate_guess(load: &WorkloadLoad, target_mb_s: f64) -> f64 {
-    let n = load.sessions.len().max(1) as f64;
-    // A live viewer receives its bit rate for its watch time.
-    let live: f64 = load
-        .sessions
+    let per_session_mb = (mean_session_bytes(&load.sessions) / 1e6).max(0.01);
+    (target_mb_s / per_session_mb).max(0.05)
+}
+
+/// Bytes a session of the list requests on average (a request without a range counts
+/// 512 KiB; a live viewer receives its bit rate for its watch time).
+pub fn mean_session_bytes(sessions: &[vodkit_workload::model::Session]) -> f64 {
+    let n = sessions.len().max(1) as f64;
+    let live: f64 = sessions
         .iter()
         .filter_map(|s| Some(s.live?.watch_s * f64::from(s.bitrate_kbps?) * 125.0))
         .sum();
     let bytes: f64 = live
-        + load
-            .sessions
+        + sessions
             .iter()
             .flat_map(|s| &s.requests)
             .map(|r| r.range.map(|x| x.len()).unwrap_or(512 * 1024) as f64)
             .sum::<f64>();
-    let per_session_mb = (bytes / n / 1e6).max(0.01);
-    (target_mb_s / per_session_mb).max(0.05)
+    bytes / n
 }
 
 /// Progress on stderr: a spinner for the running point, one line per finished point.
@@ -284,6 +289,39 @@ impl Progress for BarProgress {
             c.failure_fraction * 100.0,
             c.timed_out_requests
         ));
+        if let Some(h) = &t.detail.fast_forward {
+            self.line(format!(
+                "      fast-forward: {:.0} s of history in {:.0} s ({:.0} MB delivered{}{})",
+                h.window_s,
+                h.wall_s,
+                h.delivered_mb,
+                h.delivered_fraction.map_or(String::new(), |f| format!(
+                    ", {:.0}% of what it asked",
+                    f * 100.0
+                )),
+                if h.server_clock {
+                    ", server clock sped up"
+                } else {
+                    ""
+                }
+            ));
+        }
+        if let Some(st) = &t.detail.steadiness {
+            self.line(format!(
+                "      halves: {} — {}",
+                st.describe(),
+                if st.steady { "steady" } else { "NOT STEADY" }
+            ));
+        }
+        if let Some(d) = &t.detail.device {
+            self.line(format!(
+                "      drive: {:.1} positionings/s, {} KiB/positioning, {:.0}% busy",
+                d.positionings_per_s,
+                d.kib_per_positioning
+                    .map_or("–".into(), |k| format!("{k:.0}")),
+                d.busy_fraction * 100.0
+            ));
+        }
         if let Some(m) = t.detail.server_memory {
             self.line(format!(
                 "      server cgroup peak {:.0} MiB ({:.0} MiB page cache, {:.0} MiB other)",
@@ -392,6 +430,19 @@ pub fn capacity_bound(
     load: &WorkloadLoad,
     memory: Option<u64>,
 ) -> (Option<crate::bound::CapacityBound>, Vec<String>) {
+    capacity_bound_after(choice, workload, load, memory, None)
+}
+
+/// [`capacity_bound`] judged after the history a fast-forward plays before every point:
+/// the bound over the sessions after `fill` budgets of requested bytes (whose intervals
+/// they may reuse), the memory replay measured once that many bytes were requested.
+pub fn capacity_bound_after(
+    choice: &TestbedChoice,
+    workload: &Path,
+    load: &WorkloadLoad,
+    memory: Option<u64>,
+    history: Option<crate::warmup::FastForward>,
+) -> (Option<crate::bound::CapacityBound>, Vec<String>) {
     let TestbedChoice::Hdd(preset) = choice else {
         return (
             None,
@@ -424,7 +475,21 @@ pub fn capacity_bound(
     let computed = crate::prepare::catalog(workload).and_then(|catalog| {
         let fileset = crate::prepare::fileset_bytes(&catalog);
         let image = crate::system::HddTestbed::image_size_for(fileset).max(64 << 20);
-        let w = crate::bound::prepare(&catalog, &load.sessions, &classes)?;
+        let history_bytes = history.map_or(0.0, |ff| ff.fill * memory as f64);
+        let per_session = mean_session_bytes(&load.sessions);
+        let history_sessions = if per_session > 0.0 {
+            (history_bytes / per_session).ceil() as usize
+        } else {
+            0
+        };
+        let w =
+            crate::bound::prepare_after(&catalog, &load.sessions, &classes, history_sessions)?;
+        if history_sessions > 0 {
+            notes.push(format!(
+                "capacity bound and memory replay judged after the same history as the points: the bound over the sessions after the first {history_sessions} (about {} of requests, whose intervals it may reuse), the replay measured once that much was requested",
+                bytesize::ByteSize(history_bytes as u64)
+            ));
+        }
         let mut b = crate::bound::for_testbed(&w, *preset, fileset, image, memory)?;
         let disk = crate::bound::testbed_terms(*preset, fileset, image)?;
         match crate::bound::manager_replay(
@@ -434,6 +499,7 @@ pub fn capacity_bound(
             disk,
             memory,
             b.bound_rate / 2.0,
+            history_bytes as u64,
         ) {
             Ok(r) => b.manager_replay = Some(r),
             Err(e) => notes.push(format!("memory replay not computed: {e}")),
@@ -458,11 +524,13 @@ pub fn capacity_bound(
 /// One line describing a bound for the report's notes.
 pub fn bound_note(b: &crate::bound::CapacityBound) -> String {
     format!(
-        "capacity bound {:.2} sessions/s (any server, docs/bench.md): {} over {:.0}% of the surface, t_pos {:.1} ms, R {:.0} MB/s; {} budget − {} reserve = {} prefetch + {} intervals + {} in transfer to clients; {:.0} streams, {:.0}% hits, {:.0} MB/s from disk",
+        "capacity bound {:.2} sessions/s (any server, docs/bench.md): {} over {:.0}% of the surface, t_pos {:.1} ms{}, R {:.0} MB/s; {} budget − {} reserve = {} prefetch + {} intervals + {} in transfer to clients; {:.0} streams, {:.0}% hits, {:.0} MB/s from disk",
         b.bound_rate,
         b.drive,
         b.span_fraction * 100.0,
         b.positioning_ms,
+        b.sweep_positioning_ms
+            .map_or(String::new(), |t| format!(" ({t:.1} ms in sweeps)")),
         b.transfer_mb_s,
         bytesize::ByteSize(b.memory_bytes),
         bytesize::ByteSize(b.reserve_bytes),
@@ -527,6 +595,9 @@ pub struct RunSetup<'a> {
     /// After the servers, time a sequential read of the requested files (up to 2 GiB) on the
     /// testbed, while the file set is still in place.
     pub sequential_read: bool,
+    /// The history played before every point ([`crate::warmup`]); `Auto` resolves it from
+    /// the testbed, the budget and the CPU quota.
+    pub fast_forward: crate::warmup::FastForwardChoice,
 }
 
 /// A finished run: the report (servers carry their fraction of the bound), the bound, and
@@ -592,8 +663,18 @@ pub fn run_workload(setup: &RunSetup<'_>, progress: &mut BarProgress) -> Result<
         load.set_players(p.config.clone());
     }
     progress.message(say("computing the capacity bound"));
-    let (bound, mut bound_notes) =
-        capacity_bound(setup.testbed, setup.workload, &load, setup.memory);
+    let fast_forward = setup.fast_forward.resolve(
+        matches!(setup.testbed, TestbedChoice::Hdd(_)),
+        setup.memory,
+        setup.server_cpus,
+    );
+    let (bound, mut bound_notes) = capacity_bound_after(
+        setup.testbed,
+        setup.workload,
+        &load,
+        setup.memory,
+        fast_forward,
+    );
     if bound.is_some() && setup.players.is_some() {
         bound_notes.push(
             "players: the capacity bound and the memory replay are computed from the workload's byte ranges at its nominal bit rates, while the players fetch the encoded media set at the rates the Players table shows; read % of bound as approximate"
@@ -651,7 +732,9 @@ pub fn run_workload(setup: &RunSetup<'_>, progress: &mut BarProgress) -> Result<
     }
     let mut sampler =
         crate::system::ProcSampler::for_root(&root, budget.as_ref().and_then(|b| b.cgroup_dir()));
+    sampler.device_control = testbed.device_control();
     let settings = BenchSettings {
+        fast_forward,
         workload: setup.workload.display().to_string(),
         memory_bytes: setup.memory,
         plan,
@@ -728,6 +811,7 @@ pub fn run(req: &BenchRequest) -> Result<(BenchReport, String), RunError> {
         probes: req.probes,
         players: req.players.as_ref(),
         sequential_read: false,
+        fast_forward: req.fast_forward,
     };
     let ran = run_workload(&setup, &mut progress);
     progress.finish();
@@ -774,6 +858,7 @@ mod tests {
             players: None,
             repeat: 1,
             point_duration: None,
+            fast_forward: Default::default(),
             out: dir.join("out"),
             vodkit_exe: None,
             progress: false,
@@ -856,6 +941,7 @@ mod tests {
             probes: None,
             players: None,
             sequential_read: false,
+            fast_forward: Default::default(),
         };
         let fails = |setup: &RunSetup<'_>, status: &str, needle: &str| {
             let n = run_workload(setup, &mut BarProgress::new(false))

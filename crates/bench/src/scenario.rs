@@ -93,6 +93,9 @@ pub struct Scenario {
     /// Probe sessions per point (`vodkit load --probe` words).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub probes: Option<&'static str>,
+    /// The history played before every point (`auto`: on where the testbed is an emulated
+    /// drive with a memory budget; `--fast-forward` overrides it).
+    pub fast_forward: crate::warmup::FastForwardChoice,
 }
 
 /// youtube-2011 compressed four times in time so a 45-60 s data point reaches steady state:
@@ -242,6 +245,7 @@ pub fn all() -> Vec<Scenario> {
         // sessions keep pace, came out too high (docs/bench.md, "Why `pace`").
         criterion: Some(PACE),
         probes: None,
+        fast_forward: crate::warmup::FastForwardChoice::Auto,
     };
     let chunk_suts = ["vodkit:vanilla", "vodkit:asap:fixed:2MiB"];
     vec![
@@ -554,6 +558,7 @@ pub fn matrix() -> Scenario {
             pair!("MUL", 2.0),
         ],
         sequential_reference: None,
+        fast_forward: crate::warmup::FastForwardChoice::Auto,
         criterion: Some("quality:95%"),
         probes: Some("20,30s"),
     }

@@ -37,6 +37,8 @@ pub struct CellPlan {
     /// Probe sessions per point (`--probe`).
     pub probes: Option<vodkit_load::probe::Probes>,
     pub repeat: u32,
+    /// The history played before every point.
+    pub fast_forward: crate::warmup::FastForwardChoice,
 }
 
 /// Turn a scenario's data into runnable cells.
@@ -78,6 +80,7 @@ pub fn cells(s: &Scenario) -> Result<Vec<CellPlan>, String> {
                 },
                 probes: s.probes.map(str::parse).transpose()?,
                 repeat: 1,
+                fast_forward: s.fast_forward,
             })
         })
         .collect()
@@ -156,6 +159,7 @@ pub fn run_cell(
         sequential_read: cell.sequential,
         probes: cell.probes,
         players: None,
+        fast_forward: cell.fast_forward,
     };
     let Ran {
         report: rep,

@@ -31,6 +31,9 @@
 //!   bench passes are the ones both accept);
 //! - `+folios:large` or `+folios:small` — vodkit's `--large-folios on|off` (default off):
 //!   prefetches of popular files read as 2 MiB page-cache folios, or always as 4 KiB pages;
+//! - `+order:fifo|deadline|sweep` — the order the device queue of a vodkit server (a
+//!   serializing I/O mode) or of a `+preload` server's daemon serves reads in
+//!   (`--io-order`; default `fifo`);
 //! - `+tls` — serve HTTPS only (TLS 1.3 for nginx and Apache, with sendfile left on where
 //!   the server allows it; vodkit with its rustls listener) with a throwaway CA and
 //!   certificate the runner makes in the server's run directory; the load generator trusts
@@ -41,7 +44,7 @@ use std::fmt;
 use vodkit_prefetch::PolicySpec;
 use vodkit_server::admission::AdmissionPolicy;
 
-pub use vodkit_prefetch::IoMode;
+pub use vodkit_prefetch::{IoMode, IoOrder};
 
 /// A policy in reports: its `--prefetch` text.
 fn policy_text<S: Serializer>(p: &PolicySpec, s: S) -> Result<S::Ok, S::Error> {
@@ -104,6 +107,8 @@ pub struct Sut {
     pub open_files: Option<usize>,
     /// `+folios:large|small`: vodkit's `--large-folios on|off` (None: its default).
     pub large_folios: Option<bool>,
+    /// `+order:…`: `--io-order` of vodkit or of a `+preload` daemon (None: its default).
+    pub order: Option<IoOrder>,
     /// `+bin:PATH`: the vodkit executable for this entry (None: the bench's own).
     pub bin: Option<std::path::PathBuf>,
 }
@@ -130,6 +135,7 @@ impl Sut {
             admission: None,
             open_files: None,
             large_folios: None,
+            order: None,
             bin: None,
         }
     }
@@ -255,6 +261,10 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
             set_once(&mut sut.aio_threads, "threads", || parse_threads(rest))?;
         } else if let Some(rest) = modifier.strip_prefix("openfiles") {
             set_once(&mut sut.open_files, "openfiles", || parse_open_files(rest))?;
+        } else if let Some(rest) = modifier.strip_prefix("order:") {
+            set_once(&mut sut.order, "order", || {
+                rest.parse().map_err(|e| format!("+order:{e}"))
+            })?;
         } else if let Some(rest) = modifier.strip_prefix("bin:") {
             set_once(&mut sut.bin, "bin", || {
                 if rest.is_empty() {
@@ -271,12 +281,22 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
             })?;
         } else {
             return Err(format!(
-                "unknown modifier `+{modifier}`; expected +preload[:POLICY], +readahead:KB[,maxsectors:KB], +workers:N, +threads[:N], +memory:auto|off|SIZE, +admission:off|auto[:SECONDS]|rate:R, +openfiles:N, +folios:large|small, +bin:PATH or +tls"
+                "unknown modifier `+{modifier}`; expected +preload[:POLICY], +readahead:KB[,maxsectors:KB], +workers:N, +threads[:N], +memory:auto|off|SIZE, +admission:off|auto[:SECONDS]|rate:R, +openfiles:N, +folios:large|small, +order:fifo|deadline|sweep, +bin:PATH or +tls"
             ));
         }
     }
     if sut.large_folios.is_some() && !matches!(sut.base, Base::Vodkit { .. }) {
         return Err("+folios sets how a vodkit server's prefetches fill the page cache".into());
+    }
+    match (&sut.base, &sut.preload, sut.order) {
+        (_, _, None) | (_, Some(_), Some(_)) => {}
+        (Base::Vodkit { io, .. }, None, Some(_)) if io.serializes() => {}
+        (Base::Vodkit { io, .. }, None, Some(_)) => {
+            return Err(format!(
+                "+order orders a device queue; vodkit:{io} reads on a thread pool (expected serialized, asap or direct)"
+            ))
+        }
+        _ => return Err("+order sets the read order of vodkit or of a +preload daemon".into()),
     }
     if sut.bin.is_some() && !matches!(sut.base, Base::Vodkit { .. }) && sut.preload.is_none() {
         return Err("+bin runs vodkit (or a +preload server's daemon) from another build".into());
@@ -614,6 +634,29 @@ mod tests {
             ("vodkit+folios:huge", "expected large or small"),
             ("nginx+folios:small", "vodkit server"),
             ("vodkit+folios:small+folios:large", "given twice"),
+        ] {
+            let e = parse_one(entry).unwrap_err();
+            assert!(e.contains(needle), "{entry}: {e}");
+        }
+    }
+
+    #[test]
+    fn order_sets_the_read_order_of_vodkit_and_of_preload_daemons() {
+        let suts =
+            parse_list("vodkit:asap:auto+order:sweep,nginx+preload:auto+order:deadline,vodkit")
+                .unwrap();
+        let orders: Vec<_> = suts.iter().map(|s| s.order).collect();
+        assert_eq!(
+            orders,
+            [Some(IoOrder::Sweep), Some(IoOrder::Deadline), None]
+        );
+        assert_eq!(suts[0].label, "vodkit:asap:auto+order:sweep");
+        assert_eq!(serde_json::to_value(&suts[0]).unwrap()["order"], "sweep");
+        for (entry, needle) in [
+            ("vodkit+order:scan", "+order:read order `scan`"),
+            ("nginx+order:sweep", "vodkit or of a +preload daemon"),
+            ("vodkit:prefetch+order:sweep", "thread pool"),
+            ("vodkit+order:sweep+order:fifo", "given twice"),
         ] {
             let e = parse_one(entry).unwrap_err();
             assert!(e.contains(needle), "{entry}: {e}");

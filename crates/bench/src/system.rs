@@ -1,7 +1,7 @@
 //! Adapters to `vodkit-disk`: the /proc sampler running on a background thread while a
 //! point runs (summarised over the steady-state window: disk, machine-wide CPU busy and
-//! iowait, and the cores used by the server, the load generator and the disk emulator),
-//! and the memory budget (memory cgroup, page cache included) that server commands join
+//! iowait, the cores used by the server, the load generator and the disk emulator, the
+//! window's two halves and the emulated drive's own counters), and the memory budget (memory cgroup, page cache included) that server commands join
 //! before they start.
 
 use crate::experiment::{Sampler, SystemFigures};
@@ -31,13 +31,18 @@ pub fn device_of(path: &Path) -> Option<String> {
 
 type Samples = Arc<Mutex<Vec<(SystemTime, sys::Sample)>>>;
 type ProcSamples = Arc<Mutex<Vec<(SystemTime, RoleTicks)>>>;
+type DeviceSamples = Arc<Mutex<Vec<(SystemTime, DeviceCounters)>>>;
+use vodkit_disk::testbed::fusedev::DeviceCounters;
 
 /// Samples /proc once a second on a thread while a point runs.
 pub struct ProcSampler {
     pub device: Option<String>,
     pub cgroup: Option<PathBuf>,
+    /// The emulated drive's control file, read with every sample for its counters.
+    pub device_control: Option<PathBuf>,
     samples: Samples,
     procs: ProcSamples,
+    counters: DeviceSamples,
     /// `ListenOverflows` when the point started.
     overflows_at_start: Option<u64>,
     watch: Watch,
@@ -51,8 +56,10 @@ impl ProcSampler {
         ProcSampler {
             device: device_of(root),
             cgroup,
+            device_control: None,
             samples: Arc::default(),
             procs: Arc::default(),
+            counters: Arc::default(),
             overflows_at_start: None,
             watch: Watch::default(),
             stop: Arc::default(),
@@ -84,8 +91,19 @@ impl Sampler for ProcSampler {
             procs.clear();
             procs.push((SystemTime::now(), role_ticks(&watch)));
         }
+        let control = self.device_control.clone();
+        let read_counters = move || {
+            let text = std::fs::read_to_string(control.as_ref()?).ok()?;
+            serde_json::from_str::<DeviceCounters>(&text).ok()
+        };
+        {
+            let mut c = self.counters.lock().map_err(|e| e.to_string())?;
+            c.clear();
+            c.extend(read_counters().map(|r| (SystemTime::now(), r)));
+        }
         self.stop.store(false, Ordering::SeqCst);
         let (samples, procs, stop) = (self.samples.clone(), self.procs.clone(), self.stop.clone());
+        let counters = self.counters.clone();
         self.thread = Some(std::thread::spawn(move || {
             while !stop.load(Ordering::SeqCst) {
                 for _ in 0..10 {
@@ -101,6 +119,11 @@ impl Sampler for ProcSampler {
                 let ticks = role_ticks(&watch);
                 if let Ok(mut v) = procs.lock() {
                     v.push((SystemTime::now(), ticks));
+                }
+                if let Some(c) = read_counters() {
+                    if let Ok(mut v) = counters.lock() {
+                        v.push((SystemTime::now(), c));
+                    }
                 }
             }
         }));
@@ -125,6 +148,29 @@ impl Sampler for ProcSampler {
             .map(|(_, s)| s)
             .collect();
         let mut figures = summarise(&picked, self.device.as_deref());
+        if let Some((a, b)) = window {
+            let mid = a + b.duration_since(a).unwrap_or_default() / 2;
+            let (first, second): (Vec<&(SystemTime, sys::Sample)>, Vec<_>) = all
+                .iter()
+                .filter(|(at, _)| *at > a && *at <= b + Duration::from_millis(500))
+                .partition(|(at, _)| *at <= mid);
+            let disk = |half: &[&(SystemTime, sys::Sample)]| {
+                let v: Vec<&sys::Sample> = half.iter().map(|(_, s)| s).collect();
+                summarise(&v, self.device.as_deref()).disk.map(|d| d.mb_s)
+            };
+            figures.halves_disk_mb_s = disk(&first).zip(disk(&second)).map(|(x, y)| [x, y]);
+        }
+        let cache = |s: &sys::Sample| {
+            s.cgroup
+                .as_ref()
+                .map_or(s.memory.page_cache, |c| c.cache_bytes)
+        };
+        figures.page_cache_bytes = [
+            picked.first().map(|s| cache(s)),
+            picked.last().map(|s| cache(s)),
+        ];
+        let counters = self.counters.lock().map_err(|e| e.to_string())?;
+        figures.device = device_window(&counters, window);
         figures.listen_overflows = self
             .overflows_at_start
             .zip(read_listen_overflows())
@@ -143,6 +189,31 @@ impl Sampler for ProcSampler {
         }
         Ok(figures)
     }
+}
+
+/// The emulated drive's figures over the window (whole run when `None`), from the last
+/// reading at or before its start to the last at or before its end.
+pub fn device_window(
+    readings: &[(SystemTime, DeviceCounters)],
+    window: Option<(SystemTime, SystemTime)>,
+) -> Option<crate::point::DeviceFigures> {
+    let (first, last) = match window {
+        None => (readings.first(), readings.last()),
+        Some((a, b)) => (
+            readings
+                .iter()
+                .rev()
+                .find(|(at, _)| *at <= a)
+                .or(readings.first()),
+            readings
+                .iter()
+                .rev()
+                .find(|(at, _)| *at <= b + Duration::from_millis(500)),
+        ),
+    };
+    let ((t0, a), (t1, b)) = (first?, last?);
+    let secs = t1.duration_since(*t0).ok()?.as_secs_f64();
+    crate::point::DeviceFigures::between(a, b, secs)
 }
 
 /// Disk and CPU figures over a set of samples (time-weighted; read size per transaction).
@@ -208,6 +279,9 @@ pub fn summarise(samples: &[&sys::Sample], device: Option<&str>) -> SystemFigure
         cores: ProcessCores::default(),
         server_memory,
         listen_overflows: None,
+        halves_disk_mb_s: None,
+        page_cache_bytes: [None, None],
+        device: None,
         notes: Vec::new(),
     }
 }
@@ -505,7 +579,10 @@ pub struct Budget {
 impl Budget {
     /// The budget for `memory` bytes and `cpus` cores; `None` when neither is asked for.
     pub fn create(memory: Option<u64>, cpus: Option<f64>) -> Result<Option<Budget>, String> {
-        let name = format!("vodkit-bench-{}", std::process::id());
+        // One name per budget, also for several benches in one process (tests in parallel).
+        static BUDGETS: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = BUDGETS.fetch_add(1, Ordering::SeqCst);
+        let name = format!("vodkit-bench-{}-{n}", std::process::id());
         let mut b = Budget {
             inner: None,
             cpu: None,
@@ -628,6 +705,14 @@ impl crate::experiment::Testbed for HddTestbed {
     }
     fn drop_caches(&mut self) -> Option<String> {
         crate::experiment::drop_page_cache().err()
+    }
+    fn set_timing(&mut self, scale: f64) -> Result<(), String> {
+        let bed = self.bed.as_ref().ok_or("the emulated disk is down")?;
+        let command = vodkit_disk::testbed::Control::timing(scale)?;
+        vodkit_disk::testbed::control(bed.state(), command).map_err(|e| e.to_string())
+    }
+    fn device_control(&self) -> Option<PathBuf> {
+        self.bed.as_ref().map(|b| b.state().control_path())
     }
 }
 

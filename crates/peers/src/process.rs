@@ -329,9 +329,23 @@ pub(crate) fn status_of(head: &[u8]) -> std::io::Result<u16> {
 
 /// Fetch a whole file over HTTP/1.0 from 127.0.0.1:port; returns (status, body).
 pub fn http_get(port: u16, path: &str) -> std::io::Result<(u16, Vec<u8>)> {
+    http_request(port, "GET", path)
+}
+
+/// Send one bodiless HTTP/1.0 request (`GET`, `POST`, …) to 127.0.0.1:port and read the
+/// whole answer; returns (status, body).
+pub fn http_request(port: u16, method: &str, path: &str) -> std::io::Result<(u16, Vec<u8>)> {
     let mut s = TcpStream::connect((Ipv4Addr::LOCALHOST, port))?;
     s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n")?;
+    let empty_body = if method == "GET" {
+        ""
+    } else {
+        "Content-Length: 0\r\n"
+    };
+    write!(
+        s,
+        "{method} {path} HTTP/1.0\r\nHost: localhost\r\n{empty_body}\r\n"
+    )?;
     let mut buf = Vec::new();
     s.read_to_end(&mut buf)?;
     let split = buf

@@ -8,10 +8,13 @@
 //! | mode | who reads | how much |
 //! |---|---|---|
 //! | `vanilla` | a shared thread pool | exactly the request |
-//! | `serialized` | one FIFO worker per device | exactly the request |
+//! | `serialized` | one worker per device | exactly the request |
 //! | `prefetch` | a shared thread pool | the policy's prefetch size |
-//! | `asap` | one FIFO worker per device | the policy's prefetch size |
-//! | `direct` | one FIFO worker per device | the policy's prefetch size, `O_DIRECT` into the buffer pool |
+//! | `asap` | one worker per device | the policy's prefetch size |
+//! | `direct` | one worker per device | the policy's prefetch size, `O_DIRECT` into the buffer pool |
+//!
+//! A device's worker serves its queue in arrival order, or by deadline or head position
+//! ([`EngineConfig::order`], [`crate::schedule`]).
 //!
 //! Reads are blocking `pread`s into a reusable buffer (never readahead or
 //! `POSIX_FADV_WILLNEED`, which the kernel may truncate); the bytes land in the page
@@ -32,8 +35,10 @@ use crate::device::DeviceMap;
 use crate::direct::{self, BufferPool, Chunk, PoolConfig, Slice};
 use crate::ledger::{Ledger, LedgerConfig};
 use crate::memory::{self, MemoryConfig, MemoryManager, StreamId};
+use crate::placement::Placement;
 use crate::policy::{FileId, Observation, Policy, PolicySpec, ReadContext};
 use crate::residency::{self, Probe};
+use crate::schedule::{Deadlines, IoOrder, Place, Queue, Read};
 use crate::stats::{DeviceStats, DropStats, Stats};
 use crossbeam_channel::{Receiver, Sender};
 use std::collections::{BTreeMap, HashMap};
@@ -45,7 +50,6 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
-use std::time::Instant;
 use tokio::sync::oneshot;
 
 /// How misses are read (seed 001 §5).
@@ -72,7 +76,7 @@ impl IoMode {
         }
     }
 
-    /// One FIFO worker per device (rather than the shared pool).
+    /// One worker per device (rather than the shared pool).
     pub fn serializes(self) -> bool {
         matches!(self, IoMode::Serialized | IoMode::Asap | IoMode::Direct)
     }
@@ -142,6 +146,10 @@ pub struct EngineConfig {
     /// folio boundaries ([`crate::folio`]); `false` (the default): `pread`s only (4 KiB
     /// pages). Off by default until it is a measured gain: docs/results/folio/report.md.
     pub large_folios: bool,
+    /// The order a device's worker serves its queued reads in (serializing modes only):
+    /// arrival order (the default), earliest deadline first, or sweeps by head position
+    /// ([`crate::schedule`]).
+    pub order: IoOrder,
 }
 
 impl Default for EngineConfig {
@@ -161,6 +169,7 @@ impl Default for EngineConfig {
             memory: None,
             o_direct: true,
             large_folios: false,
+            order: IoOrder::Fifo,
         }
     }
 }
@@ -364,6 +373,29 @@ struct Job {
     stream: Option<StreamId>,
     /// Read whole folios of this size as large folios.
     folio: Option<u64>,
+    /// Inode of the file (its place on the device when the extent map is unknown).
+    ino: u64,
+    /// When the first client waiting for it runs dry ([`SharedDeadline`]).
+    deadline: SharedDeadline,
+}
+
+/// A queued read's deadline (engine-clock seconds), lowered by misses that join the read.
+/// Stored as the bits of a non-negative `f64`, whose order the bits keep.
+#[derive(Clone, Default)]
+struct SharedDeadline(Arc<AtomicU64>);
+
+impl SharedDeadline {
+    fn new(s: f64) -> SharedDeadline {
+        SharedDeadline(Arc::new(AtomicU64::new(s.max(0.0).to_bits())))
+    }
+
+    fn lower_to(&self, s: f64) {
+        self.0.fetch_min(s.max(0.0).to_bits(), Ordering::Relaxed);
+    }
+
+    fn get(&self) -> f64 {
+        f64::from_bits(self.0.load(Ordering::Relaxed))
+    }
 }
 
 /// A queued or running read that later misses inside its range can wait for.
@@ -374,6 +406,7 @@ struct Inflight {
     waiters: Vec<oneshot::Sender<io::Result<ReadDone>>>,
     /// Requests that joined the read: `[start, end)` ranges to mark as used.
     joined: Vec<(u64, u64)>,
+    deadline: SharedDeadline,
 }
 
 #[derive(Default)]
@@ -393,6 +426,8 @@ struct DeviceState {
     recent_wait_s: f64,
     /// Reads that failed in a row (0 after a read that worked).
     failed_in_a_row: u32,
+    /// Reads that finished after their deadline.
+    late_reads: u64,
 }
 
 /// Queue waits kept per device and observation interval.
@@ -440,6 +475,8 @@ struct State {
     memory_files: HashMap<FileId, (Arc<File>, u64)>,
     /// Drops decided and not yet carried out.
     drops: Vec<memory::Drop>,
+    /// When each stream's client runs dry (ordered queues only).
+    deadlines: Deadlines,
 }
 
 /// Files whose advised descriptor [`Shared::advise_random`] remembers (then it starts over).
@@ -447,6 +484,8 @@ const ADVISED_FILES: usize = 4096;
 
 struct Shared {
     mode: IoMode,
+    /// How device workers order their queues (`Fifo` for the shared pool).
+    order: IoOrder,
     probe: Probe,
     max_read_bytes: u64,
     observe_every_s: f64,
@@ -456,7 +495,8 @@ struct Shared {
     folio: Option<u64>,
     sweep_limit: usize,
     device_map: DeviceMap,
-    start: Instant,
+    /// The clock policies see ([`Engine::now_s`]).
+    clock: crate::clock::Clock,
     state: Mutex<State>,
     /// `direct` mode's buffer pool.
     pool: Option<BufferPool>,
@@ -495,7 +535,7 @@ struct DropCounters {
 
 impl Shared {
     fn now(&self) -> f64 {
-        self.start.elapsed().as_secs_f64()
+        self.clock.now()
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -833,6 +873,11 @@ impl Engine {
         };
         let shared = Arc::new(Shared {
             mode: cfg.mode,
+            order: if cfg.mode.serializes() {
+                cfg.order
+            } else {
+                IoOrder::Fifo
+            },
             probe: cfg.probe,
             max_read_bytes: cfg.max_read_bytes.max(4096),
             observe_every_s: cfg.observe_every_s,
@@ -845,7 +890,7 @@ impl Engine {
                 .flatten(),
             sweep_limit: cfg.sweep_limit,
             device_map: cfg.devices.clone(),
-            start: Instant::now(),
+            clock: crate::clock::Clock::new(),
             state: Mutex::new(State {
                 policy: cfg.policy.build(),
                 ledger: Ledger::new(cfg.ledger.clone()),
@@ -860,6 +905,7 @@ impl Engine {
                 memory: memory.map(MemoryManager::new),
                 memory_files: HashMap::new(),
                 drops: Vec::new(),
+                deadlines: Deadlines::default(),
             }),
             pool,
             advised: Mutex::new(crate::Map::default()),
@@ -894,9 +940,25 @@ impl Engine {
         self.shared.mode
     }
 
+    /// The order device workers serve their queues in.
+    pub fn order(&self) -> IoOrder {
+        self.shared.order
+    }
+
     /// Seconds since the engine started (the clock policies see).
     pub fn now_s(&self) -> f64 {
         self.shared.now()
+    }
+
+    /// Run the engine's clock `rate` times faster than real time from now on (1: real time);
+    /// a bench's fast-forward plays a workload's history this much faster.
+    pub fn set_clock_rate(&self, rate: f64) -> Result<(), String> {
+        self.shared.clock.set_rate(rate)
+    }
+
+    /// The engine clock's rate (1: real time).
+    pub fn clock_rate(&self) -> f64 {
+        self.shared.clock.rate()
     }
 
     /// Tells the memory manager how many bytes of its budget the rest of the process holds
@@ -910,9 +972,16 @@ impl Engine {
 
     fn spawn(&self, name: String, rx: Receiver<Job>) {
         let shared = self.shared.clone();
+        let ordered = self.shared.mode.serializes() && self.shared.order != IoOrder::Fifo;
         let handle = std::thread::Builder::new()
             .name(name)
-            .spawn(move || worker(shared, rx))
+            .spawn(move || {
+                if ordered {
+                    ordered_worker(shared, rx)
+                } else {
+                    worker(shared, rx)
+                }
+            })
             .expect("spawning an I/O worker thread");
         self.threads
             .lock()
@@ -1177,6 +1246,23 @@ impl Engine {
             }
             id
         });
+        // When this request's client runs dry (every request tells how far it was sent),
+        // for ordered queues and the late-read count of every device queue.
+        let deadline_s = if !self.shared.mode.serializes() {
+            f64::INFINITY
+        } else {
+            let kbps = req
+                .bitrate_kbps
+                .unwrap_or(crate::policy::DEFAULT_BITRATE_KBPS);
+            st.deadlines.request(
+                req.client,
+                fid,
+                req.offset,
+                req.offset + len,
+                f64::from(kbps) * 125.0,
+                now,
+            )
+        };
         let c = &mut st.counters;
         c.requests += 1;
         c.requested_bytes += len;
@@ -1227,6 +1313,7 @@ impl Engine {
             let (reply, rx) = oneshot::channel();
             read.waiters.push(reply);
             read.joined.push((req.offset, end));
+            read.deadline.lower_to(deadline_s);
             st.counters.joined += 1;
             outcome.joined = true;
             st.maybe_observe(now, self.shared.observe_every_s);
@@ -1303,12 +1390,14 @@ impl Engine {
         let id = st.next_job;
         st.next_job += 1;
         let (reply, rx) = oneshot::channel();
+        let deadline = SharedDeadline::new(deadline_s);
         st.inflight.entry(fid).or_default().push(Inflight {
             id,
             start: req.offset,
             end: req.offset + read_len,
             waiters: vec![reply],
             joined: Vec::new(),
+            deadline: deadline.clone(),
         });
         st.maybe_observe(now, self.shared.observe_every_s);
         let drops = st.take_drops();
@@ -1328,6 +1417,8 @@ impl Engine {
             id,
             stream,
             folio,
+            ino: facts.ino,
+            deadline,
         };
         let sent = self.queue_for(&device).map(|tx| tx.send(job).is_ok());
         if sent != Some(true) {
@@ -1475,6 +1566,7 @@ impl Engine {
                 busy_fraction: if now > 0.0 { busy / now } else { 0.0 },
                 recent_busy_fraction: d.recent_busy,
                 queue_depth: d.queued,
+                late_reads: d.late_reads,
             });
         }
         s.derive();
@@ -1520,6 +1612,57 @@ fn worker(shared: Arc<Shared>, rx: Receiver<Job>) {
     let mut buf: Vec<u8> = Vec::new();
     for job in rx {
         run_job(&shared, &mut buf, job);
+    }
+}
+
+/// A device's worker that orders its queue ([`EngineConfig::order`]): it takes every read
+/// queued so far and serves the one the order picks, estimating a read's service time
+/// from the device's recent reads.
+fn ordered_worker(shared: Arc<Shared>, rx: Receiver<Job>) {
+    let mut buf: Vec<u8> = Vec::new();
+    let mut queue: Queue<Job> = Queue::new(shared.order);
+    let mut placement = Placement::new();
+    // Running mean of the seconds a read takes here.
+    let mut read_s = 0.0f64;
+    let mut enqueue = |queue: &mut Queue<Job>, job: Job| {
+        let place = match shared.order {
+            IoOrder::Sweep => placement.place(&job.file, job.file_id, job.ino, job.offset),
+            _ => Place::Logical {
+                ino: job.ino,
+                offset: job.offset,
+            },
+        };
+        let read = Read {
+            place,
+            len: job.read_len,
+            deadline_s: job.deadline.get(),
+        };
+        queue.push(read, job);
+    };
+    loop {
+        if queue.is_empty() {
+            match rx.recv() {
+                Ok(job) => enqueue(&mut queue, job),
+                // The engine is gone and everything queued was served.
+                Err(_) => return,
+            }
+        }
+        while let Ok(job) = rx.try_recv() {
+            enqueue(&mut queue, job);
+        }
+        queue.refresh_deadlines(|job, _| job.deadline.get());
+        let estimate = read_s;
+        let Some(pick) = queue.pick(shared.now(), |_, _| estimate) else {
+            continue;
+        };
+        let started = shared.now();
+        run_job(&shared, &mut buf, pick.item);
+        let took = (shared.now() - started).max(0.0);
+        read_s = if read_s > 0.0 {
+            0.8 * read_s + 0.2 * took
+        } else {
+            took
+        };
     }
 }
 
@@ -1584,6 +1727,9 @@ fn run_job(shared: &Shared, buf: &mut Vec<u8>, job: Job) {
     d.queued = d.queued.saturating_sub(1);
     if d.inflight == 0 {
         d.busy_s += finished - d.busy_since;
+    }
+    if finished > job.deadline.get() {
+        d.late_reads += 1;
     }
     let reply = match result {
         Ok((n, disk, chunks)) => {

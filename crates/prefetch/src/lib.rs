@@ -11,6 +11,8 @@
 //! - [`memory`] and [`budget`]: the prefetch-aware memory manager and its budget;
 //! - [`admission`]: which new streams a busy device takes (`--admission` of `vodkit serve`
 //!   and of `vodkit prefetchd`'s `/admit`);
+//! - [`schedule`]: the order a device's queue serves its reads in (`--io-order`), and
+//!   [`placement`]: where a read lies on its device;
 //! - [`bitrate`], [`device`], [`residency`]: inputs the engine needs.
 //!
 //! See `docs/prefetch.md`.
@@ -19,6 +21,7 @@ pub mod admission;
 pub mod bitrate;
 pub mod budget;
 pub mod chain;
+pub mod clock;
 pub mod device;
 pub mod direct;
 pub mod engine;
@@ -26,8 +29,10 @@ pub mod folio;
 pub mod ledger;
 pub mod memory;
 pub mod metrics;
+pub mod placement;
 pub mod policy;
 pub mod residency;
+pub mod schedule;
 pub mod stats;
 
 /// Hash maps keyed by stream, file and client ids, looked up several times per request:
@@ -48,4 +53,5 @@ pub use policy::{
     Observation, Policy, PolicySpec, PolicyState, ReadContext, SpecError, DEFAULT_BITRATE_KBPS,
 };
 pub use residency::Probe;
+pub use schedule::IoOrder;
 pub use stats::{DeviceStats, Stats, StatsLog};

@@ -7,7 +7,8 @@
 //! `prefetch_used_bytes`, `prefetch_evicted_bytes`, `prefetch_evictions`,
 //! `wasted_bytes`, `eviction_time_seconds` (counters); `eviction_time_mean_seconds`,
 //! `disk_ms_per_128k`, `device_busy_fraction{device}`, `device_queue_depth{device}`,
-//! `size_bytes{bitrate_kbps}` (gauges); `device_busy_seconds{device}` (counter).
+//! `size_bytes{bitrate_kbps}` (gauges); `device_busy_seconds{device}`,
+//! `device_late_reads{device}` (counters).
 //! With a memory manager: `vodkit_memory_*`. In `direct` mode, the buffer pool:
 //! `vodkit_direct_pool_bytes`, `_pool_capacity_bytes`, `_chunks`, `_pooled_chunks`
 //! (gauges); `_reads`, `_fallback_reads`, `_read_bytes`, `_released_bytes`,
@@ -214,6 +215,16 @@ pub fn encode_stats(s: &Stats, mut enc: DescriptorEncoder) -> std::fmt::Result {
         for d in &s.devices {
             let labels = [("device", d.device.clone())];
             ConstCounter::new(d.busy_s).encode(fam.encode_family(&labels)?)?;
+        }
+        let mut fam = e.encode_descriptor(
+            "vodkit_prefetch_device_late_reads",
+            "Reads that finished after the client waiting for them ran dry",
+            None,
+            m.metric_type(),
+        )?;
+        for d in &s.devices {
+            let labels = [("device", d.device.clone())];
+            ConstCounter::new(d.late_reads).encode(fam.encode_family(&labels)?)?;
         }
     }
     let sizes: Vec<_> = s

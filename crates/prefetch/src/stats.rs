@@ -22,6 +22,10 @@ pub struct DeviceStats {
     pub recent_busy_fraction: f64,
     /// Reads waiting or running now.
     pub queue_depth: u64,
+    /// Reads that finished after the client waiting for them ran dry, as
+    /// [`crate::schedule::Deadlines`] estimates it (serializing modes; 0 with the pool).
+    #[serde(default)]
+    pub late_reads: u64,
 }
 
 /// Everything the engine counts (totals since start).

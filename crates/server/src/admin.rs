@@ -1,5 +1,7 @@
-//! The admin listener: `GET /metrics` (Prometheus text) and `GET /stats` (JSON), one
-//! request per connection. It runs on its own address, off by default.
+//! The admin listener: `GET /metrics` (Prometheus text), `GET /stats` (JSON) and
+//! `POST /clock?rate=R` (the prefetch engine's clock runs R times faster than real time; a
+//! bench's fast-forward), one request per connection. It runs on its own address, off by
+//! default.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,8 +42,16 @@ async fn handle(mut stream: TcpStream, shared: &Shared) -> std::io::Result<()> {
             Err(_) => return reply(&mut stream, 400, "text/plain", "bad request\n".into()).await,
         }
     };
-    let path = req.target.split('?').next().unwrap_or("");
+    let (path, query) = req.target.split_once('?').unwrap_or((&req.target, ""));
     match (&req.method, path) {
+        (Method::Other(m), "/clock") if m == "POST" => {
+            let set = vodkit_prefetch::clock::rate_from_query(query)
+                .and_then(|r| shared.io.engine().set_clock_rate(r));
+            match set {
+                Ok(()) => reply(&mut stream, 204, "text/plain", String::new()).await,
+                Err(e) => reply(&mut stream, 400, "text/plain", format!("{e}\n")).await,
+            }
+        }
         (Method::Get, "/metrics") => {
             let text = shared.metrics.prometheus_text();
             reply(

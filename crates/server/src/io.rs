@@ -19,11 +19,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use vodkit_prefetch::memory::StreamId;
-pub use vodkit_prefetch::IoMode;
 use vodkit_prefetch::{
     Begin, BitrateMap, ChainTracker, Engine, EngineConfig, FileFacts, PolicySpec, ReadRequest,
     Slice,
 };
+pub use vodkit_prefetch::{IoMode, IoOrder};
 
 use crate::range::ByteRange;
 
@@ -51,6 +51,8 @@ pub struct IoSettings {
     pub large_folios: bool,
     /// The prefetch-aware memory manager (`vodkit_prefetch::memory`).
     pub memory: MemorySetting,
+    /// The order a device's worker serves queued reads in (`--io-order`; serializing modes).
+    pub order: IoOrder,
 }
 
 pub use vodkit_prefetch::budget::MemorySetting;
@@ -66,6 +68,7 @@ impl Default for IoSettings {
             kernel_readahead: EngineConfig::default().kernel_readahead,
             large_folios: EngineConfig::default().large_folios,
             memory: MemorySetting::Auto,
+            order: IoOrder::default(),
         }
     }
 }
@@ -81,6 +84,7 @@ pub fn engine_config(settings: &IoSettings) -> Result<EngineConfig, String> {
         mode: settings.mode,
         kernel_readahead: settings.kernel_readahead,
         large_folios: settings.large_folios,
+        order: settings.order,
         policy: settings.prefetch.clone(),
         ..EngineConfig::default()
     };

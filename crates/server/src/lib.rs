@@ -30,7 +30,7 @@ pub mod web;
 use std::sync::Arc;
 
 pub use config::{ServerConfig, DEFAULT_BACKLOG};
-pub use io::{IoMode, IoSettings};
+pub use io::{IoMode, IoOrder, IoSettings};
 pub use server::{Server, ServerHandle};
 
 /// State shared by every connection of one server.

@@ -54,6 +54,9 @@ pub struct ReplayWorkload {
     sizes: Vec<u64>,
     /// Longest session (last request's offset plus its transfer), s.
     longest_s: f64,
+    /// Requested bytes the memory sees before the measured window starts (a bench's
+    /// fast-forward history); 0: one longest session.
+    history_bytes: u64,
 }
 
 impl ReplayWorkload {
@@ -134,7 +137,34 @@ impl ReplayWorkload {
             sessions: out,
             sizes,
             longest_s: longest,
+            history_bytes: 0,
         })
+    }
+
+    /// Measure only after the memory has seen `bytes` of requests (and one longest
+    /// session), as a bench point is judged after its fast-forward's history.
+    pub fn after_history(mut self, bytes: u64) -> ReplayWorkload {
+        self.history_bytes = bytes;
+        self
+    }
+
+    /// When the measured window starts at `rate`: one longest session after the first
+    /// arrival, or once the history's bytes have been requested if later; at most half of
+    /// the arrivals' span.
+    fn measured_from_s(&self, rate: f64) -> f64 {
+        let end_s = self.arrivals_s(rate);
+        let requested: u64 = self
+            .sessions
+            .iter()
+            .flat_map(|s| &s.reqs)
+            .map(|r| r.end - r.start)
+            .sum();
+        let history_s = if requested > 0 && end_s > 0.0 {
+            self.history_bytes as f64 / (requested as f64 / end_s)
+        } else {
+            0.0
+        };
+        self.longest_s.max(history_s).min(0.5 * end_s)
     }
 
     /// Seconds the arrivals last at `rate` sessions/s.
@@ -339,7 +369,7 @@ pub fn replay(w: &ReplayWorkload, cfg: &ReplayConfig, rate: f64) -> ReplayResult
         }
     }
     let end_s = w.arrivals_s(rate);
-    let from_s = w.longest_s.min(0.5 * end_s);
+    let from_s = w.measured_from_s(rate);
     let mut out = ReplayResult {
         rate,
         window_s: end_s - from_s,

@@ -1,8 +1,9 @@
 //! The daemon's admin listener, as `vodkit serve --admin`: `GET /metrics` (Prometheus text:
 //! the engine's `vodkit_prefetch_*` metrics plus `vodkit_preload_*` for what the library
 //! reported), `GET /stats` (the JSON [`MetricsSnapshot`]) and `GET /admit` (nginx's
-//! `auth_request`: `204` or `403` + `Retry-After`, see [`super::admit`]). One request per
-//! connection.
+//! `auth_request`: `204` or `403` + `Retry-After`, see [`super::admit`]) and
+//! `POST /clock?rate=R` (the engine's clock runs R times faster than real time: a bench's
+//! fast-forward). One request per connection.
 
 use super::admit::AdmitQuery;
 use super::{Daemon, MetricsSnapshot};
@@ -175,7 +176,7 @@ fn answer(
     };
     let mut parts = line.split_whitespace();
     let (method, target) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-    let path = target.split('?').next().unwrap_or("");
+    let (path, query) = target.split_once('?').unwrap_or((target, ""));
     let mut extra = String::new();
     let (status, ctype, body) = match (method, path) {
         ("GET", "/admit") => {
@@ -196,6 +197,19 @@ fn answer(
                     extra = format!("Retry-After: {retry_after_s}\r\n");
                     ("403 Forbidden", "text/plain", "busy\n".to_string())
                 }
+            }
+        }
+        ("POST", "/clock") => {
+            let set = vodkit_prefetch::clock::rate_from_query(query).and_then(|r| {
+                daemon
+                    .upgrade()
+                    .ok_or_else(|| "the daemon is stopping".to_string())?
+                    .engine
+                    .set_clock_rate(r)
+            });
+            match set {
+                Ok(()) => ("204 No Content", "text/plain", String::new()),
+                Err(e) => ("400 Bad Request", "text/plain", format!("{e}\n")),
             }
         }
         ("GET", "/metrics") => {

@@ -92,6 +92,8 @@ pub struct DaemonConfig {
     pub admission: vodkit_prefetch::admission::AdmissionPolicy,
     /// The server's document root: where `/admit` finds the file a URI names.
     pub root: Option<PathBuf>,
+    /// The order the engine's device worker serves queued reads in (`--io-order`).
+    pub order: vodkit_prefetch::IoOrder,
 }
 
 impl DaemonConfig {
@@ -108,6 +110,7 @@ impl DaemonConfig {
             )),
             admission: Default::default(),
             root: None,
+            order: Default::default(),
         }
     }
 }
@@ -148,6 +151,7 @@ impl Daemon {
             },
             pool_threads: 1,
             memory: config.memory.clone(),
+            order: config.order,
             ..EngineConfig::default()
         });
         let gate = admit::AdmitGate::new(config.admission, config.root.clone());

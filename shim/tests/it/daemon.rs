@@ -123,8 +123,12 @@ fn resident_notes_are_accounted_as_hits_and_never_answered() {
 }
 
 fn http_get(addr: std::net::SocketAddr, path: &str) -> String {
+    http(addr, "GET", path)
+}
+
+fn http(addr: std::net::SocketAddr, method: &str, path: &str) -> String {
     let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(s, "GET {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    write!(s, "{method} {path} HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
     let mut out = String::new();
     s.read_to_string(&mut out).unwrap();
     out
@@ -154,6 +158,14 @@ fn admin_serves_prometheus_metrics_and_json_stats() {
     assert_eq!(v["requests"], 1);
     assert_eq!(v["engine"]["read_bytes"], 512 * 1024);
     assert!(http_get(addr, "/nope").starts_with("HTTP/1.1 404"));
+    // The engine's clock rate (a bench's fast-forward), checked.
+    assert!(http(addr, "POST", "/clock?rate=8").starts_with("HTTP/1.1 204"));
+    assert!(http(addr, "POST", "/clock?rate=1").starts_with("HTTP/1.1 204"));
+    let bad = http(addr, "POST", "/clock?rate=-1");
+    assert!(
+        bad.starts_with("HTTP/1.1 400") && bad.contains("clock rate"),
+        "{bad}"
+    );
 }
 
 #[test]

@@ -66,6 +66,7 @@ const DISK: DiskTerms = DiskTerms {
     positioning_s: 0.01,
     transfer_bytes_s: 1e8,
     span_fraction: 1.0,
+    sweep: None,
 };
 
 /// Transfer only: the best split then simply maximizes hits.
@@ -73,6 +74,7 @@ const NO_SEEK: DiskTerms = DiskTerms {
     positioning_s: 0.0,
     transfer_bytes_s: 1e8,
     span_fraction: 1.0,
+    sweep: None,
 };
 
 fn memory(bytes: u64) -> MemoryTerms {
@@ -182,6 +184,34 @@ fn c_a_close_follower_is_served_from_the_kept_interval() {
     assert!(close(shared.hit_fraction, 0.5, 1e-9));
     let apart = bound(&distinct(2, MB, 10, 1.0), &DISK, &memory(1 << 50), "test").unwrap();
     assert!(apart.bound_rate > 9.9 && apart.bound_rate <= 10.0 + 1e-9);
+}
+
+#[test]
+fn after_a_history_the_first_judged_reader_may_follow_the_historys() {
+    // The two sessions of one 10 MB file of the case above, the first as history: only the
+    // second is judged (10 MB watched over one gap), and the whole of it may come from the
+    // interval the history left, which holds 10 MB × (1/λ s) over 1/λ s = 10 MB.
+    let files = [("a.dat", 10 * MB)];
+    let s = vec![
+        session(0, 1.0, "c", "a.dat", 10, MB, 1.0),
+        session(1, 1.0, "c", "a.dat", 10, MB, 1.0),
+    ];
+    let w = prepare_after(&catalog(&files), &s, &[], 1).unwrap();
+    assert_eq!((w.sessions, w.watched_bytes), (1, 10 * MB));
+    assert_eq!(w.gap_sum, 1.0);
+    let all = evaluate(&w, &NO_SEEK, 10e6, 1.0, 1);
+    assert_eq!((all.hit_bytes, all.disk_bytes), (10e6, 0.0));
+    assert_eq!(evaluate(&w, &NO_SEEK, 5e6, 1.0, 1).hit_bytes, 5e6);
+    // Without the history the same session is a cold reader: all from disk.
+    let cold = prepare(&catalog(&files), &s[1..], &[]).unwrap();
+    assert_eq!(evaluate(&cold, &NO_SEEK, 10e6, 1.0, 1).disk_bytes, 10e6);
+    // A history as long as the list keeps one judged session.
+    assert_eq!(
+        prepare_after(&catalog(&files), &s, &[], 9)
+            .unwrap()
+            .sessions,
+        1
+    );
 }
 
 #[test]
@@ -383,6 +413,55 @@ fn d_more_memory_or_a_faster_drive_never_lowers_the_bound() {
 }
 
 #[test]
+fn d_sweeps_raise_the_bound_which_stays_a_bound_and_a_rate_above_it_fails() {
+    let w = mixed();
+    let m = memory(256 << 20);
+    let with = disk_terms(&preset("wd-red").unwrap(), 0.8).unwrap();
+    let sweep = with.sweep.expect("the drive terms model sweeps");
+    let without = DiskTerms {
+        sweep: None,
+        ..with
+    };
+    let old = bound(&w, &without, &m, "wd-red").unwrap();
+    let new = bound(&w, &with, &m, "wd-red").unwrap();
+    assert_eq!(old.sweep_positioning_ms, None);
+    // The cheaper positioning never lowers the bound: it stays an upper bound for servers
+    // that read at independent places, and becomes one for servers that sweep.
+    assert!(new.bound_rate >= old.bound_rate, "{new:?} {old:?}");
+    // With this many streams a sweep's seeks are shorter, and the bound counts them: its
+    // t_pos is the sweep's for one read of each stream active at the bound.
+    let t = new.sweep_positioning_ms.expect("sweeps are cheaper here");
+    assert!(t < new.positioning_ms, "{t} {}", new.positioning_ms);
+    assert!(close(
+        t / 1000.0,
+        sweep.positioning_s(new.streams_at_bound),
+        1e-9
+    ));
+    assert!(
+        new.bound_rate > old.bound_rate * 1.03,
+        "{} {}",
+        new.bound_rate,
+        old.bound_rate
+    );
+    // The same positioning at the bound's own rate fills the drive exactly.
+    let e = evaluate(
+        &w,
+        &with,
+        m.usable_bytes() as f64,
+        new.bound_rate,
+        SPLIT_STEPS,
+    );
+    assert!(close(e.utilization, 1.0, 1e-6), "{e:?}");
+    // A measured rate the old bound would have rejected is within the new one; above the
+    // new one it is an error.
+    let between = old.bound_rate * 1.03;
+    assert!(check_fraction(between, old.bound_rate).is_err());
+    assert!(check_fraction(between, new.bound_rate).is_ok());
+    let e = check_fraction(new.bound_rate * 1.05, new.bound_rate).unwrap_err();
+    assert!(e.contains("exceeds the capacity bound"), "{e}");
+}
+
+#[test]
 fn e_a_measured_rate_above_the_bound_is_an_error_naming_both() {
     assert_eq!(check_fraction(5.0, 10.0), Ok(0.5));
     assert_eq!(check_fraction(10.0, 10.0), Ok(1.0));
@@ -469,6 +548,7 @@ fn the_demo_bound_lies_between_its_no_memory_and_unlimited_memory_bounds() {
         disk,
         crate::demo::MEMORY_BYTES,
         b.bound_rate / 2.0,
+        0,
     )
     .unwrap();
     eprintln!("demo replay: {}", serde_json::to_string_pretty(&r).unwrap());
@@ -496,6 +576,7 @@ fn a_bound(rate: f64) -> CapacityBound {
         drive: "wd-red".into(),
         span_fraction: 0.8,
         positioning_ms: 18.0,
+        sweep_positioning_ms: None,
         transfer_mb_s: 120.0,
         memory_bytes: 256 << 20,
         reserve_bytes: 64 << 20,

@@ -30,7 +30,7 @@ fn capacity(s: &ServerReport) -> String {
     }
 }
 
-const HEADER: [&str; 11] = [
+pub(super) const HEADER: [&str; 11] = [
     "server",
     "max rate",
     "% of bound",
@@ -44,7 +44,7 @@ const HEADER: [&str; 11] = [
     "cores srv/load/disk",
 ];
 
-fn row(s: &ServerReport) -> [String; 11] {
+pub(super) fn row(s: &ServerReport) -> [String; 11] {
     [
         s.sut.clone(),
         capacity(s),
@@ -80,7 +80,7 @@ fn cores(s: &ServerReport) -> String {
 }
 
 /// The adaptive players' figures of one point (`qos.abr`, `vodkit bench --player`).
-fn abr(qos: Option<&serde_json::Value>) -> Option<String> {
+pub(super) fn abr(qos: Option<&serde_json::Value>) -> Option<String> {
     let a = qos?.get("abr")?;
     let f = |k: &str| a.get(k).and_then(serde_json::Value::as_f64);
     let players = f("players")?;
@@ -194,8 +194,59 @@ fn players_section(r: &BenchReport) -> String {
     md
 }
 
+/// report.md's points section: every point's judged window — delivered and disk MB/s, the
+/// emulated drive's positionings, and the window's two halves with the steadiness verdict.
+/// Empty when no point has any of them.
+fn points_section(r: &BenchReport) -> String {
+    let shown = |p: &super::PointRecord| {
+        p.metrics.steadiness.is_some()
+            || p.metrics.device.is_some()
+            || p.metrics.fast_forward.is_some()
+    };
+    let mut md = String::new();
+    for s in &r.servers {
+        if !s.points.iter().any(shown) {
+            continue;
+        }
+        if md.is_empty() {
+            md += "\n## Points\n\nEvery point's judged window (from the point the run settled): \
+                   client and disk MB/s, the emulated drive's positionings, and the window's two \
+                   halves — steady when their disk MB/s agree within 10% and their memory share \
+                   (1 − disk / delivered bytes) within 10 points. The history column is the \
+                   fast-forward played before the point (schedule seconds in wall seconds).\n";
+        }
+        let _ = writeln!(
+            md,
+            "\n`{}`\n\n| rate | point | tput MB/s | disk MB/s | positionings/s | KiB/positioning | history | halves | steady |\n|---|---|---|---|---|---|---|---|---|",
+            s.sut
+        );
+        for p in &s.points {
+            let m = &p.metrics;
+            let d = m.device;
+            let history = m.fast_forward.as_ref().map_or("–".into(), |h| {
+                format!("{:.0} s in {:.0} s", h.window_s, h.wall_s)
+            });
+            let (halves, steady) = match &m.steadiness {
+                Some(st) => (st.describe(), if st.steady { "yes" } else { "**no**" }),
+                None => ("–".into(), "–"),
+            };
+            let _ = writeln!(
+                md,
+                "| {:.2} | {} | {:.1} | {} | {} | {} | {history} | {halves} | {steady} |",
+                p.rate,
+                if p.passed { "pass" } else { "fail" },
+                m.client.throughput_mb_s,
+                num(m.disk.map(|d| d.mb_s), 1),
+                num(d.map(|d| d.positionings_per_s), 1),
+                num(d.and_then(|d| d.kib_per_positioning), 0),
+            );
+        }
+    }
+    md
+}
+
 /// "bound X sessions/s (...)": the capacity bound and what it assumed, when the run has one.
-fn bound_line(r: &BenchReport) -> Option<String> {
+pub(super) fn bound_line(r: &BenchReport) -> Option<String> {
     let rate = r.bound_rate?;
     let how = r.bound.as_ref().map_or(String::new(), |b| {
         format!(
@@ -277,6 +328,7 @@ pub fn markdown(r: &BenchReport) -> String {
         }
     }
     md += &players_section(r);
+    md += &points_section(r);
     md += &time_section(r);
     let above = super::above_bound(r);
     if !above.is_empty() {

@@ -39,6 +39,7 @@ fn miniature_bench_on_the_emulated_disk() {
         players: None,
         repeat: 1,
         point_duration: Some(std::time::Duration::from_secs(20)),
+        fast_forward: vodkit_bench::warmup::FastForwardChoice::Off,
         out: dir.path().join("out"),
         vodkit_exe: None,
         progress: false,

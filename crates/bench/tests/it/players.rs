@@ -40,6 +40,7 @@ fn a_bench_of_adaptive_players_on_a_media_set() {
         players: Some(players.clone()),
         repeat: 1,
         point_duration: Some(std::time::Duration::from_secs(24)),
+        fast_forward: Default::default(),
         out: dir.path().join("out"),
         vodkit_exe: None,
         progress: false,

@@ -1,6 +1,6 @@
 //! The per-point procedure and the report, driven by simulated servers of known capacity:
-//! every step runs in order, skipped servers carry a reason, and the written report is
-//! complete and consistent.
+//! every step runs in order (the fast-forward's history before each point), skipped servers
+//! carry a reason, and the written report is complete and consistent.
 
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -23,6 +23,10 @@ impl Testbed for Bed {
         self.0.borrow_mut().push("drop".into());
         None
     }
+    fn set_timing(&mut self, scale: f64) -> Result<(), String> {
+        self.0.borrow_mut().push(format!("timing {scale}"));
+        Ok(())
+    }
 }
 
 struct Sim {
@@ -31,10 +35,18 @@ struct Sim {
 struct SimRunning {
     url: String,
     log: Log,
+    /// A prefetch clock to speed up (vodkit's); nginx has none.
+    clock: bool,
 }
 impl Running for SimRunning {
     fn base_url(&self) -> String {
         self.url.clone()
+    }
+    fn set_clock_rate(&self, rate: f64) -> Result<bool, String> {
+        if self.clock {
+            self.log.borrow_mut().push(format!("clock {rate}"));
+        }
+        Ok(self.clock)
     }
     fn stop(self: Box<Self>) -> Result<Vec<String>, String> {
         self.log.borrow_mut().push("stop".into());
@@ -55,6 +67,7 @@ impl Launcher for Sim {
         Ok(Box::new(SimRunning {
             url: format!("sim://{cap}"),
             log: self.log.clone(),
+            clock: sut.label != "nginx",
         }))
     }
 }
@@ -63,6 +76,23 @@ impl Launcher for Sim {
 /// token, as Ctrl-C does during a point.
 struct Load(Log, Option<(usize, CancellationToken)>);
 impl LoadDriver for Load {
+    fn fast_forward(
+        &mut self,
+        _url: &str,
+        rate: f64,
+        ff: vodkit_bench::warmup::FastForward,
+        _budget: Option<u64>,
+    ) -> Result<vodkit_bench::warmup::History, String> {
+        self.0
+            .borrow_mut()
+            .push(format!("history {rate} at {}x", ff.speed));
+        Ok(vodkit_bench::warmup::History {
+            speed: ff.speed,
+            window_s: 80.0,
+            wall_s: 10.0,
+            ..Default::default()
+        })
+    }
     fn run(&mut self, url: &str, rate: f64, _repeat: u32) -> Result<LoadOutcome, String> {
         self.0.borrow_mut().push("load".into());
         if let Some((n, token)) = &self.1 {
@@ -92,6 +122,7 @@ impl LoadDriver for Load {
             },
             steady: Some((now, now)),
             notes: Vec::new(),
+            halves_mb_s: Some([80.0, 80.0]),
         })
     }
 }
@@ -120,6 +151,14 @@ impl Sampler for Samp {
             },
             server_memory: None,
             listen_overflows: Some(0),
+            // The first half reads more than the second: not steady.
+            halves_disk_mb_s: Some([44.0, 36.0]),
+            page_cache_bytes: [Some(1 << 20), Some(2 << 20)],
+            device: Some(vodkit_bench::point::DeviceFigures {
+                positionings_per_s: 25.0,
+                kib_per_positioning: Some(1600.0),
+                busy_fraction: 0.9,
+            }),
             notes: vec![],
         })
     }
@@ -131,6 +170,15 @@ fn run(repeat: u32) -> (BenchReport, Log) {
 
 /// `run`, cancelled during the load run numbered `cancel_at` (from 1) when given.
 fn run_until(repeat: u32, cancel_at: Option<usize>) -> (BenchReport, Log) {
+    run_with(repeat, cancel_at, None)
+}
+
+/// `run_until` with a fast-forward before every point.
+fn run_with(
+    repeat: u32,
+    cancel_at: Option<usize>,
+    fast_forward: Option<vodkit_bench::warmup::FastForward>,
+) -> (BenchReport, Log) {
     let log: Log = Rc::default();
     let stop = CancellationToken::new();
     let suts = parse_list("vodkit:asap:auto,nginx,apache").unwrap();
@@ -146,6 +194,7 @@ fn run_until(repeat: u32, cancel_at: Option<usize>) -> (BenchReport, Log) {
         criterion: Criterion::Strict,
         repeat,
         stop: stop.clone(),
+        fast_forward,
     };
     let (mut bed, mut l, mut ld, mut s) = (
         Bed(log.clone()),
@@ -174,6 +223,89 @@ fn each_point_follows_the_procedure_in_order() {
     assert!(
         !log.iter().any(|l| l.contains("apache")),
         "a skipped server is never started"
+    );
+}
+
+#[test]
+fn every_point_plays_its_history_first_and_is_judged_for_steadiness() {
+    let ff = vodkit_bench::warmup::FastForward::DEFAULT;
+    let (rep, log) = run_with(1, None, Some(ff));
+    let log = log.borrow();
+    let point =
+        |from: usize| -> Vec<&str> { log[from..from + 10].iter().map(String::as_str).collect() };
+    assert_eq!(
+        point(0),
+        [
+            "drop",
+            "start vodkit:asap:auto",
+            "timing 8",
+            "clock 8",
+            "history 1 at 8x",
+            "clock 1",
+            "timing 1",
+            "sample",
+            "load",
+            "stop"
+        ]
+    );
+    // Every point of every server, in order: a history before each load run.
+    let loads = log.iter().filter(|l| *l == "load").count();
+    let histories = log.iter().filter(|l| l.starts_with("history ")).count();
+    assert_eq!(loads, histories, "{log:?}");
+    for (i, _) in log.iter().enumerate().filter(|(_, l)| *l == "load") {
+        assert_eq!(log[i - 1], "sample");
+        assert_eq!(log[i - 2], "timing 1", "{log:?}");
+        assert!(log[i - 3] == "clock 1" || log[i - 3].starts_with("history "));
+    }
+    // nginx has no prefetch clock: its drive and load are still sped up, and it is noted.
+    let at = log.iter().position(|l| l == "start nginx").unwrap();
+    let nginx: Vec<&str> = log[at..at + 6].iter().map(String::as_str).collect();
+    assert_eq!(
+        nginx,
+        [
+            "start nginx",
+            "timing 8",
+            "history 1 at 8x",
+            "timing 1",
+            "sample",
+            "load"
+        ]
+    );
+    assert!(
+        rep.notes
+            .iter()
+            .any(|n| n.starts_with("nginx: fast-forward: the server has no prefetch clock")),
+        "{:?}",
+        rep.notes
+    );
+    assert!(rep
+        .notes
+        .iter()
+        .any(|n| n.starts_with("fast-forward 8,fill=3")));
+    // Each point carries its history and its halves; the passing ones are flagged unsteady.
+    let v = rep.server("vodkit:asap:auto").unwrap();
+    let p = &v.points[0].metrics;
+    assert_eq!(p.fast_forward.as_ref().map(|h| h.server_clock), Some(true));
+    let st = p.steadiness.unwrap();
+    assert!(!st.steady);
+    assert_eq!(st.halves[1].memory_share(), Some(0.55));
+    assert!(
+        rep.notes
+            .iter()
+            .any(|n| n.starts_with("vodkit:asap:auto: passing points not at steady state")),
+        "{:?}",
+        rep.notes
+    );
+    assert!(report::check(&rep).is_empty(), "{:?}", report::check(&rep));
+    // report.md shows every point's drive counters, history and halves.
+    let md = report::text::markdown(&rep);
+    assert!(
+        md.contains("| rate | point | tput MB/s | disk MB/s | positionings/s | KiB/positioning | history | halves | steady |"),
+        "{md}"
+    );
+    assert!(
+        md.contains("| 1.00 | pass | 3.0 | 40.0 | 25.0 | 1600 | 80 s in 10 s | disk 44.0→36.0 MB/s, memory 45%→55%, cache 1→2 MiB | **no** |"),
+        "{md}"
     );
 }
 

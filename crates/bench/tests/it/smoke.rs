@@ -73,6 +73,7 @@ fn miniature_bench_end_to_end() {
         criterion: Criterion::Strict,
         repeat: 2,
         stop: vodkit_load::CancellationToken::new(),
+        fast_forward: None,
     };
     let mut rig = Rig {
         testbed: &mut bed,

@@ -61,6 +61,12 @@ pub struct Args {
     /// Longest load run per data point, e.g. 5m (default: the whole session list).
     #[arg(long, value_parser = humantime::parse_duration)]
     point_duration: Option<Duration>,
+    /// Before every point, play the session list's preceding window SPEED times faster
+    /// (drive, load and prefetch clocks alike) so each point starts at steady state:
+    /// SPEED[,fill=X] (X memory budgets of requested bytes at least), off, or auto (8,fill=3
+    /// on an emulated drive with --memory and no --server-cpus).
+    #[arg(long, value_name = "SPEED[,fill=X]|off")]
+    fast_forward: Option<vodkit_bench::warmup::FastForwardChoice>,
     /// Run a seed experiment by name (`--scenario list` shows them).
     #[arg(long)]
     scenario: Option<String>,
@@ -106,6 +112,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         players,
         repeat: args.repeat,
         point_duration: args.point_duration,
+        fast_forward: args.fast_forward.unwrap_or_default(),
         out: super::absolute(&out),
         vodkit_exe: std::env::current_exe().ok(),
         progress: !args.quiet,
@@ -242,6 +249,9 @@ fn scenario(name: &str, args: &Args) -> anyhow::Result<()> {
     }
     if let Some(list) = &args.sut {
         s = with_servers(s, list).map_err(super::usage)?;
+    }
+    if let Some(ff) = args.fast_forward {
+        s.fast_forward = ff;
     }
     let out = args
         .out

@@ -12,6 +12,10 @@ pub struct Args {
     /// No progress output.
     #[arg(long)]
     quiet: bool,
+    /// Install nothing: print the command that installs what is missing (as root on
+    /// Debian/Ubuntu the demo installs nginx, Apache and the emulated disk's tools itself).
+    #[arg(long)]
+    no_install: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -20,6 +24,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         &super::absolute(&args.out),
         std::env::current_exe().ok(),
         !args.quiet,
+        !args.no_install,
     ) {
         Ok(table) => {
             print!("{table}");

@@ -41,6 +41,10 @@ pub struct DaemonArgs {
     /// RAM), a budget such as 1GiB, or `off` (the kernel's LRU alone).
     #[arg(long, default_value = "auto", value_name = "auto|off|SIZE")]
     pub memory: String,
+    /// The order queued reads are served in, as for `vodkit serve`: fifo (the default),
+    /// deadline or sweep (asap and serialized modes).
+    #[arg(long, default_value = "fifo", value_name = "fifo|deadline|sweep")]
+    pub io_order: vodkit_prefetch::IoOrder,
 }
 
 impl DaemonArgs {
@@ -65,6 +69,13 @@ impl DaemonArgs {
         config.memory = memory.config();
         config.admission = self.admission;
         config.root = self.root.clone();
+        if self.io_order != vodkit_prefetch::IoOrder::Fifo && !config.mode.serializes() {
+            return Err(super::usage(format!(
+                "--io-order {}: mode {} has no read queue to order; expected asap or serialized",
+                self.io_order, config.mode
+            )));
+        }
+        config.order = self.io_order;
         if self.admission != vodkit_prefetch::admission::AdmissionPolicy::Off && self.root.is_none()
         {
             return Err(super::usage(
@@ -148,4 +159,39 @@ pub fn config(
     config.mode = parse_mode(mode).map_err(|e| super::usage(format!("--{e}")))?;
     config.per_device = per_device;
     Ok(config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        daemon: DaemonArgs,
+    }
+
+    fn config_of(argv: &[&str]) -> anyhow::Result<DaemonConfig> {
+        let mut all = vec!["prefetchd", "--memory", "off"];
+        all.extend_from_slice(argv);
+        Cli::try_parse_from(all)?.daemon.config()
+    }
+
+    #[test]
+    fn io_order_reaches_the_daemon_config() {
+        use vodkit_prefetch::IoOrder;
+        assert_eq!(config_of(&[]).unwrap().order, IoOrder::Fifo);
+        assert_eq!(
+            config_of(&["--io-order", "sweep"]).unwrap().order,
+            IoOrder::Sweep
+        );
+        let e = config_of(&["--mode", "prefetch", "--io-order", "deadline"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("--io-order deadline") && e.contains("prefetch"),
+            "{e}"
+        );
+    }
 }

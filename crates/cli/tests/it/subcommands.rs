@@ -443,3 +443,24 @@ fn hdd() {
 fn vodkit_peers_present() -> bool {
     vodkit_testkit::needs(&[vodkit_testkit::Need::Peer("nginx")])
 }
+
+#[test]
+fn bench_refuses_a_bad_fast_forward_naming_the_flag() {
+    for bad in ["fast", "0.5", "8,fill=-1"] {
+        let o = common::vodkit()
+            .args([
+                "bench",
+                "--workload",
+                "w",
+                "--out",
+                "o",
+                "--fast-forward",
+                bad,
+            ])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {err}");
+        assert!(err.contains("--fast-forward"), "{bad}: {err}");
+    }
+}

@@ -129,6 +129,22 @@ pub struct DiskTerms {
     pub transfer_bytes_s: f64,
     /// Fraction of the modelled surface the file set occupies, from the outer edge.
     pub span_fraction: f64,
+    /// Positioning when reads are served in sweeps ([`super::sweep`]); `None`: reads at
+    /// independent places only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<super::sweep::SweepTerms>,
+}
+
+impl DiskTerms {
+    /// Expected positioning (s) per read when the drive serves `reads_per_sweep` reads per
+    /// sweep: the cheaper of independent places and a sweep (a server may order its reads
+    /// either way).
+    pub fn positioning_for(&self, reads_per_sweep: f64) -> f64 {
+        match &self.sweep {
+            Some(s) => self.positioning_s.min(s.positioning_s(reads_per_sweep)),
+            None => self.positioning_s,
+        }
+    }
 }
 
 /// Positioning and transfer figures of `spec` for a file set packed onto the outermost
@@ -155,5 +171,6 @@ pub fn disk_terms(spec: &DriveSpec, span_fraction: f64) -> Result<DiskTerms, Str
         positioning_s,
         transfer_bytes_s,
         span_fraction: f,
+        sweep: Some(super::sweep::SweepTerms::new(spec, f)),
     })
 }

@@ -15,6 +15,7 @@
 pub mod capacity;
 pub mod preset;
 pub mod seek;
+pub mod sweep;
 pub mod zones;
 
 pub use capacity::{
@@ -23,6 +24,7 @@ pub use capacity::{
 };
 pub use preset::{preset, DriveSpec, Preset, Published, PRESET_NAMES};
 pub use seek::SeekCurve;
+pub use sweep::{sweep_seek_ms, SweepTerms};
 pub use zones::{ZoneProfile, MIB};
 
 use rand::{Rng, SeedableRng};

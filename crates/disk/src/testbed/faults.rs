@@ -1,5 +1,6 @@
 //! Failure injection for reliability tests: reads that touch chosen address ranges, or a
-//! random fraction of reads, fail with EIO.
+//! random fraction of reads, fail with EIO; and the device's control commands, which also
+//! scale the drive model's clock (`timing SCALE`, for a bench's fast-forward).
 //!
 //! The plan is changed at run time by [`Control`] commands, written as one line each to the
 //! device's control file ([`Control`]'s `Display` and `FromStr` are the wire format and its
@@ -27,8 +28,9 @@ pub struct FaultPlan {
     pub seed: u64,
 }
 
-/// One change to a running device's fault plan. On the wire (the control file) it is one
-/// line: `eio-range START END`, `eio-rate P [SEED]` or `eio-clear`.
+/// One change to a running device: its fault plan or its clock. On the wire (the control
+/// file) it is one line: `eio-range START END`, `eio-rate P [SEED]`, `eio-clear` or
+/// `timing SCALE`.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub enum Control {
     /// Reads touching sectors `[start, end)` fail (`end > start`).
@@ -37,7 +39,13 @@ pub enum Control {
     EioRate { p: f64, seed: Option<u64> },
     /// Remove all ranges and set the rate to 0.
     EioClear,
+    /// Run the drive model's clock `scale` times faster than real time: every service time
+    /// takes `1/scale` of its modelled length in real time (`timing 1`: real time).
+    Timing { scale: f64 },
 }
+
+/// Largest clock scale accepted by `timing`.
+pub const MAX_TIMING_SCALE: f64 = 1000.0;
 
 impl Control {
     /// A range command, checked: `end` must exceed `start`.
@@ -59,6 +67,16 @@ impl Control {
         }
         Ok(Control::EioRate { p, seed })
     }
+
+    /// A timing command, checked: `scale` must lie in (0, [`MAX_TIMING_SCALE`]].
+    pub fn timing(scale: f64) -> Result<Control, String> {
+        if !(scale > 0.0 && scale <= MAX_TIMING_SCALE) {
+            return Err(format!(
+                "timing {scale}: expected a clock scale above 0 and at most {MAX_TIMING_SCALE}"
+            ));
+        }
+        Ok(Control::Timing { scale })
+    }
 }
 
 impl fmt::Display for Control {
@@ -68,6 +86,7 @@ impl fmt::Display for Control {
             Control::EioRate { p, seed: None } => write!(f, "eio-rate {p}"),
             Control::EioRate { p, seed: Some(s) } => write!(f, "eio-rate {p} {s}"),
             Control::EioClear => f.write_str("eio-clear"),
+            Control::Timing { scale } => write!(f, "timing {scale}"),
         }
     }
 }
@@ -79,7 +98,7 @@ impl FromStr for Control {
     fn from_str(line: &str) -> Result<Control, String> {
         let words: Vec<&str> = line.split_whitespace().collect();
         let Some(&command) = words.first() else {
-            return Err("empty control command (eio-range, eio-rate, eio-clear)".into());
+            return Err("empty control command (eio-range, eio-rate, eio-clear, timing)".into());
         };
         let num = |i: usize, what: &str| -> Result<u64, String> {
             words
@@ -115,8 +134,16 @@ impl FromStr for Control {
                 arity(1)?;
                 Ok(Control::EioClear)
             }
+            "timing" => {
+                arity(2)?;
+                let scale: f64 = words
+                    .get(1)
+                    .and_then(|w| w.parse().ok())
+                    .ok_or("timing: expected a clock scale (1: real time)")?;
+                Control::timing(scale)
+            }
             other => Err(format!(
-                "unknown control command `{other}` (eio-range, eio-rate, eio-clear)"
+                "unknown control command `{other}` (eio-range, eio-rate, eio-clear, timing)"
             )),
         }
     }
@@ -160,7 +187,8 @@ impl Faults {
         hit
     }
 
-    /// Apply one control command.
+    /// Apply one control command (`timing` is the device clock's, not the plan's: ignored
+    /// here).
     pub fn apply(&mut self, c: Control) {
         match c {
             Control::EioRange { start, end } => self.plan.ranges.push((start, end)),
@@ -174,6 +202,7 @@ impl Faults {
                 self.plan.ranges.clear();
                 self.plan.rate = 0.0;
             }
+            Control::Timing { .. } => {}
         }
     }
 }
@@ -217,6 +246,11 @@ mod tests {
             "",
             "eio-clear now",
             "eio-range 1 2 3",
+            "timing",
+            "timing 0",
+            "timing -2",
+            "timing 1e9",
+            "timing 2 3",
         ] {
             assert!(bad.parse::<Control>().is_err(), "{bad:?} accepted");
         }
@@ -240,6 +274,8 @@ mod tests {
                 seed: Some(9),
             },
             Control::EioClear,
+            Control::Timing { scale: 8.0 },
+            Control::Timing { scale: 0.5 },
         ] {
             assert_eq!(cmd.to_string().parse::<Control>(), Ok(cmd), "{cmd}");
         }

@@ -8,7 +8,9 @@
 //! reads are still served one at a time, in the order the kernel sent them (or nearest
 //! first under SPTF queueing). Writes go straight to
 //! the backing file unless write timing is switched on. Reading `control` returns the
-//! device counters as JSON; writing a line to it changes the fault plan.
+//! device counters as JSON; writing a line to it changes the fault plan or the model's
+//! clock ([`ModelClock`]: `timing 8` serves every request in an eighth of its modelled
+//! time, `timing 1` returns to real time).
 
 use super::faults::{Control, FaultPlan, Faults};
 use crate::model::{Drive, Queueing};
@@ -62,6 +64,56 @@ pub struct DeviceCounters {
     /// Reads failed by fault injection.
     pub injected_errors: u64,
     pub faults: FaultPlan,
+    /// How many times faster than real time the model's clock runs (`timing`).
+    #[serde(default = "real_time")]
+    pub timing_scale: f64,
+}
+
+fn real_time() -> f64 {
+    1.0
+}
+
+/// The drive model's clock: model seconds as a function of real seconds since the device
+/// started, running `scale` times faster than real time since the last change. Changing the
+/// scale keeps the model time of that instant, so the clock never jumps.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct ModelClock {
+    real0: f64,
+    model0: f64,
+    scale: f64,
+}
+
+impl Default for ModelClock {
+    fn default() -> Self {
+        ModelClock {
+            real0: 0.0,
+            model0: 0.0,
+            scale: 1.0,
+        }
+    }
+}
+
+impl ModelClock {
+    /// Model time at real time `real`.
+    pub fn model(&self, real: f64) -> f64 {
+        self.model0 + (real - self.real0) * self.scale
+    }
+
+    /// Real time at which the model reaches `model`.
+    pub fn real(&self, model: f64) -> f64 {
+        self.real0 + (model - self.model0) / self.scale
+    }
+
+    /// From real time `real` on, run `scale` times faster than real time.
+    pub fn set_scale(&mut self, real: f64, scale: f64) {
+        self.model0 = self.model(real);
+        self.real0 = real;
+        self.scale = scale;
+    }
+
+    pub fn scale(&self) -> f64 {
+        self.scale
+    }
 }
 
 struct DeviceState {
@@ -82,6 +134,8 @@ struct DeviceState {
     gap_since: Option<Instant>,
     /// Dispatched requests not yet collected by their thread: (ticket, finish time).
     done: Vec<(u64, f64)>,
+    /// Maps the model's times (arrivals, finishes) to real instants.
+    clock: ModelClock,
 }
 
 /// A request waiting for the actuator.
@@ -127,6 +181,7 @@ impl DiskFs {
             last_ticket: 0,
             gap_since: None,
             done: Vec::new(),
+            clock: ModelClock::default(),
         };
         DiskFs {
             backing,
@@ -178,6 +233,7 @@ impl DiskFs {
         let mut c = st.counters.clone();
         c.faults = st.faults.plan().clone();
         c.injected_errors = st.faults.injected;
+        c.timing_scale = st.clock.scale();
         let mut out = serde_json::to_vec_pretty(&c).unwrap_or_default();
         out.push(b'\n');
         out
@@ -210,7 +266,8 @@ impl DiskFs {
             .last_reply
             .is_some_and(|at| started.saturating_duration_since(at) < TURNAROUND);
         let arrival = modelled_arrival(
-            started.duration_since(self.epoch).as_secs_f64(),
+            st.clock
+                .model(started.duration_since(self.epoch).as_secs_f64()),
             st.last_finish,
             st.in_flight == 0 && prompt,
             self.host_gap,
@@ -226,9 +283,9 @@ impl DiskFs {
         loop {
             if let Some(i) = st.done.iter().position(|(t, _)| *t == ticket) {
                 let (_, finish) = st.done.swap_remove(i);
-                return (self.epoch + Duration::from_secs_f64(finish), fail);
+                return (self.real_instant(&st, finish), fail);
             }
-            let free_at = self.epoch + Duration::from_secs_f64(st.last_finish);
+            let free_at = self.real_instant(&st, st.last_finish);
             let now = Instant::now();
             if now + DISPATCH_LEAD >= free_at {
                 if let Some(wait) = hold_for_missing(&mut st, now) {
@@ -351,6 +408,26 @@ fn promote_thread() {
 }
 
 impl DiskFs {
+    /// The real instant at which the model's clock reads `model`.
+    fn real_instant(&self, st: &DeviceState, model: f64) -> Instant {
+        self.epoch + Duration::from_secs_f64(st.clock.real(model).max(0.0))
+    }
+
+    /// Apply control commands; `timing` rescales the model's clock from now on.
+    fn apply_control(&self, st: &mut DeviceState, commands: Vec<Control>) {
+        for c in commands {
+            match c {
+                Control::Timing { scale } => {
+                    let now = self.epoch.elapsed().as_secs_f64();
+                    st.clock.set_scale(now, scale);
+                }
+                other => st.faults.apply(other),
+            }
+        }
+        // Requests waiting for the actuator re-read its free time on the new clock.
+        self.dispatched.notify_all();
+    }
+
     /// Record the kernel id of a request that bypasses the actuator, so the dispatcher
     /// does not wait for it as a missing read.
     fn note_unmodelled(&self, ticket: u64) {
@@ -501,7 +578,7 @@ impl Filesystem for DiskFs {
                     .map(str::parse)
                     .collect();
                 match commands {
-                    Ok(commands) => commands.into_iter().for_each(|c| st.faults.apply(c)),
+                    Ok(commands) => self.apply_control(&mut st, commands),
                     Err(e) => {
                         tracing::warn!("control: {e}");
                         return reply.error(Errno::EINVAL);
@@ -593,7 +670,23 @@ impl Filesystem for DiskFs {
 
 #[cfg(test)]
 mod tests {
-    use super::modelled_arrival;
+    use super::{modelled_arrival, ModelClock};
+
+    #[test]
+    fn a_scaled_clock_divides_service_times_and_never_jumps() {
+        let mut c = ModelClock::default();
+        assert_eq!(c.model(2.0), 2.0);
+        // From real 2 s on, eight times faster: a 80 ms service ends 10 ms later in real time.
+        c.set_scale(2.0, 8.0);
+        assert_eq!(c.model(2.0), 2.0);
+        assert!((c.real(2.08) - 2.01).abs() < 1e-12);
+        assert!((c.model(3.0) - 10.0).abs() < 1e-12);
+        // Back to real time at real 3 s: model time goes on from 10 s.
+        c.set_scale(3.0, 1.0);
+        assert!((c.model(3.5) - 10.5).abs() < 1e-12);
+        assert!((c.real(11.0) - 4.0).abs() < 1e-12);
+        assert_eq!(c.scale(), 1.0);
+    }
 
     #[test]
     fn a_request_following_a_reply_arrives_one_host_gap_after_the_completion() {

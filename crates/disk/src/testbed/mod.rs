@@ -2,10 +2,11 @@
 //! loop device with direct I/O, formatted ext4 and mounted, so unmodified programs read
 //! it through the whole kernel path (page cache, readahead, scheduler, queue limits).
 //!
-//! Linux only, needs root, `/dev/fuse`, `fusermount3` (or `fusermount`), `losetup`,
-//! `mkfs.ext4` and `mount`. [`Testbed::up`] brings a device up inside the calling process;
-//! [`daemon`] runs it in a background process for the CLI; [`down`] tears down a device
-//! by mount point, including what a crashed process left behind.
+//! Linux only, needs root, `/dev/fuse`, `losetup`, `mkfs.ext4` and `mount`; the FUSE
+//! device is mounted with mount(2) ([`system::mount_fuse`]), so `fusermount3` is not
+//! needed. [`Testbed::up`] brings a device up inside the calling process; [`daemon`] runs
+//! it in a background process for the CLI; [`down`] tears down a device by mount point,
+//! including what a crashed process left behind.
 
 pub mod daemon;
 pub mod extents;
@@ -239,11 +240,6 @@ pub fn preflight() -> Result<(), Error> {
             "/dev/loop-control is missing (load the loop module)".into(),
         ));
     }
-    if !system::have_tool("fusermount3") && !system::have_tool("fusermount") {
-        return Err(Error::Unsupported(
-            "fusermount3 not found (install fuse3)".into(),
-        ));
-    }
     for tool in ["losetup", "mkfs.ext4", "mount"] {
         if !system::have_tool(tool) {
             return Err(Error::Unsupported(format!("{tool} not found on PATH")));
@@ -302,13 +298,16 @@ impl Testbed {
         )
         .with_host_gap(std::time::Duration::from_micros(cfg.host_gap_us));
         let mut fuse_cfg = fuser::Config::default();
-        fuse_cfg.mount_options = vec![
-            fuser::MountOption::FSName("vodkit-hdd".into()),
-            fuser::MountOption::NoAtime,
-        ];
         fuse_cfg.n_threads = Some(fusedev::SESSION_THREADS);
-        let session = fuser::spawn_mount(fs, &fuse_dir, &fuse_cfg)
-            .map_err(|e| Error::Tool(format!("FUSE mount at {}: {e}", fuse_dir.display())))?;
+        // This process mounts the device itself (root, mount(2)) and hands the descriptor to
+        // the FUSE server; it unmounts it again in `teardown`.
+        let fd = system::mount_fuse(&fuse_dir, "vodkit-hdd")?;
+        let session = fuser::Session::from_fd(fs, fd, fuser::SessionACL::Owner, fuse_cfg)
+            .and_then(fuser::Session::spawn)
+            .map_err(|e| {
+                let _ = system::unmount(&fuse_dir);
+                Error::Tool(format!("FUSE server at {}: {e}", fuse_dir.display()))
+            })?;
         let mut bed = Testbed {
             state: State {
                 mount: cfg.mount.clone(),
@@ -406,10 +405,14 @@ impl Testbed {
         }
         detach_loops(&self.state.fuse_dir.join(fusedev::IMAGE_NAME));
         if let Some(session) = self.session.take() {
-            if let Err(e) = session.umount_and_join() {
+            // The mount is this process's own: once it is gone the server's threads read
+            // ENODEV and end. A mount that will not go has its connection aborted instead.
+            if let Err(e) = system::unmount(&self.state.fuse_dir) {
                 tracing::warn!("FUSE unmount: {e}");
                 system::abort_fuse_connection(&self.state.fuse_dir);
-                let _ = system::unmount(&self.state.fuse_dir);
+            }
+            if let Err(e) = session.join() {
+                tracing::warn!("FUSE server: {e}");
             }
         }
         let _ = std::fs::remove_dir_all(&self.dir);

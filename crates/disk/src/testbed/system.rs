@@ -120,6 +120,52 @@ pub fn unmount(dir: &Path) -> Result<(), Error> {
     }
 }
 
+/// Mount the kernel's FUSE file system at `dir` with mount(2) directly, as root, without
+/// `fusermount3`: `/dev/fuse` is opened and its descriptor named in the mount data
+/// (`fd=N,rootmode=40000,user_id=0,group_id=0`; nosuid, nodev, noatime). Returns that
+/// descriptor: the FUSE server reads the kernel's requests from it, and the mount lives
+/// until [`unmount`] (or until the descriptor and every user of the mount are gone).
+pub fn mount_fuse(dir: &Path, fsname: &str) -> Result<std::os::fd::OwnedFd, Error> {
+    use std::os::fd::AsRawFd;
+    let device = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/fuse")
+        .map_err(|e| Error::Unsupported(format!("/dev/fuse: {e} (load the fuse module)")))?;
+    let cstr = |what: &str, s: &str| {
+        std::ffi::CString::new(s).map_err(|_| Error::Input(format!("{what} `{s}` contains NUL")))
+    };
+    let source = cstr("file system name", fsname)?;
+    let target = cstr("mount point", &dir.to_string_lossy())?;
+    let data = cstr(
+        "mount data",
+        &format!(
+            "fd={},rootmode=40000,user_id=0,group_id=0",
+            device.as_raw_fd()
+        ),
+    )?;
+    let flags = libc::MS_NOSUID | libc::MS_NODEV | libc::MS_NOATIME;
+    // SAFETY: source, target, the type and data are NUL-terminated strings that outlive the
+    // call; the fuse file system reads `data` as a string; `device` stays open across it.
+    let rc = unsafe {
+        libc::mount(
+            source.as_ptr(),
+            target.as_ptr(),
+            c"fuse".as_ptr(),
+            flags,
+            data.as_ptr().cast(),
+        )
+    };
+    if rc != 0 {
+        return Err(Error::Tool(format!(
+            "mount(2) of FUSE at {}: {}",
+            dir.display(),
+            std::io::Error::last_os_error()
+        )));
+    }
+    Ok(device.into())
+}
+
 /// Write back dirty pages and drop the clean page cache, dentries and inodes of the whole
 /// machine (`sync; echo 3 > /proc/sys/vm/drop_caches`). Needs root.
 pub fn drop_caches() -> Result<(), Error> {

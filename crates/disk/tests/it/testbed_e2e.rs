@@ -4,7 +4,7 @@
 //! and seen by read(2), a user's queue setting winning over the default, and teardown
 //! (normal and after a "crash") leaving nothing mounted or attached.
 //!
-//! Needs root, /dev/fuse, loop devices, fusermount3, losetup and mkfs.ext4. Without them the
+//! Needs root, /dev/fuse, loop devices, losetup and mkfs.ext4. Without them the
 //! test prints why and passes, except under `CI` where it fails.
 
 #![cfg(feature = "testbed")]

@@ -53,6 +53,7 @@ const DISK: DiskTerms = DiskTerms {
     positioning_s: 0.010,
     transfer_bytes_s: 100e6,
     span_fraction: 1.0,
+    sweep: None,
 };
 
 fn config(budget: u64, prefetch: Prefetch) -> ReplayConfig {
@@ -189,4 +190,23 @@ fn bad_sessions_are_named() {
     s.start_s = Some(3.0);
     let e = ReplayWorkload::prepare(&catalog(1, MIB), &[s], &[]).unwrap_err();
     assert!(e.contains("session id 8") && e.contains("start_s"), "{e}");
+}
+
+#[test]
+fn a_history_moves_the_measured_window_past_the_bytes_it_requested() {
+    // 400 sessions of 10 MiB (10 requests, 10 s), one a second: 10 MiB/s of requests.
+    let sessions: Vec<Session> = (0..400)
+        .map(|i| session(i, 1.0, i as usize, 10, MIB))
+        .collect();
+    let w = ReplayWorkload::prepare(&catalog(400, 10 * MIB), &sessions, &[]).unwrap();
+    let cfg = config(256 * MIB, fixed("1MiB"));
+    // Without a history: one longest session (about 10 s) after the start.
+    let cold = replay(&w, &cfg, 1.0);
+    assert!((cold.window_s - 390.0).abs() < 1.5, "{cold:?}");
+    // After 1000 MiB of history: 100 s at 10 MiB/s.
+    let warm = replay(&w.clone().after_history(1000 * MIB), &cfg, 1.0);
+    assert!((warm.window_s - 300.0).abs() < 1.0, "{warm:?}");
+    // A history longer than half the arrivals is cut there.
+    let long = replay(&w.after_history(1 << 40), &cfg, 1.0);
+    assert!((long.window_s - 200.0).abs() < 1e-9, "{long:?}");
 }
