@@ -11,7 +11,7 @@ use std::process::{Command, Stdio};
 pub enum Need<'a> {
     /// Running as root (cgroups, mounts, namespaces, dropping caches).
     Root,
-    /// The FUSE device, `fusermount3` and root, for the emulated disk.
+    /// The FUSE device and root, for the emulated disk (mounted with mount(2)).
     Fuse,
     /// A peer web server installed: `"nginx"` or `"apache2"`.
     Peer(&'a str),
@@ -31,7 +31,7 @@ impl fmt::Display for Need<'_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Need::Root => write!(f, "root"),
-            Need::Fuse => write!(f, "FUSE (/dev/fuse, fusermount3 and root)"),
+            Need::Fuse => write!(f, "FUSE (/dev/fuse and root)"),
             Need::Peer(p) => write!(f, "the peer server {p}"),
             Need::Tool(t) => write!(f, "the program {t}"),
             Need::Python(m) => write!(f, "the Python module {m}"),
@@ -117,13 +117,7 @@ fn say(line: fmt::Arguments<'_>) {
 fn present(need: &Need<'_>) -> bool {
     match need {
         Need::Root => is_root(),
-        Need::Fuse => {
-            is_root()
-                && Path::new("/dev/fuse").exists()
-                && ["fusermount3", "fusermount"]
-                    .iter()
-                    .any(|p| vodkit_peers::find_program(p).is_some())
-        }
+        Need::Fuse => is_root() && Path::new("/dev/fuse").exists(),
         Need::Peer("nginx") => vodkit_peers::nginx_program().is_some(),
         Need::Peer("apache2" | "apache" | "httpd") => vodkit_peers::apache_program().is_some(),
         Need::Peer(other) | Need::Tool(other) => vodkit_peers::find_program(other).is_some(),

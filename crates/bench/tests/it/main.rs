@@ -4,6 +4,7 @@
 //! One test binary for the crate, linked once: each module holds one area's tests.
 
 mod hdd;
+mod hdd_steady;
 mod peers;
 mod players;
 mod preload_daemon;

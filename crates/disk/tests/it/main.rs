@@ -3,5 +3,6 @@
 //! One test binary for the crate, linked once: each module holds one area's tests.
 
 mod cpu_quota;
+mod direct_mount;
 mod memory_budget;
 mod testbed_e2e;

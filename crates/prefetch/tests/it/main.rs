@@ -5,4 +5,5 @@
 mod direct;
 mod engine;
 mod io_mode;
+mod io_order;
 mod memory;

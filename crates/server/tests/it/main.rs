@@ -5,6 +5,7 @@
 //! The signal tests (`signal.rs`, `tls_sighup.rs`) are binaries of their own: a signal
 //! reaches the whole process.
 
+mod admin_clock;
 mod admission;
 mod common;
 mod conformance;

@@ -16,22 +16,16 @@ const OFFERED_MB_S: f64 = 3.0;
 
 #[test]
 fn a_fast_forwarded_point_is_at_steady_state_on_the_emulated_disk() {
+    if !vodkit_testkit::needs(&[
+        vodkit_testkit::Need::Fuse,
+        vodkit_testkit::Need::Peer("nginx"),
+    ]) {
+        return;
+    }
     if let Err(e) = vodkit_disk::testbed::preflight() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "the emulated disk must run in CI: {e}"
-        );
-        eprintln!("SKIPPED: the emulated disk cannot run here: {e}");
-        return;
+        return vodkit_testkit::skip(format_args!("the emulated disk cannot run here: {e}"));
     }
-    if vodkit_peers::launch::nginx_program().is_none() {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "nginx must be installed in CI"
-        );
-        eprintln!("SKIPPED: nginx is not installed");
-        return;
-    }
+    let _disk = vodkit_testkit::turn(vodkit_testkit::turn::DISK);
     let dir = tempfile::tempdir().unwrap();
     // Titles of 20-40 s, a file set several times the budget.
     let workload = vodkit_bench::prepare::workload(

@@ -34,8 +34,7 @@ fn cold_file(dir: &tempfile::TempDir, name: &str, size: u64) -> Option<Arc<File>
             "{} keeps pages after POSIX_FADV_DONTNEED",
             dir.path().display()
         );
-        assert!(std::env::var("CI").is_err(), "cannot run in CI: {why}");
-        eprintln!("skipping: {why}");
+        vodkit_testkit::skip(why);
         return None;
     }
     Some(Arc::new(f))

@@ -12,13 +12,13 @@ use vodkit_disk::testbed::{self, system, Config, Testbed};
 
 #[test]
 fn fuse_device_is_mounted_with_mount_2() {
-    if let Err(e) = testbed::preflight() {
-        if std::env::var_os("CI").is_some() {
-            panic!("direct FUSE mount test cannot run in CI: {e}");
-        }
-        eprintln!("SKIPPED direct FUSE mount test: {e}");
+    if !vodkit_testkit::needs(&[vodkit_testkit::Need::Fuse]) {
         return;
     }
+    if let Err(e) = testbed::preflight() {
+        return vodkit_testkit::skip(e);
+    }
+    let _disk = vodkit_testkit::turn(vodkit_testkit::turn::DISK);
     let tmp = tempfile::Builder::new()
         .prefix("vodkit-direct-mount")
         .tempdir_in("/var/tmp")

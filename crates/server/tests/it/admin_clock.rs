@@ -1,7 +1,7 @@
 //! The admin listener's `POST /clock?rate=R`: the prefetch engine's clock runs R times
 //! faster (a bench's fast-forward); a bad rate is refused with a line naming it.
 
-mod common;
+use crate::common;
 
 use common::{Client, TestServer};
 
