@@ -235,8 +235,8 @@ mod tests {
         assert_eq!(cell.sets, super::sets());
         assert_eq!(cell.spec, super::SPEC);
         assert_eq!(memory.scale, super::SCALE);
-        let budget: bytesize::ByteSize = cell.memory.parse().unwrap();
-        assert_eq!(budget.as_u64(), super::MEMORY_BYTES);
+        let budget = vodkit_units::parse_size(cell.memory).unwrap();
+        assert_eq!(budget, super::MEMORY_BYTES);
         assert_eq!(cell.testbed, "hdd:wd-red");
     }
 

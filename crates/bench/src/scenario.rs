@@ -777,7 +777,7 @@ mod tests {
                 let suts =
                     crate::sut::parse_list(&list).unwrap_or_else(|e| panic!("{}: {e}", s.name));
                 qualified_names.extend(suts.iter().map(|x| qualified(c.label, &x.label)));
-                assert!(c.memory.parse::<bytesize::ByteSize>().is_ok());
+                assert!(vodkit_units::parse_size(c.memory).is_ok());
                 // Every cell's spec is a built-in the bench can generate.
                 assert!(
                     vodkit_workload::spec::builtin_text(c.spec).is_some(),

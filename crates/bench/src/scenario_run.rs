@@ -50,11 +50,8 @@ pub fn cells(s: &Scenario) -> Result<Vec<CellPlan>, String> {
             if c.layout != "unchunked" {
                 sets.push(format!("layout={}", c.layout));
             }
-            let memory = c
-                .memory
-                .parse::<bytesize::ByteSize>()
-                .map_err(|e| format!("{}: {e}", c.memory))?
-                .as_u64();
+            let memory = vodkit_units::parse_size(c.memory)
+                .map_err(|e| e.at(format!("scenario cell {}: memory", c.label)))?;
             Ok(CellPlan {
                 label: c.label.to_string(),
                 spec: c.spec.to_string(),

@@ -92,16 +92,8 @@ impl FromStr for Criterion {
             )
         };
         if let Some(v) = s.strip_prefix("pace:") {
-            let lag = v
-                .strip_suffix('s')
-                .unwrap_or(v)
-                .parse::<f64>()
-                .map_err(|_| bad())?;
-            if !(lag >= 0.0 && lag.is_finite()) {
-                return Err(format!(
-                    "criterion `{s}`: the lag must be a non-negative number of seconds"
-                ));
-            }
+            // A duration: `2s`, `2`, `1m`; never negative.
+            let lag = vodkit_units::parse_seconds(v).map_err(|_| bad())?;
             return Ok(Criterion::Pace { max_lag_s: lag });
         }
         if let Some(v) = s.strip_prefix("quality:") {

@@ -2,6 +2,8 @@
 //! module under `cmd/` and calls into the crate that does the work.
 
 mod cmd;
+#[cfg(test)]
+mod reference;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;

@@ -133,8 +133,10 @@ pub struct LoadConfig {
     /// Connections used for warm-up.
     pub warmup_connections: usize,
     pub ramp: Ramp,
-    /// Print a live status line on stderr.
+    /// Print a live status line on stderr even when it is not a terminal.
     pub progress: bool,
+    /// Never print the live status line (wins over `progress`).
+    pub quiet: bool,
     /// Runtime worker threads; `None` = one per core.
     pub workers: Option<usize>,
     /// Free-form description of the input, copied into results.json.
@@ -167,6 +169,18 @@ pub struct LoadConfig {
 }
 
 impl LoadConfig {
+    /// Whether to draw the status line: always, never, or (`None`) when stderr is a
+    /// terminal.
+    pub fn status_line(&self) -> Option<bool> {
+        if self.quiet {
+            Some(false)
+        } else if self.progress {
+            Some(true)
+        } else {
+            None
+        }
+    }
+
     /// A configuration with defaults: no link emulation, no warm-up, no ramp exclusion.
     pub fn new(target: Target, sessions: Vec<Session>, rate: f64) -> LoadConfig {
         LoadConfig {
@@ -181,6 +195,7 @@ impl LoadConfig {
             warmup_connections: 8,
             ramp: Ramp::default(),
             progress: false,
+            quiet: false,
             workers: None,
             source: String::new(),
             stop_on_interrupt: false,

@@ -63,7 +63,7 @@ pub fn run(config: LoadConfig, stop: CancellationToken) -> Result<Run, LoadError
         for (k, plan) in plans.into_iter().enumerate() {
             shards[k % workers].push(plan);
         }
-        let sampler = Sampler::start(&shared, config.progress);
+        let sampler = Sampler::start(&shared, config.status_line());
         let mut receivers = Vec::with_capacity(workers);
         for (k, shard) in shards.into_iter().enumerate() {
             let (tx, rx) = tokio::sync::oneshot::channel();
@@ -100,7 +100,7 @@ pub fn run(config: LoadConfig, stop: CancellationToken) -> Result<Run, LoadError
 pub async fn run_async(config: LoadConfig, stop: CancellationToken) -> Result<Run, LoadError> {
     config.validate()?;
     let (shared, plans, prep) = prepare(&config, &stop).await?;
-    let sampler = Sampler::start(&shared, config.progress);
+    let sampler = Sampler::start(&shared, config.status_line());
     let sessions = launch(plans, shared.clone()).await;
     Ok(finish(&config, &shared, sessions, sampler, prep).await)
 }
@@ -339,7 +339,7 @@ struct Sampler {
 }
 
 impl Sampler {
-    fn start(shared: &Arc<Shared>, progress: bool) -> Sampler {
+    fn start(shared: &Arc<Shared>, progress: Option<bool>) -> Sampler {
         let stop = CancellationToken::new();
         let task = tokio::spawn(sample(shared.clone(), progress, stop.clone()));
         Sampler { stop, task }
@@ -415,7 +415,11 @@ async fn warm_up(config: &LoadConfig, stop: &CancellationToken) -> u64 {
 }
 
 /// Once a second: record a time-series sample and refresh the status line.
-async fn sample(shared: Arc<Shared>, progress: bool, stop: CancellationToken) -> Vec<Sample> {
+async fn sample(
+    shared: Arc<Shared>,
+    progress: Option<bool>,
+    stop: CancellationToken,
+) -> Vec<Sample> {
     let mut status = StatusLine::new(progress);
     let mut series = Vec::new();
     let mut tick =

@@ -29,10 +29,7 @@ impl FromStr for Probes {
         let (n, len) = text.split_once(',').ok_or_else(bad)?;
         let count: u32 = n.trim().parse().map_err(|_| bad())?;
         let len = len.trim();
-        let length_s = humantime::parse_duration(len)
-            .map(|d| d.as_secs_f64())
-            .or_else(|_| len.parse::<f64>())
-            .map_err(|_| bad())?;
+        let length_s = vodkit_units::parse_seconds(len).map_err(|_| bad())?;
         if count == 0 || !(length_s.is_finite() && length_s > 0.0) {
             return Err(bad());
         }

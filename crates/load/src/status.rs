@@ -1,5 +1,6 @@
 //! The live status line on stderr: elapsed time, active sessions, MB/s and failures,
-//! redrawn once a second when stderr is a terminal or `--progress` asks for it.
+//! redrawn once a second when stderr is a terminal or `--progress` asks for it, never with
+//! `--quiet`.
 
 use crate::results::Sample;
 use std::io::{IsTerminal, Write};
@@ -11,10 +12,11 @@ pub struct StatusLine {
 }
 
 impl StatusLine {
-    pub fn new(requested: bool) -> StatusLine {
+    /// `show`: always (`Some(true)`), never (`Some(false)`) or when stderr is a terminal.
+    pub fn new(show: Option<bool>) -> StatusLine {
         let tty = std::io::stderr().is_terminal();
         StatusLine {
-            enabled: requested || tty,
+            enabled: show.unwrap_or(tty),
             tty,
             drawn: false,
         }

@@ -30,24 +30,21 @@ pub enum WarmStart {
 }
 
 impl WarmStart {
-    /// Parse `off`, `auto` or a number of seconds (`40`, `40s`).
+    /// Parse `off`, `auto` or a duration (`40`, `40s`, `1m30s`).
     pub fn parse(text: &str) -> Result<WarmStart, String> {
         match text.trim() {
             "off" | "0" => Ok(WarmStart::Off),
             "auto" => Ok(WarmStart::Auto),
-            t => {
-                let n = t.strip_suffix('s').unwrap_or(t);
-                match n.parse::<f64>() {
-                    Ok(s) if s.is_finite() && s >= 0.0 => Ok(if s == 0.0 {
-                        WarmStart::Off
-                    } else {
-                        WarmStart::Seconds(s)
-                    }),
-                    _ => Err(format!(
-                        "warm start `{text}`: expected off, auto or a number of seconds (40, 40s)"
-                    )),
-                }
-            }
+            t => match vodkit_units::parse_seconds(t) {
+                Ok(s) => Ok(if s == 0.0 {
+                    WarmStart::Off
+                } else {
+                    WarmStart::Seconds(s)
+                }),
+                _ => Err(format!(
+                    "warm start `{text}`: expected off, auto or a number of seconds (40, 40s)"
+                )),
+            },
         }
     }
 

@@ -64,20 +64,16 @@ impl FromStr for AdmissionPolicy {
                          > 0) or rate:R (new streams per second, R > 0)"
                     )
                 };
-                let positive = |x: &str| {
-                    x.parse::<f64>()
-                        .ok()
-                        .filter(|v| *v > 0.0 && v.is_finite())
-                        .ok_or_else(bad)
+                let positive = |v: Result<f64, vodkit_units::UnitError>| {
+                    v.ok().filter(|v| *v > 0.0).ok_or_else(bad)
                 };
                 if let Some(w) = s.strip_prefix("auto:") {
-                    let w = w.strip_suffix('s').unwrap_or(w);
                     Ok(AdmissionPolicy::Auto {
-                        wait_max_s: positive(w)?,
+                        wait_max_s: positive(vodkit_units::parse_seconds(w))?,
                     })
                 } else if let Some(r) = s.strip_prefix("rate:") {
                     Ok(AdmissionPolicy::Rate {
-                        per_s: positive(r)?,
+                        per_s: positive(vodkit_units::parse_session_rate(r))?,
                     })
                 } else {
                     Err(bad())

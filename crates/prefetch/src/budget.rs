@@ -60,19 +60,20 @@ impl MemorySetting {
     }
 }
 
+impl From<vodkit_units::Memory> for MemorySetting {
+    fn from(m: vodkit_units::Memory) -> Self {
+        match m {
+            vodkit_units::Memory::Off => MemorySetting::Off,
+            vodkit_units::Memory::Auto => MemorySetting::Auto,
+            vodkit_units::Memory::Size(b) => MemorySetting::Budget(b),
+        }
+    }
+}
+
 impl std::str::FromStr for MemorySetting {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "off" => Ok(MemorySetting::Off),
-            "auto" => Ok(MemorySetting::Auto),
-            _ => s
-                .parse::<bytesize::ByteSize>()
-                .ok()
-                .filter(|b| b.as_u64() > 0)
-                .map(|b| MemorySetting::Budget(b.as_u64()))
-                .ok_or_else(|| format!("`{s}`: expected off, auto or a size such as 1GiB")),
-        }
+        Ok(vodkit_units::parse_memory(s)?.into())
     }
 }
 

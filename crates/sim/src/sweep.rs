@@ -278,12 +278,7 @@ pub fn compare_with_fixed(curves: &[Curve]) -> Vec<Comparison> {
 /// Parses `START:END:STEP` (sizes such as `1MiB:16MiB:1MiB`) or a comma list of sizes.
 pub fn parse_sweep(s: &str) -> Result<Vec<u64>, String> {
     let size = |t: &str| -> Result<u64, String> {
-        let t = t.trim();
-        t.parse::<u64>()
-            .ok()
-            .or_else(|| t.parse::<bytesize::ByteSize>().ok().map(|b| b.as_u64()))
-            .filter(|&b| b > 0)
-            .ok_or_else(|| format!("--sweep: `{t}` is not a positive size (e.g. 1MiB)"))
+        Ok(vodkit_units::parse_positive_size(t).map_err(|e| e.flag("sweep"))?)
     };
     let parts: Vec<&str> = s.split(':').collect();
     let out: Vec<u64> = match parts.as_slice() {
@@ -327,7 +322,7 @@ mod tests {
         assert!(parse_sweep("4MiB:1MiB:1MiB")
             .unwrap_err()
             .contains("smaller"));
-        assert!(parse_sweep("1MiB:x:1MiB").unwrap_err().contains("`x`"));
+        assert!(parse_sweep("1MiB:x:1MiB").unwrap_err().contains("'x'"));
         assert!(parse_sweep("0").is_err());
     }
 

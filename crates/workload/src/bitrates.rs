@@ -72,9 +72,15 @@ pub fn parse_text(text: &str, origin: &str) -> Result<Bitrates, InputError> {
                 format!("expected `PATH KBPS`, got `{line}`"),
             ));
         };
-        let kbps = k.parse::<u32>().ok().filter(|&k| k > 0).ok_or_else(|| {
-            InputError::at_line(origin, i + 1, format!("`{k}` is not a bit rate in kbit/s"))
-        })?;
+        // KBPS: kbit/s as a number (`419`), or a bit rate with its unit (`3Mbit/s`).
+        let kbps = crate::units::parse_kbps(k)
+            .ok()
+            .and_then(|k| u32::try_from(k).ok())
+            .filter(|&k| k > 0)
+            .ok_or_else(|| {
+                let e = vodkit_units::UnitError::new(vodkit_units::Quantity::BitRate, k);
+                InputError::at_line(origin, i + 1, format!("KBPS: {e}"))
+            })?;
         m.insert(key(p), kbps);
     }
     Ok(m)

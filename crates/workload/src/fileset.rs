@@ -17,7 +17,7 @@ use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 /// Name of the marker file that identifies a directory as a vodkit file set.
 pub const MARKER: &str = ".vodkit-fileset.json";
@@ -420,9 +420,9 @@ pub fn create_with_progress(
             return Err(FilesetError::Runtime(format!(
                 "{}: needs {} more{via} {}, where only {} are free; use a smaller workload (--scale)",
                 root.display(),
-                bytesize::ByteSize::b(needed).display().iec(),
+                crate::units::human_size(needed),
                 place.display(),
-                bytesize::ByteSize::b(free).display().iec()
+                crate::units::human_size(free)
             )));
         }
     }
@@ -553,11 +553,6 @@ pub fn file_paths(
         .into_iter()
         .map(|(_, f)| root.join(f.path))
         .collect())
-}
-
-/// Seconds as a short human string, for reports.
-pub fn human_seconds(s: f64) -> String {
-    humantime::format_duration(Duration::from_millis((s * 1000.0) as u64)).to_string()
 }
 
 #[cfg(test)]

@@ -544,8 +544,7 @@ fn tokenize(line: &str) -> Result<Vec<String>, String> {
 }
 
 fn parse_seconds(v: &str) -> Option<f64> {
-    let x: f64 = v.parse().ok()?;
-    (x.is_finite() && x >= 0.0).then_some(x)
+    crate::units::parse_seconds(v).ok()
 }
 
 /// `A-B` (inclusive) as a closed byte range.

@@ -6,7 +6,7 @@ use std::time::Duration;
 use vodkit_bench::runner::{self, BenchRequest, RunError, TestbedChoice};
 use vodkit_bench::search::Criterion;
 
-use super::parse_size;
+use super::flags;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -27,9 +27,10 @@ pub struct Args {
     /// Where the file set lives: plain (this machine's disk) or hdd:PRESET (emulated disk).
     #[arg(long, default_value = "plain")]
     testbed: TestbedChoice,
-    /// Memory budget of each server, page cache included (e.g. 1GiB).
-    #[arg(long, value_parser = parse_size)]
-    memory: Option<u64>,
+    /// Memory budget of each server, page cache included (e.g. 1GiB); `auto` or `off`
+    /// (the default): no budget, each server sizes itself to the machine.
+    #[arg(long, value_name = flags::MEMORY, value_parser = flags::memory)]
+    memory: Option<vodkit_units::Memory>,
     /// CPU quota of each server in cores (e.g. 0.25; cpu cgroup, needs root): makes the
     /// server, not the machine it shares with the load generator, what gives out first.
     #[arg(long, value_name = "CORES")]
@@ -59,7 +60,7 @@ pub struct Args {
     #[arg(long, default_value_t = 1)]
     repeat: u32,
     /// Longest load run per data point, e.g. 5m (default: the whole session list).
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long = "duration", alias = "point-duration", value_name = flags::DURATION, value_parser = flags::duration)]
     point_duration: Option<Duration>,
     /// Before every point, play the session list's preceding window SPEED times faster
     /// (drive, load and prefetch clocks alike) so each point starts at steady state:
@@ -77,9 +78,8 @@ pub struct Args {
     /// Directory for bench.json, report.md, report.html and per-run logs.
     #[arg(long, required_unless_present = "scenario")]
     out: Option<PathBuf>,
-    /// No progress output.
-    #[arg(long)]
-    quiet: bool,
+    #[command(flatten)]
+    quiet: flags::Quiet,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -104,7 +104,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         suts: vodkit_bench::sut::parse_list(args.sut.as_deref().unwrap_or(DEFAULT_SUTS))
             .map_err(super::usage)?,
         testbed: args.testbed.clone(),
-        memory: args.memory,
+        memory: args.memory.and_then(vodkit_units::Memory::size),
         server_cpus: args.server_cpus,
         search: args.search.clone(),
         criterion: args.criterion,
@@ -115,7 +115,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         fast_forward: args.fast_forward.unwrap_or_default(),
         out: super::absolute(&out),
         vodkit_exe: std::env::current_exe().ok(),
-        progress: !args.quiet,
+        progress: args.quiet.progress(),
     };
     // Input first (usage errors), then the output directory, so an unwritable --out fails
     // before any server runs rather than after the whole search.
@@ -233,7 +233,7 @@ fn scenario(name: &str, args: &Args) -> anyhow::Result<()> {
             .unwrap_or_else(|| PathBuf::from(format!("bench-{name}")));
         let out = super::absolute(&out);
         let o = vodkit_bench::validate::RunOptions::new(out);
-        let quiet = args.quiet;
+        let quiet = args.quiet.quiet;
         let text = vodkit_bench::validate::run_and_report(&o, &mut |line: &str| {
             if !quiet {
                 eprintln!("{line}")
@@ -259,7 +259,12 @@ fn scenario(name: &str, args: &Args) -> anyhow::Result<()> {
         .unwrap_or_else(|| PathBuf::from(format!("bench-{}", s.name)));
     let out = super::absolute(&out);
     vodkit_bench::interrupt::install().map_err(|e| anyhow::anyhow!(e))?;
-    match vodkit_bench::scenario_run::run(&s, &out, std::env::current_exe().ok(), !args.quiet) {
+    match vodkit_bench::scenario_run::run(
+        &s,
+        &out,
+        std::env::current_exe().ok(),
+        args.quiet.progress(),
+    ) {
         Ok(table) => {
             print!("{table}");
             vodkit_bench::interrupt::finished().map_err(|e| anyhow::anyhow!(e))

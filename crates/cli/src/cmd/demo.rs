@@ -9,9 +9,8 @@ pub struct Args {
     /// Directory for the report (bench.json, report.md, report.html).
     #[arg(long, default_value = "vodkit-demo")]
     out: PathBuf,
-    /// No progress output.
-    #[arg(long)]
-    quiet: bool,
+    #[command(flatten)]
+    quiet: super::flags::Quiet,
     /// Install nothing: print the command that installs what is missing (as root on
     /// Debian/Ubuntu the demo installs nginx, Apache and the emulated disk's tools itself).
     #[arg(long)]
@@ -23,7 +22,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     match vodkit_bench::demo::run(
         &super::absolute(&args.out),
         std::env::current_exe().ok(),
-        !args.quiet,
+        args.quiet.progress(),
         !args.no_install,
     ) {
         Ok(table) => {

@@ -34,15 +34,14 @@ enum FilesetCommand {
     Create {
         #[command(flatten)]
         common: Common,
-        /// No progress bar.
-        #[arg(long)]
-        quiet: bool,
+        #[command(flatten)]
+        quiet: super::flags::Quiet,
         /// Real media packaging: dash (SegmentTemplate), dash-single (SegmentBase, byte
         /// ranges), hls (fMP4 segments), hls-byterange, cmaf (segments behind both manifests).
         #[arg(long, value_name = "dash|dash-single|hls|hls-byterange|cmaf")]
         media: Option<vodkit_media::package::MediaFormat>,
         /// Segment duration of a media set (a whole number of frames at 24 fps).
-        #[arg(long, default_value = "4s", value_parser = humantime::parse_duration, requires = "media")]
+        #[arg(long, default_value = "4s", value_name = super::flags::DURATION, value_parser = super::flags::duration, requires = "media")]
         segment: std::time::Duration,
         /// Distinct segments encoded per rung; titles cycle through them.
         #[arg(long, default_value_t = 8, requires = "media")]
@@ -56,8 +55,8 @@ enum FilesetCommand {
     Verify {
         #[command(flatten)]
         common: Common,
-        #[arg(long)]
-        quiet: bool,
+        #[command(flatten)]
+        quiet: super::flags::Quiet,
     },
     /// Physical placement of titles (FIEMAP): mean position, fragments, out-of-sequence share.
     Placement {
@@ -106,7 +105,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             opts.segment_s = segment.as_secs_f64();
             opts.pool_fragments = pool;
             opts.source = source;
-            opts.progress = !quiet;
+            opts.progress = quiet.progress();
             let r = vodkit_media::create(&catalog, &common.root, &opts).map_err(wrap_media)?;
             println!(
                 "{} titles ({} packaging, ladder {:?} kbit/s) in {}: wrote {} ({} files, {} bytes), skipped {} complete; encoding {:.1} s, total {:.1} s",
@@ -127,7 +126,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             let catalog = fileset::load_catalog(&common.workload).map_err(wrap)?;
             let opts = CreateOptions {
                 layout: common.layout,
-                progress: !quiet,
+                progress: quiet.progress(),
                 backing_image: vodkit_disk::testbed::image_behind(&common.root),
             };
             let r = fileset::create(&catalog, &common.root, &opts).map_err(wrap)?;
@@ -177,7 +176,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         FilesetCommand::Verify { common, quiet } => {
             let catalog = fileset::load_catalog(&common.workload).map_err(wrap)?;
-            let r = fileset::verify(&catalog, &common.root, common.layout, !quiet).map_err(wrap)?;
+            let r = fileset::verify(&catalog, &common.root, common.layout, quiet.progress())
+                .map_err(wrap)?;
             for p in r.problems.iter().take(20) {
                 eprintln!("{}: {}", p.path, p.problem);
             }

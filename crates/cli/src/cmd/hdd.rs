@@ -1,6 +1,7 @@
 //! `vodkit hdd`: bring an emulated hard disk up and down, show and tune it, inject faults,
 //! benchmark it, and print the drive presets. The work is done in `vodkit_disk`.
 
+use super::flags;
 use anyhow::Context;
 use clap::{Subcommand, ValueEnum};
 use std::path::PathBuf;
@@ -62,8 +63,8 @@ struct UpArgs {
     #[arg(long, default_value = "wd-red")]
     preset: Preset,
     /// Image size (e.g. 4GiB); the image stands for the whole platter.
-    #[arg(long)]
-    size: String,
+    #[arg(long, value_name = flags::SIZE, value_parser = flags::positive_size)]
+    size: u64,
     /// Sparse backing file on the real disk.
     #[arg(long)]
     image: PathBuf,
@@ -81,8 +82,8 @@ struct UpArgs {
     #[arg(long, value_enum, default_value = "fifo")]
     queueing: QueueingArg,
     /// On-drive read-ahead segment size (e.g. 2MiB); off by default.
-    #[arg(long)]
-    drive_readahead: Option<String>,
+    #[arg(long, value_name = flags::SIZE, value_parser = flags::size)]
+    drive_readahead: Option<u64>,
     /// Where the image lies on the platter: `platter` — it stands for the whole platter
     /// (every zone, full-stroke seeks); `start` — it is the drive's first SIZE bytes, like
     /// a partition at the outer edge (short seeks, outer-zone rate).
@@ -98,7 +99,7 @@ struct UpArgs {
     /// Host turnaround (e.g. 100us, at most 10ms): how long after a read completes the
     /// next request it causes reaches the drive, time in which the drive idles and reads
     /// ahead. 0 (default): at once.
-    #[arg(long, default_value = "0s", value_parser = host_gap)]
+    #[arg(long, default_value = "0s", value_name = flags::DURATION, value_parser = host_gap)]
     host_gap: std::time::Duration,
     /// Run mkfs.ext4 even if the image already holds a file system.
     #[arg(long)]
@@ -114,8 +115,9 @@ struct UpArgs {
 /// of the preset on the running kernel (docs/disk.md, "Block-queue defaults").
 #[derive(clap::Args, Default)]
 struct QueueArgs {
-    /// Loop queue read_ahead_kb (default at `up`: a real rotational disk's).
-    #[arg(long)]
+    /// Loop queue readahead in KiB, the device's read_ahead_kb (default at `up`: a real
+    /// rotational disk's).
+    #[arg(long = "readahead-kb", alias = "read-ahead-kb")]
     read_ahead_kb: Option<u64>,
     /// Loop queue max_sectors_kb (default at `up`: a real rotational disk's, capped at
     /// the loop device's max_hw_sectors_kb).
@@ -190,8 +192,8 @@ struct BenchArgs {
     #[command(flatten)]
     target: MountArg,
     /// Bytes read sequentially at each end.
-    #[arg(long, default_value = "64MiB")]
-    sequential: String,
+    #[arg(long, default_value = "64MiB", value_name = flags::SIZE, value_parser = flags::size)]
+    sequential: u64,
     /// Number of random 2 MiB reads.
     #[arg(long, default_value_t = 40)]
     random_2m: u32,
@@ -243,18 +245,12 @@ fn testbed_err(e: testbed::Error) -> anyhow::Error {
     }
 }
 
-fn size_arg(flag: &str, text: &str) -> anyhow::Result<u64> {
-    text.parse::<bytesize::ByteSize>()
-        .map(|b| b.as_u64())
-        .map_err(|e| super::usage(format!("--{flag} {text}: expected a size like 4GiB ({e})")))
-}
-
 fn absolute(p: &std::path::Path) -> anyhow::Result<PathBuf> {
     std::path::absolute(p).with_context(|| format!("{}", p.display()))
 }
 
 fn up(a: UpArgs) -> anyhow::Result<()> {
-    let size = size_arg("size", &a.size)?;
+    let size = a.size;
     let mut cfg = Config::new(a.preset, size, absolute(&a.image)?, absolute(&a.mount)?);
     cfg.drive.rotation = match a.rotation {
         RotationArg::Average => Rotation::Average,
@@ -264,8 +260,8 @@ fn up(a: UpArgs) -> anyhow::Result<()> {
         QueueingArg::Fifo => Queueing::Fifo,
         QueueingArg::Sptf => Queueing::Sptf { depth: 32 },
     };
-    if let Some(ra) = &a.drive_readahead {
-        cfg.drive.readahead_bytes = size_arg("drive-readahead", ra)?;
+    if let Some(ra) = a.drive_readahead {
+        cfg.drive.readahead_bytes = ra;
     }
     cfg.drive.segments = usize::from(a.drive_segments);
     cfg.placement = match a.placement {
@@ -291,7 +287,7 @@ fn up(a: UpArgs) -> anyhow::Result<()> {
         "{} up: {} {} on /dev/{} (direct I/O {}), ext4 at {}, server pid {}",
         st.image.display(),
         st.preset,
-        bytesize::ByteSize::b(st.size).display().iec(),
+        vodkit_units::human_size(st.size),
         st.loop_device,
         if st.direct_io { "on" } else { "off" },
         st.mount.display(),
@@ -362,7 +358,7 @@ fn status(a: StatusArgs) -> anyhow::Result<()> {
             "{}: {} {} image {} on /dev/{} pid {} {}",
             st.mount.display(),
             st.preset,
-            bytesize::ByteSize::b(st.size).display().iec(),
+            vodkit_units::human_size(st.size),
             st.image.display(),
             st.loop_device,
             st.pid,
@@ -462,7 +458,7 @@ fn bench(a: BenchArgs) -> anyhow::Result<()> {
     let st = running(&a.target)?;
     let spec = st.preset.spec();
     let opts = BenchOptions {
-        sequential_bytes: size_arg("sequential", &a.sequential)?,
+        sequential_bytes: a.sequential,
         random_2m_reads: a.random_2m,
         random_128k_reads: a.random_128k,
         seed: a.seed,
@@ -571,11 +567,13 @@ fn collect_files(p: &std::path::Path, out: &mut Vec<PathBuf>) -> std::io::Result
 }
 
 /// `--host-gap`: a duration up to the emulator's 10 ms turnaround window.
-fn host_gap(v: &str) -> Result<std::time::Duration, String> {
-    let d = humantime::parse_duration(v)
-        .map_err(|e| format!("expected a duration like 100us or 1ms ({e})"))?;
+fn host_gap(v: &str) -> Result<std::time::Duration, vodkit_units::UnitError> {
+    let d = flags::duration(v)?;
     if d > std::time::Duration::from_millis(10) {
-        return Err("expected at most 10ms".into());
+        return Err(
+            vodkit_units::UnitError::new(vodkit_units::Quantity::Duration, v)
+                .because("at most 10ms"),
+        );
     }
     Ok(d)
 }

@@ -27,11 +27,11 @@ struct PushArgs {
     /// Streams published at once.
     #[arg(long, default_value_t = 1)]
     streams: u32,
-    /// Bit rate of every stream, e.g. 3000kbit/s or 3Mbit/s.
-    #[arg(long, default_value = "3000kbit/s")]
-    bitrate: String,
+    /// Bit rate of every stream, e.g. 800k, 3000kbit/s or 3Mbit/s.
+    #[arg(long, default_value = "3000kbit/s", value_name = super::flags::BITRATE, value_parser = super::flags::bit_rate)]
+    bitrate: u64,
     /// Segment duration.
-    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "2s", value_name = super::flags::DURATION, value_parser = super::flags::duration)]
     segment: Duration,
     /// Segments in the playlists (the live window).
     #[arg(long, default_value_t = 6)]
@@ -39,14 +39,20 @@ struct PushArgs {
     /// Path prefix: stream K goes to PREFIX/stream-K/.
     #[arg(long, default_value = "/live/")]
     prefix: String,
-    /// Bearer token sent with every PUT and DELETE.
-    #[arg(long, conflicts_with = "token_file")]
-    token: Option<String>,
+    /// Bearer token sent with every PUT and DELETE (the origin's `vodkit serve
+    /// --ingest-token`).
+    #[arg(
+        long = "ingest-token",
+        alias = "token",
+        value_name = "TOKEN",
+        conflicts_with = "ingest_token_file"
+    )]
+    ingest_token: Option<String>,
     /// Read the token from this file (first line).
-    #[arg(long, value_name = "FILE")]
-    token_file: Option<PathBuf>,
+    #[arg(long = "ingest-token-file", alias = "token-file", value_name = "FILE")]
+    ingest_token_file: Option<PathBuf>,
     /// Stop after this long and publish the final playlists (default: until Ctrl-C).
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = super::flags::DURATION, value_parser = super::flags::duration)]
     duration: Option<Duration>,
     /// Seed of the synthetic segment bytes.
     #[arg(long, default_value_t = 1)]
@@ -76,13 +82,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 fn push(a: PushArgs) -> anyhow::Result<()> {
-    let bps = vodkit_workload::units::parse_bandwidth(&a.bitrate)
-        .map_err(|e| usage(format!("--bitrate: {e}")))?;
-    let token = match (&a.token, &a.token_file) {
+    let bps = a.bitrate;
+    let token = match (&a.ingest_token, &a.ingest_token_file) {
         (Some(t), _) => Some(t.clone()),
         (None, Some(f)) => Some(
             std::fs::read_to_string(f)
-                .map_err(|e| usage(format!("--token-file {}: {e}", f.display())))?
+                .map_err(|e| usage(format!("--ingest-token-file {}: {e}", f.display())))?
                 .lines()
                 .next()
                 .unwrap_or("")

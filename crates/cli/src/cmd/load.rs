@@ -50,16 +50,17 @@ struct RunArgs {
     #[arg(long)]
     sessions: Option<PathBuf>,
     /// Dialect of the session log.
-    #[arg(long, default_value = "auto", value_parser = parse_format)]
+    #[arg(long = "log-format", alias = "format", default_value = "auto", value_parser = parse_format)]
     format: FormatChoice,
-    /// Sessions started per second (Poisson arrivals from the log's gaps).
-    #[arg(long, default_value_t = 1.0)]
+    /// Sessions started per second (Poisson arrivals from the log's gaps), e.g. 2, 0.5/s
+    /// or 120/min.
+    #[arg(long, default_value = "1", value_name = super::flags::SESSION_RATE, value_parser = super::flags::session_rate)]
     rate: f64,
     /// Run at most this many sessions of the log.
     #[arg(long)]
     max_sessions: Option<usize>,
     /// Stop after this long (e.g. `10m`); sessions still running are cancelled.
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = super::flags::DURATION, value_parser = super::flags::duration)]
     duration: Option<Duration>,
     /// Check every received byte against the file set's deterministic content.
     #[arg(long)]
@@ -130,7 +131,7 @@ struct RunArgs {
     start_at: Option<std::time::SystemTime>,
     /// Content the modelled player buffers before playback starts and after a stall (QoS),
     /// e.g. `2s` (default: workload.json's `startup_buffer_s`, else 2 s).
-    #[arg(long, value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = super::flags::DURATION, value_parser = super::flags::duration)]
     startup_buffer: Option<Duration>,
     #[command(flatten)]
     players: PlayerArgs,
@@ -146,9 +147,8 @@ struct RunArgs {
     /// apart (`probes` in results.json; seed 004 used 20 probes of 60 s): `--probe 20,60s`.
     #[arg(long, value_name = "N,LEN")]
     probe: Option<vodkit_load::probe::Probes>,
-    /// Show the live status line even when stderr is not a terminal.
-    #[arg(long)]
-    progress: bool,
+    #[command(flatten)]
+    status: super::flags::StatusLine,
     /// Worker threads (default: one per core).
     #[arg(long)]
     threads: Option<usize>,
@@ -185,7 +185,7 @@ pub struct PlayerArgs {
     )]
     abr: vodkit_load::player::abr::Rule,
     /// Players stop fetching while this much media is buffered.
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration, requires = "player")]
+    #[arg(long, default_value = "30s", value_name = super::flags::DURATION, value_parser = super::flags::duration, requires = "player")]
     buffer_target: Duration,
     /// Segments a player buffers before playback starts.
     #[arg(long, default_value_t = 2, requires = "player")]
@@ -291,7 +291,8 @@ fn run_load(a: RunArgs) -> anyhow::Result<()> {
     config.duration = a.duration;
     config.verify = a.verify;
     config.tls = a.tls.client(&config.target).map_err(usage)?;
-    config.progress = a.progress;
+    config.progress = a.status.progress;
+    config.quiet = a.status.quiet;
     config.workers = a.threads;
     config.stop_on_interrupt = true;
     config.link_mode = a.link;

@@ -5,6 +5,7 @@
 pub mod bench;
 pub mod demo;
 pub mod fileset;
+pub mod flags;
 pub mod hdd;
 pub mod live;
 pub mod load;
@@ -112,11 +113,4 @@ pub fn exit_code(result: anyhow::Result<()>) -> ExitCode {
             }
         }
     }
-}
-
-/// A `--memory`-style size such as 1GiB, in bytes.
-pub(crate) fn parse_size(s: &str) -> Result<u64, String> {
-    s.parse::<bytesize::ByteSize>()
-        .map(|b| b.as_u64())
-        .map_err(|_| format!("`{s}`: expected a size like 1GiB"))
 }

@@ -37,10 +37,8 @@ pub struct DaemonArgs {
     /// and --admin.
     #[arg(long, default_value = "off", value_name = "off|auto[:SECONDS]|rate:R")]
     pub admission: vodkit_prefetch::admission::AdmissionPolicy,
-    /// Prefetch-aware memory, as for `vodkit serve`: `auto` (the cgroup's limit, else total
-    /// RAM), a budget such as 1GiB, or `off` (the kernel's LRU alone).
-    #[arg(long, default_value = "auto", value_name = "auto|off|SIZE")]
-    pub memory: String,
+    #[command(flatten)]
+    pub memory: super::flags::PrefetchMemory,
     /// The order queued reads are served in, as for `vodkit serve`: fifo (the default),
     /// deadline or sweep (asap and serialized modes).
     #[arg(long, default_value = "fifo", value_name = "fifo|deadline|sweep")]
@@ -62,10 +60,7 @@ impl DaemonArgs {
             let rates = FileRates::new(map, catalog, self.root.as_deref()).map_err(super::usage)?;
             config.bitrates = Some(rates);
         }
-        let memory: vodkit_prefetch::budget::MemorySetting = self
-            .memory
-            .parse()
-            .map_err(|e| super::usage(format!("--memory: {e}")))?;
+        let memory = self.memory.setting();
         config.memory = memory.config();
         config.admission = self.admission;
         config.root = self.root.clone();
@@ -90,15 +85,15 @@ impl DaemonArgs {
 pub struct Args {
     #[command(flatten)]
     pub daemon: DaemonArgs,
-    /// Write metrics as JSON to this file every --metrics-interval and at exit.
+    /// Write metrics as JSON to this file every --interval and at exit.
     #[arg(long)]
     pub metrics: Option<PathBuf>,
     /// Admin listener for /metrics (Prometheus) and /stats (JSON); off unless given.
     #[arg(long)]
     pub admin: Option<std::net::SocketAddr>,
     /// How often to rewrite the metrics file.
-    #[arg(long, default_value = "1s")]
-    pub metrics_interval: humantime::Duration,
+    #[arg(long = "interval", alias = "metrics-interval", default_value = "1s", value_name = super::flags::DURATION, value_parser = super::flags::duration)]
+    pub metrics_interval: std::time::Duration,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -124,7 +119,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let last = serve_until_signalled(
         config,
         args.metrics.as_deref(),
-        args.metrics_interval.into(),
+        args.metrics_interval,
         args.admin,
     )
     .map_err(|e| anyhow::anyhow!("prefetchd on {}: {e}", args.daemon.socket.display()))?;

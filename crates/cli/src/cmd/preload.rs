@@ -16,8 +16,8 @@ pub struct Args {
     #[command(flatten)]
     pub daemon: super::prefetchd::DaemonArgs,
     /// Longest time the library waits for the daemon before reading anyway.
-    #[arg(long)]
-    pub timeout: Option<humantime::Duration>,
+    #[arg(long, value_name = super::flags::DURATION, value_parser = super::flags::duration)]
+    pub timeout: Option<std::time::Duration>,
     /// Write the daemon's final metrics as JSON here (daemon started here).
     #[arg(long)]
     pub metrics: Option<PathBuf>,

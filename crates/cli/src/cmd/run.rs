@@ -1,17 +1,20 @@
 //! `vodkit run --memory SIZE -- CMD…`: run a command (typically a server under test) under
 //! a memory budget that includes the page cache it fills (memory cgroup).
 
+use super::flags;
 use std::time::Duration;
 use vodkit_disk::memory;
+use vodkit_units::Memory;
 
 #[derive(clap::Args)]
 pub struct Args {
-    /// Memory limit, page cache included (e.g. 4GiB).
-    #[arg(long)]
-    memory: String,
+    /// Memory limit, page cache included (e.g. 4GiB), or `auto` (this machine's: the
+    /// cgroup's limit, else total RAM).
+    #[arg(long, value_name = flags::MEMORY, value_parser = flags::memory)]
+    memory: Memory,
     /// How often to sample the budget's usage.
-    #[arg(long, default_value = "1s")]
-    interval: String,
+    #[arg(long, default_value = "1s", value_name = flags::DURATION, value_parser = flags::duration)]
+    interval: Duration,
     /// Print a usage line per sample on stderr.
     #[arg(long)]
     verbose: bool,
@@ -28,27 +31,22 @@ fn mib(b: u64) -> f64 {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let limit = args
-        .memory
-        .parse::<bytesize::ByteSize>()
-        .map_err(|e| {
-            super::usage(format!(
-                "--memory {}: expected a size like 4GiB ({e})",
-                args.memory
+    let limit = match args.memory {
+        Memory::Size(b) => b,
+        Memory::Auto => vodkit_prefetch::budget::detect(None).0,
+        Memory::Off => {
+            return Err(super::usage(
+                "--memory off: `vodkit run` runs under a budget; give auto or a size",
             ))
-        })?
-        .as_u64();
+        }
+    };
     if limit < 16 << 20 {
         return Err(super::usage(format!(
             "--memory {}: a budget below 16 MiB cannot run anything",
             args.memory
         )));
     }
-    let interval: Duration = args
-        .interval
-        .parse::<humantime::Duration>()
-        .map_err(|e| super::usage(format!("--interval {}: {e}", args.interval)))?
-        .into();
+    let interval = args.interval;
     let verbose = args.verbose;
     let report = memory::run(limit, &args.command, interval, |s| {
         if verbose {

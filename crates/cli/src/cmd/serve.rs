@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use super::flags;
 use super::usage;
 use vodkit_prefetch::PolicySpec;
 use vodkit_server::io::MemorySetting;
@@ -30,10 +31,8 @@ pub struct Args {
     /// Prefetch policy, e.g. none, fixed:2MiB, sqrt:4MiB@419, auto (the default).
     #[arg(long, value_parser = parse_policy)]
     prefetch: Option<PolicySpec>,
-    /// Prefetch-aware memory: `auto` (budget from the cgroup limit, else total RAM), a
-    /// budget such as 1GiB, or `off` (the kernel's LRU alone). See docs/prefetch.md.
-    #[arg(long, default_value = "auto", value_name = "auto|off|SIZE")]
-    memory: String,
+    #[command(flatten)]
+    memory: flags::PrefetchMemory,
     /// catalog.json (or a path-to-kbps map) giving each file's bit rate.
     #[arg(long)]
     catalog: Option<PathBuf>,
@@ -51,7 +50,7 @@ pub struct Args {
     #[arg(long, default_value = "off", value_parser = parse_on_off, value_name = "on|off", action = clap::ArgAction::Set)]
     large_folios: bool,
     /// Interval of the prefetch statistics log line (shown with VODKIT_LOG=info); 0 = off.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long = "interval", alias = "stats-every", default_value = "10s", value_name = flags::DURATION, value_parser = flags::duration)]
     stats_every: Duration,
     /// Append one line per response to this file (format in docs/server.md).
     #[arg(long)]
@@ -63,19 +62,19 @@ pub struct Args {
     #[arg(long)]
     admin: Option<SocketAddr>,
     /// Close keep-alive connections idle this long.
-    #[arg(long, default_value = "120s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "120s", value_name = flags::DURATION, value_parser = flags::duration)]
     idle_timeout: Duration,
     /// A request head must be complete this long after its first byte.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "10s", value_name = flags::DURATION, value_parser = flags::duration)]
     header_timeout: Duration,
     /// Close a connection after this many requests (default: unlimited).
     #[arg(long)]
     max_requests: Option<u64>,
-    /// Minimum body send rate once --send-grace has passed, e.g. 1KiB.
-    #[arg(long, default_value = "1KiB")]
-    min_send_rate: bytesize::ByteSize,
+    /// Minimum body send rate once --send-grace has passed, e.g. 1KiB/s.
+    #[arg(long, default_value = "1KiB/s", value_name = flags::DATA_RATE, value_parser = flags::byte_rate)]
+    min_send_rate: u64,
     /// How long a response may take before the minimum send rate applies.
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "30s", value_name = flags::DURATION, value_parser = flags::duration)]
     send_grace: Duration,
     /// Simultaneous connections; more get 503.
     #[arg(long, default_value_t = 16384)]
@@ -91,7 +90,7 @@ pub struct Args {
     /// How long a kept-open file is trusted before one fstatat checks that its name still
     /// leads to the same unchanged file (0: at every request; nginx's open_file_cache_valid
     /// is 60s). A replaced or rewritten file is served within this time.
-    #[arg(long, default_value = "1s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "1s", value_name = flags::DURATION, value_parser = flags::duration)]
     open_file_cache_valid: Duration,
     /// Admission of new streams (a request at offset 0, or not adjacent to an open stream
     /// of its session): off, auto[:SECONDS] (refuse with 503 + Retry-After while the disk's
@@ -121,24 +120,24 @@ pub struct Args {
     ingest_window: usize,
     /// Bytes of live segments kept in memory over all streams (past it the oldest are
     /// spilled to --ingest-spill, or dropped without it).
-    #[arg(long, default_value = "512MiB", requires = "ingest")]
-    ingest_max_bytes: bytesize::ByteSize,
+    #[arg(long, default_value = "512MiB", requires = "ingest", value_name = flags::SIZE, value_parser = flags::size)]
+    ingest_max_bytes: u64,
     /// A writable directory for live segments past --ingest-max-bytes: written to
     /// unlinked files there and served through the page cache, so no segment still in a
     /// window is dropped while memory is full (as a disk-backed origin keeps them).
     #[arg(long, value_name = "DIR", requires = "ingest")]
     ingest_spill: Option<PathBuf>,
     /// Bytes of live segments kept in the spill directory (the oldest dropped past it).
-    #[arg(long, default_value = "8GiB", requires = "ingest_spill")]
-    ingest_spill_max: bytesize::ByteSize,
+    #[arg(long, default_value = "8GiB", requires = "ingest_spill", value_name = flags::SIZE, value_parser = flags::size)]
+    ingest_spill_max: u64,
     /// Largest object a publisher may PUT (413 above).
-    #[arg(long, default_value = "64MiB", requires = "ingest")]
-    ingest_max_object: bytesize::ByteSize,
+    #[arg(long, default_value = "64MiB", requires = "ingest", value_name = flags::SIZE, value_parser = flags::size)]
+    ingest_max_object: u64,
     /// A live stream without a PUT for this long is dropped.
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration, requires = "ingest")]
+    #[arg(long, default_value = "60s", value_name = flags::DURATION, value_parser = flags::duration, requires = "ingest")]
     ingest_ttl: Duration,
     /// Longest a GET waits for a live segment not published yet (then 404).
-    #[arg(long, default_value = "6s", value_parser = humantime::parse_duration, requires = "ingest")]
+    #[arg(long, default_value = "6s", value_name = flags::DURATION, value_parser = flags::duration, requires = "ingest")]
     ingest_hold: Duration,
     /// Cross-origin access for browser players: `*`, or a comma-separated list of origins
     /// (echoed with `Vary: Origin`). Preflights allow the headers the player asks for (e.g.
@@ -162,7 +161,7 @@ pub struct Args {
     #[arg(long)]
     allow_outside_symlinks: bool,
     /// Longest wait for in-flight responses after SIGTERM.
-    #[arg(long, default_value = "30s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "30s", value_name = flags::DURATION, value_parser = flags::duration)]
     drain_timeout: Duration,
     /// Event loops, each a thread accepting from the one listening socket (default: one per
     /// CPU the server may run on, at most its cgroup CPU quota rounded up).
@@ -207,10 +206,7 @@ fn config(args: Args) -> anyhow::Result<ServerConfig> {
     let mut config = ServerConfig::new(&args.root);
     config.listen = args.listen;
     config.admin = args.admin;
-    let memory: MemorySetting = args
-        .memory
-        .parse()
-        .map_err(|e| super::usage(format!("--memory: {e}")))?;
+    let memory: MemorySetting = args.memory.setting();
     let bitrates = match &args.catalog {
         Some(path) => vodkit_workload::bitrates::load(path)
             .map_err(|e| super::usage(format!("--catalog: {e}")))?,
@@ -234,7 +230,7 @@ fn config(args: Args) -> anyhow::Result<ServerConfig> {
     config.idle_timeout = args.idle_timeout;
     config.header_timeout = args.header_timeout;
     config.max_requests_per_connection = args.max_requests;
-    config.min_send_rate = args.min_send_rate.as_u64();
+    config.min_send_rate = args.min_send_rate;
     config.send_grace = args.send_grace;
     config.max_connections = args.max_connections;
     config.backlog = args.backlog;
@@ -269,14 +265,14 @@ fn config(args: Args) -> anyhow::Result<ServerConfig> {
         }
         let mut ingest = vodkit_server::live::IngestConfig::new(prefix, &token);
         ingest.window = args.ingest_window.max(1);
-        ingest.max_bytes = args.ingest_max_bytes.as_u64();
-        ingest.max_object = args.ingest_max_object.as_u64();
+        ingest.max_bytes = args.ingest_max_bytes;
+        ingest.max_object = args.ingest_max_object;
         ingest.ttl = args.ingest_ttl;
         ingest.hold = args.ingest_hold;
         if let Some(dir) = &args.ingest_spill {
             let spill = vodkit_server::live::SpillConfig {
                 dir: dir.clone(),
-                max_bytes: args.ingest_spill_max.as_u64(),
+                max_bytes: args.ingest_spill_max,
             };
             spill
                 .check()

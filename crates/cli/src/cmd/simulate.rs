@@ -9,7 +9,11 @@ use vodkit_prefetch::PolicySpec;
 
 use vodkit_sim::{report, Capacity, Family, FirstSizes, ModelConfig, Options, Trace};
 
-use super::usage;
+use super::{flags, usage};
+use std::time::Duration;
+
+/// The policies compared when --prefetch is not given.
+const POLICIES: &str = "fixed,proportional,sqrt,first-grow,first-grow-sr";
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -24,18 +28,21 @@ pub struct Args {
     /// budget, next to the capacity bound of the same terms (docs/simulate.md).
     #[arg(long, conflicts_with_all = ["chains", "files", "validate"])]
     replay: Option<PathBuf>,
-    /// With --replay: the memory budget (default 1GiB).
-    #[arg(long, requires = "replay", value_parser = super::parse_size)]
-    memory: Option<u64>,
+    /// With --replay: the memory budget (default 1GiB; `auto`: this machine's, the cgroup's
+    /// limit or total RAM).
+    #[arg(long, requires = "replay", value_name = flags::MEMORY, value_parser = flags::memory)]
+    memory: Option<vodkit_units::Memory>,
     /// With --replay: replay at these rates (sessions/s, comma-separated) instead of
     /// searching the highest rate the drive sustains.
-    #[arg(long, requires = "replay", value_delimiter = ',')]
+    #[arg(long, requires = "replay", value_delimiter = ',', value_name = flags::SESSION_RATE, value_parser = flags::session_rate)]
     rate: Vec<f64>,
-    /// With --replay: read sizes, `budget` (as large as a stream's budget share), `oracle`
+    /// Prefetch policies. The policies to compare (default
+    /// fixed,proportional,sqrt,first-grow,first-grow-sr; also auto); with --replay the
+    /// read sizes: `budget` (the default: as large as a stream's budget share), `oracle`
     /// (the share, never past where the viewer will stop: what early leavers cost) or a
     /// policy such as fixed:2MiB (still cut to the share; `auto` stays at its start).
-    #[arg(long, requires = "replay", default_value = "budget")]
-    prefetch: String,
+    #[arg(long, alias = "policy")]
+    prefetch: Option<String>,
     /// With --replay: override a memory-manager setting, KEY=VALUE (repeatable), e.g.
     /// interval_share=0.7, idle_factor=1.5, stream_ttl_s=20, read_headroom_bytes=0; keys
     /// are the fields of `MemoryConfig` (docs/simulate.md).
@@ -51,24 +58,21 @@ pub struct Args {
     /// Maximum seeks per second; needs --t-max.
     #[arg(long, requires = "t_max")]
     s_max: Option<f64>,
-    /// Policies to compare: fixed, proportional, sqrt, first-grow, first-grow-sr, auto.
-    #[arg(
-        long,
-        default_value = "fixed,proportional,sqrt,first-grow,first-grow-sr"
-    )]
-    policy: String,
-    /// Sizes to sweep: START:END:STEP or a list (SIZE,SIZE,...).
+    /// Sizes to sweep: START:END:STEP or a list (SIZE,SIZE,...), e.g. 1MiB:16MiB:1MiB.
     #[arg(long, default_value = "1MiB:16MiB:1MiB")]
     sweep: String,
-    /// Reference bit rate (kbps) of the size parameter for the bit-rate-scaled policies.
-    #[arg(long, default_value_t = 2000)]
-    ref_kbps: u32,
+    /// Reference bit rate of the size parameter for the bit-rate-scaled policies.
+    #[arg(long, default_value = "2000kbit/s", value_name = flags::BITRATE, value_parser = flags::bit_rate)]
+    ref_bitrate: u64,
+    /// The reference bit rate in kbit/s (older spelling of --ref-bitrate).
+    #[arg(long, hide = true, conflicts_with = "ref_bitrate", value_parser = flags::kbps_as_bit_rate)]
+    ref_kbps: Option<u64>,
     /// Accounting interval for disk utilization.
-    #[arg(long, default_value = "60s")]
-    interval: String,
+    #[arg(long, default_value = "60s", value_name = flags::DURATION, value_parser = flags::duration)]
+    interval: Duration,
     /// How long a chain's buffer stays after the chain ends.
-    #[arg(long, default_value = "40s")]
-    release_after: String,
+    #[arg(long, default_value = "40s", value_name = flags::DURATION, value_parser = flags::duration)]
+    release_after: Duration,
     /// First-Grow's first sizes: `trace` (cost-benefit over the trace) or `table` (thesis
     /// Table 5.6).
     #[arg(long, default_value = "trace")]
@@ -89,7 +93,7 @@ pub struct Args {
     #[arg(long)]
     validate: bool,
     /// With --validate: the fixed policy the server runs and the model simulates.
-    #[arg(long, default_value = PolicySpec::DEFAULT_TEXT, requires = "validate", value_parser = super::serve::parse_policy)]
+    #[arg(long = "validate-prefetch", alias = "validate-policy", default_value = PolicySpec::DEFAULT_TEXT, requires = "validate", value_parser = super::serve::parse_policy)]
     validate_policy: PolicySpec,
     /// With --validate: sessions generated (arriving over about a minute).
     #[arg(long, default_value_t = 60, requires = "validate")]
@@ -99,16 +103,13 @@ pub struct Args {
     validate_seed: u64,
     /// With --validate: read_ahead_kb to set on the emulated device (`default`: leave the
     /// kernel's).
-    #[arg(long, default_value = "default", requires = "validate")]
+    #[arg(
+        long = "validate-readahead-kb",
+        alias = "validate-read-ahead-kb",
+        default_value = "default",
+        requires = "validate"
+    )]
     validate_read_ahead_kb: String,
-}
-
-fn seconds(flag: &str, v: &str) -> anyhow::Result<f64> {
-    let t = v.trim();
-    t.parse::<f64>()
-        .ok()
-        .or_else(|| humantime::parse_duration(t).ok().map(|d| d.as_secs_f64()))
-        .ok_or_else(|| usage(format!("--{flag} {v}: expected a duration such as 60s")))
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -127,8 +128,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         _ => Capacity::of_preset(Preset::Hitachi5k3000),
     };
     let mut model = ModelConfig::new(capacity);
-    model.interval_s = seconds("interval", &args.interval)?;
-    model.release_after_s = seconds("release-after", &args.release_after)?;
+    model.interval_s = args.interval.as_secs_f64();
+    model.release_after_s = args.release_after.as_secs_f64();
     let first_sizes = match args.first_sizes.as_str() {
         "trace" => FirstSizes::Trace,
         "table" => FirstSizes::Table,
@@ -140,9 +141,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     };
     let opts = Options {
         model,
-        families: Family::parse_list(&args.policy).map_err(usage)?,
+        families: Family::parse_list(args.prefetch.as_deref().unwrap_or(POLICIES))
+            .map_err(usage)?,
         params: vodkit_sim::sweep::parse_sweep(&args.sweep).map_err(usage)?,
-        ref_kbps: args.ref_kbps,
+        ref_kbps: u32::try_from(args.ref_kbps.unwrap_or(args.ref_bitrate) / 1000)
+            .unwrap_or(u32::MAX),
         first_sizes,
         survival_p: args.survival,
         threads: args
@@ -183,8 +186,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 fn replay(args: &Args, dir: &std::path::Path) -> anyhow::Result<()> {
     use vodkit_sim::replay::{self as rp, Prefetch, ReplayConfig, ReplayWorkload};
     let preset = args.drive.unwrap_or(Preset::WdRed);
-    let memory = args.memory.unwrap_or(1 << 30);
-    let prefetch = match args.prefetch.as_str() {
+    let memory = match args.memory {
+        None => 1 << 30,
+        Some(vodkit_units::Memory::Size(b)) => b,
+        Some(vodkit_units::Memory::Auto) => vodkit_prefetch::budget::detect(None).0,
+        Some(vodkit_units::Memory::Off) => {
+            return Err(usage(
+                "--memory off: a replay needs a budget; give auto or a size",
+            ))
+        }
+    };
+    let prefetch = match args.prefetch.as_deref().unwrap_or("budget") {
         "budget" => Prefetch::Budget,
         "oracle" => Prefetch::Oracle,
         p => Prefetch::Policy(

@@ -24,8 +24,8 @@ struct WatchArgs {
     #[arg(long)]
     device: Vec<String>,
     /// Sampling interval.
-    #[arg(long, default_value = "1s")]
-    interval: String,
+    #[arg(long, default_value = "1s", value_name = super::flags::DURATION, value_parser = super::flags::duration)]
+    interval: Duration,
     /// Stop after this many samples.
     #[arg(long)]
     count: Option<u64>,
@@ -44,15 +44,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 fn watch(a: WatchArgs) -> anyhow::Result<()> {
-    let interval: Duration = a
-        .interval
-        .parse::<humantime::Duration>()
-        .map_err(|e| super::usage(format!("--interval {}: {e}", a.interval)))?
-        .into();
+    let interval = a.interval;
     if interval < Duration::from_millis(10) {
         return Err(super::usage(format!(
             "--interval {}: must be at least 10ms",
-            a.interval
+            vodkit_units::format_duration(interval)
         )));
     }
     let devices: Vec<String> = a

@@ -21,7 +21,7 @@ pub struct ServeTls {
     #[arg(long, value_name = "PEM", requires = "tls_cert")]
     pub tls_key: Option<PathBuf>,
     /// A TLS handshake must finish this long after the connection is accepted.
-    #[arg(long, default_value = "10s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "10s", value_name = super::flags::DURATION, value_parser = super::flags::duration)]
     pub tls_handshake_timeout: Duration,
     /// Offer only these cipher suites, comma separated, by rustls name (e.g.
     /// TLS13_AES_128_GCM_SHA256); default: all of rustls's ring suites.

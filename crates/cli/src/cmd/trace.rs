@@ -11,7 +11,8 @@ use vodkit_trace::phase::PhaseParams;
 use vodkit_trace::read::Progress;
 use vodkit_trace::{FileTable, LogFormat};
 
-use super::usage;
+use super::{flags, usage};
+use std::time::Duration;
 
 #[derive(clap::Args)]
 pub struct Args {
@@ -35,8 +36,13 @@ struct Common {
     #[arg(long)]
     log: PathBuf,
     /// Log format: auto, netflix, nginx, vodkit, combined, common or json.
-    #[arg(long, default_value = "auto")]
-    format: String,
+    #[arg(
+        long = "log-format",
+        alias = "format",
+        default_value = "auto",
+        value_name = "FORMAT"
+    )]
+    log_format: LogFormat,
     /// File table (file,bitrate_kbps,media,size_bytes,drive).
     #[arg(long, conflicts_with = "catalog")]
     files: Option<PathBuf>,
@@ -47,47 +53,34 @@ struct Common {
     #[arg(long)]
     out: PathBuf,
     /// Chain window: adjacent requests this close in time join.
-    #[arg(long, default_value = "40s")]
-    window: String,
+    #[arg(long, default_value = "40s", value_name = flags::DURATION, value_parser = flags::duration)]
+    window: Duration,
     /// Longest service time for which chain joins are guaranteed (bounds memory).
-    #[arg(long, default_value = "1h")]
-    max_service: String,
+    #[arg(long, default_value = "1h", value_name = flags::DURATION, value_parser = flags::duration)]
+    max_service: Duration,
     /// CCDF breakpoints for the power-law fits.
-    #[arg(long, default_value = "1MB,200MB", value_delimiter = ',')]
-    breakpoints: Vec<String>,
+    #[arg(long, default_value = "1MB,200MB", value_delimiter = ',', value_name = flags::SIZE, value_parser = flags::size)]
+    breakpoints: Vec<u64>,
     /// Survival probabilities P for the growth factor d/x (repeatable).
     #[arg(long = "survival-p", default_value = "0.45", value_delimiter = ',')]
     survival_p: Vec<f64>,
     /// Chains at most this long are short (transient).
-    #[arg(long, default_value = "40s")]
-    short_chain: String,
+    #[arg(long, default_value = "40s", value_name = flags::DURATION, value_parser = flags::duration)]
+    short_chain: Duration,
     /// Short chains closer than this form one transient phase.
-    #[arg(long, default_value = "10s")]
-    transient_gap: String,
+    #[arg(long, default_value = "10s", value_name = flags::DURATION, value_parser = flags::duration)]
+    transient_gap: Duration,
     /// This long without requests is an inactive phase.
-    #[arg(long, default_value = "40s")]
-    inactive: String,
+    #[arg(long, default_value = "40s", value_name = flags::DURATION, value_parser = flags::duration)]
+    inactive: Duration,
     /// Leave sessions starting this close to the log's end out of session statistics.
-    #[arg(long, default_value = "0s")]
-    exclude_tail: String,
-}
-
-fn seconds(flag: &str, v: &str) -> anyhow::Result<f64> {
-    let d = humantime::parse_duration(v)
-        .map_err(|e| usage(format!("--{flag} {v}: {e} (e.g. 40s, 500ms)")))?;
-    Ok(d.as_secs_f64())
+    #[arg(long, default_value = "0s", value_name = flags::DURATION, value_parser = flags::duration)]
+    exclude_tail: Duration,
 }
 
 fn options(c: &Common) -> anyhow::Result<AnalyzeOptions> {
-    let format: LogFormat = c.format.parse().map_err(usage)?;
-    let mut breakpoints = Vec::new();
-    for b in &c.breakpoints {
-        let v: bytesize::ByteSize = b
-            .trim()
-            .parse()
-            .map_err(|e| usage(format!("--breakpoints {b}: {e} (e.g. 1MB, 200MB)")))?;
-        breakpoints.push(v.as_u64() as f64);
-    }
+    let format = c.log_format;
+    let mut breakpoints: Vec<f64> = c.breakpoints.iter().map(|&b| b as f64).collect();
     breakpoints.sort_by(f64::total_cmp);
     for p in &c.survival_p {
         if !(*p > 0.0 && *p < 1.0) {
@@ -96,22 +89,22 @@ fn options(c: &Common) -> anyhow::Result<AnalyzeOptions> {
             )));
         }
     }
-    let window_s = seconds("window", &c.window)?;
+    let window_s = c.window.as_secs_f64();
     if window_s <= 0.0 {
         return Err(usage("--window must be positive"));
     }
     Ok(AnalyzeOptions {
         format,
         window_s,
-        max_service_s: seconds("max-service", &c.max_service)?,
+        max_service_s: c.max_service.as_secs_f64(),
         phase: PhaseParams {
-            short_chain_s: seconds("short-chain", &c.short_chain)?,
-            transient_gap_s: seconds("transient-gap", &c.transient_gap)?,
-            inactive_s: seconds("inactive", &c.inactive)?,
+            short_chain_s: c.short_chain.as_secs_f64(),
+            transient_gap_s: c.transient_gap.as_secs_f64(),
+            inactive_s: c.inactive.as_secs_f64(),
         },
         breakpoints,
         probabilities: c.survival_p.clone(),
-        exclude_tail_s: seconds("exclude-tail", &c.exclude_tail)?,
+        exclude_tail_s: c.exclude_tail.as_secs_f64(),
     })
 }
 

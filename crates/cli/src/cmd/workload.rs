@@ -41,17 +41,20 @@ struct FromLogArgs {
     #[arg(long)]
     log: PathBuf,
     /// Its format (default: detected from the first line).
-    #[arg(long, default_value = "auto")]
+    #[arg(long = "log-format", alias = "format", default_value = "auto")]
     format: vodkit_trace::LogFormat,
     /// Workload directory to write.
     #[arg(long)]
     out: PathBuf,
     /// A client silent this long on a file starts a new session there.
-    #[arg(long, default_value = "60s", value_parser = humantime::parse_duration)]
+    #[arg(long, default_value = "60s", value_name = super::flags::DURATION, value_parser = super::flags::duration)]
     idle: std::time::Duration,
     /// Bit rate assumed for the catalog's title durations (the log does not say).
-    #[arg(long, default_value_t = 1000)]
-    bitrate_kbps: u32,
+    #[arg(long, default_value = "1000kbit/s", value_name = super::flags::BITRATE, value_parser = super::flags::bit_rate)]
+    bitrate: u64,
+    /// The bit rate in kbit/s (older spelling of --bitrate).
+    #[arg(long, hide = true, conflicts_with = "bitrate", value_parser = super::flags::kbps_as_bit_rate)]
+    bitrate_kbps: Option<u64>,
     /// Keep file paths as logged (default: replaced by a keyed hash).
     #[arg(long)]
     keep_identities: bool,
@@ -108,7 +111,7 @@ struct ExportArgs {
 #[derive(clap::Args)]
 struct ImportArgs {
     /// Dialect of FILE (default: detected from its content).
-    #[arg(long)]
+    #[arg(long = "log-format", alias = "format")]
     format: Option<LogFormat>,
     /// The session log to read.
     file: PathBuf,
@@ -226,7 +229,9 @@ fn from_log(a: FromLogArgs) -> anyhow::Result<()> {
     }
     let opt = vodkit_trace::fromlog::FromLogOptions {
         idle_s: a.idle.as_secs_f64(),
-        bitrate_kbps: a.bitrate_kbps.max(1),
+        bitrate_kbps: u32::try_from(a.bitrate_kbps.unwrap_or(a.bitrate) / 1000)
+            .unwrap_or(u32::MAX)
+            .max(1),
         keep_identities: a.keep_identities,
         key: a.key.map(String::into_bytes),
         ..Default::default()

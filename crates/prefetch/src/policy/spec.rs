@@ -111,25 +111,16 @@ impl FromStr for PolicySpec {
 }
 
 fn parse_size(s: &str) -> Result<u64, String> {
-    let t = s.trim();
-    if t.is_empty() {
-        return Err("expected a size such as 2MiB".into());
-    }
-    if let Ok(n) = t.parse::<u64>() {
-        return Ok(n);
-    }
-    t.parse::<bytesize::ByteSize>()
-        .map(|b| b.as_u64())
-        .map_err(|_| format!("`{t}` is not a size (expected e.g. 2MiB, 512KiB or 3145728)"))
+    Ok(vodkit_units::parse_size(s)?)
 }
 
+/// A reference bit rate in kbit/s: `419` (kbit/s) or with a unit (`419k`, `3Mbit/s`).
 fn parse_kbps(s: &str) -> Result<u32, String> {
-    let t = s.trim().trim_end_matches("kbps");
-    match t.parse::<u32>() {
-        Ok(k) if k > 0 => Ok(k),
-        _ => Err(format!(
-            "`{s}` is not a bit rate (expected kbit/s, e.g. 419)"
-        )),
+    let bad = || vodkit_units::UnitError::new(vodkit_units::Quantity::BitRate, s);
+    match vodkit_units::parse_kbps(s) {
+        Ok(0) => Err(bad().because("must be positive").into()),
+        Ok(k) => Ok(u32::try_from(k).map_err(|_| bad())?),
+        Err(_) => Err(bad().into()),
     }
 }
 
@@ -142,18 +133,7 @@ fn parse_sized_rate(s: &str) -> Result<(u64, Option<u32>), String> {
 }
 
 fn parse_seconds(s: &str) -> Result<f64, String> {
-    let t = s.trim();
-    let secs = match t.parse::<f64>() {
-        Ok(v) => v,
-        Err(_) => humantime::parse_duration(t)
-            .map_err(|_| format!("`{t}` is not a duration (expected e.g. 180, 3m or 90s)"))?
-            .as_secs_f64(),
-    };
-    if secs.is_finite() && secs > 0.0 {
-        Ok(secs)
-    } else {
-        Err(format!("`{t}` must be a positive duration"))
-    }
+    Ok(vodkit_units::parse_positive_duration(s)?.as_secs_f64())
 }
 
 fn parse_fraction(s: &str) -> Result<f64, String> {

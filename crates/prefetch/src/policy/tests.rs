@@ -141,17 +141,17 @@ fn bad_spec_strings_give_one_line_errors() {
         ("", "empty"),
         ("lru", "unknown policy `lru`"),
         ("fixed", "fixed:SIZE"),
-        ("fixed:abc", "not a size"),
+        ("fixed:abc", "expected a size like 512KiB"),
         ("sqrt:2MiB", "SIZE@KBPS"),
-        ("sqrt:2MiB@fast", "not a bit rate"),
-        ("proportional:2MiB@0", "not a bit rate"),
+        ("sqrt:2MiB@fast", "expected a bit rate"),
+        ("proportional:2MiB@0", "expected a bit rate"),
         ("none:3", "no argument"),
         ("first-grow:max=1MiB@400", "plain SIZE"),
         ("first-grow:speed=3", "unknown key `speed`"),
         ("first-grow:growth=-1", "growth factor"),
         ("first-grow:max=1MiB,growth", "key=value"),
         ("auto:busy=2", "between 0 and 1"),
-        ("auto:interval=soon", "not a duration"),
+        ("auto:interval=soon", "expected a time"),
         ("auto:interval=0", "positive"),
         ("auto:step=0", "step"),
         ("auto:min=8MiB,max=4MiB", "larger than max"),
@@ -545,7 +545,7 @@ fn specs_serialize_as_strings() {
     assert!(json.starts_with("\"first-grow-sr:max=8388608"), "{json}");
     assert_eq!(serde_json::from_str::<PolicySpec>(&json).unwrap(), s);
     let err = serde_json::from_str::<PolicySpec>("\"fixed:lots\"").unwrap_err();
-    assert!(err.to_string().contains("not a size"), "{err}");
+    assert!(err.to_string().contains("expected a size"), "{err}");
 }
 
 #[test]
