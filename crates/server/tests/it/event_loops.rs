@@ -63,7 +63,15 @@ fn the_loops_share_one_listener_the_limit_and_the_ids() {
         1,
         "one listening socket for every loop"
     );
-    let names = thread_names();
+    // A new thread takes its name a moment after it starts (until then it shows its
+    // parent's): wait for the names, then check them.
+    let named = |names: &[String]| (0..3).all(|i| names.contains(&format!("vodkit-loop-{i}")));
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    let mut names = thread_names();
+    while !named(&names) && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(20));
+        names = thread_names();
+    }
     for i in 0..3 {
         let name = format!("vodkit-loop-{i}");
         assert!(names.contains(&name), "{name} in {names:?}");
