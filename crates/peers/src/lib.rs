@@ -12,8 +12,8 @@ pub mod process;
 pub mod tls;
 
 pub use launch::{
-    apache_program, cores, found_or_skip, nginx_program, no_wrap, start_apache, start_nginx,
-    PeerError, PeerSetup, StartPeer, Wrap,
+    apache_program, cores, nginx_program, no_wrap, start_apache, start_nginx, PeerError, PeerSetup,
+    StartPeer, Wrap,
 };
 pub use launch::{start_apache_tls, start_nginx_tls};
 pub use process::{
