@@ -4,8 +4,9 @@
 //! server gets its own prefetch daemon, started before it inside the same budget (so the
 //! pages the daemon reads count against the server's memory) and stopped after it.
 
-use crate::adapters::{PreloadDaemon, PreloadKit};
+pub use crate::child::CommandWrap;
 use crate::experiment::{Launcher, Running, StartError};
+use crate::preload::{PreloadDaemon, PreloadKit};
 use crate::readahead;
 use crate::sut::{Base, IoMode, Sut};
 use std::path::{Path, PathBuf};
@@ -17,9 +18,6 @@ use vodkit_peers::TlsFiles;
 use vodkit_prefetch::budget::MemorySetting;
 use vodkit_prefetch::PolicySpec;
 use vodkit_server::admission::AdmissionPolicy;
-
-/// Rewrites a server command (e.g. to run it in a memory cgroup or under the preload shim).
-pub type CommandWrap = Box<dyn Fn(Command) -> Result<Command, String>>;
 
 /// What a `vodkit:IO:POLICY` entry asks of the server it starts.
 pub struct VodkitLaunch<'a> {

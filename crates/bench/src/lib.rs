@@ -16,12 +16,14 @@
 
 pub mod adapters;
 pub mod bound;
+pub mod child;
 pub mod demo;
 pub mod experiment;
 pub mod interrupt;
 pub mod launch;
 pub mod live;
 pub mod point;
+pub mod preload;
 pub mod prepare;
 pub mod readahead;
 pub mod report;

@@ -207,6 +207,9 @@ mod tests {
 
     #[test]
     fn file_set_is_written_once_then_reused_and_repaired() {
+        if !vodkit_testkit::needs(&[vodkit_testkit::Need::Slow]) {
+            return;
+        }
         let dir = tempfile::tempdir().unwrap();
         let (_, c) = tiny_workload(dir.path());
         let root = dir.path().join("files");

@@ -334,7 +334,7 @@ impl Progress for BarProgress {
             .detail
             .server_errors
             .iter()
-            .filter(|l| l.contains(crate::adapters::EXITED_DURING_RUN))
+            .filter(|l| l.contains(crate::child::EXITED_DURING_RUN))
         {
             self.line(format!("      {l}"));
         }
@@ -717,7 +717,7 @@ pub fn run_workload(setup: &RunSetup<'_>, progress: &mut BarProgress) -> Result<
     if setup.suts.iter().any(|s| s.preload.is_some()) {
         // The daemon gets the same bit rates as `vodkit serve --catalog`.
         launcher.preload =
-            crate::adapters::PreloadKit::locate(setup.vodkit_exe).map(|kit| match &catalog {
+            crate::preload::PreloadKit::locate(setup.vodkit_exe).map(|kit| match &catalog {
                 Some(c) => kit.with_catalog(c.clone(), root.clone()),
                 None => kit,
             });

@@ -6,6 +6,7 @@
 
 use crate::report::{BenchReport, Comparison};
 use serde::Serialize;
+use std::borrow::Cow;
 
 /// One workload/testbed/memory combination and the servers measured on it.
 #[derive(Debug, Clone, Serialize)]
@@ -13,7 +14,7 @@ pub struct Cell {
     /// Prefix for server names in the report (empty when the scenario has one cell).
     pub label: &'static str,
     /// Built-in spec name for `vodkit workload new --spec`.
-    pub spec: &'static str,
+    pub spec: Cow<'static, str>,
     /// `--set key=value` overrides for the spec.
     pub sets: Vec<&'static str>,
     /// File-set layout: `unchunked` or `chunked:SIZE`.
@@ -138,7 +139,7 @@ pub const MIXED_4X: [&str; 14] = [
 fn cell(label: &'static str, suts: &[&'static str]) -> Cell {
     Cell {
         label,
-        spec: "youtube-2011",
+        spec: "youtube-2011".into(),
         sets: YOUTUBE_4X.to_vec(),
         layout: "unchunked",
         testbed: "hdd:wd-red",
@@ -358,7 +359,7 @@ pub fn all() -> Vec<Scenario> {
             finding: "with half SD and half HD titles, sizing prefetches by the square root of the bit rate does at \
                       least as well as proportional or equal sizes",
             cells: vec![Cell {
-                spec: "youtube-2014-mixed",
+                spec: "youtube-2014-mixed".into(),
                 sets: MIXED_4X.to_vec(),
                 ..cell(
                     "",
@@ -459,22 +460,6 @@ pub fn all() -> Vec<Scenario> {
     ]
 }
 
-/// The matrix scenario's cells (seed 004 Table 1) in the seed's order, as spec names.
-pub const MATRIX_SPECS: [&str; 12] = [
-    "matrix-VPH",
-    "matrix-VPL",
-    "matrix-VUH",
-    "matrix-VUL",
-    "matrix-LPH",
-    "matrix-LPL",
-    "matrix-LUH",
-    "matrix-LUL",
-    "matrix-MPH",
-    "matrix-MPL",
-    "matrix-MUH",
-    "matrix-MUL",
-];
-
 /// The search's guess for the popular cells, served from memory (every viewer on one
 /// stream or title, which the 1 GiB budget holds after its first reader). At the
 /// scenario's 40 MB/s both servers passed every step of LPH up to its ceiling (480 viewers)
@@ -499,7 +484,7 @@ pub const MEMORY_SERVED_CPUS: f64 = 0.25;
 /// Whether a matrix cell's viewers all watch one stream or title (`.P.`), served from
 /// memory.
 pub fn memory_served(label: &str) -> bool {
-    label.as_bytes().get(1) == Some(&b'P')
+    vodkit_workload::matrix::Cell::parse(label).is_some_and(|c| c.popular)
 }
 
 /// The servers of every matrix cell.
@@ -529,18 +514,18 @@ pub fn matrix() -> Scenario {
         point_s: 90,
         budget_s: 4 * 3600,
         guess_mb_s: 40.0,
-        cells: MATRIX_SPECS
+        cells: vodkit_workload::matrix::CELLS
             .iter()
-            .map(|&spec| Cell {
-                label: &spec[7..],
-                spec,
+            .map(|&code| Cell {
+                label: code,
+                spec: format!("{}{code}", vodkit_workload::matrix::PREFIX).into(),
                 sets: Vec::new(),
                 layout: "unchunked",
                 testbed: "hdd:wd-red",
                 memory: "1GiB",
                 suts: MATRIX_SUTS.to_vec(),
-                guess_mb_s: memory_served(&spec[7..]).then_some(MEMORY_SERVED_GUESS_MB_S),
-                server_cpus: memory_served(&spec[7..]).then_some(MEMORY_SERVED_CPUS),
+                guess_mb_s: memory_served(code).then_some(MEMORY_SERVED_GUESS_MB_S),
+                server_cpus: memory_served(code).then_some(MEMORY_SERVED_CPUS),
             })
             .collect(),
         checks: vec![
@@ -780,7 +765,7 @@ mod tests {
                 assert!(vodkit_units::parse_size(c.memory).is_ok());
                 // Every cell's spec is a built-in the bench can generate.
                 assert!(
-                    vodkit_workload::spec::builtin_text(c.spec).is_some(),
+                    vodkit_workload::spec::builtin_text(&c.spec).is_some(),
                     "{}: {}",
                     s.name,
                     c.spec
@@ -993,7 +978,7 @@ mod workload_tests {
                     .iter()
                     .map(|x| vodkit_workload::spec::split_set(x).unwrap())
                     .collect::<Vec<_>>();
-                if let Err(e) = vodkit_workload::spec::load(c.spec, &pairs, s.scale) {
+                if let Err(e) = vodkit_workload::spec::load(&c.spec, &pairs, s.scale) {
                     panic!("{} {}: {e}", s.name, c.label);
                 }
             }

@@ -311,17 +311,17 @@ pub fn model_table(spec: &DriveSpec) -> Vec<(String, f64, Option<f64>)> {
         ),
         (
             "full stroke ms".into(),
-            spec.seek.ms(1.0) + crate::model::preset::half_rotation_ms(spec.rpm),
+            spec.seek.ms(1.0) + crate::model::spec::half_rotation_ms(spec.rpm),
             p.full_stroke_ms,
         ),
         (
             "half stroke ms".into(),
-            spec.seek.ms(0.5) + crate::model::preset::half_rotation_ms(spec.rpm),
+            spec.seek.ms(0.5) + crate::model::spec::half_rotation_ms(spec.rpm),
             p.half_stroke_ms,
         ),
         (
             "quarter stroke ms".into(),
-            spec.seek.ms(0.25) + crate::model::preset::half_rotation_ms(spec.rpm),
+            spec.seek.ms(0.25) + crate::model::spec::half_rotation_ms(spec.rpm),
             p.quarter_stroke_ms,
         ),
         (

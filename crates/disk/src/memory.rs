@@ -31,12 +31,7 @@ pub(crate) fn io(context: impl Into<String>) -> impl FnOnce(std::io::Error) -> E
     move |cause| Error::Io { context, cause }
 }
 
-/// Which cgroup interface is in use.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub enum CgroupVersion {
-    V1,
-    V2,
-}
+pub use vodkit_cgroup::CgroupVersion;
 
 /// One reading of a budget cgroup.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
@@ -66,46 +61,13 @@ pub fn own_memory_cgroup() -> Result<(PathBuf, CgroupVersion), Error> {
 }
 
 /// The caller's cgroup directory for `controller` and the interface version: on cgroup v1
-/// the controller's own hierarchy (`/sys/fs/cgroup/CONTROLLER/…`, recognised by
-/// `v1_file`), else the v2 hierarchy that offers the controller.
+/// the controller's own hierarchy (recognised by `v1_file`), else the v2 hierarchy that
+/// offers the controller ([`vodkit_cgroup::own`]).
 pub(crate) fn own_cgroup(
     controller: &str,
     v1_file: &str,
 ) -> Result<(PathBuf, CgroupVersion), Error> {
-    let text = std::fs::read_to_string("/proc/self/cgroup").map_err(io("/proc/self/cgroup"))?;
-    for line in text.lines() {
-        let mut parts = line.splitn(3, ':');
-        let (_, controllers, path) = (
-            parts.next(),
-            parts.next().unwrap_or(""),
-            parts.next().unwrap_or(""),
-        );
-        if controllers.split(',').any(|c| c == controller) {
-            let dir = Path::new("/sys/fs/cgroup")
-                .join(controller)
-                .join(path.trim_start_matches('/'));
-            if dir.join(v1_file).exists() {
-                return Ok((dir, CgroupVersion::V1));
-            }
-        }
-    }
-    for root in ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"] {
-        let controllers =
-            std::fs::read_to_string(format!("{root}/cgroup.controllers")).unwrap_or_default();
-        if controllers.split_whitespace().any(|c| c == controller) {
-            let path = text
-                .lines()
-                .find_map(|l| l.strip_prefix("0::"))
-                .unwrap_or("/");
-            return Ok((
-                Path::new(root).join(path.trim_start_matches('/')),
-                CgroupVersion::V2,
-            ));
-        }
-    }
-    Err(Error::Unsupported(format!(
-        "no {controller} cgroup controller is mounted (need cgroup v1 {controller} or v2 with {controller})"
-    )))
+    vodkit_cgroup::own(controller, v1_file).map_err(Error::Unsupported)
 }
 
 /// Create the cgroup directory `dir` (a permission error says that root is needed).

@@ -1,32 +1,15 @@
 //! What a load run needs: the target, the sessions and their schedule, client links,
 //! warm-up requests and the steady-state window.
 
+pub use crate::common::{secs, InputError, MAX_INTERVAL_S};
 use crate::link::Link;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
 use vodkit_workload::model::{Measurement, Request, Session, WorkloadMeta};
 
-/// Longest pacing interval or timeout accepted (about 11.5 days).
-pub const MAX_INTERVAL_S: f64 = 1e6;
-
 /// Largest start-up buffer accepted (seconds of content).
 pub const MAX_STARTUP_BUFFER_S: f64 = 600.0;
-
-/// Seconds as a `Duration`, clamped to `[0, MAX_INTERVAL_S * 100]`; NaN is zero.
-pub fn secs(x: f64) -> Duration {
-    let x = if x.is_nan() {
-        0.0
-    } else {
-        x.clamp(0.0, MAX_INTERVAL_S * 100.0)
-    };
-    Duration::try_from_secs_f64(x).unwrap_or(Duration::ZERO)
-}
-
-/// Bad input to a load run: a one-line message naming what is wrong.
-#[derive(Debug, thiserror::Error)]
-#[error("{0}")]
-pub struct InputError(pub String);
 
 /// The server under test.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -163,7 +146,7 @@ pub struct LoadConfig {
     pub start_at: Option<std::time::SystemTime>,
     /// Where live viewers (sessions with `live`) find their streams (`--live-prefix`,
     /// `--live-streams`).
-    pub live: crate::player::live::LiveSettings,
+    pub live: crate::player::LiveSettings,
     /// Probe sessions run during steady state and reported apart (`--probe N,LEN`).
     pub probes: Option<crate::probe::Probes>,
 }
@@ -207,7 +190,7 @@ impl LoadConfig {
             percentiles: Vec::new(),
             shard: None,
             start_at: None,
-            live: crate::player::live::LiveSettings::default(),
+            live: crate::player::LiveSettings::default(),
             probes: None,
         }
     }

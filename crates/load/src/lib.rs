@@ -5,6 +5,7 @@
 //! [`run`] drives a [`LoadConfig`] to a [`Run`]: a serializable [`Results`] summary plus
 //! the raw per-session records. [`input`] reads session logs and workload metadata.
 
+pub mod common;
 pub mod config;
 pub mod engine;
 pub mod hist;
@@ -21,6 +22,7 @@ pub mod session;
 pub mod shard;
 pub mod status;
 pub mod tls;
+pub mod viewer;
 pub mod warm;
 
 pub use config::{InputError, LoadConfig, Ramp, Target};

@@ -90,7 +90,7 @@ impl Bucket {
                 if s.tokens >= need {
                     return (s.tokens as usize).min(want).max(1);
                 }
-                crate::config::secs((need - s.tokens) / self.bytes_per_s)
+                crate::common::secs((need - s.tokens) / self.bytes_per_s)
             };
             tokio::time::sleep(wait.max(Duration::from_millis(1))).await;
         }

@@ -20,7 +20,7 @@ use tokio::net::TcpStream;
 use tokio_rustls::client::TlsStream;
 use tokio_rustls::TlsConnector;
 
-use crate::config::InputError;
+use crate::common::InputError;
 use crate::record::{Failure, FailureReason};
 
 /// TLS sessions a viewer remembers (one server, so a couple suffice; TLS 1.3 servers send

@@ -9,9 +9,11 @@
 //! - [`create`] / [`verify`]: the file set on disk (resumable, refuses foreign directories).
 
 pub mod bmff;
+mod error;
 pub mod package;
 pub mod pool;
 
+pub use error::MediaError;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use package::{MediaFormat, Piece, Rung};
 use serde::{Deserialize, Serialize};
@@ -19,15 +21,6 @@ use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::time::Instant;
 use vodkit_workload::model::{Catalog, Media};
-
-/// Errors: bad arguments or input (exit code 2) or the environment refusing (exit code 1).
-#[derive(Debug, thiserror::Error)]
-pub enum MediaError {
-    #[error("{0}")]
-    Input(String),
-    #[error("{0}")]
-    Runtime(String),
-}
 
 /// The directory inside a media set's root holding its marker and encoded pools.
 pub const STATE_DIR: &str = ".vodkit-media";

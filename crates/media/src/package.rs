@@ -6,7 +6,7 @@
 //! segment carries a `free` box naming the title, so every title's bytes are its own.
 
 use crate::bmff::{self, Fragmented};
-use crate::MediaError;
+use crate::error::MediaError;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
 use std::str::FromStr;

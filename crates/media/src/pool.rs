@@ -8,7 +8,7 @@
 //! and padded to the rung's picture size at [`FPS`].
 
 use crate::bmff::{self, Fragmented};
-use crate::MediaError;
+use crate::error::MediaError;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 

@@ -88,20 +88,6 @@ fn is_root() -> bool {
     unsafe { libc::geteuid() == 0 }
 }
 
-/// For test suites: whether a peer's binary was found. When it was not, this prints why
-/// (the test then returns early), except under `CI`, where every test must run: it panics.
-pub fn found_or_skip(program: Option<PathBuf>, what: &str) -> bool {
-    if program.is_some() {
-        return true;
-    }
-    let msg = format!("{what} is not installed here; scripts/install-test-deps installs it");
-    if std::env::var_os("CI").is_some() {
-        panic!("{msg} (CI is set, so this test must run)");
-    }
-    eprintln!("SKIPPED: {msg}");
-    false
-}
-
 /// Number of online CPUs (one worker per core).
 pub fn cores() -> usize {
     std::thread::available_parallelism()

@@ -12,14 +12,23 @@ pub mod process;
 pub mod tls;
 
 pub use launch::{
-    apache_program, cores, found_or_skip, nginx_program, no_wrap, start_apache, start_nginx,
-    PeerError, PeerSetup, StartPeer, Wrap,
+    apache_program, cores, nginx_program, no_wrap, start_apache, start_nginx, PeerError, PeerSetup,
+    StartPeer, Wrap,
 };
 pub use launch::{start_apache_tls, start_nginx_tls};
 pub use process::{
     find_program, free_port, http_get, http_status, ProcessError, ServerProcess, StartSpec,
 };
 pub use tls::TlsFiles;
+
+/// The status code of the start of an HTTP/1.x response.
+pub(crate) fn status_of(head: &[u8]) -> std::io::Result<u16> {
+    let line = String::from_utf8_lossy(head);
+    line.strip_prefix("HTTP/1.")
+        .and_then(|r| r.get(2..5))
+        .and_then(|c| c.parse().ok())
+        .ok_or_else(|| std::io::Error::other(format!("not an HTTP response: {line:?}")))
+}
 
 /// Checks a live origin's write prefix and bearer token, which are written into a peer's
 /// config; returns the prefix with a trailing `/`.

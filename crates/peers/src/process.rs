@@ -315,16 +315,7 @@ pub fn http_status(port: u16, path: &str) -> std::io::Result<u16> {
     )?;
     let mut head = [0u8; 64];
     let n = s.read(&mut head)?;
-    status_of(&head[..n])
-}
-
-/// The status code of the start of an HTTP/1.x response.
-pub(crate) fn status_of(head: &[u8]) -> std::io::Result<u16> {
-    let line = String::from_utf8_lossy(head);
-    line.strip_prefix("HTTP/1.")
-        .and_then(|r| r.get(2..5))
-        .and_then(|c| c.parse().ok())
-        .ok_or_else(|| std::io::Error::other(format!("not an HTTP response: {line:?}")))
+    crate::status_of(&head[..n])
 }
 
 /// Fetch a whole file over HTTP/1.0 from 127.0.0.1:port; returns (status, body).

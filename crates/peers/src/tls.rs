@@ -87,7 +87,7 @@ pub fn https_status(port: u16, path: &str, files: &TlsFiles) -> std::io::Result<
     s.flush()?;
     let mut head = [0u8; 64];
     let n = s.read(&mut head)?;
-    crate::process::status_of(&head[..n])
+    crate::status_of(&head[..n])
 }
 
 #[cfg(test)]

@@ -1,9 +1,10 @@
 //! How much memory the server may fill with file data: `--memory`, else the memory cgroup's
-//! limit, else the machine's RAM (Linux: `/proc/self/cgroup`, `/sys/fs/cgroup`,
-//! `/proc/meminfo`); and how much CPU time its cgroup allows ([`cpu_limit`]), which sizes
-//! the server's event loops.
+//! limit, else the machine's RAM (`/proc/meminfo`); and how much CPU time its cgroup allows
+//! ([`cpu_limit`]), which sizes the server's event loops. The cgroups are read by
+//! [`vodkit_cgroup`].
 
-use std::path::{Path, PathBuf};
+/// The CPU bandwidth the process's cgroups allow, in cores (`None`: no quota).
+pub use vodkit_cgroup::cpu_limit;
 
 /// Where a budget came from.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,7 +84,7 @@ pub fn detect(flag: Option<u64>) -> (u64, BudgetSource) {
     if let Some(b) = flag {
         return (b, BudgetSource::Flag);
     }
-    if let Some(b) = cgroup_limit(Path::new("/proc/self/cgroup"), Path::new("/sys/fs/cgroup")) {
+    if let Some(b) = vodkit_cgroup::memory_limit() {
         return (b, BudgetSource::Cgroup);
     }
     let ram = std::fs::read_to_string("/proc/meminfo")
@@ -100,105 +101,6 @@ fn mem_total(meminfo: &str) -> Option<u64> {
     Some(kb * 1024)
 }
 
-/// The memory limit of the process's cgroup or its nearest limited ancestor.
-fn cgroup_limit(proc_cgroup: &Path, root: &Path) -> Option<u64> {
-    let text = std::fs::read_to_string(proc_cgroup).ok()?;
-    let limit = controller_dirs(&text, root, "memory").find_map(|(dir, v1)| {
-        let file = if v1 {
-            "memory.limit_in_bytes"
-        } else {
-            "memory.max"
-        };
-        nearest_limit(&dir, root, file)
-    });
-    limit
-}
-
-/// The directories of the process's cgroups that may hold `controller`'s files, in
-/// `/proc/self/cgroup` order, each with whether it is a v1 hierarchy (`root/controller/…`)
-/// rather than the v2 one (`root/…`).
-fn controller_dirs<'a>(
-    proc_cgroup_text: &'a str,
-    root: &'a Path,
-    controller: &'a str,
-) -> impl Iterator<Item = (PathBuf, bool)> + 'a {
-    proc_cgroup_text.lines().filter_map(move |line| {
-        let mut parts = line.splitn(3, ':');
-        let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
-        let rel = path.trim_start_matches('/');
-        if controllers.is_empty() {
-            Some((root.join(rel), false))
-        } else if controllers.split(',').any(|c| c == controller) {
-            Some((root.join(controller).join(rel), true))
-        } else {
-            None
-        }
-    })
-}
-
-/// Walks from `dir` up to `root` and returns the first real limit in `file`.
-fn nearest_limit(dir: &Path, root: &Path, file: &str) -> Option<u64> {
-    let mut at = Some(dir);
-    while let Some(d) = at {
-        if let Ok(v) = std::fs::read_to_string(d.join(file)) {
-            let v = v.trim();
-            // v1 says "no limit" with a huge number (PAGE_COUNTER_MAX pages).
-            if let Ok(n) = v.parse::<u64>() {
-                if n < (1u64 << 60) {
-                    return Some(n);
-                }
-            }
-        }
-        if d == root {
-            break;
-        }
-        at = d.parent();
-    }
-    None
-}
-
-/// The CPU bandwidth the process's cgroup and its ancestors allow, in cores (v2 `cpu.max`,
-/// v1 `cpu.cfs_quota_us` over `cpu.cfs_period_us`): the smallest quota on the way up to
-/// the root; `None` when no level sets one.
-pub fn cpu_limit() -> Option<f64> {
-    cpu_limit_in(Path::new("/proc/self/cgroup"), Path::new("/sys/fs/cgroup"))
-}
-
-fn cpu_limit_in(proc_cgroup: &Path, root: &Path) -> Option<f64> {
-    let text = std::fs::read_to_string(proc_cgroup).ok()?;
-    let mut limit: Option<f64> = None;
-    for (dir, v1) in controller_dirs(&text, root, "cpu") {
-        let mut at = Some(dir.as_path());
-        while let Some(d) = at.filter(|d| d.starts_with(root)) {
-            let quota = if v1 {
-                let read = |f: &str| std::fs::read_to_string(d.join(f)).ok();
-                match (read("cpu.cfs_quota_us"), read("cpu.cfs_period_us")) {
-                    (Some(q), Some(p)) => cores(q.trim(), p.trim()),
-                    _ => None,
-                }
-            } else {
-                std::fs::read_to_string(d.join("cpu.max"))
-                    .ok()
-                    .and_then(|t| {
-                        let mut f = t.split_whitespace();
-                        cores(f.next()?, f.next().unwrap_or("100000"))
-                    })
-            };
-            if let Some(q) = quota {
-                limit = Some(limit.map_or(q, |l: f64| l.min(q)));
-            }
-            at = d.parent();
-        }
-    }
-    limit
-}
-
-/// `quota` over `period` microseconds in cores; `None` for "no limit" (`max`, `-1`) or bad text.
-fn cores(quota: &str, period: &str) -> Option<f64> {
-    let (q, p): (f64, f64) = (quota.parse().ok()?, period.parse().ok()?);
-    (q > 0.0 && p > 0.0).then(|| q / p)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -210,53 +112,6 @@ mod tests {
             Some(1_024_000)
         );
         assert_eq!(mem_total("MemFree: 5 kB\n"), None);
-    }
-
-    #[test]
-    fn the_nearest_limited_cgroup_wins() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        std::fs::create_dir_all(root.join("a/b")).unwrap();
-        std::fs::write(root.join("a/b/memory.max"), "max\n").unwrap();
-        std::fs::write(root.join("a/memory.max"), "268435456\n").unwrap();
-        let cg = root.join("cgroup");
-        std::fs::write(&cg, "0::/a/b\n").unwrap();
-        assert_eq!(cgroup_limit(&cg, root), Some(256 << 20));
-        std::fs::write(root.join("a/memory.max"), "max\n").unwrap();
-        assert_eq!(cgroup_limit(&cg, root), None, "no limit anywhere");
-        // cgroup v1
-        std::fs::create_dir_all(root.join("memory/x")).unwrap();
-        std::fs::write(root.join("memory/x/memory.limit_in_bytes"), "1073741824\n").unwrap();
-        std::fs::write(&cg, "4:memory:/x\n").unwrap();
-        assert_eq!(cgroup_limit(&cg, root), Some(1 << 30));
-    }
-
-    #[test]
-    fn the_smallest_cpu_quota_on_the_way_up_wins() {
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path();
-        std::fs::create_dir_all(root.join("a/b")).unwrap();
-        let cg = root.join("cgroup");
-        std::fs::write(&cg, "0::/a/b\n").unwrap();
-        assert_eq!(cpu_limit_in(&cg, root), None, "no cpu.max anywhere");
-        std::fs::write(root.join("a/b/cpu.max"), "max 100000\n").unwrap();
-        std::fs::write(root.join("a/cpu.max"), "150000 100000\n").unwrap();
-        assert_eq!(cpu_limit_in(&cg, root), Some(1.5));
-        std::fs::write(root.join("a/b/cpu.max"), "25000 100000\n").unwrap();
-        assert_eq!(cpu_limit_in(&cg, root), Some(0.25));
-        std::fs::write(root.join("a/b/cpu.max"), "nonsense\n").unwrap();
-        assert_eq!(cpu_limit_in(&cg, root), Some(1.5), "bad text is no limit");
-        // cgroup v1 (the unified line of a hybrid host has no cpu.max: skipped)
-        std::fs::create_dir_all(root.join("cpu/x/y")).unwrap();
-        std::fs::write(root.join("cpu/x/y/cpu.cfs_quota_us"), "-1\n").unwrap();
-        std::fs::write(root.join("cpu/x/y/cpu.cfs_period_us"), "100000\n").unwrap();
-        std::fs::write(root.join("cpu/x/cpu.cfs_quota_us"), "50000\n").unwrap();
-        std::fs::write(root.join("cpu/x/cpu.cfs_period_us"), "200000\n").unwrap();
-        std::fs::write(&cg, "2:cpuacct:/x/y\n1:cpu:/x/y\n0::/\n").unwrap();
-        assert_eq!(cpu_limit_in(&cg, root), Some(0.25));
-        assert_eq!(cores("max", "100000"), None);
-        assert_eq!(cores("-1", "100000"), None);
-        assert_eq!(cores("0", "100000"), None);
     }
 
     #[test]

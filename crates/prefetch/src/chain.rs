@@ -15,8 +15,7 @@
 //! window and chain kinds from here. Memory is bounded: chains idle for longer than the
 //! window are dropped, and at most `max_chains` are kept.
 
-use crate::policy::FileId;
-use crate::Map;
+use crate::{FileId, Map};
 use serde::{Deserialize, Serialize};
 
 /// Adjacent requests this close in time belong to one chain (thesis 5.3: 40 s). Streams

@@ -39,6 +39,9 @@ pub mod stats;
 /// with a fast hash (foldhash, seeded per process) instead of std's SipHash.
 pub(crate) type Map<K, V> = std::collections::HashMap<K, V, foldhash::fast::RandomState>;
 
+/// Identity of a file as the policy sees it (e.g. device and inode folded together).
+pub type FileId = u64;
+
 pub use bitrate::BitrateMap;
 pub use chain::{ChainKind, ChainPosition, ChainTracker, CHAIN_WINDOW_S};
 pub use device::DeviceMap;

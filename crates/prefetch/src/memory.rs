@@ -38,12 +38,32 @@
 //! preload daemon): a request continues the anonymous stream of its file whose position it
 //! lies just ahead of, within `reach_bytes`.
 //!
+//! What to keep of consumed bytes is the *retention* ([`retention`], chosen by
+//! [`MemoryConfig::retention`]): the rules above are the default, `followers+greedy-dual`;
+//! others drop the followers, admit only valuable prefixes, or evict in FIFO, LRU, SIEVE or
+//! S3-FIFO order ([`order`]). The ledger (stream positions, `memory/stream.rs`), the budget rules
+//! here and the consumed-cache (`memory/cache.rs`) are the same whatever the retention, so the
+//! server, the preload daemon and the memory replay differ only in that value.
+//!
 //! Pure: no clock, no file. The caller passes times and executes the drops; the engine
 //! ([`crate::engine`]) does so for `vodkit serve` and `vodkit prefetchd`.
 
+mod cache;
+pub mod order;
+mod ranges;
+pub mod retention;
+mod stream;
+
 use crate::policy::FileId;
 use crate::Map;
+use cache::ConsumedCache;
+pub(crate) use ranges::merge;
+use ranges::{admit_smallest, subtract};
+pub use ranges::{page_aligned, Drop};
+pub use retention::{Retention, RetentionSpec};
 use serde::{Deserialize, Serialize};
+pub use stream::StreamId;
+use stream::{Arrivals, FileState, Reach, Stream, ARRIVALS_TTL_S, ARRIVAL_BYTES};
 
 const MIB: u64 = 1 << 20;
 
@@ -73,6 +93,9 @@ pub struct MemoryConfig {
     /// viewer who left should not shrink everyone else's prefetch for `stream_ttl_s`.
     pub idle_factor: f64,
     pub min_idle_s: f64,
+    /// What the manager keeps of consumed bytes ([`retention`]).
+    #[serde(default)]
+    pub retention: RetentionSpec,
 }
 
 /// 32 MiB: a few reads of the largest sizes `auto` picks.
@@ -95,6 +118,7 @@ impl MemoryConfig {
             max_streams: 100_000,
             idle_factor: 2.5,
             min_idle_s: 5.0,
+            retention: RetentionSpec::default(),
         }
     }
 
@@ -108,17 +132,6 @@ impl MemoryConfig {
 pub fn default_reserve(budget_bytes: u64) -> u64 {
     (64 * MIB).max(budget_bytes / 20).min(budget_bytes / 2)
 }
-
-/// A range to drop from the page cache.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Drop {
-    pub file: FileId,
-    pub start: u64,
-    pub end: u64,
-}
-
-/// Opaque stream handle.
-pub type StreamId = u64;
 
 /// Running totals and current levels.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -162,143 +175,6 @@ pub struct MemoryTotals {
     pub ended_streams: u64,
 }
 
-#[derive(Clone, Debug)]
-struct Stream {
-    file: FileId,
-    client: Option<u64>,
-    file_size: u64,
-    /// Bytes below this were consumed (sent, or asked past).
-    consumed_to: u64,
-    /// Bytes below this were decided (dropped or kept).
-    released_to: u64,
-    /// End of the furthest read made for this stream.
-    prefetched_to: u64,
-    /// Length of its last read: what its next read will need.
-    last_read: u64,
-    /// Bit rate (the file's, from the caller): how fast playback consumes.
-    kbps: u32,
-    /// How fast it actually asks (kbit/s): running mean of the progress between its
-    /// requests over the time between them. A player filling its buffer asks faster than
-    /// its bit rate.
-    rate_kbps: f64,
-    /// Offset and time of the request its rate is measured from (requests less than 50 ms
-    /// apart, such as the parallel ranges of one player, count as one).
-    asked_at: u64,
-    asked_s: f64,
-    weight: f64,
-    /// Whether `weight` counts in the pool's shares now (not idle).
-    weighted: bool,
-    /// Running mean of the seconds between this stream's requests.
-    gap_s: f64,
-    last_s: f64,
-    /// The viewer's connection closed: it gives up its read-ahead after `min_idle_s`
-    /// unless it asks again.
-    closed: bool,
-}
-
-impl Stream {
-    fn unconsumed(&self) -> u64 {
-        self.prefetched_to.saturating_sub(self.consumed_to)
-    }
-
-    /// What the stream has in memory now: unconsumed prefetch and sent bytes within the
-    /// drop lag.
-    fn resident(&self) -> u64 {
-        self.unconsumed() + self.consumed_to.saturating_sub(self.released_to)
-    }
-
-    /// What the stream holds of the budget: the larger of its unconsumed prefetch and its
-    /// next read (its last read's size, none once it reached the end of the file), plus the
-    /// bytes it sent but has not released yet (within the drop lag).
-    fn held(&self) -> u64 {
-        let next = if self.consumed_to >= self.file_size {
-            0
-        } else {
-            self.last_read
-        };
-        self.unconsumed().max(next) + self.consumed_to.saturating_sub(self.released_to)
-    }
-}
-
-/// A stream's positions, mirrored in its file's state so per-file questions (followers,
-/// read-ahead ranges, intervals) are answered from the file alone.
-#[derive(Clone, Copy, Debug)]
-struct Pos {
-    consumed: u64,
-    prefetched: u64,
-}
-
-/// The streams of one file and its kept ranges. Positions are also ordered by consumed
-/// offset, so that the questions asked on every request (is a follower close behind, which
-/// stream is the last) cost a lookup instead of a pass over every viewer of the file — a
-/// popular title has thousands.
-#[derive(Clone, Debug, Default)]
-struct FileState {
-    pos: Map<StreamId, Pos>,
-    /// `(consumed, id)` of every stream in `pos`; among equal offsets the older stream
-    /// (smaller id) comes first.
-    order: std::collections::BTreeSet<(u64, StreamId)>,
-    /// Sorted, disjoint kept `[start, end)` ranges.
-    kept: Vec<(u64, u64)>,
-}
-
-impl FileState {
-    fn add(&mut self, id: StreamId, consumed: u64, prefetched: u64) {
-        self.pos.insert(
-            id,
-            Pos {
-                consumed,
-                prefetched,
-            },
-        );
-        self.order.insert((consumed, id));
-    }
-
-    fn set(&mut self, id: StreamId, consumed: u64, prefetched: u64) {
-        let Some(p) = self.pos.get_mut(&id) else {
-            return;
-        };
-        if p.consumed != consumed {
-            self.order.remove(&(p.consumed, id));
-            self.order.insert((consumed, id));
-        }
-        p.consumed = consumed;
-        p.prefetched = prefetched;
-    }
-
-    fn remove(&mut self, id: StreamId) {
-        if let Some(p) = self.pos.remove(&id) {
-            self.order.remove(&(p.consumed, id));
-        }
-    }
-
-    fn is_empty(&self) -> bool {
-        self.pos.is_empty()
-    }
-
-    /// `(consumed, id)` of the streams consumed to an offset in `[lo, hi]`, lowest first.
-    fn consumed_within(
-        &self,
-        lo: u64,
-        hi: u64,
-    ) -> impl DoubleEndedIterator<Item = (u64, StreamId)> + '_ {
-        let range = (lo <= hi).then_some((lo, StreamId::MIN)..=(hi, StreamId::MAX));
-        range.into_iter().flat_map(|r| self.order.range(r)).copied()
-    }
-
-    /// The stream other than `except` furthest behind: `(consumed, id)`.
-    fn last_other(&self, except: StreamId) -> Option<(u64, StreamId)> {
-        self.order.iter().copied().find(|&(_, id)| id != except)
-    }
-
-    /// Every stream with its position, furthest behind first.
-    fn each(&self) -> impl Iterator<Item = (StreamId, &Pos)> + '_ {
-        self.order
-            .iter()
-            .filter_map(|(_, id)| self.pos.get(id).map(|p| (*id, p)))
-    }
-}
-
 /// The memory manager (see the module doc).
 #[derive(Clone, Debug)]
 pub struct MemoryManager {
@@ -316,19 +192,13 @@ pub struct MemoryManager {
     held_total: u64,
     /// Σ [`Stream::resident`] over all streams.
     resident_total: u64,
-    /// Consumed-cache: (priority, sequence, start) → (file, end), least valuable first
-    /// (priorities are non-negative `f64` bits, which sort like the numbers).
-    cached: std::collections::BTreeMap<(u64, u64, u64), (FileId, u64)>,
-    /// Per file: start → (end, priority, sequence) of its consumed-cache ranges.
-    cached_index: Map<FileId, std::collections::BTreeMap<u64, (u64, u64, u64)>>,
-    /// GreedyDual's inflation value: the priority of the last range evicted. A range
-    /// cached now gets this plus its value, so ranges nobody comes back for age out.
-    cache_floor: f64,
+    /// Consumed bytes no follower is kept for, in the retention's order.
+    cache: ConsumedCache,
+    /// Consumed ranges the retention did not admit to the cache: dropped at the next trim.
+    refused: Vec<Drop>,
     /// How far viewers get into a file: where streams ended (consumed position), in
     /// [`REACH_BUCKET`] buckets, and the survival table derived from it.
     reach: Reach,
-    cached_bytes: u64,
-    cache_seq: u64,
     horizon_bytes: u64,
     /// Largest admitted interval predicted behind a file's last stream.
     predicted_horizon_bytes: u64,
@@ -344,83 +214,10 @@ pub struct MemoryManager {
     totals: MemoryTotals,
 }
 
-/// When viewers of one file arrive (streams opened at its beginning).
-#[derive(Clone, Copy, Debug)]
-struct Arrivals {
-    last_s: f64,
-    /// Running mean of the seconds between arrivals (`None` after the first).
-    gap_s: Option<f64>,
-}
-
-impl Arrivals {
-    /// Seconds until the next viewer is expected: the usual gap, or longer when it has
-    /// already been longer than that since the last one.
-    fn expected_gap_s(&self, now_s: f64) -> Option<f64> {
-        self.gap_s.map(|g| g.max(now_s - self.last_s))
-    }
-}
-
-/// Width of a [`Reach`] bucket.
-const REACH_BUCKET: u64 = 256 << 10;
-/// Buckets tracked; streams that end further count in the last one.
-const REACH_BUCKETS: usize = 1024;
-/// The survival table is rebuilt after this many stream ends.
-const REACH_REFRESH: u32 = 64;
-
-/// Where streams ended, as a survival function of viewing depth: the share of streams
-/// that consumed more than a given offset. Counts halve every few thousand ends, so the
-/// table follows a changing audience.
-#[derive(Clone, Debug, Default)]
-struct Reach {
-    counts: Vec<f64>,
-    total: f64,
-    survival: Vec<f64>,
-    since: u32,
-}
-
-impl Reach {
-    fn ended_at(&mut self, consumed: u64) {
-        if self.counts.is_empty() {
-            self.counts = vec![0.0; REACH_BUCKETS];
-        }
-        let i = ((consumed / REACH_BUCKET) as usize).min(REACH_BUCKETS - 1);
-        self.counts[i] += 1.0;
-        self.total += 1.0;
-        if self.total > 4096.0 {
-            self.counts.iter_mut().for_each(|c| *c *= 0.5);
-            self.total *= 0.5;
-        }
-        self.since += 1;
-        if self.since >= REACH_REFRESH || self.survival.is_empty() {
-            self.since = 0;
-            let mut left = self.total;
-            self.survival = self
-                .counts
-                .iter()
-                .map(|c| {
-                    left -= c;
-                    (left / self.total).clamp(0.0, 1.0)
-                })
-                .collect();
-        }
-    }
-
-    /// Share of ended streams that consumed beyond the bucket holding `offset` (1 before
-    /// any stream ended).
-    fn survival(&self, offset: u64) -> f64 {
-        let i = ((offset / REACH_BUCKET) as usize).min(REACH_BUCKETS - 1);
-        self.survival.get(i).copied().unwrap_or(1.0)
-    }
-}
-
-/// A stream opened this close to the start of its file is a new viewer of it (an arrival).
-const ARRIVAL_BYTES: u64 = 64 << 10;
-/// Files without an arrival for this long are forgotten.
-const ARRIVALS_TTL_S: f64 = 3600.0;
-
 impl MemoryManager {
     pub fn new(cfg: MemoryConfig) -> Self {
         MemoryManager {
+            cache: ConsumedCache::new(cfg.retention),
             cfg,
             streams: Map::default(),
             keyed: Map::default(),
@@ -431,11 +228,7 @@ impl MemoryManager {
             unconsumed_total: 0,
             held_total: 0,
             resident_total: 0,
-            cached: Default::default(),
-            cached_index: Map::default(),
-            cached_bytes: 0,
-            cache_seq: 0,
-            cache_floor: 0.0,
+            refused: Vec::new(),
             reach: Reach::default(),
             horizon_bytes: 0,
             predicted_horizon_bytes: 0,
@@ -513,7 +306,7 @@ impl MemoryManager {
         });
         self.weights = (self.weights + rejoin + reweigh).max(0.0);
         // Cached consumed bytes asked for again are in use, not waiting to be dropped.
-        self.uncache(file, start, end);
+        self.cache.remove(file, start, end, true);
         self.release(id, now_s, &mut drops);
         self.trim(&mut drops);
         (id, drops)
@@ -554,7 +347,7 @@ impl MemoryManager {
             }
         });
         if let (true, Some(file)) = (known, self.streams.get(&id).map(|s| s.file)) {
-            self.uncache(file, start, end);
+            self.cache.remove(file, start, end, true);
             self.trim(&mut drops);
         }
         drops
@@ -791,7 +584,8 @@ impl MemoryManager {
         for id in ids {
             self.end_stream(id, &mut drops);
         }
-        while let Some(d) = self.pop_cached() {
+        drops.append(&mut self.refused);
+        while let Some(d) = self.cache.pop(0) {
             drops.push(d);
         }
         drops
@@ -799,7 +593,7 @@ impl MemoryManager {
 
     /// Whether the manager still has streams, kept or cached ranges in `file`.
     pub fn tracks(&self, file: FileId) -> bool {
-        self.files.contains_key(&file) || self.cached_index.contains_key(&file)
+        self.files.contains_key(&file) || self.cache.has(file)
     }
 
     /// Whether any byte of `[start, end)` of `file` is wanted again: some stream's unsent
@@ -812,11 +606,7 @@ impl MemoryManager {
                 p.consumed.saturating_sub(lag) < end && start < p.prefetched.max(p.consumed)
             }) || fs.kept.iter().any(|&(a, b)| a < end && start < b)
         });
-        let in_cache = self.cached_index.get(&file).is_some_and(|idx| {
-            idx.range(..end)
-                .next_back()
-                .is_some_and(|(_, &(b, _, _))| b > start)
-        });
+        let in_cache = self.cache.overlaps(file, start, end);
         in_streams || in_cache
     }
 
@@ -870,7 +660,7 @@ impl MemoryManager {
         t.unreleased_bytes = self.unreleased_bytes;
         t.other_bytes = self.other_bytes;
         t.prefetch_pool_bytes = self.prefetch_pool();
-        t.consumed_cached_bytes = self.cached_bytes;
+        t.consumed_cached_bytes = self.cache.bytes();
         t
     }
 
@@ -955,21 +745,11 @@ impl MemoryManager {
         }) else {
             return;
         };
-        let ranges: Vec<(u64, u64)> = self
-            .cached_index
-            .get(&file)
-            .map(|idx| {
-                idx.range(..leader_pos)
-                    .map(|(&a, &(b, _, _))| (a.max(start), b.min(leader_pos)))
-                    .filter(|(a, b)| a < b)
-                    .collect()
-            })
-            .unwrap_or_default();
-        for (a, b) in ranges {
+        for (a, b) in self.cache.within(file, start, leader_pos) {
             if !self.can_keep(b - a) {
                 break;
             }
-            self.uncache(file, a, b);
+            self.cache.remove(file, a, b, false);
             self.keep(file, a, b);
         }
     }
@@ -1048,8 +828,10 @@ impl MemoryManager {
         let was_kept = self.unkeep(file, from, to);
         self.totals.interval_hit_bytes += was_kept;
         let leader_pos = self.streams.get(&leader).map(|s| s.consumed_to);
-        let follower = leader_pos.is_some_and(|pos| self.has_follower(file, leader, pos, to));
-        let anticipated = !abandoned && !follower && self.anticipates(file, leader);
+        let intervals = self.cache.retention().keeps_intervals();
+        let follower =
+            intervals && leader_pos.is_some_and(|pos| self.has_follower(file, leader, pos, to));
+        let anticipated = intervals && !abandoned && !follower && self.anticipates(file, leader);
         if (follower || anticipated) && self.can_keep(to - from) {
             self.keep(file, from, to);
             if anticipated {
@@ -1083,48 +865,16 @@ impl MemoryManager {
         }
     }
 
-    /// Adds consumed `[from, to)` of `file` to the consumed-cache (newest).
+    /// Offers consumed `[from, to)` of `file` to the consumed-cache; a range the retention
+    /// does not admit is dropped at the next trim.
     fn cache(&mut self, file: FileId, from: u64, to: u64) {
-        if from >= to {
-            return;
-        }
-        self.uncache(file, from, to);
-        self.cache_seq += 1;
-        let prio = (self.cache_floor + self.cache_value(file, from)).to_bits();
-        self.cached.insert((prio, self.cache_seq, from), (file, to));
-        self.cached_index
-            .entry(file)
-            .or_default()
-            .insert(from, (to, prio, self.cache_seq));
-        self.cached_bytes += to - from;
-    }
-
-    /// Removes `[from, to)` of `file` from the consumed-cache (not dropped: in use again).
-    fn uncache(&mut self, file: FileId, from: u64, to: u64) {
-        let Some(idx) = self.cached_index.get_mut(&file) else {
-            return;
-        };
-        let hit: Vec<(u64, u64, u64, u64)> = idx
-            .range(..to)
-            .rev()
-            .take_while(|(_, (end, _, _))| *end > from)
-            .map(|(&a, &(b, prio, seq))| (a, b, prio, seq))
-            .collect();
-        for (a, b, prio, seq) in hit {
-            idx.remove(&a);
-            self.cached.remove(&(prio, seq, a));
-            self.cached_bytes -= b - a;
-            // Keep the parts outside [from, to), with their priority.
-            for (x, y) in [(a, from.min(b)), (to.max(a), b)] {
-                if x < y {
-                    idx.insert(x, (y, prio, seq));
-                    self.cached.insert((prio, seq, x), (file, y));
-                    self.cached_bytes += y - x;
-                }
-            }
-        }
-        if idx.is_empty() {
-            self.cached_index.remove(&file);
+        let value = self.cache_value(file, from);
+        if !self.cache.offer(file, from, to, value) {
+            self.refused.push(Drop {
+                file,
+                start: from,
+                end: to,
+            });
         }
     }
 
@@ -1140,22 +890,6 @@ impl MemoryManager {
             .unwrap_or(ARRIVALS_TTL_S)
             .max(1e-3);
         self.reach.survival(offset) / gap
-    }
-
-    /// Removes the least valuable consumed-cache range (the oldest among equals) and raises
-    /// the floor to its priority.
-    fn pop_cached(&mut self) -> Option<Drop> {
-        let (&(prio, seq, start), &(file, end)) = self.cached.iter().next()?;
-        self.cached.remove(&(prio, seq, start));
-        self.cache_floor = self.cache_floor.max(f64::from_bits(prio));
-        if let Some(idx) = self.cached_index.get_mut(&file) {
-            idx.remove(&start);
-            if idx.is_empty() {
-                self.cached_index.remove(&file);
-            }
-        }
-        self.cached_bytes -= end - start;
-        Some(Drop { file, start, end })
     }
 
     /// Room the consumed-cache may use: the usable budget less kept intervals, what the
@@ -1175,12 +909,15 @@ impl MemoryManager {
     /// Drops the oldest consumed-cache ranges until the cache fits its room; never the
     /// bytes some stream has read ahead and not consumed.
     fn trim(&mut self, drops: &mut Vec<Drop>) {
-        if self.cached_bytes == 0 {
-            return;
+        let mut gone = std::mem::take(&mut self.refused);
+        if self.cache.bytes() > 0 {
+            let room = self.cache_room();
+            while self.cache.bytes() > room {
+                let Some(d) = self.cache.pop(room) else { break };
+                gone.push(d);
+            }
         }
-        let room = self.cache_room();
-        while self.cached_bytes > room {
-            let Some(d) = self.pop_cached() else { break };
+        for d in gone {
             let guarded = self.guarded_ranges(d.file, StreamId::MAX);
             for (a, b) in subtract(d.start, d.end, &guarded) {
                 self.totals.dropped_bytes += b - a;
@@ -1385,6 +1122,9 @@ impl MemoryManager {
             return;
         }
         self.horizon_at_s = now_s;
+        if !self.cache.retention().keeps_intervals() {
+            return;
+        }
         let budget = (self.usable() as f64 * self.cfg.interval_share) as u64;
         let mut gaps: Vec<u64> = Vec::new();
         let mut predicted: Vec<u64> = Vec::new();
@@ -1409,21 +1149,6 @@ impl MemoryManager {
         self.predicted_horizon_bytes = predicted_horizon;
         self.horizon_bytes = horizon;
     }
-}
-
-/// Admits `gaps` smallest first while their sum stays within `budget` (after `used`);
-/// returns the largest admitted gap (0: none) and the budget used.
-fn admit_smallest(mut gaps: Vec<u64>, budget: u64, mut used: u64) -> (u64, u64) {
-    gaps.sort_unstable();
-    let mut largest = 0;
-    for g in gaps {
-        if used + g > budget {
-            break;
-        }
-        used += g;
-        largest = g;
-    }
-    (largest, used)
 }
 
 /// Shares of the prefetch pool sum to this many pools. A stream's unconsumed prefetch is a
@@ -1453,53 +1178,6 @@ const MAX_RATE_FACTOR: f64 = 8.0;
 fn weight_at(kbps: u32, rate_kbps: f64) -> f64 {
     let floor = f64::from(kbps.max(1));
     rate_kbps.clamp(floor, MAX_RATE_FACTOR * floor).sqrt()
-}
-
-/// Sorted, merged copy of `v` (overlapping or touching ranges joined).
-pub(crate) fn merge(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
-    v.sort_unstable();
-    let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());
-    for (a, b) in v {
-        match out.last_mut() {
-            Some(last) if a <= last.1 => last.1 = last.1.max(b),
-            _ => out.push((a, b)),
-        }
-    }
-    out
-}
-
-/// `[from, to)` minus the sorted ranges `holes`.
-fn subtract(from: u64, to: u64, holes: &[(u64, u64)]) -> Vec<(u64, u64)> {
-    let mut out = Vec::new();
-    let mut at = from;
-    for &(a, b) in &merge(holes.to_vec()) {
-        if b <= at || a >= to {
-            continue;
-        }
-        if a > at {
-            out.push((at, a.min(to)));
-        }
-        at = at.max(b);
-        if at >= to {
-            break;
-        }
-    }
-    if at < to {
-        out.push((at, to));
-    }
-    out
-}
-
-/// Page-aligned part of a drop: whole pages only, except that a range reaching the end of
-/// the file takes its last partial page too.
-pub fn page_aligned(start: u64, end: u64, file_size: u64, page: u64) -> Option<(u64, u64)> {
-    let a = start.div_ceil(page) * page;
-    let b = if end >= file_size {
-        file_size.div_ceil(page) * page
-    } else {
-        end / page * page
-    };
-    (a < b).then_some((a, b))
 }
 
 #[cfg(test)]

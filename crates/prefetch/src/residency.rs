@@ -299,9 +299,9 @@ mod tests {
             drop_cached(&f, 0, 0).unwrap();
             let r = check(&f, 0, size, size, probe).unwrap();
             if r.missing == 0 {
-                let why = "the kernel kept the pages after POSIX_FADV_DONTNEED";
-                assert!(std::env::var("CI").is_err(), "cannot run in CI: {why}");
-                eprintln!("skipping {probe:?}: {why}");
+                vodkit_testkit::skip(format_args!(
+                    "{probe:?}: the kernel kept the pages after POSIX_FADV_DONTNEED"
+                ));
                 continue;
             }
             assert_eq!(r.len, size);

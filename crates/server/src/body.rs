@@ -124,11 +124,7 @@ pub async fn send_bytes(
         let r = stream.try_io(Interest::WRITABLE, || {
             // SAFETY: rest is a valid buffer and fd is the stream's open socket.
             let n = unsafe { libc::send(fd, rest.as_ptr().cast(), rest.len(), flags) };
-            if n < 0 {
-                Err(io::Error::last_os_error())
-            } else {
-                Ok(n as usize)
-            }
+            byte_count(n)
         });
         match r {
             Ok(n) => {
@@ -176,11 +172,12 @@ fn sendmsg_once(sock: i32, slices: &[Slice], mut skip: usize) -> io::Result<usiz
     // SAFETY: every iovec points into a slice borrowed for the call (the kernel only reads
     // them); sock is the stream's open socket.
     let n = unsafe { libc::sendmsg(sock, &msg, libc::MSG_NOSIGNAL) };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
+    byte_count(n)
+}
+
+/// The byte count a send call returned, or its `errno` when it returned -1.
+fn byte_count(n: isize) -> io::Result<usize> {
+    usize::try_from(n).map_err(|_| io::Error::last_os_error())
 }
 
 /// Send bytes held in memory (`--io direct`: the buffer pool's slices of a window), with
@@ -218,11 +215,7 @@ fn sendfile_once(sock: i32, file: i32, offset: u64, count: u64) -> io::Result<us
     let mut off = offset as libc::off_t;
     // SAFETY: both descriptors are open for the duration of the call; off is a valid pointer.
     let n = unsafe { libc::sendfile(sock, file, &mut off, count.min(SENDFILE_CHUNK) as usize) };
-    if n < 0 {
-        Err(io::Error::last_os_error())
-    } else {
-        Ok(n as usize)
-    }
+    byte_count(n)
 }
 
 /// Send a file range with sendfile. With `blocking`, each call runs on the blocking

@@ -12,6 +12,7 @@ pub mod body;
 pub mod chunked;
 pub mod config;
 mod conn;
+mod handler;
 pub mod io;
 pub mod live;
 pub mod metrics;
@@ -26,6 +27,7 @@ pub mod tls;
 mod tls_conn;
 pub mod validators;
 pub mod web;
+mod wire;
 
 use std::sync::Arc;
 

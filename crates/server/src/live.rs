@@ -20,7 +20,7 @@
 //! numbered at or before the newest one written (they left the window or were skipped).
 //!
 //! The token is compared in constant time (`subtle`). This module is the store and the
-//! rules; the connection code (`conn.rs`) reads bodies and writes answers.
+//! rules; the live-ingest handler (`handler/ingest.rs`) reads bodies and writes answers.
 
 use std::collections::{HashMap, VecDeque};
 use std::path::PathBuf;

@@ -51,33 +51,25 @@ mod tests {
 
     #[test]
     fn video_types() {
-        assert_eq!(content_type(Path::new("a/b.MP4")), "video/mp4");
-        assert_eq!(content_type(Path::new("seg-1.m4s")), "video/iso.segment");
-        assert_eq!(content_type(Path::new("x.mpd")), "application/dash+xml");
-        assert_eq!(
-            content_type(Path::new("x.m3u8")),
-            "application/vnd.apple.mpegurl"
-        );
-        assert_eq!(content_type(Path::new("x.ts")), "video/mp2t");
-        assert_eq!(content_type(Path::new("noext")), "application/octet-stream");
-        // Longer than any known extension, including one whose prefix is known.
-        assert_eq!(
-            content_type(Path::new("a.mp4mp4mp4")),
-            "application/octet-stream"
-        );
-        assert_eq!(content_type(Path::new("A.WEBP")), "image/webp");
-        // What a web player page loads: ES modules must not go out as octet-stream.
-        assert_eq!(
-            content_type(Path::new("dash.all.min.mjs")),
-            "text/javascript; charset=utf-8"
-        );
-        assert_eq!(content_type(Path::new("p.css")), "text/css; charset=utf-8");
-        assert_eq!(
-            content_type(Path::new("sub.vtt")),
-            "text/vtt; charset=utf-8"
-        );
-        assert_eq!(content_type(Path::new("sub.ttml")), "application/ttml+xml");
-        assert_eq!(content_type(Path::new("a.wasm")), "application/wasm");
-        assert_eq!(content_type(Path::new("i.svg")), "image/svg+xml");
+        for (name, want) in [
+            ("a/b.MP4", "video/mp4"),
+            ("seg-1.m4s", "video/iso.segment"),
+            ("x.mpd", "application/dash+xml"),
+            ("x.m3u8", "application/vnd.apple.mpegurl"),
+            ("x.ts", "video/mp2t"),
+            ("noext", "application/octet-stream"),
+            // Longer than any known extension, including one whose prefix is known.
+            ("a.mp4mp4mp4", "application/octet-stream"),
+            ("A.WEBP", "image/webp"),
+            // What a web player page loads: ES modules must not go out as octet-stream.
+            ("dash.all.min.mjs", "text/javascript; charset=utf-8"),
+            ("p.css", "text/css; charset=utf-8"),
+            ("sub.vtt", "text/vtt; charset=utf-8"),
+            ("sub.ttml", "application/ttml+xml"),
+            ("a.wasm", "application/wasm"),
+            ("i.svg", "image/svg+xml"),
+        ] {
+            assert_eq!(content_type(Path::new(name)), want, "{name}");
+        }
     }
 }

@@ -18,8 +18,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::target::{DocRoot, TargetError};
-
 /// A served file: its descriptor (shared by every response that sends from it) and what
 /// `statx` said of it when it was opened.
 pub type OpenedFile = (Arc<File>, Metadata);
@@ -29,6 +27,16 @@ pub const DEFAULT_ENTRIES: usize = 1024;
 
 /// Default time an entry is trusted without a look at the file (`--open-file-cache-valid`).
 pub const DEFAULT_VALID: Duration = Duration::from_secs(1);
+
+/// What the cache needs of the directory whose files it keeps ([`crate::target::DocRoot`]).
+pub trait FileSource {
+    /// Why a file could not be opened.
+    type Error;
+    /// `stat` of `rel`, following symlinks: does the name still lead to the same file?
+    fn stat(&self, rel: &Path) -> std::io::Result<libc::stat>;
+    /// Open the regular file `rel` for reading, with every check the source makes.
+    fn open_file(&self, rel: &Path) -> Result<(File, Metadata), Self::Error>;
+}
 
 /// A cached file and when its name was last seen to lead to it unchanged.
 #[derive(Debug)]
@@ -57,9 +65,9 @@ impl OpenFiles {
 
     /// The file at `rel` under `root`: the cached descriptor when it was checked within the
     /// validity or the name still leads to the same unchanged file, else a fresh one
-    /// (opened as [`DocRoot::open_file`] does, with all its checks), which is then cached.
+    /// (opened by [`FileSource::open_file`], with all its checks), which is then cached.
     /// Errors are never cached.
-    pub fn open(&self, root: &DocRoot, rel: &Path) -> Result<OpenedFile, TargetError> {
+    pub fn open<S: FileSource>(&self, root: &S, rel: &Path) -> Result<OpenedFile, S::Error> {
         let now = Instant::now();
         let cached = self.lock().get(rel).map(|c| {
             let fresh = now.saturating_duration_since(c.checked) < self.valid;
@@ -124,6 +132,7 @@ fn same_file(now: &libc::stat, then: &Metadata) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::target::{DocRoot, TargetError};
     use std::io::Write as _;
 
     fn setup() -> (tempfile::TempDir, DocRoot) {

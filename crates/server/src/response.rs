@@ -420,6 +420,27 @@ pub fn head_bytes(resp: &Response, date: &str, keep_alive: bool) -> Vec<u8> {
     head
 }
 
+/// Run `f` on the current time as an HTTP date, formatted at most once per second per
+/// thread and lent, not copied, to every response of that second.
+pub(crate) fn with_http_date<R>(f: impl FnOnce(&str) -> R) -> R {
+    use std::cell::RefCell;
+    thread_local! {
+        static CACHE: RefCell<(u64, String)> = const { RefCell::new((u64::MAX, String::new())) };
+    }
+    let now = std::time::SystemTime::now();
+    let secs = now
+        .duration_since(std::time::SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    CACHE.with(|c| {
+        let mut c = c.borrow_mut();
+        if c.0 != secs {
+            *c = (secs, httpdate::fmt_http_date(now));
+        }
+        f(&c.1)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,11 +21,12 @@ use tokio::task::JoinSet;
 
 use crate::access_log::AccessLog;
 use crate::config::ServerConfig;
-use crate::conn::{self, ConnInfo};
+use crate::conn;
 use crate::io::DiskIo;
 use crate::metrics::Metrics;
 use crate::response::PlanSettings;
 use crate::target::DocRoot;
+use crate::wire::ConnInfo;
 use crate::Shared;
 
 /// Entry point of the library.

@@ -259,6 +259,18 @@ impl DocRoot {
     }
 }
 
+impl crate::open_files::FileSource for DocRoot {
+    type Error = TargetError;
+
+    fn stat(&self, rel: &Path) -> io::Result<libc::stat> {
+        DocRoot::stat(self, rel)
+    }
+
+    fn open_file(&self, rel: &Path) -> Result<(File, std::fs::Metadata), TargetError> {
+        DocRoot::open_file(self, rel)
+    }
+}
+
 /// `rel` as a C string for the `*at` calls relative to the root (`.` for the root itself).
 fn c_name(rel: &Path) -> io::Result<std::ffi::CString> {
     let name = if rel.as_os_str().is_empty() {

@@ -12,9 +12,10 @@ use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 
 use crate::body::{SendClock, SendError};
-use crate::conn::{requests, ConnInfo, Wire};
+use crate::conn::requests;
 use crate::io::Prepared;
 use crate::range::ByteRange;
+use crate::wire::{ConnInfo, Wire};
 use crate::Shared;
 
 type Stream = TlsStream<TcpStream>;

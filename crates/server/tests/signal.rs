@@ -2,13 +2,12 @@
 //! response in flight completes, then the server returns cleanly. Its own test binary,
 //! because the signal goes to the whole process.
 
-mod common;
-
 use std::io::{BufRead, Read};
 use std::sync::mpsc;
 use std::time::Duration;
 
-use common::{pattern, Client};
+use vodkit_testkit::http::Client;
+use vodkit_testkit::server::pattern;
 
 #[test]
 fn sigterm_drains_then_returns() {

@@ -2,18 +2,16 @@
 //! the certificate is re-read, new connections get the new one, and a connection opened
 //! before keeps working. Its own test binary, because the signal goes to the whole process.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::Path;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
-use common::pattern;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName};
 use vodkit_server::tls::{selfsigned, TlsSettings};
+use vodkit_testkit::server::pattern;
 
 type Tls = rustls::StreamOwned<rustls::ClientConnection, TcpStream>;
 

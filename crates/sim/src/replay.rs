@@ -198,6 +198,9 @@ pub struct ReplayConfig {
 /// What a replay at one rate measured over its steady window.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ReplayResult {
+    /// The manager's retention ([`vodkit_prefetch::memory::RetentionSpec`]).
+    #[serde(default)]
+    pub retention: String,
     /// Sessions/s.
     pub rate: f64,
     /// The measured window: from one longest session after the first arrival to the last
@@ -348,6 +351,27 @@ impl Residency {
 
 /// Replays `w` at `rate` sessions/s.
 pub fn replay(w: &ReplayWorkload, cfg: &ReplayConfig, rate: f64) -> ReplayResult {
+    replay_traced(w, cfg, rate, &mut |_| {})
+}
+
+/// One request of the replay's stream, as it reached the manager.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TracedRequest {
+    /// Seconds since the first arrival.
+    pub t: f64,
+    pub file: FileId,
+    pub start: u64,
+    pub end: u64,
+    pub file_size: u64,
+}
+
+/// [`replay`], handing every request to `sink` in the order the manager sees them.
+pub fn replay_traced(
+    w: &ReplayWorkload,
+    cfg: &ReplayConfig,
+    rate: f64,
+    sink: &mut dyn FnMut(TracedRequest),
+) -> ReplayResult {
     let mut m = MemoryManager::new(cfg.memory.clone());
     let mut policy: Option<Box<dyn Policy>> = match &cfg.prefetch {
         Prefetch::Budget | Prefetch::Oracle => None,
@@ -371,6 +395,7 @@ pub fn replay(w: &ReplayWorkload, cfg: &ReplayConfig, rate: f64) -> ReplayResult
     let end_s = w.arrivals_s(rate);
     let from_s = w.measured_from_s(rate);
     let mut out = ReplayResult {
+        retention: cfg.memory.retention.to_string(),
         rate,
         window_s: end_s - from_s,
         usable_bytes: cfg.memory.usable_bytes(),
@@ -406,6 +431,13 @@ pub fn replay(w: &ReplayWorkload, cfg: &ReplayConfig, rate: f64) -> ReplayResult
         let counted = ev.t >= from_s;
         match ev.kind {
             Kind::Request => {
+                sink(TracedRequest {
+                    t: ev.t,
+                    file: r.file,
+                    start: r.start,
+                    end: r.end,
+                    file_size: size,
+                });
                 let client = Some(ev.session as u64);
                 let (id, drops) = m.request(r.file, client, r.start, r.end, size, s.kbps, ev.t);
                 apply(&m, &mut res, drops, &mut claimed);
@@ -570,6 +602,8 @@ pub fn capacity(w: &ReplayWorkload, cfg: &ReplayConfig, guess: f64) -> Option<Re
     }
     Some(busy(lo))
 }
+
+pub mod export;
 
 #[cfg(test)]
 mod tests;

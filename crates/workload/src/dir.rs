@@ -8,12 +8,11 @@ use std::path::{Path, PathBuf};
 
 use crate::bitrates::{self, Bitrates};
 use crate::error::InputError;
+pub use crate::fileset::CATALOG;
 use crate::fileset::{self, FilesetError};
 use crate::logfmt::{self, LogFormat};
 use crate::model::{Catalog, Request, Session, WorkloadMeta};
 
-/// The titles and their files.
-pub const CATALOG: &str = "catalog.json";
 /// One viewing session per line.
 pub const SESSIONS: &str = "sessions.jsonl";
 /// Client classes and measurement settings (ramps, warm-up size).

@@ -33,6 +33,9 @@ pub enum FilesetError {
     Runtime(String),
 }
 
+/// The titles and their files, in a workload directory ([`crate::dir`]).
+pub const CATALOG: &str = "catalog.json";
+
 fn io(path: &Path, what: &str) -> impl FnOnce(std::io::Error) -> FilesetError {
     let p = path.display().to_string();
     let what = what.to_string();
@@ -42,7 +45,7 @@ fn io(path: &Path, what: &str) -> impl FnOnce(std::io::Error) -> FilesetError {
 /// Read `DIR/catalog.json` (or a catalog file given directly).
 pub fn load_catalog(path: &Path) -> Result<Catalog, FilesetError> {
     let file = if path.is_dir() {
-        path.join(crate::dir::CATALOG)
+        path.join(CATALOG)
     } else {
         path.to_path_buf()
     };

@@ -591,7 +591,7 @@ impl Tally {
 /// Generate the workload of `plan` into directory `out`. Returns the summary.
 pub fn write_workload(plan: &Plan, out: &Path) -> std::io::Result<Summary> {
     std::fs::create_dir_all(out)?;
-    let mut w = BufWriter::new(File::create(out.join(crate::dir::CATALOG))?);
+    let mut w = BufWriter::new(File::create(out.join(crate::fileset::CATALOG))?);
     serde_json::to_writer_pretty(&mut w, &plan.catalog)?;
     w.write_all(b"\n")?;
     w.flush()?;

@@ -197,7 +197,7 @@ pub fn new_workload(
     let io = |what: &str, e: std::io::Error| format!("{}: {what}: {e}", out.display());
     std::fs::create_dir_all(out).map_err(|e| io("create directory", e))?;
     write_json(
-        &out.join(crate::dir::CATALOG),
+        &out.join(crate::fileset::CATALOG),
         &to_model_catalog(&spec, &cat),
     )?;
     write_json(&out.join(crate::dir::META), &workload_meta(&spec))?;

@@ -3,7 +3,7 @@
 //! sizes) — the same figures `vodkit serve` reports. Exposed as a JSON snapshot
 //! (`vodkit prefetchd --metrics FILE`).
 
-use super::DaemonConfig;
+use super::config::DaemonConfig;
 use crate::protocol::{Op, Request};
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};

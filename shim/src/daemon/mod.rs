@@ -10,10 +10,12 @@
 
 pub mod admin;
 pub mod admit;
+mod config;
 mod metrics;
 mod rates;
 pub mod socket;
 
+pub use config::DaemonConfig;
 pub use metrics::{MetricsSnapshot, ModeCounts};
 pub use rates::FileRates;
 
@@ -23,15 +25,14 @@ use rates::{FileKey, RateCache};
 use std::collections::HashMap;
 use std::fs::File;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Instant;
 use vodkit_prefetch::chain::FILE_CHAIN_REACH;
 use vodkit_prefetch::{
-    ChainPosition, ChainTracker, DeviceMap, Engine, EngineConfig, FileFacts, IoMode, MemoryConfig,
-    PolicySpec, ReadRequest,
+    ChainPosition, ChainTracker, DeviceMap, Engine, EngineConfig, FileFacts, IoMode, ReadRequest,
 };
 
 /// Files whose chain the daemon remembers (it sees no clients: one chain per file).
@@ -68,51 +69,6 @@ pub fn parse_mode(word: &str) -> Result<IoMode, String> {
         );
     }
     Ok(mode)
-}
-
-/// How a daemon is set up.
-#[derive(Debug, Clone)]
-pub struct DaemonConfig {
-    pub socket: PathBuf,
-    /// Prefetch policy (ignored in `serialized` and `vanilla` modes).
-    pub policy: PolicySpec,
-    /// One I/O worker per device instead of one for all devices.
-    pub per_device: bool,
-    /// What the daemon does with a miss ([`parse_mode`]).
-    pub mode: IoMode,
-    /// Bit rates of the served files (`--catalog`); without them every file is sized at
-    /// the policy's reference rate.
-    pub bitrates: Option<FileRates>,
-    /// The engine's prefetch-aware memory manager (`vodkit_prefetch::memory`): the same
-    /// one `vodkit serve` runs. The library sees no clients, so streams are told apart by
-    /// position, and a request consumes what its stream asked for before it.
-    pub memory: Option<MemoryConfig>,
-    /// `GET /admit` on the admin listener (nginx's `auth_request`): how new streams are
-    /// admitted ([`admit`]); `Off` lets every request through.
-    pub admission: vodkit_prefetch::admission::AdmissionPolicy,
-    /// The server's document root: where `/admit` finds the file a URI names.
-    pub root: Option<PathBuf>,
-    /// The order the engine's device worker serves queued reads in (`--io-order`).
-    pub order: vodkit_prefetch::IoOrder,
-}
-
-impl DaemonConfig {
-    /// Defaults: `asap`, `fixed:2MiB` (the seed's default prefetch size), one worker.
-    pub fn new(socket: impl Into<PathBuf>) -> DaemonConfig {
-        DaemonConfig {
-            socket: socket.into(),
-            policy: PolicySpec::default(),
-            per_device: false,
-            mode: IoMode::Asap,
-            bitrates: None,
-            memory: Some(MemoryConfig::for_budget(
-                vodkit_prefetch::budget::detect(None).0,
-            )),
-            admission: Default::default(),
-            root: None,
-            order: Default::default(),
-        }
-    }
 }
 
 /// State shared by the daemon's threads.

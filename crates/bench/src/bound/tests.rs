@@ -371,6 +371,9 @@ fn mixed() -> Workload {
 
 #[test]
 fn d_more_memory_or_a_faster_drive_never_lowers_the_bound() {
+    if !vodkit_testkit::needs(&[vodkit_testkit::Need::Slow]) {
+        return;
+    }
     let w = mixed();
     assert!(!w.reuses.is_empty());
     let wd = disk_terms(&preset("wd-red").unwrap(), 0.8).unwrap();
@@ -489,6 +492,9 @@ fn the_reserve_is_the_memory_managers() {
 /// at 256 MiB. Prints the figures (run with `--nocapture` to see them).
 #[test]
 fn the_demo_bound_lies_between_its_no_memory_and_unlimited_memory_bounds() {
+    if !vodkit_testkit::needs(&[vodkit_testkit::Need::Slow]) {
+        return;
+    }
     let pairs: Vec<(String, String)> = crate::demo::sets()
         .iter()
         .map(|s| vodkit_workload::spec::split_set(s).unwrap())

@@ -48,6 +48,17 @@ pub struct Args {
     /// are the fields of `MemoryConfig` (docs/simulate.md).
     #[arg(long = "memory-set", requires = "replay", value_name = "KEY=VALUE")]
     memory_set: Vec<String>,
+    /// With --replay: what the memory manager keeps of consumed bytes — `followers`,
+    /// `prefix` and an eviction order (greedy-dual, lru, fifo, sieve, s3-fifo) joined by
+    /// `+` — or a comma-separated list of them, or `all`: each is replayed and the table
+    /// compares them (docs/prefetch.md, "Retention"). Default: followers+greedy-dual.
+    #[arg(long, requires = "replay", value_name = "LIST|all")]
+    retention: Option<String>,
+    /// With --replay: write the replay's request stream (at its first rate, with the first
+    /// retention) as an object trace, csv time,obj_id,obj_size, which libCacheSim reads
+    /// (scripts/libcachesim-miss-ratios).
+    #[arg(long, requires = "replay", value_name = "FILE")]
+    export_trace: Option<PathBuf>,
     /// Drive preset of the disk model for t_max and s_max (wd-red, hp-10k, hitachi-5k3000,
     /// seagate-7200).
     #[arg(long, conflicts_with_all = ["t_max", "s_max"])]
@@ -224,23 +235,66 @@ fn replay(args: &Args, dir: &std::path::Path) -> anyhow::Result<()> {
     let image = vodkit_bench::system::HddTestbed::image_size_for(fileset).max(64 << 20);
     let disk = vodkit_bench::bound::testbed_terms(preset, fileset, image).map_err(usage)?;
     let w = ReplayWorkload::prepare(&catalog, &load.sessions, &classes).map_err(usage)?;
-    let cfg = ReplayConfig {
-        memory: memory_config(memory, &args.memory_set)?,
-        disk,
-        prefetch,
+    let base = memory_config(memory, &args.memory_set)?;
+    let specs = match &args.retention {
+        Some(list) => vodkit_prefetch::memory::RetentionSpec::parse_list(list)
+            .map_err(|e| usage(format!("--retention {list}: {e}")))?,
+        None => vec![base.retention],
     };
-    let results: Vec<rp::ReplayResult> = if args.rate.is_empty() {
-        let r = rp::capacity(&w, &cfg, bound.bound_rate / 2.0)
-            .ok_or_else(|| usage("memory replay: no rate leaves the drive idle enough"))?;
-        vec![r]
-    } else {
-        args.rate.iter().map(|&r| rp::replay(&w, &cfg, r)).collect()
-    };
-    for r in &results {
+    let mut results: Vec<rp::ReplayResult> = Vec::new();
+    let mut first_cfg = None;
+    for spec in &specs {
+        let cfg = ReplayConfig {
+            memory: vodkit_prefetch::memory::MemoryConfig {
+                retention: *spec,
+                ..base.clone()
+            },
+            disk,
+            prefetch: prefetch.clone(),
+        };
+        let found: Vec<rp::ReplayResult> = if args.rate.is_empty() {
+            match rp::capacity(&w, &cfg, bound.bound_rate / 2.0) {
+                Some(r) => vec![r],
+                None if specs.len() > 1 => {
+                    println!("{spec}: no rate leaves the drive idle enough");
+                    Vec::new()
+                }
+                None => return Err(usage("memory replay: no rate leaves the drive idle enough")),
+            }
+        } else {
+            args.rate.iter().map(|&r| rp::replay(&w, &cfg, r)).collect()
+        };
+        for r in &found {
+            println!(
+                "{}: {} (utilization {:.2})",
+                spec,
+                vodkit_bench::runner::replay_note(r, bound.bound_rate, bound.hit_fraction),
+                r.utilization
+            );
+        }
+        if first_cfg.is_none() {
+            first_cfg = found.first().map(|r| (cfg.clone(), r.rate));
+        }
+        results.extend(found);
+    }
+    if specs.len() > 1 {
+        print!(
+            "{}",
+            retention_table(&results, memory, bound.bound_rate, bound.hit_fraction)
+        );
+    }
+    if let (Some(path), Some((cfg, rate))) = (&args.export_trace, &first_cfg) {
+        let mut reqs = Vec::new();
+        rp::replay_traced(&w, cfg, *rate, &mut |r| {
+            reqs.extend(rp::export::objects(&r));
+        });
+        rp::export::write_csv(path, &reqs).map_err(usage)?;
         println!(
-            "{} (utilization {:.2})",
-            vodkit_bench::runner::replay_note(r, bound.bound_rate, bound.hit_fraction),
-            r.utilization
+            "request stream at {rate:.2} sessions/s ({} retention): {} object requests of {} blocks -> {}",
+            cfg.memory.retention,
+            reqs.len(),
+            vodkit_units::human_size(rp::export::BLOCK_BYTES),
+            path.display()
         );
     }
     if let Some(out) = &args.out {
@@ -251,6 +305,38 @@ fn replay(args: &Args, dir: &std::path::Path) -> anyhow::Result<()> {
         println!("-> {}", path.display());
     }
     Ok(())
+}
+
+/// The retentions compared: capacity, share of bytes from memory, fraction of the
+/// capacity bound and the mean bytes kept for followers and in the consumed-cache, one row
+/// each (markdown).
+fn retention_table(
+    results: &[vodkit_sim::replay::ReplayResult],
+    memory: u64,
+    bound_rate: f64,
+    bound_hits: f64,
+) -> String {
+    let mut t = format!(
+        "\nretentions at {} (bound {:.2} sessions/s, {:.0}% of bytes from memory):\n\n\
+         | retention | sessions/s | of the bound | bytes from memory | kept for followers | consumed-cache | mean read |\n\
+         |---|---|---|---|---|---|---|\n",
+        vodkit_units::human_size(memory),
+        bound_rate,
+        100.0 * bound_hits
+    );
+    for r in results {
+        t.push_str(&format!(
+            "| {} | {:.2} | {:.2} | {:.0}% | {} | {} | {} |\n",
+            r.retention,
+            r.rate,
+            r.rate / bound_rate,
+            100.0 * r.hit_fraction,
+            vodkit_units::human_size(r.mean_kept_bytes as u64),
+            vodkit_units::human_size(r.mean_cached_bytes as u64),
+            vodkit_units::human_size(r.mean_read_bytes as u64)
+        ));
+    }
+    t
 }
 
 /// The manager's defaults for `budget` with `KEY=VALUE` overrides of its fields.

@@ -2,7 +2,7 @@
 //! and the maximum transfer and seek rates `t_max` / `s_max` of thesis Eq. 5.4 used to turn
 //! a prefetch schedule into disk utilization (`t / t_max + s / s_max`).
 
-use super::preset::{half_rotation_ms, DriveSpec};
+use super::spec::{half_rotation_ms, DriveSpec};
 use super::zones::MIB;
 use serde::{Deserialize, Serialize};
 

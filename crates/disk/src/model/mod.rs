@@ -15,6 +15,7 @@
 pub mod capacity;
 pub mod preset;
 pub mod seek;
+pub mod spec;
 pub mod sweep;
 pub mod zones;
 
@@ -22,8 +23,9 @@ pub use capacity::{
     capacity, disk_terms, expected_random_mb_s, s_max_from, sequential_mb_s, DiskCapacity,
     DiskTerms,
 };
-pub use preset::{preset, DriveSpec, Preset, Published, PRESET_NAMES};
+pub use preset::{preset, Preset, PRESET_NAMES};
 pub use seek::SeekCurve;
+pub use spec::{DriveSpec, Published};
 pub use sweep::{sweep_seek_ms, SweepTerms};
 pub use zones::{ZoneProfile, MIB};
 
@@ -183,7 +185,7 @@ impl Drive {
 
     /// Half a revolution, s.
     pub fn half_rotation(&self) -> f64 {
-        preset::half_rotation_ms(self.spec.rpm) / 1000.0
+        spec::half_rotation_ms(self.spec.rpm) / 1000.0
     }
 
     /// Media transfer time (s) of `len` bytes starting at `offset`.

@@ -9,8 +9,8 @@
 //! `seek(f/(n + 1))`, and no more than that, the seek curve being concave
 //! (Jensen). Rotational latency stays half a revolution per read.
 
-use super::preset::{half_rotation_ms, DriveSpec};
 use super::seek::SeekCurve;
+use super::spec::{half_rotation_ms, DriveSpec};
 use serde::{Deserialize, Serialize};
 
 /// Mean seek (ms) per read of a sweep serving `reads` reads (at least 1) spread uniformly

@@ -13,62 +13,12 @@
 
 use super::manifest::{self, LiveWindow, Piece};
 use super::play::{Buffer, Player};
+pub use super::LiveSettings;
 use crate::record::{FailureReason, LiveOutcome, PlayerOutcome, SessionEnd, SessionRecord};
-use crate::session::{Plan, Shared};
-use serde::{Deserialize, Serialize};
+use crate::viewer::{Plan, Shared};
 use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 use vodkit_workload::model::LiveView;
-
-/// Where live streams are and how live viewers behave (`vodkit load --live-*`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct LiveSettings {
-    /// Path prefix stream K is published under: `PREFIX/stream-K/index.m3u8`.
-    pub prefix: String,
-    /// Streams the run publishes: a viewer of stream k watches stream k mod this (`None`: k).
-    pub streams: Option<u32>,
-    /// Join this many segments behind the newest one (hls.js: 3).
-    pub sync_segments: u32,
-    /// Segments buffered before playback starts.
-    pub startup_segments: u32,
-    /// Seconds buffered before playback resumes after a stall.
-    pub resume_s: f64,
-    pub segment_timeout_s: f64,
-    pub playlist_timeout_s: f64,
-    /// Give up when the playlist has not advanced for this many target durations.
-    pub stale_targets: f64,
-}
-
-impl Default for LiveSettings {
-    fn default() -> Self {
-        LiveSettings {
-            prefix: "/live/".into(),
-            streams: None,
-            sync_segments: 3,
-            startup_segments: 1,
-            resume_s: 1.0,
-            segment_timeout_s: 10.0,
-            playlist_timeout_s: 10.0,
-            stale_targets: 5.0,
-        }
-    }
-}
-
-impl LiveSettings {
-    /// The stream a viewer of `view` watches.
-    pub fn stream_of(&self, view: &LiveView) -> u32 {
-        match self.streams {
-            Some(n) if n > 0 => view.stream % n,
-            _ => view.stream,
-        }
-    }
-
-    /// Path of stream `k`'s media playlist.
-    pub fn playlist_path(&self, k: u32) -> String {
-        let p = self.prefix.trim_end_matches('/');
-        format!("{p}/stream-{k}/index.m3u8")
-    }
-}
 
 fn wall_ms() -> i64 {
     SystemTime::now()

@@ -16,7 +16,7 @@ use crate::http::{Ask, Conn};
 use crate::record::{
     FailureReason, PlayerOutcome, RequestRecord, SessionEnd, SessionRecord, Stretch,
 };
-use crate::session::{fetch, Plan, Shared, Viewer};
+use crate::viewer::{fetch, Plan, Shared, Viewer};
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;

@@ -1006,3 +1006,90 @@ fn streams_on_counts_the_files_current_streams() {
     m.expire(1000.0);
     assert!(m.streams_on(F) < 2, "{}", m.streams_on(F));
 }
+
+#[test]
+fn a_retention_without_followers_keeps_no_interval() {
+    let spec: RetentionSpec = "greedy-dual".parse().unwrap();
+    let mut m = MemoryManager::new(MemoryConfig {
+        retention: spec,
+        ..cfg(1 << 30)
+    });
+    let (lead, _) = step(&mut m, 1, 0, MIB, 2 * MIB, 0.0);
+    m.consumed(lead, 6 * MIB, 1.0);
+    step(&mut m, 2, 0, MIB, 2 * MIB, 2.0);
+    m.consumed(lead, 10 * MIB, 3.0);
+    let t = m.totals();
+    assert_eq!(t.kept_bytes, 0);
+    assert_eq!(t.horizon_bytes, 0);
+    // What the leader sent waits in the consumed-cache instead (the budget has room),
+    // less the 2 MiB the follower's first read took back into use.
+    assert_eq!(t.consumed_cached_bytes, 8 * MIB);
+}
+
+#[test]
+fn every_retention_stays_within_the_budget_and_drops_what_it_refuses() {
+    for spec in RetentionSpec::all() {
+        let usable = 48 * MIB;
+        let mut m = MemoryManager::new(MemoryConfig {
+            retention: spec,
+            ..tight(usable)
+        });
+        let mut resident: Map<FileId, Vec<(u64, u64)>> = Map::default();
+        let bytes = |r: &Map<FileId, Vec<(u64, u64)>>| -> u64 {
+            r.values().flatten().map(|(a, b)| b - a).sum()
+        };
+        let apply = |r: &mut Map<FileId, Vec<(u64, u64)>>, drops: Vec<Drop>| {
+            for d in drops {
+                if let Some(v) = r.get_mut(&d.file) {
+                    crate::ledger::cut(v, d.start, d.end);
+                }
+            }
+        };
+        let len = 512 * KIB;
+        let mut pos = [0u64; 24];
+        let mut rng = 99u64;
+        for tick in 0..3000u64 {
+            rng ^= rng << 13;
+            rng ^= rng >> 7;
+            rng ^= rng << 17;
+            let v = (rng % 24) as usize;
+            // Viewers of six titles; a viewer who reaches 16 MiB starts again elsewhere.
+            let file = (v % 6) as FileId;
+            if pos[v] >= 16 * MIB {
+                pos[v] = 0;
+            }
+            let now = tick as f64 * 0.05;
+            let (id, d) = m.request(file, Some(v as u64), pos[v], pos[v] + len, SIZE, 2000, now);
+            apply(&mut resident, d);
+            let have = resident.get(&file).map_or(0, |r| {
+                r.iter()
+                    .map(|&(a, b)| b.min(pos[v] + len).saturating_sub(a.max(pos[v])))
+                    .sum()
+            });
+            if have < len {
+                let read = m.capped_prefetch(id, 4 * MIB, len).max(len);
+                let r = resident.entry(file).or_default();
+                r.push((pos[v], pos[v] + read));
+                *r = merge(std::mem::take(r));
+                let d = m.read(id, pos[v], pos[v] + read);
+                apply(&mut resident, d);
+            }
+            pos[v] += len;
+            let d = m.consumed(id, pos[v], now);
+            apply(&mut resident, d);
+            if tick % 20 == 0 {
+                let d = m.expire(now);
+                apply(&mut resident, d);
+            }
+            // Resident bytes stay within the usable budget, a read and the headroom.
+            assert!(
+                bytes(&resident) <= usable + 4 * MIB + m.config().read_headroom_bytes,
+                "{spec} tick {tick}: resident {} of {usable}",
+                bytes(&resident)
+            );
+        }
+        let d = m.end_all();
+        apply(&mut resident, d);
+        assert_eq!(m.totals().consumed_cached_bytes, 0, "{spec}");
+    }
+}

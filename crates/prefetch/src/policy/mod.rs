@@ -26,7 +26,7 @@ mod spec;
 
 pub use auto::{AutoParams, AutoPolicy, Scaling};
 pub use first_grow::{FirstGrowParams, FirstGrowPolicy};
-pub use scaled::{FixedPolicy, NonePolicy, ProportionalPolicy, SqrtPolicy};
+pub use scaled::{FixedPolicy, NonePolicy, ScaledPolicy};
 pub use spec::{PolicySpec, SpecError};
 
 pub use crate::chain::ChainKind;
@@ -36,8 +36,7 @@ use std::collections::BTreeMap;
 /// Bit rate assumed for files whose rate is unknown (the YouTube SD rate, thesis 3.3).
 pub const DEFAULT_BITRATE_KBPS: u32 = 419;
 
-/// Identity of a file as the policy sees it (e.g. device and inode folded together).
-pub type FileId = u64;
+pub use crate::FileId;
 
 /// One cache miss, as presented to a policy.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

@@ -3,7 +3,8 @@
 //! None of them adapts; `proportional` and `sqrt` scale a size given for a reference bit
 //! rate to the bit rate of the file being read.
 
-use super::{proportional_scale, sqrt_scale, ClassLog, Policy, PolicyState, ReadContext};
+use super::auto::Scaling;
+use super::{ClassLog, Policy, PolicyState, ReadContext};
 
 /// Reads exactly what was requested.
 #[derive(Clone, Debug, Default)]
@@ -55,17 +56,21 @@ impl Policy for FixedPolicy {
     }
 }
 
-/// Size proportional to the file's bit rate: `bytes` at `ref_kbps`.
+/// A size given for a reference bit rate, scaled to the bit rate of the file being read:
+/// `bytes` at `ref_kbps`, in proportion to the bit rate (`proportional`) or to its square
+/// root (`sqrt`).
 #[derive(Clone, Debug)]
-pub struct ProportionalPolicy {
+pub struct ScaledPolicy {
+    scaling: Scaling,
     bytes: u64,
     ref_kbps: u32,
     log: ClassLog,
 }
 
-impl ProportionalPolicy {
-    pub fn new(bytes: u64, ref_kbps: u32) -> Self {
-        ProportionalPolicy {
+impl ScaledPolicy {
+    pub fn new(scaling: Scaling, bytes: u64, ref_kbps: u32) -> Self {
+        ScaledPolicy {
+            scaling,
             bytes,
             ref_kbps,
             log: ClassLog::default(),
@@ -73,50 +78,16 @@ impl ProportionalPolicy {
     }
 }
 
-impl Policy for ProportionalPolicy {
+impl Policy for ScaledPolicy {
     fn prefetch_bytes(&mut self, ctx: &ReadContext) -> u64 {
         let kbps = ctx.bitrate();
-        let size = proportional_scale(self.bytes, self.ref_kbps, kbps);
+        let size = self.scaling.scale(self.bytes, self.ref_kbps, kbps);
         self.log.note(kbps, size)
     }
 
     fn current(&self) -> PolicyState {
         PolicyState {
-            policy: format!("proportional:{}@{}", self.bytes, self.ref_kbps),
-            classes: self.log.classes(),
-            ..Default::default()
-        }
-    }
-}
-
-/// Size proportional to the square root of the file's bit rate: `bytes` at `ref_kbps`.
-#[derive(Clone, Debug)]
-pub struct SqrtPolicy {
-    bytes: u64,
-    ref_kbps: u32,
-    log: ClassLog,
-}
-
-impl SqrtPolicy {
-    pub fn new(bytes: u64, ref_kbps: u32) -> Self {
-        SqrtPolicy {
-            bytes,
-            ref_kbps,
-            log: ClassLog::default(),
-        }
-    }
-}
-
-impl Policy for SqrtPolicy {
-    fn prefetch_bytes(&mut self, ctx: &ReadContext) -> u64 {
-        let kbps = ctx.bitrate();
-        let size = sqrt_scale(self.bytes, self.ref_kbps, kbps);
-        self.log.note(kbps, size)
-    }
-
-    fn current(&self) -> PolicyState {
-        PolicyState {
-            policy: format!("sqrt:{}@{}", self.bytes, self.ref_kbps),
+            policy: format!("{}:{}@{}", self.scaling.name(), self.bytes, self.ref_kbps),
             classes: self.log.classes(),
             ..Default::default()
         }

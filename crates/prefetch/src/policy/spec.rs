@@ -18,7 +18,7 @@
 use super::auto::defaults::START_PRESETS;
 use super::{
     AutoParams, AutoPolicy, FirstGrowParams, FirstGrowPolicy, FixedPolicy, NonePolicy, Policy,
-    ProportionalPolicy, Scaling, SqrtPolicy,
+    ScaledPolicy, Scaling,
 };
 use std::fmt;
 use std::str::FromStr;
@@ -294,9 +294,11 @@ impl PolicySpec {
             PolicySpec::None => Box::new(NonePolicy::default()),
             PolicySpec::Fixed { bytes } => Box::new(FixedPolicy::new(*bytes)),
             PolicySpec::Proportional { bytes, ref_kbps } => {
-                Box::new(ProportionalPolicy::new(*bytes, *ref_kbps))
+                Box::new(ScaledPolicy::new(Scaling::Proportional, *bytes, *ref_kbps))
             }
-            PolicySpec::Sqrt { bytes, ref_kbps } => Box::new(SqrtPolicy::new(*bytes, *ref_kbps)),
+            PolicySpec::Sqrt { bytes, ref_kbps } => {
+                Box::new(ScaledPolicy::new(Scaling::Sqrt, *bytes, *ref_kbps))
+            }
             PolicySpec::FirstGrow(p) => Box::new(FirstGrowPolicy::new(p.clone(), self.to_string())),
             PolicySpec::Auto(p) => Box::new(AutoPolicy::new(p.clone(), self.to_string())),
         }

@@ -1,0 +1,73 @@
+//! A miniature bench on the emulated disk with a memory budget: the testbed comes up, the
+//! file set is written onto it, nginx runs inside the budget, and the disk figures come from
+//! the emulated device. Needs root, FUSE and the loop driver; elsewhere it says why and
+//! does nothing, except under `CI`, where that is a failure.
+
+use vodkit_bench::report;
+use vodkit_bench::runner::{self, BenchRequest};
+
+#[test]
+fn miniature_bench_on_the_emulated_disk() {
+    if !vodkit_testkit::needs(&[
+        vodkit_testkit::Need::Fuse,
+        vodkit_testkit::Need::Peer("nginx"),
+    ]) {
+        return;
+    }
+    if let Err(e) = vodkit_disk::testbed::preflight() {
+        return vodkit_testkit::skip(format_args!("the emulated disk cannot run here: {e}"));
+    }
+    let _disk = vodkit_testkit::turn(vodkit_testkit::turn::DISK);
+    let dir = tempfile::tempdir().unwrap();
+    let workload = vodkit_bench::prepare::workload(
+        "youtube-2011",
+        &["catalog.max_duration=40s", "catalog.min_duration=20s"],
+        0.005,
+        dir.path(),
+    )
+    .unwrap();
+    let req = BenchRequest {
+        workload: workload.clone(),
+        root: None,
+        suts: vodkit_bench::sut::parse_list("nginx").unwrap(),
+        testbed: "hdd:wd-red".parse().unwrap(),
+        memory: Some(256 << 20),
+        server_cpus: None,
+        search: Some("fixed-rates:2".into()),
+        criterion: "sessions:50%".parse().unwrap(),
+        probes: None,
+        players: None,
+        repeat: 1,
+        point_duration: Some(std::time::Duration::from_secs(20)),
+        fast_forward: vodkit_bench::warmup::FastForwardChoice::Off,
+        out: dir.path().join("out"),
+        vodkit_exe: None,
+        progress: false,
+    };
+    let (rep, table) = runner::run(&req).unwrap();
+    assert!(report::check(&rep).is_empty(), "{:?}", report::check(&rep));
+    assert!(rep.testbed.contains("emulated wd-red"), "{}", rep.testbed);
+    assert_eq!(rep.memory_bytes, Some(256 << 20));
+    let s = rep.server("nginx").unwrap();
+    assert_eq!(s.status, report::MEASURED, "{:?}", s.reason);
+    let p = &s.points[0].metrics;
+    let disk = p.disk.expect("disk figures from the emulated device");
+    assert!(disk.mb_s > 0.0 && disk.reads_per_s > 0.0, "{disk:?}");
+    assert!(p.cpu_busy.is_some() && p.cpu_iowait.is_some(), "{p:?}");
+    // nginx runs as a child process tree, the emulated disk and the load generator in this
+    // process: all three are watched (at 2 sessions/s their CPU may round to 0 ticks).
+    eprintln!(
+        "CPU busy {:?}, iowait {:?}, cores {:?}",
+        p.cpu_busy, p.cpu_iowait, p.cores
+    );
+    let watched = [p.cores.server, p.cores.load, p.cores.disk_emulator];
+    assert!(
+        watched.iter().all(|c| c.is_some_and(|c| c >= 0.0)),
+        "{:?}",
+        p.cores
+    );
+    assert!(table.contains("nginx"));
+    // The testbed is down again: nothing mounted at the workload's mount point.
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
+    assert!(!mounts.contains(&workload.join("hdd-mnt").display().to_string()));
+}

@@ -1,0 +1,96 @@
+//! `+tls` servers under test: vodkit, nginx and Apache start on HTTPS with a
+//! throwaway CA and certificate made in their run directory, and the bench's load driver
+//! replays sessions against them trusting that CA.
+
+use std::os::unix::fs::PermissionsExt;
+use vodkit_bench::adapters::{InProcessVodkit, WorkloadLoad};
+use vodkit_bench::experiment::{Launcher, LoadDriver};
+use vodkit_bench::launch::LocalLauncher;
+use vodkit_bench::sut::parse_list;
+use vodkit_workload::model::{ByteRange, Request, Session};
+
+const FILE_BYTES: u64 = 1 << 20;
+
+fn sessions(n: u64) -> Vec<Session> {
+    (0..n)
+        .map(|id| {
+            let requests = (0..4)
+                .map(|k| Request::new("/t0.mp4", Some(ByteRange::closed(k << 18, 1 << 18)), 10.0))
+                .collect();
+            Session::new(id, 0.01, "lan", requests)
+        })
+        .collect()
+}
+
+#[test]
+fn tls_suts_serve_https_with_a_per_run_certificate() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let root = dir.path().join("video");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let body: Vec<u8> = (0..FILE_BYTES).map(|b| (b * 13 % 251) as u8).collect();
+    std::fs::write(root.join("t0.mp4"), &body).unwrap();
+    let run_base = dir.path().join("runs");
+    let mut launcher = LocalLauncher::new(root.clone(), run_base.clone(), "/t0.mp4".into());
+    launcher.workers = 1;
+    launcher.vodkit = Ok(Box::new(InProcessVodkit::new().unwrap()));
+    let mut load = WorkloadLoad::of(sessions(6));
+    let mut served = 0;
+    for sut in parse_list("vodkit+tls,nginx+tls,apache+tls").unwrap() {
+        assert!(sut.tls);
+        if let Err(why) = launcher.available(&sut) {
+            // Only a peer must be there under CI.
+            if sut.kind() == "vodkit" {
+                vodkit_testkit::need::not_here(format_args!("{sut}: {why}"));
+            } else {
+                vodkit_testkit::skip(format_args!("{sut}: {why}"));
+            }
+            continue;
+        }
+        let server = launcher
+            .start(&sut)
+            .unwrap_or_else(|e| panic!("{sut} starts: {e:?}"));
+        let url = server.base_url();
+        assert!(url.starts_with("https://127.0.0.1:"), "{sut}: {url}");
+        let ca = server.tls_ca().expect("a +tls server names its CA");
+        assert!(ca.starts_with(&run_base), "{}", ca.display());
+        let key = ca.with_file_name("key.pem");
+        let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{sut}: key mode");
+        // Exact bytes through curl, trusting only the run's CA.
+        if std::process::Command::new("curl")
+            .arg("--version")
+            .output()
+            .is_ok()
+        {
+            let out = std::process::Command::new("curl")
+                .args(["-sS", "--tlsv1.3", "--cacert"])
+                .arg(&ca)
+                .args(["-r", "1000-200999"])
+                .arg(format!("{url}/t0.mp4"))
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "{sut}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            assert!(out.stdout == body[1000..201_000], "{sut}: body differs");
+        }
+        load.set_tls_ca(server.tls_ca());
+        let outcome = load.run(&url, 50.0, 0).unwrap();
+        assert_eq!(outcome.client.sessions, 6, "{sut}");
+        assert_eq!(outcome.client.failed_sessions, 0, "{sut}");
+        // Without the CA the same run fails every session at the handshake.
+        load.set_tls_ca(Some(dir.path().join("no-ca.pem")));
+        assert!(
+            load.run(&url, 50.0, 0).is_err(),
+            "{sut}: a missing CA file is an error"
+        );
+        let errors = server.stop().unwrap();
+        eprintln!("{sut}: served {url} (error-log lines: {errors:?})");
+        served += 1;
+    }
+    assert!(served >= 1);
+}

@@ -1,0 +1,466 @@
+//! End-to-end tests of the `vodkit` binary, one per subcommand: the happy path on small
+//! inputs (seconds each), a usage error (exit 2, one line on stderr) and a runtime failure
+//! (exit 1), through the real argument parsing and the self-spawned children (`serve`
+//! under `bench`, `prefetchd` under `preload`, the `hdd daemon`).
+
+use crate::common;
+
+use common::*;
+use std::path::Path;
+
+/// Each `(line, needle)` is a usage error naming `needle`.
+fn usage_errors(dir: &Path, cases: &[(&str, &str)]) {
+    for (line, needle) in cases {
+        usage_error(dir, *line, needle);
+    }
+}
+
+/// Each `(line, needle)` is a runtime failure naming `needle`.
+fn runtime_errors(dir: &Path, cases: &[(&str, &str)]) {
+    for (line, needle) in cases {
+        runtime_error(dir, *line, needle);
+    }
+}
+
+fn tmp() -> tempfile::TempDir {
+    tempfile::tempdir().expect("temp dir")
+}
+
+fn exists(dir: &Path, files: &str) {
+    for f in files.split_whitespace() {
+        assert!(dir.join(f).exists(), "{} missing", dir.join(f).display());
+    }
+}
+
+#[test]
+fn no_subcommand_prints_help_and_exits_2() {
+    let d = tmp();
+    let o = run_in(d.path(), &[]);
+    assert_eq!(o.code, 2, "{o:?}");
+    assert!(o.stderr.contains("Usage: vodkit <COMMAND>"), "{o:?}");
+    let v = ok(d.path(), &["--version"]);
+    assert!(v.stdout.starts_with("vodkit "), "{v:?}");
+    usage_error(d.path(), &["frobnicate"], "frobnicate");
+}
+
+#[test]
+fn workload() {
+    let d = tmp();
+    let p = d.path();
+    small_workload(p);
+    exists(
+        p,
+        "w/catalog.json w/sessions.jsonl w/workload.json w/summary.json",
+    );
+    let list = ok(p, "workload spec list");
+    assert!(list.stdout.lines().any(|l| l == "youtube-2011"), "{list:?}");
+    let show = ok(p, "workload spec show youtube-2011");
+    assert!(show.stdout.contains("[catalog]"), "{show:?}");
+    ok(p, "workload export --format thesis --in w --out w.log");
+    ok(p, "workload import --out w2 w.log");
+    let n = |f: &str| std::fs::read_to_string(p.join(f)).unwrap().lines().count();
+    assert_eq!(n("w2/sessions.jsonl"), n("w/sessions.jsonl"));
+    ok(
+        p,
+        "workload synth-log --scale 0.01 --set sessions=20 --out syn",
+    );
+    exists(p, "syn/log.csv syn/files.csv syn/truth/chains.csv");
+
+    usage_errors(
+        p,
+        &[
+            ("workload new --spec no-such-spec --out x", "no-such-spec"),
+            ("workload export --format nope --in w --out x", "--format"),
+        ],
+    );
+    runtime_error(
+        p,
+        "workload new --spec youtube-2011 --out /proc/no-such-dir/w",
+        "/proc/no-such-dir",
+    );
+}
+
+#[test]
+fn fileset() {
+    let d = tmp();
+    let p = d.path();
+    small_workload(p);
+    let v = ok(p, "fileset verify --workload w --root files");
+    assert!(!v.stdout.is_empty(), "{v:?}");
+    let pl = ok(p, "fileset placement --workload w --root files");
+    assert!(pl.stdout.contains("titles"), "{pl:?}");
+
+    usage_error(p, "fileset verify --workload w --root absent", "absent");
+    usage_error(p, "fileset create --workload w", "--root");
+    runtime_error(
+        p,
+        "fileset create --workload w --root /proc/no-such-dir",
+        "/proc/no-such-dir",
+    );
+}
+
+#[test]
+fn serve_load_trace_and_simulate() {
+    let d = tmp();
+    let p = d.path();
+    small_workload(p);
+    let mut server = common::daemon(
+        p,
+        "serve --root files --listen 127.0.0.1:0 --admin 127.0.0.1:0 --access-log access.log --prefetch fixed:1MiB",
+    );
+    let url = server.wait_for("listening on ");
+    let admin = server.wait_for("admin on http://");
+    let load = format!("load --target {url} --sessions w/sessions.jsonl");
+    let o = ok(
+        p,
+        &format!("{load} --rate 50 --max-sessions 3 --verify --out r.json"),
+    );
+    assert!(o.stdout.contains("qos"), "{o:?}");
+    let (status, stats) = http_get(&admin, "/stats");
+    assert_eq!(status, 200);
+    let stats: serde_json::Value = serde_json::from_str(&stats).unwrap();
+    assert!(stats["requests_total"].as_u64().unwrap() >= 3, "{stats}");
+    assert_eq!(stats["prefetch"]["policy"]["policy"], "fixed:1048576");
+    let (code, _) = server.stop();
+    assert_eq!(code, 0, "serve exits cleanly on SIGTERM");
+
+    let results: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(p.join("r.json")).unwrap()).unwrap();
+    assert!(results.is_object());
+    let merged = ok(p, "load merge r.json --json");
+    assert!(merged.stdout.contains("\"run\""), "{merged:?}");
+
+    for sub in ["chains", "phases", "report"] {
+        let catalog = "--catalog w/catalog.json";
+        ok(
+            p,
+            &format!("trace {sub} --log access.log {catalog} --out t-{sub}"),
+        );
+    }
+    exists(p, "t-chains/chains.csv t-report/report.html");
+
+    ok(
+        p,
+        "workload synth-log --scale 0.01 --set sessions=20 --out syn",
+    );
+    ok(
+        p,
+        "simulate --chains syn/truth/chains.csv --files syn/files.csv --out sim",
+    );
+    exists(p, "sim/sim.json sim/index.html");
+
+    let no_sessions = format!("load --target {url} --sessions absent.jsonl");
+    usage_errors(
+        p,
+        &[
+            ("serve --root absent", "--root absent"),
+            ("serve --root files --prefetch fixed:lots", "--prefetch"),
+            (
+                "serve --root files --cors example.com",
+                "--cors: `example.com`",
+            ),
+            (&no_sessions, "absent.jsonl"),
+            ("trace chains --log absent.log --out t", "absent.log"),
+            (
+                "simulate --chains absent.csv --files syn/files.csv --out s",
+                "absent.csv",
+            ),
+            (
+                "simulate --validate --validate-policy auto --out v",
+                "fixed:SIZE",
+            ),
+        ],
+    );
+    let no_dir = "/proc/no-such-dir";
+    let load_to_no_dir = format!("{load} --max-sessions 1 --out {no_dir}/r.json");
+    let simulate_to_no_dir =
+        format!("simulate --chains syn/truth/chains.csv --files syn/files.csv --out {no_dir}");
+    runtime_errors(
+        p,
+        &[
+            ("serve --root files --listen 192.0.2.1:80", "192.0.2.1:80"),
+            (&load_to_no_dir, no_dir),
+            (
+                "trace chains --log access.log --out /proc/no-such-dir",
+                no_dir,
+            ),
+            (&simulate_to_no_dir, no_dir),
+        ],
+    );
+}
+
+#[test]
+fn bench_runs_a_child_vodkit_serve() {
+    let d = tmp();
+    let p = d.path();
+    small_workload(p);
+    ok(
+        p,
+        "bench --workload w --root files --sut vodkit:asap:fixed:1MiB,nginx --search fixed-rates:5 --point-duration 3s --out b --quiet",
+    );
+    exists(p, "b/bench.json b/report.md b/report.html");
+    let bench = std::fs::read_to_string(p.join("b/bench.json")).unwrap();
+    assert!(bench.contains("vodkit:asap:fixed:1MiB"), "{bench}");
+    // A relative --out and --root reach nginx as absolute paths (nginx resolves relative
+    // ones against its own prefix): it ran, it did not fail to start.
+    let report: serde_json::Value = serde_json::from_str(&bench).unwrap();
+    let nginx = report["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["sut"] == "nginx")
+        .expect("nginx in the report");
+    if vodkit_peers_present() {
+        assert_eq!(nginx["status"], "measured", "{nginx}");
+    }
+
+    usage_errors(
+        p,
+        &[
+            ("bench --workload w --sut iis --out b2", "iis"),
+            (
+                "bench --workload w --sut vodkit:asap:fixed:lots --out b2",
+                "lots",
+            ),
+            ("bench --workload w --testbed hdd:floppy --out b2", "floppy"),
+            ("bench --workload w --memory lots --out b2", "--memory"),
+            (
+                "bench --workload w --criterion lenient --out b2",
+                "--criterion",
+            ),
+        ],
+    );
+    runtime_error(
+        p,
+        "bench --workload w --root files --sut vodkit --search fixed-rates:5 --out /proc/no-such-dir",
+        "/proc/no-such-dir",
+    );
+}
+
+#[test]
+fn demo_checks_its_input_first() {
+    // The demo itself runs for minutes (docs/bench.md); here only its argument handling.
+    let d = tmp();
+    usage_error(d.path(), &["demo", "--bogus"], "--bogus");
+    runtime_error(
+        d.path(),
+        "demo --out /proc/no-such-dir --quiet",
+        "/proc/no-such-dir",
+    );
+}
+
+#[test]
+fn preload_and_prefetchd() {
+    let d = tmp();
+    let p = d.path();
+    small_workload(p);
+    let lib = ok(p, &["preload", "--print-path"]);
+    assert!(Path::new(lib.stdout.trim()).is_file(), "{lib:?}");
+
+    // `preload` starts its own daemon for the program and reports its counters.
+    let file = walk_first_file(&p.join("files"));
+    let sock = p.join("pd.sock");
+    let o = ok(
+        p,
+        &[
+            "preload",
+            "--socket",
+            sock.to_str().unwrap(),
+            "--metrics",
+            "pm.json",
+            "--",
+            "cat",
+            file.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(
+        o.stdout.len() as u64,
+        std::fs::metadata(&file).unwrap().len()
+    );
+    let metrics: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(p.join("pm.json")).unwrap()).unwrap();
+    assert_eq!(metrics["policy"], "fixed:2097152", "{metrics}");
+
+    let sock2 = p.join("pd2.sock");
+    let mut daemon = common::daemon(
+        p,
+        &format!(
+            "prefetchd --socket {} --admin 127.0.0.1:0 --prefetch fixed:4MiB",
+            sock2.display()
+        ),
+    );
+    let admin = daemon.wait_for("admin on http://");
+    let (status, body) = http_get(&admin, "/stats");
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("fixed:4194304"), "{body}");
+    let (code, _) = daemon.stop();
+    assert_eq!(code, 0, "prefetchd exits cleanly on SIGTERM");
+
+    usage_errors(
+        p,
+        &[
+            ("prefetchd --mode nope", "--mode"),
+            ("prefetchd --prefetch fixed:lots", "--prefetch"),
+            ("preload --mode nope -- true", "--mode"),
+            ("preload --admission auto --root . -- true", "--admission"),
+            ("prefetchd --admission auto --root .", "--admin"),
+            ("prefetchd --admission auto --admin 127.0.0.1:0", "--root"),
+        ],
+    );
+    let no_program = format!(
+        "preload --socket {} -- /nonexistent/program",
+        p.join("p3.sock").display()
+    );
+    runtime_errors(
+        p,
+        &[
+            (&no_program, "/nonexistent/program"),
+            (
+                "prefetchd --socket /proc/no-such-dir/x.sock",
+                "/proc/no-such-dir",
+            ),
+        ],
+    );
+}
+
+fn walk_first_file(dir: &Path) -> std::path::PathBuf {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for e in entries {
+        if e.is_file() {
+            return e;
+        }
+        if e.is_dir() {
+            return walk_first_file(&e);
+        }
+    }
+    panic!("no file under {}", dir.display())
+}
+
+#[test]
+fn sys_and_run() {
+    let d = tmp();
+    let p = d.path();
+    let o = ok(p, "sys watch --interval 100ms --count 2 --json");
+    let lines: Vec<serde_json::Value> = o
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{o:?}");
+    assert!(lines[0]["memory"]["total"].as_u64().unwrap() > 0);
+    usage_errors(
+        p,
+        &[
+            ("sys watch --interval 0s", "--interval"),
+            ("run --memory lots -- true", "--memory"),
+        ],
+    );
+
+    if !vodkit_testkit::needs(&[vodkit_testkit::Need::Root]) {
+        return;
+    }
+    let o = ok(p, "run --memory 256MiB --report run.json -- true");
+    assert!(o.stderr.contains("limit 256 MiB"), "{o:?}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(p.join("run.json")).unwrap()).unwrap();
+    assert_eq!(report["limit_bytes"], 256 << 20);
+    runtime_error(
+        p,
+        "run --memory 256MiB -- /nonexistent/program",
+        "/nonexistent/program",
+    );
+}
+
+#[test]
+fn hdd() {
+    let d = tmp();
+    let p = d.path();
+    let state = p.join("state");
+    let state = state.to_str().unwrap();
+    let presets = ok(p, &["hdd", "presets"]);
+    assert!(presets.stdout.contains("wd-red"), "{presets:?}");
+    let status = ok(p, &["hdd", "status", "--state-dir", state]);
+    assert!(
+        status.stdout.contains("no emulated disks are up"),
+        "{status:?}"
+    );
+
+    let bad_range = format!("hdd tune --mount m --state-dir {state} --eio-sectors 5-1");
+    let not_up = format!("hdd bench --mount m --state-dir {state}");
+    usage_errors(
+        p,
+        &[
+            (
+                "hdd up --preset floppy --size 64MiB --image x --mount m",
+                "floppy",
+            ),
+            (&bad_range, "--eio-sectors"),
+            (&not_up, "no emulated disk is up"),
+        ],
+    );
+
+    if !vodkit_testkit::needs(&[vodkit_testkit::Need::Fuse]) {
+        return;
+    }
+    let _disk = vodkit_testkit::turn(vodkit_testkit::turn::DISK);
+    // The image goes to /var/tmp: loop devices need a file system that supports direct I/O.
+    let img = tempfile::Builder::new()
+        .prefix("vodkit-cli-hdd")
+        .tempdir_in("/var/tmp")
+        .unwrap();
+    let image = img.path().join("hdd.img");
+    let mount = p.join("mnt");
+    let (image, mount) = (image.to_str().unwrap(), mount.to_str().unwrap());
+    let up_at = |image: &str| {
+        format!("hdd up --size 64MiB --image {image} --mount {mount} --state-dir {state}")
+    };
+    let up = ok(p, &up_at(image));
+    assert!(up.stdout.contains("wd-red"), "{up:?}");
+    // The fault commands travel as Control values through the control file.
+    let tune = run_in(
+        p,
+        &format!("hdd tune --mount {mount} --state-dir {state} --eio-sectors 100-200"),
+    );
+    let st = ok(p, &["hdd", "status", "--state-dir", state, "--json"]);
+    let down = run_in(p, &["hdd", "down", "--mount", mount, "--state-dir", state]);
+    assert_eq!(tune.code, 0, "{tune:?}");
+    assert_eq!(down.code, 0, "{down:?}");
+    assert!(tune.stdout.contains("eio-range 100 200"), "{tune:?}");
+    let st: serde_json::Value = serde_json::from_str(&st.stdout).unwrap();
+    assert_eq!(
+        st[0]["counters"]["faults"]["ranges"],
+        serde_json::json!([[100, 200]]),
+        "{st}"
+    );
+    runtime_error(p, &up_at("/proc/no-such-dir/hdd.img"), "/proc/no-such-dir");
+}
+
+/// Whether nginx is installed (the bench reports it skipped otherwise; CI has it).
+fn vodkit_peers_present() -> bool {
+    vodkit_testkit::needs(&[vodkit_testkit::Need::Peer("nginx")])
+}
+
+#[test]
+fn bench_refuses_a_bad_fast_forward_naming_the_flag() {
+    for bad in ["fast", "0.5", "8,fill=-1"] {
+        let o = common::vodkit()
+            .args([
+                "bench",
+                "--workload",
+                "w",
+                "--out",
+                "o",
+                "--fast-forward",
+                bad,
+            ])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{bad}: {err}");
+        assert!(err.contains("--fast-forward"), "{bad}: {err}");
+    }
+}

@@ -1,0 +1,254 @@
+//! A live source publishing to real origins: `vodkit serve --ingest` (in process), nginx
+//! and Apache with their WebDAV modules (the Debian packages, started by `vodkit-peers`;
+//! Apache's `mod_dav` needs the source to make collections with `MKCOL`). The playlist on
+//! the origin holds the window and ends with `#EXT-X-ENDLIST`, the segments it lists are
+//! there with the right size, segments that left the window were deleted, and a wrong
+//! token makes every PUT fail and the report count them.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+use vodkit_live::{Source, SourceConfig};
+use vodkit_testkit::server::TestServer;
+
+const TOKEN: &str = "s3cret-token";
+
+/// `METHOD path` to `port` on a fresh connection: the whole response.
+fn exchange(port: u16, method: &str, path: &str) -> Vec<u8> {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut all = Vec::new();
+    s.read_to_end(&mut all).unwrap();
+    all
+}
+
+/// GET `path` from `port`: (status, body).
+fn get(port: u16, path: &str) -> (u16, Vec<u8>) {
+    let all = exchange(port, "GET", path);
+    let split = all.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&all[..split]).to_string();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, all[split + 4..].to_vec())
+}
+
+fn config(port: u16, token: &str) -> SourceConfig {
+    let mut c = SourceConfig::new(&format!("http://127.0.0.1:{port}"), 2, 400);
+    c.segment_s = 0.5;
+    c.window = 4;
+    c.token = Some(token.to_string());
+    c.duration = Some(Duration::from_secs_f64(5.2));
+    c
+}
+
+/// Publish for five seconds and check what the origin on `port` holds afterwards; at most
+/// `late` segments may be published late.
+fn publish_and_check(port: u16, late: u64) {
+    let c = config(port, TOKEN);
+    let seg_len = c.segment_bytes();
+    let src = Source::start(c).unwrap();
+    assert!(
+        src.wait_ready(Duration::from_secs(10)),
+        "first window published"
+    );
+    // While it runs, the playlist is live and slides.
+    let (status, text) = get(port, "/live/stream-1/index.m3u8");
+    assert_eq!(status, 200);
+    let live = m3u8_rs::parse_media_playlist_res(&text).unwrap();
+    assert!(!live.end_list);
+    assert!(live.segments.len() <= 4);
+    while !src.finished() {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let report = src.stop();
+    assert_eq!(report.failed_puts, 0, "{}", report.summary());
+    assert!(report.segments >= 2 * 9, "{}", report.summary());
+    assert!(report.late_segments <= late, "{}", report.summary());
+    for k in 0..2 {
+        let (status, text) = get(port, &format!("/live/stream-{k}/index.m3u8"));
+        assert_eq!(status, 200);
+        let p = m3u8_rs::parse_media_playlist_res(&text).unwrap();
+        assert!(p.end_list, "the final playlist ends the stream");
+        assert_eq!(p.segments.len(), 4);
+        let last = p.media_sequence + 3;
+        for seg in &p.segments {
+            let (status, body) = get(port, &format!("/live/stream-{k}/{}", seg.uri));
+            assert_eq!(status, 200, "{}", seg.uri);
+            assert_eq!(body.len(), seg_len);
+        }
+        // Two segments of grace beyond the window, then DELETE.
+        let gone = last - 4 - 3;
+        let (status, _) = get(port, &format!("/live/stream-{k}/seg-{gone}.m4s"));
+        assert_eq!(status, 404, "seg-{gone} left the window and was deleted");
+        let (status, mpd) = get(port, &format!("/live/stream-{k}/manifest.mpd"));
+        assert_eq!(status, 200);
+        assert!(String::from_utf8_lossy(&mpd).contains("type=\"static\""));
+        assert_eq!(get(port, &format!("/live/stream-{k}/init.mp4")).0, 200);
+    }
+}
+
+fn wrong_token_fails_every_put(port: u16) {
+    let mut c = config(port, "not-the-token");
+    c.duration = Some(Duration::from_secs_f64(1.2));
+    let src = Source::start(c).unwrap();
+    while !src.finished() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let r = src.stop();
+    assert!(r.puts > 0);
+    assert_eq!(r.failed_puts, r.puts, "{}", r.summary());
+    assert!(
+        r.per_stream[0].errors[0].contains("403"),
+        "{:?}",
+        r.per_stream[0].errors
+    );
+}
+
+#[test]
+fn vodkit_serve_is_a_live_origin() {
+    let root = tempfile::tempdir().unwrap();
+    let handle = TestServer::serving(root.path(), |cfg| {
+        cfg.ingest = Some(vodkit_server::live::IngestConfig::new("/live/", TOKEN));
+    });
+    let port = handle.addr.port();
+    publish_and_check(port, 0);
+    wrong_token_fails_every_put(port);
+    let st = handle.stats().ingest.unwrap();
+    assert!(st.deletes > 0 && st.rejected > 0, "{st:?}");
+}
+
+#[test]
+fn nginx_webdav_is_a_live_origin() {
+    if !vodkit_testkit::needs(&[vodkit_testkit::Need::Peer("nginx")]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("probe"), b"ok").unwrap();
+    let run = dir.path().join("run");
+    let extra = vodkit_peers::nginx::live_origin_directives("/live/", TOKEN, 64 << 20).unwrap();
+    let setup = vodkit_peers::PeerSetup {
+        server_extra: Some(&extra),
+        ..vodkit_peers::PeerSetup::new(&root, &run, "/probe", 1)
+    };
+    let server = vodkit_peers::start_nginx(&setup, &vodkit_peers::no_wrap).unwrap();
+    publish_and_check(server.port, 0);
+    // The window on disk: what is left after the final DELETEs.
+    let on_disk = std::fs::read_dir(root.join("live/stream-0"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.file_name().to_string_lossy().ends_with(".m4s"))
+        })
+        .count();
+    assert!(on_disk <= 4 + 2 + 1, "{on_disk} segments on disk");
+    wrong_token_fails_every_put(server.port);
+    assert!(vodkit_peers::nginx::live_origin_directives("/live/", "bad\"tok", 1).is_err());
+    assert!(vodkit_peers::nginx::live_origin_directives("/", TOKEN, 1).is_err());
+}
+
+#[test]
+fn apache_webdav_is_a_live_origin() {
+    use std::os::unix::fs::PermissionsExt;
+    if !vodkit_testkit::needs(&[vodkit_testkit::Need::Peer("apache2")]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::write(root.join("probe"), b"ok").unwrap();
+    // Apache's workers drop to nobody when the test runs as root: they must get in.
+    for d in [dir.path(), root.as_path()] {
+        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let run = dir.path().join("run");
+    let extra =
+        vodkit_peers::apache::live_origin_directives("/live/", TOKEN, 64 << 20, &run).unwrap();
+    let setup = vodkit_peers::PeerSetup {
+        server_extra: Some(&extra),
+        writable: Some("/live/"),
+        ..vodkit_peers::PeerSetup::new(&root, &run, "/probe", 1)
+    };
+    let server = vodkit_peers::start_apache(&setup, &vodkit_peers::no_wrap).unwrap();
+    // The first PUTs of the two streams arrive together, and Apache answers one of them
+    // a second late (every run here: 1.00 s, in mod_dav before the 409); that segment is
+    // late, the rest are not.
+    publish_and_check(server.port, 1);
+    // Playlists carry the live content type and a one-second lifetime.
+    let head = exchange(server.port, "HEAD", "/live/stream-0/index.m3u8");
+    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    assert!(
+        head.contains("content-type: application/vnd.apple.mpegurl"),
+        "{head}"
+    );
+    assert!(head.contains("cache-control: max-age=1"), "{head}");
+    wrong_token_fails_every_put(server.port);
+    assert!(vodkit_peers::apache::live_origin_directives("/live/", "bad'tok", 1, &run).is_err());
+}
+
+/// The whole chain on one machine: the source publishing to `vodkit serve --ingest`, live
+/// viewers of `vodkit load` joining mid-stream. On an idle server they play at the edge
+/// without a stall; when the source ends, its final playlist ends them cleanly.
+#[test]
+fn viewers_follow_a_real_source_and_end_with_it() {
+    use vodkit_load::record::SessionEnd;
+    use vodkit_workload::model::{LiveView, Session};
+    let root = tempfile::tempdir().unwrap();
+    let handle = TestServer::serving(root.path(), |cfg| {
+        cfg.ingest = Some(vodkit_server::live::IngestConfig::new("/live/", TOKEN));
+    });
+    let port = handle.addr.port();
+    let mut c = config(port, TOKEN);
+    c.backfill = true;
+    c.duration = Some(Duration::from_secs(7));
+    let src = Source::start(c).unwrap();
+    assert!(src.wait_ready(Duration::from_secs(5)));
+    // Three viewers joining a second apart watch 3 s; a fourth would watch 30 s but the
+    // stream ends after 7.
+    let mut sessions: Vec<Session> = (0..4)
+        .map(|i| {
+            let mut s = Session::new(i, 0.0, "lan", Vec::new());
+            s.start_s = Some(i as f64);
+            s.bitrate_kbps = Some(400);
+            s.live = Some(LiveView {
+                stream: i as u32,
+                watch_s: if i == 3 { 30.0 } else { 3.0 },
+            });
+            s
+        })
+        .collect();
+    sessions.sort_by(|a, b| a.start_s.partial_cmp(&b.start_s).unwrap());
+    let target = vodkit_load::Target::parse(&format!("http://127.0.0.1:{port}"), false).unwrap();
+    let mut lc = vodkit_load::LoadConfig::new(target, sessions, 1.0);
+    lc.live.streams = Some(2);
+    let run = vodkit_load::run(lc, vodkit_load::CancellationToken::new()).unwrap();
+    let report = src.stop();
+    assert_eq!(report.failed_puts, 0, "{}", report.summary());
+    for s in &run.sessions {
+        assert_eq!(s.end, SessionEnd::Completed, "{:?}", s.requests.last());
+        let p = s.player.as_ref().unwrap();
+        let l = p.live.as_ref().unwrap();
+        assert_eq!(p.stalls, 0, "viewer {}: {l:?}", s.index);
+        assert_eq!(l.stream, s.session.live.unwrap().stream % 2);
+        // Three half-second segments behind the edge, plus the reload interval.
+        assert!(
+            l.latency_s.iter().all(|&x| x > 0.5 && x < 3.5),
+            "{:?}",
+            l.latency_s
+        );
+        if s.session.live.unwrap().watch_s > 10.0 {
+            assert!(
+                l.stream_ended,
+                "the long viewer ends with the stream: {l:?}"
+            );
+        }
+    }
+    let live = run.results.qos.live.unwrap();
+    assert_eq!(live.stalls, 0);
+    assert_eq!(live.skipped_segments, 0);
+}

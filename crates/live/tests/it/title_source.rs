@@ -1,0 +1,177 @@
+//! A live source publishing a real packaged title (`vodkit live push --title`): a two-fragment
+//! rendition from `vodkit_media` looped into a live stream on `vodkit serve --ingest`. The
+//! segments on the origin carry decode times that run on across the loop (fragments 0, 1, 0,
+//! 1, … at 0, 1, 2, 3 s), the MPD names the title's codec, and ffmpeg — a real HLS player —
+//! decodes the final window from the origin with every frame in order. Needs ffmpeg (which
+//! `.ci/run` installs); without it the test says SKIPPED.
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::process::Command;
+use std::time::Duration;
+use vodkit_live::{LiveTitle, Source, SourceConfig};
+use vodkit_media::package::MediaFormat;
+use vodkit_testkit::server::TestServer;
+use vodkit_workload::model::{Catalog, FileRef, Layout, Media, Rendition, Title};
+
+const TOKEN: &str = "title-token";
+
+fn ffmpeg_present() -> bool {
+    vodkit_testkit::needs(&[
+        vodkit_testkit::Need::Tool("ffmpeg"),
+        vodkit_testkit::Need::Tool("ffprobe"),
+    ])
+}
+
+/// GET `path` from `port`: (status, body).
+fn get(port: u16, path: &str) -> (u16, Vec<u8>) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut all = Vec::new();
+    s.read_to_end(&mut all).unwrap();
+    let split = all.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+    let head = String::from_utf8_lossy(&all[..split]).to_string();
+    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
+    (status, all[split + 4..].to_vec())
+}
+
+/// A packaged title: 3 s at 300 kbit/s in 1 s segments, `dash` (segment files).
+fn packaged(root: &std::path::Path) -> std::path::PathBuf {
+    let catalog = Catalog {
+        spec: "test".into(),
+        seed: 1,
+        titles: vec![Title {
+            id: 1,
+            rank: 1,
+            duration_s: 3.0,
+            renditions: vec![Rendition {
+                bitrate_kbps: 300,
+                media: Media::Combined,
+                size_bytes: 1000,
+                layout: Layout::Unchunked,
+                files: vec![FileRef {
+                    path: "v/t1-300.dat".into(),
+                    size_bytes: 1000,
+                }],
+            }],
+        }],
+    };
+    let mut o = vodkit_media::MediaOptions::new(MediaFormat::Dash);
+    o.segment_s = 1.0;
+    o.pool_fragments = 2;
+    vodkit_media::create(&catalog, root, &o).unwrap();
+    root.join("t1/v300")
+}
+
+#[test]
+fn a_packaged_title_loops_into_a_playable_live_stream() {
+    if !ffmpeg_present() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let rendition = packaged(&dir.path().join("media"));
+    let media = vodkit_media::rendition(&rendition).unwrap();
+    let title = LiveTitle::new(media, "t1/v300").unwrap();
+    assert_eq!(title.fragments(), 2, "three segments, the last left out");
+    assert!((title.segment_s() - 1.0).abs() < 1e-9);
+    let codec = title.codec().to_string();
+    assert!(codec.starts_with("avc1."), "{codec}");
+
+    let served = tempfile::tempdir().unwrap();
+    let handle = TestServer::serving(served.path(), |cfg| {
+        cfg.ingest = Some(vodkit_server::live::IngestConfig::new("/live/", TOKEN));
+    });
+    let port = handle.addr.port();
+
+    let mut c = SourceConfig::new(&format!("http://127.0.0.1:{port}"), 1, 1).with_title(title);
+    assert!(
+        c.bitrate_kbps > 100,
+        "the title's own rate: {}",
+        c.bitrate_kbps
+    );
+    c.window = 4;
+    c.token = Some(TOKEN.into());
+    c.duration = Some(Duration::from_secs_f64(6.3));
+    // A segment duration other than the title's is refused, naming the setting.
+    let mut wrong = c.clone();
+    wrong.segment_s = 2.0;
+    assert!(wrong.validate().unwrap_err().contains("--segment"));
+
+    let src = Source::start(c).unwrap();
+    while !src.finished() {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let report = src.stop();
+    assert_eq!(report.failed_puts, 0, "{}", report.summary());
+    assert!(report.segments >= 5, "{}", report.summary());
+
+    let (status, text) = get(port, "/live/stream-0/index.m3u8");
+    assert_eq!(status, 200);
+    let p = m3u8_rs::parse_media_playlist_res(&text).unwrap();
+    assert!(p.end_list);
+    assert_eq!(p.segments.len(), 4);
+    let (_, mpd) = get(port, "/live/stream-0/manifest.mpd");
+    let mpd = dash_mpd_core::parse(&String::from_utf8_lossy(&mpd)).unwrap();
+    let rep = &mpd.periods[0].adaptations[0].representations[0];
+    assert_eq!(rep.codecs.as_deref(), Some(codec.as_str()));
+
+    // The window as one file: decode times follow the segment numbers across the loop.
+    let (status, mut all) = get(port, "/live/stream-0/init.mp4");
+    assert_eq!(status, 200);
+    for seg in &p.segments {
+        let (status, body) = get(port, &format!("/live/stream-0/{}", seg.uri));
+        assert_eq!(status, 200, "{}", seg.uri);
+        all.extend_from_slice(&body);
+    }
+    let back = vodkit_media::bmff::split(&all).unwrap();
+    assert_eq!(back.fragments.len(), 4);
+    let step = back.durations[0];
+    assert!(step > 0);
+    assert!(
+        back.durations[..3].iter().all(|&d| d == step),
+        "segments follow each other without a gap or a jump back: {:?}",
+        back.durations
+    );
+
+    // ffmpeg plays the final window from the origin, every frame in order.
+    let url = format!("http://127.0.0.1:{port}/live/stream-0/index.m3u8");
+    let out = Command::new("ffmpeg")
+        .args(["-hide_banner", "-loglevel", "error", "-nostdin", "-i", &url])
+        .args(["-map", "0:v:0", "-f", "null", "-"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "ffmpeg could not play {url}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new("ffprobe")
+        .args(["-v", "error", "-select_streams", "v:0", "-show_entries"])
+        .args(["frame=pts_time", "-of", "csv=p=0", &url])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pts: Vec<f64> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| l.trim().trim_end_matches(',').parse().ok())
+        .collect();
+    let fps = f64::from(vodkit_media::pool::FPS);
+    assert_eq!(pts.len(), 4 * vodkit_media::pool::FPS as usize, "{pts:?}");
+    let mut sorted = pts.clone();
+    sorted.sort_by(f64::total_cmp);
+    assert!(
+        sorted
+            .windows(2)
+            .all(|w| (w[1] - w[0] - 1.0 / fps).abs() < 2e-3),
+        "one frame every 1/{fps} s across the loop: {sorted:?}"
+    );
+}

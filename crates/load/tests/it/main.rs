@@ -1,0 +1,13 @@
+//! Integration tests of the load generator against real servers: players, faults, TLS, live streams
+//! and kernel limits.
+//!
+//! One test binary for the crate, linked once: each module holds one area's tests.
+
+mod common;
+mod faults;
+mod kernel;
+mod live;
+mod nginx;
+mod player;
+mod qos_idle;
+mod tls;

@@ -1,0 +1,123 @@
+//! What every handler shares: the request as it was asked ([`Asked`]), the bytes a response
+//! took from memory and from the disk ([`Served`]), and the one place a finished response is
+//! counted in the metrics and written to the access log ([`finish`]).
+
+use std::borrow::Cow;
+use std::time::Instant;
+
+use crate::access_log::{Entry, Outcome};
+use crate::body::{SendClock, SendError};
+use crate::io::Requester;
+use crate::range::RangeSpec;
+use crate::request::Request;
+use crate::response::Response;
+use crate::wire::ConnInfo;
+use crate::Shared;
+
+/// A request as a handler needs it: the head, its `Range` parsed once, who asks, and where
+/// it stands on its connection.
+#[derive(Clone, Copy)]
+pub(crate) struct Asked<'a> {
+    pub req: &'a Request,
+    pub specs: Option<&'a [RangeSpec]>,
+    pub who: Requester,
+    pub info: ConnInfo,
+    /// The request's number on its connection, from 1.
+    pub req_no: u64,
+    /// The server is shutting down: the answer closes the connection.
+    pub stopping: bool,
+}
+
+impl<'a> Asked<'a> {
+    /// `req` (its `Range` parsed into `specs`), the `req_no`th on the connection `info`.
+    pub fn new(
+        req: &'a Request,
+        specs: Option<&'a [RangeSpec]>,
+        info: ConnInfo,
+        req_no: u64,
+        stopping: bool,
+    ) -> Asked<'a> {
+        Asked {
+            req,
+            specs,
+            who: requester(req, specs, info),
+            info,
+            req_no,
+            stopping,
+        }
+    }
+}
+
+/// Who asks: the memory manager's client and stream keys of a request.
+fn requester(req: &Request, specs: Option<&[RangeSpec]>, info: ConnInfo) -> Requester {
+    let open_ended = match specs {
+        None => true,
+        Some(specs) => specs.iter().any(|s| matches!(s, RangeSpec::From(_))),
+    };
+    Requester::new(
+        req.session_id.as_deref(),
+        info.peer.ip(),
+        info.id,
+        open_ended,
+    )
+}
+
+/// Per-response byte accounting.
+#[derive(Debug, Default)]
+pub(crate) struct Served {
+    pub from_memory: u64,
+    pub from_disk: u64,
+}
+
+/// Count a finished response in the metrics and the access log.
+pub(crate) fn finish(
+    shared: &Shared,
+    asked: &Asked<'_>,
+    resp: &Response,
+    started: Instant,
+    clock: &SendClock,
+    served: &Served,
+    result: &Result<(), SendError>,
+) {
+    let Asked {
+        req, info, req_no, ..
+    } = *asked;
+    let outcome = match result {
+        Ok(()) => Outcome::Done,
+        Err(SendError::TooSlow) => Outcome::TooSlow,
+        Err(SendError::Io(_)) => Outcome::Aborted,
+        Err(SendError::Disk(_)) => Outcome::ReadError,
+    };
+    let m = &shared.metrics;
+    m.count_status(resp.status);
+    m.body_bytes.inc_by(clock.body_sent);
+    m.bytes_from_memory.inc_by(served.from_memory);
+    m.bytes_from_disk.inc_by(served.from_disk);
+    match outcome {
+        Outcome::TooSlow => m.responses_too_slow.inc(),
+        Outcome::Aborted => m.responses_aborted.inc(),
+        Outcome::Done | Outcome::ReadError => 0,
+    };
+    if let Some(log) = &shared.log {
+        log.record(Entry {
+            session: req.session_id.as_deref().map(Cow::Borrowed),
+            method: Cow::Borrowed(req.method.as_str()),
+            path: Cow::Borrowed(&req.target),
+            range: Cow::Borrowed(&resp.range_log),
+            status: resp.status,
+            bytes: clock.body_sent,
+            bytes_mem: served.from_memory,
+            bytes_disk: served.from_disk,
+            outcome,
+            version: Some(if req.minor_version == 0 {
+                "HTTP/1.0"
+            } else {
+                "HTTP/1.1"
+            }),
+            host: req.host.as_deref().map(Cow::Borrowed),
+            user_agent: req.user_agent.as_deref().map(Cow::Borrowed),
+            referer: req.referer.as_deref().map(Cow::Borrowed),
+            ..Entry::ending_now(info.peer, info.id, req_no, started.elapsed())
+        });
+    }
+}

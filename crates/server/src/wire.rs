@@ -1,0 +1,116 @@
+//! The byte transport under the request loop ([`Wire`]) and its plaintext kind: heads
+//! with `send(MSG_MORE)`, bodies with sendfile or, in `--io direct`, `sendmsg` from the
+//! engine's buffer pool. The TLS kind is in [`crate::tls_conn`].
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use tokio::net::TcpStream;
+
+use crate::body::{send_bytes, send_file_range, send_slices, SendClock, SendError};
+use crate::io::Prepared;
+use crate::range::ByteRange;
+use crate::response::{head_bytes, with_http_date, Body, Response};
+use crate::Shared;
+
+/// Identity of a connection, for the access log.
+#[derive(Debug, Clone, Copy)]
+pub struct ConnInfo {
+    pub id: u64,
+    pub peer: SocketAddr,
+}
+
+/// The byte transport under the request loop: a plaintext socket (sendfile, `MSG_MORE`) or
+/// a TLS session (bytes read into a buffer and encrypted by rustls). Everything above it —
+/// parsing, limits, timeouts, planning, accounting — is the same code for both.
+pub(crate) trait Wire {
+    /// Read whatever the peer has sent into the spare capacity of `buf`; `Ok(0)` at EOF.
+    async fn read_more(&mut self, buf: &mut Vec<u8>) -> std::io::Result<usize>;
+    /// Hand `data` to the transport; `more` says further bytes of this response follow.
+    async fn write(
+        &mut self,
+        data: &[u8],
+        more: bool,
+        is_body: bool,
+        clock: &mut SendClock,
+    ) -> Result<(), SendError>;
+    /// Send one window of a file range the I/O layer has prepared (`prep`).
+    async fn write_window(
+        &mut self,
+        shared: &Shared,
+        file: &Arc<std::fs::File>,
+        window: ByteRange,
+        prep: &mut Prepared,
+        clock: &mut SendClock,
+    ) -> Result<(), SendError>;
+    /// Push out whatever the transport still buffers of a response.
+    async fn flush(&mut self, clock: &SendClock) -> Result<(), SendError>;
+    /// No request is pending: give back per-connection resources kept between requests.
+    fn idle(&mut self, shared: &Shared);
+}
+
+/// A plaintext connection: heads with `send(MSG_MORE)`, bodies with sendfile or, in
+/// `--io direct`, `sendmsg` from the engine's buffer pool.
+pub(crate) struct Plain(pub TcpStream);
+
+impl Wire for Plain {
+    async fn read_more(&mut self, buf: &mut Vec<u8>) -> std::io::Result<usize> {
+        // Into the spare capacity, not zeroed first. Through `AsyncRead`, whose short read
+        // marks the socket drained: the next wait goes straight to epoll instead of first
+        // trying a `recv` that would only say "try again".
+        tokio::io::AsyncReadExt::read_buf(&mut self.0, buf).await
+    }
+
+    async fn write(
+        &mut self,
+        data: &[u8],
+        more: bool,
+        is_body: bool,
+        clock: &mut SendClock,
+    ) -> Result<(), SendError> {
+        send_bytes(&self.0, data, more, is_body, clock).await
+    }
+
+    async fn write_window(
+        &mut self,
+        _shared: &Shared,
+        file: &Arc<std::fs::File>,
+        window: ByteRange,
+        prep: &mut Prepared,
+        clock: &mut SendClock,
+    ) -> Result<(), SendError> {
+        match prep.slices.take() {
+            // The pool's chunks are let go once sent, before the manager decides on them.
+            Some(slices) => send_slices(&self.0, &slices, clock).await,
+            None => send_file_range(&self.0, file, window, prep.send_blocking, clock).await,
+        }
+    }
+
+    async fn flush(&mut self, _clock: &SendClock) -> Result<(), SendError> {
+        Ok(())
+    }
+
+    fn idle(&mut self, _shared: &Shared) {}
+}
+
+/// Send a whole text response (an error answer before the connection closes).
+pub(crate) async fn send_text<W: Wire>(
+    shared: &Shared,
+    wire: &mut W,
+    resp: &Response,
+) -> (SendClock, Result<(), SendError>) {
+    let mut clock = SendClock::new(shared.config.send_grace, shared.config.min_send_rate);
+    let mut r = wire.write(&full_text(resp), false, false, &mut clock).await;
+    if r.is_ok() {
+        r = wire.flush(&clock).await;
+    }
+    (clock, r)
+}
+
+pub(crate) fn full_text(resp: &Response) -> Vec<u8> {
+    let mut out = with_http_date(|date| head_bytes(resp, date, !resp.close));
+    if let Body::Text(b) = &resp.body {
+        out.extend_from_slice(b);
+    }
+    out
+}

@@ -1,0 +1,19 @@
+//! Integration tests of the server: conformance, hostile clients, TLS, I/O modes, live ingest and
+//! real clients.
+//!
+//! One test binary for the crate, linked once: each module holds one area's tests.
+//! The signal tests (`signal.rs`, `tls_sighup.rs`) are binaries of their own: a signal
+//! reaches the whole process.
+
+mod admin_clock;
+mod admission;
+mod common;
+mod conformance;
+mod direct_io;
+mod event_loops;
+mod hostile;
+mod io_modes;
+mod live_ingest;
+mod no_panic;
+mod real_clients;
+mod tls;
