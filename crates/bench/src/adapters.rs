@@ -297,6 +297,11 @@ impl LoadDriver for WorkloadLoad {
                 config.max_sessions = self.max_sessions;
             }
         }
+        // A point of fixed length whose list ends early runs its tail below the rate.
+        let ran_out = config.duration.and_then(|d| {
+            let last = config.schedule().last().copied()? - config.warm_horizon();
+            crate::warmup::ran_out_note(last, d.as_secs_f64(), rate)
+        });
         config.progress = self.live_status;
         config.source = format!("vodkit bench at {rate} sessions/s");
         config.probes = self.probes;
@@ -320,7 +325,8 @@ impl LoadDriver for WorkloadLoad {
             }
         };
         let run = vodkit_load::run(config, self.stop.clone()).map_err(|e| e.to_string());
-        let notes = feed.map(|f| f.stop()).unwrap_or_default();
+        let mut notes = feed.map(|f| f.stop()).unwrap_or_default();
+        notes.extend(ran_out);
         let run = run?;
         let end = SystemTime::now();
         let r = &run.results;

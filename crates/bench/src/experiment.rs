@@ -188,6 +188,28 @@ pub fn drop_page_cache() -> Result<(), String> {
     })
 }
 
+/// How many times the machine's page cache has been dropped since boot (`drop_pagecache`
+/// of `/proc/vmstat`); `None` where the kernel does not count them.
+pub fn page_cache_drops() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/vmstat").ok()?;
+    vmstat_field(&text, "drop_pagecache")
+}
+
+/// The value of `name` in a `/proc/vmstat` text (`name value` lines).
+pub fn vmstat_field(text: &str, name: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let (key, value) = l.split_once(' ')?;
+        (key == name).then(|| value.trim().parse().ok())?
+    })
+}
+
+/// The note of a point during which another process dropped the machine's page cache.
+pub fn outside_drop_note(drops: u64) -> String {
+    format!(
+        "another process dropped the machine's page cache {drops} time(s) during this point (drop_pagecache of /proc/vmstat): the memory the history filled did not carry into the judged window, which restarted cold; the point is not at steady state"
+    )
+}
+
 /// The pieces of one bench, borrowed for the run.
 pub struct Rig<'a> {
     pub testbed: &'a mut dyn Testbed,
@@ -234,6 +256,9 @@ impl Oracle for ServerOracle<'_, '_> {
         if let Some(note) = self.rig.testbed.drop_caches() {
             m.notes.push(note);
         }
+        // Drops after this one are another process's: they empty the memory the history
+        // fills and the judged window is meant to start with.
+        let drops_before = page_cache_drops();
         let server = self.rig.launcher.start(self.sut).map_err(PointError)?;
         let url = server.base_url();
         self.rig.load.set_tls_ca(server.tls_ca());
@@ -262,6 +287,9 @@ impl Oracle for ServerOracle<'_, '_> {
         self.rig.sampler.watch_server(&server.pids());
         let sampling = self.rig.sampler.start();
         let load = self.rig.load.run(&url, rate, repeat);
+        m.outside_cache_drops = drops_before
+            .zip(page_cache_drops())
+            .map(|(a, b)| b.saturating_sub(a));
         let figures = match sampling {
             Ok(()) => self
                 .rig
@@ -278,6 +306,9 @@ impl Oracle for ServerOracle<'_, '_> {
             load.map_err(|e| PointError(StartError::Failed(format!("load at rate {rate}: {e}"))))?;
         m.client = load.client;
         m.notes.extend(load.notes);
+        if let Some(n) = m.outside_cache_drops.filter(|&n| n > 0) {
+            m.notes.push(outside_drop_note(n));
+        }
         match figures {
             Ok(f) => {
                 if let (Some(d), Some(k)) = (load.halves_mb_s, f.halves_disk_mb_s) {
@@ -290,10 +321,11 @@ impl Oracle for ServerOracle<'_, '_> {
                         delivered_mb_s: d[i],
                         disk_mb_s: k[i],
                     };
-                    m.steadiness = Some(crate::warmup::Steadiness::judge(
-                        [half(0), half(1)],
-                        f.page_cache_bytes,
-                    ));
+                    let mut st =
+                        crate::warmup::Steadiness::judge([half(0), half(1)], f.page_cache_bytes);
+                    // A window that restarted cold is not steady, however alike its halves.
+                    st.steady &= m.outside_cache_drops.unwrap_or(0) == 0;
+                    m.steadiness = Some(st);
                 }
                 m.device = f.device;
                 m.disk = f.disk;
@@ -496,6 +528,15 @@ pub fn shortfall_note(s: &ServerReport) -> Option<String> {
 mod tests {
     use super::*;
     use crate::report::PointRecord;
+
+    #[test]
+    fn page_cache_drops_are_read_from_vmstat() {
+        let text = "nr_free_pages 12\ndrop_pagecache 86\ndrop_slab 87\n";
+        assert_eq!(vmstat_field(text, "drop_pagecache"), Some(86));
+        assert_eq!(vmstat_field(text, "drop_slab"), Some(87));
+        assert_eq!(vmstat_field(text, "drop"), None);
+        assert_eq!(vmstat_field("drop_pagecache x\n", "drop_pagecache"), None);
+    }
 
     #[test]
     fn listen_queue_overflows_are_noted_per_point() {

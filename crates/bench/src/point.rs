@@ -164,6 +164,12 @@ pub struct PointMetrics {
     /// The emulated drive's counters over the window.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<DeviceFigures>,
+    /// Times another process dropped the machine's page cache between the bench's own
+    /// drop before the point and the end of its judged run (`drop_pagecache` of
+    /// `/proc/vmstat`; `None` where the kernel does not count them). Above zero, the point
+    /// did not start from the memory its history filled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub outside_cache_drops: Option<u64>,
 }
 
 impl PointMetrics {
@@ -271,6 +277,7 @@ pub fn mean_of(points: &[&PointMetrics]) -> Option<PointMetrics> {
             kib_per_positioning: avg_opt(&|p| p.device.and_then(|d| d.kib_per_positioning)),
             busy_fraction: avg_opt(&|p| p.device.map(|d| d.busy_fraction)).unwrap_or(0.0),
         }),
+        outside_cache_drops: points.iter().filter_map(|p| p.outside_cache_drops).max(),
     })
 }
 

@@ -247,6 +247,18 @@ pub fn resumed(sessions: &[Session], rate: f64, window_s: f64) -> Vec<(usize, us
         .collect()
 }
 
+/// The note of a run whose session list ended before its `point_s` seconds: its last
+/// session arrived `last_arrival_s` into the run at `rate` sessions/s (more than two mean
+/// gaps early), so the rest of the point ran below the rate. `None` when it did not.
+pub fn ran_out_note(last_arrival_s: f64, point_s: f64, rate: f64) -> Option<String> {
+    let early = rate > 0.0 && last_arrival_s + 2.0 / rate < point_s;
+    early.then(|| {
+        format!(
+            "the session list ran out: its last session arrived {last_arrival_s:.0} s into the {point_s:.0} s point, which had no arrivals after that and ran below its rate"
+        )
+    })
+}
+
 /// What a played history did.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct History {
@@ -369,7 +381,8 @@ pub struct Steadiness {
     /// window's start and end.
     #[serde(default)]
     pub page_cache_bytes: [Option<u64>; 2],
-    /// Disk MB/s within [`DISK_TOLERANCE`] and memory share within [`SHARE_TOLERANCE`].
+    /// Disk MB/s within [`DISK_TOLERANCE`] and memory share within [`SHARE_TOLERANCE`],
+    /// and no other process dropped the page cache during the point.
     pub steady: bool,
 }
 

@@ -273,3 +273,13 @@ fn the_report_lists_passing_points_that_were_not_steady() {
         "{note}"
     );
 }
+
+#[test]
+fn a_point_whose_list_ends_early_says_so() {
+    // Two sessions a second: arrivals up to two gaps before the end are the list's last.
+    assert_eq!(ran_out_note(99.5, 100.0, 2.0), None);
+    assert_eq!(ran_out_note(99.0, 100.0, 2.0), None);
+    let note = ran_out_note(50.0, 100.0, 2.0).expect("half the point without arrivals");
+    assert!(note.contains("50 s into the 100 s point"), "{note}");
+    assert_eq!(ran_out_note(50.0, 100.0, 0.0), None);
+}

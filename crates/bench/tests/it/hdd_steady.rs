@@ -9,10 +9,12 @@ use vodkit_bench::runner::{self, BenchRequest};
 use vodkit_bench::warmup::{FastForward, FastForwardChoice, DISK_TOLERANCE, SHARE_TOLERANCE};
 
 /// The budget: small, so that the history fills it several times over in seconds.
-const BUDGET: u64 = 96 << 20;
+const BUDGET: u64 = 64 << 20;
 /// The offered load (MB/s): modest, so a loaded two-core machine keeps up with it, and
 /// eight times that during the history.
 const OFFERED_MB_S: f64 = 3.0;
+/// Points run before the test gives up on a machine whose page cache others keep dropping.
+const ATTEMPTS: u32 = 4;
 
 #[test]
 fn a_fast_forwarded_point_is_at_steady_state_on_the_emulated_disk() {
@@ -27,7 +29,8 @@ fn a_fast_forwarded_point_is_at_steady_state_on_the_emulated_disk() {
     }
     let _disk = vodkit_testkit::turn(vodkit_testkit::turn::DISK);
     let dir = tempfile::tempdir().unwrap();
-    // Titles of 20-40 s, a file set several times the budget.
+    // Titles of 20-40 s; the chunks the session list asks for (it is repeated to cover the
+    // history and the point) are more than the budget holds, so the disk stays in play.
     let workload = vodkit_bench::prepare::workload(
         "youtube-2011",
         &["catalog.max_duration=40s", "catalog.min_duration=20s"],
@@ -37,7 +40,12 @@ fn a_fast_forwarded_point_is_at_steady_state_on_the_emulated_disk() {
     .unwrap();
     let load = vodkit_bench::adapters::WorkloadLoad::open(&workload).unwrap();
     let rate = runner::rate_guess(&load, OFFERED_MB_S);
-    let req = BenchRequest {
+    let longest = load
+        .sessions
+        .iter()
+        .map(vodkit_load::warm::nominal_length)
+        .fold(0.0, f64::max);
+    let mut req = BenchRequest {
         workload: workload.clone(),
         root: None,
         suts: vodkit_bench::sut::parse_list("nginx").unwrap(),
@@ -58,7 +66,36 @@ fn a_fast_forwarded_point_is_at_steady_state_on_the_emulated_disk() {
         vodkit_exe: None,
         progress: false,
     };
-    let (rep, _) = runner::run(&req).unwrap();
+    // Other processes on a shared machine may drop the page cache (`drop_caches`, as every
+    // bench point and disk test does) while the point runs. The bench counts and reports
+    // that; such a point says nothing about the fast-forward, so it is run again, and a
+    // machine that never leaves a point alone cannot judge it (a failure under `CI`).
+    let mut rep = None;
+    for attempt in 1..=ATTEMPTS {
+        req.out = dir.path().join(format!("out-{attempt}"));
+        let (r, _) = runner::run(&req).unwrap();
+        let drops = r.server("nginx").unwrap().points[0]
+            .metrics
+            .outside_cache_drops
+            .unwrap_or(0);
+        if drops == 0 {
+            rep = Some(r);
+            break;
+        }
+        eprintln!(
+            "attempt {attempt}: another process dropped the page cache {drops} time(s) during the point"
+        );
+    }
+    let Some(rep) = rep else {
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "another process dropped the page cache during every one of {ATTEMPTS} points"
+        );
+        eprintln!(
+            "SKIPPED: another process dropped the page cache during every one of {ATTEMPTS} points"
+        );
+        return;
+    };
     assert!(report::check(&rep).is_empty(), "{:?}", report::check(&rep));
     let s = rep.server("nginx").unwrap();
     assert_eq!(s.status, report::MEASURED, "{:?}", s.reason);
@@ -76,7 +113,10 @@ fn a_fast_forwarded_point_is_at_steady_state_on_the_emulated_disk() {
         p.notes
     );
     assert!(!history.server_clock, "nginx has no prefetch clock");
-    assert!(history.window_s >= 80.0, "two 40 s sessions at least");
+    assert!(
+        history.window_s >= 2.0 * longest - 1e-6,
+        "two longest sessions ({longest:.0} s) at least"
+    );
     // The page cache was filled by the history: the judged window starts warm.
     let start = st.page_cache_bytes[0].expect("the budget cgroup's page cache");
     assert!(start >= BUDGET / 2, "page cache {start} at the start");
