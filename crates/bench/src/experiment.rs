@@ -263,7 +263,7 @@ impl Oracle for ServerOracle<'_, '_> {
         let url = server.base_url();
         self.rig.load.set_tls_ca(server.tls_ca());
         if let Some(ff) = self.fast_forward {
-            let played = crate::warmup::play_history(
+            let played = play_history(
                 self.rig.testbed,
                 server.as_ref(),
                 self.rig.load,
@@ -428,7 +428,7 @@ pub fn run_bench(
         ));
     }
     for s in &rep.servers {
-        rep.notes.extend(crate::warmup::unsteady_note(s));
+        rep.notes.extend(unsteady_note(s));
         rep.notes.extend(no_clock_note(s));
         rep.notes.extend(shortfall_note(s));
         rep.notes.extend(overflow_note(s));
@@ -522,6 +522,91 @@ pub fn shortfall_note(s: &ServerReport) -> Option<String> {
         f.rate,
         f.delivered_fraction * 100.0
     ))
+}
+
+/// Play the history before a judged point: the drive's clock and the server's scaled,
+/// the load's window played, both clocks back to real time. Returns what the history did
+/// (`None` when the load driver could not play one) and notes for the point. An error is a
+/// clock that could not be put back: the judged run would be wrong.
+pub fn play_history(
+    testbed: &mut dyn Testbed,
+    server: &dyn Running,
+    load: &mut dyn LoadDriver,
+    url: &str,
+    rate: f64,
+    ff: crate::warmup::FastForward,
+    budget: Option<u64>,
+) -> Result<(Option<crate::warmup::History>, Vec<String>), String> {
+    let mut notes = Vec::new();
+    let timed = match testbed.set_timing(ff.speed) {
+        Ok(()) => true,
+        Err(e) => {
+            notes.push(format!(
+                "fast-forward: the drive's clock was not scaled ({e}); the history played at real disk speed"
+            ));
+            false
+        }
+    };
+    let clock = match server.set_clock_rate(ff.speed) {
+        Ok(set) => set,
+        Err(e) => {
+            notes.push(format!("fast-forward: the server's clock was not set: {e}"));
+            false
+        }
+    };
+    let played = load.fast_forward(url, rate, ff, budget);
+    let mut restore = Vec::new();
+    if clock {
+        if let Err(e) = server.set_clock_rate(1.0) {
+            restore.push(format!("the server's clock: {e}"));
+        }
+    }
+    if timed {
+        if let Err(e) = testbed.set_timing(1.0) {
+            restore.push(format!("the drive's clock: {e}"));
+        }
+    }
+    if !restore.is_empty() {
+        return Err(format!(
+            "fast-forward: could not return to real time ({})",
+            restore.join("; ")
+        ));
+    }
+    match played {
+        Ok(mut h) => {
+            h.server_clock = clock;
+            if !clock {
+                notes.push(crate::warmup::NO_CLOCK_NOTE.into());
+            }
+            Ok((Some(h), notes))
+        }
+        Err(e) => {
+            notes.push(format!("fast-forward: no history played: {e}"));
+            Ok((None, notes))
+        }
+    }
+}
+
+/// The report's note on a server's passing points that were not steady, listing them.
+pub fn unsteady_note(s: &crate::report::ServerReport) -> Option<String> {
+    let listed: Vec<String> = s
+        .points
+        .iter()
+        .filter(|p| p.passed)
+        .filter_map(|p| {
+            let st = p.metrics.steadiness.filter(|st| !st.steady)?;
+            Some(format!("{:.2}/s ({})", p.rate, st.describe()))
+        })
+        .collect();
+    (!listed.is_empty()).then(|| {
+        format!(
+            "{}: passing points not at steady state (the judged window's halves differ by more than {:.0}% in disk MB/s or {:.0} points in memory share): {}",
+            s.sut,
+            crate::warmup::DISK_TOLERANCE * 100.0,
+            crate::warmup::SHARE_TOLERANCE * 100.0,
+            listed.join(", ")
+        )
+    })
 }
 
 #[cfg(test)]

@@ -200,25 +200,8 @@ pub fn check_request(req: &BenchRequest) -> Result<Checked, RunError> {
 /// A rough capacity guess in sessions/s from the workload: the rate at which the offered
 /// load reaches `target_mb_s`.
 pub fn rate_guess(load: &WorkloadLoad, target_mb_s: f64) -> f64 {
-    let per_session_mb = (mean_session_bytes(&load.sessions) / 1e6).max(0.01);
+    let per_session_mb = (crate::warmup::mean_session_bytes(&load.sessions) / 1e6).max(0.01);
     (target_mb_s / per_session_mb).max(0.05)
-}
-
-/// Bytes a session of the list requests on average (a request without a range counts
-/// 512 KiB; a live viewer receives its bit rate for its watch time).
-pub fn mean_session_bytes(sessions: &[vodkit_workload::model::Session]) -> f64 {
-    let n = sessions.len().max(1) as f64;
-    let live: f64 = sessions
-        .iter()
-        .filter_map(|s| Some(s.live?.watch_s * f64::from(s.bitrate_kbps?) * 125.0))
-        .sum();
-    let bytes: f64 = live
-        + sessions
-            .iter()
-            .flat_map(|s| &s.requests)
-            .map(|r| r.range.map(|x| x.len()).unwrap_or(512 * 1024) as f64)
-            .sum::<f64>();
-    bytes / n
 }
 
 /// Progress on stderr: a spinner for the running point, one line per finished point.
@@ -476,7 +459,7 @@ pub fn capacity_bound_after(
         let fileset = crate::prepare::fileset_bytes(&catalog);
         let image = crate::system::HddTestbed::image_size_for(fileset).max(64 << 20);
         let history_bytes = history.map_or(0.0, |ff| ff.fill * memory as f64);
-        let per_session = mean_session_bytes(&load.sessions);
+        let per_session = crate::warmup::mean_session_bytes(&load.sessions);
         let history_sessions = if per_session > 0.0 {
             (history_bytes / per_session).ceil() as usize
         } else {

@@ -18,7 +18,6 @@
 //! disk MB/s, and the share of bytes served from memory); [`play_history`] is the procedure
 //! over the experiment's traits.
 
-use crate::experiment::{LoadDriver, Running, Testbed};
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 use vodkit_workload::model::Session;
@@ -147,6 +146,23 @@ pub struct Plan {
     pub demand_bytes_per_s: f64,
 }
 
+/// Bytes a session of the list requests on average (a request without a range counts
+/// 512 KiB; a live viewer receives its bit rate for its watch time).
+pub fn mean_session_bytes(sessions: &[vodkit_workload::model::Session]) -> f64 {
+    let n = sessions.len().max(1) as f64;
+    let live: f64 = sessions
+        .iter()
+        .filter_map(|s| Some(s.live?.watch_s * f64::from(s.bitrate_kbps?) * 125.0))
+        .sum();
+    let bytes: f64 = live
+        + sessions
+            .iter()
+            .flat_map(|s| &s.requests)
+            .map(|r| r.range.map(|x| x.len()).unwrap_or(512 * 1024) as f64)
+            .sum::<f64>();
+    bytes / n
+}
+
 /// The history's length: the longer of two longest sessions and `fill` budgets of
 /// requested bytes at `demand_bytes_per_s` (no budget: the sessions alone).
 pub fn window_s(longest_s: f64, fill: f64, budget: Option<u64>, demand_bytes_per_s: f64) -> f64 {
@@ -164,7 +180,7 @@ pub fn plan(ff: FastForward, sessions: &[Session], rate: f64, budget: Option<u64
         .iter()
         .map(vodkit_load::warm::nominal_length)
         .fold(0.0, f64::max);
-    let demand_bytes_per_s = crate::runner::mean_session_bytes(sessions) * rate;
+    let demand_bytes_per_s = mean_session_bytes(sessions) * rate;
     Plan {
         speed: ff.speed,
         window_s: window_s(longest_s, ff.fill, budget, demand_bytes_per_s),
@@ -281,69 +297,6 @@ pub struct History {
     pub server_clock: bool,
 }
 
-/// Play the history before a judged point: the drive's clock and the server's scaled,
-/// the load's window played, both clocks back to real time. Returns what the history did
-/// (`None` when the load driver could not play one) and notes for the point. An error is a
-/// clock that could not be put back: the judged run would be wrong.
-pub fn play_history(
-    testbed: &mut dyn Testbed,
-    server: &dyn Running,
-    load: &mut dyn LoadDriver,
-    url: &str,
-    rate: f64,
-    ff: FastForward,
-    budget: Option<u64>,
-) -> Result<(Option<History>, Vec<String>), String> {
-    let mut notes = Vec::new();
-    let timed = match testbed.set_timing(ff.speed) {
-        Ok(()) => true,
-        Err(e) => {
-            notes.push(format!(
-                "fast-forward: the drive's clock was not scaled ({e}); the history played at real disk speed"
-            ));
-            false
-        }
-    };
-    let clock = match server.set_clock_rate(ff.speed) {
-        Ok(set) => set,
-        Err(e) => {
-            notes.push(format!("fast-forward: the server's clock was not set: {e}"));
-            false
-        }
-    };
-    let played = load.fast_forward(url, rate, ff, budget);
-    let mut restore = Vec::new();
-    if clock {
-        if let Err(e) = server.set_clock_rate(1.0) {
-            restore.push(format!("the server's clock: {e}"));
-        }
-    }
-    if timed {
-        if let Err(e) = testbed.set_timing(1.0) {
-            restore.push(format!("the drive's clock: {e}"));
-        }
-    }
-    if !restore.is_empty() {
-        return Err(format!(
-            "fast-forward: could not return to real time ({})",
-            restore.join("; ")
-        ));
-    }
-    match played {
-        Ok(mut h) => {
-            h.server_clock = clock;
-            if !clock {
-                notes.push(NO_CLOCK_NOTE.into());
-            }
-            Ok((Some(h), notes))
-        }
-        Err(e) => {
-            notes.push(format!("fast-forward: no history played: {e}"));
-            Ok((None, notes))
-        }
-    }
-}
-
 /// The note of a point whose server has no prefetch clock to speed up.
 pub const NO_CLOCK_NOTE: &str = "fast-forward: the server has no prefetch clock (POST /clock); it served the sped-up history with its page cache and read-ahead as they are";
 
@@ -446,28 +399,6 @@ pub fn delivered_halves(samples: &[(u64, f64)], start: f64, end: f64) -> Option<
         (!picked.is_empty()).then(|| picked.iter().sum::<f64>() / picked.len() as f64)
     };
     Some([rate(start, mid)?, rate(mid, end)?])
-}
-
-/// The report's note on a server's passing points that were not steady, listing them.
-pub fn unsteady_note(s: &crate::report::ServerReport) -> Option<String> {
-    let listed: Vec<String> = s
-        .points
-        .iter()
-        .filter(|p| p.passed)
-        .filter_map(|p| {
-            let st = p.metrics.steadiness.filter(|st| !st.steady)?;
-            Some(format!("{:.2}/s ({})", p.rate, st.describe()))
-        })
-        .collect();
-    (!listed.is_empty()).then(|| {
-        format!(
-            "{}: passing points not at steady state (the judged window's halves differ by more than {:.0}% in disk MB/s or {:.0} points in memory share): {}",
-            s.sut,
-            DISK_TOLERANCE * 100.0,
-            SHARE_TOLERANCE * 100.0,
-            listed.join(", ")
-        )
-    })
 }
 
 /// A duration that is at least one second (for the history's run cap).

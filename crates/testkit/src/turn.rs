@@ -14,6 +14,10 @@ pub const CPU: &str = "cpu";
 pub const CGROUP: &str = "cgroup";
 /// Tests that create network namespaces, links and bridges.
 pub const NETNS: &str = "netns";
+/// The machine's page cache: tests that drop it (every bench point does, as root) and tests
+/// that need it undisturbed while they measure (a steady-state point). Take it after
+/// [`DISK`] when holding both.
+pub const PAGE_CACHE: &str = "page-cache";
 
 /// A held turn; the next test waiting on the same name runs when this is dropped.
 pub struct Turn {

@@ -258,12 +258,12 @@ fn the_report_lists_passing_points_that_were_not_steady() {
         },
     };
     s.points = vec![point(1.0, true, Some(true)), point(2.0, true, None)];
-    assert_eq!(unsteady_note(&s), None);
+    assert_eq!(crate::experiment::unsteady_note(&s), None);
     // A failing point that was not steady is not listed: it did not set the capacity.
     s.points.push(point(4.0, false, Some(false)));
-    assert_eq!(unsteady_note(&s), None);
+    assert_eq!(crate::experiment::unsteady_note(&s), None);
     s.points.push(point(3.0, true, Some(false)));
-    let note = unsteady_note(&s).unwrap();
+    let note = crate::experiment::unsteady_note(&s).unwrap();
     assert!(
         note.starts_with("nginx: passing points not at steady state"),
         "{note}"

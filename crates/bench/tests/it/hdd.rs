@@ -18,6 +18,7 @@ fn miniature_bench_on_the_emulated_disk() {
         return vodkit_testkit::skip(format_args!("the emulated disk cannot run here: {e}"));
     }
     let _disk = vodkit_testkit::turn(vodkit_testkit::turn::DISK);
+    let _cache = vodkit_testkit::turn(vodkit_testkit::turn::PAGE_CACHE);
     let dir = tempfile::tempdir().unwrap();
     let workload = vodkit_bench::prepare::workload(
         "youtube-2011",

@@ -28,6 +28,7 @@ fn a_fast_forwarded_point_is_at_steady_state_on_the_emulated_disk() {
         return vodkit_testkit::skip(format_args!("the emulated disk cannot run here: {e}"));
     }
     let _disk = vodkit_testkit::turn(vodkit_testkit::turn::DISK);
+    let _cache = vodkit_testkit::turn(vodkit_testkit::turn::PAGE_CACHE);
     let dir = tempfile::tempdir().unwrap();
     // Titles of 20-40 s; the chunks the session list asks for (it is repeated to cover the
     // history and the point) are more than the budget holds, so the disk stays in play.

@@ -18,6 +18,8 @@ fn a_bench_of_adaptive_players_on_a_media_set() {
     let hls_only = BenchPlayers::new(PlayerConfig::new(Protocol::Dash), MediaFormat::Hls);
     assert!(hls_only.unwrap_err().contains("--media hls"));
 
+    // Its points drop the page cache.
+    let _cache = vodkit_testkit::turn(vodkit_testkit::turn::PAGE_CACHE);
     let dir = tempfile::tempdir().unwrap();
     let workload = vodkit_bench::prepare::workload(
         "youtube-2011",

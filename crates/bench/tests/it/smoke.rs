@@ -49,6 +49,8 @@ fn miniature_bench_end_to_end() {
     if !have_nginx {
         vodkit_testkit::skip("nginx is not installed: the smoke test runs vodkit only");
     }
+    // Its points drop the page cache.
+    let _cache = vodkit_testkit::turn(vodkit_testkit::turn::PAGE_CACHE);
     let dir = tempfile::tempdir().unwrap();
     let root = file_set(dir.path());
     let mut launcher = LocalLauncher::new(root, dir.path().join("runs"), "/t0.mp4".into());
