@@ -39,7 +39,7 @@ enum Command {
     Sys(cmd::sys::Args),
     /// Capacity experiments with servers under test side by side.
     Bench(cmd::bench::Args),
-    /// A capacity comparison on built-in defaults (about 7 minutes).
+    /// A capacity comparison on built-in defaults (about 10 minutes).
     Demo(cmd::demo::Args),
     /// Run an unmodified program under the preload shim (starts its daemon if needed).
     Preload(cmd::preload::Args),
