@@ -8,17 +8,9 @@ use vodkit_bench::runner::{self, BenchRequest};
 
 #[test]
 fn miniature_bench_on_the_emulated_disk() {
-    if !vodkit_testkit::needs(&[
-        vodkit_testkit::Need::Fuse,
-        vodkit_testkit::Need::Peer("nginx"),
-    ]) {
+    let Some(_turns) = crate::emulated_disk_with_nginx() else {
         return;
-    }
-    if let Err(e) = vodkit_disk::testbed::preflight() {
-        return vodkit_testkit::skip(format_args!("the emulated disk cannot run here: {e}"));
-    }
-    let _disk = vodkit_testkit::turn(vodkit_testkit::turn::DISK);
-    let _cache = vodkit_testkit::turn(vodkit_testkit::turn::PAGE_CACHE);
+    };
     let dir = tempfile::tempdir().unwrap();
     let workload = vodkit_bench::prepare::workload(
         "youtube-2011",

@@ -18,17 +18,9 @@ const ATTEMPTS: u32 = 4;
 
 #[test]
 fn a_fast_forwarded_point_is_at_steady_state_on_the_emulated_disk() {
-    if !vodkit_testkit::needs(&[
-        vodkit_testkit::Need::Fuse,
-        vodkit_testkit::Need::Peer("nginx"),
-    ]) {
+    let Some(_turns) = crate::emulated_disk_with_nginx() else {
         return;
-    }
-    if let Err(e) = vodkit_disk::testbed::preflight() {
-        return vodkit_testkit::skip(format_args!("the emulated disk cannot run here: {e}"));
-    }
-    let _disk = vodkit_testkit::turn(vodkit_testkit::turn::DISK);
-    let _cache = vodkit_testkit::turn(vodkit_testkit::turn::PAGE_CACHE);
+    };
     let dir = tempfile::tempdir().unwrap();
     // Titles of 20-40 s; the chunks the session list asks for (it is repeated to cover the
     // history and the point) are more than the budget holds, so the disk stays in play.

@@ -153,6 +153,13 @@ fn with_servers(
     for c in &mut s.cells {
         c.suts = names.clone();
     }
+    keep_runnable_checks(&mut s);
+    Ok(s)
+}
+
+/// Keeps only the checks whose servers all run: the others would report every server or
+/// cell left out as "not measurable".
+fn keep_runnable_checks(s: &mut vodkit_bench::scenario::Scenario) {
     let kept: Vec<String> = s
         .cells
         .iter()
@@ -164,7 +171,6 @@ fn with_servers(
         .collect();
     s.checks
         .retain(|ch| ch.servers().iter().all(|n| kept.iter().any(|k| k == n)));
-    Ok(s)
 }
 
 /// `s` restricted to the cells labelled `keep`, its time budget cut in proportion so each
@@ -184,19 +190,7 @@ fn only_cells(
     let point = s.point_seconds();
     let runs = s.server_runs().max(1);
     s.cells.retain(|c| keep.iter().any(|k| k == c.label));
-    // Only the checks whose servers all run: the others would report every cell left out
-    // as "not measurable".
-    let kept: Vec<String> = s
-        .cells
-        .iter()
-        .flat_map(|c| {
-            c.suts
-                .iter()
-                .map(move |x| vodkit_bench::scenario::qualified(c.label, x))
-        })
-        .collect();
-    s.checks
-        .retain(|ch| ch.servers().iter().all(|n| kept.iter().any(|k| k == n)));
+    keep_runnable_checks(&mut s);
     s.budget_s = s.budget_s * s.server_runs() / runs;
     debug_assert!(s.point_seconds() <= point.max(30));
     Ok(s)
