@@ -1,4 +1,4 @@
-//! End to end: a 4 GiB `wd-red` emulated disk brought up in this process with the block
+//! End to end: a 1 GiB `wd-red` emulated disk brought up in this process with the block
 //! queue of a real rotational disk on the running kernel, files written through ext4,
 //! caches dropped, read benchmarks within tolerance of the preset, EIO injected on one file
 //! and seen by read(2), a user's queue setting winning over the default, and teardown
@@ -58,7 +58,7 @@ fn wd_red_device_end_to_end() {
         .unwrap();
     let mut cfg = Config::new(
         vodkit_disk::model::Preset::WdRed,
-        4 << 30,
+        1 << 30,
         tmp.path().join("disk.img"),
         tmp.path().join("mnt"),
     );
@@ -127,7 +127,7 @@ fn wd_red_device_end_to_end() {
     // Benchmarks against the preset.
     let spec = preset("wd-red").unwrap();
     let opts = BenchOptions {
-        sequential_bytes: 96 << 20,
+        sequential_bytes: 24 << 20,
         random_2m_reads: 24,
         random_128k_reads: 40,
         ..BenchOptions::default()
