@@ -83,16 +83,20 @@ impl Response {
 /// Standard reason phrases for the statuses this server sends.
 pub fn reason(status: u16) -> &'static str {
     match status {
+        100 => "Continue",
         200 => "OK",
+        201 => "Created",
         204 => "No Content",
         206 => "Partial Content",
         301 => "Moved Permanently",
         304 => "Not Modified",
         400 => "Bad Request",
+        401 => "Unauthorized",
         403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
         408 => "Request Timeout",
+        410 => "Gone",
         412 => "Precondition Failed",
         413 => "Content Too Large",
         414 => "URI Too Long",
@@ -101,6 +105,7 @@ pub fn reason(status: u16) -> &'static str {
         500 => "Internal Server Error",
         501 => "Not Implemented",
         503 => "Service Unavailable",
+        507 => "Insufficient Storage",
         _ => "Unknown",
     }
 }
@@ -168,7 +173,7 @@ fn plan_inner(
         ino: meta.ino(),
         size,
     };
-    let mut v = Validators::from_metadata(meta.ino(), size, meta.mtime(), meta.mtime_nsec());
+    let mut v = Validators::from_metadata(size, meta.mtime());
     let ctype = content_type(&rel);
     let compressible = settings.gzip && web::compressible(ctype) && size <= web::GZIP_MAX_BYTES;
     // A whole text file for a client that takes gzip goes out compressed, as its own
@@ -444,6 +449,63 @@ pub(crate) fn with_http_date<R>(f: impl FnOnce(&str) -> R) -> R {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Status codes the server's code emits: numbers after `text(`, `status_only(`,
+    /// `status: `, `=> ` or `return `, or alone on a line, outside test modules.
+    fn emitted_statuses() -> std::collections::BTreeSet<u16> {
+        fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+            for e in std::fs::read_dir(dir).unwrap() {
+                let p = e.unwrap().path();
+                if p.is_dir() {
+                    walk(&p, out);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    out.push(p);
+                }
+            }
+        }
+        let mut files = Vec::new();
+        walk(
+            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
+            &mut files,
+        );
+        let status_at = |rest: &str| -> Option<u16> {
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            (digits.len() == 3).then(|| digits.parse().ok()).flatten()
+        };
+        let mut found = std::collections::BTreeSet::new();
+        for f in files {
+            let text = std::fs::read_to_string(&f).unwrap();
+            let code = text.split("#[cfg(test)]").next().unwrap_or("");
+            for line in code.lines() {
+                let t = line.trim().trim_end_matches(',');
+                if let Some(n) = status_at(t).filter(|_| t.len() == 3) {
+                    found.insert(n);
+                }
+                for lead in ["text(", "status_only(", "status: ", "=> ", "return "] {
+                    for (i, _) in line.match_indices(lead) {
+                        if let Some(n) = status_at(&line[i + lead.len()..]) {
+                            found.insert(n);
+                        }
+                    }
+                }
+            }
+        }
+        found.retain(|n| (100..600).contains(n));
+        found
+    }
+
+    #[test]
+    fn every_status_the_server_emits_has_its_reason_phrase() {
+        let statuses = emitted_statuses();
+        for must in [201, 204, 401, 403, 408, 413, 416, 507] {
+            assert!(statuses.contains(&must), "the scan missed {must}: {statuses:?}");
+        }
+        for s in statuses {
+            assert_ne!(reason(s), "Unknown", "status {s} has no reason phrase");
+        }
+        assert_eq!(reason(201), "Created");
+        assert_eq!(reason(401), "Unauthorized");
+    }
 
     #[test]
     fn multipart_length_matches_layout() {

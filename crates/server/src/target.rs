@@ -37,7 +37,9 @@ impl TargetError {
     }
 }
 
-/// The path part of a request target (no query), with its leading slash.
+/// The path part of a request target (no query), with its leading slash. In the absolute
+/// form the authority ends at the first `/`, `?` or `#` (RFC 3986 3.2), so
+/// `http://x?/a` is the path `/` with a query, not `/a`.
 pub fn path_part(target: &str) -> Result<&str, TargetError> {
     let path = if target.starts_with('/') {
         target
@@ -45,9 +47,9 @@ pub fn path_part(target: &str) -> Result<&str, TargetError> {
         .strip_prefix("http://")
         .or_else(|| target.strip_prefix("https://"))
     {
-        match rest.find('/') {
-            Some(i) => &rest[i..],
-            None => "/",
+        match rest.find(['/', '?', '#']) {
+            Some(i) if rest.as_bytes()[i] == b'/' => &rest[i..],
+            _ => "/",
         }
     } else {
         return Err(TargetError::BadRequest);
@@ -62,13 +64,43 @@ pub fn relative_path(target: &str) -> Result<PathBuf, TargetError> {
     // The common case in one allocation: nothing to decode and no empty or dot segment.
     if let Some(rest) = path.strip_prefix('/') {
         let plain = !rest.is_empty()
-            && !rest.contains(['%', '\0'])
+            && !rest.bytes().any(|b| b == b'%' || refused_byte(b))
             && rest.split('/').all(|s| !matches!(s, "" | "." | ".."));
         if plain {
             return Ok(PathBuf::from(rest));
         }
     }
     decode_path(path)
+}
+
+/// A request target's path as the server means it: percent-decoded, dot segments resolved,
+/// with its leading slash (`/live/a/../b/%73.ts` is `/live/b/s.ts`). Every handler that
+/// names things by path (files under the root, live objects) goes by this one meaning, so a
+/// proxy in front and the origin agree on what a path is. Refused (400) as
+/// [`relative_path`] refuses: bad escapes, NUL and control bytes, backslashes, `..` above
+/// the root, and (for names kept as text) bytes that are not UTF-8.
+pub fn normalized_path(target: &str) -> Result<String, TargetError> {
+    let rel = relative_path(target)?;
+    let text = rel.to_str().ok_or(TargetError::BadRequest)?;
+    Ok(format!("/{text}"))
+}
+
+/// Whether a request target's path has a dot segment (`.` or `..`, plain or
+/// percent-encoded, e.g. `%2e%2e` or `..%2f`): [`normalized_path`] resolves them, and a
+/// publisher that names its objects with them is refused.
+pub fn has_dot_segment(target: &str) -> bool {
+    let Ok(path) = path_part(target) else {
+        return false;
+    };
+    percent_decode(path.as_bytes())
+        .map(|d| d.split(|&b| b == b'/').any(|s| s == b"." || s == b".."))
+        .unwrap_or(false)
+}
+
+/// Bytes no path may hold, raw or decoded: control characters (a `%0d%0a` splits log
+/// lines and headers) and backslashes (a separator to some proxies and file systems).
+fn refused_byte(b: u8) -> bool {
+    b < 0x20 || b == 0x7f || b == b'\\'
 }
 
 /// Percent-decode `path` and resolve its dot segments (the general case).
@@ -108,7 +140,7 @@ fn percent_decode(raw: &[u8]) -> Result<Vec<u8>, TargetError> {
             i += 1;
         }
     }
-    if out.contains(&0) {
+    if out.iter().any(|&b| refused_byte(b)) {
         return Err(TargetError::BadRequest);
     }
     Ok(out)
@@ -328,9 +360,34 @@ mod tests {
             "/trunc%2",
             "*",
             "etc/passwd",
+            "/a%0ab.ts",
+            "/a%0d%0ab.ts",
+            "/a%7fb",
+            "/a%5cb",
+            "/a\\b",
         ] {
             assert_eq!(relative_path(bad), Err(TargetError::BadRequest), "{bad}");
         }
+    }
+
+    #[test]
+    fn absolute_form_authority_ends_at_slash_query_or_fragment() {
+        assert_eq!(path_part("http://x?/live/q/f.ts"), Ok("/"));
+        assert_eq!(path_part("http://x#/live/q/f.ts"), Ok("/"));
+        assert_eq!(path_part("https://x:8/live/q/f.ts?a=/b"), Ok("/live/q/f.ts"));
+        assert_eq!(path_part("http://x"), Ok("/"));
+    }
+
+    #[test]
+    fn normalized_paths_keep_their_slash_and_find_dot_segments() {
+        assert_eq!(normalized_path("/live/a/../b/%73.ts?x").unwrap(), "/live/b/s.ts");
+        assert_eq!(normalized_path("http://h/live//q/f.ts").unwrap(), "/live/q/f.ts");
+        assert_eq!(normalized_path("/").unwrap(), "/");
+        assert_eq!(normalized_path("/a%ff"), Err(TargetError::BadRequest));
+        assert!(has_dot_segment("/live/q/%2e%2e/f.ts"));
+        assert!(has_dot_segment("/live/q/..%2ff.ts"));
+        assert!(has_dot_segment("/live/./f.ts"));
+        assert!(!has_dot_segment("/live/q/..f.ts"));
     }
 
     #[test]

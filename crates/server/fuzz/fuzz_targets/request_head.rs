@@ -13,7 +13,7 @@ fuzz_target!(|data: &[u8]| {
     let Ok(Parsed::Complete(req, used)) = parse_head(data, &limits) else { return };
     assert!(used <= data.len());
     let _ = relative_path(&req.target);
-    let v = Validators::from_metadata(1, 1000, 1_700_000_000, 0);
+    let v = Validators::from_metadata(1000, 1_700_000_000);
     if let Some(specs) = req.range.as_deref().and_then(parse_range) {
         for len in [0u64, 1, 1000, u64::MAX] {
             let _ = resolve(&specs, len, 16);

@@ -58,7 +58,7 @@ fn parser_and_interpreters_never_panic_on_mutated_heads() {
         max_head_bytes: 1024,
         max_headers: 16,
     };
-    let v = Validators::from_metadata(1, 1000, 1_700_000_000, 0);
+    let v = Validators::from_metadata(1000, 1_700_000_000);
     let mut complete = 0;
     let mut errors = 0;
     for i in 0..200_000 {
