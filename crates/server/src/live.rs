@@ -8,9 +8,11 @@
 //! `.mpd`) are replaced in place, and so are initialization segments (a name with `init`
 //! in it, e.g. `init.mp4`), which every viewer joining later still needs; every other
 //! object is a media segment. Each stream keeps at
-//! most `window` media segments (oldest evicted first), all streams together at most
-//! `max_bytes` (globally oldest segments evicted first), and a stream that received no
-//! `PUT` for `ttl` is dropped whole. With a spill directory (`--ingest-spill DIR`), the
+//! most `window` media segments (oldest evicted first) and `max_objects` names, the store at
+//! most `max_streams` streams, and everything held in memory, bodies still being uploaded
+//! included, at most `max_bytes` (globally oldest segments evicted first; a `PUT` that would
+//! only fit by evicting playlists or init segments is refused with 507). A stream that
+//! received no `PUT` for `ttl` is dropped whole. With a spill directory (`--ingest-spill DIR`), the
 //! byte cap does not drop segments still in a window: the oldest are written to unlinked
 //! files in `DIR` and served from there (through the page cache, as a disk-backed origin
 //! serves its segments), up to `spill.max_bytes` on disk; only past that, or while the
@@ -37,8 +39,18 @@ pub struct IngestConfig {
     pub token: String,
     /// Segments kept per stream.
     pub window: usize,
-    /// Bytes kept over all streams.
+    /// Bytes kept in memory over all streams: every stored object and every body being
+    /// uploaded.
     pub max_bytes: u64,
+    /// Names (segments, playlists, init segments) one stream may hold.
+    pub max_objects: usize,
+    /// Streams held at once.
+    pub max_streams: usize,
+    /// Longest a `PUT`'s body may take to arrive, whole (408 past it).
+    pub body_timeout: Duration,
+    /// `max-age` of live playlists; `None`: half the target segment duration the playlist
+    /// announces (`#EXT-X-TARGETDURATION`, or an MPD's `maxSegmentDuration`), 1 s if none.
+    pub playlist_max_age: Option<Duration>,
     /// Largest object accepted (`413` above).
     pub max_object: u64,
     /// A stream without a `PUT` for this long is dropped.
@@ -76,8 +88,9 @@ impl SpillConfig {
 }
 
 impl IngestConfig {
-    /// Defaults for `prefix` and `token`: 30 segments per stream, 512 MiB in all, objects
-    /// up to 64 MiB, streams dropped after 60 s without a `PUT`, requests held up to 6 s.
+    /// Defaults for `prefix` and `token`: 30 segments and 256 names per stream, 1024
+    /// streams, 512 MiB in all, objects up to 64 MiB arriving within 60 s, streams dropped
+    /// after 60 s without a `PUT`, requests held up to 6 s.
     pub fn new(prefix: &str, token: &str) -> IngestConfig {
         let mut prefix = prefix.to_string();
         if !prefix.starts_with('/') {
@@ -92,6 +105,10 @@ impl IngestConfig {
             window: 30,
             max_bytes: 512 << 20,
             max_object: 64 << 20,
+            max_objects: 256,
+            max_streams: 1024,
+            body_timeout: Duration::from_secs(60),
+            playlist_max_age: None,
             ttl: Duration::from_secs(60),
             hold: Duration::from_secs(6),
             spill: None,
@@ -221,6 +238,10 @@ pub struct Object {
     pub modified: SystemTime,
     /// Strong validator: the store's sequence number when it was written.
     pub etag: String,
+    /// A playlist or init segment: never evicted to make room, only replaced or deleted.
+    pub kept: bool,
+    /// Its `Cache-Control` value.
+    pub cache_control: Arc<str>,
 }
 
 /// Whether an object name is a playlist or manifest (replaced in place, short-lived in caches).
@@ -249,14 +270,74 @@ pub fn content_type(name: &str) -> &'static str {
     }
 }
 
-/// `Cache-Control` of a live object: a playlist changes every segment (one second is
-/// about a third of a 2 s segment: caches and players see a new one soon), a segment never
-/// changes once written.
-pub fn cache_control(name: &str) -> &'static str {
+/// `Cache-Control` of a live object: a segment never changes once written; a playlist
+/// changes every segment, so caches keep it `max_age` (by default about half a segment:
+/// [`playlist_max_age`]).
+pub fn cache_control(name: &str, body: &[u8], max_age: Option<Duration>) -> String {
     if is_playlist(name) {
-        "max-age=1"
+        let age = max_age.unwrap_or_else(|| playlist_max_age(body));
+        format!("max-age={}", age.as_secs())
     } else {
-        "max-age=86400, immutable"
+        "max-age=86400, immutable".into()
+    }
+}
+
+/// Half the target segment duration a playlist announces (`#EXT-X-TARGETDURATION:6` → 3 s;
+/// an MPD's `maxSegmentDuration="PT2S"` → 1 s), in whole seconds, at least 1 (also when it
+/// announces none): what low-latency origins give a live playlist, so a cache in front asks
+/// again about twice a segment.
+pub fn playlist_max_age(body: &[u8]) -> Duration {
+    let text = String::from_utf8_lossy(&body[..body.len().min(64 << 10)]);
+    let target = text
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("#EXT-X-TARGETDURATION:"))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .or_else(|| {
+            let (_, rest) = text.split_once("maxSegmentDuration=\"")?;
+            iso_seconds(rest.split('"').next()?)
+        });
+    let half = target.filter(|t| t.is_finite() && *t > 0.0).map_or(0.0, |t| t / 2.0);
+    Duration::from_secs((half as u64).max(1))
+}
+
+/// Seconds of an ISO 8601 duration as MPDs write them (`PT2S`, `PT1M0.5S`, `PT1H`).
+fn iso_seconds(text: &str) -> Option<f64> {
+    let mut rest = text.strip_prefix("PT")?;
+    let mut total = 0.0;
+    while !rest.is_empty() {
+        let end = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+        let n: f64 = rest[..end].parse().ok()?;
+        total += n * match rest.as_bytes()[end] {
+            b'H' => 3600.0,
+            b'M' => 60.0,
+            b'S' => 1.0,
+            _ => return None,
+        };
+        rest = &rest[end + 1..];
+    }
+    Some(total)
+}
+
+/// Why a `PUT` was refused for room (`507 Insufficient Storage`), with the limit that
+/// refused it, sent as the response's text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub status: u16,
+    pub reason: String,
+}
+
+impl Refused {
+    fn full(reason: String) -> Refused {
+        Refused {
+            status: 507,
+            reason,
+        }
+    }
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
     }
 }
 
@@ -310,6 +391,9 @@ pub struct IngestStats {
     pub bytes: u64,
     #[serde(default)]
     pub spilled_bytes: u64,
+    /// Bytes of `PUT` bodies received and not stored yet (counted in the memory cap).
+    #[serde(default)]
+    pub in_flight_bytes: u64,
 }
 
 /// Counters of the live origin (in `/stats`).
@@ -318,7 +402,7 @@ pub struct IngestCounters {
     pub puts: AtomicU64,
     pub put_bytes: AtomicU64,
     pub deletes: AtomicU64,
-    /// PUT/DELETE refused: no or wrong token, object too large.
+    /// PUT/DELETE refused: no or wrong token, object too large, no room, bad path.
     pub rejected: AtomicU64,
     pub held: AtomicU64,
     pub hold_timeouts: AtomicU64,
@@ -378,6 +462,10 @@ struct Inner {
     spilled_order: VecDeque<Entry>,
     /// Bytes of objects in memory (including those waiting to be spilled).
     bytes: u64,
+    /// Bytes of those that are never evicted (playlists, init segments).
+    kept_bytes: u64,
+    /// Bytes of `PUT` bodies received and not stored yet ([`Upload`]).
+    in_flight: u64,
     /// Bytes of objects on disk.
     spilled_bytes: u64,
     /// Objects picked for spilling and not written yet: etag → length.
@@ -402,6 +490,9 @@ impl Inner {
         }
         if o.body.in_memory() {
             self.bytes -= o.body.len();
+            if o.kept {
+                self.kept_bytes -= o.body.len();
+            }
             if let Some(len) = self.pending.remove(&o.etag) {
                 self.pending_bytes -= len;
             }
@@ -474,6 +565,48 @@ fn split(path: &str) -> Option<(&str, &str)> {
     (!name.is_empty()).then_some((dir, name))
 }
 
+/// The bytes of one `PUT` body received so far, counted in the store's memory cap; they
+/// stop counting when the body is stored ([`LiveStore::put_upload`]) or dropped.
+#[derive(Debug)]
+pub struct Upload<'a> {
+    store: &'a LiveStore,
+    bytes: u64,
+}
+
+impl Upload<'_> {
+    /// Count `n` more bytes received. Segments are evicted (or spilled) to make room;
+    /// refused when playlists, init segments and the bodies in flight leave none.
+    pub fn grow(&mut self, n: u64) -> Result<(), Refused> {
+        let store = self.store;
+        let mut g = store.lock();
+        let inner = &mut *g;
+        let max = store.config.max_bytes;
+        if inner.kept_bytes + inner.in_flight + n > max {
+            return Err(Refused::full(format!(
+                "no room: playlists and init segments (never evicted) hold {} bytes and uploads in progress {} of the {max}-byte cap (--ingest-max-bytes)",
+                inner.kept_bytes, inner.in_flight
+            )));
+        }
+        inner.in_flight += n;
+        self.bytes += n;
+        store.cap_bytes(inner);
+        Ok(())
+    }
+
+    /// Bytes counted so far.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
+}
+
+impl Drop for Upload<'_> {
+    fn drop(&mut self) {
+        if self.bytes > 0 {
+            self.store.lock().in_flight -= self.bytes;
+        }
+    }
+}
+
 impl LiveStore {
     pub fn new(config: IngestConfig) -> LiveStore {
         LiveStore {
@@ -488,9 +621,10 @@ impl LiveStore {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Whether `path` (no query) is under the ingest prefix.
+    /// Whether `path` (normalized: [`crate::target::normalized_path`]) is under the ingest
+    /// prefix.
     pub fn covers(&self, path: &str) -> bool {
-        path.starts_with(&self.config.prefix) && !path.contains("/../") && !path.ends_with("/..")
+        path.starts_with(&self.config.prefix)
     }
 
     /// Check an `Authorization` header value against the token, in constant time.
@@ -519,23 +653,45 @@ impl LiveStore {
     }
 
     /// Store `bytes` at `path`; 201 when new, 204 when replaced, 400 for a path without a
-    /// file name.
-    pub fn put(&self, path: &str, bytes: Vec<u8>, now: Instant) -> u16 {
+    /// file name; refused (507) when a limit leaves no room for it.
+    pub fn put(&self, path: &str, bytes: Vec<u8>, now: Instant) -> Result<u16, Refused> {
+        self.put_upload(path, bytes, self.upload(), now)
+    }
+
+    /// [`LiveStore::put`] of a body received under `upload`: its bytes stop counting as in
+    /// flight as they start counting as stored.
+    pub fn put_upload(
+        &self,
+        path: &str,
+        bytes: Vec<u8>,
+        mut upload: Upload<'_>,
+        now: Instant,
+    ) -> Result<u16, Refused> {
         let Some((dir, name)) = split(path) else {
-            return 400;
+            return Ok(400);
         };
         let len = bytes.len() as u64;
+        let segment = !is_playlist(name) && !is_init(name);
+        let cache = cache_control(name, &bytes, self.config.playlist_max_age);
         let body = self.body_for(bytes);
         let mut g = self.lock();
         self.expire_locked(&mut g, now);
+        if let Err(e) = self.check_room(&g, dir, name, len, segment, upload.bytes) {
+            drop(g);
+            self.counters.rejected.fetch_add(1, Ordering::Relaxed);
+            return Err(e);
+        }
         g.seq += 1;
         if let LiveBody::Mapped(_) = &body {
             g.files += 1;
         }
+        g.in_flight -= std::mem::take(&mut upload.bytes);
         let obj = Object {
             body,
             modified: SystemTime::now(),
             etag: format!("\"live-{}\"", g.seq),
+            kept: !segment,
+            cache_control: cache.into(),
         };
         let inner = &mut *g;
         let stream = inner.streams.entry(dir.to_string()).or_default();
@@ -544,21 +700,23 @@ impl LiveStore {
         let waiting = stream.waiters.remove(name);
         // Names waited for by nobody now (their holds ended) leave the map.
         stream.waiters.retain(|_, n| Arc::strong_count(n) > 1);
-        let segment = !is_playlist(name) && !is_init(name);
         let mut gone = Vec::new();
         if segment {
             if old.is_some() {
                 stream.segments.retain(|n| n != name);
             }
             stream.segments.push_back(name.to_string());
-            while stream.segments.len() > self.config.window {
-                if let Some(o) = stream
-                    .segments
-                    .pop_front()
-                    .and_then(|n| stream.objects.remove(&n))
-                {
-                    gone.push(o);
-                }
+        }
+        // The window, and the names a stream may hold: its oldest segments go first (room
+        // for a name that is not a segment was checked above).
+        while stream.segments.len() > self.config.window
+            || stream.objects.len() > self.config.max_objects
+        {
+            let Some(oldest) = stream.segments.pop_front() else {
+                break;
+            };
+            if let Some(o) = stream.objects.remove(&oldest) {
+                gone.push(o);
             }
         }
         let status = match &old {
@@ -570,6 +728,9 @@ impl LiveStore {
         };
         inner.objects += 1;
         inner.bytes += len;
+        if !segment {
+            inner.kept_bytes += len;
+        }
         self.counters
             .expired
             .fetch_add(gone.len() as u64, Ordering::Relaxed);
@@ -588,7 +749,62 @@ impl LiveStore {
         if let Some(n) = waiting {
             n.notify_waiters();
         }
-        status
+        Ok(status)
+    }
+
+    /// Whether an object of `len` bytes at `dir` + `name` fits the limits: the streams held,
+    /// the names its stream holds (a segment makes room by evicting the stream's oldest),
+    /// and the memory cap, where segments can be evicted but playlists and init segments
+    /// cannot, and bodies other publishers are uploading count too (`own` of them are
+    /// this object's).
+    fn check_room(
+        &self,
+        g: &Inner,
+        dir: &str,
+        name: &str,
+        len: u64,
+        segment: bool,
+        own: u64,
+    ) -> Result<(), Refused> {
+        let c = &self.config;
+        let stream = g.streams.get(dir);
+        let old = stream.and_then(|s| s.objects.get(name));
+        match stream {
+            None if g.streams.len() >= c.max_streams => {
+                return Err(Refused::full(format!(
+                    "{} live streams are held, the most allowed (--ingest-max-streams)",
+                    g.streams.len()
+                )));
+            }
+            // Segments make room by evicting the stream's oldest; the other names cannot.
+            Some(s) if old.is_none() && s.objects.len() - s.segments.len() >= c.max_objects => {
+                return Err(Refused::full(format!(
+                    "stream {dir} holds {} names, the most allowed (--ingest-max-objects)",
+                    s.objects.len()
+                )));
+            }
+            _ => {}
+        }
+        let freed = old.filter(|o| o.kept).map_or(0, |o| o.body.len());
+        let kept = g.kept_bytes - freed + if segment { 0 } else { len };
+        let others = g.in_flight - own;
+        let need = kept + if segment { len } else { 0 } + others;
+        if need > c.max_bytes {
+            return Err(Refused::full(format!(
+                "no room for {len} bytes: playlists and init segments (never evicted) hold {kept} bytes and uploads in progress {others} of the {}-byte cap (--ingest-max-bytes)",
+                c.max_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    /// A `PUT` body about to be received: its bytes count in the memory cap as they arrive
+    /// ([`Upload::grow`]) until it is stored or dropped.
+    pub fn upload(&self) -> Upload<'_> {
+        Upload {
+            store: self,
+            bytes: 0,
+        }
     }
 
     /// Where a new object's bytes go: a memory file from [`MAPPED_MIN`] up while the store
@@ -619,7 +835,9 @@ impl LiveStore {
     /// there is none or the disk lags more than the slack behind.
     fn cap_bytes(&self, inner: &mut Inner) {
         let slack = self.config.spill_slack();
-        while inner.bytes.saturating_sub(inner.pending_bytes) > self.config.max_bytes {
+        while (inner.bytes + inner.in_flight).saturating_sub(inner.pending_bytes)
+            > self.config.max_bytes
+        {
             let Some(entry) = inner.order.pop_front() else {
                 break;
             };
@@ -842,6 +1060,17 @@ impl LiveStore {
         (g.objects, g.bytes)
     }
 
+    /// Bytes the live origin holds in memory now: stored objects and bodies in flight.
+    pub fn memory(&self) -> u64 {
+        let g = self.lock();
+        g.bytes + g.in_flight
+    }
+
+    /// Bytes of `PUT` bodies received and not stored yet.
+    pub fn in_flight(&self) -> u64 {
+        self.lock().in_flight
+    }
+
     /// Bytes of segments in the spill directory now.
     pub fn spilled_bytes(&self) -> u64 {
         self.lock().spilled_bytes
@@ -871,6 +1100,7 @@ impl LiveStore {
             objects,
             bytes,
             spilled_bytes: self.spilled_bytes(),
+            in_flight_bytes: self.in_flight(),
         }
     }
 }
@@ -903,7 +1133,7 @@ impl prometheus_client::collector::Collector for IngestCollector {
         counter(
             e,
             "vodkit_ingest_rejected",
-            "PUT or DELETE refused: no or wrong token, object too large",
+            "PUT or DELETE refused: no or wrong token, object too large, no room, bad path",
             s.rejected,
         )?;
         counter(
@@ -953,6 +1183,12 @@ impl prometheus_client::collector::Collector for IngestCollector {
             "vodkit_ingest_bytes",
             "Bytes of live objects held in memory",
             s.bytes as f64,
+        )?;
+        gauge(
+            e,
+            "vodkit_ingest_in_flight_bytes",
+            "Bytes of PUT bodies received and not stored yet",
+            s.in_flight_bytes as f64,
         )?;
         gauge(
             e,

@@ -80,6 +80,18 @@ impl Response {
     }
 }
 
+impl Response {
+    /// [`Response::text`] saying what refused the request after the reason phrase
+    /// (`507 Insufficient Storage: …`).
+    pub fn explained(status: u16, why: &str, close: bool) -> Response {
+        let mut r = Response::text(status, close);
+        let text = format!("{status} {}: {why}\n", reason(status)).into_bytes();
+        r.content_length = text.len() as u64;
+        r.body = Body::Text(text);
+        r
+    }
+}
+
 /// Standard reason phrases for the statuses this server sends.
 pub fn reason(status: u16) -> &'static str {
     match status {

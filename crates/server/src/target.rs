@@ -74,7 +74,7 @@ pub fn relative_path(target: &str) -> Result<PathBuf, TargetError> {
 }
 
 /// A request target's path as the server means it: percent-decoded, dot segments resolved,
-/// with its leading slash (`/live/a/../b/%73.ts` is `/live/b/s.ts`). Every handler that
+/// with its leading slash (`/live/a/../b/%73.ts` is `/live/b/s.ts`) and its trailing one. Every handler that
 /// names things by path (files under the root, live objects) goes by this one meaning, so a
 /// proxy in front and the origin agree on what a path is. Refused (400) as
 /// [`relative_path`] refuses: bad escapes, NUL and control bytes, backslashes, `..` above
@@ -82,7 +82,9 @@ pub fn relative_path(target: &str) -> Result<PathBuf, TargetError> {
 pub fn normalized_path(target: &str) -> Result<String, TargetError> {
     let rel = relative_path(target)?;
     let text = rel.to_str().ok_or(TargetError::BadRequest)?;
-    Ok(format!("/{text}"))
+    // A directory stays one: `/live/a/` does not name an object `a`.
+    let dir = !text.is_empty() && path_part(target)?.ends_with('/');
+    Ok(format!("/{text}{}", if dir { "/" } else { "" }))
 }
 
 /// Whether a request target's path has a dot segment (`.` or `..`, plain or
@@ -383,6 +385,7 @@ mod tests {
         assert_eq!(normalized_path("/live/a/../b/%73.ts?x").unwrap(), "/live/b/s.ts");
         assert_eq!(normalized_path("http://h/live//q/f.ts").unwrap(), "/live/q/f.ts");
         assert_eq!(normalized_path("/").unwrap(), "/");
+        assert_eq!(normalized_path("/live/a/").unwrap(), "/live/a/");
         assert_eq!(normalized_path("/a%ff"), Err(TargetError::BadRequest));
         assert!(has_dot_segment("/live/q/%2e%2e/f.ts"));
         assert!(has_dot_segment("/live/q/..%2ff.ts"));

@@ -9,14 +9,12 @@ use std::time::Instant;
 
 use crate::body::SendClock;
 use crate::handler::exchange::{finish, Asked, Served};
-use crate::handler::request_body::{discard_body, read_body, read_chunked};
+use crate::handler::request_body::{discard_body, read_upload};
 use crate::io::Prepared;
-use crate::live::{
-    cache_control, content_type, AuthError, LiveBody, LiveStore, Lookup, MAPPED_MIN,
-};
+use crate::live::{content_type, AuthError, LiveBody, LiveStore, Lookup, MAPPED_MIN};
 use crate::range::ByteRange;
 use crate::response::{head_bytes, with_http_date, Body, Response};
-use crate::wire::{send_text, Wire};
+use crate::wire::Wire;
 use crate::Shared;
 
 /// A response with a status and no body (`201`, `204`).
@@ -34,7 +32,7 @@ fn status_only(status: u16) -> Response {
 /// The live window lives in the server's memory, inside the budget the memory manager
 /// hands out to the page cache: after every write or delete the manager learns its size.
 fn note_live_memory(shared: &Shared, live: &LiveStore) {
-    shared.io.engine().set_other_memory(live.level().1);
+    shared.io.engine().set_other_memory(live.memory());
 }
 
 /// Past its memory cap, the live window's oldest segments go to the spill directory
@@ -47,7 +45,7 @@ fn spill_live_segments(shared: &Shared, live: &LiveStore) {
         let engine = shared.io.engine().clone();
         tokio::task::spawn_blocking(move || {
             if store.spill_pending() > 0 {
-                engine.set_other_memory(store.level().1);
+                engine.set_other_memory(store.memory());
             }
         });
     }
@@ -61,7 +59,7 @@ pub(crate) async fn handle<W: Wire>(
     wire: &mut W,
     buf: &mut Vec<u8>,
     live: &LiveStore,
-    path: &str,
+    path: Option<&str>,
     asked: &Asked<'_>,
 ) -> bool {
     let req = asked.req;
@@ -69,7 +67,18 @@ pub(crate) async fn handle<W: Wire>(
     let method = req.method.as_str();
     let mut clock = SendClock::new(shared.config.send_grace, shared.config.min_send_rate);
     let mut object: Option<LiveBody> = None;
-    let resp = match method {
+    let writes = matches!(method, "PUT" | "DELETE");
+    // A target the normalization refuses, and a publisher's name with dot segments
+    // (`%2e%2e`, `..%2f`): 400, the body left unread.
+    let path = path.filter(|_| !(writes && crate::target::has_dot_segment(&req.target)));
+    let resp = match (method, path) {
+        (_, None) => {
+            if writes {
+                live.counters.rejected.fetch_add(1, Relaxed);
+            }
+            Response::text(400, true)
+        }
+        (_, Some(path)) => match method {
         "PUT" | "DELETE" => match live.authorize(req.authorization.as_deref()) {
             Err(e) => {
                 live.counters.rejected.fetch_add(1, Relaxed);
@@ -106,33 +115,23 @@ pub(crate) async fn handle<W: Wire>(
                         return false;
                     }
                 }
-                let body = if req.chunked {
-                    match read_chunked(wire, buf, live.config.max_object, true, shared).await {
-                        Ok(body) => Ok(body),
-                        Err(()) => {
-                            // Answered (400, 413, 408) or gone: the connection closes.
-                            live.counters.rejected.fetch_add(1, Relaxed);
-                            return false;
-                        }
-                    }
-                } else {
-                    read_body(wire, buf, req.content_length, shared).await
+                let mut upload = live.upload();
+                let max = live.config.max_object;
+                let timeout = live.config.body_timeout;
+                let read = read_upload(wire, buf, req, max, &mut upload, timeout, shared).await;
+                let Ok(body) = read else {
+                    // Answered (400, 408, 413, 507) or gone: the connection closes.
+                    live.counters.rejected.fetch_add(1, Relaxed);
+                    note_live_memory(shared, live);
+                    return false;
                 };
-                match body {
-                    Ok(body) => {
-                        let status = live.put(path, body, Instant::now());
-                        spill_live_segments(shared, live);
-                        note_live_memory(shared, live);
-                        match status {
-                            s @ (201 | 204) => status_only(s),
-                            s => Response::text(s, false),
-                        }
-                    }
-                    Err(()) => {
-                        shared.metrics.header_timeouts.inc();
-                        let _ = send_text(shared, wire, &Response::text(408, true)).await;
-                        return false;
-                    }
+                let stored = live.put_upload(path, body, upload, Instant::now());
+                spill_live_segments(shared, live);
+                note_live_memory(shared, live);
+                match stored {
+                    Ok(s @ (201 | 204)) => status_only(s),
+                    Ok(s) => Response::text(s, false),
+                    Err(e) => Response::explained(e.status, &e.reason, false),
                 }
             }
         },
@@ -159,7 +158,7 @@ pub(crate) async fn handle<W: Wire>(
                     let mut headers = format!(
                         "Content-Type: {}\r\nCache-Control: {}\r\nETag: {}\r\nLast-Modified: {}\r\n",
                         content_type(name),
-                        cache_control(name),
+                        o.cache_control,
                         o.etag,
                         httpdate::fmt_http_date(o.modified)
                     );
@@ -185,6 +184,7 @@ pub(crate) async fn handle<W: Wire>(
             r.headers.push_str("Allow: GET, HEAD, PUT, DELETE\r\n");
             r
         }
+        },
     };
     let keep = req.wants_keep_alive() && !resp.close && !asked.stopping;
     let head = with_http_date(|date| head_bytes(&resp, date, keep));

@@ -25,9 +25,19 @@ pub(crate) async fn route<W: Wire>(
     asked: Asked<'_>,
 ) -> bool {
     if let Some(live) = shared.live.as_ref() {
-        let path = crate::target::path_part(&asked.req.target).ok();
-        if let Some(path) = path.filter(|p| live.covers(p)) {
-            return ingest::handle(shared, wire, buf, live, path, &asked).await;
+        // Live objects are named by the normalized path, as files are; a target under the
+        // prefix that does not normalize is the live handler's to refuse.
+        let target = &asked.req.target;
+        let path = crate::target::normalized_path(target);
+        let raw_under = || crate::target::path_part(target).is_ok_and(|p| live.covers(p));
+        match path {
+            Ok(p) if live.covers(&p) => {
+                return ingest::handle(shared, wire, buf, live, Some(&p), &asked).await;
+            }
+            Err(_) if raw_under() => {
+                return ingest::handle(shared, wire, buf, live, None, &asked).await;
+            }
+            _ => {}
         }
     }
     if request_body::discard_body(wire, buf, asked.req, shared)

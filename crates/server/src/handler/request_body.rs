@@ -1,13 +1,23 @@
 //! Request bodies as the handlers read them: dropped (every request but a live source's
-//! `PUT`), read whole by `Content-Length`, or decoded from `Transfer-Encoding: chunked`
-//! ([`crate::chunked`]) within the time limits; a refused body is answered here.
+//! `PUT`), or read whole by `Content-Length` or from `Transfer-Encoding: chunked`
+//! ([`crate::chunked`]) within the time limits and the live store's memory cap; a refused
+//! body is answered here.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
+use crate::live::{Refused, Upload};
 use crate::request::Request;
 use crate::response::Response;
 use crate::wire::{send_text, Wire};
 use crate::Shared;
+
+/// Why a body stopped arriving.
+enum Cut {
+    /// The client stalled past the idle time or the deadline, or closed.
+    Stalled,
+    /// The store had no room for more of it.
+    Refused(Refused),
+}
 
 /// Read and drop `req`'s body (we never use bodies outside a live source's `PUT`); too
 /// large → 413, bad chunked framing → 400. `Err` when the connection must close (the
@@ -18,8 +28,9 @@ pub(crate) async fn discard_body<W: Wire>(
     req: &Request,
     shared: &Shared,
 ) -> Result<(), ()> {
+    let timeout = shared.config.header_timeout;
     if req.chunked {
-        return read_chunked(wire, buf, shared.config.max_body, false, shared)
+        return read_chunked(wire, buf, shared.config.max_body, None, timeout, shared)
             .await
             .map(drop);
     }
@@ -31,69 +42,125 @@ pub(crate) async fn discard_body<W: Wire>(
         let _ = send_text(shared, wire, &Response::text(413, true)).await;
         return Err(());
     }
-    let deadline = Instant::now() + shared.config.header_timeout;
-    take_body(wire, buf, len, deadline, None).await
+    let deadline = Instant::now() + timeout;
+    take_body(wire, buf, len, timeout, deadline, None)
+        .await
+        .map_err(drop)
 }
 
-/// Read a request body of `len` bytes (a live source's `PUT`): what the buffer already holds,
-/// then the socket, within the header timeout plus a second per MB. `Err` when the client
-/// stalled or closed (the caller answers 408 where it still can, and closes).
-pub(crate) async fn read_body<W: Wire>(
+/// Read a live source's `PUT` body (by `Content-Length` or chunked, at most `max` bytes),
+/// its bytes counted in the live store's memory cap as they arrive (`upload`, no room
+/// reserved ahead for what is only announced). Bytes must keep coming (no gap of the header
+/// timeout) and the whole body must arrive within `timeout`. Every refusal is answered here
+/// (400 bad framing, 413 too large, 408 stalled or too slow, 507 no room) and closes.
+pub(crate) async fn read_upload<W: Wire>(
     wire: &mut W,
     buf: &mut Vec<u8>,
-    len: u64,
+    req: &Request,
+    max: u64,
+    upload: &mut Upload<'_>,
+    timeout: Duration,
     shared: &Shared,
 ) -> Result<Vec<u8>, ()> {
-    let mut out = Vec::with_capacity(len.min(8 << 20) as usize);
-    let allowance = shared.config.header_timeout + std::time::Duration::from_secs(len / 1_000_000);
-    take_body(wire, buf, len, Instant::now() + allowance, Some(&mut out)).await?;
-    Ok(out)
-}
-
-/// Take the next `len` body bytes, from the buffer and then the socket, by `deadline`:
-/// appended to `keep`, or dropped. `Err` when the client stalled or closed.
-async fn take_body<W: Wire>(
-    wire: &mut W,
-    buf: &mut Vec<u8>,
-    len: u64,
-    deadline: Instant,
-    mut keep: Option<&mut Vec<u8>>,
-) -> Result<(), ()> {
-    let mut left = len as usize;
-    let deadline = tokio::time::Instant::from_std(deadline);
-    loop {
-        let take = left.min(buf.len());
-        match keep.as_deref_mut() {
-            Some(out) => out.extend(buf.drain(..take)),
-            None => drop(buf.drain(..take)),
-        }
-        left -= take;
-        if left == 0 {
-            return Ok(());
-        }
-        buf.reserve(left.min(1 << 16));
-        match tokio::time::timeout_at(deadline, wire.read_more(buf)).await {
-            Ok(Ok(n)) if n > 0 => {}
-            _ => return Err(()),
+    if req.chunked {
+        return read_chunked(wire, buf, max, Some(upload), timeout, shared).await;
+    }
+    let mut out = Vec::new();
+    let idle = shared.config.header_timeout;
+    let deadline = Instant::now() + timeout;
+    let kept = Some((&mut out, upload));
+    match take_body(wire, buf, req.content_length, idle, deadline, kept).await {
+        Ok(()) => Ok(out),
+        Err(cut) => {
+            answer_cut(wire, cut, shared).await;
+            Err(())
         }
     }
 }
 
-/// Read a chunked request body of at most `max` decoded bytes (kept when `keep`). The
-/// sender may take as long as it likes while bytes keep coming (a live encoder writes a
-/// segment as it encodes it), but not the header timeout without any. On bad framing
-/// (400) or a body over `max` (413) the answer is sent here; every `Err` closes.
-pub(crate) async fn read_chunked<W: Wire>(
+/// Answer a body that stopped arriving (408) or found no room (507, with the reason).
+async fn answer_cut<W: Wire>(wire: &mut W, cut: Cut, shared: &Shared) {
+    let resp = match cut {
+        Cut::Stalled => {
+            shared.metrics.header_timeouts.inc();
+            Response::text(408, true)
+        }
+        Cut::Refused(e) => Response::explained(e.status, &e.reason, true),
+    };
+    shared.metrics.count_status(resp.status);
+    let _ = send_text(shared, wire, &resp).await;
+}
+
+/// Take the next `len` body bytes, from the buffer and then the socket, each read within
+/// `idle` and all by `deadline`: appended to `keep` (counted in its upload), or dropped.
+async fn take_body<W: Wire>(
+    wire: &mut W,
+    buf: &mut Vec<u8>,
+    len: u64,
+    idle: Duration,
+    deadline: Instant,
+    mut keep: Option<(&mut Vec<u8>, &mut Upload<'_>)>,
+) -> Result<(), Cut> {
+    let mut left = len;
+    loop {
+        let take = left.min(buf.len() as u64) as usize;
+        match keep.as_mut() {
+            Some((out, upload)) => {
+                upload.grow(take as u64).map_err(Cut::Refused)?;
+                out.extend(buf.drain(..take));
+            }
+            None => drop(buf.drain(..take)),
+        }
+        left -= take as u64;
+        if left == 0 {
+            return Ok(());
+        }
+        buf.reserve(left.min(1 << 16) as usize);
+        read_within(wire, buf, idle, deadline).await?;
+    }
+}
+
+/// Read more bytes into `buf` within `idle` and by `deadline`.
+async fn read_within<W: Wire>(
+    wire: &mut W,
+    buf: &mut Vec<u8>,
+    idle: Duration,
+    deadline: Instant,
+) -> Result<(), Cut> {
+    let by = tokio::time::Instant::from_std(deadline.min(Instant::now() + idle));
+    match tokio::time::timeout_at(by, wire.read_more(buf)).await {
+        Ok(Ok(n)) if n > 0 => Ok(()),
+        _ => Err(Cut::Stalled),
+    }
+}
+
+/// Read a chunked request body of at most `max` decoded bytes (kept, and counted, when
+/// there is an `upload`). The sender may write a segment as it encodes it, but not let
+/// the header timeout pass without a byte, nor take longer than `timeout` in all. On bad
+/// framing (400), a body over `max` (413), a stall (408) or no room (507) the answer is
+/// sent here; every `Err` closes.
+async fn read_chunked<W: Wire>(
     wire: &mut W,
     buf: &mut Vec<u8>,
     max: u64,
-    keep: bool,
+    mut upload: Option<&mut Upload<'_>>,
+    timeout: Duration,
     shared: &Shared,
 ) -> Result<Vec<u8>, ()> {
     let mut decoder = crate::chunked::Chunked::new(max);
     let mut out = Vec::new();
+    let idle = shared.config.header_timeout;
+    let deadline = Instant::now() + timeout;
     loop {
-        match decoder.feed(buf, keep.then_some(&mut out)) {
+        let before = out.len();
+        let fed = decoder.feed(buf, upload.is_some().then_some(&mut out));
+        if let Some(u) = upload.as_deref_mut() {
+            if let Err(e) = u.grow((out.len() - before) as u64) {
+                answer_cut(wire, Cut::Refused(e), shared).await;
+                return Err(());
+            }
+        }
+        match fed {
             Ok(true) => return Ok(out),
             Ok(false) => {}
             Err(e) => {
@@ -104,16 +171,9 @@ pub(crate) async fn read_chunked<W: Wire>(
             }
         }
         buf.reserve(1 << 16);
-        let deadline =
-            tokio::time::Instant::from_std(Instant::now() + shared.config.header_timeout);
-        match tokio::time::timeout_at(deadline, wire.read_more(buf)).await {
-            Ok(Ok(n)) if n > 0 => {}
-            Ok(_) => return Err(()),
-            Err(_) => {
-                shared.metrics.header_timeouts.inc();
-                let _ = send_text(shared, wire, &Response::text(408, true)).await;
-                return Err(());
-            }
+        if let Err(cut) = read_within(wire, buf, idle, deadline).await {
+            answer_cut(wire, cut, shared).await;
+            return Err(());
         }
     }
 }
