@@ -300,6 +300,16 @@ pub fn playlist_max_age(body: &[u8]) -> Duration {
     Duration::from_secs((half as u64).max(1))
 }
 
+/// Whether a manifest describes a live stream: an HLS media playlist without
+/// `#EXT-X-ENDLIST` (and not of type VOD), or an MPD of `type="dynamic"`.
+pub fn is_live_manifest(text: &[u8]) -> bool {
+    let has = |needle: &[u8]| text.windows(needle.len()).any(|w| w == needle);
+    if has(b"<MPD") {
+        return has(b"type=\"dynamic\"");
+    }
+    has(b"#EXT-X-TARGETDURATION") && !has(b"#EXT-X-ENDLIST") && !has(b"#EXT-X-PLAYLIST-TYPE:VOD")
+}
+
 /// Seconds of an ISO 8601 duration as MPDs write them (`PT2S`, `PT1M0.5S`, `PT1H`).
 fn iso_seconds(text: &str) -> Option<f64> {
     let mut rest = text.strip_prefix("PT")?;

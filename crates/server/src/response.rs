@@ -204,7 +204,17 @@ fn plan_inner(
     if compressible {
         headers.push_str("Vary: Accept-Encoding\r\n");
     }
-    settings.cache.header(FileKind::of(ctype), &mut headers);
+    // Cache-Control goes on what a cache may keep (200, 206, 304), never on an error.
+    let cache_at = headers.len();
+    let kind = FileKind::of(ctype);
+    // A manifest is read to tell a live one (cached about half a segment) from VoD.
+    let manifest = (kind == FileKind::Manifest && size <= web::GZIP_MAX_BYTES)
+        .then(|| read_whole(&file, size).ok())
+        .flatten();
+    match &manifest {
+        Some(text) => settings.cache.manifest_header(text, &mut headers),
+        None => settings.cache.header(kind, &mut headers),
+    }
     let cond = Conditions {
         if_match: req.if_match.as_deref(),
         if_unmodified_since: req.if_unmodified_since.as_deref(),
@@ -216,7 +226,7 @@ fn plan_inner(
         Precondition::NotModified => return bodiless(304, headers),
         Precondition::Failed => {
             let mut r = Response::text(412, false);
-            r.headers.push_str(&headers);
+            r.headers.push_str(&headers[..cache_at]);
             return r;
         }
     }
@@ -230,7 +240,7 @@ fn plan_inner(
         _ => Resolved::Full,
     };
     if gzip && matches!(resolved, Resolved::Full) {
-        return gzipped(&file, size, headers, ctype);
+        return gzipped(&file, size, manifest, headers, ctype);
     }
     match resolved {
         Resolved::Full => {
@@ -248,7 +258,7 @@ fn plan_inner(
         Resolved::Unsatisfiable => {
             let mut r = Response::text(416, false);
             let _ = write!(r.headers, "Content-Range: bytes */{size}\r\n");
-            r.headers.push_str(&headers);
+            r.headers.push_str(&headers[..cache_at]);
             r
         }
         Resolved::Partial(ranges) if ranges.len() == 1 => {
@@ -339,13 +349,17 @@ fn directory(
 
 /// The whole file, gzipped, as a generated body. Files here are at most
 /// [`web::GZIP_MAX_BYTES`] of text (manifests, subtitles, pages), read in one call.
-fn gzipped(file: &File, size: u64, mut headers: String, ctype: &str) -> Response {
-    use std::os::unix::fs::FileExt as _;
-    // At its offsets, not the descriptor's position: the open-file cache shares it.
-    let mut text = vec![0; size as usize];
-    let body = file
-        .read_exact_at(&mut text, 0)
-        .and_then(|()| web::gzip(&text));
+fn gzipped(
+    file: &File,
+    size: u64,
+    text: Option<Vec<u8>>,
+    mut headers: String,
+    ctype: &str,
+) -> Response {
+    let body = match text {
+        Some(t) => web::gzip(&t),
+        None => read_whole(file, size).and_then(|t| web::gzip(&t)),
+    };
     match body {
         Ok(z) => {
             let _ = write!(
@@ -363,6 +377,15 @@ fn gzipped(file: &File, size: u64, mut headers: String, ctype: &str) -> Response
         }
         Err(_) => Response::text(500, false),
     }
+}
+
+/// The whole of a small file, read at its offsets, not the descriptor's position (the
+/// open-file cache shares it).
+fn read_whole(file: &File, size: u64) -> std::io::Result<Vec<u8>> {
+    use std::os::unix::fs::FileExt as _;
+    let mut text = vec![0; size as usize];
+    file.read_exact_at(&mut text, 0)?;
+    Ok(text)
 }
 
 /// A boundary that depends on the file version and the ranges, so responses are

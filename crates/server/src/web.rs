@@ -152,25 +152,45 @@ impl FileKind {
 /// `Cache-Control` values by [`FileKind`]; an empty value sends no header.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CachePolicy {
+    /// VoD manifests (an HLS playlist with `#EXT-X-ENDLIST`, a master playlist, a static
+    /// MPD).
     pub manifest: String,
     pub media: String,
     pub other: String,
+    /// `max-age` of live manifests (an HLS media playlist without `#EXT-X-ENDLIST`, an MPD
+    /// of `type="dynamic"`); `None`: half the target segment duration they announce
+    /// ([`crate::live::playlist_max_age`]).
+    pub live_max_age: Option<std::time::Duration>,
 }
 
 impl Default for CachePolicy {
-    /// VOD defaults: manifests are revalidated on every use (`no-cache` with the ETag, so a
-    /// repackaged title or a live playlist is never stale); media files do not change once
-    /// written and are cached for a day; other files get no header.
+    /// VoD defaults: manifests and media files do not change once written and are cached
+    /// for a day (a shared cache keeps them); a live manifest found among the files about
+    /// half a segment; other files get no header.
     fn default() -> CachePolicy {
         CachePolicy {
-            manifest: "no-cache".into(),
+            manifest: "public, max-age=86400".into(),
             media: "public, max-age=86400".into(),
             other: String::new(),
+            live_max_age: None,
         }
     }
 }
 
 impl CachePolicy {
+    /// The `Cache-Control` header of a manifest with this text: a live one's `max-age`,
+    /// or the VoD value.
+    pub fn manifest_header(&self, text: &[u8], out: &mut String) {
+        if crate::live::is_live_manifest(text) {
+            let age = self
+                .live_max_age
+                .unwrap_or_else(|| crate::live::playlist_max_age(text));
+            let _ = write!(out, "Cache-Control: max-age={}\r\n", age.as_secs());
+        } else {
+            self.header(FileKind::Manifest, out);
+        }
+    }
+
     pub fn header(&self, kind: FileKind, out: &mut String) {
         let v = match kind {
             FileKind::Manifest => &self.manifest,
@@ -301,7 +321,19 @@ mod tests {
         p.header(FileKind::of("text/javascript"), &mut h);
         assert_eq!(
             h,
-            "Cache-Control: no-cache\r\nCache-Control: public, max-age=86400\r\n"
+            "Cache-Control: public, max-age=86400\r\nCache-Control: public, max-age=86400\r\n"
+        );
+        let mut h = String::new();
+        let live = b"#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXTINF:4,\na.ts\n";
+        p.manifest_header(live, &mut h);
+        let vod = b"#EXTM3U\n#EXT-X-TARGETDURATION:4\n#EXTINF:4,\na.ts\n#EXT-X-ENDLIST\n";
+        p.manifest_header(vod, &mut h);
+        p.manifest_header(br#"<MPD type="dynamic" maxSegmentDuration="PT6S">"#, &mut h);
+        p.manifest_header(br#"<MPD type="static">"#, &mut h);
+        assert_eq!(
+            h,
+            "Cache-Control: max-age=2\r\nCache-Control: public, max-age=86400\r\n\
+             Cache-Control: max-age=3\r\nCache-Control: public, max-age=86400\r\n"
         );
     }
 

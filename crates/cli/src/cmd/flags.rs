@@ -41,6 +41,19 @@ pub fn duration(s: &str) -> Result<Duration, UnitError> {
     vodkit_units::parse_duration(s)
 }
 
+/// A duration flag that may be `auto` (`None`: the value is derived).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AutoDuration(pub Option<Duration>);
+
+/// `auto` or a duration.
+pub fn auto_or_duration(s: &str) -> Result<AutoDuration, UnitError> {
+    if s == "auto" {
+        Ok(AutoDuration(None))
+    } else {
+        duration(s).map(|d| AutoDuration(Some(d)))
+    }
+}
+
 /// A bit rate in bits per second: `800k`, `3M`, `3Mbit/s`, `1.5Mbps`.
 pub fn bit_rate(s: &str) -> Result<u64, UnitError> {
     vodkit_units::parse_bit_rate(s)

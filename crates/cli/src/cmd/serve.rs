@@ -139,14 +139,30 @@ pub struct Args {
     /// Longest a GET waits for a live segment not published yet (then 404).
     #[arg(long, default_value = "6s", value_name = flags::DURATION, value_parser = flags::duration, requires = "ingest")]
     ingest_hold: Duration,
+    /// Names (segments, playlists, init segments) one live stream may hold; past it the
+    /// stream's oldest segments go, and a PUT of another name is refused with 507.
+    #[arg(long, default_value_t = 256, requires = "ingest", value_parser = clap::value_parser!(u64).range(1..))]
+    ingest_max_objects: u64,
+    /// Live streams held at once (a PUT starting another is refused with 507).
+    #[arg(long, default_value_t = 1024, requires = "ingest", value_parser = clap::value_parser!(u64).range(1..))]
+    ingest_max_streams: u64,
+    /// Longest a PUT's body may take to arrive, whole (408 past it, as a stalled one).
+    #[arg(long, default_value = "60s", value_name = flags::DURATION, value_parser = flags::duration, requires = "ingest")]
+    ingest_body_timeout: Duration,
     /// Cross-origin access for browser players: `*`, or a comma-separated list of origins
     /// (echoed with `Vary: Origin`). Preflights allow the headers the player asks for (e.g.
     /// CMCD) and are cacheable for a day; `Timing-Allow-Origin` is sent too.
     #[arg(long, value_name = "*|ORIGIN[,ORIGIN…]")]
     cors: Option<vodkit_server::web::Cors>,
-    /// `Cache-Control` for manifests (.mpd, .m3u8); empty sends none.
-    #[arg(long, default_value = "no-cache", value_name = "VALUE")]
+    /// `Cache-Control` for VoD manifests (.mpd, .m3u8); empty sends none. Live ones get
+    /// --live-playlist-max-age.
+    #[arg(long, default_value = "public, max-age=86400", value_name = "VALUE")]
     cache_control_manifest: String,
+    /// `max-age` of live playlists (published by --ingest, or files that are an HLS media
+    /// playlist without #EXT-X-ENDLIST or a dynamic MPD): auto (half the target segment
+    /// duration they announce, at least 1s) or a duration.
+    #[arg(long, default_value = "auto", value_name = "auto|DURATION", value_parser = flags::auto_or_duration)]
+    live_playlist_max_age: flags::AutoDuration,
     /// `Cache-Control` for media files (video, audio, segments); empty sends none.
     #[arg(long, default_value = "public, max-age=86400", value_name = "VALUE")]
     cache_control_media: String,
@@ -269,6 +285,10 @@ fn config(args: Args) -> anyhow::Result<ServerConfig> {
         ingest.max_object = args.ingest_max_object;
         ingest.ttl = args.ingest_ttl;
         ingest.hold = args.ingest_hold;
+        ingest.max_objects = args.ingest_max_objects as usize;
+        ingest.max_streams = args.ingest_max_streams as usize;
+        ingest.body_timeout = args.ingest_body_timeout;
+        ingest.playlist_max_age = args.live_playlist_max_age.0;
         if let Some(dir) = &args.ingest_spill {
             let spill = vodkit_server::live::SpillConfig {
                 dir: dir.clone(),
@@ -286,6 +306,7 @@ fn config(args: Args) -> anyhow::Result<ServerConfig> {
         manifest: header_value(args.cache_control_manifest, "--cache-control-manifest")?,
         media: header_value(args.cache_control_media, "--cache-control-media")?,
         other: header_value(args.cache_control_other, "--cache-control-other")?,
+        live_max_age: args.live_playlist_max_age.0,
     };
     config.gzip = !args.no_gzip;
     config.allow_outside_symlinks = args.allow_outside_symlinks;
@@ -343,6 +364,25 @@ mod tests {
         let mut argv = vec!["serve", "--root", root.to_str().unwrap()];
         argv.extend_from_slice(extra);
         Cli::try_parse_from(argv).map(|c| c.args)
+    }
+
+    #[test]
+    fn live_caching_and_ingest_limit_flags_reach_the_server_config() {
+        let c = config(parse(&[]).unwrap()).unwrap();
+        assert_eq!(c.cache.live_max_age, None);
+        assert_eq!(c.cache.manifest, "public, max-age=86400");
+        let argv = [
+            "--ingest", "/live/", "--ingest-token", "t", "--live-playlist-max-age", "3s",
+            "--ingest-max-objects", "9", "--ingest-max-streams", "7",
+            "--ingest-body-timeout", "5s",
+        ];
+        let c = config(parse(&argv).unwrap()).unwrap();
+        let i = c.ingest.unwrap();
+        assert_eq!(c.cache.live_max_age, Some(Duration::from_secs(3)));
+        assert_eq!(i.playlist_max_age, Some(Duration::from_secs(3)));
+        assert_eq!((i.max_objects, i.max_streams), (9, 7));
+        assert_eq!(i.body_timeout, Duration::from_secs(5));
+        assert!(parse(&["--ingest", "/l/", "--ingest-max-streams", "0"]).is_err());
     }
 
     #[test]
