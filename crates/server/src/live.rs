@@ -296,7 +296,9 @@ pub fn playlist_max_age(body: &[u8]) -> Duration {
             let (_, rest) = text.split_once("maxSegmentDuration=\"")?;
             iso_seconds(rest.split('"').next()?)
         });
-    let half = target.filter(|t| t.is_finite() && *t > 0.0).map_or(0.0, |t| t / 2.0);
+    let half = target
+        .filter(|t| t.is_finite() && *t > 0.0)
+        .map_or(0.0, |t| t / 2.0);
     Duration::from_secs((half as u64).max(1))
 }
 
@@ -581,6 +583,8 @@ fn split(path: &str) -> Option<(&str, &str)> {
 pub struct Upload<'a> {
     store: &'a LiveStore,
     bytes: u64,
+    /// Bytes of the playlist or init segment it replaces (when it started).
+    credit: u64,
 }
 
 impl Upload<'_> {
@@ -591,7 +595,7 @@ impl Upload<'_> {
         let mut g = store.lock();
         let inner = &mut *g;
         let max = store.config.max_bytes;
-        if inner.kept_bytes + inner.in_flight + n > max {
+        if inner.kept_bytes.saturating_sub(self.credit) + inner.in_flight + n > max {
             return Err(Refused::full(format!(
                 "no room: playlists and init segments (never evicted) hold {} bytes and uploads in progress {} of the {max}-byte cap (--ingest-max-bytes)",
                 inner.kept_bytes, inner.in_flight
@@ -665,7 +669,7 @@ impl LiveStore {
     /// Store `bytes` at `path`; 201 when new, 204 when replaced, 400 for a path without a
     /// file name; refused (507) when a limit leaves no room for it.
     pub fn put(&self, path: &str, bytes: Vec<u8>, now: Instant) -> Result<u16, Refused> {
-        self.put_upload(path, bytes, self.upload(), now)
+        self.put_upload(path, bytes, self.upload(path), now)
     }
 
     /// [`LiveStore::put`] of a body received under `upload`: its bytes stop counting as in
@@ -808,12 +812,22 @@ impl LiveStore {
         Ok(())
     }
 
-    /// A `PUT` body about to be received: its bytes count in the memory cap as they arrive
-    /// ([`Upload::grow`]) until it is stored or dropped.
-    pub fn upload(&self) -> Upload<'_> {
+    /// A `PUT` body for `path` about to be received: its bytes count in the memory cap as
+    /// they arrive ([`Upload::grow`]) until it is stored or dropped. A playlist or init
+    /// segment it replaces is credited: its room is the new version's.
+    pub fn upload(&self, path: &str) -> Upload<'_> {
+        let credit = split(path).map_or(0, |(dir, name)| {
+            let g = self.lock();
+            g.streams
+                .get(dir)
+                .and_then(|s| s.objects.get(name))
+                .filter(|o| o.kept)
+                .map_or(0, |o| o.body.len())
+        });
         Upload {
             store: self,
             bytes: 0,
+            credit,
         }
     }
 
@@ -1230,7 +1244,8 @@ mod tests {
         s.max_files = 2;
         let t = Instant::now();
         let big = |n: u8| vec![n; MAPPED_MIN as usize + 5];
-        s.put("/live/a/index.m3u8", b"#EXTM3U\n".to_vec(), t).unwrap();
+        s.put("/live/a/index.m3u8", b"#EXTM3U\n".to_vec(), t)
+            .unwrap();
         for n in 0..3u8 {
             s.put(&format!("/live/a/seg-{n}.m4s"), big(n), t).unwrap();
         }
@@ -1290,7 +1305,10 @@ mod tests {
         assert_eq!(s.put("/live/a/index.m3u8", vec![0; 10], t), Ok(201));
         assert_eq!(s.put("/live/a/index.m3u8", vec![0; 20], t), Ok(204));
         for n in 0..10 {
-            assert_eq!(s.put(&format!("/live/a/seg-{n}.m4s"), vec![1; 50], t), Ok(201));
+            assert_eq!(
+                s.put(&format!("/live/a/seg-{n}.m4s"), vec![1; 50], t),
+                Ok(201)
+            );
         }
         // Three segments and the playlist.
         assert_eq!(s.level(), (4, 170));
@@ -1309,7 +1327,8 @@ mod tests {
         assert_eq!(segment_number("init.mp4"), None);
         // The byte cap evicts the oldest segments of any stream.
         for n in 0..3 {
-            s.put(&format!("/live/b/seg-{n}.m4s"), vec![2; 300], t).unwrap();
+            s.put(&format!("/live/b/seg-{n}.m4s"), vec![2; 300], t)
+                .unwrap();
         }
         let (_, bytes) = s.level();
         assert!(bytes <= 1000, "{bytes}");
@@ -1356,9 +1375,15 @@ mod tests {
         assert!(e.reason.contains("--ingest-max-streams"), "{e}");
         // Segments make room for each other: the stream keeps its newest.
         for n in 0..5 {
-            assert_eq!(s.put(&format!("/live/a/seg-{n}.m4s"), vec![1; 5], t), Ok(201));
+            assert_eq!(
+                s.put(&format!("/live/a/seg-{n}.m4s"), vec![1; 5], t),
+                Ok(201)
+            );
         }
-        assert!(matches!(s.get("/live/a/seg-2.m4s", t), Lookup::Missing { .. }));
+        assert!(matches!(
+            s.get("/live/a/seg-2.m4s", t),
+            Lookup::Missing { .. }
+        ));
         assert!(matches!(s.get("/live/a/seg-4.m4s", t), Lookup::Found(_)));
         // Names that are not segments cannot be evicted: past the limit they are refused.
         s.put("/live/a/v2.m3u8", vec![0; 5], t).unwrap();
@@ -1376,20 +1401,27 @@ mod tests {
         let t = Instant::now();
         s.put("/live/a/index.m3u8", vec![0; 100], t).unwrap();
         for n in 0..3 {
-            s.put(&format!("/live/a/seg-{n}.m4s"), vec![1; 200], t).unwrap();
+            s.put(&format!("/live/a/seg-{n}.m4s"), vec![1; 200], t)
+                .unwrap();
         }
-        let mut up = s.upload();
+        let mut up = s.upload("/live/a/seg-3.m4s");
         up.grow(400).unwrap();
         assert_eq!(s.in_flight(), 400);
         // The oldest segment made room for the body arriving.
-        assert!(matches!(s.get("/live/a/seg-0.m4s", t), Lookup::Missing { .. }));
+        assert!(matches!(
+            s.get("/live/a/seg-0.m4s", t),
+            Lookup::Missing { .. }
+        ));
         assert!(s.memory() <= 1000, "{}", s.memory());
-        let mut other = s.upload();
+        let mut other = s.upload("/live/b/seg-0.m4s");
         assert_eq!(other.grow(501).unwrap_err().status, 507);
         other.grow(500).unwrap();
         drop(other);
         assert_eq!(s.in_flight(), 400);
-        assert_eq!(s.put_upload("/live/a/seg-3.m4s", vec![2; 400], up, t), Ok(201));
+        assert_eq!(
+            s.put_upload("/live/a/seg-3.m4s", vec![2; 400], up, t),
+            Ok(201)
+        );
         assert_eq!(s.in_flight(), 0);
         assert!(s.memory() <= 1000, "{}", s.memory());
     }
@@ -1417,7 +1449,8 @@ mod tests {
         let t = Instant::now();
         assert_eq!(s.put("/live/a/init.mp4", vec![9; 40], t), Ok(201));
         for n in 0..20 {
-            s.put(&format!("/live/a/seg-{n}.m4s"), vec![1; 50], t).unwrap();
+            s.put(&format!("/live/a/seg-{n}.m4s"), vec![1; 50], t)
+                .unwrap();
         }
         assert!(matches!(s.get("/live/a/init.mp4", t), Lookup::Found(_)));
         assert!(matches!(
@@ -1527,7 +1560,8 @@ mod tests {
         let t = Instant::now();
         for n in 0..4 {
             for st in 0..4 {
-                s.put(&format!("/live/s{st}/seg-{n}.m4s"), vec![1; 100], t).unwrap();
+                s.put(&format!("/live/s{st}/seg-{n}.m4s"), vec![1; 100], t)
+                    .unwrap();
                 s.spill_pending();
             }
         }
@@ -1549,7 +1583,8 @@ mod tests {
         let t = Instant::now();
         for st in 0..4 {
             for n in 0..4 {
-                s.put(&format!("/live/s{st}/seg-{n}.m4s"), vec![1; 100], t).unwrap();
+                s.put(&format!("/live/s{st}/seg-{n}.m4s"), vec![1; 100], t)
+                    .unwrap();
             }
         }
         assert_eq!(s.spill_pending(), 0);
@@ -1574,13 +1609,15 @@ mod tests {
         let s = spilling_store(d.path(), 10_000);
         let t = Instant::now();
         for n in 0..12 {
-            s.put(&format!("/live/a/seg-{n}.m4s"), vec![1; 100], t).unwrap();
+            s.put(&format!("/live/a/seg-{n}.m4s"), vec![1; 100], t)
+                .unwrap();
         }
         // The window of 4 keeps 400 bytes, under the cap: nothing to spill.
         assert!(!s.spill_waiting());
         for st in 0..3 {
             for n in 0..4 {
-                s.put(&format!("/live/s{st}/seg-{n}.m4s"), vec![1; 100], t).unwrap();
+                s.put(&format!("/live/s{st}/seg-{n}.m4s"), vec![1; 100], t)
+                    .unwrap();
             }
         }
         assert!(s.spill_waiting());
@@ -1601,30 +1638,37 @@ mod tests {
         let mut c = IngestConfig::new("live", "s3cret");
         c.ttl = Duration::from_millis(300);
         let s = Arc::new(LiveStore::new(c));
-        s.put("/live/a/seg-0.m4s", vec![0; 5], Instant::now()).unwrap();
-        s.put("/live/b/seg-0.m4s", vec![0; 5], Instant::now()).unwrap();
+        s.put("/live/a/seg-0.m4s", vec![0; 5], Instant::now())
+            .unwrap();
+        s.put("/live/b/seg-0.m4s", vec![0; 5], Instant::now())
+            .unwrap();
         let far = Instant::now() + Duration::from_secs(30);
         let (s1, s2) = (s.clone(), s.clone());
         let a = tokio::spawn(async move { s1.wait_for("/live/a/seg-1.m4s", far).await });
         let b = tokio::spawn(async move { s2.wait_for("/live/b/seg-1.m4s", far).await });
         tokio::time::sleep(Duration::from_millis(50)).await;
         // Other objects of the stream do not end the hold; its own object does.
-        s.put("/live/a/index.m3u8", b"#EXTM3U\n".to_vec(), Instant::now()).unwrap();
-        s.put("/live/a/seg-9.m4s", vec![9; 3], Instant::now()).unwrap();
+        s.put("/live/a/index.m3u8", b"#EXTM3U\n".to_vec(), Instant::now())
+            .unwrap();
+        s.put("/live/a/seg-9.m4s", vec![9; 3], Instant::now())
+            .unwrap();
         assert!(!a.is_finished());
         let started = Instant::now();
         // Stream b falls quiet: a later PUT elsewhere expires it and wakes its viewer,
         // long before its 30 s hold.
         for _ in 0..8 {
             tokio::time::sleep(Duration::from_millis(50)).await;
-            s.put("/live/a/index.m3u8", b"#EXTM3U\n".to_vec(), Instant::now()).unwrap();
+            s.put("/live/a/index.m3u8", b"#EXTM3U\n".to_vec(), Instant::now())
+                .unwrap();
         }
-        s.put("/live/a/seg-10.m4s", vec![1; 4], Instant::now()).unwrap();
+        s.put("/live/a/seg-10.m4s", vec![1; 4], Instant::now())
+            .unwrap();
         assert!(b.await.unwrap().is_none());
         assert!(started.elapsed() < Duration::from_secs(5));
         // seg-1 of stream a now numbers before the newest (10): it is not coming, but the
         // held viewer is only woken by its own object or the stream's end; end it.
-        s.put("/live/a/seg-1.m4s", vec![7; 6], Instant::now()).unwrap();
+        s.put("/live/a/seg-1.m4s", vec![7; 6], Instant::now())
+            .unwrap();
         assert_eq!(a.await.unwrap().expect("its own object").body.len(), 6);
         // Nobody waits any more: the names left the map.
         assert!(s.lock().streams["/live/a/"].waiters.is_empty());
@@ -1633,14 +1677,16 @@ mod tests {
     #[tokio::test]
     async fn a_held_request_gets_the_segment_when_it_is_written() {
         let s = Arc::new(store());
-        s.put("/live/a/seg-0.m4s", vec![0; 5], Instant::now()).unwrap();
+        s.put("/live/a/seg-0.m4s", vec![0; 5], Instant::now())
+            .unwrap();
         let s2 = s.clone();
         let waiter = tokio::spawn(async move {
             s2.wait_for("/live/a/seg-1.m4s", Instant::now() + Duration::from_secs(5))
                 .await
         });
         tokio::time::sleep(Duration::from_millis(50)).await;
-        s.put("/live/a/seg-1.m4s", vec![7; 9], Instant::now()).unwrap();
+        s.put("/live/a/seg-1.m4s", vec![7; 9], Instant::now())
+            .unwrap();
         let got = waiter.await.unwrap().expect("written while held");
         assert_eq!(got.body.len(), 9);
         // Nothing comes: None at the deadline.

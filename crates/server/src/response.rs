@@ -533,7 +533,10 @@ mod tests {
     fn every_status_the_server_emits_has_its_reason_phrase() {
         let statuses = emitted_statuses();
         for must in [201, 204, 401, 403, 408, 413, 416, 507] {
-            assert!(statuses.contains(&must), "the scan missed {must}: {statuses:?}");
+            assert!(
+                statuses.contains(&must),
+                "the scan missed {must}: {statuses:?}"
+            );
         }
         for s in statuses {
             assert_ne!(reason(s), "Unknown", "status {s} has no reason phrase");

@@ -376,14 +376,23 @@ mod tests {
     fn absolute_form_authority_ends_at_slash_query_or_fragment() {
         assert_eq!(path_part("http://x?/live/q/f.ts"), Ok("/"));
         assert_eq!(path_part("http://x#/live/q/f.ts"), Ok("/"));
-        assert_eq!(path_part("https://x:8/live/q/f.ts?a=/b"), Ok("/live/q/f.ts"));
+        assert_eq!(
+            path_part("https://x:8/live/q/f.ts?a=/b"),
+            Ok("/live/q/f.ts")
+        );
         assert_eq!(path_part("http://x"), Ok("/"));
     }
 
     #[test]
     fn normalized_paths_keep_their_slash_and_find_dot_segments() {
-        assert_eq!(normalized_path("/live/a/../b/%73.ts?x").unwrap(), "/live/b/s.ts");
-        assert_eq!(normalized_path("http://h/live//q/f.ts").unwrap(), "/live/q/f.ts");
+        assert_eq!(
+            normalized_path("/live/a/../b/%73.ts?x").unwrap(),
+            "/live/b/s.ts"
+        );
+        assert_eq!(
+            normalized_path("http://h/live//q/f.ts").unwrap(),
+            "/live/q/f.ts"
+        );
         assert_eq!(normalized_path("/").unwrap(), "/");
         assert_eq!(normalized_path("/live/a/").unwrap(), "/live/a/");
         assert_eq!(normalized_path("/a%ff"), Err(TargetError::BadRequest));

@@ -372,9 +372,18 @@ mod tests {
         assert_eq!(c.cache.live_max_age, None);
         assert_eq!(c.cache.manifest, "public, max-age=86400");
         let argv = [
-            "--ingest", "/live/", "--ingest-token", "t", "--live-playlist-max-age", "3s",
-            "--ingest-max-objects", "9", "--ingest-max-streams", "7",
-            "--ingest-body-timeout", "5s",
+            "--ingest",
+            "/live/",
+            "--ingest-token",
+            "t",
+            "--live-playlist-max-age",
+            "3s",
+            "--ingest-max-objects",
+            "9",
+            "--ingest-max-streams",
+            "7",
+            "--ingest-body-timeout",
+            "5s",
         ];
         let c = config(parse(&argv).unwrap()).unwrap();
         let i = c.ingest.unwrap();

@@ -79,111 +79,111 @@ pub(crate) async fn handle<W: Wire>(
             Response::text(400, true)
         }
         (_, Some(path)) => match method {
-        "PUT" | "DELETE" => match live.authorize(req.authorization.as_deref()) {
-            Err(e) => {
-                live.counters.rejected.fetch_add(1, Relaxed);
-                // The body stays unread: the connection closes after the answer.
-                let mut r = Response::text(e.status(), true);
-                if e == AuthError::Missing {
-                    r.headers
-                        .push_str("WWW-Authenticate: Bearer realm=\"vodkit-ingest\"\r\n");
+            "PUT" | "DELETE" => match live.authorize(req.authorization.as_deref()) {
+                Err(e) => {
+                    live.counters.rejected.fetch_add(1, Relaxed);
+                    // The body stays unread: the connection closes after the answer.
+                    let mut r = Response::text(e.status(), true);
+                    if e == AuthError::Missing {
+                        r.headers
+                            .push_str("WWW-Authenticate: Bearer realm=\"vodkit-ingest\"\r\n");
+                    }
+                    r
                 }
-                r
-            }
-            Ok(()) if method == "DELETE" => {
+                Ok(()) if method == "DELETE" => {
+                    if discard_body(wire, buf, req, shared).await.is_err() {
+                        return false;
+                    }
+                    let status = live.delete(path, Instant::now());
+                    note_live_memory(shared, live);
+                    if status == 204 {
+                        status_only(204)
+                    } else {
+                        Response::text(status, false)
+                    }
+                }
+                Ok(()) if req.content_length > live.config.max_object => {
+                    live.counters.rejected.fetch_add(1, Relaxed);
+                    Response::text(413, true)
+                }
+                Ok(()) => {
+                    if req.expect_continue && req.has_body() {
+                        let r = wire
+                            .write(b"HTTP/1.1 100 Continue\r\n\r\n", false, false, &mut clock)
+                            .await;
+                        if r.is_err() || wire.flush(&clock).await.is_err() {
+                            return false;
+                        }
+                    }
+                    let mut upload = live.upload(path);
+                    let max = live.config.max_object;
+                    let timeout = live.config.body_timeout;
+                    let read = read_upload(wire, buf, req, max, &mut upload, timeout, shared).await;
+                    let Ok(body) = read else {
+                        // Answered (400, 408, 413, 507) or gone: the connection closes.
+                        live.counters.rejected.fetch_add(1, Relaxed);
+                        note_live_memory(shared, live);
+                        return false;
+                    };
+                    let stored = live.put_upload(path, body, upload, Instant::now());
+                    spill_live_segments(shared, live);
+                    note_live_memory(shared, live);
+                    match stored {
+                        Ok(s @ (201 | 204)) => status_only(s),
+                        Ok(s) => Response::text(s, false),
+                        Err(e) => Response::explained(e.status, &e.reason, false),
+                    }
+                }
+            },
+            "GET" | "HEAD" => {
                 if discard_body(wire, buf, req, shared).await.is_err() {
                     return false;
                 }
-                let status = live.delete(path, Instant::now());
-                note_live_memory(shared, live);
-                if status == 204 {
-                    status_only(204)
-                } else {
-                    Response::text(status, false)
-                }
-            }
-            Ok(()) if req.content_length > live.config.max_object => {
-                live.counters.rejected.fetch_add(1, Relaxed);
-                Response::text(413, true)
-            }
-            Ok(()) => {
-                if req.expect_continue && req.has_body() {
-                    let r = wire
-                        .write(b"HTTP/1.1 100 Continue\r\n\r\n", false, false, &mut clock)
-                        .await;
-                    if r.is_err() || wire.flush(&clock).await.is_err() {
-                        return false;
+                let now = Instant::now();
+                let found = match live.get(path, now) {
+                    Lookup::Found(o) => Some(o),
+                    Lookup::Missing { hold: false } => None,
+                    Lookup::Missing { hold: true } => {
+                        live.counters.held.fetch_add(1, Relaxed);
+                        let o = live.wait_for(path, now + live.config.hold).await;
+                        if o.is_none() {
+                            live.counters.hold_timeouts.fetch_add(1, Relaxed);
+                        }
+                        o
                     }
-                }
-                let mut upload = live.upload();
-                let max = live.config.max_object;
-                let timeout = live.config.body_timeout;
-                let read = read_upload(wire, buf, req, max, &mut upload, timeout, shared).await;
-                let Ok(body) = read else {
-                    // Answered (400, 408, 413, 507) or gone: the connection closes.
-                    live.counters.rejected.fetch_add(1, Relaxed);
-                    note_live_memory(shared, live);
-                    return false;
                 };
-                let stored = live.put_upload(path, body, upload, Instant::now());
-                spill_live_segments(shared, live);
-                note_live_memory(shared, live);
-                match stored {
-                    Ok(s @ (201 | 204)) => status_only(s),
-                    Ok(s) => Response::text(s, false),
-                    Err(e) => Response::explained(e.status, &e.reason, false),
-                }
-            }
-        },
-        "GET" | "HEAD" => {
-            if discard_body(wire, buf, req, shared).await.is_err() {
-                return false;
-            }
-            let now = Instant::now();
-            let found = match live.get(path, now) {
-                Lookup::Found(o) => Some(o),
-                Lookup::Missing { hold: false } => None,
-                Lookup::Missing { hold: true } => {
-                    live.counters.held.fetch_add(1, Relaxed);
-                    let o = live.wait_for(path, now + live.config.hold).await;
-                    if o.is_none() {
-                        live.counters.hold_timeouts.fetch_add(1, Relaxed);
-                    }
-                    o
-                }
-            };
-            match found {
-                Some(o) => {
-                    let name = path.rsplit('/').next().unwrap_or("");
-                    let mut headers = format!(
+                match found {
+                    Some(o) => {
+                        let name = path.rsplit('/').next().unwrap_or("");
+                        let mut headers = format!(
                         "Content-Type: {}\r\nCache-Control: {}\r\nETag: {}\r\nLast-Modified: {}\r\n",
                         content_type(name),
                         o.cache_control,
                         o.etag,
                         httpdate::fmt_http_date(o.modified)
                     );
-                    if let Some(cors) = &shared.plan.cors {
-                        cors.response_headers(req.origin.as_deref(), &mut headers);
+                        if let Some(cors) = &shared.plan.cors {
+                            cors.response_headers(req.origin.as_deref(), &mut headers);
+                        }
+                        let r = Response {
+                            status: 200,
+                            headers,
+                            content_length: o.body.len(),
+                            body: Body::Empty,
+                            close: false,
+                            range_log: "-".into(),
+                        };
+                        object = Some(o.body);
+                        r
                     }
-                    let r = Response {
-                        status: 200,
-                        headers,
-                        content_length: o.body.len(),
-                        body: Body::Empty,
-                        close: false,
-                        range_log: "-".into(),
-                    };
-                    object = Some(o.body);
-                    r
+                    None => Response::text(404, false),
                 }
-                None => Response::text(404, false),
             }
-        }
-        _ => {
-            let mut r = Response::text(405, true);
-            r.headers.push_str("Allow: GET, HEAD, PUT, DELETE\r\n");
-            r
-        }
+            _ => {
+                let mut r = Response::text(405, true);
+                r.headers.push_str("Allow: GET, HEAD, PUT, DELETE\r\n");
+                r
+            }
         },
     };
     let keep = req.wants_keep_alive() && !resp.close && !asked.stopping;

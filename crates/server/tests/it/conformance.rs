@@ -455,9 +455,9 @@ fn player_pages_scripts_and_manifests_are_typed_cached_and_compressed() {
         Some("text/javascript; charset=utf-8")
     );
     assert_eq!(r.header("cache-control"), None);
-    // Manifests revalidate; segments are cached.
+    // VoD manifests and segments are cached.
     let plain = c.get("/t/manifest.mpd", &[]);
-    assert_eq!(plain.header("cache-control"), Some("no-cache"));
+    assert_eq!(plain.header("cache-control"), Some("public, max-age=86400"));
     assert_eq!(plain.header("content-encoding"), None);
     assert_eq!(plain.body, mpd.as_bytes());
     assert_eq!(plain.header("vary"), Some("Accept-Encoding"));

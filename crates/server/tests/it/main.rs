@@ -7,11 +7,13 @@
 
 mod admin_clock;
 mod admission;
+mod behind_caches;
 mod common;
 mod conformance;
 mod direct_io;
 mod event_loops;
 mod hostile;
+mod ingest_limits;
 mod io_modes;
 mod live_ingest;
 mod no_panic;
