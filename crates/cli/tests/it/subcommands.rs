@@ -464,3 +464,65 @@ fn bench_refuses_a_bad_fast_forward_naming_the_flag() {
         assert!(err.contains("--fast-forward"), "{bad}: {err}");
     }
 }
+
+/// One request on a fresh connection to `url` (`http://ADDR`); the raw answer.
+fn exchange(url: &str, raw: &str) -> String {
+    use std::io::{Read, Write};
+    let addr = url.trim_start_matches("http://").trim_end_matches('/');
+    let mut t = std::net::TcpStream::connect(addr).unwrap();
+    t.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    t.write_all(raw.as_bytes()).unwrap();
+    let mut got = Vec::new();
+    let _ = t.read_to_end(&mut got);
+    String::from_utf8_lossy(&got).into_owned()
+}
+
+#[test]
+fn serve_takes_its_live_limits_and_playlist_lifetime_from_flags() {
+    let d = tmp();
+    let p = d.path();
+    std::fs::create_dir(p.join("files")).unwrap();
+    let mut server = common::daemon(
+        p,
+        "serve --root files --listen 127.0.0.1:0 --ingest /live/ --ingest-token t0k \
+         --ingest-max-streams 1 --ingest-max-objects 2 --live-playlist-max-age 4s \
+         --ingest-body-timeout 1s",
+    );
+    let url = server.wait_for("listening on ");
+    let put = |path: &str, body: &str| {
+        exchange(
+            &url,
+            &format!(
+                "PUT {path} HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer t0k\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            ),
+        )
+    };
+    let playlist = "#EXTM3U\n#EXT-X-TARGETDURATION:6\n";
+    assert!(put("/live/a/index.m3u8", playlist).starts_with("HTTP/1.1 201 Created\r\n"));
+    assert!(put("/live/a/init.mp4", "init").starts_with("HTTP/1.1 201 "));
+    let full = put("/live/a/v2.m3u8", playlist);
+    assert!(full.starts_with("HTTP/1.1 507 "), "{full}");
+    assert!(full.contains("--ingest-max-objects"), "{full}");
+    let other = put("/live/b/seg-0.m4s", "x");
+    assert!(other.contains("--ingest-max-streams"), "{other}");
+    let got = exchange(
+        &url,
+        "GET /live/a/index.m3u8 HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n",
+    );
+    assert!(
+        got.to_ascii_lowercase()
+            .contains("cache-control: max-age=4\r\n"),
+        "{got}"
+    );
+    let (code, _) = server.stop();
+    assert_eq!(code, 0);
+    usage_errors(
+        p,
+        &[(
+            "serve --root files --live-playlist-max-age soon",
+            "--live-playlist-max-age",
+        )],
+    );
+}

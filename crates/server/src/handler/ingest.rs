@@ -122,6 +122,8 @@ pub(crate) async fn handle<W: Wire>(
                     let Ok(body) = read else {
                         // Answered (400, 408, 413, 507) or gone: the connection closes.
                         live.counters.rejected.fetch_add(1, Relaxed);
+                        drop(upload);
+                        spill_live_segments(shared, live);
                         note_live_memory(shared, live);
                         return false;
                     };
