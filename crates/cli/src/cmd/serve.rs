@@ -118,8 +118,10 @@ pub struct Args {
     /// Segments kept per live stream.
     #[arg(long, default_value_t = 30, requires = "ingest")]
     ingest_window: usize,
-    /// Bytes of live segments kept in memory over all streams (past it the oldest are
-    /// spilled to --ingest-spill, or dropped without it).
+    /// Bytes of live objects in memory over all streams, playlists, init segments and
+    /// bodies being uploaded included (past it the oldest segments are spilled to
+    /// --ingest-spill, or dropped without it; what only fits by evicting a playlist or an
+    /// init segment is refused with 507).
     #[arg(long, default_value = "512MiB", requires = "ingest", value_name = flags::SIZE, value_parser = flags::size)]
     ingest_max_bytes: u64,
     /// A writable directory for live segments past --ingest-max-bytes: written to
