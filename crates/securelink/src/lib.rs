@@ -478,7 +478,7 @@ fn percent_decode(text: &str) -> String {
 fn encode_query_value(value: &str) -> String {
     let mut out = String::with_capacity(value.len());
     for b in value.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~/:@!'()*,".contains(&b) {
+        if b.is_ascii_alphanumeric() || b"-._~/:@!()*,".contains(&b) {
             out.push(b as char);
         } else {
             out.push_str(&format!("%{b:02X}"));
