@@ -53,7 +53,10 @@ fn local_target(base: &str, reference: &str) -> Option<String> {
         return None;
     }
     let end = reference.find(['?', '#']).unwrap_or(reference.len());
-    if let Some(q) = reference.get(end + 1..).filter(|_| reference[end..].starts_with('?')) {
+    if let Some(q) = reference
+        .get(end + 1..)
+        .filter(|_| reference[end..].starts_with('?'))
+    {
         let q = q.split('#').next().unwrap_or(q);
         if q.split('&')
             .any(|kv| kv.starts_with("md5=") || kv.starts_with("hmac="))

@@ -122,7 +122,12 @@ pub struct SignUrls {
     pub sign_ttl: Duration,
     /// `md5` (nginx `secure_link_md5`: `?md5=…&expires=…`) or `hmac` (HMAC-SHA-256:
     /// `?hmac=…&expires=…`; vodkit serve only).
-    #[arg(long, default_value = "md5", value_name = "md5|hmac", requires = "sign_key")]
+    #[arg(
+        long,
+        default_value = "md5",
+        value_name = "md5|hmac",
+        requires = "sign_key"
+    )]
     pub sign_form: vodkit_securelink::Form,
 }
 

@@ -174,7 +174,12 @@ pub struct Args {
     #[arg(long, value_name = "SECRETFILE")]
     secure_link: Option<PathBuf>,
     /// Check signatures only on paths under this prefix (default: every path).
-    #[arg(long, default_value = "/", value_name = "PREFIX", requires = "secure_link")]
+    #[arg(
+        long,
+        default_value = "/",
+        value_name = "PREFIX",
+        requires = "secure_link"
+    )]
     secure_link_prefix: String,
     #[command(flatten)]
     tls: super::tls::ServeTls,

@@ -107,7 +107,9 @@ pub(crate) fn manifest(shared: &Shared, req: &Request, grant: &Grant) -> Option<
     }
     let mut text = vec![0; resp.content_length as usize];
     let read = std::os::unix::fs::FileExt::read_exact_at(file.as_ref(), &mut text, 0);
-    let Ok(text) = read.map_err(drop).and_then(|()| String::from_utf8(text).map_err(drop))
+    let Ok(text) = read
+        .map_err(drop)
+        .and_then(|()| String::from_utf8(text).map_err(drop))
     else {
         return Some(Response::text(500, false));
     };
