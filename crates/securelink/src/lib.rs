@@ -232,7 +232,7 @@ impl Signer {
     /// carries a signature (a URL from a signed manifest) is returned as it is.
     pub fn sign_target(&self, target: &str, now_s: u64) -> String {
         let (path, query) = split_target(target);
-        if query.is_some_and(|q| query_has_signature(q)) {
+        if query.is_some_and(query_has_signature) {
             return target.to_string();
         }
         let uri = normalize_path(path);
@@ -259,7 +259,8 @@ fn split_target(target: &str) -> (&str, Option<&str>) {
     }
 }
 
-fn query_has_signature(query: &str) -> bool {
+/// Whether a query (the part after `?`) carries a signature (`md5=` or `hmac=`).
+pub fn query_has_signature(query: &str) -> bool {
     query
         .split('&')
         .any(|kv| kv.starts_with("md5=") || kv.starts_with("hmac="))

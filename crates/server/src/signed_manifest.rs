@@ -9,7 +9,7 @@
 //! with a scheme (`https://cdn/…`, `data:`, `skd:`) or a host (`//cdn/…`) point elsewhere and
 //! are left as they are, as are those whose query already carries a signature.
 
-use vodkit_securelink::{append_query, normalize_path, Grant, Secret};
+use vodkit_securelink::{append_query, normalize_path, query_has_signature, Grant, Secret};
 
 /// The manifest formats rewritten.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -57,10 +57,7 @@ fn local_target(base: &str, reference: &str) -> Option<String> {
         .get(end + 1..)
         .filter(|_| reference[end..].starts_with('?'))
     {
-        let q = q.split('#').next().unwrap_or(q);
-        if q.split('&')
-            .any(|kv| kv.starts_with("md5=") || kv.starts_with("hmac="))
-        {
+        if query_has_signature(q.split('#').next().unwrap_or(q)) {
             return None;
         }
     }
