@@ -8,7 +8,7 @@ pub use crate::child::{built_vodkit, set_clock_rate, ENV_VODKIT};
 use crate::child::{memory_arg, vodkit_error_line, EXITED_DURING_RUN};
 use crate::experiment::{LoadDriver, LoadOutcome, Running, StartError};
 use crate::launch::{VodkitLaunch, VodkitStarter};
-use crate::point::ClientMetrics;
+use crate::point::{ClientMetrics, EngineCounters, EngineFigures};
 pub use crate::preload::{PreloadDaemon, PreloadKit, DAEMON_METRICS, DAEMON_PROMETHEUS};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -575,8 +575,9 @@ impl VodkitStarter for ChildVodkit {
     }
 }
 
-/// Interval between two reads of the child server's `/stats`.
-const STATS_EVERY: Duration = Duration::from_secs(5);
+/// Interval between two reads of the child server's `/stats`: the engine's figures of a
+/// point come from the first and last reading within its judged window.
+const STATS_EVERY: Duration = Duration::from_secs(2);
 
 struct ChildRunning {
     process: ServerProcess,
@@ -588,10 +589,12 @@ struct ChildRunning {
 /// keeps the prefetch size series (the size of the highest bit-rate class the policy has
 /// seen, in bytes, at the seconds since the start); every document read is also appended
 /// to the run's `stats.jsonl` (`{"t": seconds, "stats": {...}}` per line), the engine's
-/// and memory manager's counters over the run, for diagnosis.
+/// and memory manager's counters over the run, for diagnosis. The engine's counters are
+/// kept with the wall-clock time of each reading ([`StatsPoller::engine_window`]).
 struct StatsPoller {
     stop: Arc<AtomicBool>,
     series: Arc<Mutex<Vec<(f64, u64)>>>,
+    counters: Arc<Mutex<Vec<(SystemTime, EngineCounters)>>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -599,7 +602,8 @@ impl StatsPoller {
     fn start(admin_port: u16, every: Duration, log: std::path::PathBuf) -> StatsPoller {
         let stop = Arc::new(AtomicBool::new(false));
         let series = Arc::new(Mutex::new(Vec::new()));
-        let (stop2, series2) = (stop.clone(), series.clone());
+        let counters = Arc::new(Mutex::new(Vec::new()));
+        let (stop2, series2, counters2) = (stop.clone(), series.clone(), counters.clone());
         let thread = std::thread::Builder::new()
             .name("vodkit-stats".into())
             .spawn(move || {
@@ -614,9 +618,16 @@ impl StatsPoller {
                     }
                     // A server still starting or already stopping has no point to give.
                     if let Ok((200, body)) = http_get(admin_port, "/stats") {
-                        if let Some(bytes) = prefetch_size(&body) {
+                        let at = SystemTime::now();
+                        let stats: Option<vodkit_server::metrics::Stats> =
+                            serde_json::from_slice(&body).ok();
+                        if let Some(bytes) = stats.as_ref().and_then(prefetch_size) {
                             let mut s = series2.lock().unwrap_or_else(|e| e.into_inner());
                             s.push((due.as_secs_f64(), bytes));
+                        }
+                        if let Some(st) = &stats {
+                            let mut c = counters2.lock().unwrap_or_else(|e| e.into_inner());
+                            c.push((at, EngineCounters::from(&st.prefetch)));
                         }
                         append_stats(&log, due.as_secs_f64(), &body);
                     }
@@ -630,8 +641,23 @@ impl StatsPoller {
         StatsPoller {
             stop,
             series,
+            counters,
             thread,
         }
+    }
+
+    /// The engine's figures between the first and the last reading within `window`;
+    /// `None` when they span less than a third of it (too few readings to judge by).
+    fn engine_window(&self, (from, to): (SystemTime, SystemTime)) -> Option<EngineFigures> {
+        let c = self.counters.lock().unwrap_or_else(|e| e.into_inner());
+        let inside: Vec<_> = c.iter().filter(|(t, _)| *t >= from && *t <= to).collect();
+        let (first, last) = (inside.first()?, inside.last()?);
+        let secs = last.0.duration_since(first.0).ok()?.as_secs_f64();
+        let window = to.duration_since(from).ok()?.as_secs_f64();
+        if secs < window / 3.0 {
+            return None;
+        }
+        EngineFigures::between(&first.1, &last.1, secs)
     }
 
     fn series(&self) -> Vec<(f64, u64)> {
@@ -671,8 +697,7 @@ fn append_stats(log: &std::path::Path, t: f64, body: &[u8]) {
 /// The prefetch size in a `/stats` document: the current size of the highest bit-rate class
 /// the policy has seen; `None` before the policy has sized anything (or for a body that is
 /// not a `/stats` document).
-fn prefetch_size(body: &[u8]) -> Option<u64> {
-    let stats: vodkit_server::metrics::Stats = serde_json::from_slice(body).ok()?;
+fn prefetch_size(stats: &vodkit_server::metrics::Stats) -> Option<u64> {
     stats.prefetch.policy.classes.last().map(|c| c.bytes)
 }
 
@@ -688,6 +713,9 @@ impl Running for ChildRunning {
     }
     fn set_clock_rate(&self, rate: f64) -> Result<bool, String> {
         set_clock_rate(self.admin_port, rate).map(|()| true)
+    }
+    fn engine_window(&self, window: (SystemTime, SystemTime)) -> Option<EngineFigures> {
+        self.stats.engine_window(window)
     }
     fn stop(mut self: Box<Self>) -> Result<Vec<String>, String> {
         let died = self.process.exited().ok().flatten();
@@ -746,10 +774,10 @@ mod tests {
 
     #[test]
     fn the_prefetch_size_is_the_highest_class_of_the_stats_document() {
+        let parse = |b: &[u8]| serde_json::from_slice(b).unwrap();
         let body = stats_json(&[(419, 3_150_000), (1676, 6_290_000)]);
-        assert_eq!(prefetch_size(&body), Some(6_290_000));
-        assert_eq!(prefetch_size(&stats_json(&[])), None);
-        assert_eq!(prefetch_size(b"not found\n"), None);
+        assert_eq!(prefetch_size(&parse(&body)), Some(6_290_000));
+        assert_eq!(prefetch_size(&parse(&stats_json(&[]))), None);
     }
 
     #[test]
@@ -757,9 +785,18 @@ mod tests {
         use std::io::{Read, Write};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let body = stats_json(&[(419, 2 << 20)]);
         std::thread::spawn(move || {
-            for mut s in listener.incoming().flatten() {
+            // Each reading finds the engine 10 requests of 1000 bytes further, 6 of them
+            // from memory, and one 4000-byte read.
+            for (n, mut s) in listener.incoming().flatten().enumerate() {
+                let mut stats: vodkit_server::metrics::Stats =
+                    serde_json::from_slice(&stats_json(&[(419, 2 << 20)])).unwrap();
+                let n = n as u64;
+                stats.prefetch.requested_bytes = 10_000 * n;
+                stats.prefetch.memory_bytes = 6_000 * n;
+                stats.prefetch.reads = n;
+                stats.prefetch.read_bytes = 4_000 * n;
+                let body = serde_json::to_vec(&stats).unwrap();
                 let mut buf = [0u8; 1024];
                 let _ = s.read(&mut buf);
                 let head = format!(
@@ -772,6 +809,7 @@ mod tests {
         });
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("stats.jsonl");
+        let from = std::time::SystemTime::now();
         let poller = StatsPoller::start(port, std::time::Duration::from_millis(50), log.clone());
         let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while poller.series().len() < 2 && std::time::Instant::now() < until {
@@ -789,6 +827,13 @@ mod tests {
             );
         }
         assert!(series[1].0 > series[0].0);
+        // The engine's figures between the readings within a window.
+        let e = poller
+            .engine_window((from, std::time::SystemTime::now()))
+            .expect("engine figures");
+        assert!((e.hit_fraction - 0.6).abs() < 1e-9, "{e:?}");
+        assert!((e.mean_read_bytes - 4000.0).abs() < 1e-9, "{e:?}");
+        assert!(poller.engine_window((from, from)).is_none());
         drop(poller);
         // Every document read is in the run's log, one JSON line each.
         let lines: Vec<serde_json::Value> = std::fs::read_to_string(&log)

@@ -525,7 +525,7 @@ pub fn in_transfer_bytes(w: &Workload, lambda: f64) -> f64 {
 }
 
 /// The bound and the figures that explain it (bench.json `bound`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct CapacityBound {
     /// Highest sustainable rate, in the load tool's `--rate` unit (sessions/s).
     pub bound_rate: f64,

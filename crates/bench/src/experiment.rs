@@ -138,6 +138,14 @@ pub trait Running {
     fn set_clock_rate(&self, _rate: f64) -> Result<bool, String> {
         Ok(false)
     }
+    /// What the server's prefetch engine counted within `window` (wall-clock times), for
+    /// servers that report it (`vodkit serve`).
+    fn engine_window(
+        &self,
+        _window: (SystemTime, SystemTime),
+    ) -> Option<crate::point::EngineFigures> {
+        None
+    }
     /// Stop the server; returns the error-log lines it left.
     fn stop(self: Box<Self>) -> Result<Vec<String>, String>;
 }
@@ -306,6 +314,11 @@ impl Oracle for ServerOracle<'_, '_> {
             Err(e) => Err(e),
         };
         m.prefetch_size = server.prefetch_series();
+        m.engine = load
+            .as_ref()
+            .ok()
+            .and_then(|l| l.steady)
+            .and_then(|w| server.engine_window(w));
         m.notes.extend(server.notes());
         let stopped = server.stop();
         // A point cut short by a signal says nothing about the rate: drop it.

@@ -33,7 +33,7 @@
 //!   prefetches of popular files read as 2 MiB page-cache folios, or always as 4 KiB pages;
 //! - `+order:fifo|deadline|sweep` — the order the device queue of a vodkit server (a
 //!   serializing I/O mode) or of a `+preload` server's daemon serves reads in
-//!   (`--io-order`; default `fifo`);
+//!   (`--io-order`; default `sweep`);
 //! - `+tls` — serve HTTPS only (TLS 1.3 for nginx and Apache, with sendfile left on where
 //!   the server allows it; vodkit with its rustls listener) with a throwaway CA and
 //!   certificate the runner makes in the server's run directory; the load generator trusts

@@ -23,11 +23,11 @@ pub struct Args {
     /// into a buffer pool within the --memory budget, sent with writev; no page cache).
     #[arg(long, default_value = "asap")]
     io: String,
-    /// The order a device's reads are served in (serializing --io modes): fifo (arrival,
-    /// the default), deadline (the client that runs dry first) or sweep (by place on the
-    /// device, one sweep per round, deadlines permitting). See docs/prefetch.md.
-    #[arg(long, default_value = "fifo", value_name = "fifo|deadline|sweep")]
-    io_order: vodkit_server::IoOrder,
+    /// The order a device's reads are served in (serializing --io modes): sweep (by place
+    /// on the device, one sweep per round, deadlines permitting; the default), deadline
+    /// (the client that runs dry first) or fifo (arrival). See docs/prefetch.md.
+    #[arg(long, value_name = "fifo|deadline|sweep")]
+    io_order: Option<vodkit_server::IoOrder>,
     /// Prefetch policy, e.g. none, fixed:2MiB, sqrt:4MiB@419, auto (the default).
     #[arg(long, value_parser = parse_policy)]
     prefetch: Option<PolicySpec>,
@@ -205,10 +205,12 @@ fn config(args: Args) -> anyhow::Result<ServerConfig> {
         .io
         .parse()
         .map_err(|e| super::usage(format!("--io: {e}")))?;
-    if args.io_order != vodkit_server::IoOrder::Fifo && !mode.serializes() {
+    if let Some(order) = args
+        .io_order
+        .filter(|o| *o != vodkit_server::IoOrder::Fifo && !mode.serializes())
+    {
         return Err(super::usage(format!(
-            "--io-order {}: --io {mode} reads on a thread pool, which has no device queue to order; expected --io serialized, asap or direct",
-            args.io_order
+            "--io-order {order}: --io {mode} reads on a thread pool, which has no device queue to order; expected --io serialized, asap or direct"
         )));
     }
     if !args.root.is_dir() {
@@ -237,7 +239,7 @@ fn config(args: Args) -> anyhow::Result<ServerConfig> {
         stats_every: (!args.stats_every.is_zero()).then_some(args.stats_every),
         kernel_readahead: args.kernel_readahead,
         large_folios: args.large_folios,
-        order: args.io_order,
+        order: args.io_order.unwrap_or_default(),
     };
     config.access_log = args.access_log;
     config.access_log_format = args.access_log_format;
@@ -388,7 +390,13 @@ mod tests {
     #[test]
     fn io_order_flag_reaches_the_engine_config() {
         use vodkit_server::IoOrder;
-        assert_eq!(config(parse(&[]).unwrap()).unwrap().io.order, IoOrder::Fifo);
+        assert_eq!(
+            config(parse(&[]).unwrap()).unwrap().io.order,
+            IoOrder::Sweep
+        );
+        // The default applies where there is a queue; a thread pool keeps its own order.
+        assert!(config(parse(&["--io", "prefetch"]).unwrap()).is_ok());
+        assert!(config(parse(&["--io", "prefetch", "--io-order", "sweep"]).unwrap()).is_err());
         let sweep = config(parse(&["--io-order", "sweep"]).unwrap()).unwrap();
         assert_eq!(
             vodkit_server::io::engine_config(&sweep.io).unwrap().order,

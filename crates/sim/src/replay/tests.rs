@@ -2,7 +2,7 @@
 //! a stream alone leaving nothing behind, the budget respected, disk time as charged.
 
 use super::*;
-use vodkit_workload::model::{ByteRange, FileRef, Layout, Media, Rendition, Request, Title};
+use vodkit_workload::model::{ByteRange, Media, Rendition, Request, Title};
 
 const MIB: u64 = 1 << 20;
 
@@ -15,16 +15,12 @@ fn catalog(files: usize, size: u64) -> Catalog {
                 id: i as u32,
                 rank: i as u32 + 1,
                 duration_s: 10.0,
-                renditions: vec![Rendition {
-                    bitrate_kbps: 8000,
-                    media: Media::Combined,
-                    size_bytes: size,
-                    layout: Layout::Unchunked,
-                    files: vec![FileRef {
-                        path: format!("f{i}.mp4"),
-                        size_bytes: size,
-                    }],
-                }],
+                renditions: vec![Rendition::one_file(
+                    8000,
+                    Media::Combined,
+                    format!("f{i}.mp4"),
+                    size,
+                )],
             })
             .collect(),
     }
