@@ -382,9 +382,9 @@ impl Launcher for LocalLauncher {
             _ => None,
         };
         let signing = match sut.sign {
-            true if self.live.is_some() => {
+            true if self.live.is_some() && sut.base == Base::Nginx => {
                 return Err(StartError::Unavailable(
-                    "+sign with live viewers: the live source's uploads are not signed".into(),
+                    "nginx+sign with live viewers: its secure_link check would refuse the live source's unsigned uploads".into(),
                 ))
             }
             true => Some(UrlSigning::create(&run_dir)?),

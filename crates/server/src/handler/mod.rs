@@ -45,7 +45,8 @@ pub(crate) async fn route<W: Wire>(
     if let Some(live) = shared.live.as_ref() {
         let path = crate::target::path_part(&asked.req.target).ok();
         if let Some(path) = path.filter(|p| live.covers(p)) {
-            return ingest::handle(shared, wire, buf, live, path, &asked).await;
+            let grant = grant.as_ref().and_then(Option::as_ref);
+            return ingest::handle(shared, wire, buf, live, path, &asked, grant).await;
         }
     }
     if request_body::discard_body(wire, buf, asked.req, shared)

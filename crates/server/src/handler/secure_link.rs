@@ -77,6 +77,45 @@ pub(crate) async fn refuse<W: Wire>(
     keep && result.is_ok()
 }
 
+/// The first `len` bytes of `file`, at their offsets (an open-file cache may share it).
+fn read_all(file: &std::fs::File, len: u64) -> Option<Vec<u8>> {
+    let mut bytes = vec![0; usize::try_from(len).ok()?];
+    std::os::unix::fs::FileExt::read_exact_at(file, &mut bytes, 0).ok()?;
+    Some(bytes)
+}
+
+/// `text`, the manifest of kind `kind` at `path` (as requested), with its URIs signed for
+/// `grant`; `None` when it is not UTF-8.
+fn signed_text(
+    kind: Kind,
+    secret: &vodkit_securelink::Secret,
+    grant: &Grant,
+    path: &str,
+    text: Vec<u8>,
+) -> Option<Vec<u8>> {
+    let text = String::from_utf8(text).ok()?;
+    let signing = Signing { secret, grant };
+    Some(rewrite(kind, &text, &normalize_path(path), &signing).into_bytes())
+}
+
+/// A live playlist (`--ingest`) for a signed request: its body with every URI signed, or
+/// `None` to send it as stored (not a manifest, no grant, or not text).
+pub(crate) fn live_manifest(
+    shared: &Shared,
+    path: &str,
+    grant: Option<&Grant>,
+    body: &crate::live::LiveBody,
+) -> Option<Vec<u8>> {
+    use crate::live::LiveBody;
+    let (grant, kind) = (grant?, Kind::of(path)?);
+    let secret = &shared.config.secure_link.as_ref()?.secret;
+    let text = match body {
+        LiveBody::Memory(bytes) => bytes.to_vec(),
+        LiveBody::Mapped(f) | LiveBody::Spilled(f) => read_all(&f.file, f.len)?,
+    };
+    signed_text(kind, secret, grant, path, text)
+}
+
 /// The answer to a signed request for a manifest: the file whole (ranges and validators
 /// ignored: its body depends on the token) with every URI in it signed, gzipped for a client
 /// that takes it. `None` when `req` is not for a manifest.
@@ -105,16 +144,11 @@ pub(crate) fn manifest(shared: &Shared, req: &Request, grant: &Grant) -> Option<
             resp
         });
     }
-    let mut text = vec![0; resp.content_length as usize];
-    let read = std::os::unix::fs::FileExt::read_exact_at(file.as_ref(), &mut text, 0);
-    let Ok(text) = read
-        .map_err(drop)
-        .and_then(|()| String::from_utf8(text).map_err(drop))
+    let Some(mut body) = read_all(file, resp.content_length)
+        .and_then(|text| signed_text(kind, secret, grant, path, text))
     else {
         return Some(Response::text(500, false));
     };
-    let signing = Signing { secret, grant };
-    let mut body = rewrite(kind, &text, &normalize_path(path), &signing).into_bytes();
     // The body is this token's: no validators or ranges that would mix it with another's.
     resp.headers = resp
         .headers

@@ -1,7 +1,8 @@
 //! `--secure-link`: requests under the prefix need a valid signature (403 without, 410 when
 //! expired, on a connection that stays open), paths outside it and the live source's
-//! uploads do not; a signed manifest comes back whole with every URI signed, the same for
-//! HEAD, GET and gzip; and the rewriter's output, line by line.
+//! uploads do not (its playlists are signed like files); a signed manifest comes back whole
+//! with every URI signed, the same for HEAD, GET and gzip; and the rewriter's output, line
+//! by line.
 
 use crate::common;
 
@@ -126,6 +127,23 @@ fn the_live_sources_uploads_need_only_its_token() {
     // Viewers of the live stream sign like everyone else.
     assert_eq!(c.get("/live/a/seg-1.m4s", &[]).status, 403);
     let r = c.get(&signed("/live/a/seg-1.m4s"), &[]);
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"abc"[..]));
+    // A live playlist carries the viewer's signature to its segments.
+    let pl = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\nseg-1.m4s\n";
+    c.send(&format!(
+        "PUT /live/a/index.m3u8 HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer t0ken\r\nContent-Length: {}\r\n\r\n{pl}",
+        pl.len()
+    ));
+    assert_eq!(c.read_response(false).status, 201);
+    let r = c.get(&signed("/live/a/index.m3u8"), &[]);
+    assert_eq!(r.status, 200);
+    assert!(r.header("etag").is_none());
+    let text = String::from_utf8(r.body).unwrap();
+    let seg = text
+        .lines()
+        .find(|l| l.starts_with("seg-1.m4s?md5="))
+        .unwrap();
+    let r = c.get(&format!("/live/a/{seg}"), &[]);
     assert_eq!((r.status, r.body.as_slice()), (200, &b"abc"[..]));
 }
 
