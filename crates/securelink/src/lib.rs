@@ -429,9 +429,21 @@ impl Grant {
 }
 
 /// `path` percent-decoded, without dot segments or repeated slashes (nginx's `$uri`); a
-/// trailing slash stays. Bytes that are not UTF-8 after decoding are replaced.
+/// trailing slash stays. Bytes that are not UTF-8 after decoding are replaced (for signing;
+/// a verifier uses [`decoded_path`], which refuses them).
 pub fn normalize_path(path: &str) -> String {
-    let decoded = percent_decode(path);
+    normalized(&String::from_utf8_lossy(&percent_decode_bytes(path)))
+}
+
+/// [`normalize_path`] for a verifier: `None` when the decoded path is not UTF-8, so two
+/// paths that differ only in such bytes never share a signature.
+pub fn decoded_path(path: &str) -> Option<String> {
+    String::from_utf8(percent_decode_bytes(path))
+        .ok()
+        .map(|d| normalized(&d))
+}
+
+fn normalized(decoded: &str) -> String {
     let mut parts: Vec<&str> = Vec::new();
     for seg in decoded.split('/') {
         match seg {
@@ -453,9 +465,10 @@ pub fn normalize_path(path: &str) -> String {
 }
 
 fn percent_decode(text: &str) -> String {
-    if !text.contains('%') {
-        return text.to_string();
-    }
+    String::from_utf8_lossy(&percent_decode_bytes(text)).into_owned()
+}
+
+fn percent_decode_bytes(text: &str) -> Vec<u8> {
     let raw = text.as_bytes();
     let mut out = Vec::with_capacity(raw.len());
     let mut i = 0;
@@ -472,7 +485,7 @@ fn percent_decode(text: &str) -> String {
             }
         }
     }
-    String::from_utf8_lossy(&out).into_owned()
+    out
 }
 
 /// `value` with the bytes a query value may not hold as they are percent-encoded.

@@ -174,6 +174,14 @@ fn the_signer_signs_the_normalized_path_and_keeps_signed_targets() {
     assert_eq!(signer.sign_target(&signed, 0), signed);
     assert_eq!(normalize_path("/a//b/%41/../c/"), "/a/b/c/");
     assert_eq!(normalize_path("/a/.."), "/");
+    assert_eq!(
+        vodkit_securelink::decoded_path("/a/%73/./b").as_deref(),
+        Some("/a/s/b")
+    );
+    // A verifier refuses what is not UTF-8 once decoded: %FE and %FF would both read as
+    // U+FFFD and share a signature.
+    assert_eq!(vodkit_securelink::decoded_path("/a%FF"), None);
+    assert_eq!(normalize_path("/a%FF"), normalize_path("/a%FE"));
     assert_eq!(append_query("/a#f", "x=1"), "/a?x=1#f");
     assert_eq!(append_query("/a?", "x=1"), "/a?x=1");
 }

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 use std::time::Instant;
 
-use vodkit_securelink::{normalize_path, verify, Grant, Verdict};
+use vodkit_securelink::{decoded_path, normalize_path, verify, Grant, Verdict};
 
 use crate::handler::exchange::{finish, Asked, Served};
 use crate::request::{Method, Request};
@@ -28,10 +28,13 @@ pub(crate) fn check(shared: &Shared, req: &Request) -> Result<Option<Grant>, u16
     if req.method == Method::Options {
         return Ok(None);
     }
+    // A target the handlers cannot map is theirs to refuse (400).
     let Ok(path) = crate::target::path_part(&req.target) else {
+        return Ok(None);
+    };
+    let Some(uri) = decoded_path(path) else {
         return Err(403);
     };
-    let uri = normalize_path(path);
     if !uri.starts_with(&link.prefix) {
         return Ok(None);
     }

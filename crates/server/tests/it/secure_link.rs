@@ -67,6 +67,8 @@ fn requests_under_the_prefix_need_a_signature() {
     assert_eq!(c.get(&format!("/p/t/seg-1.m4s?{query}"), &[]).status, 403);
     // Encoded paths are checked as decoded, as nginx's $uri is.
     assert_eq!(c.get(&signed("/p/t/%73eg-1.m4s"), &[]).status, 200);
+    // A path that is not UTF-8 once decoded has no signature (no two such paths share one).
+    assert_eq!(c.get(&signed("/p/t/%FF"), &[]).status, 403);
 }
 
 #[test]
