@@ -7,8 +7,9 @@
 //! `--interval` (how often a periodic sample or report is taken),
 //! `--ingest-token`/`--ingest-token-file` (the live publisher's bearer token), `--bitrate`
 //! (a bit rate with units), `--prefetch` (a prefetch policy), `--memory` (`auto|off|SIZE`),
-//! `readahead` as one word, and `--format` for output formats only (an input's dialect is
-//! `--log-format`). Older spellings stay as hidden aliases.
+//! `--sign-key`/`--sign-ttl`/`--sign-form` (a client signing URLs; the server's side is
+//! `--secure-link`), `readahead` as one word, and `--format` for output formats only (an
+//! input's dialect is `--log-format`). Older spellings stay as hidden aliases.
 
 use std::time::Duration;
 use vodkit_units::{Memory, UnitError};
