@@ -20,6 +20,9 @@ use vodkit_prefetch::PolicySpec;
 use vodkit_workload::model::{Request, Session, WorkloadMeta};
 use vodkit_workload::WorkloadDir;
 
+/// How long the load's signed URLs stay valid (`+sign`): longer than any run.
+const SIGN_TTL_S: u64 = 24 * 3600;
+
 /// Replays a generated workload directory (sessions.jsonl, workload.json, warmup.jsonl).
 pub struct WorkloadLoad {
     pub sessions: Vec<Session>,
@@ -35,6 +38,9 @@ pub struct WorkloadLoad {
     /// The CA an `https://` server's certificate chains to (set per server by the
     /// runner); `None` with an https URL (a `url:` server): any certificate is accepted.
     pub tls_ca: Option<PathBuf>,
+    /// The secret a `+sign` server checks URLs with (set per server by the runner); the
+    /// load signs every URL with it. `None`: unsigned.
+    pub url_secret: Option<vodkit_securelink::Secret>,
     /// The live source for workloads with live viewers (each point publishes its streams
     /// to the server under test); `None` refuses such workloads.
     pub live_feed: Option<Box<dyn crate::live::LiveFeed>>,
@@ -79,6 +85,7 @@ impl WorkloadLoad {
             live_status: false,
             warm_start: vodkit_load::WarmStart::Auto,
             tls_ca: None,
+            url_secret: None,
             live_feed: None,
             live_origin: crate::live::LiveOrigin::bench(),
             probes: None,
@@ -109,6 +116,14 @@ impl WorkloadLoad {
         if let Some(meta) = &self.meta {
             config.apply_meta(meta);
         }
+        config.sign = self
+            .url_secret
+            .clone()
+            .map(|secret| vodkit_securelink::Signer {
+                secret,
+                form: vodkit_securelink::Form::Md5,
+                ttl_s: SIGN_TTL_S,
+            });
         config
     }
 
@@ -219,6 +234,10 @@ pub fn client_metrics(r: &vodkit_load::Results) -> ClientMetrics {
 impl LoadDriver for WorkloadLoad {
     fn set_tls_ca(&mut self, ca: Option<PathBuf>) {
         self.tls_ca = ca;
+    }
+
+    fn set_url_secret(&mut self, secret: Option<vodkit_securelink::Secret>) {
+        self.url_secret = secret;
     }
 
     fn fast_forward(
@@ -426,6 +445,10 @@ impl VodkitStarter for InProcessVodkit {
         config.tls = launch
             .tls
             .map(|t| vodkit_server::tls::TlsSettings::new(&t.cert, &t.key));
+        config.secure_link = launch.signing.map(|s| vodkit_server::SecureLink {
+            secret: s.secret.clone(),
+            prefix: "/".into(),
+        });
         let handle = self
             .runtime
             .block_on(vodkit_server::Server::bind(config))
@@ -509,6 +532,9 @@ impl VodkitStarter for ChildVodkit {
             cmd.arg("--io-order").arg(o.name());
         }
         cmd.arg("--access-log").arg(run_dir.join("access.log"));
+        if let Some(s) = launch.signing {
+            cmd.arg("--secure-link").arg(&s.key_file);
+        }
         if let Some(t) = tls {
             cmd.arg("--tls-cert")
                 .arg(&t.cert)
@@ -522,6 +548,10 @@ impl VodkitStarter for ChildVodkit {
             Some(b) => b(cmd).map_err(StartError::Failed)?,
             None => cmd,
         };
+        let probe_path = match launch.signing {
+            Some(s) => s.probe_path(&self.probe_path),
+            None => self.probe_path.clone(),
+        };
         let spec = StartSpec {
             name: "vodkit",
             port,
@@ -529,7 +559,7 @@ impl VodkitStarter for ChildVodkit {
             // vodkit logs to stderr, which the process supervision reads already.
             error_log: run_dir.join("vodkit.stdout"),
             is_error: vodkit_error_line,
-            probe_path: &self.probe_path,
+            probe_path: &probe_path,
             timeout: Duration::from_secs(20),
         };
         let process = match tls {

@@ -691,6 +691,7 @@ pub fn manager_replay(
         memory: vodkit_prefetch::memory::MemoryConfig::for_budget(memory_bytes),
         disk,
         prefetch: Prefetch::Budget,
+        order: vodkit_prefetch::IoOrder::default(),
     };
     capacity(&w, &cfg, guess)
         .ok_or_else(|| "memory replay: no rate leaves the drive idle enough".into())

@@ -38,6 +38,8 @@ pub trait LoadDriver {
     fn run(&mut self, base_url: &str, rate: f64, repeat: u32) -> Result<LoadOutcome, String>;
     /// The CA to trust for the next runs' `https://` URL (`+tls` servers); `None`: none.
     fn set_tls_ca(&mut self, _ca: Option<std::path::PathBuf>) {}
+    /// The secret to sign the next runs' URLs with (`+sign` servers); `None`: unsigned.
+    fn set_url_secret(&mut self, _secret: Option<vodkit_securelink::Secret>) {}
     /// Play the history before a point at `rate` `ff.speed` times faster
     /// ([`crate::warmup`]), and make the next [`LoadDriver::run`] resume after it. `Err`:
     /// why no history was played (the run then starts as without one).
@@ -119,6 +121,11 @@ pub trait Running {
     }
     /// The CA that signed an HTTPS server's certificate (`+tls`); `None`: plain HTTP.
     fn tls_ca(&self) -> Option<std::path::PathBuf> {
+        None
+    }
+    /// The secret a server that requires signed URLs checks them with (`+sign`); `None`:
+    /// it takes unsigned URLs.
+    fn url_secret(&self) -> Option<vodkit_securelink::Secret> {
         None
     }
     /// What the launcher changed on the machine for this server (report notes), e.g. the
@@ -270,6 +277,7 @@ impl Oracle for ServerOracle<'_, '_> {
         let server = self.rig.launcher.start(self.sut).map_err(PointError)?;
         let url = server.base_url();
         self.rig.load.set_tls_ca(server.tls_ca());
+        self.rig.load.set_url_secret(server.url_secret());
         if let Some(ff) = self.fast_forward {
             let played = play_history(
                 self.rig.testbed,

@@ -485,8 +485,9 @@ pub(crate) fn with_http_date<R>(f: impl FnOnce(&str) -> R) -> R {
 mod tests {
     use super::*;
 
-    /// Status codes the server's code emits: numbers after `text(`, `status_only(`,
-    /// `status: `, `=> ` or `return `, or alone on a line, outside test modules.
+    /// Status codes the server's code emits (its own and the signed-URL check's): numbers
+    /// after `text(`, `status_only(`, `status: `, `=> `, `return `, `Err(`, `Some(` or
+    /// `unwrap_or(`, or alone on a line, outside test modules.
     fn emitted_statuses() -> std::collections::BTreeSet<u16> {
         fn walk(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
             for e in std::fs::read_dir(dir).unwrap() {
@@ -499,10 +500,10 @@ mod tests {
             }
         }
         let mut files = Vec::new();
-        walk(
-            &std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src"),
-            &mut files,
-        );
+        let crates = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+        for dir in ["server/src", "securelink/src"] {
+            walk(&crates.join(dir), &mut files);
+        }
         let status_at = |rest: &str| -> Option<u16> {
             let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
             (digits.len() == 3).then(|| digits.parse().ok()).flatten()
@@ -516,7 +517,17 @@ mod tests {
                 if let Some(n) = status_at(t).filter(|_| t.len() == 3) {
                     found.insert(n);
                 }
-                for lead in ["text(", "status_only(", "status: ", "=> ", "return "] {
+                let leads = [
+                    "text(",
+                    "status_only(",
+                    "status: ",
+                    "=> ",
+                    "return ",
+                    "Err(",
+                    "Some(",
+                    "unwrap_or(",
+                ];
+                for lead in leads {
                     for (i, _) in line.match_indices(lead) {
                         if let Some(n) = status_at(&line[i + lead.len()..]) {
                             found.insert(n);
@@ -532,7 +543,7 @@ mod tests {
     #[test]
     fn every_status_the_server_emits_has_its_reason_phrase() {
         let statuses = emitted_statuses();
-        for must in [201, 204, 401, 403, 408, 413, 416, 507] {
+        for must in [201, 204, 401, 403, 408, 410, 413, 416, 507] {
             assert!(
                 statuses.contains(&must),
                 "the scan missed {must}: {statuses:?}"

@@ -185,6 +185,20 @@ pub struct Args {
     /// CPU the server may run on, at most its cgroup CPU quota rounded up).
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// Serve only requests with a valid expiring URL signature made with the secret in this
+    /// file (one line): nginx's `secure_link` MD5 form (`?md5=…&expires=…`) or the HMAC-SHA-256
+    /// form (`?hmac=…&expires=…`). Bad or missing: 403; expired: 410. Manifests served to a
+    /// signed request carry the signature to their segments. See docs/server.md "Signed URLs".
+    #[arg(long, value_name = "SECRETFILE")]
+    secure_link: Option<PathBuf>,
+    /// Check signatures only on paths under this prefix (default: every path).
+    #[arg(
+        long,
+        default_value = "/",
+        value_name = "PREFIX",
+        requires = "secure_link"
+    )]
+    secure_link_prefix: String,
     #[command(flatten)]
     tls: super::tls::ServeTls,
 }
@@ -317,6 +331,20 @@ fn config(args: Args) -> anyhow::Result<ServerConfig> {
     config.drain_timeout = args.drain_timeout;
     config.worker_threads = args.threads;
     config.tls = args.tls.settings();
+    if let Some(file) = &args.secure_link {
+        if !args.secure_link_prefix.starts_with('/') {
+            return Err(usage(format!(
+                "--secure-link-prefix `{}`: expected a path starting with /",
+                args.secure_link_prefix
+            )));
+        }
+        let secret = vodkit_securelink::Secret::from_file(file)
+            .map_err(|e| usage(format!("--secure-link {e}")))?;
+        config.secure_link = Some(vodkit_server::SecureLink {
+            secret,
+            prefix: args.secure_link_prefix.clone(),
+        });
+    }
     Ok(config)
 }
 

@@ -1,6 +1,8 @@
 //! The request router: the connection loop ([`crate::conn`]) parses each request and hands
 //! it to [`route`], which gives it to one handler: under the ingest prefix (`--ingest`) to
-//! [`ingest`], every other request to [`static_files`] (after dropping its body). The
+//! [`ingest`], every other request to [`static_files`] (after dropping its body). With
+//! `--secure-link`, [`secure_link`] checks the request's signature first (the live source's
+//! writes excepted: its token guards them). The
 //! admin endpoints have a listener and an address of their own ([`crate::admin`]).
 //!
 //! Below the handlers: [`exchange`] (the request as asked, the accounting of a finished
@@ -9,6 +11,7 @@
 pub(crate) mod exchange;
 mod ingest;
 mod request_body;
+mod secure_link;
 mod static_files;
 
 pub(crate) use exchange::Asked;
@@ -24,21 +27,24 @@ pub(crate) async fn route<W: Wire>(
     buf: &mut Vec<u8>,
     asked: Asked<'_>,
 ) -> bool {
-    if let Some(live) = shared.live.as_ref() {
-        // Live objects are named by the normalized path, as files are; a target under the
-        // prefix that does not normalize is the live handler's to refuse.
-        let target = &asked.req.target;
-        let path = crate::target::normalized_path(target);
-        let raw_under = || crate::target::path_part(target).is_ok_and(|p| live.covers(p));
-        match path {
-            Ok(p) if live.covers(&p) => {
-                return ingest::handle(shared, wire, buf, live, Some(&p), &asked).await;
+    use crate::request::Method;
+    let viewer = matches!(asked.req.method, Method::Get | Method::Head);
+    let grant = match secure_link::check(shared, asked.req) {
+        Ok(g) => Some(g),
+        Err(_) if !viewer && under_ingest(shared, asked.req) => None,
+        Err(status) => {
+            if request_body::discard_body(wire, buf, asked.req, shared)
+                .await
+                .is_err()
+            {
+                return false;
             }
-            Err(_) if raw_under() => {
-                return ingest::handle(shared, wire, buf, live, None, &asked).await;
-            }
-            _ => {}
+            return secure_link::refuse(shared, wire, &asked, status).await;
         }
+    };
+    if let Some((live, path)) = ingest_target(shared, asked.req) {
+        let grant = grant.as_ref().and_then(Option::as_ref);
+        return ingest::handle(shared, wire, buf, live, path.as_deref(), &asked, grant).await;
     }
     if request_body::discard_body(wire, buf, asked.req, shared)
         .await
@@ -46,5 +52,29 @@ pub(crate) async fn route<W: Wire>(
     {
         return false;
     }
-    static_files::answer(shared, wire, &asked).await
+    let grant = grant.flatten();
+    static_files::answer(shared, wire, &asked, grant.as_ref()).await
+}
+
+/// Whether `req` is for a path under the ingest prefix.
+fn under_ingest(shared: &Shared, req: &crate::request::Request) -> bool {
+    ingest_target(shared, req).is_some()
+}
+
+/// The live store and the object path of a request under the ingest prefix. Live objects
+/// are named by the normalized path, as files are ([`crate::target::normalized_path`]); a
+/// target under the prefix that does not normalize comes with `None`, for the live
+/// handler to refuse.
+fn ingest_target<'a>(
+    shared: &'a Shared,
+    req: &crate::request::Request,
+) -> Option<(&'a crate::live::LiveStore, Option<String>)> {
+    let live = shared.live.as_deref()?;
+    match crate::target::normalized_path(&req.target) {
+        Ok(p) if live.covers(&p) => Some((live, Some(p))),
+        Ok(_) => None,
+        Err(_) => crate::target::path_part(&req.target)
+            .is_ok_and(|p| live.covers(p))
+            .then_some((live, None)),
+    }
 }

@@ -95,6 +95,7 @@ fn the_replays_cache_engine_agrees_with_libcachesim() {
             sweep: None,
         },
         prefetch: Prefetch::Budget,
+        order: vodkit_prefetch::IoOrder::default(),
     };
     let mut reqs: Vec<ObjectRequest> = Vec::new();
     replay_traced(&w, &cfg, 20.0, &mut |r| reqs.extend(export::objects(&r)));
