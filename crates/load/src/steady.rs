@@ -115,7 +115,7 @@ fn chooses_requests(config: &LoadConfig, s: &Session) -> bool {
 /// its own requests, or no request ramp asks for a ranking.
 pub fn requests_planned(config: &LoadConfig) -> bool {
     let ramp = config.ramp;
-    ramp.up_requests == 0 && ramp.down_requests == 0
+    (ramp.up_requests == 0 && ramp.down_requests == 0)
         || !config.sessions[..config.schedule().len()]
             .iter()
             .any(|s| chooses_requests(config, s))

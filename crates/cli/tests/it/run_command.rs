@@ -8,14 +8,17 @@ use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 use vodkit_testkit::{needs, Need};
 
-/// `vodkit run --memory 64MiB -- sh -c SCRIPT` started in `dir`, stderr piped.
+/// `vodkit run --memory 64MiB -- sh -c SCRIPT` started in `dir`, its stderr (and the
+/// command's) in `dir/stderr`: a file, which a command outliving `vodkit run` cannot hold
+/// open against the test as it would a pipe.
 fn start(dir: &Path, script: &str) -> Child {
+    let stderr = std::fs::File::create(dir.join("stderr")).expect("stderr file");
     vodkit()
         .args(["run", "--memory", "64MiB", "--interval", "100ms", "--"])
         .args(["sh", "-c", script])
         .current_dir(dir)
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
+        .stderr(stderr)
         .spawn()
         .expect("vodkit run starts")
 }
@@ -60,21 +63,21 @@ impl Drop for Leftover {
     }
 }
 
-/// Waits up to 30 s for `vodkit run` to end: its exit code and stderr.
-fn finish(mut child: Child) -> (Option<i32>, String) {
+/// Waits up to 30 s for `vodkit run` started in `dir` to end: its exit code and stderr.
+fn finish(mut child: Child, dir: &Path) -> (Option<i32>, String) {
     let deadline = Instant::now() + Duration::from_secs(30);
-    while child.try_wait().expect("wait").is_none() {
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
         if Instant::now() > deadline {
             let _ = child.kill();
             panic!("vodkit run did not end");
         }
         std::thread::sleep(Duration::from_millis(20));
-    }
-    let out = child.wait_with_output().expect("output");
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    };
+    let stderr = std::fs::read_to_string(dir.join("stderr")).unwrap_or_default();
+    (status.code(), stderr)
 }
 
 fn signal(child: &Child, sig: libc::c_int) {
@@ -97,7 +100,7 @@ fn a_sigterm_to_vodkit_run_stops_its_command_and_exits_143() {
     let sleep = pid_in(&pidfile);
     assert!(alive(sleep));
     signal(&run, libc::SIGTERM);
-    let (code, stderr) = finish(run);
+    let (code, stderr) = finish(run, d.path());
     assert!(!alive(sleep), "sleep outlived vodkit run: {stderr}");
     assert_eq!(code, Some(143), "128 + SIGTERM: {stderr}");
     assert!(
@@ -144,7 +147,7 @@ fn a_sighup_to_vodkit_run_reaches_its_command() {
     );
     let shell = pid_in(&pidfile);
     signal(&run, libc::SIGHUP);
-    let (code, stderr) = finish(run);
+    let (code, stderr) = finish(run, d.path());
     assert!(!alive(shell), "the shell outlived vodkit run: {stderr}");
     let hup = std::fs::read_to_string(d.path().join("hup")).unwrap_or_default();
     assert_eq!(hup.trim(), "hangup", "the trap ran: {stderr}");
