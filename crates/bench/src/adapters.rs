@@ -8,7 +8,7 @@ pub use crate::child::{built_vodkit, set_clock_rate, ENV_VODKIT};
 use crate::child::{memory_arg, vodkit_error_line, EXITED_DURING_RUN};
 use crate::experiment::{LoadDriver, LoadOutcome, Running, StartError};
 use crate::launch::{VodkitLaunch, VodkitStarter};
-use crate::point::ClientMetrics;
+use crate::point::{ClientMetrics, EngineCounters, EngineFigures};
 pub use crate::preload::{PreloadDaemon, PreloadKit, DAEMON_METRICS, DAEMON_PROMETHEUS};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -19,6 +19,9 @@ use vodkit_peers::process::{free_port, http_get, ServerProcess, StartSpec};
 use vodkit_prefetch::PolicySpec;
 use vodkit_workload::model::{Request, Session, WorkloadMeta};
 use vodkit_workload::WorkloadDir;
+
+/// How long the load's signed URLs stay valid (`+sign`): longer than any run.
+const SIGN_TTL_S: u64 = 24 * 3600;
 
 /// Replays a generated workload directory (sessions.jsonl, workload.json, warmup.jsonl).
 pub struct WorkloadLoad {
@@ -35,6 +38,9 @@ pub struct WorkloadLoad {
     /// The CA an `https://` server's certificate chains to (set per server by the
     /// runner); `None` with an https URL (a `url:` server): any certificate is accepted.
     pub tls_ca: Option<PathBuf>,
+    /// The secret a `+sign` server checks URLs with (set per server by the runner); the
+    /// load signs every URL with it. `None`: unsigned.
+    pub url_secret: Option<vodkit_securelink::Secret>,
     /// The live source for workloads with live viewers (each point publishes its streams
     /// to the server under test); `None` refuses such workloads.
     pub live_feed: Option<Box<dyn crate::live::LiveFeed>>,
@@ -79,6 +85,7 @@ impl WorkloadLoad {
             live_status: false,
             warm_start: vodkit_load::WarmStart::Auto,
             tls_ca: None,
+            url_secret: None,
             live_feed: None,
             live_origin: crate::live::LiveOrigin::bench(),
             probes: None,
@@ -109,6 +116,14 @@ impl WorkloadLoad {
         if let Some(meta) = &self.meta {
             config.apply_meta(meta);
         }
+        config.sign = self
+            .url_secret
+            .clone()
+            .map(|secret| vodkit_securelink::Signer {
+                secret,
+                form: vodkit_securelink::Form::Md5,
+                ttl_s: SIGN_TTL_S,
+            });
         config
     }
 
@@ -219,6 +234,10 @@ pub fn client_metrics(r: &vodkit_load::Results) -> ClientMetrics {
 impl LoadDriver for WorkloadLoad {
     fn set_tls_ca(&mut self, ca: Option<PathBuf>) {
         self.tls_ca = ca;
+    }
+
+    fn set_url_secret(&mut self, secret: Option<vodkit_securelink::Secret>) {
+        self.url_secret = secret;
     }
 
     fn fast_forward(
@@ -426,6 +445,10 @@ impl VodkitStarter for InProcessVodkit {
         config.tls = launch
             .tls
             .map(|t| vodkit_server::tls::TlsSettings::new(&t.cert, &t.key));
+        config.secure_link = launch.signing.map(|s| vodkit_server::SecureLink {
+            secret: s.secret.clone(),
+            prefix: "/".into(),
+        });
         let handle = self
             .runtime
             .block_on(vodkit_server::Server::bind(config))
@@ -509,6 +532,9 @@ impl VodkitStarter for ChildVodkit {
             cmd.arg("--io-order").arg(o.name());
         }
         cmd.arg("--access-log").arg(run_dir.join("access.log"));
+        if let Some(s) = launch.signing {
+            cmd.arg("--secure-link").arg(&s.key_file);
+        }
         if let Some(t) = tls {
             cmd.arg("--tls-cert")
                 .arg(&t.cert)
@@ -522,6 +548,10 @@ impl VodkitStarter for ChildVodkit {
             Some(b) => b(cmd).map_err(StartError::Failed)?,
             None => cmd,
         };
+        let probe_path = match launch.signing {
+            Some(s) => s.probe_path(&self.probe_path),
+            None => self.probe_path.clone(),
+        };
         let spec = StartSpec {
             name: "vodkit",
             port,
@@ -529,7 +559,7 @@ impl VodkitStarter for ChildVodkit {
             // vodkit logs to stderr, which the process supervision reads already.
             error_log: run_dir.join("vodkit.stdout"),
             is_error: vodkit_error_line,
-            probe_path: &self.probe_path,
+            probe_path: &probe_path,
             timeout: Duration::from_secs(20),
         };
         let process = match tls {
@@ -545,8 +575,9 @@ impl VodkitStarter for ChildVodkit {
     }
 }
 
-/// Interval between two reads of the child server's `/stats`.
-const STATS_EVERY: Duration = Duration::from_secs(5);
+/// Interval between two reads of the child server's `/stats`: the engine's figures of a
+/// point come from the first and last reading within its judged window.
+const STATS_EVERY: Duration = Duration::from_secs(2);
 
 struct ChildRunning {
     process: ServerProcess,
@@ -558,10 +589,12 @@ struct ChildRunning {
 /// keeps the prefetch size series (the size of the highest bit-rate class the policy has
 /// seen, in bytes, at the seconds since the start); every document read is also appended
 /// to the run's `stats.jsonl` (`{"t": seconds, "stats": {...}}` per line), the engine's
-/// and memory manager's counters over the run, for diagnosis.
+/// and memory manager's counters over the run, for diagnosis. The engine's counters are
+/// kept with the wall-clock time of each reading ([`StatsPoller::engine_window`]).
 struct StatsPoller {
     stop: Arc<AtomicBool>,
     series: Arc<Mutex<Vec<(f64, u64)>>>,
+    counters: Arc<Mutex<Vec<(SystemTime, EngineCounters)>>>,
     thread: Option<std::thread::JoinHandle<()>>,
 }
 
@@ -569,7 +602,8 @@ impl StatsPoller {
     fn start(admin_port: u16, every: Duration, log: std::path::PathBuf) -> StatsPoller {
         let stop = Arc::new(AtomicBool::new(false));
         let series = Arc::new(Mutex::new(Vec::new()));
-        let (stop2, series2) = (stop.clone(), series.clone());
+        let counters = Arc::new(Mutex::new(Vec::new()));
+        let (stop2, series2, counters2) = (stop.clone(), series.clone(), counters.clone());
         let thread = std::thread::Builder::new()
             .name("vodkit-stats".into())
             .spawn(move || {
@@ -584,9 +618,16 @@ impl StatsPoller {
                     }
                     // A server still starting or already stopping has no point to give.
                     if let Ok((200, body)) = http_get(admin_port, "/stats") {
-                        if let Some(bytes) = prefetch_size(&body) {
+                        let at = SystemTime::now();
+                        let stats: Option<vodkit_server::metrics::Stats> =
+                            serde_json::from_slice(&body).ok();
+                        if let Some(bytes) = stats.as_ref().and_then(prefetch_size) {
                             let mut s = series2.lock().unwrap_or_else(|e| e.into_inner());
                             s.push((due.as_secs_f64(), bytes));
+                        }
+                        if let Some(st) = &stats {
+                            let mut c = counters2.lock().unwrap_or_else(|e| e.into_inner());
+                            c.push((at, EngineCounters::from(&st.prefetch)));
                         }
                         append_stats(&log, due.as_secs_f64(), &body);
                     }
@@ -600,8 +641,23 @@ impl StatsPoller {
         StatsPoller {
             stop,
             series,
+            counters,
             thread,
         }
+    }
+
+    /// The engine's figures between the first and the last reading within `window`;
+    /// `None` when they span less than a third of it (too few readings to judge by).
+    fn engine_window(&self, (from, to): (SystemTime, SystemTime)) -> Option<EngineFigures> {
+        let c = self.counters.lock().unwrap_or_else(|e| e.into_inner());
+        let inside: Vec<_> = c.iter().filter(|(t, _)| *t >= from && *t <= to).collect();
+        let (first, last) = (inside.first()?, inside.last()?);
+        let secs = last.0.duration_since(first.0).ok()?.as_secs_f64();
+        let window = to.duration_since(from).ok()?.as_secs_f64();
+        if secs < window / 3.0 {
+            return None;
+        }
+        EngineFigures::between(&first.1, &last.1, secs)
     }
 
     fn series(&self) -> Vec<(f64, u64)> {
@@ -641,8 +697,7 @@ fn append_stats(log: &std::path::Path, t: f64, body: &[u8]) {
 /// The prefetch size in a `/stats` document: the current size of the highest bit-rate class
 /// the policy has seen; `None` before the policy has sized anything (or for a body that is
 /// not a `/stats` document).
-fn prefetch_size(body: &[u8]) -> Option<u64> {
-    let stats: vodkit_server::metrics::Stats = serde_json::from_slice(body).ok()?;
+fn prefetch_size(stats: &vodkit_server::metrics::Stats) -> Option<u64> {
     stats.prefetch.policy.classes.last().map(|c| c.bytes)
 }
 
@@ -658,6 +713,9 @@ impl Running for ChildRunning {
     }
     fn set_clock_rate(&self, rate: f64) -> Result<bool, String> {
         set_clock_rate(self.admin_port, rate).map(|()| true)
+    }
+    fn engine_window(&self, window: (SystemTime, SystemTime)) -> Option<EngineFigures> {
+        self.stats.engine_window(window)
     }
     fn stop(mut self: Box<Self>) -> Result<Vec<String>, String> {
         let died = self.process.exited().ok().flatten();
@@ -716,10 +774,10 @@ mod tests {
 
     #[test]
     fn the_prefetch_size_is_the_highest_class_of_the_stats_document() {
+        let parse = |b: &[u8]| serde_json::from_slice(b).unwrap();
         let body = stats_json(&[(419, 3_150_000), (1676, 6_290_000)]);
-        assert_eq!(prefetch_size(&body), Some(6_290_000));
-        assert_eq!(prefetch_size(&stats_json(&[])), None);
-        assert_eq!(prefetch_size(b"not found\n"), None);
+        assert_eq!(prefetch_size(&parse(&body)), Some(6_290_000));
+        assert_eq!(prefetch_size(&parse(&stats_json(&[]))), None);
     }
 
     #[test]
@@ -727,9 +785,18 @@ mod tests {
         use std::io::{Read, Write};
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
-        let body = stats_json(&[(419, 2 << 20)]);
         std::thread::spawn(move || {
-            for mut s in listener.incoming().flatten() {
+            // Each reading finds the engine 10 requests of 1000 bytes further, 6 of them
+            // from memory, and one 4000-byte read.
+            for (n, mut s) in listener.incoming().flatten().enumerate() {
+                let mut stats: vodkit_server::metrics::Stats =
+                    serde_json::from_slice(&stats_json(&[(419, 2 << 20)])).unwrap();
+                let n = n as u64;
+                stats.prefetch.requested_bytes = 10_000 * n;
+                stats.prefetch.memory_bytes = 6_000 * n;
+                stats.prefetch.reads = n;
+                stats.prefetch.read_bytes = 4_000 * n;
+                let body = serde_json::to_vec(&stats).unwrap();
                 let mut buf = [0u8; 1024];
                 let _ = s.read(&mut buf);
                 let head = format!(
@@ -742,6 +809,7 @@ mod tests {
         });
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("stats.jsonl");
+        let from = std::time::SystemTime::now();
         let poller = StatsPoller::start(port, std::time::Duration::from_millis(50), log.clone());
         let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while poller.series().len() < 2 && std::time::Instant::now() < until {
@@ -759,6 +827,13 @@ mod tests {
             );
         }
         assert!(series[1].0 > series[0].0);
+        // The engine's figures between the readings within a window.
+        let e = poller
+            .engine_window((from, std::time::SystemTime::now()))
+            .expect("engine figures");
+        assert!((e.hit_fraction - 0.6).abs() < 1e-9, "{e:?}");
+        assert!((e.mean_read_bytes - 4000.0).abs() < 1e-9, "{e:?}");
+        assert!(poller.engine_window((from, from)).is_none());
         drop(poller);
         // Every document read is in the run's log, one JSON line each.
         let lines: Vec<serde_json::Value> = std::fs::read_to_string(&log)

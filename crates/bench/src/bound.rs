@@ -525,7 +525,7 @@ pub fn in_transfer_bytes(w: &Workload, lambda: f64) -> f64 {
 }
 
 /// The bound and the figures that explain it (bench.json `bound`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct CapacityBound {
     /// Highest sustainable rate, in the load tool's `--rate` unit (sessions/s).
     pub bound_rate: f64,
@@ -691,6 +691,7 @@ pub fn manager_replay(
         memory: vodkit_prefetch::memory::MemoryConfig::for_budget(memory_bytes),
         disk,
         prefetch: Prefetch::Budget,
+        order: vodkit_prefetch::IoOrder::default(),
     };
     capacity(&w, &cfg, guess)
         .ok_or_else(|| "memory replay: no rate leaves the drive idle enough".into())

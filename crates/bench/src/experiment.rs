@@ -38,6 +38,8 @@ pub trait LoadDriver {
     fn run(&mut self, base_url: &str, rate: f64, repeat: u32) -> Result<LoadOutcome, String>;
     /// The CA to trust for the next runs' `https://` URL (`+tls` servers); `None`: none.
     fn set_tls_ca(&mut self, _ca: Option<std::path::PathBuf>) {}
+    /// The secret to sign the next runs' URLs with (`+sign` servers); `None`: unsigned.
+    fn set_url_secret(&mut self, _secret: Option<vodkit_securelink::Secret>) {}
     /// Play the history before a point at `rate` `ff.speed` times faster
     /// ([`crate::warmup`]), and make the next [`LoadDriver::run`] resume after it. `Err`:
     /// why no history was played (the run then starts as without one).
@@ -121,6 +123,11 @@ pub trait Running {
     fn tls_ca(&self) -> Option<std::path::PathBuf> {
         None
     }
+    /// The secret a server that requires signed URLs checks them with (`+sign`); `None`:
+    /// it takes unsigned URLs.
+    fn url_secret(&self) -> Option<vodkit_securelink::Secret> {
+        None
+    }
     /// What the launcher changed on the machine for this server (report notes), e.g. the
     /// device's queue settings.
     fn notes(&self) -> Vec<String> {
@@ -130,6 +137,14 @@ pub trait Running {
     /// `Ok(false)`: it has no such clock (nginx, Apache).
     fn set_clock_rate(&self, _rate: f64) -> Result<bool, String> {
         Ok(false)
+    }
+    /// What the server's prefetch engine counted within `window` (wall-clock times), for
+    /// servers that report it (`vodkit serve`).
+    fn engine_window(
+        &self,
+        _window: (SystemTime, SystemTime),
+    ) -> Option<crate::point::EngineFigures> {
+        None
     }
     /// Stop the server; returns the error-log lines it left.
     fn stop(self: Box<Self>) -> Result<Vec<String>, String>;
@@ -262,6 +277,7 @@ impl Oracle for ServerOracle<'_, '_> {
         let server = self.rig.launcher.start(self.sut).map_err(PointError)?;
         let url = server.base_url();
         self.rig.load.set_tls_ca(server.tls_ca());
+        self.rig.load.set_url_secret(server.url_secret());
         if let Some(ff) = self.fast_forward {
             let played = play_history(
                 self.rig.testbed,
@@ -298,6 +314,11 @@ impl Oracle for ServerOracle<'_, '_> {
             Err(e) => Err(e),
         };
         m.prefetch_size = server.prefetch_series();
+        m.engine = load
+            .as_ref()
+            .ok()
+            .and_then(|l| l.steady)
+            .and_then(|w| server.engine_window(w));
         m.notes.extend(server.notes());
         let stopped = server.stop();
         // A point cut short by a signal says nothing about the rate: drop it.

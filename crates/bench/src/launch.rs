@@ -50,6 +50,46 @@ pub struct VodkitLaunch<'a> {
     pub order: Option<vodkit_prefetch::IoOrder>,
     /// Another vodkit build to run (`+bin:PATH`; `None`: the starter's own).
     pub exe: Option<&'a Path>,
+    /// Require signed URLs (`+sign`): `--secure-link` with this run's secret.
+    pub signing: Option<&'a UrlSigning>,
+}
+
+/// `+sign`: a throwaway secret for signed URLs, written to `run_dir/secure-link.key` for the
+/// server (the load generator gets it from [`Running::url_secret`]).
+pub struct UrlSigning {
+    pub key_file: PathBuf,
+    pub secret: vodkit_securelink::Secret,
+}
+
+/// How long the readiness probe's signed URL stays valid.
+const PROBE_TTL_S: u64 = 24 * 3600;
+
+impl UrlSigning {
+    /// A fresh random secret (32 hex digits) in `run_dir`.
+    pub fn create(run_dir: &Path) -> Result<UrlSigning, StartError> {
+        use std::io::Read as _;
+        let mut bytes = [0u8; 16];
+        std::fs::File::open("/dev/urandom")
+            .and_then(|mut f| f.read_exact(&mut bytes))
+            .map_err(|e| StartError::Failed(format!("/dev/urandom: {e}")))?;
+        let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+        let key_file = run_dir.join("secure-link.key");
+        std::fs::write(&key_file, format!("{hex}\n"))
+            .map_err(|e| StartError::Failed(format!("writing {}: {e}", key_file.display())))?;
+        let secret = vodkit_securelink::Secret::new(hex)
+            .ok_or_else(|| StartError::Failed("empty secret".into()))?;
+        Ok(UrlSigning { key_file, secret })
+    }
+
+    /// `path` signed (MD5 form, which nginx and vodkit both check) for the readiness probe.
+    pub fn probe_path(&self, path: &str) -> String {
+        let signer = vodkit_securelink::Signer {
+            secret: self.secret.clone(),
+            form: vodkit_securelink::Form::Md5,
+            ttl_s: PROBE_TTL_S,
+        };
+        signer.sign_target(path, vodkit_securelink::unix_now())
+    }
 }
 
 /// Starts the vodkit server for a `vodkit:IO:POLICY` entry.
@@ -58,19 +98,33 @@ pub trait VodkitStarter {
     fn start(&mut self, launch: &VodkitLaunch<'_>) -> Result<Box<dyn Running>, StartError>;
 }
 
-/// A server under test that speaks HTTPS: `inner`'s URL with the `https` scheme, and the
-/// CA the load generator must trust.
-struct TlsRunning {
+/// A server under test whose clients need something from the run: for HTTPS, `inner`'s
+/// URL with the `https` scheme and the CA the load generator must trust; for signed URLs,
+/// the secret it signs with.
+struct ClientNeeds {
     inner: Box<dyn Running>,
-    ca: PathBuf,
+    ca: Option<PathBuf>,
+    secret: Option<vodkit_securelink::Secret>,
 }
 
-impl Running for TlsRunning {
+/// `inner` with what its clients need (as it is when they need nothing).
+fn client_needs(
+    inner: Box<dyn Running>,
+    ca: Option<PathBuf>,
+    secret: Option<vodkit_securelink::Secret>,
+) -> Box<dyn Running> {
+    if ca.is_none() && secret.is_none() {
+        return inner;
+    }
+    Box::new(ClientNeeds { inner, ca, secret })
+}
+
+impl Running for ClientNeeds {
     fn base_url(&self) -> String {
         let url = self.inner.base_url();
-        match url.strip_prefix("http://") {
-            Some(rest) => format!("https://{rest}"),
-            None => url,
+        match (url.strip_prefix("http://"), &self.ca) {
+            (Some(rest), Some(_)) => format!("https://{rest}"),
+            _ => url,
         }
     }
     fn pids(&self) -> Vec<u32> {
@@ -80,7 +134,10 @@ impl Running for TlsRunning {
         self.inner.prefetch_series()
     }
     fn tls_ca(&self) -> Option<PathBuf> {
-        Some(self.ca.clone())
+        self.ca.clone()
+    }
+    fn url_secret(&self) -> Option<vodkit_securelink::Secret> {
+        self.secret.clone()
     }
     fn notes(&self) -> Vec<String> {
         self.inner.notes()
@@ -217,6 +274,9 @@ impl Running for Tuned {
     fn tls_ca(&self) -> Option<PathBuf> {
         self.inner.tls_ca()
     }
+    fn url_secret(&self) -> Option<vodkit_securelink::Secret> {
+        self.inner.url_secret()
+    }
     fn notes(&self) -> Vec<String> {
         let mut notes = self.inner.notes();
         notes.push(self.applied.describe());
@@ -321,7 +381,27 @@ impl Launcher for LocalLauncher {
             ),
             _ => None,
         };
+        let signing = match sut.sign {
+            true if self.live.is_some() && sut.base == Base::Nginx => {
+                return Err(StartError::Unavailable(
+                    "nginx+sign with live viewers: its secure_link check would refuse the live source's unsigned uploads".into(),
+                ))
+            }
+            true => Some(UrlSigning::create(&run_dir)?),
+            false => None,
+        };
+        let probe_path = match &signing {
+            Some(s) => s.probe_path(&self.probe_path),
+            None => self.probe_path.clone(),
+        };
         let mut server_extra = live_extra.unwrap_or_default();
+        if let (Base::Nginx, Some(s)) = (&sut.base, &signing) {
+            let secret = String::from_utf8_lossy(s.secret.as_bytes());
+            server_extra.push_str(
+                &vodkit_peers::nginx::secure_link_directives(&secret)
+                    .map_err(StartError::Failed)?,
+            );
+        }
         if let (Base::Nginx, Some(n)) = (&sut.base, sut.open_files) {
             server_extra.push_str(&vodkit_peers::nginx::open_file_cache_directives(n));
         }
@@ -329,7 +409,7 @@ impl Launcher for LocalLauncher {
             aio_threads: sut.aio_threads,
             server_extra: Some(server_extra.as_str()).filter(|s| !s.is_empty()),
             writable: self.live.as_ref().map(|o| o.prefix.as_str()),
-            ..PeerSetup::new(&self.root, &run_dir, &self.probe_path, workers)
+            ..PeerSetup::new(&self.root, &run_dir, &probe_path, workers)
         };
         let budget = self.budget.as_ref();
         let tls = match sut.tls {
@@ -396,14 +476,10 @@ impl Launcher for LocalLauncher {
                     large_folios: sut.large_folios,
                     order: sut.order,
                     exe: sut.bin.as_deref(),
+                    signing: signing.as_ref(),
                 })?;
-                let inner: Box<dyn Running> = match tls {
-                    None => inner,
-                    Some(t) => Box::new(TlsRunning {
-                        inner,
-                        ca: t.ca.clone(),
-                    }),
-                };
+                let ca = tls.as_ref().map(|t| t.ca.clone());
+                let inner = client_needs(inner, ca, signing.map(|s| s.secret));
                 return Ok(tuned(inner, ra));
             }
         };
@@ -414,13 +490,7 @@ impl Launcher for LocalLauncher {
                 .chain(daemon.as_ref().map(|d| ("prefetchd", d.pid()))),
         );
         let peer: Box<dyn Running> = Box::new(PeerRunning { process, daemon });
-        let peer = match tls {
-            Some(t) => Box::new(TlsRunning {
-                inner: peer,
-                ca: t.ca,
-            }),
-            None => peer,
-        };
+        let peer = client_needs(peer, tls.map(|t| t.ca), signing.map(|s| s.secret));
         Ok(tuned(peer, ra))
     }
 }

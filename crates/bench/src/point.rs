@@ -59,6 +59,60 @@ impl DeviceFigures {
     }
 }
 
+/// The prefetch engine's own counters at one moment (`vodkit serve`'s `/stats`): what
+/// [`EngineFigures`] takes the difference of.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct EngineCounters {
+    pub requested_bytes: u64,
+    /// Requested bytes that were in memory when asked for.
+    pub memory_bytes: u64,
+    pub reads: u64,
+    pub read_bytes: u64,
+}
+
+impl From<&vodkit_prefetch::Stats> for EngineCounters {
+    fn from(s: &vodkit_prefetch::Stats) -> Self {
+        EngineCounters {
+            requested_bytes: s.requested_bytes,
+            memory_bytes: s.memory_bytes,
+            reads: s.reads,
+            read_bytes: s.read_bytes,
+        }
+    }
+}
+
+/// What the server's engine counted over the judged window, in the memory replay's terms
+/// (docs/simulate.md): the share of requested bytes that were resident when asked for —
+/// prefetched bytes a viewer then asks for count, as in the replay — and the mean read.
+/// This, not 1 − disk / delivered bytes (which counts every prefetch as disk traffic), is
+/// what the replay's hits predict.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct EngineFigures {
+    pub hit_fraction: f64,
+    pub mean_read_bytes: f64,
+    /// Seconds between the two readings (a part of the judged window).
+    pub seconds: f64,
+}
+
+impl EngineFigures {
+    /// The figures between two readings `secs` apart; `None` when nothing was requested
+    /// or read between them.
+    pub fn between(a: &EngineCounters, b: &EngineCounters, secs: f64) -> Option<EngineFigures> {
+        let requested = b.requested_bytes.checked_sub(a.requested_bytes)?;
+        let memory = b.memory_bytes.checked_sub(a.memory_bytes)?;
+        let reads = b.reads.checked_sub(a.reads)?;
+        let read = b.read_bytes.checked_sub(a.read_bytes)?;
+        if requested == 0 || reads == 0 || secs <= 0.0 {
+            return None;
+        }
+        Some(EngineFigures {
+            hit_fraction: memory.min(requested) as f64 / requested as f64,
+            mean_read_bytes: read as f64 / reads as f64,
+            seconds: secs,
+        })
+    }
+}
+
 /// CPU time used by the processes of a point over the steady-state window, in cores
 /// (CPU-seconds per second; 1.0 is one core fully busy). `None` where not known.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
@@ -170,6 +224,9 @@ pub struct PointMetrics {
     /// did not start from the memory its history filled.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outside_cache_drops: Option<u64>,
+    /// The server's engine over the judged window (servers that report it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<EngineFigures>,
 }
 
 impl PointMetrics {
@@ -278,6 +335,11 @@ pub fn mean_of(points: &[&PointMetrics]) -> Option<PointMetrics> {
             busy_fraction: avg_opt(&|p| p.device.map(|d| d.busy_fraction)).unwrap_or(0.0),
         }),
         outside_cache_drops: points.iter().filter_map(|p| p.outside_cache_drops).max(),
+        engine: avg_opt(&|p| p.engine.map(|e| e.hit_fraction)).map(|hit_fraction| EngineFigures {
+            hit_fraction,
+            mean_read_bytes: avg_opt(&|p| p.engine.map(|e| e.mean_read_bytes)).unwrap_or(0.0),
+            seconds: avg_opt(&|p| p.engine.map(|e| e.seconds)).unwrap_or(0.0),
+        }),
     })
 }
 

@@ -533,12 +533,18 @@ pub fn replay_note(
     bound_hits: f64,
 ) -> String {
     format!(
-        "memory replay (vodkit's memory manager on the bound's drive terms and budget, reads as large as its budget share, no CPU or queueing; docs/simulate.md): {:.2} sessions/s = {:.0}% of the bound, {:.0}% hits (bound {:.0}%), reads of {} on average, {:.0} MB/s from disk, peak resident {} of {} usable",
+        "memory replay (vodkit's memory manager on the bound's drive terms and budget, reads as large as its budget share, {}, no CPU or queueing; docs/simulate.md): {:.2} sessions/s = {:.0}% of the bound, {:.0}% hits (bound {:.0}%), reads of {} on average at {:.1} ms positioning, {:.0} MB/s from disk, peak resident {} of {} usable",
+        match r.order.as_str() {
+            "sweep" => "in sweeps",
+            "deadline" => "by deadline",
+            _ => "in arrival order",
+        },
         r.rate,
         100.0 * r.rate / bound_rate,
         100.0 * r.hit_fraction,
         100.0 * bound_hits,
         bytesize::ByteSize(r.mean_read_bytes as u64),
+        r.mean_positioning_ms,
         r.disk_mb_s,
         bytesize::ByteSize(r.peak_resident_bytes),
         bytesize::ByteSize(r.usable_bytes)

@@ -33,11 +33,14 @@
 //!   prefetches of popular files read as 2 MiB page-cache folios, or always as 4 KiB pages;
 //! - `+order:fifo|deadline|sweep` — the order the device queue of a vodkit server (a
 //!   serializing I/O mode) or of a `+preload` server's daemon serves reads in
-//!   (`--io-order`; default `fifo`);
+//!   (`--io-order`; default `sweep`);
 //! - `+tls` — serve HTTPS only (TLS 1.3 for nginx and Apache, with sendfile left on where
 //!   the server allows it; vodkit with its rustls listener) with a throwaway CA and
 //!   certificate the runner makes in the server's run directory; the load generator trusts
 //!   that CA alone.
+//! - `+sign` — every request must carry an expiring signed URL (nginx with `secure_link`,
+//!   vodkit with `--secure-link`; the MD5 form both check) with a secret the runner makes in
+//!   the server's run directory; the load generator signs every URL it requests.
 
 use serde::{Serialize, Serializer};
 use std::fmt;
@@ -100,6 +103,8 @@ pub struct Sut {
     pub memory: Option<vodkit_prefetch::budget::MemorySetting>,
     /// `+tls`: HTTPS with a per-run throwaway certificate.
     pub tls: bool,
+    /// `+sign`: signed URLs required, with a per-run throwaway secret.
+    pub sign: bool,
     /// `+admission:…`: vodkit's `--admission` (None: its default).
     #[serde(serialize_with = "admission_text")]
     pub admission: Option<AdmissionPolicy>,
@@ -132,6 +137,7 @@ impl Sut {
             aio_threads: None,
             memory: None,
             tls: false,
+            sign: false,
             admission: None,
             open_files: None,
             large_folios: None,
@@ -257,6 +263,11 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
                 return Err("`+tls` given twice".into());
             }
             sut.tls = true;
+        } else if modifier == "sign" {
+            if sut.sign {
+                return Err("`+sign` given twice".into());
+            }
+            sut.sign = true;
         } else if let Some(rest) = modifier.strip_prefix("threads") {
             set_once(&mut sut.aio_threads, "threads", || parse_threads(rest))?;
         } else if let Some(rest) = modifier.strip_prefix("openfiles") {
@@ -281,7 +292,7 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
             })?;
         } else {
             return Err(format!(
-                "unknown modifier `+{modifier}`; expected +preload[:POLICY], +readahead:KB[,maxsectors:KB], +workers:N, +threads[:N], +memory:auto|off|SIZE, +admission:off|auto[:SECONDS]|rate:R, +openfiles:N, +folios:large|small, +order:fifo|deadline|sweep, +bin:PATH or +tls"
+                "unknown modifier `+{modifier}`; expected +preload[:POLICY], +readahead:KB[,maxsectors:KB], +workers:N, +threads[:N], +memory:auto|off|SIZE, +admission:off|auto[:SECONDS]|rate:R, +openfiles:N, +folios:large|small, +order:fifo|deadline|sweep, +bin:PATH, +tls or +sign"
             ));
         }
     }
@@ -314,6 +325,12 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
     }
     if sut.admission.is_some() && !matches!(sut.base, Base::Vodkit { .. }) {
         return Err("+admission sets vodkit's admission control".into());
+    }
+    if sut.sign && sut.base == Base::Apache {
+        return Err(
+            "+sign needs a server that checks signed URLs (vodkit or nginx; Apache has no secure_link module)"
+                .into(),
+        );
     }
     if sut.preload.is_some() && matches!(sut.base, Base::Vodkit { .. }) {
         return Err(
@@ -521,6 +538,18 @@ mod tests {
         assert!(e.contains("`+tls` given twice"), "{e}");
         let list = parse_list("nginx,nginx+tls").unwrap();
         assert_eq!((list[0].tls, list[1].tls), (false, true));
+    }
+
+    #[test]
+    fn sign_modifier_marks_servers_that_check_signed_urls() {
+        for e in ["vodkit+sign", "nginx+sign", "nginx+tls+sign"] {
+            assert!(parse_one(e).unwrap().sign, "{e}");
+        }
+        assert!(!parse_one("vodkit").unwrap().sign);
+        let e = parse_one("nginx+sign+sign").unwrap_err();
+        assert!(e.contains("`+sign` given twice"), "{e}");
+        let e = parse_one("apache+sign").unwrap_err();
+        assert!(e.contains("Apache"), "{e}");
     }
 
     #[test]

@@ -130,6 +130,8 @@ pub struct LoadConfig {
     pub link_mode: crate::netns::LinkMode,
     /// The TLS client for an `https://` target (`--ca` or `--insecure`).
     pub tls: Option<crate::tls::TlsClient>,
+    /// Sign every requested URL (`--sign-key`); `None`: unsigned.
+    pub sign: Option<vodkit_securelink::Signer>,
     /// Seconds of content the modelled player buffers before it starts (and after a
     /// stall, before it resumes).
     pub startup_buffer_s: f64,
@@ -185,6 +187,7 @@ impl LoadConfig {
             link_mode: crate::netns::LinkMode::User,
             startup_buffer_s: crate::qos::DEFAULT_STARTUP_BUFFER_S,
             tls: None,
+            sign: None,
             player: None,
             warm_start: crate::warm::WarmStart::Off,
             percentiles: Vec::new(),

@@ -153,6 +153,7 @@ async fn prepare(
         live: Live::default(),
         cancel: stop.child_token(),
         tls: config.tls.clone(),
+        sign: config.sign.clone(),
         live_view: config.live.clone(),
     });
     if let Some(d) = config.duration {
@@ -315,6 +316,7 @@ async fn warm_up(config: &LoadConfig, stop: &CancellationToken) -> u64 {
         let (next, done, requests) = (next.clone(), done.clone(), requests.clone());
         let (addr, host, stop) = (config.target.addr, config.target.host.clone(), stop.clone());
         let tls = config.tls.clone();
+        let sign = config.sign.clone();
         let connector = tls.as_ref().map(crate::tls::TlsClient::viewer);
         workers.push(tokio::spawn(async move {
             let sink = AtomicU64::new(0);
@@ -338,6 +340,7 @@ async fn warm_up(config: &LoadConfig, stop: &CancellationToken) -> u64 {
                     host: &host,
                     session_id: 0,
                     verify: false,
+                    sign: sign.as_ref(),
                 };
                 let mut progress = Progress::default();
                 let limit = crate::config::secs(req.timeout_s.max(1.0));

@@ -170,6 +170,9 @@ pub struct Ask<'a> {
     pub host: &'a str,
     pub session_id: u64,
     pub verify: bool,
+    /// Sign the path (`--sign-key`) as the request is written, so its expiry counts from
+    /// then.
+    pub sign: Option<&'a vodkit_securelink::Signer>,
 }
 
 /// Progress of an exchange, kept outside the future so a timeout still knows it.
@@ -201,11 +204,15 @@ fn fail(reason: FailureReason, detail: impl Into<String>) -> ExchangeError {
 
 /// The request head.
 pub fn request_head(ask: &Ask<'_>) -> Vec<u8> {
-    let mut head = Vec::with_capacity(128 + ask.path.len());
+    let signed = ask
+        .sign
+        .map(|s| s.sign_target(ask.path, vodkit_securelink::unix_now()));
+    let path = signed.as_deref().unwrap_or(ask.path);
+    let mut head = Vec::with_capacity(128 + path.len());
     let _ = write!(
         head,
         "GET {} HTTP/1.1\r\nHost: {}\r\nX-Session-Id: {}\r\nUser-Agent: vodkit-load/{} (session id {})\r\n",
-        ask.path,
+        path,
         ask.host,
         ask.session_id,
         env!("CARGO_PKG_VERSION"),
@@ -497,6 +504,7 @@ mod tests {
             host: "127.0.0.1:80",
             session_id: 3,
             verify: false,
+            sign: None,
         }
     }
 

@@ -189,6 +189,7 @@ async fn perform(
         host: &shared.host,
         session_id: plan.session.id,
         verify: shared.verify,
+        sign: shared.sign.as_ref(),
     };
     let mut f = fetch(
         conn,

@@ -37,6 +37,8 @@ pub struct Shared {
     pub cancel: CancellationToken,
     /// Set for an `https://` target.
     pub tls: Option<crate::tls::TlsClient>,
+    /// Signs every requested URL (`--sign-key`).
+    pub sign: Option<vodkit_securelink::Signer>,
     /// Where live viewers find their streams.
     pub live_view: crate::player::LiveSettings,
 }

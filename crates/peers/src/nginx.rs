@@ -86,6 +86,27 @@ pub fn live_origin_directives(
     ))
 }
 
+/// The `server`-block directives that make nginx check expiring signed URLs on every
+/// request, as its documentation shows: `secure_link $arg_md5,$arg_expires;
+/// secure_link_md5 "$secure_link_expires$uri SECRET";`, 403 for a missing or bad signature
+/// and 410 for an expired one (the form `vodkit serve --secure-link` checks and `vodkit load
+/// --sign-key` makes). The secret may hold only letters, digits and `-._~+/=` (it is written
+/// into the config, where `$`, quotes and spaces would change its meaning).
+pub fn secure_link_directives(secret: &str) -> Result<String, String> {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "-._~+/=".contains(c);
+    if secret.is_empty() || !secret.chars().all(safe) {
+        return Err(
+            "the secure_link secret for nginx may hold only letters, digits and -._~+/=".into(),
+        );
+    }
+    Ok(format!(
+        "        secure_link $arg_md5,$arg_expires;\n\
+        secure_link_md5 \"$secure_link_expires$uri {secret}\";\n\
+        if ($secure_link = \"\") {{ return 403; }}\n\
+        if ($secure_link = \"0\") {{ return 410; }}\n"
+    ))
+}
+
 /// `server`-block directives for an open-file cache of `max` files (0: explicitly off):
 /// nginx's `open_file_cache` with its default 60 s validity, errors not cached.
 pub fn open_file_cache_directives(max: usize) -> String {

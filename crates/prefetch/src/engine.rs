@@ -169,7 +169,7 @@ impl Default for EngineConfig {
             memory: None,
             o_direct: true,
             large_folios: false,
-            order: IoOrder::Fifo,
+            order: IoOrder::default(),
         }
     }
 }

@@ -1,14 +1,15 @@
 //! Read ordering in a device's queue: which pending read the device's one worker serves
 //! next (`--io-order` of `vodkit serve` and `vodkit prefetchd`).
 //!
-//! - [`IoOrder::Fifo`]: arrival order (the default);
+//! - [`IoOrder::Fifo`]: arrival order;
 //! - [`IoOrder::Deadline`]: earliest deadline first, where a read's deadline is when the
 //!   client that asked for it runs dry ([`Deadlines`]);
 //! - [`IoOrder::Sweep`]: SCAN-EDF: reads are served in head-position order, one sweep per
 //!   round (the elevator: a round serves the reads ahead of the head in its direction, the
 //!   next round turns back), so the head never moves backwards within a round. A read
 //!   whose deadline the sweep would miss, and which could still be served in time if it
-//!   went now, goes first and starts a new round there.
+//!   went now, goes first and starts a new round there. The default: on the emulated
+//!   WD Red it serves more viewers than arrival order (docs/results/io-order/report.md).
 //!
 //! A read's [`Place`] on the device comes from [`crate::placement`] (the physical byte when
 //! the filesystem tells, else the inode and offset).
@@ -27,11 +28,11 @@ use std::fmt;
 #[serde(rename_all = "lowercase")]
 pub enum IoOrder {
     /// Arrival order.
-    #[default]
     Fifo,
     /// Earliest deadline first (arrival order among equal deadlines).
     Deadline,
     /// Head-position order within rounds, deadlines permitting (SCAN-EDF).
+    #[default]
     Sweep,
 }
 

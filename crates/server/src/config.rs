@@ -63,6 +63,8 @@ pub struct ServerConfig {
     pub admission: crate::admission::AdmissionPolicy,
     /// Accept live streams by `PUT` under a prefix ([`crate::live`]); `None`: off.
     pub ingest: Option<crate::live::IngestConfig>,
+    /// Refuse requests without a valid expiring URL signature ([`SecureLink`]); `None`: off.
+    pub secure_link: Option<SecureLink>,
     /// Served files kept open between requests ([`crate::open_files`]); 0: off.
     pub open_file_cache: usize,
     /// How long a cached file is trusted before its name is checked again
@@ -107,8 +109,19 @@ impl ServerConfig {
             tls: None,
             admission: crate::admission::AdmissionPolicy::Off,
             ingest: None,
+            secure_link: None,
             open_file_cache: crate::open_files::DEFAULT_ENTRIES,
             open_file_valid: crate::open_files::DEFAULT_VALID,
         }
     }
+}
+
+/// `--secure-link`: every request under `prefix` must carry a valid signature made with
+/// `secret` ([`vodkit_securelink`]); manifests served to a signed request have their URIs
+/// signed with the same expiry.
+#[derive(Debug, Clone)]
+pub struct SecureLink {
+    pub secret: vodkit_securelink::Secret,
+    /// Only requests whose path starts with this are checked (`/`: all of them).
+    pub prefix: String,
 }

@@ -22,6 +22,7 @@ pub mod range;
 pub mod request;
 pub mod response;
 mod server;
+pub mod signed_manifest;
 pub mod target;
 pub mod tls;
 mod tls_conn;
@@ -31,7 +32,7 @@ mod wire;
 
 use std::sync::Arc;
 
-pub use config::{ServerConfig, DEFAULT_BACKLOG};
+pub use config::{SecureLink, ServerConfig, DEFAULT_BACKLOG};
 pub use io::{IoMode, IoOrder, IoSettings};
 pub use server::{Server, ServerHandle};
 

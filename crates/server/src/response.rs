@@ -93,6 +93,7 @@ pub fn reason(status: u16) -> &'static str {
         404 => "Not Found",
         405 => "Method Not Allowed",
         408 => "Request Timeout",
+        410 => "Gone",
         412 => "Precondition Failed",
         413 => "Content Too Large",
         414 => "URI Too Long",

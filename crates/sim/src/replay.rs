@@ -10,7 +10,11 @@
 //! otherwise the engine reads from the request's offset `max(len, prefetch)` bytes, where
 //! the prefetch is the policy's size cut to the stream's share of the budget
 //! ([`MemoryManager::prefetch_cap`]); the read costs one positioning plus its missing bytes
-//! at the transfer rate and completes at once (no queueing). The response is consumed
+//! at the transfer rate and completes at once (no queueing). The positioning follows the
+//! server's read order ([`ReplayConfig::order`]): in arrival order a read lies at an
+//! independent place; in sweeps (`vodkit serve`'s default) it is the bound's term for a sweep
+//! serving one read of each session in progress, so the replay and the bound price the drive
+//! alike and differ only in what memory holds. The response is consumed
 //! when the client's link has carried it; after its last response the viewer's connection
 //! closes ([`MemoryManager::closed`], as `vodkit serve` reports it). Page residency is exactly what was read minus what
 //! the manager dropped: the kernel never evicts, so the replay also reports the peak of
@@ -24,7 +28,7 @@ use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use vodkit_disk::model::DiskTerms;
 use vodkit_prefetch::memory::{Drop, MemoryConfig, MemoryManager};
 use vodkit_prefetch::policy::{ChainKind, FileId, Policy, ReadContext, DEFAULT_BITRATE_KBPS};
-use vodkit_prefetch::PolicySpec;
+use vodkit_prefetch::{IoOrder, PolicySpec};
 use vodkit_workload::model::{Catalog, ClientClass, Session};
 
 /// One request of a replayed session.
@@ -193,6 +197,19 @@ pub struct ReplayConfig {
     pub memory: MemoryConfig,
     pub disk: DiskTerms,
     pub prefetch: Prefetch,
+    /// The order the server's device queue serves reads in, which sets what a read's
+    /// positioning costs.
+    pub order: IoOrder,
+}
+
+impl ReplayConfig {
+    /// The positioning a read costs with `open` sessions in progress, s.
+    fn positioning_s(&self, open: usize) -> f64 {
+        match self.order {
+            IoOrder::Sweep => self.disk.positioning_for(open.max(1) as f64),
+            IoOrder::Fifo | IoOrder::Deadline => self.disk.positioning_s,
+        }
+    }
 }
 
 /// What a replay at one rate measured over its steady window.
@@ -201,6 +218,9 @@ pub struct ReplayResult {
     /// The manager's retention ([`vodkit_prefetch::memory::RetentionSpec`]).
     #[serde(default)]
     pub retention: String,
+    /// The read order replayed ([`ReplayConfig::order`]).
+    #[serde(default)]
+    pub order: String,
     /// Sessions/s.
     pub rate: f64,
     /// The measured window: from one longest session after the first arrival to the last
@@ -214,6 +234,9 @@ pub struct ReplayResult {
     pub disk_bytes: u64,
     pub disk_reads: u64,
     pub mean_read_bytes: f64,
+    /// Mean positioning charged per read, ms ([`ReplayConfig::order`]).
+    #[serde(default)]
+    pub mean_positioning_ms: f64,
     /// Drive busy time over the window (1 = saturated).
     pub utilization: f64,
     pub disk_mb_s: f64,
@@ -396,12 +419,16 @@ pub fn replay_traced(
     let from_s = w.measured_from_s(rate);
     let mut out = ReplayResult {
         retention: cfg.memory.retention.to_string(),
+        order: cfg.order.name().to_string(),
         rate,
         window_s: end_s - from_s,
         usable_bytes: cfg.memory.usable_bytes(),
         ..Default::default()
     };
     let mut busy_s = 0.0;
+    let mut positioning_sum = 0.0;
+    // Sessions between their first request and their last response's delivery.
+    let mut open = 0usize;
     let mut cap_sum = 0.0;
     let mut next_expire = 1.0;
     let mut claimed = 0u64;
@@ -431,6 +458,9 @@ pub fn replay_traced(
         let counted = ev.t >= from_s;
         match ev.kind {
             Kind::Request => {
+                if ev.req == 0 {
+                    open += 1;
+                }
                 sink(TracedRequest {
                     t: ev.t,
                     file: r.file,
@@ -477,10 +507,11 @@ pub fn replay_traced(
                     let drops = m.read(id, a, b);
                     apply(&m, &mut res, drops, &mut claimed);
                     if counted {
+                        let positioning = cfg.positioning_s(open);
                         out.disk_reads += 1;
                         out.disk_bytes += missing;
-                        busy_s +=
-                            cfg.disk.positioning_s + missing as f64 / cfg.disk.transfer_bytes_s;
+                        positioning_sum += positioning;
+                        busy_s += positioning + missing as f64 / cfg.disk.transfer_bytes_s;
                         cap_sum += cap.min(1 << 40) as f64;
                         side.read_in_window = true;
                         side.read_to = side.read_to.max(b);
@@ -521,6 +552,7 @@ pub fn replay_traced(
                     // The viewer's last response is through: its player closes the
                     // connection, which `vodkit serve` tells the manager.
                     m.closed(ev.session as u64);
+                    open = open.saturating_sub(1);
                 }
             }
         }
@@ -528,6 +560,7 @@ pub fn replay_traced(
     let t = m.totals();
     out.hit_fraction = ratio(out.hit_bytes as f64, out.requested_bytes as f64);
     out.mean_read_bytes = ratio(out.disk_bytes as f64, out.disk_reads as f64);
+    out.mean_positioning_ms = 1e3 * ratio(positioning_sum, out.disk_reads as f64);
     out.mean_cap_bytes = ratio(cap_sum, out.disk_reads as f64);
     out.utilization = ratio(busy_s, out.window_s);
     out.disk_mb_s = ratio(out.disk_bytes as f64 / 1e6, out.window_s);

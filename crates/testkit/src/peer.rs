@@ -20,6 +20,17 @@ impl Peer {
     /// files under the root; it is ready once `probe` (a path such as `/a.mp4`) serves.
     /// `None` when the peer is missing or this is the fast tier (see [`needs`]).
     pub fn start(peer: &str, probe: &str, fill: impl FnOnce(&Path)) -> Option<Peer> {
+        Self::start_configured(peer, probe, "", fill)
+    }
+
+    /// [`Peer::start`] with `server_extra` added to its server configuration (nginx
+    /// directives such as [`vodkit_peers::nginx::secure_link_directives`]).
+    pub fn start_configured(
+        peer: &str,
+        probe: &str,
+        server_extra: &str,
+        fill: impl FnOnce(&Path),
+    ) -> Option<Peer> {
         let start: StartPeer = match peer {
             "nginx" => vodkit_peers::start_nginx,
             "apache2" => vodkit_peers::start_apache,
@@ -33,7 +44,10 @@ impl Peer {
         std::fs::create_dir_all(&root).expect("the peer's root");
         fill(&root);
         let run = dir.path().join("run");
-        let setup = PeerSetup::new(&root, &run, probe, 1);
+        let setup = PeerSetup {
+            server_extra: Some(server_extra).filter(|e| !e.is_empty()),
+            ..PeerSetup::new(&root, &run, probe, 1)
+        };
         let server =
             start(&setup, &vodkit_peers::no_wrap).unwrap_or_else(|e| panic!("{peer} starts: {e}"));
         Some(Peer {

@@ -22,9 +22,7 @@
 use std::collections::HashMap;
 
 use serde::Serialize;
-use vodkit_workload::model::{
-    ByteRange, Catalog, FileRef, Layout, Media, Rendition, Request, Session, Title,
-};
+use vodkit_workload::model::{ByteRange, Catalog, Media, Rendition, Request, Session, Title};
 
 use crate::record::{LogRequest, RequestKind};
 
@@ -319,16 +317,12 @@ impl SessionRebuilder {
                     id: ids[name],
                     rank: ranks[name],
                     duration_s: size as f64 / bytes_per_s,
-                    renditions: vec![Rendition {
-                        bitrate_kbps: opt.bitrate_kbps,
-                        media: Media::Combined,
-                        size_bytes: size,
-                        layout: Layout::Unchunked,
-                        files: vec![FileRef {
-                            path: namer.path(name),
-                            size_bytes: size,
-                        }],
-                    }],
+                    renditions: vec![Rendition::one_file(
+                        opt.bitrate_kbps,
+                        Media::Combined,
+                        namer.path(name),
+                        size,
+                    )],
                 }
             })
             .collect();

@@ -89,19 +89,10 @@ pub fn parse_text(text: &str, origin: &str) -> Result<Bitrates, InputError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{FileRef, Layout, Media, Rendition, Title};
+    use crate::model::{Media, Rendition, Title};
 
     fn rendition(kbps: u32, path: &str) -> Rendition {
-        Rendition {
-            bitrate_kbps: kbps,
-            media: Media::Combined,
-            size_bytes: 10,
-            layout: Layout::Unchunked,
-            files: vec![FileRef {
-                path: path.into(),
-                size_bytes: 10,
-            }],
-        }
+        Rendition::one_file(kbps, Media::Combined, path.into(), 10)
     }
 
     #[test]

@@ -571,16 +571,12 @@ mod tests {
                 id: i as u32,
                 rank: i as u32 + 1,
                 duration_s: 10.0,
-                renditions: vec![Rendition {
-                    bitrate_kbps: 400,
-                    media: Media::default(),
-                    size_bytes: size,
-                    layout: Layout::Unchunked,
-                    files: vec![FileRef {
-                        path: format!("t{i}.mp4"),
-                        size_bytes: size,
-                    }],
-                }],
+                renditions: vec![Rendition::one_file(
+                    400,
+                    Media::default(),
+                    format!("t{i}.mp4"),
+                    size,
+                )],
             })
             .collect();
         Catalog {

@@ -38,6 +38,19 @@ pub struct Rendition {
     pub files: Vec<FileRef>,
 }
 
+impl Rendition {
+    /// A rendition stored as one unchunked file of `size_bytes` at `path`.
+    pub fn one_file(bitrate_kbps: u32, media: Media, path: String, size_bytes: u64) -> Rendition {
+        Rendition {
+            bitrate_kbps,
+            media,
+            size_bytes,
+            layout: Layout::Unchunked,
+            files: vec![FileRef { path, size_bytes }],
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Media {

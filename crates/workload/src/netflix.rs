@@ -22,8 +22,8 @@ use rand_distr::{Distribution, Exp};
 
 use crate::content::splitmix64;
 use crate::model::{
-    ByteRange, Catalog, ClientClass, FileRef, Layout, Measurement, Media, Rendition, Request,
-    Session, Title, WorkloadMeta,
+    ByteRange, Catalog, ClientClass, Measurement, Media, Rendition, Request, Session, Title,
+    WorkloadMeta,
 };
 use catalog::{NfCatalog, ServerRole};
 pub use session::SynthSession;
@@ -458,16 +458,7 @@ fn to_model_catalog(spec: &NetflixSpec, cat: &NfCatalog) -> Catalog {
                 .chain(&t.combined)
                 .map(|&i| {
                     let f = &cat.files[i];
-                    Rendition {
-                        bitrate_kbps: f.bitrate_kbps,
-                        media: f.media,
-                        size_bytes: f.size_bytes(),
-                        layout: Layout::Unchunked,
-                        files: vec![FileRef {
-                            path: f.name.clone(),
-                            size_bytes: f.size_bytes(),
-                        }],
-                    }
+                    Rendition::one_file(f.bitrate_kbps, f.media, f.name.clone(), f.size_bytes())
                 })
                 .collect(),
         })

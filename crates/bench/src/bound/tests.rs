@@ -3,7 +3,7 @@
 use super::*;
 use vodkit_disk::model::preset::half_rotation_ms;
 use vodkit_disk::model::{preset, DriveSpec, SeekCurve, ZoneProfile, MIB};
-use vodkit_workload::model::{ByteRange, FileRef, Layout, Media, Rendition, Request, Title};
+use vodkit_workload::model::{ByteRange, Media, Rendition, Request, Title};
 
 const MB: u64 = 1_000_000;
 
@@ -18,16 +18,12 @@ fn catalog(files: &[(&str, u64)]) -> Catalog {
                 id: i as u32,
                 rank: i as u32 + 1,
                 duration_s: 10.0,
-                renditions: vec![Rendition {
-                    bitrate_kbps: 8000,
-                    media: Media::Combined,
-                    size_bytes: *size,
-                    layout: Layout::Unchunked,
-                    files: vec![FileRef {
-                        path: path.to_string(),
-                        size_bytes: *size,
-                    }],
-                }],
+                renditions: vec![Rendition::one_file(
+                    8000,
+                    Media::Combined,
+                    path.to_string(),
+                    *size,
+                )],
             })
             .collect(),
     }

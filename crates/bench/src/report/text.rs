@@ -213,11 +213,13 @@ fn points_section(r: &BenchReport) -> String {
                    client and disk MB/s, the emulated drive's positionings, and the window's two \
                    halves — steady when their disk MB/s agree within 10% and their memory share \
                    (1 − disk / delivered bytes) within 10 points. The history column is the \
-                   fast-forward played before the point (schedule seconds in wall seconds).\n";
+                   fast-forward played before the point (schedule seconds in wall seconds); \
+                   engine hits, for servers that report them, are the requested bytes their \
+                   engine found in memory, prefetched ones included.\n";
         }
         let _ = writeln!(
             md,
-            "\n`{}`\n\n| rate | point | tput MB/s | disk MB/s | positionings/s | KiB/positioning | history | halves | steady |\n|---|---|---|---|---|---|---|---|---|",
+            "\n`{}`\n\n| rate | point | tput MB/s | disk MB/s | positionings/s | KiB/positioning | engine hits | history | halves | steady |\n|---|---|---|---|---|---|---|---|---|---|",
             s.sut
         );
         for p in &s.points {
@@ -232,15 +234,60 @@ fn points_section(r: &BenchReport) -> String {
             };
             let _ = writeln!(
                 md,
-                "| {:.2} | {} | {:.1} | {} | {} | {} | {history} | {halves} | {steady} |",
+                "| {:.2} | {} | {:.1} | {} | {} | {} | {} | {history} | {halves} | {steady} |",
                 p.rate,
                 if p.passed { "pass" } else { "fail" },
                 m.client.throughput_mb_s,
                 num(m.disk.map(|d| d.mb_s), 1),
                 num(d.map(|d| d.positionings_per_s), 1),
                 num(d.and_then(|d| d.kib_per_positioning), 0),
+                pct(m.engine.map(|e| e.hit_fraction)),
             );
         }
+    }
+    md
+}
+
+/// report.md's comparison of each server whose engine reports its counters with the memory
+/// replay (the same manager on the bound's drive terms): capacity, the share of requested
+/// bytes found in memory, and the mean read, at the server's highest passing point. Empty
+/// without a replay or such a server.
+fn replay_section(r: &BenchReport) -> String {
+    let Some(replay) = r.bound.as_ref().and_then(|b| b.manager_replay.as_ref()) else {
+        return String::new();
+    };
+    let mut md = String::new();
+    for s in &r.servers {
+        let best = s
+            .points
+            .iter()
+            .filter(|p| p.passed && p.metrics.engine.is_some())
+            .max_by(|a, b| a.rate.total_cmp(&b.rate));
+        let (Some(p), Some(cap)) = (best, s.max_failure_free_rate) else {
+            continue;
+        };
+        let Some(e) = p.metrics.engine else { continue };
+        if md.is_empty() {
+            md += "\n## Run against replay\n\nThe server's engine over the judged window of its \
+                   highest passing point (`/stats`: requested bytes found in memory, prefetched \
+                   ones included, and the mean read) beside the memory replay of the same \
+                   manager (docs/simulate.md, \"Memory replay\"); in parentheses, run / replay.\n\n\
+                   | server | capacity (sessions/s) | hits | mean read |\n|---|---|---|---|\n";
+        }
+        let mib = |b: f64| b / f64::from(1u32 << 20);
+        let _ = writeln!(
+            md,
+            "| {} | {cap:.2} vs {:.2} ({:.2}) | {:.0}% vs {:.0}% ({:.2}) | {:.2} vs {:.2} MiB ({:.2}) |",
+            s.sut,
+            replay.rate,
+            cap / replay.rate,
+            e.hit_fraction * 100.0,
+            replay.hit_fraction * 100.0,
+            e.hit_fraction / replay.hit_fraction,
+            mib(e.mean_read_bytes),
+            mib(replay.mean_read_bytes),
+            e.mean_read_bytes / replay.mean_read_bytes,
+        );
     }
     md
 }
@@ -329,6 +376,7 @@ pub fn markdown(r: &BenchReport) -> String {
     }
     md += &players_section(r);
     md += &points_section(r);
+    md += &replay_section(r);
     md += &time_section(r);
     let above = super::above_bound(r);
     if !above.is_empty() {
@@ -431,6 +479,48 @@ mod tests {
         }
         assert!(!markdown(&plain).contains("## Players"));
         assert!(!table_contains_players(&plain));
+    }
+
+    #[test]
+    fn the_engine_is_read_against_the_replay_at_the_highest_passing_point() {
+        let plan = SearchPlan::failure_free_around(1.0);
+        let mut rep = new_report("w", "hdd:wd-red", Some(1 << 28), "strict", &plan, 1);
+        let sut = crate::sut::parse_one("vodkit").unwrap();
+        let mut s = ServerReport::not_measured(&sut, MEASURED, String::new());
+        s.max_failure_free_rate = Some(10.0);
+        let engine = |hit_fraction: f64| crate::point::EngineFigures {
+            hit_fraction,
+            mean_read_bytes: 1.5 * 1048576.0,
+            seconds: 20.0,
+        };
+        s.points = vec![
+            point(5.0, true, 100.0, 0),
+            point(10.0, true, 100.0, 0),
+            point(12.0, false, 100.0, 1),
+        ];
+        s.points[0].metrics.engine = Some(engine(0.9));
+        s.points[1].metrics.engine = Some(engine(0.6));
+        s.points[2].metrics.engine = Some(engine(0.2));
+        rep.servers.push(s);
+        // Without a replay there is nothing to read the engine against.
+        assert!(!markdown(&rep).contains("## Run against replay"));
+        rep.bound = Some(crate::bound::CapacityBound {
+            bound_rate: 20.0,
+            manager_replay: Some(vodkit_sim::replay::ReplayResult {
+                rate: 12.5,
+                hit_fraction: 0.5,
+                mean_read_bytes: 1048576.0,
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let md = markdown(&rep);
+        assert!(
+            md.contains(
+                "| vodkit | 10.00 vs 12.50 (0.80) | 60% vs 50% (1.20) | 1.50 vs 1.00 MiB (1.50) |"
+            ),
+            "{md}"
+        );
     }
 
     #[test]

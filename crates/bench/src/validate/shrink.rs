@@ -127,7 +127,7 @@ pub fn outstanding_prefetch(t: &vodkit_prefetch::ledger::LedgerTotals) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use vodkit_workload::model::{FileRef, Layout, Media, Rendition, Title};
+    use vodkit_workload::model::{Media, Rendition, Title};
 
     fn req(path: &str, pacing_s: f64, range: ByteRange) -> Request {
         Request {
@@ -201,16 +201,8 @@ mod tests {
         assert_eq!(out[0].start_s, Some(1.0));
         assert_eq!(out[1].start_s, Some(31.0));
 
-        let file = |path: &str, size: u64| Rendition {
-            bitrate_kbps: 500,
-            media: Media::Video,
-            size_bytes: size,
-            layout: Layout::Unchunked,
-            files: vec![FileRef {
-                path: path.into(),
-                size_bytes: size,
-            }],
-        };
+        let file =
+            |path: &str, size: u64| Rendition::one_file(500, Media::Video, path.into(), size);
         let catalog = Catalog {
             spec: "netflix-2014".into(),
             seed: 1,

@@ -9,6 +9,7 @@ mod peers;
 mod players;
 mod preload_daemon;
 mod procedure;
+mod signed;
 mod smoke;
 mod tls;
 

@@ -300,11 +300,11 @@ fn every_point_plays_its_history_first_and_is_judged_for_steadiness() {
     // report.md shows every point's drive counters, history and halves.
     let md = report::text::markdown(&rep);
     assert!(
-        md.contains("| rate | point | tput MB/s | disk MB/s | positionings/s | KiB/positioning | history | halves | steady |"),
+        md.contains("| rate | point | tput MB/s | disk MB/s | positionings/s | KiB/positioning | engine hits | history | halves | steady |"),
         "{md}"
     );
     assert!(
-        md.contains("| 1.00 | pass | 3.0 | 40.0 | 25.0 | 1600 | 80 s in 10 s | disk 44.0→36.0 MB/s, memory 45%→55%, cache 1→2 MiB | **no** |"),
+        md.contains("| 1.00 | pass | 3.0 | 40.0 | 25.0 | 1600 | – | 80 s in 10 s | disk 44.0→36.0 MB/s, memory 45%→55%, cache 1→2 MiB | **no** |"),
         "{md}"
     );
 }

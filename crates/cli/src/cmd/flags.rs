@@ -7,8 +7,9 @@
 //! `--interval` (how often a periodic sample or report is taken),
 //! `--ingest-token`/`--ingest-token-file` (the live publisher's bearer token), `--bitrate`
 //! (a bit rate with units), `--prefetch` (a prefetch policy), `--memory` (`auto|off|SIZE`),
-//! `readahead` as one word, and `--format` for output formats only (an input's dialect is
-//! `--log-format`). Older spellings stay as hidden aliases.
+//! `--sign-key`/`--sign-ttl`/`--sign-form` (a client signing URLs; the server's side is
+//! `--secure-link`), `readahead` as one word, and `--format` for output formats only (an
+//! input's dialect is `--log-format`). Older spellings stay as hidden aliases.
 
 use std::time::Duration;
 use vodkit_units::{Memory, UnitError};
@@ -106,4 +107,43 @@ pub struct StatusLine {
     /// Show the live status line even when stderr is not a terminal.
     #[arg(long)]
     pub progress: bool,
+}
+
+/// `--sign-key`, `--sign-ttl`, `--sign-form`: sign every requested URL for a server that
+/// checks signatures (`vodkit serve --secure-link`, nginx `secure_link`).
+#[derive(clap::Args, Debug, Clone)]
+pub struct SignUrls {
+    /// Sign every requested URL with the secret in this file (one line), as `vodkit serve
+    /// --secure-link` and nginx `secure_link` check it. URLs a signed manifest gave the
+    /// player are sent as they are. See docs/load.md "Signed URLs".
+    #[arg(long, value_name = "FILE")]
+    pub sign_key: Option<std::path::PathBuf>,
+    /// How long each signature is valid from the moment its request is sent.
+    #[arg(long, default_value = "1h", value_name = DURATION, value_parser = duration, requires = "sign_key")]
+    pub sign_ttl: Duration,
+    /// `md5` (nginx `secure_link_md5`: `?md5=…&expires=…`) or `hmac` (HMAC-SHA-256:
+    /// `?hmac=…&expires=…`; vodkit serve only).
+    #[arg(
+        long,
+        default_value = "md5",
+        value_name = "md5|hmac",
+        requires = "sign_key"
+    )]
+    pub sign_form: vodkit_securelink::Form,
+}
+
+impl SignUrls {
+    /// The signer the flags describe; `None` without `--sign-key`.
+    pub fn signer(&self) -> anyhow::Result<Option<vodkit_securelink::Signer>> {
+        let Some(path) = &self.sign_key else {
+            return Ok(None);
+        };
+        let secret = vodkit_securelink::Secret::from_file(path)
+            .map_err(|e| super::usage(format!("--sign-key {e}")))?;
+        Ok(Some(vodkit_securelink::Signer {
+            secret,
+            form: self.sign_form,
+            ttl_s: self.sign_ttl.as_secs().max(1),
+        }))
+    }
 }

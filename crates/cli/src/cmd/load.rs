@@ -157,6 +157,8 @@ struct RunArgs {
     allow_remote: bool,
     #[command(flatten)]
     tls: super::tls::LoadTls,
+    #[command(flatten)]
+    sign: super::flags::SignUrls,
 }
 
 fn parse_link(s: &str) -> Result<LinkMode, String> {
@@ -291,6 +293,7 @@ fn run_load(a: RunArgs) -> anyhow::Result<()> {
     config.duration = a.duration;
     config.verify = a.verify;
     config.tls = a.tls.client(&config.target).map_err(usage)?;
+    config.sign = a.sign.signer()?;
     config.progress = a.status.progress;
     config.quiet = a.status.quiet;
     config.workers = a.threads;

@@ -39,10 +39,10 @@ pub struct DaemonArgs {
     pub admission: vodkit_prefetch::admission::AdmissionPolicy,
     #[command(flatten)]
     pub memory: super::flags::PrefetchMemory,
-    /// The order queued reads are served in, as for `vodkit serve`: fifo (the default),
-    /// deadline or sweep (asap and serialized modes).
-    #[arg(long, default_value = "fifo", value_name = "fifo|deadline|sweep")]
-    pub io_order: vodkit_prefetch::IoOrder,
+    /// The order queued reads are served in, as for `vodkit serve`: sweep (the default),
+    /// deadline or fifo (asap and serialized modes).
+    #[arg(long, value_name = "fifo|deadline|sweep")]
+    pub io_order: Option<vodkit_prefetch::IoOrder>,
 }
 
 impl DaemonArgs {
@@ -64,13 +64,16 @@ impl DaemonArgs {
         config.memory = memory.config();
         config.admission = self.admission;
         config.root = self.root.clone();
-        if self.io_order != vodkit_prefetch::IoOrder::Fifo && !config.mode.serializes() {
+        if let Some(order) = self
+            .io_order
+            .filter(|o| *o != vodkit_prefetch::IoOrder::Fifo && !config.mode.serializes())
+        {
             return Err(super::usage(format!(
-                "--io-order {}: mode {} has no read queue to order; expected asap or serialized",
-                self.io_order, config.mode
+                "--io-order {order}: mode {} has no read queue to order; expected asap or serialized",
+                config.mode
             )));
         }
-        config.order = self.io_order;
+        config.order = self.io_order.unwrap_or_default();
         if self.admission != vodkit_prefetch::admission::AdmissionPolicy::Off && self.root.is_none()
         {
             return Err(super::usage(
@@ -176,7 +179,7 @@ mod tests {
     #[test]
     fn io_order_reaches_the_daemon_config() {
         use vodkit_prefetch::IoOrder;
-        assert_eq!(config_of(&[]).unwrap().order, IoOrder::Fifo);
+        assert_eq!(config_of(&[]).unwrap().order, IoOrder::Sweep);
         assert_eq!(
             config_of(&["--io-order", "sweep"]).unwrap().order,
             IoOrder::Sweep

@@ -23,11 +23,11 @@ pub struct Args {
     /// into a buffer pool within the --memory budget, sent with writev; no page cache).
     #[arg(long, default_value = "asap")]
     io: String,
-    /// The order a device's reads are served in (serializing --io modes): fifo (arrival,
-    /// the default), deadline (the client that runs dry first) or sweep (by place on the
-    /// device, one sweep per round, deadlines permitting). See docs/prefetch.md.
-    #[arg(long, default_value = "fifo", value_name = "fifo|deadline|sweep")]
-    io_order: vodkit_server::IoOrder,
+    /// The order a device's reads are served in (serializing --io modes): sweep (by place
+    /// on the device, one sweep per round, deadlines permitting; the default), deadline
+    /// (the client that runs dry first) or fifo (arrival). See docs/prefetch.md.
+    #[arg(long, value_name = "fifo|deadline|sweep")]
+    io_order: Option<vodkit_server::IoOrder>,
     /// Prefetch policy, e.g. none, fixed:2MiB, sqrt:4MiB@419, auto (the default).
     #[arg(long, value_parser = parse_policy)]
     prefetch: Option<PolicySpec>,
@@ -167,6 +167,20 @@ pub struct Args {
     /// CPU the server may run on, at most its cgroup CPU quota rounded up).
     #[arg(long, default_value_t = 0)]
     threads: usize,
+    /// Serve only requests with a valid expiring URL signature made with the secret in this
+    /// file (one line): nginx's `secure_link` MD5 form (`?md5=…&expires=…`) or the HMAC-SHA-256
+    /// form (`?hmac=…&expires=…`). Bad or missing: 403; expired: 410. Manifests served to a
+    /// signed request carry the signature to their segments. See docs/server.md "Signed URLs".
+    #[arg(long, value_name = "SECRETFILE")]
+    secure_link: Option<PathBuf>,
+    /// Check signatures only on paths under this prefix (default: every path).
+    #[arg(
+        long,
+        default_value = "/",
+        value_name = "PREFIX",
+        requires = "secure_link"
+    )]
+    secure_link_prefix: String,
     #[command(flatten)]
     tls: super::tls::ServeTls,
 }
@@ -191,10 +205,12 @@ fn config(args: Args) -> anyhow::Result<ServerConfig> {
         .io
         .parse()
         .map_err(|e| super::usage(format!("--io: {e}")))?;
-    if args.io_order != vodkit_server::IoOrder::Fifo && !mode.serializes() {
+    if let Some(order) = args
+        .io_order
+        .filter(|o| *o != vodkit_server::IoOrder::Fifo && !mode.serializes())
+    {
         return Err(super::usage(format!(
-            "--io-order {}: --io {mode} reads on a thread pool, which has no device queue to order; expected --io serialized, asap or direct",
-            args.io_order
+            "--io-order {order}: --io {mode} reads on a thread pool, which has no device queue to order; expected --io serialized, asap or direct"
         )));
     }
     if !args.root.is_dir() {
@@ -223,7 +239,7 @@ fn config(args: Args) -> anyhow::Result<ServerConfig> {
         stats_every: (!args.stats_every.is_zero()).then_some(args.stats_every),
         kernel_readahead: args.kernel_readahead,
         large_folios: args.large_folios,
-        order: args.io_order,
+        order: args.io_order.unwrap_or_default(),
     };
     config.access_log = args.access_log;
     config.access_log_format = args.access_log_format;
@@ -292,6 +308,20 @@ fn config(args: Args) -> anyhow::Result<ServerConfig> {
     config.drain_timeout = args.drain_timeout;
     config.worker_threads = args.threads;
     config.tls = args.tls.settings();
+    if let Some(file) = &args.secure_link {
+        if !args.secure_link_prefix.starts_with('/') {
+            return Err(usage(format!(
+                "--secure-link-prefix `{}`: expected a path starting with /",
+                args.secure_link_prefix
+            )));
+        }
+        let secret = vodkit_securelink::Secret::from_file(file)
+            .map_err(|e| usage(format!("--secure-link {e}")))?;
+        config.secure_link = Some(vodkit_server::SecureLink {
+            secret,
+            prefix: args.secure_link_prefix.clone(),
+        });
+    }
     Ok(config)
 }
 
@@ -360,7 +390,13 @@ mod tests {
     #[test]
     fn io_order_flag_reaches_the_engine_config() {
         use vodkit_server::IoOrder;
-        assert_eq!(config(parse(&[]).unwrap()).unwrap().io.order, IoOrder::Fifo);
+        assert_eq!(
+            config(parse(&[]).unwrap()).unwrap().io.order,
+            IoOrder::Sweep
+        );
+        // The default applies where there is a queue; a thread pool keeps its own order.
+        assert!(config(parse(&["--io", "prefetch"]).unwrap()).is_ok());
+        assert!(config(parse(&["--io", "prefetch", "--io-order", "sweep"]).unwrap()).is_err());
         let sweep = config(parse(&["--io-order", "sweep"]).unwrap()).unwrap();
         assert_eq!(
             vodkit_server::io::engine_config(&sweep.io).unwrap().order,

@@ -59,6 +59,12 @@ pub struct Args {
     /// (scripts/libcachesim-miss-ratios).
     #[arg(long, requires = "replay", value_name = "FILE")]
     export_trace: Option<PathBuf>,
+    /// With --replay: the read order of the server replayed, which prices a read's
+    /// positioning: sweep (the default, as `vodkit serve`: a sweep serves one read of each
+    /// session in progress, the bound's term) or fifo/deadline (every read at an
+    /// independent place).
+    #[arg(long, requires = "replay", value_name = "fifo|deadline|sweep")]
+    io_order: Option<vodkit_prefetch::IoOrder>,
     /// Drive preset of the disk model for t_max and s_max (wd-red, hp-10k, hitachi-5k3000,
     /// seagate-7200).
     #[arg(long, conflicts_with_all = ["t_max", "s_max"])]
@@ -251,6 +257,7 @@ fn replay(args: &Args, dir: &std::path::Path) -> anyhow::Result<()> {
             },
             disk,
             prefetch: prefetch.clone(),
+            order: args.io_order.unwrap_or_default(),
         };
         let found: Vec<rp::ReplayResult> = if args.rate.is_empty() {
             match rp::capacity(&w, &cfg, bound.bound_rate / 2.0) {

@@ -15,6 +15,12 @@
 //! end on the low rung, and their shares of top-rung segments and their stall counts agree
 //! within the tolerance written at [`SHAPED_TOLERANCE`].
 //!
+//! The unshaped run serves the title with `--secure-link` (under `/t1/` only): the pages
+//! open signed manifest URLs, both browser players play the whole title from the URIs the
+//! signed manifests carry (scoped HMAC tokens for the DASH templates, MD5 signatures for
+//! every HLS URI), `vodkit load --player --sign-key` does the same, and an unsigned
+//! segment is refused. The shaped run is unsigned.
+//!
 //! Needs Chromium, ffmpeg and the vendored dash.js and hls.js (`scripts/install-test-deps`
 //! installs all three); without them the test says so and returns, except under `CI`.
 
@@ -278,6 +284,7 @@ fn segments(log: &str, skip_lines: usize) -> Vec<(u32, u32)> {
         .filter(|l| !l.starts_with('#'))
         .filter_map(|l| {
             let path = l.split('\t').nth(7)?;
+            let path = path.split('?').next()?;
             let rest = path.strip_prefix("/t1/v")?;
             let (kbps, seg) = rest.split_once("/seg-")?;
             Some((kbps.parse().ok()?, seg.strip_suffix(".m4s")?.parse().ok()?))
@@ -318,7 +325,7 @@ fn dash_js_and_hls_js_agree_with_vodkit_players() {
         return;
     };
     let _one = BROWSER.lock().unwrap_or_else(|e| e.into_inner());
-    let (runs, _) = play_both(vendored, false);
+    let (runs, _) = play_both(vendored, false, true);
     for (kind, browser, ours, _, _) in runs {
         agree(kind, &browser, &ours, 1500);
     }
@@ -357,7 +364,7 @@ fn behind_a_shaped_link_browser_and_vodkit_players_choose_alike() {
     let _one = BROWSER.lock().unwrap_or_else(|e| e.into_inner());
     let top_share =
         |s: &[(u32, u32)]| s.iter().filter(|x| x.0 == 1500).count() as f64 / s.len().max(1) as f64;
-    let (runs, link) = play_both(vendored, true);
+    let (runs, link) = play_both(vendored, true, false);
     for (kind, browser, ours, report, results) in runs {
         eprintln!("{kind} behind {link:?} bit/s: Chromium {browser:?}, vodkit {ours:?}");
         agree(kind, &browser, &ours, 400);
@@ -392,8 +399,13 @@ fn bandwidths(mpd: &str) -> Vec<u64> {
 /// `vodkit load --player` of the same kind. With `shape`, every client runs in a namespace
 /// behind a link between the two rungs' advertised bandwidths (their geometric mean: the
 /// test pattern encodes below the nominal rates, so the link follows the manifest); the
-/// link's bit rate is returned.
-fn play_both((dash_js, hls_js): (PathBuf, PathBuf), shape: bool) -> (Vec<Played>, Option<u64>) {
+/// link's bit rate is returned. With `signed`, the title needs signed URLs
+/// (`--secure-link`): the pages and the load open signed manifests.
+fn play_both(
+    (dash_js, hls_js): (PathBuf, PathBuf),
+    shape: bool,
+    signed: bool,
+) -> (Vec<Played>, Option<u64>) {
     let d = tempfile::tempdir().unwrap();
     let p = d.path();
     // One 20 s title in two rungs, 2 s segments.
@@ -414,8 +426,26 @@ fn play_both((dash_js, hls_js): (PathBuf, PathBuf), shape: bool) -> (Vec<Played>
     std::fs::create_dir_all(p.join("media/vendor")).unwrap();
     std::fs::copy(&dash_js, p.join("media/vendor/dash.all.min.js")).unwrap();
     std::fs::copy(&hls_js, p.join("media/vendor/hls.min.js")).unwrap();
-    std::fs::write(p.join("media/dash.html"), page("dash", "/t1/manifest.mpd")).unwrap();
-    std::fs::write(p.join("media/hls.html"), page("hls", "/t1/master.m3u8")).unwrap();
+    std::fs::write(p.join("url.key"), "browser-test-secret\n").unwrap();
+    let signer = vodkit_securelink::Signer {
+        secret: vodkit_securelink::Secret::new("browser-test-secret").unwrap(),
+        form: vodkit_securelink::Form::Md5,
+        ttl_s: 600,
+    };
+    let entry = |path: &str| match signed {
+        true => signer.sign_target(path, vodkit_securelink::unix_now()),
+        false => path.to_string(),
+    };
+    std::fs::write(
+        p.join("media/dash.html"),
+        page("dash", &entry("/t1/manifest.mpd")),
+    )
+    .unwrap();
+    std::fs::write(
+        p.join("media/hls.html"),
+        page("hls", &entry("/t1/master.m3u8")),
+    )
+    .unwrap();
     // vodkit's own player: one session watching the whole title.
     let session = serde_json::json!({"id": 1, "gap": 0.0, "class": "c", "title": 1,
         "requests": [{"path": "/t1/manifest.mpd", "timeout_s": 30, "media_s": 20.0}]});
@@ -434,9 +464,13 @@ fn play_both((dash_js, hls_js): (PathBuf, PathBuf), shape: bool) -> (Vec<Played>
     } else {
         "127.0.0.1"
     };
+    let secure = match signed {
+        true => " --secure-link url.key --secure-link-prefix /t1/",
+        false => "",
+    };
     let mut server = common::daemon(
         p,
-        &format!("serve --root media --listen {listen}:0 --cors * --access-log access.log"),
+        &format!("serve --root media --listen {listen}:0 --cors * --access-log access.log{secure}"),
     );
     let url = server.wait_for("listening on ");
     let lines = |p: &Path| std::fs::read_to_string(p.join("access.log")).unwrap_or_default();
@@ -476,7 +510,8 @@ fn play_both((dash_js, hls_js): (PathBuf, PathBuf), shape: bool) -> (Vec<Played>
         let browser = segments(&lines(p), before);
 
         let before = lines(p).lines().count();
-        let load = format!("load --target {url} --sessions w/sessions.jsonl --no-link --rate 1 --player {kind} --out {kind}.json");
+        let sign = if signed { " --sign-key url.key" } else { "" };
+        let load = format!("load --target {url} --sessions w/sessions.jsonl --no-link --rate 1 --player {kind} --out {kind}.json{sign}");
         match shaped {
             None => {
                 ok(p, &load);
@@ -507,6 +542,11 @@ fn play_both((dash_js, hls_js): (PathBuf, PathBuf), shape: bool) -> (Vec<Played>
         }
         let _ = entry;
         runs.push((kind, browser, ours, report, results));
+    }
+    if signed {
+        let addr = url.trim_start_matches("http://");
+        let (status, _) = common::http_get(addr, "/t1/v400/seg-1.m4s");
+        assert_eq!(status, 403, "an unsigned segment is refused");
     }
     let (code, _) = server.stop();
     assert_eq!(code, 0);

@@ -190,6 +190,53 @@ fn serve_load_trace_and_simulate() {
 }
 
 #[test]
+fn serve_checks_and_load_makes_signed_urls() {
+    let d = tmp();
+    let p = d.path();
+    small_workload(p);
+    std::fs::write(p.join("url.key"), "s3cr3t\n").unwrap();
+    std::fs::write(p.join("empty.key"), "\n").unwrap();
+    let mut server = common::daemon(
+        p,
+        "serve --root files --listen 127.0.0.1:0 --secure-link url.key",
+    );
+    let url = server.wait_for("listening on ");
+    let load = format!(
+        "load --target {url} --sessions w/sessions.jsonl --rate 50 --max-sessions 3 --json"
+    );
+    let failed = |o: &Out| -> u64 {
+        let r: serde_json::Value = serde_json::from_str(&o.stdout).unwrap();
+        r["sessions"]["failed"].as_u64().unwrap()
+    };
+    for form in ["md5", "hmac"] {
+        let o = ok(
+            p,
+            &format!("{load} --sign-key url.key --sign-ttl 5m --sign-form {form}"),
+        );
+        assert_eq!(failed(&o), 0, "{form}: {o:?}");
+    }
+    let o = ok(p, &load);
+    assert_eq!(failed(&o), 3, "unsigned: {o:?}");
+    server.stop();
+    usage_errors(
+        p,
+        &[
+            ("serve --root files --secure-link empty.key", "empty.key"),
+            ("serve --root files --secure-link absent.key", "absent.key"),
+            (
+                "serve --root files --secure-link url.key --secure-link-prefix x",
+                "--secure-link-prefix",
+            ),
+            (&format!("{load} --sign-key empty.key"), "empty.key"),
+            (
+                &format!("{load} --sign-key url.key --sign-form sha1"),
+                "sha1",
+            ),
+        ],
+    );
+}
+
+#[test]
 fn bench_runs_a_child_vodkit_serve() {
     let d = tmp();
     let p = d.path();

@@ -117,6 +117,14 @@ impl Config {
         }
     }
 
+    /// A device whose image, mount point and state all live in `dir` (`disk.img`, `mnt`,
+    /// `state`): one directory to remove afterwards, as tests and throwaway runs want.
+    pub fn in_dir(preset: Preset, size: u64, dir: &Path) -> Self {
+        let mut cfg = Config::new(preset, size, dir.join("disk.img"), dir.join("mnt"));
+        cfg.state_root = dir.join("state");
+        cfg
+    }
+
     fn validate(&self) -> Result<(), Error> {
         if self.size < 64 << 20 || !self.size.is_multiple_of(4096) {
             return Err(Error::Input(format!(

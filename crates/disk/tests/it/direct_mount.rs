@@ -8,29 +8,15 @@
 
 #![cfg(feature = "testbed")]
 
-use vodkit_disk::testbed::{self, system, Config, Testbed};
+use vodkit_disk::testbed::{self, system, Testbed};
 
 #[test]
 fn fuse_device_is_mounted_with_mount_2() {
-    if !vodkit_testkit::needs(&[vodkit_testkit::Need::Fuse]) {
+    let Some(device) = super::Device::plan("vodkit-direct-mount", 256 << 20) else {
         return;
-    }
-    if let Err(e) = testbed::preflight() {
-        return vodkit_testkit::skip(e);
-    }
-    let _disk = vodkit_testkit::turn(vodkit_testkit::turn::DISK);
-    let tmp = tempfile::Builder::new()
-        .prefix("vodkit-direct-mount")
-        .tempdir_in("/var/tmp")
-        .unwrap();
-    let mut cfg = Config::new(
-        vodkit_disk::model::Preset::WdRed,
-        256 << 20,
-        tmp.path().join("disk.img"),
-        tmp.path().join("mnt"),
-    );
-    cfg.state_root = tmp.path().join("state");
-    let bed = Testbed::up(&cfg).expect("device up");
+    };
+    let cfg = &device.cfg;
+    let bed = Testbed::up(cfg).expect("device up");
     let fuse_dir = bed.state().fuse_dir.clone();
     let fuse = system::mount_at(&fuse_dir).expect("FUSE mounted");
     assert_eq!(fuse.fstype, "fuse", "{fuse:?}");

@@ -45,24 +45,10 @@ fn assert_torn_down(cfg: &Config) {
 
 #[test]
 fn wd_red_device_end_to_end() {
-    if !vodkit_testkit::needs(&[vodkit_testkit::Need::Fuse]) {
+    let Some(device) = super::Device::plan("vodkit-hdd-e2e", 1 << 30) else {
         return;
-    }
-    if let Err(e) = testbed::preflight() {
-        return vodkit_testkit::skip(e);
-    }
-    let _disk = vodkit_testkit::turn(vodkit_testkit::turn::DISK);
-    let tmp = tempfile::Builder::new()
-        .prefix("vodkit-hdd-e2e")
-        .tempdir_in("/var/tmp")
-        .unwrap();
-    let mut cfg = Config::new(
-        vodkit_disk::model::Preset::WdRed,
-        1 << 30,
-        tmp.path().join("disk.img"),
-        tmp.path().join("mnt"),
-    );
-    cfg.state_root = tmp.path().join("state");
+    };
+    let cfg = device.cfg.clone();
     let bed = Testbed::up(&cfg).expect("device up");
     let st = bed.state().clone();
     assert!(st.ready);

@@ -12,7 +12,7 @@ use std::time::Duration;
 use vodkit_live::{LiveTitle, Source, SourceConfig};
 use vodkit_media::package::MediaFormat;
 use vodkit_testkit::server::TestServer;
-use vodkit_workload::model::{Catalog, FileRef, Layout, Media, Rendition, Title};
+use vodkit_workload::model::{Catalog, Media, Rendition, Title};
 
 const TOKEN: &str = "title-token";
 
@@ -49,16 +49,12 @@ fn packaged(root: &std::path::Path) -> std::path::PathBuf {
             id: 1,
             rank: 1,
             duration_s: 3.0,
-            renditions: vec![Rendition {
-                bitrate_kbps: 300,
-                media: Media::Combined,
-                size_bytes: 1000,
-                layout: Layout::Unchunked,
-                files: vec![FileRef {
-                    path: "v/t1-300.dat".into(),
-                    size_bytes: 1000,
-                }],
-            }],
+            renditions: vec![Rendition::one_file(
+                300,
+                Media::Combined,
+                "v/t1-300.dat".to_string(),
+                1000,
+            )],
         }],
     };
     let mut o = vodkit_media::MediaOptions::new(MediaFormat::Dash);

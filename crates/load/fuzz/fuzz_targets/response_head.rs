@@ -23,6 +23,7 @@ fuzz_target!(|data: &[u8]| {
             host: "127.0.0.1:1",
             session_id: 1,
             verify: false,
+            sign: None,
         };
         let _ = classify_head(data, &ask);
     }

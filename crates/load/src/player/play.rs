@@ -381,6 +381,7 @@ impl<'a> Player<'a> {
             host: &self.shared.host,
             session_id: self.plan.session.id,
             verify: false,
+            sign: self.shared.sign.as_ref(),
         };
         let offset = piece.range.map_or(0, |(a, _)| a);
         let expected = self.checksum_of(piece, offset);
@@ -506,6 +507,7 @@ impl<'a> Player<'a> {
                 host: &shared.host,
                 session_id: plan.session.id,
                 verify: false,
+                sign: shared.sign.as_ref(),
             })
             .collect();
         let received = std::sync::atomic::AtomicU64::new(0);

@@ -1,5 +1,5 @@
-//! Integration tests of the load generator against real servers: players, faults, TLS, live streams
-//! and kernel limits.
+//! Integration tests of the load generator against real servers: players, faults, TLS, live streams,
+//! signed URLs and kernel limits.
 //!
 //! One test binary for the crate, linked once: each module holds one area's tests.
 
@@ -10,4 +10,5 @@ mod live;
 mod nginx;
 mod player;
 mod qos_idle;
+mod signed_urls;
 mod tls;

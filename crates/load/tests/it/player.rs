@@ -10,9 +10,7 @@ use vodkit_load::player::{PlayerConfig, Protocol};
 use vodkit_load::{Link, Target};
 use vodkit_media::package::MediaFormat;
 use vodkit_testkit::server::TestServer;
-use vodkit_workload::model::{
-    Catalog, FileRef, Layout, Media, PlaySpec, Rendition, Request, Seek, Session, Title,
-};
+use vodkit_workload::model::{Catalog, Media, PlaySpec, Rendition, Request, Seek, Session, Title};
 
 /// The vodkit server (the test kit's, in-process) over a media set.
 struct Origin {
@@ -63,15 +61,8 @@ fn catalog() -> Catalog {
             duration_s: 12.0,
             renditions: LADDER
                 .iter()
-                .map(|&kbps| Rendition {
-                    bitrate_kbps: kbps,
-                    media: Media::Video,
-                    size_bytes: 1,
-                    layout: Layout::Unchunked,
-                    files: vec![FileRef {
-                        path: format!("v/{id}-{kbps}.dat"),
-                        size_bytes: 1,
-                    }],
+                .map(|&kbps| {
+                    Rendition::one_file(kbps, Media::Video, format!("v/{id}-{kbps}.dat"), 1)
                 })
                 .collect(),
         })

@@ -7,22 +7,15 @@ use std::path::Path;
 use std::process::Command;
 use vodkit_media::package::MediaFormat;
 use vodkit_media::{create, verify, MediaOptions};
-use vodkit_workload::model::{Catalog, FileRef, Layout, Media, Rendition, Title};
+use vodkit_workload::model::{Catalog, Media, Rendition, Title};
 
 fn ffmpeg_present() -> bool {
     vodkit_testkit::needs(&[vodkit_testkit::Need::Tool("ffmpeg")])
 }
 
 fn catalog() -> Catalog {
-    let rendition = |kbps: u32, id: u32| Rendition {
-        bitrate_kbps: kbps,
-        media: Media::Combined,
-        size_bytes: 1000,
-        layout: Layout::Unchunked,
-        files: vec![FileRef {
-            path: format!("v/t{id}-{kbps}.dat"),
-            size_bytes: 1000,
-        }],
+    let rendition = |kbps: u32, id: u32| {
+        Rendition::one_file(kbps, Media::Combined, format!("v/t{id}-{kbps}.dat"), 1000)
     };
     Catalog {
         spec: "test".into(),

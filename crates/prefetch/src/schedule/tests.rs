@@ -127,7 +127,7 @@ fn orders_parse_and_print_their_names() {
         assert_eq!(o.name().parse::<IoOrder>(), Ok(o));
         assert_eq!(o.to_string(), o.name());
     }
-    assert_eq!(IoOrder::default(), IoOrder::Fifo);
+    assert_eq!(IoOrder::default(), IoOrder::Sweep);
     let e = "scan".parse::<IoOrder>().unwrap_err();
     assert!(
         e.contains("`scan`") && e.contains("fifo, deadline or sweep"),

@@ -1,44 +1,16 @@
 //! The engine's read orders on real files: a device worker held busy by a long read
 //! serves the reads queued behind it by deadline, or sweeping by device place.
 
+use super::cold_file;
 use std::fs::File;
-use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
 use vodkit_prefetch::placement::Placement;
-use vodkit_prefetch::residency::{self, drop_cached, Probe};
 use vodkit_prefetch::schedule::{IoOrder, Place};
 use vodkit_prefetch::{Begin, Engine, EngineConfig, IoMode, Pending, ReadOutcome, ReadRequest};
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1 << 20;
-
-/// A written, fsynced file with its pages dropped from the cache, or `None` (with the
-/// reason printed) when this filesystem keeps them.
-fn cold_file(dir: &tempfile::TempDir, name: &str, size: u64) -> Option<Arc<File>> {
-    let path = dir.path().join(name);
-    let mut f = File::create(&path).unwrap();
-    let block = vec![5u8; MIB as usize];
-    let mut left = size;
-    while left > 0 {
-        let n = left.min(MIB) as usize;
-        f.write_all(&block[..n]).unwrap();
-        left -= n as u64;
-    }
-    f.sync_all().unwrap();
-    let f = File::open(&path).unwrap();
-    drop_cached(&f, 0, 0).unwrap();
-    let r = residency::check(&f, 0, size, size, Probe::Auto).unwrap();
-    if r.missing != size {
-        let why = format!(
-            "{} keeps pages after POSIX_FADV_DONTNEED",
-            dir.path().display()
-        );
-        vodkit_testkit::skip(why);
-        return None;
-    }
-    Some(Arc::new(f))
-}
 
 fn tmp() -> tempfile::TempDir {
     tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()

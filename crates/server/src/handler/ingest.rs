@@ -63,6 +63,7 @@ pub(crate) async fn handle<W: Wire>(
     live: &LiveStore,
     path: &str,
     asked: &Asked<'_>,
+    grant: Option<&vodkit_securelink::Grant>,
 ) -> bool {
     let req = asked.req;
     let started = Instant::now();
@@ -156,25 +157,35 @@ pub(crate) async fn handle<W: Wire>(
             match found {
                 Some(o) => {
                     let name = path.rsplit('/').next().unwrap_or("");
+                    // A playlist for a signed request carries the signature to its segments
+                    // (its body is then this token's: no ETag).
+                    let signed = super::secure_link::live_manifest(shared, path, grant, &o.body);
+                    let etag = match signed {
+                        Some(_) => String::new(),
+                        None => format!("ETag: {}\r\n", o.etag),
+                    };
                     let mut headers = format!(
-                        "Content-Type: {}\r\nCache-Control: {}\r\nETag: {}\r\nLast-Modified: {}\r\n",
+                        "Content-Type: {}\r\nCache-Control: {}\r\n{etag}Last-Modified: {}\r\n",
                         content_type(name),
                         cache_control(name),
-                        o.etag,
                         httpdate::fmt_http_date(o.modified)
                     );
+                    let body = match signed {
+                        Some(text) => LiveBody::Memory(std::sync::Arc::new(text)),
+                        None => o.body,
+                    };
                     if let Some(cors) = &shared.plan.cors {
                         cors.response_headers(req.origin.as_deref(), &mut headers);
                     }
                     let r = Response {
                         status: 200,
                         headers,
-                        content_length: o.body.len(),
+                        content_length: body.len(),
                         body: Body::Empty,
                         close: false,
                         range_log: "-".into(),
                     };
-                    object = Some(o.body);
+                    object = Some(body);
                     r
                 }
                 None => Response::text(404, false),

@@ -15,8 +15,14 @@ use crate::response::{head_bytes, plan, with_http_date, Body, Response, Segment}
 use crate::wire::{send_text, Wire};
 use crate::Shared;
 
-/// Answer one request; returns whether the connection stays open.
-pub(crate) async fn answer<W: Wire>(shared: &Shared, wire: &mut W, asked: &Asked<'_>) -> bool {
+/// Answer one request (`grant`: its valid URL signature under `--secure-link`); returns
+/// whether the connection stays open.
+pub(crate) async fn answer<W: Wire>(
+    shared: &Shared,
+    wire: &mut W,
+    asked: &Asked<'_>,
+    grant: Option<&vodkit_securelink::Grant>,
+) -> bool {
     let Asked {
         req,
         specs,
@@ -26,7 +32,8 @@ pub(crate) async fn answer<W: Wire>(shared: &Shared, wire: &mut W, asked: &Asked
         ..
     } = *asked;
     let started = Instant::now();
-    let mut resp = plan(req, specs, &shared.root, &shared.plan);
+    let signed = grant.and_then(|g| super::secure_link::manifest(shared, req, g));
+    let mut resp = signed.unwrap_or_else(|| plan(req, specs, &shared.root, &shared.plan));
     if let Some(refusal) = admit(shared, req, &resp, who) {
         resp = refusal;
     }

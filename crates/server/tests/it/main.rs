@@ -1,5 +1,5 @@
-//! Integration tests of the server: conformance, hostile clients, TLS, I/O modes, live ingest and
-//! real clients.
+//! Integration tests of the server: conformance, hostile clients, TLS, I/O modes, live ingest,
+//! signed URLs and real clients.
 //!
 //! One test binary for the crate, linked once: each module holds one area's tests.
 //! The signal tests (`signal.rs`, `tls_sighup.rs`) are binaries of their own: a signal
@@ -16,4 +16,5 @@ mod io_modes;
 mod live_ingest;
 mod no_panic;
 mod real_clients;
+mod secure_link;
 mod tls;

@@ -2,7 +2,7 @@
 //! a stream alone leaving nothing behind, the budget respected, disk time as charged.
 
 use super::*;
-use vodkit_workload::model::{ByteRange, FileRef, Layout, Media, Rendition, Request, Title};
+use vodkit_workload::model::{ByteRange, Media, Rendition, Request, Title};
 
 const MIB: u64 = 1 << 20;
 
@@ -15,16 +15,12 @@ fn catalog(files: usize, size: u64) -> Catalog {
                 id: i as u32,
                 rank: i as u32 + 1,
                 duration_s: 10.0,
-                renditions: vec![Rendition {
-                    bitrate_kbps: 8000,
-                    media: Media::Combined,
-                    size_bytes: size,
-                    layout: Layout::Unchunked,
-                    files: vec![FileRef {
-                        path: format!("f{i}.mp4"),
-                        size_bytes: size,
-                    }],
-                }],
+                renditions: vec![Rendition::one_file(
+                    8000,
+                    Media::Combined,
+                    format!("f{i}.mp4"),
+                    size,
+                )],
             })
             .collect(),
     }
@@ -61,6 +57,7 @@ fn config(budget: u64, prefetch: Prefetch) -> ReplayConfig {
         memory: MemoryConfig::for_budget(budget),
         disk: DISK,
         prefetch,
+        order: vodkit_prefetch::IoOrder::Fifo,
     }
 }
 
@@ -209,4 +206,38 @@ fn a_history_moves_the_measured_window_past_the_bytes_it_requested() {
     // A history longer than half the arrivals is cut there.
     let long = replay(&w.after_history(1 << 40), &cfg, 1.0);
     assert!((long.window_s - 200.0).abs() < 1e-9, "{long:?}");
+}
+
+#[test]
+fn in_sweeps_a_read_costs_the_sweep_positioning_of_the_sessions_in_progress() {
+    // Ten-second sessions, one a second: about ten in progress at once.
+    let sessions: Vec<Session> = (0..300)
+        .map(|i| session(i, 1.0, i as usize, 10, MIB))
+        .collect();
+    let w = ReplayWorkload::prepare(&catalog(300, 10 * MIB), &sessions, &[]).unwrap();
+    let disk = vodkit_disk::model::disk_terms(&vodkit_disk::model::Preset::WdRed.spec(), 0.5)
+        .expect("terms");
+    let mut cfg = config(1 << 30, fixed("1MiB"));
+    cfg.disk = disk;
+    let fifo = replay(&w, &cfg, 1.0);
+    assert!(
+        (fifo.mean_positioning_ms - 1e3 * disk.positioning_s).abs() < 1e-9,
+        "{fifo:?}"
+    );
+    cfg.order = vodkit_prefetch::IoOrder::Sweep;
+    let sweep = replay(&w, &cfg, 1.0);
+    let ms = |n: f64| 1e3 * disk.positioning_for(n);
+    assert!(
+        sweep.mean_positioning_ms > ms(13.0) && sweep.mean_positioning_ms < ms(8.0),
+        "sweep {} ms, expected about {} ms (10 sessions)",
+        sweep.mean_positioning_ms,
+        ms(10.0)
+    );
+    // The same reads and hits, a less busy drive.
+    assert_eq!(sweep.disk_reads, fifo.disk_reads);
+    assert_eq!(sweep.hit_bytes, fifo.hit_bytes);
+    assert!(
+        sweep.utilization < fifo.utilization,
+        "{sweep:?} vs {fifo:?}"
+    );
 }

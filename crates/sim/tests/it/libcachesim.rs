@@ -11,9 +11,7 @@ use vodkit_prefetch::memory::order::Algo;
 use vodkit_prefetch::memory::MemoryConfig;
 use vodkit_sim::replay::export::{self, ObjectRequest};
 use vodkit_sim::replay::{replay_traced, Prefetch, ReplayConfig, ReplayWorkload};
-use vodkit_workload::model::{
-    ByteRange, Catalog, FileRef, Layout, Media, Rendition, Request, Session, Title,
-};
+use vodkit_workload::model::{ByteRange, Catalog, Media, Rendition, Request, Session, Title};
 
 const MIB: u64 = 1 << 20;
 const FILES: usize = 400;
@@ -28,16 +26,12 @@ fn catalog() -> Catalog {
                 id: i as u32,
                 rank: i as u32 + 1,
                 duration_s: 40.0,
-                renditions: vec![Rendition {
-                    bitrate_kbps: 2000,
-                    media: Media::Combined,
-                    size_bytes: FILE_BYTES,
-                    layout: Layout::Unchunked,
-                    files: vec![FileRef {
-                        path: format!("f{i}.mp4"),
-                        size_bytes: FILE_BYTES,
-                    }],
-                }],
+                renditions: vec![Rendition::one_file(
+                    2000,
+                    Media::Combined,
+                    format!("f{i}.mp4"),
+                    FILE_BYTES,
+                )],
             })
             .collect(),
     }
@@ -101,6 +95,7 @@ fn the_replays_cache_engine_agrees_with_libcachesim() {
             sweep: None,
         },
         prefetch: Prefetch::Budget,
+        order: vodkit_prefetch::IoOrder::default(),
     };
     let mut reqs: Vec<ObjectRequest> = Vec::new();
     replay_traced(&w, &cfg, 20.0, &mut |r| reqs.extend(export::objects(&r)));

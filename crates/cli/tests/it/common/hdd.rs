@@ -35,13 +35,7 @@ impl Hdd {
             .prefix(prefix)
             .tempdir_in("/var/tmp")
             .unwrap();
-        let mut cfg = Config::new(
-            vodkit_disk::model::Preset::WdRed,
-            256 << 20,
-            tmp.path().join("disk.img"),
-            tmp.path().join("mnt"),
-        );
-        cfg.state_root = tmp.path().join("state");
+        let cfg = Config::in_dir(vodkit_disk::model::Preset::WdRed, 256 << 20, tmp.path());
         let bed = Testbed::up(&cfg).expect("emulated disk up");
         Some(Hdd {
             bed,
