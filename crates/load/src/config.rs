@@ -253,7 +253,7 @@ impl LoadConfig {
         }
         if let Some(shard) = self
             .shard
-            .filter(|_| !crate::steady::requests_planned(self))
+            .filter(|_| !crate::steady::request_ramps_global(self))
         {
             return Err(InputError(format!(
                 "--shard {shard} with --ramp-up-requests/--ramp-down-requests: players and live viewers \

@@ -111,14 +111,17 @@ fn chooses_requests(config: &LoadConfig, s: &Session) -> bool {
     config.player.is_some() || s.live.is_some()
 }
 
-/// Whether the steady requests follow from the schedule: no session of the run chooses
-/// its own requests, or no request ramp asks for a ranking.
+/// Whether the run's requests follow from the schedule: no session of it chooses its own.
 pub fn requests_planned(config: &LoadConfig) -> bool {
-    let ramp = config.ramp;
-    (ramp.up_requests == 0 && ramp.down_requests == 0)
-        || !config.sessions[..config.schedule().len()]
-            .iter()
-            .any(|s| chooses_requests(config, s))
+    !config.sessions[..config.schedule().len()]
+        .iter()
+        .any(|s| chooses_requests(config, s))
+}
+
+/// Whether the request ramps can be drawn on the whole run's schedule: they are off, or
+/// the run's requests follow from it. Only then can shards apply them.
+pub fn request_ramps_global(config: &LoadConfig) -> bool {
+    (config.ramp.up_requests == 0 && config.ramp.down_requests == 0) || requests_planned(config)
 }
 
 /// The steady state of a whole run, by session number.
