@@ -251,16 +251,6 @@ impl LoadConfig {
                     .into(),
             ));
         }
-        if let Some(shard) = self
-            .shard
-            .filter(|_| !crate::steady::request_ramps_global(self))
-        {
-            return Err(InputError(format!(
-                "--shard {shard} with --ramp-up-requests/--ramp-down-requests: players and live viewers \
-                 choose their requests as they play, so the shards cannot agree on the run's first and \
-                 last requests; give 0 for both (the session ramps still apply)"
-            )));
-        }
         if self.player.is_some() {
             if let Some((i, s)) = self
                 .sessions

@@ -43,6 +43,7 @@ pub struct Run {
 /// thread. `stop` ends the run early; sessions still active are recorded as cancelled.
 pub fn run(config: LoadConfig, stop: CancellationToken) -> Result<Run, LoadError> {
     config.validate()?;
+    crate::steady::check(&config)?;
     let workers = config
         .workers
         .unwrap_or_else(|| {
@@ -97,6 +98,7 @@ pub fn run(config: LoadConfig, stop: CancellationToken) -> Result<Run, LoadError
 /// Run a load test on the caller's tokio runtime (all sessions spawned onto it).
 pub async fn run_async(config: LoadConfig, stop: CancellationToken) -> Result<Run, LoadError> {
     config.validate()?;
+    crate::steady::check(&config)?;
     let (shared, plans, prep) = prepare(&config, &stop).await?;
     let sampler = Sampler::start(&shared, config.status_line());
     let sessions = launch(plans, shared.clone()).await;

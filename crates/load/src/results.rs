@@ -1713,13 +1713,16 @@ mod tests {
         ));
         config.shard = Some(crate::Shard { index: 0, count: 2 });
         config.ramp.up_requests = 1;
-        let e = config.validate().unwrap_err().to_string();
+        let e = crate::steady::check(&config).unwrap_err().to_string();
         assert!(e.contains("--shard 0/2 with --ramp-up-requests"), "{e}");
         config.ramp.up_requests = 0;
         config.ramp.up_sessions = 1;
-        assert!(config.validate().is_ok());
+        assert!(config.validate().is_ok() && crate::steady::check(&config).is_ok());
         config.shard = None;
         config.ramp.up_requests = 1;
-        assert!(config.validate().is_ok(), "one process ranks what it sent");
+        assert!(
+            crate::steady::check(&config).is_ok(),
+            "one process ranks what it sent"
+        );
     }
 }

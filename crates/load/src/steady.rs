@@ -17,7 +17,7 @@
 //! knows them: a run with such sessions ranks the requests it sent by their send times
 //! instead, which only a single process can do (a sharded one is refused request ramps).
 
-use crate::config::LoadConfig;
+use crate::config::{InputError, LoadConfig};
 use crate::record::SessionRecord;
 use crate::warm;
 use std::sync::Arc;
@@ -118,10 +118,18 @@ pub fn requests_planned(config: &LoadConfig) -> bool {
         .any(|s| chooses_requests(config, s))
 }
 
-/// Whether the request ramps can be drawn on the whole run's schedule: they are off, or
-/// the run's requests follow from it. Only then can shards apply them.
-pub fn request_ramps_global(config: &LoadConfig) -> bool {
-    (config.ramp.up_requests == 0 && config.ramp.down_requests == 0) || requests_planned(config)
+/// A sharded run's request ramps must be drawn on the whole run's schedule: refuse them
+/// where the run's requests do not follow from it (players, live viewers).
+pub fn check(config: &LoadConfig) -> Result<(), InputError> {
+    let ramps = config.ramp.up_requests > 0 || config.ramp.down_requests > 0;
+    match config.shard {
+        Some(shard) if ramps && !requests_planned(config) => Err(InputError(format!(
+            "--shard {shard} with --ramp-up-requests/--ramp-down-requests: players and live viewers \
+             choose their requests as they play, so the shards cannot agree on the run's first and \
+             last requests; give 0 for both (the session ramps still apply)"
+        ))),
+        _ => Ok(()),
+    }
 }
 
 /// The steady state of a whole run, by session number.
