@@ -212,6 +212,9 @@ pub struct RunReport {
     pub version: CgroupVersion,
     /// Exit code of the command (None if killed by a signal).
     pub exit_code: Option<i32>,
+    /// The signal that killed the command (None if it exited).
+    #[serde(default)]
+    pub signal: Option<i32>,
     /// Highest charged memory (kernel's record where available, else sampled).
     pub peak_bytes: u64,
     /// Highest page cache seen in the samples.
@@ -219,8 +222,29 @@ pub struct RunReport {
     pub samples: Vec<MemoryUsage>,
 }
 
+impl RunReport {
+    /// The status a shell gives the command: its exit code, or 128 + the signal that
+    /// killed it.
+    pub fn shell_status(&self) -> i32 {
+        match (self.exit_code, self.signal) {
+            (Some(code), _) => code,
+            (None, Some(sig)) => 128 + sig,
+            (None, None) => 128,
+        }
+    }
+}
+
+/// The signals [`run`] passes on to the command: stopping the supervisor stops what it runs.
+pub const FORWARDED: [libc::c_int; 3] = [libc::SIGTERM, libc::SIGINT, libc::SIGHUP];
+
 /// Run `argv` inside a fresh budget of `limit` bytes, sampling usage every `interval`;
 /// `on_sample` sees each sample as it is taken. The cgroup is removed afterwards.
+///
+/// While the command runs, SIGTERM, SIGINT and SIGHUP sent to this process are passed on
+/// to it ([`FORWARDED`]; not those the kernel sent to the terminal's whole foreground
+/// process group, which the command received itself), and the run ends when the command
+/// does. The signals are blocked in the calling thread for the run: call this from a
+/// process's only thread, or one whose other threads block them too.
 pub fn run(
     limit: u64,
     argv: &[String],
@@ -232,26 +256,94 @@ pub fn run(
         .ok_or_else(|| Error::Unsupported("no command given".into()))?;
     let name = format!("vodkit-run-{}", std::process::id());
     let budget = MemoryBudget::create(&name, limit)?;
-    let result = run_in(&budget, prog, args, interval, &mut on_sample);
+    let signals = Signals::block();
+    let result = run_in(&budget, &signals, prog, args, interval, &mut on_sample);
+    drop(signals);
     let peak_kernel = budget.peak_bytes();
     let cgroup = budget.dir().to_path_buf();
     let version = budget.version();
     budget.remove()?;
     let (status, samples) = result?;
     let sampled_peak = samples.iter().map(|s| s.usage_bytes).max().unwrap_or(0);
+    use std::os::unix::process::ExitStatusExt;
     Ok(RunReport {
         limit_bytes: limit,
         cgroup,
         version,
         exit_code: status.code(),
+        signal: status.signal(),
         peak_bytes: peak_kernel.unwrap_or(sampled_peak),
         peak_cache_bytes: samples.iter().map(|s| s.cache_bytes).max().unwrap_or(0),
         samples,
     })
 }
 
+/// The forwarded signals and SIGCHLD, blocked in this thread so they are taken one by one
+/// with `sigtimedwait`; the previous mask comes back on drop.
+struct Signals {
+    set: libc::sigset_t,
+    old: libc::sigset_t,
+}
+
+impl Signals {
+    fn block() -> Signals {
+        // SAFETY: sigset manipulation on local, zero-initialised sets; pthread_sigmask only
+        // changes this thread's mask.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            for s in FORWARDED.into_iter().chain([libc::SIGCHLD]) {
+                libc::sigaddset(&mut set, s);
+            }
+            libc::pthread_sigmask(libc::SIG_BLOCK, &set, &mut old);
+            Signals { set, old }
+        }
+    }
+
+    /// The next forwarded signal and whether this process alone was sent it, or SIGCHLD,
+    /// waiting at most `timeout`; `None` when none came.
+    fn wait(&self, timeout: Duration) -> Option<(libc::c_int, bool)> {
+        let ts = libc::timespec {
+            tv_sec: timeout.as_secs() as libc::time_t,
+            tv_nsec: timeout.subsec_nanos() as libc::c_long,
+        };
+        // SAFETY: waits on the set built in `block`, writing into a zeroed siginfo_t.
+        let (sig, info) = unsafe {
+            let mut info: libc::siginfo_t = std::mem::zeroed();
+            (libc::sigtimedwait(&self.set, &mut info, &ts), info)
+        };
+        // The kernel sends terminal signals (Ctrl-C, hang-up) to the whole foreground
+        // process group, the command included: passing them on would deliver them twice.
+        (sig > 0).then_some((sig, info.si_code != libc::SI_KERNEL))
+    }
+
+    /// Make `cmd` start with the mask this process had before [`Signals::block`].
+    fn restore_in(&self, cmd: &mut Command) {
+        let old = self.old;
+        // SAFETY: pthread_sigmask is async-signal-safe; it runs in the child before exec.
+        unsafe {
+            cmd.pre_exec(move || {
+                libc::pthread_sigmask(libc::SIG_SETMASK, &old, std::ptr::null_mut());
+                Ok(())
+            });
+        }
+    }
+}
+
+impl Drop for Signals {
+    fn drop(&mut self) {
+        // What came after the command ended has no one to go to; drop it rather than act
+        // on it when unblocked (a SIGTERM then would end this process before it reports).
+        while self.wait(Duration::ZERO).is_some() {}
+        // SAFETY: restores the mask saved in `block` for this thread.
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut()) };
+    }
+}
+
 fn run_in(
     budget: &MemoryBudget,
+    signals: &Signals,
     prog: &str,
     args: &[String],
     interval: Duration,
@@ -259,17 +351,30 @@ fn run_in(
 ) -> Result<(ExitStatus, Vec<MemoryUsage>), Error> {
     let mut cmd = Command::new(prog);
     cmd.args(args);
+    signals.restore_in(&mut cmd);
     budget.confine(&mut cmd)?;
     let mut child = cmd.spawn().map_err(io(prog.to_string()))?;
+    let pid = child.id() as libc::pid_t;
     let mut samples = Vec::new();
+    let mut next_sample = Instant::now();
     loop {
-        let s = budget.usage();
-        on_sample(&s);
-        samples.push(s);
+        if Instant::now() >= next_sample {
+            let s = budget.usage();
+            on_sample(&s);
+            samples.push(s);
+            next_sample = Instant::now() + interval;
+        }
         if let Some(status) = child.try_wait().map_err(io(prog.to_string()))? {
             return Ok((status, samples));
         }
-        std::thread::sleep(interval);
+        match signals.wait(next_sample.saturating_duration_since(Instant::now())) {
+            Some((sig, true)) if FORWARDED.contains(&sig) => {
+                // SAFETY: signalling our own child, which has not been reaped (try_wait
+                // above saw it running, and only this loop reaps it).
+                unsafe { libc::kill(pid, sig) };
+            }
+            _ => {}
+        }
     }
 }
 

@@ -9,13 +9,11 @@ use crate::record::SessionRecord;
 use crate::results::{Results, Sample};
 use crate::session::{self, Live, Plan, Shared};
 use crate::status::StatusLine;
-use crate::{probe, warm};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
-use vodkit_workload::model::Session;
 
 /// A run that could not take place at all (individual request failures are results).
 #[derive(Debug, thiserror::Error)]
@@ -45,6 +43,7 @@ pub struct Run {
 /// thread. `stop` ends the run early; sessions still active are recorded as cancelled.
 pub fn run(config: LoadConfig, stop: CancellationToken) -> Result<Run, LoadError> {
     config.validate()?;
+    crate::steady::check(&config)?;
     let workers = config
         .workers
         .unwrap_or_else(|| {
@@ -99,6 +98,7 @@ pub fn run(config: LoadConfig, stop: CancellationToken) -> Result<Run, LoadError
 /// Run a load test on the caller's tokio runtime (all sessions spawned onto it).
 pub async fn run_async(config: LoadConfig, stop: CancellationToken) -> Result<Run, LoadError> {
     config.validate()?;
+    crate::steady::check(&config)?;
     let (shared, plans, prep) = prepare(&config, &stop).await?;
     let sampler = Sampler::start(&shared, config.status_line());
     let sessions = launch(plans, shared.clone()).await;
@@ -147,7 +147,6 @@ async fn prepare(
             Err(_) => {}
         }
     }
-    let schedule = config.schedule();
     let shared = Arc::new(Shared {
         addr: config.target.addr,
         host: config.target.host.clone(),
@@ -166,78 +165,8 @@ async fn prepare(
             cancel.cancel();
         });
     }
-    // A warm start moves the schedule into the past and trims sessions already playing.
-    let horizon = config.warm_horizon();
-    // (session index, arrival, the trimmed session of one already playing).
-    let mut starts: Vec<(usize, f64, Option<Session>)> = schedule
-        .iter()
-        .enumerate()
-        .filter(|&(i, _)| config.owns(i))
-        .filter_map(|(i, &a)| {
-            let s = &config.sessions[i];
-            match warm::place(s, a, horizon) {
-                warm::Start::Whole(at) => Some((i, at, None)),
-                warm::Start::Tail { arrival, from } => {
-                    Some((i, arrival, Some(warm::tail(s, from))))
-                }
-                warm::Start::Joined { remaining_s } => {
-                    Some((i, 0.0, Some(warm::joined(s, remaining_s))))
-                }
-                warm::Start::Gone => None,
-            }
-        })
-        .collect();
-    let mut order: Vec<usize> = (0..starts.len()).collect();
-    order.sort_by(|&a, &b| starts[a].1.total_cmp(&starts[b].1));
-    let player = config.player.clone().map(Arc::new);
-    let make = |index: usize, session: Arc<Session>, arrival: f64, prefilled: bool, probe: bool| {
-        let mut link = config
-            .links
-            .get(&session.class)
-            .copied()
-            .unwrap_or_default();
-        let route = kernel.as_ref().and_then(|k| k.route(&session.class));
-        let link_bps = link.bandwidth_bps;
-        if route.is_some() {
-            link.bandwidth_bps = 0;
-        }
-        Plan {
-            index,
-            session,
-            arrival,
-            link,
-            link_bps,
-            route,
-            player: player.clone(),
-            prefilled,
-            probe,
-        }
-    };
-    let mut plans: Vec<Plan> = order
-        .iter()
-        .enumerate()
-        .map(|(index, &k)| {
-            let (i, arrival) = (starts[k].0, starts[k].1);
-            let trimmed = starts[k].2.take();
-            let prefilled = trimmed.is_some();
-            let session = Arc::new(trimmed.unwrap_or_else(|| config.sessions[i].clone()));
-            make(index, session, arrival, prefilled, false)
-        })
-        .collect();
     if let Some(p) = &config.probes {
-        // Steady state: at once after a warm start, else once the longest session could
-        // have played out. Probes go to shard 0 only, so a sharded run has one set.
-        let scheduled = &config.sessions[..schedule.len()];
-        let steady_from = if horizon > 0.0 {
-            config.settle_s()
-        } else {
-            scheduled
-                .iter()
-                .map(warm::nominal_length)
-                .fold(0.0, f64::max)
-        };
-        let span = config.span_s();
-        let first = plans.len();
+        let (steady_from, span) = (crate::steady::probe_start_s(config), config.span_s());
         if config.duration.is_some() && steady_from + p.length_s > span {
             eprintln!(
                 "vodkit load: --probe: steady state begins at {steady_from:.0} s (the longest session; \
@@ -246,16 +175,39 @@ async fn prepare(
                 p.length_s
             );
         }
-        if config.shard.is_none_or(|s| s.index == 0) {
-            for (k, (session, at)) in probe::plan(scheduled, p, steady_from, span)
-                .into_iter()
-                .enumerate()
-            {
-                plans.push(make(first + k, Arc::new(session), at, false, true));
-            }
-        }
-        plans.sort_by(|a, b| a.arrival.total_cmp(&b.arrival));
     }
+    // The whole run's schedule (a warm start moves it into the past and trims sessions
+    // already playing), numbered in arrival order; this run keeps its shard's part.
+    let player = config.player.clone().map(Arc::new);
+    let mut plans: Vec<Plan> = crate::steady::schedule(config)
+        .into_iter()
+        .enumerate()
+        .filter(|(_, s)| s.owned_by(config))
+        .map(|(index, s)| {
+            let mut link = config
+                .links
+                .get(&s.session.class)
+                .copied()
+                .unwrap_or_default();
+            let route = kernel.as_ref().and_then(|k| k.route(&s.session.class));
+            let link_bps = link.bandwidth_bps;
+            if route.is_some() {
+                link.bandwidth_bps = 0;
+            }
+            Plan {
+                index,
+                session: s.session,
+                arrival: s.arrival,
+                link,
+                link_bps,
+                route,
+                player: player.clone(),
+                prefilled: s.prefilled,
+                probe: s.probe,
+            }
+        })
+        .collect();
+    plans.sort_by(|a, b| a.arrival.total_cmp(&b.arrival));
     Ok((
         shared,
         plans,

@@ -21,6 +21,7 @@ pub mod results;
 pub mod session;
 pub mod shard;
 pub mod status;
+pub mod steady;
 pub mod tls;
 pub mod viewer;
 pub mod warm;

@@ -540,39 +540,30 @@ fn intended_times(s: &SessionRecord) -> Vec<f64> {
     crate::warm::nominal_times(&s.session, s.arrival).collect()
 }
 
-/// Steady-state membership of every request, by session and request index.
+/// Steady-state membership of every session and request of `sessions` (this run's records),
+/// decided on the whole run's schedule ([`crate::steady`]), so a shard marks exactly its
+/// part of what the single-process run marks.
 fn steady_requests(config: &LoadConfig, sessions: &[SessionRecord]) -> (Vec<bool>, Vec<Vec<bool>>) {
-    // Ramps count the run's own sessions; probes are numbered after them.
-    let n = sessions.iter().filter(|s| !s.probe).count() as u64;
-    let ramp = config.ramp;
-    let in_window: Vec<bool> = sessions
-        .iter()
-        .map(|s| {
-            let i = s.index as u64;
-            i >= ramp.up_sessions && i + ramp.down_sessions < n
-        })
-        .collect();
-    let mut order: Vec<(f64, usize, usize)> = sessions
-        .iter()
-        .enumerate()
-        .flat_map(|(si, s)| {
-            s.requests
-                .iter()
-                .enumerate()
-                .map(move |(ri, r)| (r.started, si, ri))
-        })
-        .collect();
-    order.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let total = order.len() as u64;
-    let mut steady: Vec<Vec<bool>> = sessions
-        .iter()
-        .map(|s| vec![false; s.requests.len()])
-        .collect();
-    for (rank, &(_, si, ri)) in order.iter().enumerate() {
-        let rank = rank as u64;
-        steady[si][ri] =
-            in_window[si] && rank >= ramp.up_requests && rank + ramp.down_requests < total;
-    }
+    let plan = crate::steady::steady(config, &crate::steady::schedule(config));
+    let steady = match &plan.requests {
+        Some(marks) => sessions
+            .iter()
+            .map(|s| {
+                let planned = marks.get(s.index);
+                s.requests
+                    .iter()
+                    .map(|r| {
+                        planned
+                            .and_then(|m| m.get(r.index as usize))
+                            .copied()
+                            .unwrap_or(false)
+                    })
+                    .collect()
+            })
+            .collect(),
+        None => crate::steady::rank_sent(config, &plan, sessions),
+    };
+    let in_window: Vec<bool> = sessions.iter().map(|s| plan.session(s.index)).collect();
     // Prefilled sessions load the server like any other (their requests count) but
     // never started up in front of the measurement, so they are not judged as sessions;
     // nor are the sessions that arrive before a warm start has settled.
@@ -1220,7 +1211,8 @@ fn link_emulation(config: &LoadConfig) -> &'static str {
 mod tests {
     use super::*;
     use crate::record::RequestRecord;
-    use crate::Target;
+    use crate::{Ramp, Target};
+    use std::collections::BTreeSet;
     use std::sync::Arc;
     use vodkit_workload::model::{Request, Session};
 
@@ -1310,7 +1302,22 @@ mod tests {
             .enumerate()
             .map(|(i, &c)| watched(i, c))
             .collect();
-        Results::build(config, &sessions, Vec::new(), 1.0, 0, 1024)
+        Results::build(
+            &logged(config, &sessions),
+            &sessions,
+            Vec::new(),
+            1.0,
+            0,
+            1024,
+        )
+    }
+
+    /// `config` with the records' sessions as its log (the schedule steady state is
+    /// decided on).
+    fn logged(config: &LoadConfig, records: &[SessionRecord]) -> LoadConfig {
+        let mut c = config.clone();
+        c.sessions = records.iter().map(|s| (*s.session).clone()).collect();
+        c
     }
 
     #[test]
@@ -1388,7 +1395,14 @@ mod tests {
                 ..watched(i, 2)
             })
             .collect();
-        let r = Results::build(&config, &sessions, Vec::new(), 1.0, 0, 1024);
+        let r = Results::build(
+            &logged(&config, &sessions),
+            &sessions,
+            Vec::new(),
+            1.0,
+            0,
+            1024,
+        );
         assert_eq!(r.sessions.completed, 2);
         assert_eq!(r.sessions.played_clean, 1, "{:?}", r.sessions);
         let abr = r.qos.abr.as_ref().unwrap();
@@ -1408,7 +1422,14 @@ mod tests {
             }),
             ..watched(0, 2)
         };
-        let r = Results::build(&config, &[unknown], Vec::new(), 1.0, 0, 1024);
+        let r = Results::build(
+            &logged(&config, &sessions),
+            &[unknown],
+            Vec::new(),
+            1.0,
+            0,
+            1024,
+        );
         assert_eq!(r.sessions.played_clean, 1);
         // Cut short by the end of the run: clean so far is neither good nor bad (cut_clean);
         // a stall or a lost bit rate before the cut is bad.
@@ -1423,7 +1444,7 @@ mod tests {
             ..played(1900)
         };
         let r = Results::build(
-            &config,
+            &logged(&config, &sessions),
             &[cut(played(1900)), cut(played(1000)), cut(stalled)],
             Vec::new(),
             1.0,
@@ -1522,5 +1543,186 @@ mod tests {
         assert_eq!(merged.qos.short_sessions, 2);
         let err = Results::merge(&[r, s]).unwrap_err();
         assert!(err.contains("start-up buffer 15 s"), "{err}");
+    }
+
+    /// The records a run of `config` (its shard) makes when every request goes out at its
+    /// intended time and completes in 0.1 s.
+    fn ran(config: &LoadConfig) -> Vec<SessionRecord> {
+        let end = config.duration.map_or(f64::INFINITY, |d| d.as_secs_f64());
+        crate::steady::schedule(config)
+            .into_iter()
+            .enumerate()
+            .filter(|(_, s)| s.owned_by(config) && s.arrival < end)
+            .map(|(index, s)| {
+                let requests = crate::warm::nominal_times(&s.session, s.arrival)
+                    .take_while(|&t| t < end)
+                    .enumerate()
+                    .map(|(ri, t)| RequestRecord {
+                        index: ri as u32,
+                        conn: 0,
+                        started: t,
+                        ttfb: Some(0.05),
+                        ttlb: Some(0.1),
+                        elapsed: 0.1,
+                        bytes: 1000,
+                        status: 200,
+                        failure: None,
+                        media_s: 2.0,
+                        pacing_s: 0.0,
+                    })
+                    .collect();
+                SessionRecord {
+                    index,
+                    arrival: s.arrival,
+                    end: SessionEnd::Completed,
+                    requests,
+                    skipped: 0,
+                    connections_opened: 1,
+                    reconnects: 0,
+                    player: None,
+                    prefilled: s.prefilled,
+                    probe: s.probe,
+                    session: s.session,
+                }
+            })
+            .collect()
+    }
+
+    /// Steady sessions (log ids) and steady requests (log id, request number in the log).
+    fn steady_sets(config: &LoadConfig) -> (BTreeSet<u64>, BTreeSet<(u64, usize)>) {
+        let records = ran(config);
+        let (sessions, requests) = steady_requests(config, &records);
+        let mut ids = BTreeSet::new();
+        let mut reqs = BTreeSet::new();
+        for (k, s) in records.iter().enumerate() {
+            if sessions[k] {
+                ids.insert(s.session.id);
+            }
+            // A warm start's tail begins part-way: number its requests as the log does.
+            let skipped = config
+                .sessions
+                .iter()
+                .find(|l| l.id == s.session.id)
+                .map_or(0, |l| l.requests.len() - s.session.requests.len());
+            for (ri, r) in s.requests.iter().enumerate() {
+                if requests[k][ri] {
+                    reqs.insert((s.session.id, skipped + r.index as usize));
+                }
+            }
+        }
+        (ids, reqs)
+    }
+
+    #[test]
+    fn shards_steady_sets_make_up_the_single_process_run_for_any_ramps() {
+        // 40 sessions of 1 to 5 requests, some arriving together, one a second.
+        let log: Vec<Session> = (0..40u64)
+            .map(|k| {
+                let requests = (0..=k % 5)
+                    .map(|j| Request {
+                        pacing_s: if j == 0 { 0.0 } else { 2.0 + (k % 3) as f64 },
+                        media_s: 2.0,
+                        ..Request::new("/a", None, 10.0)
+                    })
+                    .collect();
+                Session::new(k, if k % 7 == 3 { 0.0 } else { 1.0 }, "c", requests)
+            })
+            .collect();
+        let target = Target::parse("http://127.0.0.1:1", false).unwrap();
+        let cold = LoadConfig::new(target, log, 1.0);
+        let mut warm = cold.clone();
+        warm.warm_start = crate::warm::WarmStart::Auto;
+        warm.duration = Some(std::time::Duration::from_secs(30));
+        let mut limited = cold.clone();
+        limited.duration = Some(std::time::Duration::from_secs(25));
+        limited.max_sessions = Some(33);
+        let ramps = [
+            (0, 0, 0, 0),
+            (2, 1, 0, 0),
+            (0, 0, 5, 3),
+            (3, 2, 7, 4),
+            (10, 10, 20, 20),
+            (30, 30, 0, 0),
+        ];
+        for (name, base) in [("cold", &cold), ("warm", &warm), ("cut short", &limited)] {
+            for (up_s, down_s, up_r, down_r) in ramps {
+                let mut single = base.clone();
+                single.ramp = Ramp {
+                    up_sessions: up_s,
+                    down_sessions: down_s,
+                    up_requests: up_r,
+                    down_requests: down_r,
+                };
+                let (want_sessions, want_requests) = steady_sets(&single);
+                for count in 1..=4u32 {
+                    let (mut sessions, mut requests) = (BTreeSet::new(), BTreeSet::new());
+                    let mut parts = Vec::new();
+                    for index in 0..count {
+                        let mut shard = single.clone();
+                        shard.shard = Some(crate::Shard { index, count });
+                        let (s, r) = steady_sets(&shard);
+                        assert!(sessions.is_disjoint(&s) && requests.is_disjoint(&r));
+                        sessions.extend(s);
+                        requests.extend(r);
+                        let records = ran(&shard);
+                        parts.push(Results::build(&shard, &records, Vec::new(), 40.0, 0, 1024));
+                    }
+                    let what =
+                        format!("{name}, ramps {up_s}/{down_s}/{up_r}/{down_r}, {count} shards");
+                    assert_eq!(sessions, want_sessions, "{what}: steady sessions");
+                    assert_eq!(requests, want_requests, "{what}: steady requests");
+                    // The merged results count what the single process counts.
+                    let one = Results::build(&single, &ran(&single), Vec::new(), 40.0, 0, 1024);
+                    let merged = Results::merge(&parts).unwrap();
+                    assert_eq!(merged.sessions.completed, one.sessions.completed, "{what}");
+                    assert_eq!(merged.requests.completed, one.requests.completed, "{what}");
+                    assert_eq!(
+                        merged.run.steady_window_s, one.run.steady_window_s,
+                        "{what}"
+                    );
+                }
+            }
+        }
+        // The ramps do cut something: the settings above are not all vacuous.
+        let mut single = cold.clone();
+        single.ramp = Ramp {
+            up_sessions: 3,
+            down_sessions: 2,
+            up_requests: 7,
+            down_requests: 4,
+        };
+        let (all_s, all_r) = steady_sets(&cold);
+        let (cut_s, cut_r) = steady_sets(&single);
+        assert_eq!((all_s.len(), cut_s.len()), (40, 35));
+        assert!(
+            cut_r.len() + 11 <= all_r.len(),
+            "{} of {}",
+            cut_r.len(),
+            all_r.len()
+        );
+    }
+
+    #[test]
+    fn a_sharded_run_of_players_is_refused_request_ramps() {
+        let target = Target::parse("http://127.0.0.1:1", false).unwrap();
+        let mut s = Session::new(1, 1.0, "c", vec![Request::new("/a", None, 10.0)]);
+        s.title = Some(1);
+        let mut config = LoadConfig::new(target, vec![s], 1.0);
+        config.player = Some(crate::player::PlayerConfig::new(
+            crate::player::Protocol::Dash,
+        ));
+        config.shard = Some(crate::Shard { index: 0, count: 2 });
+        config.ramp.up_requests = 1;
+        let e = crate::steady::check(&config).unwrap_err().to_string();
+        assert!(e.contains("--shard 0/2 with --ramp-up-requests"), "{e}");
+        config.ramp.up_requests = 0;
+        config.ramp.up_sessions = 1;
+        assert!(config.validate().is_ok() && crate::steady::check(&config).is_ok());
+        config.shard = None;
+        config.ramp.up_requests = 1;
+        assert!(
+            crate::steady::check(&config).is_ok(),
+            "one process ranks what it sent"
+        );
     }
 }

@@ -1,5 +1,6 @@
 //! `vodkit run --memory SIZE -- CMD…`: run a command (typically a server under test) under
-//! a memory budget that includes the page cache it fills (memory cgroup).
+//! a memory budget that includes the page cache it fills (memory cgroup), pass SIGTERM,
+//! SIGINT and SIGHUP on to it, and exit with its status.
 
 use super::flags;
 use std::time::Duration;
@@ -21,7 +22,9 @@ pub struct Args {
     /// Write the run report (limit, peak, samples) as JSON to this file.
     #[arg(long)]
     report: Option<std::path::PathBuf>,
-    /// The command and its arguments.
+    /// The command and its arguments. SIGTERM, SIGINT and SIGHUP sent to `vodkit run` are
+    /// passed on to it, and `vodkit run` exits with its status (128 + N when signal N
+    /// killed it).
     #[arg(required = true, last = true)]
     command: Vec<String>,
 }
@@ -69,9 +72,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         std::fs::write(path, serde_json::to_string_pretty(&report)?)
             .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
     }
-    match report.exit_code {
-        Some(0) => Ok(()),
-        Some(code) => anyhow::bail!("{} exited with status {code}", args.command[0]),
-        None => anyhow::bail!("{} was killed by a signal", args.command[0]),
+    // Exit as the command did, as a shell reports it: its code, or 128 + the signal that
+    // killed it (SIGTERM, SIGINT and SIGHUP sent here were passed on to it).
+    let status = report.shell_status();
+    match (report.exit_code, report.signal) {
+        (Some(0), _) => return Ok(()),
+        (Some(code), _) => eprintln!("vodkit run: {} exited with status {code}", args.command[0]),
+        (None, sig) => eprintln!(
+            "vodkit run: {} was killed by signal {} (status {status})",
+            args.command[0],
+            sig.unwrap_or(0)
+        ),
     }
+    std::process::exit(status)
 }

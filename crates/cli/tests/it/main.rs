@@ -11,5 +11,6 @@ mod event_loops_quota;
 mod from_log;
 mod help_docs;
 mod memory_on_hdd;
+mod run_command;
 mod shards;
 mod subcommands;

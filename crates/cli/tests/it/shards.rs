@@ -1,8 +1,9 @@
-//! Sharded load across network namespaces: three `vodkit load --shard I/3` processes, each
-//! in a namespace of its own with its own address (veth into a bridge in the server's
-//! namespace), start together with `--start-at` against one `vodkit serve`; their merged
-//! results equal a single-process run of the same log (sessions, requests and bytes
-//! exactly, histograms merged), and `load merge` refuses an incomplete set.
+//! Sharded load: three `vodkit load --shard I/3` processes, each in a network namespace of
+//! its own with its own address (veth into a bridge in the server's namespace), start
+//! together with `--start-at` against one `vodkit serve`; their merged results equal a
+//! single-process run of the same log (sessions, requests and bytes exactly, histograms
+//! merged), and `load merge` refuses an incomplete set. On loopback, two shards with the
+//! ramps on count what one process counts: the ramps are the whole run's.
 
 use crate::common;
 
@@ -61,6 +62,16 @@ impl Drop for Net {
         ip(&format!("link del {}", self.bridge));
     }
 }
+
+/// What merged shards must share with the single-process run.
+const COUNTS: [&str; 6] = [
+    "/sessions/started",
+    "/sessions/completed",
+    "/sessions/failed",
+    "/requests/completed",
+    "/requests/bytes",
+    "/latency_ms/ttlb/count",
+];
 
 fn results(dir: &Path, name: &str) -> serde_json::Value {
     serde_json::from_str(&std::fs::read_to_string(dir.join(name)).unwrap()).unwrap()
@@ -132,14 +143,7 @@ fn shards_in_namespaces_merge_to_the_single_process_run() {
         &format!("load merge {} --out merged.json", parts.join(" ")),
     );
     let merged = results(p, "merged.json");
-    for key in [
-        "/sessions/started",
-        "/sessions/completed",
-        "/sessions/failed",
-        "/requests/completed",
-        "/requests/bytes",
-        "/latency_ms/ttlb/count",
-    ] {
+    for key in COUNTS {
         assert_eq!(
             merged.pointer(key),
             single.pointer(key),
@@ -170,4 +174,72 @@ fn shards_in_namespaces_merge_to_the_single_process_run() {
         &format!("load merge {} single.json", parts[0]),
         "input 2 is not a shard",
     );
+}
+
+/// Unix seconds `ahead` seconds from now (a `--start-at`).
+fn unix_in(ahead: u64) -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+        + ahead
+}
+
+#[test]
+fn shards_with_ramps_count_what_one_process_counts() {
+    let d = tempfile::tempdir().expect("temp dir");
+    let p = d.path();
+    ok(
+        p,
+        "workload new --spec youtube-2011 --scale 0.01 --set catalog.max_duration=8s --set request=64KiB --out w",
+    );
+    ok(p, "fileset create --workload w --root files");
+    let mut server = common::daemon(p, "serve --root files --listen 127.0.0.1:0");
+    let url = server.wait_for("listening on ");
+    let load = format!(
+        "load --target {url} --sessions w/sessions.jsonl --rate 20 --max-sessions 60 --no-link --quiet \
+         --ramp-up-sessions 2 --ramp-down-sessions 1 --ramp-up-requests 5 --ramp-down-requests 3"
+    );
+    ok(p, &format!("{load} --out single.json"));
+    let start = unix_in(3);
+    let shards: Vec<_> = (0..2)
+        .map(|i| {
+            common::vodkit()
+                .args(
+                    format!("{load} --shard {i}/2 --start-at {start} --out shard-{i}.json")
+                        .split_whitespace(),
+                )
+                .current_dir(p)
+                .stdout(std::process::Stdio::null())
+                .spawn()
+                .expect("vodkit load starts")
+        })
+        .collect();
+    for mut s in shards {
+        assert!(s.wait().unwrap().success());
+    }
+    let (code, _) = server.stop();
+    assert_eq!(code, 0);
+
+    let single = results(p, "single.json");
+    // 60 sessions less the first 2 and the last 1, every one completed on loopback.
+    assert_eq!(single["sessions"]["started"], 57, "{}", single["sessions"]);
+    assert_eq!(single["sessions"]["completed"], 57);
+    ok(p, "load merge shard-0.json shard-1.json --out merged.json");
+    let merged = results(p, "merged.json");
+    for key in COUNTS {
+        assert_eq!(
+            merged.pointer(key),
+            single.pointer(key),
+            "{key}: merged shards vs single process"
+        );
+    }
+    for i in 0..2 {
+        let r = results(p, &format!("shard-{i}.json"));
+        let w = &r["run"]["steady_window_s"];
+        assert!(
+            w[1].as_f64().unwrap() > w[0].as_f64().unwrap(),
+            "shard {i} has a steady window: {w}"
+        );
+    }
 }

@@ -138,7 +138,14 @@ fn serialized_worker_serves_misses_one_at_a_time_in_arrival_order() {
     if files.len() < 12 {
         return;
     }
-    let e = engine(IoMode::Serialized, "none");
+    // Arrival order, as `--io-order fifo` asks (the default serves in sweeps).
+    let e = Engine::new(EngineConfig {
+        mode: IoMode::Serialized,
+        policy: "none".parse().unwrap(),
+        pool_threads: 4,
+        order: vodkit_prefetch::schedule::IoOrder::Fifo,
+        ..Default::default()
+    });
     let pending: Vec<_> = files
         .iter()
         .map(|f| match e.begin(f, &req(0, 256 * KIB)).unwrap() {
