@@ -11,10 +11,24 @@ use vodkit_testkit::{needs, Need};
 /// `vodkit run --memory 64MiB -- sh -c SCRIPT` started in `dir`, its stderr (and the
 /// command's) in `dir/stderr`: a file, which a command outliving `vodkit run` cannot hold
 /// open against the test as it would a pipe.
+///
+/// `vodkit run` starts with the forwarded signals at their default action: a test run under
+/// `nohup` (SIGHUP ignored, which every descendant inherits and a shell cannot trap) would
+/// otherwise test nohup, not the forwarding.
 fn start(dir: &Path, script: &str) -> Child {
+    use std::os::unix::process::CommandExt;
     let stderr = std::fs::File::create(dir.join("stderr")).expect("stderr file");
-    vodkit()
-        .args(["run", "--memory", "64MiB", "--interval", "100ms", "--"])
+    let mut cmd = vodkit();
+    // SAFETY: signal(2) is async-signal-safe; it runs in the child between fork and exec.
+    unsafe {
+        cmd.pre_exec(|| {
+            for s in [libc::SIGHUP, libc::SIGINT, libc::SIGTERM] {
+                libc::signal(s, libc::SIG_DFL);
+            }
+            Ok(())
+        });
+    }
+    cmd.args(["run", "--memory", "64MiB", "--interval", "100ms", "--"])
         .args(["sh", "-c", script])
         .current_dir(dir)
         .stdout(Stdio::null())
