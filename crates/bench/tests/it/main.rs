@@ -32,3 +32,40 @@ fn emulated_disk_with_nginx() -> Option<[vodkit_testkit::Turn; 2]> {
     let cache = vodkit_testkit::turn(vodkit_testkit::turn::PAGE_CACHE);
     Some([disk, cache])
 }
+
+/// `n` sessions of `count` back-to-back `len`-byte ranges of `/t0.mp4`.
+fn ranged_sessions(n: u64, count: u64, len: u64) -> Vec<vodkit_workload::model::Session> {
+    use vodkit_workload::model::{ByteRange, Request, Session};
+    (0..n)
+        .map(|id| {
+            let requests = (0..count)
+                .map(|k| Request::new("/t0.mp4", Some(ByteRange::closed(k * len, len)), 10.0))
+                .collect();
+            Session::new(id, 0.01, "lan", requests)
+        })
+        .collect()
+}
+
+/// A launcher of one-worker servers over `dir/video/t0.mp4` holding `body` (directories
+/// readable by the peers' unprivileged workers), run directories under `dir/runs`, vodkit
+/// in this process; and that run base.
+fn t0_launcher(
+    dir: &std::path::Path,
+    body: &[u8],
+) -> (vodkit_bench::launch::LocalLauncher, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let open = || std::fs::Permissions::from_mode(0o755);
+    std::fs::set_permissions(dir, open()).unwrap();
+    let root = dir.join("video");
+    std::fs::create_dir_all(&root).unwrap();
+    std::fs::set_permissions(&root, open()).unwrap();
+    std::fs::write(root.join("t0.mp4"), body).unwrap();
+    let run_base = dir.join("runs");
+    let mut launcher =
+        vodkit_bench::launch::LocalLauncher::new(root, run_base.clone(), "/t0.mp4".into());
+    launcher.workers = 1;
+    launcher.vodkit = Ok(Box::new(
+        vodkit_bench::adapters::InProcessVodkit::new().unwrap(),
+    ));
+    (launcher, run_base)
+}

@@ -3,39 +3,18 @@
 //! replays sessions against them trusting that CA.
 
 use std::os::unix::fs::PermissionsExt;
-use vodkit_bench::adapters::{InProcessVodkit, WorkloadLoad};
+use vodkit_bench::adapters::WorkloadLoad;
 use vodkit_bench::experiment::{Launcher, LoadDriver};
-use vodkit_bench::launch::LocalLauncher;
 use vodkit_bench::sut::parse_list;
-use vodkit_workload::model::{ByteRange, Request, Session};
 
 const FILE_BYTES: u64 = 1 << 20;
-
-fn sessions(n: u64) -> Vec<Session> {
-    (0..n)
-        .map(|id| {
-            let requests = (0..4)
-                .map(|k| Request::new("/t0.mp4", Some(ByteRange::closed(k << 18, 1 << 18)), 10.0))
-                .collect();
-            Session::new(id, 0.01, "lan", requests)
-        })
-        .collect()
-}
 
 #[test]
 fn tls_suts_serve_https_with_a_per_run_certificate() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
-    let root = dir.path().join("video");
-    std::fs::create_dir_all(&root).unwrap();
-    std::fs::set_permissions(&root, std::fs::Permissions::from_mode(0o755)).unwrap();
     let body: Vec<u8> = (0..FILE_BYTES).map(|b| (b * 13 % 251) as u8).collect();
-    std::fs::write(root.join("t0.mp4"), &body).unwrap();
-    let run_base = dir.path().join("runs");
-    let mut launcher = LocalLauncher::new(root.clone(), run_base.clone(), "/t0.mp4".into());
-    launcher.workers = 1;
-    launcher.vodkit = Ok(Box::new(InProcessVodkit::new().unwrap()));
-    let mut load = WorkloadLoad::of(sessions(6));
+    let (mut launcher, run_base) = crate::t0_launcher(dir.path(), &body);
+    let mut load = WorkloadLoad::of(crate::ranged_sessions(6, 4, 1 << 18));
     let mut served = 0;
     for sut in parse_list("vodkit+tls,nginx+tls,apache+tls").unwrap() {
         assert!(sut.tls);
