@@ -3,9 +3,12 @@
 //! readiness probe, error-log checks, and a stop that takes the whole server down.
 //!
 //! [`nginx`] and [`apache`] render the configs, [`process`] supervises any child-process
-//! server, and [`launch`] puts the two together for the bench and the tests.
+//! server, and [`launch`] puts the two together for the bench and the tests. [`cluster`]
+//! does the same for the load balancers in front of a cluster of origins (HAProxy, nginx)
+//! and holds their routing rule and health agent.
 
 pub mod apache;
+pub mod cluster;
 pub mod launch;
 pub mod nginx;
 pub mod process;
