@@ -4,7 +4,7 @@
 
 use super::BalancerSpec;
 use crate::launch::PeerError;
-use crate::process::{find_program, ProcessError, ServerProcess, StartSpec};
+use crate::process::{find_program, ServerProcess, StartSpec};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -110,8 +110,7 @@ pub fn start(
             probe_path,
             timeout: Duration::from_secs(20),
         },
-    )
-    .map_err(ProcessError::from)?)
+    )?)
 }
 
 /// Check a configuration with the program's own checker (`haproxy -c -f`, `nginx -t`):
