@@ -19,6 +19,9 @@ pub struct ProbeSpec {
     pub origin: Origin,
     /// A real segment (or any file) of the origin's library, e.g. `/t0/v800/seg-1.m4s`.
     pub path: String,
+    /// Fetch only the first this many bytes (`Range: bytes=0-N-1`): a segment of a title
+    /// stored as one file. None: the whole file.
+    pub range_bytes: Option<u64>,
     /// The seconds of media the segment holds.
     pub segment_s: f64,
     /// The longest acceptable time to the first byte, in seconds.
@@ -116,9 +119,13 @@ pub fn fetch(spec: &ProbeSpec) -> Result<Fetch, FetchError> {
     let mut s = TcpStream::connect_timeout(&addr, spec.deadline())
         .map_err(|e| failed("connecting to", e))?;
     let _ = s.set_nodelay(true);
+    let range = spec
+        .range_bytes
+        .map(|n| format!("Range: bytes=0-{}\r\n", n.max(1) - 1))
+        .unwrap_or_default();
     write!(
         s,
-        "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: vodkit-agent\r\nConnection: close\r\n\r\n",
+        "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: vodkit-agent\r\n{range}Connection: close\r\n\r\n",
         spec.path, spec.origin.host
     )
     .map_err(|e| failed("writing to", e))?;
@@ -237,6 +244,7 @@ mod tests {
         ProbeSpec {
             origin: format!("127.0.0.1:{port}").parse().unwrap(),
             path: "/t0/v800/seg-1.m4s".into(),
+            range_bytes: None,
             segment_s: 4.0,
             max_ttfb_s: 0.5,
             min_speed: 2.0,

@@ -21,7 +21,8 @@ fn quoted_pattern() -> String {
 fn route_lines(route: Route) -> String {
     match route {
         Route::Title => format!(
-            "    # The title key: the path up to the title (see `vodkit cluster --help`).\n\
+            "    # The title key: the first path component after an optional full/, chunk-*/, nf/\n\
+         \x20   # or live/, without a chunk index and .dat (t3 for /t3/v800/seg-7.m4s).\n\
              \x20   http-request set-var({TITLE_VAR}) \"path,regsub('{}','\\\\1')\"\n\
              \x20   balance hash var({TITLE_VAR})\n\
              \x20   hash-type consistent\n",

@@ -60,7 +60,8 @@ pub fn render(spec: &BalancerSpec) -> String {
     };
     let title_map = if spec.route == Route::Title {
         format!(
-            "    # The title key: the path up to the title (see `vodkit cluster --help`).\n\
+            "    # The title key: the first path component after an optional full/, chunk-*/, nf/\n\
+         \x20   # or live/, without a chunk index and .dat (t3 for /t3/v800/seg-7.m4s).\n\
              \x20   map $uri $vodkit_route_key {{\n\
              \x20       \"~{TITLE_PATTERN}\" $title;\n\
              \x20       default $uri;\n\
