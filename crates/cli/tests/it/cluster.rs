@@ -9,10 +9,9 @@ use crate::common::{self, ip};
 use std::collections::{BTreeMap, BTreeSet};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpStream};
-use std::os::unix::net::UnixStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
-use vodkit_peers::cluster::launch::{start, Balancer};
+use vodkit_peers::cluster::launch::{haproxy_stats, start, Balancer};
 use vodkit_peers::cluster::{parse_origins, title_key, BalancerSpec, Route};
 use vodkit_testkit::{needs, Need};
 
@@ -143,19 +142,14 @@ fn placement(served: &[(String, usize)]) -> BTreeMap<String, usize> {
         .collect()
 }
 
-/// HAProxy's status of server `name` in backend `origins`, from its stats socket.
+/// HAProxy's status of origin `name`, from its stats socket.
 fn status(sock: &Path, name: &str) -> String {
-    let Ok(mut s) = UnixStream::connect(sock) else {
-        return String::new();
-    };
-    let _ = s.write_all(b"show stat\n");
-    let mut text = String::new();
-    let _ = s.read_to_string(&mut text);
-    text.lines()
-        .find(|l| l.starts_with(&format!("origins,{name},")))
-        .and_then(|l| l.split(',').nth(17))
+    haproxy_stats(sock)
         .unwrap_or_default()
-        .to_string()
+        .into_iter()
+        .find(|o| o.name == name)
+        .map(|o| o.status)
+        .unwrap_or_default()
 }
 
 #[test]

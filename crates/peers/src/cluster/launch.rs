@@ -140,3 +140,55 @@ pub fn check(balancer: Balancer, conf: &Path, prefix: &Path) -> Result<String, S
         Err(text)
     }
 }
+
+/// One origin's line of HAProxy's `show stat`, from the stats socket a started balancer
+/// has in its run directory (`haproxy.sock`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OriginStat {
+    /// `o1`, `o2`, … ([`super::origin_name`]).
+    pub name: String,
+    /// `UP`, `DOWN`, `DRAIN`, `MAINT`, possibly with a transition such as `UP 1/2`.
+    pub status: String,
+    /// Sessions sent to this origin so far (`stot`).
+    pub sessions: u64,
+    /// Response bytes from this origin so far (`bout`).
+    pub bytes_out: u64,
+}
+
+/// The origins' lines of HAProxy's `show stat` over the stats socket at `sock`.
+pub fn haproxy_stats(sock: &Path) -> std::io::Result<Vec<OriginStat>> {
+    use std::io::{Read, Write};
+    let mut s = std::os::unix::net::UnixStream::connect(sock)?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    s.write_all(b"show stat\n")?;
+    let mut text = String::new();
+    s.read_to_string(&mut text)?;
+    let header: Vec<&str> = text
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim_start_matches("# ")
+        .split(',')
+        .collect();
+    let col = |name: &str| header.iter().position(|h| *h == name);
+    let (Some(sv), Some(st), Some(stot), Some(bout)) =
+        (col("svname"), col("status"), col("stot"), col("bout"))
+    else {
+        return Err(std::io::Error::other(format!(
+            "HAProxy's show stat has no svname/status/stot/bout columns: {}",
+            header.join(",")
+        )));
+    };
+    Ok(text
+        .lines()
+        .filter(|l| l.starts_with("origins,"))
+        .map(|l| l.split(',').collect::<Vec<_>>())
+        .filter(|f| f.get(sv).is_some_and(|n| *n != "BACKEND"))
+        .map(|f| OriginStat {
+            name: f.get(sv).unwrap_or(&"").to_string(),
+            status: f.get(st).unwrap_or(&"").to_string(),
+            sessions: f.get(stot).and_then(|v| v.parse().ok()).unwrap_or(0),
+            bytes_out: f.get(bout).and_then(|v| v.parse().ok()).unwrap_or(0),
+        })
+        .collect())
+}

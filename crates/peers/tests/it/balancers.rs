@@ -167,3 +167,79 @@ fn haproxy_sends_a_titles_requests_to_one_origin() {
 fn nginx_sends_a_titles_requests_to_one_origin() {
     routes_by_title(Balancer::Nginx, "nginx");
 }
+
+/// An agent that answers every check with `line`.
+fn fixed_agent(line: &'static str) -> u16 {
+    let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for mut c in l.incoming().flatten() {
+            let _ = c.write_all(line.as_bytes());
+        }
+    });
+    port
+}
+
+/// HAProxy reads the agent's three answers as meant: `up ready` keeps an origin up,
+/// `drain` drains it, `down #why` takes it down. Each origin gets its own agent port by
+/// listening on its own loopback address (the agent port is the same for all origins).
+#[test]
+fn haproxy_obeys_the_agents_verdicts() {
+    use vodkit_peers::cluster::launch::haproxy_stats;
+    if !needs(&[Need::Peer("haproxy")]) {
+        return;
+    }
+    let agent_port = fixed_agent("up ready\n");
+    let bind = |ip: [u8; 4], line: &'static str| {
+        let l = TcpListener::bind((Ipv4Addr::from(ip), agent_port)).unwrap();
+        std::thread::spawn(move || {
+            for mut c in l.incoming().flatten() {
+                let _ = c.write_all(line.as_bytes());
+            }
+        });
+    };
+    bind([127, 0, 0, 2], "drain\n");
+    bind([127, 0, 0, 3], "down #too slow\n");
+    let mut list = Vec::new();
+    for (ip, name) in [("127.0.0.1", "a"), ("127.0.0.2", "b"), ("127.0.0.3", "c")] {
+        let l = TcpListener::bind((ip.parse::<Ipv4Addr>().unwrap(), 0)).unwrap();
+        let port = l.local_addr().unwrap().port();
+        std::thread::spawn(move || {
+            for c in l.incoming().flatten() {
+                std::thread::spawn(move || answer(c, name));
+            }
+        });
+        list.push(format!("{ip}:{port}"));
+    }
+    let port = free_port().unwrap();
+    let mut spec = BalancerSpec::new(
+        parse_origins(&list.join(",")).unwrap(),
+        Route::Title,
+        format!("127.0.0.1:{port}").parse().unwrap(),
+    );
+    spec.agent_port = Some(agent_port);
+    spec.check_interval_s = 0.2;
+    let dir = tempfile::tempdir().unwrap();
+    let _lb = start(Balancer::Haproxy, &spec, dir.path(), "/t0/manifest.mpd").unwrap();
+    let want = [("o1", "UP"), ("o2", "DRAIN"), ("o3", "DOWN")];
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let stats = haproxy_stats(&dir.path().join("haproxy.sock")).unwrap();
+        let got: Vec<(String, String)> = stats.into_iter().map(|o| (o.name, o.status)).collect();
+        let done = want
+            .iter()
+            .all(|(n, s)| got.iter().any(|(gn, gs)| gn == n && gs.starts_with(s)));
+        if done {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "agent verdicts not applied: {got:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    // Only the origin that is up and ready gets new viewers.
+    for t in 0..8 {
+        assert_eq!(get(port, &format!("/t{t}/v800/seg-1.m4s")), "a");
+    }
+}
