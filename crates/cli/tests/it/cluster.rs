@@ -245,3 +245,59 @@ fn haproxy_keeps_each_title_on_one_origin_and_moves_only_a_stopped_origins_title
     }
     drop(origins);
 }
+
+/// Bad input to `vodkit cluster` and to a cluster `--sut` entry is one line naming the flag
+/// and what was expected, exit 2; good input prints a configuration for the route asked.
+#[test]
+fn cluster_input_errors_are_one_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path();
+    for (args, needle) in [
+        (
+            "cluster haproxy-config --origins ",
+            "a value is required for '--origins",
+        ),
+        (
+            "cluster haproxy-config --origins ,",
+            "--origins: no origins",
+        ),
+        (
+            "cluster nginx-config --origins a:1 --route random",
+            "route `random`: expected title, uri, roundrobin or leastconn",
+        ),
+        ("cluster nginx-config --origins a:1,a:1", "listed twice"),
+        (
+            "cluster haproxy-config --origins a:1 --listen nowhere",
+            "--listen: listen address `nowhere`",
+        ),
+        (
+            "cluster agent --probe seg-1.m4s",
+            "--probe `seg-1.m4s`: expected a path",
+        ),
+        ("cluster agent --probe /x --min-speed 0", "--min-speed"),
+        (
+            "bench --workload w --out r --sut cluster:0:vodkit@haproxy:title",
+            "from 1 to 64",
+        ),
+        (
+            "bench --workload w --out r --sut cluster:2:vodkit@traefik:title",
+            "balancer `traefik`: expected haproxy or nginx",
+        ),
+        (
+            "bench --workload w --out r --sut cluster:2:vodkit@haproxy:sticky",
+            "route `sticky`",
+        ),
+    ] {
+        common::usage_error(d, args, needle);
+    }
+    let o = common::ok(
+        d,
+        "cluster haproxy-config --origins 10.0.0.1:80,10.0.0.2:80 --route uri",
+    );
+    assert!(o.stdout.contains("balance uri path-only"), "{}", o.stdout);
+    let o = common::ok(
+        d,
+        "cluster nginx-config --origins 10.0.0.1:80 --route leastconn --workers 2",
+    );
+    assert!(o.stdout.contains("least_conn;") && o.stdout.contains("worker_processes 2;"));
+}
