@@ -301,3 +301,75 @@ fn cluster_input_errors_are_one_line() {
     );
     assert!(o.stdout.contains("least_conn;") && o.stdout.contains("worker_processes 2;"));
 }
+
+/// The line `vodkit cluster agent` on `port` answers one check with.
+fn ask_agent(port: u16) -> String {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(mut s) = TcpStream::connect((Ipv4Addr::LOCALHOST, port)) {
+            let mut line = String::new();
+            s.read_to_string(&mut line).unwrap();
+            return line;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the agent on {port} never listened"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The agent against a real `vodkit serve`: a segment delivered in time is `up ready`, a
+/// probe path the origin does not have is `down` with the reason, a segment that cannot
+/// arrive as fast as asked is `drain`, and an origin that is not there is `down`.
+#[test]
+fn the_agent_judges_a_real_origin() {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("library");
+    library(&root);
+    let origin = vodkit_peers::free_port().unwrap();
+    let _serve = common::daemon(
+        dir.path(),
+        &format!(
+            "serve --root {} --listen 127.0.0.1:{origin}",
+            root.display()
+        ),
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while TcpStream::connect((Ipv4Addr::LOCALHOST, origin)).is_err() {
+        assert!(Instant::now() < deadline, "vodkit serve never listened");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let agent = |probe: &str, extra: &str| {
+        let port = vodkit_peers::free_port().unwrap();
+        let d = common::daemon(
+            dir.path(),
+            &format!(
+                "cluster agent --listen 127.0.0.1:{port} --origin 127.0.0.1:{origin} --probe {probe} {extra}"
+            ),
+        );
+        (d, port)
+    };
+    let (_a, up) = agent("/t1/v800/seg-2.m4s", "--segment-duration 4s");
+    assert_eq!(ask_agent(up), "up ready\n");
+    let (_b, missing) = agent("/t1/v800/seg-99.m4s", "");
+    assert_eq!(
+        ask_agent(missing),
+        "down #/t1/v800/seg-99.m4s answered 404\n"
+    );
+    // 64 KiB must arrive a million times faster than 1 ms of media plays: too slow.
+    let (_c, slow) = agent(
+        "/full/sd-000001.dat",
+        "--probe-bytes 32KiB --segment-duration 1ms --min-speed 1000000",
+    );
+    assert_eq!(ask_agent(slow), "drain\n");
+    let gone = vodkit_peers::free_port().unwrap();
+    let port = vodkit_peers::free_port().unwrap();
+    let _d = common::daemon(
+        dir.path(),
+        &format!(
+            "cluster agent --listen 127.0.0.1:{port} --origin 127.0.0.1:{gone} --probe /t1/manifest.mpd"
+        ),
+    );
+    assert!(ask_agent(port).starts_with("down #connecting to 127.0.0.1:"));
+}
