@@ -53,7 +53,11 @@ impl OriginNet {
 impl Drop for OriginNet {
     fn drop(&mut self) {
         ip(&format!("netns del {}", self.ns));
-        ip(&format!("link del {}", self.host_if));
+        // Deleting the namespace deletes the pair with it; this is for a half-made one.
+        let _ = std::process::Command::new("ip")
+            .args(["link", "del", &self.host_if])
+            .stderr(std::process::Stdio::null())
+            .status();
     }
 }
 
