@@ -33,9 +33,9 @@ pub(crate) fn status_of(head: &[u8]) -> std::io::Result<u16> {
         .ok_or_else(|| std::io::Error::other(format!("not an HTTP response: {line:?}")))
 }
 
-/// Checks a live origin's write prefix and bearer token, which are written into a peer's
-/// config; returns the prefix with a trailing `/`.
-pub(crate) fn live_prefix_and_token(prefix: &str, token: &str) -> Result<String, String> {
+/// Checks a live path prefix, which is written into a peer's or a balancer's config;
+/// returns it with a trailing `/`.
+pub(crate) fn live_prefix(prefix: &str) -> Result<String, String> {
     let prefix_ok = prefix.starts_with('/')
         && prefix.len() > 1
         && prefix
@@ -46,6 +46,17 @@ pub(crate) fn live_prefix_and_token(prefix: &str, token: &str) -> Result<String,
             "live prefix `{prefix}`: expected a path such as /live/ (letters, digits, -._~)"
         ));
     }
+    Ok(if prefix.ends_with('/') {
+        prefix.to_string()
+    } else {
+        format!("{prefix}/")
+    })
+}
+
+/// Checks a live origin's write prefix and bearer token, which are written into a peer's
+/// config; returns the prefix with a trailing `/`.
+pub(crate) fn live_prefix_and_token(prefix: &str, token: &str) -> Result<String, String> {
+    let prefix = live_prefix(prefix)?;
     let token_ok = !token.is_empty()
         && token
             .chars()
@@ -53,11 +64,7 @@ pub(crate) fn live_prefix_and_token(prefix: &str, token: &str) -> Result<String,
     if !token_ok {
         return Err("live token: expected letters, digits and -._~+/= only".into());
     }
-    Ok(if prefix.ends_with('/') {
-        prefix.to_string()
-    } else {
-        format!("{prefix}/")
-    })
+    Ok(prefix)
 }
 
 /// A path as a double-quoted config string (nginx and Apache read the same quoting).

@@ -8,7 +8,7 @@ use std::net::TcpListener;
 use std::time::Duration;
 
 use vodkit_peers::cluster::agent::{serve, ProbeSpec, Verdict};
-use vodkit_peers::cluster::{parse_listen, parse_origins, BalancerSpec, Route};
+use vodkit_peers::cluster::{parse_listen, parse_origins, BalancerSpec, LiveSplit, Route};
 
 use super::usage;
 
@@ -59,6 +59,19 @@ struct ConfigArgs {
     /// HAProxy threads or nginx worker processes (default: one per core).
     #[arg(long, value_name = "N")]
     workers: Option<usize>,
+    /// Live and on-demand apart: paths under --live-prefix go only to these origins
+    /// (HOST:PORT,…, none of them in --origins), routed the same way; everything else to
+    /// --origins.
+    #[arg(long, value_name = "HOST:PORT,…")]
+    live_origins: Option<String>,
+    /// The live path prefix, with --live-origins.
+    #[arg(
+        long,
+        default_value = "/live/",
+        value_name = "PREFIX",
+        requires = "live_origins"
+    )]
+    live_prefix: String,
 }
 
 #[derive(clap::Args)]
@@ -123,6 +136,13 @@ fn spec(a: &ConfigArgs) -> anyhow::Result<BalancerSpec> {
     }
     spec.check_interval_s = a.check_interval.as_secs_f64();
     spec.workers = a.workers;
+    if let Some(list) = &a.live_origins {
+        let live = parse_origins(list).map_err(|e| usage(format!("--live-origins: {e}")))?;
+        spec.live = Some(
+            LiveSplit::new(&a.live_prefix, live, &spec.origins)
+                .map_err(|e| usage(format!("--live-origins: {e}")))?,
+        );
+    }
     Ok(spec)
 }
 

@@ -271,6 +271,14 @@ fn cluster_input_errors_are_one_line() {
         ),
         ("cluster nginx-config --origins a:1,a:1", "listed twice"),
         (
+            "cluster haproxy-config --origins a:1 --live-origins a:1",
+            "--live-origins: origin `a:1` is both a live and an on-demand origin",
+        ),
+        (
+            "cluster haproxy-config --origins a:1 --live-origins b:1 --live-prefix live",
+            "--live-origins: live prefix `live`",
+        ),
+        (
             "cluster haproxy-config --origins a:1 --listen nowhere",
             "--listen: listen address `nowhere`",
         ),

@@ -123,12 +123,13 @@ pub fn fetch(spec: &ProbeSpec) -> Result<Fetch, FetchError> {
         .range_bytes
         .map(|n| format!("Range: bytes=0-{}\r\n", n.max(1) - 1))
         .unwrap_or_default();
-    write!(
-        s,
+    // One write: the request leaves in one segment.
+    let request = format!(
         "GET {} HTTP/1.1\r\nHost: {}\r\nUser-Agent: vodkit-agent\r\n{range}Connection: close\r\n\r\n",
         spec.path, spec.origin.host
-    )
-    .map_err(|e| failed("writing to", e))?;
+    );
+    s.write_all(request.as_bytes())
+        .map_err(|e| failed("writing to", e))?;
     let slow = |got: u64| {
         FetchError::Slow(format!(
             "{} bytes of {} after {:.3} s",

@@ -145,7 +145,7 @@ pub fn check(balancer: Balancer, conf: &Path, prefix: &Path) -> Result<String, S
 /// has in its run directory (`haproxy.sock`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OriginStat {
-    /// `o1`, `o2`, … ([`super::origin_name`]).
+    /// `o1`, `o2`, … ([`super::origin_name`]); live origins `l1`, `l2`, ….
     pub name: String,
     /// `UP`, `DOWN`, `DRAIN`, `MAINT`, possibly with a transition such as `UP 1/2`.
     pub status: String,
@@ -155,7 +155,8 @@ pub struct OriginStat {
     pub bytes_out: u64,
 }
 
-/// The origins' lines of HAProxy's `show stat` over the stats socket at `sock`.
+/// The origins' lines of HAProxy's `show stat` over the stats socket at `sock` (the live
+/// origins' too, when live paths have their own).
 pub fn haproxy_stats(sock: &Path) -> std::io::Result<Vec<OriginStat>> {
     use std::io::{Read, Write};
     let mut s = std::os::unix::net::UnixStream::connect(sock)?;
@@ -181,7 +182,7 @@ pub fn haproxy_stats(sock: &Path) -> std::io::Result<Vec<OriginStat>> {
     };
     Ok(text
         .lines()
-        .filter(|l| l.starts_with("origins,"))
+        .filter(|l| l.starts_with("origins,") || l.starts_with("live,"))
         .map(|l| l.split(',').collect::<Vec<_>>())
         .filter(|f| f.get(sv).is_some_and(|n| *n != "BACKEND"))
         .map(|f| OriginStat {

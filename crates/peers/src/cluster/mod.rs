@@ -181,6 +181,35 @@ pub struct BalancerSpec {
     /// temporary files. None: a configuration for a system or a container (logs to
     /// stderr, the program's default paths).
     pub run_dir: Option<std::path::PathBuf>,
+    /// Live and on-demand apart (seed 004's third rule): paths under this prefix go to
+    /// these origins only, routed the same way; every other path to [`BalancerSpec::origins`].
+    pub live: Option<LiveSplit>,
+}
+
+/// The origins that serve live streams, apart from the on-demand ones.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveSplit {
+    /// The live path prefix, with a trailing `/` (`/live/`).
+    pub prefix: String,
+    pub origins: Vec<Origin>,
+}
+
+impl LiveSplit {
+    /// `origins` for paths under `prefix`; refuses a bad prefix and an origin also in
+    /// `on_demand`.
+    pub fn new(
+        prefix: &str,
+        origins: Vec<Origin>,
+        on_demand: &[Origin],
+    ) -> Result<LiveSplit, String> {
+        let prefix = crate::live_prefix(prefix)?;
+        if let Some(o) = origins.iter().find(|o| on_demand.contains(o)) {
+            return Err(format!(
+                "origin `{o}` is both a live and an on-demand origin; the point is to keep them apart"
+            ));
+        }
+        Ok(LiveSplit { prefix, origins })
+    }
 }
 
 impl BalancerSpec {
@@ -194,6 +223,7 @@ impl BalancerSpec {
             check_interval_s: 2.0,
             workers: None,
             run_dir: None,
+            live: None,
         }
     }
 
@@ -206,6 +236,11 @@ impl BalancerSpec {
 /// Origin `k`'s name in the configurations (`o1`, `o2`, …), as logs and statistics show it.
 pub fn origin_name(k: usize) -> String {
     format!("o{}", k + 1)
+}
+
+/// Live origin `k`'s name in the configurations (`l1`, `l2`, …).
+pub fn live_origin_name(k: usize) -> String {
+    format!("l{}", k + 1)
 }
 
 #[cfg(test)]

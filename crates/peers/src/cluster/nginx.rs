@@ -71,12 +71,36 @@ pub fn render(spec: &BalancerSpec) -> String {
         String::new()
     };
     let fail_s = spec.check_interval_s.max(1.0).round() as u64;
-    let mut servers = String::new();
-    for o in &spec.origins {
-        let _ = writeln!(
-            servers,
-            "        server {o} max_fails=2 fail_timeout={fail_s}s;"
-        );
+    let upstream = |name: &str, origins: &[super::Origin]| {
+        let mut u = format!("    upstream {name} {{\n{}", route_line(spec.route));
+        for o in origins {
+            let _ = writeln!(u, "        server {o} max_fails=2 fail_timeout={fail_s}s;");
+        }
+        u.push_str("        keepalive 256;\n    }\n");
+        u
+    };
+    let location = |path: &str, upstream: &str| {
+        format!(
+            "        location {path} {{\n\
+             \x20           proxy_pass http://{upstream};\n\
+             \x20           proxy_http_version 1.1;\n\
+             \x20           proxy_set_header Connection \"\";\n\
+             \x20           proxy_set_header Host $host;\n\
+             \x20           proxy_buffering off;\n\
+             \x20           proxy_connect_timeout 5s;\n\
+             \x20           proxy_read_timeout 120s;\n\
+             \x20           proxy_next_upstream error timeout http_502 http_503 http_504;\n\
+             \x20           proxy_next_upstream_tries 2;\n\
+             \x20       }}\n"
+        )
+    };
+    let mut upstreams = upstream("origins", &spec.origins);
+    let mut locations = location("/", "origins");
+    if let Some(l) = &spec.live {
+        upstreams.push_str(&upstream("live", &l.origins));
+        locations
+            .push_str("        # Live and on-demand apart: live paths only to the live origins.\n");
+        locations.push_str(&location(&l.prefix, "live"));
     }
     let _ = write!(
         c,
@@ -90,27 +114,12 @@ pub fn render(spec: &BalancerSpec) -> String {
          \x20   keepalive_requests 1000000000;\n\
          {temp}\
          {title_map}\
-         \x20   upstream origins {{\n\
-         {route}\
-         {servers}\
-         \x20       keepalive 256;\n\
-         \x20   }}\n\
+         {upstreams}\
          \x20   server {{\n\
          \x20       listen {listen};\n\
-         \x20       location / {{\n\
-         \x20           proxy_pass http://origins;\n\
-         \x20           proxy_http_version 1.1;\n\
-         \x20           proxy_set_header Connection \"\";\n\
-         \x20           proxy_set_header Host $host;\n\
-         \x20           proxy_buffering off;\n\
-         \x20           proxy_connect_timeout 5s;\n\
-         \x20           proxy_read_timeout 120s;\n\
-         \x20           proxy_next_upstream error timeout http_502 http_503 http_504;\n\
-         \x20           proxy_next_upstream_tries 2;\n\
-         \x20       }}\n\
+         {locations}\
          \x20   }}\n\
          }}\n",
-        route = route_line(spec.route),
         listen = spec.listen,
     );
     c
@@ -144,5 +153,28 @@ mod tests {
             assert!(c.contains("server 10.0.0.2:8080 max_fails=2 fail_timeout=2s;"));
             assert!(!c.contains("daemon off"));
         }
+    }
+
+    #[test]
+    fn live_paths_get_their_own_upstream() {
+        let mut spec = BalancerSpec::new(
+            parse_origins("10.0.0.1:8080").unwrap(),
+            Route::Title,
+            "0.0.0.0:8000".parse().unwrap(),
+        );
+        spec.live = Some(
+            crate::cluster::LiveSplit::new("/live/", parse_origins("10.0.0.9:8080").unwrap(), &[])
+                .unwrap(),
+        );
+        let c = render(&spec);
+        assert!(c.contains("    upstream live {\n        hash $vodkit_route_key consistent;\n        server 10.0.0.9:8080"), "{c}");
+        assert!(
+            c.contains("        location /live/ {\n            proxy_pass http://live;"),
+            "{c}"
+        );
+        assert!(
+            c.contains("        location / {\n            proxy_pass http://origins;"),
+            "{c}"
+        );
     }
 }

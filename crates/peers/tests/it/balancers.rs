@@ -24,6 +24,15 @@ fn specs() -> Vec<BalancerSpec> {
                 "127.0.0.1:18000".parse().unwrap(),
             );
             s.agent_port = agent;
+            out.push(s.clone());
+            s.live = Some(
+                vodkit_peers::cluster::LiveSplit::new(
+                    "/live/",
+                    parse_origins("10.0.1.1:8080,localhost:18090").unwrap(),
+                    &s.origins,
+                )
+                .unwrap(),
+            );
             out.push(s);
         }
     }
@@ -120,13 +129,21 @@ fn routes_by_title(balancer: Balancer, peer: &str) {
     if !needs(&[Need::Peer(peer)]) {
         return;
     }
-    let (a, b) = (named_origin("a"), named_origin("b"));
+    let (a, b, l) = (named_origin("a"), named_origin("b"), named_origin("live"));
     let origins = parse_origins(&format!("127.0.0.1:{a},127.0.0.1:{b}")).unwrap();
     let port = free_port().unwrap();
-    let spec = BalancerSpec::new(
+    let mut spec = BalancerSpec::new(
         origins,
         Route::Title,
         format!("127.0.0.1:{port}").parse().unwrap(),
+    );
+    spec.live = Some(
+        vodkit_peers::cluster::LiveSplit::new(
+            "/live/",
+            parse_origins(&format!("127.0.0.1:{l}")).unwrap(),
+            &spec.origins,
+        )
+        .unwrap(),
     );
     let dir = tempfile::tempdir().unwrap();
     let _lb = start(balancer, &spec, dir.path(), "/t0/manifest.mpd").unwrap();
