@@ -249,15 +249,24 @@ impl LocalLauncher {
                     .to_string()
             })
             .collect();
-        let origins = cluster::parse_origins(&list.join(","))
+        let apart = shape.origins - shape.live;
+        let origins = cluster::parse_origins(&list[..apart].join(","))
             .map_err(|e| StartError::Failed(format!("the cluster's origins: {e}")))?;
         let port = vodkit_peers::free_port()
             .map_err(|e| StartError::Failed(format!("a port for the balancer: {e}")))?;
-        let spec = BalancerSpec::new(
+        let mut spec = BalancerSpec::new(
             origins,
             shape.route,
             std::net::SocketAddr::from(([127, 0, 0, 1], port)),
         );
+        if shape.live > 0 {
+            let live = cluster::parse_origins(&list[apart..].join(","))
+                .map_err(|e| StartError::Failed(format!("the cluster's live origins: {e}")))?;
+            let prefix = self.live.as_ref().map_or("/live/", |o| o.prefix.as_str());
+            spec.live = Some(
+                cluster::LiveSplit::new(prefix, live, &spec.origins).map_err(StartError::Failed)?,
+            );
+        }
         let dir = run_dir.join("balancer");
         let process =
             lb::start(shape.balancer, &spec, &dir, &self.probe_path).map_err(peer_error)?;

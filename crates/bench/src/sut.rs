@@ -46,7 +46,9 @@
 //! the server SERVER (any managed entry above, modifiers included) with its own run
 //! directory and memory budget, behind a load balancer (`haproxy` or `nginx`) routing by
 //! `title`, `uri`, `roundrobin` or `leastconn` (`vodkit_peers::cluster`), e.g.
-//! `cluster:3:vodkit@haproxy:title`. The load reaches only the balancer.
+//! `cluster:3:vodkit@haproxy:title`. The load reaches only the balancer. A last
+//! `:live=K` keeps live and on-demand apart: K of the N origins serve the live paths, the
+//! others everything else (`cluster:3:vodkit@haproxy:title:live=1`).
 
 use serde::{Serialize, Serializer};
 use std::fmt;
@@ -136,15 +138,18 @@ pub struct ClusterSut {
     pub origins: usize,
     pub balancer: vodkit_peers::cluster::launch::Balancer,
     pub route: vodkit_peers::cluster::Route,
+    /// Origins (the last ones) that serve only the live paths; 0: every origin serves all.
+    pub live: usize,
 }
 
 impl Serialize for ClusterSut {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let mut st = s.serialize_struct("ClusterSut", 3)?;
+        let mut st = s.serialize_struct("ClusterSut", 4)?;
         st.serialize_field("origins", &self.origins)?;
         st.serialize_field("balancer", self.balancer.as_str())?;
         st.serialize_field("route", self.route.as_str())?;
+        st.serialize_field("live_origins", &self.live)?;
         st.end()
     }
 }
@@ -164,12 +169,25 @@ fn parse_cluster(rest: &str) -> Result<(ClusterSut, &str), String> {
     let (server, lb) = tail.rsplit_once('@').ok_or_else(|| form.to_string())?;
     let (balancer, route) = lb.split_once(':').ok_or_else(|| form.to_string())?;
     let balancer = balancer.parse()?;
+    let (route, live) = match route.split_once(":live=") {
+        Some((route, k)) => match k.parse::<usize>() {
+            Ok(k) if k >= 1 && k < origins => (route, k),
+            _ => {
+                return Err(format!(
+                "live={k}: expected live origins from 1 to {} (fewer than the {origins} origins)",
+                origins.saturating_sub(1)
+            ))
+            }
+        },
+        None => (route, 0),
+    };
     let route = route.parse()?;
     Ok((
         ClusterSut {
             origins,
             balancer,
             route,
+            live,
         },
         server,
     ))
@@ -797,9 +815,13 @@ mod tests {
             Some(ClusterSut {
                 origins: 3,
                 balancer: Balancer::Haproxy,
-                route: Route::Title
+                route: Route::Title,
+                live: 0,
             })
         );
+        let apart = parse_one("cluster:3:vodkit@haproxy:title:live=1").unwrap();
+        assert_eq!(apart.cluster.unwrap().live, 1);
+        assert_eq!(apart.cluster.unwrap().route, Route::Title);
         assert_eq!(suts[0].label, "cluster:3:vodkit@haproxy:title");
         assert_eq!(suts[0].kind(), "vodkit");
         assert_eq!(suts[1].base, Base::Nginx);
@@ -850,6 +872,15 @@ mod tests {
             ),
             ("cluster:2:vodkit+tls@haproxy:title", "plain HTTP"),
             ("cluster:2:nginx+readahead:128@haproxy:title", "+readahead"),
+            (
+                "cluster:2:vodkit@haproxy:title:live=2",
+                "live=2: expected live origins from 1 to 1",
+            ),
+            ("cluster:2:vodkit@haproxy:title:live=0", "live=0: expected"),
+            (
+                "cluster:2:vodkit@haproxy:title:dead=1",
+                "route `title:dead=1`",
+            ),
         ] {
             let e = parse_list(list).unwrap_err().to_string();
             assert!(e.contains(needle), "{list}: {e}");

@@ -77,3 +77,43 @@ fn a_vodkit_cluster_behind_nginx_serves() {
     }
     serve_through("cluster:2:vodkit:vanilla@nginx:roundrobin");
 }
+
+/// `:live=1`: the last origin gets the live paths and nothing else.
+#[test]
+fn live_and_on_demand_apart_sends_live_paths_to_the_live_origin_only() {
+    if !needs(&[Need::Peer("nginx"), Need::Peer("haproxy")]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = file_set(dir.path());
+    for s in 0..4 {
+        let d = root.join(format!("live/s{s}"));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::set_permissions(root.join("live"), std::fs::Permissions::from_mode(0o755))
+            .unwrap();
+        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        std::fs::write(d.join("seg-1.m4s"), vec![1u8; 1000]).unwrap();
+    }
+    let mut launcher = LocalLauncher::new(root, dir.path().join("runs"), "/t0.mp4".into());
+    let sut = parse_one("cluster:3:nginx@haproxy:title:live=1").unwrap();
+    let running = launcher.start(&sut).unwrap();
+    let url = running.base_url();
+    let port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
+    for s in 0..4 {
+        let (status, _) = vodkit_peers::http_get(port, &format!("/live/s{s}/seg-1.m4s")).unwrap();
+        assert_eq!(status, 200);
+    }
+    let notes = running.notes();
+    running.stop().unwrap();
+    let note = notes
+        .iter()
+        .find(|n| n.starts_with("origins (from HAProxy)"))
+        .unwrap_or_else(|| panic!("no per-origin note in {notes:?}"));
+    assert!(note.contains("l1 4 sessions"), "{note}");
+    // The on-demand origins saw only the readiness probe.
+    assert_eq!(
+        note.matches(" 0 sessions").count() + note.matches(" 1 sessions").count(),
+        2,
+        "{note}"
+    );
+}
