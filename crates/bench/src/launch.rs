@@ -216,6 +216,8 @@ impl LocalLauncher {
             origins: Vec::new(),
             budgets: Vec::new(),
             stats: None,
+            engines: std::sync::Mutex::new(Vec::new()),
+            live_from: shape.origins - shape.live,
         };
         for k in 0..shape.origins {
             let budget = match self.origin_budget {
@@ -403,6 +405,10 @@ struct ClusterRunning {
     budgets: Vec<crate::system::Budget>,
     /// HAProxy's stats socket, for the per-origin figures.
     stats: Option<PathBuf>,
+    /// Each origin's prefetch-engine figures over the last judged window (vodkit origins).
+    engines: std::sync::Mutex<Vec<Option<crate::point::EngineFigures>>>,
+    /// The first live origin's index (`origins.len()`: none serves only live paths).
+    live_from: usize,
 }
 
 impl Running for ClusterRunning {
@@ -420,8 +426,45 @@ impl Running for ClusterRunning {
             .chain(lb)
             .collect()
     }
+    fn engine_window(
+        &self,
+        window: (std::time::SystemTime, std::time::SystemTime),
+    ) -> Option<crate::point::EngineFigures> {
+        // Kept per origin for the notes; the cluster as a whole has no single engine.
+        let figures: Vec<_> = self
+            .origins
+            .iter()
+            .map(|o| o.engine_window(window))
+            .collect();
+        *self.engines.lock().unwrap_or_else(|p| p.into_inner()) = figures;
+        None
+    }
     fn notes(&self) -> Vec<String> {
         let mut notes: Vec<String> = self.origins.iter().flat_map(|o| o.notes()).collect();
+        let engines = self.engines.lock().unwrap_or_else(|p| p.into_inner());
+        let hits: Vec<String> = engines
+            .iter()
+            .enumerate()
+            .filter_map(|(k, f)| {
+                let f = f.as_ref()?;
+                let name = match k.checked_sub(self.live_from) {
+                    Some(live) => vodkit_peers::cluster::live_origin_name(live),
+                    None => vodkit_peers::cluster::origin_name(k),
+                };
+                Some(format!(
+                    "{name} {:.0}% of bytes from memory, reads of {:.0} KiB",
+                    100.0 * f.hit_fraction,
+                    f.mean_read_bytes / 1024.0
+                ))
+            })
+            .collect();
+        if !hits.is_empty() {
+            notes.push(format!(
+                "origins' engines (steady state): {}",
+                hits.join("; ")
+            ));
+        }
+        drop(engines);
         let stats = self
             .stats
             .as_deref()
