@@ -222,6 +222,38 @@ fn origin_cluster_manifests_are_the_generators_and_valid() {
     assert!(set.contains("serviceName: origin") && set.contains("volumeClaimTemplates:"));
     assert!(args.contains("--agent-port 9100") && set.contains("--listen=0.0.0.0:9100"));
 
+    // Each container's arguments are ones vodkit accepts: parsed up to what only the pod
+    // has (the mounted catalog, the library volume), or, for the agent, which would run,
+    // up to a deliberately bad last flag.
+    let lists: Vec<Vec<String>> = set
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.trim() == "args:")
+        .map(|(i, _)| {
+            set.lines()
+                .skip(i + 1)
+                .map_while(|l| l.trim().strip_prefix("- ").map(str::to_string))
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        lists.len(),
+        3,
+        "init, serve and agent containers: {lists:?}"
+    );
+    for (mut list, needle) in lists
+        .into_iter()
+        .zip(["/catalog/", "/library", "--min-speed"])
+    {
+        if list[0] == "cluster" {
+            list.push("--min-speed=0".into());
+        }
+        let o = common::vodkit().args(&list).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{list:?}: {err}");
+        assert!(err.contains(needle), "{list:?}: {err}");
+    }
+
     let files: Vec<PathBuf> = resources(&dir.join("kustomization.yaml"))
         .iter()
         .map(|r| dir.join(r))
