@@ -41,6 +41,14 @@
 //! - `+sign` — every request must carry an expiring signed URL (nginx with `secure_link`,
 //!   vodkit with `--secure-link`; the MD5 form both check) with a secret the runner makes in
 //!   the server's run directory; the load generator signs every URL it requests.
+//!
+//! A whole entry may also be a cluster: `cluster:N:SERVER@BALANCER:ROUTE` — N origins, each
+//! the server SERVER (any managed entry above, modifiers included) with its own run
+//! directory and memory budget, behind a load balancer (`haproxy` or `nginx`) routing by
+//! `title`, `uri`, `roundrobin` or `leastconn` (`vodkit_peers::cluster`), e.g.
+//! `cluster:3:vodkit@haproxy:title`. The load reaches only the balancer. A last
+//! `:live=K` keeps live and on-demand apart: K of the N origins serve the live paths, the
+//! others everything else (`cluster:3:vodkit@haproxy:title:live=1`).
 
 use serde::{Serialize, Serializer};
 use std::fmt;
@@ -116,6 +124,73 @@ pub struct Sut {
     pub order: Option<IoOrder>,
     /// `+bin:PATH`: the vodkit executable for this entry (None: the bench's own).
     pub bin: Option<std::path::PathBuf>,
+    /// `cluster:N:…@BALANCER:ROUTE`: N origins of this server behind a balancer (None: one
+    /// server, reached directly).
+    pub cluster: Option<ClusterSut>,
+}
+
+/// The most origins a cluster entry may have.
+pub const MAX_ORIGINS: usize = 64;
+
+/// A cluster entry's shape: how many origins, which balancer, which routing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClusterSut {
+    pub origins: usize,
+    pub balancer: vodkit_peers::cluster::launch::Balancer,
+    pub route: vodkit_peers::cluster::Route,
+    /// Origins (the last ones) that serve only the live paths; 0: every origin serves all.
+    pub live: usize,
+}
+
+impl Serialize for ClusterSut {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("ClusterSut", 4)?;
+        st.serialize_field("origins", &self.origins)?;
+        st.serialize_field("balancer", self.balancer.as_str())?;
+        st.serialize_field("route", self.route.as_str())?;
+        st.serialize_field("live_origins", &self.live)?;
+        st.end()
+    }
+}
+
+/// `N:SERVER@BALANCER:ROUTE`, what follows `cluster:`: the shape and the origin's entry.
+fn parse_cluster(rest: &str) -> Result<(ClusterSut, &str), String> {
+    let form = "expected cluster:N:SERVER@haproxy|nginx:ROUTE, e.g. cluster:3:vodkit@haproxy:title";
+    let (n, tail) = rest.split_once(':').ok_or_else(|| form.to_string())?;
+    let origins = match n.parse::<usize>() {
+        Ok(k) if (1..=MAX_ORIGINS).contains(&k) => k,
+        _ => {
+            return Err(format!(
+                "cluster:{n}: expected a number of origins from 1 to {MAX_ORIGINS}"
+            ))
+        }
+    };
+    let (server, lb) = tail.rsplit_once('@').ok_or_else(|| form.to_string())?;
+    let (balancer, route) = lb.split_once(':').ok_or_else(|| form.to_string())?;
+    let balancer = balancer.parse()?;
+    let (route, live) = match route.split_once(":live=") {
+        Some((route, k)) => match k.parse::<usize>() {
+            Ok(k) if k >= 1 && k < origins => (route, k),
+            _ => {
+                return Err(format!(
+                "live={k}: expected live origins from 1 to {} (fewer than the {origins} origins)",
+                origins.saturating_sub(1)
+            ))
+            }
+        },
+        None => (route, 0),
+    };
+    let route = route.parse()?;
+    Ok((
+        ClusterSut {
+            origins,
+            balancer,
+            route,
+            live,
+        },
+        server,
+    ))
 }
 
 fn admission_text<S: Serializer>(a: &Option<AdmissionPolicy>, s: S) -> Result<S::Ok, S::Error> {
@@ -143,6 +218,16 @@ impl Sut {
             large_folios: None,
             order: None,
             bin: None,
+            cluster: None,
+        }
+    }
+
+    /// One origin of a cluster entry: this server without the cluster, named `label`.
+    pub fn origin(&self, label: &str) -> Sut {
+        Sut {
+            label: label.to_string(),
+            cluster: None,
+            ..self.clone()
         }
     }
 
@@ -177,7 +262,7 @@ pub struct SutError {
     pub why: String,
 }
 
-const BASES: [&str; 4] = ["vodkit", "nginx", "apache", "url:"];
+const BASES: [&str; 5] = ["vodkit", "nginx", "apache", "url:", "cluster:"];
 
 /// Parse a comma-separated `--sut` list. A comma followed by `maxsectors:` continues a
 /// readahead modifier, a comma followed by `key=value` continues a policy's parameter list
@@ -239,6 +324,31 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
     }
     if let Some(url) = entry.strip_prefix("url:") {
         return parse_url(url).map(|url| Sut::new(entry, Base::Url { url }));
+    }
+    if let Some(rest) = entry.strip_prefix("cluster:") {
+        let (shape, server) = parse_cluster(rest)?;
+        if server.starts_with("cluster:") || server.starts_with("url:") {
+            return Err(format!(
+                "a cluster's origins are servers the bench starts (vodkit, nginx, apache), not `{server}`"
+            ));
+        }
+        if server.contains("+readahead") {
+            return Err(
+                "+readahead tunes the one device of a single server; not for cluster origins"
+                    .into(),
+            );
+        }
+        let origin = parse_one(server).map_err(|e| format!("origin `{server}`: {e}"))?;
+        if origin.tls || origin.sign {
+            return Err(
+                "cluster origins serve plain HTTP behind the balancer (no +tls or +sign)".into(),
+            );
+        }
+        return Ok(Sut {
+            label: entry.to_string(),
+            cluster: Some(shape),
+            ..origin
+        });
     }
     let mut parts = entry.split('+');
     let base = parse_base(parts.next().unwrap_or_default())?;
@@ -396,7 +506,7 @@ fn parse_base(s: &str) -> Result<Base, String> {
     }
     let Some(rest) = s.strip_prefix("vodkit") else {
         return Err(format!(
-            "unknown server `{s}`; expected vodkit[:IO[:POLICY]], nginx, apache or url:http://…"
+            "unknown server `{s}`; expected vodkit[:IO[:POLICY]], nginx, apache, url:http://… or cluster:N:SERVER@BALANCER:ROUTE"
         ));
     };
     if rest.is_empty() {
@@ -689,6 +799,92 @@ mod tests {
         ] {
             let e = parse_one(entry).unwrap_err();
             assert!(e.contains(needle), "{entry}: {e}");
+        }
+    }
+
+    #[test]
+    fn cluster_entries_put_origins_behind_a_balancer() {
+        use vodkit_peers::cluster::{launch::Balancer, Route};
+        let suts = parse_list(
+            "cluster:3:vodkit@haproxy:title,cluster:2:nginx+preload:auto+workers:2@nginx:roundrobin,vodkit",
+        )
+        .unwrap();
+        assert_eq!(suts.len(), 3);
+        assert_eq!(
+            suts[0].cluster,
+            Some(ClusterSut {
+                origins: 3,
+                balancer: Balancer::Haproxy,
+                route: Route::Title,
+                live: 0,
+            })
+        );
+        let apart = parse_one("cluster:3:vodkit@haproxy:title:live=1").unwrap();
+        assert_eq!(apart.cluster.unwrap().live, 1);
+        assert_eq!(apart.cluster.unwrap().route, Route::Title);
+        assert_eq!(suts[0].label, "cluster:3:vodkit@haproxy:title");
+        assert_eq!(suts[0].kind(), "vodkit");
+        assert_eq!(suts[1].base, Base::Nginx);
+        assert_eq!(suts[1].preload, Some(pol("auto")));
+        assert_eq!(suts[1].workers, Some(2));
+        assert_eq!(suts[1].cluster.unwrap().route, Route::RoundRobin);
+        assert_eq!(suts[2].cluster, None);
+        let json = serde_json::to_value(&suts[0]).unwrap();
+        assert_eq!(json["cluster"]["balancer"], "haproxy");
+        assert_eq!(json["cluster"]["route"], "title");
+        let origin = suts[0].origin("o1");
+        assert_eq!((origin.label.as_str(), origin.cluster), ("o1", None));
+    }
+
+    #[test]
+    fn bad_cluster_entries_are_one_line_errors() {
+        for (list, needle) in [
+            ("cluster:0:vodkit@haproxy:title", "from 1 to 64"),
+            ("cluster:65:vodkit@haproxy:title", "from 1 to 64"),
+            ("cluster:x:vodkit@haproxy:title", "from 1 to 64"),
+            (
+                "cluster:3:vodkit@traefik:title",
+                "balancer `traefik`: expected haproxy or nginx",
+            ),
+            (
+                "cluster:3:vodkit@haproxy:random",
+                "route `random`: expected title, uri, roundrobin or leastconn",
+            ),
+            (
+                "cluster:3:vodkit",
+                "expected cluster:N:SERVER@haproxy|nginx:ROUTE",
+            ),
+            (
+                "cluster:3:vodkit@haproxy",
+                "expected cluster:N:SERVER@haproxy|nginx:ROUTE",
+            ),
+            (
+                "cluster:3:lighttpd@haproxy:title",
+                "origin `lighttpd`: unknown server",
+            ),
+            (
+                "cluster:2:url:http://127.0.0.1:1/@haproxy:title",
+                "servers the bench starts",
+            ),
+            (
+                "cluster:2:cluster:2:vodkit@haproxy:title@haproxy:title",
+                "servers the bench starts",
+            ),
+            ("cluster:2:vodkit+tls@haproxy:title", "plain HTTP"),
+            ("cluster:2:nginx+readahead:128@haproxy:title", "+readahead"),
+            (
+                "cluster:2:vodkit@haproxy:title:live=2",
+                "live=2: expected live origins from 1 to 1",
+            ),
+            ("cluster:2:vodkit@haproxy:title:live=0", "live=0: expected"),
+            (
+                "cluster:2:vodkit@haproxy:title:dead=1",
+                "route `title:dead=1`",
+            ),
+        ] {
+            let e = parse_list(list).unwrap_err().to_string();
+            assert!(e.contains(needle), "{list}: {e}");
+            assert!(!e.contains('\n'), "{e}");
         }
     }
 

@@ -53,6 +53,9 @@ enum Command {
     Tls(cmd::tls::Args),
     /// Live sources: publish live streams to an origin by HTTP PUT.
     Live(cmd::live::Args),
+    /// A cluster of origins behind a load balancer: HAProxy and nginx configurations
+    /// routed by title, and the health agent that probes an origin like a viewer.
+    Cluster(cmd::cluster::Args),
 }
 
 impl Command {
@@ -95,6 +98,7 @@ fn main() -> ExitCode {
         Command::Simulate(a) => cmd::simulate::run(a),
         Command::Tls(a) => cmd::tls::run(a),
         Command::Live(a) => cmd::live::run(a),
+        Command::Cluster(a) => cmd::cluster::run(a),
     };
     cmd::exit_code(result)
 }
