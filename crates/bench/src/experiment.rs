@@ -85,6 +85,9 @@ pub trait Sampler {
     /// before each `start`; empty when not known. Samplers that do not measure processes
     /// ignore it.
     fn watch_server(&mut self, _pids: &[u32]) {}
+    /// The processes of a cluster's load balancer, told before each `start` (empty for
+    /// other servers); measured apart from the server's.
+    fn watch_balancer(&mut self, _pids: &[u32]) {}
     fn start(&mut self) -> Result<(), String>;
     /// Stop sampling and summarise the steady-state window (whole run when `None`).
     fn finish(&mut self, window: Option<(SystemTime, SystemTime)>)
@@ -113,6 +116,10 @@ pub trait Running {
     /// whose workers are its descendants, and any helper such as a prefetch daemon); empty
     /// when it runs inside this process or elsewhere.
     fn pids(&self) -> Vec<u32> {
+        Vec::new()
+    }
+    /// A cluster's load balancer processes (roots of their trees), not among [`Running::pids`].
+    fn balancer_pids(&self) -> Vec<u32> {
         Vec::new()
     }
     /// Prefetch size over time, for servers that adapt it.
@@ -301,6 +308,7 @@ impl Oracle for ServerOracle<'_, '_> {
             self.interrupted()?;
         }
         self.rig.sampler.watch_server(&server.pids());
+        self.rig.sampler.watch_balancer(&server.balancer_pids());
         let sampling = self.rig.sampler.start();
         let load = self.rig.load.run(&url, rate, repeat);
         m.outside_cache_drops = drops_before
@@ -352,7 +360,7 @@ impl Oracle for ServerOracle<'_, '_> {
                 m.disk = f.disk;
                 m.cpu_busy = f.cpu_busy;
                 m.cpu_iowait = f.cpu_iowait;
-                m.cores = f.cores;
+                m.cores = f.cores.with_delivery(m.client.throughput_mb_s);
                 m.server_memory = f.server_memory;
                 m.listen_overflows = f.listen_overflows;
                 m.notes.extend(f.notes);

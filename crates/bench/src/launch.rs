@@ -130,6 +130,9 @@ impl Running for ClientNeeds {
     fn pids(&self) -> Vec<u32> {
         self.inner.pids()
     }
+    fn balancer_pids(&self) -> Vec<u32> {
+        self.inner.balancer_pids()
+    }
     fn prefetch_series(&self) -> Vec<(f64, u64)> {
         self.inner.prefetch_series()
     }
@@ -355,6 +358,9 @@ impl Running for Tuned {
     fn pids(&self) -> Vec<u32> {
         self.inner.pids()
     }
+    fn balancer_pids(&self) -> Vec<u32> {
+        self.inner.balancer_pids()
+    }
     fn prefetch_series(&self) -> Vec<(f64, u64)> {
         self.inner.prefetch_series()
     }
@@ -419,12 +425,10 @@ impl Running for ClusterRunning {
         }
     }
     fn pids(&self) -> Vec<u32> {
-        let lb = self.balancer.as_ref().map(|b| b.pid());
-        self.origins
-            .iter()
-            .flat_map(|o| o.pids())
-            .chain(lb)
-            .collect()
+        self.origins.iter().flat_map(|o| o.pids()).collect()
+    }
+    fn balancer_pids(&self) -> Vec<u32> {
+        self.balancer.iter().map(|b| b.pid()).collect()
     }
     fn engine_window(
         &self,

@@ -141,12 +141,35 @@ pub struct ProcessCores {
     /// or in the `vodkit hdd up` daemon).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_emulator: Option<f64>,
+    /// A cluster's load balancer (HAProxy or nginx with its workers); its origins are the
+    /// `server`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub balancer: Option<f64>,
+    /// The balancer's cores per Gbit/s the clients received ([`per_gbit_s`]), to size it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub balancer_per_gbit_s: Option<f64>,
 }
 
 impl ProcessCores {
     pub fn is_empty(&self) -> bool {
-        self.server.is_none() && self.load.is_none() && self.disk_emulator.is_none()
+        self.server.is_none()
+            && self.load.is_none()
+            && self.disk_emulator.is_none()
+            && self.balancer.is_none()
     }
+
+    /// Fill [`ProcessCores::balancer_per_gbit_s`] from the throughput delivered (MB/s).
+    pub fn with_delivery(mut self, throughput_mb_s: f64) -> ProcessCores {
+        self.balancer_per_gbit_s = self.balancer.and_then(|c| per_gbit_s(c, throughput_mb_s));
+        self
+    }
+}
+
+/// Cores per Gbit/s: `cores` over a delivery of `throughput_mb_s` (MB = 10^6 bytes); `None`
+/// when nothing was delivered.
+pub fn per_gbit_s(cores: f64, throughput_mb_s: f64) -> Option<f64> {
+    let gbit_s = throughput_mb_s * 8.0 / 1000.0;
+    (gbit_s > 0.0).then(|| cores / gbit_s)
 }
 
 /// Client-side results of the load generator (steady state only).
@@ -327,7 +350,10 @@ pub fn mean_of(points: &[&PointMetrics]) -> Option<PointMetrics> {
             server: avg_opt(&|p| p.cores.server),
             load: avg_opt(&|p| p.cores.load),
             disk_emulator: avg_opt(&|p| p.cores.disk_emulator),
-        },
+            balancer: avg_opt(&|p| p.cores.balancer),
+            balancer_per_gbit_s: None,
+        }
+        .with_delivery(avg(&|p| p.client.throughput_mb_s)),
         cpu_util: avg_opt(&|p| p.cpu_util),
         server_memory: points
             .iter()
@@ -432,5 +458,29 @@ mod tests {
         assert_eq!(m.cores.server, Some(1.0));
         assert_eq!(m.cores.load, Some(0.1));
         assert_eq!(m.cores.disk_emulator, None);
+        assert_eq!(m.cores.balancer, None);
+        assert_eq!(m.cores.balancer_per_gbit_s, None);
+    }
+
+    #[test]
+    fn balancer_cores_per_gbit_s_follow_the_delivery() {
+        // 125 MB/s is 1 Gbit/s.
+        assert_eq!(per_gbit_s(0.5, 125.0), Some(0.5));
+        assert_eq!(per_gbit_s(0.5, 0.0), None);
+        let mut a = point(125.0, None);
+        a.cores.balancer = Some(0.2);
+        a.cores = a.cores.with_delivery(a.client.throughput_mb_s);
+        assert_eq!(a.cores.balancer_per_gbit_s, Some(0.2));
+        let mut b = point(375.0, None);
+        b.cores.balancer = Some(0.6);
+        // The mean's figure is its mean cores over its mean delivery (2 Gbit/s).
+        let m = mean_of(&[&a, &b]).unwrap();
+        assert!((m.cores.balancer.unwrap() - 0.4).abs() < 1e-12);
+        assert!((m.cores.balancer_per_gbit_s.unwrap() - 0.2).abs() < 1e-12);
+        let back: PointMetrics = serde_json::from_str(&serde_json::to_string(&a).unwrap()).unwrap();
+        assert_eq!(back, a);
+        // A point without a balancer writes neither figure.
+        let json = serde_json::to_string(&point(1.0, None)).unwrap();
+        assert!(!json.contains("balancer"), "{json}");
     }
 }

@@ -73,6 +73,10 @@ impl Sampler for ProcSampler {
         self.watch.server = pids.to_vec();
     }
 
+    fn watch_balancer(&mut self, pids: &[u32]) {
+        self.watch.balancer = pids.to_vec();
+    }
+
     fn start(&mut self) -> Result<(), String> {
         let cfg = sys::SamplerConfig {
             devices: self.device.iter().cloned().collect(),
@@ -459,6 +463,8 @@ pub fn disk_emulator_of(device: &str) -> Option<DiskEmulator> {
 struct Watch {
     /// Roots of the server's process trees.
     server: Vec<u32>,
+    /// Roots of a cluster balancer's process trees.
+    balancer: Vec<u32>,
     /// The thread running the load generator's coordinator.
     load_tid: Option<u32>,
     disk: Option<DiskEmulator>,
@@ -471,12 +477,15 @@ pub struct RoleTicks {
     pub server: Option<HashMap<u32, u64>>,
     pub load: Option<HashMap<u32, u64>>,
     pub disk_emulator: Option<HashMap<u32, u64>>,
+    pub balancer: Option<HashMap<u32, u64>>,
 }
 
 fn role_ticks(w: &Watch) -> RoleTicks {
     let me = std::process::id();
-    let procs = (!w.server.is_empty() || matches!(w.disk, Some(DiskEmulator::Daemon(_))))
-        .then(all_processes);
+    let procs = (!w.server.is_empty()
+        || !w.balancer.is_empty()
+        || matches!(w.disk, Some(DiskEmulator::Daemon(_))))
+    .then(all_processes);
     let tree = |roots: &[u32]| procs.as_ref().map(|p| tree_ticks(p, roots));
     RoleTicks {
         server: if w.server.is_empty() {
@@ -492,6 +501,9 @@ fn role_ticks(w: &Watch) -> RoleTicks {
             Some(DiskEmulator::Daemon(pid)) => tree(&[pid]),
             None => None,
         },
+        balancer: (!w.balancer.is_empty())
+            .then(|| tree(&w.balancer))
+            .flatten(),
     }
 }
 
@@ -566,6 +578,8 @@ pub fn window_cores(
         server: role(&a.server, latest(&|r| &r.server)),
         load: role(&a.load, latest(&|r| &r.load)),
         disk_emulator: role(&a.disk_emulator, latest(&|r| &r.disk_emulator)),
+        balancer: role(&a.balancer, latest(&|r| &r.balancer)),
+        balancer_per_gbit_s: None,
     }
 }
 
@@ -897,6 +911,7 @@ mod tests {
                     server: map(&[(1, 0)]),
                     load: map(&[(7, 0)]),
                     disk_emulator: None,
+                    balancer: map(&[(40, 0)]),
                 },
             ),
             (
@@ -905,6 +920,7 @@ mod tests {
                     server: map(&[(1, 100)]),
                     load: map(&[(7, 10)]),
                     disk_emulator: None,
+                    balancer: map(&[(40, 50)]),
                 },
             ),
             // Worker 2 appears, 1 keeps going; load thread 7 ended after its last reading
@@ -915,6 +931,7 @@ mod tests {
                     server: map(&[(1, 300), (2, 100)]),
                     load: map(&[(8, 20)]),
                     disk_emulator: None,
+                    balancer: map(&[(40, 150)]),
                 },
             ),
             (
@@ -923,6 +940,7 @@ mod tests {
                     server: map(&[(1, 900)]),
                     load: map(&[]),
                     disk_emulator: None,
+                    balancer: map(&[(40, 450)]),
                 },
             ),
         ];
@@ -931,6 +949,8 @@ mod tests {
         assert!((c.server.unwrap() - 1.5).abs() < 1e-9, "{c:?}");
         assert!((c.load.unwrap() - 0.1).abs() < 1e-9, "{c:?}");
         assert_eq!(c.disk_emulator, None);
+        // The balancer's tree is a role of its own: 100 ticks over 2 s.
+        assert!((c.balancer.unwrap() - 0.5).abs() < 1e-9, "{c:?}");
         // Window 1 s .. 9 s: worker 8 and server thread 2 end before the last reading and
         // keep what they used (20 and 100 ticks); server thread 1 gains 800.
         let c = window_cores(&readings, Some((at(1), at(9))), 100.0);

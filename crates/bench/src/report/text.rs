@@ -387,6 +387,7 @@ pub fn markdown(r: &BenchReport) -> String {
     md += &players_section(r);
     md += &points_section(r);
     md += &replay_section(r);
+    md += &balancer_section(r);
     md += &time_section(r);
     let above = super::above_bound(r);
     if !above.is_empty() {
@@ -399,6 +400,58 @@ pub fn markdown(r: &BenchReport) -> String {
         md += "\n## Notes\n\n";
         for n in &r.notes {
             let _ = writeln!(md, "- {n}");
+        }
+    }
+    md
+}
+
+/// A cluster's load balancer: its cores at capacity and at the most throughput any point
+/// delivered, and its cores per Gbit/s, to size the balancer.
+fn balancer_section(r: &BenchReport) -> String {
+    let gbit = |mb_s: f64| mb_s * 8.0 / 1000.0;
+    let mut md = String::new();
+    for s in &r.servers {
+        let busiest = s
+            .points
+            .iter()
+            .filter(|p| p.metrics.cores.balancer.is_some())
+            .max_by(|a, b| {
+                let t = |p: &super::PointRecord| p.metrics.client.throughput_mb_s;
+                t(a).total_cmp(&t(b))
+            });
+        let at_capacity = s.cores.filter(|c| c.balancer.is_some());
+        if busiest.is_none() && at_capacity.is_none() {
+            continue;
+        }
+        if md.is_empty() {
+            md += "\n## Balancer\n\nThe cluster's load balancer's CPU over the judged window \
+                   (its processes and workers, measured as the server's), beside the Gbit/s the \
+                   clients received through it (docs/cluster.md, \"Sizing the balancer\").\n\n\
+                   | server | at | rate | Gbit/s | balancer cores | cores per Gbit/s |\n\
+                   |---|---|---|---|---|---|\n";
+        }
+        if let Some(c) = at_capacity {
+            let _ = writeln!(
+                md,
+                "| {} | capacity | {} | {} | {} | {} |",
+                s.sut,
+                num(s.max_failure_free_rate, 2),
+                num(s.throughput_mb_s.map(gbit), 2),
+                num(c.balancer, 2),
+                num(c.balancer_per_gbit_s, 2)
+            );
+        }
+        if let Some(p) = busiest {
+            let c = &p.metrics.cores;
+            let _ = writeln!(
+                md,
+                "| {} | most delivered | {:.2} | {:.2} | {} | {} |",
+                s.sut,
+                p.rate,
+                gbit(p.metrics.client.throughput_mb_s),
+                num(c.balancer, 2),
+                num(c.balancer_per_gbit_s, 2)
+            );
         }
     }
     md
@@ -552,6 +605,44 @@ mod tests {
         assert!(md.contains("| nginx | 2 | 10.0 min |"), "{md}");
         assert!(md.contains("| vodkit | 2 | 5.5 min |"), "{md}");
         assert!(md.contains("| all | | 15.5 min |"), "{md}");
+    }
+
+    #[test]
+    fn a_cluster_report_sizes_its_balancer() {
+        let plan = SearchPlan::failure_free_around(1.0);
+        let mut rep = new_report("w", "plain", None, "strict", &plan, 1);
+        let sut = crate::sut::parse_one("cluster:2:vodkit@haproxy:title").unwrap();
+        let mut s = ServerReport::not_measured(&sut, MEASURED, String::new());
+        s.reason = None;
+        s.max_failure_free_rate = Some(2.0);
+        let mut a = point(2.0, true, 100.0, 0);
+        a.metrics.client.throughput_mb_s = 250.0;
+        a.metrics.cores.balancer = Some(0.3);
+        a.metrics.cores = a.metrics.cores.with_delivery(250.0);
+        let mut b = point(3.0, false, 100.0, 0);
+        b.metrics.client.throughput_mb_s = 500.0;
+        b.metrics.cores.balancer = Some(0.5);
+        b.metrics.cores = b.metrics.cores.with_delivery(500.0);
+        s.throughput_mb_s = Some(250.0);
+        s.cores = Some(a.metrics.cores);
+        s.points = vec![a, b];
+        rep.servers.push(s);
+        let md = markdown(&rep);
+        assert!(md.contains("## Balancer"), "{md}");
+        assert!(
+            md.contains("| cluster:2:vodkit@haproxy:title | capacity | 2.00 | 2.00 | 0.30 | 0.15 |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| cluster:2:vodkit@haproxy:title | most delivered | 3.00 | 4.00 | 0.50 | 0.12 |"),
+            "{md}"
+        );
+        // Without a balancer there is no such section.
+        rep.servers[0].cores = None;
+        for p in &mut rep.servers[0].points {
+            p.metrics.cores = Default::default();
+        }
+        assert!(!markdown(&rep).contains("## Balancer"));
     }
 
     #[test]
