@@ -151,6 +151,26 @@ pub struct LoadConfig {
     pub live: crate::player::LiveSettings,
     /// Probe sessions run during steady state and reported apart (`--probe N,LEN`).
     pub probes: Option<crate::probe::Probes>,
+    /// Retry a segment request that failed on its connection (no connection, a reset, a
+    /// 5xx status) once, on a fresh connection, within what is left of its timeout, as a
+    /// player does. Off by default: a failed request ends its session.
+    pub retry: bool,
+    /// Actions the caller wants done at moments of the run's clock (a fault to inject).
+    pub timed: Vec<Timed>,
+}
+
+/// An action done at `at_s` seconds of the run's clock (on a thread of its own, so it may
+/// block), unless the run ends first.
+#[derive(Clone)]
+pub struct Timed {
+    pub at_s: f64,
+    pub action: std::sync::Arc<dyn Fn() + Send + Sync>,
+}
+
+impl std::fmt::Debug for Timed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Timed {{ at_s: {} }}", self.at_s)
+    }
 }
 
 impl LoadConfig {
@@ -195,6 +215,8 @@ impl LoadConfig {
             start_at: None,
             live: crate::player::LiveSettings::default(),
             probes: None,
+            retry: false,
+            timed: Vec::new(),
         }
     }
 

@@ -157,7 +157,19 @@ async fn prepare(
         tls: config.tls.clone(),
         sign: config.sign.clone(),
         live_view: config.live.clone(),
+        retry: config.retry,
     });
+    for t in &config.timed {
+        let (cancel, action, at) = (shared.cancel.clone(), t.action.clone(), t.at_s.max(0.0));
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = tokio::time::sleep(Duration::from_secs_f64(at)) => {
+                    let _ = tokio::task::spawn_blocking(move || action()).await;
+                }
+                _ = cancel.cancelled() => {}
+            }
+        });
+    }
     if let Some(d) = config.duration {
         let cancel = shared.cancel.clone();
         tokio::spawn(async move {
@@ -274,7 +286,7 @@ async fn finish(
 ) -> Run {
     let elapsed = shared.t0.elapsed().as_secs_f64();
     let timeseries = sampler.stop().await;
-    let results = Results::build(
+    let mut results = Results::build(
         config,
         &sessions,
         timeseries,
@@ -282,6 +294,8 @@ async fn finish(
         prep.warmed,
         prep.fd_limit,
     );
+    results.run.retried_requests = shared.live.retried_requests.load(Ordering::Relaxed);
+    results.run.recovered_requests = shared.live.recovered_requests.load(Ordering::Relaxed);
     Run { results, sessions }
 }
 

@@ -26,7 +26,7 @@ pub mod tls;
 pub mod viewer;
 pub mod warm;
 
-pub use config::{InputError, LoadConfig, Ramp, Target};
+pub use config::{InputError, LoadConfig, Ramp, Target, Timed};
 pub use engine::{run, run_async, LoadError, Run};
 pub use link::Link;
 pub use netns::LinkMode;

@@ -38,6 +38,10 @@ pub struct ProbeReport {
     pub qos: Qos,
 }
 
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
 /// Run parameters and totals over the whole run (ramps included).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunInfo {
@@ -77,6 +81,12 @@ pub struct RunInfo {
     /// The agreed wall-clock start (`--start-at`), Unix seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_at_unix: Option<f64>,
+    /// Requests that failed on their connection and were retried once on a fresh one
+    /// (`LoadConfig::retry`), and those the retry completed.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub retried_requests: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub recovered_requests: u64,
     /// Percentiles asked for with `--percentiles` (latencies carry them in `chosen`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub percentiles: Vec<f64>,
@@ -677,6 +687,8 @@ impl Results {
                 percentiles: config.percentiles.clone(),
                 shard: config.shard,
                 start_at_unix: config.start_at.map(crate::shard::unix_seconds),
+                retried_requests: 0,
+                recovered_requests: 0,
             },
             requests,
             sessions: stats,
@@ -784,6 +796,8 @@ impl Results {
             out.run.sessions_scheduled += p.run.sessions_scheduled;
             out.run.sessions_started += p.run.sessions_started;
             out.run.requests_sent += p.run.requests_sent;
+            out.run.retried_requests += p.run.retried_requests;
+            out.run.recovered_requests += p.run.recovered_requests;
             out.run.warmup_requests += p.run.warmup_requests;
             out.schedule.late_sessions += p.schedule.late_sessions;
             out.schedule.late_requests += p.schedule.late_requests;

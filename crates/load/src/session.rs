@@ -203,6 +203,33 @@ async fn perform(
         None,
     )
     .await;
+    let (mut opened, mut reconnects) = (f.opened, f.reconnects);
+    if shared.retry
+        && !shared.cancel.is_cancelled()
+        && f.failure
+            .as_ref()
+            .is_some_and(|x| worth_retrying(x.reason, f.progress.status))
+    {
+        // Once, on a fresh connection, within what is left of the request's timeout.
+        shared.live.retried_requests.fetch_add(1, Ordering::Relaxed);
+        f = fetch(
+            None,
+            false,
+            &ask,
+            req.timeout_s,
+            plan,
+            &shared,
+            &viewer,
+            start,
+            None,
+        )
+        .await;
+        opened += f.opened;
+        reconnects += f.reconnects;
+        if f.failure.is_none() {
+            shared.live.recovered_requests.fetch_add(1, Ordering::Relaxed);
+        }
+    }
     let failure = f.failure.take();
     let started = start.duration_since(shared.t0).as_secs_f64();
     let record = f.record(
@@ -218,7 +245,41 @@ async fn perform(
         conn: f.conn,
         record,
         server_closed: f.server_closed,
-        opened: f.opened,
-        reconnects: f.reconnects,
+        opened,
+        reconnects,
+    }
+}
+
+/// Whether a request that failed for `reason` (with response status `status`, 0 when none
+/// arrived) is one a player retries on a fresh connection: the connection failed (no
+/// connection, a reset, a body cut short) or the server answered with a 5xx error. A `503`
+/// refusal tells the viewer to go elsewhere and a timeout has no time left; neither is
+/// retried, nor is a wrong answer.
+pub fn worth_retrying(reason: crate::record::FailureReason, status: u16) -> bool {
+    use crate::record::FailureReason as R;
+    match reason {
+        R::Connect | R::Reset | R::ShortBody => true,
+        R::Status => (500..600).contains(&status) && status != 503,
+        R::Timeout | R::Refused | R::OversizedBody | R::Mismatch | R::Protocol => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::worth_retrying;
+    use crate::record::FailureReason as R;
+
+    #[test]
+    fn connection_failures_and_server_errors_are_retried_once_refusals_are_not() {
+        assert!(worth_retrying(R::Connect, 0));
+        assert!(worth_retrying(R::Reset, 0));
+        assert!(worth_retrying(R::ShortBody, 200));
+        assert!(worth_retrying(R::Status, 502));
+        assert!(worth_retrying(R::Status, 500));
+        assert!(!worth_retrying(R::Status, 503));
+        assert!(!worth_retrying(R::Status, 404));
+        assert!(!worth_retrying(R::Refused, 503));
+        assert!(!worth_retrying(R::Timeout, 0));
+        assert!(!worth_retrying(R::Mismatch, 200));
     }
 }

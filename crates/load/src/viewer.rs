@@ -23,6 +23,10 @@ pub struct Live {
     pub completed_requests: AtomicU64,
     pub failed_sessions: AtomicU64,
     pub completed_sessions: AtomicU64,
+    /// Requests retried on a fresh connection ([`crate::LoadConfig::retry`]), and those of
+    /// them the retry completed.
+    pub retried_requests: AtomicU64,
+    pub recovered_requests: AtomicU64,
 }
 
 /// What every session of a run shares.
@@ -41,6 +45,8 @@ pub struct Shared {
     pub sign: Option<vodkit_securelink::Signer>,
     /// Where live viewers find their streams.
     pub live_view: crate::player::LiveSettings,
+    /// Retry a failed request once on a fresh connection ([`crate::LoadConfig::retry`]).
+    pub retry: bool,
 }
 
 /// A session ready to run.
