@@ -56,6 +56,9 @@ pub struct WorkloadLoad {
     /// The schedule seconds of history the last fast-forward played: the next run resumes
     /// after them (taken by it).
     resume_after: Option<f64>,
+    /// What to do at the middle of each run's judged part (a cluster origin's kill; set per
+    /// server by the runner), with failed requests retried once.
+    kill: Option<std::sync::Arc<dyn Fn() + Send + Sync>>,
 }
 
 impl WorkloadLoad {
@@ -92,6 +95,7 @@ impl WorkloadLoad {
             players: None,
             stop: vodkit_load::CancellationToken::new(),
             resume_after: None,
+            kill: None,
         }
     }
 
@@ -240,6 +244,10 @@ impl LoadDriver for WorkloadLoad {
         self.url_secret = secret;
     }
 
+    fn set_kill(&mut self, kill: Option<std::sync::Arc<dyn Fn() + Send + Sync>>) {
+        self.kill = kill;
+    }
+
     fn fast_forward(
         &mut self,
         base_url: &str,
@@ -321,6 +329,20 @@ impl LoadDriver for WorkloadLoad {
             let last = config.schedule().last().copied()? - config.warm_horizon();
             crate::warmup::ran_out_note(last, d.as_secs_f64(), rate)
         });
+        // The judged part runs from when the run settles to its end.
+        let kill_at_s = self.kill.as_ref().map(|action| {
+            let end = config.duration.map_or_else(
+                || config.span_s() - config.warm_horizon(),
+                |d| d.as_secs_f64(),
+            );
+            let at_s = crate::failover::kill_at_s(config.settle_s(), end);
+            config.retry = true;
+            config.timed.push(vodkit_load::Timed {
+                at_s,
+                action: action.clone(),
+            });
+            at_s
+        });
         config.progress = self.live_status;
         config.source = format!("vodkit bench at {rate} sessions/s");
         config.probes = self.probes;
@@ -366,6 +388,14 @@ impl LoadDriver for WorkloadLoad {
             steady,
             notes,
             halves_mb_s: crate::warmup::delivered_halves(&samples, a, b),
+            kill_at_s,
+            sessions: if kill_at_s.is_some() {
+                run.sessions.iter().map(crate::failover::fate_of).collect()
+            } else {
+                Vec::new()
+            },
+            retried_requests: r.run.retried_requests,
+            recovered_requests: r.run.recovered_requests,
         })
     }
 }

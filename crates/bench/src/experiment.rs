@@ -31,6 +31,12 @@ pub struct LoadOutcome {
     pub notes: Vec<String>,
     /// Delivered MB/s in the two halves of the steady-state window.
     pub halves_mb_s: Option<[f64; 2]>,
+    /// With a kill set ([`LoadDriver::set_kill`]): when it was due (seconds of the run's
+    /// clock), how every session ended, and the requests retried.
+    pub kill_at_s: Option<f64>,
+    pub sessions: Vec<crate::failover::SessionFate>,
+    pub retried_requests: u64,
+    pub recovered_requests: u64,
 }
 
 /// Runs the workload's sessions against a server at a rate (sessions/s).
@@ -40,6 +46,10 @@ pub trait LoadDriver {
     fn set_tls_ca(&mut self, _ca: Option<std::path::PathBuf>) {}
     /// The secret to sign the next runs' URLs with (`+sign` servers); `None`: unsigned.
     fn set_url_secret(&mut self, _secret: Option<vodkit_securelink::Secret>) {}
+    /// Do `kill` at the middle of the next runs' judged part, and retry a failed request
+    /// once on a fresh connection as a player does (`None`: neither). Drivers that cannot
+    /// ignore it (the point then says the origin was not killed).
+    fn set_kill(&mut self, _kill: Option<std::sync::Arc<dyn Fn() + Send + Sync>>) {}
     /// Play the history before a point at `rate` `ff.speed` times faster
     /// ([`crate::warmup`]), and make the next [`LoadDriver::run`] resume after it. `Err`:
     /// why no history was played (the run then starts as without one).
@@ -121,6 +131,10 @@ pub trait Running {
     /// A cluster's load balancer processes (roots of their trees), not among [`Running::pids`].
     fn balancer_pids(&self) -> Vec<u32> {
         Vec::new()
+    }
+    /// The origin to kill in the middle of each point (`cluster:…:failover`).
+    fn failover(&self) -> Option<crate::failover::Kill> {
+        None
     }
     /// Prefetch size over time, for servers that adapt it.
     fn prefetch_series(&self) -> Vec<(f64, u64)> {
@@ -307,6 +321,8 @@ impl Oracle for ServerOracle<'_, '_> {
             }
             self.interrupted()?;
         }
+        let kill = server.failover();
+        self.rig.load.set_kill(kill.as_ref().map(|k| k.action()));
         self.rig.sampler.watch_server(&server.pids());
         self.rig.sampler.watch_balancer(&server.balancer_pids());
         let sampling = self.rig.sampler.start();
@@ -328,6 +344,11 @@ impl Oracle for ServerOracle<'_, '_> {
             .and_then(|l| l.steady)
             .and_then(|w| server.engine_window(w));
         m.notes.extend(server.notes());
+        // Read before the origins stop: the killed origin's log is as it left it.
+        let on_killed = kill.as_ref().map(|k| {
+            let ids = crate::failover::sessions_in_log(&k.access_log);
+            (k.origin.clone(), k.killed_at().is_some(), ids)
+        });
         let stopped = server.stop();
         // A point cut short by a signal says nothing about the rate: drop it.
         self.interrupted()?;
@@ -335,6 +356,21 @@ impl Oracle for ServerOracle<'_, '_> {
             load.map_err(|e| PointError(StartError::Failed(format!("load at rate {rate}: {e}"))))?;
         m.client = load.client;
         m.notes.extend(load.notes);
+        if let Some((origin, killed, ids)) = on_killed {
+            let at = load.kill_at_s.filter(|_| killed);
+            match ids {
+                Ok(ids) => {
+                    let mut f = crate::failover::tally(&origin, at, &ids, &load.sessions);
+                    f.retried_requests = load.retried_requests;
+                    f.recovered_requests = load.recovered_requests;
+                    m.notes.push(crate::failover::note(&f));
+                    m.failover = Some(f);
+                }
+                Err(e) => m
+                    .notes
+                    .push(format!("failover: the killed origin's sessions are unknown: {e}")),
+            }
+        }
         if let Some(n) = m.outside_cache_drops.filter(|&n| n > 0) {
             m.notes.push(outside_drop_note(n));
         }

@@ -221,6 +221,7 @@ impl LocalLauncher {
             stats: None,
             engines: std::sync::Mutex::new(Vec::new()),
             live_from: shape.origins - shape.live,
+            kill: None,
         };
         for k in 0..shape.origins {
             let budget = match self.origin_budget {
@@ -235,12 +236,23 @@ impl LocalLauncher {
                 None => None,
             };
             let origin = sut.origin(&format!("{}-{}", sut.label, cluster::origin_name(k)));
+            // Where the origin's access log will be (every server writes `access.log` in
+            // its run directory).
+            let log = self.run_dir_of(self.starts + 1, &origin).join("access.log");
             let started = self.start(&origin);
             if swapped {
                 self.budget = shared;
             }
             // On an error `cluster` drops, stopping the origins already started.
-            cluster.origins.push(started?);
+            let started = started?;
+            if shape.failover && k == 0 {
+                cluster.kill = Some(crate::failover::Kill::new(
+                    cluster::origin_name(k),
+                    started.pids(),
+                    log,
+                ));
+            }
+            cluster.origins.push(started);
             cluster.budgets.extend(budget);
         }
         let list: Vec<String> = cluster
@@ -288,6 +300,11 @@ impl LocalLauncher {
 
     fn next_run_dir(&mut self, sut: &Sut) -> PathBuf {
         self.starts += 1;
+        self.run_dir_of(self.starts, sut)
+    }
+
+    /// The run directory of the `start`-th server started, `sut`.
+    fn run_dir_of(&self, start: u32, sut: &Sut) -> PathBuf {
         let safe: String = sut
             .label
             .chars()
@@ -299,7 +316,7 @@ impl LocalLauncher {
                 }
             })
             .collect();
-        self.run_base.join(format!("{:03}-{safe}", self.starts))
+        self.run_base.join(format!("{start:03}-{safe}"))
     }
 }
 
@@ -415,6 +432,8 @@ struct ClusterRunning {
     engines: std::sync::Mutex<Vec<Option<crate::point::EngineFigures>>>,
     /// The first live origin's index (`origins.len()`: none serves only live paths).
     live_from: usize,
+    /// `:failover`: the first origin, killed in the middle of the point.
+    kill: Option<crate::failover::Kill>,
 }
 
 impl Running for ClusterRunning {
@@ -429,6 +448,9 @@ impl Running for ClusterRunning {
     }
     fn balancer_pids(&self) -> Vec<u32> {
         self.balancer.iter().map(|b| b.pid()).collect()
+    }
+    fn failover(&self) -> Option<crate::failover::Kill> {
+        self.kill.clone()
     }
     fn engine_window(
         &self,
@@ -492,8 +514,14 @@ impl Running for ClusterRunning {
         if let Some(b) = self.balancer.take() {
             lines.extend(b.stop(Duration::from_secs(15)).map_err(|e| e.to_string())?);
         }
-        for o in std::mem::take(&mut self.origins) {
-            lines.extend(o.stop()?);
+        let killed = self.kill.as_ref().and_then(|k| k.killed_at()).is_some();
+        for (k, o) in std::mem::take(&mut self.origins).into_iter().enumerate() {
+            match o.stop() {
+                Ok(l) => lines.extend(l),
+                // The killed origin cannot stop cleanly; that is the point.
+                Err(_) if killed && k == 0 => {}
+                Err(e) => return Err(e),
+            }
         }
         Ok(lines)
     }

@@ -19,6 +19,7 @@ pub mod bound;
 pub mod child;
 pub mod demo;
 pub mod experiment;
+pub mod failover;
 pub mod interrupt;
 pub mod launch;
 pub mod live;

@@ -263,6 +263,9 @@ pub struct PointMetrics {
     /// The server's engine over the judged window (servers that report it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<EngineFigures>,
+    /// A cluster origin killed in the middle of the point (`cluster:…:failover`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failover: Option<crate::failover::FailoverFigures>,
 }
 
 impl PointMetrics {
@@ -380,6 +383,8 @@ pub fn mean_of(points: &[&PointMetrics]) -> Option<PointMetrics> {
             seconds: avg_opt(&|p| p.engine.map(|e| e.seconds)).unwrap_or(0.0),
             positioning_ms: avg_opt(&|p| p.engine.and_then(|e| e.positioning_ms)),
         }),
+        // Each point's own; the points list keeps them.
+        failover: None,
     })
 }
 

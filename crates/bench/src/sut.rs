@@ -48,7 +48,8 @@
 //! `title`, `uri`, `roundrobin` or `leastconn` (`vodkit_peers::cluster`), e.g.
 //! `cluster:3:vodkit@haproxy:title`. The load reaches only the balancer. A last
 //! `:live=K` keeps live and on-demand apart: K of the N origins serve the live paths, the
-//! others everything else (`cluster:3:vodkit@haproxy:title:live=1`).
+//! others everything else (`cluster:3:vodkit@haproxy:title:live=1`). A last `:failover`
+//! kills one origin at the middle of every point (docs/cluster.md, "Failover").
 
 use serde::{Serialize, Serializer};
 use std::fmt;
@@ -140,23 +141,26 @@ pub struct ClusterSut {
     pub route: vodkit_peers::cluster::Route,
     /// Origins (the last ones) that serve only the live paths; 0: every origin serves all.
     pub live: usize,
+    /// Kill the first origin at the middle of every point (`:failover`).
+    pub failover: bool,
 }
 
 impl Serialize for ClusterSut {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let mut st = s.serialize_struct("ClusterSut", 4)?;
+        let mut st = s.serialize_struct("ClusterSut", 5)?;
         st.serialize_field("origins", &self.origins)?;
         st.serialize_field("balancer", self.balancer.as_str())?;
         st.serialize_field("route", self.route.as_str())?;
         st.serialize_field("live_origins", &self.live)?;
+        st.serialize_field("failover", &self.failover)?;
         st.end()
     }
 }
 
 /// `N:SERVER@BALANCER:ROUTE`, what follows `cluster:`: the shape and the origin's entry.
 fn parse_cluster(rest: &str) -> Result<(ClusterSut, &str), String> {
-    let form = "expected cluster:N:SERVER@haproxy|nginx:ROUTE, e.g. cluster:3:vodkit@haproxy:title";
+    let form = "expected cluster:N:SERVER@haproxy|nginx:ROUTE[:live=K][:failover], e.g. cluster:3:vodkit@haproxy:title";
     let (n, tail) = rest.split_once(':').ok_or_else(|| form.to_string())?;
     let origins = match n.parse::<usize>() {
         Ok(k) if (1..=MAX_ORIGINS).contains(&k) => k,
@@ -169,25 +173,40 @@ fn parse_cluster(rest: &str) -> Result<(ClusterSut, &str), String> {
     let (server, lb) = tail.rsplit_once('@').ok_or_else(|| form.to_string())?;
     let (balancer, route) = lb.split_once(':').ok_or_else(|| form.to_string())?;
     let balancer = balancer.parse()?;
-    let (route, live) = match route.split_once(":live=") {
-        Some((route, k)) => match k.parse::<usize>() {
-            Ok(k) if k >= 1 && k < origins => (route, k),
-            _ => {
+    let mut options = route.split(':');
+    let route = options.next().unwrap_or_default().parse()?;
+    let (mut live, mut failover) = (0, false);
+    for option in options {
+        if let Some(k) = option.strip_prefix("live=") {
+            live = match k.parse::<usize>() {
+                Ok(k) if k >= 1 && k < origins && live == 0 => k,
+                _ => {
+                    return Err(format!(
+                    "live={k}: expected live origins from 1 to {} (fewer than the {origins} origins), once",
+                    origins.saturating_sub(1)
+                ))
+                }
+            };
+        } else if option == "failover" && !failover {
+            if origins < 2 {
                 return Err(format!(
-                "live={k}: expected live origins from 1 to {} (fewer than the {origins} origins)",
-                origins.saturating_sub(1)
-            ))
+                    "failover: a cluster of {origins} origin has none to fail over to; expected cluster:N with N ≥ 2"
+                ));
             }
-        },
-        None => (route, 0),
-    };
-    let route = route.parse()?;
+            failover = true;
+        } else {
+            return Err(format!(
+                "cluster option `{option}`: expected live=K or failover, each once"
+            ));
+        }
+    }
     Ok((
         ClusterSut {
             origins,
             balancer,
             route,
             live,
+            failover,
         },
         server,
     ))
@@ -394,6 +413,11 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
                     Ok(std::path::PathBuf::from(rest))
                 }
             })?;
+        } else if modifier == "failover" {
+            return Err(
+                "`+failover` kills an origin of a cluster; only for cluster entries, as their last option: cluster:N:SERVER@BALANCER:ROUTE:failover"
+                    .into(),
+            );
         } else if let Some(rest) = modifier.strip_prefix("folios:") {
             set_once(&mut sut.large_folios, "folios", || match rest {
                 "large" => Ok(true),
@@ -817,11 +841,19 @@ mod tests {
                 balancer: Balancer::Haproxy,
                 route: Route::Title,
                 live: 0,
+                failover: false,
             })
         );
         let apart = parse_one("cluster:3:vodkit@haproxy:title:live=1").unwrap();
         assert_eq!(apart.cluster.unwrap().live, 1);
         assert_eq!(apart.cluster.unwrap().route, Route::Title);
+        assert!(!apart.cluster.unwrap().failover);
+        let killed = parse_one("cluster:3:vodkit@haproxy:title:live=1:failover").unwrap();
+        assert_eq!(killed.cluster.unwrap().live, 1);
+        assert!(killed.cluster.unwrap().failover);
+        let killed = parse_one("cluster:2:nginx@nginx:roundrobin:failover").unwrap();
+        assert_eq!(killed.cluster.unwrap().live, 0);
+        assert!(killed.cluster.unwrap().failover);
         assert_eq!(suts[0].label, "cluster:3:vodkit@haproxy:title");
         assert_eq!(suts[0].kind(), "vodkit");
         assert_eq!(suts[1].base, Base::Nginx);
@@ -879,7 +911,20 @@ mod tests {
             ("cluster:2:vodkit@haproxy:title:live=0", "live=0: expected"),
             (
                 "cluster:2:vodkit@haproxy:title:dead=1",
-                "route `title:dead=1`",
+                "cluster option `dead=1`: expected live=K or failover",
+            ),
+            (
+                "cluster:1:vodkit@haproxy:title:failover",
+                "failover: a cluster of 1 origin has none to fail over to",
+            ),
+            (
+                "cluster:2:vodkit@haproxy:title:failover:failover",
+                "cluster option `failover`",
+            ),
+            ("vodkit+failover", "only for cluster entries"),
+            (
+                "cluster:2:vodkit+failover@haproxy:title",
+                "only for cluster entries",
             ),
         ] {
             let e = parse_list(list).unwrap_err().to_string();

@@ -123,6 +123,7 @@ impl LoadDriver for Load {
             steady: Some((now, now)),
             notes: Vec::new(),
             halves_mb_s: Some([80.0, 80.0]),
+            ..Default::default()
         })
     }
 }
