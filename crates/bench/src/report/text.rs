@@ -388,6 +388,7 @@ pub fn markdown(r: &BenchReport) -> String {
     md += &points_section(r);
     md += &replay_section(r);
     md += &balancer_section(r);
+    md += &failover_section(r);
     md += &time_section(r);
     let above = super::above_bound(r);
     if !above.is_empty() {
@@ -452,6 +453,55 @@ fn balancer_section(r: &BenchReport) -> String {
                 num(c.balancer, 2),
                 num(c.balancer_per_gbit_s, 2)
             );
+        }
+    }
+    md
+}
+
+/// Every point of a `:failover` cluster: the origin killed in its middle, the sessions that
+/// were on it and what became of them, and the failures elsewhere (target 0).
+fn failover_section(r: &BenchReport) -> String {
+    let mut md = String::new();
+    for s in &r.servers {
+        let rows: Vec<String> = s
+            .points
+            .iter()
+            .filter_map(|p| {
+                let f = p.metrics.failover.as_ref()?;
+                Some(format!(
+                    "| {:.2} | {} | {} | {} | {} | {} | {} | {} | {} | {} of {} |",
+                    p.rate,
+                    if p.passed { "pass" } else { "fail" },
+                    f.origin,
+                    num(f.killed_at_s, 0),
+                    f.sessions_on_origin,
+                    f.recovered,
+                    f.lost,
+                    f.others,
+                    f.others_failed,
+                    f.recovered_requests,
+                    f.retried_requests
+                ))
+            })
+            .collect();
+        if rows.is_empty() {
+            continue;
+        }
+        if md.is_empty() {
+            md += "\n## Failover\n\nOne origin killed (`SIGKILL`) at the middle of every point's \
+                   judged part: the sessions under way on it (from its access log), those that \
+                   played to the end anyway and those lost, the sessions elsewhere and how many \
+                   of them failed (target 0), and the requests the load retried once on a fresh \
+                   connection (docs/cluster.md, \"Failover\").\n";
+        }
+        let _ = writeln!(
+            md,
+            "\n`{}`\n\n| rate | point | killed | at s | on it | recovered | lost | elsewhere | failed elsewhere | retries completed |\n|---|---|---|---|---|---|---|---|---|---|",
+            s.sut
+        );
+        for row in rows {
+            md += &row;
+            md += "\n";
         }
     }
     md
@@ -643,6 +693,36 @@ mod tests {
             p.metrics.cores = Default::default();
         }
         assert!(!markdown(&rep).contains("## Balancer"));
+    }
+
+    #[test]
+    fn a_failover_point_counts_the_killed_origins_sessions() {
+        let plan = SearchPlan::failure_free_around(1.0);
+        let mut rep = new_report("w", "plain", None, "strict", &plan, 1);
+        let sut = crate::sut::parse_one("cluster:3:vodkit@haproxy:title:failover").unwrap();
+        let mut s = ServerReport::not_measured(&sut, MEASURED, String::new());
+        s.reason = None;
+        let mut p = point(2.0, true, 100.0, 0);
+        assert!(!markdown(&rep).contains("## Failover"));
+        p.metrics.failover = Some(crate::failover::FailoverFigures {
+            origin: "o1".into(),
+            killed_at_s: Some(45.0),
+            sessions_on_origin: 30,
+            recovered: 28,
+            lost: 2,
+            others: 70,
+            others_failed: 0,
+            retried_requests: 9,
+            recovered_requests: 7,
+        });
+        s.points = vec![p];
+        rep.servers.push(s);
+        let md = markdown(&rep);
+        assert!(md.contains("## Failover"), "{md}");
+        assert!(
+            md.contains("| 2.00 | pass | o1 | 45 | 30 | 28 | 2 | 70 | 0 | 7 of 9 |"),
+            "{md}"
+        );
     }
 
     #[test]
