@@ -246,6 +246,11 @@ impl LocalLauncher {
             // On an error `cluster` drops, stopping the origins already started.
             let started = started?;
             if shape.failover && k == 0 {
+                if started.pids().is_empty() {
+                    return Err(StartError::Unavailable(
+                        "`:failover` kills an origin's processes, and this run's origins run inside the bench".into(),
+                    ));
+                }
                 cluster.kill = Some(crate::failover::Kill::new(
                     cluster::origin_name(k),
                     started.pids(),

@@ -1,7 +1,8 @@
 //! Cluster entries start for real: `cluster:2:nginx@haproxy:title` brings up two nginx
 //! origins and HAProxy in front of them, every file answers through the balancer, the
 //! report note gives each origin's share of the requests, and a stop takes all of it
-//! down; a vodkit cluster behind nginx's balancer serves the same way.
+//! down; a vodkit cluster behind nginx's balancer serves the same way; `:failover` kills the
+//! first origin and the balancer keeps serving every file from the other.
 
 use std::os::unix::fs::PermissionsExt;
 use vodkit_bench::adapters::InProcessVodkit;
@@ -36,8 +37,11 @@ fn serve_through(entry: &str) -> Vec<String> {
         let (status, body) = vodkit_peers::http_get(port, &format!("/t{i}.mp4")).unwrap();
         assert_eq!((status, body.len()), (200, 4096), "{entry}: /t{i}.mp4");
     }
-    // Two origins' processes (nginx) or none (vodkit in this process), and the balancer.
-    assert!(!running.pids().is_empty());
+    // The balancer's process, measured apart from the origins' (two nginx processes, or
+    // none for vodkit in this process).
+    let balancer = running.balancer_pids();
+    assert_eq!(balancer.len(), 1, "{entry}");
+    assert!(!running.pids().contains(&balancer[0]), "{entry}");
     let notes = running.notes();
     running.stop().unwrap();
     assert!(
@@ -116,4 +120,36 @@ fn live_and_on_demand_apart_sends_live_paths_to_the_live_origin_only() {
         2,
         "{note}"
     );
+}
+
+/// `:failover`: the first origin's processes die, the balancer sends its requests to the
+/// other, and the cluster still stops cleanly.
+#[test]
+fn a_killed_origin_leaves_the_cluster_serving_from_the_other() {
+    if !needs(&[Need::Peer("nginx"), Need::Peer("haproxy")]) {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = file_set(dir.path());
+    let mut launcher = LocalLauncher::new(root, dir.path().join("runs"), "/t0.mp4".into());
+    let sut = parse_one("cluster:2:nginx@haproxy:title:failover").unwrap();
+    let running = launcher.start(&sut).unwrap();
+    let port: u16 = running.base_url().rsplit(':').next().unwrap().parse().unwrap();
+    let kill = running.failover().expect("a :failover cluster names an origin to kill");
+    assert_eq!(kill.origin, "o1");
+    assert!(kill.killed_at().is_none());
+    (kill.action())();
+    assert!(kill.killed_at().is_some());
+    // The origin's log is where the bench reads the sessions it had.
+    assert!(kill.access_log.exists(), "{}", kill.access_log.display());
+    for i in 0..12 {
+        let (status, body) = vodkit_peers::http_get(port, &format!("/t{i}.mp4")).unwrap();
+        assert_eq!((status, body.len()), (200, 4096), "/t{i}.mp4 after the kill");
+    }
+    running.stop().unwrap();
+    // An entry without the option kills nothing.
+    let plain = parse_one("cluster:2:nginx@haproxy:title").unwrap();
+    let running = launcher.start(&plain).unwrap();
+    assert!(running.failover().is_none());
+    running.stop().unwrap();
 }
