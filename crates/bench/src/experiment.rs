@@ -366,9 +366,9 @@ impl Oracle for ServerOracle<'_, '_> {
                     m.notes.push(crate::failover::note(&f));
                     m.failover = Some(f);
                 }
-                Err(e) => m
-                    .notes
-                    .push(format!("failover: the killed origin's sessions are unknown: {e}")),
+                Err(e) => m.notes.push(format!(
+                    "failover: the killed origin's sessions are unknown: {e}"
+                )),
             }
         }
         if let Some(n) = m.outside_cache_drops.filter(|&n| n > 0) {

@@ -140,8 +140,7 @@ pub fn kill_at_s(settle_s: f64, end_s: f64) -> f64 {
 
 /// The session ids in an access log (any format `vodkit trace` reads).
 pub fn sessions_in_log(path: &Path) -> Result<HashSet<String>, String> {
-    let file =
-        std::fs::File::open(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
+    let file = std::fs::File::open(path).map_err(|e| format!("reading {}: {e}", path.display()))?;
     let mut ids = HashSet::new();
     vodkit_trace::read::read_log(
         std::io::BufReader::new(file),

@@ -227,7 +227,10 @@ async fn perform(
         opened += f.opened;
         reconnects += f.reconnects;
         if f.failure.is_none() {
-            shared.live.recovered_requests.fetch_add(1, Ordering::Relaxed);
+            shared
+                .live
+                .recovered_requests
+                .fetch_add(1, Ordering::Relaxed);
         }
     }
     let failure = f.failure.take();

@@ -680,11 +680,15 @@ mod tests {
         let md = markdown(&rep);
         assert!(md.contains("## Balancer"), "{md}");
         assert!(
-            md.contains("| cluster:2:vodkit@haproxy:title | capacity | 2.00 | 2.00 | 0.30 | 0.15 |"),
+            md.contains(
+                "| cluster:2:vodkit@haproxy:title | capacity | 2.00 | 2.00 | 0.30 | 0.15 |"
+            ),
             "{md}"
         );
         assert!(
-            md.contains("| cluster:2:vodkit@haproxy:title | most delivered | 3.00 | 4.00 | 0.50 | 0.12 |"),
+            md.contains(
+                "| cluster:2:vodkit@haproxy:title | most delivered | 3.00 | 4.00 | 0.50 | 0.12 |"
+            ),
             "{md}"
         );
         // Without a balancer there is no such section.

@@ -134,8 +134,16 @@ fn a_killed_origin_leaves_the_cluster_serving_from_the_other() {
     let mut launcher = LocalLauncher::new(root, dir.path().join("runs"), "/t0.mp4".into());
     let sut = parse_one("cluster:2:nginx@haproxy:title:failover").unwrap();
     let running = launcher.start(&sut).unwrap();
-    let port: u16 = running.base_url().rsplit(':').next().unwrap().parse().unwrap();
-    let kill = running.failover().expect("a :failover cluster names an origin to kill");
+    let port: u16 = running
+        .base_url()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let kill = running
+        .failover()
+        .expect("a :failover cluster names an origin to kill");
     assert_eq!(kill.origin, "o1");
     assert!(kill.killed_at().is_none());
     (kill.action())();
@@ -144,7 +152,11 @@ fn a_killed_origin_leaves_the_cluster_serving_from_the_other() {
     assert!(kill.access_log.exists(), "{}", kill.access_log.display());
     for i in 0..12 {
         let (status, body) = vodkit_peers::http_get(port, &format!("/t{i}.mp4")).unwrap();
-        assert_eq!((status, body.len()), (200, 4096), "/t{i}.mp4 after the kill");
+        assert_eq!(
+            (status, body.len()),
+            (200, 4096),
+            "/t{i}.mp4 after the kill"
+        );
     }
     running.stop().unwrap();
     // An entry without the option kills nothing.
