@@ -147,6 +147,11 @@ struct RunArgs {
     /// apart (`probes` in results.json; seed 004 used 20 probes of 60 s): `--probe 20,60s`.
     #[arg(long, value_name = "N,LEN")]
     probe: Option<vodkit_load::probe::Probes>,
+    /// Retry a request that failed on its connection (refused, reset, cut short, a 5xx other
+    /// than 503) once on a fresh connection, within its timeout, as a player does; counted
+    /// in results.json (`run.retried_requests`). Default: the first failure ends the session.
+    #[arg(long)]
+    retry: bool,
     #[command(flatten)]
     status: super::flags::StatusLine,
     /// Worker threads (default: one per core).
@@ -312,6 +317,7 @@ fn run_load(a: RunArgs) -> anyhow::Result<()> {
     config.live.prefix = a.live_prefix.clone();
     config.live.streams = a.live_streams;
     config.probes = a.probe;
+    config.retry = a.retry;
     config.player = a.players.config();
     if a.no_link && a.link == LinkMode::Kernel {
         return Err(usage("--no-link and --link kernel contradict each other"));
