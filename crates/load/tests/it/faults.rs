@@ -398,3 +398,38 @@ fn latency_from_the_intended_send_time_charges_a_slow_response_to_the_ones_behin
     assert_eq!(merged.schedule.late_requests, 4);
     assert_eq!(merged.latency_ms.ttlb_intended.chosen.len(), 2);
 }
+
+/// Every other response of the server is a `502` that closes its connection: with
+/// `retry` each failed request is fetched again on a fresh connection and the session
+/// plays through, with the retries counted; without, the first `502` ends the session.
+#[test]
+fn a_server_error_is_retried_once_on_a_fresh_connection_only_when_asked() {
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static SEEN: AtomicU32 = AtomicU32::new(0);
+    let target = serve(|_| {
+        if SEEN.fetch_add(1, Ordering::SeqCst) % 2 == 0 {
+            (
+                b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
+                    .to_vec(),
+                Action::Close,
+            )
+        } else {
+            (ok_response(100), Action::KeepOpen)
+        }
+    });
+    let one = || vec![session(1, vec![req(5.0), req(5.0), req(5.0)])];
+    let run_with = |retry: bool| {
+        SEEN.store(0, Ordering::SeqCst);
+        run(target.clone(), one(), |c| c.retry = retry)
+    };
+    let retried = run_with(true);
+    assert_eq!(retried.sessions[0].end, SessionEnd::Completed);
+    assert_eq!(retried.results.run.retried_requests, 3);
+    assert_eq!(retried.results.run.recovered_requests, 3);
+    let plain = run_with(false);
+    assert_eq!(
+        plain.sessions[0].end,
+        SessionEnd::Failed(FailureReason::Status)
+    );
+    assert_eq!(plain.results.run.retried_requests, 0);
+}
