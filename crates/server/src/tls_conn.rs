@@ -63,6 +63,12 @@ pub async fn serve(shared: Arc<Shared>, tcp: TcpStream, info: ConnInfo) {
     if stream.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
         shared.metrics.tls_resumed.inc();
     }
+    if shared.config.http2.is_some()
+        && stream.get_ref().1.alpn_protocol() == Some(crate::tls::ALPN_H2)
+    {
+        crate::h2_conn::serve(shared.clone(), stream, info).await;
+        return;
+    }
     let mut wire = Tls {
         stream,
         body: Vec::new(),
@@ -157,7 +163,7 @@ impl Wire for Tls {
 
 /// `pread` `n` bytes at `offset` into the front of `buf`; on the blocking pool when the
 /// pages may have to come from the disk.
-async fn read_at(
+pub(crate) async fn read_at(
     file: &Arc<std::fs::File>,
     offset: u64,
     n: usize,
