@@ -197,7 +197,8 @@ where
     if stopping {
         conn.graceful_shutdown();
         going_away = true;
-        idle.as_mut().reset(tokio::time::Instant::now() + GOAWAY_WAIT);
+        idle.as_mut()
+            .reset(tokio::time::Instant::now() + GOAWAY_WAIT);
     }
     loop {
         let room = tasks.len() < max_streams;
@@ -491,7 +492,17 @@ impl H2Wire {
                     return Err(SendError::TooSlow);
                 }
                 Ok(None) => {
+                    // The stream closed under us: by the client's RST_STREAM, or with the
+                    // connection.
                     self.failed = true;
+                    let reset = std::future::poll_fn(|cx| {
+                        std::task::Poll::Ready(matches!(
+                            send.poll_reset(cx),
+                            std::task::Poll::Ready(Ok(_))
+                        ))
+                    })
+                    .await;
+                    self.peer_reset |= reset;
                     return Err(SendError::Io(io::ErrorKind::BrokenPipe.into()));
                 }
                 Ok(Some(Err(e))) => return Err(self.failure(e)),
@@ -539,7 +550,11 @@ impl H2Wire {
             return Ok(());
         }
         if data.is_empty() {
-            return if last { self.push(data, true, is_body, clock) } else { Ok(()) };
+            return if last {
+                self.push(data, true, is_body, clock)
+            } else {
+                Ok(())
+            };
         }
         while !data.is_empty() && !self.ended {
             let n = self.room(data.len(), clock).await?;

@@ -337,7 +337,10 @@ mod tests {
         let cfg = server_config(store.clone(), &["TLS13_AES_128_GCM_SHA256".into()], false);
         assert_eq!(cfg.unwrap().alpn_protocols, vec![b"http/1.1".to_vec()]);
         let cfg = server_config(store, &[], true).unwrap();
-        assert_eq!(cfg.alpn_protocols, vec![b"h2".to_vec(), b"http/1.1".to_vec()]);
+        assert_eq!(
+            cfg.alpn_protocols,
+            vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+        );
     }
 
     #[test]
