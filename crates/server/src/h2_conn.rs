@@ -145,7 +145,7 @@ enum Ended {
 
 /// What the connection loop waits for next from `h2`.
 enum Next {
-    Stream(http::Request<RecvStream>, SendResponse<Bytes>),
+    Stream(Box<(http::Request<RecvStream>, SendResponse<Bytes>)>),
     Closed,
 }
 
@@ -207,7 +207,7 @@ where
         let next = async {
             if room {
                 match conn.accept().await {
-                    Some(Ok((req, respond))) => Next::Stream(req, respond),
+                    Some(Ok(pair)) => Next::Stream(Box::new(pair)),
                     Some(Err(e)) => {
                         tracing::debug!("conn {} from {}: HTTP/2: {e}", info.id, info.peer);
                         Next::Closed
@@ -247,7 +247,8 @@ where
                 }
             }
             next = next => match next {
-                Next::Stream(req, respond) => {
+                Next::Stream(pair) => {
+                    let (req, respond) = *pair;
                     req_no += 1;
                     m.h2_streams.inc();
                     m.h2_streams_open.inc();
@@ -786,6 +787,7 @@ mod tests {
         let (parts, ()) = http::Request::builder()
             .method("PUT")
             .uri("/live/a.m4s")
+            .header("host", "origin.test")
             .body(())
             .unwrap()
             .into_parts();
@@ -793,7 +795,15 @@ mod tests {
         let Parsed::Complete(r, _) = parse_head(&head, &Default::default()).unwrap() else {
             panic!("incomplete");
         };
-        assert!(r.chunked && r.host.is_none());
+        assert!(r.chunked);
+        assert_eq!(r.host.as_deref(), Some("origin.test"));
+        // Neither :authority nor Host: refused as an HTTP/1.1 request without Host is.
+        let (parts, ()) = http::Request::builder()
+            .uri("/a")
+            .body(())
+            .unwrap()
+            .into_parts();
+        assert!(parse_head(&h1_head(&parts, false), &Default::default()).is_err());
     }
 
     #[test]

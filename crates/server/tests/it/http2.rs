@@ -1,6 +1,6 @@
 //! HTTP/2 on the origin: curl over TLS (ALPN `h2`, and `http/1.1` still offered) and by
 //! prior knowledge (h2c) gets exact bodies, ranges and 304s; h2load's requests all
-//! succeed; and hostile clients — rapid reset, a CONTINUATION flood, a window that never
+//! succeed; a live source publishes and viewers read back over HTTP/2, with CORS; and hostile clients — rapid reset, a CONTINUATION flood, a window that never
 //! opens, ten thousand streams opened and abandoned — are cut off while the server stays
 //! up, serves another client, and holds no more streams than it allows.
 
@@ -261,7 +261,7 @@ fn rapid_reset_ends_the_connection_and_others_are_served() {
                 Ok((_, mut stream)) => stream.send_reset(Reason::CANCEL),
                 Err(e) => return (i, e),
             }
-            if i % 64 == 0 {
+            if i.is_multiple_of(64) {
                 // Let the frames out and the server's answer in, as a real attacker's
                 // socket would.
                 tokio::task::yield_now().await;
@@ -417,7 +417,7 @@ fn ten_thousand_abandoned_streams_leave_the_server_bounded() {
             }
             opened += answered.len() as u32;
             drop(answered);
-            if asked < 100 || opened % 1000 == 0 {
+            if asked < 100 || opened.is_multiple_of(1000) {
                 // The server may have sent this connection away: a new one now and then.
                 send = h2_connect(s.addr, &b).await;
             }
@@ -440,4 +440,76 @@ fn ten_thousand_abandoned_streams_leave_the_server_bounded() {
         st.http2
     );
     assert!(grown < 256 << 10, "resident memory grew by {grown} KiB");
+}
+
+/// Send `req` with `body` (in two DATA frames) on `send` and read the answer whole.
+async fn exchange(
+    send: &mut Sender,
+    req: http::Request<()>,
+    body: &[u8],
+) -> (http::response::Parts, Vec<u8>) {
+    let ready = send.clone().ready().await.unwrap();
+    *send = ready;
+    let (resp, mut stream) = send.send_request(req, body.is_empty()).unwrap();
+    if !body.is_empty() {
+        let (a, b) = body.split_at(body.len() / 2);
+        stream.send_data(Bytes::copy_from_slice(a), false).unwrap();
+        stream.send_data(Bytes::copy_from_slice(b), true).unwrap();
+    }
+    let (parts, mut recv) = resp.await.unwrap().into_parts();
+    let mut out = Vec::new();
+    while let Some(chunk) = recv.data().await {
+        let chunk = chunk.unwrap();
+        let _ = recv.flow_control().release_capacity(chunk.len());
+        out.extend_from_slice(&chunk);
+    }
+    (parts, out)
+}
+
+#[test]
+fn live_ingest_and_cors_work_over_http2() {
+    let s = h2c_server(|c| {
+        c.ingest = Some(vodkit_server::live::IngestConfig::new("/live/", "t0ken"));
+        c.cors = Some(vodkit_server::web::Cors::Any);
+    });
+    let rt = runtime();
+    rt.block_on(async {
+        let mut send = h2_connect(s.addr, &h2::client::Builder::new()).await;
+        let seg: Vec<u8> = (0..300_000u32).map(|i| (i % 251) as u8).collect();
+        let put = |path: &str, len: Option<usize>| {
+            let mut r = http::Request::put(format!("http://localhost{path}"))
+                .header("authorization", "Bearer t0ken");
+            if let Some(n) = len {
+                r = r.header("content-length", n);
+            }
+            r.body(()).unwrap()
+        };
+        // With a declared length, and without one (the body's end is the stream's end).
+        let (p, _) = exchange(&mut send, put("/live/s/seg-0.m4s", Some(seg.len())), &seg).await;
+        assert_eq!(p.status, 201);
+        let (p, _) = exchange(&mut send, put("/live/s/seg-1.m4s", None), &seg).await;
+        assert_eq!(p.status, 201);
+        for path in ["/live/s/seg-0.m4s", "/live/s/seg-1.m4s"] {
+            let (p, body) = exchange(&mut send, get(path), &[]).await;
+            assert_eq!(p.status, 200, "{path}");
+            assert_eq!(body, seg, "{path}");
+        }
+        // A wrong token is refused as over HTTP/1.1, and the connection serves on.
+        let bad = http::Request::put("http://localhost/live/s/x.m4s")
+            .header("authorization", "Bearer nope")
+            .body(())
+            .unwrap();
+        let (p, _) = exchange(&mut send, bad, b"xx").await;
+        assert_eq!(p.status, 403);
+        let req = http::Request::get("http://localhost/video.mp4")
+            .header("origin", "https://player.test")
+            .header("range", "bytes=10-19")
+            .body(())
+            .unwrap();
+        let (p, body) = exchange(&mut send, req, &[]).await;
+        assert_eq!(p.status, 206);
+        assert_eq!(body, &pattern(20)[10..]);
+        assert_eq!(p.headers["access-control-allow-origin"], "*");
+        assert_eq!(p.headers["content-range"], "bytes 10-19/1048579");
+    });
 }
