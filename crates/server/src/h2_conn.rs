@@ -59,8 +59,9 @@ const LOCAL_ERROR_RESETS: usize = 256;
 /// Locally reset streams whose state `h2` keeps (to ignore their late frames).
 const KEPT_RESETS: usize = 200;
 
-/// How long a connection that was asked to go away (idle, or the server stopping) may
-/// take to finish its streams' frames before it is dropped.
+/// How long a connection sent away for spending its reset allowance may take to flush its
+/// GOAWAY before it is dropped. (One sent away gracefully — idle, at `--max-requests`, or
+/// the server stopping — has the drain timeout to finish its streams.)
 const GOAWAY_WAIT: Duration = Duration::from_secs(5);
 
 /// Whether the connection opens with the HTTP/2 preface, looked at without taking any of
@@ -194,11 +195,12 @@ where
     let mut req_no = 0u64;
     let idle = tokio::time::sleep(shared.config.idle_timeout);
     tokio::pin!(idle);
+    let drain = shared.config.drain_timeout;
+    let later = |d: Duration| tokio::time::Instant::now() + d;
     if stopping {
         conn.graceful_shutdown();
         going_away = true;
-        idle.as_mut()
-            .reset(tokio::time::Instant::now() + GOAWAY_WAIT);
+        idle.as_mut().reset(later(drain));
     }
     loop {
         let room = tasks.len() < max_streams;
@@ -240,10 +242,10 @@ where
                     );
                     conn.abrupt_shutdown(Reason::ENHANCE_YOUR_CALM);
                     going_away = true;
-                    idle.as_mut().reset(tokio::time::Instant::now() + GOAWAY_WAIT);
+                    idle.as_mut().reset(later(GOAWAY_WAIT));
                 }
                 if tasks.is_empty() && !going_away {
-                    idle.as_mut().reset(tokio::time::Instant::now() + shared.config.idle_timeout);
+                    idle.as_mut().reset(later(shared.config.idle_timeout));
                 }
             }
             next = next => match next {
@@ -254,6 +256,16 @@ where
                     m.h2_streams_open.inc();
                     let stopping = stopping || *shared.shutdown.borrow();
                     tasks.spawn(answer(shared.clone(), req, respond, info, req_no, stopping));
+                    let at_limit = shared
+                        .config
+                        .max_requests_per_connection
+                        .is_some_and(|max| req_no >= max);
+                    if at_limit && !going_away {
+                        // `--max-requests`: no stream after this one.
+                        conn.graceful_shutdown();
+                        going_away = true;
+                        idle.as_mut().reset(later(drain));
+                    }
                 }
                 Next::Closed => break,
             },
@@ -264,7 +276,7 @@ where
                 }
                 conn.graceful_shutdown();
                 going_away = true;
-                idle.as_mut().reset(tokio::time::Instant::now() + GOAWAY_WAIT);
+                idle.as_mut().reset(later(drain));
             }
             _ = stop_rx.wait_for(|&v| v), if !stopping => {
                 stopping = true;
@@ -272,7 +284,7 @@ where
                     conn.graceful_shutdown();
                     going_away = true;
                     // Streams in flight finish under the server's drain timeout.
-                    idle.as_mut().reset(tokio::time::Instant::now() + shared.config.drain_timeout);
+                    idle.as_mut().reset(later(drain));
                 }
             }
         }

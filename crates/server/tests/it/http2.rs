@@ -513,3 +513,30 @@ fn live_ingest_and_cors_work_over_http2() {
         assert_eq!(p.headers["content-range"], "bytes 10-19/1048579");
     });
 }
+
+#[test]
+fn a_connection_is_sent_away_at_max_requests_and_when_idle() {
+    let s = h2c_server(|c| {
+        c.max_requests_per_connection = Some(3);
+        c.idle_timeout = Duration::from_millis(300);
+    });
+    let rt = runtime();
+    rt.block_on(async {
+        // Three streams are answered, then the server ends the connection.
+        let tcp = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+        let (mut send, conn) = h2::client::handshake(tcp).await.unwrap();
+        let driver = tokio::spawn(conn);
+        for _ in 0..3 {
+            let (p, body) = exchange(&mut send, get("/video.mp4"), &[]).await;
+            assert_eq!((p.status.as_u16(), body.len()), (200, 1024 * 1024 + 3));
+        }
+        let ended = tokio::time::timeout(Duration::from_secs(30), driver).await;
+        assert!(ended.is_ok(), "the connection outlived --max-requests");
+        // A connection that asks nothing is closed after the idle timeout.
+        let tcp = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+        let (_send, conn) = h2::client::handshake(tcp).await.unwrap();
+        let ended = tokio::time::timeout(Duration::from_secs(30), conn).await;
+        assert!(ended.is_ok(), "an idle connection stayed open");
+    });
+    assert_eq!(s.stats().http2.streams, 3);
+}
