@@ -1,7 +1,7 @@
 //! HTTP/2 for the load generator (`--http 2`): a viewer's requests go out as streams of one
 //! connection (the `h2` crate's client), over TLS when ALPN chose `h2` or in cleartext by
 //! prior knowledge, with the same request fields, status and length checks, content
-//! verification and body accounting as HTTP/1.1 ([`crate::http`]).
+//! verification and body accounting as HTTP/1.1 ([`crate::exchange`]).
 //!
 //! The viewer's bandwidth bucket paces how fast received DATA is consumed, and the stream's
 //! window is opened only as it is consumed, so a slow viewer slows the server's sending as
@@ -15,8 +15,9 @@ use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
-use crate::http::{
-    body_plan, fail, take_body, target, Ask, BodySink, Done, ExchangeError, Head, Progress,
+use crate::exchange::{
+    body_plan, fail, range_first, take_body, target, Ask, BodySink, Done, ExchangeError, Head,
+    Progress,
 };
 use crate::link::Bucket;
 use crate::record::{Failure, FailureReason};
@@ -175,7 +176,7 @@ pub async fn exchange(
     let head = Head {
         status: parts.status.as_u16(),
         content_length,
-        range_first: field("content-range").and_then(crate::http::range_first),
+        range_first: field("content-range").and_then(range_first),
         ..Head::default()
     };
     progress.status = head.status;

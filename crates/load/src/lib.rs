@@ -8,6 +8,7 @@
 pub mod common;
 pub mod config;
 pub mod engine;
+pub mod exchange;
 pub mod h2;
 pub mod hist;
 pub mod http;

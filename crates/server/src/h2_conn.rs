@@ -733,7 +733,7 @@ impl Wire for H2Wire {
             // window to open.
             let n = self.room(want, clock).await?;
             let mut piece = Vec::new();
-            crate::tls_conn::read_at(file, at, n, &mut piece, prep.send_blocking).await?;
+            crate::body::read_at(file, at, n, &mut piece, prep.send_blocking).await?;
             piece.truncate(n);
             self.push(Bytes::from(piece), false, true, clock)?;
             at += n as u64;
