@@ -450,6 +450,20 @@ mod tests {
     }
 
     #[test]
+    fn http2_flags_reach_the_server_config() {
+        assert!(config(parse(&[]).unwrap()).unwrap().http2.is_none());
+        let c = config(parse(&["--h2c", "--h2-max-streams", "32"]).unwrap()).unwrap();
+        assert_eq!(c.http2.unwrap().max_streams, 32);
+        let tls = ["--tls-cert", "c.pem", "--tls-key", "k.pem"];
+        let c = config(parse(&[&tls[..], &["--http2"]].concat()).unwrap()).unwrap();
+        assert!(c.http2.is_some() && c.tls.is_some());
+        // --http2 is for the TLS listener, --h2c for the plaintext one.
+        assert!(parse(&["--http2"]).is_err());
+        assert!(parse(&[&tls[..], &["--h2c"]].concat()).is_err());
+        assert!(config(parse(&["--h2c", "--h2-max-streams", "0"]).unwrap()).is_err());
+    }
+
+    #[test]
     fn large_folios_flag_reaches_the_server_config() {
         assert!(!config(parse(&[]).unwrap()).unwrap().io.large_folios);
         let on = config(parse(&["--large-folios", "on"]).unwrap()).unwrap();
