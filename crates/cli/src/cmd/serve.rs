@@ -387,6 +387,16 @@ fn header_value(v: String, flag: &str) -> anyhow::Result<String> {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let config = config(args)?;
     let scheme = super::tls::announce(&config);
+    if config.http2.is_some() {
+        eprintln!(
+            "vodkit serve: HTTP/2 {}",
+            if config.tls.is_some() {
+                "offered by ALPN (h2, falling back to http/1.1)"
+            } else {
+                "by prior knowledge (h2c) beside HTTP/1.1"
+            }
+        );
+    }
     vodkit_server::run_until_signal(config, |http, admin| {
         eprintln!("vodkit serve: listening on {scheme}://{http}");
         if let Some(a) = admin {
