@@ -50,6 +50,8 @@ pub trait LoadDriver {
     /// once on a fresh connection as a player does (`None`: neither). Drivers that cannot
     /// ignore it (the point then says the origin was not killed).
     fn set_kill(&mut self, _kill: Option<std::sync::Arc<dyn Fn() + Send + Sync>>) {}
+    /// Speak HTTP/2 to the next runs' server (`+h2` servers).
+    fn set_http2(&mut self, _on: bool) {}
     /// Play the history before a point at `rate` `ff.speed` times faster
     /// ([`crate::warmup`]), and make the next [`LoadDriver::run`] resume after it. `Err`:
     /// why no history was played (the run then starts as without one).
@@ -299,6 +301,7 @@ impl Oracle for ServerOracle<'_, '_> {
         let url = server.base_url();
         self.rig.load.set_tls_ca(server.tls_ca());
         self.rig.load.set_url_secret(server.url_secret());
+        self.rig.load.set_http2(self.sut.h2);
         if let Some(ff) = self.fast_forward {
             let played = play_history(
                 self.rig.testbed,

@@ -52,6 +52,8 @@ pub struct VodkitLaunch<'a> {
     pub exe: Option<&'a Path>,
     /// Require signed URLs (`+sign`): `--secure-link` with this run's secret.
     pub signing: Option<&'a UrlSigning>,
+    /// Speak HTTP/2 (`+h2`): `--http2` with `tls`, else `--h2c`.
+    pub http2: bool,
 }
 
 /// `+sign`: a throwaway secret for signed URLs, written to `run_dir/secure-link.key` for the
@@ -692,6 +694,7 @@ impl Launcher for LocalLauncher {
         }
         let setup = PeerSetup {
             aio_threads: sut.aio_threads,
+            http2: sut.h2,
             server_extra: Some(server_extra.as_str()).filter(|s| !s.is_empty()),
             writable: self.live.as_ref().map(|o| o.prefix.as_str()),
             ..PeerSetup::new(&self.root, &run_dir, &probe_path, workers)
@@ -762,6 +765,7 @@ impl Launcher for LocalLauncher {
                     order: sut.order,
                     exe: sut.bin.as_deref(),
                     signing: signing.as_ref(),
+                    http2: sut.h2,
                 })?;
                 let ca = tls.as_ref().map(|t| t.ca.clone());
                 let inner = client_needs(inner, ca, signing.map(|s| s.secret));

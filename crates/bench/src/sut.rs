@@ -38,6 +38,11 @@
 //!   the server allows it; vodkit with its rustls listener) with a throwaway CA and
 //!   certificate the runner makes in the server's run directory; the load generator trusts
 //!   that CA alone.
+//! - `+h2` — HTTP/2: vodkit with `--http2` (over `+tls`: ALPN `h2`) or `--h2c` (cleartext
+//!   prior knowledge); nginx only with `+tls` (`listen … ssl http2`, nginx 1.22's syntax:
+//!   its cleartext `http2` port would refuse the runner's HTTP/1.1 readiness probe); a
+//!   `url:` server is simply spoken to in HTTP/2. The load generator's viewers then run
+//!   `--http 2`: each viewer's requests are streams of one connection.
 //! - `+sign` — every request must carry an expiring signed URL (nginx with `secure_link`,
 //!   vodkit with `--secure-link`; the MD5 form both check) with a secret the runner makes in
 //!   the server's run directory; the load generator signs every URL it requests.
@@ -112,6 +117,8 @@ pub struct Sut {
     pub memory: Option<vodkit_prefetch::budget::MemorySetting>,
     /// `+tls`: HTTPS with a per-run throwaway certificate.
     pub tls: bool,
+    /// `+h2`: HTTP/2 between the load generator and the server.
+    pub h2: bool,
     /// `+sign`: signed URLs required, with a per-run throwaway secret.
     pub sign: bool,
     /// `+admission:…`: vodkit's `--admission` (None: its default).
@@ -231,6 +238,7 @@ impl Sut {
             aio_threads: None,
             memory: None,
             tls: false,
+            h2: false,
             sign: false,
             admission: None,
             open_files: None,
@@ -392,6 +400,11 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
                 return Err("`+tls` given twice".into());
             }
             sut.tls = true;
+        } else if modifier == "h2" {
+            if sut.h2 {
+                return Err("`+h2` given twice".into());
+            }
+            sut.h2 = true;
         } else if modifier == "sign" {
             if sut.sign {
                 return Err("`+sign` given twice".into());
@@ -426,7 +439,7 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
             })?;
         } else {
             return Err(format!(
-                "unknown modifier `+{modifier}`; expected +preload[:POLICY], +readahead:KB[,maxsectors:KB], +workers:N, +threads[:N], +memory:auto|off|SIZE, +admission:off|auto[:SECONDS]|rate:R, +openfiles:N, +folios:large|small, +order:fifo|deadline|sweep, +bin:PATH, +tls or +sign"
+                "unknown modifier `+{modifier}`; expected +preload[:POLICY], +readahead:KB[,maxsectors:KB], +workers:N, +threads[:N], +memory:auto|off|SIZE, +admission:off|auto[:SECONDS]|rate:R, +openfiles:N, +folios:large|small, +order:fifo|deadline|sweep, +bin:PATH, +tls, +h2 or +sign"
             ));
         }
     }
@@ -465,6 +478,15 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
             "+sign needs a server that checks signed URLs (vodkit or nginx; Apache has no secure_link module)"
                 .into(),
         );
+    }
+    match (&sut.base, sut.h2, sut.tls) {
+        (Base::Apache, true, _) => {
+            return Err("+h2 is for vodkit and nginx (the bench does not set up Apache's mod_http2)".into())
+        }
+        (Base::Nginx, true, false) => {
+            return Err("+h2 on nginx needs +tls: nginx 1.22's cleartext http2 port speaks only prior-knowledge HTTP/2, which the readiness probe does not".into())
+        }
+        _ => {}
     }
     if sut.preload.is_some() && matches!(sut.base, Base::Vodkit { .. }) {
         return Err(
@@ -668,6 +690,18 @@ mod tests {
             assert_eq!(s.label, e);
         }
         assert!(!parse_one("nginx").unwrap().tls);
+        for ok in ["vodkit+h2", "vodkit+tls+h2", "nginx+tls+h2"] {
+            assert!(parse_one(ok).unwrap().h2, "{ok}");
+        }
+        assert!(!parse_one("nginx+tls").unwrap().h2);
+        for (bad, says) in [
+            ("nginx+h2", "needs +tls"),
+            ("apache+tls+h2", "vodkit and nginx"),
+            ("vodkit+h2+h2", "given twice"),
+        ] {
+            let e = parse_one(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
         let e = parse_one("nginx+tls+tls").unwrap_err();
         assert!(e.contains("`+tls` given twice"), "{e}");
         let list = parse_list("nginx,nginx+tls").unwrap();

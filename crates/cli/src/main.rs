@@ -29,7 +29,8 @@ enum Command {
     Fileset(cmd::fileset::Args),
     /// Replay sessions against an HTTP server and measure it.
     Load(cmd::load::Args),
-    /// Serve video over HTTP/1.1 with serialized aggressive prefetching.
+    /// Serve video over HTTP/1.1 (and HTTP/2 with --http2 or --h2c) with serialized
+    /// aggressive prefetching.
     Serve(Box<cmd::serve::Args>),
     /// Emulated hard disk: bring up, tear down, tune and benchmark.
     Hdd(cmd::hdd::Args),
