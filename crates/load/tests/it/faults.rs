@@ -407,7 +407,7 @@ fn a_server_error_is_retried_once_on_a_fresh_connection_only_when_asked() {
     use std::sync::atomic::{AtomicU32, Ordering};
     static SEEN: AtomicU32 = AtomicU32::new(0);
     let target = serve(|_| {
-        if SEEN.fetch_add(1, Ordering::SeqCst) % 2 == 0 {
+        if SEEN.fetch_add(1, Ordering::SeqCst).is_multiple_of(2) {
             (
                 b"HTTP/1.1 502 Bad Gateway\r\nContent-Length: 0\r\nConnection: close\r\n\r\n"
                     .to_vec(),
