@@ -153,41 +153,24 @@ pub fn sessions_in_log(path: &Path) -> Result<HashSet<String>, String> {
     Ok(ids)
 }
 
-/// Kill every process of the trees rooted at `roots` with `SIGKILL`, as a machine dies:
-/// no connection is closed cleanly. Returns how many were signalled.
-pub fn kill_trees(roots: &[u32]) -> usize {
-    let procs = crate::system::all_processes();
-    let tree = crate::system::tree_ticks(&procs, roots);
-    let mut n = 0;
-    for &pid in tree.keys() {
-        let Ok(pid) = libc::pid_t::try_from(pid) else {
-            continue;
-        };
-        // SAFETY: kill takes no pointers; a pid that has gone meanwhile gets ESRCH.
-        if unsafe { libc::kill(pid, libc::SIGKILL) } == 0 {
-            n += 1;
-        }
-    }
-    n
-}
-
-/// A cluster's origin to kill during a point: its processes, its access log, and when the
+/// A cluster's origin to kill during a point: how to kill it, its access log, and when the
 /// kill happened.
 #[derive(Clone)]
 pub struct Kill {
     /// The origin's name (`o1`).
     pub origin: String,
     pub access_log: PathBuf,
-    pids: Vec<u32>,
+    killer: Arc<dyn Fn() + Send + Sync>,
     done: Arc<Mutex<Option<SystemTime>>>,
 }
 
 impl Kill {
-    pub fn new(origin: String, pids: Vec<u32>, access_log: PathBuf) -> Kill {
+    /// `killer` kills the origin's processes (the launcher knows them).
+    pub fn new(origin: String, killer: Arc<dyn Fn() + Send + Sync>, access_log: PathBuf) -> Kill {
         Kill {
             origin,
             access_log,
-            pids,
+            killer,
             done: Arc::default(),
         }
     }
@@ -196,7 +179,7 @@ impl Kill {
     pub fn fire(&self) {
         let mut done = self.done.lock().unwrap_or_else(|p| p.into_inner());
         if done.is_none() {
-            kill_trees(&self.pids);
+            (self.killer)();
             *done = Some(SystemTime::now());
         }
     }

@@ -253,9 +253,12 @@ impl LocalLauncher {
                         "`:failover` kills an origin's processes, and this run's origins run inside the bench".into(),
                     ));
                 }
+                let pids = started.pids();
                 cluster.kill = Some(crate::failover::Kill::new(
                     cluster::origin_name(k),
-                    started.pids(),
+                    std::sync::Arc::new(move || {
+                        crate::system::kill_trees(&pids);
+                    }),
                     log,
                 ));
             }
