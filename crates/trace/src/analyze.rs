@@ -8,7 +8,7 @@
 //! `max_service` could have joined a chain already closed (such requests are counted).
 
 use std::collections::{HashMap, HashSet};
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::io::BufRead;
 
 use crate::chain::{ChainBuilder, ChainRec, CHAIN_WINDOW_S};
@@ -106,8 +106,9 @@ struct State<'s> {
     opts: AnalyzeOptions,
     files: FileTable,
     max_end: Vec<u64>,
-    open: HashMap<Box<str>, OpenSession>,
-    closed: HashSet<u64>,
+    open: HashMap<Box<str>, OpenSession, foldhash::fast::RandomState>,
+    /// Hashes of closed sessions' names ([`name_hash`]: the same for every run).
+    closed: HashSet<u64, foldhash::fast::RandomState>,
     clock: f64,
     next_sweep: f64,
     chain_stats: ChainStatsBuilder,
@@ -122,9 +123,7 @@ struct State<'s> {
 }
 
 fn name_hash(s: &str) -> u64 {
-    let mut h = DefaultHasher::new();
-    s.hash(&mut h);
-    h.finish()
+    foldhash::fast::FixedState::with_seed(0x5EED).hash_one(s)
 }
 
 impl State<'_> {
@@ -248,8 +247,8 @@ pub fn analyze<R: BufRead>(
         opts: opts.clone(),
         max_end: vec![0; files.len()],
         files,
-        open: HashMap::new(),
-        closed: HashSet::new(),
+        open: HashMap::default(),
+        closed: HashSet::default(),
         clock: f64::NEG_INFINITY,
         next_sweep: f64::NEG_INFINITY,
         chain_stats: ChainStatsBuilder::default(),

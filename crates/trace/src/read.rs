@@ -170,7 +170,7 @@ fn time(s: &str, field: &str) -> Result<f64, String> {
     }
 }
 
-fn parse_csv<'a>(rec: &'a csv::StringRecord, c: &CsvCols) -> Result<Parsed<'a>, String> {
+fn parse_csv<'a>(rec: &'a csv::ByteRecord, c: &CsvCols) -> Result<Parsed<'a>, String> {
     let n = rec.len();
     if n != c.width {
         return Err(format!(
@@ -178,8 +178,13 @@ fn parse_csv<'a>(rec: &'a csv::StringRecord, c: &CsvCols) -> Result<Parsed<'a>, 
             c.width
         ));
     }
-    let f = |i: usize| rec.get(i).unwrap_or("");
-    let open = match f(c.open).trim() {
+    // Only the fields read are checked for UTF-8 (a whole-record check costs a pass).
+    let f = |i: usize, name: &str| -> Result<&'a str, String> {
+        std::str::from_utf8(rec.get(i).unwrap_or(b""))
+            .map(str::trim)
+            .map_err(|_| format!("field {name}: not UTF-8"))
+    };
+    let open = match f(c.open, "open_ended")? {
         "1" | "true" => true,
         "0" | "false" => false,
         other => {
@@ -189,19 +194,20 @@ fn parse_csv<'a>(rec: &'a csv::StringRecord, c: &CsvCols) -> Result<Parsed<'a>, 
             ))
         }
     };
-    let offset: u64 = num(f(c.offset).trim(), "offset", "a byte offset")?;
-    let sent: u64 = num(f(c.sent).trim(), "bytes_sent", "a byte count")?;
+    let offset: u64 = num(f(c.offset, "offset")?, "offset", "a byte offset")?;
+    let sent: u64 = num(f(c.sent, "bytes_sent")?, "bytes_sent", "a byte count")?;
     let extent = if open {
         sent
     } else {
         num(
-            f(c.length).trim(),
+            f(c.length, "length")?,
             "length",
             "a byte count (empty only for open-ended requests)",
         )?
     };
-    let session = f(c.session).trim();
-    let file = f(c.file).trim();
+    let session = f(c.session, "session")?;
+    let file = f(c.file, "file")?;
+    let (done_s, service_s) = (f(c.ts_end, "ts_end")?, f(c.service, "service_time_s")?);
     if session.is_empty() || file.is_empty() {
         return Err("fields session and file must not be empty".into());
     }
@@ -212,8 +218,8 @@ fn parse_csv<'a>(rec: &'a csv::StringRecord, c: &CsvCols) -> Result<Parsed<'a>, 
         return Err("fields offset and length: the range ends beyond 2^64 bytes".into());
     }
     Ok(Parsed::Request(LogRequest {
-        done_s: time(f(c.ts_end).trim(), "ts_end")?,
-        service_s: time(f(c.service).trim(), "service_time_s")?,
+        done_s: time(done_s, "ts_end")?,
+        service_s: time(service_s, "service_time_s")?,
         session: session.into(),
         file: crate::files::normalize_name(file),
         offset,
@@ -726,15 +732,7 @@ fn read_netflix<R: BufRead>(
             continue;
         }
         last_line = n;
-        let rec = match csv::StringRecord::from_byte_record(std::mem::take(&mut raw)) {
-            Ok(rec) => rec,
-            Err(e) => {
-                raw = e.into_byte_record();
-                sum.bad(n, "not UTF-8".into());
-                continue;
-            }
-        };
-        match parse_csv(&rec, cols) {
+        match parse_csv(&raw, cols) {
             Ok(Parsed::Request(r)) => {
                 sum.requests += 1;
                 sink(&r);
@@ -744,7 +742,6 @@ fn read_netflix<R: BufRead>(
             Ok(Parsed::Unsupported) => sum.unsupported_range += 1,
             Err(why) => sum.bad(n, why),
         }
-        raw = rec.into_byte_record();
     }
     // Lines of the file: after a final newline the reader stands on the line after it.
     sum.lines = last_line.max(header_line + rdr.position().line().saturating_sub(1));
