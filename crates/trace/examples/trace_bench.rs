@@ -1,6 +1,7 @@
 //! Benchmark driver for `scripts/bench-trace`: `synth DIR SCALE` writes a netflix-2014 log,
 //! `analyze DIR [OUT]` runs chains + phases over it (writing chains.csv and phases.csv to
-//! OUT when given) and prints requests per CPU second. Peak
+//! OUT when given) and prints requests per CPU second; `THREADS` in the environment sets
+//! the parsing threads (default 1). Peak
 //! memory is measured around each step by the script.
 
 use std::io::BufReader;
@@ -49,7 +50,14 @@ fn main() -> Result<(), String> {
             let cpu0 = cpu_seconds();
             let t = Instant::now();
             let input = BufReader::with_capacity(1 << 20, log);
-            let opts = AnalyzeOptions::default();
+            let threads = std::env::var("THREADS")
+                .ok()
+                .and_then(|t| t.parse().ok())
+                .unwrap_or(1);
+            let opts = AnalyzeOptions {
+                threads,
+                ..Default::default()
+            };
             let a = match out {
                 None => analyze(input, files, &opts, &mut NoSink).map_err(|e| e.to_string())?,
                 Some(o) => {
@@ -62,14 +70,16 @@ fn main() -> Result<(), String> {
             let wall = t.elapsed().as_secs_f64();
             let cpu = (cpu_seconds() - cpu0).max(1e-3);
             println!(
-                "analyze: {} requests, {} chains, {} sessions (peak {} open) in {:.2} s wall, {:.2} s CPU: {:.0} requests/s/core",
+                "analyze ({} threads): {} requests, {} chains, {} sessions (peak {} open) in {:.2} s wall, {:.2} s CPU: {:.0} requests/s/core, {:.0} requests/s",
+                threads,
                 a.read.requests,
                 a.chains.chains,
                 a.phases.sessions,
                 a.peak_open_sessions,
                 wall,
                 cpu,
-                a.read.requests as f64 / cpu
+                a.read.requests as f64 / cpu,
+                a.read.requests as f64 / wall
             );
             Ok(())
         }

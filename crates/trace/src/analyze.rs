@@ -15,13 +15,16 @@ use crate::chain::{ChainBuilder, ChainRec, CHAIN_WINDOW_S};
 use crate::chainstats::{ChainStatsBuilder, ChainSummary};
 use crate::files::FileTable;
 use crate::phase::{session_phases, Phase, PhaseParams, PhaseStatsBuilder, PhaseSummary};
-use crate::read::{read_log, LogFormat, ReadSummary};
+use crate::read::{read_log_with, LogFormat, ReadOptions, ReadSummary};
 use crate::record::LogRequest;
 use crate::sessions::{ParallelTracker, SessionStatsBuilder, SessionSummary};
 
 #[derive(Clone, Debug)]
 pub struct AnalyzeOptions {
     pub format: LogFormat,
+    /// Threads parsing the log (the analysis itself runs on the calling thread); the
+    /// result is the same for any number.
+    pub threads: usize,
     /// Adjacent requests this close in time join a chain (thesis: 40 s).
     pub window_s: f64,
     /// Longest service time a request may have and still join a chain closed before it
@@ -41,6 +44,7 @@ impl Default for AnalyzeOptions {
     fn default() -> Self {
         AnalyzeOptions {
             format: LogFormat::Auto,
+            threads: 1,
             window_s: CHAIN_WINDOW_S,
             max_service_s: 3600.0,
             phase: PhaseParams::default(),
@@ -237,7 +241,7 @@ impl State<'_> {
 
 /// Analyze a log. `files` is the file table (empty when unknown); `sink` receives every
 /// session as it closes. Only I/O errors (reading the log, or from the sink) fail.
-pub fn analyze<R: BufRead>(
+pub fn analyze<R: BufRead + Send>(
     input: R,
     files: FileTable,
     opts: &AnalyzeOptions,
@@ -261,7 +265,12 @@ pub fn analyze<R: BufRead>(
         excluded_tail: 0,
         peak_open: 0,
     };
-    let read = read_log(input, opts.format, |r| st.add(r))?;
+    let read_opts = ReadOptions {
+        format: opts.format,
+        threads: opts.threads,
+        ..Default::default()
+    };
+    let read = read_log_with(input, &read_opts, |r| st.add(r))?;
     let open_at_end = st
         .open
         .values()

@@ -7,6 +7,7 @@
 //! [`phase`] and [`sessions`] statistics, which [`report`] renders as HTML.
 
 pub mod analyze;
+pub mod blocks;
 pub mod chain;
 pub mod chainstats;
 pub mod files;

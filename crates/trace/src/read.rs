@@ -66,13 +66,54 @@ pub struct ReadSummary {
     pub empty: u64,
     /// Multi-range or suffix-range requests, which chains cannot place.
     pub unsupported_range: u64,
+    /// Requests completing more than the order tolerance before the latest completion read
+    /// so far (the log is not in completion order).
+    pub out_of_order: u64,
+    /// `(line number, how far back)` of the first of them.
+    pub out_of_order_examples: Vec<(u64, String)>,
+    /// `(line number, why)` when a compressed log ended in a corrupt or cut stream: the
+    /// line where reading stopped (also counted as a bad line).
+    pub broken: Option<(u64, String)>,
 }
 
 impl ReadSummary {
-    fn bad(&mut self, line: u64, why: String) {
+    pub(crate) fn bad(&mut self, line: u64, why: String) {
         self.bad_lines += 1;
         if self.bad_examples.len() < BAD_EXAMPLES {
             self.bad_examples.push((line, why));
+        }
+    }
+
+    /// The log could not be read past `line`: a corrupt or cut compressed stream.
+    pub(crate) fn broken_at(&mut self, line: u64, why: String) {
+        self.bad(line, why.clone());
+        self.broken = Some((line, why));
+    }
+
+    /// Add the bad lines of a part of the log that starts after line `base`.
+    pub(crate) fn add_bad(&mut self, part: &ReadSummary, base: u64) {
+        self.bad_lines += part.bad_lines;
+        let room = BAD_EXAMPLES.saturating_sub(self.bad_examples.len());
+        self.bad_examples.extend(
+            part.bad_examples
+                .iter()
+                .take(room)
+                .map(|(n, why)| (base + n, why.clone())),
+        );
+        if let Some((n, why)) = &part.broken {
+            self.broken = Some((base + n, why.clone()));
+        }
+    }
+
+    pub(crate) fn out_of_order(&mut self, line: u64, behind_s: f64, tolerance_s: f64) {
+        self.out_of_order += 1;
+        if self.out_of_order_examples.len() < BAD_EXAMPLES {
+            self.out_of_order_examples.push((
+                line,
+                format!(
+                    "completed {behind_s:.3} s before a request on an earlier line (tolerance {tolerance_s} s)"
+                ),
+            ));
         }
     }
 
@@ -88,6 +129,15 @@ impl ReadSummary {
                 s += &format!("; line {n}: {why}");
             }
         }
+        if let Some((n, why)) = &self.broken {
+            s += &format!("; reading stopped at line {n}: {why}");
+        }
+        if self.out_of_order > 0 {
+            s += &format!("; {} requests out of completion order", self.out_of_order);
+            for (n, why) in &self.out_of_order_examples {
+                s += &format!("; line {n}: {why}");
+            }
+        }
         if self.skipped_status + self.empty + self.unsupported_range > 0 {
             s += &format!(
                 "; skipped {} non-200/206, {} empty, {} multi/suffix-range",
@@ -98,7 +148,7 @@ impl ReadSummary {
     }
 }
 
-enum Parsed<'a> {
+pub(crate) enum Parsed<'a> {
     Request(LogRequest<'a>),
     /// Header, comment or blank line.
     Skip,
@@ -109,7 +159,7 @@ enum Parsed<'a> {
 
 /// Netflix CSV column positions, from the header.
 #[derive(Clone, Copy)]
-struct CsvCols {
+pub(crate) struct CsvCols {
     ts_end: usize,
     service: usize,
     session: usize,
@@ -170,7 +220,7 @@ fn time(s: &str, field: &str) -> Result<f64, String> {
     }
 }
 
-fn parse_csv<'a>(rec: &'a csv::ByteRecord, c: &CsvCols) -> Result<Parsed<'a>, String> {
+pub(crate) fn parse_csv<'a>(rec: &'a csv::ByteRecord, c: &CsvCols) -> Result<Parsed<'a>, String> {
     let n = rec.len();
     if n != c.width {
         return Err(format!(
@@ -622,67 +672,131 @@ fn detect(first: &str) -> LogFormat {
     }
 }
 
-/// Read every request of `input`, calling `sink` for each; returns the summary. Only I/O
-/// errors are returned as errors; unparseable lines are counted.
-pub fn read_log<R: BufRead>(
-    mut input: R,
+/// Parse one line of a line-per-request format.
+pub(crate) fn parse_line(line: &str, fmt: LogFormat) -> Result<Parsed<'_>, String> {
+    match fmt {
+        LogFormat::Nginx => parse_nginx(line),
+        LogFormat::Vodkit => parse_vodkit(line),
+        LogFormat::Combined => parse_clf(line, true),
+        LogFormat::Common => parse_clf(line, false),
+        LogFormat::Json => parse_json(line),
+        // The CSV is read record by record (`parse_csv`); a line reaching here is one
+        // before the header.
+        LogFormat::Netflix | LogFormat::Auto => Ok(Parsed::Skip),
+    }
+}
+
+/// How a log is read.
+#[derive(Clone, Debug)]
+pub struct ReadOptions {
+    pub format: LogFormat,
+    /// Threads parsing the log (the calling thread included); 1 reads on the calling
+    /// thread alone. The requests reach the sink in log order whatever the number.
+    pub threads: usize,
+    /// A request completing more than this before the latest completion already read is
+    /// counted as out of order, with its line number.
+    pub order_tolerance_s: f64,
+}
+
+/// Default of [`ReadOptions::order_tolerance_s`]: servers write a log in completion order,
+/// give or take the buffering of parallel workers.
+pub const ORDER_TOLERANCE_S: f64 = 60.0;
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            format: LogFormat::Auto,
+            threads: 1,
+            order_tolerance_s: ORDER_TOLERANCE_S,
+        }
+    }
+}
+
+/// Every core of the machine (the default of `--threads`).
+pub fn all_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
+/// Read every request of `input` on the calling thread, calling `sink` for each; returns
+/// the summary. Only I/O errors are returned as errors; unparseable lines are counted.
+pub fn read_log<R: BufRead + Send>(
+    input: R,
     format: LogFormat,
-    mut sink: impl FnMut(&LogRequest<'_>),
+    sink: impl FnMut(&LogRequest<'_>),
+) -> std::io::Result<ReadSummary> {
+    let opts = ReadOptions {
+        format,
+        ..Default::default()
+    };
+    read_log_with(input, &opts, sink)
+}
+
+/// Read every request of `input` (plain, gzip or zstd), parsing on `opts.threads`
+/// threads; `sink` is called on the calling thread, in log order.
+pub fn read_log_with<R: BufRead + Send>(
+    input: R,
+    opts: &ReadOptions,
+    sink: impl FnMut(&LogRequest<'_>),
 ) -> std::io::Result<ReadSummary> {
     let mut sum = ReadSummary::default();
+    let mut input = std::io::BufReader::with_capacity(1 << 16, crate::blocks::decompressed(input)?);
     let mut buf = Vec::with_capacity(256);
-    let mut fmt = format;
+    let mut fmt = opts.format;
+    let mut cols = None;
+    // Up to the first line that decides the format (and, for the CSV, its header), line by
+    // line; the rest in blocks.
+    let mut first = Vec::new();
     loop {
         buf.clear();
-        if input.read_until(b'\n', &mut buf)? == 0 {
-            break;
+        match input.read_until(b'\n', &mut buf) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => match crate::blocks::corrupt_message(&e) {
+                Some(why) => {
+                    sum.broken_at(sum.lines + 1, why);
+                    break;
+                }
+                None => return Err(e),
+            },
         }
-        sum.lines += 1;
-        let n = sum.lines;
         let Ok(line) = std::str::from_utf8(&buf) else {
-            sum.bad(n, "not UTF-8".into());
+            sum.lines += 1;
+            sum.bad(sum.lines, "not UTF-8".into());
             continue;
         };
         let line = line.trim_end_matches(['\n', '\r']);
         if line.trim().is_empty() {
+            sum.lines += 1;
             continue;
         }
         if fmt == LogFormat::Auto {
             fmt = detect(line);
         }
-        let parsed = match fmt {
-            LogFormat::Netflix => match csv_header(line) {
-                Some(c) => {
-                    // The rest is CSV proper (quoted fields may hold commas and quotes).
-                    read_netflix(&mut input, &c, &mut sum, &mut sink)?;
-                    break;
-                }
-                None => {
-                    sum.bad(
-                        n,
-                        format!("expected the CSV header {}", CSV_NAMES.join(",")),
-                    );
-                    continue;
-                }
-            },
-            LogFormat::Nginx => parse_nginx(line),
-            LogFormat::Vodkit => parse_vodkit(line),
-            LogFormat::Combined => parse_clf(line, true),
-            LogFormat::Common => parse_clf(line, false),
-            LogFormat::Json => parse_json(line),
-            LogFormat::Auto => unreachable!("format decided above"),
-        };
-        match parsed {
-            Ok(Parsed::Request(r)) => {
-                sum.requests += 1;
-                sink(&r);
-            }
-            Ok(Parsed::Skip) => {}
-            Ok(Parsed::Status) => sum.skipped_status += 1,
-            Ok(Parsed::Empty) => sum.empty += 1,
-            Ok(Parsed::Unsupported) => sum.unsupported_range += 1,
-            Err(why) => sum.bad(n, why),
+        if fmt != LogFormat::Netflix {
+            first = std::mem::take(&mut buf);
+            break;
         }
+        sum.lines += 1;
+        match csv_header(line) {
+            Some(c) => {
+                cols = Some(c);
+                break;
+            }
+            None => sum.bad(
+                sum.lines,
+                format!("expected the CSV header {}", CSV_NAMES.join(",")),
+            ),
+        }
+    }
+    let blocks = crate::blocks::Blocks::new(input, first, fmt == LogFormat::Netflix);
+    let mut out = crate::blocks::Deliver {
+        sum: &mut sum,
+        sink,
+        order_tolerance_s: opts.order_tolerance_s,
+        clock: f64::NEG_INFINITY,
+    };
+    if fmt != LogFormat::Auto && (fmt != LogFormat::Netflix || cols.is_some()) {
+        crate::blocks::run(blocks, fmt, cols, opts.threads.max(1), &mut out)?;
     }
     sum.format = match fmt {
         LogFormat::Auto => "empty",
@@ -695,57 +809,6 @@ pub fn read_log<R: BufRead>(
     }
     .to_string();
     Ok(sum)
-}
-
-/// The records of a Netflix-style CSV after its header (line `sum.lines`), read with the
-/// `csv` crate: RFC 4180 quoting, so a session id or path may hold commas and quotes.
-fn read_netflix<R: BufRead>(
-    input: &mut R,
-    cols: &CsvCols,
-    sum: &mut ReadSummary,
-    sink: &mut impl FnMut(&LogRequest<'_>),
-) -> std::io::Result<()> {
-    let header_line = sum.lines;
-    let mut rdr = csv::ReaderBuilder::new()
-        .has_headers(false)
-        .flexible(true)
-        .from_reader(input);
-    let mut raw = csv::ByteRecord::new();
-    let mut last_line = header_line;
-    loop {
-        let more = match rdr.read_byte_record(&mut raw) {
-            Ok(more) => more,
-            Err(e) => match e.into_kind() {
-                csv::ErrorKind::Io(e) => return Err(e),
-                other => {
-                    // Not reached with `flexible` and byte records; count it and stop.
-                    sum.bad(rdr.position().line() + header_line, format!("{other:?}"));
-                    break;
-                }
-            },
-        };
-        if !more {
-            break;
-        }
-        let n = header_line + raw.position().map_or(0, |p| p.line());
-        if raw.len() == 1 && raw[0].iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        last_line = n;
-        match parse_csv(&raw, cols) {
-            Ok(Parsed::Request(r)) => {
-                sum.requests += 1;
-                sink(&r);
-            }
-            Ok(Parsed::Skip | Parsed::Status) => {}
-            Ok(Parsed::Empty) => sum.empty += 1,
-            Ok(Parsed::Unsupported) => sum.unsupported_range += 1,
-            Err(why) => sum.bad(n, why),
-        }
-    }
-    // Lines of the file: after a final newline the reader stands on the line after it.
-    sum.lines = last_line.max(header_line + rdr.position().line().saturating_sub(1));
-    Ok(())
 }
 
 /// A reader that reports how many bytes have gone through it, at most every `every` bytes.
@@ -1038,6 +1101,15 @@ this is not a log line
                 .unwrap();
                 assert_eq!(sum.requests, n);
                 assert!(sum.bad_lines <= sum.lines);
+                if round % 10 == 0 {
+                    // The parallel reader finds the same.
+                    let opts = ReadOptions {
+                        format: f,
+                        threads: 2,
+                        ..Default::default()
+                    };
+                    assert_eq!(read_log_with(&text[..], &opts, |_| {}).unwrap(), sum);
+                }
             }
         }
     }

@@ -76,6 +76,9 @@ struct Common {
     /// Leave sessions starting this close to the log's end out of session statistics.
     #[arg(long, default_value = "0s", value_name = flags::DURATION, value_parser = flags::duration)]
     exclude_tail: Duration,
+    /// Threads parsing the log (default: all cores); the output does not depend on it.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    threads: Option<u16>,
 }
 
 fn options(c: &Common) -> anyhow::Result<AnalyzeOptions> {
@@ -95,6 +98,9 @@ fn options(c: &Common) -> anyhow::Result<AnalyzeOptions> {
     }
     Ok(AnalyzeOptions {
         format,
+        threads: c
+            .threads
+            .map_or_else(vodkit_trace::read::all_cores, usize::from),
         window_s,
         max_service_s: c.max_service.as_secs_f64(),
         phase: PhaseParams {
@@ -124,7 +130,7 @@ enum What {
 }
 
 /// The log, with a live status line on stderr when it is a terminal.
-fn open_log(path: &Path) -> anyhow::Result<impl std::io::BufRead> {
+fn open_log(path: &Path) -> anyhow::Result<impl std::io::BufRead + Send> {
     use std::io::IsTerminal as _;
     let f = std::fs::File::open(path).map_err(|e| usage(format!("{}: {e}", path.display())))?;
     let total = f.metadata().map(|m| m.len()).unwrap_or(0).max(1);

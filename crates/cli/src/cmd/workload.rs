@@ -62,6 +62,9 @@ struct FromLogArgs {
     /// that is not kept).
     #[arg(long, conflicts_with = "keep_identities")]
     key: Option<String>,
+    /// Threads parsing the log (default: all cores); the output does not depend on it.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    threads: Option<u16>,
 }
 
 #[derive(clap::Args)]
@@ -216,7 +219,14 @@ fn from_log(a: FromLogArgs) -> anyhow::Result<()> {
     let file =
         std::fs::File::open(&a.log).map_err(|e| usage(format!("{}: {e}", a.log.display())))?;
     let mut rebuilder = vodkit_trace::fromlog::SessionRebuilder::default();
-    let read = vodkit_trace::read::read_log(std::io::BufReader::new(file), a.format, |r| {
+    let read_opts = vodkit_trace::read::ReadOptions {
+        format: a.format,
+        threads: a
+            .threads
+            .map_or_else(vodkit_trace::read::all_cores, usize::from),
+        ..Default::default()
+    };
+    let read = vodkit_trace::read::read_log_with(std::io::BufReader::new(file), &read_opts, |r| {
         rebuilder.add(r)
     })
     .map_err(|e| anyhow::anyhow!("reading {}: {e}", a.log.display()))?;
