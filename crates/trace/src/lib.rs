@@ -19,6 +19,7 @@ pub mod read;
 pub mod record;
 pub mod report;
 pub mod sessions;
+mod spill;
 
 pub use analyze::{analyze, Analysis, AnalyzeOptions};
 pub use chain::{read_chains_csv, Chain};
