@@ -19,6 +19,7 @@ pub mod read;
 pub mod record;
 pub mod report;
 pub mod sessions;
+pub mod sort;
 mod spill;
 
 pub use analyze::{analyze, Analysis, AnalyzeOptions};

@@ -168,6 +168,8 @@ pub(crate) struct CsvCols {
     length: usize,
     open: usize,
     sent: usize,
+    /// An optional `conn` column: the connection id (written by `--sort`).
+    conn: Option<usize>,
     width: usize,
 }
 
@@ -194,6 +196,7 @@ fn csv_header(line: &str) -> Option<CsvCols> {
         length: pos(CSV_NAMES[5])?,
         open: pos(CSV_NAMES[6])?,
         sent: pos(CSV_NAMES[7])?,
+        conn: pos("conn"),
         width: names.len(),
     })
 }
@@ -258,6 +261,13 @@ pub(crate) fn parse_csv<'a>(rec: &'a csv::ByteRecord, c: &CsvCols) -> Result<Par
     let session = f(c.session, "session")?;
     let file = f(c.file, "file")?;
     let (done_s, service_s) = (f(c.ts_end, "ts_end")?, f(c.service, "service_time_s")?);
+    let conn = match c.conn {
+        Some(i) => match f(i, "conn")? {
+            "" => None,
+            v => Some(num(v, "conn", "a connection id")?),
+        },
+        None => None,
+    };
     if session.is_empty() || file.is_empty() {
         return Err("fields session and file must not be empty".into());
     }
@@ -280,7 +290,7 @@ pub(crate) fn parse_csv<'a>(rec: &'a csv::ByteRecord, c: &CsvCols) -> Result<Par
             RequestKind::Chunk
         },
         bytes_sent: sent,
-        conn: None,
+        conn,
     }))
 }
 

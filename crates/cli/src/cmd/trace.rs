@@ -79,6 +79,13 @@ struct Common {
     /// Threads parsing the log (default: all cores); the output does not depend on it.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     threads: Option<u16>,
+    /// Sort the log by completion time first (external merge sort within --memory, runs
+    /// spilled in the output directory): for logs not in completion order.
+    #[arg(long)]
+    sort: bool,
+    /// Memory for --sort's runs.
+    #[arg(long, default_value = "512MiB", value_name = flags::SIZE, value_parser = flags::size)]
+    memory: u64,
 }
 
 fn options(c: &Common) -> anyhow::Result<AnalyzeOptions> {
@@ -155,8 +162,32 @@ fn go(c: Common, what: What) -> anyhow::Result<()> {
     let mut sink =
         DirSink::create(&c.out, chains, phases).with_context(|| format!("{}", c.out.display()))?;
     let started = std::time::Instant::now();
-    let a =
-        analyze(log, files, &opts, &mut sink).with_context(|| format!("{}", c.log.display()))?;
+    let a = if c.sort {
+        let read_opts = vodkit_trace::read::ReadOptions {
+            format: opts.format,
+            threads: opts.threads,
+            ..Default::default()
+        };
+        let memory = usize::try_from(c.memory).unwrap_or(usize::MAX);
+        let (sorted, read) = vodkit_trace::sort::sort_log(log, &read_opts, memory, &c.out)
+            .with_context(|| format!("sorting {}", c.log.display()))?;
+        let sorted_opts = AnalyzeOptions {
+            format: LogFormat::Netflix,
+            ..opts.clone()
+        };
+        let mut a = analyze(
+            std::io::BufReader::with_capacity(1 << 20, sorted),
+            files,
+            &sorted_opts,
+            &mut sink,
+        )
+        .with_context(|| format!("{} (sorted)", c.log.display()))?;
+        // What reading the log itself found, with its own line numbers.
+        a.read = read;
+        a
+    } else {
+        analyze(log, files, &opts, &mut sink).with_context(|| format!("{}", c.log.display()))?
+    };
     sink.finish()
         .with_context(|| format!("{}", c.out.display()))?;
     let out = &c.out;

@@ -73,6 +73,10 @@ struct FromLogArgs {
     /// (a client's requests are held this long after their last completion).
     #[arg(long, default_value = "1h", value_name = super::flags::DURATION, value_parser = super::flags::duration)]
     max_service: std::time::Duration,
+    /// Sort the log by completion time first (external merge sort within --memory, runs
+    /// spilled in the output directory): for logs not in completion order.
+    #[arg(long)]
+    sort: bool,
 }
 
 #[derive(clap::Args)]
@@ -251,10 +255,26 @@ fn from_log(a: FromLogArgs) -> anyhow::Result<()> {
         spill_dir: a.out.clone(),
     };
     let mut rebuilder = vodkit_trace::fromlog::StreamRebuilder::new(&opt, &limits);
-    let read = vodkit_trace::read::read_log_with(std::io::BufReader::new(file), &read_opts, |r| {
-        rebuilder.add(r)
-    })
-    .map_err(|e| anyhow::anyhow!("reading {}: {e}", a.log.display()))?;
+    let input = std::io::BufReader::new(file);
+    let read = if a.sort {
+        let (sorted, read) =
+            vodkit_trace::sort::sort_log(input, &read_opts, limits.memory_bytes, &a.out)
+                .map_err(|e| anyhow::anyhow!("sorting {}: {e}", a.log.display()))?;
+        let sorted_opts = vodkit_trace::read::ReadOptions {
+            format: vodkit_trace::LogFormat::Netflix,
+            ..read_opts.clone()
+        };
+        vodkit_trace::read::read_log_with(
+            std::io::BufReader::with_capacity(1 << 20, sorted),
+            &sorted_opts,
+            |r| rebuilder.add(r),
+        )
+        .map_err(|e| anyhow::anyhow!("reading {} (sorted): {e}", a.log.display()))?;
+        read
+    } else {
+        vodkit_trace::read::read_log_with(input, &read_opts, |r| rebuilder.add(r))
+            .map_err(|e| anyhow::anyhow!("reading {}: {e}", a.log.display()))?
+    };
     if read.requests == 0 {
         return Err(usage(format!(
             "{}: no request could be read ({})",

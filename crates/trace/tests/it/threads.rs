@@ -1,6 +1,7 @@
 //! The parallel reader: the same output, byte for byte, for any number of threads and for
 //! plain, gzip and zstd logs; corrupt or cut compressed logs and logs out of completion
-//! order are reported with line numbers, never fatal.
+//! order are reported with line numbers, never fatal; a shuffled log, sorted, gives the
+//! outputs of the log in order.
 
 use std::io::Write;
 use std::path::Path;
@@ -213,4 +214,52 @@ fn requests_out_of_completion_order_are_counted_with_line_numbers() {
     let lines: Vec<u64> = sum.out_of_order_examples.iter().map(|e| e.0).collect();
     assert_eq!(lines, vec![5, 8]);
     assert!(sum.describe().contains("line 8"), "{}", sum.describe());
+}
+
+#[test]
+fn a_shuffled_log_sorted_within_a_small_memory_gives_the_same_chains_and_phases() {
+    let dir = synthesized();
+    let log = dir.path().join("log.csv");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    let header = lines.remove(0);
+    // A fixed shuffle (xorshift).
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    for i in (1..lines.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        lines.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    let shuffled = format!("{header}\n{}\n", lines.join("\n"));
+    let unsorted =
+        vodkit_trace::read::read_log(shuffled.as_bytes(), LogFormat::Auto, |_| {}).unwrap();
+    assert!(unsorted.out_of_order > 1000, "{}", unsorted.describe());
+
+    let (sorted, read) = vodkit_trace::sort::sort_log(
+        shuffled.as_bytes(),
+        &ReadOptions::default(),
+        1 << 20,
+        dir.path(),
+    )
+    .unwrap();
+    assert!(sorted.spilled > 0);
+    assert_eq!(read.requests, unsorted.requests);
+    let sorted_path = dir.path().join("sorted.csv");
+    let mut f = std::fs::File::create(&sorted_path).unwrap();
+    std::io::copy(&mut std::io::BufReader::new(sorted), &mut f).unwrap();
+    drop(f);
+    let want = outputs(dir.path(), &log, 1);
+    let got = outputs(dir.path(), &sorted_path, 2);
+    for name in [
+        "chains.csv",
+        "phases.csv",
+        "chains.json",
+        "phases.json",
+        "sessions.json",
+    ] {
+        let a = &want.iter().find(|x| x.0 == name).unwrap().1;
+        let b = &got.iter().find(|x| x.0 == name).unwrap().1;
+        assert!(a == b, "{name} differs after sorting");
+    }
 }
