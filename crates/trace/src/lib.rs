@@ -10,6 +10,7 @@ pub mod analyze;
 pub mod blocks;
 pub mod chain;
 pub mod chainstats;
+pub mod columnar;
 pub mod files;
 pub mod fit;
 pub mod fromlog;

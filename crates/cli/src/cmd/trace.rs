@@ -83,6 +83,10 @@ struct Common {
     /// spilled in the output directory): for logs not in completion order.
     #[arg(long)]
     sort: bool,
+    /// Form of chains and phases: csv (chains.csv, phases.csv) or parquet (chains.parquet,
+    /// phases.parquet; same columns, schema in docs/trace.md).
+    #[arg(long, default_value = "csv", value_name = "FORMAT")]
+    output_format: vodkit_trace::output::OutputFormat,
     /// Memory for --sort's runs.
     #[arg(long, default_value = "512MiB", value_name = flags::SIZE, value_parser = flags::size)]
     memory: u64,
@@ -159,8 +163,8 @@ fn go(c: Common, what: What) -> anyhow::Result<()> {
     let log = open_log(&c.log)?;
     let chains = what != What::Phases;
     let phases = what != What::Chains;
-    let mut sink =
-        DirSink::create(&c.out, chains, phases).with_context(|| format!("{}", c.out.display()))?;
+    let mut sink = DirSink::create_as(&c.out, chains, phases, c.output_format)
+        .with_context(|| format!("{}", c.out.display()))?;
     let started = std::time::Instant::now();
     let a = if c.sort {
         let read_opts = vodkit_trace::read::ReadOptions {
