@@ -68,6 +68,9 @@ pub struct EngineCounters {
     pub memory_bytes: u64,
     pub reads: u64,
     pub read_bytes: u64,
+    /// What a positioning of the busiest device costs, as the engine learned it from its
+    /// reads (ms; a level, not a count).
+    pub positioning_ms: Option<f64>,
 }
 
 impl From<&vodkit_prefetch::Stats> for EngineCounters {
@@ -77,6 +80,11 @@ impl From<&vodkit_prefetch::Stats> for EngineCounters {
             memory_bytes: s.memory_bytes,
             reads: s.reads,
             read_bytes: s.read_bytes,
+            positioning_ms: s
+                .devices
+                .iter()
+                .max_by_key(|d| d.reads)
+                .and_then(|d| d.positioning_ms),
         }
     }
 }
@@ -92,6 +100,10 @@ pub struct EngineFigures {
     pub mean_read_bytes: f64,
     /// Seconds between the two readings (a part of the judged window).
     pub seconds: f64,
+    /// The engine's learned positioning at the later reading, ms (the replay's sweep term
+    /// is what it prices a read with).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub positioning_ms: Option<f64>,
 }
 
 impl EngineFigures {
@@ -109,6 +121,7 @@ impl EngineFigures {
             hit_fraction: memory.min(requested) as f64 / requested as f64,
             mean_read_bytes: read as f64 / reads as f64,
             seconds: secs,
+            positioning_ms: b.positioning_ms,
         })
     }
 }
@@ -339,6 +352,7 @@ pub fn mean_of(points: &[&PointMetrics]) -> Option<PointMetrics> {
             hit_fraction,
             mean_read_bytes: avg_opt(&|p| p.engine.map(|e| e.mean_read_bytes)).unwrap_or(0.0),
             seconds: avg_opt(&|p| p.engine.map(|e| e.seconds)).unwrap_or(0.0),
+            positioning_ms: avg_opt(&|p| p.engine.and_then(|e| e.positioning_ms)),
         }),
     })
 }

@@ -428,6 +428,8 @@ struct DeviceState {
     failed_in_a_row: u32,
     /// Reads that finished after their deadline.
     late_reads: u64,
+    /// What a read of this device costs, from the reads it served.
+    service: crate::service::ServiceFit,
 }
 
 /// Queue waits kept per device and observation interval.
@@ -1358,9 +1360,19 @@ impl Engine {
                     crate::folio::aligned_end(req.offset, end, read_end, size, folio) - req.offset;
             }
         }
-        if let (Some(m), Some(id)) = (&mut st.memory, stream) {
-            // Budget-driven sizing: never more than this stream's share of the budget.
-            prefetch = m.capped_prefetch(id, prefetch, len);
+        if stream.is_some() && st.memory.is_some() {
+            // Budget-driven sizing: never more than this stream's share of the budget, and
+            // not past where its viewer is likely to have left, at the price of a
+            // positioning the file's device has shown.
+            let device = self.device_name(&mut st, facts.dev);
+            let positioning = st
+                .devices
+                .get(&device)
+                .map_or(0, |d| d.service.positioning_bytes());
+            if let (Some(m), Some(id)) = (&mut st.memory, stream) {
+                m.set_positioning_bytes(positioning);
+                prefetch = m.capped_prefetch(id, prefetch, len);
+            }
         }
         let read_len = clip_at_queued(&st, fid, req.offset, end, ctx.read_len(prefetch));
         if reader == Reader::Caller {
@@ -1567,6 +1579,8 @@ impl Engine {
                 recent_busy_fraction: d.recent_busy,
                 queue_depth: d.queued,
                 late_reads: d.late_reads,
+                positioning_ms: d.service.terms().map(|(p, _)| p * 1e3),
+                transfer_mb_s: d.service.terms().map(|(_, r)| r / 1e6),
             });
         }
         s.derive();
@@ -1734,6 +1748,10 @@ fn run_job(shared: &Shared, buf: &mut Vec<u8>, job: Job) {
     let reply = match result {
         Ok((n, disk, chunks)) => {
             d.failed_in_a_row = 0;
+            if d.inflight == 0 && disk > 0 {
+                // A read alone on its device: its time is its service time.
+                d.service.add(disk, finished - started);
+            }
             d.reads += 1;
             d.read_bytes += n;
             d.disk_bytes += disk;

@@ -11,8 +11,9 @@
 //! - [`memory`] and [`budget`]: the prefetch-aware memory manager and its budget;
 //! - [`admission`]: which new streams a busy device takes (`--admission` of `vodkit serve`
 //!   and of `vodkit prefetchd`'s `/admit`);
-//! - [`schedule`]: the order a device's queue serves its reads in (`--io-order`), and
-//!   [`placement`]: where a read lies on its device;
+//! - [`schedule`]: the order a device's queue serves its reads in (`--io-order`),
+//!   [`placement`]: where a read lies on its device, and [`service`]: what a read of it
+//!   costs, learned from its reads;
 //! - [`bitrate`], [`device`], [`residency`]: inputs the engine needs.
 //!
 //! See `docs/prefetch.md`.
@@ -33,6 +34,7 @@ pub mod placement;
 pub mod policy;
 pub mod residency;
 pub mod schedule;
+pub mod service;
 pub mod stats;
 
 /// Hash maps keyed by stream, file and client ids, looked up several times per request:

@@ -96,6 +96,16 @@ pub struct MemoryConfig {
     /// What the manager keeps of consumed bytes ([`retention`]).
     #[serde(default)]
     pub retention: RetentionSpec,
+    /// Whether reads stop where viewers are likely to have left
+    /// ([`MemoryManager::set_positioning_bytes`]): a read runs as far as its viewer is
+    /// worth the transfer, from the survival of viewing depth, not always to the stream's
+    /// share of the budget.
+    #[serde(default = "yes")]
+    pub survival_reads: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// 32 MiB: a few reads of the largest sizes `auto` picks.
@@ -119,6 +129,7 @@ impl MemoryConfig {
             idle_factor: 2.5,
             min_idle_s: 5.0,
             retention: RetentionSpec::default(),
+            survival_reads: true,
         }
     }
 
@@ -164,6 +175,10 @@ pub struct MemoryTotals {
     pub interval_hit_bytes: u64,
     /// Reads whose prefetch the budget cut short (total).
     pub capped_reads: u64,
+    /// Reads cut where their viewer was likely to have left ([`MemoryManager::survival_len`];
+    /// total).
+    #[serde(default)]
+    pub survival_cut_reads: u64,
     /// Bytes released but still resident, held by socket buffers (now).
     #[serde(default)]
     pub unreleased_bytes: u64,
@@ -210,6 +225,9 @@ pub struct MemoryManager {
     unreleased_bytes: u64,
     /// What the rest of the process holds of the budget ([`MemoryManager::set_other`]).
     other_bytes: u64,
+    /// What one positioning costs, in bytes the drive could transfer meanwhile
+    /// ([`MemoryManager::set_positioning_bytes`]); 0 while unknown.
+    positioning_bytes: u64,
     next_id: StreamId,
     totals: MemoryTotals,
 }
@@ -236,6 +254,7 @@ impl MemoryManager {
             arrivals: Map::default(),
             unreleased_bytes: 0,
             other_bytes: 0,
+            positioning_bytes: 0,
             next_id: 1,
             totals: MemoryTotals::default(),
         }
@@ -456,21 +475,89 @@ impl MemoryManager {
     /// positions the head for the rest of a request plus a prefetch shortened by the
     /// leftover, which at 256 MiB made reads 30% smaller than the caps (memory replay,
     /// docs/simulate.md).
+    ///
+    /// The result is then cut where the stream's viewer is no longer worth the transfer
+    /// ([`MemoryManager::survival_len`]) when the caller told the manager what a positioning
+    /// costs.
     pub fn capped_prefetch(&mut self, id: StreamId, wanted: u64, len: u64) -> u64 {
         let cap = self.prefetch_cap(id);
-        if wanted <= cap || wanted <= len {
+        let capped = if wanted <= cap || wanted <= len {
+            wanted
+        } else {
+            self.note_capped();
+            if len == 0 {
+                cap
+            } else {
+                let up = cap.div_ceil(len).saturating_mul(len);
+                if up <= self.free_for(id) {
+                    up.min(wanted)
+                } else {
+                    (cap / len).max(1) * len
+                }
+            }
+        };
+        match self.streams.get(&id) {
+            Some(s) if self.cfg.survival_reads => {
+                let offset = s.consumed_to;
+                let cut = self.survival_len(offset, s.file_size, capped, len);
+                if cut < capped {
+                    self.totals.survival_cut_reads += 1;
+                }
+                cut
+            }
+            _ => capped,
+        }
+    }
+
+    /// Tells the manager what one positioning of the drive costs, as the bytes it could
+    /// transfer in that time (positioning seconds × transfer rate). Reading more at once
+    /// saves positionings; reading bytes the viewer leaves before wastes transfer. With the
+    /// price of both known, [`MemoryManager::capped_prefetch`] stops a read where the
+    /// survival of viewing depth says the rest is not worth it. 0 turns that off.
+    pub fn set_positioning_bytes(&mut self, bytes: u64) {
+        self.positioning_bytes = bytes;
+    }
+
+    /// The length of a read from `offset` (of a `file_size`-byte file, at most `wanted`, at
+    /// least `len`) that costs the least drive time per byte its viewer will consume: the
+    /// read costs one positioning plus its bytes, and a byte at depth `x` is consumed by
+    /// the share of the viewers at `offset` still watching at `x` (the survival of viewing
+    /// depth, [`Reach`]). With everyone watching to the end the whole of `wanted` wins;
+    /// where many leave, the marginal byte's chance of being watched falls below the
+    /// read's cost per watched byte and the read stops there. Rounded up to whole requests
+    /// of `len` bytes, as [`MemoryManager::capped_prefetch`]'s cut is.
+    pub fn survival_len(&self, offset: u64, file_size: u64, wanted: u64, len: u64) -> u64 {
+        let p = self.positioning_bytes as f64;
+        let end = wanted.min(file_size.saturating_sub(offset));
+        if p <= 0.0 || !self.reach.is_known() || end <= len {
             return wanted;
         }
-        self.note_capped();
-        if len == 0 {
-            return cap;
+        let here = self.reach.reached(offset, file_size);
+        if here <= 0.0 {
+            return wanted;
         }
-        let up = cap.div_ceil(len).saturating_mul(len);
-        if up <= self.free_for(id) {
-            up.min(wanted)
+        let mut r = len;
+        let mut used = len as f64;
+        let (mut best, mut best_r) = ((p + r as f64) / used, r);
+        while r < end {
+            let x = offset + r;
+            let step = (Reach::next_bucket_start(x, file_size) - x).min(end - r);
+            used += step as f64 * (self.reach.reached(x, file_size) / here).min(1.0);
+            r += step;
+            let cost = (p + r as f64) / used;
+            if cost < best {
+                (best, best_r) = (cost, r);
+            }
+        }
+        if best_r >= end {
+            return wanted;
+        }
+        let whole = if len == 0 {
+            best_r
         } else {
-            (cap / len).max(1) * len
-        }
+            best_r.div_ceil(len).saturating_mul(len)
+        };
+        whole.min(wanted)
     }
 
     /// Notes that a read was cut short by [`MemoryManager::prefetch_cap`].
@@ -714,7 +801,9 @@ impl MemoryManager {
             self.keyed.insert((c, file), id);
             self.by_client.entry(c).or_default().push(id);
         }
-        self.files.entry(file).or_default().add(id, start, start);
+        let fs = self.files.entry(file).or_default();
+        fs.size = file_size;
+        fs.add(id, start, start);
         if start < ARRIVAL_BYTES {
             self.arrivals
                 .entry(file)
@@ -883,13 +972,19 @@ impl MemoryManager {
     /// who read that far (the survival of viewing depth). Popular titles' beginnings
     /// score highest; the long tail and the ends of titles few watch to score lowest.
     fn cache_value(&self, file: FileId, offset: u64) -> f64 {
+        let size = self.files.get(&file).map_or(0, |f| f.size);
+        let reach = if size == 0 {
+            1.0
+        } else {
+            self.reach.survival(offset, size)
+        };
         let gap = self
             .arrivals
             .get(&file)
             .and_then(|a| a.gap_s)
             .unwrap_or(ARRIVALS_TTL_S)
             .max(1e-3);
-        self.reach.survival(offset) / gap
+        reach / gap
     }
 
     /// Room the consumed-cache may use: the usable budget less kept intervals, what the
@@ -1097,7 +1192,7 @@ impl MemoryManager {
             }
         }
         self.totals.ended_streams += 1;
-        self.reach.ended_at(consumed);
+        self.reach.ended_at(consumed, s.file_size);
         let Some(fs) = self.files.get_mut(&s.file) else {
             return;
         };

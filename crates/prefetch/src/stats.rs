@@ -26,6 +26,13 @@ pub struct DeviceStats {
     /// [`crate::schedule::Deadlines`] estimates it (serializing modes; 0 with the pool).
     #[serde(default)]
     pub late_reads: u64,
+    /// What a read of this device costs, learned from its reads
+    /// ([`crate::service::ServiceFit`]): a positioning, ms, and the transfer rate, MB/s
+    /// (absent until enough reads of different sizes were seen).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub positioning_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transfer_mb_s: Option<f64>,
 }
 
 /// Everything the engine counts (totals since start).

@@ -499,6 +499,9 @@ pub fn replay_traced(
                         (None, _) => u64::MAX,
                     };
                     let cap = m.prefetch_cap(id);
+                    m.set_positioning_bytes(
+                        (cfg.positioning_s(open) * cfg.disk.transfer_bytes_s) as u64,
+                    );
                     let prefetch = m.capped_prefetch(id, wanted, len);
                     let read_len = ctx.read_len(prefetch);
                     let (a, b) = (r.start, r.start + read_len);

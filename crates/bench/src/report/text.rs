@@ -270,14 +270,24 @@ fn replay_section(r: &BenchReport) -> String {
         if md.is_empty() {
             md += "\n## Run against replay\n\nThe server's engine over the judged window of its \
                    highest passing point (`/stats`: requested bytes found in memory, prefetched \
-                   ones included, and the mean read) beside the memory replay of the same \
-                   manager (docs/simulate.md, \"Memory replay\"); in parentheses, run / replay.\n\n\
-                   | server | capacity (sessions/s) | hits | mean read |\n|---|---|---|---|\n";
+                   ones included, the mean read, and the positioning the engine learned from \
+                   its reads) beside the memory replay of the same manager (docs/simulate.md, \
+                   \"Memory replay\"); in parentheses, run / replay.\n\n\
+                   | server | capacity (sessions/s) | hits | mean read | positioning |\n\
+                   |---|---|---|---|---|\n";
         }
         let mib = |b: f64| b / f64::from(1u32 << 20);
+        let positioning = match e.positioning_ms {
+            Some(ms) if replay.mean_positioning_ms > 0.0 => format!(
+                "{ms:.1} vs {:.1} ms ({:.2})",
+                replay.mean_positioning_ms,
+                ms / replay.mean_positioning_ms
+            ),
+            _ => "–".to_string(),
+        };
         let _ = writeln!(
             md,
-            "| {} | {cap:.2} vs {:.2} ({:.2}) | {:.0}% vs {:.0}% ({:.2}) | {:.2} vs {:.2} MiB ({:.2}) |",
+            "| {} | {cap:.2} vs {:.2} ({:.2}) | {:.0}% vs {:.0}% ({:.2}) | {:.2} vs {:.2} MiB ({:.2}) | {positioning} |",
             s.sut,
             replay.rate,
             cap / replay.rate,
@@ -492,6 +502,7 @@ mod tests {
             hit_fraction,
             mean_read_bytes: 1.5 * 1048576.0,
             seconds: 20.0,
+            positioning_ms: Some(14.0),
         };
         s.points = vec![
             point(5.0, true, 100.0, 0),
@@ -510,6 +521,7 @@ mod tests {
                 rate: 12.5,
                 hit_fraction: 0.5,
                 mean_read_bytes: 1048576.0,
+                mean_positioning_ms: 10.0,
                 ..Default::default()
             }),
             ..Default::default()
@@ -517,7 +529,8 @@ mod tests {
         let md = markdown(&rep);
         assert!(
             md.contains(
-                "| vodkit | 10.00 vs 12.50 (0.80) | 60% vs 50% (1.20) | 1.50 vs 1.00 MiB (1.50) |"
+                "| vodkit | 10.00 vs 12.50 (0.80) | 60% vs 50% (1.20) | 1.50 vs 1.00 MiB (1.50) \
+                 | 14.0 vs 10.0 ms (1.40) |"
             ),
             "{md}"
         );

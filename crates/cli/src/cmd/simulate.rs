@@ -364,11 +364,17 @@ fn memory_config(
                 keys.join(", ")
             ))
         })?;
+        let kind = if slot.is_boolean() {
+            "true or false"
+        } else {
+            "a number"
+        };
         let parsed: serde_json::Value = serde_json::from_str(value.trim())
-            .map_err(|_| usage(format!("--memory-set {set}: `{value}` is not a number")))?;
-        if !parsed.is_number() {
+            .map_err(|_| usage(format!("--memory-set {set}: `{value}` is not {kind}")))?;
+        if parsed.is_boolean() != slot.is_boolean() || !(parsed.is_number() || parsed.is_boolean())
+        {
             return Err(usage(format!(
-                "--memory-set {set}: `{value}` is not a number"
+                "--memory-set {set}: `{value}` is not {kind}"
             )));
         }
         *slot = parsed;
@@ -420,4 +426,26 @@ fn validate(args: &Args) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!(e))?;
     print!("{text}");
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::memory_config;
+
+    fn set(s: &str) -> anyhow::Result<vodkit_prefetch::memory::MemoryConfig> {
+        memory_config(1 << 30, &[s.to_string()])
+    }
+
+    #[test]
+    fn memory_set_takes_numbers_and_switches_by_the_field_type() {
+        assert_eq!(set("interval_share=0.25").unwrap().interval_share, 0.25);
+        assert!(!set("survival_reads=false").unwrap().survival_reads);
+        assert!(set("survival_reads=true").unwrap().survival_reads);
+        let e = set("survival_reads=0").unwrap_err().to_string();
+        assert!(e.contains("is not true or false"), "{e}");
+        let e = set("interval_share=true").unwrap_err().to_string();
+        assert!(e.contains("is not a number"), "{e}");
+        let e = set("no_such_key=1").unwrap_err().to_string();
+        assert!(e.contains("unknown key `no_such_key`"), "{e}");
+    }
 }

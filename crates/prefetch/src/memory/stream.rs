@@ -85,6 +85,8 @@ pub(super) struct FileState {
     pub(super) order: std::collections::BTreeSet<(u64, StreamId)>,
     /// Sorted, disjoint kept `[start, end)` ranges.
     pub(super) kept: Vec<(u64, u64)>,
+    /// The file's size, as its latest request gave it.
+    pub(super) size: u64,
 }
 
 impl FileState {
@@ -160,16 +162,17 @@ impl Arrivals {
     }
 }
 
-/// Width of a [`Reach`] bucket.
-const REACH_BUCKET: u64 = 256 << 10;
-/// Buckets tracked; streams that end further count in the last one.
-const REACH_BUCKETS: usize = 1024;
+/// Buckets of a [`Reach`] table: viewing depth in thousandths of the title.
+const REACH_BUCKETS: usize = 1000;
 /// The survival table is rebuilt after this many stream ends.
 const REACH_REFRESH: u32 = 64;
 
-/// Where streams ended, as a survival function of viewing depth: the share of streams
-/// that consumed more than a given offset. Counts halve every few thousand ends, so the
-/// table follows a changing audience.
+/// Where streams ended, as a survival function of viewing depth measured as the share of
+/// the title consumed: the share of viewers still watching at a given depth. Viewers leave
+/// a title at a share of its length (thesis Fig. 3.4 gives the distribution: most stop in
+/// the first fifth, a fifth watch to the end), so a depth in bytes means little across
+/// titles of different lengths, and one table serves every title. Counts halve every few
+/// thousand ends, so the table follows a changing audience.
 #[derive(Clone, Debug, Default)]
 pub(super) struct Reach {
     counts: Vec<f64>,
@@ -178,13 +181,22 @@ pub(super) struct Reach {
     since: u32,
 }
 
+/// The bucket holding depth `offset` of a `file_size`-byte title.
+fn reach_bucket(offset: u64, file_size: u64) -> usize {
+    if file_size == 0 {
+        return REACH_BUCKETS - 1;
+    }
+    let share = offset as f64 / file_size as f64;
+    ((share * REACH_BUCKETS as f64) as usize).min(REACH_BUCKETS - 1)
+}
+
 impl Reach {
-    pub(super) fn ended_at(&mut self, consumed: u64) {
+    /// Notes a stream that ended after consuming `consumed` bytes of a `file_size`-byte title.
+    pub(super) fn ended_at(&mut self, consumed: u64, file_size: u64) {
         if self.counts.is_empty() {
             self.counts = vec![0.0; REACH_BUCKETS];
         }
-        let i = ((consumed / REACH_BUCKET) as usize).min(REACH_BUCKETS - 1);
-        self.counts[i] += 1.0;
+        self.counts[reach_bucket(consumed, file_size)] += 1.0;
         self.total += 1.0;
         if self.total > 4096.0 {
             self.counts.iter_mut().for_each(|c| *c *= 0.5);
@@ -205,11 +217,33 @@ impl Reach {
         }
     }
 
-    /// Share of ended streams that consumed beyond the bucket holding `offset` (1 before
-    /// any stream ended).
-    pub(super) fn survival(&self, offset: u64) -> f64 {
-        let i = ((offset / REACH_BUCKET) as usize).min(REACH_BUCKETS - 1);
-        self.survival.get(i).copied().unwrap_or(1.0)
+    /// Share of ended streams that consumed beyond the bucket holding depth `offset` of a
+    /// `file_size`-byte title (1 before any stream ended).
+    pub(super) fn survival(&self, offset: u64, file_size: u64) -> f64 {
+        self.survival
+            .get(reach_bucket(offset, file_size))
+            .copied()
+            .unwrap_or(1.0)
+    }
+
+    /// Share of ended streams that reached the bucket holding depth `offset`.
+    pub(super) fn reached(&self, offset: u64, file_size: u64) -> f64 {
+        match reach_bucket(offset, file_size) {
+            0 => 1.0,
+            i => self.survival.get(i - 1).copied().unwrap_or(1.0),
+        }
+    }
+
+    /// The first byte of the bucket after the one holding `offset`.
+    pub(super) fn next_bucket_start(offset: u64, file_size: u64) -> u64 {
+        let i = reach_bucket(offset, file_size) as u64 + 1;
+        let b = (file_size as u128 * i as u128).div_ceil(REACH_BUCKETS as u128) as u64;
+        b.max(offset + 1)
+    }
+
+    /// Whether any stream has ended yet.
+    pub(super) fn is_known(&self) -> bool {
+        !self.survival.is_empty()
     }
 }
 

@@ -872,19 +872,25 @@ fn the_consumed_cache_gives_up_a_lone_viewers_bytes_before_a_popular_titles() {
 #[test]
 fn viewing_depth_survival_follows_where_streams_end() {
     let mut r = Reach::default();
-    assert_eq!(r.survival(0), 1.0);
-    // Half the streams stop inside the first bucket, half after 10 MiB (the table is
+    assert_eq!(r.survival(0, 100 * MIB), 1.0);
+    // Half the streams stop at once, half after reading 60% of their title (the table is
     // rebuilt every 64 ends: 129 ends make the last rebuild see them all).
     for i in 0..129 {
-        r.ended_at(if i % 2 == 0 { 1000 } else { 10 * MIB + 1 });
+        r.ended_at(if i % 2 == 0 { 1000 } else { 60 * MIB }, 100 * MIB);
     }
     assert!(
-        (r.survival(0) - 64.0 / 129.0).abs() < 1e-9,
+        (r.survival(0, 100 * MIB) - 64.0 / 129.0).abs() < 1e-9,
         "{}",
-        r.survival(0)
+        r.survival(0, 100 * MIB)
     );
-    assert!((r.survival(5 * MIB) - 64.0 / 129.0).abs() < 1e-9);
-    assert_eq!(r.survival(20 * MIB), 0.0);
+    assert!((r.survival(30 * MIB, 100 * MIB) - 64.0 / 129.0).abs() < 1e-9);
+    assert_eq!(r.survival(70 * MIB, 100 * MIB), 0.0);
+    // Depth is a share of the title: a title of a tenth the size has the same curve at a
+    // tenth of the offsets.
+    assert!((r.survival(3 * MIB, 10 * MIB) - 64.0 / 129.0).abs() < 1e-9);
+    assert_eq!(r.survival(7 * MIB, 10 * MIB), 0.0);
+    assert_eq!(r.reached(0, 10 * MIB), 1.0);
+    assert!((r.reached(3 * MIB, 10 * MIB) - 64.0 / 129.0).abs() < 1e-9);
 }
 
 #[test]
@@ -1092,4 +1098,41 @@ fn every_retention_stays_within_the_budget_and_drops_what_it_refuses() {
         apply(&mut resident, d);
         assert_eq!(m.totals().consumed_cached_bytes, 0, "{spec}");
     }
+}
+
+#[test]
+fn reads_stop_where_viewers_leave_unless_a_positioning_costs_more() {
+    let mut m = MemoryManager::new(MemoryConfig::for_budget(1 << 30));
+    let size = 100 * MIB;
+    // Half the viewers leave a tenth into a title, the others watch it to the end.
+    for i in 0..128 {
+        m.reach
+            .ended_at(if i % 2 == 0 { 10 * MIB } else { size }, size);
+    }
+    // Without a price for a positioning nothing is cut.
+    assert_eq!(m.survival_len(0, size, 40 * MIB, MIB), 40 * MIB);
+    // A positioning worth 1 MiB of transfer: reading on past the departures costs more
+    // per watched byte than a second read would, so the read ends at the departures'
+    // bucket, rounded up to whole 1 MiB requests.
+    m.set_positioning_bytes(MIB);
+    assert_eq!(m.survival_len(0, size, 40 * MIB, MIB), 11 * MIB);
+    // Past the departures everyone left watches to the end: nothing to cut.
+    assert_eq!(m.survival_len(20 * MIB, size, 40 * MIB, MIB), 40 * MIB);
+    // A positioning worth 64 MiB: the long read wins despite the leavers.
+    m.set_positioning_bytes(64 * MIB);
+    assert_eq!(m.survival_len(0, size, 40 * MIB, MIB), 40 * MIB);
+    // The switch turns the cut off in the manager's sizing.
+    m.set_positioning_bytes(MIB);
+    let (id, _) = m.request(F, Some(1), 0, MIB, size, 2000, 0.0);
+    let on = m.capped_prefetch(id, 40 * MIB, MIB);
+    let mut off = MemoryManager::new(MemoryConfig {
+        survival_reads: false,
+        ..MemoryConfig::for_budget(1 << 30)
+    });
+    off.reach = m.reach.clone();
+    off.set_positioning_bytes(MIB);
+    let (id, _) = off.request(F, Some(1), 0, MIB, size, 2000, 0.0);
+    let full = off.capped_prefetch(id, 40 * MIB, MIB);
+    assert!(on < full, "{on} vs {full}");
+    assert_eq!(on, (11 * MIB).min(full));
 }
