@@ -96,6 +96,9 @@ pub struct Analysis {
     pub long_service: u64,
     pub excluded_tail: u64,
     pub peak_open_sessions: usize,
+    /// Most bytes the open sessions held at once (an estimate, measured when sessions are
+    /// closed, every minute of log time).
+    pub peak_open_bytes: u64,
     pub files: FileTable,
 }
 
@@ -124,6 +127,7 @@ struct State<'s> {
     long_service: u64,
     excluded_tail: u64,
     peak_open: usize,
+    peak_open_bytes: usize,
 }
 
 fn name_hash(s: &str) -> u64 {
@@ -183,6 +187,18 @@ impl State<'_> {
 
     /// Close sessions that can no longer change (all of them at the end of the log).
     fn sweep(&mut self, all: bool) {
+        let held: usize = self
+            .open
+            .iter()
+            .map(|(k, s)| {
+                k.len()
+                    + std::mem::size_of::<OpenSession>()
+                    + s.chains.bytes()
+                    + s.parallel.capacity() * std::mem::size_of::<(u32, ParallelTracker)>()
+                    + s.parallel.iter().map(|p| p.1.bytes()).sum::<usize>()
+            })
+            .sum();
+        self.peak_open_bytes = self.peak_open_bytes.max(held);
         let horizon = self.opts.window_s + self.opts.max_service_s;
         let clock = self.clock;
         let done: Vec<Box<str>> = self
@@ -264,6 +280,7 @@ pub fn analyze<R: BufRead + Send>(
         long_service: 0,
         excluded_tail: 0,
         peak_open: 0,
+        peak_open_bytes: 0,
     };
     let read_opts = ReadOptions {
         format: opts.format,
@@ -292,6 +309,7 @@ pub fn analyze<R: BufRead + Send>(
         long_service: st.long_service,
         excluded_tail: st.excluded_tail,
         peak_open_sessions: st.peak_open,
+        peak_open_bytes: st.peak_open_bytes as u64,
         files: st.files,
     })
 }

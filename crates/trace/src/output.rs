@@ -219,6 +219,7 @@ pub struct PassSummary<'a> {
     pub long_service_requests: u64,
     pub sessions_excluded_tail: u64,
     pub peak_open_sessions: usize,
+    pub peak_open_bytes: u64,
     pub files: usize,
 }
 
@@ -231,6 +232,7 @@ impl<'a> PassSummary<'a> {
             long_service_requests: a.long_service,
             sessions_excluded_tail: a.excluded_tail,
             peak_open_sessions: a.peak_open_sessions,
+            peak_open_bytes: a.peak_open_bytes,
             files: a.files.len(),
         }
     }

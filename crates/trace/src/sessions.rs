@@ -27,6 +27,11 @@ pub struct ParallelTracker {
 impl ParallelTracker {
     const KEEP: usize = 8;
 
+    /// Bytes it holds on the heap.
+    pub fn bytes(&self) -> usize {
+        self.recent.capacity() * std::mem::size_of::<(f64, f64, Option<u64>)>()
+    }
+
     /// Count the requests whose activity overlaps this one (distinct connections when the
     /// log names them).
     pub fn add(&mut self, r: &LogRequest<'_>) {

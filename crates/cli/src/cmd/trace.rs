@@ -87,7 +87,7 @@ struct Common {
     /// phases.parquet; same columns, schema in docs/trace.md).
     #[arg(long, default_value = "csv", value_name = "FORMAT")]
     output_format: vodkit_trace::output::OutputFormat,
-    /// Memory for --sort's runs.
+    /// Memory for --sort's runs; the analysis warns when its open sessions pass it.
     #[arg(long, default_value = "512MiB", value_name = flags::SIZE, value_parser = flags::size)]
     memory: u64,
 }
@@ -210,6 +210,14 @@ fn go(c: Common, what: What) -> anyhow::Result<()> {
     }
     let secs = started.elapsed().as_secs_f64();
     eprintln!("{}", a.read.describe());
+    if a.peak_open_bytes > c.memory {
+        eprintln!(
+            "warning: open sessions held {} at most, more than --memory {} (sessions stay open \
+             for --window + --max-service after their last request)",
+            vodkit_units::human_size(a.peak_open_bytes),
+            vodkit_units::human_size(c.memory)
+        );
+    }
     println!(
         "{} sessions, {} chains ({:.1}% <= 1 MB, {:.1}% of bytes in chains > 10 MB); phases: transient {:.1}% / stable {:.1}% / inactive {:.1}% of time; {:.0} requests/s -> {}",
         a.phases.sessions,
