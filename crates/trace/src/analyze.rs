@@ -14,8 +14,9 @@ use std::io::BufRead;
 use crate::chain::{ChainBuilder, ChainRec, CHAIN_WINDOW_S};
 use crate::chainstats::{ChainStatsBuilder, ChainSummary};
 use crate::files::FileTable;
+use crate::parse::{LogFormat, ReadSummary};
 use crate::phase::{session_phases, Phase, PhaseParams, PhaseStatsBuilder, PhaseSummary};
-use crate::read::{read_log_with, LogFormat, ReadOptions, ReadSummary};
+use crate::read::{read_log_with, ReadOptions};
 use crate::record::LogRequest;
 use crate::sessions::{ParallelTracker, SessionStatsBuilder, SessionSummary};
 

@@ -9,7 +9,7 @@ use std::io::{BufRead, Read};
 use std::sync::mpsc::{channel, sync_channel};
 use std::sync::Mutex;
 
-use crate::read::{parse_csv, parse_line, CsvCols, LogFormat, Parsed, ReadSummary};
+use crate::parse::{parse_csv, parse_line, CsvCols, LogFormat, Parsed, ReadSummary};
 use crate::record::{LogRequest, RequestKind};
 
 /// Bytes a block is filled to before it is cut at its last line end.

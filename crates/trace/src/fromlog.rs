@@ -25,6 +25,7 @@ use serde::Serialize;
 use vodkit_workload::model::{ByteRange, Catalog, Media, Rendition, Request, Session, Title};
 
 use crate::record::{LogRequest, RequestKind};
+use crate::spill::Seen;
 
 /// Shortest timeout given to a rebuilt request.
 pub const MIN_TIMEOUT_S: f64 = 5.0;
@@ -52,30 +53,6 @@ impl Default for FromLogOptions {
             keep_identities: false,
             key: None,
             class: "default".into(),
-        }
-    }
-}
-
-/// One logged request, owned.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Seen {
-    pub recv_s: f64,
-    pub done_s: f64,
-    pub offset: u64,
-    pub extent: u64,
-    pub kind: RequestKind,
-    pub bytes_sent: u64,
-}
-
-impl Seen {
-    fn of(r: &LogRequest<'_>) -> Seen {
-        Seen {
-            recv_s: r.recv_s(),
-            done_s: r.done_s,
-            offset: r.offset,
-            extent: r.extent,
-            kind: r.kind,
-            bytes_sent: r.bytes_sent,
         }
     }
 }

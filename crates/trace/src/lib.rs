@@ -15,6 +15,7 @@ pub mod files;
 pub mod fit;
 pub mod fromlog;
 pub mod output;
+mod parse;
 pub mod phase;
 pub mod read;
 pub mod record;

@@ -11,8 +11,8 @@ use crate::analyze::{Analysis, ClosedSession, SessionSink};
 use crate::chain::{chains_writer, kind_name, ms, write_row};
 use crate::columnar::{Table, Value, CHAINS_SCHEMA, PHASES_SCHEMA};
 use crate::files::media_name;
+use crate::parse::ReadSummary;
 use crate::phase::PhaseKind;
-use crate::read::ReadSummary;
 
 /// Columns of `phases.csv`.
 pub const PHASES_HEADER: &str = "session,phase,t_start,t_end,chains,bytes,bitrate_kbps";

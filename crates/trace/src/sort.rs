@@ -10,7 +10,8 @@ use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-use crate::read::{read_log_with, ReadOptions, ReadSummary};
+use crate::parse::ReadSummary;
+use crate::read::{read_log_with, ReadOptions};
 use crate::record::{LogRequest, RequestKind};
 
 /// The header of the sorted stream.

@@ -8,8 +8,31 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
-use crate::fromlog::Seen;
-use crate::record::RequestKind;
+use crate::record::{LogRequest, RequestKind};
+
+/// One logged request, owned.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Seen {
+    pub recv_s: f64,
+    pub done_s: f64,
+    pub offset: u64,
+    pub extent: u64,
+    pub kind: RequestKind,
+    pub bytes_sent: u64,
+}
+
+impl Seen {
+    pub fn of(r: &LogRequest<'_>) -> Seen {
+        Seen {
+            recv_s: r.recv_s(),
+            done_s: r.done_s,
+            offset: r.offset,
+            extent: r.extent,
+            kind: r.kind,
+            bytes_sent: r.bytes_sent,
+        }
+    }
+}
 
 /// One finished session: its first arrival, viewer and requests in arrival order.
 #[derive(Clone, Debug, PartialEq)]
