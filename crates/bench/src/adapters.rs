@@ -41,6 +41,9 @@ pub struct WorkloadLoad {
     /// The secret a `+sign` server checks URLs with (set per server by the runner); the
     /// load signs every URL with it. `None`: unsigned.
     pub url_secret: Option<vodkit_securelink::Secret>,
+    /// The viewers speak HTTP/2 to the next runs' server (`+h2`, set per server by the
+    /// runner).
+    pub http2: bool,
     /// The live source for workloads with live viewers (each point publishes its streams
     /// to the server under test); `None` refuses such workloads.
     pub live_feed: Option<Box<dyn crate::live::LiveFeed>>,
@@ -86,6 +89,7 @@ impl WorkloadLoad {
             warm_start: vodkit_load::WarmStart::Auto,
             tls_ca: None,
             url_secret: None,
+            http2: false,
             live_feed: None,
             live_origin: crate::live::LiveOrigin::bench(),
             probes: None,
@@ -115,6 +119,9 @@ impl WorkloadLoad {
         let mut config = vodkit_load::LoadConfig::new(target, sessions, rate);
         if let Some(meta) = &self.meta {
             config.apply_meta(meta);
+        }
+        if self.http2 {
+            config.http = vodkit_load::HttpVersion::Http2;
         }
         config.sign = self
             .url_secret
@@ -238,6 +245,10 @@ impl LoadDriver for WorkloadLoad {
 
     fn set_url_secret(&mut self, secret: Option<vodkit_securelink::Secret>) {
         self.url_secret = secret;
+    }
+
+    fn set_http2(&mut self, on: bool) {
+        self.http2 = on;
     }
 
     fn fast_forward(
@@ -445,6 +456,7 @@ impl VodkitStarter for InProcessVodkit {
         config.tls = launch
             .tls
             .map(|t| vodkit_server::tls::TlsSettings::new(&t.cert, &t.key));
+        config.http2 = launch.http2.then(vodkit_server::H2Settings::default);
         config.secure_link = launch.signing.map(|s| vodkit_server::SecureLink {
             secret: s.secret.clone(),
             prefix: "/".into(),
@@ -540,6 +552,9 @@ impl VodkitStarter for ChildVodkit {
                 .arg(&t.cert)
                 .arg("--tls-key")
                 .arg(&t.key);
+        }
+        if launch.http2 {
+            cmd.arg(if tls.is_some() { "--http2" } else { "--h2c" });
         }
         // The prefetch size plot polls the admin listener's `/stats` document.
         let admin_port = free_port().map_err(|e| StartError::Failed(e.to_string()))?;

@@ -40,6 +40,8 @@ pub trait LoadDriver {
     fn set_tls_ca(&mut self, _ca: Option<std::path::PathBuf>) {}
     /// The secret to sign the next runs' URLs with (`+sign` servers); `None`: unsigned.
     fn set_url_secret(&mut self, _secret: Option<vodkit_securelink::Secret>) {}
+    /// Speak HTTP/2 to the next runs' server (`+h2` servers).
+    fn set_http2(&mut self, _on: bool) {}
     /// Play the history before a point at `rate` `ff.speed` times faster
     /// ([`crate::warmup`]), and make the next [`LoadDriver::run`] resume after it. `Err`:
     /// why no history was played (the run then starts as without one).
@@ -278,6 +280,7 @@ impl Oracle for ServerOracle<'_, '_> {
         let url = server.base_url();
         self.rig.load.set_tls_ca(server.tls_ca());
         self.rig.load.set_url_secret(server.url_secret());
+        self.rig.load.set_http2(self.sut.h2);
         if let Some(ff) = self.fast_forward {
             let played = play_history(
                 self.rig.testbed,

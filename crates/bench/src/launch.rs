@@ -52,6 +52,8 @@ pub struct VodkitLaunch<'a> {
     pub exe: Option<&'a Path>,
     /// Require signed URLs (`+sign`): `--secure-link` with this run's secret.
     pub signing: Option<&'a UrlSigning>,
+    /// Speak HTTP/2 (`+h2`): `--http2` with `tls`, else `--h2c`.
+    pub http2: bool,
 }
 
 /// `+sign`: a throwaway secret for signed URLs, written to `run_dir/secure-link.key` for the
@@ -178,6 +180,10 @@ pub struct LocalLauncher {
     /// Every server is started as a live origin for this ingest (workloads with live
     /// viewers); `None`: none is.
     pub live: Option<crate::live::LiveOrigin>,
+    /// The memory budget and CPU quota each origin of a cluster entry gets for itself (the
+    /// run's `--memory` and `--server-cpus`): every origin runs in its own cgroups, like a
+    /// machine of its own. `None`: origins share the run's budget (`budget`).
+    pub origin_budget: Option<(Option<u64>, Option<f64>)>,
     starts: u32,
 }
 
@@ -192,8 +198,91 @@ impl LocalLauncher {
             preload: Err("no preload shim configured for this run".into()),
             vodkit: Err("no vodkit server configured for this run".into()),
             live: None,
+            origin_budget: None,
             starts: 0,
         }
+    }
+
+    /// A cluster entry: its origins (each this entry's server, in its own budget when
+    /// [`LocalLauncher::origin_budget`] says so), then the balancer in front of them on a
+    /// loopback port; the load reaches only the balancer.
+    fn start_cluster(
+        &mut self,
+        sut: &Sut,
+        shape: crate::sut::ClusterSut,
+    ) -> Result<Box<dyn Running>, StartError> {
+        use vodkit_peers::cluster::{self, launch as lb, BalancerSpec};
+        let run_dir = self.next_run_dir(sut);
+        let mut cluster = ClusterRunning {
+            balancer: None,
+            origins: Vec::new(),
+            budgets: Vec::new(),
+            stats: None,
+            engines: std::sync::Mutex::new(Vec::new()),
+            live_from: shape.origins - shape.live,
+        };
+        for k in 0..shape.origins {
+            let budget = match self.origin_budget {
+                Some((memory, cpus)) => crate::system::Budget::create(memory, cpus)
+                    .map_err(|e| StartError::Failed(format!("origin {}: {e}", k + 1)))?,
+                None => None,
+            };
+            let own = budget.as_ref().and_then(|b| b.wrap());
+            let swapped = own.is_some();
+            let shared = match own {
+                Some(w) => self.budget.replace(w),
+                None => None,
+            };
+            let origin = sut.origin(&format!("{}-{}", sut.label, cluster::origin_name(k)));
+            let started = self.start(&origin);
+            if swapped {
+                self.budget = shared;
+            }
+            // On an error `cluster` drops, stopping the origins already started.
+            cluster.origins.push(started?);
+            cluster.budgets.extend(budget);
+        }
+        let list: Vec<String> = cluster
+            .origins
+            .iter()
+            .map(|o| {
+                let url = o.base_url();
+                url.strip_prefix("http://")
+                    .unwrap_or(&url)
+                    .trim_end_matches('/')
+                    .to_string()
+            })
+            .collect();
+        let apart = shape.origins - shape.live;
+        let origins = cluster::parse_origins(&list[..apart].join(","))
+            .map_err(|e| StartError::Failed(format!("the cluster's origins: {e}")))?;
+        let port = vodkit_peers::free_port()
+            .map_err(|e| StartError::Failed(format!("a port for the balancer: {e}")))?;
+        let mut spec = BalancerSpec::new(
+            origins,
+            shape.route,
+            std::net::SocketAddr::from(([127, 0, 0, 1], port)),
+        );
+        if shape.live > 0 {
+            let live = cluster::parse_origins(&list[apart..].join(","))
+                .map_err(|e| StartError::Failed(format!("the cluster's live origins: {e}")))?;
+            let prefix = self.live.as_ref().map_or("/live/", |o| o.prefix.as_str());
+            spec.live = Some(
+                cluster::LiveSplit::new(prefix, live, &spec.origins).map_err(StartError::Failed)?,
+            );
+        }
+        let dir = run_dir.join("balancer");
+        let process =
+            lb::start(shape.balancer, &spec, &dir, &self.probe_path).map_err(peer_error)?;
+        record_cgroups(
+            &run_dir,
+            [(process.name.as_str(), process.pid())].into_iter(),
+        );
+        if shape.balancer == lb::Balancer::Haproxy {
+            cluster.stats = Some(dir.join("haproxy.sock"));
+        }
+        cluster.balancer = Some(process);
+        Ok(Box::new(cluster))
     }
 
     fn next_run_dir(&mut self, sut: &Sut) -> PathBuf {
@@ -310,8 +399,166 @@ fn peer_error(e: PeerError) -> StartError {
     }
 }
 
+/// A cluster entry running: its origins and the balancer in front of them.
+struct ClusterRunning {
+    balancer: Option<ServerProcess>,
+    origins: Vec<Box<dyn Running>>,
+    /// Each origin's own memory budget and CPU quota (removed after the origins stop).
+    budgets: Vec<crate::system::Budget>,
+    /// HAProxy's stats socket, for the per-origin figures.
+    stats: Option<PathBuf>,
+    /// Each origin's prefetch-engine figures over the last judged window (vodkit origins).
+    engines: std::sync::Mutex<Vec<Option<crate::point::EngineFigures>>>,
+    /// The first live origin's index (`origins.len()`: none serves only live paths).
+    live_from: usize,
+}
+
+impl Running for ClusterRunning {
+    fn base_url(&self) -> String {
+        match &self.balancer {
+            Some(b) => format!("http://127.0.0.1:{}", b.port),
+            None => String::new(),
+        }
+    }
+    fn pids(&self) -> Vec<u32> {
+        let lb = self.balancer.as_ref().map(|b| b.pid());
+        self.origins
+            .iter()
+            .flat_map(|o| o.pids())
+            .chain(lb)
+            .collect()
+    }
+    fn engine_window(
+        &self,
+        window: (std::time::SystemTime, std::time::SystemTime),
+    ) -> Option<crate::point::EngineFigures> {
+        // Kept per origin for the notes; the cluster as a whole has no single engine.
+        let figures: Vec<_> = self
+            .origins
+            .iter()
+            .map(|o| o.engine_window(window))
+            .collect();
+        *self.engines.lock().unwrap_or_else(|p| p.into_inner()) = figures;
+        None
+    }
+    fn notes(&self) -> Vec<String> {
+        let mut notes: Vec<String> = self.origins.iter().flat_map(|o| o.notes()).collect();
+        let engines = self.engines.lock().unwrap_or_else(|p| p.into_inner());
+        let hits: Vec<String> = engines
+            .iter()
+            .enumerate()
+            .filter_map(|(k, f)| {
+                let f = f.as_ref()?;
+                let name = match k.checked_sub(self.live_from) {
+                    Some(live) => vodkit_peers::cluster::live_origin_name(live),
+                    None => vodkit_peers::cluster::origin_name(k),
+                };
+                Some(format!(
+                    "{name} {:.0}% of bytes from memory, reads of {:.0} KiB",
+                    100.0 * f.hit_fraction,
+                    f.mean_read_bytes / 1024.0
+                ))
+            })
+            .collect();
+        if !hits.is_empty() {
+            notes.push(format!(
+                "origins' engines (steady state): {}",
+                hits.join("; ")
+            ));
+        }
+        drop(engines);
+        let stats = self
+            .stats
+            .as_deref()
+            .map(vodkit_peers::cluster::launch::haproxy_stats);
+        match stats {
+            Some(Ok(stats)) => notes.push(origin_balance(&stats)),
+            Some(Err(e)) => notes.push(format!("per-origin figures unavailable: {e}")),
+            None => {}
+        }
+        notes
+    }
+    fn set_clock_rate(&self, rate: f64) -> Result<bool, String> {
+        let mut any = false;
+        for o in &self.origins {
+            any |= o.set_clock_rate(rate)?;
+        }
+        Ok(any)
+    }
+    fn stop(mut self: Box<Self>) -> Result<Vec<String>, String> {
+        let mut lines = Vec::new();
+        if let Some(b) = self.balancer.take() {
+            lines.extend(b.stop(Duration::from_secs(15)).map_err(|e| e.to_string())?);
+        }
+        for o in std::mem::take(&mut self.origins) {
+            lines.extend(o.stop()?);
+        }
+        Ok(lines)
+    }
+}
+
+impl Drop for ClusterRunning {
+    fn drop(&mut self) {
+        // Origins before their budgets' cgroups are removed.
+        self.balancer.take();
+        for o in std::mem::take(&mut self.origins) {
+            let _ = o.stop();
+        }
+    }
+}
+
+/// The report note on how the balancer spread the load: each origin's share of the
+/// sessions and bytes, and the busiest origin's bytes over the mean (1.00: even).
+pub fn origin_balance(stats: &[vodkit_peers::cluster::launch::OriginStat]) -> String {
+    let sessions: u64 = stats.iter().map(|o| o.sessions).sum();
+    let bytes: u64 = stats.iter().map(|o| o.bytes_out).sum();
+    let share = |part: u64, whole: u64| {
+        if whole == 0 {
+            0.0
+        } else {
+            100.0 * part as f64 / whole as f64
+        }
+    };
+    let parts: Vec<String> = stats
+        .iter()
+        .map(|o| {
+            format!(
+                "{} {} sessions ({:.0}%), {:.1} MB ({:.0}%), {}",
+                o.name,
+                o.sessions,
+                share(o.sessions, sessions),
+                o.bytes_out as f64 / 1e6,
+                share(o.bytes_out, bytes),
+                o.status
+            )
+        })
+        .collect();
+    let mean = bytes as f64 / stats.len().max(1) as f64;
+    let max = stats.iter().map(|o| o.bytes_out).max().unwrap_or(0) as f64;
+    let imbalance = if mean > 0.0 { max / mean } else { 0.0 };
+    format!(
+        "origins (from HAProxy): {}; busiest origin {imbalance:.2}x the mean bytes",
+        parts.join("; ")
+    )
+}
+
 impl Launcher for LocalLauncher {
     fn available(&self, sut: &Sut) -> Result<(), String> {
+        if let Some(shape) = sut.cluster {
+            let missing = match shape.balancer {
+                vodkit_peers::cluster::launch::Balancer::Haproxy => {
+                    vodkit_peers::cluster::launch::haproxy_program().is_none()
+                }
+                vodkit_peers::cluster::launch::Balancer::Nginx => peers::nginx_program().is_none(),
+            };
+            if missing {
+                return Err(format!(
+                    "{} is not installed (Debian: apt-get install {0})",
+                    shape.balancer.as_str()
+                ));
+            }
+            return self.available(&sut.origin(&sut.label));
+        }
         match &sut.base {
             Base::Nginx if peers::nginx_program().is_none() => {
                 return Err(crate::setup::missing_peer(&crate::setup::NGINX))
@@ -338,6 +585,9 @@ impl Launcher for LocalLauncher {
     }
 
     fn start(&mut self, sut: &Sut) -> Result<Box<dyn Running>, StartError> {
+        if let Some(shape) = sut.cluster {
+            return self.start_cluster(sut, shape);
+        }
         let run_dir = self.next_run_dir(sut);
         std::fs::create_dir_all(&run_dir)
             .map_err(|e| StartError::Failed(format!("creating {}: {e}", run_dir.display())))?;
@@ -407,6 +657,7 @@ impl Launcher for LocalLauncher {
         }
         let setup = PeerSetup {
             aio_threads: sut.aio_threads,
+            http2: sut.h2,
             server_extra: Some(server_extra.as_str()).filter(|s| !s.is_empty()),
             writable: self.live.as_ref().map(|o| o.prefix.as_str()),
             ..PeerSetup::new(&self.root, &run_dir, &probe_path, workers)
@@ -477,6 +728,7 @@ impl Launcher for LocalLauncher {
                     order: sut.order,
                     exe: sut.bin.as_deref(),
                     signing: signing.as_ref(),
+                    http2: sut.h2,
                 })?;
                 let ca = tls.as_ref().map(|t| t.ca.clone());
                 let inner = client_needs(inner, ca, signing.map(|s| s.secret));
@@ -530,6 +782,28 @@ fn record_cgroups<'a>(run_dir: &Path, procs: impl Iterator<Item = (&'a str, u32)
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_balance_note_shows_each_origins_share() {
+        use vodkit_peers::cluster::launch::OriginStat;
+        let stat = |name: &str, sessions, mb: u64| OriginStat {
+            name: name.into(),
+            status: "UP".into(),
+            sessions,
+            bytes_out: mb * 1_000_000,
+        };
+        let note = origin_balance(&[stat("o1", 30, 300), stat("o2", 10, 100)]);
+        assert!(
+            note.contains("o1 30 sessions (75%), 300.0 MB (75%), UP"),
+            "{note}"
+        );
+        assert!(note.contains("o2 10 sessions (25%)"), "{note}");
+        assert!(
+            note.ends_with("busiest origin 1.50x the mean bytes"),
+            "{note}"
+        );
+        assert!(origin_balance(&[stat("o1", 0, 0)]).contains("0.00x"));
+    }
 
     #[test]
     fn memory_cgroup_is_read_from_v1_and_v2_listings() {

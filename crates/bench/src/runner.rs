@@ -714,6 +714,7 @@ pub fn run_workload(setup: &RunSetup<'_>, progress: &mut BarProgress) -> Result<
     let budget = crate::system::Budget::create(setup.memory, setup.server_cpus)
         .map_err(|e| NotRun::skipped(RunError::Runtime(e)))?;
     launcher.budget = budget.as_ref().and_then(|b| b.wrap());
+    launcher.origin_budget = Some((setup.memory, setup.server_cpus));
     // Live viewers: every server is a live origin and every point runs a live source.
     if crate::live::LiveDemand::of(&load.sessions).is_some() {
         launcher.live = Some(load.live_origin.clone());

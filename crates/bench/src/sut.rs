@@ -38,9 +38,22 @@
 //!   the server allows it; vodkit with its rustls listener) with a throwaway CA and
 //!   certificate the runner makes in the server's run directory; the load generator trusts
 //!   that CA alone.
+//! - `+h2` — HTTP/2: vodkit with `--http2` (over `+tls`: ALPN `h2`) or `--h2c` (cleartext
+//!   prior knowledge); nginx only with `+tls` (`listen … ssl http2`, nginx 1.22's syntax:
+//!   its cleartext `http2` port would refuse the runner's HTTP/1.1 readiness probe); a
+//!   `url:` server is simply spoken to in HTTP/2. The load generator's viewers then run
+//!   `--http 2`: each viewer's requests are streams of one connection.
 //! - `+sign` — every request must carry an expiring signed URL (nginx with `secure_link`,
 //!   vodkit with `--secure-link`; the MD5 form both check) with a secret the runner makes in
 //!   the server's run directory; the load generator signs every URL it requests.
+//!
+//! A whole entry may also be a cluster: `cluster:N:SERVER@BALANCER:ROUTE` — N origins, each
+//! the server SERVER (any managed entry above, modifiers included) with its own run
+//! directory and memory budget, behind a load balancer (`haproxy` or `nginx`) routing by
+//! `title`, `uri`, `roundrobin` or `leastconn` (`vodkit_peers::cluster`), e.g.
+//! `cluster:3:vodkit@haproxy:title`. The load reaches only the balancer. A last
+//! `:live=K` keeps live and on-demand apart: K of the N origins serve the live paths, the
+//! others everything else (`cluster:3:vodkit@haproxy:title:live=1`).
 
 use serde::{Serialize, Serializer};
 use std::fmt;
@@ -103,6 +116,8 @@ pub struct Sut {
     pub memory: Option<vodkit_prefetch::budget::MemorySetting>,
     /// `+tls`: HTTPS with a per-run throwaway certificate.
     pub tls: bool,
+    /// `+h2`: HTTP/2 between the load generator and the server.
+    pub h2: bool,
     /// `+sign`: signed URLs required, with a per-run throwaway secret.
     pub sign: bool,
     /// `+admission:…`: vodkit's `--admission` (None: its default).
@@ -116,6 +131,73 @@ pub struct Sut {
     pub order: Option<IoOrder>,
     /// `+bin:PATH`: the vodkit executable for this entry (None: the bench's own).
     pub bin: Option<std::path::PathBuf>,
+    /// `cluster:N:…@BALANCER:ROUTE`: N origins of this server behind a balancer (None: one
+    /// server, reached directly).
+    pub cluster: Option<ClusterSut>,
+}
+
+/// The most origins a cluster entry may have.
+pub const MAX_ORIGINS: usize = 64;
+
+/// A cluster entry's shape: how many origins, which balancer, which routing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClusterSut {
+    pub origins: usize,
+    pub balancer: vodkit_peers::cluster::launch::Balancer,
+    pub route: vodkit_peers::cluster::Route,
+    /// Origins (the last ones) that serve only the live paths; 0: every origin serves all.
+    pub live: usize,
+}
+
+impl Serialize for ClusterSut {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        let mut st = s.serialize_struct("ClusterSut", 4)?;
+        st.serialize_field("origins", &self.origins)?;
+        st.serialize_field("balancer", self.balancer.as_str())?;
+        st.serialize_field("route", self.route.as_str())?;
+        st.serialize_field("live_origins", &self.live)?;
+        st.end()
+    }
+}
+
+/// `N:SERVER@BALANCER:ROUTE`, what follows `cluster:`: the shape and the origin's entry.
+fn parse_cluster(rest: &str) -> Result<(ClusterSut, &str), String> {
+    let form = "expected cluster:N:SERVER@haproxy|nginx:ROUTE, e.g. cluster:3:vodkit@haproxy:title";
+    let (n, tail) = rest.split_once(':').ok_or_else(|| form.to_string())?;
+    let origins = match n.parse::<usize>() {
+        Ok(k) if (1..=MAX_ORIGINS).contains(&k) => k,
+        _ => {
+            return Err(format!(
+                "cluster:{n}: expected a number of origins from 1 to {MAX_ORIGINS}"
+            ))
+        }
+    };
+    let (server, lb) = tail.rsplit_once('@').ok_or_else(|| form.to_string())?;
+    let (balancer, route) = lb.split_once(':').ok_or_else(|| form.to_string())?;
+    let balancer = balancer.parse()?;
+    let (route, live) = match route.split_once(":live=") {
+        Some((route, k)) => match k.parse::<usize>() {
+            Ok(k) if k >= 1 && k < origins => (route, k),
+            _ => {
+                return Err(format!(
+                "live={k}: expected live origins from 1 to {} (fewer than the {origins} origins)",
+                origins.saturating_sub(1)
+            ))
+            }
+        },
+        None => (route, 0),
+    };
+    let route = route.parse()?;
+    Ok((
+        ClusterSut {
+            origins,
+            balancer,
+            route,
+            live,
+        },
+        server,
+    ))
 }
 
 fn admission_text<S: Serializer>(a: &Option<AdmissionPolicy>, s: S) -> Result<S::Ok, S::Error> {
@@ -137,12 +219,23 @@ impl Sut {
             aio_threads: None,
             memory: None,
             tls: false,
+            h2: false,
             sign: false,
             admission: None,
             open_files: None,
             large_folios: None,
             order: None,
             bin: None,
+            cluster: None,
+        }
+    }
+
+    /// One origin of a cluster entry: this server without the cluster, named `label`.
+    pub fn origin(&self, label: &str) -> Sut {
+        Sut {
+            label: label.to_string(),
+            cluster: None,
+            ..self.clone()
         }
     }
 
@@ -177,7 +270,7 @@ pub struct SutError {
     pub why: String,
 }
 
-const BASES: [&str; 4] = ["vodkit", "nginx", "apache", "url:"];
+const BASES: [&str; 5] = ["vodkit", "nginx", "apache", "url:", "cluster:"];
 
 /// Parse a comma-separated `--sut` list. A comma followed by `maxsectors:` continues a
 /// readahead modifier, a comma followed by `key=value` continues a policy's parameter list
@@ -240,6 +333,31 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
     if let Some(url) = entry.strip_prefix("url:") {
         return parse_url(url).map(|url| Sut::new(entry, Base::Url { url }));
     }
+    if let Some(rest) = entry.strip_prefix("cluster:") {
+        let (shape, server) = parse_cluster(rest)?;
+        if server.starts_with("cluster:") || server.starts_with("url:") {
+            return Err(format!(
+                "a cluster's origins are servers the bench starts (vodkit, nginx, apache), not `{server}`"
+            ));
+        }
+        if server.contains("+readahead") {
+            return Err(
+                "+readahead tunes the one device of a single server; not for cluster origins"
+                    .into(),
+            );
+        }
+        let origin = parse_one(server).map_err(|e| format!("origin `{server}`: {e}"))?;
+        if origin.tls || origin.sign {
+            return Err(
+                "cluster origins serve plain HTTP behind the balancer (no +tls or +sign)".into(),
+            );
+        }
+        return Ok(Sut {
+            label: entry.to_string(),
+            cluster: Some(shape),
+            ..origin
+        });
+    }
     let mut parts = entry.split('+');
     let base = parse_base(parts.next().unwrap_or_default())?;
     let mut sut = Sut::new(entry, base);
@@ -263,6 +381,11 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
                 return Err("`+tls` given twice".into());
             }
             sut.tls = true;
+        } else if modifier == "h2" {
+            if sut.h2 {
+                return Err("`+h2` given twice".into());
+            }
+            sut.h2 = true;
         } else if modifier == "sign" {
             if sut.sign {
                 return Err("`+sign` given twice".into());
@@ -292,7 +415,7 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
             })?;
         } else {
             return Err(format!(
-                "unknown modifier `+{modifier}`; expected +preload[:POLICY], +readahead:KB[,maxsectors:KB], +workers:N, +threads[:N], +memory:auto|off|SIZE, +admission:off|auto[:SECONDS]|rate:R, +openfiles:N, +folios:large|small, +order:fifo|deadline|sweep, +bin:PATH, +tls or +sign"
+                "unknown modifier `+{modifier}`; expected +preload[:POLICY], +readahead:KB[,maxsectors:KB], +workers:N, +threads[:N], +memory:auto|off|SIZE, +admission:off|auto[:SECONDS]|rate:R, +openfiles:N, +folios:large|small, +order:fifo|deadline|sweep, +bin:PATH, +tls, +h2 or +sign"
             ));
         }
     }
@@ -331,6 +454,15 @@ pub fn parse_one(entry: &str) -> Result<Sut, String> {
             "+sign needs a server that checks signed URLs (vodkit or nginx; Apache has no secure_link module)"
                 .into(),
         );
+    }
+    match (&sut.base, sut.h2, sut.tls) {
+        (Base::Apache, true, _) => {
+            return Err("+h2 is for vodkit and nginx (the bench does not set up Apache's mod_http2)".into())
+        }
+        (Base::Nginx, true, false) => {
+            return Err("+h2 on nginx needs +tls: nginx 1.22's cleartext http2 port speaks only prior-knowledge HTTP/2, which the readiness probe does not".into())
+        }
+        _ => {}
     }
     if sut.preload.is_some() && matches!(sut.base, Base::Vodkit { .. }) {
         return Err(
@@ -396,7 +528,7 @@ fn parse_base(s: &str) -> Result<Base, String> {
     }
     let Some(rest) = s.strip_prefix("vodkit") else {
         return Err(format!(
-            "unknown server `{s}`; expected vodkit[:IO[:POLICY]], nginx, apache or url:http://…"
+            "unknown server `{s}`; expected vodkit[:IO[:POLICY]], nginx, apache, url:http://… or cluster:N:SERVER@BALANCER:ROUTE"
         ));
     };
     if rest.is_empty() {
@@ -534,6 +666,18 @@ mod tests {
             assert_eq!(s.label, e);
         }
         assert!(!parse_one("nginx").unwrap().tls);
+        for ok in ["vodkit+h2", "vodkit+tls+h2", "nginx+tls+h2"] {
+            assert!(parse_one(ok).unwrap().h2, "{ok}");
+        }
+        assert!(!parse_one("nginx+tls").unwrap().h2);
+        for (bad, says) in [
+            ("nginx+h2", "needs +tls"),
+            ("apache+tls+h2", "vodkit and nginx"),
+            ("vodkit+h2+h2", "given twice"),
+        ] {
+            let e = parse_one(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
         let e = parse_one("nginx+tls+tls").unwrap_err();
         assert!(e.contains("`+tls` given twice"), "{e}");
         let list = parse_list("nginx,nginx+tls").unwrap();
@@ -689,6 +833,92 @@ mod tests {
         ] {
             let e = parse_one(entry).unwrap_err();
             assert!(e.contains(needle), "{entry}: {e}");
+        }
+    }
+
+    #[test]
+    fn cluster_entries_put_origins_behind_a_balancer() {
+        use vodkit_peers::cluster::{launch::Balancer, Route};
+        let suts = parse_list(
+            "cluster:3:vodkit@haproxy:title,cluster:2:nginx+preload:auto+workers:2@nginx:roundrobin,vodkit",
+        )
+        .unwrap();
+        assert_eq!(suts.len(), 3);
+        assert_eq!(
+            suts[0].cluster,
+            Some(ClusterSut {
+                origins: 3,
+                balancer: Balancer::Haproxy,
+                route: Route::Title,
+                live: 0,
+            })
+        );
+        let apart = parse_one("cluster:3:vodkit@haproxy:title:live=1").unwrap();
+        assert_eq!(apart.cluster.unwrap().live, 1);
+        assert_eq!(apart.cluster.unwrap().route, Route::Title);
+        assert_eq!(suts[0].label, "cluster:3:vodkit@haproxy:title");
+        assert_eq!(suts[0].kind(), "vodkit");
+        assert_eq!(suts[1].base, Base::Nginx);
+        assert_eq!(suts[1].preload, Some(pol("auto")));
+        assert_eq!(suts[1].workers, Some(2));
+        assert_eq!(suts[1].cluster.unwrap().route, Route::RoundRobin);
+        assert_eq!(suts[2].cluster, None);
+        let json = serde_json::to_value(&suts[0]).unwrap();
+        assert_eq!(json["cluster"]["balancer"], "haproxy");
+        assert_eq!(json["cluster"]["route"], "title");
+        let origin = suts[0].origin("o1");
+        assert_eq!((origin.label.as_str(), origin.cluster), ("o1", None));
+    }
+
+    #[test]
+    fn bad_cluster_entries_are_one_line_errors() {
+        for (list, needle) in [
+            ("cluster:0:vodkit@haproxy:title", "from 1 to 64"),
+            ("cluster:65:vodkit@haproxy:title", "from 1 to 64"),
+            ("cluster:x:vodkit@haproxy:title", "from 1 to 64"),
+            (
+                "cluster:3:vodkit@traefik:title",
+                "balancer `traefik`: expected haproxy or nginx",
+            ),
+            (
+                "cluster:3:vodkit@haproxy:random",
+                "route `random`: expected title, uri, roundrobin or leastconn",
+            ),
+            (
+                "cluster:3:vodkit",
+                "expected cluster:N:SERVER@haproxy|nginx:ROUTE",
+            ),
+            (
+                "cluster:3:vodkit@haproxy",
+                "expected cluster:N:SERVER@haproxy|nginx:ROUTE",
+            ),
+            (
+                "cluster:3:lighttpd@haproxy:title",
+                "origin `lighttpd`: unknown server",
+            ),
+            (
+                "cluster:2:url:http://127.0.0.1:1/@haproxy:title",
+                "servers the bench starts",
+            ),
+            (
+                "cluster:2:cluster:2:vodkit@haproxy:title@haproxy:title",
+                "servers the bench starts",
+            ),
+            ("cluster:2:vodkit+tls@haproxy:title", "plain HTTP"),
+            ("cluster:2:nginx+readahead:128@haproxy:title", "+readahead"),
+            (
+                "cluster:2:vodkit@haproxy:title:live=2",
+                "live=2: expected live origins from 1 to 1",
+            ),
+            ("cluster:2:vodkit@haproxy:title:live=0", "live=0: expected"),
+            (
+                "cluster:2:vodkit@haproxy:title:dead=1",
+                "route `title:dead=1`",
+            ),
+        ] {
+            let e = parse_list(list).unwrap_err().to_string();
+            assert!(e.contains(needle), "{list}: {e}");
+            assert!(!e.contains('\n'), "{e}");
         }
     }
 

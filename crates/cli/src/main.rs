@@ -29,7 +29,8 @@ enum Command {
     Fileset(cmd::fileset::Args),
     /// Replay sessions against an HTTP server and measure it.
     Load(cmd::load::Args),
-    /// Serve video over HTTP/1.1 with serialized aggressive prefetching.
+    /// Serve video over HTTP/1.1 (and HTTP/2 with --http2 or --h2c) with serialized
+    /// aggressive prefetching.
     Serve(Box<cmd::serve::Args>),
     /// Emulated hard disk: bring up, tear down, tune and benchmark.
     Hdd(cmd::hdd::Args),
@@ -53,6 +54,9 @@ enum Command {
     Tls(cmd::tls::Args),
     /// Live sources: publish live streams to an origin by HTTP PUT.
     Live(cmd::live::Args),
+    /// A cluster of origins behind a load balancer: HAProxy and nginx configurations
+    /// routed by title, and the health agent that probes an origin like a viewer.
+    Cluster(cmd::cluster::Args),
 }
 
 impl Command {
@@ -95,6 +99,7 @@ fn main() -> ExitCode {
         Command::Simulate(a) => cmd::simulate::run(a),
         Command::Tls(a) => cmd::tls::run(a),
         Command::Live(a) => cmd::live::run(a),
+        Command::Cluster(a) => cmd::cluster::run(a),
     };
     cmd::exit_code(result)
 }

@@ -130,6 +130,8 @@ pub struct LoadConfig {
     pub link_mode: crate::netns::LinkMode,
     /// The TLS client for an `https://` target (`--ca` or `--insecure`).
     pub tls: Option<crate::tls::TlsClient>,
+    /// The HTTP version viewers speak (`--http`).
+    pub http: HttpVersion,
     /// Sign every requested URL (`--sign-key`); `None`: unsigned.
     pub sign: Option<vodkit_securelink::Signer>,
     /// Seconds of content the modelled player buffers before it starts (and after a
@@ -151,6 +153,38 @@ pub struct LoadConfig {
     pub live: crate::player::LiveSettings,
     /// Probe sessions run during steady state and reported apart (`--probe N,LEN`).
     pub probes: Option<crate::probe::Probes>,
+}
+
+/// The HTTP version of a run's viewers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum HttpVersion {
+    /// HTTP/1.1: a viewer's requests go one at a time on each of its connections.
+    #[default]
+    Http11,
+    /// HTTP/2 ([`crate::h2`]): a viewer's requests are streams of one connection (TLS with
+    /// ALPN `h2` for an `https://` target, prior knowledge for `http://`).
+    Http2,
+}
+
+impl std::str::FromStr for HttpVersion {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "1.1" => Ok(HttpVersion::Http11),
+            "2" => Ok(HttpVersion::Http2),
+            other => Err(format!("--http {other:?}: expected 1.1 or 2")),
+        }
+    }
+}
+
+impl std::fmt::Display for HttpVersion {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            HttpVersion::Http11 => "1.1",
+            HttpVersion::Http2 => "2",
+        })
+    }
 }
 
 impl LoadConfig {
@@ -187,6 +221,7 @@ impl LoadConfig {
             link_mode: crate::netns::LinkMode::User,
             startup_buffer_s: crate::qos::DEFAULT_STARTUP_BUFFER_S,
             tls: None,
+            http: HttpVersion::Http11,
             sign: None,
             player: None,
             warm_start: crate::warm::WarmStart::Off,

@@ -154,7 +154,8 @@ async fn prepare(
         t0: Instant::now(),
         live: Live::default(),
         cancel: stop.child_token(),
-        tls: config.tls.clone(),
+        tls: run_tls(config),
+        http2: config.http == crate::config::HttpVersion::Http2,
         sign: config.sign.clone(),
         live_view: config.live.clone(),
     });
@@ -317,7 +318,8 @@ async fn warm_up(config: &LoadConfig, stop: &CancellationToken) -> u64 {
     for _ in 0..config.warmup_connections.max(1) {
         let (next, done, requests) = (next.clone(), done.clone(), requests.clone());
         let (addr, host, stop) = (config.target.addr, config.target.host.clone(), stop.clone());
-        let tls = config.tls.clone();
+        let tls = run_tls(config);
+        let http2 = config.http == crate::config::HttpVersion::Http2;
         let sign = config.sign.clone();
         let connector = tls.as_ref().map(crate::tls::TlsClient::viewer);
         workers.push(tokio::spawn(async move {
@@ -334,6 +336,12 @@ async fn warm_up(config: &LoadConfig, stop: &CancellationToken) -> u64 {
                         (Ok(c), Some(t), Some(k)) => c.secure(t, k).await.ok(),
                         (c, _, _) => c.ok(),
                     };
+                    if http2 {
+                        conn = match conn {
+                            Some(c) => c.into_h2(None).await.ok(),
+                            None => None,
+                        };
+                    }
                 }
                 let Some(c) = conn.as_mut() else { continue };
                 let ask = Ask {
@@ -454,4 +462,13 @@ pub fn raise_nofile_limit() -> u64 {
         }
         lim.rlim_cur
     }
+}
+
+/// The run's TLS client: offering only `h2` in ALPN when the viewers speak HTTP/2.
+fn run_tls(config: &LoadConfig) -> Option<crate::tls::TlsClient> {
+    let tls = config.tls.as_ref()?;
+    Some(match config.http {
+        crate::config::HttpVersion::Http2 => tls.for_http2(),
+        crate::config::HttpVersion::Http11 => tls.clone(),
+    })
 }

@@ -1,28 +1,40 @@
 //! One HTTP/1.1 exchange on a persistent connection: write a GET (whole file, closed range
 //! or open-ended range), parse the response head with `httparse`, read exactly the body
 //! the request calls for (through the session's token bucket), verify it if asked, and
-//! classify whatever goes wrong.
+//! classify whatever goes wrong. A connection may instead be a stream handle of an HTTP/2
+//! connection ([`crate::h2`]), which the same checks and accounting serve.
 
+use crate::exchange::{body_plan, fail, range_first, take_body, target, Head};
+pub use crate::exchange::{Ask, BodySink, Done, ExchangeError, Progress};
 use crate::link::Bucket;
 use crate::record::{Failure, FailureReason};
 use std::io::{self, Write as _};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::Instant;
 use vodkit_workload::content;
-use vodkit_workload::model::ByteRange;
 
 /// Largest response head accepted.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
 /// Largest single read from the socket.
 const READ_BYTES: usize = 64 * 1024;
 
-/// The byte stream under a connection: plain TCP or TLS over TCP.
+/// The byte stream under a connection: plain TCP or TLS over TCP; or a handle of an
+/// HTTP/2 connection, which is not read or written as bytes here.
 enum Stream {
     Plain(TcpStream),
     Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+    H2(crate::h2::Mux),
+}
+
+/// The error of reading or writing an HTTP/2 handle as a byte stream.
+fn not_bytes() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        "an HTTP/2 connection is not a byte stream",
+    )
 }
 
 impl tokio::io::AsyncRead for Stream {
@@ -34,6 +46,7 @@ impl tokio::io::AsyncRead for Stream {
         match self.get_mut() {
             Stream::Plain(s) => std::pin::Pin::new(s).poll_read(cx, buf),
             Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_read(cx, buf),
+            Stream::H2(_) => std::task::Poll::Ready(Err(not_bytes())),
         }
     }
 }
@@ -47,6 +60,7 @@ impl tokio::io::AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Plain(s) => std::pin::Pin::new(s).poll_write(cx, buf),
             Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_write(cx, buf),
+            Stream::H2(_) => std::task::Poll::Ready(Err(not_bytes())),
         }
     }
 
@@ -57,6 +71,7 @@ impl tokio::io::AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Plain(s) => std::pin::Pin::new(s).poll_flush(cx),
             Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_flush(cx),
+            Stream::H2(_) => std::task::Poll::Ready(Err(not_bytes())),
         }
     }
 
@@ -67,6 +82,7 @@ impl tokio::io::AsyncWrite for Stream {
         match self.get_mut() {
             Stream::Plain(s) => std::pin::Pin::new(s).poll_shutdown(cx),
             Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_shutdown(cx),
+            Stream::H2(_) => std::task::Poll::Ready(Ok(())),
         }
     }
 }
@@ -124,7 +140,45 @@ impl Conn {
                 buf: self.buf,
                 exchanges: self.exchanges,
             }),
-            Stream::Tls(_) => Ok(self),
+            Stream::Tls(_) | Stream::H2(_) => Ok(self),
+        }
+    }
+
+    /// Speak HTTP/2 on this fresh connection: by prior knowledge in cleartext, over TLS
+    /// only when ALPN chose `h2`. `window`: the stream receive window (see
+    /// [`crate::h2::handshake`]).
+    pub async fn into_h2(self, window: Option<u32>) -> Result<Conn, Failure> {
+        let resumed = self.tls_resumed();
+        let mux = match self.stream {
+            Stream::Plain(tcp) => crate::h2::handshake(tcp, false, None, window).await?,
+            Stream::Tls(tls) => {
+                if tls.get_ref().1.alpn_protocol() != Some(crate::tls::ALPN_H2) {
+                    return Err(Failure::new(
+                        FailureReason::Protocol,
+                        "the server did not choose HTTP/2 (ALPN h2) for --http 2",
+                    ));
+                }
+                crate::h2::handshake(*tls, true, resumed, window).await?
+            }
+            Stream::H2(mux) => mux,
+        };
+        Ok(Conn::of_h2(mux))
+    }
+
+    fn of_h2(mux: crate::h2::Mux) -> Conn {
+        Conn {
+            exchanges: mux.exchanges(),
+            stream: Stream::H2(mux),
+            buf: Vec::new(),
+        }
+    }
+
+    /// Another handle of this HTTP/2 connection, while it can carry requests (`None` for
+    /// an HTTP/1.1 connection, which carries one request at a time).
+    pub fn share(&self) -> Option<Conn> {
+        match &self.stream {
+            Stream::H2(mux) if mux.alive() => Some(Conn::of_h2(mux.clone())),
+            _ => None,
         }
     }
 
@@ -135,6 +189,7 @@ impl Conn {
             Stream::Tls(s) => {
                 Some(s.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed))
             }
+            Stream::H2(mux) => mux.resumed,
         }
     }
 
@@ -162,52 +217,9 @@ impl Conn {
     }
 }
 
-/// What to ask for.
-pub struct Ask<'a> {
-    pub path: &'a str,
-    pub range: Option<ByteRange>,
-    /// `Host` header value.
-    pub host: &'a str,
-    pub session_id: u64,
-    pub verify: bool,
-    /// Sign the path (`--sign-key`) as the request is written, so its expiry counts from
-    /// then.
-    pub sign: Option<&'a vodkit_securelink::Signer>,
-}
-
-/// Progress of an exchange, kept outside the future so a timeout still knows it.
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Progress {
-    pub first_byte: Option<Instant>,
-    pub bytes: u64,
-    pub status: u16,
-}
-
-/// A complete response.
-#[derive(Debug)]
-pub struct Done {
-    /// The connection may carry another request.
-    pub reusable: bool,
-}
-
-/// Why an exchange did not complete.
-#[derive(Debug)]
-pub enum ExchangeError {
-    /// A reused connection was found closed before any response byte: retry on a new one.
-    Stale,
-    Failed(Failure),
-}
-
-fn fail(reason: FailureReason, detail: impl Into<String>) -> ExchangeError {
-    ExchangeError::Failed(Failure::new(reason, detail))
-}
-
 /// The request head.
 pub fn request_head(ask: &Ask<'_>) -> Vec<u8> {
-    let signed = ask
-        .sign
-        .map(|s| s.sign_target(ask.path, vodkit_securelink::unix_now()));
-    let path = signed.as_deref().unwrap_or(ask.path);
+    let path = target(ask);
     let mut head = Vec::with_capacity(128 + path.len());
     let _ = write!(
         head,
@@ -223,18 +235,6 @@ pub fn request_head(ask: &Ask<'_>) -> Vec<u8> {
     }
     head.extend_from_slice(b"\r\n");
     head
-}
-
-/// The parts of a response head the client acts on.
-#[derive(Debug, Default)]
-struct Head {
-    len: usize,
-    status: u16,
-    http10: bool,
-    content_length: Option<u64>,
-    connection_close: bool,
-    keep_alive: bool,
-    range_first: Option<u64>,
 }
 
 fn parse_head(buf: &[u8]) -> Result<Option<Head>, ExchangeError> {
@@ -278,70 +278,10 @@ fn parse_head(buf: &[u8]) -> Result<Option<Head>, ExchangeError> {
             head.connection_close |= v.contains("close");
             head.keep_alive |= v.contains("keep-alive");
         } else if h.name.eq_ignore_ascii_case("content-range") {
-            head.range_first = value
-                .strip_prefix("bytes ")
-                .and_then(|r| r.split('-').next())
-                .and_then(|f| f.trim().parse().ok());
+            head.range_first = range_first(value);
         }
     }
     Ok(Some(head))
-}
-
-/// How many body bytes to read, and whether the connection must be closed afterwards.
-fn body_plan(ask: &Ask<'_>, head: &Head) -> Result<(Option<u64>, bool), ExchangeError> {
-    let want_status = if ask.range.is_some() { 206 } else { 200 };
-    if head.status == 503 {
-        return Err(fail(
-            FailureReason::Refused,
-            format!("{} refused with 503", ask.path),
-        ));
-    }
-    if head.status != want_status {
-        return Err(fail(
-            FailureReason::Status,
-            format!(
-                "{} answered {}, expected {want_status}",
-                ask.path, head.status
-            ),
-        ));
-    }
-    if let (Some(range), Some(first)) = (ask.range, head.range_first) {
-        if first != range.first() {
-            return Err(fail(
-                FailureReason::Protocol,
-                format!(
-                    "Content-Range starts at {first}, asked for {}",
-                    range.first()
-                ),
-            ));
-        }
-    }
-    let cl = head.content_length;
-    match ask.range {
-        Some(ByteRange::Closed { .. }) => {
-            let want = ask.range.map(|r| r.len()).unwrap_or(0);
-            match cl {
-                Some(n) if n > want => Err(fail(
-                    FailureReason::OversizedBody,
-                    format!("server announced {n} bytes for a {want}-byte range"),
-                )),
-                Some(n) if n < want => Err(fail(
-                    FailureReason::ShortBody,
-                    format!("server announced {n} bytes for a {want}-byte range"),
-                )),
-                _ => Ok((Some(want), false)),
-            }
-        }
-        Some(ByteRange::OpenEnded { read, .. }) => match cl {
-            Some(n) if n < read => Err(fail(
-                FailureReason::ShortBody,
-                format!("server announced {n} bytes, the session reads {read}"),
-            )),
-            // Read what the session needs, then hang up.
-            _ => Ok((Some(read), true)),
-        },
-        None => Ok((cl, cl.is_none())),
-    }
 }
 
 /// Classify a buffer that should start with a response head, as the client would for
@@ -362,10 +302,6 @@ fn io_failure(e: &io::Error, what: &str) -> ExchangeError {
     fail(FailureReason::Reset, format!("{what}: {e}"))
 }
 
-/// A consumer of response body bytes as they arrive (a player keeping a manifest,
-/// a checksum of a media piece).
-pub type BodySink<'a, 'f> = &'a mut (dyn FnMut(&[u8]) + Send + 'f);
-
 /// Run one exchange. `live_bytes` counts body bytes as they arrive; `sink`, when given,
 /// sees every body byte in order.
 pub async fn exchange(
@@ -376,6 +312,11 @@ pub async fn exchange(
     progress: &mut Progress,
     mut sink: Option<BodySink<'_, '_>>,
 ) -> Result<Done, ExchangeError> {
+    if let Stream::H2(mux) = &mut conn.stream {
+        let done = crate::h2::exchange(mux, ask, bucket, live_bytes, progress, sink).await;
+        conn.exchanges = mux.exchanges();
+        return done;
+    }
     let reused = conn.exchanges > 0;
     let head_bytes = request_head(ask);
     let sent = async {
@@ -436,26 +377,17 @@ pub async fn exchange(
         let remaining = need.map(|n| n - progress.bytes).unwrap_or(u64::MAX);
         let take = (conn.buf.len() as u64).min(remaining) as usize;
         if take > 0 {
-            if let Some(key) = key {
-                if let Some(at) =
-                    content::first_mismatch(key, origin + progress.bytes, &conn.buf[..take])
-                {
-                    return Err(fail(
-                        FailureReason::Mismatch,
-                        format!(
-                            "{} byte {} differs from the file content",
-                            ask.path,
-                            origin + progress.bytes + at as u64
-                        ),
-                    ));
-                }
-            }
-            if let Some(sink) = sink.as_deref_mut() {
-                sink(&conn.buf[..take]);
-            }
+            let data = &conn.buf[..take];
+            take_body(
+                key,
+                origin,
+                ask,
+                data,
+                progress,
+                live_bytes,
+                sink.as_deref_mut(),
+            )?;
             conn.buf.drain(..take);
-            progress.bytes += take as u64;
-            live_bytes.fetch_add(take as u64, Ordering::Relaxed);
         }
         if need == Some(progress.bytes) {
             break;
@@ -496,6 +428,7 @@ pub async fn exchange(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vodkit_workload::model::ByteRange;
 
     fn ask(range: Option<ByteRange>) -> Ask<'static> {
         Ask {

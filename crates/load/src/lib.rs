@@ -8,6 +8,8 @@
 pub mod common;
 pub mod config;
 pub mod engine;
+pub mod exchange;
+pub mod h2;
 pub mod hist;
 pub mod http;
 pub mod input;
@@ -26,7 +28,7 @@ pub mod tls;
 pub mod viewer;
 pub mod warm;
 
-pub use config::{InputError, LoadConfig, Ramp, Target};
+pub use config::{HttpVersion, InputError, LoadConfig, Ramp, Target};
 pub use engine::{run, run_async, LoadError, Run};
 pub use link::Link;
 pub use netns::LinkMode;

@@ -45,6 +45,10 @@ pub struct RunInfo {
     pub source: String,
     pub rate: f64,
     pub verify: bool,
+    /// The HTTP version the viewers spoke (`--http`): `1.1` or `2` (empty in files written
+    /// before HTTP/2).
+    #[serde(default)]
+    pub http: String,
     /// `off` or `user` (token bucket and delay in the load generator).
     pub link_emulation: String,
     pub warmup_requests: u64,
@@ -656,6 +660,7 @@ impl Results {
                 source: config.source.clone(),
                 rate: config.rate,
                 verify: config.verify,
+                http: config.http.to_string(),
                 link_emulation: link_emulation(config).into(),
                 warmup_requests,
                 ramp_up_sessions: config.ramp.up_sessions,

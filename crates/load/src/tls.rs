@@ -23,6 +23,9 @@ use tokio_rustls::TlsConnector;
 use crate::common::InputError;
 use crate::record::{Failure, FailureReason};
 
+/// The ALPN protocol id of HTTP/2 over TLS.
+pub const ALPN_H2: &[u8] = b"h2";
+
 /// TLS sessions a viewer remembers (one server, so a couple suffice; TLS 1.3 servers send
 /// two tickets per handshake).
 const VIEWER_SESSIONS: usize = 4;
@@ -94,6 +97,17 @@ impl TlsClient {
 
     pub fn trust(&self) -> &Trust {
         &self.trust
+    }
+
+    /// The same client offering only `h2` in ALPN (`--http 2`): a server that cannot speak
+    /// HTTP/2 over TLS is found out at the handshake.
+    pub fn for_http2(&self) -> TlsClient {
+        let mut cfg = (*self.base).clone();
+        cfg.alpn_protocols = vec![ALPN_H2.to_vec()];
+        TlsClient {
+            base: Arc::new(cfg),
+            ..self.clone()
+        }
     }
 
     /// A connector with its own resumption cache: one per viewer.

@@ -37,6 +37,9 @@ pub struct Shared {
     pub cancel: CancellationToken,
     /// Set for an `https://` target.
     pub tls: Option<crate::tls::TlsClient>,
+    /// Viewers speak HTTP/2 (`--http 2`): each viewer's requests are streams of one
+    /// connection.
+    pub http2: bool,
     /// Signs every requested URL (`--sign-key`).
     pub sign: Option<vodkit_securelink::Signer>,
     /// Where live viewers find their streams.
@@ -72,6 +75,9 @@ pub(crate) struct Viewer {
     pub local: Option<Ipv4Addr>,
     /// The viewer's TLS connector (its own session-resumption cache).
     pub tls: Option<tokio_rustls::TlsConnector>,
+    /// With HTTP/2, the viewer's one connection, which all its connection slots share;
+    /// opened by the first request that needs it, again after the server ends it.
+    pub h2: Option<Arc<tokio::sync::Mutex<Option<Conn>>>>,
 }
 
 impl Viewer {
@@ -84,6 +90,7 @@ impl Viewer {
             bucket: Bucket::new(plan.link.bandwidth_bps),
             local: lease.as_ref().map(Lease::addr),
             tls: shared.tls.as_ref().map(crate::tls::TlsClient::viewer),
+            h2: shared.http2.then(Default::default),
         };
         (viewer, lease)
     }
@@ -152,7 +159,7 @@ pub(crate) async fn fetch(
     let mut opened = 0u32;
     let mut reconnects = 0u32;
     let recv_buffer = plan.link.recv_buffer_bytes();
-    let (bucket, local, tls) = (viewer.bucket.as_ref(), viewer.local, viewer.tls.as_ref());
+    let bucket = viewer.bucket.as_ref();
     let attempt = async {
         if !owd.is_zero() {
             tokio::time::sleep(owd).await;
@@ -162,7 +169,7 @@ pub(crate) async fn fetch(
             None => {
                 opened += 1;
                 reconnects += u32::from(reconnect);
-                open(plan, shared, local, recv_buffer, tls).await?
+                open(plan, shared, viewer, recv_buffer).await?
             }
         };
         // A kept-alive connection the server closed meanwhile is reopened once; a fresh
@@ -192,7 +199,7 @@ pub(crate) async fn fetch(
                     fresh = true;
                     opened += 1;
                     reconnects += 1;
-                    conn = open(plan, shared, local, recv_buffer, tls).await?;
+                    conn = open(plan, shared, viewer, recv_buffer).await?;
                     progress = Progress::default();
                 }
             }
@@ -242,16 +249,39 @@ pub(crate) async fn fetch(
 }
 
 /// Open a connection to the server (from the class's namespace when the kernel shapes it)
-/// and, for an https target, run the TLS handshake: its time counts in the request's.
+/// and, for an https target, run the TLS handshake: its time counts in the request's. With
+/// HTTP/2, a handle of the viewer's connection while it lasts, else a new one (made under
+/// the viewer's lock: slots asking at once share the one the first of them opens).
 pub(crate) async fn open(
     plan: &Plan,
     shared: &Shared,
-    local: Option<Ipv4Addr>,
+    viewer: &Viewer,
     recv_buffer: Option<u32>,
-    connector: Option<&tokio_rustls::TlsConnector>,
 ) -> Result<Conn, Failure> {
-    let conn = open_tcp(plan, shared, local, recv_buffer).await?;
-    match (&shared.tls, connector) {
+    let Some(cell) = &viewer.h2 else {
+        return open_one(plan, shared, viewer, recv_buffer).await;
+    };
+    let mut current = cell.lock().await;
+    if let Some(c) = current.as_ref().and_then(Conn::share) {
+        return Ok(c);
+    }
+    let conn = open_one(plan, shared, viewer, recv_buffer)
+        .await?
+        .into_h2(recv_buffer)
+        .await?;
+    *current = conn.share();
+    Ok(conn)
+}
+
+/// One new connection (TCP, then TLS for an https target).
+async fn open_one(
+    plan: &Plan,
+    shared: &Shared,
+    viewer: &Viewer,
+    recv_buffer: Option<u32>,
+) -> Result<Conn, Failure> {
+    let conn = open_tcp(plan, shared, viewer.local, recv_buffer).await?;
+    match (&shared.tls, viewer.tls.as_ref()) {
         (Some(tls), Some(c)) => conn.secure(tls, c).await,
         _ => Ok(conn),
     }

@@ -27,6 +27,8 @@ pub struct PeerSetup<'a> {
     /// nginx only: `aio threads` with this many pool threads per worker, so that file reads
     /// and `sendfile` run in nginx's thread pool instead of blocking a worker's event loop.
     pub aio_threads: Option<usize>,
+    /// nginx only: HTTP/2 on the listener (`listen … http2`; with TLS, negotiated by ALPN).
+    pub http2: bool,
     /// Directives added to the config: nginx's `server` block (e.g. the preload daemon's
     /// admission recipe, `vodkit_preload::daemon::admit::nginx_directives`), the end of
     /// Apache's main config (e.g. [`crate::apache::live_origin_directives`]).
@@ -49,6 +51,7 @@ impl<'a> PeerSetup<'a> {
             probe_path,
             workers,
             aio_threads: None,
+            http2: false,
             server_extra: None,
             writable: None,
             log_format: None,
@@ -241,6 +244,7 @@ fn start_nginx_with(
         port,
         workers: setup.workers,
         aio_threads: setup.aio_threads,
+        http2: setup.http2,
         server_extra: setup.server_extra.unwrap_or_default().to_string(),
         log_format: setup.log_format.map(str::to_string),
         as_root: is_root(),

@@ -3,9 +3,12 @@
 //! readiness probe, error-log checks, and a stop that takes the whole server down.
 //!
 //! [`nginx`] and [`apache`] render the configs, [`process`] supervises any child-process
-//! server, and [`launch`] puts the two together for the bench and the tests.
+//! server, and [`launch`] puts the two together for the bench and the tests. [`cluster`]
+//! does the same for the load balancers in front of a cluster of origins (HAProxy, nginx)
+//! and holds their routing rule and health agent.
 
 pub mod apache;
+pub mod cluster;
 pub mod launch;
 pub mod nginx;
 pub mod process;
@@ -30,9 +33,9 @@ pub(crate) fn status_of(head: &[u8]) -> std::io::Result<u16> {
         .ok_or_else(|| std::io::Error::other(format!("not an HTTP response: {line:?}")))
 }
 
-/// Checks a live origin's write prefix and bearer token, which are written into a peer's
-/// config; returns the prefix with a trailing `/`.
-pub(crate) fn live_prefix_and_token(prefix: &str, token: &str) -> Result<String, String> {
+/// Checks a live path prefix, which is written into a peer's or a balancer's config;
+/// returns it with a trailing `/`.
+pub(crate) fn live_prefix(prefix: &str) -> Result<String, String> {
     let prefix_ok = prefix.starts_with('/')
         && prefix.len() > 1
         && prefix
@@ -43,6 +46,17 @@ pub(crate) fn live_prefix_and_token(prefix: &str, token: &str) -> Result<String,
             "live prefix `{prefix}`: expected a path such as /live/ (letters, digits, -._~)"
         ));
     }
+    Ok(if prefix.ends_with('/') {
+        prefix.to_string()
+    } else {
+        format!("{prefix}/")
+    })
+}
+
+/// Checks a live origin's write prefix and bearer token, which are written into a peer's
+/// config; returns the prefix with a trailing `/`.
+pub(crate) fn live_prefix_and_token(prefix: &str, token: &str) -> Result<String, String> {
+    let prefix = live_prefix(prefix)?;
     let token_ok = !token.is_empty()
         && token
             .chars()
@@ -50,11 +64,7 @@ pub(crate) fn live_prefix_and_token(prefix: &str, token: &str) -> Result<String,
     if !token_ok {
         return Err("live token: expected letters, digits and -._~+/= only".into());
     }
-    Ok(if prefix.ends_with('/') {
-        prefix.to_string()
-    } else {
-        format!("{prefix}/")
-    })
+    Ok(prefix)
 }
 
 /// A path as a double-quoted config string (nginx and Apache read the same quoting).

@@ -31,6 +31,9 @@ pub struct NginxSetup {
     pub nofile: Option<u64>,
     /// Serve HTTPS with these files (`listen … ssl`, TLS 1.3, sendfile stays on).
     pub tls: Option<crate::tls::TlsFiles>,
+    /// HTTP/2 on the listener: nginx 1.22's `http2` parameter of `listen` (negotiated by
+    /// ALPN with `ssl`; without it the port speaks only prior-knowledge HTTP/2).
+    pub http2: bool,
 }
 
 /// The open-file limit nginx's workers run with (`worker_rlimit_nofile`): 65536, or the hard
@@ -155,7 +158,7 @@ http {{\n\
     log_format vodkit_trace '{format}';\n\
     access_log {access} vodkit_trace buffer=256k flush=1s;\n\
     server {{\n\
-        listen 127.0.0.1:{port}{ssl};\n\
+        listen 127.0.0.1:{port}{ssl}{http2};\n\
         server_name localhost;\n\
 {tls}\
         root {root};\n\
@@ -192,6 +195,7 @@ http {{\n\
         access = quoted(&setup.access_log()),
         port = setup.port,
         ssl = if setup.tls.is_some() { " ssl" } else { "" },
+        http2 = if setup.http2 { " http2" } else { "" },
         tls = setup
             .tls
             .as_ref()
@@ -233,6 +237,7 @@ mod tests {
             as_root: false,
             nofile: Some(65536),
             tls: None,
+            http2: false,
         };
         let c = render(&s);
         for needle in [
@@ -270,6 +275,16 @@ mod tests {
             ..s.clone()
         });
         assert!(tls.contains("listen 127.0.0.1:18080 ssl;"), "{tls}");
+        let h2 = render(&NginxSetup {
+            http2: true,
+            tls: Some(crate::tls::TlsFiles {
+                cert: "/c".into(),
+                key: "/k".into(),
+                ca: "/a".into(),
+            }),
+            ..s.clone()
+        });
+        assert!(h2.contains("listen 127.0.0.1:18080 ssl http2;"), "{h2}");
         assert!(tls.contains("sendfile on;") && tls.contains("ssl_protocols TLSv1.3;"));
         assert!(render(&NginxSetup { as_root: true, ..s }).contains("user root root;"));
     }

@@ -8,10 +8,14 @@
 //!
 //! `--io direct` sends bytes the engine already holds in its buffer pool: `sendmsg` with
 //! several slices per call (a `writev` with `MSG_NOSIGNAL`), never touching the disk.
+//!
+//! The user-space body paths (TLS, HTTP/2) read each piece of a file into a buffer first
+//! ([`read_at`]).
 
 use std::fs::File;
 use std::io;
 use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::unix::fs::FileExt as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -276,4 +280,38 @@ pub async fn send_file_range(
         }
     }
     Ok(())
+}
+
+/// `pread` `n` bytes at `offset` into the front of `buf`; on the blocking pool when the
+/// pages may have to come from the disk.
+pub(crate) async fn read_at(
+    file: &Arc<std::fs::File>,
+    offset: u64,
+    n: usize,
+    buf: &mut Vec<u8>,
+    blocking: bool,
+) -> Result<(), SendError> {
+    if buf.len() < n {
+        buf.resize(n, 0);
+    }
+    let truncated = |e: std::io::Error| {
+        if e.kind() == std::io::ErrorKind::UnexpectedEof {
+            SendError::Io(std::io::Error::new(e.kind(), "file truncated"))
+        } else {
+            SendError::Io(e)
+        }
+    };
+    if !blocking {
+        return file.read_exact_at(&mut buf[..n], offset).map_err(truncated);
+    }
+    let mut owned = std::mem::take(buf);
+    let f = file.clone();
+    let (owned, r) = tokio::task::spawn_blocking(move || {
+        let r = f.read_exact_at(&mut owned[..n], offset);
+        (owned, r)
+    })
+    .await
+    .map_err(|e| SendError::Io(std::io::Error::other(e)))?;
+    *buf = owned;
+    r.map_err(truncated)
 }

@@ -56,6 +56,10 @@ pub struct ServerConfig {
     pub drain_timeout: Duration,
     /// Serve HTTPS with this certificate and key (`None`: plaintext HTTP).
     pub tls: Option<crate::tls::TlsSettings>,
+    /// Speak HTTP/2 beside HTTP/1.1 ([`crate::h2_conn`]): on a TLS listener offered by ALPN
+    /// (`h2`, falling back to `http/1.1`), on a plaintext one by prior knowledge (h2c: a
+    /// connection that opens with the HTTP/2 preface). `None`: HTTP/1.1 only.
+    pub http2: Option<H2Settings>,
     /// Event loops of [`crate::run_until_signal`], each a thread accepting from the one
     /// listener (0: one per CPU the process may run on).
     pub worker_threads: usize,
@@ -107,6 +111,7 @@ impl ServerConfig {
             drain_timeout: Duration::from_secs(30),
             worker_threads: 0,
             tls: None,
+            http2: None,
             admission: crate::admission::AdmissionPolicy::Off,
             ingest: None,
             secure_link: None,
@@ -124,4 +129,39 @@ pub struct SecureLink {
     pub secret: vodkit_securelink::Secret,
     /// Only requests whose path starts with this are checked (`/`: all of them).
     pub prefix: String,
+}
+
+/// HTTP/2 settings: the windows and stream limits announced to clients, and the limits
+/// that end a hostile connection. The defaults suit video: a viewer fetches a few
+/// segments at a time, each in the megabytes.
+#[derive(Debug, Clone)]
+pub struct H2Settings {
+    /// `SETTINGS_MAX_CONCURRENT_STREAMS`: requests a client may have open at once on one
+    /// connection; also the most responses one connection is answering at once.
+    pub max_streams: u32,
+    /// `SETTINGS_INITIAL_WINDOW_SIZE`: bytes of a request body a client may send ahead on
+    /// one stream (a live source's `PUT`).
+    pub stream_window: u32,
+    /// The connection's receive window (all streams' request bodies together).
+    pub connection_window: u32,
+    /// Response bytes queued per stream ahead of the socket.
+    pub send_buffer: usize,
+    /// Streams a client may cancel (or leave unread until the minimum send rate ends them)
+    /// in a burst before the connection is closed with `ENHANCE_YOUR_CALM`...
+    pub reset_burst: u32,
+    /// ...and the rate at which that allowance refills, per second.
+    pub resets_per_s: f64,
+}
+
+impl Default for H2Settings {
+    fn default() -> Self {
+        H2Settings {
+            max_streams: 100,
+            stream_window: 1 << 20,
+            connection_window: 4 << 20,
+            send_buffer: 512 << 10,
+            reset_burst: 200,
+            resets_per_s: 20.0,
+        }
+    }
 }

@@ -121,7 +121,7 @@ enum Wake {
 }
 
 /// Answer a head the parser refused, then the connection closes.
-async fn reject<W: Wire>(
+pub(crate) async fn reject<W: Wire>(
     shared: &Shared,
     wire: &mut W,
     e: &HeadError,

@@ -1,5 +1,6 @@
-//! `vodkit serve`: an HTTP/1.1 origin for video files that sends bodies with sendfile(2)
-//! from the page cache and routes cache misses through the prefetch engine.
+//! `vodkit serve`: an HTTP/1.1 and HTTP/2 origin for video files that sends bodies with
+//! sendfile(2) from the page cache (HTTP/1.1 in plaintext) and routes cache misses through
+//! the prefetch engine.
 //!
 //! Use [`Server::bind`] inside a tokio runtime to run it in-process (tests, the bench
 //! runner), or [`run_until_signal`] for a foreground server that drains on SIGTERM.
@@ -12,6 +13,7 @@ pub mod body;
 pub mod chunked;
 pub mod config;
 mod conn;
+mod h2_conn;
 mod handler;
 pub mod io;
 pub mod live;
@@ -32,7 +34,7 @@ mod wire;
 
 use std::sync::Arc;
 
-pub use config::{SecureLink, ServerConfig, DEFAULT_BACKLOG};
+pub use config::{H2Settings, SecureLink, ServerConfig, DEFAULT_BACKLOG};
 pub use io::{IoMode, IoOrder, IoSettings};
 pub use server::{Server, ServerHandle};
 

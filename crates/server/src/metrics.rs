@@ -30,6 +30,14 @@ pub struct Metrics {
     pub tls_handshake_failures: Counter,
     pub tls_handshakes: Counter,
     pub tls_resumed: Counter,
+    /// HTTP/2: connections, requests (streams), streams being answered now, streams the
+    /// client reset before their answer was done, and connections closed with
+    /// `ENHANCE_YOUR_CALM` for spending their reset allowance.
+    pub h2_connections: Counter,
+    pub h2_streams: Counter,
+    pub h2_streams_open: Gauge,
+    pub h2_peer_resets: Counter,
+    pub h2_calmed: Counter,
     /// Responses the disk failed, by device (`read_errors_total{device="loop0"}`)...
     pub read_errors: Family<Vec<(String, String)>, Counter>,
     /// ...and over all devices, for `/stats`.
@@ -77,6 +85,16 @@ pub struct AdmissionStats {
     pub limit: i64,
 }
 
+/// HTTP/2 figures in `/stats` (see [`Metrics::h2_connections`]).
+#[derive(Debug, Default, Clone, Serialize, Deserialize)]
+pub struct H2Stats {
+    pub connections: u64,
+    pub streams: u64,
+    pub streams_open: i64,
+    pub peer_resets: u64,
+    pub calmed: u64,
+}
+
 /// The `/stats` document (clients such as the bench read it back with serde).
 #[derive(Debug, Default, Serialize, Deserialize)]
 pub struct Stats {
@@ -96,6 +114,9 @@ pub struct Stats {
     /// TLS handshakes completed, and how many of them resumed an earlier session.
     pub tls_handshakes: u64,
     pub tls_resumed: u64,
+    /// HTTP/2 connections and streams (all 0 without `--http2`/`--h2c`).
+    #[serde(default)]
+    pub http2: H2Stats,
     /// Responses the disk failed (all devices).
     #[serde(default)]
     pub read_errors: u64,
@@ -137,6 +158,11 @@ impl Metrics {
             tls_handshake_failures: Counter::default(),
             tls_handshakes: Counter::default(),
             tls_resumed: Counter::default(),
+            h2_connections: Counter::default(),
+            h2_streams: Counter::default(),
+            h2_streams_open: Gauge::default(),
+            h2_peer_resets: Counter::default(),
+            h2_calmed: Counter::default(),
             read_errors: Family::default(),
             read_errors_all: Counter::default(),
             streams_admitted: Counter::default(),
@@ -189,6 +215,13 @@ impl Metrics {
             tls_handshake_failures: self.tls_handshake_failures.get(),
             tls_handshakes: self.tls_handshakes.get(),
             tls_resumed: self.tls_resumed.get(),
+            http2: H2Stats {
+                connections: self.h2_connections.get(),
+                streams: self.h2_streams.get(),
+                streams_open: self.h2_streams_open.get(),
+                peer_resets: self.h2_peer_resets.get(),
+                calmed: self.h2_calmed.get(),
+            },
             read_errors: self.read_errors_all.get(),
             admission: AdmissionStats {
                 admitted: self.streams_admitted.get(),
@@ -269,6 +302,31 @@ fn register_server(registry: &mut Registry, m: &Metrics) {
         "tls_resumed",
         "TLS handshakes that resumed a session (ticket or session id)",
         m.tls_resumed.clone(),
+    );
+    registry.register(
+        "h2_connections",
+        "HTTP/2 connections",
+        m.h2_connections.clone(),
+    );
+    registry.register(
+        "h2_streams",
+        "HTTP/2 requests (streams) accepted",
+        m.h2_streams.clone(),
+    );
+    registry.register(
+        "h2_streams_open",
+        "HTTP/2 streams being answered",
+        m.h2_streams_open.clone(),
+    );
+    registry.register(
+        "h2_peer_resets",
+        "HTTP/2 streams the client reset before their answer was done",
+        m.h2_peer_resets.clone(),
+    );
+    registry.register(
+        "h2_calmed",
+        "HTTP/2 connections closed with ENHANCE_YOUR_CALM for too many resets",
+        m.h2_calmed.clone(),
     );
     registry.register(
         "read_errors",

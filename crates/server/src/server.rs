@@ -90,7 +90,7 @@ impl Server {
             .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         let tls = match &config.tls {
             Some(t) => Some(
-                crate::tls::Tls::new(t, io.mode())
+                crate::tls::Tls::new(t, io.mode(), config.http2.is_some())
                     .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?,
             ),
             None => None,
@@ -289,7 +289,7 @@ async fn accept_loop(listener: TcpListener, shared: Arc<Shared>) {
             r = listener.accept() => match r {
                 Ok((stream, peer)) => {
                     let id = shared.next_conn_id.fetch_add(1, Ordering::Relaxed) + 1;
-                    admit(&shared, &mut conns, stream, ConnInfo { id, peer });
+                    admit(&shared, &mut conns, stream, ConnInfo { id, peer, http2: false });
                 }
                 Err(e) => {
                     // Out of descriptors or similar: back off briefly instead of spinning.
@@ -332,6 +332,10 @@ fn admit(shared: &Arc<Shared>, conns: &mut JoinSet<()>, stream: TcpStream, info:
     conns.spawn(async move {
         if shared.tls.is_some() {
             crate::tls_conn::serve(shared.clone(), stream, info).await;
+        } else if shared.config.http2.is_some()
+            && crate::h2_conn::sniff_preface(&stream, shared.config.header_timeout).await
+        {
+            crate::h2_conn::serve(shared.clone(), stream, info).await;
         } else {
             conn::serve(shared.clone(), stream, info).await;
         }

@@ -1,5 +1,5 @@
 //! HTTPS for the origin: the rustls server configuration (TLS 1.3 and 1.2, ALPN
-//! `http/1.1`, session resumption by a server-side cache and by tickets), the certificate
+//! `http/1.1`, and `h2` first when HTTP/2 is on), session resumption by a server-side cache and by tickets), the certificate
 //! store that a SIGHUP reloads without touching open connections, the key-file permission
 //! check, the kernel-TLS probe, and throwaway certificates for tests and the bench.
 //!
@@ -221,11 +221,16 @@ impl ResolvesServerCert for CertStore {
     }
 }
 
+/// The ALPN protocol id of HTTP/2 over TLS.
+pub const ALPN_H2: &[u8] = b"h2";
+
 /// The rustls configuration: TLS 1.3 and 1.2 with the `ring` provider's suites, ALPN
-/// `http/1.1`, a session cache and a ticketer (both kinds of resumption).
+/// `http/1.1` (preceded by `h2` with `http2`: a client that offers both gets HTTP/2), a
+/// session cache and a ticketer (both kinds of resumption).
 pub fn server_config(
     store: Arc<CertStore>,
     cipher_suites: &[String],
+    http2: bool,
 ) -> Result<Arc<rustls::ServerConfig>, String> {
     let mut cfg = rustls::ServerConfig::builder_with_provider(provider_with(cipher_suites)?)
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
@@ -233,6 +238,9 @@ pub fn server_config(
         .with_no_client_auth()
         .with_cert_resolver(store);
     cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    if http2 {
+        cfg.alpn_protocols.insert(0, ALPN_H2.to_vec());
+    }
     cfg.session_storage = ServerSessionMemoryCache::new(SESSION_CACHE);
     cfg.ticketer =
         rustls::crypto::ring::Ticketer::new().map_err(|e| format!("TLS ticketer: {e}"))?;
@@ -290,10 +298,11 @@ impl fmt::Debug for Tls {
 }
 
 impl Tls {
-    /// Load the certificate, build the acceptor and log which body path this run uses.
-    pub fn new(settings: &TlsSettings, io: crate::IoMode) -> Result<Tls, String> {
+    /// Load the certificate, build the acceptor (offering `h2` with `http2`) and log which
+    /// body path this run uses.
+    pub fn new(settings: &TlsSettings, io: crate::IoMode, http2: bool) -> Result<Tls, String> {
         let store = Arc::new(CertStore::open(settings)?);
-        let cfg = server_config(store.clone(), &settings.cipher_suites)?;
+        let cfg = server_config(store.clone(), &settings.cipher_suites, http2)?;
         tracing::info!("{}", body_path_note(io));
         Ok(Tls {
             acceptor: tokio_rustls::TlsAcceptor::from(cfg),
@@ -325,7 +334,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let files = selfsigned::write_dir(dir.path()).unwrap();
         let store = Arc::new(CertStore::open(&TlsSettings::new(&files.cert, &files.key)).unwrap());
-        assert!(server_config(store, &["TLS13_AES_128_GCM_SHA256".into()]).is_ok());
+        let cfg = server_config(store.clone(), &["TLS13_AES_128_GCM_SHA256".into()], false);
+        assert_eq!(cfg.unwrap().alpn_protocols, vec![b"http/1.1".to_vec()]);
+        let cfg = server_config(store, &[], true).unwrap();
+        assert_eq!(
+            cfg.alpn_protocols,
+            vec![b"h2".to_vec(), b"http/1.1".to_vec()]
+        );
     }
 
     #[test]

@@ -3,7 +3,6 @@
 //! ([`crate::conn::requests`]) over a TLS [`Wire`]: bodies are read into the connection's
 //! body buffer and written through rustls. Nothing is ever sent in plaintext here.
 
-use std::os::unix::fs::FileExt as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -11,7 +10,7 @@ use tokio::io::{AsyncReadExt as _, AsyncWriteExt as _};
 use tokio::net::TcpStream;
 use tokio_rustls::server::TlsStream;
 
-use crate::body::{SendClock, SendError};
+use crate::body::{read_at, SendClock, SendError};
 use crate::conn::requests;
 use crate::io::Prepared;
 use crate::range::ByteRange;
@@ -62,6 +61,12 @@ pub async fn serve(shared: Arc<Shared>, tcp: TcpStream, info: ConnInfo) {
     shared.metrics.tls_handshakes.inc();
     if stream.get_ref().1.handshake_kind() == Some(rustls::HandshakeKind::Resumed) {
         shared.metrics.tls_resumed.inc();
+    }
+    if shared.config.http2.is_some()
+        && stream.get_ref().1.alpn_protocol() == Some(crate::tls::ALPN_H2)
+    {
+        crate::h2_conn::serve(shared.clone(), stream, info).await;
+        return;
     }
     let mut wire = Tls {
         stream,
@@ -153,38 +158,4 @@ impl Wire for Tls {
             t.buffers.put(std::mem::take(&mut self.body));
         }
     }
-}
-
-/// `pread` `n` bytes at `offset` into the front of `buf`; on the blocking pool when the
-/// pages may have to come from the disk.
-async fn read_at(
-    file: &Arc<std::fs::File>,
-    offset: u64,
-    n: usize,
-    buf: &mut Vec<u8>,
-    blocking: bool,
-) -> Result<(), SendError> {
-    if buf.len() < n {
-        buf.resize(n, 0);
-    }
-    let truncated = |e: std::io::Error| {
-        if e.kind() == std::io::ErrorKind::UnexpectedEof {
-            SendError::Io(std::io::Error::new(e.kind(), "file truncated"))
-        } else {
-            SendError::Io(e)
-        }
-    };
-    if !blocking {
-        return file.read_exact_at(&mut buf[..n], offset).map_err(truncated);
-    }
-    let mut owned = std::mem::take(buf);
-    let f = file.clone();
-    let (owned, r) = tokio::task::spawn_blocking(move || {
-        let r = f.read_exact_at(&mut owned[..n], offset);
-        (owned, r)
-    })
-    .await
-    .map_err(|e| SendError::Io(std::io::Error::other(e)))?;
-    *buf = owned;
-    r.map_err(truncated)
 }

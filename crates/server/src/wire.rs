@@ -18,6 +18,8 @@ use crate::Shared;
 pub struct ConnInfo {
     pub id: u64,
     pub peer: SocketAddr,
+    /// The connection speaks HTTP/2 ([`crate::h2_conn`]).
+    pub http2: bool,
 }
 
 /// The byte transport under the request loop: a plaintext socket (sendfile, `MSG_MORE`) or

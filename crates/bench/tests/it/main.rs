@@ -3,6 +3,7 @@
 //!
 //! One test binary for the crate, linked once: each module holds one area's tests.
 
+mod cluster;
 mod hdd;
 mod hdd_steady;
 mod peers;

@@ -19,8 +19,8 @@ pub struct Args {
     /// Servers under test, comma separated: vodkit[:IO[:POLICY]], nginx, apache,
     /// X+preload[:POLICY] (under the preload shim with its own daemon, default fixed:2MiB),
     /// nginx+readahead:KB[,maxsectors:KB], X+tls (HTTPS with a throwaway CA and
-    /// certificate in the run directory), url:http://127.0.0.1:PORT/, X+bin:PATH (vodkit
-    /// from another build). Default vodkit:asap:auto,nginx; with --scenario it replaces
+    /// certificate in the run directory), X+h2 (HTTP/2: vodkit, or nginx with +tls),
+    /// url:http://127.0.0.1:PORT/, X+bin:PATH (vodkit from another build). Default vodkit:asap:auto,nginx; with --scenario it replaces
     /// every cell's servers.
     #[arg(long)]
     sut: Option<String>,

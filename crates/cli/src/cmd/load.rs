@@ -157,6 +157,12 @@ struct RunArgs {
     allow_remote: bool,
     #[command(flatten)]
     tls: super::tls::LoadTls,
+    /// HTTP version the viewers speak: 1.1, or 2 (each viewer's requests multiplexed as
+    /// streams of one connection: TLS with ALPN h2 for an https:// --target, cleartext
+    /// prior knowledge (h2c) for http://). A viewer's connection indexes then share that
+    /// one connection.
+    #[arg(long, default_value = "1.1", value_name = "1.1|2")]
+    http: vodkit_load::HttpVersion,
     #[command(flatten)]
     sign: super::flags::SignUrls,
 }
@@ -293,6 +299,7 @@ fn run_load(a: RunArgs) -> anyhow::Result<()> {
     config.duration = a.duration;
     config.verify = a.verify;
     config.tls = a.tls.client(&config.target).map_err(usage)?;
+    config.http = a.http;
     config.sign = a.sign.signer()?;
     config.progress = a.status.progress;
     config.quiet = a.status.quiet;

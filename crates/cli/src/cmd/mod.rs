@@ -3,6 +3,7 @@
 //! [`UsageError`] and exits 2; runtime failures exit 1.
 
 pub mod bench;
+pub mod cluster;
 pub mod demo;
 pub mod fileset;
 pub mod flags;

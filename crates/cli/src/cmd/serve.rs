@@ -201,6 +201,20 @@ pub struct Args {
     secure_link_prefix: String,
     #[command(flatten)]
     tls: super::tls::ServeTls,
+    /// Offer HTTP/2 on the TLS listener: ALPN `h2`, falling back to `http/1.1` for clients
+    /// that do not offer it. Same files, ranges, validators, caching, CORS, signed URLs,
+    /// live origin and access log as HTTP/1.1 (logged as HTTP/2.0); bodies go out as DATA
+    /// frames within the client's flow-control windows (no sendfile). See docs/server.md
+    /// "HTTP/2".
+    #[arg(long, requires = "tls_cert")]
+    http2: bool,
+    /// Accept cleartext HTTP/2 by prior knowledge (h2c) beside HTTP/1.1: a connection that
+    /// opens with the HTTP/2 preface speaks HTTP/2. No `Upgrade: h2c`.
+    #[arg(long, conflicts_with = "tls_cert")]
+    h2c: bool,
+    /// HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS: requests one connection may have in flight.
+    #[arg(long, default_value_t = vodkit_server::H2Settings::default().max_streams, value_name = "N")]
+    h2_max_streams: u32,
 }
 
 /// A `--prefetch` value: the one place `vodkit serve` turns policy text into a policy.
@@ -331,6 +345,15 @@ fn config(args: Args) -> anyhow::Result<ServerConfig> {
     config.drain_timeout = args.drain_timeout;
     config.worker_threads = args.threads;
     config.tls = args.tls.settings();
+    if args.http2 || args.h2c {
+        if args.h2_max_streams == 0 {
+            return Err(usage("--h2-max-streams 0: expected at least 1"));
+        }
+        config.http2 = Some(vodkit_server::H2Settings {
+            max_streams: args.h2_max_streams,
+            ..Default::default()
+        });
+    }
     if let Some(file) = &args.secure_link {
         if !args.secure_link_prefix.starts_with('/') {
             return Err(usage(format!(
@@ -364,6 +387,16 @@ fn header_value(v: String, flag: &str) -> anyhow::Result<String> {
 pub fn run(args: Args) -> anyhow::Result<()> {
     let config = config(args)?;
     let scheme = super::tls::announce(&config);
+    if config.http2.is_some() {
+        eprintln!(
+            "vodkit serve: HTTP/2 {}",
+            if config.tls.is_some() {
+                "offered by ALPN (h2, falling back to http/1.1)"
+            } else {
+                "by prior knowledge (h2c) beside HTTP/1.1"
+            }
+        );
+    }
     vodkit_server::run_until_signal(config, |http, admin| {
         eprintln!("vodkit serve: listening on {scheme}://{http}");
         if let Some(a) = admin {
@@ -424,6 +457,20 @@ mod tests {
         assert_eq!((i.max_objects, i.max_streams), (9, 7));
         assert_eq!(i.body_timeout, Duration::from_secs(5));
         assert!(parse(&["--ingest", "/l/", "--ingest-max-streams", "0"]).is_err());
+    }
+
+    #[test]
+    fn http2_flags_reach_the_server_config() {
+        assert!(config(parse(&[]).unwrap()).unwrap().http2.is_none());
+        let c = config(parse(&["--h2c", "--h2-max-streams", "32"]).unwrap()).unwrap();
+        assert_eq!(c.http2.unwrap().max_streams, 32);
+        let tls = ["--tls-cert", "c.pem", "--tls-key", "k.pem"];
+        let c = config(parse(&[&tls[..], &["--http2"]].concat()).unwrap()).unwrap();
+        assert!(c.http2.is_some() && c.tls.is_some());
+        // --http2 is for the TLS listener, --h2c for the plaintext one.
+        assert!(parse(&["--http2"]).is_err());
+        assert!(parse(&[&tls[..], &["--h2c"]].concat()).is_err());
+        assert!(config(parse(&["--h2c", "--h2-max-streams", "0"]).unwrap()).is_err());
     }
 
     #[test]

@@ -7,7 +7,7 @@ use std::time::Duration;
 /// HTTPS flags of `vodkit serve`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ServeTls {
-    /// Serve HTTPS (TLS 1.3 and 1.2, ALPN http/1.1, session resumption) with this PEM
+    /// Serve HTTPS (TLS 1.3 and 1.2, ALPN http/1.1 and with --http2 h2, session resumption) with this PEM
     /// certificate chain; needs --tls-key. Bodies are encrypted in user space by rustls:
     /// each range is read into the connection's buffer with pread from the page cache (or,
     /// with --io direct, taken from the O_DIRECT buffer pool) and sent as TLS records. kTLS

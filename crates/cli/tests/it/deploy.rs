@@ -142,3 +142,128 @@ fn manifests_are_valid_and_consistent() {
     let (valid, report) = validate(&[broken]).expect("installed above");
     assert!(!valid, "a broken Job passed:\n{report}");
 }
+
+/// The balancer's ConfigMap, `deploy/k8s/origin/haproxy-config.yaml`, rendered from the
+/// `vodkit cluster haproxy-config` arguments its header names.
+fn balancer_configmap(header: &str, config: &str) -> String {
+    let mut out = header.to_string();
+    out.push_str(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: origin-balancer\ndata:\n  haproxy.cfg: |\n",
+    );
+    for line in config.lines() {
+        if line.is_empty() {
+            out.push('\n');
+        } else {
+            out.push_str("    ");
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// The committed ConfigMap is exactly what the generator prints for the arguments in its
+/// header (`VODKIT_BLESS=1 cargo test -p vodkit --test it deploy` rewrites it), it lists
+/// one origin per StatefulSet replica by their stable names, and the origin manifests
+/// validate offline.
+#[test]
+fn origin_cluster_manifests_are_the_generators_and_valid() {
+    let dir = deploy().join("k8s/origin");
+    let path = dir.join("haproxy-config.yaml");
+    let committed = std::fs::read_to_string(&path).unwrap();
+    let header: String = committed
+        .lines()
+        .take_while(|l| l.starts_with('#'))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let args = header
+        .lines()
+        .find_map(|l| l.strip_prefix("#   vodkit "))
+        .expect("the header names the generating command")
+        .to_string();
+    let o = common::vodkit()
+        .args(args.split_whitespace())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "vodkit {args}: {o:?}");
+    let expected = balancer_configmap(&header, &String::from_utf8(o.stdout).unwrap());
+    if std::env::var_os("VODKIT_BLESS").is_some() {
+        std::fs::write(&path, &expected).unwrap();
+    } else {
+        assert!(
+            committed == expected,
+            "{} is not the generator's output; run VODKIT_BLESS=1 cargo test -p vodkit --test it deploy",
+            path.display()
+        );
+    }
+
+    // One origin per replica, each by its StatefulSet pod name behind the headless Service.
+    let set = std::fs::read_to_string(dir.join("origin-statefulset.yaml")).unwrap();
+    let replicas: usize = set
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("replicas: "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    let origins: Vec<&str> = args
+        .split_whitespace()
+        .skip_while(|a| *a != "--origins")
+        .nth(1)
+        .unwrap()
+        .split(',')
+        .collect();
+    assert_eq!(origins.len(), replicas, "{origins:?}");
+    for (k, o) in origins.iter().enumerate() {
+        assert!(
+            o.starts_with(&format!("origin-{k}.origin.vodkit.svc")),
+            "{o}"
+        );
+    }
+    assert!(set.contains("serviceName: origin") && set.contains("volumeClaimTemplates:"));
+    assert!(args.contains("--agent-port 9100") && set.contains("--listen=0.0.0.0:9100"));
+
+    // Each container's arguments are ones vodkit accepts: parsed up to what only the pod
+    // has (the mounted catalog, the library volume), or, for the agent, which would run,
+    // up to a deliberately bad last flag.
+    let lists: Vec<Vec<String>> = set
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.trim() == "args:")
+        .map(|(i, _)| {
+            set.lines()
+                .skip(i + 1)
+                .map_while(|l| l.trim().strip_prefix("- ").map(str::to_string))
+                .collect()
+        })
+        .collect();
+    assert_eq!(
+        lists.len(),
+        3,
+        "init, serve and agent containers: {lists:?}"
+    );
+    for (mut list, needle) in lists
+        .into_iter()
+        .zip(["/catalog/", "/library", "--min-speed"])
+    {
+        if list[0] == "cluster" {
+            list.push("--min-speed=0".into());
+        }
+        let o = common::vodkit().args(&list).output().unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{list:?}: {err}");
+        assert!(err.contains(needle), "{list:?}: {err}");
+    }
+
+    let files: Vec<PathBuf> = resources(&dir.join("kustomization.yaml"))
+        .iter()
+        .map(|r| dir.join(r))
+        .collect();
+    for f in &files {
+        assert!(f.is_file(), "{} is missing", f.display());
+    }
+    assert!(dir.join("library/catalog.json").is_file());
+    let Some((valid, report)) = validate(&files) else {
+        return;
+    };
+    assert!(valid, "deploy/k8s/origin does not validate:\n{report}");
+}

@@ -4,6 +4,7 @@
 //! One test binary for the crate, linked once: each module holds one area's tests.
 
 mod browser_player;
+mod cluster;
 mod common;
 mod deploy;
 mod disk_faults;

@@ -1,10 +1,11 @@
-//! Integration tests of the load generator against real servers: players, faults, TLS, live streams,
+//! Integration tests of the load generator against real servers: players, faults, TLS, HTTP/2, live streams,
 //! signed URLs and kernel limits.
 //!
 //! One test binary for the crate, linked once: each module holds one area's tests.
 
 mod common;
 mod faults;
+mod http2;
 mod kernel;
 mod live;
 mod nginx;

@@ -2,4 +2,5 @@
 //!
 //! One test binary for the crate, linked once: each module holds one area's tests.
 
+mod balancers;
 mod supervision;

@@ -109,10 +109,10 @@ pub(crate) fn finish(
             bytes_mem: served.from_memory,
             bytes_disk: served.from_disk,
             outcome,
-            version: Some(if req.minor_version == 0 {
-                "HTTP/1.0"
-            } else {
-                "HTTP/1.1"
+            version: Some(match (info.http2, req.minor_version) {
+                (true, _) => "HTTP/2.0",
+                (false, 0) => "HTTP/1.0",
+                (false, _) => "HTTP/1.1",
             }),
             host: req.host.as_deref().map(Cow::Borrowed),
             user_agent: req.user_agent.as_deref().map(Cow::Borrowed),

@@ -1,4 +1,4 @@
-//! Integration tests of the server: conformance, hostile clients, TLS, I/O modes, live ingest,
+//! Integration tests of the server: conformance, hostile clients, TLS, HTTP/2, I/O modes, live ingest,
 //! signed URLs and real clients.
 //!
 //! One test binary for the crate, linked once: each module holds one area's tests.
@@ -13,6 +13,7 @@ mod conformance;
 mod direct_io;
 mod event_loops;
 mod hostile;
+mod http2;
 mod ingest_limits;
 mod io_modes;
 mod live_ingest;
