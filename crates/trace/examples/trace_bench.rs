@@ -1,6 +1,7 @@
 //! Benchmark driver for `scripts/bench-trace`: `synth DIR SCALE` writes a netflix-2014 log,
 //! `analyze DIR [OUT]` runs chains + phases over it (writing chains.csv and phases.csv to
-//! OUT when given) and prints requests per CPU second. Peak
+//! OUT when given) and prints requests per CPU second; `THREADS` in the environment sets
+//! the parsing threads (default 1). Peak
 //! memory is measured around each step by the script.
 
 use std::io::BufReader;
@@ -49,7 +50,14 @@ fn main() -> Result<(), String> {
             let cpu0 = cpu_seconds();
             let t = Instant::now();
             let input = BufReader::with_capacity(1 << 20, log);
-            let opts = AnalyzeOptions::default();
+            let threads = std::env::var("THREADS")
+                .ok()
+                .and_then(|t| t.parse().ok())
+                .unwrap_or(1);
+            let opts = AnalyzeOptions {
+                threads,
+                ..Default::default()
+            };
             let a = match out {
                 None => analyze(input, files, &opts, &mut NoSink).map_err(|e| e.to_string())?,
                 Some(o) => {
@@ -62,17 +70,66 @@ fn main() -> Result<(), String> {
             let wall = t.elapsed().as_secs_f64();
             let cpu = (cpu_seconds() - cpu0).max(1e-3);
             println!(
-                "analyze: {} requests, {} chains, {} sessions (peak {} open) in {:.2} s wall, {:.2} s CPU: {:.0} requests/s/core",
+                "analyze ({} threads): {} requests, {} chains, {} sessions (peak {} open, {:.1} MiB) in {:.2} s wall, {:.2} s CPU: {:.0} requests/s/core, {:.0} requests/s",
+                threads,
                 a.read.requests,
                 a.chains.chains,
                 a.phases.sessions,
                 a.peak_open_sessions,
+                a.peak_open_bytes as f64 / 1048576.0,
                 wall,
                 cpu,
-                a.read.requests as f64 / cpu
+                a.read.requests as f64 / cpu,
+                a.read.requests as f64 / wall
             );
             Ok(())
         }
-        _ => Err("usage: trace_bench synth DIR SCALE | trace_bench analyze DIR [OUT]".into()),
+        Some(way @ ("fromlog-memory" | "fromlog-stream")) if args.len() == 3 => {
+            // Session rebuilding as `workload from-log` does it, without writing the list.
+            let dir = Path::new(&args[2]);
+            let log = std::fs::File::open(dir.join("log.csv")).map_err(|e| e.to_string())?;
+            let input = BufReader::with_capacity(1 << 20, log);
+            let cpu0 = cpu_seconds();
+            let t = Instant::now();
+            let opt = vodkit_trace::fromlog::FromLogOptions {
+                key: Some(b"bench".to_vec()),
+                ..Default::default()
+            };
+            let read_opts = vodkit_trace::read::ReadOptions::default();
+            let mut sessions = 0u64;
+            let read = if way == "fromlog-memory" {
+                let mut b = vodkit_trace::fromlog::SessionRebuilder::default();
+                let read = vodkit_trace::read::read_log_with(input, &read_opts, |r| b.add(r))
+                    .map_err(|e| e.to_string())?;
+                sessions += b.finish(&opt)?.sessions.count() as u64;
+                read
+            } else {
+                let limits = vodkit_trace::fromlog::StreamOptions {
+                    max_service_s: 3600.0,
+                    order_tolerance_s: 60.0,
+                    memory_bytes: 512 << 20,
+                    spill_dir: std::env::temp_dir(),
+                };
+                let mut b = vodkit_trace::fromlog::StreamRebuilder::new(&opt, &limits);
+                let read = vodkit_trace::read::read_log_with(input, &read_opts, |r| b.add(r))
+                    .map_err(|e| e.to_string())?;
+                let r = b.finish()?;
+                println!("{:?}", r.summary.stream);
+                sessions += r.sessions.count() as u64;
+                read
+            };
+            let cpu = (cpu_seconds() - cpu0).max(1e-3);
+            println!(
+                "{way}: {} requests, {sessions} sessions in {:.2} s wall, {cpu:.2} s CPU: {:.0} requests/s/core",
+                read.requests,
+                t.elapsed().as_secs_f64(),
+                read.requests as f64 / cpu
+            );
+            Ok(())
+        }
+        _ => Err(
+            "usage: trace_bench synth DIR SCALE | trace_bench analyze DIR [OUT] | trace_bench fromlog-memory|fromlog-stream DIR"
+                .into(),
+        ),
     }
 }

@@ -8,20 +8,24 @@
 //! `max_service` could have joined a chain already closed (such requests are counted).
 
 use std::collections::{HashMap, HashSet};
-use std::hash::{DefaultHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::io::BufRead;
 
 use crate::chain::{ChainBuilder, ChainRec, CHAIN_WINDOW_S};
 use crate::chainstats::{ChainStatsBuilder, ChainSummary};
 use crate::files::FileTable;
+use crate::parse::{LogFormat, ReadSummary};
 use crate::phase::{session_phases, Phase, PhaseParams, PhaseStatsBuilder, PhaseSummary};
-use crate::read::{read_log, LogFormat, ReadSummary};
+use crate::read::{read_log_with, ReadOptions};
 use crate::record::LogRequest;
 use crate::sessions::{ParallelTracker, SessionStatsBuilder, SessionSummary};
 
 #[derive(Clone, Debug)]
 pub struct AnalyzeOptions {
     pub format: LogFormat,
+    /// Threads parsing the log (the analysis itself runs on the calling thread); the
+    /// result is the same for any number.
+    pub threads: usize,
     /// Adjacent requests this close in time join a chain (thesis: 40 s).
     pub window_s: f64,
     /// Longest service time a request may have and still join a chain closed before it
@@ -41,6 +45,7 @@ impl Default for AnalyzeOptions {
     fn default() -> Self {
         AnalyzeOptions {
             format: LogFormat::Auto,
+            threads: 1,
             window_s: CHAIN_WINDOW_S,
             max_service_s: 3600.0,
             phase: PhaseParams::default(),
@@ -92,6 +97,9 @@ pub struct Analysis {
     pub long_service: u64,
     pub excluded_tail: u64,
     pub peak_open_sessions: usize,
+    /// Most bytes the open sessions held at once (an estimate, measured when sessions are
+    /// closed, every minute of log time).
+    pub peak_open_bytes: u64,
     pub files: FileTable,
 }
 
@@ -106,8 +114,9 @@ struct State<'s> {
     opts: AnalyzeOptions,
     files: FileTable,
     max_end: Vec<u64>,
-    open: HashMap<Box<str>, OpenSession>,
-    closed: HashSet<u64>,
+    open: HashMap<Box<str>, OpenSession, foldhash::fast::RandomState>,
+    /// Hashes of closed sessions' names ([`name_hash`]: the same for every run).
+    closed: HashSet<u64, foldhash::fast::RandomState>,
     clock: f64,
     next_sweep: f64,
     chain_stats: ChainStatsBuilder,
@@ -119,12 +128,11 @@ struct State<'s> {
     long_service: u64,
     excluded_tail: u64,
     peak_open: usize,
+    peak_open_bytes: usize,
 }
 
 fn name_hash(s: &str) -> u64 {
-    let mut h = DefaultHasher::new();
-    s.hash(&mut h);
-    h.finish()
+    foldhash::fast::FixedState::with_seed(0x5EED).hash_one(s)
 }
 
 impl State<'_> {
@@ -180,6 +188,18 @@ impl State<'_> {
 
     /// Close sessions that can no longer change (all of them at the end of the log).
     fn sweep(&mut self, all: bool) {
+        let held: usize = self
+            .open
+            .iter()
+            .map(|(k, s)| {
+                k.len()
+                    + std::mem::size_of::<OpenSession>()
+                    + s.chains.bytes()
+                    + s.parallel.capacity() * std::mem::size_of::<(u32, ParallelTracker)>()
+                    + s.parallel.iter().map(|p| p.1.bytes()).sum::<usize>()
+            })
+            .sum();
+        self.peak_open_bytes = self.peak_open_bytes.max(held);
         let horizon = self.opts.window_s + self.opts.max_service_s;
         let clock = self.clock;
         let done: Vec<Box<str>> = self
@@ -238,7 +258,7 @@ impl State<'_> {
 
 /// Analyze a log. `files` is the file table (empty when unknown); `sink` receives every
 /// session as it closes. Only I/O errors (reading the log, or from the sink) fail.
-pub fn analyze<R: BufRead>(
+pub fn analyze<R: BufRead + Send>(
     input: R,
     files: FileTable,
     opts: &AnalyzeOptions,
@@ -248,8 +268,8 @@ pub fn analyze<R: BufRead>(
         opts: opts.clone(),
         max_end: vec![0; files.len()],
         files,
-        open: HashMap::new(),
-        closed: HashSet::new(),
+        open: HashMap::default(),
+        closed: HashSet::default(),
         clock: f64::NEG_INFINITY,
         next_sweep: f64::NEG_INFINITY,
         chain_stats: ChainStatsBuilder::default(),
@@ -261,8 +281,14 @@ pub fn analyze<R: BufRead>(
         long_service: 0,
         excluded_tail: 0,
         peak_open: 0,
+        peak_open_bytes: 0,
     };
-    let read = read_log(input, opts.format, |r| st.add(r))?;
+    let read_opts = ReadOptions {
+        format: opts.format,
+        threads: opts.threads,
+        ..Default::default()
+    };
+    let read = read_log_with(input, &read_opts, |r| st.add(r))?;
     let open_at_end = st
         .open
         .values()
@@ -284,6 +310,7 @@ pub fn analyze<R: BufRead>(
         long_service: st.long_service,
         excluded_tail: st.excluded_tail,
         peak_open_sessions: st.peak_open,
+        peak_open_bytes: st.peak_open_bytes as u64,
         files: st.files,
     })
 }

@@ -127,6 +127,17 @@ impl ChainBuilder {
         self.files.iter().map(|f| f.1.len()).sum()
     }
 
+    /// Bytes the builder holds (an estimate: its vectors' capacities).
+    pub fn bytes(&self) -> usize {
+        std::mem::size_of::<Self>()
+            + self.files.capacity() * std::mem::size_of::<(u32, Vec<Frag>)>()
+            + self
+                .files
+                .iter()
+                .map(|f| f.1.capacity() * std::mem::size_of::<Frag>())
+                .sum::<usize>()
+    }
+
     pub fn add(&mut self, file: u32, r: &LogRequest<'_>, window_s: f64) {
         let frags = match self.files.iter().position(|f| f.0 == file) {
             Some(i) => &mut self.files[i].1,

@@ -19,7 +19,8 @@ pub struct FileInfo {
 #[derive(Clone, Debug, Default)]
 pub struct FileTable {
     pub files: Vec<FileInfo>,
-    index: HashMap<String, u32>,
+    /// Name → id; a fast seeded hasher (names come from the log, one lookup per request).
+    index: HashMap<String, u32, foldhash::fast::RandomState>,
 }
 
 pub fn parse_media(s: &str) -> Option<Media> {

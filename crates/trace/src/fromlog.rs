@@ -25,6 +25,7 @@ use serde::Serialize;
 use vodkit_workload::model::{ByteRange, Catalog, Media, Rendition, Request, Session, Title};
 
 use crate::record::{LogRequest, RequestKind};
+use crate::spill::Seen;
 
 /// Shortest timeout given to a rebuilt request.
 pub const MIN_TIMEOUT_S: f64 = 5.0;
@@ -54,17 +55,6 @@ impl Default for FromLogOptions {
             class: "default".into(),
         }
     }
-}
-
-/// One logged request, owned.
-#[derive(Clone, Debug)]
-struct Seen {
-    recv_s: f64,
-    done_s: f64,
-    offset: u64,
-    extent: u64,
-    kind: RequestKind,
-    bytes_sent: u64,
 }
 
 /// One session: a run of a viewer's requests, `lo..hi` of them, starting at `start`.
@@ -135,6 +125,9 @@ pub struct FromLogSummary {
     pub bitrate_kbps: u32,
     /// `kept`, `hashed (key given)` or `hashed (random key, not kept)`.
     pub identities: String,
+    /// How the streaming rebuild kept within its memory limit.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stream: Option<StreamSummary>,
 }
 
 /// The rebuilt workload.
@@ -149,10 +142,14 @@ pub struct Rebuilt {
 /// session list is written out one line at a time instead of being held whole next to
 /// the requests it is made from.
 pub struct SessionStream {
-    built: std::vec::IntoIter<Piece>,
-    /// Each viewer's file and requests (in arrival order), which the pieces index into:
-    /// a session is cut out of them when it is written, not copied beforehand.
-    viewers: Vec<(String, Vec<Seen>)>,
+    pieces: Pieces,
+    out: Out,
+    /// A spilled run that could not be read back: the stream ended early.
+    error: Option<std::io::Error>,
+}
+
+/// What turns a piece into a [`Session`].
+struct Out {
     /// File name → (title id, output path with its leading `/`), hashed once per file.
     files: HashMap<String, (u32, String)>,
     next_id: u64,
@@ -162,14 +159,27 @@ pub struct SessionStream {
     bitrate_kbps: u32,
 }
 
-impl Iterator for SessionStream {
-    type Item = Session;
+/// Where the sessions come from.
+enum Pieces {
+    /// Each viewer's file and requests (in arrival order), which the pieces index into:
+    /// a session is cut out of them when it is written, not copied beforehand.
+    Memory {
+        built: std::vec::IntoIter<Piece>,
+        viewers: Vec<(String, Vec<Seen>)>,
+    },
+    /// Finished sessions merged back from memory and spilled runs.
+    Sorted(crate::spill::Merged),
+}
 
-    fn next(&mut self) -> Option<Session> {
-        let piece = self.built.next()?;
-        let start = piece.start;
-        let (file, seen) = &self.viewers[piece.viewer as usize];
-        let seen = &seen[piece.lo as usize..piece.hi as usize];
+impl SessionStream {
+    /// Why the stream ended early, if it did (reading back a spilled run failed).
+    pub fn error(&mut self) -> Option<std::io::Error> {
+        self.error.take()
+    }
+}
+
+impl Out {
+    fn session(&mut self, start: f64, file: &str, seen: &[Seen]) -> Session {
         let i = self.next_id;
         self.next_id += 1;
         let gap = if i == 0 {
@@ -205,7 +215,7 @@ impl Iterator for SessionStream {
                 }
             })
             .collect();
-        Some(Session {
+        Session {
             id: i,
             gap: gap.max(0.0),
             start_s: None,
@@ -215,24 +225,43 @@ impl Iterator for SessionStream {
             requests,
             live: None,
             play: None,
-        })
+        }
+    }
+}
+
+impl Iterator for SessionStream {
+    type Item = Session;
+
+    fn next(&mut self) -> Option<Session> {
+        match &mut self.pieces {
+            Pieces::Memory { built, viewers } => {
+                let piece = built.next()?;
+                let (file, seen) = &viewers[piece.viewer as usize];
+                let seen = &seen[piece.lo as usize..piece.hi as usize];
+                Some(self.out.session(piece.start, file, seen))
+            }
+            Pieces::Sorted(m) => match m.next_piece() {
+                Ok(Some(p)) => Some(self.out.session(p.start, &p.file, &p.seen)),
+                Ok(None) => None,
+                Err(e) => {
+                    self.error = Some(e);
+                    None
+                }
+            },
+        }
     }
 
     fn size_hint(&self) -> (usize, Option<usize>) {
-        self.built.size_hint()
+        match &self.pieces {
+            Pieces::Memory { built, .. } => built.size_hint(),
+            Pieces::Sorted(m) => (m.len_hint(), None),
+        }
     }
 }
 
 impl SessionRebuilder {
     pub fn add(&mut self, r: &LogRequest<'_>) {
-        let seen = Seen {
-            recv_s: r.recv_s(),
-            done_s: r.done_s,
-            offset: r.offset,
-            extent: r.extent,
-            kind: r.kind,
-            bytes_sent: r.bytes_sent,
-        };
+        let seen = Seen::of(r);
         viewer_key(&mut self.key, &r.session, r.file);
         match self.by_viewer.get_mut(self.key.as_slice()) {
             Some(list) => list.push(seen),
@@ -289,77 +318,362 @@ impl SessionRebuilder {
             (Some(a), Some(b)) => b.start - a.start,
             _ => 0.0,
         };
-        let n = built.len();
-        // Mean inter-arrival over the log; gaps are scaled to mean 1.
-        let mean_gap = if n > 1 { span / (n - 1) as f64 } else { 1.0 };
-        let mean_gap = if mean_gap > 0.0 { mean_gap } else { 1.0 };
-        // Titles: ranked by requests, ids in name order.
-        let mut names: Vec<&String> = files.keys().collect();
-        names.sort();
-        let ids: HashMap<&String, u32> = names
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (*n, i as u32))
-            .collect();
-        let mut by_count: Vec<&String> = names.clone();
-        by_count.sort_by(|a, b| files[*b].1.cmp(&files[*a].1).then_with(|| a.cmp(b)));
-        let ranks: HashMap<&String, u32> = by_count
-            .iter()
-            .enumerate()
-            .map(|(i, n)| (*n, i as u32 + 1))
-            .collect();
-        let bytes_per_s = f64::from(opt.bitrate_kbps.max(1)) * 1000.0 / 8.0;
-        let titles = names
-            .iter()
-            .map(|name| {
-                let size = files[*name].0.max(1);
-                Title {
-                    id: ids[name],
-                    rank: ranks[name],
-                    duration_s: size as f64 / bytes_per_s,
-                    renditions: vec![Rendition::one_file(
-                        opt.bitrate_kbps,
-                        Media::Combined,
-                        namer.path(name),
-                        size,
-                    )],
-                }
-            })
-            .collect();
-        let paths: HashMap<String, (u32, String)> = names
-            .iter()
-            .map(|n| ((*n).clone(), (ids[n], format!("/{}", namer.path(n)))))
-            .collect();
-        let summary = FromLogSummary {
-            requests,
-            sessions: n as u64,
-            files: files.len() as u64,
-            log_session_rate: if span > 0.0 {
-                (n.max(1) - 1) as f64 / span
-            } else {
-                0.0
-            },
-            log_span_s: span,
-            idle_s: opt.idle_s,
-            bitrate_kbps: opt.bitrate_kbps,
-            identities: namer.describe(),
-        };
+        let first = built.first().map_or(0.0, |b| b.start);
+        let n = built.len() as u64;
+        let (out, catalog, summary) = output(&files, requests, n, first, span, opt, &namer);
         Ok(Rebuilt {
             sessions: SessionStream {
-                prev: built.first().map_or(0.0, |b| b.start),
-                built: built.into_iter(),
-                viewers,
-                files: paths,
-                next_id: 0,
-                mean_gap,
-                class: opt.class.clone(),
-                bitrate_kbps: opt.bitrate_kbps,
+                pieces: Pieces::Memory {
+                    built: built.into_iter(),
+                    viewers,
+                },
+                out,
+                error: None,
             },
-            catalog: Catalog {
-                spec: "from-log".into(),
-                seed: 0,
-                titles,
+            catalog,
+            summary,
+        })
+    }
+}
+
+/// The catalog, the summary and the session writer's state, from what every file saw
+/// (highest byte reached, requests) and the sessions' count, first start and span.
+fn output(
+    files: &HashMap<String, (u64, u64)>,
+    requests: u64,
+    n: u64,
+    first: f64,
+    span: f64,
+    opt: &FromLogOptions,
+    namer: &Namer,
+) -> (Out, Catalog, FromLogSummary) {
+    // Mean inter-arrival over the log; gaps are scaled to mean 1.
+    let mean_gap = if n > 1 { span / (n - 1) as f64 } else { 1.0 };
+    let mean_gap = if mean_gap > 0.0 { mean_gap } else { 1.0 };
+    // Titles: ranked by requests, ids in name order.
+    let mut names: Vec<&String> = files.keys().collect();
+    names.sort();
+    let ids: HashMap<&String, u32> = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (*n, i as u32))
+        .collect();
+    let mut by_count: Vec<&String> = names.clone();
+    by_count.sort_by(|a, b| files[*b].1.cmp(&files[*a].1).then_with(|| a.cmp(b)));
+    let ranks: HashMap<&String, u32> = by_count
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (*n, i as u32 + 1))
+        .collect();
+    let bytes_per_s = f64::from(opt.bitrate_kbps.max(1)) * 1000.0 / 8.0;
+    let titles = names
+        .iter()
+        .map(|name| {
+            let size = files[*name].0.max(1);
+            Title {
+                id: ids[name],
+                rank: ranks[name],
+                duration_s: size as f64 / bytes_per_s,
+                renditions: vec![Rendition::one_file(
+                    opt.bitrate_kbps,
+                    Media::Combined,
+                    namer.path(name),
+                    size,
+                )],
+            }
+        })
+        .collect();
+    let paths: HashMap<String, (u32, String)> = names
+        .iter()
+        .map(|n| ((*n).clone(), (ids[n], format!("/{}", namer.path(n)))))
+        .collect();
+    let summary = FromLogSummary {
+        requests,
+        sessions: n,
+        files: files.len() as u64,
+        log_session_rate: if span > 0.0 {
+            (n.max(1) - 1) as f64 / span
+        } else {
+            0.0
+        },
+        log_span_s: span,
+        idle_s: opt.idle_s,
+        bitrate_kbps: opt.bitrate_kbps,
+        identities: namer.describe(),
+        stream: None,
+    };
+    let out = Out {
+        files: paths,
+        next_id: 0,
+        prev: first,
+        mean_gap,
+        class: opt.class.clone(),
+        bitrate_kbps: opt.bitrate_kbps,
+    };
+    let catalog = Catalog {
+        spec: "from-log".into(),
+        seed: 0,
+        titles,
+    };
+    (out, catalog, summary)
+}
+
+/// Limits of the streaming rebuild.
+#[derive(Clone, Debug)]
+pub struct StreamOptions {
+    /// Longest service time for which the result is guaranteed to be the in-memory one:
+    /// a viewer's requests are held until no later line could arrive before them.
+    pub max_service_s: f64,
+    /// How far a log may be out of completion order (as the reader's tolerance).
+    pub order_tolerance_s: f64,
+    /// Memory for held requests and finished sessions waiting to be written in order;
+    /// past it, finished sessions are spilled to sorted runs under `spill_dir`.
+    pub memory_bytes: usize,
+    pub spill_dir: std::path::PathBuf,
+}
+
+/// What the streaming rebuild held and spilled.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct StreamSummary {
+    pub memory_limit_bytes: u64,
+    /// Most bytes held at once (open viewers' requests and unspilled sessions).
+    pub peak_held_bytes: u64,
+    pub spilled_bytes: u64,
+    pub peak_open_viewers: u64,
+    /// Requests that arrived after sessions they could belong to were finished (served for
+    /// longer than the max service time, or out of order by more than the tolerance): the
+    /// sessions around them may differ from an in-memory rebuild.
+    pub late_requests: u64,
+}
+
+/// One viewer's requests not yet in a finished session.
+struct Open {
+    seen: Vec<Seen>,
+    /// Whether `seen` is in arrival order (requests come in completion order, which is
+    /// arrival order unless one took longer than the one before).
+    sorted: bool,
+    /// Latest completion of the viewer's finished requests.
+    last_done: f64,
+}
+
+/// Rebuilds sessions while the log streams by: a viewer's requests are held only until
+/// their session can no longer change, then the session is finished and queued (spilled
+/// in sorted runs past the memory limit); the result is the one of [`SessionRebuilder`].
+pub struct StreamRebuilder {
+    opt: FromLogOptions,
+    limits: StreamOptions,
+    open: HashMap<Box<[u8]>, Open, foldhash::fast::RandomState>,
+    key: Vec<u8>,
+    files: HashMap<String, (u64, u64)>,
+    runs: crate::spill::Runs,
+    held: usize,
+    clock: f64,
+    next_sweep: f64,
+    /// Requests arriving before this cannot be placed exactly any more.
+    finished_before: f64,
+    requests: u64,
+    pieces: u64,
+    first: f64,
+    last: f64,
+    stats: StreamSummary,
+    err: Option<std::io::Error>,
+}
+
+/// Clock seconds between two looks for finished sessions.
+const SWEEP_S: f64 = 60.0;
+
+impl StreamRebuilder {
+    pub fn new(opt: &FromLogOptions, limits: &StreamOptions) -> StreamRebuilder {
+        StreamRebuilder {
+            opt: opt.clone(),
+            limits: limits.clone(),
+            open: HashMap::default(),
+            key: Vec::new(),
+            files: HashMap::new(),
+            // Finished sessions get a quarter of the memory; held requests the rest.
+            runs: crate::spill::Runs::new(&limits.spill_dir, limits.memory_bytes / 4),
+            held: 0,
+            clock: f64::NEG_INFINITY,
+            next_sweep: f64::NEG_INFINITY,
+            finished_before: f64::NEG_INFINITY,
+            requests: 0,
+            pieces: 0,
+            first: f64::INFINITY,
+            last: f64::NEG_INFINITY,
+            stats: StreamSummary {
+                memory_limit_bytes: limits.memory_bytes as u64,
+                ..Default::default()
             },
+            err: None,
+        }
+    }
+
+    pub fn add(&mut self, r: &LogRequest<'_>) {
+        let seen = Seen::of(r);
+        if seen.recv_s < self.finished_before {
+            self.stats.late_requests += 1;
+        }
+        self.clock = self.clock.max(r.done_s);
+        viewer_key(&mut self.key, &r.session, r.file);
+        let o = match self.open.get_mut(self.key.as_slice()) {
+            Some(o) => o,
+            None => {
+                self.held += self.key.len() + std::mem::size_of::<Open>() + 32;
+                self.open
+                    .entry(self.key.clone().into_boxed_slice())
+                    .or_insert(Open {
+                        seen: Vec::new(),
+                        sorted: true,
+                        last_done: f64::NEG_INFINITY,
+                    })
+            }
+        };
+        if o.seen.last().is_some_and(|l| l.recv_s > seen.recv_s) {
+            o.sorted = false;
+        }
+        o.seen.push(seen);
+        self.held += std::mem::size_of::<Seen>();
+        self.stats.peak_open_viewers = self.stats.peak_open_viewers.max(self.open.len() as u64);
+        self.note_peak();
+        if self.clock >= self.next_sweep {
+            self.sweep(false);
+            // Often enough that finished sessions wait little past the horizon, seldom
+            // enough that the open ones are not looked at again and again.
+            let horizon = self.limits.max_service_s + self.limits.order_tolerance_s;
+            self.next_sweep = self.clock + SWEEP_S.max(horizon / 8.0);
+        }
+    }
+
+    fn note_peak(&mut self) {
+        let now = (self.held + self.runs.held()) as u64;
+        self.stats.peak_held_bytes = self.stats.peak_held_bytes.max(now);
+    }
+
+    /// Finish the sessions no later request can change (all of them when `all`).
+    fn sweep(&mut self, all: bool) {
+        let w = if all {
+            f64::INFINITY
+        } else {
+            self.clock - self.limits.max_service_s - self.limits.order_tolerance_s
+        };
+        self.finished_before = self.finished_before.max(w);
+        let idle = self.opt.idle_s;
+        let mut done_keys = Vec::new();
+        for (key, o) in self.open.iter_mut() {
+            if !o.sorted {
+                o.seen.sort_by(|a, b| a.recv_s.total_cmp(&b.recv_s));
+                o.sorted = true;
+            }
+            // Nothing can be final before the first arrival plus the idle time.
+            if o.seen.first().is_none_or(|s| s.recv_s + idle >= w) {
+                continue;
+            }
+            let mut lo = 0usize;
+            let mut last_done = o.last_done;
+            let mut finished_done = o.last_done;
+            let mut cut = Vec::new();
+            let mut stopped = false;
+            for (i, s) in o.seen.iter().enumerate() {
+                if i > lo && s.recv_s - last_done > idle {
+                    if s.recv_s >= w {
+                        stopped = true;
+                        break;
+                    }
+                    cut.push((lo, i));
+                    finished_done = last_done;
+                    lo = i;
+                }
+                last_done = last_done.max(s.done_s);
+            }
+            // The last piece is complete when every request was looked at and the next
+            // one, arriving at `w` or later, would start a new piece.
+            let whole = !stopped && lo < o.seen.len() && (all || last_done + idle < w);
+            if whole {
+                cut.push((lo, o.seen.len()));
+                finished_done = last_done;
+            }
+            if cut.is_empty() {
+                continue;
+            }
+            let end = cut.last().map_or(0, |c| c.1);
+            let rest = o.seen.split_off(end);
+            let taken = std::mem::replace(&mut o.seen, rest);
+            o.last_done = finished_done;
+            let (client, file) = viewer_parts(key);
+            let file = String::from_utf8_lossy(file).into_owned();
+            for (a, b) in cut {
+                let piece = crate::spill::Piece {
+                    start: taken[a].recv_s,
+                    client: client.to_vec(),
+                    file: file.clone(),
+                    seen: taken[a..b].to_vec(),
+                };
+                self.held = self
+                    .held
+                    .saturating_sub((b - a) * std::mem::size_of::<Seen>());
+                self.first = self.first.min(piece.start);
+                self.last = self.last.max(piece.start);
+                self.pieces += 1;
+                let f = self.files.entry(file.clone()).or_default();
+                for s in &piece.seen {
+                    self.requests += 1;
+                    f.0 = f.0.max(s.offset + s.extent.max(s.bytes_sent));
+                    f.1 += 1;
+                }
+                if self.err.is_none() {
+                    if let Err(e) = self.runs.push(piece) {
+                        self.err = Some(e);
+                    }
+                }
+            }
+            if o.seen.is_empty() {
+                done_keys.push(key.clone());
+            }
+        }
+        for k in done_keys {
+            self.held = self
+                .held
+                .saturating_sub(k.len() + std::mem::size_of::<Open>() + 32);
+            self.open.remove(&k);
+        }
+        self.note_peak();
+    }
+
+    /// Finish every session and order them.
+    pub fn finish(mut self) -> Result<Rebuilt, String> {
+        self.sweep(true);
+        if let Some(e) = self.err.take() {
+            return Err(format!("spilling sessions: {e}"));
+        }
+        let namer = Namer::new(&self.opt)?;
+        let span = if self.pieces > 0 {
+            self.last - self.first
+        } else {
+            0.0
+        };
+        let first = if self.pieces > 0 { self.first } else { 0.0 };
+        let (out, catalog, mut summary) = output(
+            &self.files,
+            self.requests,
+            self.pieces,
+            first,
+            span,
+            &self.opt,
+            &namer,
+        );
+        self.stats.spilled_bytes = self.runs.spilled;
+        summary.stream = Some(self.stats);
+        let merged = self
+            .runs
+            .finish()
+            .map_err(|e| format!("spilling sessions: {e}"))?;
+        Ok(Rebuilt {
+            sessions: SessionStream {
+                pieces: Pieces::Sorted(merged),
+                out,
+                error: None,
+            },
+            catalog,
             summary,
         })
     }
@@ -512,6 +826,50 @@ mod tests {
         assert_eq!(v1.renditions[0].size_bytes, 6000);
         assert_eq!(v1.rank, 1);
         assert_eq!(r.summary.identities, "kept");
+    }
+
+    #[test]
+    fn streaming_with_spills_gives_the_in_memory_sessions() {
+        let mut reqs = vec![
+            req("a", "v1.mp4", 100.0, 0, 1000),
+            req("a", "v1.mp4", 104.0, 1000, 1000),
+            req("b", "v1.mp4", 101.0, 0, 500),
+            req("a", "v2.mp4", 102.0, 0, 2000),
+        ];
+        for i in 0..300u64 {
+            let client = ["a", "b", "c"][(i % 3) as usize];
+            reqs.push(req(client, "v3.mp4", 200.0 + i as f64 * 7.0, i * 10, 10));
+        }
+        reqs.push(req("a", "v1.mp4", 3000.0, 5000, 1000));
+        let opt = FromLogOptions {
+            keep_identities: true,
+            ..Default::default()
+        };
+        let json = |r: Rebuilt| -> Vec<String> {
+            r.sessions
+                .map(|s| serde_json::to_string(&s).unwrap())
+                .collect()
+        };
+        let want = json(rebuild(&reqs, &opt));
+        let dir = tempfile::tempdir().unwrap();
+        for memory_bytes in [1, 4000, usize::MAX / 8] {
+            let limits = StreamOptions {
+                max_service_s: 1.0,
+                order_tolerance_s: 0.0,
+                memory_bytes,
+                spill_dir: dir.path().to_path_buf(),
+            };
+            let mut b = StreamRebuilder::new(&opt, &limits);
+            for (_, r) in &reqs {
+                b.add(r);
+            }
+            let r = b.finish().unwrap();
+            let stream = r.summary.stream.clone().unwrap();
+            assert_eq!(stream.spilled_bytes > 0, memory_bytes < 10_000);
+            assert_eq!(stream.late_requests, 0);
+            assert_eq!(r.summary.sessions, want.len() as u64);
+            assert_eq!(json(r), want, "memory {memory_bytes}");
+        }
     }
 
     #[test]

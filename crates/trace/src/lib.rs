@@ -7,17 +7,22 @@
 //! [`phase`] and [`sessions`] statistics, which [`report`] renders as HTML.
 
 pub mod analyze;
+pub mod blocks;
 pub mod chain;
 pub mod chainstats;
+pub mod columnar;
 pub mod files;
 pub mod fit;
 pub mod fromlog;
 pub mod output;
+mod parse;
 pub mod phase;
 pub mod read;
 pub mod record;
 pub mod report;
 pub mod sessions;
+pub mod sort;
+mod spill;
 
 pub use analyze::{analyze, Analysis, AnalyzeOptions};
 pub use chain::{read_chains_csv, Chain};

@@ -8,9 +8,11 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::analyze::{Analysis, ClosedSession, SessionSink};
-use crate::chain::{chains_writer, ms, write_row};
+use crate::chain::{chains_writer, kind_name, ms, write_row};
+use crate::columnar::{Table, Value, CHAINS_SCHEMA, PHASES_SCHEMA};
+use crate::files::media_name;
+use crate::parse::ReadSummary;
 use crate::phase::PhaseKind;
-use crate::read::ReadSummary;
 
 /// Columns of `phases.csv`.
 pub const PHASES_HEADER: &str = "session,phase,t_start,t_end,chains,bytes,bitrate_kbps";
@@ -38,36 +40,101 @@ struct PhaseRow<'a> {
     bitrate_kbps: Option<u32>,
 }
 
-/// Streams chains and phases to CSV files (RFC 4180 quoting) as sessions close.
+/// The form of the row outputs (chains, phases).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum OutputFormat {
+    #[default]
+    Csv,
+    Parquet,
+}
+
+impl std::str::FromStr for OutputFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "csv" => Ok(OutputFormat::Csv),
+            "parquet" => Ok(OutputFormat::Parquet),
+            _ => Err(format!(
+                "unknown output format {s:?} (expected csv or parquet)"
+            )),
+        }
+    }
+}
+
+/// One row output, as CSV or Parquet.
+enum Rows {
+    Csv(csv::Writer<File>),
+    Parquet(Table),
+}
+
+impl Rows {
+    fn finish(self) -> std::io::Result<()> {
+        match self {
+            Rows::Csv(mut w) => w.flush(),
+            Rows::Parquet(t) => t.finish(),
+        }
+    }
+}
+
+/// Streams chains and phases to CSV files (RFC 4180 quoting) or Parquet files as sessions
+/// close.
 pub struct DirSink {
-    chains: Option<csv::Writer<File>>,
-    phases: Option<csv::Writer<File>>,
+    chains: Option<Rows>,
+    phases: Option<Rows>,
+}
+
+fn int(v: u64) -> Option<i64> {
+    Some(i64::try_from(v).unwrap_or(i64::MAX))
 }
 
 impl DirSink {
+    /// CSV outputs.
     pub fn create(out: &Path, chains: bool, phases: bool) -> std::io::Result<DirSink> {
+        DirSink::create_as(out, chains, phases, OutputFormat::Csv)
+    }
+
+    pub fn create_as(
+        out: &Path,
+        chains: bool,
+        phases: bool,
+        format: OutputFormat,
+    ) -> std::io::Result<DirSink> {
         std::fs::create_dir_all(out)?;
         let mut sink = DirSink {
             chains: None,
             phases: None,
         };
         if chains {
-            sink.chains = Some(chains_writer(create_file(&out.join("chains.csv"))?)?);
+            sink.chains = Some(match format {
+                OutputFormat::Csv => {
+                    Rows::Csv(chains_writer(create_file(&out.join("chains.csv"))?)?)
+                }
+                OutputFormat::Parquet => {
+                    Rows::Parquet(Table::create(&out.join("chains.parquet"), CHAINS_SCHEMA)?)
+                }
+            });
         }
         if phases {
-            let mut w = csv::WriterBuilder::new()
-                .has_headers(false)
-                .buffer_capacity(1 << 20)
-                .from_writer(create_file(&out.join("phases.csv"))?);
-            w.write_record(PHASES_HEADER.split(','))?;
-            sink.phases = Some(w);
+            sink.phases = Some(match format {
+                OutputFormat::Csv => {
+                    let mut w = csv::WriterBuilder::new()
+                        .has_headers(false)
+                        .buffer_capacity(1 << 20)
+                        .from_writer(create_file(&out.join("phases.csv"))?);
+                    w.write_record(PHASES_HEADER.split(','))?;
+                    Rows::Csv(w)
+                }
+                OutputFormat::Parquet => {
+                    Rows::Parquet(Table::create(&out.join("phases.parquet"), PHASES_SCHEMA)?)
+                }
+            });
         }
         Ok(sink)
     }
 
     pub fn finish(self) -> std::io::Result<()> {
-        for mut w in [self.chains, self.phases].into_iter().flatten() {
-            w.flush()?;
+        for w in [self.chains, self.phases].into_iter().flatten() {
+            w.finish()?;
         }
         Ok(())
     }
@@ -76,26 +143,58 @@ impl DirSink {
 impl SessionSink for DirSink {
     fn session(&mut self, s: &ClosedSession<'_>) -> std::io::Result<()> {
         let (name, chains, files) = (s.name, s.chains, s.files);
-        if let Some(w) = self.chains.as_mut() {
-            for c in chains {
-                write_row(w, name, c, files)?;
+        match self.chains.as_mut() {
+            Some(Rows::Csv(w)) => {
+                for c in chains {
+                    write_row(w, name, c, files)?;
+                }
             }
+            Some(Rows::Parquet(t)) => {
+                for c in chains {
+                    let f = files.get(c.file);
+                    t.row(&[
+                        Value::Text(Some(name)),
+                        Value::Text(Some(&f.name)),
+                        Value::Int(int(c.start)),
+                        Value::Int(int(c.bytes)),
+                        Value::Int(int(u64::from(c.requests))),
+                        Value::Real(ms(c.t0)),
+                        Value::Real(ms(c.t1)),
+                        Value::Text(Some(kind_name(c.kind))),
+                        Value::Text(f.media.map(|_| media_name(f.media))),
+                        Value::Int(f.bitrate_kbps.map(i64::from)),
+                        Value::Text(f.drive.as_deref()),
+                    ])?;
+                }
+            }
+            None => {}
         }
-        if let Some(w) = self.phases.as_mut() {
+        if let Some(rows) = self.phases.as_mut() {
             for p in s.phases {
                 let rate = match p.kind {
                     PhaseKind::Stable => files.get(chains[p.chains[0]].file).bitrate_kbps,
                     _ => None,
                 };
-                w.serialize(PhaseRow {
-                    session: name,
-                    phase: p.kind,
-                    t_start: ms(p.t_start),
-                    t_end: ms(p.t_end),
-                    chains: p.chains.len(),
-                    bytes: p.bytes,
-                    bitrate_kbps: rate,
-                })?;
+                match rows {
+                    Rows::Csv(w) => w.serialize(PhaseRow {
+                        session: name,
+                        phase: p.kind,
+                        t_start: ms(p.t_start),
+                        t_end: ms(p.t_end),
+                        chains: p.chains.len(),
+                        bytes: p.bytes,
+                        bitrate_kbps: rate,
+                    })?,
+                    Rows::Parquet(t) => t.row(&[
+                        Value::Text(Some(name)),
+                        Value::Text(Some(p.kind.name())),
+                        Value::Real(ms(p.t_start)),
+                        Value::Real(ms(p.t_end)),
+                        Value::Int(int(p.chains.len() as u64)),
+                        Value::Int(int(p.bytes)),
+                        Value::Int(rate.map(i64::from)),
+                    ])?,
+                }
             }
         }
         Ok(())
@@ -120,6 +219,7 @@ pub struct PassSummary<'a> {
     pub long_service_requests: u64,
     pub sessions_excluded_tail: u64,
     pub peak_open_sessions: usize,
+    pub peak_open_bytes: u64,
     pub files: usize,
 }
 
@@ -132,6 +232,7 @@ impl<'a> PassSummary<'a> {
             long_service_requests: a.long_service,
             sessions_excluded_tail: a.excluded_tail,
             peak_open_sessions: a.peak_open_sessions,
+            peak_open_bytes: a.peak_open_bytes,
             files: a.files.len(),
         }
     }

@@ -1,682 +1,125 @@
-//! Streaming access-log readers: the Netflix-style CSV of thesis 5.1, nginx with the
-//! `log_format` in docs/trace.md, and vodkit's own access log (docs/server.md).
-//!
-//! Lines are read one at a time into a reused buffer (the Netflix CSV, after its header,
-//! record by record with the `csv` crate); a line that does not parse is counted (the
-//! first few are kept with their line numbers) and skipped, never fatal.
+//! Streaming access-log reading: the log (plain, gzip or zstd) is read line by line until
+//! its format is known, then in blocks parsed on worker threads ([`crate::blocks`]); the
+//! requests reach the caller in log order. Lines that do not parse are counted (the first
+//! few kept with their line numbers) and skipped, never fatal.
 
 use std::io::BufRead;
 
-use crate::record::{LogRequest, RequestKind};
+use crate::parse::{csv_header, detect, CSV_NAMES};
+pub use crate::parse::{LogFormat, ReadSummary, BAD_EXAMPLES};
+use crate::record::LogRequest;
 
-/// How many bad lines are kept verbatim in a [`ReadSummary`].
-pub const BAD_EXAMPLES: usize = 5;
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LogFormat {
-    /// Decide from the first line.
-    Auto,
-    /// `ts_end,service_time_s,session,file,offset,length,open_ended,bytes_sent,device_type`.
-    Netflix,
-    /// nginx `log_format vodkit_trace` (docs/trace.md).
-    Nginx,
-    /// vodkit's tab-separated access log (`#vodkit-access-log v1`).
-    Vodkit,
-    /// nginx/Apache `combined`, optionally followed by `$request_time` and `"$http_range"`
-    /// (docs/trace.md); a session is client address + user agent.
-    Combined,
-    /// nginx/Apache `common` (no user agent), same optional columns; a session is the client
-    /// address.
-    Common,
-    /// One JSON object per line (nginx `log_format ... escape=json`, docs/trace.md).
-    Json,
+/// How a log is read.
+#[derive(Clone, Debug)]
+pub struct ReadOptions {
+    pub format: LogFormat,
+    /// Threads parsing the log (the calling thread included); 1 reads on the calling
+    /// thread alone. The requests reach the sink in log order whatever the number.
+    pub threads: usize,
+    /// A request completing more than this before the latest completion already read is
+    /// counted as out of order, with its line number.
+    pub order_tolerance_s: f64,
 }
 
-impl std::str::FromStr for LogFormat {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(LogFormat::Auto),
-            "netflix" | "csv" => Ok(LogFormat::Netflix),
-            "nginx" => Ok(LogFormat::Nginx),
-            "vodkit" => Ok(LogFormat::Vodkit),
-            "combined" => Ok(LogFormat::Combined),
-            "common" => Ok(LogFormat::Common),
-            "json" => Ok(LogFormat::Json),
-            _ => Err(format!(
-                "unknown log format {s:?} (expected auto, netflix, nginx, vodkit, combined, common or json)"
-            )),
+/// Default of [`ReadOptions::order_tolerance_s`]: servers write a log in completion order,
+/// give or take the buffering of parallel workers.
+pub const ORDER_TOLERANCE_S: f64 = 60.0;
+
+impl Default for ReadOptions {
+    fn default() -> Self {
+        ReadOptions {
+            format: LogFormat::Auto,
+            threads: 1,
+            order_tolerance_s: ORDER_TOLERANCE_S,
         }
     }
 }
 
-/// What a pass over a log found besides the requests themselves.
-#[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
-pub struct ReadSummary {
-    pub format: String,
-    pub lines: u64,
-    pub requests: u64,
-    /// Lines that did not parse.
-    pub bad_lines: u64,
-    /// `(line number, reason)` of the first bad lines.
-    pub bad_examples: Vec<(u64, String)>,
-    /// Responses other than 200/206 (errors, 304, 416...), not requests for content.
-    pub skipped_status: u64,
-    /// Requests that covered no bytes.
-    pub empty: u64,
-    /// Multi-range or suffix-range requests, which chains cannot place.
-    pub unsupported_range: u64,
+/// Every core of the machine (the default of `--threads`).
+pub fn all_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-impl ReadSummary {
-    fn bad(&mut self, line: u64, why: String) {
-        self.bad_lines += 1;
-        if self.bad_examples.len() < BAD_EXAMPLES {
-            self.bad_examples.push((line, why));
-        }
-    }
-
-    /// One line for humans: counts and the first bad lines.
-    pub fn describe(&self) -> String {
-        let mut s = format!(
-            "{} lines, {} requests ({} format)",
-            self.lines, self.requests, self.format
-        );
-        if self.bad_lines > 0 {
-            s += &format!("; {} bad lines", self.bad_lines);
-            for (n, why) in &self.bad_examples {
-                s += &format!("; line {n}: {why}");
-            }
-        }
-        if self.skipped_status + self.empty + self.unsupported_range > 0 {
-            s += &format!(
-                "; skipped {} non-200/206, {} empty, {} multi/suffix-range",
-                self.skipped_status, self.empty, self.unsupported_range
-            );
-        }
-        s
-    }
-}
-
-enum Parsed<'a> {
-    Request(LogRequest<'a>),
-    /// Header, comment or blank line.
-    Skip,
-    Status,
-    Empty,
-    Unsupported,
-}
-
-/// Netflix CSV column positions, from the header.
-#[derive(Clone, Copy)]
-struct CsvCols {
-    ts_end: usize,
-    service: usize,
-    session: usize,
-    file: usize,
-    offset: usize,
-    length: usize,
-    open: usize,
-    sent: usize,
-    width: usize,
-}
-
-const CSV_NAMES: [&str; 8] = [
-    "ts_end",
-    "service_time_s",
-    "session",
-    "file",
-    "offset",
-    "length",
-    "open_ended",
-    "bytes_sent",
-];
-
-fn csv_header(line: &str) -> Option<CsvCols> {
-    let names: Vec<&str> = line.split(',').map(str::trim).collect();
-    let pos = |n: &str| names.iter().position(|x| *x == n);
-    Some(CsvCols {
-        ts_end: pos(CSV_NAMES[0])?,
-        service: pos(CSV_NAMES[1])?,
-        session: pos(CSV_NAMES[2])?,
-        file: pos(CSV_NAMES[3])?,
-        offset: pos(CSV_NAMES[4])?,
-        length: pos(CSV_NAMES[5])?,
-        open: pos(CSV_NAMES[6])?,
-        sent: pos(CSV_NAMES[7])?,
-        width: names.len(),
-    })
-}
-
-fn num<T: std::str::FromStr>(s: &str, field: &str, want: &str) -> Result<T, String> {
-    s.parse()
-        .map_err(|_| format!("field {field}: expected {want}, got {:?}", truncate(s)))
-}
-
-fn truncate(s: &str) -> &str {
-    let mut end = s.len().min(40);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    &s[..end]
-}
-
-fn time(s: &str, field: &str) -> Result<f64, String> {
-    let v: f64 = num(s, field, "seconds")?;
-    if v.is_finite() && v >= 0.0 {
-        Ok(v)
-    } else {
-        Err(format!("field {field}: expected non-negative seconds"))
-    }
-}
-
-fn parse_csv<'a>(rec: &'a csv::StringRecord, c: &CsvCols) -> Result<Parsed<'a>, String> {
-    let n = rec.len();
-    if n != c.width {
-        return Err(format!(
-            "expected {} comma-separated fields, got {n}",
-            c.width
-        ));
-    }
-    let f = |i: usize| rec.get(i).unwrap_or("");
-    let open = match f(c.open).trim() {
-        "1" | "true" => true,
-        "0" | "false" => false,
-        other => {
-            return Err(format!(
-                "field open_ended: expected 0 or 1, got {:?}",
-                truncate(other)
-            ))
-        }
-    };
-    let offset: u64 = num(f(c.offset).trim(), "offset", "a byte offset")?;
-    let sent: u64 = num(f(c.sent).trim(), "bytes_sent", "a byte count")?;
-    let extent = if open {
-        sent
-    } else {
-        num(
-            f(c.length).trim(),
-            "length",
-            "a byte count (empty only for open-ended requests)",
-        )?
-    };
-    let session = f(c.session).trim();
-    let file = f(c.file).trim();
-    if session.is_empty() || file.is_empty() {
-        return Err("fields session and file must not be empty".into());
-    }
-    if extent == 0 {
-        return Ok(Parsed::Empty);
-    }
-    if offset.checked_add(extent).is_none() {
-        return Err("fields offset and length: the range ends beyond 2^64 bytes".into());
-    }
-    Ok(Parsed::Request(LogRequest {
-        done_s: time(f(c.ts_end).trim(), "ts_end")?,
-        service_s: time(f(c.service).trim(), "service_time_s")?,
-        session: session.into(),
-        file: crate::files::normalize_name(file),
-        offset,
-        extent,
-        kind: if open {
-            RequestKind::Open
-        } else {
-            RequestKind::Chunk
-        },
-        bytes_sent: sent,
-        conn: None,
-    }))
-}
-
-/// A requested range as logs write it: `bytes=a-b`, `a-b`, `a-`, or `-` for none.
-enum RangeField {
-    Whole,
-    Closed(u64, u64),
-    From(u64),
-    Unsupported,
-}
-
-fn parse_range(s: &str) -> Result<RangeField, String> {
-    let s = s.trim();
-    let s = s.strip_prefix("bytes=").unwrap_or(s);
-    if s.is_empty() || s == "-" {
-        return Ok(RangeField::Whole);
-    }
-    if s.contains(',') || s.starts_with('-') {
-        return Ok(RangeField::Unsupported);
-    }
-    let (a, b) = s
-        .split_once('-')
-        .ok_or_else(|| format!("field range: expected first-last, got {:?}", truncate(s)))?;
-    let a: u64 = num(a.trim(), "range", "a byte offset")?;
-    if b.trim().is_empty() {
-        return Ok(RangeField::From(a));
-    }
-    let b: u64 = num(b.trim(), "range", "a byte offset")?;
-    if b < a {
-        return Err(format!(
-            "field range: last byte before first in {:?}",
-            truncate(s)
-        ));
-    }
-    Ok(RangeField::Closed(a, b))
-}
-
-/// Shared tail of the nginx and vodkit readers.
-#[allow(clippy::too_many_arguments)]
-fn http_request<'a>(
-    done_s: f64,
-    service_s: f64,
-    session: std::borrow::Cow<'a, str>,
-    path: &'a str,
-    range: &str,
-    status: u16,
-    body: u64,
-    conn: Option<u64>,
-) -> Result<Parsed<'a>, String> {
-    if status != 200 && status != 206 {
-        return Ok(Parsed::Status);
-    }
-    let (offset, extent, kind) = match parse_range(range)? {
-        RangeField::Unsupported => return Ok(Parsed::Unsupported),
-        RangeField::Whole => (0, body, RequestKind::Open),
-        RangeField::From(a) => (if status == 206 { a } else { 0 }, body, RequestKind::Open),
-        RangeField::Closed(a, b) if status == 206 => {
-            (a, (b - a).saturating_add(1).min(body), RequestKind::Chunk)
-        }
-        RangeField::Closed(..) => (0, body, RequestKind::Open),
-    };
-    if extent == 0 {
-        return Ok(Parsed::Empty);
-    }
-    if offset.checked_add(extent).is_none() {
-        return Err("field range: the range ends beyond 2^64 bytes".into());
-    }
-    Ok(Parsed::Request(LogRequest {
-        done_s,
-        service_s,
-        session,
-        file: crate::files::normalize_name(path),
-        offset,
-        extent,
-        kind,
-        bytes_sent: body,
-        conn,
-    }))
-}
-
-/// Split an nginx line into space-separated tokens, `"..."` quoting allowed.
-fn nginx_tokens(line: &str) -> Result<Vec<&str>, String> {
-    let mut out = Vec::with_capacity(10);
-    let mut rest = line.trim();
-    while !rest.is_empty() {
-        if let Some(r) = rest.strip_prefix('"') {
-            // Apache writes a quote inside a field as `\"`; nginx as `\x22`.
-            let mut end = None;
-            let mut escaped = false;
-            for (i, c) in r.char_indices() {
-                match c {
-                    '\\' if !escaped => escaped = true,
-                    '"' if !escaped => {
-                        end = Some(i);
-                        break;
-                    }
-                    _ => escaped = false,
-                }
-            }
-            let end = end.ok_or("unterminated quoted field")?;
-            out.push(&r[..end]);
-            rest = r[end + 1..].trim_start();
-        } else {
-            let end = rest.find(' ').unwrap_or(rest.len());
-            out.push(&rest[..end]);
-            rest = rest[end..].trim_start();
-        }
-    }
-    Ok(out)
-}
-
-fn parse_nginx(line: &str) -> Result<Parsed<'_>, String> {
-    let t = nginx_tokens(line)?;
-    if t.len() != 8 && t.len() != 9 {
-        return Err(format!(
-            "expected 9 fields of log_format vodkit_trace ($msec $request_time $connection \
-             \"$http_x_session_id\" \"$request_uri\" \"$http_range\" $status $bytes_sent $body_bytes_sent), got {}",
-            t.len()
-        ));
-    }
-    let done = time(t[0], "$msec")?;
-    let service = time(t[1], "$request_time")?;
-    let conn: u64 = num(t[2], "$connection", "an integer")?;
-    let status: u16 = num(t[6], "$status", "an HTTP status")?;
-    let body: u64 = num(t[t.len() - 1], "$body_bytes_sent", "a byte count")?;
-    // Without a session header every connection is its own session.
-    let session = if t[3].is_empty() || t[3] == "-" {
-        t[2]
-    } else {
-        t[3]
-    };
-    http_request(
-        done,
-        service,
-        session.into(),
-        t[4],
-        t[5],
-        status,
-        body,
-        Some(conn),
-    )
-}
-
-fn parse_vodkit(line: &str) -> Result<Parsed<'_>, String> {
-    if line.starts_with('#') {
-        return Ok(Parsed::Skip);
-    }
-    let t: Vec<&str> = line.split('\t').collect();
-    if t.len() < 12 {
-        return Err(format!(
-            "expected at least 12 tab-separated fields of #vodkit-access-log v1, got {}",
-            t.len()
-        ));
-    }
-    let done = time(t[0], "end_time")?;
-    let service = time(t[1], "service_time")?;
-    let conn: u64 = num(t[3], "conn", "an integer")?;
-    let status: u16 = num(t[9], "status", "an HTTP status")?;
-    let body: u64 = num(t[10], "bytes", "a byte count")?;
-    let session = if t[5] == "-" { t[3] } else { t[5] };
-    if t[6] != "GET" {
-        return Ok(Parsed::Status);
-    }
-    http_request(
-        done,
-        service,
-        session.into(),
-        t[7],
-        t[8],
-        status,
-        body,
-        Some(conn),
-    )
-}
-
-/// Whether tokens 3 and 4 are a `[dd/Mon/yyyy:hh:mm:ss +zzzz]` timestamp.
-fn clf_time_at(t: &[&str]) -> bool {
-    t.len() >= 7 && t[3].starts_with('[') && t[4].ends_with(']')
-}
-
-/// Seconds since the Unix epoch of a `$time_local` timestamp `dd/Mon/yyyy:hh:mm:ss +zzzz`
-/// (brackets removed).
-fn clf_time(s: &str) -> Result<f64, String> {
-    let bad = || {
-        format!(
-            "field $time_local: expected dd/Mon/yyyy:hh:mm:ss +zzzz, got {:?}",
-            truncate(s)
-        )
-    };
-    let (stamp, zone) = s.split_once(' ').ok_or_else(bad)?;
-    let mut p = stamp.splitn(4, ['/', ':']);
-    let mut next = || p.next().ok_or_else(bad);
-    let day: i64 = next()?.parse().map_err(|_| bad())?;
-    let mon = next()?;
-    let year: i64 = next()?.parse().map_err(|_| bad())?;
-    let hms: Vec<i64> = next()?
-        .split(':')
-        .map(|x| x.parse().map_err(|_| bad()))
-        .collect::<Result<_, _>>()?;
-    const MONTHS: [&str; 12] = [
-        "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
-    ];
-    let month = MONTHS.iter().position(|m| *m == mon).ok_or_else(bad)? as i64 + 1;
-    if hms.len() != 3 || !(1..=31).contains(&day) || !(1970..=9999).contains(&year) {
-        return Err(bad());
-    }
-    if hms[0] > 23 || hms[1] > 59 || hms[2] > 60 || hms.iter().any(|v| *v < 0) {
-        return Err(bad());
-    }
-    let zb = zone.as_bytes();
-    if zb.len() != 5 || !(zb[0] == b'+' || zb[0] == b'-') || !zb[1..].iter().all(u8::is_ascii_digit)
-    {
-        return Err(bad());
-    }
-    let zh: i64 = zone[1..3].parse().map_err(|_| bad())?;
-    let zm: i64 = zone[3..5].parse().map_err(|_| bad())?;
-    let offset = (zh * 3600 + zm * 60) * if zb[0] == b'-' { -1 } else { 1 };
-    // Days from 1970-01-01 (proleptic Gregorian; "days from civil").
-    let (y, m) = if month <= 2 {
-        (year - 1, month + 9)
-    } else {
-        (year, month - 3)
-    };
-    let era = y.div_euclid(400);
-    let yoe = y - era * 400;
-    let doy = (153 * m + 2) / 5 + day - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + hms[0] * 3600 + hms[1] * 60 + hms[2] - offset;
-    if secs < 0 {
-        return Err(bad());
-    }
-    Ok(secs as f64)
-}
-
-/// nginx/Apache `common` or `combined` (`$remote_addr - $remote_user [$time_local]
-/// "$request" $status $body_bytes_sent ["$http_referer" "$http_user_agent"]`), optionally
-/// followed by `$request_time` and `"$http_range"`. Without `$request_time` the request
-/// is taken to have been served at once; without the range column every response is a
-/// whole-object (or open-ended) request sized by the bytes sent.
-fn parse_clf(line: &str, combined: bool) -> Result<Parsed<'_>, String> {
-    let t = nginx_tokens(line)?;
-    let fixed = if combined { 10 } else { 8 };
-    let name = if combined { "combined" } else { "common" };
-    if t.len() < fixed || t.len() > fixed + 2 || !clf_time_at(&t) {
-        return Err(format!(
-            "expected the {} fields of log_format {name} [$request_time \"$http_range\"], got {}",
-            fixed - 1,
-            t.len().saturating_sub(1)
-        ));
-    }
-    let done = clf_time(&format!("{} {}", &t[3][1..], &t[4][..t[4].len() - 1]))?;
-    let mut req = t[5].split(' ');
-    let method = req.next().unwrap_or("");
-    let target = req.next().ok_or_else(|| {
-        format!(
-            "field $request: expected \"METHOD target HTTP/x\", got {:?}",
-            truncate(t[5])
-        )
-    })?;
-    let status: u16 = num(t[6], "$status", "an HTTP status")?;
-    let body: u64 = if t[7] == "-" {
-        0
-    } else {
-        num(t[7], "$body_bytes_sent", "a byte count")?
-    };
-    let extra = &t[fixed..];
-    let service = match extra.first() {
-        Some(s) => time(s, "$request_time")?,
-        None => 0.0,
-    };
-    let range = extra.get(1).copied().unwrap_or("-");
-    if method != "GET" {
-        return Ok(Parsed::Status);
-    }
-    let session: std::borrow::Cow<'_, str> = if combined {
-        format!("{} {}", t[0], t[9]).into()
-    } else {
-        t[0].into()
-    };
-    http_request(done, service, session, target, range, status, body, None)
-}
-
-/// The fields of a JSON log line vodkit reads (docs/trace.md); values are strings, as
-/// nginx writes them with `escape=json`, or numbers.
-#[derive(serde::Deserialize)]
-struct JsonLine<'a> {
-    #[serde(borrow)]
-    msec: Option<JsonValue<'a>>,
-    #[serde(borrow)]
-    time_local: Option<JsonValue<'a>>,
-    #[serde(borrow)]
-    remote_addr: JsonValue<'a>,
-    #[serde(borrow)]
-    request_method: Option<JsonValue<'a>>,
-    #[serde(borrow)]
-    request_uri: JsonValue<'a>,
-    #[serde(borrow)]
-    status: JsonValue<'a>,
-    #[serde(borrow)]
-    body_bytes_sent: JsonValue<'a>,
-    #[serde(borrow)]
-    request_time: Option<JsonValue<'a>>,
-    #[serde(borrow)]
-    http_user_agent: Option<JsonValue<'a>>,
-    #[serde(borrow)]
-    http_range: Option<JsonValue<'a>>,
-}
-
-#[derive(serde::Deserialize)]
-#[serde(untagged)]
-enum JsonValue<'a> {
-    /// A string without escapes, borrowed from the line.
-    Text(&'a str),
-    /// A string with escapes.
-    Owned(String),
-    Number(serde_json::Number),
-}
-
-impl JsonValue<'_> {
-    fn text(&self) -> std::borrow::Cow<'_, str> {
-        match self {
-            JsonValue::Text(t) => std::borrow::Cow::Borrowed(t),
-            JsonValue::Owned(t) => std::borrow::Cow::Borrowed(t.as_str()),
-            JsonValue::Number(n) => n.to_string().into(),
-        }
-    }
-}
-
-/// One JSON object per line with the keys `msec` (or `time_local`), `remote_addr`,
-/// `request_method`, `request_uri`, `status`, `body_bytes_sent` and optionally
-/// `request_time`, `http_user_agent`, `http_range`. A session is client address + user
-/// agent, as for `combined`.
-fn parse_json(line: &str) -> Result<Parsed<'_>, String> {
-    let j: JsonLine<'_> = serde_json::from_str(line).map_err(|e| format!("JSON: {e}"))?;
-    let done = match (&j.msec, &j.time_local) {
-        (Some(m), _) => time(&m.text(), "msec")?,
-        (None, Some(t)) => clf_time(&t.text())?,
-        (None, None) => return Err("JSON: expected a msec or time_local key".into()),
-    };
-    let service = match &j.request_time {
-        Some(t) => time(&t.text(), "request_time")?,
-        None => 0.0,
-    };
-    let status: u16 = num(&j.status.text(), "status", "an HTTP status")?;
-    let body: u64 = num(&j.body_bytes_sent.text(), "body_bytes_sent", "a byte count")?;
-    if j.request_method.as_ref().is_some_and(|m| m.text() != "GET") {
-        return Ok(Parsed::Status);
-    }
-    let range = j.http_range.as_ref().map(|r| r.text().into_owned());
-    let ua = j.http_user_agent.as_ref().map(|u| u.text().into_owned());
-    let session: std::borrow::Cow<'_, str> =
-        format!("{} {}", j.remote_addr.text(), ua.as_deref().unwrap_or("-")).into();
-    // The file name borrows from the line, so a URI written with JSON escapes (`\u0026`,
-    // `\/`) cannot be used as is.
-    let path = match &j.request_uri {
-        JsonValue::Text(p) => *p,
-        _ => return Err("field request_uri: expected a string without JSON escapes".into()),
-    };
-    http_request(
-        done,
-        service,
-        session,
-        path,
-        range.as_deref().unwrap_or("-"),
-        status,
-        body,
-        None,
-    )
-}
-
-fn detect(first: &str) -> LogFormat {
-    if first.starts_with("#vodkit-access-log") {
-        LogFormat::Vodkit
-    } else if first.trim_start().starts_with('{') {
-        LogFormat::Json
-    } else if let Some(t) = nginx_tokens(first).ok().filter(|t| clf_time_at(t)) {
-        if t.len() >= 10 {
-            LogFormat::Combined
-        } else {
-            LogFormat::Common
-        }
-    } else if csv_header(first).is_some() {
-        LogFormat::Netflix
-    } else if first.split('\t').count() >= 12 {
-        LogFormat::Vodkit
-    } else {
-        LogFormat::Nginx
-    }
-}
-
-/// Read every request of `input`, calling `sink` for each; returns the summary. Only I/O
-/// errors are returned as errors; unparseable lines are counted.
-pub fn read_log<R: BufRead>(
-    mut input: R,
+/// Read every request of `input` on the calling thread, calling `sink` for each; returns
+/// the summary. Only I/O errors are returned as errors; unparseable lines are counted.
+pub fn read_log<R: BufRead + Send>(
+    input: R,
     format: LogFormat,
-    mut sink: impl FnMut(&LogRequest<'_>),
+    sink: impl FnMut(&LogRequest<'_>),
+) -> std::io::Result<ReadSummary> {
+    let opts = ReadOptions {
+        format,
+        ..Default::default()
+    };
+    read_log_with(input, &opts, sink)
+}
+
+/// Read every request of `input` (plain, gzip or zstd), parsing on `opts.threads`
+/// threads; `sink` is called on the calling thread, in log order.
+pub fn read_log_with<R: BufRead + Send>(
+    input: R,
+    opts: &ReadOptions,
+    sink: impl FnMut(&LogRequest<'_>),
 ) -> std::io::Result<ReadSummary> {
     let mut sum = ReadSummary::default();
+    let mut input = std::io::BufReader::with_capacity(1 << 16, crate::blocks::decompressed(input)?);
     let mut buf = Vec::with_capacity(256);
-    let mut fmt = format;
+    let mut fmt = opts.format;
+    let mut cols = None;
+    // Up to the first line that decides the format (and, for the CSV, its header), line by
+    // line; the rest in blocks.
+    let mut first = Vec::new();
     loop {
         buf.clear();
-        if input.read_until(b'\n', &mut buf)? == 0 {
-            break;
+        match input.read_until(b'\n', &mut buf) {
+            Ok(0) => break,
+            Ok(_) => {}
+            Err(e) => match crate::blocks::corrupt_message(&e) {
+                Some(why) => {
+                    sum.broken_at(sum.lines + 1, why);
+                    break;
+                }
+                None => return Err(e),
+            },
         }
-        sum.lines += 1;
-        let n = sum.lines;
         let Ok(line) = std::str::from_utf8(&buf) else {
-            sum.bad(n, "not UTF-8".into());
+            sum.lines += 1;
+            sum.bad(sum.lines, "not UTF-8".into());
             continue;
         };
         let line = line.trim_end_matches(['\n', '\r']);
         if line.trim().is_empty() {
+            sum.lines += 1;
             continue;
         }
         if fmt == LogFormat::Auto {
             fmt = detect(line);
         }
-        let parsed = match fmt {
-            LogFormat::Netflix => match csv_header(line) {
-                Some(c) => {
-                    // The rest is CSV proper (quoted fields may hold commas and quotes).
-                    read_netflix(&mut input, &c, &mut sum, &mut sink)?;
-                    break;
-                }
-                None => {
-                    sum.bad(
-                        n,
-                        format!("expected the CSV header {}", CSV_NAMES.join(",")),
-                    );
-                    continue;
-                }
-            },
-            LogFormat::Nginx => parse_nginx(line),
-            LogFormat::Vodkit => parse_vodkit(line),
-            LogFormat::Combined => parse_clf(line, true),
-            LogFormat::Common => parse_clf(line, false),
-            LogFormat::Json => parse_json(line),
-            LogFormat::Auto => unreachable!("format decided above"),
-        };
-        match parsed {
-            Ok(Parsed::Request(r)) => {
-                sum.requests += 1;
-                sink(&r);
-            }
-            Ok(Parsed::Skip) => {}
-            Ok(Parsed::Status) => sum.skipped_status += 1,
-            Ok(Parsed::Empty) => sum.empty += 1,
-            Ok(Parsed::Unsupported) => sum.unsupported_range += 1,
-            Err(why) => sum.bad(n, why),
+        if fmt != LogFormat::Netflix {
+            first = std::mem::take(&mut buf);
+            break;
         }
+        sum.lines += 1;
+        match csv_header(line) {
+            Some(c) => {
+                cols = Some(c);
+                break;
+            }
+            None => sum.bad(
+                sum.lines,
+                format!("expected the CSV header {}", CSV_NAMES.join(",")),
+            ),
+        }
+    }
+    let blocks = crate::blocks::Blocks::new(input, first, fmt == LogFormat::Netflix);
+    let mut out = crate::blocks::Deliver {
+        sum: &mut sum,
+        sink,
+        order_tolerance_s: opts.order_tolerance_s,
+        clock: f64::NEG_INFINITY,
+    };
+    if fmt != LogFormat::Auto && (fmt != LogFormat::Netflix || cols.is_some()) {
+        crate::blocks::run(blocks, fmt, cols, opts.threads.max(1), &mut out)?;
     }
     sum.format = match fmt {
         LogFormat::Auto => "empty",
@@ -689,66 +132,6 @@ pub fn read_log<R: BufRead>(
     }
     .to_string();
     Ok(sum)
-}
-
-/// The records of a Netflix-style CSV after its header (line `sum.lines`), read with the
-/// `csv` crate: RFC 4180 quoting, so a session id or path may hold commas and quotes.
-fn read_netflix<R: BufRead>(
-    input: &mut R,
-    cols: &CsvCols,
-    sum: &mut ReadSummary,
-    sink: &mut impl FnMut(&LogRequest<'_>),
-) -> std::io::Result<()> {
-    let header_line = sum.lines;
-    let mut rdr = csv::ReaderBuilder::new()
-        .has_headers(false)
-        .flexible(true)
-        .from_reader(input);
-    let mut raw = csv::ByteRecord::new();
-    let mut last_line = header_line;
-    loop {
-        let more = match rdr.read_byte_record(&mut raw) {
-            Ok(more) => more,
-            Err(e) => match e.into_kind() {
-                csv::ErrorKind::Io(e) => return Err(e),
-                other => {
-                    // Not reached with `flexible` and byte records; count it and stop.
-                    sum.bad(rdr.position().line() + header_line, format!("{other:?}"));
-                    break;
-                }
-            },
-        };
-        if !more {
-            break;
-        }
-        let n = header_line + raw.position().map_or(0, |p| p.line());
-        if raw.len() == 1 && raw[0].iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        last_line = n;
-        let rec = match csv::StringRecord::from_byte_record(std::mem::take(&mut raw)) {
-            Ok(rec) => rec,
-            Err(e) => {
-                raw = e.into_byte_record();
-                sum.bad(n, "not UTF-8".into());
-                continue;
-            }
-        };
-        match parse_csv(&rec, cols) {
-            Ok(Parsed::Request(r)) => {
-                sum.requests += 1;
-                sink(&r);
-            }
-            Ok(Parsed::Skip | Parsed::Status) => {}
-            Ok(Parsed::Empty) => sum.empty += 1,
-            Ok(Parsed::Unsupported) => sum.unsupported_range += 1,
-            Err(why) => sum.bad(n, why),
-        }
-        raw = rec.into_byte_record();
-    }
-    // Lines of the file: after a final newline the reader stands on the line after it.
-    sum.lines = last_line.max(header_line + rdr.position().line().saturating_sub(1));
-    Ok(())
 }
 
 /// A reader that reports how many bytes have gone through it, at most every `every` bytes.
@@ -787,6 +170,7 @@ impl<R: std::io::Read, F: FnMut(u64)> std::io::Read for Progress<R, F> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::RequestKind;
 
     type Row = (String, String, u64, u64, RequestKind, f64);
 
@@ -1041,6 +425,15 @@ this is not a log line
                 .unwrap();
                 assert_eq!(sum.requests, n);
                 assert!(sum.bad_lines <= sum.lines);
+                if round % 10 == 0 {
+                    // The parallel reader finds the same.
+                    let opts = ReadOptions {
+                        format: f,
+                        threads: 2,
+                        ..Default::default()
+                    };
+                    assert_eq!(read_log_with(&text[..], &opts, |_| {}).unwrap(), sum);
+                }
             }
         }
     }

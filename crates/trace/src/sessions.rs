@@ -27,17 +27,26 @@ pub struct ParallelTracker {
 impl ParallelTracker {
     const KEEP: usize = 8;
 
+    /// Bytes it holds on the heap.
+    pub fn bytes(&self) -> usize {
+        self.recent.capacity() * std::mem::size_of::<(f64, f64, Option<u64>)>()
+    }
+
     /// Count the requests whose activity overlaps this one (distinct connections when the
     /// log names them).
     pub fn add(&mut self, r: &LogRequest<'_>) {
         let (a, b) = (r.recv_s(), r.done_s);
-        let mut conns: Vec<Option<u64>> = vec![r.conn];
+        // This request and at most KEEP recent ones: a fixed array, no allocation.
+        let mut conns = [None; Self::KEEP + 1];
+        conns[0] = r.conn;
+        let mut n = 1;
         for &(x, y, c) in &self.recent {
-            if x <= b && a <= y && (c.is_none() || !conns.contains(&c)) {
-                conns.push(c);
+            if x <= b && a <= y && (c.is_none() || !conns[..n].contains(&c)) {
+                conns[n] = c;
+                n += 1;
             }
         }
-        self.max = self.max.max(conns.len() as u32);
+        self.max = self.max.max(n as u32);
         if self.recent.len() == Self::KEEP {
             self.recent.remove(0);
         }

@@ -76,6 +76,20 @@ struct Common {
     /// Leave sessions starting this close to the log's end out of session statistics.
     #[arg(long, default_value = "0s", value_name = flags::DURATION, value_parser = flags::duration)]
     exclude_tail: Duration,
+    /// Threads parsing the log (default: all cores); the output does not depend on it.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    threads: Option<u16>,
+    /// Sort the log by completion time first (external merge sort within --memory, runs
+    /// spilled in the output directory): for logs not in completion order.
+    #[arg(long)]
+    sort: bool,
+    /// Form of chains and phases: csv (chains.csv, phases.csv) or parquet (chains.parquet,
+    /// phases.parquet; same columns, schema in docs/trace.md).
+    #[arg(long, default_value = "csv", value_name = "FORMAT")]
+    output_format: vodkit_trace::output::OutputFormat,
+    /// Memory for --sort's runs; the analysis warns when its open sessions pass it.
+    #[arg(long, default_value = "512MiB", value_name = flags::SIZE, value_parser = flags::size)]
+    memory: u64,
 }
 
 fn options(c: &Common) -> anyhow::Result<AnalyzeOptions> {
@@ -95,6 +109,9 @@ fn options(c: &Common) -> anyhow::Result<AnalyzeOptions> {
     }
     Ok(AnalyzeOptions {
         format,
+        threads: c
+            .threads
+            .map_or_else(vodkit_trace::read::all_cores, usize::from),
         window_s,
         max_service_s: c.max_service.as_secs_f64(),
         phase: PhaseParams {
@@ -124,7 +141,7 @@ enum What {
 }
 
 /// The log, with a live status line on stderr when it is a terminal.
-fn open_log(path: &Path) -> anyhow::Result<impl std::io::BufRead> {
+fn open_log(path: &Path) -> anyhow::Result<impl std::io::BufRead + Send> {
     use std::io::IsTerminal as _;
     let f = std::fs::File::open(path).map_err(|e| usage(format!("{}: {e}", path.display())))?;
     let total = f.metadata().map(|m| m.len()).unwrap_or(0).max(1);
@@ -146,11 +163,35 @@ fn go(c: Common, what: What) -> anyhow::Result<()> {
     let log = open_log(&c.log)?;
     let chains = what != What::Phases;
     let phases = what != What::Chains;
-    let mut sink =
-        DirSink::create(&c.out, chains, phases).with_context(|| format!("{}", c.out.display()))?;
+    let mut sink = DirSink::create_as(&c.out, chains, phases, c.output_format)
+        .with_context(|| format!("{}", c.out.display()))?;
     let started = std::time::Instant::now();
-    let a =
-        analyze(log, files, &opts, &mut sink).with_context(|| format!("{}", c.log.display()))?;
+    let a = if c.sort {
+        let read_opts = vodkit_trace::read::ReadOptions {
+            format: opts.format,
+            threads: opts.threads,
+            ..Default::default()
+        };
+        let memory = usize::try_from(c.memory).unwrap_or(usize::MAX);
+        let (sorted, read) = vodkit_trace::sort::sort_log(log, &read_opts, memory, &c.out)
+            .with_context(|| format!("sorting {}", c.log.display()))?;
+        let sorted_opts = AnalyzeOptions {
+            format: LogFormat::Netflix,
+            ..opts.clone()
+        };
+        let mut a = analyze(
+            std::io::BufReader::with_capacity(1 << 20, sorted),
+            files,
+            &sorted_opts,
+            &mut sink,
+        )
+        .with_context(|| format!("{} (sorted)", c.log.display()))?;
+        // What reading the log itself found, with its own line numbers.
+        a.read = read;
+        a
+    } else {
+        analyze(log, files, &opts, &mut sink).with_context(|| format!("{}", c.log.display()))?
+    };
     sink.finish()
         .with_context(|| format!("{}", c.out.display()))?;
     let out = &c.out;
@@ -169,6 +210,14 @@ fn go(c: Common, what: What) -> anyhow::Result<()> {
     }
     let secs = started.elapsed().as_secs_f64();
     eprintln!("{}", a.read.describe());
+    if a.peak_open_bytes > c.memory {
+        eprintln!(
+            "warning: open sessions held {} at most, more than --memory {} (sessions stay open \
+             for --window + --max-service after their last request)",
+            vodkit_units::human_size(a.peak_open_bytes),
+            vodkit_units::human_size(c.memory)
+        );
+    }
     println!(
         "{} sessions, {} chains ({:.1}% <= 1 MB, {:.1}% of bytes in chains > 10 MB); phases: transient {:.1}% / stable {:.1}% / inactive {:.1}% of time; {:.0} requests/s -> {}",
         a.phases.sessions,

@@ -62,6 +62,21 @@ struct FromLogArgs {
     /// that is not kept).
     #[arg(long, conflicts_with = "keep_identities")]
     key: Option<String>,
+    /// Threads parsing the log (default: all cores); the output does not depend on it.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
+    threads: Option<u16>,
+    /// Memory for held requests and finished sessions; past it, sessions waiting to be
+    /// written in order are spilled to sorted runs in the output directory.
+    #[arg(long, default_value = "512MiB", value_name = super::flags::SIZE, value_parser = super::flags::size)]
+    memory: u64,
+    /// Longest service time for which sessions are exactly those of a whole-log rebuild
+    /// (a client's requests are held this long after their last completion).
+    #[arg(long, default_value = "1h", value_name = super::flags::DURATION, value_parser = super::flags::duration)]
+    max_service: std::time::Duration,
+    /// Sort the log by completion time first (external merge sort within --memory, runs
+    /// spilled in the output directory): for logs not in completion order.
+    #[arg(long)]
+    sort: bool,
 }
 
 #[derive(clap::Args)]
@@ -215,11 +230,51 @@ fn from_log(a: FromLogArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     let file =
         std::fs::File::open(&a.log).map_err(|e| usage(format!("{}: {e}", a.log.display())))?;
-    let mut rebuilder = vodkit_trace::fromlog::SessionRebuilder::default();
-    let read = vodkit_trace::read::read_log(std::io::BufReader::new(file), a.format, |r| {
-        rebuilder.add(r)
-    })
-    .map_err(|e| anyhow::anyhow!("reading {}: {e}", a.log.display()))?;
+    let opt = vodkit_trace::fromlog::FromLogOptions {
+        idle_s: a.idle.as_secs_f64(),
+        bitrate_kbps: u32::try_from(a.bitrate_kbps.unwrap_or(a.bitrate) / 1000)
+            .unwrap_or(u32::MAX)
+            .max(1),
+        keep_identities: a.keep_identities,
+        key: a.key.clone().map(String::into_bytes),
+        ..Default::default()
+    };
+    let read_opts = vodkit_trace::read::ReadOptions {
+        format: a.format,
+        threads: a
+            .threads
+            .map_or_else(vodkit_trace::read::all_cores, usize::from),
+        ..Default::default()
+    };
+    std::fs::create_dir_all(&a.out)
+        .map_err(|e| anyhow::anyhow!("creating {}: {e}", a.out.display()))?;
+    let limits = vodkit_trace::fromlog::StreamOptions {
+        max_service_s: a.max_service.as_secs_f64(),
+        order_tolerance_s: read_opts.order_tolerance_s,
+        memory_bytes: usize::try_from(a.memory).unwrap_or(usize::MAX),
+        spill_dir: a.out.clone(),
+    };
+    let mut rebuilder = vodkit_trace::fromlog::StreamRebuilder::new(&opt, &limits);
+    let input = std::io::BufReader::new(file);
+    let read = if a.sort {
+        let (sorted, read) =
+            vodkit_trace::sort::sort_log(input, &read_opts, limits.memory_bytes, &a.out)
+                .map_err(|e| anyhow::anyhow!("sorting {}: {e}", a.log.display()))?;
+        let sorted_opts = vodkit_trace::read::ReadOptions {
+            format: vodkit_trace::LogFormat::Netflix,
+            ..read_opts.clone()
+        };
+        vodkit_trace::read::read_log_with(
+            std::io::BufReader::with_capacity(1 << 20, sorted),
+            &sorted_opts,
+            |r| rebuilder.add(r),
+        )
+        .map_err(|e| anyhow::anyhow!("reading {} (sorted): {e}", a.log.display()))?;
+        read
+    } else {
+        vodkit_trace::read::read_log_with(input, &read_opts, |r| rebuilder.add(r))
+            .map_err(|e| anyhow::anyhow!("reading {}: {e}", a.log.display()))?
+    };
     if read.requests == 0 {
         return Err(usage(format!(
             "{}: no request could be read ({})",
@@ -227,24 +282,22 @@ fn from_log(a: FromLogArgs) -> anyhow::Result<()> {
             read.describe()
         )));
     }
-    let opt = vodkit_trace::fromlog::FromLogOptions {
-        idle_s: a.idle.as_secs_f64(),
-        bitrate_kbps: u32::try_from(a.bitrate_kbps.unwrap_or(a.bitrate) / 1000)
-            .unwrap_or(u32::MAX)
-            .max(1),
-        keep_identities: a.keep_identities,
-        key: a.key.map(String::into_bytes),
-        ..Default::default()
-    };
-    let rebuilt = rebuilder.finish(&opt).map_err(|e| anyhow::anyhow!(e))?;
+    let mut rebuilt = rebuilder.finish().map_err(|e| anyhow::anyhow!(e))?;
     let dir = vodkit_workload::WorkloadDir::new(&a.out);
     let write = |what: &str, r: std::io::Result<()>| {
         r.map_err(|e| anyhow::anyhow!("writing {what} in {}: {e}", a.out.display()))
     };
-    std::fs::create_dir_all(&a.out)
-        .map_err(|e| anyhow::anyhow!("creating {}: {e}", a.out.display()))?;
     write("catalog.json", dir.write_catalog(&rebuilt.catalog))?;
-    write("sessions.jsonl", dir.write_session_stream(rebuilt.sessions))?;
+    write(
+        "sessions.jsonl",
+        dir.write_session_stream(&mut rebuilt.sessions),
+    )?;
+    if let Some(e) = rebuilt.sessions.error() {
+        return Err(anyhow::anyhow!(
+            "reading back spilled sessions in {}: {e}",
+            a.out.display()
+        ));
+    }
     let summary = serde_json::json!({ "from_log": rebuilt.summary, "read": read });
     write(
         "summary.json",
@@ -269,6 +322,29 @@ fn from_log(a: FromLogArgs) -> anyhow::Result<()> {
         "the log's session rate: {:.3}/s over {:.0} s (replay it with vodkit load --rate {:.3}); identities {}",
         s.log_session_rate, s.log_span_s, s.log_session_rate, s.identities
     );
+    if let Some(m) = &s.stream {
+        println!(
+            "memory: peak {:.1} MiB held of {:.1} MiB, {:.1} MiB spilled, {} viewers open at most",
+            m.peak_held_bytes as f64 / 1048576.0,
+            m.memory_limit_bytes as f64 / 1048576.0,
+            m.spilled_bytes as f64 / 1048576.0,
+            m.peak_open_viewers
+        );
+        if m.late_requests > 0 {
+            eprintln!(
+                "warning: {} requests arrived after sessions they could belong to were written \
+                 (served longer than --max-service, or the log is out of order): sessions \
+                 around them may be split",
+                m.late_requests
+            );
+        }
+        if m.peak_held_bytes > m.memory_limit_bytes {
+            eprintln!(
+                "warning: the open clients' requests alone passed --memory (clients active \
+                 for long, or a long --max-service)"
+            );
+        }
+    }
     println!(
         "next: vodkit fileset create --workload {0} --root ROOT; vodkit load --sessions {0}/sessions.jsonl",
         a.out.display()

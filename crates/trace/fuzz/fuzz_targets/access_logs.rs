@@ -1,5 +1,5 @@
 //! Any bytes, read as any log format, must be analyzed without panicking: bad lines are
-//! counted, never fatal.
+//! counted, never fatal; the parallel reader finds exactly what one thread finds.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
@@ -16,12 +16,21 @@ fuzz_target!(|data: &[u8]| {
         LogFormat::Common,
         LogFormat::Json,
     ] {
-        let opts = AnalyzeOptions {
-            format,
-            ..Default::default()
-        };
-        let a = analyze(data, FileTable::default(), &opts, &mut NoSink)
-            .expect("in-memory input cannot fail");
-        assert!(a.read.bad_examples.len() as u64 <= a.read.bad_lines);
+        // One parsing thread and two (the parallel reader) must agree on everything.
+        let mut first = None;
+        for threads in [1, 2] {
+            let opts = AnalyzeOptions {
+                format,
+                threads,
+                ..Default::default()
+            };
+            let a = analyze(data, FileTable::default(), &opts, &mut NoSink)
+                .expect("in-memory input cannot fail");
+            assert!(a.read.bad_examples.len() as u64 <= a.read.bad_lines);
+            match &first {
+                None => first = Some(a.read),
+                Some(one) => assert_eq!(one, &a.read),
+            }
+        }
     }
 });

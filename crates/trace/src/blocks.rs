@@ -1,0 +1,496 @@
+//! Parallel log reading: the log is cut into blocks at line ends (outside quoted CSV
+//! fields), blocks are parsed on worker threads, and their requests reach the caller in log
+//! order, so what the caller sees does not depend on the number of threads. gzip and zstd
+//! logs are decompressed on the fly, recognized by their magic bytes; a corrupt or cut
+//! compressed stream ends the log with a bad line, never a failure.
+
+use std::collections::BTreeMap;
+use std::io::{BufRead, Read};
+use std::sync::mpsc::{channel, sync_channel};
+use std::sync::Mutex;
+
+use crate::parse::{parse_csv, parse_line, CsvCols, LogFormat, Parsed, ReadSummary};
+use crate::record::{LogRequest, RequestKind};
+
+/// Bytes a block is filled to before it is cut at its last line end.
+pub const BLOCK_BYTES: usize = 1 << 20;
+
+/// A block grows up to this size looking for a line end outside quotes; past it, it is cut
+/// at its last line end regardless (an unterminated quote must not pull the whole log into
+/// memory).
+const MAX_BLOCK_BYTES: usize = 64 << 20;
+
+/// Blocks read ahead of the one being handed to the caller, per parsing thread.
+const AHEAD_PER_THREAD: usize = 4;
+
+/// How a log's bytes are stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Compression {
+    None,
+    Gzip,
+    Zstd,
+}
+
+impl Compression {
+    /// Recognize gzip (`1f 8b`) and zstd (`28 b5 2f fd`) by their first bytes.
+    pub fn sniff(head: &[u8]) -> Compression {
+        if head.starts_with(&[0x1f, 0x8b]) {
+            Compression::Gzip
+        } else if head.starts_with(&[0x28, 0xb5, 0x2f, 0xfd]) {
+            Compression::Zstd
+        } else {
+            Compression::None
+        }
+    }
+}
+
+/// An error of the decompressor: the stream is corrupt or cut, not an I/O failure.
+#[derive(Debug)]
+struct Corrupt(String);
+
+impl std::fmt::Display for Corrupt {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Corrupt {}
+
+/// The message of an error that says the compressed stream is corrupt or cut (not an I/O
+/// failure of the file underneath).
+pub fn corrupt_message(e: &std::io::Error) -> Option<String> {
+    e.get_ref()
+        .and_then(|x| x.downcast_ref::<Corrupt>())
+        .map(|c| c.0.clone())
+}
+
+/// A decompressor whose errors are marked [`Corrupt`].
+struct Decoded<R> {
+    inner: R,
+    what: &'static str,
+}
+
+impl<R: Read> Read for Decoded<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        self.inner.read(buf).map_err(|e| {
+            std::io::Error::new(
+                std::io::ErrorKind::InvalidData,
+                Corrupt(format!("{} stream corrupt or cut: {e}", self.what)),
+            )
+        })
+    }
+}
+
+/// The log's bytes, decompressed when they start with a gzip or zstd magic number.
+pub fn decompressed<'a, R: BufRead + Send + 'a>(
+    mut input: R,
+) -> std::io::Result<Box<dyn Read + Send + 'a>> {
+    let head = loop {
+        match input.fill_buf() {
+            Ok(h) => break h,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e),
+        }
+    };
+    Ok(match Compression::sniff(head) {
+        Compression::None => Box::new(input),
+        Compression::Gzip => Box::new(Decoded {
+            inner: flate2::bufread::MultiGzDecoder::new(input),
+            what: "gzip",
+        }),
+        Compression::Zstd => Box::new(Decoded {
+            inner: zstd::stream::read::Decoder::with_buffer(input)?,
+            what: "zstd",
+        }),
+    })
+}
+
+/// A block of whole lines, and why the log ended after it if it ended early.
+pub(crate) struct Block {
+    bytes: Vec<u8>,
+    corrupt: Option<String>,
+}
+
+/// Cuts a byte stream into blocks of whole lines.
+pub(crate) struct Blocks<R> {
+    input: R,
+    carry: Vec<u8>,
+    /// Cut only outside `"..."` (RFC 4180 fields may hold line ends).
+    quotes: bool,
+    done: bool,
+}
+
+impl<R: Read> Blocks<R> {
+    /// `first`: bytes already taken from `input` that belong before it.
+    pub(crate) fn new(input: R, first: Vec<u8>, quotes: bool) -> Self {
+        Blocks {
+            input,
+            carry: first,
+            quotes,
+            done: false,
+        }
+    }
+
+    /// Where to cut `buf`: after its last line end (outside quotes when asked).
+    fn cut(&self, buf: &[u8], force: bool) -> Option<usize> {
+        if !self.quotes || force || memchr::memchr(b'"', buf).is_none() {
+            return memchr::memrchr(b'\n', buf).map(|i| i + 1);
+        }
+        let mut inside = false;
+        let mut last = None;
+        for i in memchr::memchr2_iter(b'"', b'\n', buf) {
+            if buf[i] == b'"' {
+                inside = !inside;
+            } else if !inside {
+                last = Some(i + 1);
+            }
+        }
+        last
+    }
+
+    pub(crate) fn next_block(&mut self) -> std::io::Result<Option<Block>> {
+        if self.done && self.carry.is_empty() {
+            return Ok(None);
+        }
+        let mut buf = std::mem::take(&mut self.carry);
+        let mut target = BLOCK_BYTES.max(buf.len() + BLOCK_BYTES / 2);
+        let mut corrupt = None;
+        loop {
+            if !self.done && buf.len() < target {
+                // `read_to_end` fills spare capacity without zeroing it first; what was read
+                // before an error stays in `buf`.
+                let want = (target - buf.len()) as u64;
+                match (&mut self.input).take(want).read_to_end(&mut buf) {
+                    Ok(n) => {
+                        if (n as u64) < want {
+                            self.done = true;
+                        }
+                    }
+                    Err(e) => match corrupt_message(&e) {
+                        Some(why) => {
+                            corrupt = Some(why);
+                            self.done = true;
+                        }
+                        None => return Err(e),
+                    },
+                }
+            }
+            if self.done {
+                return Ok(Some(Block {
+                    bytes: buf,
+                    corrupt,
+                }));
+            }
+            let force = buf.len() >= MAX_BLOCK_BYTES;
+            match self.cut(&buf, force) {
+                Some(at) => {
+                    self.carry = buf[at..].to_vec();
+                    buf.truncate(at);
+                    return Ok(Some(Block {
+                        bytes: buf,
+                        corrupt: None,
+                    }));
+                }
+                None if force => {
+                    // One line longer than the largest block: hand it over as it is.
+                    return Ok(Some(Block {
+                        bytes: buf,
+                        corrupt: None,
+                    }));
+                }
+                None => target = (target * 2).min(MAX_BLOCK_BYTES),
+            }
+        }
+    }
+}
+
+/// One request parsed off a block; strings live in the block's `names`.
+struct Req {
+    done_s: f64,
+    service_s: f64,
+    session: (u32, u32),
+    file: (u32, u32),
+    offset: u64,
+    extent: u64,
+    kind: RequestKind,
+    bytes_sent: u64,
+    conn: Option<u64>,
+    /// Line number in the block (from 1).
+    line: u32,
+}
+
+/// What the parsing of one block found, line numbers relative to the block.
+#[derive(Default)]
+pub(crate) struct ParsedBlock {
+    lines: u64,
+    reqs: Vec<Req>,
+    names: String,
+    sum: ReadSummary,
+}
+
+impl ParsedBlock {
+    fn push(&mut self, r: &LogRequest<'_>, line: u64) {
+        let mut put = |s: &str| {
+            let at = self.names.len() as u32;
+            self.names.push_str(s);
+            (at, s.len() as u32)
+        };
+        let session = put(&r.session);
+        let file = put(r.file);
+        self.reqs.push(Req {
+            done_s: r.done_s,
+            service_s: r.service_s,
+            session,
+            file,
+            offset: r.offset,
+            extent: r.extent,
+            kind: r.kind,
+            bytes_sent: r.bytes_sent,
+            conn: r.conn,
+            line: line as u32,
+        });
+    }
+
+    fn record(&mut self, parsed: Result<Parsed<'_>, String>, line: u64) {
+        match parsed {
+            Ok(Parsed::Request(r)) => self.push(&r, line),
+            Ok(Parsed::Skip) => {}
+            Ok(Parsed::Status) => self.sum.skipped_status += 1,
+            Ok(Parsed::Empty) => self.sum.empty += 1,
+            Ok(Parsed::Unsupported) => self.sum.unsupported_range += 1,
+            Err(why) => self.sum.bad(line, why),
+        }
+    }
+}
+
+/// Lines in a block of whole lines (a last line without its line end counts).
+fn count_lines(b: &[u8]) -> u64 {
+    let n = memchr::memchr_iter(b'\n', b).count() as u64;
+    n + u64::from(b.last().is_some_and(|&c| c != b'\n'))
+}
+
+/// Parse one block. A block holds far fewer than 2^32 lines and bytes (it is cut at
+/// [`MAX_BLOCK_BYTES`] plus one line).
+pub(crate) fn parse_block(block: &Block, fmt: LogFormat, cols: Option<&CsvCols>) -> ParsedBlock {
+    let bytes = &block.bytes[..];
+    let mut out = ParsedBlock {
+        lines: count_lines(bytes),
+        reqs: Vec::with_capacity(bytes.len() / 64),
+        names: String::with_capacity(bytes.len() / 2),
+        sum: ReadSummary::default(),
+    };
+    match (fmt, cols) {
+        (LogFormat::Netflix, Some(cols)) => {
+            let mut rdr = csv::ReaderBuilder::new()
+                .has_headers(false)
+                .flexible(true)
+                .from_reader(bytes);
+            let mut raw = csv::ByteRecord::new();
+            loop {
+                match rdr.read_byte_record(&mut raw) {
+                    Ok(true) => {}
+                    Ok(false) => break,
+                    Err(e) => {
+                        // Not reached with `flexible` over bytes; counted, and the block ends.
+                        out.sum.bad(rdr.position().line(), format!("CSV: {e}"));
+                        break;
+                    }
+                }
+                let n = raw.position().map_or(0, |p| p.line());
+                if raw.len() == 1 && raw[0].iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                out.record(parse_csv(&raw, cols), n);
+            }
+        }
+        _ => {
+            let body = bytes.strip_suffix(b"\n").unwrap_or(bytes);
+            if !bytes.is_empty() {
+                for (i, raw) in body.split(|&c| c == b'\n').enumerate() {
+                    let n = i as u64 + 1;
+                    let Ok(line) = std::str::from_utf8(raw) else {
+                        out.sum.bad(n, "not UTF-8".into());
+                        continue;
+                    };
+                    let line = line.trim_end_matches('\r');
+                    if line.trim().is_empty() {
+                        continue;
+                    }
+                    out.record(parse_line(line, fmt), n);
+                }
+            }
+        }
+    }
+    if let Some(why) = &block.corrupt {
+        out.sum.broken_at(out.lines + 1, why.clone());
+    }
+    out
+}
+
+/// Hands parsed blocks to the caller in order, numbering lines from the log's start and
+/// checking that completion times do not go back by more than the tolerance.
+pub(crate) struct Deliver<'s, F> {
+    pub sum: &'s mut ReadSummary,
+    pub sink: F,
+    pub order_tolerance_s: f64,
+    pub clock: f64,
+}
+
+impl<F: FnMut(&LogRequest<'_>)> Deliver<'_, F> {
+    fn block(&mut self, b: &ParsedBlock) {
+        let base = self.sum.lines;
+        for r in &b.reqs {
+            let text = |(at, len): (u32, u32)| &b.names[at as usize..(at + len) as usize];
+            let req = LogRequest {
+                done_s: r.done_s,
+                service_s: r.service_s,
+                session: std::borrow::Cow::Borrowed(text(r.session)),
+                file: text(r.file),
+                offset: r.offset,
+                extent: r.extent,
+                kind: r.kind,
+                bytes_sent: r.bytes_sent,
+                conn: r.conn,
+            };
+            if r.done_s < self.clock - self.order_tolerance_s {
+                self.sum.out_of_order(
+                    base + u64::from(r.line),
+                    self.clock - r.done_s,
+                    self.order_tolerance_s,
+                );
+            }
+            self.clock = self.clock.max(r.done_s);
+            self.sum.requests += 1;
+            (self.sink)(&req);
+        }
+        let s = &b.sum;
+        self.sum.skipped_status += s.skipped_status;
+        self.sum.empty += s.empty;
+        self.sum.unsupported_range += s.unsupported_range;
+        self.sum.add_bad(s, base);
+        self.sum.lines += b.lines;
+    }
+}
+
+/// Read every block of `blocks`, parse them on `threads` threads (1: on this one) and
+/// deliver them in order.
+pub(crate) fn run<R: Read + Send, F: FnMut(&LogRequest<'_>)>(
+    mut blocks: Blocks<R>,
+    fmt: LogFormat,
+    cols: Option<CsvCols>,
+    threads: usize,
+    out: &mut Deliver<'_, F>,
+) -> std::io::Result<()> {
+    let cols = cols.as_ref();
+    if threads <= 1 {
+        while let Some(b) = blocks.next_block()? {
+            out.block(&parse_block(&b, fmt, cols));
+        }
+        return Ok(());
+    }
+    // This thread delivers (the caller's work per request); `threads - 1` parse; one more
+    // reads and decompresses. Tokens bound the blocks in flight.
+    let workers = threads - 1;
+    let ahead = workers * AHEAD_PER_THREAD;
+    let (tok_tx, tok_rx) = sync_channel::<()>(ahead);
+    for _ in 0..ahead {
+        // The channel holds `ahead` tokens: these sends never block or fail.
+        let _ = tok_tx.send(());
+    }
+    let (work_tx, work_rx) = sync_channel::<(u64, Block)>(ahead);
+    let work_rx = Mutex::new(work_rx);
+    let work_rx = &work_rx;
+    let (done_tx, done_rx) = channel::<(u64, ParsedBlock)>();
+    // Everything moves in, so a panic in the caller's sink drops the token sender and the
+    // other threads end instead of waiting for it.
+    std::thread::scope(move |s| -> std::io::Result<()> {
+        let reader = s.spawn(move || -> std::io::Result<()> {
+            let mut seq = 0u64;
+            while tok_rx.recv().is_ok() {
+                let Some(b) = blocks.next_block()? else { break };
+                if work_tx.send((seq, b)).is_err() {
+                    break;
+                }
+                seq += 1;
+            }
+            Ok(())
+        });
+        for _ in 0..workers {
+            let done_tx = done_tx.clone();
+            s.spawn(move || loop {
+                let job = match work_rx.lock() {
+                    Ok(rx) => rx.recv(),
+                    Err(_) => return,
+                };
+                let Ok((seq, b)) = job else { return };
+                if done_tx.send((seq, parse_block(&b, fmt, cols))).is_err() {
+                    return;
+                }
+            });
+        }
+        drop(done_tx);
+        let mut pending: BTreeMap<u64, ParsedBlock> = BTreeMap::new();
+        let mut next = 0u64;
+        for (seq, pb) in done_rx {
+            pending.insert(seq, pb);
+            while let Some(pb) = pending.remove(&next) {
+                out.block(&pb);
+                next += 1;
+                // The reader may have finished and gone: nothing left to allow.
+                let _ = tok_tx.send(());
+            }
+        }
+        match reader.join() {
+            Ok(r) => r,
+            Err(p) => std::panic::resume_unwind(p),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn blocks_of(text: &[u8], quotes: bool) -> Vec<Vec<u8>> {
+        let mut b = Blocks::new(text, Vec::new(), quotes);
+        let mut out = Vec::new();
+        while let Some(x) = b.next_block().unwrap() {
+            assert!(x.corrupt.is_none());
+            out.push(x.bytes);
+        }
+        out
+    }
+
+    #[test]
+    fn blocks_end_at_line_ends_outside_quotes() {
+        let mut text = Vec::new();
+        for i in 0..200_000 {
+            text.extend_from_slice(format!("{i},\"a\nb\",x\n").as_bytes());
+        }
+        let blocks = blocks_of(&text, true);
+        assert!(blocks.len() > 1);
+        assert_eq!(blocks.concat(), text);
+        for b in &blocks {
+            assert_eq!(b.iter().filter(|&&c| c == b'"').count() % 2, 0);
+            assert_eq!(b.last(), Some(&b'\n'));
+        }
+    }
+
+    #[test]
+    fn sniffs_compression() {
+        assert_eq!(Compression::sniff(&[0x1f, 0x8b, 8]), Compression::Gzip);
+        assert_eq!(
+            Compression::sniff(&[0x28, 0xb5, 0x2f, 0xfd]),
+            Compression::Zstd
+        );
+        assert_eq!(Compression::sniff(b"ts_end,"), Compression::None);
+    }
+
+    #[test]
+    fn counts_lines() {
+        assert_eq!(count_lines(b""), 0);
+        assert_eq!(count_lines(b"a\n"), 1);
+        assert_eq!(count_lines(b"a\nb"), 2);
+        assert_eq!(count_lines(b"\n\n"), 2);
+    }
+}

@@ -1,0 +1,349 @@
+//! External merge sort of rebuilt sessions (`vodkit workload from-log`): sessions are
+//! finished in the order they end but written in the order they start, so they are
+//! gathered in sorted runs of bounded size, spilled to temporary files, and merged back.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::fs::File;
+use std::io::{BufReader, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+use crate::record::{LogRequest, RequestKind};
+
+/// One logged request, owned.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Seen {
+    pub recv_s: f64,
+    pub done_s: f64,
+    pub offset: u64,
+    pub extent: u64,
+    pub kind: RequestKind,
+    pub bytes_sent: u64,
+}
+
+impl Seen {
+    pub fn of(r: &LogRequest<'_>) -> Seen {
+        Seen {
+            recv_s: r.recv_s(),
+            done_s: r.done_s,
+            offset: r.offset,
+            extent: r.extent,
+            kind: r.kind,
+            bytes_sent: r.bytes_sent,
+        }
+    }
+}
+
+/// One finished session: its first arrival, viewer and requests in arrival order.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Piece {
+    pub start: f64,
+    pub client: Vec<u8>,
+    pub file: String,
+    pub seen: Vec<Seen>,
+}
+
+impl Piece {
+    /// Output order: by start, then file name, then client (as the in-memory rebuild
+    /// orders viewers).
+    fn order(&self, other: &Piece) -> Ordering {
+        self.start
+            .total_cmp(&other.start)
+            .then_with(|| self.file.cmp(&other.file))
+            .then_with(|| self.client.cmp(&other.client))
+    }
+
+    /// Bytes it holds in memory (an estimate for the budget).
+    pub fn bytes(&self) -> usize {
+        std::mem::size_of::<Piece>()
+            + self.client.len()
+            + self.file.len()
+            + self.seen.len() * std::mem::size_of::<Seen>()
+    }
+
+    fn write(&self, w: &mut impl Write) -> std::io::Result<()> {
+        let len = |n: usize| {
+            u32::try_from(n).map_err(|_| std::io::Error::other("a session too large to spill"))
+        };
+        w.write_all(&self.start.to_le_bytes())?;
+        w.write_all(&len(self.client.len())?.to_le_bytes())?;
+        w.write_all(&self.client)?;
+        w.write_all(&len(self.file.len())?.to_le_bytes())?;
+        w.write_all(self.file.as_bytes())?;
+        w.write_all(&len(self.seen.len())?.to_le_bytes())?;
+        for s in &self.seen {
+            w.write_all(&s.recv_s.to_le_bytes())?;
+            w.write_all(&s.done_s.to_le_bytes())?;
+            w.write_all(&s.offset.to_le_bytes())?;
+            w.write_all(&s.extent.to_le_bytes())?;
+            w.write_all(&s.bytes_sent.to_le_bytes())?;
+            w.write_all(&[u8::from(s.kind == RequestKind::Open)])?;
+        }
+        Ok(())
+    }
+
+    /// The next piece of a run, `None` at its end.
+    fn read(r: &mut impl Read) -> std::io::Result<Option<Piece>> {
+        let mut b8 = [0u8; 8];
+        match r.read_exact(&mut b8) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+            Err(e) => return Err(e),
+        }
+        let start = f64::from_le_bytes(b8);
+        let mut b4 = [0u8; 4];
+        let mut bytes = |r: &mut dyn Read| -> std::io::Result<Vec<u8>> {
+            r.read_exact(&mut b4)?;
+            let mut v = vec![0u8; u32::from_le_bytes(b4) as usize];
+            r.read_exact(&mut v)?;
+            Ok(v)
+        };
+        let client = bytes(r)?;
+        let file = String::from_utf8(bytes(r)?).map_err(std::io::Error::other)?;
+        r.read_exact(&mut b4)?;
+        let n = u32::from_le_bytes(b4) as usize;
+        let mut seen = Vec::with_capacity(n);
+        let mut f = |r: &mut dyn Read| -> std::io::Result<[u8; 8]> {
+            r.read_exact(&mut b8)?;
+            Ok(b8)
+        };
+        for _ in 0..n {
+            let recv_s = f64::from_le_bytes(f(r)?);
+            let done_s = f64::from_le_bytes(f(r)?);
+            let offset = u64::from_le_bytes(f(r)?);
+            let extent = u64::from_le_bytes(f(r)?);
+            let bytes_sent = u64::from_le_bytes(f(r)?);
+            let mut k = [0u8; 1];
+            r.read_exact(&mut k)?;
+            seen.push(Seen {
+                recv_s,
+                done_s,
+                offset,
+                extent,
+                kind: if k[0] == 1 {
+                    RequestKind::Open
+                } else {
+                    RequestKind::Chunk
+                },
+                bytes_sent,
+            });
+        }
+        Ok(Some(Piece {
+            start,
+            client,
+            file,
+            seen,
+        }))
+    }
+}
+
+/// Finished pieces gathered into sorted runs; a run is spilled when it passes the budget.
+pub(crate) struct Runs {
+    dir: PathBuf,
+    tmp: Option<tempfile::TempDir>,
+    buf: Vec<Piece>,
+    buf_bytes: usize,
+    budget: usize,
+    runs: Vec<PathBuf>,
+    /// Bytes written to run files.
+    pub spilled: u64,
+}
+
+impl Runs {
+    /// Runs of at most `budget` bytes, spilled under `dir` (a temporary directory made
+    /// there when first needed, removed when done).
+    pub fn new(dir: &Path, budget: usize) -> Runs {
+        Runs {
+            dir: dir.to_path_buf(),
+            tmp: None,
+            buf: Vec::new(),
+            buf_bytes: 0,
+            budget: budget.max(1),
+            runs: Vec::new(),
+            spilled: 0,
+        }
+    }
+
+    /// Bytes held in memory now.
+    pub fn held(&self) -> usize {
+        self.buf_bytes
+    }
+
+    pub fn push(&mut self, p: Piece) -> std::io::Result<()> {
+        self.buf_bytes += p.bytes();
+        self.buf.push(p);
+        if self.buf_bytes > self.budget {
+            self.spill()?;
+        }
+        Ok(())
+    }
+
+    fn spill(&mut self) -> std::io::Result<()> {
+        if self.tmp.is_none() {
+            let t = tempfile::Builder::new()
+                .prefix(".vodkit-spill-")
+                .tempdir_in(&self.dir)
+                .map_err(|e| {
+                    std::io::Error::new(e.kind(), format!("{}: {e}", self.dir.display()))
+                })?;
+            self.tmp = Some(t);
+        }
+        let Some(tmp) = &self.tmp else {
+            return Ok(());
+        };
+        let path = tmp.path().join(format!("run-{}", self.runs.len()));
+        self.buf.sort_by(Piece::order);
+        let mut w = BufWriter::with_capacity(1 << 16, File::create(&path)?);
+        for p in self.buf.drain(..) {
+            p.write(&mut w)?;
+        }
+        w.flush()?;
+        self.spilled += w.get_ref().metadata()?.len();
+        self.buf_bytes = 0;
+        self.runs.push(path);
+        Ok(())
+    }
+
+    /// All pieces in output order.
+    pub fn finish(mut self) -> std::io::Result<Merged> {
+        if self.runs.is_empty() {
+            self.buf.sort_by(Piece::order);
+            return Ok(Merged {
+                memory: self.buf.into_iter(),
+                readers: Vec::new(),
+                heap: BinaryHeap::new(),
+                _tmp: None,
+            });
+        }
+        if !self.buf.is_empty() {
+            self.spill()?;
+        }
+        let mut readers = Vec::with_capacity(self.runs.len());
+        let mut heap = BinaryHeap::new();
+        for (i, path) in self.runs.iter().enumerate() {
+            let mut r = BufReader::with_capacity(1 << 16, File::open(path)?);
+            if let Some(p) = Piece::read(&mut r)? {
+                heap.push(Head(p, i));
+            }
+            readers.push(r);
+        }
+        Ok(Merged {
+            memory: Vec::new().into_iter(),
+            readers,
+            heap,
+            _tmp: self.tmp,
+        })
+    }
+}
+
+/// The head piece of run `.1`, ordered so the heap's top is the first piece.
+struct Head(Piece, usize);
+
+impl PartialEq for Head {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp(other) == Ordering::Equal
+    }
+}
+
+impl Eq for Head {}
+
+impl PartialOrd for Head {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Head {
+    fn cmp(&self, other: &Self) -> Ordering {
+        // Reversed: BinaryHeap is a max-heap. Equal pieces come from the lower run first.
+        other.0.order(&self.0).then_with(|| other.1.cmp(&self.1))
+    }
+}
+
+/// Pieces in output order: from memory, or merged from the spilled runs.
+pub(crate) struct Merged {
+    memory: std::vec::IntoIter<Piece>,
+    readers: Vec<BufReader<File>>,
+    heap: BinaryHeap<Head>,
+    _tmp: Option<tempfile::TempDir>,
+}
+
+impl Merged {
+    pub fn next_piece(&mut self) -> std::io::Result<Option<Piece>> {
+        if let Some(p) = self.memory.next() {
+            return Ok(Some(p));
+        }
+        let Some(Head(p, i)) = self.heap.pop() else {
+            return Ok(None);
+        };
+        if let Some(r) = self.readers.get_mut(i) {
+            if let Some(next) = Piece::read(r)? {
+                self.heap.push(Head(next, i));
+            }
+        }
+        Ok(Some(p))
+    }
+
+    pub fn len_hint(&self) -> usize {
+        self.memory.len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn piece(start: f64, client: &str, file: &str, n: usize) -> Piece {
+        Piece {
+            start,
+            client: client.as_bytes().to_vec(),
+            file: file.into(),
+            seen: (0..n)
+                .map(|i| Seen {
+                    recv_s: start + i as f64,
+                    done_s: start + i as f64 + 0.5,
+                    offset: i as u64 * 10,
+                    extent: 10,
+                    kind: if i % 2 == 0 {
+                        RequestKind::Chunk
+                    } else {
+                        RequestKind::Open
+                    },
+                    bytes_sent: 10,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn spilled_runs_merge_into_the_in_memory_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut all = Vec::new();
+        for i in 0..500u64 {
+            let start = ((i * 7919) % 113) as f64;
+            all.push(piece(
+                start,
+                &format!("c{}", i % 3),
+                &format!("f{}", i % 5),
+                (i % 4) as usize,
+            ));
+        }
+        let mut want = all.clone();
+        want.sort_by(Piece::order);
+        for budget in [1, 2000, usize::MAX] {
+            let mut runs = Runs::new(dir.path(), budget);
+            for p in &all {
+                runs.push(p.clone()).unwrap();
+            }
+            assert_eq!(runs.runs.len() > 1, budget < 10_000, "budget {budget}");
+            let mut m = runs.finish().unwrap();
+            let mut got = Vec::new();
+            while let Some(p) = m.next_piece().unwrap() {
+                got.push(p);
+            }
+            assert!(got == want, "budget {budget}");
+        }
+        // The spill directory is gone once merged.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+}

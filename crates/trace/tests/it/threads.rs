@@ -1,0 +1,265 @@
+//! The parallel reader: the same output, byte for byte, for any number of threads and for
+//! plain, gzip and zstd logs; corrupt or cut compressed logs and logs out of completion
+//! order are reported with line numbers, never fatal; a shuffled log, sorted, gives the
+//! outputs of the log in order.
+
+use std::io::Write;
+use std::path::Path;
+
+use vodkit_trace::analyze::{analyze, AnalyzeOptions, NoSink};
+use vodkit_trace::output::{DirSink, PassSummary};
+use vodkit_trace::read::{read_log_with, ReadOptions};
+use vodkit_trace::{FileTable, LogFormat};
+use vodkit_workload::netflix::{synth_log, NetflixSpec};
+
+/// A synthesized netflix-2014 log of several parsing blocks, with its file table.
+fn synthesized() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = NetflixSpec::new(5, 0.1, &[]).unwrap();
+    synth_log(&spec, dir.path()).unwrap();
+    let size = std::fs::metadata(dir.path().join("log.csv")).unwrap().len();
+    assert!(
+        size > 3 * vodkit_trace::blocks::BLOCK_BYTES as u64,
+        "the log must span several blocks: {size} bytes"
+    );
+    dir
+}
+
+fn json<T: serde::Serialize>(v: &T) -> Vec<u8> {
+    serde_json::to_vec_pretty(v).unwrap()
+}
+
+/// Everything `trace phases`/`chains` would write for `log`, as (file name, bytes).
+fn outputs(dir: &Path, log: &Path, threads: usize) -> Vec<(String, Vec<u8>)> {
+    let files = FileTable::from_csv(&dir.join("files.csv")).unwrap();
+    let out = dir.join(format!("out-{threads}-{}", log.display().to_string().len()));
+    let mut sink = DirSink::create(&out, true, true).unwrap();
+    let opts = AnalyzeOptions {
+        threads,
+        ..Default::default()
+    };
+    let input = std::io::BufReader::new(std::fs::File::open(log).unwrap());
+    let a = analyze(input, files, &opts, &mut sink).unwrap();
+    sink.finish().unwrap();
+    assert_eq!(a.read.bad_lines, 0, "{}", a.read.describe());
+    let mut got = vec![
+        ("summary.json".to_string(), json(&PassSummary::of(&a))),
+        ("chains.json".to_string(), json(&a.chains)),
+        ("phases.json".to_string(), json(&a.phases)),
+        ("sessions.json".to_string(), json(&a.sessions)),
+    ];
+    for name in ["chains.csv", "phases.csv"] {
+        got.push((name.to_string(), std::fs::read(out.join(name)).unwrap()));
+    }
+    got
+}
+
+fn assert_same(a: &[(String, Vec<u8>)], b: &[(String, Vec<u8>)], what: &str) {
+    assert_eq!(a.len(), b.len());
+    for ((name, x), (_, y)) in a.iter().zip(b) {
+        assert!(x == y, "{name} differs: {what}");
+    }
+}
+
+#[test]
+fn one_two_and_three_threads_write_the_same_bytes() {
+    let dir = synthesized();
+    let log = dir.path().join("log.csv");
+    let one = outputs(dir.path(), &log, 1);
+    assert!(one[4].1.len() > 1000, "chains.csv has rows");
+    for threads in [2, 3] {
+        assert_same(&one, &outputs(dir.path(), &log, threads), "threads");
+    }
+}
+
+#[test]
+fn gzip_and_zstd_logs_read_as_the_plain_one() {
+    let dir = synthesized();
+    let log = dir.path().join("log.csv");
+    let text = std::fs::read(&log).unwrap();
+    let gz = dir.path().join("log.csv.gz");
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(&text).unwrap();
+    std::fs::write(&gz, e.finish().unwrap()).unwrap();
+    let zst = dir.path().join("log.csv.zst");
+    std::fs::write(&zst, zstd::encode_all(&text[..], 1).unwrap()).unwrap();
+    let plain = outputs(dir.path(), &log, 1);
+    for (path, threads) in [(&gz, 1), (&gz, 2), (&zst, 2)] {
+        let got = outputs(dir.path(), path, threads);
+        // summary.json holds the same counts; everything else is the same bytes.
+        assert_same(&plain, &got, &path.display().to_string());
+    }
+}
+
+#[test]
+fn corrupt_or_cut_compressed_logs_are_bad_lines_not_failures() {
+    let mut text = String::from(
+        "ts_end,service_time_s,session,file,offset,length,open_ended,bytes_sent,device_type\n",
+    );
+    for i in 0..200_000u64 {
+        text += &format!(
+            "{},0.1,s{},f{},0,100,0,100,tv\n",
+            1000 + i / 10,
+            i % 7,
+            i % 13
+        );
+    }
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(text.as_bytes()).unwrap();
+    let gz = e.finish().unwrap();
+    let zst = zstd::encode_all(text.as_bytes(), 1).unwrap();
+    let mut flipped = gz.clone();
+    let mid = flipped.len() / 2;
+    for b in &mut flipped[mid..mid + 64] {
+        *b ^= 0x5a;
+    }
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("cut gzip", gz[..gz.len() / 2].to_vec(), "gzip"),
+        ("flipped gzip", flipped, "gzip"),
+        ("cut zstd", zst[..zst.len() / 2].to_vec(), "zstd"),
+        ("gzip header only", gz[..5].to_vec(), "gzip"),
+    ];
+    for (what, bytes, kind) in cases {
+        for threads in [1, 2] {
+            let opts = AnalyzeOptions {
+                threads,
+                ..Default::default()
+            };
+            let a = analyze(&bytes[..], FileTable::default(), &opts, &mut NoSink).unwrap();
+            let r = &a.read;
+            assert!(r.requests < 200_000, "{what}: {}", r.describe());
+            let (line, why) = r.broken.as_ref().expect(what);
+            assert!(
+                why.contains(kind) && why.contains("corrupt"),
+                "{what}: {}",
+                r.describe()
+            );
+            // The break is placed after the last line read.
+            assert_eq!(*line, r.lines + 1, "{what}: {}", r.describe());
+            assert!(r
+                .describe()
+                .contains(&format!("reading stopped at line {line}")));
+        }
+    }
+}
+
+#[test]
+fn nginx_and_combined_lines_reach_the_sink_in_log_order_for_any_thread_count() {
+    let mut text = String::new();
+    for i in 0..40_000u64 {
+        let t = 1_700_000_000 + i / 20;
+        text += &format!(
+            "{t}.{:03} 0.010 {} \"s{}\" \"/v/{}.mp4\" \"bytes={}-{}\" 206 400 100\n",
+            i % 1000,
+            i % 50,
+            i % 11,
+            i % 17,
+            i * 100,
+            i * 100 + 99
+        );
+        if i % 5000 == 7 {
+            text += "a broken line\n";
+        }
+    }
+    let read = |threads: usize| {
+        let mut seen = Vec::new();
+        let opts = ReadOptions {
+            format: LogFormat::Auto,
+            threads,
+            ..Default::default()
+        };
+        let sum = read_log_with(text.as_bytes(), &opts, |r| {
+            seen.push((
+                r.done_s,
+                r.session.to_string(),
+                r.file.to_string(),
+                r.offset,
+            ))
+        })
+        .unwrap();
+        (seen, sum)
+    };
+    let (one, sum1) = read(1);
+    assert_eq!(sum1.format, "nginx");
+    assert_eq!(one.len(), 40_000);
+    assert_eq!(sum1.bad_lines, 8);
+    // Line 8 is the first broken line (after the eighth request).
+    assert_eq!(sum1.bad_examples[0].0, 9);
+    assert_eq!(sum1.bad_examples[1].0, 5000 + 10);
+    for threads in [2, 4] {
+        let (many, sum) = read(threads);
+        assert!(many == one, "{threads} threads: other requests or order");
+        assert_eq!(sum, sum1);
+    }
+}
+
+#[test]
+fn requests_out_of_completion_order_are_counted_with_line_numbers() {
+    let mut text = String::from(
+        "ts_end,service_time_s,session,file,offset,length,open_ended,bytes_sent,device_type\n",
+    );
+    for (i, t) in [100.0, 101.0, 150.0, 95.0, 151.0, 160.0, 30.0]
+        .iter()
+        .enumerate()
+    {
+        text += &format!("{t},0.1,s,f,{},10,0,10,tv\n", i * 10);
+    }
+    let opts = ReadOptions {
+        order_tolerance_s: 50.0,
+        ..Default::default()
+    };
+    let sum = read_log_with(text.as_bytes(), &opts, |_| {}).unwrap();
+    assert_eq!(sum.out_of_order, 2, "{}", sum.describe());
+    // 95 (line 5) is 55 s before 150; 30 (line 8) is 130 s before 160; 101 is within 50 s.
+    let lines: Vec<u64> = sum.out_of_order_examples.iter().map(|e| e.0).collect();
+    assert_eq!(lines, vec![5, 8]);
+    assert!(sum.describe().contains("line 8"), "{}", sum.describe());
+}
+
+#[test]
+fn a_shuffled_log_sorted_within_a_small_memory_gives_the_same_chains_and_phases() {
+    let dir = synthesized();
+    let log = dir.path().join("log.csv");
+    let text = std::fs::read_to_string(&log).unwrap();
+    let mut lines: Vec<&str> = text.lines().collect();
+    let header = lines.remove(0);
+    // A fixed shuffle (xorshift).
+    let mut x = 0x2545_F491_4F6C_DD1Du64;
+    for i in (1..lines.len()).rev() {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        lines.swap(i, (x % (i as u64 + 1)) as usize);
+    }
+    let shuffled = format!("{header}\n{}\n", lines.join("\n"));
+    let unsorted =
+        vodkit_trace::read::read_log(shuffled.as_bytes(), LogFormat::Auto, |_| {}).unwrap();
+    assert!(unsorted.out_of_order > 1000, "{}", unsorted.describe());
+
+    let (sorted, read) = vodkit_trace::sort::sort_log(
+        shuffled.as_bytes(),
+        &ReadOptions::default(),
+        1 << 20,
+        dir.path(),
+    )
+    .unwrap();
+    assert!(sorted.spilled > 0);
+    assert_eq!(read.requests, unsorted.requests);
+    let sorted_path = dir.path().join("sorted.csv");
+    let mut f = std::fs::File::create(&sorted_path).unwrap();
+    std::io::copy(&mut std::io::BufReader::new(sorted), &mut f).unwrap();
+    drop(f);
+    let want = outputs(dir.path(), &log, 1);
+    let got = outputs(dir.path(), &sorted_path, 2);
+    for name in [
+        "chains.csv",
+        "phases.csv",
+        "chains.json",
+        "phases.json",
+        "sessions.json",
+    ] {
+        let a = &want.iter().find(|x| x.0 == name).unwrap().1;
+        let b = &got.iter().find(|x| x.0 == name).unwrap().1;
+        assert!(a == b, "{name} differs after sorting");
+    }
+}
