@@ -857,8 +857,14 @@ mod tests {
         let from = std::time::SystemTime::now();
         let poller = StatsPoller::start(port, std::time::Duration::from_millis(50), log.clone());
         let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while poller.series().len() < 2 && std::time::Instant::now() < until {
+        // Readings continue every 50 ms: wait until there are two and they span a third of
+        // the window since the start (a busy machine can delay the first one).
+        let mut to = std::time::SystemTime::now();
+        while (poller.series().len() < 2 || poller.engine_window((from, to)).is_none())
+            && std::time::Instant::now() < until
+        {
             std::thread::sleep(std::time::Duration::from_millis(20));
+            to = std::time::SystemTime::now();
         }
         let series = poller.series();
         assert!(series.len() >= 2, "{series:?}");
@@ -873,9 +879,7 @@ mod tests {
         }
         assert!(series[1].0 > series[0].0);
         // The engine's figures between the readings within a window.
-        let e = poller
-            .engine_window((from, std::time::SystemTime::now()))
-            .expect("engine figures");
+        let e = poller.engine_window((from, to)).expect("engine figures");
         assert!((e.hit_fraction - 0.6).abs() < 1e-9, "{e:?}");
         assert!((e.mean_read_bytes - 4000.0).abs() < 1e-9, "{e:?}");
         assert!(poller.engine_window((from, from)).is_none());
