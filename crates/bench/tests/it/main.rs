@@ -70,3 +70,33 @@ fn t0_launcher(
     ));
     (launcher, run_base)
 }
+
+/// Starts `sut` with `launcher`, or says why it cannot run here and returns `None`: a
+/// missing vodkit is this machine's fault (it fails under CI), a missing peer is skipped.
+fn start_or_skip(
+    launcher: &mut vodkit_bench::launch::LocalLauncher,
+    sut: &vodkit_bench::sut::Sut,
+) -> Option<Box<dyn vodkit_bench::experiment::Running>> {
+    use vodkit_bench::experiment::Launcher as _;
+    if let Err(why) = launcher.available(sut) {
+        if sut.kind() == "vodkit" {
+            vodkit_testkit::need::not_here(format_args!("{sut}: {why}"));
+        } else {
+            vodkit_testkit::skip(format_args!("{sut}: {why}"));
+        }
+        return None;
+    }
+    Some(
+        launcher
+            .start(sut)
+            .unwrap_or_else(|e| panic!("{sut} starts: {e:?}")),
+    )
+}
+
+/// Whether curl is installed (the tests that use it check bodies through it when it is).
+fn has_curl() -> bool {
+    std::process::Command::new("curl")
+        .arg("--version")
+        .output()
+        .is_ok()
+}

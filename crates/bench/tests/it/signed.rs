@@ -3,7 +3,7 @@
 //! it, and the same run without the secret fails every session.
 
 use vodkit_bench::adapters::WorkloadLoad;
-use vodkit_bench::experiment::{Launcher, LoadDriver};
+use vodkit_bench::experiment::LoadDriver;
 use vodkit_bench::sut::parse_list;
 
 #[test]
@@ -15,17 +15,9 @@ fn sign_suts_refuse_unsigned_urls_and_serve_the_signing_load() {
     let mut served = 0;
     for sut in parse_list("vodkit+sign,nginx+sign").unwrap() {
         assert!(sut.sign);
-        if let Err(why) = launcher.available(&sut) {
-            if sut.kind() == "vodkit" {
-                vodkit_testkit::need::not_here(format_args!("{sut}: {why}"));
-            } else {
-                vodkit_testkit::skip(format_args!("{sut}: {why}"));
-            }
+        let Some(server) = crate::start_or_skip(&mut launcher, &sut) else {
             continue;
-        }
-        let server = launcher
-            .start(&sut)
-            .unwrap_or_else(|e| panic!("{sut} starts: {e:?}"));
+        };
         let url = server.base_url();
         let secret = server
             .url_secret()

@@ -5,7 +5,7 @@
 
 use std::os::unix::fs::PermissionsExt;
 use vodkit_bench::adapters::WorkloadLoad;
-use vodkit_bench::experiment::{Launcher, LoadDriver};
+use vodkit_bench::experiment::LoadDriver;
 use vodkit_bench::sut::parse_list;
 
 const FILE_BYTES: u64 = 1 << 20;
@@ -19,18 +19,9 @@ fn tls_suts_serve_https_with_a_per_run_certificate() {
     let mut served = 0;
     for sut in parse_list("vodkit+tls,nginx+tls,apache+tls").unwrap() {
         assert!(sut.tls);
-        if let Err(why) = launcher.available(&sut) {
-            // Only a peer must be there under CI.
-            if sut.kind() == "vodkit" {
-                vodkit_testkit::need::not_here(format_args!("{sut}: {why}"));
-            } else {
-                vodkit_testkit::skip(format_args!("{sut}: {why}"));
-            }
+        let Some(server) = crate::start_or_skip(&mut launcher, &sut) else {
             continue;
-        }
-        let server = launcher
-            .start(&sut)
-            .unwrap_or_else(|e| panic!("{sut} starts: {e:?}"));
+        };
         let url = server.base_url();
         assert!(url.starts_with("https://127.0.0.1:"), "{sut}: {url}");
         let ca = server.tls_ca().expect("a +tls server names its CA");
@@ -39,11 +30,7 @@ fn tls_suts_serve_https_with_a_per_run_certificate() {
         let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600, "{sut}: key mode");
         // Exact bytes through curl, trusting only the run's CA.
-        if std::process::Command::new("curl")
-            .arg("--version")
-            .output()
-            .is_ok()
-        {
+        if crate::has_curl() {
             let out = std::process::Command::new("curl")
                 .args(["-sS", "--tlsv1.3", "--cacert"])
                 .arg(&ca)
@@ -84,23 +71,11 @@ fn h2_suts_speak_http2_to_curl_and_the_load_driver() {
     let mut served = 0;
     for sut in parse_list("vodkit+h2,vodkit+tls+h2,nginx+tls+h2").unwrap() {
         assert!(sut.h2);
-        if let Err(why) = launcher.available(&sut) {
-            if sut.kind() == "vodkit" {
-                vodkit_testkit::need::not_here(format_args!("{sut}: {why}"));
-            } else {
-                vodkit_testkit::skip(format_args!("{sut}: {why}"));
-            }
+        let Some(server) = crate::start_or_skip(&mut launcher, &sut) else {
             continue;
-        }
-        let server = launcher
-            .start(&sut)
-            .unwrap_or_else(|e| panic!("{sut} starts: {e:?}"));
+        };
         let url = server.base_url();
-        if std::process::Command::new("curl")
-            .arg("--version")
-            .output()
-            .is_ok()
-        {
+        if crate::has_curl() {
             let mut curl = std::process::Command::new("curl");
             curl.args(["-sS", "-w", "%{http_version}", "-o"])
                 .arg(dir.path().join("got"));
