@@ -289,6 +289,34 @@ mod tests {
     use crate::read::read_log;
     use crate::LogFormat;
 
+    /// Every field of a request the sort must carry, owned.
+    #[allow(clippy::type_complexity)]
+    fn fields(
+        r: &crate::record::LogRequest<'_>,
+    ) -> (
+        f64,
+        f64,
+        String,
+        String,
+        u64,
+        u64,
+        crate::record::RequestKind,
+        u64,
+        Option<u64>,
+    ) {
+        (
+            r.done_s,
+            r.service_s,
+            r.session.to_string(),
+            r.file.to_string(),
+            r.offset,
+            r.extent,
+            r.kind,
+            r.bytes_sent,
+            r.conn,
+        )
+    }
+
     #[test]
     fn a_shuffled_log_comes_out_in_completion_order_with_every_field() {
         let mut lines = Vec::new();
@@ -306,20 +334,7 @@ mod tests {
         let text: String = lines.concat() + "garbage\n";
         let dir = tempfile::tempdir().unwrap();
         let mut want = Vec::new();
-        let sum0 = read_log(text.as_bytes(), LogFormat::Auto, |r| {
-            want.push((
-                r.done_s,
-                r.service_s,
-                r.session.to_string(),
-                r.file.to_string(),
-                r.offset,
-                r.extent,
-                r.kind,
-                r.bytes_sent,
-                r.conn,
-            ))
-        })
-        .unwrap();
+        let sum0 = read_log(text.as_bytes(), LogFormat::Auto, |r| want.push(fields(r))).unwrap();
         assert!(sum0.out_of_order > 0);
         want.sort_by(|a, b| a.0.total_cmp(&b.0));
         for memory in [1000, usize::MAX] {
@@ -329,17 +344,7 @@ mod tests {
             assert_eq!(sum.bad_examples[0].0, 3001, "line numbers of the original");
             let mut got = Vec::new();
             let again = read_log(BufReader::new(sorted), LogFormat::Auto, |r| {
-                got.push((
-                    r.done_s,
-                    r.service_s,
-                    r.session.to_string(),
-                    r.file.to_string(),
-                    r.offset,
-                    r.extent,
-                    r.kind,
-                    r.bytes_sent,
-                    r.conn,
-                ))
+                got.push(fields(r))
             })
             .unwrap();
             assert_eq!(again.format, "netflix");
