@@ -1568,6 +1568,7 @@ impl Engine {
         };
         for (name, d) in &st.devices {
             let busy = d.busy_until(now);
+            let service = d.service.terms();
             s.disk_time_s += busy;
             s.devices.push(DeviceStats {
                 device: name.to_string(),
@@ -1579,8 +1580,8 @@ impl Engine {
                 recent_busy_fraction: d.recent_busy,
                 queue_depth: d.queued,
                 late_reads: d.late_reads,
-                positioning_ms: d.service.terms().map(|(p, _)| p * 1e3),
-                transfer_mb_s: d.service.terms().map(|(_, r)| r / 1e6),
+                positioning_ms: service.map(|(p, _)| p * 1e3),
+                transfer_mb_s: service.map(|(_, r)| r / 1e6),
             });
         }
         s.derive();
