@@ -73,24 +73,12 @@ impl PreloadKit {
         run_dir: &Path,
         budget: Option<&CommandWrap>,
     ) -> Result<PreloadDaemon, String> {
-        self.start_daemon_with(policy, None, None, run_dir, budget)
+        self.start_daemon_from(None, policy, None, None, run_dir, budget)
     }
 
     /// [`PreloadKit::start_daemon`] with the daemon's `--memory` and `--io-order` (`None`:
-    /// their defaults).
-    pub fn start_daemon_with(
-        &self,
-        policy: &PolicySpec,
-        memory: Option<MemorySetting>,
-        order: Option<vodkit_prefetch::IoOrder>,
-        run_dir: &Path,
-        budget: Option<&CommandWrap>,
-    ) -> Result<PreloadDaemon, String> {
-        self.start_daemon_from(None, policy, memory, order, run_dir, budget)
-    }
-
-    /// [`PreloadKit::start_daemon_with`] from another vodkit build (`+bin:PATH`; `None`:
-    /// the kit's own executable).
+    /// their defaults), from another vodkit build (`+bin:PATH`; `None`: the kit's own
+    /// executable).
     pub fn start_daemon_from(
         &self,
         exe: Option<&Path>,

@@ -23,13 +23,13 @@
 //! Pure and deterministic: no clock, no file, no randomness.
 
 use serde::{Deserialize, Serialize};
-use std::cmp::Ordering;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use vodkit_disk::model::DiskTerms;
 use vodkit_prefetch::memory::{Drop, MemoryConfig, MemoryManager};
 use vodkit_prefetch::policy::{ChainKind, FileId, Policy, ReadContext, DEFAULT_BITRATE_KBPS};
 use vodkit_prefetch::{IoOrder, PolicySpec};
 use vodkit_workload::model::{Catalog, ClientClass, Session};
+use vodkit_workload::order::MinEntry;
 
 /// One request of a replayed session.
 #[derive(Clone, Debug, PartialEq)]
@@ -267,26 +267,12 @@ enum Kind {
     Consumed,
 }
 
+/// What happens to a session's request; the heap keys it by time and a sequence number.
 #[derive(Clone, Copy, Debug, PartialEq)]
 struct Event {
-    t: f64,
-    seq: u64,
     kind: Kind,
     session: usize,
     req: usize,
-}
-
-impl Eq for Event {}
-impl Ord for Event {
-    // Earliest first in a max-heap.
-    fn cmp(&self, o: &Self) -> Ordering {
-        o.t.total_cmp(&self.t).then(o.seq.cmp(&self.seq))
-    }
-}
-impl PartialOrd for Event {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
 }
 
 /// What the replay tracks of one session's stream of one file.
@@ -405,13 +391,12 @@ pub fn replay_traced(
     let mut seq = 0u64;
     for (i, s) in w.sessions.iter().enumerate() {
         if let Some(r) = s.reqs.first() {
-            heap.push(Event {
-                t: s.gap / rate + r.at_s,
-                seq,
+            let ev = Event {
                 kind: Kind::Request,
                 session: i,
                 req: 0,
-            });
+            };
+            heap.push(MinEntry::new((s.gap / rate + r.at_s, seq), ev));
             seq += 1;
         }
     }
@@ -434,11 +419,15 @@ pub fn replay_traced(
     let mut claimed = 0u64;
     let (mut samples, mut levels) = (0.0f64, [0.0f64; 5]);
     let mut sides: HashMap<(usize, FileId), Side> = HashMap::new();
-    while let Some(ev) = heap.pop() {
-        if ev.t > end_s {
+    while let Some(MinEntry {
+        key: (now, _),
+        value: ev,
+    }) = heap.pop()
+    {
+        if now > end_s {
             break;
         }
-        while next_expire <= ev.t {
+        while next_expire <= now {
             let drops = m.expire(next_expire);
             apply(&m, &mut res, drops, &mut claimed);
             if next_expire >= from_s {
@@ -455,21 +444,21 @@ pub fn replay_traced(
         let s = &w.sessions[ev.session];
         let r = &s.reqs[ev.req];
         let size = w.sizes[r.file as usize];
-        let counted = ev.t >= from_s;
+        let counted = now >= from_s;
         match ev.kind {
             Kind::Request => {
                 if ev.req == 0 {
                     open += 1;
                 }
                 sink(TracedRequest {
-                    t: ev.t,
+                    t: now,
                     file: r.file,
                     start: r.start,
                     end: r.end,
                     file_size: size,
                 });
                 let client = Some(ev.session as u64);
-                let (id, drops) = m.request(r.file, client, r.start, r.end, size, s.kbps, ev.t);
+                let (id, drops) = m.request(r.file, client, r.start, r.end, size, s.kbps, now);
                 apply(&m, &mut res, drops, &mut claimed);
                 let side = sides.entry((ev.session, r.file)).or_default();
                 side.id = id;
@@ -484,7 +473,7 @@ pub fn replay_traced(
                         bitrate_kbps: Some(s.kbps),
                         chain_bytes: side.chain_bytes,
                         chain_kind: ChainKind::default(),
-                        now_s: ev.t,
+                        now_s: now,
                     };
                     let wanted = match (&mut policy, &cfg.prefetch) {
                         (Some(p), _) => p.prefetch_bytes(&ctx),
@@ -528,27 +517,25 @@ pub fn replay_traced(
                         side.asked_to = side.asked_to.max(r.end);
                     }
                 }
-                heap.push(Event {
-                    t: ev.t + r.transfer_s,
-                    seq,
+                let consumed = Event {
                     kind: Kind::Consumed,
                     ..ev
-                });
+                };
+                heap.push(MinEntry::new((now + r.transfer_s, seq), consumed));
                 seq += 1;
                 if let Some(next) = s.reqs.get(ev.req + 1) {
-                    heap.push(Event {
-                        t: s.gap / rate + next.at_s,
-                        seq,
+                    let ev = Event {
                         kind: Kind::Request,
                         session: ev.session,
                         req: ev.req + 1,
-                    });
+                    };
+                    heap.push(MinEntry::new((s.gap / rate + next.at_s, seq), ev));
                     seq += 1;
                 }
             }
             Kind::Consumed => {
                 if let Some(id) = sides.get(&(ev.session, r.file)).map(|x| x.id) {
-                    let drops = m.consumed(id, r.end, ev.t);
+                    let drops = m.consumed(id, r.end, now);
                     apply(&m, &mut res, drops, &mut claimed);
                 }
                 if ev.req + 1 == s.reqs.len() {

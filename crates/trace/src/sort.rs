@@ -4,7 +4,6 @@
 //! gathered in sorted runs of bounded size spilled to temporary files, and the runs are
 //! merged into a stream the analysis reads as a log. Ties keep the log's order.
 
-use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::{BufRead, BufReader, BufWriter, Read, Write};
@@ -13,6 +12,7 @@ use std::path::{Path, PathBuf};
 use crate::parse::ReadSummary;
 use crate::read::{read_log_with, ReadOptions};
 use crate::record::{LogRequest, RequestKind};
+use vodkit_workload::order::MinEntry;
 
 /// The header of the sorted stream.
 pub const SORTED_HEADER: &str =
@@ -33,32 +33,9 @@ pub struct SortedLog {
     pub spilled: u64,
 }
 
-struct Head(f64, u64, Vec<u8>, usize);
-
-impl Head {
-    fn key(&self) -> (f64, u64) {
-        (self.0, self.1)
-    }
-}
-
-impl PartialEq for Head {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-impl Eq for Head {}
-impl PartialOrd for Head {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Head {
-    fn cmp(&self, other: &Self) -> Ordering {
-        // Reversed for the max-heap: the earliest completion, then the earliest line.
-        let (a, b) = (self.key(), other.key());
-        b.0.total_cmp(&a.0).then(b.1.cmp(&a.1))
-    }
-}
+/// The head record of a run, keyed by completion time and then its place in the log (the
+/// earliest line first); the record and the run's index ride along.
+type Head = MinEntry<(f64, u64), (Vec<u8>, usize)>;
 
 fn read_record(r: &mut impl Read) -> std::io::Result<Option<(f64, u64, Vec<u8>)>> {
     let mut b8 = [0u8; 8];
@@ -90,10 +67,13 @@ impl Read for SortedLog {
             self.line.clear();
             if let Some((_, _, l)) = self.memory.next() {
                 self.line = l;
-            } else if let Some(Head(_, _, l, run)) = self.heap.pop() {
+            } else if let Some(MinEntry {
+                value: (l, run), ..
+            }) = self.heap.pop()
+            {
                 if let Some(r) = self.runs.get_mut(run) {
                     if let Some((d, s, next)) = read_record(r)? {
-                        self.heap.push(Head(d, s, next, run));
+                        self.heap.push(Head::new((d, s), (next, run)));
                     }
                 }
                 self.line = l;
@@ -266,7 +246,7 @@ impl Runs {
         for (i, p) in self.files.iter().enumerate() {
             let mut r = BufReader::with_capacity(1 << 16, File::open(p)?);
             if let Some((d, s, l)) = read_record(&mut r)? {
-                heap.push(Head(d, s, l, i));
+                heap.push(Head::new((d, s), (l, i)));
             }
             runs.push(r);
         }

@@ -9,6 +9,7 @@ use std::io::{BufReader, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
 use crate::record::{LogRequest, RequestKind};
+use vodkit_workload::order::{MergeKey, MinEntry};
 
 /// One logged request, owned.
 #[derive(Clone, Debug, PartialEq)]
@@ -43,16 +44,18 @@ pub(crate) struct Piece {
     pub seen: Vec<Seen>,
 }
 
-impl Piece {
-    /// Output order: by start, then file name, then client (as the in-memory rebuild
-    /// orders viewers).
-    fn order(&self, other: &Piece) -> Ordering {
+/// Output order: by start, then file name, then client (as the in-memory rebuild orders
+/// viewers).
+impl MergeKey for Piece {
+    fn merge_cmp(&self, other: &Piece) -> Ordering {
         self.start
             .total_cmp(&other.start)
             .then_with(|| self.file.cmp(&other.file))
             .then_with(|| self.client.cmp(&other.client))
     }
+}
 
+impl Piece {
     /// Bytes it holds in memory (an estimate for the budget).
     pub fn bytes(&self) -> usize {
         std::mem::size_of::<Piece>()
@@ -192,7 +195,7 @@ impl Runs {
             return Ok(());
         };
         let path = tmp.path().join(format!("run-{}", self.runs.len()));
-        self.buf.sort_by(Piece::order);
+        self.buf.sort_by(Piece::merge_cmp);
         let mut w = BufWriter::with_capacity(1 << 16, File::create(&path)?);
         for p in self.buf.drain(..) {
             p.write(&mut w)?;
@@ -207,7 +210,7 @@ impl Runs {
     /// All pieces in output order.
     pub fn finish(mut self) -> std::io::Result<Merged> {
         if self.runs.is_empty() {
-            self.buf.sort_by(Piece::order);
+            self.buf.sort_by(Piece::merge_cmp);
             return Ok(Merged {
                 memory: self.buf.into_iter(),
                 readers: Vec::new(),
@@ -223,7 +226,7 @@ impl Runs {
         for (i, path) in self.runs.iter().enumerate() {
             let mut r = BufReader::with_capacity(1 << 16, File::open(path)?);
             if let Some(p) = Piece::read(&mut r)? {
-                heap.push(Head(p, i));
+                heap.push(Head::new((p, i), ()));
             }
             readers.push(r);
         }
@@ -236,29 +239,9 @@ impl Runs {
     }
 }
 
-/// The head piece of run `.1`, ordered so the heap's top is the first piece.
-struct Head(Piece, usize);
-
-impl PartialEq for Head {
-    fn eq(&self, other: &Self) -> bool {
-        self.cmp(other) == Ordering::Equal
-    }
-}
-
-impl Eq for Head {}
-
-impl PartialOrd for Head {
-    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
-        Some(self.cmp(other))
-    }
-}
-
-impl Ord for Head {
-    fn cmp(&self, other: &Self) -> Ordering {
-        // Reversed: BinaryHeap is a max-heap. Equal pieces come from the lower run first.
-        other.0.order(&self.0).then_with(|| other.1.cmp(&self.1))
-    }
-}
+/// The head piece of a run, keyed by the piece and then the run's index (equal pieces come
+/// from the lower run first).
+type Head = MinEntry<(Piece, usize), ()>;
 
 /// Pieces in output order: from memory, or merged from the spilled runs.
 pub(crate) struct Merged {
@@ -273,12 +256,12 @@ impl Merged {
         if let Some(p) = self.memory.next() {
             return Ok(Some(p));
         }
-        let Some(Head(p, i)) = self.heap.pop() else {
+        let Some(MinEntry { key: (p, i), .. }) = self.heap.pop() else {
             return Ok(None);
         };
         if let Some(r) = self.readers.get_mut(i) {
             if let Some(next) = Piece::read(r)? {
-                self.heap.push(Head(next, i));
+                self.heap.push(Head::new((next, i), ()));
             }
         }
         Ok(Some(p))
@@ -329,7 +312,7 @@ mod tests {
             ));
         }
         let mut want = all.clone();
-        want.sort_by(Piece::order);
+        want.sort_by(Piece::merge_cmp);
         for budget in [1, 2000, usize::MAX] {
             let mut runs = Runs::new(dir.path(), budget);
             for p in &all {

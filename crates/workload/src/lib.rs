@@ -18,6 +18,7 @@ pub mod logfmt;
 pub mod matrix;
 pub mod model;
 pub mod netflix;
+pub mod order;
 pub mod spec;
 pub mod units;
 

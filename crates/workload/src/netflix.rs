@@ -10,7 +10,6 @@ pub mod catalog;
 pub mod session;
 pub mod truth;
 
-use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -25,6 +24,7 @@ use crate::model::{
     ByteRange, Catalog, ClientClass, Measurement, Media, Rendition, Request, Session, Title,
     WorkloadMeta,
 };
+use crate::order::MinEntry;
 use catalog::{NfCatalog, ServerRole};
 pub use session::SynthSession;
 use session::{SessionParams, CLIENT_CLASSES};
@@ -261,14 +261,14 @@ pub fn synth_log(spec: &NetflixSpec, out: &Path) -> Result<SynthSummary, String>
         files: cat.files.len(),
         ..Default::default()
     };
-    let mut pending: BinaryHeap<LogLine> = BinaryHeap::new();
+    let mut pending: BinaryHeap<MinEntry<(f64, u64), LogLine>> = BinaryHeap::new();
     let mut seq = 0u64;
     let mut line = String::new();
     for s in spec.sessions(&cat) {
         // Everything completing before this session's arrival is final: later sessions
         // only add requests received after it.
-        while pending.peek().is_some_and(|p| p.ts <= s.start_s) {
-            let p = pending.pop().expect("peeked");
+        while pending.peek().is_some_and(|p| p.value.ts <= s.start_s) {
+            let p = pending.pop().expect("peeked").value;
             format_log_line(&mut line, &cat, &p);
             log.write_all(line.as_bytes())
                 .map_err(|e| io("write log.csv", e))?;
@@ -282,17 +282,19 @@ pub fn synth_log(spec: &NetflixSpec, out: &Path) -> Result<SynthSummary, String>
         for r in &s.requests {
             let ts = quantize(r.done_s, spec.ts_resolution_s);
             seq += 1;
-            pending.push(LogLine {
-                ts,
-                seq,
-                service: r.done_s - r.recv_s,
-                session: s.id,
-                file: r.file as u32,
-                offset: r.offset,
-                len: r.len,
-                open: r.open_ended,
-                device,
-            });
+            pending.push(MinEntry::new(
+                (ts, seq),
+                LogLine {
+                    ts,
+                    service: r.done_s - r.recv_s,
+                    session: s.id,
+                    file: r.file as u32,
+                    offset: r.offset,
+                    len: r.len,
+                    open: r.open_ended,
+                    device,
+                },
+            ));
         }
         for run in &s.runs {
             let f = &cat.files[run.file];
@@ -322,7 +324,7 @@ pub fn synth_log(spec: &NetflixSpec, out: &Path) -> Result<SynthSummary, String>
             .map_err(|e| io("write truth/phases.csv", e))?;
         }
     }
-    while let Some(p) = pending.pop() {
+    while let Some(MinEntry { value: p, .. }) = pending.pop() {
         format_log_line(&mut line, &cat, &p);
         log.write_all(line.as_bytes())
             .map_err(|e| io("write log.csv", e))?;
@@ -349,7 +351,6 @@ fn quantize(t: f64, res: f64) -> f64 {
 /// A log line waiting for its turn (the log is ordered by completion time).
 struct LogLine {
     ts: f64,
-    seq: u64,
     service: f64,
     session: u64,
     file: u32,
@@ -357,24 +358,6 @@ struct LogLine {
     len: u64,
     open: bool,
     device: &'static str,
-}
-
-impl PartialEq for LogLine {
-    fn eq(&self, o: &Self) -> bool {
-        self.cmp(o) == Ordering::Equal
-    }
-}
-impl Eq for LogLine {}
-impl PartialOrd for LogLine {
-    fn partial_cmp(&self, o: &Self) -> Option<Ordering> {
-        Some(self.cmp(o))
-    }
-}
-impl Ord for LogLine {
-    /// Reversed so the max-heap pops the earliest completion first.
-    fn cmp(&self, o: &Self) -> Ordering {
-        o.ts.total_cmp(&self.ts).then(o.seq.cmp(&self.seq))
-    }
 }
 
 fn format_log_line(buf: &mut String, cat: &NfCatalog, p: &LogLine) {
