@@ -561,28 +561,17 @@ pub fn file_paths(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{Media, Rendition, Title};
 
     fn catalog(sizes: &[u64]) -> Catalog {
-        let titles = sizes
-            .iter()
-            .enumerate()
-            .map(|(i, &size)| Title {
-                id: i as u32,
-                rank: i as u32 + 1,
-                duration_s: 10.0,
-                renditions: vec![Rendition::one_file(
-                    400,
-                    Media::default(),
-                    format!("t{i}.mp4"),
-                    size,
-                )],
-            })
-            .collect();
+        let files = sizes.iter().enumerate();
         Catalog {
             spec: "progress-test".into(),
             seed: 7,
-            titles,
+            ..Catalog::of_files(
+                files.map(|(i, &size)| (format!("t{i}.mp4"), size)),
+                10.0,
+                400,
+            )
         }
     }
 

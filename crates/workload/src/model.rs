@@ -15,6 +15,38 @@ pub struct Catalog {
     pub titles: Vec<Title>,
 }
 
+impl Catalog {
+    /// A catalog of one title per `(path, size)` (sessions built by hand: tests, examples):
+    /// ids from 0 and popularity ranks from 1 in the order given, each title one unchunked
+    /// file of combined media at `bitrate_kbps`, `duration_s` long; spec `test`, seed 1.
+    pub fn of_files(
+        files: impl IntoIterator<Item = (String, u64)>,
+        duration_s: f64,
+        bitrate_kbps: u32,
+    ) -> Catalog {
+        let titles = files
+            .into_iter()
+            .enumerate()
+            .map(|(i, (path, size))| Title {
+                id: i as u32,
+                rank: i as u32 + 1,
+                duration_s,
+                renditions: vec![Rendition::one_file(
+                    bitrate_kbps,
+                    Media::Combined,
+                    path,
+                    size,
+                )],
+            })
+            .collect();
+        Catalog {
+            spec: "test".into(),
+            seed: 1,
+            titles,
+        }
+    }
+}
+
 /// One title (a video) in one or more renditions.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Title {
@@ -282,6 +314,18 @@ impl Request {
             conn: 0,
             media_s: 0.0,
         }
+    }
+
+    /// `n` requests for consecutive `bytes`-long ranges of `path` from its start, each
+    /// `pacing_s` after the previous one (0 = unpaced) and with a 10 s timeout (sessions
+    /// built by hand: tests, examples).
+    pub fn consecutive(path: &str, n: u64, bytes: u64, pacing_s: f64) -> Vec<Request> {
+        (0..n)
+            .map(|i| Request {
+                pacing_s,
+                ..Request::new(path, Some(ByteRange::closed(i * bytes, bytes)), 10.0)
+            })
+            .collect()
     }
 }
 

@@ -3,45 +3,22 @@
 use super::*;
 use vodkit_disk::model::preset::half_rotation_ms;
 use vodkit_disk::model::{preset, DriveSpec, SeekCurve, ZoneProfile, MIB};
-use vodkit_workload::model::{ByteRange, Media, Rendition, Request, Title};
+use vodkit_workload::model::Request;
 
 const MB: u64 = 1_000_000;
 
 fn catalog(files: &[(&str, u64)]) -> Catalog {
-    Catalog {
-        spec: "test".into(),
-        seed: 1,
-        titles: files
-            .iter()
-            .enumerate()
-            .map(|(i, (path, size))| Title {
-                id: i as u32,
-                rank: i as u32 + 1,
-                duration_s: 10.0,
-                renditions: vec![Rendition::one_file(
-                    8000,
-                    Media::Combined,
-                    path.to_string(),
-                    *size,
-                )],
-            })
-            .collect(),
-    }
+    Catalog::of_files(
+        files.iter().map(|(p, size)| (p.to_string(), *size)),
+        10.0,
+        8000,
+    )
 }
 
 /// A session reading `n` consecutive requests of `bytes` from `path`, `pacing` s apart
 /// (0 = unpaced).
 fn session(id: u64, gap: f64, class: &str, path: &str, n: u64, bytes: u64, pacing: f64) -> Session {
-    let requests = (0..n)
-        .map(|i| Request {
-            pacing_s: pacing,
-            ..Request::new(
-                format!("/{path}"),
-                Some(ByteRange::closed(i * bytes, bytes)),
-                10.0,
-            )
-        })
-        .collect();
+    let requests = Request::consecutive(&format!("/{path}"), n, bytes, pacing);
     Session {
         bitrate_kbps: Some(8000),
         ..Session::new(id, gap, class, requests)

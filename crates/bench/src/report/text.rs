@@ -160,31 +160,41 @@ pub fn table(r: &BenchReport) -> String {
 /// report.md's players section: each point's ABR figures, so a reader sees the delivered
 /// bit rate fall before stalls appear. Empty without players.
 fn players_section(r: &BenchReport) -> String {
+    let intro = "\n## Players\n\nAdaptive players' figures at every point (mean bit rate of \
+                 the media fetched, weighted by media time; stalls after start-up).\n";
+    point_tables(r, intro, &["players"], |s| {
+        s.points
+            .iter()
+            .filter_map(|p| Some(point_row(p, &abr(p.metrics.client.qos.as_ref())?)))
+            .collect()
+    })
+}
+
+/// A report.md section of one table per server, over its points: `rows` gives a server's
+/// rows (each from [`point_row`]) under `columns` (those after the rate and the verdict).
+/// A server without rows has no table; the section, opened by `intro`, is empty when no
+/// server has one.
+fn point_tables(
+    r: &BenchReport,
+    intro: &str,
+    columns: &[&str],
+    rows: impl Fn(&ServerReport) -> Vec<String>,
+) -> String {
     let mut md = String::new();
     for s in &r.servers {
-        let rows: Vec<String> = s
-            .points
-            .iter()
-            .filter_map(|p| {
-                let line = abr(p.metrics.client.qos.as_ref())?;
-                Some(format!(
-                    "| {:.2} | {} | {line} |",
-                    p.rate,
-                    if p.passed { "pass" } else { "fail" }
-                ))
-            })
-            .collect();
+        let rows = rows(s);
         if rows.is_empty() {
             continue;
         }
         if md.is_empty() {
-            md += "\n## Players\n\nAdaptive players' figures at every point (mean bit rate \
-                   of the media fetched, weighted by media time; stalls after start-up).\n";
+            md += intro;
         }
         let _ = writeln!(
             md,
-            "\n`{}`\n\n| rate | point | players |\n|---|---|---|",
-            s.sut
+            "\n`{}`\n\n| rate | point | {} |\n|---|---|{}",
+            s.sut,
+            columns.join(" | "),
+            "---|".repeat(columns.len())
         );
         for row in rows {
             md += &row;
@@ -192,6 +202,13 @@ fn players_section(r: &BenchReport) -> String {
         }
     }
     md
+}
+
+/// A point's row of a [`point_tables`] table: its rate, its verdict, then `cells` (joined
+/// by ` | `).
+fn point_row(p: &super::PointRecord, cells: &str) -> String {
+    let verdict = if p.passed { "pass" } else { "fail" };
+    format!("| {:.2} | {verdict} | {cells} |", p.rate)
 }
 
 /// report.md's points section: every point's judged window — delivered and disk MB/s, the
@@ -203,49 +220,51 @@ fn points_section(r: &BenchReport) -> String {
             || p.metrics.device.is_some()
             || p.metrics.fast_forward.is_some()
     };
-    let mut md = String::new();
-    for s in &r.servers {
+    let intro = "\n## Points\n\nEvery point's judged window (from the point the run settled): \
+                 client and disk MB/s, the emulated drive's positionings, and the window's two \
+                 halves — steady when their disk MB/s agree within 10% and their memory share \
+                 (1 − disk / delivered bytes) within 10 points. The history column is the \
+                 fast-forward played before the point (schedule seconds in wall seconds); \
+                 engine hits, for servers that report them, are the requested bytes their \
+                 engine found in memory, prefetched ones included.\n";
+    let columns = [
+        "tput MB/s",
+        "disk MB/s",
+        "positionings/s",
+        "KiB/positioning",
+        "engine hits",
+        "history",
+        "halves",
+        "steady",
+    ];
+    point_tables(r, intro, &columns, |s| {
         if !s.points.iter().any(shown) {
-            continue;
+            return Vec::new();
         }
-        if md.is_empty() {
-            md += "\n## Points\n\nEvery point's judged window (from the point the run settled): \
-                   client and disk MB/s, the emulated drive's positionings, and the window's two \
-                   halves — steady when their disk MB/s agree within 10% and their memory share \
-                   (1 − disk / delivered bytes) within 10 points. The history column is the \
-                   fast-forward played before the point (schedule seconds in wall seconds); \
-                   engine hits, for servers that report them, are the requested bytes their \
-                   engine found in memory, prefetched ones included.\n";
-        }
-        let _ = writeln!(
-            md,
-            "\n`{}`\n\n| rate | point | tput MB/s | disk MB/s | positionings/s | KiB/positioning | engine hits | history | halves | steady |\n|---|---|---|---|---|---|---|---|---|---|",
-            s.sut
-        );
-        for p in &s.points {
-            let m = &p.metrics;
-            let d = m.device;
-            let history = m.fast_forward.as_ref().map_or("–".into(), |h| {
-                format!("{:.0} s in {:.0} s", h.window_s, h.wall_s)
-            });
-            let (halves, steady) = match &m.steadiness {
-                Some(st) => (st.describe(), if st.steady { "yes" } else { "**no**" }),
-                None => ("–".into(), "–"),
-            };
-            let _ = writeln!(
-                md,
-                "| {:.2} | {} | {:.1} | {} | {} | {} | {} | {history} | {halves} | {steady} |",
-                p.rate,
-                if p.passed { "pass" } else { "fail" },
-                m.client.throughput_mb_s,
-                num(m.disk.map(|d| d.mb_s), 1),
-                num(d.map(|d| d.positionings_per_s), 1),
-                num(d.and_then(|d| d.kib_per_positioning), 0),
-                pct(m.engine.map(|e| e.hit_fraction)),
-            );
-        }
-    }
-    md
+        s.points.iter().map(point_window_row).collect()
+    })
+}
+
+/// A point's row of the points section.
+fn point_window_row(p: &super::PointRecord) -> String {
+    let m = &p.metrics;
+    let d = m.device;
+    let history = m.fast_forward.as_ref().map_or("–".into(), |h| {
+        format!("{:.0} s in {:.0} s", h.window_s, h.wall_s)
+    });
+    let (halves, steady) = match &m.steadiness {
+        Some(st) => (st.describe(), if st.steady { "yes" } else { "**no**" }),
+        None => ("–".into(), "–"),
+    };
+    let cells = format!(
+        "{:.1} | {} | {} | {} | {} | {history} | {halves} | {steady}",
+        m.client.throughput_mb_s,
+        num(m.disk.map(|d| d.mb_s), 1),
+        num(d.map(|d| d.positionings_per_s), 1),
+        num(d.and_then(|d| d.kib_per_positioning), 0),
+        pct(m.engine.map(|e| e.hit_fraction)),
+    );
+    point_row(p, &cells)
 }
 
 /// report.md's comparison of each server whose engine reports its counters with the memory
@@ -461,17 +480,28 @@ fn balancer_section(r: &BenchReport) -> String {
 /// Every point of a `:failover` cluster: the origin killed in its middle, the sessions that
 /// were on it and what became of them, and the failures elsewhere (target 0).
 fn failover_section(r: &BenchReport) -> String {
-    let mut md = String::new();
-    for s in &r.servers {
-        let rows: Vec<String> = s
-            .points
+    let intro = "\n## Failover\n\nOne origin killed (`SIGKILL`) at the middle of every point's \
+                 judged part: the sessions under way on it (from its access log), those that \
+                 played to the end anyway and those lost, the sessions elsewhere and how many \
+                 of them failed (target 0), and the requests the load retried once on a fresh \
+                 connection (docs/cluster.md, \"Failover\").\n";
+    let columns = [
+        "killed",
+        "at s",
+        "on it",
+        "recovered",
+        "lost",
+        "elsewhere",
+        "failed elsewhere",
+        "retries completed",
+    ];
+    point_tables(r, intro, &columns, |s| {
+        s.points
             .iter()
             .filter_map(|p| {
                 let f = p.metrics.failover.as_ref()?;
-                Some(format!(
-                    "| {:.2} | {} | {} | {} | {} | {} | {} | {} | {} | {} of {} |",
-                    p.rate,
-                    if p.passed { "pass" } else { "fail" },
+                let cells = format!(
+                    "{} | {} | {} | {} | {} | {} | {} | {} of {}",
                     f.origin,
                     num(f.killed_at_s, 0),
                     f.sessions_on_origin,
@@ -481,30 +511,11 @@ fn failover_section(r: &BenchReport) -> String {
                     f.others_failed,
                     f.recovered_requests,
                     f.retried_requests
-                ))
+                );
+                Some(point_row(p, &cells))
             })
-            .collect();
-        if rows.is_empty() {
-            continue;
-        }
-        if md.is_empty() {
-            md += "\n## Failover\n\nOne origin killed (`SIGKILL`) at the middle of every point's \
-                   judged part: the sessions under way on it (from its access log), those that \
-                   played to the end anyway and those lost, the sessions elsewhere and how many \
-                   of them failed (target 0), and the requests the load retried once on a fresh \
-                   connection (docs/cluster.md, \"Failover\").\n";
-        }
-        let _ = writeln!(
-            md,
-            "\n`{}`\n\n| rate | point | killed | at s | on it | recovered | lost | elsewhere | failed elsewhere | retries completed |\n|---|---|---|---|---|---|---|---|---|---|",
-            s.sut
-        );
-        for row in rows {
-            md += &row;
-            md += "\n";
-        }
-    }
-    md
+            .collect()
+    })
 }
 
 /// How long each server's search took, and in all (a scenario's cells say which cell).

@@ -36,13 +36,15 @@ fn emulated_disk_with_nginx() -> Option<[vodkit_testkit::Turn; 2]> {
 
 /// `n` sessions of `count` back-to-back `len`-byte ranges of `/t0.mp4`.
 fn ranged_sessions(n: u64, count: u64, len: u64) -> Vec<vodkit_workload::model::Session> {
-    use vodkit_workload::model::{ByteRange, Request, Session};
+    use vodkit_workload::model::{Request, Session};
     (0..n)
         .map(|id| {
-            let requests = (0..count)
-                .map(|k| Request::new("/t0.mp4", Some(ByteRange::closed(k * len, len)), 10.0))
-                .collect();
-            Session::new(id, 0.01, "lan", requests)
+            Session::new(
+                id,
+                0.01,
+                "lan",
+                Request::consecutive("/t0.mp4", count, len, 0.0),
+            )
         })
         .collect()
 }

@@ -2,42 +2,18 @@
 //! a stream alone leaving nothing behind, the budget respected, disk time as charged.
 
 use super::*;
-use vodkit_workload::model::{ByteRange, Media, Rendition, Request, Title};
+use vodkit_workload::model::Request;
 
 const MIB: u64 = 1 << 20;
 
+/// `files` titles `f{i}.mp4` of `size` bytes.
 fn catalog(files: usize, size: u64) -> Catalog {
-    Catalog {
-        spec: "test".into(),
-        seed: 1,
-        titles: (0..files)
-            .map(|i| Title {
-                id: i as u32,
-                rank: i as u32 + 1,
-                duration_s: 10.0,
-                renditions: vec![Rendition::one_file(
-                    8000,
-                    Media::Combined,
-                    format!("f{i}.mp4"),
-                    size,
-                )],
-            })
-            .collect(),
-    }
+    Catalog::of_files((0..files).map(|i| (format!("f{i}.mp4"), size)), 10.0, 8000)
 }
 
 /// `n` requests of `bytes` of file `f`, one a second.
 fn session(id: u64, gap: f64, f: usize, n: u64, bytes: u64) -> Session {
-    let requests = (0..n)
-        .map(|i| Request {
-            pacing_s: 1.0,
-            ..Request::new(
-                format!("/f{f}.mp4"),
-                Some(ByteRange::closed(i * bytes, bytes)),
-                10.0,
-            )
-        })
-        .collect();
+    let requests = Request::consecutive(&format!("/f{f}.mp4"), n, bytes, 1.0);
     Session {
         bitrate_kbps: Some(8000),
         ..Session::new(id, gap, "c", requests)

@@ -11,30 +11,18 @@ use vodkit_prefetch::memory::order::Algo;
 use vodkit_prefetch::memory::MemoryConfig;
 use vodkit_sim::replay::export::{self, ObjectRequest};
 use vodkit_sim::replay::{replay_traced, Prefetch, ReplayConfig, ReplayWorkload};
-use vodkit_workload::model::{ByteRange, Catalog, Media, Rendition, Request, Session, Title};
+use vodkit_workload::model::{Catalog, Request, Session};
 
 const MIB: u64 = 1 << 20;
 const FILES: usize = 400;
 const FILE_BYTES: u64 = 12 * MIB + (300 << 10);
 
 fn catalog() -> Catalog {
-    Catalog {
-        spec: "test".into(),
-        seed: 1,
-        titles: (0..FILES)
-            .map(|i| Title {
-                id: i as u32,
-                rank: i as u32 + 1,
-                duration_s: 40.0,
-                renditions: vec![Rendition::one_file(
-                    2000,
-                    Media::Combined,
-                    format!("f{i}.mp4"),
-                    FILE_BYTES,
-                )],
-            })
-            .collect(),
-    }
+    Catalog::of_files(
+        (0..FILES).map(|i| (format!("f{i}.mp4"), FILE_BYTES)),
+        40.0,
+        2000,
+    )
 }
 
 /// Sessions on Zipf-popular titles (exponent 0.8), most stopping early: each watches
@@ -62,16 +50,7 @@ fn sessions(n: u64) -> Vec<Session> {
                 .unwrap_or(FILES - 1);
             let depth = next() * next();
             let count = 1 + (depth * (FILE_BYTES / step) as f64) as u64;
-            let requests = (0..count)
-                .map(|i| Request {
-                    pacing_s: 1.0,
-                    ..Request::new(
-                        format!("/f{title}.mp4"),
-                        Some(ByteRange::closed(i * step, step)),
-                        10.0,
-                    )
-                })
-                .collect();
+            let requests = Request::consecutive(&format!("/f{title}.mp4"), count, step, 1.0);
             Session {
                 bitrate_kbps: Some(2000),
                 ..Session::new(id, 1.0, "c", requests)
