@@ -58,6 +58,22 @@ fn close(a: f64, b: f64) -> bool {
     (a - b).abs() < 1e-12
 }
 
+/// The busiest interval's utilization is that of `mib` MiB and `seeks` seeks.
+#[track_caller]
+fn assert_util(r: &RunResult, mib: f64, seeks: f64) {
+    assert!(close(r.max_disk_util, util(mib, seeks)), "{r:?}");
+}
+
+/// Chain A (10 MiB from 0 to 100 s, drive 0) and chain B (2 MiB from 50 to 70 s) on drive
+/// `b_drive` (0 or 1).
+fn a_and_b(b_drive: u32) -> Trace {
+    let a = chain(0, 10 * MIB, 0.0, 100.0);
+    trace(
+        vec![a, chain(b_drive, 2 * MIB, 50.0, 70.0)],
+        b_drive as usize + 1,
+    )
+}
+
 #[test]
 fn single_chain() {
     // 10 MiB over 100 s with 4 MiB prefetches: reads at 0 s, 40 s (4 MiB progressed) and
@@ -68,7 +84,7 @@ fn single_chain() {
     assert_eq!(r.prefetches, 3);
     assert_eq!(r.disk_bytes, 12 * MIB);
     assert_eq!(r.wasted_bytes, 2 * MIB);
-    assert!(close(r.max_disk_util, util(8.0, 2.0)), "{r:?}");
+    assert_util(&r, 8.0, 2.0);
     assert_eq!((r.busiest_drive, r.busiest_interval), (0, 0));
     assert_eq!(r.max_memory_bytes, 4 * MIB);
     assert!(r.feasible);
@@ -78,15 +94,9 @@ fn single_chain() {
 fn two_overlapping_chains_on_one_drive() {
     // A: as in `single_chain`. B: 2 MiB from 50 s to 70 s, one 4 MiB read at 50 s.
     // Interval 0: 12 MiB + 3 seeks. Buffers: A 0–140 s, B 50–110 s => 8 MiB peak at 50 s.
-    let t = trace(
-        vec![
-            chain(0, 10 * MIB, 0.0, 100.0),
-            chain(0, 2 * MIB, 50.0, 70.0),
-        ],
-        1,
-    );
+    let t = a_and_b(0);
     let r = run_both(&t, "fixed:4MiB");
-    assert!(close(r.max_disk_util, util(12.0, 3.0)), "{r:?}");
+    assert_util(&r, 12.0, 3.0);
     assert_eq!(r.max_memory_bytes, 8 * MIB);
     assert!(close(r.memory_peak_s, 50.0));
     assert_eq!(r.wasted_bytes, 2 * MIB + 2 * MIB);
@@ -99,7 +109,7 @@ fn buffer_freed_and_allocated_at_the_same_moment_do_not_add_up() {
     let r = run_both(&t, "fixed:4MiB");
     assert_eq!(r.max_memory_bytes, 4 * MIB);
     // One read per interval.
-    assert!(close(r.max_disk_util, util(4.0, 1.0)));
+    assert_util(&r, 4.0, 1.0);
 }
 
 #[test]
@@ -109,7 +119,7 @@ fn chain_shorter_than_the_prefetch_size() {
     let r = run_both(&t, "fixed:4MiB");
     assert_eq!(r.prefetches, 1);
     assert_eq!(r.wasted_bytes, 3 * MIB);
-    assert!(close(r.max_disk_util, util(4.0, 1.0)));
+    assert_util(&r, 4.0, 1.0);
     assert_eq!(r.max_memory_bytes, 4 * MIB);
     // At the end of its file the read is clipped: no waste beyond the file.
     let mut c = chain(0, MIB, 10.0, 15.0);
@@ -124,15 +134,9 @@ fn chain_shorter_than_the_prefetch_size() {
 fn chains_on_different_drives() {
     // The same two chains as the overlap test, but B on drive 1: drive 0 keeps
     // 8 MiB + 2 seeks in interval 0 and is the busiest; memory still adds up.
-    let t = trace(
-        vec![
-            chain(0, 10 * MIB, 0.0, 100.0),
-            chain(1, 2 * MIB, 50.0, 70.0),
-        ],
-        2,
-    );
+    let t = a_and_b(1);
     let r = run_both(&t, "fixed:4MiB");
-    assert!(close(r.max_disk_util, util(8.0, 2.0)), "{r:?}");
+    assert_util(&r, 8.0, 2.0);
     assert_eq!(r.busiest_drive, 0);
     assert_eq!(r.max_memory_bytes, 8 * MIB);
     // Make drive 1 the busy one: a 30 MiB chain inside interval 0.
@@ -145,7 +149,7 @@ fn chains_on_different_drives() {
     );
     let r = run_both(&t, "fixed:4MiB");
     // 8 reads of 4 MiB = 32 MiB, 8 seeks, all before 30 s.
-    assert!(close(r.max_disk_util, util(32.0, 8.0)), "{r:?}");
+    assert_util(&r, 32.0, 8.0);
     assert_eq!((r.busiest_drive, r.busiest_interval), (1, 0));
 }
 
@@ -157,7 +161,7 @@ fn first_grow_buffer_grows_with_the_reads() {
     let r = run_both(&t, "first-grow:max=4MiB,growth=2,other=1MiB");
     assert_eq!(r.prefetches, 4);
     assert_eq!(r.disk_bytes, 11 * MIB);
-    assert!(close(r.max_disk_util, util(7.0, 3.0)), "{r:?}");
+    assert_util(&r, 7.0, 3.0);
     assert_eq!(r.max_memory_bytes, 4 * MIB);
 }
 
@@ -171,7 +175,7 @@ fn overload_is_infeasible() {
     );
     let r = run_both(&t, "fixed:16MiB");
     assert!(!r.feasible);
-    assert!(close(r.max_disk_util, util(6144.0, 384.0)), "{r:?}");
+    assert_util(&r, 6144.0, 384.0);
 }
 
 #[test]
@@ -194,20 +198,14 @@ fn reads_on_interval_boundaries_belong_to_the_later_interval() {
     let t = trace(vec![chain(0, 6 * MIB, 0.0, 180.0)], 1);
     let r = run_both(&t, vodkit_prefetch::PolicySpec::DEFAULT_TEXT);
     assert_eq!(r.prefetches, 3);
-    assert!(close(r.max_disk_util, util(2.0, 1.0)), "{r:?}");
+    assert_util(&r, 2.0, 1.0);
 }
 
 #[test]
 fn auto_runs_in_time_order_and_holds_its_size_under_light_load() {
     // Far below auto's 60% busy threshold the policy keeps its start size, so the
     // time-ordered run equals Fixed at that size (2000 kbps = the reference rate).
-    let t = trace(
-        vec![
-            chain(0, 10 * MIB, 0.0, 100.0),
-            chain(0, 2 * MIB, 50.0, 70.0),
-        ],
-        1,
-    );
+    let t = a_and_b(0);
     let sim = Simulator::new(&t, cfg()).unwrap();
     let mut s = Scratch::default();
     let auto: PolicySpec = "auto:start=4MiB@2000".parse().unwrap();
