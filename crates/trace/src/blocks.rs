@@ -10,7 +10,7 @@ use std::sync::mpsc::{channel, sync_channel};
 use std::sync::Mutex;
 
 use crate::parse::{parse_csv, parse_line, CsvCols, LogFormat, Parsed, ReadSummary};
-use crate::record::{LogRequest, RequestKind};
+use crate::record::LogRequest;
 
 /// Bytes a block is filled to before it is cut at its last line end.
 pub const BLOCK_BYTES: usize = 1 << 20;
@@ -204,17 +204,12 @@ impl<R: Read> Blocks<R> {
     }
 }
 
-/// One request parsed off a block; strings live in the block's `names`.
+/// One request parsed off a block: its session key and file name are the spans `session`
+/// and `file` of the block's `names` (`req`'s own are empty).
 struct Req {
-    done_s: f64,
-    service_s: f64,
+    req: LogRequest<'static>,
     session: (u32, u32),
     file: (u32, u32),
-    offset: u64,
-    extent: u64,
-    kind: RequestKind,
-    bytes_sent: u64,
-    conn: Option<u64>,
     /// Line number in the block (from 1).
     line: u32,
 }
@@ -238,15 +233,9 @@ impl ParsedBlock {
         let session = put(&r.session);
         let file = put(r.file);
         self.reqs.push(Req {
-            done_s: r.done_s,
-            service_s: r.service_s,
+            req: r.with_names("", ""),
             session,
             file,
-            offset: r.offset,
-            extent: r.extent,
-            kind: r.kind,
-            bytes_sent: r.bytes_sent,
-            conn: r.conn,
             line: line as u32,
         });
     }
@@ -341,25 +330,15 @@ impl<F: FnMut(&LogRequest<'_>)> Deliver<'_, F> {
         let base = self.sum.lines;
         for r in &b.reqs {
             let text = |(at, len): (u32, u32)| &b.names[at as usize..(at + len) as usize];
-            let req = LogRequest {
-                done_s: r.done_s,
-                service_s: r.service_s,
-                session: std::borrow::Cow::Borrowed(text(r.session)),
-                file: text(r.file),
-                offset: r.offset,
-                extent: r.extent,
-                kind: r.kind,
-                bytes_sent: r.bytes_sent,
-                conn: r.conn,
-            };
-            if r.done_s < self.clock - self.order_tolerance_s {
+            let req = r.req.with_names(text(r.session), text(r.file));
+            if req.done_s < self.clock - self.order_tolerance_s {
                 self.sum.out_of_order(
                     base + u64::from(r.line),
-                    self.clock - r.done_s,
+                    self.clock - req.done_s,
                     self.order_tolerance_s,
                 );
             }
-            self.clock = self.clock.max(r.done_s);
+            self.clock = self.clock.max(req.done_s);
             self.sum.requests += 1;
             (self.sink)(&req);
         }

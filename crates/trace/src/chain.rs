@@ -394,6 +394,16 @@ mod tests {
         }
     }
 
+    /// The chains of 10-byte chunk requests, each `(offset, completed at)` and served in
+    /// 0.1 s.
+    fn chunk_chains(at: &[(u64, f64)]) -> Vec<(u64, u64, u32)> {
+        let reqs: Vec<_> = at
+            .iter()
+            .map(|&(offset, done)| req(offset, 10, done, 0.1, RequestKind::Chunk))
+            .collect();
+        chains(&reqs)
+    }
+
     fn chains(reqs: &[LogRequest<'_>]) -> Vec<(u64, u64, u32)> {
         let mut b = ChainBuilder::default();
         for r in reqs {
@@ -407,14 +417,8 @@ mod tests {
 
     #[test]
     fn sequential_requests_form_one_chain_and_pauses_split() {
-        let c = RequestKind::Chunk;
-        let reqs = [
-            req(0, 10, 1.0, 0.1, c),
-            req(10, 10, 30.0, 0.1, c),
-            req(20, 10, 69.0, 0.1, c),
-            req(30, 10, 200.0, 0.1, c),
-        ];
-        assert_eq!(chains(&reqs), vec![(0, 30, 3), (30, 10, 1)]);
+        let reqs = [(0, 1.0), (10, 30.0), (20, 69.0), (30, 200.0)];
+        assert_eq!(chunk_chains(&reqs), vec![(0, 30, 3), (30, 10, 1)]);
     }
 
     #[test]
@@ -453,22 +457,11 @@ mod tests {
 
     #[test]
     fn repeated_range_starts_its_own_chain_without_breaking_the_original() {
-        let c = RequestKind::Chunk;
-        let reqs = [
-            req(0, 10, 1.0, 0.1, c),
-            req(10, 10, 2.0, 0.1, c),
-            req(10, 10, 3.0, 0.1, c),
-            req(20, 10, 4.0, 0.1, c),
-        ];
-        assert_eq!(chains(&reqs), vec![(0, 30, 3), (10, 10, 1)]);
+        let reqs = [(0, 1.0), (10, 2.0), (10, 3.0), (20, 4.0)];
+        assert_eq!(chunk_chains(&reqs), vec![(0, 30, 3), (10, 10, 1)]);
         // A re-download long after the first viewing is a separate chain too.
-        let later = [
-            req(0, 10, 1.0, 0.1, c),
-            req(10, 10, 2.0, 0.1, c),
-            req(0, 10, 300.0, 0.1, c),
-            req(10, 10, 301.0, 0.1, c),
-        ];
-        assert_eq!(chains(&later), vec![(0, 20, 2), (0, 20, 2)]);
+        let later = [(0, 1.0), (10, 2.0), (0, 300.0), (10, 301.0)];
+        assert_eq!(chunk_chains(&later), vec![(0, 20, 2), (0, 20, 2)]);
     }
 
     #[test]

@@ -762,6 +762,14 @@ mod tests {
         )
     }
 
+    /// The default options, keeping client addresses and file names.
+    fn kept() -> FromLogOptions {
+        FromLogOptions {
+            keep_identities: true,
+            ..Default::default()
+        }
+    }
+
     fn rebuild(reqs: &[(String, LogRequest<'static>)], opt: &FromLogOptions) -> Rebuilt {
         let mut b = SessionRebuilder::default();
         for (_, r) in reqs {
@@ -780,10 +788,7 @@ mod tests {
             req("a", "v1.mp4", 304.0, 5000, 1000),
             req("a", "v2.mp4", 102.0, 0, 2000),
         ];
-        let opt = FromLogOptions {
-            keep_identities: true,
-            ..Default::default()
-        };
+        let opt = kept();
         let r = rebuild(&reqs, &opt);
         assert_eq!(r.sessions.size_hint(), (4, Some(4)));
         let sessions: Vec<Session> = r.sessions.collect();
@@ -841,10 +846,7 @@ mod tests {
             reqs.push(req(client, "v3.mp4", 200.0 + i as f64 * 7.0, i * 10, 10));
         }
         reqs.push(req("a", "v1.mp4", 3000.0, 5000, 1000));
-        let opt = FromLogOptions {
-            keep_identities: true,
-            ..Default::default()
-        };
+        let opt = kept();
         let json = |r: Rebuilt| -> Vec<String> {
             r.sessions
                 .map(|s| serde_json::to_string(&s).unwrap())
@@ -880,10 +882,7 @@ mod tests {
             req("ab", "c", 100.058, 10, 10),
             req("a", "bc", 100.5, 0, 10),
         ];
-        let opt = FromLogOptions {
-            keep_identities: true,
-            ..Default::default()
-        };
+        let opt = kept();
         let sessions: Vec<Session> = rebuild(&reqs, &opt).sessions.collect();
         assert_eq!(sessions.len(), 2);
         assert_eq!(sessions[0].requests[0].path, "/c");

@@ -40,4 +40,19 @@ impl LogRequest<'_> {
     pub fn end(&self) -> u64 {
         self.offset + self.extent
     }
+
+    /// The same request with its session key and file name borrowed from elsewhere.
+    pub fn with_names<'b>(&self, session: &'b str, file: &'b str) -> LogRequest<'b> {
+        LogRequest {
+            done_s: self.done_s,
+            service_s: self.service_s,
+            session: std::borrow::Cow::Borrowed(session),
+            file,
+            offset: self.offset,
+            extent: self.extent,
+            kind: self.kind,
+            bytes_sent: self.bytes_sent,
+            conn: self.conn,
+        }
+    }
 }
