@@ -95,6 +95,39 @@ fn start_or_skip(
     )
 }
 
+/// Start each server of `list` in turn (skipping those this machine cannot run), hand it
+/// to `check`, and stop it; returns how many were checked.
+fn check_each(
+    launcher: &mut vodkit_bench::launch::LocalLauncher,
+    list: &str,
+    mut check: impl FnMut(&vodkit_bench::sut::Sut, &dyn vodkit_bench::experiment::Running),
+) -> usize {
+    let mut checked = 0;
+    for sut in vodkit_bench::sut::parse_list(list).unwrap() {
+        let Some(server) = start_or_skip(launcher, &sut) else {
+            continue;
+        };
+        check(&sut, server.as_ref());
+        let errors = server.stop().unwrap();
+        eprintln!("{sut}: checked (error-log lines: {errors:?})");
+        checked += 1;
+    }
+    checked
+}
+
+/// Run `load` against `url`: its `sessions` sessions all played, none failed.
+fn assert_all_played(
+    load: &mut vodkit_bench::adapters::WorkloadLoad,
+    url: &str,
+    sessions: u64,
+    sut: &vodkit_bench::sut::Sut,
+) {
+    use vodkit_bench::experiment::LoadDriver as _;
+    let outcome = load.run(url, 50.0, 0).unwrap();
+    assert_eq!(outcome.client.sessions, sessions, "{sut}");
+    assert_eq!(outcome.client.failed_sessions, 0, "{sut}");
+}
+
 /// Whether curl is installed (the tests that use it check bodies through it when it is).
 fn has_curl() -> bool {
     std::process::Command::new("curl")
