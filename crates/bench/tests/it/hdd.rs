@@ -12,30 +12,17 @@ fn miniature_bench_on_the_emulated_disk() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let workload = vodkit_bench::prepare::workload(
-        "youtube-2011",
-        &["catalog.max_duration=40s", "catalog.min_duration=20s"],
-        0.005,
-        dir.path(),
-    )
-    .unwrap();
+    let workload = crate::short_titles(20, 40, 0.005, dir.path());
     let req = BenchRequest {
-        workload: workload.clone(),
-        root: None,
-        suts: vodkit_bench::sut::parse_list("nginx").unwrap(),
-        testbed: "hdd:wd-red".parse().unwrap(),
         memory: Some(256 << 20),
-        server_cpus: None,
-        search: Some("fixed-rates:2".into()),
-        criterion: "sessions:50%".parse().unwrap(),
-        probes: None,
-        players: None,
-        repeat: 1,
-        point_duration: Some(std::time::Duration::from_secs(20)),
-        fast_forward: vodkit_bench::warmup::FastForwardChoice::Off,
-        out: dir.path().join("out"),
-        vodkit_exe: None,
-        progress: false,
+        ..crate::bench_request(
+            &workload,
+            "nginx",
+            "hdd:wd-red",
+            "fixed-rates:2".into(),
+            20,
+            dir.path(),
+        )
     };
     let (rep, table) = runner::run(&req).unwrap();
     assert!(report::check(&rep).is_empty(), "{:?}", report::check(&rep));

@@ -24,13 +24,7 @@ fn a_fast_forwarded_point_is_at_steady_state_on_the_emulated_disk() {
     let dir = tempfile::tempdir().unwrap();
     // Titles of 20-40 s; the chunks the session list asks for (it is repeated to cover the
     // history and the point) are more than the budget holds, so the disk stays in play.
-    let workload = vodkit_bench::prepare::workload(
-        "youtube-2011",
-        &["catalog.max_duration=40s", "catalog.min_duration=20s"],
-        0.01,
-        dir.path(),
-    )
-    .unwrap();
+    let workload = crate::short_titles(20, 40, 0.01, dir.path());
     let load = vodkit_bench::adapters::WorkloadLoad::open(&workload).unwrap();
     let rate = runner::rate_guess(&load, OFFERED_MB_S);
     let longest = load
@@ -38,26 +32,14 @@ fn a_fast_forwarded_point_is_at_steady_state_on_the_emulated_disk() {
         .iter()
         .map(vodkit_load::warm::nominal_length)
         .fold(0.0, f64::max);
+    // Judged for steadiness, not for capacity. The point is long enough that each half of
+    // the judged window (from the point it settled, a quarter in) holds tens of seconds of
+    // sessions.
+    let search = format!("fixed-rates:{rate:.3}");
     let mut req = BenchRequest {
-        workload: workload.clone(),
-        root: None,
-        suts: vodkit_bench::sut::parse_list("nginx").unwrap(),
-        testbed: "hdd:wd-red".parse().unwrap(),
         memory: Some(BUDGET),
-        server_cpus: None,
-        search: Some(format!("fixed-rates:{rate:.3}")),
-        // Judged for steadiness, not for capacity.
-        criterion: "sessions:50%".parse().unwrap(),
-        probes: None,
-        players: None,
-        repeat: 1,
-        // Long enough that each half of the judged window (from the point it settled, a
-        // quarter in) holds tens of seconds of sessions.
-        point_duration: Some(std::time::Duration::from_secs(100)),
         fast_forward: FastForwardChoice::On(FastForward::DEFAULT),
-        out: dir.path().join("out"),
-        vodkit_exe: None,
-        progress: false,
+        ..crate::bench_request(&workload, "nginx", "hdd:wd-red", search, 100, dir.path())
     };
     // Other processes on a shared machine may drop the page cache (`drop_caches`, as every
     // bench point and disk test does) while the point runs. The bench counts and reports

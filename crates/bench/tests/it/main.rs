@@ -128,6 +128,45 @@ fn assert_all_played(
     assert_eq!(outcome.client.failed_sessions, 0, "{sut}");
 }
 
+/// A youtube-2011 workload at `scale` of titles `min_s` to `max_s` seconds long, prepared
+/// in `dir`.
+fn short_titles(min_s: u32, max_s: u32, scale: f64, dir: &std::path::Path) -> std::path::PathBuf {
+    let max = format!("catalog.max_duration={max_s}s");
+    let min = format!("catalog.min_duration={min_s}s");
+    vodkit_bench::prepare::workload("youtube-2011", &[&max, &min], scale, dir).unwrap()
+}
+
+/// A bench of `workload` on `suts` over `testbed`: the points of `search`, each
+/// `duration_s` long and judged by `sessions:50%`, written to `dir/out`; no memory budget,
+/// players, probes or fast-forward.
+fn bench_request(
+    workload: &std::path::Path,
+    suts: &str,
+    testbed: &str,
+    search: String,
+    duration_s: u64,
+    dir: &std::path::Path,
+) -> vodkit_bench::runner::BenchRequest {
+    vodkit_bench::runner::BenchRequest {
+        workload: workload.to_path_buf(),
+        root: None,
+        suts: vodkit_bench::sut::parse_list(suts).unwrap(),
+        testbed: testbed.parse().unwrap(),
+        memory: None,
+        server_cpus: None,
+        search: Some(search),
+        criterion: "sessions:50%".parse().unwrap(),
+        probes: None,
+        players: None,
+        repeat: 1,
+        point_duration: Some(std::time::Duration::from_secs(duration_s)),
+        fast_forward: vodkit_bench::warmup::FastForwardChoice::Off,
+        out: dir.join("out"),
+        vodkit_exe: None,
+        progress: false,
+    }
+}
+
 /// Whether curl is installed (the tests that use it check bodies through it when it is).
 fn has_curl() -> bool {
     std::process::Command::new("curl")

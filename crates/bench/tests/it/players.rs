@@ -21,31 +21,19 @@ fn a_bench_of_adaptive_players_on_a_media_set() {
     // Its points drop the page cache.
     let _cache = vodkit_testkit::turn(vodkit_testkit::turn::PAGE_CACHE);
     let dir = tempfile::tempdir().unwrap();
-    let workload = vodkit_bench::prepare::workload(
-        "youtube-2011",
-        &["catalog.max_duration=12s", "catalog.min_duration=8s"],
-        0.002,
-        dir.path(),
-    )
-    .unwrap();
+    let workload = crate::short_titles(8, 12, 0.002, dir.path());
     let players = BenchPlayers::new(PlayerConfig::new(Protocol::Dash), MediaFormat::Cmaf).unwrap();
     let req = BenchRequest {
-        workload: workload.clone(),
-        root: None,
-        suts: vodkit_bench::sut::parse_list("vodkit:asap:auto").unwrap(),
-        testbed: "plain".parse().unwrap(),
-        memory: None,
-        server_cpus: None,
-        search: Some("fixed-rates:1".into()),
-        criterion: "sessions:50%".parse().unwrap(),
-        probes: None,
         players: Some(players.clone()),
-        repeat: 1,
-        point_duration: Some(std::time::Duration::from_secs(24)),
         fast_forward: Default::default(),
-        out: dir.path().join("out"),
-        vodkit_exe: None,
-        progress: false,
+        ..crate::bench_request(
+            &workload,
+            "vodkit:asap:auto",
+            "plain",
+            "fixed-rates:1".into(),
+            24,
+            dir.path(),
+        )
     };
     let (rep, table) = runner::run(&req).unwrap();
     // The media set was written beside the workload, with the first title's manifest.
