@@ -295,32 +295,31 @@ fn past_the_drive_s_capacity_the_sweep_meets_the_most_deadlines() {
 fn deadlines_follow_what_a_client_was_sent_and_its_bit_rate() {
     let mut d = Deadlines::new(100);
     let rate = 1e6; // bytes/s
-                    // A new stream holds nothing: due now.
-    assert_eq!(d.request(Some(7), 1, 0, 2_000_000, rate, 10.0), 10.0);
-    // 2 MB sent at 10 s: it runs dry at 12 s.
-    assert_eq!(
-        d.request(Some(7), 1, 2_000_000, 4_000_000, rate, 10.5),
-        12.0
-    );
-    // Another client of the same file is another stream.
-    assert_eq!(
-        d.request(Some(8), 1, 2_000_000, 3_000_000, rate, 10.5),
-        10.5
-    );
-    // Asked again at 13 s for bytes from 3 MB: it ran dry at 13 s, due now...
-    assert_eq!(
-        d.request(Some(7), 1, 3_000_000, 4_000_000, rate, 13.5),
-        13.5
-    );
-    // ...and plays on from there: 1 MB further is due a second later.
-    assert_eq!(
-        d.request(Some(7), 1, 4_000_000, 5_000_000, rate, 13.6),
-        14.5
-    );
-    // Without a client key, streams are told apart by position.
-    assert_eq!(d.request(None, 2, 0, 1_000_000, rate, 0.0), 0.0);
-    assert_eq!(d.request(None, 2, 1_000_000, 2_000_000, rate, 0.2), 1.0);
-    assert_eq!(d.request(None, 2, 900_000_000, 901_000_000, rate, 0.3), 0.3);
+                    // In order: client key, file, bytes sent before and after, the time, and when the
+                    // stream is due.
+    let steps = [
+        // A new stream holds nothing: due now.
+        (Some(7), 1, 0, 2_000_000, 10.0, 10.0),
+        // 2 MB sent at 10 s: it runs dry at 12 s.
+        (Some(7), 1, 2_000_000, 4_000_000, 10.5, 12.0),
+        // Another client of the same file is another stream.
+        (Some(8), 1, 2_000_000, 3_000_000, 10.5, 10.5),
+        // Asked again at 13 s for bytes from 3 MB: it ran dry at 13 s, due now...
+        (Some(7), 1, 3_000_000, 4_000_000, 13.5, 13.5),
+        // ...and plays on from there: 1 MB further is due a second later.
+        (Some(7), 1, 4_000_000, 5_000_000, 13.6, 14.5),
+        // Without a client key, streams are told apart by position.
+        (None, 2, 0, 1_000_000, 0.0, 0.0),
+        (None, 2, 1_000_000, 2_000_000, 0.2, 1.0),
+        (None, 2, 900_000_000, 901_000_000, 0.3, 0.3),
+    ];
+    for (i, (client, file, from, to, now, due)) in steps.into_iter().enumerate() {
+        assert_eq!(
+            d.request(client, file, from, to, rate, now),
+            due,
+            "step {i}"
+        );
+    }
     assert_eq!(d.len(), 4);
     // Idle streams are forgotten.
     d.request(None, 3, 0, 1, rate, 1000.0);
