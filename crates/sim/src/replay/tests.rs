@@ -20,6 +20,14 @@ fn session(id: u64, gap: f64, f: usize, n: u64, bytes: u64) -> Session {
     }
 }
 
+/// `n` sessions, one a second, each reading its own 10 MiB file in 1 MiB requests.
+fn own_files(n: u64) -> ReplayWorkload {
+    let sessions: Vec<Session> = (0..n)
+        .map(|i| session(i, 1.0, i as usize, 10, MIB))
+        .collect();
+    ReplayWorkload::prepare(&catalog(n as usize, 10 * MIB), &sessions, &[]).unwrap()
+}
+
 /// A drive with 10 ms positioning and 100 MB/s.
 const DISK: DiskTerms = DiskTerms {
     positioning_s: 0.010,
@@ -61,10 +69,7 @@ fn residency_counts_merges_and_splits_ranges() {
 fn sessions_apart_hit_only_what_their_prefetch_brought_in() {
     // Each session reads its own file: no byte is ever asked for twice, so nothing is a
     // hit except what a prefetch brought in ahead of its request.
-    let sessions: Vec<Session> = (0..200)
-        .map(|i| session(i, 1.0, i as usize, 10, MIB))
-        .collect();
-    let w = ReplayWorkload::prepare(&catalog(200, 10 * MIB), &sessions, &[]).unwrap();
+    let w = own_files(200);
     // 4 MiB prefetches: one read per four requests.
     let r = replay(&w, &config(1 << 30, fixed("4MiB")), 1.0);
     assert!(r.window_s > 100.0, "{r:?}");
@@ -139,10 +144,7 @@ fn resident_bytes_stay_within_the_budget() {
 
 #[test]
 fn capacity_brackets_a_saturated_drive() {
-    let sessions: Vec<Session> = (0..400)
-        .map(|i| session(i, 1.0, i as usize, 10, MIB))
-        .collect();
-    let w = ReplayWorkload::prepare(&catalog(400, 10 * MIB), &sessions, &[]).unwrap();
+    let w = own_files(400);
     let cfg = config(1 << 30, fixed("1MiB"));
     let c = capacity(&w, &cfg, 1.0).expect("a rate saturates the drive");
     assert!(c.utilization <= 1.0, "{c:?}");
@@ -168,10 +170,7 @@ fn bad_sessions_are_named() {
 #[test]
 fn a_history_moves_the_measured_window_past_the_bytes_it_requested() {
     // 400 sessions of 10 MiB (10 requests, 10 s), one a second: 10 MiB/s of requests.
-    let sessions: Vec<Session> = (0..400)
-        .map(|i| session(i, 1.0, i as usize, 10, MIB))
-        .collect();
-    let w = ReplayWorkload::prepare(&catalog(400, 10 * MIB), &sessions, &[]).unwrap();
+    let w = own_files(400);
     let cfg = config(256 * MIB, fixed("1MiB"));
     // Without a history: one longest session (about 10 s) after the start.
     let cold = replay(&w, &cfg, 1.0);
@@ -187,10 +186,7 @@ fn a_history_moves_the_measured_window_past_the_bytes_it_requested() {
 #[test]
 fn in_sweeps_a_read_costs_the_sweep_positioning_of_the_sessions_in_progress() {
     // Ten-second sessions, one a second: about ten in progress at once.
-    let sessions: Vec<Session> = (0..300)
-        .map(|i| session(i, 1.0, i as usize, 10, MIB))
-        .collect();
-    let w = ReplayWorkload::prepare(&catalog(300, 10 * MIB), &sessions, &[]).unwrap();
+    let w = own_files(300);
     let disk = vodkit_disk::model::disk_terms(&vodkit_disk::model::Preset::WdRed.spec(), 0.5)
         .expect("terms");
     let mut cfg = config(1 << 30, fixed("1MiB"));
