@@ -25,6 +25,13 @@ fn session(id: u64, gap: f64, class: &str, path: &str, n: u64, bytes: u64, pacin
     }
 }
 
+/// Sessions one gap apart, the `i`-th reading the first `mb[i]` MB of `a.dat`, a MB a
+/// second.
+fn readers_of_a(mb: &[u64]) -> Vec<Session> {
+    let reader = |(i, &n): (usize, &u64)| session(i as u64, 1.0, "c", "a.dat", n, MB, 1.0);
+    mb.iter().enumerate().map(reader).collect()
+}
+
 fn class(name: &str, bandwidth_bps: u64) -> ClientClass {
     ClientClass {
         name: name.into(),
@@ -134,10 +141,7 @@ fn c_a_close_follower_is_served_from_the_kept_interval() {
     // Two sessions of one 10 MB file, one gap apart (schedule of 2 gaps): keeping the
     // interval holds 10 MB × (1/λ s) over 2/λ s = 5 MB on average, at any rate.
     let files = [("a.dat", 10 * MB)];
-    let s = vec![
-        session(0, 1.0, "c", "a.dat", 10, MB, 1.0),
-        session(1, 1.0, "c", "a.dat", 10, MB, 1.0),
-    ];
+    let s = readers_of_a(&[10, 10]);
     let w = prepare(&catalog(&files), &s, &[]).unwrap();
     assert_eq!(w.watched_bytes, 20 * MB);
     for lambda in [1.0, 3.0] {
@@ -165,10 +169,7 @@ fn after_a_history_the_first_judged_reader_may_follow_the_historys() {
     // second is judged (10 MB watched over one gap), and the whole of it may come from the
     // interval the history left, which holds 10 MB × (1/λ s) over 1/λ s = 10 MB.
     let files = [("a.dat", 10 * MB)];
-    let s = vec![
-        session(0, 1.0, "c", "a.dat", 10, MB, 1.0),
-        session(1, 1.0, "c", "a.dat", 10, MB, 1.0),
-    ];
+    let s = readers_of_a(&[10, 10]);
     let w = prepare_after(&catalog(&files), &s, &[], 1).unwrap();
     assert_eq!((w.sessions, w.watched_bytes), (1, 10 * MB));
     assert_eq!(w.gap_sum, 1.0);
@@ -193,11 +194,7 @@ fn intervals_run_between_consecutive_readers_of_each_byte_smallest_gap_first() {
     // 1 MB from A and C's first 1 MB from B (gap 1), C's other 2 MB from A (gap 2): 4 MB
     // saved for 1 + 1 + 2 × 2 = 6 MB·gaps, i.e. 6/3 = 2 MB on average.
     let files = [("a.dat", 3 * MB)];
-    let s = vec![
-        session(0, 1.0, "c", "a.dat", 3, MB, 1.0),
-        session(1, 1.0, "c", "a.dat", 1, MB, 1.0),
-        session(2, 1.0, "c", "a.dat", 3, MB, 1.0),
-    ];
+    let s = readers_of_a(&[3, 1, 3]);
     let w = prepare(&catalog(&files), &s, &[]).unwrap();
     assert_eq!(w.watched_bytes, 7 * MB);
     assert_eq!(evaluate(&w, &NO_SEEK, 2e6, 1.0, 1).hit_bytes, 4e6);
