@@ -457,16 +457,19 @@ pub fn format_seconds(s: f64) -> String {
 }
 
 /// A byte count in a spec: `512KiB`, `2MiB`, `4096` or `"4096"`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
 pub struct Size(pub u64);
 
 /// A duration in seconds in a spec: `10s`, `50ms`, `1m 30s` or a number of seconds.
-#[derive(Clone, Copy, Debug, PartialEq, PartialOrd)]
+#[derive(Clone, Copy, Debug, PartialEq, PartialOrd, Serialize)]
+#[serde(transparent)]
 pub struct Seconds(pub f64);
 
 /// A link bandwidth in bits per second in a spec: `10Mbit/s`, `3.5Mbps`, `800k`, `0`
 /// (unlimited) or a number of bits per second.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
 pub struct Bandwidth(pub u64);
 
 /// A serde visitor that hands strings and numbers alike to a unit parser.
@@ -543,33 +546,15 @@ impl<'de> Deserialize<'de> for Size {
     }
 }
 
-impl Serialize for Size {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u64(self.0)
-    }
-}
-
 impl<'de> Deserialize<'de> for Seconds {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         field::seconds(d).map(Seconds)
     }
 }
 
-impl Serialize for Seconds {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_f64(self.0)
-    }
-}
-
 impl<'de> Deserialize<'de> for Bandwidth {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         deserialize_with(d, Quantity::Bandwidth, parse_bandwidth).map(Bandwidth)
-    }
-}
-
-impl Serialize for Bandwidth {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_u64(self.0)
     }
 }
 

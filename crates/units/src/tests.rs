@@ -295,6 +295,8 @@ fn spec_fields_take_strings_and_numbers() {
     let e = serde_json::from_str::<Size>("\"lots\"").unwrap_err();
     assert!(e.to_string().contains("expected a size like 512KiB"), "{e}");
     assert_eq!(serde_json::to_string(&Size(7)).unwrap(), "7");
+    assert_eq!(serde_json::to_string(&Seconds(2.5)).unwrap(), "2.5");
+    assert_eq!(serde_json::to_string(&Bandwidth(800_000)).unwrap(), "800000");
     assert_eq!(
         serde_json::to_string(&SizeOrTime::Time(10.0)).unwrap(),
         "\"10s\""
