@@ -6,6 +6,19 @@ const KI: u64 = 1024;
 const MI: u64 = 1024 * 1024;
 const GI: u64 = 1024 * 1024 * 1024;
 
+/// Each of `bad` is refused by `parse` as `what` ("expected WHAT, got 'BAD'").
+#[track_caller]
+fn assert_refused<T: std::fmt::Debug>(
+    parse: impl Fn(&str) -> Result<T, UnitError>,
+    bad: &[&str],
+    what: &str,
+) {
+    for bad in bad {
+        let e = parse(bad).unwrap_err();
+        assert_eq!(e.to_string(), format!("expected {what}, got '{bad}'"));
+    }
+}
+
 #[test]
 fn sizes_as_typed() {
     let table: &[(&str, u64)] = &[
@@ -27,7 +40,7 @@ fn sizes_as_typed() {
     for &(text, want) in table {
         assert_eq!(parse_size(text), Ok(want), "{text}");
     }
-    for bad in [
+    let bad = [
         "",
         "lots",
         "-1",
@@ -36,12 +49,13 @@ fn sizes_as_typed() {
         "1MiB/s",
         "1.2.3MiB",
         "1Mbit",
-    ] {
-        let e = parse_size(bad).unwrap_err();
-        assert_eq!(e.quantity(), Quantity::Size, "{bad}");
+    ];
+    assert_refused(parse_size, &bad, "a size like 512KiB or 1GiB");
+    for bad in bad {
         assert_eq!(
-            e.to_string(),
-            format!("expected a size like 512KiB or 1GiB, got '{bad}'")
+            parse_size(bad).unwrap_err().quantity(),
+            Quantity::Size,
+            "{bad}"
         );
     }
     assert!(parse_positive_size("0")
@@ -72,13 +86,8 @@ fn durations_as_typed() {
         let got = parse_seconds(text).unwrap_or_else(|e| panic!("{text}: {e}"));
         assert!((got - want).abs() < 1e-9, "{text}: {got} != {want}");
     }
-    for bad in ["", "soon", "-1", "10 parsecs", "inf", "NaN", "s"] {
-        let e = parse_duration(bad).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            format!("expected a time like 60s, 1m30s or 250ms, got '{bad}'")
-        );
-    }
+    let bad = ["", "soon", "-1", "10 parsecs", "inf", "NaN", "s"];
+    assert_refused(parse_duration, &bad, "a time like 60s, 1m30s or 250ms");
     assert!(parse_positive_duration("0").is_err());
     assert_eq!(parse_positive_duration("1ms"), Ok(Duration::from_millis(1)));
 }
@@ -103,13 +112,12 @@ fn bit_rates_as_typed() {
     for &(text, want) in table {
         assert_eq!(parse_bit_rate(text), Ok(want), "{text}");
     }
-    for bad in ["", "fast", "3MB/s", "3MiB", "10furlongs", "-1k", "k"] {
-        let e = parse_bit_rate(bad).unwrap_err();
-        assert_eq!(
-            e.to_string(),
-            format!("expected a bit rate like 800k, 3Mbit/s or 1.5Mbps, got '{bad}'")
-        );
-    }
+    let bad = ["", "fast", "3MB/s", "3MiB", "10furlongs", "-1k", "k"];
+    assert_refused(
+        parse_bit_rate,
+        &bad,
+        "a bit rate like 800k, 3Mbit/s or 1.5Mbps",
+    );
     assert!(parse_bandwidth("x")
         .unwrap_err()
         .to_string()
@@ -296,7 +304,10 @@ fn spec_fields_take_strings_and_numbers() {
     assert!(e.to_string().contains("expected a size like 512KiB"), "{e}");
     assert_eq!(serde_json::to_string(&Size(7)).unwrap(), "7");
     assert_eq!(serde_json::to_string(&Seconds(2.5)).unwrap(), "2.5");
-    assert_eq!(serde_json::to_string(&Bandwidth(800_000)).unwrap(), "800000");
+    assert_eq!(
+        serde_json::to_string(&Bandwidth(800_000)).unwrap(),
+        "800000"
+    );
     assert_eq!(
         serde_json::to_string(&SizeOrTime::Time(10.0)).unwrap(),
         "\"10s\""
