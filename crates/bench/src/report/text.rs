@@ -549,6 +549,18 @@ mod tests {
     use crate::report::{new_report, PointRecord, ServerReport};
     use crate::search::SearchPlan;
 
+    /// A report judged `strict`, on `testbed` with `memory`, with no servers yet.
+    fn strict_report(testbed: &str, memory: Option<u64>) -> BenchReport {
+        let plan = SearchPlan::failure_free_around(1.0);
+        new_report("w", testbed, memory, "strict", &plan, 1)
+    }
+
+    /// Server `name`, measured, with no points yet.
+    fn measured(name: &str) -> ServerReport {
+        let sut = crate::sut::parse_one(name).unwrap();
+        ServerReport::not_measured(&sut, MEASURED, String::new())
+    }
+
     fn point(rate: f64, passed: bool, kbps: f64, stalls: u64) -> PointRecord {
         let mut p = PointRecord {
             rate,
@@ -570,10 +582,8 @@ mod tests {
 
     #[test]
     fn players_show_at_capacity_and_point_by_point() {
-        let plan = SearchPlan::failure_free_around(1.0);
-        let mut rep = new_report("w", "plain", None, "strict", &plan, 1);
-        let sut = crate::sut::parse_one("nginx").unwrap();
-        let mut s = ServerReport::not_measured(&sut, MEASURED, String::new());
+        let mut rep = strict_report("plain", None);
+        let mut s = measured("nginx");
         s.reason = None;
         s.max_failure_free_rate = Some(2.0);
         s.points = vec![
@@ -607,10 +617,8 @@ mod tests {
 
     #[test]
     fn the_engine_is_read_against_the_replay_at_the_highest_passing_point() {
-        let plan = SearchPlan::failure_free_around(1.0);
-        let mut rep = new_report("w", "hdd:wd-red", Some(1 << 28), "strict", &plan, 1);
-        let sut = crate::sut::parse_one("vodkit").unwrap();
-        let mut s = ServerReport::not_measured(&sut, MEASURED, String::new());
+        let mut rep = strict_report("hdd:wd-red", Some(1 << 28));
+        let mut s = measured("vodkit");
         s.max_failure_free_rate = Some(10.0);
         let engine = |hit_fraction: f64| crate::point::EngineFigures {
             hit_fraction,
@@ -652,12 +660,10 @@ mod tests {
 
     #[test]
     fn the_report_says_how_long_each_server_took() {
-        let plan = SearchPlan::failure_free_around(1.0);
-        let mut rep = new_report("w", "plain", None, "strict", &plan, 1);
+        let mut rep = strict_report("plain", None);
         assert!(!markdown(&rep).contains("## Time"));
         for (name, secs) in [("nginx", 600.0), ("vodkit", 330.0)] {
-            let sut = crate::sut::parse_one(name).unwrap();
-            let mut s = ServerReport::not_measured(&sut, MEASURED, String::new());
+            let mut s = measured(name);
             s.points = vec![point(1.0, true, 100.0, 0), point(2.0, false, 100.0, 1)];
             s.wall_s = Some(secs);
             rep.servers.push(s);
@@ -670,10 +676,8 @@ mod tests {
 
     #[test]
     fn a_cluster_report_sizes_its_balancer() {
-        let plan = SearchPlan::failure_free_around(1.0);
-        let mut rep = new_report("w", "plain", None, "strict", &plan, 1);
-        let sut = crate::sut::parse_one("cluster:2:vodkit@haproxy:title").unwrap();
-        let mut s = ServerReport::not_measured(&sut, MEASURED, String::new());
+        let mut rep = strict_report("plain", None);
+        let mut s = measured("cluster:2:vodkit@haproxy:title");
         s.reason = None;
         s.max_failure_free_rate = Some(2.0);
         let mut a = point(2.0, true, 100.0, 0);
@@ -712,10 +716,8 @@ mod tests {
 
     #[test]
     fn a_failover_point_counts_the_killed_origins_sessions() {
-        let plan = SearchPlan::failure_free_around(1.0);
-        let mut rep = new_report("w", "plain", None, "strict", &plan, 1);
-        let sut = crate::sut::parse_one("cluster:3:vodkit@haproxy:title:failover").unwrap();
-        let mut s = ServerReport::not_measured(&sut, MEASURED, String::new());
+        let mut rep = strict_report("plain", None);
+        let mut s = measured("cluster:3:vodkit@haproxy:title:failover");
         s.reason = None;
         let mut p = point(2.0, true, 100.0, 0);
         assert!(!markdown(&rep).contains("## Failover"));
@@ -742,8 +744,7 @@ mod tests {
 
     #[test]
     fn the_terminal_table_names_the_seed_finding_and_its_verdict() {
-        let plan = SearchPlan::failure_free_around(1.0);
-        let mut rep = new_report("w", "plain", None, "strict", &plan, 1);
+        let mut rep = strict_report("plain", None);
         assert!(!table(&rep).contains("seed finding"));
         rep.scenario = Some(crate::report::ScenarioInfo {
             name: "demo".into(),
