@@ -20,6 +20,7 @@ pub mod phase;
 pub mod read;
 pub mod record;
 pub mod report;
+mod runfile;
 pub mod sessions;
 pub mod sort;
 mod spill;

@@ -6,12 +6,13 @@
 
 use std::collections::BinaryHeap;
 use std::fs::File;
-use std::io::{BufRead, BufReader, BufWriter, Read, Write};
+use std::io::{BufRead, BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
 use crate::parse::ReadSummary;
 use crate::read::{read_log_with, ReadOptions};
 use crate::record::{LogRequest, RequestKind};
+use crate::runfile;
 use vodkit_workload::order::MinEntry;
 
 /// The header of the sorted stream.
@@ -38,20 +39,12 @@ pub struct SortedLog {
 type Head = MinEntry<(f64, u64), (Vec<u8>, usize)>;
 
 fn read_record(r: &mut impl Read) -> std::io::Result<Option<(f64, u64, Vec<u8>)>> {
-    let mut b8 = [0u8; 8];
-    match r.read_exact(&mut b8) {
-        Ok(()) => {}
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(e),
-    }
-    let done = f64::from_le_bytes(b8);
-    r.read_exact(&mut b8)?;
-    let seq = u64::from_le_bytes(b8);
-    let mut b4 = [0u8; 4];
-    r.read_exact(&mut b4)?;
-    let mut line = vec![0u8; u32::from_le_bytes(b4) as usize];
-    r.read_exact(&mut line)?;
-    Ok(Some((done, seq, line)))
+    let Some(done) = runfile::first8(r)? else {
+        return Ok(None);
+    };
+    let seq = u64::from_le_bytes(runfile::get8(r)?);
+    let line = runfile::get_bytes(r)?;
+    Ok(Some((f64::from_le_bytes(done), seq, line)))
 }
 
 impl Read for SortedLog {
@@ -193,29 +186,13 @@ impl Runs {
     }
 
     fn spill(&mut self) -> std::io::Result<()> {
-        if self.tmp.is_none() {
-            self.tmp = Some(
-                tempfile::Builder::new()
-                    .prefix(".vodkit-sort-")
-                    .tempdir_in(&self.dir)
-                    .map_err(|e| {
-                        std::io::Error::new(e.kind(), format!("{}: {e}", self.dir.display()))
-                    })?,
-            );
-        }
-        let Some(tmp) = &self.tmp else {
-            return Ok(());
-        };
-        let path = tmp.path().join(format!("run-{}", self.files.len()));
+        let n = self.files.len();
+        let (path, mut w) = runfile::create(&mut self.tmp, &self.dir, ".vodkit-sort-", n)?;
         self.sort();
-        let mut w = BufWriter::with_capacity(1 << 16, File::create(&path)?);
         for (done, seq, line) in self.recs.drain(..) {
-            let len = u32::try_from(line.len())
-                .map_err(|_| std::io::Error::other("a log line longer than 4 GiB"))?;
             w.write_all(&done.to_le_bytes())?;
             w.write_all(&seq.to_le_bytes())?;
-            w.write_all(&len.to_le_bytes())?;
-            w.write_all(&line)?;
+            runfile::put_bytes(&mut w, &line, "a log line longer than 4 GiB")?;
         }
         w.flush()?;
         self.spilled += w.get_ref().metadata()?.len();

@@ -5,10 +5,11 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 use std::fs::File;
-use std::io::{BufReader, BufWriter, Read, Write};
+use std::io::{BufReader, Read, Write};
 use std::path::{Path, PathBuf};
 
 use crate::record::{LogRequest, RequestKind};
+use crate::runfile;
 use vodkit_workload::order::{MergeKey, MinEntry};
 
 /// One logged request, owned.
@@ -65,15 +66,11 @@ impl Piece {
     }
 
     fn write(&self, w: &mut impl Write) -> std::io::Result<()> {
-        let len = |n: usize| {
-            u32::try_from(n).map_err(|_| std::io::Error::other("a session too large to spill"))
-        };
+        let too_long = "a session too large to spill";
         w.write_all(&self.start.to_le_bytes())?;
-        w.write_all(&len(self.client.len())?.to_le_bytes())?;
-        w.write_all(&self.client)?;
-        w.write_all(&len(self.file.len())?.to_le_bytes())?;
-        w.write_all(self.file.as_bytes())?;
-        w.write_all(&len(self.seen.len())?.to_le_bytes())?;
+        runfile::put_bytes(w, &self.client, too_long)?;
+        runfile::put_bytes(w, self.file.as_bytes(), too_long)?;
+        runfile::put_len(w, self.seen.len(), too_long)?;
         for s in &self.seen {
             w.write_all(&s.recv_s.to_le_bytes())?;
             w.write_all(&s.done_s.to_le_bytes())?;
@@ -87,35 +84,20 @@ impl Piece {
 
     /// The next piece of a run, `None` at its end.
     fn read(r: &mut impl Read) -> std::io::Result<Option<Piece>> {
-        let mut b8 = [0u8; 8];
-        match r.read_exact(&mut b8) {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-            Err(e) => return Err(e),
-        }
-        let start = f64::from_le_bytes(b8);
-        let mut b4 = [0u8; 4];
-        let mut bytes = |r: &mut dyn Read| -> std::io::Result<Vec<u8>> {
-            r.read_exact(&mut b4)?;
-            let mut v = vec![0u8; u32::from_le_bytes(b4) as usize];
-            r.read_exact(&mut v)?;
-            Ok(v)
+        let Some(start) = runfile::first8(r)? else {
+            return Ok(None);
         };
-        let client = bytes(r)?;
-        let file = String::from_utf8(bytes(r)?).map_err(std::io::Error::other)?;
-        r.read_exact(&mut b4)?;
-        let n = u32::from_le_bytes(b4) as usize;
+        let start = f64::from_le_bytes(start);
+        let client = runfile::get_bytes(r)?;
+        let file = String::from_utf8(runfile::get_bytes(r)?).map_err(std::io::Error::other)?;
+        let n = runfile::get_len(r)?;
         let mut seen = Vec::with_capacity(n);
-        let mut f = |r: &mut dyn Read| -> std::io::Result<[u8; 8]> {
-            r.read_exact(&mut b8)?;
-            Ok(b8)
-        };
         for _ in 0..n {
-            let recv_s = f64::from_le_bytes(f(r)?);
-            let done_s = f64::from_le_bytes(f(r)?);
-            let offset = u64::from_le_bytes(f(r)?);
-            let extent = u64::from_le_bytes(f(r)?);
-            let bytes_sent = u64::from_le_bytes(f(r)?);
+            let recv_s = f64::from_le_bytes(runfile::get8(r)?);
+            let done_s = f64::from_le_bytes(runfile::get8(r)?);
+            let offset = u64::from_le_bytes(runfile::get8(r)?);
+            let extent = u64::from_le_bytes(runfile::get8(r)?);
+            let bytes_sent = u64::from_le_bytes(runfile::get8(r)?);
             let mut k = [0u8; 1];
             r.read_exact(&mut k)?;
             seen.push(Seen {
@@ -182,21 +164,9 @@ impl Runs {
     }
 
     fn spill(&mut self) -> std::io::Result<()> {
-        if self.tmp.is_none() {
-            let t = tempfile::Builder::new()
-                .prefix(".vodkit-spill-")
-                .tempdir_in(&self.dir)
-                .map_err(|e| {
-                    std::io::Error::new(e.kind(), format!("{}: {e}", self.dir.display()))
-                })?;
-            self.tmp = Some(t);
-        }
-        let Some(tmp) = &self.tmp else {
-            return Ok(());
-        };
-        let path = tmp.path().join(format!("run-{}", self.runs.len()));
+        let n = self.runs.len();
+        let (path, mut w) = runfile::create(&mut self.tmp, &self.dir, ".vodkit-spill-", n)?;
         self.buf.sort_by(Piece::merge_cmp);
-        let mut w = BufWriter::with_capacity(1 << 16, File::create(&path)?);
         for p in self.buf.drain(..) {
             p.write(&mut w)?;
         }

@@ -1,0 +1,70 @@
+//! The run files of the external sorts (`--sort`, and the from-log rebuild's spill): runs
+//! in a directory made on first use, records of little-endian numbers and byte strings
+//! behind a 32-bit length.
+
+use std::fs::File;
+use std::io::{self, BufWriter, Read, Write};
+use std::path::{Path, PathBuf};
+
+/// Create run number `n`, making the run directory (`prefix` and a random tail, in `dir`)
+/// in `tmp` on first use.
+pub(crate) fn create(
+    tmp: &mut Option<tempfile::TempDir>,
+    dir: &Path,
+    prefix: &str,
+    n: usize,
+) -> io::Result<(PathBuf, BufWriter<File>)> {
+    let t = match tmp.take() {
+        Some(t) => t,
+        None => tempfile::Builder::new()
+            .prefix(prefix)
+            .tempdir_in(dir)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?,
+    };
+    let path = tmp.insert(t).path().join(format!("run-{n}"));
+    let w = BufWriter::with_capacity(1 << 16, File::create(&path)?);
+    Ok((path, w))
+}
+
+/// Write the length `n` of what follows; `too_long` says what did not fit in 32 bits.
+pub(crate) fn put_len(w: &mut impl Write, n: usize, too_long: &str) -> io::Result<()> {
+    let n = u32::try_from(n).map_err(|_| io::Error::other(too_long.to_string()))?;
+    w.write_all(&n.to_le_bytes())
+}
+
+/// Write `b` behind its length.
+pub(crate) fn put_bytes(w: &mut impl Write, b: &[u8], too_long: &str) -> io::Result<()> {
+    put_len(w, b.len(), too_long)?;
+    w.write_all(b)
+}
+
+/// The 8 bytes that open a record; `None` at the end of the run.
+pub(crate) fn first8(r: &mut impl Read) -> io::Result<Option<[u8; 8]>> {
+    let mut b8 = [0u8; 8];
+    match r.read_exact(&mut b8) {
+        Ok(()) => Ok(Some(b8)),
+        Err(e) if e.kind() == io::ErrorKind::UnexpectedEof => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// The next 8 bytes.
+pub(crate) fn get8(r: &mut impl Read) -> io::Result<[u8; 8]> {
+    let mut b8 = [0u8; 8];
+    r.read_exact(&mut b8)?;
+    Ok(b8)
+}
+
+/// A length written by [`put_len`].
+pub(crate) fn get_len(r: &mut impl Read) -> io::Result<usize> {
+    let mut b4 = [0u8; 4];
+    r.read_exact(&mut b4)?;
+    Ok(u32::from_le_bytes(b4) as usize)
+}
+
+/// Bytes written by [`put_bytes`].
+pub(crate) fn get_bytes(r: &mut impl Read) -> io::Result<Vec<u8>> {
+    let mut v = vec![0u8; get_len(r)?];
+    r.read_exact(&mut v)?;
+    Ok(v)
+}
