@@ -397,7 +397,7 @@ pub fn place(
     )?;
     let bed = match placed {
         Placed::Hdd(bed) if drives > 1 => bed,
-        Placed::Hdd(bed) => return Ok((Box::new(bed), vec![root])),
+        Placed::Hdd(bed) => return Ok((bed, vec![root])),
         Placed::Other(bed) => return Ok((bed, vec![root])),
     };
     progress.message(format!("copying the emulated disk for {drives} origins"));
@@ -406,7 +406,7 @@ pub fn place(
         .map_err(|_| RunError::Runtime(format!("{} is not on the emulated disk", root.display())))?
         .to_string_lossy()
         .into_owned();
-    let set = bed.replicate(drives).map_err(RunError::Runtime)?;
+    let set = (*bed).replicate(drives).map_err(RunError::Runtime)?;
     let roots = set.roots(&dir);
     Ok((Box::new(set), roots))
 }
@@ -414,7 +414,7 @@ pub fn place(
 /// What [`place_one`] brought up: the emulated disk (which a cluster replicates), or
 /// another testbed.
 enum Placed {
-    Hdd(crate::system::HddTestbed),
+    Hdd(Box<crate::system::HddTestbed>),
     Other(Box<dyn Testbed>),
 }
 
@@ -450,7 +450,7 @@ fn place_one(
             let bed = crate::system::HddTestbed::up(*preset, &workload.join(image), &workload.join(mnt), size)
                 .map_err(RunError::Runtime)?;
             let root = bed.mount.join(&dir);
-            (Placed::Hdd(bed), root)
+            (Placed::Hdd(Box::new(bed)), root)
         }
     };
     let catalog = crate::prepare::catalog(workload).map_err(RunError::Usage)?;
