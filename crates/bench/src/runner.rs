@@ -805,11 +805,27 @@ pub fn run_workload(setup: &RunSetup<'_>, progress: &mut BarProgress) -> Result<
         .collect();
     launcher.origin_roots = roots;
     sampler.device_control = testbed.device_control();
+    // A cluster of N origins has N drives and budgets: its plan is drawn from N times the
+    // rate guess and the bound.
+    let mut cluster_plans: Vec<(usize, SearchPlan)> = Vec::new();
+    for n in setup
+        .suts
+        .iter()
+        .filter_map(|s| s.cluster.map(|c| c.origins))
+    {
+        if n > 1 && cluster_plans.iter().all(|(m, _)| *m != n) {
+            let guess = rate_guess(&load, setup.guess_mb_s) * n as f64;
+            let p = (setup.plan)(guess, bound.as_ref().map(|b| b.bound_rate * n as f64))
+                .map_err(|e| NotRun::failed(RunError::Usage(e)))?;
+            cluster_plans.push((n, p));
+        }
+    }
     let settings = BenchSettings {
         fast_forward,
         workload: setup.workload.display().to_string(),
         memory_bytes: setup.memory,
         plan,
+        cluster_plans,
         criterion: setup.criterion,
         repeat: setup.repeat,
         stop: crate::interrupt::token(),
@@ -922,6 +938,24 @@ mod tests {
             crate::sut::parse_list("nginx").unwrap(),
             &dir.join("out"),
         )
+    }
+
+    #[test]
+    fn a_cluster_is_judged_against_its_origins_times_the_bound() {
+        let mut servers: Vec<report::ServerReport> = ["nginx", "cluster:3:vodkit@haproxy:title"]
+            .iter()
+            .zip([10.0, 30.0])
+            .map(|(s, rate)| {
+                let sut = crate::sut::parse_one(s).unwrap();
+                let mut r =
+                    report::ServerReport::not_measured(&sut, report::SKIPPED, String::new());
+                r.max_failure_free_rate = Some(rate);
+                r
+            })
+            .collect();
+        report::set_fractions(&mut servers, 20.0);
+        let got: Vec<Option<f64>> = servers.iter().map(|s| s.fraction_of_bound).collect();
+        assert_eq!(got, [Some(0.5), Some(0.5)]);
     }
 
     #[test]
