@@ -758,10 +758,8 @@ mod tests {
 
     #[test]
     fn a_cluster_report_lists_its_origins_at_capacity() {
-        let plan = SearchPlan::failure_free_around(1.0);
-        let mut rep = new_report("w", "plain", None, "strict", &plan, 1);
-        let sut = crate::sut::parse_one("cluster:2:vodkit@haproxy:title").unwrap();
-        let mut s = ServerReport::not_measured(&sut, MEASURED, String::new());
+        let mut rep = strict_report("plain", None);
+        let mut s = measured("cluster:2:vodkit@haproxy:title");
         s.points = [(2.0, true), (3.0, true), (4.0, false)]
             .iter()
             .map(|&(rate, passed)| {
