@@ -35,6 +35,19 @@ fn req(offset: u64, len: u64) -> ReadRequest {
     }
 }
 
+/// A cold file `name` of `size` bytes in a temporary directory, and an engine in `mode`
+/// with `policy`; `None` (after saying why) where the page cache keeps the file.
+fn cold_engine(
+    name: &str,
+    size: u64,
+    mode: IoMode,
+    policy: &str,
+) -> Option<(tempfile::TempDir, Arc<File>, Engine)> {
+    let dir = tmp();
+    let f = cold_file(&dir, name, size)?;
+    Some((dir, f, engine(mode, policy)))
+}
+
 fn resident(f: &File, offset: u64, len: u64) -> bool {
     let size = f.metadata().unwrap().len();
     residency::check(f, offset, len, size, Probe::Auto)
@@ -44,11 +57,10 @@ fn resident(f: &File, offset: u64, len: u64) -> bool {
 
 #[test]
 fn asap_reads_the_prefetch_size_and_the_range_becomes_resident() {
-    let dir = tmp();
-    let Some(f) = cold_file(&dir, "a.bin", 8 * MIB) else {
+    let Some((_dir, f, e)) = cold_engine("a.bin", 8 * MIB, IoMode::Asap, PolicySpec::DEFAULT_TEXT)
+    else {
         return;
     };
-    let e = engine(IoMode::Asap, PolicySpec::DEFAULT_TEXT);
     let o = e.ensure_resident_blocking(&f, req(0, 512 * KIB)).unwrap();
     assert_eq!(o.requested, 512 * KIB);
     assert_eq!(o.from_disk, 512 * KIB);
@@ -93,11 +105,9 @@ fn serialized_and_vanilla_read_exactly_the_request() {
 
 #[test]
 fn prefetch_mode_reads_the_policy_size_on_the_pool() {
-    let dir = tmp();
-    let Some(f) = cold_file(&dir, "p.bin", 8 * MIB) else {
+    let Some((_dir, f, e)) = cold_engine("p.bin", 8 * MIB, IoMode::Prefetch, "first-grow") else {
         return;
     };
-    let e = engine(IoMode::Prefetch, "first-grow");
     let r = ReadRequest {
         offset: 0,
         len: 64 * KIB,
@@ -115,11 +125,9 @@ fn prefetch_mode_reads_the_policy_size_on_the_pool() {
 
 #[test]
 fn reads_past_end_of_file_are_clipped() {
-    let dir = tmp();
-    let Some(f) = cold_file(&dir, "eof.bin", MIB) else {
+    let Some((_dir, f, e)) = cold_engine("eof.bin", MIB, IoMode::Asap, "fixed:4MiB") else {
         return;
     };
-    let e = engine(IoMode::Asap, "fixed:4MiB");
     let o = e
         .ensure_resident_blocking(&f, req(900 * KIB, 512 * KIB))
         .unwrap();
@@ -412,13 +420,11 @@ fn a_sweep_dates_evictions_before_the_viewer_finds_them() {
 
 #[test]
 fn requests_running_past_their_prefetch_are_not_evictions() {
-    let dir = tmp();
-    let Some(f) = cold_file(&dir, "odd.bin", 8 * MIB) else {
-        return;
-    };
     // 1300 KiB is not a multiple of the 512 KiB requests: every third request starts
     // inside a prefetched range and runs past its end onto uncached bytes.
-    let e = engine(IoMode::Asap, "fixed:1300KiB");
+    let Some((_dir, f, e)) = cold_engine("odd.bin", 8 * MIB, IoMode::Asap, "fixed:1300KiB") else {
+        return;
+    };
     let mut offset = 0;
     while offset < 8 * MIB {
         e.ensure_resident_blocking(&f, req(offset, 512 * KIB))
@@ -460,11 +466,10 @@ fn a_prefetch_stops_where_a_queued_read_of_the_file_begins() {
 
 #[test]
 fn plan_sizes_a_caller_read_with_the_engine_policy_and_accounts_it() {
-    let dir = tmp();
-    let Some(f) = cold_file(&dir, "plan.bin", 8 * MIB) else {
+    let Some((_dir, f, e)) = cold_engine("plan.bin", 8 * MIB, IoMode::Prefetch, "fixed:1MiB")
+    else {
         return;
     };
-    let e = engine(IoMode::Prefetch, "fixed:1MiB");
     let o = e.plan(&f, &req(0, 64 * KIB)).unwrap();
     assert_eq!(
         (o.requested, o.from_disk, o.read_bytes),
@@ -490,11 +495,10 @@ fn the_callers_file_facts_replace_the_engines_own_stat() {
     // A caller that stats the file anyway (the server's open-file cache) passes what it
     // saw; the engine takes the size from there, not from a `statx` of its own. Told the
     // file is 100 KiB long, it clips a 1 MiB request there, though the file is 4 MiB.
-    let dir = tmp();
-    let Some(f) = cold_file(&dir, "facts.bin", 4 * MIB) else {
+    let Some((_dir, f, e)) = cold_engine("facts.bin", 4 * MIB, IoMode::Prefetch, "fixed:256KiB")
+    else {
         return;
     };
-    let e = engine(IoMode::Prefetch, "fixed:256KiB");
     let told = vodkit_prefetch::FileFacts {
         size: 100 * KIB,
         ..vodkit_prefetch::FileFacts::of(&f).unwrap()
