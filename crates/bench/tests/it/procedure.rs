@@ -273,17 +273,11 @@ fn every_point_plays_its_history_first_and_is_judged_for_steadiness() {
             "load"
         ]
     );
-    assert!(
-        rep.notes
-            .iter()
-            .any(|n| n.starts_with("nginx: fast-forward: the server has no prefetch clock")),
-        "{:?}",
-        rep.notes
+    assert_note(
+        &rep.notes,
+        "nginx: fast-forward: the server has no prefetch clock",
     );
-    assert!(rep
-        .notes
-        .iter()
-        .any(|n| n.starts_with("fast-forward 8,fill=3")));
+    assert_note(&rep.notes, "fast-forward 8,fill=3");
     // Each point carries its history and its halves; the passing ones are flagged unsteady.
     let v = rep.server("vodkit:asap:auto").unwrap();
     let p = &v.points[0].metrics;
@@ -291,12 +285,9 @@ fn every_point_plays_its_history_first_and_is_judged_for_steadiness() {
     let st = p.steadiness.unwrap();
     assert!(!st.steady);
     assert_eq!(st.halves[1].memory_share(), Some(0.55));
-    assert!(
-        rep.notes
-            .iter()
-            .any(|n| n.starts_with("vodkit:asap:auto: passing points not at steady state")),
-        "{:?}",
-        rep.notes
+    assert_note(
+        &rep.notes,
+        "vodkit:asap:auto: passing points not at steady state",
     );
     assert!(report::check(&rep).is_empty(), "{:?}", report::check(&rep));
     // report.md shows every point's drive counters, history and halves.
@@ -405,4 +396,10 @@ fn an_interrupted_run_drops_the_point_under_way_and_starts_no_other() {
     // Uncancelled, the same run measures both.
     let (rep, _) = run_until(1, None);
     assert!(rep.server("nginx").unwrap().max_failure_free_rate.is_some());
+}
+
+/// One of `notes` starts with `prefix`.
+#[track_caller]
+fn assert_note(notes: &[String], prefix: &str) {
+    assert!(notes.iter().any(|n| n.starts_with(prefix)), "{notes:?}");
 }
