@@ -3,10 +3,9 @@
 //! piecewise power-law fit (Fig. 5.13) and survival growth factors.
 
 use serde::Serialize;
-use vodkit_workload::model::Media;
 
 use crate::chain::{kind_name, ChainRec};
-use crate::files::{media_name, FileInfo};
+use crate::files::{media_name, media_slot, FileInfo, MEDIA};
 use crate::fit::{growth_factor, PowerLawFit};
 use crate::record::RequestKind;
 use vodkit_prefetch::ChainKind;
@@ -31,20 +30,6 @@ impl RowAcc {
         self.title_s += o.title_s;
         self.title_chains += o.title_chains;
     }
-}
-
-const MEDIA: [Option<Media>; 4] = [
-    Some(Media::Audio),
-    Some(Media::Video),
-    Some(Media::Combined),
-    None,
-];
-
-fn media_slot(m: Option<Media>) -> usize {
-    MEDIA
-        .iter()
-        .position(|x| *x == m)
-        .expect("all media listed")
 }
 
 /// Nominal title seconds of `bytes` at `kbps`.
@@ -327,6 +312,7 @@ pub struct ChainSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use vodkit_workload::model::Media;
 
     fn rec(start: u64, bytes: u64, requests: u32, kind: RequestKind) -> ChainRec {
         ChainRec {

@@ -32,6 +32,24 @@ pub fn parse_media(s: &str) -> Option<Media> {
     }
 }
 
+/// The media the statistics tables break down by, in their order (`None`: not known).
+pub const MEDIA: [Option<Media>; 4] = [
+    Some(Media::Audio),
+    Some(Media::Video),
+    Some(Media::Combined),
+    None,
+];
+
+/// The place of `m` in [`MEDIA`].
+pub fn media_slot(m: Option<Media>) -> usize {
+    match m {
+        Some(Media::Audio) => 0,
+        Some(Media::Video) => 1,
+        Some(Media::Combined) => 2,
+        None => 3,
+    }
+}
+
 pub fn media_name(m: Option<Media>) -> &'static str {
     match m {
         Some(Media::Audio) => "audio",

@@ -10,7 +10,7 @@ use vodkit_workload::model::Media;
 
 use crate::chain::{kind_name, ChainRec};
 use crate::chainstats::title_seconds;
-use crate::files::{media_name, FileInfo, FileTable};
+use crate::files::{media_name, media_slot, FileInfo, FileTable, MEDIA};
 use crate::record::{LogRequest, RequestKind};
 
 const BINS: usize = 100;
@@ -66,17 +66,6 @@ struct SizeAcc {
     bytes: u64,
 }
 
-const MEDIA: [Option<Media>; 4] = [
-    Some(Media::Audio),
-    Some(Media::Video),
-    Some(Media::Combined),
-    None,
-];
-
-fn slot(m: Option<Media>) -> usize {
-    MEDIA.iter().position(|x| *x == m).expect("listed")
-}
-
 /// Accumulates session statistics.
 #[derive(Debug)]
 pub struct SessionStatsBuilder {
@@ -118,11 +107,11 @@ fn bin(x: f64) -> usize {
 impl SessionStatsBuilder {
     pub fn on_request(&mut self, r: &LogRequest<'_>, f: &FileInfo) {
         let k = usize::from(r.kind == RequestKind::Chunk);
-        let acc = &mut self.requests[k][slot(f.media)];
+        let acc = &mut self.requests[k][media_slot(f.media)];
         acc.requests += 1;
         acc.bytes = acc.bytes.saturating_add(r.bytes_sent);
         if r.kind == RequestKind::Chunk {
-            let key = (slot(f.media) as u8, f.bitrate_kbps.unwrap_or(0));
+            let key = (media_slot(f.media) as u8, f.bitrate_kbps.unwrap_or(0));
             let s = self.chunk_sizes.entry(key).or_default();
             s.requests += 1;
             s.bytes = s.bytes.saturating_add(r.extent);
@@ -155,7 +144,7 @@ impl SessionStatsBuilder {
             let Some(sz) = size(c.file).filter(|&s| s > 0) else {
                 continue;
             };
-            let m = slot(f.media).min(2);
+            let m = media_slot(f.media).min(2);
             let m = if f.media.is_none() { 1 } else { m };
             frac[m] += c.bytes as f64 / sz as f64;
             has[m] = true;
