@@ -74,14 +74,19 @@ mod tests {
 
     const MIB: u64 = 1 << 20;
 
+    /// `n` reads of 0.5 to 4 MiB from a drive of `positioning_s` a read and 100 MB/s.
+    fn feed(f: &mut ServiceFit, n: u64, positioning_s: f64) {
+        for i in 0..n {
+            let bytes = MIB / 2 + (i % 8) * MIB / 2;
+            f.add(bytes, positioning_s + bytes as f64 / 100e6);
+        }
+    }
+
     #[test]
     fn a_drive_with_a_positioning_and_a_rate_is_recovered() {
         // 10 ms a positioning, 100 MB/s: reads of 0.5 to 4 MiB.
         let mut f = ServiceFit::default();
-        for i in 0..200u64 {
-            let bytes = MIB / 2 + (i % 8) * MIB / 2;
-            f.add(bytes, 0.010 + bytes as f64 / 100e6);
-        }
+        feed(&mut f, 200, 0.010);
         let (p, rate) = f.terms().expect("fit");
         assert!((p - 0.010).abs() < 1e-6, "{p}");
         assert!((rate - 100e6).abs() < 1.0, "{rate}");
@@ -116,14 +121,8 @@ mod tests {
     #[test]
     fn the_fit_follows_a_drive_that_changed() {
         let mut f = ServiceFit::default();
-        for i in 0..2000u64 {
-            let bytes = MIB / 2 + (i % 8) * MIB / 2;
-            f.add(bytes, 0.020 + bytes as f64 / 100e6);
-        }
-        for i in 0..6000u64 {
-            let bytes = MIB / 2 + (i % 8) * MIB / 2;
-            f.add(bytes, 0.005 + bytes as f64 / 100e6);
-        }
+        feed(&mut f, 2000, 0.020);
+        feed(&mut f, 6000, 0.005);
         let (p, _) = f.terms().expect("fit");
         assert!((p - 0.005).abs() < 0.001, "{p}");
     }
