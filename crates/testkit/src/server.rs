@@ -14,6 +14,18 @@ pub fn pattern(len: usize) -> Vec<u8> {
     (0..len).map(|i| ((i * 7 + i / 251) % 256) as u8).collect()
 }
 
+/// `count` contents of `len` bytes, distinct but each as exact to check as [`pattern`]: the
+/// i-th is `pattern(len)` rotated left by `i * step` bytes.
+pub fn rotated_patterns(count: usize, len: usize, step: usize) -> Vec<Vec<u8>> {
+    (0..count)
+        .map(|i| {
+            let mut d = pattern(len);
+            d.rotate_left(i * step % len.max(1));
+            d
+        })
+        .collect()
+}
+
 /// A running in-process server.
 pub struct TestServer {
     pub addr: SocketAddr,
