@@ -195,6 +195,15 @@ fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
+/// `files` with every path made [`absolute`].
+fn absolute_files(files: &crate::tls::TlsFiles) -> crate::tls::TlsFiles {
+    crate::tls::TlsFiles {
+        cert: absolute(&files.cert),
+        key: absolute(&files.key),
+        ca: absolute(&files.ca),
+    }
+}
+
 fn start_nginx_with(
     setup: &PeerSetup<'_>,
     tls: Option<&crate::tls::TlsFiles>,
@@ -217,11 +226,7 @@ fn start_nginx_with(
         log_format: setup.log_format.map(str::to_string),
         as_root: is_root(),
         nofile: nginx::nofile_target(),
-        tls: tls.map(|t| crate::tls::TlsFiles {
-            cert: absolute(&t.cert),
-            key: absolute(&t.key),
-            ca: absolute(&t.ca),
-        }),
+        tls: tls.map(absolute_files),
     };
     let mut cmd = Command::new(program);
     cmd.arg("-p")
@@ -276,11 +281,7 @@ fn start_apache_with(
         processes: setup.workers,
         drop_to,
         extra: setup.server_extra.unwrap_or_default().to_string(),
-        tls: tls.map(|t| crate::tls::TlsFiles {
-            cert: absolute(&t.cert),
-            key: absolute(&t.key),
-            ca: absolute(&t.ca),
-        }),
+        tls: tls.map(absolute_files),
     };
     let mut cmd = Command::new(program);
     cmd.arg("-f").arg(cfg.conf_path()).arg("-DFOREGROUND");
