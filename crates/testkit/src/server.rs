@@ -26,6 +26,18 @@ pub fn rotated_patterns(count: usize, len: usize, step: usize) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// For tests that run the server themselves (their own runtime, loops or signal handling):
+/// a configuration serving `dir`, where `content` is written as `name`, on a free loopback
+/// port, with its access log at the path returned.
+pub fn logged_config(dir: &Path, name: &str, content: &[u8]) -> (ServerConfig, PathBuf) {
+    std::fs::write(dir.join(name), content).expect("the served file");
+    let log = dir.join("access.log");
+    let mut config = ServerConfig::new(dir);
+    config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+    config.access_log = Some(log.clone());
+    (config, log)
+}
+
 /// A running in-process server.
 pub struct TestServer {
     pub addr: SocketAddr,
