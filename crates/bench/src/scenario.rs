@@ -197,19 +197,6 @@ pub const CLUSTER_SUTS: [&str; 5] = [
     "cluster:3:nginx@haproxy:title",
 ];
 
-/// The demo's workload (and the `cluster` scenario's): that of the `memory` scenario's
-/// 256 MiB cell, youtube-2011 compressed four times in time ([`YOUTUBE_4X`]: 512 KiB
-/// requests of 2.5 s of content at 1,676 kbit/s, titles of at most 40 s, so a session of up
-/// to 16 paced requests fits a short point) with the cell's catalog of 375 titles (3 GB), so
-/// the demo and that cell share one cached file set and one row of docs/reproduction.md. On
-/// youtube-2011 at its own pace with 40 s titles the demo would judge sessions of at most
-/// four requests, three of them fetched back to back as the player's prebuffer, which leaves
-/// prefetching nothing to serialize (vodkit 1.25 × nginx there; docs/bench.md, "Demo").
-pub fn demo_sets() -> Vec<&'static str> {
-    let (_, _, titles) = MEMORY_CELLS[0];
-    [YOUTUBE_4X.as_slice(), &[titles]].concat()
-}
-
 /// The criterion of every on-demand scenario: the demo's ([`crate::demo::CRITERION`]).
 pub const PACE: &str = "pace:2s";
 
@@ -462,7 +449,7 @@ pub fn all() -> Vec<Scenario> {
             // emulated drive and a 256 MiB budget of its own.
             cells: vec![Cell {
                 memory: "256MiB",
-                sets: demo_sets(),
+                sets: crate::demo::sets(),
                 ..cell("", &CLUSTER_SUTS)
             }],
             checks: vec![

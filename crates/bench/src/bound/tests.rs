@@ -465,7 +465,7 @@ fn the_demo_bound_lies_between_its_no_memory_and_unlimited_memory_bounds() {
     if !vodkit_testkit::needs(&[vodkit_testkit::Need::Slow]) {
         return;
     }
-    let pairs: Vec<(String, String)> = crate::scenario::demo_sets()
+    let pairs: Vec<(String, String)> = crate::demo::sets()
         .iter()
         .map(|s| vodkit_workload::spec::split_set(s).unwrap())
         .collect();
