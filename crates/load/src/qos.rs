@@ -337,27 +337,15 @@ mod tests {
     use vodkit_workload::model::{Request, Session};
 
     fn session(pacing: &[f64]) -> Arc<Session> {
-        Arc::new(Session {
-            id: 1,
-            gap: 1.0,
-            start_s: None,
-            class: "c".into(),
-            title: None,
-            bitrate_kbps: None,
-            requests: pacing
-                .iter()
-                .map(|&p| Request {
-                    path: "/a".into(),
-                    range: None,
-                    pacing_s: p,
-                    timeout_s: 10.0,
-                    conn: 0,
-                    media_s: 10.0,
-                })
-                .collect(),
-            live: None,
-            play: None,
-        })
+        let requests = pacing
+            .iter()
+            .map(|&p| Request {
+                pacing_s: p,
+                media_s: 10.0,
+                ..Request::new("/a", None, 10.0)
+            })
+            .collect();
+        Arc::new(Session::new(1, 1.0, "c", requests))
     }
 
     /// A completed request sent at `started` whose body arrives over `[first, took]`
@@ -382,26 +370,6 @@ mod tests {
         done_over(index, started, took / 2.0, took)
     }
 
-    fn record(
-        session: Arc<Session>,
-        requests: Vec<RequestRecord>,
-        end: SessionEnd,
-    ) -> SessionRecord {
-        SessionRecord {
-            index: 0,
-            session,
-            arrival: 0.0,
-            end,
-            requests,
-            skipped: 0,
-            connections_opened: 1,
-            reconnects: 0,
-            player: None,
-            prefilled: false,
-            probe: false,
-        }
-    }
-
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() < 1e-6
     }
@@ -417,7 +385,11 @@ mod tests {
             done_over(1, 4.0, 0.1, 4.0),
             done_over(2, 8.0, 0.1, 4.0),
         ];
-        let p = playout(&record(s.clone(), reqs.clone(), SessionEnd::Completed), 2.0).unwrap();
+        let p = playout(
+            &SessionRecord::alone(s.clone(), reqs.clone(), SessionEnd::Completed),
+            2.0,
+        )
+        .unwrap();
         let d = p.startup_delay_s.unwrap();
         assert!(close(d, 0.1 + 3.9 * 0.2), "startup {d}");
         assert_eq!(p.rebuffer_events, 0, "{p:?}");
@@ -425,7 +397,7 @@ mod tests {
         assert!(p.acceptable(), "{p:?}");
         // A bigger buffer waits longer: 15 s of content is there 0.1 + 3.9 * 0.5 s into
         // the second response.
-        let p = playout(&record(s, reqs, SessionEnd::Completed), 15.0).unwrap();
+        let p = playout(&SessionRecord::alone(s, reqs, SessionEnd::Completed), 15.0).unwrap();
         assert!(
             close(p.startup_delay_s.unwrap(), 4.0 + 0.1 + 3.9 * 0.5),
             "{p:?}"
@@ -436,7 +408,7 @@ mod tests {
     fn startup_buffer_longer_than_the_session_waits_for_all_of_it() {
         let s = session(&[0.0]);
         let p = playout(
-            &record(s, vec![done_over(0, 0.0, 0.5, 2.5)], SessionEnd::Completed),
+            &SessionRecord::alone(s, vec![done_over(0, 0.0, 0.5, 2.5)], SessionEnd::Completed),
             30.0,
         )
         .unwrap();
@@ -455,7 +427,7 @@ mod tests {
             done(3, 12.0, 1.0),
             done(4, 22.0, 1.0),
         ];
-        let p = playout(&record(s, reqs, SessionEnd::Completed), 2.0).unwrap();
+        let p = playout(&SessionRecord::alone(s, reqs, SessionEnd::Completed), 2.0).unwrap();
         // 2 s of the first 10 s chunk arrive 0.1 s into its 0.5 s body.
         assert!(close(p.startup_delay_s.unwrap(), 0.6), "{p:?}");
         assert_eq!(p.rebuffer_events, 0);
@@ -470,7 +442,7 @@ mod tests {
         // are buffered again, at 15.1 s.
         let s = session(&[0.0, 10.0]);
         let reqs = vec![done_over(0, 0.0, 0.5, 0.5), done_over(1, 10.0, 5.0, 5.5)];
-        let p = playout(&record(s, reqs, SessionEnd::Completed), 2.0).unwrap();
+        let p = playout(&SessionRecord::alone(s, reqs, SessionEnd::Completed), 2.0).unwrap();
         assert_eq!(p.startup_delay_s, Some(0.5));
         assert_eq!(p.rebuffer_events, 1);
         assert!(close(p.rebuffer_s, 4.6), "{p:?}");
@@ -484,7 +456,7 @@ mod tests {
         // One 10 s chunk whose body takes 20 s: content arrives at half speed.
         let s = session(&[0.0]);
         let p = playout(
-            &record(s, vec![done_over(0, 0.0, 0.0, 20.0)], SessionEnd::Completed),
+            &SessionRecord::alone(s, vec![done_over(0, 0.0, 0.0, 20.0)], SessionEnd::Completed),
             2.0,
         )
         .unwrap();
@@ -511,7 +483,7 @@ mod tests {
             done_over(1, 10.0, 4.0, 4.0),
             done_over(2, 20.0, 6.0, 6.0),
         ];
-        let p = playout(&record(s, reqs, SessionEnd::Completed), 2.0).unwrap();
+        let p = playout(&SessionRecord::alone(s, reqs, SessionEnd::Completed), 2.0).unwrap();
         assert_eq!(p.rebuffer_events, 2, "{p:?}");
         assert!(close(p.late_s[0], 3.5) && close(p.late_s[1], 2.0), "{p:?}");
         assert!(close(p.play_s, 30.0));
@@ -523,7 +495,7 @@ mod tests {
         // more that arrives promptly: no stall, and all 20 s are played.
         let s = session(&[0.0, 100.0]);
         let reqs = vec![done_over(0, 0.0, 0.1, 0.2), done_over(1, 100.0, 0.1, 0.2)];
-        let p = playout(&record(s, reqs, SessionEnd::Completed), 2.0).unwrap();
+        let p = playout(&SessionRecord::alone(s, reqs, SessionEnd::Completed), 2.0).unwrap();
         assert_eq!(p.rebuffer_events, 0, "{p:?}");
         assert!(close(p.play_s, 20.0));
         assert!(p.acceptable());
@@ -551,7 +523,7 @@ mod tests {
         failed.ttlb = None;
         failed.failure = Some(crate::record::Failure::new(FailureReason::Timeout, "t"));
         let p = playout(
-            &record(
+            &SessionRecord::alone(
                 s.clone(),
                 vec![failed],
                 SessionEnd::Failed(FailureReason::Timeout),
@@ -565,7 +537,7 @@ mod tests {
         late_fail.ttlb = None;
         late_fail.failure = Some(crate::record::Failure::new(FailureReason::Reset, "r"));
         let p = playout(
-            &record(
+            &SessionRecord::alone(
                 s,
                 vec![done(0, 0.0, 1.0), done(1, 1.0, 1.0), late_fail],
                 SessionEnd::Failed(FailureReason::Reset),
@@ -583,6 +555,10 @@ mod tests {
         s.requests[0].media_s = 0.0;
         let mut r = done(0, 0.0, 1.0);
         r.media_s = 0.0;
-        assert!(playout(&record(Arc::new(s), vec![r], SessionEnd::Completed), 2.0).is_none());
+        assert!(playout(
+            &SessionRecord::alone(Arc::new(s), vec![r], SessionEnd::Completed),
+            2.0
+        )
+        .is_none());
     }
 }
