@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use vodkit_load::{CancellationToken, LoadConfig, Run, Target};
 use vodkit_testkit::peer::Peer;
 use vodkit_workload::content;
-use vodkit_workload::model::Session;
+use vodkit_workload::model::{ByteRange, Request, Session};
 
 /// Reads one request head from `stream`, byte by byte (so nothing of the next request is
 /// consumed); false at EOF or on an error.
@@ -75,4 +75,30 @@ pub fn parse_log(text: &str, name: &str) -> Vec<Session> {
     let path = dir.path().join(name);
     std::fs::write(&path, text).unwrap();
     vodkit_load::input::read_sessions(&path, None).unwrap().0
+}
+
+/// A request for `path` (`range` of it) on the viewer's connection index `conn`, carrying
+/// one second of media, with 20 s to complete.
+pub fn req(path: &str, range: Option<ByteRange>, conn: u32) -> Request {
+    Request {
+        conn,
+        media_s: 1.0,
+        ..Request::new(path, range, 20.0)
+    }
+}
+
+/// Requests for the first `len` bytes of `path` in closed ranges of `chunk` bytes, the
+/// `i`th on connection index `conn(i)`.
+pub fn ranges_of(path: &str, len: u64, chunk: u64, conn: impl Fn(usize) -> u32) -> Vec<Request> {
+    (0..len.div_ceil(chunk))
+        .map(|i| {
+            let first = i * chunk;
+            let last = (first + chunk - 1).min(len - 1);
+            req(
+                path,
+                Some(ByteRange::Closed { first, last }),
+                conn(i as usize),
+            )
+        })
+        .collect()
 }
