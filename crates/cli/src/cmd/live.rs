@@ -83,19 +83,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 fn push(a: PushArgs) -> anyhow::Result<()> {
     let bps = a.bitrate;
-    let token = match (&a.ingest_token, &a.ingest_token_file) {
-        (Some(t), _) => Some(t.clone()),
-        (None, Some(f)) => Some(
-            std::fs::read_to_string(f)
-                .map_err(|e| usage(format!("--ingest-token-file {}: {e}", f.display())))?
-                .lines()
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_string(),
-        ),
-        (None, None) => None,
-    };
+    let token =
+        super::flags::ingest_token(a.ingest_token.as_deref(), a.ingest_token_file.as_deref())?;
     let origin = vodkit_live::http::Origin::parse(&a.target).map_err(usage)?;
     if !a.allow_remote && !origin.addr.ip().is_loopback() {
         return Err(usage(format!(
