@@ -46,18 +46,21 @@ fn options(format: MediaFormat) -> MediaOptions {
 
 /// ffmpeg decodes the whole presentation (every frame of the first video stream).
 fn plays(manifest: &Path) {
-    let out = Command::new("ffmpeg")
-        .args(["-hide_banner", "-loglevel", "error", "-nostdin", "-i"])
-        .arg(manifest)
-        .args(["-map", "0:v:0", "-f", "null", "-"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success() && out.stderr.is_empty(),
-        "ffmpeg could not play {}: {}",
-        manifest.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    if let Err(e) = vodkit_media::pool::decode(manifest) {
+        panic!("{e}");
+    }
+}
+
+#[test]
+fn what_does_not_play_is_an_error_naming_it() {
+    if !ffmpeg_present() {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("junk.mpd");
+    std::fs::write(&junk, b"not a manifest").unwrap();
+    let e = vodkit_media::pool::decode(&junk).unwrap_err().to_string();
+    assert!(e.contains("could not play") && e.contains("junk.mpd"), "{e}");
 }
 
 #[test]
