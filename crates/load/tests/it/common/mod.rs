@@ -9,17 +9,22 @@ use vodkit_workload::content;
 use vodkit_workload::model::{ByteRange, Request, Session};
 
 /// Reads one request head from `stream`, byte by byte (so nothing of the next request is
-/// consumed); false at EOF or on an error.
-pub fn read_head(stream: &mut impl std::io::Read) -> bool {
+/// consumed); `None` at EOF or on an error.
+pub fn request_head(stream: &mut impl std::io::Read) -> Option<Vec<u8>> {
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
         match stream.read(&mut byte) {
             Ok(1) => head.push(byte[0]),
-            _ => return false,
+            _ => return None,
         }
     }
-    true
+    Some(head)
+}
+
+/// Reads one request head as [`request_head`] does; false at EOF or on an error.
+pub fn read_head(stream: &mut impl std::io::Read) -> bool {
+    request_head(stream).is_some()
 }
 
 pub fn free_port() -> u16 {
