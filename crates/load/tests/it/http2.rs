@@ -134,13 +134,7 @@ fn a_viewer_behind_a_slow_link_gets_every_byte_over_h2c() {
     let out = run(target, s, |c| {
         c.verify = true;
         c.http = HttpVersion::Http2;
-        c.links.insert(
-            "slow".into(),
-            vodkit_load::Link {
-                bandwidth_bps: 16_000_000,
-                one_way_delay: std::time::Duration::from_millis(5),
-            },
-        );
+        common::link(c, "slow", 16_000_000, std::time::Duration::from_millis(5));
     });
     let r = &out.results;
     assert!(r.requests.errors.is_empty(), "{}", r.summary());

@@ -11,7 +11,7 @@ use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use vodkit_load::record::{FailureReason, SessionEnd};
-use vodkit_load::{Link, Target};
+use vodkit_load::Target;
 use vodkit_workload::model::{LiveView, Session};
 
 /// Segment duration of the scripted source, seconds.
@@ -188,13 +188,7 @@ fn a_viewer_too_slow_for_the_stream_falls_out_of_the_window_and_skips() {
     // 100 kB per half second is 1.6 Mbit/s; the viewer's link carries 0.8 Mbit/s.
     let target = origin(Script::steady(3, 100_000), 2.0);
     let run = common::run(target, vec![viewer(0, 0, 6.0, 0.0, "slow")], |c| {
-        c.links.insert(
-            "slow".into(),
-            Link {
-                bandwidth_bps: 800_000,
-                one_way_delay: Duration::ZERO,
-            },
-        );
+        common::link(c, "slow", 800_000, Duration::ZERO);
     });
     let s = &run.sessions[0];
     let p = s.player.as_ref().unwrap();

@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 use vodkit_load::{CancellationToken, LoadConfig, Run, Target};
 use vodkit_testkit::peer::Peer;
 use vodkit_workload::content;
@@ -106,4 +107,16 @@ pub fn ranges_of(path: &str, len: u64, chunk: u64, conn: impl Fn(usize) -> u32) 
             )
         })
         .collect()
+}
+
+/// Sessions of `class` reach the server over a link of `bandwidth_bps` (bit/s) with
+/// `one_way_delay` each way.
+pub fn link(config: &mut LoadConfig, class: &str, bandwidth_bps: u64, one_way_delay: Duration) {
+    config.links.insert(
+        class.into(),
+        vodkit_load::Link {
+            bandwidth_bps,
+            one_way_delay,
+        },
+    );
 }
