@@ -144,8 +144,7 @@ fn vodkit_run_exits_with_the_status_its_command_exited_with() {
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert_eq!(run.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("limit 64 MiB"), "{stderr}");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let report = crate::common::json_file(&report);
     assert_eq!(report["exit_code"], 3);
     assert_eq!(report["signal"], serde_json::Value::Null);
 }

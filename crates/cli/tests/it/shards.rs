@@ -74,7 +74,7 @@ const COUNTS: [&str; 6] = [
 ];
 
 fn results(dir: &Path, name: &str) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(dir.join(name)).unwrap()).unwrap()
+    common::json_file(&dir.join(name))
 }
 
 /// Waits for the shard processes to succeed and the server to stop cleanly, merges `parts`
