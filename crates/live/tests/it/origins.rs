@@ -98,16 +98,23 @@ fn vodkit_serve_is_a_live_origin() {
     assert!(st.deletes > 0 && st.rejected > 0, "{st:?}");
 }
 
-#[test]
-fn nginx_webdav_is_a_live_origin() {
-    if !vodkit_testkit::needs(&[vodkit_testkit::Need::Peer("nginx")]) {
-        return;
-    }
+/// A temporary directory holding a peer's document root (with the `/probe` file its
+/// start-up check fetches) and the path of its run directory: (dir, root, run).
+fn peer_dirs() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");
     std::fs::create_dir_all(&root).unwrap();
     std::fs::write(root.join("probe"), b"ok").unwrap();
     let run = dir.path().join("run");
+    (dir, root, run)
+}
+
+#[test]
+fn nginx_webdav_is_a_live_origin() {
+    if !vodkit_testkit::needs(&[vodkit_testkit::Need::Peer("nginx")]) {
+        return;
+    }
+    let (_dir, root, run) = peer_dirs();
     let extra = vodkit_peers::nginx::live_origin_directives("/live/", TOKEN, 64 << 20).unwrap();
     let setup = vodkit_peers::PeerSetup {
         server_extra: Some(&extra),
@@ -135,15 +142,11 @@ fn apache_webdav_is_a_live_origin() {
     if !vodkit_testkit::needs(&[vodkit_testkit::Need::Peer("apache2")]) {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    std::fs::create_dir_all(&root).unwrap();
-    std::fs::write(root.join("probe"), b"ok").unwrap();
+    let (dir, root, run) = peer_dirs();
     // Apache's workers drop to nobody when the test runs as root: they must get in.
     for d in [dir.path(), root.as_path()] {
         std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    let run = dir.path().join("run");
     let extra =
         vodkit_peers::apache::live_origin_directives("/live/", TOKEN, 64 << 20, &run).unwrap();
     let setup = vodkit_peers::PeerSetup {
