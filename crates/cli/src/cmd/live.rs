@@ -6,21 +6,15 @@ use std::path::PathBuf;
 use std::time::Duration;
 use vodkit_live::{Source, SourceConfig};
 
-#[derive(clap::Args, Debug)]
-pub struct Args {
-    #[command(subcommand)]
-    command: Command,
-}
-
 #[derive(clap::Subcommand, Debug)]
-enum Command {
+pub enum Command {
     /// Publish N live streams by HTTP PUT: segments, an HLS media playlist and a DASH MPD
     /// per stream under PREFIX/stream-K/ (docs/live.md).
     Push(PushArgs),
 }
 
 #[derive(clap::Args, Debug)]
-struct PushArgs {
+pub(crate) struct PushArgs {
     /// The origin, http://HOST:PORT (loopback unless --allow-remote).
     #[arg(long)]
     target: String,
@@ -75,8 +69,8 @@ struct PushArgs {
     allow_remote: bool,
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
-    match args.command {
+pub fn run(command: Command) -> anyhow::Result<()> {
+    match command {
         Command::Push(a) => push(a),
     }
 }
