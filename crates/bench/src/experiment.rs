@@ -419,6 +419,9 @@ pub struct BenchSettings {
     pub workload: String,
     pub memory_bytes: Option<u64>,
     pub plan: SearchPlan,
+    /// The plan for a cluster of N origins where it is not `plan`: each origin has a drive
+    /// and a budget of its own, so a plan drawn from the bound is drawn from N times it.
+    pub cluster_plans: Vec<(usize, SearchPlan)>,
     pub criterion: Criterion,
     pub repeat: u32,
     /// Cancelled when the run is interrupted ([`crate::interrupt`]): the point under way
@@ -467,9 +470,15 @@ pub fn run_bench(
                     fast_forward: settings.fast_forward,
                     budget: settings.memory_bytes,
                 };
+                let origins = sut.cluster.map_or(1, |c| c.origins);
+                let plan = settings
+                    .cluster_plans
+                    .iter()
+                    .find(|(n, _)| *n == origins)
+                    .map_or(&settings.plan, |(_, p)| p);
                 let outcome = search::search(
                     &mut oracle,
-                    &settings.plan,
+                    plan,
                     settings.criterion,
                     settings.repeat,
                     |t| progress.point(sut, t),

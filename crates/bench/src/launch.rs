@@ -187,6 +187,9 @@ pub struct LocalLauncher {
     /// run's `--memory` and `--server-cpus`): every origin runs in its own cgroups, like a
     /// machine of its own. `None`: origins share the run's budget (`budget`).
     pub origin_budget: Option<(Option<u64>, Option<f64>)>,
+    /// The root each origin of a cluster entry serves, in origin order: each on a drive of
+    /// its own where the testbed has one per origin; origins past the list serve `root`.
+    pub origin_roots: Vec<PathBuf>,
     starts: u32,
 }
 
@@ -202,6 +205,7 @@ impl LocalLauncher {
             vodkit: Err("no vodkit server configured for this run".into()),
             live: None,
             origin_budget: None,
+            origin_roots: Vec::new(),
             starts: 0,
         }
     }
@@ -241,7 +245,12 @@ impl LocalLauncher {
             // Where the origin's access log will be (every server writes `access.log` in
             // its run directory).
             let log = self.run_dir_of(self.starts + 1, &origin).join("access.log");
+            let own_root = self.origin_roots.get(k).cloned();
+            let shared_root = own_root.map(|r| std::mem::replace(&mut self.root, r));
             let started = self.start(&origin);
+            if let Some(r) = shared_root {
+                self.root = r;
+            }
             if swapped {
                 self.budget = shared;
             }

@@ -150,6 +150,31 @@ pub struct BenchRequest {
     pub progress: bool,
 }
 
+impl BenchRequest {
+    /// A request for `suts` over `workload`, writing into `out`, with every other choice at
+    /// its default: plain disk, no budget, the default search, `strict`, one repeat.
+    pub fn new(workload: &Path, suts: Vec<Sut>, out: &Path) -> BenchRequest {
+        BenchRequest {
+            workload: workload.to_path_buf(),
+            root: None,
+            suts,
+            testbed: TestbedChoice::Plain,
+            memory: None,
+            server_cpus: None,
+            search: None,
+            criterion: Criterion::Strict,
+            probes: None,
+            players: None,
+            repeat: 1,
+            point_duration: None,
+            fast_forward: Default::default(),
+            out: out.to_path_buf(),
+            vodkit_exe: None,
+            progress: false,
+        }
+    }
+}
+
 /// Checked form of a request.
 pub struct Checked {
     pub suts: Vec<Sut>,
@@ -348,7 +373,8 @@ impl Progress for BarProgress {
 }
 
 /// Bring up the testbed for `choice` and make sure the workload's file set is on it.
-/// Returns the testbed and the root to serve.
+/// Returns the testbed and the roots to serve: one, or with `drives` > 1 on an emulated
+/// disk one per drive (each origin of a cluster reads its own drive holding the same set).
 ///
 /// `extra_room`: bytes of free space the image needs besides the file set (a disk-based
 /// live origin's segments).
@@ -358,17 +384,59 @@ pub fn place(
     root_override: Option<&Path>,
     players: Option<&BenchPlayers>,
     extra_room: u64,
+    drives: usize,
     progress: &BarProgress,
-) -> Result<(Box<dyn Testbed>, PathBuf), RunError> {
+) -> Result<(Box<dyn Testbed>, Vec<PathBuf>), RunError> {
+    let (placed, root) = place_one(
+        choice,
+        workload,
+        root_override,
+        players,
+        extra_room,
+        progress,
+    )?;
+    let bed = match placed {
+        Placed::Hdd(bed) if drives > 1 => bed,
+        Placed::Hdd(bed) => return Ok((bed, vec![root])),
+        Placed::Other(bed) => return Ok((bed, vec![root])),
+    };
+    progress.message(format!("copying the emulated disk for {drives} origins"));
+    let dir = root
+        .strip_prefix(&bed.mount)
+        .map_err(|_| RunError::Runtime(format!("{} is not on the emulated disk", root.display())))?
+        .to_string_lossy()
+        .into_owned();
+    let set = (*bed).replicate(drives).map_err(RunError::Runtime)?;
+    let roots = set.roots(&dir);
+    Ok((Box::new(set), roots))
+}
+
+/// What [`place_one`] brought up: the emulated disk (which a cluster replicates), or
+/// another testbed.
+enum Placed {
+    Hdd(Box<crate::system::HddTestbed>),
+    Other(Box<dyn Testbed>),
+}
+
+fn place_one(
+    choice: &TestbedChoice,
+    workload: &Path,
+    root_override: Option<&Path>,
+    players: Option<&BenchPlayers>,
+    extra_room: u64,
+    progress: &BarProgress,
+) -> Result<(Placed, PathBuf), RunError> {
     // A media set lives apart from the synthetic files, on an image of its own (encoded
     // rates overshoot the ladder a little: a quarter more room).
     let (dir, image, mnt, room) = match players {
         None => ("files".to_string(), "hdd.img", "hdd-mnt", 1.0),
         Some(p) => (p.dir_name(), "hdd-media.img", "hdd-media-mnt", 1.25),
     };
-    let (testbed, root): (Box<dyn Testbed>, PathBuf) = match (choice, root_override) {
-        (TestbedChoice::Plain, Some(r)) => return Ok((Box::new(PlainDisk), r.to_path_buf())),
-        (TestbedChoice::Plain, None) => (Box::new(PlainDisk), workload.join(&dir)),
+    let (testbed, root) = match (choice, root_override) {
+        (TestbedChoice::Plain, Some(r)) => {
+            return Ok((Placed::Other(Box::new(PlainDisk)), r.to_path_buf()))
+        }
+        (TestbedChoice::Plain, None) => (Placed::Other(Box::new(PlainDisk)), workload.join(&dir)),
         (TestbedChoice::Hdd(_), Some(_)) => {
             return Err(RunError::Usage(
                 "--root cannot be combined with --testbed hdd:…; the bench writes the file set onto the emulated disk".into(),
@@ -382,7 +450,7 @@ pub fn place(
             let bed = crate::system::HddTestbed::up(*preset, &workload.join(image), &workload.join(mnt), size)
                 .map_err(RunError::Runtime)?;
             let root = bed.mount.join(&dir);
-            (Box::new(bed), root)
+            (Placed::Hdd(Box::new(bed)), root)
         }
     };
     let catalog = crate::prepare::catalog(workload).map_err(RunError::Usage)?;
@@ -637,15 +705,24 @@ pub fn run_workload(setup: &RunSetup<'_>, progress: &mut BarProgress) -> Result<
     let room = load
         .as_ref()
         .map_or(0, |l| crate::live::image_room(&l.sessions));
-    let (mut testbed, root) = place(
+    // Each origin of a cluster entry reads a drive of its own.
+    let drives = setup
+        .suts
+        .iter()
+        .filter_map(|s| s.cluster.map(|c| c.origins))
+        .max()
+        .unwrap_or(1);
+    let (mut testbed, roots) = place(
         setup.testbed,
         setup.workload,
         setup.root,
         setup.players,
         room,
+        drives,
         progress,
     )
     .map_err(NotRun::skipped)?;
+    let root = roots[0].clone();
     let mut load = load.map_err(|e| NotRun::failed(RunError::Usage(e)))?;
     load.max_duration = setup.point;
     if let Some(p) = setup.players {
@@ -722,12 +799,33 @@ pub fn run_workload(setup: &RunSetup<'_>, progress: &mut BarProgress) -> Result<
     }
     let mut sampler =
         crate::system::ProcSampler::for_root(&root, budget.as_ref().and_then(|b| b.cgroup_dir()));
+    sampler.devices = roots
+        .iter()
+        .filter_map(|r| crate::system::device_of(r))
+        .collect();
+    launcher.origin_roots = roots;
     sampler.device_control = testbed.device_control();
+    // A cluster of N origins has N drives and budgets: its plan is drawn from N times the
+    // rate guess and the bound.
+    let mut cluster_plans: Vec<(usize, SearchPlan)> = Vec::new();
+    for n in setup
+        .suts
+        .iter()
+        .filter_map(|s| s.cluster.map(|c| c.origins))
+    {
+        if n > 1 && cluster_plans.iter().all(|(m, _)| *m != n) {
+            let guess = rate_guess(&load, setup.guess_mb_s) * n as f64;
+            let p = (setup.plan)(guess, bound.as_ref().map(|b| b.bound_rate * n as f64))
+                .map_err(|e| NotRun::failed(RunError::Usage(e)))?;
+            cluster_plans.push((n, p));
+        }
+    }
     let settings = BenchSettings {
         fast_forward,
         workload: setup.workload.display().to_string(),
         memory_bytes: setup.memory,
         plan,
+        cluster_plans,
         criterion: setup.criterion,
         repeat: setup.repeat,
         stop: crate::interrupt::token(),
@@ -835,24 +933,29 @@ mod tests {
     use super::*;
 
     fn req(dir: &Path) -> BenchRequest {
-        BenchRequest {
-            workload: dir.to_path_buf(),
-            root: None,
-            suts: crate::sut::parse_list("nginx").unwrap(),
-            testbed: TestbedChoice::Plain,
-            memory: None,
-            server_cpus: None,
-            search: None,
-            criterion: Criterion::Strict,
-            probes: None,
-            players: None,
-            repeat: 1,
-            point_duration: None,
-            fast_forward: Default::default(),
-            out: dir.join("out"),
-            vodkit_exe: None,
-            progress: false,
-        }
+        BenchRequest::new(
+            dir,
+            crate::sut::parse_list("nginx").unwrap(),
+            &dir.join("out"),
+        )
+    }
+
+    #[test]
+    fn a_cluster_is_judged_against_its_origins_times_the_bound() {
+        let mut servers: Vec<report::ServerReport> = ["nginx", "cluster:3:vodkit@haproxy:title"]
+            .iter()
+            .zip([10.0, 30.0])
+            .map(|(s, rate)| {
+                let sut = crate::sut::parse_one(s).unwrap();
+                let mut r =
+                    report::ServerReport::not_measured(&sut, report::SKIPPED, String::new());
+                r.max_failure_free_rate = Some(rate);
+                r
+            })
+            .collect();
+        report::set_fractions(&mut servers, 20.0);
+        let got: Vec<Option<f64>> = servers.iter().map(|s| s.fraction_of_bound).collect();
+        assert_eq!(got, [Some(0.5), Some(0.5)]);
     }
 
     #[test]

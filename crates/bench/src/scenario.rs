@@ -186,6 +186,16 @@ const MEMORY_AUTO: [&str; 5] = [
     "mem=4GiB vodkit:asap:auto",
 ];
 
+/// The `cluster` scenario's servers: one vodkit origin behind HAProxy (the baseline, with the
+/// balancer's hop), three routed by title, three spread round robin, three nginx origins by
+/// title.
+pub const CLUSTER_SUTS: [&str; 4] = [
+    "cluster:1:vodkit@haproxy:title",
+    "cluster:3:vodkit@haproxy:title",
+    "cluster:3:vodkit@haproxy:roundrobin",
+    "cluster:3:nginx@haproxy:title",
+];
+
 /// The criterion of every on-demand scenario: the demo's ([`crate::demo::CRITERION`]).
 pub const PACE: &str = "pace:2s";
 
@@ -427,6 +437,25 @@ pub fn all() -> Vec<Scenario> {
                 Check::Ratio { a: "nginx+preload:auto", b: "vodkit:asap:auto", min_ratio: 0.95 },
             ],
             sequential_reference: Some(("vodkit:asap:auto", 0.9)),
+            ..base.clone()
+        },
+        Scenario {
+            name: "cluster",
+            mirrors: "seed 004 §5-6 (rules for clusters of streaming servers)",
+            finding: "sending a title's viewers to the origin already serving it lets N origins serve about N times \
+                      one origin's viewers, where spreading every request over every origin does not",
+            // The demo's workload and budget (one cached file set), each origin with its own
+            // emulated drive and a 256 MiB budget of its own.
+            cells: vec![Cell {
+                memory: "256MiB",
+                sets: crate::demo::sets(),
+                ..cell("", &CLUSTER_SUTS)
+            }],
+            checks: vec![
+                Check::Ratio { a: CLUSTER_SUTS[1], b: CLUSTER_SUTS[0], min_ratio: 2.7 },
+                Check::Ratio { a: CLUSTER_SUTS[1], b: CLUSTER_SUTS[2], min_ratio: 1.0 },
+                Check::Ratio { a: CLUSTER_SUTS[1], b: CLUSTER_SUTS[3], min_ratio: 2.0 },
+            ],
             ..base.clone()
         },
         Scenario {
@@ -750,6 +779,7 @@ mod tests {
                 "mixed-bitrate",
                 "io-modes",
                 "servers",
+                "cluster",
                 "preload",
                 "matrix"
             ]

@@ -36,7 +36,9 @@ use vodkit_disk::testbed::fusedev::DeviceCounters;
 
 /// Samples /proc once a second on a thread while a point runs.
 pub struct ProcSampler {
-    pub device: Option<String>,
+    /// The block devices the file set is read from: one, or each origin's drive of a
+    /// cluster (their figures are summed; utilization is their mean).
+    pub devices: Vec<String>,
     pub cgroup: Option<PathBuf>,
     /// The emulated drive's control file, read with every sample for its counters.
     pub device_control: Option<PathBuf>,
@@ -54,7 +56,7 @@ impl ProcSampler {
     /// Watch the device holding `root` (and the budget's cgroup when given).
     pub fn for_root(root: &Path, cgroup: Option<PathBuf>) -> ProcSampler {
         ProcSampler {
-            device: device_of(root),
+            devices: device_of(root).into_iter().collect(),
             cgroup,
             device_control: None,
             samples: Arc::default(),
@@ -79,7 +81,7 @@ impl Sampler for ProcSampler {
 
     fn start(&mut self) -> Result<(), String> {
         let cfg = sys::SamplerConfig {
-            devices: self.device.iter().cloned().collect(),
+            devices: self.devices.clone(),
             cgroup: self.cgroup.clone(),
         };
         let mut sampler = sys::Sampler::new(cfg)?;
@@ -88,7 +90,7 @@ impl Sampler for ProcSampler {
         // The load generator runs on the thread that starts the sampler (the bench runs
         // the load right after), plus its named worker threads.
         self.watch.load_tid = Some(current_tid());
-        self.watch.disk = self.device.as_deref().and_then(disk_emulator_of);
+        self.watch.disk = self.devices.first().and_then(|d| disk_emulator_of(d));
         let watch = self.watch.clone();
         {
             let mut procs = self.procs.lock().map_err(|e| e.to_string())?;
@@ -151,7 +153,7 @@ impl Sampler for ProcSampler {
             })
             .map(|(_, s)| s)
             .collect();
-        let mut figures = summarise(&picked, self.device.as_deref());
+        let mut figures = summarise(&picked, &self.devices);
         if let Some((a, b)) = window {
             let mid = a + b.duration_since(a).unwrap_or_default() / 2;
             let (first, second): (Vec<&(SystemTime, sys::Sample)>, Vec<_>) = all
@@ -160,7 +162,7 @@ impl Sampler for ProcSampler {
                 .partition(|(at, _)| *at <= mid);
             let disk = |half: &[&(SystemTime, sys::Sample)]| {
                 let v: Vec<&sys::Sample> = half.iter().map(|(_, s)| s).collect();
-                summarise(&v, self.device.as_deref()).disk.map(|d| d.mb_s)
+                summarise(&v, &self.devices).disk.map(|d| d.mb_s)
             };
             figures.halves_disk_mb_s = disk(&first).zip(disk(&second)).map(|(x, y)| [x, y]);
         }
@@ -181,7 +183,10 @@ impl Sampler for ProcSampler {
             .map(|(a, b)| b.saturating_sub(a));
         let procs = self.procs.lock().map_err(|e| e.to_string())?;
         figures.cores = window_cores(&procs, window, clock_ticks());
-        if self.device.is_none() {
+        if self.devices.len() > 1 {
+            figures.notes.push(per_drive(&picked, &self.devices));
+        }
+        if self.devices.is_empty() {
             figures
                 .notes
                 .push("the file set is not on a block device: no disk figures".into());
@@ -220,12 +225,33 @@ pub fn device_window(
     crate::point::DeviceFigures::between(a, b, secs)
 }
 
+/// The report note on a cluster's drives, one per origin: each drive's read MB/s and how
+/// busy it was over the samples.
+fn per_drive(samples: &[&sys::Sample], devices: &[String]) -> String {
+    let parts: Vec<String> = devices
+        .iter()
+        .enumerate()
+        .map(|(k, dev)| {
+            let d = summarise(samples, std::slice::from_ref(dev))
+                .disk
+                .unwrap_or_default();
+            format!(
+                "drive {} ({dev}) {:.1} MB/s, {:.0}% busy",
+                k + 1,
+                d.mb_s,
+                100.0 * d.utilization
+            )
+        })
+        .collect();
+    format!("each origin's own drive: {}", parts.join("; "))
+}
+
 /// Disk and CPU figures over a set of samples (time-weighted; read size per transaction).
 ///
 /// CPU busy is user + nice + system + irq + softirq + steal over all jiffies, which is
 /// `1 − idle − iowait` of `/proc/stat`'s shares: a core waiting in iowait is idle, however
 /// much of a disk-bound run that is. iowait is reported beside it.
-pub fn summarise(samples: &[&sys::Sample], device: Option<&str>) -> SystemFigures {
+pub fn summarise(samples: &[&sys::Sample], devices: &[String]) -> SystemFigures {
     let secs: f64 = samples.iter().map(|s| s.interval).sum();
     if secs <= 0.0 {
         return SystemFigures::default();
@@ -235,13 +261,13 @@ pub fn summarise(samples: &[&sys::Sample], device: Option<&str>) -> SystemFigure
     };
     let busy = weighted(&|c| (1.0 - c.idle - c.iowait).max(0.0));
     let iowait = weighted(&|c| c.iowait);
-    let disk = device.map(|dev| {
+    let disk = (!devices.is_empty()).then(|| {
         let rows: Vec<(f64, &sys::DiskSample)> = samples
             .iter()
             .flat_map(|s| {
                 s.disks
                     .iter()
-                    .filter(|d| d.device == dev)
+                    .filter(|d| devices.contains(&d.device))
                     .map(move |d| (s.interval, d))
             })
             .collect();
@@ -249,6 +275,13 @@ pub fn summarise(samples: &[&sys::Sample], device: Option<&str>) -> SystemFigure
         let writes: f64 = rows.iter().map(|(i, d)| d.writes_per_s * i).sum();
         let mib: f64 = rows.iter().map(|(i, d)| d.read_mb_s * i).sum();
         let busy_ms: f64 = rows.iter().map(|(i, d)| d.utilization * i * 1000.0).sum();
+        let used = devices
+            .iter()
+            .filter(|dev| {
+                rows.iter()
+                    .any(|(_, d)| &d.device == *dev && d.utilization > 0.0)
+            })
+            .count();
         DiskMetrics {
             mb_s: mib * 1.048576 / secs,
             reads_per_s: reads / secs,
@@ -262,7 +295,8 @@ pub fn summarise(samples: &[&sys::Sample], device: Option<&str>) -> SystemFigure
             } else {
                 0.0
             },
-            utilization: busy_ms / 1000.0 / secs,
+            // The mean over the drives in use (a single origin leaves a cluster's others idle).
+            utilization: busy_ms / 1000.0 / secs / used.max(1) as f64,
         }
     });
     let cgroup: Vec<&sys::CgroupSample> =
@@ -684,6 +718,7 @@ pub struct HddTestbed {
     bed: Option<vodkit_disk::testbed::Testbed>,
     preset: vodkit_disk::model::Preset,
     size: u64,
+    image: PathBuf,
     pub mount: PathBuf,
 }
 
@@ -712,8 +747,51 @@ impl HddTestbed {
             bed: Some(bed),
             preset,
             size,
+            image: image.to_path_buf(),
             mount: mount.to_path_buf(),
         })
+    }
+
+    /// `n` drives holding what this one holds, one per origin of a cluster: this drive is
+    /// taken down (so its file system is clean), its image copied (sparse) beside it as
+    /// `NAME-2`, `NAME-3`, …, and every drive brought up again, each mounted at this
+    /// mount point's name with the same suffix. Each copy is a drive of its own: its own
+    /// FUSE server, loop device, queue and page-cache pages, with the same layout.
+    pub fn replicate(mut self, n: usize) -> Result<DriveSet, String> {
+        let (preset, size) = (self.preset, self.size);
+        let (image, mount) = (self.image.clone(), self.mount.clone());
+        if let Some(b) = self.bed.take() {
+            b.down()
+                .map_err(|e| format!("taking the emulated disk down to copy it: {e}"))?;
+        }
+        let suffixed = |p: &Path, k: usize| {
+            let name = p.file_name().map(|n| n.to_string_lossy().into_owned());
+            let name = name.unwrap_or_default();
+            let name = match name.rsplit_once('.') {
+                Some((stem, ext)) => format!("{stem}-{k}.{ext}"),
+                None => format!("{name}-{k}"),
+            };
+            p.with_file_name(name)
+        };
+        let mut drives = vec![HddTestbed::up(preset, &image, &mount, size)?];
+        for k in 2..=n {
+            let copy = suffixed(&image, k);
+            let status = std::process::Command::new("cp")
+                .arg("--sparse=always")
+                .arg(&image)
+                .arg(&copy)
+                .status()
+                .map_err(|e| format!("copying {} for origin {k}: {e}", image.display()))?;
+            if !status.success() {
+                return Err(format!(
+                    "copying {} to {} for origin {k}: cp {status}",
+                    image.display(),
+                    copy.display()
+                ));
+            }
+            drives.push(HddTestbed::up(preset, &copy, &suffixed(&mount, k), size)?);
+        }
+        Ok(DriveSet { drives })
     }
 
     /// Image size for a file set of `bytes`: room for ext4 and some slack.
@@ -745,6 +823,40 @@ impl crate::experiment::Testbed for HddTestbed {
     }
     fn device_control(&self) -> Option<PathBuf> {
         self.bed.as_ref().map(|b| b.state().control_path())
+    }
+}
+
+/// One emulated drive per origin of a cluster entry, each holding the same file set
+/// ([`HddTestbed::replicate`]). The drives run on one clock: timing and caches change for all.
+pub struct DriveSet {
+    pub drives: Vec<HddTestbed>,
+}
+
+impl DriveSet {
+    /// The directory `dir` of the file set on each drive, in origin order.
+    pub fn roots(&self, dir: &str) -> Vec<PathBuf> {
+        self.drives.iter().map(|d| d.mount.join(dir)).collect()
+    }
+}
+
+impl crate::experiment::Testbed for DriveSet {
+    fn describe(&self) -> String {
+        let each: Vec<String> = self.drives.iter().map(|d| d.describe()).collect();
+        format!(
+            "{} drives, one per origin: {}",
+            self.drives.len(),
+            each.join("; ")
+        )
+    }
+    fn drop_caches(&mut self) -> Option<String> {
+        crate::experiment::drop_page_cache().err()
+    }
+    fn set_timing(&mut self, scale: f64) -> Result<(), String> {
+        self.drives.iter_mut().try_for_each(|d| d.set_timing(scale))
+    }
+    /// The first drive's counters: the device figures are the first origin's.
+    fn device_control(&self) -> Option<PathBuf> {
+        self.drives.first().and_then(|d| d.device_control())
     }
 }
 
@@ -797,7 +909,7 @@ mod tests {
         // 1 s at 100 reads/s of 1 MiB, fully busy; 1 s idle.
         let a = sample(1.0, 0.5, 100.0, 100.0, 1.0);
         let b = sample(1.0, 1.0, 0.0, 0.0, 0.0);
-        let f = summarise(&[&a, &b], Some("vdz"));
+        let f = summarise(&[&a, &b], &["vdz".into()]);
         let d = f.disk.unwrap();
         assert!((d.mb_s - 52.4288).abs() < 1e-9, "{}", d.mb_s);
         assert!((d.avg_read_kib - 1024.0).abs() < 1e-9);
@@ -805,7 +917,7 @@ mod tests {
         assert!((d.utilization - 0.5).abs() < 1e-9);
         assert!((f.cpu_busy.unwrap() - 0.25).abs() < 1e-9);
         assert_eq!(f.cpu_iowait, Some(0.0));
-        assert!(summarise(&[&a], None).disk.is_none());
+        assert!(summarise(&[&a], &[]).disk.is_none());
         assert_eq!(f.server_memory, None, "no cgroup, no server memory");
     }
 
@@ -821,7 +933,7 @@ mod tests {
             usage_bytes: 700,
             cache_bytes: 400,
         });
-        let m = summarise(&[&a, &b], None).server_memory.unwrap();
+        let m = summarise(&[&a, &b], &[]).server_memory.unwrap();
         assert_eq!(
             (m.peak_bytes, m.peak_cache_bytes, m.peak_other_bytes),
             (900, 800, 300)
@@ -865,7 +977,7 @@ mod tests {
         let after = "cpu  1200 150 525 90860 3840 15 30 15 0 0\n";
         let mut s = sample(10.0, 0.0, 0.0, 0.0, 0.0);
         s.cpu = cpu_between(before, after);
-        let f = summarise(&[&s], Some("vdz"));
+        let f = summarise(&[&s], &["vdz".into()]);
         let busy = f.cpu_busy.unwrap();
         let iowait = f.cpu_iowait.unwrap();
         assert!((busy - 0.15).abs() < 1e-9, "busy {busy}");

@@ -145,7 +145,7 @@ mod tests {
         let mut cmd = Command::new("sh");
         cmd.args([
             "-c",
-            "echo 'listening on 127.0.0.1:9' >&2; echo out; sleep 30",
+            "echo 'listening on 127.0.0.1:9' >&2; echo out; exec sleep 30",
         ]);
         let mut d = Daemon::spawn(cmd);
         assert_eq!(d.wait_for("listening on "), "127.0.0.1:9");

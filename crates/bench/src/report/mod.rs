@@ -260,10 +260,15 @@ pub fn new_report(
 /// Set each server's `fraction_of_bound` against `bound_rate`.
 pub fn set_fractions(servers: &mut [ServerReport], bound_rate: f64) {
     for s in servers {
+        // A cluster's origins each have the drive and budget the bound is drawn for.
+        let origins = crate::sut::parse_one(&s.sut)
+            .ok()
+            .and_then(|sut| sut.cluster)
+            .map_or(1, |c| c.origins);
         s.fraction_of_bound = s
             .max_failure_free_rate
             .filter(|_| bound_rate > 0.0)
-            .map(|r| r / bound_rate);
+            .map(|r| r / (bound_rate * origins as f64));
     }
 }
 

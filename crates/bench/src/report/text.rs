@@ -388,6 +388,7 @@ pub fn markdown(r: &BenchReport) -> String {
     md += &points_section(r);
     md += &replay_section(r);
     md += &balancer_section(r);
+    md += &origins_section(r);
     md += &failover_section(r);
     md += &time_section(r);
     let above = super::above_bound(r);
@@ -453,6 +454,47 @@ fn balancer_section(r: &BenchReport) -> String {
                 num(c.balancer, 2),
                 num(c.balancer_per_gbit_s, 2)
             );
+        }
+    }
+    md
+}
+
+/// The notes of a point that describe a cluster's origins one by one.
+const ORIGIN_NOTES: [&str; 3] = [
+    "origins (from HAProxy)",
+    "origins' engines",
+    "each origin's own drive",
+];
+
+/// Each cluster's origins at its capacity (the highest point that passed): how the balancer
+/// spread sessions and bytes, each origin's bytes from memory and each drive's MB/s.
+fn origins_section(r: &BenchReport) -> String {
+    let mut md = String::new();
+    for s in &r.servers {
+        let Some(p) = s
+            .points
+            .iter()
+            .filter(|p| p.passed)
+            .max_by(|a, b| a.rate.total_cmp(&b.rate))
+        else {
+            continue;
+        };
+        let notes: Vec<&String> = p
+            .metrics
+            .notes
+            .iter()
+            .filter(|n| ORIGIN_NOTES.iter().any(|k| n.starts_with(k)))
+            .collect();
+        if notes.is_empty() {
+            continue;
+        }
+        if md.is_empty() {
+            md += "\n## Origins\n\nEach cluster's origins at the highest rate it passed \
+                   (docs/cluster.md, \"In the bench\").\n";
+        }
+        let _ = writeln!(md, "\n`{}` at {:.2}:\n", s.sut, p.rate);
+        for n in notes {
+            let _ = writeln!(md, "- {n}");
         }
     }
     md
@@ -697,6 +739,40 @@ mod tests {
             p.metrics.cores = Default::default();
         }
         assert!(!markdown(&rep).contains("## Balancer"));
+    }
+
+    #[test]
+    fn a_cluster_report_lists_its_origins_at_capacity() {
+        let plan = SearchPlan::failure_free_around(1.0);
+        let mut rep = new_report("w", "plain", None, "strict", &plan, 1);
+        let sut = crate::sut::parse_one("cluster:2:vodkit@haproxy:title").unwrap();
+        let mut s = ServerReport::not_measured(&sut, MEASURED, String::new());
+        s.points = [(2.0, true), (3.0, true), (4.0, false)]
+            .iter()
+            .map(|&(rate, passed)| {
+                let mut p = point(rate, passed, 100.0, 0);
+                p.metrics.notes = vec![
+                    format!("each origin's own drive: drive 1 (loop1) {rate} MB/s"),
+                    "some other note".into(),
+                ];
+                p
+            })
+            .collect();
+        rep.servers.push(s);
+        let md = markdown(&rep);
+        assert!(md.contains("## Origins"), "{md}");
+        assert!(
+            md.contains("`cluster:2:vodkit@haproxy:title` at 3.00:"),
+            "{md}"
+        );
+        assert!(
+            md.contains("- each origin's own drive: drive 1 (loop1) 3 MB/s"),
+            "{md}"
+        );
+        assert!(
+            !md.contains("(loop1) 4 MB/s") && !md.contains("- some other note"),
+            "{md}"
+        );
     }
 
     #[test]

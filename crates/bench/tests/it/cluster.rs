@@ -165,3 +165,60 @@ fn a_killed_origin_leaves_the_cluster_serving_from_the_other() {
     assert!(running.failover().is_none());
     running.stop().unwrap();
 }
+
+/// On the emulated disk each origin of a cluster reads a drive of its own holding the same
+/// file set, and the disk figures cover every drive.
+#[test]
+fn each_origin_of_a_cluster_reads_its_own_emulated_drive() {
+    if !needs(&[Need::Peer("haproxy")]) {
+        return;
+    }
+    let Some(_turns) = crate::emulated_disk_with_nginx() else {
+        return;
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let workload = vodkit_bench::prepare::workload(
+        "youtube-2011",
+        &["catalog.max_duration=30s", "catalog.min_duration=20s"],
+        0.005,
+        dir.path(),
+    )
+    .unwrap();
+    let suts = vodkit_bench::sut::parse_list("cluster:2:nginx@haproxy:title").unwrap();
+    let req = vodkit_bench::runner::BenchRequest {
+        testbed: "hdd:wd-red".parse().unwrap(),
+        search: Some("fixed-rates:2".into()),
+        criterion: "sessions:50%".parse().unwrap(),
+        point_duration: Some(std::time::Duration::from_secs(15)),
+        fast_forward: vodkit_bench::warmup::FastForwardChoice::Off,
+        ..vodkit_bench::runner::BenchRequest::new(&workload, suts, &dir.path().join("out"))
+    };
+    let (rep, _) = vodkit_bench::runner::run(&req).unwrap();
+    assert!(
+        rep.testbed.starts_with("2 drives, one per origin"),
+        "{}",
+        rep.testbed
+    );
+    let s = &rep.servers[0];
+    assert_eq!(s.status, vodkit_bench::report::MEASURED, "{:?}", s.reason);
+    let p = &s.points[0];
+    let disk = p.metrics.disk.expect("disk figures from the drives");
+    assert!(disk.mb_s > 0.0, "{disk:?}");
+    let drives = p
+        .metrics
+        .notes
+        .iter()
+        .find(|n| n.starts_with("each origin's own drive"))
+        .unwrap_or_else(|| panic!("no per-drive note in {:?}", p.metrics.notes));
+    assert!(
+        drives.contains("drive 1 (loop") && drives.contains("drive 2 (loop"),
+        "{drives}"
+    );
+    // Both drives are down again, and their images are the workload's.
+    let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
+    assert!(
+        !mounts.contains(&workload.display().to_string()),
+        "{mounts}"
+    );
+    assert!(workload.join("hdd-2.img").is_file());
+}

@@ -186,6 +186,7 @@ fn run_with(
     let settings = BenchSettings {
         workload: "sim".into(),
         memory_bytes: Some(1 << 30),
+        cluster_plans: Vec::new(),
         plan: SearchPlan::FailureFree {
             start: 1.0,
             step: 1.0,

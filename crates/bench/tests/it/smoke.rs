@@ -69,6 +69,7 @@ fn miniature_bench_end_to_end() {
     let settings = BenchSettings {
         workload: "smoke (24 sessions x 3 requests of 256 KiB)".into(),
         memory_bytes: None,
+        cluster_plans: Vec::new(),
         plan: SearchPlan::FixedRates {
             rates: vec![20.0, 40.0],
         },
