@@ -80,6 +80,14 @@ pub fn kbps_as_bit_rate(s: &str) -> Result<u64, UnitError> {
     vodkit_units::parse_kbps(s).map(|k| k.saturating_mul(1000))
 }
 
+/// The `--set KEY=VALUE` overrides of a workload spec, split.
+pub fn spec_sets(sets: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+    sets.iter()
+        .map(|s| vodkit_workload::spec::split_set(s))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(super::usage)
+}
+
 /// The live publisher's bearer token: the value of `--ingest-token`, or the first line of
 /// the `--ingest-token-file` file (trimmed); `None` when neither flag is given. The flags
 /// conflict, so at most one is set.

@@ -33,7 +33,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             args.spec
         )));
     }
-    let sets = super::workload::spec_sets(&args.sets)?;
+    let sets = super::flags::spec_sets(&args.sets)?;
     let spec = NetflixSpec::new(args.seed, args.scale, &sets).map_err(usage)?;
     let started = std::time::Instant::now();
     let sum = synth_log(&spec, &args.out).map_err(|e| anyhow::anyhow!(e))?;

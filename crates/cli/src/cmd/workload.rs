@@ -146,16 +146,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
 }
 
-/// The `--set KEY=VALUE` overrides of a spec, split.
-pub(super) fn spec_sets(sets: &[String]) -> anyhow::Result<Vec<(String, String)>> {
-    sets.iter()
-        .map(|s| spec::split_set(s))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(usage)
-}
-
 fn new(a: NewArgs) -> anyhow::Result<()> {
-    let sets = spec_sets(&a.sets)?;
+    let sets = super::flags::spec_sets(&a.sets)?;
     let started = Instant::now();
     if a.spec == spec::NETFLIX {
         let summary =
