@@ -510,6 +510,26 @@ impl Running for ClusterRunning {
             ));
         }
         drop(engines);
+        // Each origin's own budget, read as the point ends (the run's cgroup holds none of
+        // them): is its memory full, and how much of it is page cache.
+        let memory: Vec<String> = self
+            .budgets
+            .iter()
+            .enumerate()
+            .filter_map(|(k, b)| {
+                let (now, limit) = b.memory_now()?;
+                Some(format!(
+                    "{} {} ({} page cache) of {}",
+                    vodkit_peers::cluster::origin_name(k),
+                    bytesize::ByteSize(now.usage_bytes),
+                    bytesize::ByteSize(now.cache_bytes),
+                    bytesize::ByteSize(limit)
+                ))
+            })
+            .collect();
+        if !memory.is_empty() {
+            notes.push(format!("origins' memory at the end: {}", memory.join("; ")));
+        }
         let stats = self
             .stats
             .as_deref()

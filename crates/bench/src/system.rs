@@ -674,6 +674,11 @@ impl Budget {
         self.inner.as_ref().map(|b| b.dir().to_path_buf())
     }
 
+    /// The memory the budget's cgroup holds now (page cache included), and its limit.
+    pub fn memory_now(&self) -> Option<(vodkit_disk::memory::MemoryUsage, u64)> {
+        self.inner.as_ref().map(|b| (b.usage(), b.limit()))
+    }
+
     /// The CPU quota's cgroup, where the budget has one.
     pub fn cpu_cgroup_dir(&self) -> Option<PathBuf> {
         self.cpu.as_ref().map(|c| c.dir().to_path_buf())

@@ -133,41 +133,9 @@ fn make_writable(root: &Path, rel: &str, owner: Option<(&str, &str)>) -> Result<
 
 /// The uid of `user` and the gid of `group` from the system's databases.
 fn ids_of(user: &str, group: &str) -> Option<(u32, u32)> {
-    let user = std::ffi::CString::new(user).ok()?;
-    let group = std::ffi::CString::new(group).ok()?;
-    let mut buf = vec![0 as libc::c_char; 16 << 10];
-    // SAFETY: passwd and group are plain C structs for which all-zero bytes (null
-    // pointers, zero ids) are valid values; the *_r calls only write into them and into
-    // `buf`, whose length they are given, and we read the ids only when they report an
-    // entry was found.
-    unsafe {
-        let mut pw: libc::passwd = std::mem::zeroed();
-        let mut found: *mut libc::passwd = std::ptr::null_mut();
-        let r = libc::getpwnam_r(
-            user.as_ptr(),
-            &mut pw,
-            buf.as_mut_ptr(),
-            buf.len(),
-            &mut found,
-        );
-        if r != 0 || found.is_null() {
-            return None;
-        }
-        let uid = pw.pw_uid;
-        let mut gr: libc::group = std::mem::zeroed();
-        let mut found: *mut libc::group = std::ptr::null_mut();
-        let r = libc::getgrnam_r(
-            group.as_ptr(),
-            &mut gr,
-            buf.as_mut_ptr(),
-            buf.len(),
-            &mut found,
-        );
-        if r != 0 || found.is_null() {
-            return None;
-        }
-        Some((uid, gr.gr_gid))
-    }
+    let uid = nix::unistd::User::from_name(user).ok()??.uid;
+    let gid = nix::unistd::Group::from_name(group).ok()??.gid;
+    Some((uid.as_raw(), gid.as_raw()))
 }
 
 /// A peer ready to launch: its rendered config and the command that runs it.
@@ -227,6 +195,15 @@ fn absolute(path: &Path) -> PathBuf {
     std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf())
 }
 
+/// `files` with every path made [`absolute`].
+fn absolute_files(files: &crate::tls::TlsFiles) -> crate::tls::TlsFiles {
+    crate::tls::TlsFiles {
+        cert: absolute(&files.cert),
+        key: absolute(&files.key),
+        ca: absolute(&files.ca),
+    }
+}
+
 fn start_nginx_with(
     setup: &PeerSetup<'_>,
     tls: Option<&crate::tls::TlsFiles>,
@@ -249,11 +226,7 @@ fn start_nginx_with(
         log_format: setup.log_format.map(str::to_string),
         as_root: is_root(),
         nofile: nginx::nofile_target(),
-        tls: tls.map(|t| crate::tls::TlsFiles {
-            cert: absolute(&t.cert),
-            key: absolute(&t.key),
-            ca: absolute(&t.ca),
-        }),
+        tls: tls.map(absolute_files),
     };
     let mut cmd = Command::new(program);
     cmd.arg("-p")
@@ -308,11 +281,7 @@ fn start_apache_with(
         processes: setup.workers,
         drop_to,
         extra: setup.server_extra.unwrap_or_default().to_string(),
-        tls: tls.map(|t| crate::tls::TlsFiles {
-            cert: absolute(&t.cert),
-            key: absolute(&t.key),
-            ca: absolute(&t.ca),
-        }),
+        tls: tls.map(absolute_files),
     };
     let mut cmd = Command::new(program);
     cmd.arg("-f").arg(cfg.conf_path()).arg("-DFOREGROUND");
@@ -332,4 +301,16 @@ fn start_apache_with(
 /// The identity wrap: run the server as is.
 pub fn no_wrap(cmd: Command) -> Result<Command, String> {
     Ok(cmd)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_come_from_the_user_and_group_databases() {
+        assert_eq!(ids_of("root", "root"), Some((0, 0)));
+        assert_eq!(ids_of("no-such-user-here", "root"), None);
+        assert_eq!(ids_of("root", "no-such-group-here"), None);
+    }
 }

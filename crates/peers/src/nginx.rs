@@ -266,23 +266,19 @@ mod tests {
             "{threaded}"
         );
         assert!(!c.contains("ssl"));
-        let tls = render(&NginxSetup {
+        let with_tls = NginxSetup {
             tls: Some(crate::tls::TlsFiles {
                 cert: "/tmp/run x/cert.pem".into(),
                 key: "/tmp/run x/key.pem".into(),
                 ca: "/tmp/run x/ca.pem".into(),
             }),
             ..s.clone()
-        });
+        };
+        let tls = render(&with_tls);
         assert!(tls.contains("listen 127.0.0.1:18080 ssl;"), "{tls}");
         let h2 = render(&NginxSetup {
             http2: true,
-            tls: Some(crate::tls::TlsFiles {
-                cert: "/c".into(),
-                key: "/k".into(),
-                ca: "/a".into(),
-            }),
-            ..s.clone()
+            ..with_tls
         });
         assert!(h2.contains("listen 127.0.0.1:18080 ssl http2;"), "{h2}");
         assert!(tls.contains("sendfile on;") && tls.contains("ssl_protocols TLSv1.3;"));

@@ -608,13 +608,22 @@ mod tests {
         assert_eq!(v["session"], "s".repeat(255));
     }
 
+    /// Runs `body` with a TSV access log writing to `path`, on a runtime of its own; then,
+    /// the log closed (`body` drops its handles), waits until its task has written all.
+    fn with_log(path: &Path, body: impl AsyncFnOnce(AccessLog)) {
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let (log, task) = AccessLog::open(path, AccessLogFormat::Tsv).unwrap();
+            body(log).await;
+            task.await.unwrap();
+        });
+    }
+
     #[test]
     fn lines_from_many_threads_arrive_whole_and_all_of_them() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("access.log");
-        let rt = tokio::runtime::Runtime::new().unwrap();
-        rt.block_on(async {
-            let (log, task) = AccessLog::open(&path, AccessLogFormat::Tsv).unwrap();
+        with_log(&path, async |log| {
             let threads: Vec<_> = (0..4)
                 .map(|t| {
                     let log = log.clone();
@@ -628,8 +637,6 @@ mod tests {
             for t in threads {
                 t.join().unwrap();
             }
-            drop(log);
-            task.await.unwrap();
         });
         let text = std::fs::read_to_string(&path).unwrap();
         let lines: Vec<&str> = text.lines().filter(|l| !l.starts_with('#')).collect();
@@ -673,9 +680,7 @@ mod tests {
         let moved = dir.join("access.log.1");
         let _ = std::fs::remove_file(&path);
         let _ = std::fs::remove_file(&moved);
-        let rt = tokio::runtime::Runtime::new().unwrap();
-        rt.block_on(async {
-            let (log, task) = AccessLog::open(&path, AccessLogFormat::Tsv).unwrap();
+        with_log(&path, async |log| {
             log.record(entry("/before", 1, 0, 0));
             let wait_for = |p: PathBuf, what: &'static str| async move {
                 let deadline = std::time::Instant::now() + Duration::from_secs(30);
@@ -691,7 +696,7 @@ mod tests {
             wait_for(path.clone(), "/before").await;
             std::fs::rename(&path, &moved).unwrap();
             // SAFETY: raising a signal in our own process; its handler was installed by
-            // AccessLog::open above.
+            // AccessLog::open in `with_log`.
             unsafe {
                 libc::raise(libc::SIGUSR1);
             }
@@ -709,7 +714,6 @@ mod tests {
             let old = std::fs::read_to_string(&moved).unwrap();
             assert!(old.contains("/before") && !old.contains("/after"), "{old}");
             drop(log);
-            task.await.unwrap();
         });
         let _ = std::fs::remove_dir_all(&dir);
     }
@@ -718,9 +722,7 @@ mod tests {
     fn lines_reach_the_file_when_idle_and_at_most_a_second_late_under_load() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("access.log");
-        let rt = tokio::runtime::Runtime::new().unwrap();
-        rt.block_on(async {
-            let (log, task) = AccessLog::open(&path, AccessLogFormat::Tsv).unwrap();
+        with_log(&path, async |log| {
             let lines = || {
                 std::fs::read_to_string(&path)
                     .unwrap_or_default()
@@ -756,8 +758,6 @@ mod tests {
             }
             assert!(grew >= 1, "{sent} lines in 2.5 s of load, none written");
             assert!(grew <= 8, "{grew} writes for {sent} lines");
-            drop(log);
-            task.await.unwrap();
         });
         let written = std::fs::read_to_string(&path).unwrap();
         assert!(written.lines().filter(|l| l.contains("/busy")).count() > 5);

@@ -6,6 +6,8 @@
 
 use thiserror::Error;
 
+use crate::validators::Conditions;
+
 /// Size limits applied while a request head is being received.
 #[derive(Debug, Clone, Copy)]
 pub struct HeadLimits {
@@ -90,6 +92,58 @@ pub struct Request {
 }
 
 impl Request {
+    /// A request with only its request line: no header fields seen yet.
+    pub fn new(method: Method, target: String, minor_version: u8) -> Request {
+        Request {
+            method,
+            target,
+            minor_version,
+            host: None,
+            range: None,
+            if_range: None,
+            if_match: None,
+            if_none_match: None,
+            if_modified_since: None,
+            if_unmodified_since: None,
+            session_id: None,
+            user_agent: None,
+            referer: None,
+            origin: None,
+            accept_encoding: None,
+            cors_request_headers: None,
+            close: false,
+            keep_alive: false,
+            content_length: 0,
+            authorization: None,
+            expect_continue: false,
+            chunked: false,
+        }
+    }
+
+    /// The same request asking for the entity whole and as stored: no `Range`, no
+    /// preconditions, no `Accept-Encoding`.
+    pub fn for_whole_entity(&self) -> Request {
+        let mut whole = self.clone();
+        whole.range = None;
+        whole.if_range = None;
+        whole.if_match = None;
+        whole.if_none_match = None;
+        whole.if_modified_since = None;
+        whole.if_unmodified_since = None;
+        whole.accept_encoding = None;
+        whole
+    }
+
+    /// The preconditions the request carries, for [`crate::validators::evaluate`].
+    pub fn conditions(&self) -> Conditions<'_> {
+        Conditions {
+            if_match: self.if_match.as_deref(),
+            if_unmodified_since: self.if_unmodified_since.as_deref(),
+            if_none_match: self.if_none_match.as_deref(),
+            if_modified_since: self.if_modified_since.as_deref(),
+        }
+    }
+
     /// Whether a body follows the head.
     pub fn has_body(&self) -> bool {
         self.chunked || self.content_length > 0
@@ -198,30 +252,7 @@ fn build_request(raw: &httparse::Request<'_, '_>) -> Result<Request, HeadError> 
         return Err(HeadError::Malformed("empty target"));
     }
     let minor_version = raw.version.ok_or(HeadError::Malformed("missing version"))?;
-    let mut req = Request {
-        method,
-        target: target.to_string(),
-        minor_version,
-        host: None,
-        range: None,
-        if_range: None,
-        if_match: None,
-        if_none_match: None,
-        if_modified_since: None,
-        if_unmodified_since: None,
-        session_id: None,
-        user_agent: None,
-        referer: None,
-        origin: None,
-        accept_encoding: None,
-        cors_request_headers: None,
-        close: false,
-        keep_alive: false,
-        content_length: 0,
-        authorization: None,
-        expect_continue: false,
-        chunked: false,
-    };
+    let mut req = Request::new(method, target.to_string(), minor_version);
     let mut seen_length = false;
     let mut codings = Vec::new();
     for h in raw.headers.iter() {

@@ -13,7 +13,7 @@ use crate::mime::content_type;
 use crate::range::{self, ByteRange, RangeSpec, Resolved};
 use crate::request::{Method, Request};
 use crate::target::{relative_path, DocRoot, TargetError};
-use crate::validators::{evaluate, if_range_holds, Conditions, Precondition, Validators};
+use crate::validators::{evaluate, if_range_holds, Precondition, Validators};
 use crate::web::{self, CachePolicy, Cors, FileKind};
 
 /// Settings the planner needs from the server configuration.
@@ -215,13 +215,7 @@ fn plan_inner(
         Some(text) => settings.cache.manifest_header(text, &mut headers),
         None => settings.cache.header(kind, &mut headers),
     }
-    let cond = Conditions {
-        if_match: req.if_match.as_deref(),
-        if_unmodified_since: req.if_unmodified_since.as_deref(),
-        if_none_match: req.if_none_match.as_deref(),
-        if_modified_since: req.if_modified_since.as_deref(),
-    };
-    match evaluate(&cond, &v) {
+    match evaluate(&req.conditions(), &v) {
         Precondition::Proceed => {}
         Precondition::NotModified => return bodiless(304, headers),
         Precondition::Failed => {

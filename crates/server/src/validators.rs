@@ -152,53 +152,56 @@ mod tests {
         assert_eq!(evaluate(&cond("\"x\""), &v), Precondition::Proceed);
     }
 
+    /// Conditions with only what `set` fills in.
+    fn with<'a>(set: impl FnOnce(&mut Conditions<'a>)) -> Conditions<'a> {
+        let mut c = Conditions::default();
+        set(&mut c);
+        c
+    }
+
     #[test]
     fn if_modified_since_ignored_when_if_none_match_present() {
         let v = v();
         let later = "Wed, 15 Nov 2023 00:00:00 GMT";
-        let c = Conditions {
-            if_modified_since: Some(later),
-            ..Default::default()
-        };
-        assert_eq!(evaluate(&c, &v), Precondition::NotModified);
-        let c = Conditions {
-            if_modified_since: Some(later),
-            if_none_match: Some("\"x\""),
-            ..Default::default()
-        };
-        assert_eq!(evaluate(&c, &v), Precondition::Proceed);
         let earlier = "Mon, 13 Nov 2023 00:00:00 GMT";
-        let c = Conditions {
-            if_modified_since: Some(earlier),
-            ..Default::default()
-        };
-        assert_eq!(evaluate(&c, &v), Precondition::Proceed);
-        let c = Conditions {
-            if_modified_since: Some("garbage"),
-            ..Default::default()
-        };
-        assert_eq!(evaluate(&c, &v), Precondition::Proceed);
+        let later_but_other_tag = with(|c| {
+            c.if_modified_since = Some(later);
+            c.if_none_match = Some("\"x\"");
+        });
+        for (c, want) in [
+            (
+                with(|c| c.if_modified_since = Some(later)),
+                Precondition::NotModified,
+            ),
+            (later_but_other_tag, Precondition::Proceed),
+            (
+                with(|c| c.if_modified_since = Some(earlier)),
+                Precondition::Proceed,
+            ),
+            (
+                with(|c| c.if_modified_since = Some("garbage")),
+                Precondition::Proceed,
+            ),
+        ] {
+            assert_eq!(evaluate(&c, &v), want, "{c:?}");
+        }
     }
 
     #[test]
     fn if_match_needs_strong_match() {
         let v = v();
         let weak = format!("W/{}", v.etag);
-        let c = Conditions {
-            if_match: Some(&weak),
-            ..Default::default()
-        };
-        assert_eq!(evaluate(&c, &v), Precondition::Failed);
-        let c = Conditions {
-            if_match: Some(&v.etag),
-            ..Default::default()
-        };
-        assert_eq!(evaluate(&c, &v), Precondition::Proceed);
-        let c = Conditions {
-            if_unmodified_since: Some("Mon, 13 Nov 2023 00:00:00 GMT"),
-            ..Default::default()
-        };
-        assert_eq!(evaluate(&c, &v), Precondition::Failed);
+        let earlier = "Mon, 13 Nov 2023 00:00:00 GMT";
+        for (c, want) in [
+            (with(|c| c.if_match = Some(&weak)), Precondition::Failed),
+            (with(|c| c.if_match = Some(&v.etag)), Precondition::Proceed),
+            (
+                with(|c| c.if_unmodified_since = Some(earlier)),
+                Precondition::Failed,
+            ),
+        ] {
+            assert_eq!(evaluate(&c, &v), want, "{c:?}");
+        }
     }
 
     #[test]

@@ -7,17 +7,13 @@ use std::sync::mpsc;
 use std::time::Duration;
 
 use vodkit_testkit::http::Client;
-use vodkit_testkit::server::pattern;
+use vodkit_testkit::server::{logged_config, pattern};
 
 #[test]
 fn sigterm_drains_then_returns() {
     let dir = tempfile::tempdir().unwrap();
     let big = pattern(48 * 1024 * 1024);
-    std::fs::write(dir.path().join("big.mp4"), &big).unwrap();
-    let log = dir.path().join("access.log");
-    let mut config = vodkit_server::ServerConfig::new(dir.path());
-    config.listen = "127.0.0.1:0".parse().unwrap();
-    config.access_log = Some(log.clone());
+    let (mut config, log) = logged_config(dir.path(), "big.mp4", &big);
     config.min_send_rate = 0;
     config.worker_threads = 2;
     let (tx, rx) = mpsc::channel();

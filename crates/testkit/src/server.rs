@@ -14,6 +14,30 @@ pub fn pattern(len: usize) -> Vec<u8> {
     (0..len).map(|i| ((i * 7 + i / 251) % 256) as u8).collect()
 }
 
+/// `count` contents of `len` bytes, distinct but each as exact to check as [`pattern`]: the
+/// i-th is `pattern(len)` rotated left by `i * step` bytes.
+pub fn rotated_patterns(count: usize, len: usize, step: usize) -> Vec<Vec<u8>> {
+    (0..count)
+        .map(|i| {
+            let mut d = pattern(len);
+            d.rotate_left(i * step % len.max(1));
+            d
+        })
+        .collect()
+}
+
+/// For tests that run the server themselves (their own runtime, loops or signal handling):
+/// a configuration serving `dir`, where `content` is written as `name`, on a free loopback
+/// port, with its access log at the path returned.
+pub fn logged_config(dir: &Path, name: &str, content: &[u8]) -> (ServerConfig, PathBuf) {
+    std::fs::write(dir.join(name), content).expect("the served file");
+    let log = dir.join("access.log");
+    let mut config = ServerConfig::new(dir);
+    config.listen = SocketAddr::from(([127, 0, 0, 1], 0));
+    config.access_log = Some(log.clone());
+    (config, log)
+}
+
 /// A running in-process server.
 pub struct TestServer {
     pub addr: SocketAddr,

@@ -49,23 +49,39 @@ fn seqpacket() -> io::Result<OwnedFd> {
 
 /// Connect to a daemon socket (used to detect a live daemon and by tests).
 pub fn connect(path: &Path) -> io::Result<OwnedFd> {
-    let (addr, len) = sockaddr(path)?;
+    let addr = sockaddr(path)?;
     let fd = seqpacket()?;
-    // SAFETY: addr is a valid sockaddr_un of `len` bytes.
-    cvt(unsafe {
-        libc::connect(
-            fd.as_raw_fd(),
-            (&addr as *const libc::sockaddr_un).cast(),
-            len,
-        )
-    })?;
+    at_address(&fd, &addr, libc::connect)?;
     Ok(fd)
 }
+
+/// `call` ([`libc::connect`] or [`libc::bind`]) on socket `fd` with address `addr`.
+fn at_address(
+    fd: &OwnedFd,
+    addr: &(libc::sockaddr_un, libc::socklen_t),
+    call: AddressCall,
+) -> io::Result<()> {
+    let (addr, len) = addr;
+    // SAFETY: addr is a valid sockaddr_un of `len` bytes and fd an open socket; connect(2)
+    // and bind(2) only read the address.
+    cvt(unsafe {
+        call(
+            fd.as_raw_fd(),
+            (addr as *const libc::sockaddr_un).cast(),
+            *len,
+        )
+    })?;
+    Ok(())
+}
+
+/// The signature connect(2) and bind(2) share.
+type AddressCall =
+    unsafe extern "C" fn(libc::c_int, *const libc::sockaddr, libc::socklen_t) -> libc::c_int;
 
 /// Bind and listen at `path`. A leftover socket file nobody listens on is replaced; a live
 /// daemon at the same path is an error.
 pub fn listen(path: &Path) -> io::Result<OwnedFd> {
-    let (addr, len) = sockaddr(path)?;
+    let addr = sockaddr(path)?;
     if path.exists() {
         if connect(path).is_ok() {
             return Err(io::Error::new(
@@ -76,14 +92,7 @@ pub fn listen(path: &Path) -> io::Result<OwnedFd> {
         std::fs::remove_file(path)?;
     }
     let fd = seqpacket()?;
-    // SAFETY: addr is a valid sockaddr_un of `len` bytes.
-    cvt(unsafe {
-        libc::bind(
-            fd.as_raw_fd(),
-            (&addr as *const libc::sockaddr_un).cast(),
-            len,
-        )
-    })?;
+    at_address(&fd, &addr, libc::bind)?;
     // Servers drop privileges after loading the library; their workers must still connect.
     // A client can only ask for reads of descriptors it already holds, so this is safe.
     let cpath = CString::new(path.as_os_str().as_bytes())

@@ -202,7 +202,8 @@ fn start_reuses_a_running_daemon_and_wrap_adds_the_library() {
 
 /// A catalog listing `rel` at `kbps` (one title, one rendition, one file).
 fn catalog_listing(dir: &std::path::Path, rel: &str, kbps: u32) -> std::path::PathBuf {
-    use vodkit_workload::model::{Catalog, FileRef, Layout, Media, Rendition, Title};
+    use vodkit_workload::model::{Catalog, Media, Rendition, Title};
+    let rendition = Rendition::one_file(kbps, Media::Combined, rel.into(), 16 << 20);
     let catalog = Catalog {
         spec: "test".into(),
         seed: 1,
@@ -210,16 +211,7 @@ fn catalog_listing(dir: &std::path::Path, rel: &str, kbps: u32) -> std::path::Pa
             id: 1,
             rank: 1,
             duration_s: 60.0,
-            renditions: vec![Rendition {
-                bitrate_kbps: kbps,
-                media: Media::Combined,
-                size_bytes: 16 << 20,
-                layout: Layout::Unchunked,
-                files: vec![FileRef {
-                    path: rel.into(),
-                    size_bytes: 16 << 20,
-                }],
-            }],
+            renditions: vec![rendition],
         }],
     };
     let path = dir.join("catalog.json");

@@ -10,10 +10,13 @@ use vodkit_preload::IoMode;
 
 const LIMIT: Duration = Duration::from_secs(60);
 
-fn probe_dir() -> tempfile::TempDir {
+/// The probe's files, and what the probe prints over them without the library.
+fn probe_dir() -> (tempfile::TempDir, String) {
     let dir = open_tempdir();
     write_content(dir.path(), "data.bin", 3_000_000);
-    dir
+    let d = dir.path().to_str().unwrap();
+    let plain = stdout_of(&run_plain(TRANSPARENCY_BIN, &[d], LIMIT));
+    (dir, plain)
 }
 
 fn stdout_of(out: &std::process::Output) -> String {
@@ -39,9 +42,8 @@ fn assert_same(expected: &str, got: &str, what: &str) {
 
 #[test]
 fn every_call_behaves_the_same_under_the_library_in_every_mode() {
-    let dir = probe_dir();
+    let (dir, plain) = probe_dir();
     let d = dir.path().to_str().unwrap();
-    let plain = stdout_of(&run_plain(TRANSPARENCY_BIN, &[d], LIMIT));
     assert!(plain.lines().count() > 100, "probe printed too little");
     for (mode, policy) in [
         (IoMode::Asap, vodkit_prefetch::PolicySpec::DEFAULT_TEXT),
@@ -99,9 +101,8 @@ fn every_call_behaves_the_same_under_the_library_in_every_mode() {
 
 #[test]
 fn without_a_daemon_calls_proceed_and_warn_once_per_process() {
-    let dir = probe_dir();
+    let (dir, plain) = probe_dir();
     let d = dir.path().to_str().unwrap();
-    let plain = stdout_of(&run_plain(TRANSPARENCY_BIN, &[d], LIMIT));
     let missing = dir.path().join("nobody-listens.sock");
     let out = run_preloaded(&missing, TRANSPARENCY_BIN, &[d], LIMIT);
     assert_same(&plain, &stdout_of(&out), "no daemon");
@@ -116,9 +117,8 @@ fn without_a_daemon_calls_proceed_and_warn_once_per_process() {
 
 #[test]
 fn a_daemon_that_never_answers_only_delays_calls() {
-    let dir = probe_dir();
+    let (dir, plain) = probe_dir();
     let d = dir.path().to_str().unwrap();
-    let plain = stdout_of(&run_plain(TRANSPARENCY_BIN, &[d], LIMIT));
     // A listener that accepts (the kernel queues connections) but never reads or replies.
     let socket = dir.path().join("mute.sock");
     let _listener = vodkit_preload::daemon::socket::listen(&socket).unwrap();

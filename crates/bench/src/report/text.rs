@@ -460,9 +460,10 @@ fn balancer_section(r: &BenchReport) -> String {
 }
 
 /// The notes of a point that describe a cluster's origins one by one.
-const ORIGIN_NOTES: [&str; 3] = [
+const ORIGIN_NOTES: [&str; 4] = [
     "origins (from HAProxy)",
     "origins' engines",
+    "origins' memory",
     "each origin's own drive",
 ];
 

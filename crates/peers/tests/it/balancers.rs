@@ -77,16 +77,20 @@ fn every_nginx_config_passes_nginx_t() {
     check_all(Balancer::Nginx, "nginx");
 }
 
-/// An origin that answers every request with its own name.
-fn named_origin(name: &'static str) -> u16 {
+/// A listener on a free local port handing every connection to `each`, on a thread of
+/// its own; its port.
+fn listen(each: impl Fn(TcpStream) + Send + 'static) -> u16 {
     let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
     let port = l.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for c in l.incoming().flatten() {
-            std::thread::spawn(move || answer(c, name));
-        }
-    });
+    std::thread::spawn(move || l.incoming().flatten().for_each(each));
     port
+}
+
+/// An origin that answers every request with its own name.
+fn named_origin(name: &'static str) -> u16 {
+    listen(move |c| {
+        std::thread::spawn(move || answer(c, name));
+    })
 }
 
 fn answer(mut c: TcpStream, name: &str) {
@@ -187,14 +191,9 @@ fn nginx_sends_a_titles_requests_to_one_origin() {
 
 /// An agent that answers every check with `line`.
 fn fixed_agent(line: &'static str) -> u16 {
-    let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
-    let port = l.local_addr().unwrap().port();
-    std::thread::spawn(move || {
-        for mut c in l.incoming().flatten() {
-            let _ = c.write_all(line.as_bytes());
-        }
-    });
-    port
+    listen(move |mut c| {
+        let _ = c.write_all(line.as_bytes());
+    })
 }
 
 /// HAProxy reads the agent's three answers as meant: `up ready` keeps an origin up,

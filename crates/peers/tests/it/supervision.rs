@@ -68,6 +68,17 @@ fn start_on(dir: &Path, start: StartPeer, wrap: Wrap<'_>) -> Result<ServerProces
     start(&setup, wrap)
 }
 
+/// `peer` started by `start` on a file set of its own, unwrapped; `None` (and the skip
+/// said) where the peer is not installed.
+fn started(peer: &str, start: StartPeer) -> Option<(tempfile::TempDir, ServerProcess)> {
+    if !needs(&[Need::Peer(peer)]) {
+        return None;
+    }
+    let dir = file_set();
+    let server = start_on(dir.path(), start, &no_wrap).unwrap();
+    Some((dir, server))
+}
+
 /// Nothing of the group is left running and the port is free again.
 fn assert_gone(pgid: u32, port: u16) {
     assert_eq!(wait_for_no_members(pgid), Vec::<u32>::new());
@@ -76,11 +87,9 @@ fn assert_gone(pgid: u32, port: u16) {
 
 #[test]
 fn a_hard_stop_kills_the_workers_too() {
-    if !needs(&[Need::Peer("nginx")]) {
+    let Some((_dir, server)) = started("nginx", start_nginx) else {
         return;
-    }
-    let dir = file_set();
-    let server = start_on(dir.path(), start_nginx, &no_wrap).unwrap();
+    };
     let (pgid, port) = (server.pid(), server.port);
     assert!(
         live_members(pgid).len() >= 3,
@@ -97,11 +106,9 @@ fn a_hard_stop_kills_the_workers_too() {
 
 #[test]
 fn a_dropped_server_leaves_nothing_behind() {
-    if !needs(&[Need::Peer("apache2")]) {
+    let Some((_dir, server)) = started("apache2", start_apache) else {
         return;
-    }
-    let dir = file_set();
-    let server = start_on(dir.path(), start_apache, &no_wrap).unwrap();
+    };
     let (pgid, port) = (server.pid(), server.port);
     assert!(live_members(pgid).len() >= 2, "{:?}", live_members(pgid));
     drop(server);

@@ -6,7 +6,7 @@ use libfuzzer_sys::fuzz_target;
 use vodkit_server::range::{parse_range, resolve};
 use vodkit_server::request::{parse_head, HeadLimits, Parsed};
 use vodkit_server::target::relative_path;
-use vodkit_server::validators::{evaluate, if_range_holds, Conditions, Validators};
+use vodkit_server::validators::{evaluate, if_range_holds, Validators};
 
 fuzz_target!(|data: &[u8]| {
     let limits = HeadLimits { max_request_line: 512, max_head_bytes: 2048, max_headers: 16 };
@@ -22,11 +22,5 @@ fuzz_target!(|data: &[u8]| {
     if let Some(ir) = req.if_range.as_deref() {
         let _ = if_range_holds(ir, &v);
     }
-    let cond = Conditions {
-        if_match: req.if_match.as_deref(),
-        if_unmodified_since: req.if_unmodified_since.as_deref(),
-        if_none_match: req.if_none_match.as_deref(),
-        if_modified_since: req.if_modified_since.as_deref(),
-    };
-    let _ = evaluate(&cond, &v);
+    let _ = evaluate(&req.conditions(), &v);
 });

@@ -126,17 +126,7 @@ pub(crate) fn manifest(shared: &Shared, req: &Request, grant: &Grant) -> Option<
     let path = crate::target::path_part(&req.target).ok()?;
     let kind = Kind::of(path)?;
     let secret = &shared.config.secure_link.as_ref()?.secret;
-    let plain = Request {
-        range: None,
-        if_range: None,
-        if_match: None,
-        if_none_match: None,
-        if_modified_since: None,
-        if_unmodified_since: None,
-        accept_encoding: None,
-        ..req.clone()
-    };
-    let mut resp = plan(&plain, None, &shared.root, &shared.plan);
+    let mut resp = plan(&req.for_whole_entity(), None, &shared.root, &shared.plan);
     let Body::File { file, .. } = &resp.body else {
         return Some(resp);
     };

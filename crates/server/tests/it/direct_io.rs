@@ -7,7 +7,7 @@ use crate::common;
 
 use std::fs::File;
 
-use common::{pattern, Client, TestServer};
+use common::{pattern, rotated_patterns, Client, TestServer};
 use vodkit_server::io::MemorySetting;
 use vodkit_server::IoMode;
 
@@ -153,13 +153,7 @@ fn direct_serves_ranges_byte_for_byte_without_the_page_cache() {
 #[test]
 fn viewers_of_one_title_share_the_pool_and_stay_exact() {
     let s = direct_server(None);
-    let titles: Vec<Vec<u8>> = (0..2)
-        .map(|i| {
-            let mut d = pattern(3 * MIB + 4321);
-            d.rotate_left(i * 131);
-            d
-        })
-        .collect();
+    let titles = rotated_patterns(2, 3 * MIB + 4321, 131);
     for (i, d) in titles.iter().enumerate() {
         s.write(&format!("t{i}.mp4"), d);
     }

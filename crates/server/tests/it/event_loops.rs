@@ -9,7 +9,7 @@ use crate::common;
 use std::collections::HashSet;
 use std::time::Duration;
 
-use common::{pattern, Client};
+use common::{logged_config, pattern, Client};
 
 /// Listening TCP sockets on `port` (state 0A in /proc/net/tcp).
 fn listeners_on(port: u16) -> usize {
@@ -42,11 +42,7 @@ fn thread_names() -> Vec<String> {
 fn the_loops_share_one_listener_the_limit_and_the_ids() {
     let dir = tempfile::tempdir().unwrap();
     let body = pattern(256 * 1024);
-    std::fs::write(dir.path().join("v.mp4"), &body).unwrap();
-    let log = dir.path().join("access.log");
-    let mut config = vodkit_server::ServerConfig::new(dir.path());
-    config.listen = "127.0.0.1:0".parse().unwrap();
-    config.access_log = Some(log.clone());
+    let (mut config, log) = logged_config(dir.path(), "v.mp4", &body);
     config.max_connections = 4;
     // The caller's runtime is single-threaded, as in `run_until_signal`: the loops must
     // not need it to serve.

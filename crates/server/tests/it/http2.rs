@@ -208,14 +208,18 @@ async fn fetch(addr: SocketAddr, path: &str) -> (u16, Vec<u8>) {
     let (resp, _) = send.send_request(get(path), true).unwrap();
     let resp = resp.await.unwrap();
     let status = resp.status().as_u16();
-    let mut body = resp.into_body();
+    (status, read_body(resp.into_body()).await)
+}
+
+/// The whole body of a response, its flow-control window given back as it is read.
+async fn read_body(mut body: h2::RecvStream) -> Vec<u8> {
     let mut out = Vec::new();
     while let Some(chunk) = body.data().await {
         let chunk = chunk.unwrap();
         let _ = body.flow_control().release_capacity(chunk.len());
         out.extend_from_slice(&chunk);
     }
-    (status, out)
+    out
 }
 
 /// Another client gets the whole file: the server is up and serving.
@@ -456,14 +460,8 @@ async fn exchange(
         stream.send_data(Bytes::copy_from_slice(a), false).unwrap();
         stream.send_data(Bytes::copy_from_slice(b), true).unwrap();
     }
-    let (parts, mut recv) = resp.await.unwrap().into_parts();
-    let mut out = Vec::new();
-    while let Some(chunk) = recv.data().await {
-        let chunk = chunk.unwrap();
-        let _ = recv.flow_control().release_capacity(chunk.len());
-        out.extend_from_slice(&chunk);
-    }
-    (parts, out)
+    let (parts, recv) = resp.await.unwrap().into_parts();
+    (parts, read_body(recv).await)
 }
 
 #[test]

@@ -6,7 +6,7 @@ use crate::common;
 
 use std::fs::File;
 
-use common::{pattern, Client, TestServer};
+use common::{pattern, rotated_patterns, Client, TestServer};
 use vodkit_server::IoMode;
 
 const MIB: usize = 1 << 20;
@@ -112,13 +112,7 @@ fn asap_under_concurrent_viewers_stays_exact() {
         c.io.prefetch = vodkit_prefetch::PolicySpec::Fixed { bytes: 1 << 20 };
         c.io.stats_every = None;
     });
-    let files: Vec<Vec<u8>> = (0..6)
-        .map(|i| {
-            let mut d = pattern(3 * MIB + 1234);
-            d.rotate_left(i * 97);
-            d
-        })
-        .collect();
+    let files = rotated_patterns(6, 3 * MIB + 1234, 97);
     for (i, d) in files.iter().enumerate() {
         s.write(&format!("v{i}.mp4"), d);
         evict(&s.root().join(format!("v{i}.mp4")));

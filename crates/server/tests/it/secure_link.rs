@@ -157,28 +157,34 @@ fn the_live_sources_uploads_need_only_its_token() {
     assert_eq!((r.status, r.body.as_slice()), (200, &b"abc"[..]));
 }
 
-fn grant(form: Form) -> Grant {
-    Grant {
-        form,
-        expires: 2_000_000_000,
+/// When the grants of the rewriter's tests expire.
+const EXPIRES: u64 = 2_000_000_000;
+
+/// `text`, the manifest of kind `kind` at `path`, rewritten for an MD5 grant of
+/// [`secret`] that expires at [`EXPIRES`].
+fn rewrite_md5(kind: Kind, text: &str, path: &str) -> String {
+    let grant = Grant {
+        form: Form::Md5,
+        expires: EXPIRES,
         scope: None,
-    }
+    };
+    let secret = secret();
+    let signing = Signing {
+        secret: &secret,
+        grant: &grant,
+    };
+    rewrite(kind, text, path, &signing)
 }
 
 #[test]
 fn hls_playlists_have_every_uri_signed() {
     let k = secret();
-    let g = grant(Form::Md5);
-    let s = Signing {
-        secret: &k,
-        grant: &g,
-    };
-    let e = 2_000_000_000;
+    let e = EXPIRES;
     let text = "#EXTM3U\r\n#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID=\"a\",URI=\"../a/en.m3u8\"\r\n\
 #EXT-X-KEY:METHOD=SAMPLE-AES,URI=\"skd://key\"\r\n#EXT-X-STREAM-INF:BANDWIDTH=1\r\nv0.m3u8\r\n\
 #EXT-X-STREAM-INF:BANDWIDTH=2\r\nhttps://cdn.example/v1.m3u8\r\n\r\n/abs/v2.m3u8?x=1#f\r\n\
 v3.m3u8?md5=keep&expires=1\r\n";
-    let out = rewrite(Kind::Hls, text, "/t/master.m3u8", &s);
+    let out = rewrite_md5(Kind::Hls, text, "/t/master.m3u8");
     let md5 = |uri: &str| sign(&k, Form::Md5, uri, e);
     let want = format!(
         "#EXTM3U\r\n#EXT-X-MEDIA:TYPE=AUDIO,GROUP-ID=\"a\",URI=\"../a/en.m3u8?{}\"\r\n\
@@ -195,22 +201,17 @@ v3.m3u8?md5=keep&expires=1\r\n",
 #[test]
 fn dash_templates_get_a_scope_and_files_their_own_signature() {
     let k = secret();
-    let g = grant(Form::Md5);
-    let s = Signing {
-        secret: &k,
-        grant: &g,
-    };
-    let e = 2_000_000_000;
+    let e = EXPIRES;
     let mpd = r#"<?xml version="1.0"?>
 <MPD><BaseURL>http://other/</BaseURL><!-- media="x.m4s" --><Period><AdaptationSet>
 <Representation id="v0"><SegmentTemplate media='$RepresentationID$/s-$Number$.m4s' initialization="v0/init.mp4"/></Representation>
 <Representation id="v1"><BaseURL>v1.mp4</BaseURL><SegmentList><Initialization sourceURL="v1i.mp4"/><SegmentURL media="../x/s1.m4s"/></SegmentList></Representation>
 </AdaptationSet></Period></MPD>"#;
     // A BaseURL on another host: nothing under it is signed.
-    let out = rewrite(Kind::Dash, mpd, "/t/m.mpd", &s);
+    let out = rewrite_md5(Kind::Dash, mpd, "/t/m.mpd");
     assert_eq!(out, mpd);
     let local = mpd.replace("<BaseURL>http://other/</BaseURL>", "");
-    let out = rewrite(Kind::Dash, &local, "/t/m.mpd", &s);
+    let out = rewrite_md5(Kind::Dash, &local, "/t/m.mpd");
     let amp = |q: String| q.replace('&', "&amp;");
     let md5 = |uri: &str| amp(sign(&k, Form::Md5, uri, e));
     let want = local

@@ -27,17 +27,28 @@ fn tls_server(certs: &Path, tune: impl FnOnce(&mut vodkit_server::ServerConfig))
     })
 }
 
+/// [`tls_server`] for a test driven by curl, its certificates (`ca.pem` among them) in the
+/// directory returned; `None`, the skip said, where curl is not installed.
+fn curl_tls_server(
+    tune: impl FnOnce(&mut vodkit_server::ServerConfig),
+) -> Option<(tempfile::TempDir, TestServer)> {
+    if !needs(&[Need::Tool("curl")]) {
+        return None;
+    }
+    let certs = tempfile::tempdir().unwrap();
+    let s = tls_server(certs.path(), tune);
+    Some((certs, s))
+}
+
 fn curl(args: &[&str]) -> std::process::Output {
     common::run_ok(Command::new("curl").args(args))
 }
 
 #[test]
 fn curl_gets_exact_ranges_and_multiranges_over_tls() {
-    if !needs(&[Need::Tool("curl")]) {
+    let Some((certs, s)) = curl_tls_server(|_| {}) else {
         return;
-    }
-    let certs = tempfile::tempdir().unwrap();
-    let s = tls_server(certs.path(), |_| {});
+    };
     let ca = certs.path().join("ca.pem");
     let ca = ca.to_str().unwrap();
     let url = format!("https://127.0.0.1:{}/video.mp4", s.addr.port());
@@ -288,15 +299,13 @@ fn reload_keeps_open_connections_and_sessions_resume() {
 
 #[test]
 fn direct_io_bodies_go_out_over_tls_without_the_page_cache() {
-    if !needs(&[Need::Tool("curl")]) {
-        return;
-    }
-    let certs = tempfile::tempdir().unwrap();
-    let s = tls_server(certs.path(), |c| {
+    let Some((certs, s)) = curl_tls_server(|c| {
         c.io.mode = vodkit_server::IoMode::Direct;
         c.io.memory = vodkit_server::io::MemorySetting::Budget(128 << 20);
         c.io.stats_every = None;
-    });
+    }) else {
+        return;
+    };
     let path = s.root().join("video.mp4");
     let f = std::fs::File::open(&path).unwrap();
     let len = f.metadata().unwrap().len();
@@ -340,13 +349,11 @@ fn live_segments_published_and_served_over_tls_come_back_intact() {
     // A live origin over HTTPS: a segment large enough to be kept in a memory file (sent
     // through rustls from the file, not with sendfile) and a small playlist kept on the
     // heap both come back byte for byte.
-    if !needs(&[Need::Tool("curl")]) {
-        return;
-    }
-    let certs = tempfile::tempdir().unwrap();
-    let s = tls_server(certs.path(), |c| {
+    let Some((certs, s)) = curl_tls_server(|c| {
         c.ingest = Some(vodkit_server::live::IngestConfig::new("/live/", "tok"));
-    });
+    }) else {
+        return;
+    };
     let ca = certs.path().join("ca.pem");
     let ca = ca.to_str().unwrap();
     let base = format!("https://127.0.0.1:{}/live/s0/", s.addr.port());

@@ -3,4 +3,4 @@
 
 pub use vodkit_testkit::http::{Client, Resp};
 pub use vodkit_testkit::process::run_ok;
-pub use vodkit_testkit::server::{pattern, TestServer};
+pub use vodkit_testkit::server::{logged_config, pattern, rotated_patterns, TestServer};
