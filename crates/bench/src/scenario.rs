@@ -449,7 +449,7 @@ pub fn all() -> Vec<Scenario> {
             // emulated drive and a 256 MiB budget of its own.
             cells: vec![Cell {
                 memory: "256MiB",
-                sets: crate::demo::sets(),
+                sets: [YOUTUBE_4X.as_slice(), &[MEMORY_CELLS[0].2]].concat(),
                 ..cell("", &CLUSTER_SUTS)
             }],
             checks: vec![

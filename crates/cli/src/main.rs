@@ -26,18 +26,21 @@ enum Command {
     /// Generate workloads from specs; show specs; import/export session logs.
     Workload(cmd::workload::Args),
     /// Write, verify and inspect the files a workload's server serves.
-    Fileset(cmd::fileset::Args),
+    #[command(subcommand)]
+    Fileset(cmd::fileset::FilesetCommand),
     /// Replay sessions against an HTTP server and measure it.
     Load(cmd::load::Args),
     /// Serve video over HTTP/1.1 (and HTTP/2 with --http2 or --h2c) with serialized
     /// aggressive prefetching.
     Serve(Box<cmd::serve::Args>),
     /// Emulated hard disk: bring up, tear down, tune and benchmark.
-    Hdd(cmd::hdd::Args),
+    #[command(subcommand)]
+    Hdd(cmd::hdd::HddCommand),
     /// Run a command under a memory budget that includes its page cache.
     Run(cmd::run::Args),
     /// System metrics: disk, CPU, memory and network per second.
-    Sys(cmd::sys::Args),
+    #[command(subcommand)]
+    Sys(cmd::sys::SysCommand),
     /// Capacity experiments with servers under test side by side.
     Bench(cmd::bench::Args),
     /// A capacity comparison on built-in defaults (about 10 minutes).
@@ -47,16 +50,20 @@ enum Command {
     /// The preload shim's daemon: serialized, enlarged reads for the library's misses.
     Prefetchd(cmd::prefetchd::Args),
     /// Chains and phases from access logs.
-    Trace(cmd::trace::Args),
+    #[command(subcommand)]
+    Trace(cmd::trace::TraceCommand),
     /// Trace-driven simulation of prefetch policies.
     Simulate(cmd::simulate::Args),
     /// TLS helpers: throwaway certificates for HTTPS tests.
-    Tls(cmd::tls::Args),
+    #[command(subcommand)]
+    Tls(cmd::tls::Command),
     /// Live sources: publish live streams to an origin by HTTP PUT.
-    Live(cmd::live::Args),
+    #[command(subcommand)]
+    Live(cmd::live::Command),
     /// A cluster of origins behind a load balancer: HAProxy and nginx configurations
     /// routed by title, and the health agent that probes an origin like a viewer.
-    Cluster(cmd::cluster::Args),
+    #[command(subcommand)]
+    Cluster(cmd::cluster::Command),
 }
 
 impl Command {

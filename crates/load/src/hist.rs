@@ -64,22 +64,21 @@ impl Hist {
 
     /// The `percentile` (0–100) in milliseconds; 0 when empty.
     pub fn value_at_ms(&self, percentile: f64) -> f64 {
+        self.quantile_ms(percentile / 100.0)
+    }
+
+    /// The quantile `q` (0–1) in milliseconds; 0 when empty.
+    fn quantile_ms(&self, q: f64) -> f64 {
         if self.0.is_empty() {
             return 0.0;
         }
-        self.0.value_at_quantile(percentile / 100.0) as f64 / 1000.0
+        self.0.value_at_quantile(q) as f64 / 1000.0
     }
 
     /// Summary in milliseconds plus the encoded histogram.
     pub fn percentiles(&self) -> Percentiles {
         let h = &self.0;
-        let q = |q: f64| {
-            if h.is_empty() {
-                0.0
-            } else {
-                h.value_at_quantile(q) as f64 / 1000.0
-            }
-        };
+        let q = |q: f64| self.quantile_ms(q);
         Percentiles {
             count: h.len(),
             mean: if h.is_empty() { 0.0 } else { h.mean() / 1000.0 },
@@ -125,17 +124,7 @@ impl Percentiles {
         let Ok(h) = self.hist() else {
             return;
         };
-        self.chosen = list
-            .iter()
-            .map(|&p| {
-                let ms = if h.0.is_empty() {
-                    0.0
-                } else {
-                    h.0.value_at_quantile(p / 100.0) as f64 / 1000.0
-                };
-                [p, ms]
-            })
-            .collect();
+        self.chosen = list.iter().map(|&p| [p, h.value_at_ms(p)]).collect();
     }
 }
 

@@ -337,27 +337,15 @@ mod tests {
     use vodkit_workload::model::{Request, Session};
 
     fn session(pacing: &[f64]) -> Arc<Session> {
-        Arc::new(Session {
-            id: 1,
-            gap: 1.0,
-            start_s: None,
-            class: "c".into(),
-            title: None,
-            bitrate_kbps: None,
-            requests: pacing
-                .iter()
-                .map(|&p| Request {
-                    path: "/a".into(),
-                    range: None,
-                    pacing_s: p,
-                    timeout_s: 10.0,
-                    conn: 0,
-                    media_s: 10.0,
-                })
-                .collect(),
-            live: None,
-            play: None,
-        })
+        let requests = pacing
+            .iter()
+            .map(|&p| Request {
+                pacing_s: p,
+                media_s: 10.0,
+                ..Request::new("/a", None, 10.0)
+            })
+            .collect();
+        Arc::new(Session::new(1, 1.0, "c", requests))
     }
 
     /// A completed request sent at `started` whose body arrives over `[first, took]`
@@ -382,24 +370,24 @@ mod tests {
         done_over(index, started, took / 2.0, took)
     }
 
-    fn record(
+    /// A request sent at `started` that failed for `reason` after 1 s.
+    fn failed(index: u32, started: f64, reason: FailureReason) -> RequestRecord {
+        RequestRecord {
+            ttlb: None,
+            failure: Some(crate::record::Failure::new(reason, reason.as_str())),
+            ..done(index, started, 1.0)
+        }
+    }
+
+    /// The modelled playout of `session`, which made `requests` and ended as `end`, with a
+    /// start-up buffer of `buffer_s` seconds.
+    fn played(
         session: Arc<Session>,
         requests: Vec<RequestRecord>,
         end: SessionEnd,
-    ) -> SessionRecord {
-        SessionRecord {
-            index: 0,
-            session,
-            arrival: 0.0,
-            end,
-            requests,
-            skipped: 0,
-            connections_opened: 1,
-            reconnects: 0,
-            player: None,
-            prefilled: false,
-            probe: false,
-        }
+        buffer_s: f64,
+    ) -> Playout {
+        playout(&SessionRecord::alone(session, requests, end), buffer_s).unwrap()
     }
 
     fn close(a: f64, b: f64) -> bool {
@@ -417,7 +405,7 @@ mod tests {
             done_over(1, 4.0, 0.1, 4.0),
             done_over(2, 8.0, 0.1, 4.0),
         ];
-        let p = playout(&record(s.clone(), reqs.clone(), SessionEnd::Completed), 2.0).unwrap();
+        let p = played(s.clone(), reqs.clone(), SessionEnd::Completed, 2.0);
         let d = p.startup_delay_s.unwrap();
         assert!(close(d, 0.1 + 3.9 * 0.2), "startup {d}");
         assert_eq!(p.rebuffer_events, 0, "{p:?}");
@@ -425,7 +413,7 @@ mod tests {
         assert!(p.acceptable(), "{p:?}");
         // A bigger buffer waits longer: 15 s of content is there 0.1 + 3.9 * 0.5 s into
         // the second response.
-        let p = playout(&record(s, reqs, SessionEnd::Completed), 15.0).unwrap();
+        let p = played(s, reqs, SessionEnd::Completed, 15.0);
         assert!(
             close(p.startup_delay_s.unwrap(), 4.0 + 0.1 + 3.9 * 0.5),
             "{p:?}"
@@ -435,11 +423,12 @@ mod tests {
     #[test]
     fn startup_buffer_longer_than_the_session_waits_for_all_of_it() {
         let s = session(&[0.0]);
-        let p = playout(
-            &record(s, vec![done_over(0, 0.0, 0.5, 2.5)], SessionEnd::Completed),
+        let p = played(
+            s,
+            vec![done_over(0, 0.0, 0.5, 2.5)],
+            SessionEnd::Completed,
             30.0,
-        )
-        .unwrap();
+        );
         assert!(close(p.startup_delay_s.unwrap(), 2.5), "{p:?}");
         assert!(close(p.play_s, 10.0));
     }
@@ -455,7 +444,7 @@ mod tests {
             done(3, 12.0, 1.0),
             done(4, 22.0, 1.0),
         ];
-        let p = playout(&record(s, reqs, SessionEnd::Completed), 2.0).unwrap();
+        let p = played(s, reqs, SessionEnd::Completed, 2.0);
         // 2 s of the first 10 s chunk arrive 0.1 s into its 0.5 s body.
         assert!(close(p.startup_delay_s.unwrap(), 0.6), "{p:?}");
         assert_eq!(p.rebuffer_events, 0);
@@ -470,7 +459,7 @@ mod tests {
         // are buffered again, at 15.1 s.
         let s = session(&[0.0, 10.0]);
         let reqs = vec![done_over(0, 0.0, 0.5, 0.5), done_over(1, 10.0, 5.0, 5.5)];
-        let p = playout(&record(s, reqs, SessionEnd::Completed), 2.0).unwrap();
+        let p = played(s, reqs, SessionEnd::Completed, 2.0);
         assert_eq!(p.startup_delay_s, Some(0.5));
         assert_eq!(p.rebuffer_events, 1);
         assert!(close(p.rebuffer_s, 4.6), "{p:?}");
@@ -483,11 +472,12 @@ mod tests {
     fn link_slower_than_the_bit_rate_stalls_repeatedly() {
         // One 10 s chunk whose body takes 20 s: content arrives at half speed.
         let s = session(&[0.0]);
-        let p = playout(
-            &record(s, vec![done_over(0, 0.0, 0.0, 20.0)], SessionEnd::Completed),
+        let p = played(
+            s,
+            vec![done_over(0, 0.0, 0.0, 20.0)],
+            SessionEnd::Completed,
             2.0,
-        )
-        .unwrap();
+        );
         // Start at 4 s; dry at 8 s (4 s played); 2 s more buffered at 12 s; dry again at
         // 16 s; the last 2 s are all there at 20 s.
         assert!(close(p.startup_delay_s.unwrap(), 4.0));
@@ -511,7 +501,7 @@ mod tests {
             done_over(1, 10.0, 4.0, 4.0),
             done_over(2, 20.0, 6.0, 6.0),
         ];
-        let p = playout(&record(s, reqs, SessionEnd::Completed), 2.0).unwrap();
+        let p = played(s, reqs, SessionEnd::Completed, 2.0);
         assert_eq!(p.rebuffer_events, 2, "{p:?}");
         assert!(close(p.late_s[0], 3.5) && close(p.late_s[1], 2.0), "{p:?}");
         assert!(close(p.play_s, 30.0));
@@ -523,7 +513,7 @@ mod tests {
         // more that arrives promptly: no stall, and all 20 s are played.
         let s = session(&[0.0, 100.0]);
         let reqs = vec![done_over(0, 0.0, 0.1, 0.2), done_over(1, 100.0, 0.1, 0.2)];
-        let p = playout(&record(s, reqs, SessionEnd::Completed), 2.0).unwrap();
+        let p = played(s, reqs, SessionEnd::Completed, 2.0);
         assert_eq!(p.rebuffer_events, 0, "{p:?}");
         assert!(close(p.play_s, 20.0));
         assert!(p.acceptable());
@@ -547,32 +537,24 @@ mod tests {
     #[test]
     fn failures_are_split_by_phase() {
         let s = session(&[0.0, 0.0, 10.0]);
-        let mut failed = done(0, 0.0, 1.0);
-        failed.ttlb = None;
-        failed.failure = Some(crate::record::Failure::new(FailureReason::Timeout, "t"));
-        let p = playout(
-            &record(
-                s.clone(),
-                vec![failed],
-                SessionEnd::Failed(FailureReason::Timeout),
-            ),
+        let p = played(
+            s.clone(),
+            vec![failed(0, 0.0, FailureReason::Timeout)],
+            SessionEnd::Failed(FailureReason::Timeout),
             2.0,
-        )
-        .unwrap();
+        );
         assert_eq!(p.failure, Some(FailurePhase::Startup));
         assert_eq!(p.startup_delay_s, None);
-        let mut late_fail = done(2, 12.0, 1.0);
-        late_fail.ttlb = None;
-        late_fail.failure = Some(crate::record::Failure::new(FailureReason::Reset, "r"));
-        let p = playout(
-            &record(
-                s,
-                vec![done(0, 0.0, 1.0), done(1, 1.0, 1.0), late_fail],
-                SessionEnd::Failed(FailureReason::Reset),
-            ),
+        let p = played(
+            s,
+            vec![
+                done(0, 0.0, 1.0),
+                done(1, 1.0, 1.0),
+                failed(2, 12.0, FailureReason::Reset),
+            ],
+            SessionEnd::Failed(FailureReason::Reset),
             2.0,
-        )
-        .unwrap();
+        );
         assert_eq!(p.failure, Some(FailurePhase::InPlay));
         assert!(!p.acceptable());
     }
@@ -583,6 +565,10 @@ mod tests {
         s.requests[0].media_s = 0.0;
         let mut r = done(0, 0.0, 1.0);
         r.media_s = 0.0;
-        assert!(playout(&record(Arc::new(s), vec![r], SessionEnd::Completed), 2.0).is_none());
+        assert!(playout(
+            &SessionRecord::alone(Arc::new(s), vec![r], SessionEnd::Completed),
+            2.0
+        )
+        .is_none());
     }
 }

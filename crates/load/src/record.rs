@@ -178,6 +178,31 @@ pub struct SessionRecord {
     pub probe: bool,
 }
 
+impl SessionRecord {
+    /// The record of `session` alone in a run: the first to arrive, at the start, on one
+    /// connection it kept; it made `requests`, skipped none and ended as `end`; no player,
+    /// neither prefilled nor a probe. Models and tests set what differs from it.
+    pub fn alone(
+        session: std::sync::Arc<vodkit_workload::model::Session>,
+        requests: Vec<RequestRecord>,
+        end: SessionEnd,
+    ) -> SessionRecord {
+        SessionRecord {
+            index: 0,
+            session,
+            arrival: 0.0,
+            end,
+            requests,
+            skipped: 0,
+            connections_opened: 1,
+            reconnects: 0,
+            player: None,
+            prefilled: false,
+            probe: false,
+        }
+    }
+}
+
 /// A stretch of media fetched at one bit rate (one segment).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Stretch {
@@ -241,6 +266,11 @@ pub struct LiveOutcome {
 pub const KEPT_BITRATE_SHARE: f64 = 0.9;
 
 impl PlayerOutcome {
+    /// Playback started and never stalled.
+    pub fn unstalled(&self) -> bool {
+        self.stalls == 0 && self.startup_s.is_some()
+    }
+
     /// The session kept at least [`KEPT_BITRATE_SHARE`] of its unloaded mean bit rate (or
     /// has no reference to be held to).
     pub fn kept_bitrate(&self) -> bool {

@@ -8,6 +8,16 @@ use crate::record::{FailureReason, SessionEnd, SessionRecord};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// `into.f += from.f` for each named field `f`: the counters that add up when sessions'
+/// or load hosts' figures are combined.
+macro_rules! add_fields {
+    ($into:expr, $from:expr, [$($f:ident),+ $(,)?]) => {
+        {
+            $($into.$f += $from.$f;)+
+        }
+    };
+}
+
 /// The whole results file. Its top-level keys are a stable format (docs/load.md).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Results {
@@ -253,31 +263,41 @@ pub struct LiveSummary {
 }
 
 impl LiveSummary {
-    fn add(
-        &mut self,
+    /// One live viewer's summary (`clean`: it ran to its end); the percentiles come from
+    /// the histograms ([`LiveSummary::set`]).
+    fn one(
         o: &crate::record::PlayerOutcome,
         l: &crate::record::LiveOutcome,
         clean: bool,
-    ) {
-        self.sessions += 1;
-        self.stalls += u64::from(o.stalls);
-        self.stall_s += o.stall_s;
-        self.unstalled_sessions += u64::from(clean && o.stalls == 0 && o.startup_s.is_some());
-        self.segments += u64::from(l.segments);
-        self.skipped_segments += u64::from(l.skipped_segments);
-        self.playlist_reloads += u64::from(l.reloads);
-        self.stream_ended += u64::from(l.stream_ended);
+    ) -> LiveSummary {
+        LiveSummary {
+            sessions: 1,
+            unstalled_sessions: u64::from(clean && o.unstalled()),
+            stalls: u64::from(o.stalls),
+            stall_s: o.stall_s,
+            segments: u64::from(l.segments),
+            skipped_segments: u64::from(l.skipped_segments),
+            playlist_reloads: u64::from(l.reloads),
+            stream_ended: u64::from(l.stream_ended),
+            ..LiveSummary::default()
+        }
     }
 
     fn merge(&mut self, o: &LiveSummary) {
-        self.sessions += o.sessions;
-        self.stalls += o.stalls;
-        self.stall_s += o.stall_s;
-        self.unstalled_sessions += o.unstalled_sessions;
-        self.segments += o.segments;
-        self.skipped_segments += o.skipped_segments;
-        self.playlist_reloads += o.playlist_reloads;
-        self.stream_ended += o.stream_ended;
+        add_fields!(
+            self,
+            o,
+            [
+                sessions,
+                stalls,
+                stall_s,
+                unstalled_sessions,
+                segments,
+                skipped_segments,
+                playlist_reloads,
+                stream_ended,
+            ]
+        );
     }
 
     /// Fill the percentile fields from the three histograms.
@@ -324,41 +344,50 @@ pub struct AbrSummary {
 }
 
 impl AbrSummary {
-    fn add(&mut self, o: &crate::record::PlayerOutcome, started_clean: bool) {
-        let kbps_s = self.mean_bitrate_kbps * self.media_s + o.mean_kbps() * o.media_s;
-        let ref_s = self.reference_kbps * self.media_s + o.reference_kbps * o.media_s;
-        self.sessions += 1;
-        self.media_s += o.media_s;
-        self.mean_bitrate_kbps = ratio(kbps_s, self.media_s);
-        self.reference_kbps = ratio(ref_s, self.media_s);
-        self.kept_bitrate_sessions += u64::from(o.kept_bitrate());
-        self.aborted_segments += u64::from(o.aborted);
-        self.aborted_bytes += o.aborted_bytes;
-        self.seeks += u64::from(o.seeks);
-        self.seek_wait_s += o.seek_wait_s;
-        self.switches += u64::from(o.switches);
-        self.stalls += u64::from(o.stalls);
-        self.stall_s += o.stall_s;
-        self.unstalled_sessions +=
-            u64::from(started_clean && o.stalls == 0 && o.startup_s.is_some());
+    /// One player session's summary (`started_clean`: it ran to its end); the start-up
+    /// percentiles come from the histogram.
+    fn one(o: &crate::record::PlayerOutcome, started_clean: bool) -> AbrSummary {
+        AbrSummary {
+            sessions: 1,
+            mean_bitrate_kbps: o.mean_kbps(),
+            media_s: o.media_s,
+            switches: u64::from(o.switches),
+            stalls: u64::from(o.stalls),
+            stall_s: o.stall_s,
+            unstalled_sessions: u64::from(started_clean && o.unstalled()),
+            kept_bitrate_sessions: u64::from(o.kept_bitrate()),
+            reference_kbps: o.reference_kbps,
+            aborted_segments: u64::from(o.aborted),
+            aborted_bytes: o.aborted_bytes,
+            seeks: u64::from(o.seeks),
+            seek_wait_s: o.seek_wait_s,
+            startup_ms: Percentiles::default(),
+        }
     }
 
+    /// Add `o`'s sessions; the mean bit rates are weighted by media time.
     fn merge(&mut self, o: &AbrSummary) {
         let kbps_s = self.mean_bitrate_kbps * self.media_s + o.mean_bitrate_kbps * o.media_s;
         let ref_s = self.reference_kbps * self.media_s + o.reference_kbps * o.media_s;
-        self.sessions += o.sessions;
         self.media_s += o.media_s;
         self.mean_bitrate_kbps = ratio(kbps_s, self.media_s);
         self.reference_kbps = ratio(ref_s, self.media_s);
-        self.kept_bitrate_sessions += o.kept_bitrate_sessions;
-        self.aborted_segments += o.aborted_segments;
-        self.aborted_bytes += o.aborted_bytes;
-        self.seeks += o.seeks;
-        self.seek_wait_s += o.seek_wait_s;
-        self.switches += o.switches;
-        self.stalls += o.stalls;
-        self.stall_s += o.stall_s;
-        self.unstalled_sessions += o.unstalled_sessions;
+        add_fields!(
+            self,
+            o,
+            [
+                sessions,
+                kept_bitrate_sessions,
+                aborted_segments,
+                aborted_bytes,
+                seeks,
+                seek_wait_s,
+                switches,
+                stalls,
+                stall_s,
+                unstalled_sessions,
+            ]
+        );
     }
 }
 
@@ -446,8 +475,8 @@ fn quality(
             continue;
         }
         if let Some((o, l)) = s.player.as_ref().and_then(|o| Some((o, o.live.as_ref()?))) {
-            let v = live.get_or_insert_with(LiveSummary::default);
-            v.add(o, l, s.end == SessionEnd::Completed);
+            let one = LiveSummary::one(o, l, s.end == SessionEnd::Completed);
+            live.get_or_insert_with(LiveSummary::default).merge(&one);
             if let Some(t) = o.startup_s {
                 live_hists[0].record_s(t);
             }
@@ -458,8 +487,8 @@ fn quality(
                 live_hists[2].record_s(x);
             }
         } else if let Some(o) = &s.player {
-            let a = abr.get_or_insert_with(AbrSummary::default);
-            a.add(o, s.end == SessionEnd::Completed);
+            let one = AbrSummary::one(o, s.end == SessionEnd::Completed);
+            abr.get_or_insert_with(AbrSummary::default).merge(&one);
             if let Some(t) = o.startup_s {
                 abr_startup.record_s(t);
             }
@@ -774,39 +803,51 @@ impl Results {
         let mut out = first.clone();
         // The merged file is the whole run, not a shard.
         out.run.shard = None;
-        let mut hists = [
-            first.latency_ms.ttfb.hist()?,
-            first.latency_ms.ttlb.hist()?,
-            first.qos.startup_delay_ms.hist()?,
-            first.qos.late_jitter_ms.hist()?,
-            first.latency_ms.refusal.hist()?,
-            first.latency_ms.ttlb_intended.hist()?,
-            first.schedule.session_lag_ms.hist()?,
-        ];
-        let mut abr_startup = match &first.qos.abr {
-            Some(a) => a.startup_ms.hist()?,
-            None => Hist::new(),
-        };
-        let mut live_hists = match &first.qos.live {
-            Some(v) => [
-                v.startup_ms.hist()?,
-                v.latency_to_edge_ms.hist()?,
-                v.late_jitter_ms.hist()?,
-            ],
-            None => [Hist::new(), Hist::new(), Hist::new()],
-        };
-        for (i, p) in parts.iter().enumerate().skip(1) {
+        // Histograms add over every input, the first included.
+        let mut hists: [Hist; 7] = Default::default();
+        let mut abr_startup = Hist::new();
+        let mut live_hists: [Hist; 3] = Default::default();
+        for (i, p) in parts.iter().enumerate() {
             let ctx = |e: String| format!("input {}: {e}", i + 1);
-            out.run.hosts += p.run.hosts;
-            out.run.sessions_scheduled += p.run.sessions_scheduled;
-            out.run.sessions_started += p.run.sessions_started;
-            out.run.requests_sent += p.run.requests_sent;
-            out.run.retried_requests += p.run.retried_requests;
-            out.run.recovered_requests += p.run.recovered_requests;
-            out.run.warmup_requests += p.run.warmup_requests;
-            out.schedule.late_sessions += p.schedule.late_sessions;
-            out.schedule.late_requests += p.schedule.late_requests;
-            out.run.sessions_prefilled += p.run.sessions_prefilled;
+            let theirs = [
+                &p.latency_ms.ttfb,
+                &p.latency_ms.ttlb,
+                &p.qos.startup_delay_ms,
+                &p.qos.late_jitter_ms,
+                &p.latency_ms.refusal,
+                &p.latency_ms.ttlb_intended,
+                &p.schedule.session_lag_ms,
+            ];
+            for (h, t) in hists.iter_mut().zip(theirs) {
+                h.add(&t.hist().map_err(ctx)?);
+            }
+            if let Some(a) = &p.qos.abr {
+                abr_startup.add(&a.startup_ms.hist().map_err(ctx)?);
+            }
+            if let Some(v) = &p.qos.live {
+                let theirs = [&v.startup_ms, &v.latency_to_edge_ms, &v.late_jitter_ms];
+                for (h, t) in live_hists.iter_mut().zip(theirs) {
+                    h.add(&t.hist().map_err(ctx)?);
+                }
+            }
+        }
+        // Counts add over the inputs after the first (`out` starts as the first).
+        for (i, p) in parts.iter().enumerate().skip(1) {
+            add_fields!(
+                out.run,
+                p.run,
+                [
+                    hosts,
+                    sessions_scheduled,
+                    sessions_started,
+                    requests_sent,
+                    retried_requests,
+                    recovered_requests,
+                    warmup_requests,
+                    sessions_prefilled,
+                ]
+            );
+            add_fields!(out.schedule, p.schedule, [late_sessions, late_requests]);
             out.run.warm_start_s = out.run.warm_start_s.max(p.run.warm_start_s);
             out.run.settle_s = out.run.settle_s.max(p.run.settle_s);
             out.run.elapsed_s = out.run.elapsed_s.max(p.run.elapsed_s);
@@ -819,52 +860,57 @@ impl Results {
                 out.run.steady_window_s[1].max(p.run.steady_window_s[1]),
             ];
             let r = &mut out.requests;
-            r.completed += p.requests.completed;
-            r.timed_out += p.requests.timed_out;
-            r.bytes += p.requests.bytes;
-            r.skipped += p.requests.skipped;
+            add_fields!(r, p.requests, [completed, timed_out, bytes, skipped]);
             for (k, v) in &p.requests.errors {
                 *r.errors.entry(k.clone()).or_default() += v;
             }
             let s = &mut out.sessions;
-            s.started += p.sessions.started;
-            s.completed += p.sessions.completed;
-            s.failed += p.sessions.failed;
-            s.cancelled += p.sessions.cancelled;
-            s.refused += p.sessions.refused;
-            s.played_clean += p.sessions.played_clean;
-            s.cut_clean += p.sessions.cut_clean;
+            add_fields!(
+                s,
+                p.sessions,
+                [
+                    started,
+                    completed,
+                    failed,
+                    cancelled,
+                    refused,
+                    played_clean,
+                    cut_clean,
+                    lag_sessions,
+                ]
+            );
             // Shards keep no lag histogram: the merged percentiles are the largest shard's
             // (an upper estimate; shards of one run see the same server).
             s.lag_p50_s = s.lag_p50_s.max(p.sessions.lag_p50_s);
             s.lag_p95_s = s.lag_p95_s.max(p.sessions.lag_p95_s);
-            s.lag_sessions += p.sessions.lag_sessions;
             out.throughput_mb_s += p.throughput_mb_s;
             out.missed_deadlines += p.missed_deadlines;
             let q = &mut out.qos;
             if q.startup_buffer_s != p.qos.startup_buffer_s {
-                return Err(ctx(format!(
-                    "start-up buffer {} s differs from the first input's {} s; QoS would not add up",
-                    p.qos.startup_buffer_s, q.startup_buffer_s
-                )));
+                return Err(format!(
+                    "input {}: start-up buffer {} s differs from the first input's {} s; QoS would not add up",
+                    i + 1,
+                    p.qos.startup_buffer_s,
+                    q.startup_buffer_s
+                ));
             }
-            q.sessions += p.qos.sessions;
-            q.short_sessions += p.qos.short_sessions;
-            q.rebuffer_events += p.qos.rebuffer_events;
-            q.rebuffer_s += p.qos.rebuffer_s;
-            q.play_s += p.qos.play_s;
-            q.startup_failures += p.qos.startup_failures;
-            q.inplay_failures += p.qos.inplay_failures;
-            q.acceptable_sessions += p.qos.acceptable_sessions;
+            add_fields!(
+                q,
+                p.qos,
+                [
+                    sessions,
+                    short_sessions,
+                    rebuffer_events,
+                    rebuffer_s,
+                    play_s,
+                    startup_failures,
+                    inplay_failures,
+                    acceptable_sessions,
+                ]
+            );
             match (&mut q.abr, &p.qos.abr) {
-                (Some(a), Some(b)) => {
-                    a.merge(b);
-                    abr_startup.add(&b.startup_ms.hist().map_err(ctx)?);
-                }
-                (None, Some(b)) => {
-                    q.abr = Some(b.clone());
-                    abr_startup.add(&b.startup_ms.hist().map_err(ctx)?);
-                }
+                (Some(a), Some(b)) => a.merge(b),
+                (None, Some(b)) => q.abr = Some(b.clone()),
                 _ => {}
             }
             if let Some(b) = &p.qos.live {
@@ -872,39 +918,21 @@ impl Results {
                     Some(a) => a.merge(b),
                     None => q.live = Some(b.clone()),
                 }
-                let theirs = [&b.startup_ms, &b.latency_to_edge_ms, &b.late_jitter_ms];
-                for (h, t) in live_hists.iter_mut().zip(theirs) {
-                    h.add(&t.hist().map_err(ctx)?);
-                }
             }
             // Probes run on one shard (or host) only.
             if out.probes.is_none() {
                 out.probes = p.probes.clone();
             }
-            out.connections.opened += p.connections.opened;
-            out.connections.reconnects += p.connections.reconnects;
+            add_fields!(out.connections, p.connections, [opened, reconnects]);
             for (j, sample) in p.timeseries.iter().enumerate() {
                 match out.timeseries.get_mut(j) {
-                    Some(t) => {
-                        t.active_sessions += sample.active_sessions;
-                        t.requests_per_s += sample.requests_per_s;
-                        t.mb_per_s += sample.mb_per_s;
-                        t.failures += sample.failures;
-                    }
+                    Some(t) => add_fields!(
+                        t,
+                        sample,
+                        [active_sessions, requests_per_s, mb_per_s, failures]
+                    ),
                     None => out.timeseries.push(sample.clone()),
                 }
-            }
-            let theirs = [
-                &p.latency_ms.ttfb,
-                &p.latency_ms.ttlb,
-                &p.qos.startup_delay_ms,
-                &p.qos.late_jitter_ms,
-                &p.latency_ms.refusal,
-                &p.latency_ms.ttlb_intended,
-                &p.schedule.session_lag_ms,
-            ];
-            for (h, t) in hists.iter_mut().zip(theirs) {
-                h.add(&t.hist().map_err(ctx)?);
             }
         }
         let [ttfb, ttlb, startup, late, refusal, intended, lag] = hists;
@@ -1239,12 +1267,9 @@ mod tests {
     fn watched(index: usize, chunks: usize) -> SessionRecord {
         let requests: Vec<Request> = (0..chunks)
             .map(|i| Request {
-                path: "/a".into(),
-                range: None,
                 pacing_s: if i < 3 { 0.0 } else { 10.0 },
-                timeout_s: 10.0,
-                conn: 0,
                 media_s: 10.0,
+                ..Request::new("/a", None, 10.0)
             })
             .collect();
         let records = (0..chunks)
@@ -1262,28 +1287,10 @@ mod tests {
                 pacing_s: 0.0,
             })
             .collect();
+        let session = Arc::new(Session::new(index as u64, 1.0, "c", requests));
         SessionRecord {
             index,
-            session: Arc::new(Session {
-                id: index as u64,
-                gap: 1.0,
-                start_s: None,
-                class: "c".into(),
-                title: None,
-                bitrate_kbps: None,
-                requests,
-                live: None,
-                play: None,
-            }),
-            arrival: 0.0,
-            end: SessionEnd::Completed,
-            requests: records,
-            skipped: 0,
-            connections_opened: 1,
-            reconnects: 0,
-            player: None,
-            prefilled: false,
-            probe: false,
+            ..SessionRecord::alone(session, records, SessionEnd::Completed)
         }
     }
 
@@ -1480,24 +1487,12 @@ mod tests {
         // Sessions of five requests 4 s apart, one a second: a warm start prefills those
         // that began in the last 16 s, whose next requests come within 4 s.
         let req = |p: f64| Request {
-            path: "/f".into(),
-            range: None,
             pacing_s: p,
-            timeout_s: 10.0,
-            conn: 0,
             media_s: 4.0,
+            ..Request::new("/f", None, 10.0)
         };
-        let session = Session {
-            id: 0,
-            gap: 1.0,
-            start_s: None,
-            class: "c".into(),
-            title: None,
-            bitrate_kbps: None,
-            requests: vec![req(0.0), req(4.0), req(4.0), req(4.0), req(4.0)],
-            live: None,
-            play: None,
-        };
+        let requests = vec![req(0.0), req(4.0), req(4.0), req(4.0), req(4.0)];
+        let session = Session::new(0, 1.0, "c", requests);
         let target = Target::parse("http://127.0.0.1:1", false).unwrap();
         let mut config = LoadConfig::new(target, vec![session; 100], 1.0);
         config.duration = Some(std::time::Duration::from_secs(40));
@@ -1593,15 +1588,9 @@ mod tests {
                 SessionRecord {
                     index,
                     arrival: s.arrival,
-                    end: SessionEnd::Completed,
-                    requests,
-                    skipped: 0,
-                    connections_opened: 1,
-                    reconnects: 0,
-                    player: None,
                     prefilled: s.prefilled,
                     probe: s.probe,
-                    session: s.session,
+                    ..SessionRecord::alone(s.session, requests, SessionEnd::Completed)
                 }
             })
             .collect()

@@ -191,18 +191,20 @@ async fn perform(
         verify: shared.verify,
         sign: shared.sign.as_ref(),
     };
-    let mut f = fetch(
-        conn,
-        reconnect,
-        &ask,
-        req.timeout_s,
-        plan,
-        &shared,
-        &viewer,
-        start,
-        None,
-    )
-    .await;
+    let attempt = |conn, reconnect| {
+        fetch(
+            conn,
+            reconnect,
+            &ask,
+            req.timeout_s,
+            plan,
+            &shared,
+            &viewer,
+            start,
+            None,
+        )
+    };
+    let mut f = attempt(conn, reconnect).await;
     let (mut opened, mut reconnects) = (f.opened, f.reconnects);
     if shared.retry
         && !shared.cancel.is_cancelled()
@@ -212,18 +214,7 @@ async fn perform(
     {
         // Once, on a fresh connection, within what is left of the request's timeout.
         shared.live.retried_requests.fetch_add(1, Ordering::Relaxed);
-        f = fetch(
-            None,
-            false,
-            &ask,
-            req.timeout_s,
-            plan,
-            &shared,
-            &viewer,
-            start,
-            None,
-        )
-        .await;
+        f = attempt(None, false).await;
         opened += f.opened;
         reconnects += f.reconnects;
         if f.failure.is_none() {

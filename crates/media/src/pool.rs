@@ -204,17 +204,7 @@ fn encode(spec: &PoolSpec, out: &Path) -> Result<(), MediaError> {
         "mp4".into(),
         tmp.display().to_string(),
     ]);
-    let output = Command::new("ffmpeg")
-        .args(&args)
-        .stdin(Stdio::null())
-        .output()
-        .map_err(|e| {
-            MediaError::Runtime(if e.kind() == std::io::ErrorKind::NotFound {
-                "ffmpeg is not installed (Debian: apt-get install ffmpeg); real media file sets need it".into()
-            } else {
-                format!("running ffmpeg: {e}")
-            })
-        })?;
+    let output = ffmpeg(&args)?;
     if !output.status.success() {
         let _ = std::fs::remove_file(&tmp);
         let err = String::from_utf8_lossy(&output.stderr);
@@ -228,6 +218,48 @@ fn encode(spec: &PoolSpec, out: &Path) -> Result<(), MediaError> {
         )));
     }
     std::fs::rename(&tmp, out).map_err(|e| MediaError::Runtime(format!("{}: {e}", out.display())))
+}
+
+/// ffmpeg run with `args`, its standard input closed; what it wrote and how it ended.
+fn ffmpeg<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> Result<std::process::Output, MediaError> {
+    Command::new("ffmpeg")
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .map_err(|e| {
+            MediaError::Runtime(if e.kind() == std::io::ErrorKind::NotFound {
+                "ffmpeg is not installed (Debian: apt-get install ffmpeg); real media file sets need it".into()
+            } else {
+                format!("running ffmpeg: {e}")
+            })
+        })
+}
+
+/// Decode every frame of the first video stream of `input` (a manifest, a media file or a
+/// URL) with ffmpeg, as a player would play it to the end. A clean decode prints nothing:
+/// the error carries any message ffmpeg printed, or how it failed.
+pub fn decode(input: impl AsRef<std::ffi::OsStr>) -> Result<(), MediaError> {
+    let input = input.as_ref();
+    let mut args: Vec<&std::ffi::OsStr> = ["-hide_banner", "-loglevel", "error", "-nostdin", "-i"]
+        .iter()
+        .map(std::ffi::OsStr::new)
+        .collect();
+    args.push(input);
+    args.extend(
+        ["-map", "0:v:0", "-f", "null", "-"]
+            .iter()
+            .map(std::ffi::OsStr::new),
+    );
+    let out = ffmpeg(&args)?;
+    if out.status.success() && out.stderr.is_empty() {
+        return Ok(());
+    }
+    Err(MediaError::Runtime(format!(
+        "ffmpeg could not play {}: {} {}",
+        input.to_string_lossy(),
+        out.status,
+        String::from_utf8_lossy(&out.stderr).trim()
+    )))
 }
 
 #[cfg(test)]

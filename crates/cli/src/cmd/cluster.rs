@@ -12,14 +12,8 @@ use vodkit_peers::cluster::{parse_listen, parse_origins, BalancerSpec, LiveSplit
 
 use super::usage;
 
-#[derive(clap::Args)]
-pub struct Args {
-    #[command(subcommand)]
-    command: Command,
-}
-
 #[derive(clap::Subcommand)]
-enum Command {
+pub enum Command {
     /// Print a complete HAProxy configuration (2.6 or later) for a cluster of origins.
     HaproxyConfig(ConfigArgs),
     /// Print a complete nginx configuration (an `upstream` of the origins) for a cluster.
@@ -31,7 +25,7 @@ enum Command {
 
 /// The flags both balancer recipes share.
 #[derive(clap::Args)]
-struct ConfigArgs {
+pub(crate) struct ConfigArgs {
     /// The origins, comma separated: HOST:PORT,… (addresses or DNS names, e.g. a
     /// StatefulSet's origin-0.origin:8080).
     #[arg(long, value_name = "HOST:PORT,…")]
@@ -75,7 +69,7 @@ struct ConfigArgs {
 }
 
 #[derive(clap::Args)]
-struct AgentArgs {
+pub(crate) struct AgentArgs {
     /// The address HAProxy's agent-check connects to (the --agent-port of the config).
     #[arg(long, default_value = "127.0.0.1:9100", value_name = "IP:PORT")]
     listen: String,
@@ -106,8 +100,8 @@ fn parse_route(s: &str) -> Result<Route, String> {
     s.parse()
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
-    match args.command {
+pub fn run(command: Command) -> anyhow::Result<()> {
+    match command {
         Command::HaproxyConfig(a) => {
             print!("{}", vodkit_peers::cluster::haproxy::render(&spec(&a)?));
             Ok(())

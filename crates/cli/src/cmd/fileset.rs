@@ -8,13 +8,7 @@ use vodkit_workload::model::Layout;
 use vodkit_workload::spec::parse_layout;
 
 #[derive(clap::Args)]
-pub struct Args {
-    #[command(subcommand)]
-    command: FilesetCommand,
-}
-
-#[derive(clap::Args)]
-struct Common {
+pub(crate) struct Common {
     /// Workload directory (its catalog.json) or a catalog file.
     #[arg(long)]
     workload: PathBuf,
@@ -27,7 +21,7 @@ struct Common {
 }
 
 #[derive(Subcommand)]
-enum FilesetCommand {
+pub enum FilesetCommand {
     /// Write every file (resumable; skips complete files, repairs partial ones). With
     /// `--media`, real video instead: each rung of the catalog's ladder encoded once by ffmpeg
     /// and every title packaged for players (docs/fileset.md "Real media").
@@ -85,8 +79,8 @@ fn wrap_media(e: vodkit_media::MediaError) -> anyhow::Error {
     }
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
-    match args.command {
+pub fn run(command: FilesetCommand) -> anyhow::Result<()> {
+    match command {
         FilesetCommand::Create {
             common,
             quiet,

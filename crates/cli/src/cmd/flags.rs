@@ -80,6 +80,36 @@ pub fn kbps_as_bit_rate(s: &str) -> Result<u64, UnitError> {
     vodkit_units::parse_kbps(s).map(|k| k.saturating_mul(1000))
 }
 
+/// The `--set KEY=VALUE` overrides of a workload spec, split.
+pub fn spec_sets(sets: &[String]) -> anyhow::Result<Vec<(String, String)>> {
+    sets.iter()
+        .map(|s| vodkit_workload::spec::split_set(s))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(super::usage)
+}
+
+/// The live publisher's bearer token: the value of `--ingest-token`, or the first line of
+/// the `--ingest-token-file` file (trimmed); `None` when neither flag is given. The flags
+/// conflict, so at most one is set.
+pub fn ingest_token(
+    token: Option<&str>,
+    file: Option<&std::path::Path>,
+) -> anyhow::Result<Option<String>> {
+    match (token, file) {
+        (Some(t), _) => Ok(Some(t.to_string())),
+        (None, Some(f)) => Ok(Some(
+            std::fs::read_to_string(f)
+                .map_err(|e| super::usage(format!("--ingest-token-file {}: {e}", f.display())))?
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_string(),
+        )),
+        (None, None) => Ok(None),
+    }
+}
+
 /// `--quiet`: no progress output (for commands that show progress by default).
 #[derive(clap::Args, Debug, Clone, Copy, Default)]
 pub struct Quiet {

@@ -10,14 +10,8 @@ use vodkit_disk::devbench::{self, BenchOptions};
 use vodkit_disk::model::{preset, Preset, Queueing, Rotation, PRESET_NAMES};
 use vodkit_disk::testbed::{self, daemon, queue, system, Config, Control, Placement, QueueTuning};
 
-#[derive(clap::Args)]
-pub struct Args {
-    #[command(subcommand)]
-    command: HddCommand,
-}
-
 #[derive(Subcommand)]
-enum HddCommand {
+pub enum HddCommand {
     /// Create (or reuse) an image, serve it with the drive model, attach, format, mount.
     Up(UpArgs),
     /// Unmount, detach and stop a device (also cleans up after a crashed server).
@@ -58,7 +52,7 @@ enum PlacementArg {
 }
 
 #[derive(clap::Args)]
-struct UpArgs {
+pub(crate) struct UpArgs {
     /// Drive preset: wd-red, hp-10k, hitachi-5k3000, seagate-7200.
     #[arg(long, default_value = "wd-red")]
     preset: Preset,
@@ -141,7 +135,7 @@ impl QueueArgs {
 }
 
 #[derive(clap::Args)]
-struct MountArg {
+pub(crate) struct MountArg {
     /// Mount point of the device.
     #[arg(long)]
     mount: PathBuf,
@@ -150,14 +144,14 @@ struct MountArg {
 }
 
 #[derive(clap::Args)]
-struct JsonArg {
+pub(crate) struct JsonArg {
     /// Machine-readable output.
     #[arg(long)]
     json: bool,
 }
 
 #[derive(clap::Args)]
-struct StatusArgs {
+pub(crate) struct StatusArgs {
     /// Only this device.
     #[arg(long)]
     mount: Option<PathBuf>,
@@ -168,7 +162,7 @@ struct StatusArgs {
 }
 
 #[derive(clap::Args)]
-struct TuneArgs {
+pub(crate) struct TuneArgs {
     #[command(flatten)]
     target: MountArg,
     #[command(flatten)]
@@ -188,7 +182,7 @@ struct TuneArgs {
 }
 
 #[derive(clap::Args)]
-struct BenchArgs {
+pub(crate) struct BenchArgs {
     #[command(flatten)]
     target: MountArg,
     /// Bytes read sequentially at each end.
@@ -207,21 +201,21 @@ struct BenchArgs {
 }
 
 #[derive(clap::Args)]
-struct LocateArgs {
+pub(crate) struct LocateArgs {
     /// Files (or directories, whose files are all counted).
     #[arg(required = true)]
     paths: Vec<PathBuf>,
 }
 
 #[derive(clap::Args)]
-struct DaemonArgs {
+pub(crate) struct DaemonArgs {
     /// Device configuration as JSON.
     #[arg(long)]
     config: String,
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
-    match args.command {
+pub fn run(command: HddCommand) -> anyhow::Result<()> {
+    match command {
         HddCommand::Up(a) => up(a),
         HddCommand::Down(a) => down(a),
         HddCommand::Status(a) => status(a),

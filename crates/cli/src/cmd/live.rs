@@ -6,21 +6,15 @@ use std::path::PathBuf;
 use std::time::Duration;
 use vodkit_live::{Source, SourceConfig};
 
-#[derive(clap::Args, Debug)]
-pub struct Args {
-    #[command(subcommand)]
-    command: Command,
-}
-
 #[derive(clap::Subcommand, Debug)]
-enum Command {
+pub enum Command {
     /// Publish N live streams by HTTP PUT: segments, an HLS media playlist and a DASH MPD
     /// per stream under PREFIX/stream-K/ (docs/live.md).
     Push(PushArgs),
 }
 
 #[derive(clap::Args, Debug)]
-struct PushArgs {
+pub(crate) struct PushArgs {
     /// The origin, http://HOST:PORT (loopback unless --allow-remote).
     #[arg(long)]
     target: String,
@@ -75,27 +69,16 @@ struct PushArgs {
     allow_remote: bool,
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
-    match args.command {
+pub fn run(command: Command) -> anyhow::Result<()> {
+    match command {
         Command::Push(a) => push(a),
     }
 }
 
 fn push(a: PushArgs) -> anyhow::Result<()> {
     let bps = a.bitrate;
-    let token = match (&a.ingest_token, &a.ingest_token_file) {
-        (Some(t), _) => Some(t.clone()),
-        (None, Some(f)) => Some(
-            std::fs::read_to_string(f)
-                .map_err(|e| usage(format!("--ingest-token-file {}: {e}", f.display())))?
-                .lines()
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_string(),
-        ),
-        (None, None) => None,
-    };
+    let token =
+        super::flags::ingest_token(a.ingest_token.as_deref(), a.ingest_token_file.as_deref())?;
     let origin = vodkit_live::http::Origin::parse(&a.target).map_err(usage)?;
     if !a.allow_remote && !origin.addr.ip().is_loopback() {
         return Err(usage(format!(

@@ -291,21 +291,11 @@ fn config(args: Args) -> anyhow::Result<ServerConfig> {
                 "--ingest `{prefix}`: expected a path prefix such as /live/ (not the whole site)"
             )));
         }
-        let token = match (&args.ingest_token, &args.ingest_token_file) {
-            (Some(t), None) => t.clone(),
-            (None, Some(f)) => std::fs::read_to_string(f)
-                .map_err(|e| usage(format!("--ingest-token-file {}: {e}", f.display())))?
-                .lines()
-                .next()
-                .unwrap_or("")
-                .trim()
-                .to_string(),
-            _ => {
-                return Err(usage(
-                    "--ingest needs --ingest-token or --ingest-token-file",
-                ))
-            }
-        };
+        let token = flags::ingest_token(
+            args.ingest_token.as_deref(),
+            args.ingest_token_file.as_deref(),
+        )?
+        .ok_or_else(|| usage("--ingest needs --ingest-token or --ingest-token-file"))?;
         if token.is_empty() || token.chars().any(|c| c.is_whitespace() || c.is_control()) {
             return Err(usage(
                 "--ingest-token: expected a non-empty token without spaces",

@@ -33,13 +33,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             args.spec
         )));
     }
-    let mut sets = Vec::new();
-    for s in &args.sets {
-        let (k, v) = s
-            .split_once('=')
-            .ok_or_else(|| usage(format!("--set {s}: expected KEY=VALUE")))?;
-        sets.push((k.trim().to_string(), v.trim().to_string()));
-    }
+    let sets = super::flags::spec_sets(&args.sets)?;
     let spec = NetflixSpec::new(args.seed, args.scale, &sets).map_err(usage)?;
     let started = std::time::Instant::now();
     let sum = synth_log(&spec, &args.out).map_err(|e| anyhow::anyhow!(e))?;

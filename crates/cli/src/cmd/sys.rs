@@ -6,20 +6,14 @@ use std::io::Write;
 use std::time::Duration;
 use vodkit_disk::sys::{Sampler, SamplerConfig};
 
-#[derive(clap::Args)]
-pub struct Args {
-    #[command(subcommand)]
-    command: SysCommand,
-}
-
 #[derive(Subcommand)]
-enum SysCommand {
+pub enum SysCommand {
     /// Print metrics every interval until interrupted (or --count samples).
     Watch(WatchArgs),
 }
 
 #[derive(clap::Args)]
-struct WatchArgs {
+pub(crate) struct WatchArgs {
     /// Block device to report (repeatable, e.g. loop0); default: every active device.
     #[arg(long)]
     device: Vec<String>,
@@ -37,8 +31,8 @@ struct WatchArgs {
     json: bool,
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
-    match args.command {
+pub fn run(command: SysCommand) -> anyhow::Result<()> {
+    match command {
         SysCommand::Watch(a) => watch(a),
     }
 }

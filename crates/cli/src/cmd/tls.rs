@@ -85,14 +85,8 @@ impl LoadTls {
     }
 }
 
-#[derive(clap::Args)]
-pub struct Args {
-    #[command(subcommand)]
-    command: Command,
-}
-
 #[derive(clap::Subcommand)]
-enum Command {
+pub enum Command {
     /// Write a throwaway CA (ca.pem) and a certificate (cert.pem) with its key (key.pem,
     /// mode 0600) valid for localhost and 127.0.0.1: for trying `vodkit serve --tls-cert`
     /// with `vodkit load --ca` or `curl --cacert`. Not for production.
@@ -103,8 +97,8 @@ enum Command {
     },
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
-    match args.command {
+pub fn run(command: Command) -> anyhow::Result<()> {
+    match command {
         Command::Selfsigned { out } => {
             let files =
                 vodkit_server::tls::selfsigned::write_dir(&out).map_err(anyhow::Error::msg)?;

@@ -14,14 +14,8 @@ use vodkit_trace::{FileTable, LogFormat};
 use super::{flags, usage};
 use std::time::Duration;
 
-#[derive(clap::Args)]
-pub struct Args {
-    #[command(subcommand)]
-    command: TraceCommand,
-}
-
 #[derive(Subcommand)]
-enum TraceCommand {
+pub enum TraceCommand {
     /// Find chains of adjacent requests: chains.csv and chains.json (Table 5.4, Figs 5.11-5.13).
     Chains(Common),
     /// Find transient, stable and inactive phases: phases.csv and phases.json.
@@ -31,7 +25,7 @@ enum TraceCommand {
 }
 
 #[derive(clap::Args)]
-struct Common {
+pub(crate) struct Common {
     /// Access log to read.
     #[arg(long)]
     log: PathBuf,
@@ -233,8 +227,8 @@ fn go(c: Common, what: What) -> anyhow::Result<()> {
     Ok(())
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
-    match args.command {
+pub fn run(command: TraceCommand) -> anyhow::Result<()> {
+    match command {
         TraceCommand::Chains(c) => go(c, What::Chains),
         TraceCommand::Phases(c) => go(c, What::Phases),
         TraceCommand::Report(c) => go(c, What::Report),

@@ -147,12 +147,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 }
 
 fn new(a: NewArgs) -> anyhow::Result<()> {
-    let sets = a
-        .sets
-        .iter()
-        .map(|s| spec::split_set(s))
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(usage)?;
+    let sets = super::flags::spec_sets(&a.sets)?;
     let started = Instant::now();
     if a.spec == spec::NETFLIX {
         let summary =

@@ -534,9 +534,7 @@ fn play_both(
         }
         std::thread::sleep(std::time::Duration::from_millis(1500));
         let ours = segments(&lines(p), before);
-        let results: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(p.join(format!("{kind}.json"))).unwrap())
-                .unwrap();
+        let results = common::json_file(&p.join(format!("{kind}.json")));
         if shaped.is_none() {
             assert_eq!(results["qos"]["abr"]["stalls"], 0, "{kind}: {results}");
         }

@@ -94,6 +94,18 @@ fn finish(mut child: Child, dir: &Path) -> (Option<i32>, String) {
     (status.code(), stderr)
 }
 
+/// `vodkit run` of `script`, which writes the pid of what it runs to `pid` in its new
+/// temporary directory, started there: the directory, the guard that kills the command
+/// whatever happens, `vodkit run` and the pid.
+fn supervise(script: &str) -> (tempfile::TempDir, Leftover, Child, libc::pid_t) {
+    let d = tempfile::tempdir().expect("temp dir");
+    let pidfile = d.path().join("pid");
+    let left = Leftover(pidfile.clone());
+    let run = start(d.path(), script);
+    let pid = pid_in(&pidfile);
+    (d, left, run, pid)
+}
+
 fn signal(child: &Child, sig: libc::c_int) {
     // SAFETY: signalling our own child, not yet reaped.
     unsafe { libc::kill(child.id() as libc::pid_t, sig) };
@@ -104,14 +116,7 @@ fn a_sigterm_to_vodkit_run_stops_its_command_and_exits_143() {
     if !needs(&[Need::Root]) {
         return;
     }
-    let d = tempfile::tempdir().expect("temp dir");
-    let pidfile = d.path().join("pid");
-    let _left = Leftover(pidfile.clone());
-    let run = start(
-        d.path(),
-        "echo $$ > pid.tmp && mv pid.tmp pid && exec sleep 300",
-    );
-    let sleep = pid_in(&pidfile);
+    let (d, _left, run, sleep) = supervise("echo $$ > pid.tmp && mv pid.tmp pid && exec sleep 300");
     assert!(alive(sleep));
     signal(&run, libc::SIGTERM);
     let (code, stderr) = finish(run, d.path());
@@ -139,8 +144,7 @@ fn vodkit_run_exits_with_the_status_its_command_exited_with() {
     let stderr = String::from_utf8_lossy(&run.stderr);
     assert_eq!(run.status.code(), Some(3), "{stderr}");
     assert!(stderr.contains("limit 64 MiB"), "{stderr}");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&report).unwrap()).unwrap();
+    let report = crate::common::json_file(&report);
     assert_eq!(report["exit_code"], 3);
     assert_eq!(report["signal"], serde_json::Value::Null);
 }
@@ -150,16 +154,11 @@ fn a_sighup_to_vodkit_run_reaches_its_command() {
     if !needs(&[Need::Root]) {
         return;
     }
-    let d = tempfile::tempdir().expect("temp dir");
-    let pidfile = d.path().join("pid");
-    let _left = Leftover(pidfile.clone());
     // The shell runs its trap once the current `sleep` returns, then exits 0.
-    let run = start(
-        d.path(),
+    let (d, _left, run, shell) = supervise(
         "trap 'echo hangup > hup; exit 0' HUP; echo $$ > pid.tmp && mv pid.tmp pid; \
          while :; do sleep 0.1; done",
     );
-    let shell = pid_in(&pidfile);
     signal(&run, libc::SIGHUP);
     let (code, stderr) = finish(run, d.path());
     assert!(!alive(shell), "the shell outlived vodkit run: {stderr}");

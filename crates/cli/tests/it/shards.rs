@@ -74,7 +74,37 @@ const COUNTS: [&str; 6] = [
 ];
 
 fn results(dir: &Path, name: &str) -> serde_json::Value {
-    serde_json::from_str(&std::fs::read_to_string(dir.join(name)).unwrap()).unwrap()
+    common::json_file(&dir.join(name))
+}
+
+/// Waits for the shard processes to succeed and the server to stop cleanly, merges `parts`
+/// into merged.json and checks it has the [`COUNTS`] of single.json; returns the single
+/// and the merged results.
+fn merge_like_single(
+    p: &Path,
+    shards: Vec<std::process::Child>,
+    server: common::Daemon,
+    parts: &[String],
+) -> (serde_json::Value, serde_json::Value) {
+    for mut s in shards {
+        assert!(s.wait().unwrap().success());
+    }
+    let (code, _) = server.stop();
+    assert_eq!(code, 0);
+    let single = results(p, "single.json");
+    ok(
+        p,
+        &format!("load merge {} --out merged.json", parts.join(" ")),
+    );
+    let merged = results(p, "merged.json");
+    for key in COUNTS {
+        assert_eq!(
+            merged.pointer(key),
+            single.pointer(key),
+            "{key}: merged shards vs single process"
+        );
+    }
+    (single, merged)
 }
 
 #[test]
@@ -108,11 +138,7 @@ fn shards_in_namespaces_merge_to_the_single_process_run() {
     ok(p, &format!("{load} --out single.json"));
 
     // Three shards, one per namespace, starting their clocks together in 3 s.
-    let start = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_secs()
-        + 3;
+    let start = unix_in(3);
     let handles: Vec<_> = net
         .namespaces
         .iter()
@@ -130,26 +156,8 @@ fn shards_in_namespaces_merge_to_the_single_process_run() {
                 .expect("ip netns exec starts")
         })
         .collect();
-    for mut h in handles {
-        assert!(h.wait().unwrap().success());
-    }
-    let (code, _) = server.stop();
-    assert_eq!(code, 0);
-
-    let single = results(p, "single.json");
     let parts: Vec<String> = (0..SHARDS).map(|i| format!("shard-{i}.json")).collect();
-    ok(
-        p,
-        &format!("load merge {} --out merged.json", parts.join(" ")),
-    );
-    let merged = results(p, "merged.json");
-    for key in COUNTS {
-        assert_eq!(
-            merged.pointer(key),
-            single.pointer(key),
-            "{key}: merged shards vs single process"
-        );
-    }
+    let (single, merged) = merge_like_single(p, handles, server, &parts);
     assert!(single["sessions"]["completed"].as_u64().unwrap() >= 20);
     assert_eq!(merged["run"]["rate"], single["run"]["rate"]);
     // Each shard ran a third of the log, from its own address.
@@ -215,25 +223,11 @@ fn shards_with_ramps_count_what_one_process_counts() {
                 .expect("vodkit load starts")
         })
         .collect();
-    for mut s in shards {
-        assert!(s.wait().unwrap().success());
-    }
-    let (code, _) = server.stop();
-    assert_eq!(code, 0);
-
-    let single = results(p, "single.json");
+    let parts = ["shard-0.json".to_string(), "shard-1.json".to_string()];
+    let (single, _) = merge_like_single(p, shards, server, &parts);
     // 60 sessions less the first 2 and the last 1, every one completed on loopback.
     assert_eq!(single["sessions"]["started"], 57, "{}", single["sessions"]);
     assert_eq!(single["sessions"]["completed"], 57);
-    ok(p, "load merge shard-0.json shard-1.json --out merged.json");
-    let merged = results(p, "merged.json");
-    for key in COUNTS {
-        assert_eq!(
-            merged.pointer(key),
-            single.pointer(key),
-            "{key}: merged shards vs single process"
-        );
-    }
     for i in 0..2 {
         let r = results(p, &format!("shard-{i}.json"));
         let w = &r["run"]["steady_window_s"];

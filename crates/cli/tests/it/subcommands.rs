@@ -124,8 +124,7 @@ fn serve_load_trace_and_simulate() {
     let (code, _) = server.stop();
     assert_eq!(code, 0, "serve exits cleanly on SIGTERM");
 
-    let results: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(p.join("r.json")).unwrap()).unwrap();
+    let results = json_file(&p.join("r.json"));
     assert!(results.is_object());
     let merged = ok(p, "load merge r.json --json");
     assert!(merged.stdout.contains("\"run\""), "{merged:?}");
@@ -324,8 +323,7 @@ fn preload_and_prefetchd() {
         o.stdout.len() as u64,
         std::fs::metadata(&file).unwrap().len()
     );
-    let metrics: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(p.join("pm.json")).unwrap()).unwrap();
+    let metrics = json_file(&p.join("pm.json"));
     assert_eq!(metrics["policy"], "fixed:2097152", "{metrics}");
 
     let sock2 = p.join("pd2.sock");
@@ -412,8 +410,7 @@ fn sys_and_run() {
     }
     let o = ok(p, "run --memory 256MiB --report run.json -- true");
     assert!(o.stderr.contains("limit 256 MiB"), "{o:?}");
-    let report: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(p.join("run.json")).unwrap()).unwrap();
+    let report = json_file(&p.join("run.json"));
     assert_eq!(report["limit_bytes"], 256 << 20);
     runtime_error(
         p,

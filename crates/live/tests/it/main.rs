@@ -2,5 +2,6 @@
 //!
 //! One test binary for the crate, linked once: each module holds one area's tests.
 
+mod common;
 mod origins;
 mod title_source;

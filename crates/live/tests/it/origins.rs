@@ -5,36 +5,13 @@
 //! there with the right size, segments that left the window were deleted, and a wrong
 //! token makes every PUT fail and the report count them.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use crate::common::get;
 use std::time::Duration;
 use vodkit_live::{Source, SourceConfig};
+use vodkit_testkit::http::Client;
 use vodkit_testkit::server::TestServer;
 
 const TOKEN: &str = "s3cret-token";
-
-/// `METHOD path` to `port` on a fresh connection: the whole response.
-fn exchange(port: u16, method: &str, path: &str) -> Vec<u8> {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut all = Vec::new();
-    s.read_to_end(&mut all).unwrap();
-    all
-}
-
-/// GET `path` from `port`: (status, body).
-fn get(port: u16, path: &str) -> (u16, Vec<u8>) {
-    let all = exchange(port, "GET", path);
-    let split = all.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-    let head = String::from_utf8_lossy(&all[..split]).to_string();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, all[split + 4..].to_vec())
-}
 
 fn config(port: u16, token: &str) -> SourceConfig {
     let mut c = SourceConfig::new(&format!("http://127.0.0.1:{port}"), 2, 400);
@@ -121,16 +98,23 @@ fn vodkit_serve_is_a_live_origin() {
     assert!(st.deletes > 0 && st.rejected > 0, "{st:?}");
 }
 
-#[test]
-fn nginx_webdav_is_a_live_origin() {
-    if !vodkit_testkit::needs(&[vodkit_testkit::Need::Peer("nginx")]) {
-        return;
-    }
+/// A temporary directory holding a peer's document root (with the `/probe` file its
+/// start-up check fetches) and the path of its run directory: (dir, root, run).
+fn peer_dirs() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("root");
     std::fs::create_dir_all(&root).unwrap();
     std::fs::write(root.join("probe"), b"ok").unwrap();
     let run = dir.path().join("run");
+    (dir, root, run)
+}
+
+#[test]
+fn nginx_webdav_is_a_live_origin() {
+    if !vodkit_testkit::needs(&[vodkit_testkit::Need::Peer("nginx")]) {
+        return;
+    }
+    let (_dir, root, run) = peer_dirs();
     let extra = vodkit_peers::nginx::live_origin_directives("/live/", TOKEN, 64 << 20).unwrap();
     let setup = vodkit_peers::PeerSetup {
         server_extra: Some(&extra),
@@ -158,15 +142,11 @@ fn apache_webdav_is_a_live_origin() {
     if !vodkit_testkit::needs(&[vodkit_testkit::Need::Peer("apache2")]) {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("root");
-    std::fs::create_dir_all(&root).unwrap();
-    std::fs::write(root.join("probe"), b"ok").unwrap();
+    let (dir, root, run) = peer_dirs();
     // Apache's workers drop to nobody when the test runs as root: they must get in.
     for d in [dir.path(), root.as_path()] {
         std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
-    let run = dir.path().join("run");
     let extra =
         vodkit_peers::apache::live_origin_directives("/live/", TOKEN, 64 << 20, &run).unwrap();
     let setup = vodkit_peers::PeerSetup {
@@ -180,13 +160,18 @@ fn apache_webdav_is_a_live_origin() {
     // late, the rest are not.
     publish_and_check(server.port, 1);
     // Playlists carry the live content type and a one-second lifetime.
-    let head = exchange(server.port, "HEAD", "/live/stream-0/index.m3u8");
-    let head = String::from_utf8_lossy(&head).to_ascii_lowercase();
-    assert!(
-        head.contains("content-type: application/vnd.apple.mpegurl"),
-        "{head}"
+    let head = Client::connect(([127, 0, 0, 1], server.port).into()).request(
+        "HEAD",
+        "/live/stream-0/index.m3u8",
+        &[],
     );
-    assert!(head.contains("cache-control: max-age=1"), "{head}");
+    let header = |name: &str| head.header(name).unwrap_or("").to_ascii_lowercase();
+    assert_eq!(
+        header("content-type"),
+        "application/vnd.apple.mpegurl",
+        "{head:?}"
+    );
+    assert!(header("cache-control").starts_with("max-age=1"), "{head:?}");
     wrong_token_fails_every_put(server.port);
     assert!(vodkit_peers::apache::live_origin_directives("/live/", "bad'tok", 1, &run).is_err());
 }

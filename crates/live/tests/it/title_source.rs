@@ -5,8 +5,7 @@
 //! decodes the final window from the origin with every frame in order. Needs ffmpeg (which
 //! `.ci/run` installs); without it the test says SKIPPED.
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use crate::common::get;
 use std::process::Command;
 use std::time::Duration;
 use vodkit_live::{LiveTitle, Source, SourceConfig};
@@ -21,23 +20,6 @@ fn ffmpeg_present() -> bool {
         vodkit_testkit::Need::Tool("ffmpeg"),
         vodkit_testkit::Need::Tool("ffprobe"),
     ])
-}
-
-/// GET `path` from `port`: (status, body).
-fn get(port: u16, path: &str) -> (u16, Vec<u8>) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut all = Vec::new();
-    s.read_to_end(&mut all).unwrap();
-    let split = all.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
-    let head = String::from_utf8_lossy(&all[..split]).to_string();
-    let status = head.split(' ').nth(1).unwrap().parse().unwrap();
-    (status, all[split + 4..].to_vec())
 }
 
 /// A packaged title: 3 s at 300 kbit/s in 1 s segments, `dash` (segment files).
@@ -136,16 +118,9 @@ fn a_packaged_title_loops_into_a_playable_live_stream() {
 
     // ffmpeg plays the final window from the origin, every frame in order.
     let url = format!("http://127.0.0.1:{port}/live/stream-0/index.m3u8");
-    let out = Command::new("ffmpeg")
-        .args(["-hide_banner", "-loglevel", "error", "-nostdin", "-i", &url])
-        .args(["-map", "0:v:0", "-f", "null", "-"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success() && out.stderr.is_empty(),
-        "ffmpeg could not play {url}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    if let Err(e) = vodkit_media::pool::decode(&url) {
+        panic!("{e}");
+    }
     let out = Command::new("ffprobe")
         .args(["-v", "error", "-select_streams", "v:0", "-show_entries"])
         .args(["frame=pts_time", "-of", "csv=p=0", &url])

@@ -35,27 +35,6 @@ async fn load(p: &mut Player<'_>, cfg: &LiveSettings, url: &str) -> Result<LiveW
     manifest::hls_live(url, &text).map_err(|e| p.broken(e.to_string()))
 }
 
-async fn watch_stream(
-    p: &mut Player<'_>,
-    cfg: &LiveSettings,
-    url: &str,
-    watch_s: f64,
-    out: &mut PlayerOutcome,
-    lo: &mut LiveOutcome,
-) -> Result<(), SessionEnd> {
-    let begin = p.now();
-    let mut buf = Buffer {
-        last: begin,
-        ..Buffer::default()
-    };
-    let result = follow(p, cfg, url, watch_s, out, lo, &mut buf, begin).await;
-    buf.advance(p.now());
-    out.stalls = buf.stalls;
-    out.stall_s = buf.stall_s;
-    lo.late_s = std::mem::take(&mut buf.stall_lengths);
-    result
-}
-
 #[allow(clippy::too_many_arguments)]
 async fn follow(
     p: &mut Player<'_>,
@@ -154,7 +133,28 @@ pub(crate) async fn watch(plan: &Plan, shared: &Arc<Shared>, view: LiveView) -> 
         stream,
         ..LiveOutcome::default()
     };
-    let end = match watch_stream(&mut p, cfg, &url, view.watch_s, &mut out, &mut lo).await {
+    let begin = p.now();
+    let mut buf = Buffer {
+        last: begin,
+        ..Buffer::default()
+    };
+    let result = follow(
+        &mut p,
+        cfg,
+        &url,
+        view.watch_s,
+        &mut out,
+        &mut lo,
+        &mut buf,
+        begin,
+    )
+    .await;
+    // Stalls count up to the end, however the session ended.
+    buf.advance(p.now());
+    out.stalls = buf.stalls;
+    out.stall_s = buf.stall_s;
+    lo.late_s = std::mem::take(&mut buf.stall_lengths);
+    let end = match result {
         Ok(()) => SessionEnd::Completed,
         Err(e) => e,
     };

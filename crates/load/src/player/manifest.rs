@@ -429,28 +429,22 @@ fn list_segments(
             format!("representation `{}`: SegmentList without @duration", w.id),
         );
     };
+    // An entry's piece: its URL against the base (the base itself without one), and its
+    // byte range if it has one.
+    let piece = |url: Option<&str>, range: Option<&str>| -> Result<Piece, ManifestError> {
+        Ok(Piece {
+            path: resolve(base, url.unwrap_or(""))?,
+            range: range.map(|r| parse_range(w.url, r)).transpose()?,
+        })
+    };
     let init = match &list.Initialization {
-        Some(i) => Some(Piece {
-            path: resolve(base, i.sourceURL.as_deref().unwrap_or(""))?,
-            range: i
-                .range
-                .as_deref()
-                .map(|r| parse_range(w.url, r))
-                .transpose()?,
-        }),
+        Some(i) => Some(piece(i.sourceURL.as_deref(), i.range.as_deref())?),
         None => None,
     };
     let mut segs = Vec::with_capacity(list.segment_urls.len());
     for s in &list.segment_urls {
         segs.push(Segment {
-            piece: Piece {
-                path: resolve(base, s.media.as_deref().unwrap_or(""))?,
-                range: s
-                    .mediaRange
-                    .as_deref()
-                    .map(|r| parse_range(w.url, r))
-                    .transpose()?,
-            },
+            piece: piece(s.media.as_deref(), s.mediaRange.as_deref())?,
             duration_s: d as f64 / timescale,
         });
     }

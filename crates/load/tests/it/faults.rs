@@ -207,13 +207,7 @@ fn bandwidth_limit_spreads_the_download() {
     s.class = "slow".into();
     // 800 kbit/s: 100,000 bytes need about one second.
     let run = run(target, vec![s], |c| {
-        c.links.insert(
-            "slow".into(),
-            vodkit_load::Link {
-                bandwidth_bps: 800_000,
-                one_way_delay: Duration::from_millis(50),
-            },
-        );
+        common::link(c, "slow", 800_000, Duration::from_millis(50));
     });
     let r = &run.sessions[0].requests[0];
     assert!(r.completed());

@@ -5,42 +5,22 @@
 
 use crate::common;
 
-use common::{run, write_file};
+use common::{ranges_of, req, run, write_file};
 use vodkit_load::record::FailureReason;
 use vodkit_load::{HttpVersion, Target, TlsClient, Trust};
 use vodkit_server::tls::{selfsigned, TlsSettings};
 use vodkit_server::H2Settings;
 use vodkit_testkit::server::TestServer;
-use vodkit_workload::model::{ByteRange, Request, Session};
+use vodkit_workload::model::{ByteRange, Session};
 
 const FILE: usize = 2 * 1024 * 1024 + 7;
-
-fn req(path: &str, range: Option<ByteRange>, conn: u32) -> Request {
-    Request {
-        conn,
-        media_s: 1.0,
-        ..Request::new(path, range, 20.0)
-    }
-}
 
 /// Sessions reading one file in ranges on two connection indexes, a whole file, and an
 /// open-ended range of it.
 fn sessions(n: u64) -> Vec<Session> {
     (0..n)
         .map(|id| {
-            let mut requests = Vec::new();
-            let mut first = 0u64;
-            let mut conn = 0;
-            while first < FILE as u64 {
-                let last = (first + 256 * 1024 - 1).min(FILE as u64 - 1);
-                requests.push(req(
-                    "/v/a.mp4",
-                    Some(ByteRange::Closed { first, last }),
-                    conn,
-                ));
-                conn = 1 - conn;
-                first = last + 1;
-            }
+            let mut requests = ranges_of("/v/a.mp4", FILE as u64, 256 * 1024, |i| i as u32 % 2);
             requests.push(req("/v/b.mp4", None, 0));
             requests.push(req(
                 "/v/a.mp4",
@@ -154,13 +134,7 @@ fn a_viewer_behind_a_slow_link_gets_every_byte_over_h2c() {
     let out = run(target, s, |c| {
         c.verify = true;
         c.http = HttpVersion::Http2;
-        c.links.insert(
-            "slow".into(),
-            vodkit_load::Link {
-                bandwidth_bps: 16_000_000,
-                one_way_delay: std::time::Duration::from_millis(5),
-            },
-        );
+        common::link(c, "slow", 16_000_000, std::time::Duration::from_millis(5));
     });
     let r = &out.results;
     assert!(r.requests.errors.is_empty(), "{}", r.summary());

@@ -13,7 +13,7 @@ use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use vodkit_load::netns::{addresses, next_slot, KernelLinks, NETNS_PREFIX};
-use vodkit_load::{CancellationToken, Link, LinkMode, LoadConfig, Target};
+use vodkit_load::{CancellationToken, LinkMode, LoadConfig, Target};
 use vodkit_workload::model::{Request, Session};
 
 const BODY: usize = 2_000_000;
@@ -105,13 +105,7 @@ fn slow_config(port: u16) -> LoadConfig {
     let sessions = vec![session(1, "slow"), session(2, "slow"), session(3, "fast")];
     let mut config = LoadConfig::new(target, sessions, 100.0);
     config.link_mode = LinkMode::Kernel;
-    config.links.insert(
-        "slow".into(),
-        Link {
-            bandwidth_bps: LIMIT_BPS,
-            one_way_delay: Duration::from_millis(50),
-        },
-    );
+    common::link(&mut config, "slow", LIMIT_BPS, Duration::from_millis(50));
     config
 }
 

@@ -6,12 +6,12 @@
 
 use crate::common;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use vodkit_load::record::{FailureReason, SessionEnd};
-use vodkit_load::{Link, Target};
+use vodkit_load::Target;
 use vodkit_workload::model::{LiveView, Session};
 
 /// Segment duration of the scripted source, seconds.
@@ -27,6 +27,18 @@ struct Script {
     stops_after: Option<u64>,
     /// The source ends cleanly (`#EXT-X-ENDLIST`) after this many segments.
     ends_after: Option<u64>,
+}
+
+impl Script {
+    /// A source that publishes for as long as the test runs.
+    fn steady(window: u64, segment_bytes: usize) -> Script {
+        Script {
+            window,
+            segment_bytes,
+            stops_after: None,
+            ends_after: None,
+        }
+    }
 }
 
 struct Origin {
@@ -87,20 +99,14 @@ impl Origin {
 }
 
 fn read_path(stream: &mut TcpStream) -> Option<String> {
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        match stream.read(&mut byte) {
-            Ok(1) => head.push(byte[0]),
-            _ => return None,
-        }
-    }
+    let head = common::request_head(stream)?;
     let line = String::from_utf8_lossy(&head).lines().next()?.to_string();
     line.split_whitespace().nth(1).map(str::to_string)
 }
 
-/// Start the scripted origin; the source's clock starts now.
-fn origin(script: Script) -> Target {
+/// Start the scripted origin (the source's clock starts now) and let its window fill for
+/// `fill_s` seconds.
+fn origin(script: Script, fill_s: f64) -> Target {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let wall0_ms = SystemTime::now()
@@ -125,6 +131,7 @@ fn origin(script: Script) -> Target {
             });
         }
     });
+    std::thread::sleep(Duration::from_secs_f64(fill_s));
     Target::parse(&format!("http://127.0.0.1:{port}"), false).unwrap()
 }
 
@@ -141,14 +148,8 @@ fn viewers_join_at_the_edge_and_play_without_stalls_on_an_idle_origin() {
     if !vodkit_testkit::needs(&[vodkit_testkit::Need::Slow]) {
         return;
     }
-    let target = origin(Script {
-        window: 6,
-        segment_bytes: 20_000,
-        stops_after: None,
-        ends_after: None,
-    });
     // Let the window fill, then four viewers join half a second apart.
-    std::thread::sleep(Duration::from_secs_f64(3.5));
+    let target = origin(Script::steady(6, 20_000), 3.5);
     let sessions: Vec<Session> = (0..4)
         .map(|i| viewer(i, i as u32, 3.0, i as f64 * 0.5, "lan"))
         .collect();
@@ -185,21 +186,9 @@ fn a_viewer_too_slow_for_the_stream_falls_out_of_the_window_and_skips() {
         return;
     }
     // 100 kB per half second is 1.6 Mbit/s; the viewer's link carries 0.8 Mbit/s.
-    let target = origin(Script {
-        window: 3,
-        segment_bytes: 100_000,
-        stops_after: None,
-        ends_after: None,
-    });
-    std::thread::sleep(Duration::from_secs_f64(2.0));
+    let target = origin(Script::steady(3, 100_000), 2.0);
     let run = common::run(target, vec![viewer(0, 0, 6.0, 0.0, "slow")], |c| {
-        c.links.insert(
-            "slow".into(),
-            Link {
-                bandwidth_bps: 800_000,
-                one_way_delay: Duration::ZERO,
-            },
-        );
+        common::link(c, "slow", 800_000, Duration::ZERO);
     });
     let s = &run.sessions[0];
     let p = s.player.as_ref().unwrap();
@@ -216,13 +205,11 @@ fn a_source_that_stops_makes_viewers_stall_then_end_with_a_reason() {
     if !vodkit_testkit::needs(&[vodkit_testkit::Need::Slow]) {
         return;
     }
-    let target = origin(Script {
-        window: 4,
-        segment_bytes: 10_000,
+    let script = Script {
         stops_after: Some(8),
-        ends_after: None,
-    });
-    std::thread::sleep(Duration::from_secs_f64(2.5));
+        ..Script::steady(4, 10_000)
+    };
+    let target = origin(script, 2.5);
     let started = Instant::now();
     let run = common::run(target, vec![viewer(0, 0, 30.0, 0.0, "lan")], |_| {});
     let s = &run.sessions[0];
@@ -237,13 +224,11 @@ fn a_source_that_stops_makes_viewers_stall_then_end_with_a_reason() {
 
 #[test]
 fn an_ended_stream_ends_its_viewers_cleanly() {
-    let target = origin(Script {
-        window: 4,
-        segment_bytes: 10_000,
-        stops_after: None,
+    let script = Script {
         ends_after: Some(8),
-    });
-    std::thread::sleep(Duration::from_secs_f64(2.0));
+        ..Script::steady(4, 10_000)
+    };
+    let target = origin(script, 2.0);
     let run = common::run(target, vec![viewer(0, 0, 30.0, 0.0, "lan")], |_| {});
     let s = &run.sessions[0];
     assert_eq!(s.end, SessionEnd::Completed);
@@ -257,13 +242,7 @@ fn probes_run_apart_from_the_load_and_report_their_own_quality() {
     if !vodkit_testkit::needs(&[vodkit_testkit::Need::Slow]) {
         return;
     }
-    let target = origin(Script {
-        window: 6,
-        segment_bytes: 10_000,
-        stops_after: None,
-        ends_after: None,
-    });
-    std::thread::sleep(Duration::from_secs_f64(2.0));
+    let target = origin(Script::steady(6, 10_000), 2.0);
     let sessions: Vec<Session> = (0..6)
         .map(|i| viewer(i, 0, 2.0, i as f64 * 0.3, "lan"))
         .collect();

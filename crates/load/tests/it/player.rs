@@ -7,7 +7,7 @@ use crate::common;
 
 use common::run;
 use vodkit_load::player::{PlayerConfig, Protocol};
-use vodkit_load::{Link, Target};
+use vodkit_load::Target;
 use vodkit_media::package::MediaFormat;
 use vodkit_testkit::server::TestServer;
 use vodkit_workload::model::{Catalog, Media, PlaySpec, Rendition, Request, Seek, Session, Title};
@@ -176,13 +176,7 @@ fn a_slow_link_keeps_players_below_the_top_rung_without_stalls() {
     assert!(bw[0] * 3 / 2 < link && link < bw[1], "{bw:?}");
     let r = run(origin.target(), sessions(3, 8.0), |c| {
         player(Protocol::Dash)(c);
-        c.links.insert(
-            "c".into(),
-            Link {
-                bandwidth_bps: link,
-                one_way_delay: std::time::Duration::ZERO,
-            },
-        );
+        common::link(c, "c", link, std::time::Duration::ZERO);
     });
     let abr = r.results.qos.abr.as_ref().unwrap();
     assert_eq!(
@@ -236,13 +230,7 @@ fn a_download_far_slower_than_its_segment_is_abandoned_for_the_low_rung() {
                 p.abandon = None;
             }
             c.player = Some(p);
-            c.links.insert(
-                "c".into(),
-                Link {
-                    bandwidth_bps: link,
-                    one_way_delay: std::time::Duration::ZERO,
-                },
-            );
+            common::link(c, "c", link, std::time::Duration::ZERO);
         })
     };
     let r = play(true);

@@ -245,22 +245,14 @@ fn ideal_record(w: &Workload, session: &Session) -> SessionRecord {
             }
         })
         .collect();
+    let end = if timed_out.is_some() {
+        SessionEnd::Failed(FailureReason::Timeout)
+    } else {
+        SessionEnd::Completed
+    };
     SessionRecord {
-        index: 0,
-        session: Arc::new(session.clone()),
-        arrival: 0.0,
-        end: if timed_out.is_some() {
-            SessionEnd::Failed(FailureReason::Timeout)
-        } else {
-            SessionEnd::Completed
-        },
         skipped: (reqs.len() - requests.len()) as u32,
-        requests,
-        connections_opened: 1,
-        reconnects: 0,
-        player: None,
-        prefilled: false,
-        probe: false,
+        ..SessionRecord::alone(Arc::new(session.clone()), requests, end)
     }
 }
 

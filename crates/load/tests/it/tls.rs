@@ -7,13 +7,13 @@ use crate::common;
 use std::path::Path;
 use std::sync::Arc;
 
-use common::{run, write_file};
+use common::{ranges_of, req, run, write_file};
 use vodkit_load::record::FailureReason;
 use vodkit_load::{Target, TlsClient, Trust};
 use vodkit_server::tls::selfsigned::{self, LeafSpec};
 use vodkit_server::tls::TlsSettings;
 use vodkit_testkit::server::TestServer;
-use vodkit_workload::model::{ByteRange, Request, Session};
+use vodkit_workload::model::{ByteRange, Session};
 
 const FILE: usize = 3 * 1024 * 1024 + 11;
 
@@ -49,26 +49,12 @@ impl Origin {
     }
 }
 
-fn req(path: &str, range: Option<ByteRange>, conn: u32) -> Request {
-    Request {
-        conn,
-        media_s: 1.0,
-        ..Request::new(path, range, 20.0)
-    }
-}
-
 /// Sessions that read the whole of both files in ranges, whole-file requests and an
 /// open-ended range, each on two connections.
 fn sessions(n: u64) -> Vec<Session> {
     (0..n)
         .map(|id| {
-            let mut requests = Vec::new();
-            let mut first = 0u64;
-            while first < FILE as u64 {
-                let last = (first + 512 * 1024 - 1).min(FILE as u64 - 1);
-                requests.push(req("/v/a.mp4", Some(ByteRange::Closed { first, last }), 0));
-                first = last + 1;
-            }
+            let mut requests = ranges_of("/v/a.mp4", FILE as u64, 512 * 1024, |_| 0);
             requests.push(req("/v/b.mp4", None, 1));
             requests.push(req(
                 "/v/b.mp4",

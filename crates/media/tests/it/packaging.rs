@@ -1,7 +1,7 @@
 //! Real media sets end to end (needs ffmpeg, which `.ci/run` installs): every packaging is
 //! written from a two-rung ladder, its manifests parse strictly (dash-mpd-core, m3u8-rs),
-//! ffmpeg plays every rendition to the end, pieces verify, damage is found, a rerun skips
-//! finished titles and a foreign directory is refused.
+//! ffmpeg plays every rendition to the end (and refuses what is no presentation), pieces
+//! verify, damage is found, a rerun skips finished titles and a foreign directory is refused.
 
 use std::path::Path;
 use std::process::Command;
@@ -46,18 +46,9 @@ fn options(format: MediaFormat) -> MediaOptions {
 
 /// ffmpeg decodes the whole presentation (every frame of the first video stream).
 fn plays(manifest: &Path) {
-    let out = Command::new("ffmpeg")
-        .args(["-hide_banner", "-loglevel", "error", "-nostdin", "-i"])
-        .arg(manifest)
-        .args(["-map", "0:v:0", "-f", "null", "-"])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success() && out.stderr.is_empty(),
-        "ffmpeg could not play {}: {}",
-        manifest.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
+    if let Err(e) = vodkit_media::pool::decode(manifest) {
+        panic!("{e}");
+    }
 }
 
 #[test]
@@ -152,6 +143,14 @@ fn damage_is_found_and_foreign_roots_refused() {
     assert_eq!(v.damage.len(), 1 + 3, "{:?}", v.damage);
     assert_eq!(v.damage[0].problem, "checksum differs");
     assert!(v.damage[1].path.ends_with("t2/v300.mp4"));
+    // What is no presentation does not play, and the error names it.
+    let junk = dir.path().join("junk.mpd");
+    std::fs::write(&junk, b"not a manifest").unwrap();
+    let e = vodkit_media::pool::decode(&junk).unwrap_err().to_string();
+    assert!(
+        e.contains("could not play") && e.contains("junk.mpd"),
+        "{e}"
+    );
 
     // Another packaging into the same root, or a root with other files, is refused.
     let e = create(&catalog(), &root, &options(MediaFormat::Hls)).unwrap_err();

@@ -166,6 +166,13 @@ pub fn daemon_with(
     Daemon::spawn(cmd)
 }
 
+/// The JSON document in the file at `path` (a report a subcommand wrote).
+pub fn json_file(path: &Path) -> serde_json::Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
 /// The repository root (for docs/ and README.md).
 pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")

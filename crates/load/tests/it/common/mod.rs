@@ -3,23 +3,29 @@
 #![allow(dead_code)]
 
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 use vodkit_load::{CancellationToken, LoadConfig, Run, Target};
 use vodkit_testkit::peer::Peer;
 use vodkit_workload::content;
-use vodkit_workload::model::Session;
+use vodkit_workload::model::{ByteRange, Request, Session};
 
 /// Reads one request head from `stream`, byte by byte (so nothing of the next request is
-/// consumed); false at EOF or on an error.
-pub fn read_head(stream: &mut impl std::io::Read) -> bool {
+/// consumed); `None` at EOF or on an error.
+pub fn request_head(stream: &mut impl std::io::Read) -> Option<Vec<u8>> {
     let mut head = Vec::new();
     let mut byte = [0u8; 1];
     while !head.ends_with(b"\r\n\r\n") {
         match stream.read(&mut byte) {
             Ok(1) => head.push(byte[0]),
-            _ => return false,
+            _ => return None,
         }
     }
-    true
+    Some(head)
+}
+
+/// Reads one request head as [`request_head`] does; false at EOF or on an error.
+pub fn read_head(stream: &mut impl std::io::Read) -> bool {
+    request_head(stream).is_some()
 }
 
 pub fn free_port() -> u16 {
@@ -75,4 +81,42 @@ pub fn parse_log(text: &str, name: &str) -> Vec<Session> {
     let path = dir.path().join(name);
     std::fs::write(&path, text).unwrap();
     vodkit_load::input::read_sessions(&path, None).unwrap().0
+}
+
+/// A request for `path` (`range` of it) on the viewer's connection index `conn`, carrying
+/// one second of media, with 20 s to complete.
+pub fn req(path: &str, range: Option<ByteRange>, conn: u32) -> Request {
+    Request {
+        conn,
+        media_s: 1.0,
+        ..Request::new(path, range, 20.0)
+    }
+}
+
+/// Requests for the first `len` bytes of `path` in closed ranges of `chunk` bytes, the
+/// `i`th on connection index `conn(i)`.
+pub fn ranges_of(path: &str, len: u64, chunk: u64, conn: impl Fn(usize) -> u32) -> Vec<Request> {
+    (0..len.div_ceil(chunk))
+        .map(|i| {
+            let first = i * chunk;
+            let last = (first + chunk - 1).min(len - 1);
+            req(
+                path,
+                Some(ByteRange::Closed { first, last }),
+                conn(i as usize),
+            )
+        })
+        .collect()
+}
+
+/// Sessions of `class` reach the server over a link of `bandwidth_bps` (bit/s) with
+/// `one_way_delay` each way.
+pub fn link(config: &mut LoadConfig, class: &str, bandwidth_bps: u64, one_way_delay: Duration) {
+    config.links.insert(
+        class.into(),
+        vodkit_load::Link {
+            bandwidth_bps,
+            one_way_delay,
+        },
+    );
 }
