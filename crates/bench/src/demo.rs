@@ -27,8 +27,7 @@ pub const SCALE: f64 = 0.1;
 /// back to back as the player's prebuffer, which leaves prefetching nothing to serialize
 /// (vodkit 1.25 × nginx there; docs/bench.md, "Demo").
 pub fn sets() -> Vec<&'static str> {
-    let (_, _, titles) = scenario::MEMORY_CELLS[0];
-    [scenario::YOUTUBE_4X.as_slice(), &[titles]].concat()
+    scenario::smallest_memory_cell_sets()
 }
 /// Load per point (seconds, settling included): 25–70 judged sessions at the
 /// rates the servers reach, so a capacity is good to about one search step.

@@ -166,6 +166,13 @@ pub const MEMORY_CELLS: [(&str, &str, &str); 5] = [
     ("mem=4GiB", "4GiB", "catalog.collections.sd.titles=60000"),
 ];
 
+/// The workload settings of the `memory` scenario's 256 MiB cell, which the demo and the
+/// `cluster` scenario share (one cached file set).
+pub fn smallest_memory_cell_sets() -> Vec<&'static str> {
+    let (_, _, titles) = MEMORY_CELLS[0];
+    [YOUTUBE_4X.as_slice(), &[titles]].concat()
+}
+
 /// The `memory` scenario's servers: nginx; vodkit as before the memory manager; vodkit with
 /// it; vodkit reading with `O_DIRECT` into its own buffer pool (seed 003's design point);
 /// nginx with the preload library, whose daemon runs the same manager.
@@ -449,7 +456,7 @@ pub fn all() -> Vec<Scenario> {
             // emulated drive and a 256 MiB budget of its own.
             cells: vec![Cell {
                 memory: "256MiB",
-                sets: [YOUTUBE_4X.as_slice(), &[MEMORY_CELLS[0].2]].concat(),
+                sets: smallest_memory_cell_sets(),
                 ..cell("", &CLUSTER_SUTS)
             }],
             checks: vec![

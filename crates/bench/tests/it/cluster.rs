@@ -177,22 +177,15 @@ fn each_origin_of_a_cluster_reads_its_own_emulated_drive() {
         return;
     };
     let dir = tempfile::tempdir().unwrap();
-    let workload = vodkit_bench::prepare::workload(
-        "youtube-2011",
-        &["catalog.max_duration=30s", "catalog.min_duration=20s"],
-        0.005,
+    let workload = crate::short_titles(20, 30, 0.005, dir.path());
+    let req = crate::bench_request(
+        &workload,
+        "cluster:2:nginx@haproxy:title",
+        "hdd:wd-red",
+        "fixed-rates:2".into(),
+        15,
         dir.path(),
-    )
-    .unwrap();
-    let suts = vodkit_bench::sut::parse_list("cluster:2:nginx@haproxy:title").unwrap();
-    let req = vodkit_bench::runner::BenchRequest {
-        testbed: "hdd:wd-red".parse().unwrap(),
-        search: Some("fixed-rates:2".into()),
-        criterion: "sessions:50%".parse().unwrap(),
-        point_duration: Some(std::time::Duration::from_secs(15)),
-        fast_forward: vodkit_bench::warmup::FastForwardChoice::Off,
-        ..vodkit_bench::runner::BenchRequest::new(&workload, suts, &dir.path().join("out"))
-    };
+    );
     let (rep, _) = vodkit_bench::runner::run(&req).unwrap();
     assert!(
         rep.testbed.starts_with("2 drives, one per origin"),

@@ -148,22 +148,16 @@ fn bench_request(
     dir: &std::path::Path,
 ) -> vodkit_bench::runner::BenchRequest {
     vodkit_bench::runner::BenchRequest {
-        workload: workload.to_path_buf(),
-        root: None,
-        suts: vodkit_bench::sut::parse_list(suts).unwrap(),
         testbed: testbed.parse().unwrap(),
-        memory: None,
-        server_cpus: None,
         search: Some(search),
         criterion: "sessions:50%".parse().unwrap(),
-        probes: None,
-        players: None,
-        repeat: 1,
         point_duration: Some(std::time::Duration::from_secs(duration_s)),
         fast_forward: vodkit_bench::warmup::FastForwardChoice::Off,
-        out: dir.join("out"),
-        vodkit_exe: None,
-        progress: false,
+        ..vodkit_bench::runner::BenchRequest::new(
+            workload,
+            vodkit_bench::sut::parse_list(suts).unwrap(),
+            &dir.join("out"),
+        )
     }
 }
 
