@@ -556,6 +556,17 @@ impl Running for ClusterRunning {
         let killed = self.kill.as_ref().and_then(|k| k.killed_at()).is_some();
         for (k, o) in std::mem::take(&mut self.origins).into_iter().enumerate() {
             match o.stop() {
+                // The origin `:failover` killed died on purpose, not of its budget.
+                Ok(l) if killed && k == 0 => lines.extend(l.into_iter().map(|line| {
+                    if line.contains(crate::child::EXITED_DURING_RUN) {
+                        format!(
+                            "{}: killed by the bench in the middle of the point (`:failover`)",
+                            vodkit_peers::cluster::origin_name(0)
+                        )
+                    } else {
+                        line
+                    }
+                })),
                 Ok(l) => lines.extend(l),
                 // The killed origin cannot stop cleanly; that is the point.
                 Err(_) if killed && k == 0 => {}
