@@ -115,6 +115,14 @@ impl IngestConfig {
         }
     }
 
+    /// Live objects' share of a memory `limit` the server runs under, when the operator did
+    /// not size them: at most a quarter of it (and never more than configured), so segments
+    /// held for live viewers cannot push the process past its limit; past it they spill or
+    /// go, as at any `max_bytes`.
+    pub fn fit_to_limit(&mut self, limit: u64) {
+        self.max_bytes = self.max_bytes.min(limit / 4);
+    }
+
     /// Bytes of segments that may wait in memory to be written to the spill directory
     /// (beyond `max_bytes`): a quarter of the cap, at least 32 MiB. Past it the disk is not
     /// keeping up, and the oldest segments are dropped as without a spill directory.
@@ -1275,6 +1283,17 @@ mod tests {
         assert_eq!(s.level(), (4, 3 * big(0).len() as u64 + 8));
         assert_eq!(s.delete("/live/a/seg-4.m4s", t), 204);
         assert_eq!(s.lock().files, 0);
+    }
+
+    #[test]
+    fn live_objects_take_at_most_a_quarter_of_a_memory_limit() {
+        let mut c = IngestConfig::new("/live/", "t");
+        c.fit_to_limit(256 << 20);
+        assert_eq!(c.max_bytes, 64 << 20);
+        // A large limit leaves the configured size alone.
+        let mut c = IngestConfig::new("/live/", "t");
+        c.fit_to_limit(16 << 30);
+        assert_eq!(c.max_bytes, 512 << 20);
     }
 
     #[test]

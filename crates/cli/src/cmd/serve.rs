@@ -121,9 +121,11 @@ pub struct Args {
     /// Bytes of live objects in memory over all streams, playlists, init segments and
     /// bodies being uploaded included (past it the oldest segments are spilled to
     /// --ingest-spill, or dropped without it; what only fits by evicting a playlist or an
-    /// init segment is refused with 507).
-    #[arg(long, default_value = "512MiB", requires = "ingest", value_name = flags::SIZE, value_parser = flags::size)]
-    ingest_max_bytes: u64,
+    /// init segment is refused with 507). Default 512MiB, or a quarter of the memory cgroup's
+    /// limit the server runs under when that is less (the prefetch manager's automatic budget
+    /// then leaves that room).
+    #[arg(long, requires = "ingest", value_name = flags::SIZE, value_parser = flags::size)]
+    ingest_max_bytes: Option<u64>,
     /// A writable directory for live segments past --ingest-max-bytes: written to
     /// unlinked files there and served through the page cache, so no segment still in a
     /// window is dropped while memory is full (as a disk-backed origin keeps them).
@@ -303,7 +305,27 @@ fn config(args: Args) -> anyhow::Result<ServerConfig> {
         }
         let mut ingest = vodkit_server::live::IngestConfig::new(prefix, &token);
         ingest.window = args.ingest_window.max(1);
-        ingest.max_bytes = args.ingest_max_bytes;
+        // Under a memory cgroup, live objects and the manager's automatic budget share its
+        // limit instead of each assuming all of it.
+        let limit = match vodkit_prefetch::budget::detect(None) {
+            (l, vodkit_prefetch::budget::BudgetSource::Cgroup) => Some(l),
+            _ => None,
+        };
+        match (args.ingest_max_bytes, limit) {
+            (Some(b), _) => ingest.max_bytes = b,
+            (None, Some(l)) => {
+                ingest.fit_to_limit(l);
+                if config.io.memory == MemorySetting::Auto {
+                    config.io.memory = MemorySetting::Budget(l.saturating_sub(ingest.max_bytes));
+                }
+                tracing::info!(
+                    "live objects take up to {} of the memory cgroup's limit {} (--ingest-max-bytes sets it); an automatic --memory budget gets the rest",
+                    vodkit_units::human_size(ingest.max_bytes),
+                    vodkit_units::human_size(l)
+                );
+            }
+            (None, None) => {}
+        }
         ingest.max_object = args.ingest_max_object;
         ingest.ttl = args.ingest_ttl;
         ingest.hold = args.ingest_hold;
