@@ -798,11 +798,7 @@ pub fn run_workload(setup: &RunSetup<'_>, progress: &mut BarProgress) -> Result<
         load.live_feed = Some(Box::new(crate::live::PushFeed::default()));
     }
     let mut sampler =
-        crate::system::ProcSampler::for_root(&root, budget.as_ref().and_then(|b| b.cgroup_dir()));
-    sampler.devices = roots
-        .iter()
-        .filter_map(|r| crate::system::device_of(r))
-        .collect();
+        crate::system::ProcSampler::for_roots(&roots, budget.as_ref().and_then(|b| b.cgroup_dir()));
     launcher.origin_roots = roots;
     sampler.device_control = testbed.device_control();
     // A cluster of N origins has N drives and budgets: its plan is drawn from N times the

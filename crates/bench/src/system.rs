@@ -53,10 +53,11 @@ pub struct ProcSampler {
 }
 
 impl ProcSampler {
-    /// Watch the device holding `root` (and the budget's cgroup when given).
-    pub fn for_root(root: &Path, cgroup: Option<PathBuf>) -> ProcSampler {
+    /// Watch the devices holding `roots` (one, or each origin's drive of a cluster), and the
+    /// budget's cgroup when given.
+    pub fn for_roots(roots: &[PathBuf], cgroup: Option<PathBuf>) -> ProcSampler {
         ProcSampler {
-            devices: device_of(root).into_iter().collect(),
+            devices: roots.iter().filter_map(|r| device_of(r)).collect(),
             cgroup,
             device_control: None,
             samples: Arc::default(),

@@ -70,6 +70,10 @@ pub const MEASURED: &str = "measured";
 pub const SKIPPED: &str = "skipped";
 pub const FAILED: &str = "failed";
 
+fn one_origin() -> usize {
+    1
+}
+
 /// One server's results.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ServerReport {
@@ -81,9 +85,13 @@ pub struct ServerReport {
     pub reason: Option<String>,
     /// Mean over repeats of the highest rate that met the criterion.
     pub max_failure_free_rate: Option<f64>,
-    /// `max_failure_free_rate / bound_rate` (its cell's bound in a scenario).
+    /// `max_failure_free_rate / (bound_rate × origins)` (its cell's bound in a scenario).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fraction_of_bound: Option<f64>,
+    /// Origins behind the balancer of a cluster entry (each with the drive and budget the
+    /// bound is drawn for); 1 for a single server.
+    #[serde(default = "one_origin")]
+    pub origins: usize,
     /// 95% confidence interval of that rate (t-distribution; needs ≥ 2 repeats).
     pub ci95: Option<[f64; 2]>,
     #[serde(default)]
@@ -145,6 +153,7 @@ impl ServerReport {
             reason: Some(reason),
             max_failure_free_rate: None,
             fraction_of_bound: None,
+            origins: sut.cluster.map_or(1, |c| c.origins),
             ci95: None,
             per_repeat: Vec::new(),
             hit_ceiling: false,
@@ -257,18 +266,13 @@ pub fn new_report(
     }
 }
 
-/// Set each server's `fraction_of_bound` against `bound_rate`.
+/// Set each server's `fraction_of_bound` against `bound_rate` times its origins.
 pub fn set_fractions(servers: &mut [ServerReport], bound_rate: f64) {
     for s in servers {
-        // A cluster's origins each have the drive and budget the bound is drawn for.
-        let origins = crate::sut::parse_one(&s.sut)
-            .ok()
-            .and_then(|sut| sut.cluster)
-            .map_or(1, |c| c.origins);
         s.fraction_of_bound = s
             .max_failure_free_rate
             .filter(|_| bound_rate > 0.0)
-            .map(|r| r / (bound_rate * origins as f64));
+            .map(|r| r / (bound_rate * s.origins.max(1) as f64));
     }
 }
 
