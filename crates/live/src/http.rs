@@ -270,4 +270,84 @@ mod tests {
         assert!(Origin::parse("http://").is_err());
         assert!(Origin::parse("ftp://x").is_err());
     }
+
+    /// An origin on a loopback port that reads one request until `until` appears in it,
+    /// answers `answer`, and hands back what it read.
+    fn origin(
+        until: &'static [u8],
+        answer: &'static str,
+    ) -> (Origin, std::thread::JoinHandle<Vec<u8>>) {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let o = Origin::parse(&format!("http://{}", l.local_addr().unwrap())).unwrap();
+        let t = std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let mut got = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !got.windows(until.len()).any(|w| w == until) {
+                let n = s.read(&mut buf).unwrap();
+                if n == 0 {
+                    break;
+                }
+                got.extend_from_slice(&buf[..n]);
+            }
+            s.write_all(answer.as_bytes()).unwrap();
+            // Wait for the client to close, so an answer is never lost to a reset.
+            let _ = s.read(&mut buf);
+            got
+        });
+        (o, t)
+    }
+
+    #[test]
+    fn a_chunked_put_sends_each_chunk_framed_and_ends_the_body() {
+        let (o, t) = origin(
+            b"0\r\n\r\n",
+            "HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n",
+        );
+        let mut c = Client::new(o, Some("tok".into()), Duration::from_secs(5));
+        c.begin_chunked("/live/s/seg-1.m4s").unwrap();
+        assert_eq!(c.chunk("/p", b"hello").unwrap(), None);
+        assert_eq!(
+            c.chunk("/p", b"").unwrap(),
+            None,
+            "an empty chunk is not sent"
+        );
+        assert_eq!(c.chunk("/p", &[b'x'; 20]).unwrap(), None);
+        assert_eq!(c.end_chunked("/p").unwrap(), 201);
+        drop(c);
+        let got = String::from_utf8(t.join().unwrap()).unwrap();
+        let (head, body) = got.split_once("\r\n\r\n").unwrap();
+        assert!(
+            head.starts_with("PUT /live/s/seg-1.m4s HTTP/1.1\r\n"),
+            "{head}"
+        );
+        assert!(head.contains("\r\nTransfer-Encoding: chunked"), "{head}");
+        assert!(head.contains("\r\nAuthorization: Bearer tok"), "{head}");
+        assert!(!head.contains("Content-Length"), "{head}");
+        assert_eq!(
+            body,
+            format!("5\r\nhello\r\n14\r\n{}\r\n0\r\n\r\n", "x".repeat(20))
+        );
+    }
+
+    #[test]
+    fn an_upload_the_origin_refuses_early_ends_with_its_answer() {
+        let (o, t) = origin(
+            b"\r\n\r\n",
+            "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        );
+        let mut c = Client::new(o, None, Duration::from_secs(5));
+        c.begin_chunked("/live/s/seg-1.m4s").unwrap();
+        let mut answer = None;
+        for _ in 0..200 {
+            answer = c.chunk("/p", b"data").unwrap();
+            if answer.is_some() {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert_eq!(answer, Some(403));
+        drop(c);
+        t.join().unwrap();
+    }
 }

@@ -1053,4 +1053,67 @@ mod tests {
         c.target = "https://x".into();
         assert!(c.validate().is_err());
     }
+
+    #[test]
+    fn parts_round_to_a_whole_number_per_segment() {
+        let mut c = SourceConfig::new("http://127.0.0.1:9", 1, 3000);
+        assert_eq!((c.parts(), c.part_s()), (None, None));
+        c.low_latency = Some(LowLatency::new(&c.target));
+        assert_eq!(c.parts(), Some(6));
+        assert!((c.part_s().unwrap() - 2.0 / 6.0).abs() < 1e-12);
+        assert!(c.validate().is_ok());
+        // 3000 kbit/s for a third of a second.
+        assert_eq!(c.part_bytes(), 125_000);
+        c.low_latency.as_mut().unwrap().part_s = 0.3;
+        assert_eq!(c.parts(), Some(7));
+        assert_eq!(
+            c.low_latency.as_ref().unwrap().clock_url.as_deref(),
+            Some("http://127.0.0.1:9/.vodkit/clock")
+        );
+        assert_eq!(
+            default_clock_url("http://origin.example:8080/x/"),
+            "http://origin.example:8080/.vodkit/clock"
+        );
+    }
+
+    #[test]
+    fn parts_too_long_or_too_short_are_refused() {
+        let mut c = SourceConfig::new("http://127.0.0.1:9", 1, 3000);
+        let mut part = |p: f64, d: f64| {
+            c.segment_s = d;
+            c.low_latency = Some(LowLatency {
+                part_s: p,
+                clock_url: None,
+            });
+            c.validate()
+        };
+        assert!(part(1.0, 2.0).is_ok());
+        let e = part(1.2, 2.0).unwrap_err();
+        assert_eq!(
+            e,
+            "--part: expected at most half the segment (1.000 s), got 1.2 s"
+        );
+        let e = part(0.04, 2.0).unwrap_err();
+        assert_eq!(e, "--part: expected at least 0.05 s, got 0.04 s");
+        // 0.05 s asked, but 0.33 s segments hold 7 parts of 0.047 s.
+        let e = part(0.05, 0.33).unwrap_err();
+        assert!(
+            e.starts_with("--part: 0.05 s makes 7 parts of 0.0471 s"),
+            "{e}"
+        );
+        assert!(!e.contains('\n'));
+    }
+
+    #[test]
+    fn parts_concatenate_into_a_box_sequence() {
+        let parts: Vec<Vec<u8>> = (0..4).map(|p| part_bytes(7, 1, 3, p, 1000)).collect();
+        assert!(parts.iter().all(|p| p.len() == 1000));
+        assert_eq!(parts[0], part_bytes(7, 1, 3, 0, 1000), "deterministic");
+        assert_ne!(parts[1], parts[2]);
+        assert_ne!(parts[0], part_bytes(7, 1, 4, 0, 1000));
+        let whole = parts.concat();
+        let boxes = vodkit_media::bmff::children(&whole, 0, whole.len()).unwrap();
+        let kinds: Vec<&[u8]> = boxes.iter().map(|b| &b.kind[..]).collect();
+        assert_eq!(kinds, [&b"styp"[..], b"moof", b"moof", b"moof", b"moof"]);
+    }
 }

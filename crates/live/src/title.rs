@@ -360,4 +360,111 @@ mod tests {
         // Within 1%: accepted (a 29.97 fps GOP rounded to the timescale).
         assert!(LiveTitle::new(media(&[0, 2000, 4010, 6010]), "ok").is_ok());
     }
+
+    /// A fragment whose sample flags say whether it starts with a sync sample the way
+    /// ffmpeg writes them: non-sync defaults in the `tfhd`, and for a key frame the
+    /// first-sample flags in the `trun`.
+    fn flagged(sequence: u32, decode: u64, sync: bool) -> Vec<u8> {
+        let mut mfhd = vec![0, 0, 0, 0];
+        mfhd.extend_from_slice(&sequence.to_be_bytes());
+        let mut tfdt = vec![1, 0, 0, 0];
+        tfdt.extend_from_slice(&decode.to_be_bytes());
+        // tfhd: flags 0x020038 (base is moof, default duration, size, flags).
+        let mut tfhd = vec![0, 0x02, 0x00, 0x38, 0, 0, 0, 1];
+        tfhd.extend_from_slice(&[0, 0, 1, 0, 0, 0, 0, 10, 0x01, 0x01, 0, 0]);
+        // trun: one sample; a data offset, and first-sample flags for a key frame.
+        let trun = if sync {
+            vec![0, 0, 0, 0x05, 0, 0, 0, 1, 0, 0, 0, 0, 0x02, 0, 0, 0]
+        } else {
+            vec![0, 0, 0, 0x01, 0, 0, 0, 1, 0, 0, 0, 0]
+        };
+        let traf = boxed(
+            b"traf",
+            &[
+                boxed(b"tfdt", &tfdt),
+                boxed(b"tfhd", &tfhd),
+                boxed(b"trun", &trun),
+            ]
+            .concat(),
+        );
+        let moof = boxed(b"moof", &[boxed(b"mfhd", &mfhd), traf].concat());
+        [moof, boxed(b"mdat", &[sequence as u8; 10])].concat()
+    }
+
+    /// A title of `sync.len()` quarter-second fragments (the last is left out of the loop).
+    fn quarters(sync: &[bool]) -> LiveTitle {
+        let fragments: Vec<Vec<u8>> = sync
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| flagged(i as u32 + 1, i as u64 * 250, s))
+            .collect();
+        let media = Fragmented {
+            init: boxed(b"ftyp", b"iso6\0\0\0\0"),
+            durations: vec![250; fragments.len()],
+            fragments,
+            track_id: 1,
+            timescale: 1000,
+            codec: "avc1.64001f".into(),
+        };
+        LiveTitle::new(media, "q.mp4").unwrap()
+    }
+
+    #[test]
+    fn sync_samples_are_read_from_the_sample_flags() {
+        let init = boxed(b"ftyp", b"iso6\0\0\0\0");
+        assert!(starts_with_sync(&init, &flagged(1, 0, true)).unwrap());
+        assert!(!starts_with_sync(&init, &flagged(2, 250, false)).unwrap());
+        // Without a trun there is nothing to read.
+        assert!(starts_with_sync(&init, &fragment(1, 0, b"x")).is_err());
+    }
+
+    #[test]
+    fn a_title_in_parts_makes_segments_of_fragments_from_key_frame_to_key_frame() {
+        // Key frames every fourth fragment; 10 fragments, 9 in the loop, cut to 8.
+        let sync: Vec<bool> = (0..10).map(|i| i % 4 == 0).collect();
+        let t = quarters(&sync).in_parts(None, "q.mp4").unwrap();
+        assert_eq!(t.parts(), 4);
+        assert_eq!(t.fragments(), 8);
+        assert!((t.segment_s() - 1.0).abs() < 1e-9);
+        assert!((t.fragment_s() - 0.25).abs() < 1e-9);
+        // Parts are numbered per fragment across the loop; a segment is its parts.
+        for n in 0..5u64 {
+            let mut whole = Vec::new();
+            for p in 0..4u32 {
+                let part = t.part(n, p).unwrap();
+                let i = n * 4 + u64::from(p);
+                assert_eq!(numbers(&part), (i as u32 + 1, i * 250), "part {n}.{p}");
+                // The payload is loop fragment i mod 8's.
+                assert_eq!(part[part.len() - 1], (i % 8) as u8 + 1);
+                whole.extend_from_slice(&part);
+            }
+            assert_eq!(t.segment(n).unwrap(), whole);
+            assert!(starts_with_sync(&t.media.init, &whole).unwrap());
+        }
+        // The same with the segment duration given.
+        let t = quarters(&sync).in_parts(Some(2.0), "q.mp4").unwrap();
+        assert_eq!((t.parts(), t.fragments()), (8, 8));
+    }
+
+    #[test]
+    fn segments_that_would_not_start_with_a_key_frame_are_refused() {
+        let sync: Vec<bool> = (0..10).map(|i| i % 4 == 0).collect();
+        let e = quarters(&sync).in_parts(Some(0.5), "q.mp4").unwrap_err();
+        assert!(
+            e.starts_with("q.mp4: fragment 2 (at 0.500 s) does not start with a key frame"),
+            "{e}"
+        );
+        let e = quarters(&sync).in_parts(Some(1.1), "q.mp4").unwrap_err();
+        assert!(
+            e.starts_with("q.mp4: --segment 1.100 s is not a whole multiple"),
+            "{e}"
+        );
+        let e = quarters(&sync).in_parts(Some(4.0), "q.mp4").unwrap_err();
+        assert!(e.contains("9 fragments in the loop"), "{e}");
+        // Every fragment a key frame: 2 s segments by default, any multiple on request.
+        let t = quarters(&[true; 10]).in_parts(None, "q.mp4").unwrap();
+        assert_eq!(t.parts(), 8);
+        let t = quarters(&[true; 10]).in_parts(Some(0.5), "q.mp4").unwrap();
+        assert_eq!((t.parts(), t.fragments()), (2, 8));
+    }
 }
