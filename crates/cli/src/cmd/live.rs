@@ -206,3 +206,65 @@ fn wait_for_end(src: &Source) -> anyhow::Result<()> {
     })?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(clap::Parser)]
+    struct Live {
+        #[command(subcommand)]
+        command: Command,
+    }
+
+    fn parse(args: &str) -> Result<PushArgs, String> {
+        let argv = format!("live push --target http://127.0.0.1:1 {args}");
+        match Live::try_parse_from(argv.split_whitespace()) {
+            Ok(Live {
+                command: Command::Push(a),
+            }) => Ok(a),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
+    /// The one-line usage error `push` gives for `args` (it fails before publishing).
+    fn refused(args: &str) -> String {
+        let e = push(parse(args).unwrap()).unwrap_err();
+        assert!(e.is::<super::super::UsageError>(), "{e}");
+        let text = e.to_string();
+        assert!(!text.contains('\n'), "{text}");
+        text
+    }
+
+    #[test]
+    fn low_latency_flags_parse_with_units() {
+        let a = parse("--low-latency --part 250ms --clock-url none --segment 1s").unwrap();
+        assert!(a.low_latency);
+        assert_eq!(a.part, Duration::from_millis(250));
+        assert_eq!(a.clock_url.as_deref(), Some("none"));
+        assert_eq!(a.segment, Some(Duration::from_secs(1)));
+        let a = parse("--low-latency").unwrap();
+        assert_eq!(a.part, Duration::from_millis(333));
+        assert_eq!(a.segment, None);
+        // Part settings need low-latency mode; a title sets the part duration itself.
+        assert!(parse("--part 0.5s").unwrap_err().contains("--low-latency"));
+        assert!(parse("--clock-url none")
+            .unwrap_err()
+            .contains("--low-latency"));
+        assert!(parse("--low-latency --title t.mp4 --part 0.5s")
+            .unwrap_err()
+            .contains("cannot be used with"));
+    }
+
+    #[test]
+    fn bad_parts_are_one_line_usage_errors() {
+        assert_eq!(
+            refused("--low-latency --part 1.5s"),
+            "--part: expected at most half the segment (1.000 s), got 1.5 s"
+        );
+        assert!(refused("--low-latency --part 10ms").starts_with("--part: expected at least"));
+        assert!(refused("--low-latency --clock-url ftp://x").starts_with("--clock-url ftp://x"));
+        assert!(refused("--title t.mp4 --segment 1s").starts_with("--segment: with --title"));
+    }
+}
