@@ -805,6 +805,16 @@ pub enum Lookup {
     },
 }
 
+impl Lookup {
+    /// The stored object found, if any.
+    pub fn object(self) -> Option<Object> {
+        match self {
+            Lookup::Found(o) => Some(o),
+            _ => None,
+        }
+    }
+}
+
 /// The live origin in `/stats` (`ingest`).
 #[derive(Debug, Default, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct IngestStats {
@@ -2361,13 +2371,13 @@ mod tests {
         }
         s.put("/live/a/seg-10.m4s", vec![1; 4], Instant::now())
             .unwrap();
-        assert!(b.await.unwrap().is_none());
+        assert!(b.await.unwrap().object().is_none());
         assert!(started.elapsed() < Duration::from_secs(5));
         // seg-1 of stream a now numbers before the newest (10): it is not coming, but the
         // held viewer is only woken by its own object or the stream's end; end it.
         s.put("/live/a/seg-1.m4s", vec![7; 6], Instant::now())
             .unwrap();
-        assert_eq!(a.await.unwrap().expect("its own object").body.len(), 6);
+        assert_eq!(a.await.unwrap().object().expect("its own object").body.len(), 6);
         // Nobody waits any more: the names left the map.
         assert!(s.lock().streams["/live/a/"].waiters.is_empty());
     }
@@ -2385,7 +2395,7 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(50)).await;
         s.put("/live/a/seg-1.m4s", vec![7; 9], Instant::now())
             .unwrap();
-        let got = waiter.await.unwrap().expect("written while held");
+        let got = waiter.await.unwrap().object().expect("written while held");
         assert_eq!(got.body.len(), 9);
         // Nothing comes: None at the deadline.
         let none = s
@@ -2394,6 +2404,305 @@ mod tests {
                 Instant::now() + Duration::from_millis(100),
             )
             .await;
-        assert!(none.is_none());
+        assert!(none.object().is_none());
+    }
+
+    /// An LL-HLS playlist as the source writes it: `done` complete segments from `first`
+    /// (two seconds each, parts listed for the last two), then `parts` parts of the next.
+    fn ll_playlist(first: u64, done: u64, parts: u64) -> String {
+        let mut p = String::from(
+            "#EXTM3U\n#EXT-X-VERSION:9\n#EXT-X-TARGETDURATION:2\n\
+             #EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES,PART-HOLD-BACK=1.000,CAN-SKIP-UNTIL=12.000\n\
+             #EXT-X-PART-INF:PART-TARGET=0.333\n",
+        );
+        p += &format!("#EXT-X-MEDIA-SEQUENCE:{first}\n#EXT-X-MAP:URI=\"init.mp4\"\n");
+        let part_lines = |n: u64, k: u64| {
+            (0..k)
+                .map(|i| {
+                    let ind = if i == 0 { ",INDEPENDENT=YES" } else { "" };
+                    format!("#EXT-X-PART:DURATION=0.33333,URI=\"seg-{n}.{i}.m4s\"{ind}\n")
+                })
+                .collect::<String>()
+        };
+        for n in first..first + done {
+            p += &format!("#EXT-X-PROGRAM-DATE-TIME:2026-11-28T23:00:{:02}.000Z\n", n * 2 % 60);
+            if n + 2 >= first + done {
+                p += &part_lines(n, 6);
+            }
+            p += &format!("#EXTINF:2.00000,\nseg-{n}.m4s\n");
+        }
+        let next = first + done;
+        if parts > 0 {
+            p += "#EXT-X-PROGRAM-DATE-TIME:2026-11-28T23:59:00.000Z\n";
+            p += &part_lines(next, parts);
+        }
+        p += &format!("#EXT-X-PRELOAD-HINT:TYPE=PART,URI=\"seg-{next}.{parts}.m4s\"\n");
+        p
+    }
+
+    #[test]
+    fn parts_belong_to_their_segment_and_not_to_the_window() {
+        let s = store();
+        let t = Instant::now();
+        assert_eq!(
+            part_of("seg-41.3.m4s"),
+            Some(("seg-41.m4s".to_string(), 41, 3))
+        );
+        assert_eq!(part_of("seg-41.m4s"), None);
+        assert_eq!(part_of("init.mp4"), None);
+        for n in 0..4u64 {
+            for p in 0..6u64 {
+                let part = format!("/live/a/seg-{n}.{p}.m4s");
+                assert_eq!(s.put(&part, vec![1; 5], t), Ok(201));
+            }
+            s.put(&format!("/live/a/seg-{n}.m4s"), vec![1; 30], t)
+                .unwrap();
+        }
+        // The window holds three segments: segment 0 left with its six parts, and the
+        // parts did not push any segment out.
+        assert_eq!(s.level(), (3 * 7, 3 * 60));
+        assert!(matches!(
+            s.get("/live/a/seg-0.2.m4s", t),
+            Lookup::Missing { hold: false }
+        ));
+        assert!(matches!(s.get("/live/a/seg-1.5.m4s", t), Lookup::Found(_)));
+        // The next part is held; a part of a complete segment, or one numbered before
+        // the newest part, is not coming.
+        assert!(matches!(
+            s.get("/live/a/seg-4.0.m4s", t),
+            Lookup::Missing { hold: true }
+        ));
+        s.put("/live/a/seg-4.0.m4s", vec![1; 5], t).unwrap();
+        s.put("/live/a/seg-4.1.m4s", vec![1; 5], t).unwrap();
+        assert!(matches!(
+            s.get("/live/a/seg-4.2.m4s", t),
+            Lookup::Missing { hold: true }
+        ));
+        assert!(matches!(
+            s.get("/live/a/seg-5.0.m4s", t),
+            Lookup::Missing { hold: true }
+        ));
+        assert!(matches!(
+            s.get("/live/a/seg-3.9.m4s", t),
+            Lookup::Missing { hold: false }
+        ));
+        // DELETE of a segment takes its parts; the parts' own DELETEs then find nothing.
+        assert_eq!(s.delete("/live/a/seg-1.m4s", t), 204);
+        assert_eq!(s.delete("/live/a/seg-1.0.m4s", t), 404);
+        assert_eq!(s.level(), (2 * 7 + 2, 2 * 60 + 10));
+        // Parts count in the byte cap and are evicted oldest first like segments.
+        let big = store();
+        for p in 0..6u64 {
+            big.put(&format!("/live/b/seg-0.{p}.m4s"), vec![1; 300], t)
+                .unwrap();
+        }
+        let (_, bytes) = big.level();
+        assert!(bytes <= 1000, "{bytes}");
+        assert!(matches!(big.get("/live/b/seg-0.5.m4s", t), Lookup::Found(_)));
+        assert!(matches!(
+            big.get("/live/b/seg-0.0.m4s", t),
+            Lookup::Missing { .. }
+        ));
+    }
+
+    #[test]
+    fn parts_leave_after_four_target_durations() {
+        let s = store();
+        let t = Instant::now();
+        s.put("/live/a/index.m3u8", ll_playlist(0, 1, 0).into_bytes(), t)
+            .unwrap();
+        s.put("/live/a/seg-1.0.m4s", vec![1; 5], t).unwrap();
+        let later = t + Duration::from_secs(7);
+        s.put("/live/a/seg-1.1.m4s", vec![1; 5], later).unwrap();
+        assert!(matches!(s.get("/live/a/seg-1.0.m4s", later), Lookup::Found(_)));
+        // Eight seconds (four target durations of 2 s) after part 0 was published.
+        let past = t + Duration::from_millis(8100);
+        s.put("/live/a/seg-1.2.m4s", vec![1; 5], past).unwrap();
+        assert!(matches!(
+            s.get("/live/a/seg-1.0.m4s", past),
+            Lookup::Missing { hold: false }
+        ));
+        assert!(matches!(s.get("/live/a/seg-1.1.m4s", past), Lookup::Found(_)));
+    }
+
+    #[test]
+    fn a_playlist_says_which_segments_and_parts_it_holds() {
+        let i = PlaylistInfo::parse(ll_playlist(40, 3, 2).as_bytes()).unwrap();
+        assert_eq!(i.first, 40);
+        assert_eq!(i.segments, 3);
+        assert_eq!(i.parts, 2);
+        assert_eq!(i.target, Some(2.0));
+        assert_eq!(i.can_skip_until, Some(12.0));
+        assert!(!i.ended);
+        assert_eq!(i.newest(), Some(42));
+        assert!(i.contains(42, None) && i.contains(30, None));
+        assert!(!i.contains(43, None));
+        assert!(i.contains(43, Some(0)) && i.contains(43, Some(1)));
+        assert!(!i.contains(43, Some(2)));
+        assert!(!i.contains(44, Some(0)));
+        assert!(i.contains(42, Some(9)), "a complete segment holds all its parts");
+        let none = PlaylistInfo::parse(ll_playlist(0, 0, 0).as_bytes()).unwrap();
+        assert_eq!(none.newest(), None);
+        assert!(!none.contains(0, None));
+        // Not a media playlist.
+        assert!(PlaylistInfo::parse(b"#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=1\nv.m3u8\n").is_none());
+        assert!(PlaylistInfo::parse(b"<MPD/>").is_none());
+        let ended = format!("{}#EXT-X-ENDLIST\n", ll_playlist(0, 2, 0));
+        assert!(PlaylistInfo::parse(ended.as_bytes()).unwrap().ended);
+        assert_eq!(attribute("A=1,URI=\"x,y\",B=2", "B"), Some("2"));
+        assert_eq!(attribute("A=1,URI=\"x,y\",B=2", "URI"), Some("x,y"));
+        assert_eq!(attribute("A=1", "C"), None);
+    }
+
+    #[test]
+    fn blocking_reloads_wait_for_what_they_ask_and_refuse_the_far_future() {
+        let q = |s: &str| BlockQuery::parse(s).unwrap().unwrap();
+        assert_eq!(BlockQuery::parse("x=1").unwrap(), None);
+        assert_eq!(BlockQuery::parse("").unwrap(), None);
+        assert_eq!(
+            q("_HLS_msn=43&_HLS_part=2"),
+            BlockQuery {
+                msn: Some(43),
+                part: Some(2),
+                skip: false
+            }
+        );
+        assert!(q("_HLS_skip=YES").skip && q("_HLS_msn=1&_HLS_skip=v2").skip);
+        for bad in ["_HLS_part=1", "_HLS_msn=x", "_HLS_msn=-1", "_HLS_skip=NO"] {
+            assert!(BlockQuery::parse(bad).is_err(), "{bad}");
+        }
+        let i = PlaylistInfo::parse(ll_playlist(40, 3, 2).as_bytes()).unwrap();
+        assert_eq!(block_decision(&i, &q("_HLS_msn=42")), Block::Now);
+        assert_eq!(block_decision(&i, &q("_HLS_msn=43&_HLS_part=1")), Block::Now);
+        assert_eq!(block_decision(&i, &q("_HLS_msn=43&_HLS_part=2")), Block::Wait);
+        assert_eq!(block_decision(&i, &q("_HLS_msn=43")), Block::Wait);
+        assert_eq!(block_decision(&i, &q("_HLS_msn=44")), Block::Wait);
+        assert!(matches!(
+            block_decision(&i, &q("_HLS_msn=45")),
+            Block::Refuse(r) if r.contains("_HLS_msn=45")
+        ));
+        assert_eq!(block_decision(&i, &q("_HLS_skip=YES")), Block::Now);
+        let ended = format!("{}#EXT-X-ENDLIST\n", ll_playlist(40, 3, 0));
+        let e = PlaylistInfo::parse(ended.as_bytes()).unwrap();
+        assert_eq!(block_decision(&e, &q("_HLS_msn=44")), Block::Now);
+        assert_eq!(i.blocking_max_age(), Duration::from_secs(12));
+    }
+
+    #[test]
+    fn a_delta_update_skips_the_segments_older_than_can_skip_until() {
+        // Ten complete 2-s segments and two parts (0.67 s) end 20.67 s after the first
+        // starts. CAN-SKIP-UNTIL=12: those starting more than 12 s before the end (40..44,
+        // at 0, 2, ... 8 s) are skipped; 45 starts 10.67 s before the end and stays.
+        let text = ll_playlist(40, 10, 2);
+        let delta = skip_segments(&text).unwrap();
+        assert!(delta.contains("#EXT-X-SKIP:SKIPPED-SEGMENTS=5\n"), "{delta}");
+        assert!(delta.contains("#EXT-X-MEDIA-SEQUENCE:40\n"));
+        assert!(delta.contains("#EXT-X-MAP:URI=\"init.mp4\"\n"));
+        for gone in 40..45 {
+            assert!(!delta.contains(&format!("seg-{gone}.m4s")), "{gone}: {delta}");
+        }
+        assert!(delta.contains("seg-45.m4s\n"));
+        // The first kept segment keeps its date; the tail (parts, hint) is unchanged.
+        let kept = delta.split("#EXT-X-SKIP:SKIPPED-SEGMENTS=5\n").nth(1).unwrap();
+        assert!(kept.starts_with("#EXT-X-PROGRAM-DATE-TIME:"), "{kept}");
+        assert!(delta.ends_with(text.split("seg-49.m4s\n").nth(1).unwrap()));
+        // The delta is the same playlist to a reader: it holds the same segments and parts.
+        let (full, short) = (
+            PlaylistInfo::parse(text.as_bytes()).unwrap(),
+            PlaylistInfo::parse(delta.as_bytes()).unwrap(),
+        );
+        assert_eq!(full, short);
+        // Nothing to skip, or no CAN-SKIP-UNTIL: no delta.
+        assert_eq!(skip_segments(&ll_playlist(40, 6, 0)), None);
+        let plain = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\na.m4s\n#EXTINF:2,\nb.m4s\n";
+        assert_eq!(skip_segments(plain), None);
+    }
+
+    #[tokio::test]
+    async fn a_growing_segment_is_read_as_it_arrives_and_stored_when_whole() {
+        let s = Arc::new(store());
+        let t = Instant::now();
+        s.put("/live/a/seg-0.m4s", vec![0; 5], t).unwrap();
+        // A viewer held for segment 1 is woken by its first byte.
+        let s2 = s.clone();
+        let held = tokio::spawn(async move {
+            s2.wait_for("/live/a/seg-1.m4s", Instant::now() + Duration::from_secs(5))
+                .await
+        });
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let mut upload = s.upload("/live/a/seg-1.m4s");
+        let g = s.start_growing("/live/a/seg-1.m4s", t).unwrap();
+        let Lookup::Growing(growing) = held.await.unwrap() else {
+            panic!("the held viewer gets the growing segment");
+        };
+        let mut r = growing.reader();
+        upload.grow(3).unwrap();
+        g.append(bytes::Bytes::from_static(b"abc"));
+        assert!(matches!(r.next().await, Grown::Data(d) if d.concat() == b"abc"));
+        assert_eq!(s.in_flight(), 3);
+        upload.grow(2).unwrap();
+        g.append(bytes::Bytes::from_static(b"de"));
+        assert!(s.put_growing("/live/a/seg-1.m4s", upload, g, t).is_ok());
+        assert!(matches!(r.next().await, Grown::Data(d) if d.concat() == b"de"));
+        assert!(matches!(r.next().await, Grown::Complete));
+        // A late reader of the same growing object gets every byte, then the end.
+        let mut late = growing.reader();
+        assert!(matches!(late.next().await, Grown::Data(d) if d.concat() == b"abcde"));
+        assert!(matches!(late.next().await, Grown::Complete));
+        let o = s.get("/live/a/seg-1.m4s", t).object().unwrap();
+        assert_eq!(*o.body.read().unwrap(), b"abcde".to_vec());
+        assert_eq!(s.in_flight(), 0);
+        // An upload cut in the middle: readers see it fail, and nothing is stored.
+        let g = s.start_growing("/live/a/seg-2.m4s", t).unwrap();
+        g.append(bytes::Bytes::from_static(b"xy"));
+        let Lookup::Growing(growing) = s.get("/live/a/seg-2.m4s", t) else {
+            panic!("readable while it arrives");
+        };
+        let mut r = growing.reader();
+        drop(g);
+        assert!(matches!(r.next().await, Grown::Data(_)));
+        assert!(matches!(r.next().await, Grown::Failed));
+        assert!(matches!(
+            s.get("/live/a/seg-2.m4s", t),
+            Lookup::Missing { hold: true }
+        ));
+        // Playlists and init segments are never growing.
+        assert!(s.start_growing("/live/a/index.m3u8", t).is_none());
+        assert!(s.start_growing("/live/a/init.mp4", t).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_blocking_reload_is_woken_by_the_playlist_that_holds_its_part() {
+        let s = Arc::new(LiveStore::new(IngestConfig::new("live", "s3cret")));
+        let t = Instant::now();
+        s.put("/live/a/index.m3u8", ll_playlist(0, 2, 1).into_bytes(), t)
+            .unwrap();
+        let s2 = s.clone();
+        let want = BlockQuery {
+            msn: Some(2),
+            part: Some(2),
+            skip: false,
+        };
+        let waiter = tokio::spawn(async move {
+            s2.wait_playlist("/live/a/index.m3u8", &want, Instant::now() + Duration::from_secs(5))
+                .await
+        });
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        s.put("/live/a/index.m3u8", ll_playlist(0, 2, 2).into_bytes(), t)
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        assert!(!waiter.is_finished(), "part 1 is not part 2");
+        s.put("/live/a/index.m3u8", ll_playlist(0, 2, 3).into_bytes(), t)
+            .unwrap();
+        let got = waiter.await.unwrap().expect("the playlist with part 2");
+        assert_eq!(got.info.unwrap().parts, 3);
+        // Nothing comes: None at the deadline.
+        let far = BlockQuery {
+            msn: Some(3),
+            part: None,
+            skip: false,
+        };
+        let deadline = Instant::now() + Duration::from_millis(100);
+        assert!(s.wait_playlist("/live/a/index.m3u8", &far, deadline).await.is_none());
     }
 }
