@@ -443,7 +443,10 @@ impl PlaylistInfo {
     /// `max-age` of an answer to a blocking reload (it never changes for its query): six
     /// target durations, 6 s when none is announced.
     pub fn blocking_max_age(&self) -> Duration {
-        let target = self.target.filter(|t| t.is_finite() && *t > 0.0).unwrap_or(1.0);
+        let target = self
+            .target
+            .filter(|t| t.is_finite() && *t > 0.0)
+            .unwrap_or(1.0);
         Duration::from_secs_f64(6.0 * target)
     }
 }
@@ -584,7 +587,11 @@ pub fn skip_segments(text: &str) -> Option<String> {
     for (i, line) in lines.iter().enumerate().skip(header) {
         let line = line.trim();
         if let Some(v) = line.strip_prefix("#EXTINF:") {
-            duration = v.split(',').next().and_then(|d| d.trim().parse().ok()).unwrap_or(0.0);
+            duration = v
+                .split(',')
+                .next()
+                .and_then(|d| d.trim().parse().ok())
+                .unwrap_or(0.0);
         } else if let Some(v) = line.strip_prefix("#EXT-X-PART:") {
             tail += attribute(v, "DURATION")
                 .and_then(|d| d.parse::<f64>().ok())
@@ -1304,7 +1311,10 @@ impl LiveStore {
         let inner = &mut *g;
         let stream = inner.streams.entry(dir.to_string()).or_default();
         stream.last_put = Some(now);
-        if let Some(t) = info.and_then(|i| i.target).filter(|t| t.is_finite() && *t > 0.0) {
+        if let Some(t) = info
+            .and_then(|i| i.target)
+            .filter(|t| t.is_finite() && *t > 0.0)
+        {
             stream.target = Some(Duration::from_secs_f64(t));
         }
         let old = stream.objects.insert(name.to_string(), obj.clone());
@@ -1705,10 +1715,7 @@ impl LiveStore {
         deadline: Instant,
     ) -> Option<Object> {
         let (dir, name) = split(path)?;
-        let ready = |o: &Object| {
-            o.info
-                .is_none_or(|i| block_decision(&i, q) != Block::Wait)
-        };
+        let ready = |o: &Object| o.info.is_none_or(|i| block_decision(&i, q) != Block::Wait);
         loop {
             let notify = {
                 let mut g = self.lock();
@@ -2377,7 +2384,15 @@ mod tests {
         // held viewer is only woken by its own object or the stream's end; end it.
         s.put("/live/a/seg-1.m4s", vec![7; 6], Instant::now())
             .unwrap();
-        assert_eq!(a.await.unwrap().object().expect("its own object").body.len(), 6);
+        assert_eq!(
+            a.await
+                .unwrap()
+                .object()
+                .expect("its own object")
+                .body
+                .len(),
+            6
+        );
         // Nobody waits any more: the names left the map.
         assert!(s.lock().streams["/live/a/"].waiters.is_empty());
     }
@@ -2425,7 +2440,10 @@ mod tests {
                 .collect::<String>()
         };
         for n in first..first + done {
-            p += &format!("#EXT-X-PROGRAM-DATE-TIME:2026-11-28T23:00:{:02}.000Z\n", n * 2 % 60);
+            p += &format!(
+                "#EXT-X-PROGRAM-DATE-TIME:2026-11-28T23:00:{:02}.000Z\n",
+                n * 2 % 60
+            );
             if n + 2 >= first + done {
                 p += &part_lines(n, 6);
             }
@@ -2498,7 +2516,10 @@ mod tests {
         }
         let (_, bytes) = big.level();
         assert!(bytes <= 1000, "{bytes}");
-        assert!(matches!(big.get("/live/b/seg-0.5.m4s", t), Lookup::Found(_)));
+        assert!(matches!(
+            big.get("/live/b/seg-0.5.m4s", t),
+            Lookup::Found(_)
+        ));
         assert!(matches!(
             big.get("/live/b/seg-0.0.m4s", t),
             Lookup::Missing { .. }
@@ -2514,7 +2535,10 @@ mod tests {
         s.put("/live/a/seg-1.0.m4s", vec![1; 5], t).unwrap();
         let later = t + Duration::from_secs(7);
         s.put("/live/a/seg-1.1.m4s", vec![1; 5], later).unwrap();
-        assert!(matches!(s.get("/live/a/seg-1.0.m4s", later), Lookup::Found(_)));
+        assert!(matches!(
+            s.get("/live/a/seg-1.0.m4s", later),
+            Lookup::Found(_)
+        ));
         // Eight seconds (four target durations of 2 s) after part 0 was published.
         let past = t + Duration::from_millis(8100);
         s.put("/live/a/seg-1.2.m4s", vec![1; 5], past).unwrap();
@@ -2522,7 +2546,10 @@ mod tests {
             s.get("/live/a/seg-1.0.m4s", past),
             Lookup::Missing { hold: false }
         ));
-        assert!(matches!(s.get("/live/a/seg-1.1.m4s", past), Lookup::Found(_)));
+        assert!(matches!(
+            s.get("/live/a/seg-1.1.m4s", past),
+            Lookup::Found(_)
+        ));
     }
 
     #[test]
@@ -2540,7 +2567,10 @@ mod tests {
         assert!(i.contains(43, Some(0)) && i.contains(43, Some(1)));
         assert!(!i.contains(43, Some(2)));
         assert!(!i.contains(44, Some(0)));
-        assert!(i.contains(42, Some(9)), "a complete segment holds all its parts");
+        assert!(
+            i.contains(42, Some(9)),
+            "a complete segment holds all its parts"
+        );
         let none = PlaylistInfo::parse(ll_playlist(0, 0, 0).as_bytes()).unwrap();
         assert_eq!(none.newest(), None);
         assert!(!none.contains(0, None));
@@ -2573,8 +2603,14 @@ mod tests {
         }
         let i = PlaylistInfo::parse(ll_playlist(40, 3, 2).as_bytes()).unwrap();
         assert_eq!(block_decision(&i, &q("_HLS_msn=42")), Block::Now);
-        assert_eq!(block_decision(&i, &q("_HLS_msn=43&_HLS_part=1")), Block::Now);
-        assert_eq!(block_decision(&i, &q("_HLS_msn=43&_HLS_part=2")), Block::Wait);
+        assert_eq!(
+            block_decision(&i, &q("_HLS_msn=43&_HLS_part=1")),
+            Block::Now
+        );
+        assert_eq!(
+            block_decision(&i, &q("_HLS_msn=43&_HLS_part=2")),
+            Block::Wait
+        );
         assert_eq!(block_decision(&i, &q("_HLS_msn=43")), Block::Wait);
         assert_eq!(block_decision(&i, &q("_HLS_msn=44")), Block::Wait);
         assert!(matches!(
@@ -2595,15 +2631,24 @@ mod tests {
         // at 0, 2, ... 8 s) are skipped; 45 starts 10.67 s before the end and stays.
         let text = ll_playlist(40, 10, 2);
         let delta = skip_segments(&text).unwrap();
-        assert!(delta.contains("#EXT-X-SKIP:SKIPPED-SEGMENTS=5\n"), "{delta}");
+        assert!(
+            delta.contains("#EXT-X-SKIP:SKIPPED-SEGMENTS=5\n"),
+            "{delta}"
+        );
         assert!(delta.contains("#EXT-X-MEDIA-SEQUENCE:40\n"));
         assert!(delta.contains("#EXT-X-MAP:URI=\"init.mp4\"\n"));
         for gone in 40..45 {
-            assert!(!delta.contains(&format!("seg-{gone}.m4s")), "{gone}: {delta}");
+            assert!(
+                !delta.contains(&format!("seg-{gone}.m4s")),
+                "{gone}: {delta}"
+            );
         }
         assert!(delta.contains("seg-45.m4s\n"));
         // The first kept segment keeps its date; the tail (parts, hint) is unchanged.
-        let kept = delta.split("#EXT-X-SKIP:SKIPPED-SEGMENTS=5\n").nth(1).unwrap();
+        let kept = delta
+            .split("#EXT-X-SKIP:SKIPPED-SEGMENTS=5\n")
+            .nth(1)
+            .unwrap();
         assert!(kept.starts_with("#EXT-X-PROGRAM-DATE-TIME:"), "{kept}");
         assert!(delta.ends_with(text.split("seg-49.m4s\n").nth(1).unwrap()));
         // The delta is the same playlist to a reader: it holds the same segments and parts.
@@ -2684,8 +2729,12 @@ mod tests {
             skip: false,
         };
         let waiter = tokio::spawn(async move {
-            s2.wait_playlist("/live/a/index.m3u8", &want, Instant::now() + Duration::from_secs(5))
-                .await
+            s2.wait_playlist(
+                "/live/a/index.m3u8",
+                &want,
+                Instant::now() + Duration::from_secs(5),
+            )
+            .await
         });
         tokio::time::sleep(Duration::from_millis(30)).await;
         s.put("/live/a/index.m3u8", ll_playlist(0, 2, 2).into_bytes(), t)
@@ -2703,6 +2752,9 @@ mod tests {
             skip: false,
         };
         let deadline = Instant::now() + Duration::from_millis(100);
-        assert!(s.wait_playlist("/live/a/index.m3u8", &far, deadline).await.is_none());
+        assert!(s
+            .wait_playlist("/live/a/index.m3u8", &far, deadline)
+            .await
+            .is_none());
     }
 }

@@ -64,7 +64,10 @@ pub(crate) trait Wire {
         let r = self.write(&framed, false, true, clock).await;
         // The access log counts the payload, not its framing.
         let sent = clock.body_sent - before;
-        clock.body_sent = before + sent.saturating_sub(size.len() as u64).min(data.len() as u64);
+        clock.body_sent = before
+            + sent
+                .saturating_sub(size.len() as u64)
+                .min(data.len() as u64);
         r?;
         self.flush(clock).await
     }

@@ -18,9 +18,8 @@ use crate::handler::exchange::{finish, Asked, Served};
 use crate::handler::request_body::{discard_body, read_upload};
 use crate::io::Prepared;
 use crate::live::{
-    block_decision, cache_control, content_type, skip_segments, AuthError,
-    Block, BlockQuery, GrowReader, Growing, Grown, LiveBody, LiveStore, Lookup, Object,
-    MAPPED_MIN,
+    block_decision, cache_control, content_type, skip_segments, AuthError, Block, BlockQuery,
+    GrowReader, Growing, Grown, LiveBody, LiveStore, Lookup, Object, MAPPED_MIN,
 };
 use crate::range::ByteRange;
 use crate::response::{head_bytes, head_with_length, with_http_date, Body, Response};
@@ -400,12 +399,22 @@ async fn blocking_reload(
     };
     // Playlists stay in memory (on the heap or in a memory file): read without the disk.
     let delta = match q.skip && o.body.in_memory() {
-        true => o.body.read().ok().and_then(|b| {
-            std::str::from_utf8(&b).ok().and_then(skip_segments)
-        }),
+        true => o
+            .body
+            .read()
+            .ok()
+            .and_then(|b| std::str::from_utf8(&b).ok().and_then(skip_segments)),
         false => None,
     };
-    object_answer(shared, path, o, delta.map(String::into_bytes), &cache, asked, grant)
+    object_answer(
+        shared,
+        path,
+        o,
+        delta.map(String::into_bytes),
+        &cache,
+        asked,
+        grant,
+    )
 }
 
 /// The `200` answer with a stored object (or `text` made from it, which then carries no
@@ -515,7 +524,10 @@ pub(crate) async fn clock<W: Wire>(shared: &Shared, wire: &mut W, asked: &Asked<
     };
     let keep = req.wants_keep_alive() && !asked.stopping;
     let mut all = with_http_date(|date| head_bytes(&resp, date, keep));
-    if let (Body::Text(text), false) = (&resp.body, matches!(req.method, crate::request::Method::Head)) {
+    if let (Body::Text(text), false) = (
+        &resp.body,
+        matches!(req.method, crate::request::Method::Head),
+    ) {
         all.extend_from_slice(text);
         clock.body_sent = text.len() as u64;
     }
@@ -523,6 +535,14 @@ pub(crate) async fn clock<W: Wire>(shared: &Shared, wire: &mut W, asked: &Asked<
     if result.is_ok() {
         result = wire.flush(&clock).await;
     }
-    finish(shared, asked, &resp, started, &clock, &Served::default(), &result);
+    finish(
+        shared,
+        asked,
+        &resp,
+        started,
+        &clock,
+        &Served::default(),
+        &result,
+    );
     keep && result.is_ok()
 }

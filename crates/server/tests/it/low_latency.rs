@@ -179,7 +179,11 @@ fn a_viewer_held_for_the_next_segment_reads_it_from_its_first_chunk() {
         while let Some(chunk) = read_chunk(&mut c.reader).unwrap() {
             body.extend(chunk);
         }
-        (head.status, head.header("transfer-encoding").map(String::from), body)
+        (
+            head.status,
+            head.header("transfer-encoding").map(String::from),
+            body,
+        )
     });
     wait_for(&s, |st| st.held == 1);
     let mut upload = ChunkedPut::start(s.addr, "/live/a/seg-1.m4s");
@@ -339,22 +343,34 @@ fn a_blocking_reload_returns_the_playlist_once_it_holds_the_part() {
     assert_eq!(r.header("cache-control"), Some("max-age=12"));
     let (status, body) = rt.block_on(h2).unwrap();
     assert_eq!(status, 200);
-    assert!(String::from_utf8(body).unwrap().contains("URI=\"seg-10.2.m4s\""));
+    assert!(String::from_utf8(body)
+        .unwrap()
+        .contains("URI=\"seg-10.2.m4s\""));
     // Something the playlist already holds is answered at once; a plain request keeps the
     // playlist's own max-age.
     let r = s.connect().get("/live/a/index.m3u8?_HLS_msn=9", &[]);
-    assert_eq!((r.status, r.header("cache-control")), (200, Some("max-age=12")));
+    assert_eq!(
+        (r.status, r.header("cache-control")),
+        (200, Some("max-age=12"))
+    );
     let r = s.connect().get("/live/a/index.m3u8", &[]);
-    assert_eq!((r.status, r.header("cache-control")), (200, Some("max-age=1")));
+    assert_eq!(
+        (r.status, r.header("cache-control")),
+        (200, Some("max-age=1"))
+    );
     assert_eq!(s.stats().ingest.unwrap().block_timeouts, 0);
 }
 
 #[test]
 fn a_blocking_reload_for_a_part_that_never_comes_is_answered_503_and_bad_ones_400() {
-    let s = server(false, |i| i.block_timeout = Some(Duration::from_millis(300)));
+    let s = server(false, |i| {
+        i.block_timeout = Some(Duration::from_millis(300))
+    });
     let pl = "/live/a/index.m3u8";
     assert_eq!(put(s.addr, pl, playlist(10, 1).as_bytes()), 201);
-    let r = s.connect().get("/live/a/index.m3u8?_HLS_msn=11&_HLS_part=0", &[]);
+    let r = s
+        .connect()
+        .get("/live/a/index.m3u8?_HLS_msn=11&_HLS_part=0", &[]);
     assert_eq!(r.status, 503);
     assert_eq!(s.stats().ingest.unwrap().block_timeouts, 1);
     for bad in [
@@ -375,8 +391,14 @@ fn a_blocking_reload_for_a_part_that_never_comes_is_answered_503_and_bad_ones_40
 #[test]
 fn a_delta_update_replaces_old_segments_by_a_skip_tag() {
     let s = server(false, |_| {});
-    assert_eq!(put(s.addr, "/live/a/index.m3u8", playlist(20, 2).as_bytes()), 201);
-    let r = s.connect().get("/live/a/index.m3u8?_HLS_msn=20&_HLS_part=1&_HLS_skip=YES", &[]);
+    assert_eq!(
+        put(s.addr, "/live/a/index.m3u8", playlist(20, 2).as_bytes()),
+        201
+    );
+    let r = s.connect().get(
+        "/live/a/index.m3u8?_HLS_msn=20&_HLS_part=1&_HLS_skip=YES",
+        &[],
+    );
     assert_eq!(r.status, 200);
     let text = String::from_utf8(r.body.clone()).unwrap();
     // 20 segments and two parts end 40.67 s in; the 15 that start before 28.67 s go.
