@@ -9,7 +9,10 @@
 //! as the client's flow-control windows allow: each piece of a file is read from the page
 //! cache only once the stream has been granted room for it, so a stream whose window never
 //! opens holds no body in memory and ends at the minimum send rate like a slow HTTP/1.1
-//! reader. There is no sendfile over HTTP/2 (frames are built in user space).
+//! reader. There is no sendfile over HTTP/2 (frames are built in user space). A body of
+//! unknown length (a live segment read while it is uploaded: the handler writes it chunked)
+//! goes out in DATA frames as its pieces arrive; a stream whose body stops before its last
+//! chunk is reset, never ended as complete.
 //!
 //! Hostile clients: at most `max_streams` streams are answered at once (further ones wait
 //! in `h2`'s accept queue, and the connection is not read for new ones meanwhile); streams

@@ -1878,6 +1878,24 @@ impl prometheus_client::collector::Collector for IngestCollector {
         )?;
         counter(
             e,
+            "vodkit_ingest_blocked",
+            "Blocking playlist reloads (_HLS_msn) held",
+            s.blocked,
+        )?;
+        counter(
+            e,
+            "vodkit_ingest_block_timeouts",
+            "Blocking playlist reloads answered 503 at their timeout",
+            s.block_timeouts,
+        )?;
+        counter(
+            e,
+            "vodkit_ingest_growing_reads",
+            "GETs answered from a segment still being uploaded",
+            s.growing_reads,
+        )?;
+        counter(
+            e,
             "vodkit_ingest_expired",
             "Segments evicted by the window or the byte cap, and objects of expired streams",
             s.expired,
