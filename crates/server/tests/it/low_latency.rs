@@ -1,7 +1,8 @@
 //! The live origin's low-latency side: a segment uploaded with chunked encoding is read by
 //! viewers while it arrives (HTTP/1.1 chunks, HTTP/2 DATA frames) and ends with its upload;
 //! an upload cut in the middle cuts its viewers' responses (never a complete body); a
-//! `Range` request waits for the whole segment; blocking playlist reloads (`_HLS_msn`,
+//! `Range` request waits for the whole segment; a preload-hinted part is held until it is
+//! published; blocking playlist reloads (`_HLS_msn`,
 //! `_HLS_part`) are answered when the playlist holds the part, `503` past their timeout,
 //! `400` when they ask too far; `_HLS_skip` answers a delta update; `/.vodkit/clock` tells
 //! the server's time.
@@ -144,6 +145,8 @@ fn a_segment_is_read_while_it_is_uploaded_and_ends_with_its_upload() {
     // The first part arrives while the upload is still open: the rest is not sent yet.
     let first = read_at_least(&mut viewer.reader, a.len());
     assert_eq!(first, a);
+    let h = s.connect().request("HEAD", "/live/a/seg-0.m4s", &[]);
+    assert_eq!((h.status, h.header("content-length")), (200, None));
     // A Range request waits for the whole segment, then gets it whole.
     let addr = s.addr;
     let ranged = std::thread::spawn(move || {
@@ -195,6 +198,29 @@ fn a_viewer_held_for_the_next_segment_reads_it_from_its_first_chunk() {
     let (status, te, body) = viewer.join().unwrap();
     assert_eq!((status, te.as_deref()), (200, Some("chunked")));
     assert_eq!(body, parts.concat());
+}
+
+#[test]
+fn a_preload_hinted_part_is_held_until_it_is_published() {
+    let s = server(false, |i| i.hold = Duration::from_secs(20));
+    assert_eq!(put(s.addr, "/live/a/seg-0.0.m4s", b"p0"), 201);
+    let addr = s.addr;
+    let viewer = std::thread::spawn(move || Client::connect(addr).get("/live/a/seg-0.1.m4s", &[]));
+    wait_for(&s, |st| st.held == 1);
+    assert_eq!(put(s.addr, "/live/a/seg-0.1.m4s", b"part one"), 201);
+    let r = viewer.join().unwrap();
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"part one"[..]));
+    // A part numbered before the newest one is not coming: answered at once.
+    let r = s.connect().get("/live/a/seg-0.0.m4s", &[]);
+    assert_eq!(r.status, 200);
+    assert_eq!(put(s.addr, "/live/a/seg-0.m4s", b"p0part one"), 201);
+    let before = s.stats().ingest.unwrap().held;
+    assert_eq!(s.connect().get("/live/a/seg-0.2.m4s", &[]).status, 404);
+    assert_eq!(
+        s.stats().ingest.unwrap().held,
+        before,
+        "a complete segment's part"
+    );
 }
 
 #[test]
