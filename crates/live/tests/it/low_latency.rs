@@ -1,7 +1,8 @@
 //! A low-latency source (`vodkit live push --low-latency`): every segment published in
 //! parts, each part `PUT` whole and appended as one chunk to the segment's chunked `PUT` on
 //! a second connection, the LL-HLS playlist after every part. Against `vodkit serve
-//! --ingest` the stored segment equals its parts end to end; against a recording origin the
+//! --ingest` the stored segment equals its parts end to end, a blocking reload waits for
+//! the hinted part and a segment is read while it is uploaded; against a recording origin the
 //! segment's chunks arrive as the parts are produced, not at the end; and a real title
 //! fragmented at a quarter second (ffmpeg) plays part by part.
 
@@ -151,6 +152,127 @@ fn a_backfilled_window_comes_with_its_parts_at_once() {
             "seg-{n}.m4s is its parts"
         );
     }
+}
+
+/// A `GET` of `path` on the origin at `port` whose answer is chunked (a segment read while
+/// it is uploaded): its chunks, and what `at_first` returned when the first one arrived.
+fn read_growing<T>(port: u16, path: &str, at_first: impl FnOnce() -> T) -> (Vec<Vec<u8>>, T) {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut r = BufReader::new(s);
+    let mut head = Vec::new();
+    loop {
+        let mut line = String::new();
+        r.read_line(&mut line).unwrap();
+        let line = line.trim_end().to_ascii_lowercase();
+        if line.is_empty() {
+            break;
+        }
+        head.push(line);
+    }
+    assert!(head[0].starts_with("http/1.1 200"), "{head:?}");
+    assert!(
+        head.iter().any(|h| h == "transfer-encoding: chunked"),
+        "{head:?}"
+    );
+    assert!(
+        !head.iter().any(|h| h.starts_with("content-length")),
+        "{head:?}"
+    );
+    let mut chunks = Vec::new();
+    let mut at_first = Some(at_first);
+    let mut seen = None;
+    loop {
+        let mut size = String::new();
+        r.read_line(&mut size).unwrap();
+        let size = usize::from_str_radix(size.trim(), 16).unwrap();
+        let mut data = vec![0u8; size + 2];
+        r.read_exact(&mut data).unwrap();
+        if size == 0 {
+            break;
+        }
+        data.truncate(size);
+        chunks.push(data);
+        if let Some(f) = at_first.take() {
+            seen = Some(f());
+        }
+    }
+    (chunks, seen.unwrap())
+}
+
+/// The part a playlist's preload hint names: (segment, part).
+fn hinted(playlist: &str) -> (u64, u32) {
+    let uri = playlist
+        .lines()
+        .find_map(|l| l.strip_prefix("#EXT-X-PRELOAD-HINT:TYPE=PART,URI=\"seg-"))
+        .unwrap_or_else(|| panic!("no hint: {playlist}"));
+    let (n, rest) = uri.split_once('.').unwrap();
+    let p = rest.split('.').next().unwrap();
+    (n.parse().unwrap(), p.parse().unwrap())
+}
+
+/// The source with `vodkit serve --ingest` as it is configured by default: a blocking
+/// reload for the hinted part is answered with the playlist listing it, the next segment
+/// is read while it is uploaded — its first bytes before its third part is published —
+/// and equals its parts, and the MPD's clock answers.
+#[test]
+fn players_block_for_parts_and_read_segments_while_they_are_uploaded() {
+    let root = tempfile::tempdir().unwrap();
+    let handle = TestServer::serving(root.path(), |cfg| {
+        cfg.ingest = Some(vodkit_server::live::IngestConfig::new("/live/", TOKEN));
+    });
+    let port = handle.addr.port();
+    let mut c = config(port, 4.2);
+    c.backfill = true;
+    let src = Source::start(c).unwrap();
+    assert!(src.wait_ready(Duration::from_secs(10)));
+    let dir = "/live/stream-0";
+    let (_, now) = get(port, &format!("{dir}/index.m3u8"));
+    let (n, p) = hinted(&text(&now));
+    let (status, blocked) = get(
+        port,
+        &format!("{dir}/index.m3u8?_HLS_msn={n}&_HLS_part={p}"),
+    );
+    assert_eq!(status, 200);
+    let blocked = text(&blocked);
+    assert!(
+        blocked.contains(&format!("URI=\"seg-{n}.{p}.m4s\"")),
+        "{blocked}"
+    );
+    // The segment after: the request is held until its upload begins, then read as it grows.
+    let next = n + 1;
+    // Its first bytes come before its third part is published (a body sent whole at the
+    // end would come after all of them).
+    let third = format!("URI=\"seg-{next}.2.m4s\"");
+    let (chunks, listed_then) = read_growing(port, &format!("{dir}/seg-{next}.m4s"), || {
+        text(&get(port, &format!("{dir}/index.m3u8")).1).contains(&third)
+    });
+    assert!(
+        !listed_then,
+        "the first bytes of seg-{next} came before its third part was published"
+    );
+    let parts: Vec<u8> = (0..4)
+        .flat_map(|i| get(port, &format!("{dir}/seg-{next}.{i}.m4s")).1)
+        .collect();
+    assert!(
+        chunks.concat() == parts,
+        "seg-{next} as read equals its parts"
+    );
+    let (_, mpd) = get(port, &format!("{dir}/manifest.mpd"));
+    assert!(text(&mpd).contains(&format!("value=\"http://127.0.0.1:{port}/.vodkit/clock\"")));
+    let (status, clock) = get(port, "/.vodkit/clock");
+    assert_eq!(status, 200);
+    assert!(text(&clock).ends_with('Z'), "{}", text(&clock));
+    while !src.finished() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let report = src.stop();
+    assert_eq!(report.failed_puts, 0, "{}", report.summary());
 }
 
 #[test]
