@@ -2,27 +2,39 @@
 //! stream (reopened when the origin closes it), responses framed by `Content-Length`,
 //! every step bounded by a timeout. A `PUT` can also be sent with `Transfer-Encoding:
 //! chunked` and its body fed over time ([`Client::begin_chunked`], [`Client::chunk`],
-//! [`Client::end_chunked`]): a low-latency segment is uploaded while it is produced. Plain `http://` on loopback or the namespaces a test
-//! builds; the origin's answer is parsed by `httparse`.
+//! [`Client::end_chunked`]): a low-latency segment is uploaded while it is produced.
+//! `http://` or `https://` (rustls, with the trust the caller configures: [`Tls`]) on
+//! loopback or the namespaces a test builds; the origin's answer is parsed by `httparse`.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
 use std::time::Duration;
 
-/// An `http://host:port` origin.
+use rustls::pki_types::ServerName;
+
+/// An `http://` or `https://` origin.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Origin {
     pub addr: SocketAddr,
     /// `Host` header value.
     pub host: String,
+    /// `https://`: every connection is TLS.
+    pub https: bool,
 }
 
 impl Origin {
-    /// Parse `http://HOST[:PORT][/…]` (the path is ignored).
+    /// Parse `http[s]://HOST[:PORT][/…]` (the path is ignored).
     pub fn parse(url: &str) -> Result<Origin, String> {
-        let rest = url.strip_prefix("http://").ok_or_else(|| {
-            format!("target `{url}`: expected http://HOST[:PORT] (https is not supported by the source yet)")
-        })?;
+        let (rest, https) = match (url.strip_prefix("http://"), url.strip_prefix("https://")) {
+            (Some(r), _) => (r, false),
+            (None, Some(r)) => (r, true),
+            _ => {
+                return Err(format!(
+                    "target `{url}`: expected http://HOST[:PORT] or https://HOST[:PORT]"
+                ))
+            }
+        };
         let host = rest.split('/').next().unwrap_or("");
         if host.is_empty() {
             return Err(format!("target `{url}`: no host"));
@@ -30,7 +42,7 @@ impl Origin {
         let with_port = if host.contains(':') {
             host.to_string()
         } else {
-            format!("{host}:80")
+            format!("{host}:{}", if https { 443 } else { 80 })
         };
         let addr = with_port
             .to_socket_addrs()
@@ -40,7 +52,91 @@ impl Origin {
         Ok(Origin {
             addr,
             host: host.to_string(),
+            https,
         })
+    }
+
+    /// The host without its port: the TLS server name.
+    pub fn name(&self) -> &str {
+        let h = &self.host;
+        if let Some(v6) = h.strip_prefix('[') {
+            return v6.split(']').next().unwrap_or(v6);
+        }
+        h.rsplit_once(':').map_or(h.as_str(), |(name, _)| name)
+    }
+}
+
+/// How an `https://` origin is reached: a rustls client configuration (its trust decides
+/// which certificates pass) and the server name to ask for.
+#[derive(Clone)]
+pub struct Tls {
+    config: Arc<rustls::ClientConfig>,
+    name: ServerName<'static>,
+}
+
+impl Tls {
+    /// `config` offering `http/1.1` (the source speaks nothing else) for `name`.
+    pub fn new(config: Arc<rustls::ClientConfig>, name: &str) -> Result<Tls, String> {
+        let name = ServerName::try_from(name.to_string())
+            .map_err(|e| format!("TLS server name {name:?}: {e}"))?;
+        let mut c = (*config).clone();
+        c.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Tls {
+            config: Arc::new(c),
+            name,
+        })
+    }
+}
+
+impl std::fmt::Debug for Tls {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tls").field("name", &self.name).finish()
+    }
+}
+
+impl PartialEq for Tls {
+    fn eq(&self, other: &Tls) -> bool {
+        Arc::ptr_eq(&self.config, &other.config) && self.name == other.name
+    }
+}
+
+/// One open connection: plain TCP or TLS over it.
+enum Conn {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ClientConnection, TcpStream>>),
+}
+
+impl Conn {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Conn::Plain(s) => s,
+            Conn::Tls(t) => &t.sock,
+        }
+    }
+}
+
+impl Read for Conn {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        match self {
+            Conn::Plain(s) => s.read(buf),
+            Conn::Tls(t) => t.read(buf),
+        }
+    }
+}
+
+impl Write for Conn {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        match self {
+            Conn::Plain(s) => s.write(buf),
+            Conn::Tls(t) => t.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        match self {
+            Conn::Plain(s) => s.flush(),
+            Conn::Tls(t) => t.flush(),
+        }
     }
 }
 
@@ -49,29 +145,56 @@ pub struct Client {
     origin: Origin,
     token: Option<String>,
     timeout: Duration,
-    conn: Option<TcpStream>,
+    tls: Option<Tls>,
+    conn: Option<Conn>,
 }
 
 /// Largest response head or error body read.
 const MAX_RESPONSE: usize = 64 * 1024;
 
 impl Client {
-    pub fn new(origin: Origin, token: Option<String>, timeout: Duration) -> Client {
+    /// A client of `origin`; an `https://` origin needs `tls` (an error at the first
+    /// request otherwise).
+    pub fn new(
+        origin: Origin,
+        token: Option<String>,
+        timeout: Duration,
+        tls: Option<Tls>,
+    ) -> Client {
         Client {
             origin,
             token,
             timeout,
+            tls,
             conn: None,
         }
     }
 
-    fn connect(&mut self) -> std::io::Result<&mut TcpStream> {
+    fn connect(&mut self) -> std::io::Result<&mut Conn> {
         if self.conn.is_none() {
             let s = TcpStream::connect_timeout(&self.origin.addr, self.timeout)?;
             s.set_nodelay(true)?;
             s.set_read_timeout(Some(self.timeout))?;
             s.set_write_timeout(Some(self.timeout))?;
-            self.conn = Some(s);
+            let conn = match (self.origin.https, &self.tls) {
+                (false, _) => Conn::Plain(s),
+                (true, Some(tls)) => {
+                    let c = rustls::ClientConnection::new(tls.config.clone(), tls.name.clone())
+                        .map_err(std::io::Error::other)?;
+                    let mut t = rustls::StreamOwned::new(c, s);
+                    // The handshake now, so that its failure is this request's error.
+                    while t.conn.is_handshaking() {
+                        t.conn.complete_io(&mut t.sock)?;
+                    }
+                    Conn::Tls(Box::new(t))
+                }
+                (true, None) => {
+                    return Err(std::io::Error::other(
+                        "an https:// target needs a TLS configuration (--ca or --insecure)",
+                    ))
+                }
+            };
+            self.conn = Some(conn);
         }
         self.conn
             .as_mut()
@@ -179,33 +302,44 @@ impl Client {
     /// Give up the request in progress: the connection is closed without ending the body,
     /// so the origin sees an incomplete upload and does not store it.
     pub fn abort(&mut self) {
-        if let Some(s) = self.conn.take() {
-            let _ = s.shutdown(std::net::Shutdown::Both);
+        if let Some(c) = self.conn.take() {
+            let _ = c.tcp().shutdown(std::net::Shutdown::Both);
         }
     }
 }
 
 /// An answer the origin sent before the request ended (an upload it refused): its status,
 /// or `None` when nothing has arrived. Does not block.
-fn early_answer(s: &mut TcpStream) -> std::io::Result<Option<u16>> {
-    s.set_nonblocking(true)?;
+fn early_answer(c: &mut Conn) -> std::io::Result<Option<u16>> {
+    c.tcp().set_nonblocking(true)?;
     let mut probe = [0u8; 1];
-    let peeked = s.peek(&mut probe);
-    s.set_nonblocking(false)?;
-    match peeked {
-        Ok(0) => Err(std::io::Error::new(
+    // Plain: look without taking. TLS: records that carry no data (session tickets) are
+    // consumed; a byte of the answer is kept for the parser.
+    let got = match c {
+        Conn::Plain(s) => s.peek(&mut probe).map(|n| (n, Vec::new())),
+        Conn::Tls(t) => t.read(&mut probe).map(|n| (n, probe[..n].to_vec())),
+    };
+    c.tcp().set_nonblocking(false)?;
+    match got {
+        Ok((0, _)) => Err(std::io::Error::new(
             std::io::ErrorKind::ConnectionAborted,
             "the origin closed the connection during the upload",
         )),
-        Ok(_) => read_response(s).map(|(status, _)| Some(status)),
+        Ok((_, first)) => read_response_after(c, first).map(|(status, _)| Some(status)),
         Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(None),
         Err(e) => Err(e),
     }
 }
 
 /// Read one response; `(status, the origin will close)`.
-fn read_response(s: &mut TcpStream) -> std::io::Result<(u16, bool)> {
-    let mut buf = Vec::with_capacity(1024);
+fn read_response(s: &mut impl Read) -> std::io::Result<(u16, bool)> {
+    read_response_after(s, Vec::new())
+}
+
+/// [`read_response`] whose first bytes, `first`, were already read.
+fn read_response_after(s: &mut impl Read, first: Vec<u8>) -> std::io::Result<(u16, bool)> {
+    let mut buf = first;
+    buf.reserve(1024);
     let mut chunk = [0u8; 4096];
     loop {
         let n = s.read(&mut chunk)?;
@@ -264,9 +398,14 @@ mod tests {
         assert_eq!(o.addr.port(), 8080);
         assert_eq!(o.host, "127.0.0.1:8080");
         assert_eq!(Origin::parse("http://127.0.0.1").unwrap().addr.port(), 80);
-        assert!(Origin::parse("https://127.0.0.1")
-            .unwrap_err()
-            .contains("https"));
+        let tls = Origin::parse("https://127.0.0.1").unwrap();
+        assert!(tls.https);
+        assert_eq!((tls.addr.port(), tls.name()), (443, "127.0.0.1"));
+        assert_eq!(
+            Origin::parse("https://localhost:8443/x").unwrap().name(),
+            "localhost"
+        );
+        assert_eq!(Origin::parse("http://[::1]:8080").unwrap().name(), "::1");
         assert!(Origin::parse("http://").is_err());
         assert!(Origin::parse("ftp://x").is_err());
     }
@@ -304,7 +443,7 @@ mod tests {
             b"0\r\n\r\n",
             "HTTP/1.1 201 Created\r\nContent-Length: 0\r\n\r\n",
         );
-        let mut c = Client::new(o, Some("tok".into()), Duration::from_secs(5));
+        let mut c = Client::new(o, Some("tok".into()), Duration::from_secs(5), None);
         c.begin_chunked("/live/s/seg-1.m4s").unwrap();
         assert_eq!(c.chunk("/p", b"hello").unwrap(), None);
         assert_eq!(
@@ -336,7 +475,7 @@ mod tests {
             b"\r\n\r\n",
             "HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
         );
-        let mut c = Client::new(o, None, Duration::from_secs(5));
+        let mut c = Client::new(o, None, Duration::from_secs(5), None);
         c.begin_chunked("/live/s/seg-1.m4s").unwrap();
         let mut answer = None;
         for _ in 0..200 {

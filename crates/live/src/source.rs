@@ -52,6 +52,8 @@ pub struct SourceConfig {
     pub title: Option<Arc<LiveTitle>>,
     /// Publish segments part by part (LL-HLS, LL-DASH); `None`: whole segments.
     pub low_latency: Option<LowLatency>,
+    /// How an `https://` target is reached (its trust); required for one.
+    pub tls: Option<crate::http::Tls>,
 }
 
 /// Low-latency publishing (`--low-latency`).
@@ -109,6 +111,7 @@ impl SourceConfig {
             timeout: Duration::from_secs(10),
             title: None,
             low_latency: None,
+            tls: None,
         }
     }
 
@@ -202,7 +205,14 @@ impl SourceConfig {
                 self.prefix
             ));
         }
-        Origin::parse(&self.target).map(|_| ())
+        let origin = Origin::parse(&self.target)?;
+        if origin.https && self.tls.is_none() {
+            return Err(format!(
+                "--target {}: an https:// target needs --ca FILE or --insecure",
+                self.target
+            ));
+        }
+        Ok(())
     }
 
     /// Bytes of one segment.
@@ -407,8 +417,8 @@ impl Source {
             let c = config.clone();
             let (stop, latency, ready) = (stop.clone(), latency.clone(), ready.clone());
             let part_latency = part_latency.clone();
-            let client = Client::new(origin.clone(), c.token.clone(), c.timeout);
-            let long = Client::new(origin.clone(), c.token.clone(), c.timeout);
+            let client = Client::new(origin.clone(), c.token.clone(), c.timeout, c.tls.clone());
+            let long = Client::new(origin.clone(), c.token.clone(), c.timeout, c.tls.clone());
             let t = std::thread::Builder::new()
                 .name(format!("live-{k}"))
                 .spawn(move || {

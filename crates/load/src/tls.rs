@@ -99,6 +99,12 @@ impl TlsClient {
         &self.trust
     }
 
+    /// The rustls configuration (trust, protocol versions, ALPN `http/1.1`), for clients
+    /// outside the load generator (`vodkit live push` over https).
+    pub fn config(&self) -> Arc<ClientConfig> {
+        self.base.clone()
+    }
+
     /// The same client offering only `h2` in ALPN (`--http 2`): a server that cannot speak
     /// HTTP/2 over TLS is found out at the handshake.
     pub fn for_http2(&self) -> TlsClient {

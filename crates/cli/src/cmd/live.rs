@@ -15,9 +15,12 @@ pub enum Command {
 
 #[derive(clap::Args, Debug)]
 pub(crate) struct PushArgs {
-    /// The origin, http://HOST:PORT (loopback unless --allow-remote).
+    /// The origin, http://HOST:PORT or https://HOST:PORT (loopback unless --allow-remote;
+    /// https needs --ca or --insecure).
     #[arg(long)]
     target: String,
+    #[command(flatten)]
+    tls: super::tls::ClientTls,
     /// Streams published at once.
     #[arg(long, default_value_t = 1)]
     streams: u32,
@@ -101,6 +104,17 @@ fn push(a: PushArgs) -> anyhow::Result<()> {
         )));
     }
     let mut c = SourceConfig::new(&a.target, a.streams, (bps / 1000).max(1) as u32);
+    if origin.https {
+        let Some(trust) = a.tls.trust() else {
+            return Err(usage(format!(
+                "--target {}: an https:// target needs --ca FILE or --insecure",
+                a.target
+            )));
+        };
+        let client =
+            vodkit_load::TlsClient::new(trust, origin.name()).map_err(|e| usage(e.to_string()))?;
+        c.tls = Some(vodkit_live::http::Tls::new(client.config(), origin.name()).map_err(usage)?);
+    }
     c.segment_s = a.segment.map_or(2.0, |d| d.as_secs_f64());
     if a.low_latency {
         let mut ll = LowLatency::new(&a.target);

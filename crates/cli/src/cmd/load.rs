@@ -161,7 +161,7 @@ struct RunArgs {
     #[arg(long)]
     allow_remote: bool,
     #[command(flatten)]
-    tls: super::tls::LoadTls,
+    tls: super::tls::ClientTls,
     /// HTTP version the viewers speak: 1.1, or 2 (each viewer's requests multiplexed as
     /// streams of one connection: TLS with ALPN h2 for an https:// --target, cleartext
     /// prior knowledge (h2c) for http://). A viewer's connection indexes then share that

@@ -1,5 +1,6 @@
 //! `vodkit tls selfsigned` and the TLS flags shared by `vodkit serve`
-//! (`--tls-cert`, `--tls-key`) and `vodkit load` (`--ca`, `--insecure`).
+//! (`--tls-cert`, `--tls-key`) and the clients, `vodkit load` and `vodkit live push`
+//! (`--ca`, `--insecure`).
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -56,12 +57,13 @@ pub fn announce(config: &vodkit_server::ServerConfig) -> &'static str {
     "https"
 }
 
-/// HTTPS flags of `vodkit load`.
+/// HTTPS flags of the clients: `vodkit load` and `vodkit live push`.
 #[derive(clap::Args, Debug, Clone)]
-pub struct LoadTls {
+pub struct ClientTls {
     /// For an https:// --target: trust server certificates signed by the CA certificates
-    /// in this PEM file (e.g. ca.pem from `vodkit tls selfsigned`). Each viewer resumes its
-    /// own TLS session on later connections; handshake time counts in request latency.
+    /// in this PEM file (e.g. ca.pem from `vodkit tls selfsigned`). In `vodkit load` each
+    /// viewer resumes its own TLS session on later connections; handshake time counts in
+    /// request latency.
     #[arg(long, value_name = "FILE", conflicts_with = "insecure")]
     pub ca: Option<PathBuf>,
     /// For an https:// --target: accept any certificate (expired, self-signed, another
@@ -70,18 +72,25 @@ pub struct LoadTls {
     pub insecure: bool,
 }
 
-impl LoadTls {
+impl ClientTls {
+    /// How server certificates are checked (`None`: neither flag given).
+    pub fn trust(&self) -> Option<vodkit_load::Trust> {
+        match (&self.ca, self.insecure) {
+            (Some(ca), _) => Some(vodkit_load::Trust::Ca(ca.clone())),
+            (None, true) => Some(vodkit_load::Trust::Insecure),
+            (None, false) => None,
+        }
+    }
+
     /// The TLS client these flags ask for (`None`: neither flag given).
     pub fn client(
         &self,
         target: &vodkit_load::Target,
     ) -> Result<Option<vodkit_load::TlsClient>, vodkit_load::InputError> {
-        let trust = match (&self.ca, self.insecure) {
-            (Some(ca), _) => vodkit_load::Trust::Ca(ca.clone()),
-            (None, true) => vodkit_load::Trust::Insecure,
-            (None, false) => return Ok(None),
-        };
-        vodkit_load::TlsClient::new(trust, &target.name).map(Some)
+        match self.trust() {
+            Some(trust) => vodkit_load::TlsClient::new(trust, &target.name).map(Some),
+            None => Ok(None),
+        }
     }
 }
 

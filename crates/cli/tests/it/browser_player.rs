@@ -33,7 +33,7 @@ use std::sync::Mutex;
 use vodkit_testkit::{needs, Need};
 
 /// One browser at a time: two Chromium playbacks in parallel on two cores would starve both.
-static BROWSER: Mutex<()> = Mutex::new(());
+pub(crate) static BROWSER: Mutex<()> = Mutex::new(());
 
 /// Largest difference between the browser's and vodkit's share of top-rung segments behind
 /// the shaped link, and between their stall counts (the browser's `waiting` events after
@@ -57,7 +57,7 @@ fn vendored() -> Option<(PathBuf, PathBuf)> {
     hls.exists().then_some((dash, hls))
 }
 
-fn prerequisites() -> Option<(PathBuf, PathBuf)> {
+pub(crate) fn prerequisites() -> Option<(PathBuf, PathBuf)> {
     if !needs(&[Need::Browser, Need::Tool("ffmpeg")]) {
         return None;
     }
@@ -151,7 +151,7 @@ setTimeout(() => report('timeout'), 45000);
 
 /// A network namespace for the clients, joined to the server's by a veth pair whose root
 /// side (server-to-client traffic leaves there) is shaped by htb; removed on drop.
-struct Shaped {
+pub(crate) struct Shaped {
     ns: String,
     host_if: String,
 }
@@ -209,7 +209,7 @@ impl Drop for Shaped {
 /// Play `url` in headless Chromium in real time until the page reports (it requests
 /// `/report/<json>`, which the access log at `log` records), and return the report. Inside
 /// `shaped`'s namespace when given.
-fn chromium(
+pub(crate) fn chromium(
     url: &str,
     profile: &Path,
     log: &Path,
@@ -227,6 +227,8 @@ fn chromium(
             "--disable-gpu",
             "--mute-audio",
             "--autoplay-policy=no-user-gesture-required",
+            // The live pages are served over HTTPS with a test certificate.
+            "--ignore-certificate-errors",
         ])
         .arg(format!("--user-data-dir={}", profile.display()))
         .arg(url)

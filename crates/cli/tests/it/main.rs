@@ -3,6 +3,7 @@
 //!
 //! One test binary for the crate, linked once: each module holds one area's tests.
 
+mod browser_live;
 mod browser_player;
 mod cluster;
 mod common;

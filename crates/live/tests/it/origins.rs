@@ -98,6 +98,53 @@ fn vodkit_serve_is_a_live_origin() {
     assert!(st.deletes > 0 && st.rejected > 0, "{st:?}");
 }
 
+/// Over HTTPS: the source trusts the origin's CA and publishes every segment (the
+/// low-latency path's chunked uploads included); trusting another CA, every `PUT` fails.
+#[test]
+fn the_source_publishes_over_https() {
+    let root = tempfile::tempdir().unwrap();
+    let certs = tempfile::tempdir().unwrap();
+    let files = vodkit_server::tls::selfsigned::write_dir(certs.path()).unwrap();
+    let other = tempfile::tempdir().unwrap();
+    let stranger = vodkit_server::tls::selfsigned::write_dir(other.path()).unwrap();
+    let handle = TestServer::serving(root.path(), |cfg| {
+        cfg.ingest = Some(vodkit_server::live::IngestConfig::new("/live/", TOKEN));
+        cfg.tls = Some(vodkit_server::tls::TlsSettings::new(
+            &files.cert,
+            &files.key,
+        ));
+    });
+    let port = handle.addr.port();
+    let publish = |ca: &std::path::Path| {
+        let mut c = config(port, TOKEN);
+        c.target = format!("https://127.0.0.1:{port}");
+        c.duration = Some(Duration::from_secs_f64(2.1));
+        let trust = vodkit_load::Trust::Ca(ca.to_path_buf());
+        let client = vodkit_load::TlsClient::new(trust, "127.0.0.1").unwrap();
+        c.tls = Some(vodkit_live::http::Tls::new(client.config(), "127.0.0.1").unwrap());
+        let mut ll = vodkit_live::LowLatency::new(&c.target);
+        ll.part_s = 0.125;
+        c.low_latency = Some(ll);
+        let src = Source::start(c).unwrap();
+        while !src.finished() {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        src.stop()
+    };
+    let good = publish(&files.ca);
+    assert_eq!(good.failed_puts, 0, "{}", good.summary());
+    assert!(
+        good.segments >= 2 * 3 && good.part_puts > 0,
+        "{}",
+        good.summary()
+    );
+    let st = handle.stats().ingest.unwrap();
+    assert!(st.puts >= good.puts, "{st:?}");
+    let bad = publish(&stranger.ca);
+    assert!(bad.failed_puts > 0, "{}", bad.summary());
+    assert!(bad.summary().contains("certificate"), "{}", bad.summary());
+}
+
 /// A temporary directory holding a peer's document root (with the `/probe` file its
 /// start-up check fetches) and the path of its run directory: (dir, root, run).
 fn peer_dirs() -> (tempfile::TempDir, std::path::PathBuf, std::path::PathBuf) {
