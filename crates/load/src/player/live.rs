@@ -213,7 +213,10 @@ async fn follow_ll_hls(
 ) -> Result<(), SessionEnd> {
     let (cfg, url) = (f.cfg, f.url);
     f.lo.mode = LiveMode::LlHls;
-    let part_s = win.ll.as_ref().map_or(win.target_s / 3.0, |l| l.part_target_s);
+    let part_s = win
+        .ll
+        .as_ref()
+        .map_or(win.target_s / 3.0, |l| l.part_target_s);
     if let Some(init) = win.init.clone() {
         p.get(&init, 0.0, cfg.segment_timeout_s, false).await?;
     }
@@ -232,8 +235,13 @@ async fn follow_ll_hls(
         // Playback starts at `play_at`; the parts before it are fetched only to decode.
         let played = |at: PartAt| at >= play_at;
         if let Some(part) = win.part(next).cloned() {
-            p.get(&part.piece, if played(next) { part.duration_s } else { 0.0 }, cfg.segment_timeout_s, false)
-                .await?;
+            p.get(
+                &part.piece,
+                if played(next) { part.duration_s } else { 0.0 },
+                cfg.segment_timeout_s,
+                false,
+            )
+            .await?;
             f.lo.parts += 1;
             credit_part(p, f, &win, next, part.duration_s, part_s, played(next));
             let after = win.after(next);
@@ -250,7 +258,11 @@ async fn follow_ll_hls(
             f.lo.segments += 1;
             let rest = (seg.duration_s - next.1 as f64 * part_s).max(0.0);
             let end_ms = seg.pdt_ms.map(|t| t as f64 + seg.duration_s * 1000.0);
-            let resume = if f.buf.started { part_s } else { part_s.min(rest) };
+            let resume = if f.buf.started {
+                part_s
+            } else {
+                part_s.min(rest)
+            };
             f.arrived(p.now(), rest, resume, end_ms);
             next = (next.0 + 1, 0);
             continue;
@@ -360,7 +372,11 @@ fn credit_part(
     f.arrived(p.now(), dur_s, part_s, end_ms);
 }
 
-async fn load_mpd(p: &mut Player<'_>, cfg: &LiveSettings, url: &str) -> Result<LiveMpd, SessionEnd> {
+async fn load_mpd(
+    p: &mut Player<'_>,
+    cfg: &LiveSettings,
+    url: &str,
+) -> Result<LiveMpd, SessionEnd> {
     let piece = Piece {
         path: url.to_string(),
         range: None,
@@ -407,7 +423,9 @@ async fn follow_dash(p: &mut Player<'_>, f: &mut Follow<'_>) -> Result<(), Sessi
     };
     let join_ms = wall_ms() - delay_s * 1000.0;
     let mut n = mpd.start_number
-        + ((join_ms - mpd.start_ms as f64) / (d * 1000.0)).floor().max(0.0) as u64;
+        + ((join_ms - mpd.start_ms as f64) / (d * 1000.0))
+            .floor()
+            .max(0.0) as u64;
     // Media of the first segment before the join point is fetched, not played.
     let mut skip_s = if ll {
         ((join_ms - mpd.begins_ms(n)) / 1000.0).clamp(0.0, d)
@@ -431,7 +449,13 @@ async fn follow_dash(p: &mut Player<'_>, f: &mut Follow<'_>) -> Result<(), Sessi
             break;
         }
         if p.now() - loaded_at >= update_s {
-            mpd = load_mpd(p, cfg, url).await?;
+            let fresh = load_mpd(p, cfg, url).await?;
+            // A static MPD (the stream ended) need not say when it started.
+            let start_ms = mpd.start_ms;
+            mpd = fresh;
+            if mpd.end_number.is_some() {
+                mpd.start_ms = start_ms;
+            }
             f.lo.reloads += 1;
             loaded_at = p.now();
             continue;
@@ -440,7 +464,8 @@ async fn follow_dash(p: &mut Player<'_>, f: &mut Follow<'_>) -> Result<(), Sessi
         let wait_s = (available - wall_ms()) / 1000.0;
         if wait_s > 0.0 {
             // Until it is available, or the MPD is due again (the stream may have ended).
-            p.wait(wait_s.min(loaded_at + update_s - p.now()).max(0.0)).await?;
+            p.wait(wait_s.min(loaded_at + update_s - p.now()).max(0.0))
+                .await?;
             continue;
         }
         let piece = mpd.segment(n).map_err(|e| p.broken(e.to_string()))?;

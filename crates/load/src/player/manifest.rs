@@ -626,7 +626,8 @@ impl LiveMpd {
 
     /// Capture time of segment `n`'s first frame, ms since the Unix epoch.
     pub fn begins_ms(&self, n: u64) -> f64 {
-        self.start_ms as f64 + (n.saturating_sub(self.start_number)) as f64 * self.segment_s * 1000.0
+        self.start_ms as f64
+            + (n.saturating_sub(self.start_number)) as f64 * self.segment_s * 1000.0
     }
 
     /// When segment `n` may be requested, ms since the Unix epoch: its end minus the
@@ -677,7 +678,10 @@ pub fn dash_live(url: &str, xml: &str) -> Result<LiveMpd, ManifestError> {
     let id = rep.id.clone().unwrap_or_else(|| "0".into());
     let bandwidth_bps = rep.bandwidth.unwrap_or(0);
     let mpd_base = base_of(url, &mpd.base_url)?;
-    let base = base_of(&base_of(&base_of(&mpd_base, &period.BaseURL)?, &set.BaseURL)?, &rep.BaseURL)?;
+    let base = base_of(
+        &base_of(&base_of(&mpd_base, &period.BaseURL)?, &set.BaseURL)?,
+        &rep.BaseURL,
+    )?;
     let Some(t) = rep
         .SegmentTemplate
         .as_ref()
@@ -688,7 +692,10 @@ pub fn dash_live(url: &str, xml: &str) -> Result<LiveMpd, ManifestError> {
     };
     let timescale = t.timescale.unwrap_or(1).max(1) as f64;
     let Some(d) = t.duration.filter(|d| *d > 0.0) else {
-        return bad(url, "SegmentTemplate without a positive @duration (a SegmentTimeline is not followed live)");
+        return bad(
+            url,
+            "SegmentTemplate without a positive @duration (a SegmentTimeline is not followed live)",
+        );
     };
     let Some(media) = t.media.clone() else {
         return bad(url, "SegmentTemplate without @media");
@@ -724,7 +731,10 @@ pub fn dash_live(url: &str, xml: &str) -> Result<LiveMpd, ManifestError> {
             .ok_or_else(|| ManifestError(format!("{url}: a static MPD without a duration")))?;
         Some(start_number + (total / segment_s - 1e-9).ceil().max(0.0) as u64)
     };
-    let services = mpd.ServiceDescription.iter().chain(&period.service_description);
+    let services = mpd
+        .ServiceDescription
+        .iter()
+        .chain(&period.service_description);
     let (mut latency_target_s, mut playback_rate) = (None, None);
     for sd in services {
         if let Some(t) = sd.Latency.iter().find_map(|l| l.target) {
@@ -888,7 +898,12 @@ impl LiveWindow {
             all.extend(s.parts.iter().enumerate().map(|(k, p)| ((n, k), p)));
         }
         if let Some(p) = &self.partial {
-            all.extend(p.parts.iter().enumerate().map(|(k, x)| ((self.end(), k), x)));
+            all.extend(
+                p.parts
+                    .iter()
+                    .enumerate()
+                    .map(|(k, x)| ((self.end(), k), x)),
+            );
         }
         let mut behind = 0.0;
         let mut play = None;
@@ -951,12 +966,20 @@ fn attribute<'a>(list: &[(&str, &'a str)], name: &str) -> Option<&'a str> {
 }
 
 /// A positive seconds attribute, or a one-line error naming the tag and attribute.
-fn seconds(url: &str, tag: &str, list: &[(&str, &str)], name: &str) -> Result<Option<f64>, ManifestError> {
+fn seconds(
+    url: &str,
+    tag: &str,
+    list: &[(&str, &str)],
+    name: &str,
+) -> Result<Option<f64>, ManifestError> {
     match attribute(list, name) {
         None => Ok(None),
         Some(v) => match v.parse::<f64>() {
             Ok(x) if x.is_finite() && x >= 0.0 => Ok(Some(x)),
-            _ => bad(url, format!("#{tag}: {name}={v} is not a number of seconds")),
+            _ => bad(
+                url,
+                format!("#{tag}: {name}={v} is not a number of seconds"),
+            ),
         },
     }
 }
@@ -998,8 +1021,8 @@ pub fn hls_live(url: &str, text: &[u8]) -> Result<LiveWindow, ManifestError> {
             let list = attributes(t.rest.as_deref().unwrap_or(""));
             match t.tag.as_str() {
                 "X-PART-INF" => {
-                    let Some(target) = seconds(url, "EXT-X-PART-INF", &list, "PART-TARGET")?
-                        .filter(|x| *x > 0.0)
+                    let Some(target) =
+                        seconds(url, "EXT-X-PART-INF", &list, "PART-TARGET")?.filter(|x| *x > 0.0)
                     else {
                         return bad(url, "#EXT-X-PART-INF without a positive PART-TARGET");
                     };

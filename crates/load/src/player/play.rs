@@ -57,7 +57,7 @@ pub(super) struct Want<'s> {
     /// The viewer's connection index it goes on.
     pub(super) slot: u32,
     /// Sees each run of body bytes as it arrives.
-    pub(super) sink: Option<&'s mut (dyn FnMut(&[u8]) + Send)>,
+    pub(super) sink: Option<crate::http::BodySink<'s, 's>>,
 }
 
 impl<'s> Want<'s> {
@@ -681,7 +681,13 @@ impl<'a> Player<'a> {
     /// blocking reload answered 503).
     pub(super) async fn fetch_slots(&mut self, mut wants: Vec<Want<'_>>) -> Vec<Result<Got, Miss>> {
         let start = Instant::now();
-        let conns: Vec<_> = wants.iter().map(|w| w.slot).collect::<Vec<_>>().into_iter().map(|s| self.take_slot(s)).collect();
+        let conns: Vec<_> = wants
+            .iter()
+            .map(|w| w.slot)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|s| self.take_slot(s))
+            .collect();
         let (plan, shared, viewer) = (self.plan, self.shared, &self.viewer);
         let asks: Vec<Ask<'_>> = wants
             .iter()
@@ -723,7 +729,17 @@ impl<'a> Player<'a> {
                 .zip(sinks.iter_mut())
                 .map(|((((conn, closed), ask), w), sink)| {
                     let sink: Option<crate::http::BodySink<'_, '_>> = Some(sink);
-                    fetch(conn, closed, ask, w.timeout_s, plan, shared, viewer, start, sink)
+                    fetch(
+                        conn,
+                        closed,
+                        ask,
+                        w.timeout_s,
+                        plan,
+                        shared,
+                        viewer,
+                        start,
+                        sink,
+                    )
                 }),
         )
         .await;

@@ -163,7 +163,10 @@ impl Origin {
         if name == "init.mp4" {
             return whole(vec![1u8; 700]);
         }
-        let Some(stem) = name.strip_prefix("seg-").and_then(|n| n.strip_suffix(".m4s")) else {
+        let Some(stem) = name
+            .strip_prefix("seg-")
+            .and_then(|n| n.strip_suffix(".m4s"))
+        else {
             return Answer {
                 at: now,
                 body: Body::Missing,
@@ -223,7 +226,11 @@ impl Origin {
     /// Serve one HTTP/1.1 connection: each request in turn, held as its answer says.
     fn serve_h1(&self, mut stream: TcpStream) {
         while let Some(head) = common::request_head(&mut stream) {
-            let line = String::from_utf8_lossy(&head).lines().next().unwrap_or("").to_string();
+            let line = String::from_utf8_lossy(&head)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .to_string();
             let target = line.split_whitespace().nth(1).unwrap_or("/").to_string();
             let a = self.answer(&target);
             self.sleep_until(a.at);
@@ -360,10 +367,7 @@ fn viewers(n: u64, watch_s: f64) -> Vec<Session> {
             let mut s = Session::new(id, 0.0, "lan", Vec::new());
             s.start_s = Some(id as f64 * 0.3);
             s.bitrate_kbps = Some(800);
-            s.live = Some(LiveView {
-                stream: 0,
-                watch_s,
-            });
+            s.live = Some(LiveView { stream: 0, watch_s });
             s
         })
         .collect()
@@ -429,7 +433,11 @@ fn ll_hls_plays_near_the_edge(http: HttpVersion) {
     assert_eq!(q.ll_hls_sessions, 2);
     assert!(q.blocking_reloads >= 8 && q.parts >= 16, "{q:?}");
     assert!(q.latency_to_edge_s_p50 < SEG_S, "{q:?}");
-    assert!(ll.results.summary().contains("LL-HLS 2"), "{}", ll.results.summary());
+    assert!(
+        ll.results.summary().contains("LL-HLS 2"),
+        "{}",
+        ll.results.summary()
+    );
 
     // The same stream, viewed the classic way: whole segments, three behind.
     let classic = common::run(target, viewers(1, 4.0), |c| {
@@ -438,8 +446,17 @@ fn ll_hls_plays_near_the_edge(http: HttpVersion) {
     });
     let latency = played(&classic, LiveMode::Hls);
     let m = median(&latency);
-    assert!(m >= 2.0 * SEG_S, "classic latency p50 {m:.2} s: {latency:?}");
-    let l = classic.sessions[0].player.as_ref().unwrap().live.clone().unwrap();
+    assert!(
+        m >= 2.0 * SEG_S,
+        "classic latency p50 {m:.2} s: {latency:?}"
+    );
+    let l = classic.sessions[0]
+        .player
+        .as_ref()
+        .unwrap()
+        .live
+        .clone()
+        .unwrap();
     assert_eq!((l.parts, l.blocking_reloads), (0, 0));
 }
 
@@ -497,8 +514,42 @@ fn ll_dash_viewers_read_segments_while_they_are_written() {
     });
     let latency = played(&classic, LiveMode::Dash);
     let m = median(&latency);
-    assert!(m >= 2.0 * SEG_S, "classic DASH latency p50 {m:.2} s: {latency:?}");
-    let l = classic.sessions[0].player.as_ref().unwrap().live.clone().unwrap();
+    assert!(
+        m >= 2.0 * SEG_S,
+        "classic DASH latency p50 {m:.2} s: {latency:?}"
+    );
+    let l = classic.sessions[0]
+        .player
+        .as_ref()
+        .unwrap()
+        .live
+        .clone()
+        .unwrap();
     assert_eq!(l.early_segments, 0);
     assert_eq!(o.counts.growing.load(Ordering::Relaxed), growing_before);
+}
+
+#[test]
+fn probes_of_a_low_latency_stream_follow_it_the_low_latency_way() {
+    if !vodkit_testkit::needs(&[Need::Slow]) {
+        return;
+    }
+    let (target, _o) = origin(false, 3.0);
+    let run = common::run(target, viewers(2, 2.0), |c| {
+        c.probes = Some("1,1.5s".parse().unwrap());
+        c.duration = Some(Duration::from_secs(5));
+    });
+    let probes: Vec<_> = run.sessions.iter().filter(|s| s.probe).collect();
+    assert_eq!(probes.len(), 1);
+    let l = probes[0].player.as_ref().unwrap().live.as_ref().unwrap();
+    assert_eq!(
+        probes[0].end,
+        SessionEnd::Completed,
+        "{}",
+        detail(probes[0])
+    );
+    assert_eq!(l.mode, LiveMode::LlHls);
+    assert!(l.parts > 0);
+    let report = run.results.probes.as_ref().expect("probes in results");
+    assert_eq!(report.qos.live.as_ref().unwrap().ll_hls_sessions, 1);
 }

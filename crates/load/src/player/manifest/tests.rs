@@ -250,7 +250,10 @@ fn a_low_latency_playlist_gives_its_parts_hint_and_server_control() {
     assert!(ll.can_block_reload);
     assert_eq!(ll.part_hold_back_s, Some(1.0));
     assert_eq!(ll.can_skip_until_s, Some(12.0));
-    assert_eq!(ll.hint.as_ref().unwrap().path, "/live/stream-0/seg-41.2.m4s");
+    assert_eq!(
+        ll.hint.as_ref().unwrap().path,
+        "/live/stream-0/seg-41.2.m4s"
+    );
     assert!(w.get(39).unwrap().parts.is_empty());
     assert_eq!(w.get(40).unwrap().parts.len(), 4);
     let p = w.part((40, 0)).unwrap();
@@ -260,7 +263,10 @@ fn a_low_latency_playlist_gives_its_parts_hint_and_server_control() {
     // The segment in progress: its parts and its date, no EXTINF yet.
     let partial = w.partial.as_ref().unwrap();
     assert_eq!(partial.parts.len(), 2);
-    assert_eq!(w.part((41, 1)).unwrap().piece.path, "/live/stream-0/seg-41.1.m4s");
+    assert_eq!(
+        w.part((41, 1)).unwrap().piece.path,
+        "/live/stream-0/seg-41.1.m4s"
+    );
     assert_eq!(w.part((41, 2)), None);
     assert_eq!(w.pdt_ms(41).unwrap() - w.pdt_ms(40).unwrap(), 2000);
     assert_eq!(w.before_part_s((41, 1)), 0.5);
@@ -354,8 +360,10 @@ fn a_low_latency_mpd_gives_availability_offset_and_target_latency() {
     assert_eq!(m.available_ms(5), ast + 12_000.0);
     assert_eq!(m.suggested_delay_s, Some(6.0));
     // Once the stream ends the MPD is static: segments stop at its duration.
-    let ended = classic
-        .replace("type=\"dynamic\"", "type=\"static\" mediaPresentationDuration=\"PT20.000S\"");
+    let ended = classic.replace(
+        "type=\"dynamic\"",
+        "type=\"static\" mediaPresentationDuration=\"PT20.000S\"",
+    );
     assert_eq!(dash_live("/m.mpd", &ended).unwrap().end_number, Some(10));
     let e = dash_live("/m.mpd", &classic.replace(" duration=\"2000\"", "")).unwrap_err();
     assert!(e.0.contains("@duration"), "{e}");
