@@ -324,12 +324,13 @@ async fn follow_ll_hls(
             (Some(Ok(_)), Some(h)) => {
                 f.lo.parts += 1;
                 f.lo.hinted_parts += 1;
-                let dur = win.part(next).map_or(part_s, |x| x.duration_s);
-                credit_part(p, f, &win, next, dur, part_s, played(next));
                 if win.part(next).is_some_and(|x| x.piece.path != h.path) {
-                    // The hint named another part than the one listed there: fetch that.
+                    // The hint named another part than the one now listed there: that one
+                    // is fetched next, the hinted bytes go unplayed.
                     refused_hint = Some(h.path);
                 } else {
+                    let dur = win.part(next).map_or(part_s, |x| x.duration_s);
+                    credit_part(p, f, &win, next, dur, part_s, played(next));
                     let after = win.after(next);
                     if after.0 > next.0 {
                         f.lo.segments += 1;
