@@ -68,9 +68,19 @@ pub struct ClosedSession<'a> {
     pub files: &'a FileTable,
 }
 
-/// Receives every closed session.
+/// Receives every closed session (and, when it asks for them, every request as it is read).
 pub trait SessionSink {
     fn session(&mut self, s: &ClosedSession<'_>) -> std::io::Result<()>;
+
+    /// Whether [`SessionSink::request`] should be called.
+    fn wants_requests(&self) -> bool {
+        false
+    }
+
+    /// One analyzed request, in the order the analysis reads them.
+    fn request(&mut self, _r: &LogRequest<'_>) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// A sink that ignores sessions.
@@ -123,6 +133,8 @@ struct State<'s> {
     phase_stats: PhaseStatsBuilder,
     session_stats: SessionStatsBuilder,
     sink: &'s mut dyn SessionSink,
+    /// The sink's [`SessionSink::wants_requests`], asked once.
+    requests_out: bool,
     err: Option<std::io::Error>,
     reopened: u64,
     long_service: u64,
@@ -137,6 +149,11 @@ fn name_hash(s: &str) -> u64 {
 
 impl State<'_> {
     fn add(&mut self, r: &LogRequest<'_>) {
+        if self.requests_out && self.err.is_none() {
+            if let Err(e) = self.sink.request(r) {
+                self.err = Some(e);
+            }
+        }
         let file = self.files.intern(r.file);
         if self.max_end.len() <= file as usize {
             self.max_end.resize(file as usize + 1, 0);
@@ -275,6 +292,7 @@ pub fn analyze<R: BufRead + Send>(
         chain_stats: ChainStatsBuilder::default(),
         phase_stats: PhaseStatsBuilder::default(),
         session_stats: SessionStatsBuilder::default(),
+        requests_out: sink.wants_requests(),
         sink,
         err: None,
         reopened: 0,

@@ -1,6 +1,7 @@
-//! Parquet output (`--output-format parquet`): `chains.parquet` and `phases.parquet` with
-//! the columns of `chains.csv` and `phases.csv` (docs/trace.md has the schemas), written
-//! as sessions close in row groups of [`ROW_GROUP_ROWS`] rows, uncompressed.
+//! Parquet output (`--output-format parquet`): `chains`, `phases`, `sessions` and
+//! `requests` tables with the columns of their CSV files (docs/trace.md has the schemas),
+//! written as sessions close in row groups of [`ROW_GROUP_ROWS`] rows, uncompressed, and
+//! split into numbered files past a row limit (`--rows-per-file`).
 
 use std::fs::File;
 use std::path::Path;
@@ -41,6 +42,32 @@ pub const PHASES_SCHEMA: &str = "message phases {
   optional int64 bitrate_kbps;
 }";
 
+/// The schema of `sessions.parquet`: `sessions.csv`'s columns in order.
+pub const SESSIONS_SCHEMA: &str = "message sessions {
+  required binary session (STRING);
+  required double t_start;
+  required double t_end;
+  required int64 chains;
+  required int64 requests;
+  required int64 bytes;
+  required int64 files;
+  required double transient_s;
+  required double stable_s;
+  required double inactive_s;
+}";
+
+/// The schema of `requests.parquet`: `requests.csv`'s columns in order.
+pub const REQUESTS_SCHEMA: &str = "message requests {
+  required double t_end;
+  required double service_s;
+  required binary session (STRING);
+  required binary file (STRING);
+  required int64 offset;
+  required int64 length;
+  required binary kind (STRING);
+  required int64 bytes_sent;
+}";
+
 /// One column's values of the row group being gathered; `None` is a null.
 enum Col {
     Text(Vec<Option<ByteArray>>),
@@ -57,6 +84,79 @@ pub enum Value<'a> {
 
 fn err(e: parquet::errors::ParquetError) -> std::io::Error {
     std::io::Error::other(e)
+}
+
+/// A table written as `STEM.parquet`, or, with a row limit, as `STEM-00000.parquet`,
+/// `STEM-00001.parquet`, … of at most that many rows each (a reader globs `STEM-*.parquet`).
+pub struct SplitTable {
+    dir: std::path::PathBuf,
+    stem: &'static str,
+    schema: &'static str,
+    max_rows: Option<u64>,
+    current: Option<Table>,
+    in_current: u64,
+    files: u32,
+}
+
+impl SplitTable {
+    /// The first file is created at once (so a table without rows is still a file).
+    pub fn create(
+        dir: &Path,
+        stem: &'static str,
+        schema: &'static str,
+        max_rows: Option<u64>,
+    ) -> std::io::Result<SplitTable> {
+        let mut t = SplitTable {
+            dir: dir.to_path_buf(),
+            stem,
+            schema,
+            max_rows: max_rows.map(|m| m.max(1)),
+            current: None,
+            in_current: 0,
+            files: 0,
+        };
+        t.next_file()?;
+        Ok(t)
+    }
+
+    /// The name of file number `n`.
+    pub fn file_name(stem: &str, max_rows: Option<u64>, n: u32) -> String {
+        match max_rows {
+            None => format!("{stem}.parquet"),
+            Some(_) => format!("{stem}-{n:05}.parquet"),
+        }
+    }
+
+    fn next_file(&mut self) -> std::io::Result<()> {
+        if let Some(t) = self.current.take() {
+            t.finish()?;
+        }
+        let name = SplitTable::file_name(self.stem, self.max_rows, self.files);
+        self.current = Some(Table::create(&self.dir.join(name), self.schema)?);
+        self.files += 1;
+        self.in_current = 0;
+        Ok(())
+    }
+
+    /// Append one row, its values in schema order.
+    pub fn row(&mut self, values: &[Value<'_>]) -> std::io::Result<()> {
+        if self.max_rows.is_some_and(|m| self.in_current >= m) {
+            self.next_file()?;
+        }
+        self.in_current += 1;
+        match self.current.as_mut() {
+            Some(t) => t.row(values),
+            None => Err(std::io::Error::other("the table is finished")),
+        }
+    }
+
+    /// Write what is left and the last file's footer.
+    pub fn finish(mut self) -> std::io::Result<()> {
+        match self.current.take() {
+            Some(t) => t.finish(),
+            None => Ok(()),
+        }
+    }
 }
 
 /// A Parquet file written a row group at a time.

@@ -1,5 +1,6 @@
-//! Writing results into an output directory: `chains.csv` and `phases.csv` stream out as
-//! sessions close; the JSON summaries and the HTML report are written at the end.
+//! Writing results into an output directory: the row tables (`chains`, `phases`,
+//! `sessions`, `requests`, as CSV or Parquet) stream out as sessions close and requests are
+//! read; the JSON summaries and the HTML report are written at the end.
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
@@ -8,11 +9,14 @@ use std::path::Path;
 use serde::Serialize;
 
 use crate::analyze::{Analysis, ClosedSession, SessionSink};
-use crate::chain::{chains_writer, kind_name, ms, write_row};
-use crate::columnar::{Table, Value, CHAINS_SCHEMA, PHASES_SCHEMA};
+use crate::chain::{kind_name, ms, write_row, CSV_HEADER};
+use crate::columnar::{
+    SplitTable, Value, CHAINS_SCHEMA, PHASES_SCHEMA, REQUESTS_SCHEMA, SESSIONS_SCHEMA,
+};
 use crate::files::media_name;
 use crate::parse::ReadSummary;
 use crate::phase::PhaseKind;
+use crate::record::LogRequest;
 
 /// Columns of `phases.csv`.
 pub const PHASES_HEADER: &str = "session,phase,t_start,t_end,chains,bytes,bitrate_kbps";
@@ -64,7 +68,7 @@ impl std::str::FromStr for OutputFormat {
 /// One row output, as CSV or Parquet.
 enum Rows {
     Csv(csv::Writer<File>),
-    Parquet(Table),
+    Parquet(SplitTable),
 }
 
 impl Rows {
@@ -76,15 +80,47 @@ impl Rows {
     }
 }
 
-/// Streams chains and phases to CSV files (RFC 4180 quoting) or Parquet files as sessions
-/// close.
+/// Columns of `sessions.csv`.
+pub const SESSIONS_HEADER: &str =
+    "session,t_start,t_end,chains,requests,bytes,files,transient_s,stable_s,inactive_s";
+
+/// Columns of `requests.csv`.
+pub const REQUESTS_HEADER: &str = "t_end,service_s,session,file,offset,length,kind,bytes_sent";
+
+/// Which row tables a pass writes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Tables {
+    /// `chains.csv|parquet`: one row per chain.
+    pub chains: bool,
+    /// `phases.csv|parquet`: one row per phase.
+    pub phases: bool,
+    /// `sessions.csv|parquet`: one row per session.
+    pub sessions: bool,
+    /// `requests.csv|parquet`: every analyzed request, in the order the analysis read them.
+    pub requests: bool,
+}
+
+/// Streams the row tables to CSV files (RFC 4180 quoting) or Parquet files: chains,
+/// phases and sessions as sessions close, requests as they are read.
 pub struct DirSink {
     chains: Option<Rows>,
     phases: Option<Rows>,
+    sessions: Option<Rows>,
+    requests: Option<Rows>,
 }
 
 fn int(v: u64) -> Option<i64> {
     Some(i64::try_from(v).unwrap_or(i64::MAX))
+}
+
+/// A CSV writer for `path` whose first line is `header`.
+fn csv_with_header(path: &Path, header: &str) -> std::io::Result<csv::Writer<File>> {
+    let mut w = csv::WriterBuilder::new()
+        .has_headers(false)
+        .buffer_capacity(1 << 20)
+        .from_writer(create_file(path)?);
+    w.write_record(header.split(','))?;
+    Ok(w)
 }
 
 impl DirSink {
@@ -99,48 +135,156 @@ impl DirSink {
         phases: bool,
         format: OutputFormat,
     ) -> std::io::Result<DirSink> {
-        std::fs::create_dir_all(out)?;
-        let mut sink = DirSink {
-            chains: None,
-            phases: None,
+        let tables = Tables {
+            chains,
+            phases,
+            ..Tables::default()
         };
-        if chains {
-            sink.chains = Some(match format {
+        DirSink::create_tables(out, tables, format, None)
+    }
+
+    /// The `tables` in `format`; Parquet tables split past `rows_per_file` rows.
+    pub fn create_tables(
+        out: &Path,
+        tables: Tables,
+        format: OutputFormat,
+        rows_per_file: Option<u64>,
+    ) -> std::io::Result<DirSink> {
+        std::fs::create_dir_all(out)?;
+        let open = |on: bool, stem: &'static str, header: &str, schema: &'static str| {
+            if !on {
+                return Ok(None);
+            }
+            Ok::<_, std::io::Error>(Some(match format {
                 OutputFormat::Csv => {
-                    Rows::Csv(chains_writer(create_file(&out.join("chains.csv"))?)?)
+                    Rows::Csv(csv_with_header(&out.join(format!("{stem}.csv")), header)?)
                 }
                 OutputFormat::Parquet => {
-                    Rows::Parquet(Table::create(&out.join("chains.parquet"), CHAINS_SCHEMA)?)
+                    Rows::Parquet(SplitTable::create(out, stem, schema, rows_per_file)?)
                 }
-            });
-        }
-        if phases {
-            sink.phases = Some(match format {
-                OutputFormat::Csv => {
-                    let mut w = csv::WriterBuilder::new()
-                        .has_headers(false)
-                        .buffer_capacity(1 << 20)
-                        .from_writer(create_file(&out.join("phases.csv"))?);
-                    w.write_record(PHASES_HEADER.split(','))?;
-                    Rows::Csv(w)
-                }
-                OutputFormat::Parquet => {
-                    Rows::Parquet(Table::create(&out.join("phases.parquet"), PHASES_SCHEMA)?)
-                }
-            });
-        }
-        Ok(sink)
+            }))
+        };
+        Ok(DirSink {
+            chains: open(tables.chains, "chains", CSV_HEADER, CHAINS_SCHEMA)?,
+            phases: open(tables.phases, "phases", PHASES_HEADER, PHASES_SCHEMA)?,
+            sessions: open(
+                tables.sessions,
+                "sessions",
+                SESSIONS_HEADER,
+                SESSIONS_SCHEMA,
+            )?,
+            requests: open(
+                tables.requests,
+                "requests",
+                REQUESTS_HEADER,
+                REQUESTS_SCHEMA,
+            )?,
+        })
     }
 
     pub fn finish(self) -> std::io::Result<()> {
-        for w in [self.chains, self.phases].into_iter().flatten() {
+        for w in [self.chains, self.phases, self.sessions, self.requests]
+            .into_iter()
+            .flatten()
+        {
             w.finish()?;
         }
         Ok(())
     }
 }
 
+/// One `sessions.csv` row.
+#[derive(Serialize)]
+struct SessionRow<'a> {
+    session: &'a str,
+    t_start: f64,
+    t_end: f64,
+    chains: usize,
+    requests: u64,
+    bytes: u64,
+    files: usize,
+    transient_s: f64,
+    stable_s: f64,
+    inactive_s: f64,
+}
+
+impl<'a> SessionRow<'a> {
+    fn of(s: &ClosedSession<'a>) -> SessionRow<'a> {
+        let mut files: Vec<u32> = s.chains.iter().map(|c| c.file).collect();
+        files.sort_unstable();
+        files.dedup();
+        let time_in = |k: PhaseKind| {
+            ms(s.phases
+                .iter()
+                .filter(|p| p.kind == k)
+                .map(|p| p.duration_s())
+                .sum::<f64>())
+        };
+        SessionRow {
+            session: s.name,
+            t_start: ms(s.chains.iter().map(|c| c.t0).fold(f64::INFINITY, f64::min)),
+            t_end: ms(s
+                .chains
+                .iter()
+                .map(|c| c.t1)
+                .fold(f64::NEG_INFINITY, f64::max)),
+            chains: s.chains.len(),
+            requests: s.chains.iter().map(|c| u64::from(c.requests)).sum(),
+            bytes: s.chains.iter().map(|c| c.bytes).sum(),
+            files: files.len(),
+            transient_s: time_in(PhaseKind::Transient),
+            stable_s: time_in(PhaseKind::Stable),
+            inactive_s: time_in(PhaseKind::Inactive),
+        }
+    }
+}
+
+/// One `requests.csv` row.
+#[derive(Serialize)]
+struct RequestRow<'a> {
+    t_end: f64,
+    service_s: f64,
+    session: &'a str,
+    file: &'a str,
+    offset: u64,
+    length: u64,
+    kind: &'static str,
+    bytes_sent: u64,
+}
+
 impl SessionSink for DirSink {
+    fn request(&mut self, r: &LogRequest<'_>) -> std::io::Result<()> {
+        let row = RequestRow {
+            t_end: ms(r.done_s),
+            service_s: ms(r.service_s),
+            session: &r.session,
+            file: r.file,
+            offset: r.offset,
+            length: r.extent,
+            kind: kind_name(r.kind),
+            bytes_sent: r.bytes_sent,
+        };
+        match self.requests.as_mut() {
+            Some(Rows::Csv(w)) => w.serialize(row)?,
+            Some(Rows::Parquet(t)) => t.row(&[
+                Value::Real(row.t_end),
+                Value::Real(row.service_s),
+                Value::Text(Some(row.session)),
+                Value::Text(Some(row.file)),
+                Value::Int(int(row.offset)),
+                Value::Int(int(row.length)),
+                Value::Text(Some(row.kind)),
+                Value::Int(int(row.bytes_sent)),
+            ])?,
+            None => {}
+        }
+        Ok(())
+    }
+
+    fn wants_requests(&self) -> bool {
+        self.requests.is_some()
+    }
+
     fn session(&mut self, s: &ClosedSession<'_>) -> std::io::Result<()> {
         let (name, chains, files) = (s.name, s.chains, s.files);
         match self.chains.as_mut() {
@@ -193,6 +337,26 @@ impl SessionSink for DirSink {
                         Value::Int(int(p.chains.len() as u64)),
                         Value::Int(int(p.bytes)),
                         Value::Int(rate.map(i64::from)),
+                    ])?,
+                }
+            }
+        }
+        if let Some(rows) = self.sessions.as_mut() {
+            if !s.chains.is_empty() {
+                let row = SessionRow::of(s);
+                match rows {
+                    Rows::Csv(w) => w.serialize(&row)?,
+                    Rows::Parquet(t) => t.row(&[
+                        Value::Text(Some(row.session)),
+                        Value::Real(row.t_start),
+                        Value::Real(row.t_end),
+                        Value::Int(int(row.chains as u64)),
+                        Value::Int(int(row.requests)),
+                        Value::Int(int(row.bytes)),
+                        Value::Int(int(row.files as u64)),
+                        Value::Real(row.transient_s),
+                        Value::Real(row.stable_s),
+                        Value::Real(row.inactive_s),
                     ])?,
                 }
             }

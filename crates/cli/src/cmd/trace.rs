@@ -20,7 +20,8 @@ pub enum TraceCommand {
     Chains(Common),
     /// Find transient, stable and inactive phases: phases.csv and phases.json.
     Phases(Common),
-    /// Everything: chains, phases, session statistics and report.html.
+    /// Everything: chains, phases, a row per session (sessions.csv), session statistics and
+    /// report.html.
     Report(Common),
 }
 
@@ -77,10 +78,19 @@ pub(crate) struct Common {
     /// spilled in the output directory): for logs not in completion order.
     #[arg(long)]
     sort: bool,
-    /// Form of chains and phases: csv (chains.csv, phases.csv) or parquet (chains.parquet,
-    /// phases.parquet; same columns, schema in docs/trace.md).
+    /// Form of the row tables (chains, phases, with report sessions, with --requests
+    /// requests): csv (chains.csv, …) or parquet (chains.parquet, …; the same columns,
+    /// schemas in docs/trace.md).
     #[arg(long, default_value = "csv", value_name = "FORMAT")]
     output_format: vodkit_trace::output::OutputFormat,
+    /// Also write every analyzed request as a row table (requests.csv or requests.parquet):
+    /// the log in columns, for SQL engines.
+    #[arg(long)]
+    requests: bool,
+    /// With --output-format parquet: split each table into files of at most N rows
+    /// (chains-00000.parquet, chains-00001.parquet, …).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    rows_per_file: Option<u64>,
     /// Memory for --sort's runs; the analysis warns when its open sessions pass it.
     #[arg(long, default_value = "512MiB", value_name = flags::SIZE, value_parser = flags::size)]
     memory: u64,
@@ -157,7 +167,16 @@ fn go(c: Common, what: What) -> anyhow::Result<()> {
     let log = open_log(&c.log)?;
     let chains = what != What::Phases;
     let phases = what != What::Chains;
-    let mut sink = DirSink::create_as(&c.out, chains, phases, c.output_format)
+    if c.rows_per_file.is_some() && c.output_format != vodkit_trace::output::OutputFormat::Parquet {
+        return Err(usage("--rows-per-file needs --output-format parquet"));
+    }
+    let tables = vodkit_trace::output::Tables {
+        chains,
+        phases,
+        sessions: what == What::Report,
+        requests: c.requests,
+    };
+    let mut sink = DirSink::create_tables(&c.out, tables, c.output_format, c.rows_per_file)
         .with_context(|| format!("{}", c.out.display()))?;
     let started = std::time::Instant::now();
     let a = if c.sort {

@@ -136,7 +136,15 @@ fn serve_load_trace_and_simulate() {
             &format!("trace {sub} --log access.log {catalog} --out t-{sub}"),
         );
     }
-    exists(p, "t-chains/chains.csv t-report/report.html");
+    exists(
+        p,
+        "t-chains/chains.csv t-report/report.html t-report/sessions.csv",
+    );
+    ok(
+        p,
+        "trace chains --log access.log --requests --output-format parquet --rows-per-file 2 --out t-pq",
+    );
+    exists(p, "t-pq/chains-00000.parquet t-pq/requests-00001.parquet");
 
     ok(
         p,
@@ -160,6 +168,10 @@ fn serve_load_trace_and_simulate() {
             ),
             (&no_sessions, "absent.jsonl"),
             ("trace chains --log absent.log --out t", "absent.log"),
+            (
+                "trace chains --log access.log --rows-per-file 10 --out t",
+                "--rows-per-file needs --output-format parquet",
+            ),
             (
                 "simulate --chains absent.csv --files syn/files.csv --out s",
                 "absent.csv",

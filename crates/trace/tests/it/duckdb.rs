@@ -7,7 +7,7 @@ use std::process::{Command, Stdio};
 
 use vodkit_testkit::{needs, Need};
 use vodkit_trace::analyze::{analyze, AnalyzeOptions};
-use vodkit_trace::output::{DirSink, OutputFormat};
+use vodkit_trace::output::{DirSink, OutputFormat, Tables};
 use vodkit_trace::FileTable;
 use vodkit_workload::netflix::{synth_log, NetflixSpec};
 
@@ -30,8 +30,9 @@ const RUN: &str = r#"
 import duckdb, json, sys
 d = json.load(sys.stdin)
 con = duckdb.connect()
-for t in ("chains", "phases"):
-    con.execute(f"CREATE VIEW {t} AS SELECT * FROM read_parquet('{d['dir']}/{t}.parquet')")
+TABLES = ("chains", "phases", "sessions", "requests")
+for t in TABLES:
+    con.execute(f"CREATE VIEW {t} AS SELECT * FROM read_parquet('{d['dir']}/{t}-*.parquet')")
     con.execute(f"CREATE VIEW {t}_csv AS SELECT * FROM read_csv('{d['dir']}/csv/{t}.csv', header=true, all_varchar=true)")
 out = {}
 for name, sql in d["recipes"]:
@@ -39,12 +40,17 @@ for name, sql in d["recipes"]:
     cols = [c[0] for c in cur.description]
     out[name] = [dict(zip(cols, [float(v) if isinstance(v, (int, float)) else v for v in row])) for row in cur.fetchall()]
 # The Parquet rows are the CSV rows: every column, as text, in the same order.
-for t in ("chains", "phases"):
+for t in TABLES:
     diff = con.execute(f"""
         SELECT count(*) FROM (
           SELECT * FROM {t}_csv EXCEPT ALL SELECT COLUMNS(*)::VARCHAR FROM {t})""").fetchone()[0]
     out[t + "_rows"] = con.execute(f"SELECT (SELECT count(*) FROM {t}_csv) - (SELECT count(*) FROM {t})").fetchone()[0]
     out[t + "_rows_not_in_parquet"] = diff
+out["requests_count"] = con.execute("SELECT count(*) FROM requests").fetchone()[0]
+out["session_bytes_minus_chain_bytes"] = con.execute(
+    "SELECT (SELECT sum(bytes) FROM sessions) - (SELECT sum(bytes) FROM chains)").fetchone()[0]
+out["sessions_distinct"] = con.execute(
+    "SELECT count(*) - count(DISTINCT session) FROM sessions").fetchone()[0]
 print(json.dumps(out))
 "#;
 
@@ -60,10 +66,23 @@ fn sql_recipes_on_parquet_give_the_reported_numbers() {
     let log = || std::io::BufReader::new(std::fs::File::open(dir.path().join("log.csv")).unwrap());
     let opts = AnalyzeOptions::default();
     let out = dir.path().join("out");
-    let mut sink = DirSink::create_as(&out, true, true, OutputFormat::Parquet).unwrap();
+    let all = Tables {
+        chains: true,
+        phases: true,
+        sessions: true,
+        requests: true,
+    };
+    // Parquet split into files of at most 1,000 rows, read back as one table per glob.
+    let mut sink = DirSink::create_tables(&out, all, OutputFormat::Parquet, Some(1000)).unwrap();
     let a = analyze(log(), files(), &opts, &mut sink).unwrap();
     sink.finish().unwrap();
-    let mut csv = DirSink::create(&out.join("csv"), true, true).unwrap();
+    let split = std::fs::read_dir(&out)
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().starts_with("requests-"))
+        .count();
+    assert!(split > 2, "requests split into {split} files");
+    let mut csv = DirSink::create_tables(&out.join("csv"), all, OutputFormat::Csv, None).unwrap();
     analyze(log(), files(), &opts, &mut csv).unwrap();
     csv.finish().unwrap();
 
@@ -101,7 +120,7 @@ fn sql_recipes_on_parquet_give_the_reported_numbers() {
             "{what}: SQL {sql}, report {report}"
         );
     };
-    for t in ["chains", "phases"] {
+    for t in ["chains", "phases", "sessions", "requests"] {
         assert_eq!(got[format!("{t}_rows_not_in_parquet")], 0, "{t}");
         assert_eq!(
             got[format!("{t}_rows")],
@@ -109,6 +128,10 @@ fn sql_recipes_on_parquet_give_the_reported_numbers() {
             "{t}: CSV rows minus Parquet rows"
         );
     }
+    assert_eq!(got["requests_count"].as_u64(), Some(a.read.requests));
+    assert_eq!(got["session_bytes_minus_chain_bytes"], 0, "{got}");
+    // One row per session (a session seen again after it closed counts as a new one).
+    assert_eq!(got["sessions_distinct"].as_u64(), Some(a.reopened), "{got}");
     let c = &a.chains;
     assert!(c.chains > 500, "{}", c.chains);
     close("chains", num("headline", 0, "chains"), c.chains as f64);
