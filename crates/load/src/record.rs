@@ -273,6 +273,9 @@ pub struct LiveOutcome {
     /// The viewer's throughput estimate, kbit/s: bytes over the time they were arriving,
     /// idle gaps between a growing segment's chunks left out (dash.js's low-latency rule).
     pub throughput_kbps: Option<f64>,
+    /// Playback-rate catch-up: seconds of media played beyond the wall-clock time they
+    /// took (negative when it slowed down more than it sped up).
+    pub catchup_s: f64,
 }
 
 /// How a live viewer followed its stream.

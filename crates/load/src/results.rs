@@ -279,6 +279,10 @@ pub struct LiveSummary {
     /// DASH segments read while the origin was still receiving them.
     #[serde(default)]
     pub early_segments: u64,
+    /// Playback-rate catch-up: seconds of media played beyond the wall-clock time they
+    /// took, summed over viewers.
+    #[serde(default)]
+    pub catchup_s: f64,
 }
 
 impl LiveSummary {
@@ -305,6 +309,7 @@ impl LiveSummary {
             hinted_parts: u64::from(l.hinted_parts),
             blocking_reloads: u64::from(l.blocking_reloads),
             early_segments: u64::from(l.early_segments),
+            catchup_s: l.catchup_s,
             ..LiveSummary::default()
         }
     }
@@ -329,6 +334,7 @@ impl LiveSummary {
                 hinted_parts,
                 blocking_reloads,
                 early_segments,
+                catchup_s,
             ]
         );
     }
@@ -1060,7 +1066,7 @@ impl Results {
             let ll = v.ll_hls_sessions + v.ll_dash_sessions;
             if ll > 0 || v.dash_sessions > 0 {
                 out += &format!(
-                    "           low-latency {} (LL-HLS {}, LL-DASH {}), classic DASH {}  parts {} ({} hinted)  blocking reloads {}  segments read while written {}\n",
+                    "           low-latency {} (LL-HLS {}, LL-DASH {}), classic DASH {}  parts {} ({} hinted)  blocking reloads {}  segments read while written {}  catch-up {:+.1} s\n",
                     ll,
                     v.ll_hls_sessions,
                     v.ll_dash_sessions,
@@ -1068,7 +1074,8 @@ impl Results {
                     v.parts,
                     v.hinted_parts,
                     v.blocking_reloads,
-                    v.early_segments
+                    v.early_segments,
+                    v.catchup_s
                 );
             }
         }

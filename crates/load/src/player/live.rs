@@ -57,6 +57,37 @@ async fn load(p: &mut Player<'_>, cfg: &LiveSettings, url: &str) -> Result<LiveW
     manifest::hls_live(url, &text).map_err(|e| p.broken(e.to_string()))
 }
 
+/// Latency off its target by this much or more plays at the catch-up rate's bound.
+const CATCHUP_SPAN_S: f64 = 0.5;
+
+/// Playback-rate catch-up toward a target latency (LL-DASH: the MPD's `ServiceDescription`
+/// `Latency@target` and `PlaybackRate` bounds, which dash.js follows).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Catchup {
+    pub target_s: f64,
+    pub min_rate: f64,
+    pub max_rate: f64,
+}
+
+impl Catchup {
+    /// The rate for latency `latency_s` with `level_s` buffered: in proportion to how far
+    /// the latency is from the target, at the bound from [`CATCHUP_SPAN_S`] off; never
+    /// faster than real time with less than `low_s` buffered.
+    pub fn rate(&self, latency_s: f64, level_s: f64, low_s: f64) -> f64 {
+        let off = ((latency_s - self.target_s) / CATCHUP_SPAN_S).clamp(-1.0, 1.0);
+        let rate = if off >= 0.0 {
+            1.0 + off * (self.max_rate - 1.0).max(0.0)
+        } else {
+            1.0 + off * (1.0 - self.min_rate).max(0.0)
+        };
+        if level_s < low_s {
+            rate.min(1.0)
+        } else {
+            rate
+        }
+    }
+}
+
 /// What a live viewer keeps while it follows its stream.
 struct Follow<'a> {
     cfg: &'a LiveSettings,
@@ -66,6 +97,8 @@ struct Follow<'a> {
     lo: LiveOutcome,
     buf: Buffer,
     begin: f64,
+    /// Playback-rate catch-up, and the buffer below which it does not speed up.
+    catchup: Option<(Catchup, f64)>,
 }
 
 impl Follow<'_> {
@@ -85,7 +118,11 @@ impl Follow<'_> {
         if let (true, Some(end_ms)) = (self.buf.playing, end_ms) {
             // The playhead is `level` seconds before the end of what just arrived.
             let at_playhead = end_ms - self.buf.level_s * 1000.0;
-            self.lo.latency_s.push((wall_ms() - at_playhead) / 1000.0);
+            let latency_s = (wall_ms() - at_playhead) / 1000.0;
+            self.lo.latency_s.push(latency_s);
+            if let Some((c, low_s)) = self.catchup {
+                self.buf.speedup = c.rate(latency_s, self.buf.level_s, low_s) - 1.0;
+            }
         }
     }
 
@@ -422,6 +459,16 @@ async fn follow_dash(p: &mut Player<'_>, f: &mut Follow<'_>) -> Result<(), Sessi
     } else {
         mpd.suggested_delay_s.unwrap_or(3.0 * d)
     };
+    if let (true, Some(target_s), Some((min_rate, max_rate))) =
+        (ll, mpd.latency_target_s, mpd.playback_rate)
+    {
+        let c = Catchup {
+            target_s,
+            min_rate,
+            max_rate,
+        };
+        f.catchup = Some((c, chunk_s));
+    }
     let join_ms = wall_ms() - delay_s * 1000.0;
     let mut n = mpd.start_number
         + ((join_ms - mpd.start_ms as f64) / (d * 1000.0))
@@ -586,6 +633,7 @@ pub(crate) async fn watch(plan: &Plan, shared: &Arc<Shared>, view: LiveView) -> 
             ..Buffer::default()
         },
         begin,
+        catchup: None,
     };
     let result = if dash {
         follow_dash(&mut p, &mut f).await
@@ -597,6 +645,7 @@ pub(crate) async fn watch(plan: &Plan, shared: &Arc<Shared>, view: LiveView) -> 
     f.out.stalls = f.buf.stalls;
     f.out.stall_s = f.buf.stall_s;
     f.lo.late_s = std::mem::take(&mut f.buf.stall_lengths);
+    f.lo.catchup_s = f.buf.gained_s;
     let end = match result {
         Ok(()) => SessionEnd::Completed,
         Err(e) => e,
@@ -663,5 +712,40 @@ mod tests {
         // A single read gives no estimate.
         assert_eq!(active_transfer(&[(0.0, 10)]), None);
         // Counting the whole time would have said 6,000 bytes in 0.353 s: about 8 times less.
+    }
+
+    #[test]
+    fn catch_up_plays_faster_behind_the_target_slower_ahead_of_it_within_the_bounds() {
+        let c = Catchup {
+            target_s: 1.5,
+            min_rate: 0.96,
+            max_rate: 1.04,
+        };
+        assert_eq!(c.rate(1.5, 1.0, 0.5), 1.0);
+        assert!((c.rate(1.75, 1.0, 0.5) - 1.02).abs() < 1e-9);
+        assert_eq!(c.rate(4.0, 1.0, 0.5), 1.04);
+        assert!((c.rate(1.25, 1.0, 0.5) - 0.98).abs() < 1e-9);
+        assert_eq!(c.rate(0.2, 1.0, 0.5), 0.96);
+        // Too little buffered to speed up.
+        assert_eq!(c.rate(4.0, 0.3, 0.5), 1.0);
+        assert_eq!(c.rate(0.2, 0.3, 0.5), 0.96);
+    }
+
+    #[test]
+    fn a_buffer_played_faster_drains_faster_and_counts_what_it_gained() {
+        let mut b = Buffer::default();
+        assert_eq!(b.add(0.0, 2.0, 1.0, false), Some(0.0));
+        b.speedup = 0.04;
+        b.advance(1.0);
+        assert!((b.level_s - 0.96).abs() < 1e-9, "{}", b.level_s);
+        assert!((b.gained_s - 0.04).abs() < 1e-9, "{}", b.gained_s);
+        // It runs dry 0.96 / 1.04 s later: the stall starts then.
+        b.advance(2.0);
+        assert_eq!(b.stalls, 1);
+        assert!(
+            (b.stall_s - (1.0 - 0.96 / 1.04)).abs() < 1e-9,
+            "{}",
+            b.stall_s
+        );
     }
 }

@@ -184,6 +184,11 @@ pub(super) struct Buffer {
     pub(super) stall_began: f64,
     /// Seconds of media played so far.
     pub(super) played_s: f64,
+    /// Playback rate minus 1 (0: real time; a live viewer's catch-up plays a little faster
+    /// or slower).
+    pub(super) speedup: f64,
+    /// Seconds of media played beyond the wall-clock time it took (negative: behind).
+    pub(super) gained_s: f64,
 }
 
 impl Buffer {
@@ -192,11 +197,16 @@ impl Buffer {
         let dt = (now - self.last).max(0.0);
         self.last = now;
         if self.playing {
-            self.played_s += dt.min(self.level_s);
-            self.level_s -= dt;
+            let rate = 1.0 + self.speedup;
+            let played = (dt * rate).min(self.level_s);
+            self.played_s += played;
+            self.gained_s += played - played / rate;
+            self.level_s -= dt * rate;
             if self.level_s < 0.0 {
-                self.stall_s += -self.level_s;
-                self.stall_began = now + self.level_s;
+                // The buffer ran dry `level / rate` seconds ago (wall clock).
+                let dry = -self.level_s / rate;
+                self.stall_s += dry;
+                self.stall_began = now - dry;
                 self.level_s = 0.0;
                 self.playing = false;
                 self.stalled = true;
