@@ -99,9 +99,16 @@ struct Follow<'a> {
     begin: f64,
     /// Playback-rate catch-up, and the buffer below which it does not speed up.
     catchup: Option<(Catchup, f64)>,
+    /// The origin's clock minus ours, ms (DASH `UTCTiming`; 0 otherwise).
+    clock_ms: f64,
 }
 
 impl Follow<'_> {
+    /// Wall-clock time on the origin's clock, ms since the Unix epoch.
+    fn wall_ms(&self) -> f64 {
+        wall_ms() + self.clock_ms
+    }
+
     fn done(&self) -> bool {
         self.out.media_s + 1e-9 >= self.watch_s
     }
@@ -118,7 +125,7 @@ impl Follow<'_> {
         if let (true, Some(end_ms)) = (self.buf.playing, end_ms) {
             // The playhead is `level` seconds before the end of what just arrived.
             let at_playhead = end_ms - self.buf.level_s * 1000.0;
-            let latency_s = (wall_ms() - at_playhead) / 1000.0;
+            let latency_s = (self.wall_ms() - at_playhead) / 1000.0;
             self.lo.latency_s.push(latency_s);
             if let Some((c, low_s)) = self.catchup {
                 self.buf.speedup = c.rate(latency_s, self.buf.level_s, low_s) - 1.0;
@@ -426,6 +433,25 @@ async fn load_mpd(
         .map_err(|e| p.broken(e.to_string()))
 }
 
+/// The origin's clock minus ours (ms), read from the MPD's `UTCTiming` (http-iso or
+/// http-xsdate: the body is an ISO 8601 time) as dash.js does, taking the answer as the
+/// time halfway through the request; `None` when the clock cannot be read.
+async fn clock_offset_ms(p: &mut Player<'_>, cfg: &LiveSettings, clock: &Piece) -> Option<f64> {
+    let before = wall_ms();
+    let got = p
+        .fetch_one(Want {
+            keep: true,
+            ..Want::new(clock, 0.0, cfg.playlist_timeout_s)
+        })
+        .await
+        .ok()?;
+    let after = wall_ms();
+    let text = std::str::from_utf8(&got.body).ok()?.trim();
+    let at = humantime::parse_rfc3339(text).ok()?;
+    let server = at.duration_since(UNIX_EPOCH).ok()?.as_secs_f64() * 1000.0;
+    Some(server - (before + after) / 2.0)
+}
+
 /// The bytes of a download and the seconds they were arriving, from its reads (when, how
 /// many): the gap before a read counts when it is short (the network), not when it is
 /// long (the origin waiting for the source) — and then neither do that read's bytes.
@@ -445,6 +471,9 @@ pub fn active_transfer(reads: &[(f64, usize)]) -> Option<(u64, f64)> {
 async fn follow_dash(p: &mut Player<'_>, f: &mut Follow<'_>) -> Result<(), SessionEnd> {
     let (cfg, url) = (f.cfg, f.url);
     let mut mpd = load_mpd(p, cfg, url).await?;
+    if let Some(clock) = mpd.clock.clone() {
+        f.clock_ms = clock_offset_ms(p, cfg, &clock).await.unwrap_or(0.0);
+    }
     let ll = mpd.low_latency() && cfg.low_latency;
     f.lo.mode = if ll { LiveMode::LlDash } else { LiveMode::Dash };
     let d = mpd.segment_s;
@@ -469,7 +498,7 @@ async fn follow_dash(p: &mut Player<'_>, f: &mut Follow<'_>) -> Result<(), Sessi
         };
         f.catchup = Some((c, chunk_s));
     }
-    let join_ms = wall_ms() - delay_s * 1000.0;
+    let join_ms = f.wall_ms() - delay_s * 1000.0;
     let mut n = mpd.start_number
         + ((join_ms - mpd.start_ms as f64) / (d * 1000.0))
             .floor()
@@ -509,7 +538,7 @@ async fn follow_dash(p: &mut Player<'_>, f: &mut Follow<'_>) -> Result<(), Sessi
             continue;
         }
         let available = mpd.begins_ms(n) + (d - offset_s) * 1000.0;
-        let wait_s = (available - wall_ms()) / 1000.0;
+        let wait_s = (available - f.wall_ms()) / 1000.0;
         if wait_s > 0.0 {
             // Until it is available, or the MPD is due again (the stream may have ended).
             p.wait(wait_s.min(loaded_at + update_s - p.now()).max(0.0))
@@ -520,6 +549,7 @@ async fn follow_dash(p: &mut Player<'_>, f: &mut Follow<'_>) -> Result<(), Sessi
         let seg = n;
         let begins_ms = mpd.begins_ms(seg);
         let t0 = p.shared.t0;
+        let clock_ms = f.clock_ms;
         let mut reads: Vec<(f64, usize)> = Vec::new();
         let mut first_wall_ms: Option<f64> = None;
         let mut got = 0u64;
@@ -540,7 +570,7 @@ async fn follow_dash(p: &mut Player<'_>, f: &mut Follow<'_>) -> Result<(), Sessi
             let ff = &mut *f;
             let mut sink = |chunk: &[u8]| {
                 let now = Instant::now().duration_since(t0).as_secs_f64();
-                first_wall_ms.get_or_insert_with(wall_ms);
+                first_wall_ms.get_or_insert_with(|| wall_ms() + clock_ms);
                 reads.push((now, chunk.len()));
                 got += chunk.len() as u64;
                 if ll && expected_bytes > 0 {
@@ -567,7 +597,7 @@ async fn follow_dash(p: &mut Player<'_>, f: &mut Follow<'_>) -> Result<(), Sessi
             Ok(_) => {}
             Err(m) if m.status == 404 => {
                 // Not there: too early (clocks apart), or gone from the window.
-                if mpd.begins_ms(seg) + 2.0 * d * 1000.0 < wall_ms() {
+                if mpd.begins_ms(seg) + 2.0 * d * 1000.0 < f.wall_ms() {
                     f.lo.skipped_segments += 1;
                     n += 1;
                     skip_s = 0.0;
@@ -634,6 +664,7 @@ pub(crate) async fn watch(plan: &Plan, shared: &Arc<Shared>, view: LiveView) -> 
         },
         begin,
         catchup: None,
+        clock_ms: 0.0,
     };
     let result = if dash {
         follow_dash(&mut p, &mut f).await

@@ -606,6 +606,9 @@ pub struct LiveMpd {
     /// The presentation became static (the stream ended): segments past this number do not
     /// come.
     pub end_number: Option<u64>,
+    /// `UTCTiming` with an ISO 8601 time to fetch (`http-iso`, `http-xsdate`): the origin's
+    /// clock.
+    pub clock: Option<Piece>,
 }
 
 impl LiveMpd {
@@ -746,6 +749,18 @@ pub fn dash_live(url: &str, xml: &str) -> Result<LiveMpd, ManifestError> {
             }
         }
     }
+    let clock = match mpd.UTCTiming.iter().find(|u| {
+        u.schemeIdUri.ends_with(":http-iso:2014") || u.schemeIdUri.ends_with(":http-xsdate:2014")
+    }) {
+        Some(u) => match u.value.as_deref() {
+            Some(v) => Some(Piece {
+                path: resolve(url, v)?,
+                range: None,
+            }),
+            None => None,
+        },
+        None => None,
+    };
     let offset = t.availabilityTimeOffset.unwrap_or(0.0);
     let availability_offset_s = if offset.is_finite() {
         offset.clamp(0.0, segment_s)
@@ -768,6 +783,7 @@ pub fn dash_live(url: &str, xml: &str) -> Result<LiveMpd, ManifestError> {
         playback_rate,
         suggested_delay_s: mpd.suggestedPresentationDelay.map(|x| x.as_secs_f64()),
         end_number,
+        clock,
     })
 }
 

@@ -56,6 +56,9 @@ struct Counts {
 struct Origin {
     t0: Instant,
     wall0_ms: u64,
+    /// The origin's clock runs this far ahead of the machine's: its MPD and its
+    /// `/.vodkit/clock` say so (the HLS dates do not).
+    skew_ms: u64,
     counts: Counts,
 }
 
@@ -78,6 +81,11 @@ impl Origin {
     fn date(&self, n: u64) -> String {
         let ms = self.wall0_ms + n * SEG_MS;
         vodkit_live::playlist::rfc3339_ms(UNIX_EPOCH + Duration::from_millis(ms))
+    }
+
+    /// A time on the origin's own clock.
+    fn own_date(&self, t: SystemTime) -> String {
+        vodkit_live::playlist::rfc3339_ms(t + Duration::from_millis(self.skew_ms))
     }
 
     /// The playlist as it stands at `t` ms.
@@ -128,9 +136,10 @@ impl Origin {
       <Representation id="v0" bandwidth="800000" codecs="avc1.64001f"/>
     </AdaptationSet>
   </Period>
+  <UTCTiming schemeIdUri="urn:mpeg:dash:utc:http-iso:2014" value="http://origin.test/.vodkit/clock"/>
 </MPD>
 "#,
-            ast = self.date(0)
+            ast = self.own_date(UNIX_EPOCH + Duration::from_millis(self.wall0_ms))
         )
     }
 
@@ -159,6 +168,9 @@ impl Origin {
         }
         if name == "manifest.mpd" {
             return whole(self.mpd().into_bytes());
+        }
+        if path == "/.vodkit/clock" {
+            return whole(self.own_date(SystemTime::now()).into_bytes());
         }
         if name == "init.mp4" {
             return whole(vec![1u8; 700]);
@@ -322,6 +334,11 @@ impl Origin {
 /// Start the scripted origin (the stream starts now, HTTP/2 by prior knowledge when
 /// `h2`) and let it run for `fill_s` seconds.
 fn origin(h2: bool, fill_s: f64) -> (Target, Arc<Origin>) {
+    skewed_origin(h2, fill_s, 0)
+}
+
+/// [`origin`] with its clock `skew_ms` ahead of the machine's.
+fn skewed_origin(h2: bool, fill_s: f64, skew_ms: u64) -> (Target, Arc<Origin>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let wall0_ms = SystemTime::now()
@@ -331,6 +348,7 @@ fn origin(h2: bool, fill_s: f64) -> (Target, Arc<Origin>) {
     let o = Arc::new(Origin {
         t0: Instant::now(),
         wall0_ms,
+        skew_ms,
         counts: Counts::default(),
     });
     let served = o.clone();
@@ -481,7 +499,9 @@ fn ll_dash_viewers_read_segments_while_they_are_written() {
     if !vodkit_testkit::needs(&[Need::Slow]) {
         return;
     }
-    let (target, o) = origin(false, 3.0);
+    // The origin's clock is 3 s ahead: the viewers read it from the MPD's UTCTiming and
+    // time their requests and latencies by it.
+    let (target, o) = skewed_origin(false, 3.0, 3000);
     let dash = |c: &mut vodkit_load::LoadConfig| {
         c.player = Some(PlayerConfig::new(Protocol::Dash));
     };
@@ -501,6 +521,8 @@ fn ll_dash_viewers_read_segments_while_they_are_written() {
     assert!(o.counts.growing.load(Ordering::Relaxed) >= 4);
     let m = median(&latency);
     assert!(m < SEG_S, "LL-DASH latency p50 {m:.2} s: {latency:?}");
+    // On the machine's clock they would be 3 s less: below zero.
+    assert!(latency.iter().all(|&x| x > 0.0), "{latency:?}");
     let q = ll.results.qos.live.as_ref().unwrap();
     assert_eq!(q.ll_dash_sessions, 2);
     assert!(q.early_segments >= 4, "{q:?}");

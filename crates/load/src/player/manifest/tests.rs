@@ -342,6 +342,8 @@ fn a_low_latency_mpd_gives_availability_offset_and_target_latency() {
     assert_eq!(m.bandwidth_bps, 3_000_000);
     assert_eq!(m.init.as_ref().unwrap().path, "/live/stream-2/init.mp4");
     assert_eq!(m.segment(7).unwrap().path, "/live/stream-2/seg-7.m4s");
+    // The origin's clock, as a path on it.
+    assert_eq!(m.clock.as_ref().unwrap().path, "/.vodkit/clock");
     // 2026-11-28T23:00:00Z; segment 5 begins 10 s later and may be asked for 0.5 s after
     // that (its end minus the offset), when its first chunk is complete.
     let ast = 1_795_906_800_000.0;
