@@ -9,7 +9,10 @@
 //! as the client's flow-control windows allow: each piece of a file is read from the page
 //! cache only once the stream has been granted room for it, so a stream whose window never
 //! opens holds no body in memory and ends at the minimum send rate like a slow HTTP/1.1
-//! reader. There is no sendfile over HTTP/2 (frames are built in user space).
+//! reader. There is no sendfile over HTTP/2 (frames are built in user space). A body of
+//! unknown length (a live segment read while it is uploaded: the handler writes it chunked)
+//! goes out in DATA frames as its pieces arrive; a stream whose body stops before its last
+//! chunk is reset, never ended as complete.
 //!
 //! Hostile clients: at most `max_streams` streams are answered at once (further ones wait
 //! in `h2`'s accept queue, and the connection is not read for new ones meanwhile); streams
@@ -446,6 +449,8 @@ struct H2Wire {
     left: Option<u64>,
     /// The response body is written in chunked framing: decoded before it is sent.
     dechunk: Option<(Chunked, Vec<u8>)>,
+    /// The chunked body's last chunk was written (without it the answer is cut).
+    dechunked_all: bool,
     /// END_STREAM was sent.
     ended: bool,
     /// A write failed (the answer is incomplete).
@@ -464,6 +469,7 @@ impl H2Wire {
             body_done: false,
             left: None,
             dechunk: None,
+            dechunked_all: false,
             ended: false,
             failed: false,
             peer_reset: false,
@@ -584,20 +590,23 @@ impl H2Wire {
             Some((decoder, pending)) => {
                 pending.extend_from_slice(data);
                 let mut out = Vec::with_capacity(pending.len());
-                decoder
+                let all = decoder
                     .feed(pending, Some(&mut out))
                     .map_err(|e| SendError::Io(io::Error::other(format!("{e:?}"))))?;
+                self.dechunked_all |= all;
                 Ok(Bytes::from(out))
             }
         }
     }
 
     /// End the stream after the handler returned: END_STREAM when the answer is whole, a
-    /// reset when it is not (so the client never takes a cut body as complete) or when no
-    /// answer was made.
+    /// reset when it is not (a short body, a chunked one without its last chunk: so the
+    /// client never takes a cut body as complete) or when no answer was made.
     fn finish(mut self) -> Ended {
         if !self.ended {
-            let whole = !self.failed && self.left.is_none_or(|l| l == 0);
+            let whole = !self.failed
+                && self.left.is_none_or(|l| l == 0)
+                && (self.dechunk.is_none() || self.dechunked_all);
             match (self.send.as_mut(), self.respond.as_mut()) {
                 (Some(send), _) if whole => {
                     if send.send_data(Bytes::new(), true).is_err() {
@@ -744,6 +753,15 @@ impl Wire for H2Wire {
     async fn flush(&mut self, _clock: &SendClock) -> Result<(), SendError> {
         // Frames are written by the connection's task as the socket takes them.
         Ok(())
+    }
+
+    /// DATA frames of `data` as the windows allow, the stream left open.
+    async fn write_chunk(&mut self, data: &[u8], clock: &mut SendClock) -> Result<(), SendError> {
+        if self.send.is_none() || data.is_empty() {
+            return Ok(());
+        }
+        self.send_body(Bytes::copy_from_slice(data), false, true, clock)
+            .await
     }
 
     fn idle(&mut self, _shared: &Shared) {}

@@ -21,6 +21,17 @@
 //! origins do) or `hold` passes, then answered 404; playlists are never held, nor segments
 //! numbered at or before the newest one written (they left the window or were skipped).
 //!
+//!
+//! Low latency (LL-HLS, low-latency DASH): *parts* (`seg-41.3.m4s`, part 3 of segment 41)
+//! belong to their segment: they do not count against the window, leave with their segment
+//! (or [`PART_AGE`] target durations after they were published), count in the byte cap as
+//! segments do, and a `GET` of a part that may still come is held like one of a segment. A
+//! segment `PUT` with chunked encoding is a [`Growing`] object from its first byte: viewers
+//! read it as it arrives, and when the upload ends it becomes a stored object like any
+//! other. A playlist request with `_HLS_msn`/`_HLS_part` is held until the stored playlist
+//! holds that segment or part ([`PlaylistInfo`], [`BlockQuery`]); `_HLS_skip` answers a
+//! delta update ([`skip_segments`]).
+//!
 //! The token is compared in constant time (`subtle`). This module is the store and the
 //! rules; the live-ingest handler (`handler/ingest.rs`) reads bodies and writes answers.
 
@@ -59,6 +70,9 @@ pub struct IngestConfig {
     pub hold: Duration,
     /// Where segments go when `max_bytes` is reached, instead of being dropped.
     pub spill: Option<SpillConfig>,
+    /// Longest a blocking playlist reload (`_HLS_msn`) is held before `503`; `None`: three
+    /// times the target duration the playlist announces ([`IngestConfig::hold`] if none).
+    pub block_timeout: Option<Duration>,
 }
 
 /// The live window's overflow on disk (`--ingest-spill DIR`, `--ingest-spill-max SIZE`).
@@ -112,6 +126,7 @@ impl IngestConfig {
             ttl: Duration::from_secs(60),
             hold: Duration::from_secs(6),
             spill: None,
+            block_timeout: None,
         }
     }
 
@@ -208,8 +223,8 @@ impl LiveBody {
     }
 }
 
-/// A new anonymous memory file (`memfd_create`) holding `bytes`.
-fn memory_file(bytes: &[u8]) -> std::io::Result<std::fs::File> {
+/// A new anonymous memory file (`memfd_create`) holding `pieces`, one after the other.
+fn memory_file(pieces: &[&[u8]]) -> std::io::Result<std::fs::File> {
     use std::io::Write;
     use std::os::fd::FromRawFd;
     // SAFETY: the name is a NUL-terminated literal; the call has no other inputs.
@@ -219,7 +234,9 @@ fn memory_file(bytes: &[u8]) -> std::io::Result<std::fs::File> {
     }
     // SAFETY: `fd` was just created above and is owned by nothing else.
     let mut f = unsafe { std::fs::File::from_raw_fd(fd) };
-    f.write_all(bytes)?;
+    for piece in pieces {
+        f.write_all(piece)?;
+    }
     Ok(f)
 }
 
@@ -250,6 +267,8 @@ pub struct Object {
     pub kept: bool,
     /// Its `Cache-Control` value.
     pub cache_control: Arc<str>,
+    /// What an HLS media playlist lists (`None` for every other object).
+    pub info: Option<PlaylistInfo>,
 }
 
 /// Whether an object name is a playlist or manifest (replaced in place, short-lived in caches).
@@ -338,6 +357,408 @@ fn iso_seconds(text: &str) -> Option<f64> {
     Some(total)
 }
 
+/// Parts older than this many target durations (of their stream's playlist) leave the
+/// store even while their segment stays: a part is listed in an LL-HLS playlist while its
+/// segment starts within the last three target durations, at most about four after the
+/// part was published.
+pub const PART_AGE: u32 = 4;
+
+/// `(segment name, segment number, part index)` of a part's name: `seg-41.3.m4s` is part 3
+/// of `seg-41.m4s`. `None` for any other name.
+pub fn part_of(name: &str) -> Option<(String, u64, u64)> {
+    let (stem, ext) = name.rsplit_once('.')?;
+    let (segment, part) = stem.rsplit_once('.')?;
+    if part.is_empty() || !part.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let number = segment_number(segment)?;
+    Some((format!("{segment}.{ext}"), number, part.parse().ok()?))
+}
+
+/// What the origin needs to know of a stored HLS media playlist to answer blocking reloads:
+/// which segments are complete and which parts of the next one are listed.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct PlaylistInfo {
+    /// `#EXT-X-MEDIA-SEQUENCE` (0 when absent).
+    pub first: u64,
+    /// Complete segments listed (each with its `#EXTINF` and URI), skipped ones included.
+    pub segments: u64,
+    /// `#EXT-X-PART` lines after the last complete segment: parts of segment
+    /// `first + segments`, the one in progress.
+    pub parts: u64,
+    /// `#EXT-X-TARGETDURATION`, seconds.
+    pub target: Option<f64>,
+    /// `CAN-SKIP-UNTIL` of `#EXT-X-SERVER-CONTROL`, seconds.
+    pub can_skip_until: Option<f64>,
+    /// `#EXT-X-ENDLIST`: nothing more will come.
+    pub ended: bool,
+}
+
+impl PlaylistInfo {
+    /// Read a media playlist; `None` for anything else (no `#EXT-X-TARGETDURATION`: a
+    /// multivariant playlist, an MPD, not text).
+    pub fn parse(body: &[u8]) -> Option<PlaylistInfo> {
+        let text = std::str::from_utf8(body).ok()?;
+        let mut info = PlaylistInfo::default();
+        let mut has_target = false;
+        for line in text.lines().map(str::trim) {
+            if let Some(v) = line.strip_prefix("#EXT-X-TARGETDURATION:") {
+                has_target = true;
+                info.target = v.trim().parse().ok();
+            } else if let Some(v) = line.strip_prefix("#EXT-X-MEDIA-SEQUENCE:") {
+                info.first = v.trim().parse().unwrap_or(0);
+            } else if let Some(v) = line.strip_prefix("#EXT-X-SERVER-CONTROL:") {
+                info.can_skip_until = attribute(v, "CAN-SKIP-UNTIL").and_then(|v| v.parse().ok());
+            } else if let Some(v) = line.strip_prefix("#EXT-X-SKIP:") {
+                info.segments += attribute(v, "SKIPPED-SEGMENTS")
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or(0);
+            } else if line.starts_with("#EXT-X-PART:") {
+                info.parts += 1;
+            } else if line == "#EXT-X-ENDLIST" {
+                info.ended = true;
+            } else if !line.is_empty() && !line.starts_with('#') {
+                info.segments += 1;
+                info.parts = 0;
+            }
+        }
+        has_target.then_some(info)
+    }
+
+    /// The number of the newest complete segment listed (`None` when there is none).
+    pub fn newest(&self) -> Option<u64> {
+        (self.first + self.segments).checked_sub(1)
+    }
+
+    /// Whether the playlist holds segment `msn` complete, or with `part`, part `part` of
+    /// segment `msn` (or anything later).
+    pub fn contains(&self, msn: u64, part: Option<u64>) -> bool {
+        if self.newest().is_some_and(|n| n >= msn) {
+            return true;
+        }
+        let in_progress = self.first + self.segments;
+        part.is_some_and(|p| in_progress == msn && self.parts > p)
+    }
+
+    /// `max-age` of an answer to a blocking reload (it never changes for its query): six
+    /// target durations, 6 s when none is announced.
+    pub fn blocking_max_age(&self) -> Duration {
+        let target = self
+            .target
+            .filter(|t| t.is_finite() && *t > 0.0)
+            .unwrap_or(1.0);
+        Duration::from_secs_f64(6.0 * target)
+    }
+}
+
+/// The value of attribute `name` in an HLS attribute list (`A=1,B="x"`), quotes removed.
+fn attribute<'a>(list: &'a str, name: &str) -> Option<&'a str> {
+    let mut rest = list;
+    while !rest.is_empty() {
+        let (key, after) = rest.split_once('=')?;
+        let (value, next) = match after.strip_prefix('"') {
+            Some(quoted) => {
+                let end = quoted.find('"')?;
+                let next = quoted[end + 1..].trim_start_matches(',');
+                (&quoted[..end], next)
+            }
+            None => after.split_once(',').unwrap_or((after, "")),
+        };
+        if key.trim() == name {
+            return Some(value.trim());
+        }
+        rest = next;
+    }
+    None
+}
+
+/// The LL-HLS delivery directives of a playlist request's query (`_HLS_msn`, `_HLS_part`,
+/// `_HLS_skip`); other parameters are ignored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BlockQuery {
+    pub msn: Option<u64>,
+    pub part: Option<u64>,
+    /// `_HLS_skip=YES` or `v2`: answer a delta update.
+    pub skip: bool,
+}
+
+impl BlockQuery {
+    /// The directives of `query` (what follows `?`): `Ok(None)` without any; a one-line
+    /// error (answered `400`) for a value that is not a number, `YES` or `v2`, or
+    /// `_HLS_part` without `_HLS_msn`.
+    pub fn parse(query: &str) -> Result<Option<BlockQuery>, String> {
+        let mut q = BlockQuery::default();
+        let mut any = false;
+        for pair in query.split('&') {
+            let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+            let number = |v: &str| {
+                v.parse::<u64>()
+                    .map_err(|_| format!("{key}={v}: expected a whole number"))
+            };
+            match key {
+                "_HLS_msn" => q.msn = Some(number(value)?),
+                "_HLS_part" => q.part = Some(number(value)?),
+                "_HLS_skip" => match value {
+                    "YES" | "v2" => q.skip = true,
+                    v => return Err(format!("_HLS_skip={v}: expected YES or v2")),
+                },
+                _ => continue,
+            }
+            any = true;
+        }
+        if q.part.is_some() && q.msn.is_none() {
+            return Err("_HLS_part without _HLS_msn".into());
+        }
+        Ok(any.then_some(q))
+    }
+}
+
+/// What to do with a blocking playlist reload, given the stored playlist.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Block {
+    /// Answer with the playlist now.
+    Now,
+    /// Hold the request until a newer playlist holds what it asks for.
+    Wait,
+    /// Refuse it (`400`), with the reason.
+    Refuse(String),
+}
+
+/// The decision for `q` against `info`: a request for a segment more than two past the
+/// newest complete one is refused, one for what the playlist holds (or for a playlist that
+/// ended) is answered now, any other is held.
+pub fn block_decision(info: &PlaylistInfo, q: &BlockQuery) -> Block {
+    let Some(msn) = q.msn else {
+        return Block::Now;
+    };
+    let limit = info.first + info.segments + 1;
+    if msn > limit {
+        return Block::Refuse(format!(
+            "_HLS_msn={msn}: the playlist's newest segment is {}; at most {limit} may be asked for",
+            limit - 2
+        ));
+    }
+    if info.ended || info.contains(msn, q.part) {
+        Block::Now
+    } else {
+        Block::Wait
+    }
+}
+
+/// Whether an HLS line is a media-segment tag or a URI: where the playlist's header ends.
+fn is_segment_line(line: &str) -> bool {
+    (!line.is_empty() && !line.starts_with('#'))
+        || [
+            "#EXTINF",
+            "#EXT-X-PROGRAM-DATE-TIME",
+            "#EXT-X-PART:",
+            "#EXT-X-DISCONTINUITY",
+            "#EXT-X-BYTERANGE",
+            "#EXT-X-GAP",
+            "#EXT-X-BITRATE",
+            "#EXT-X-PRELOAD-HINT",
+            "#EXT-X-RENDITION-REPORT",
+            "#EXT-X-ENDLIST",
+        ]
+        .iter()
+        .any(|t| line.starts_with(t))
+}
+
+/// The delta update of an LL-HLS media playlist (`_HLS_skip=YES`): the segments that start
+/// more than its `CAN-SKIP-UNTIL` seconds before the playlist's end (the end of its last
+/// complete segment plus the parts listed after it) are replaced by one
+/// `#EXT-X-SKIP:SKIPPED-SEGMENTS=n` line, their tags (`#EXT-X-PROGRAM-DATE-TIME`,
+/// `#EXTINF`, `#EXT-X-PART`, ...) dropped with them; `#EXT-X-MEDIA-SEQUENCE` and the
+/// header are unchanged. `None` when there is nothing to skip or the playlist allows no
+/// skipping.
+pub fn skip_segments(text: &str) -> Option<String> {
+    let info = PlaylistInfo::parse(text.as_bytes())?;
+    let until = info.can_skip_until.filter(|u| u.is_finite() && *u > 0.0)?;
+    let lines: Vec<&str> = text.lines().collect();
+    let header = lines
+        .iter()
+        .position(|l| is_segment_line(l.trim()))
+        .unwrap_or(lines.len());
+    // Each complete segment: (its first line, its duration); the rest is the tail.
+    let mut segments: Vec<(usize, f64)> = Vec::new();
+    let mut start = header;
+    let mut duration = 0.0;
+    let mut tail = 0.0;
+    for (i, line) in lines.iter().enumerate().skip(header) {
+        let line = line.trim();
+        if let Some(v) = line.strip_prefix("#EXTINF:") {
+            duration = v
+                .split(',')
+                .next()
+                .and_then(|d| d.trim().parse().ok())
+                .unwrap_or(0.0);
+        } else if let Some(v) = line.strip_prefix("#EXT-X-PART:") {
+            tail += attribute(v, "DURATION")
+                .and_then(|d| d.parse::<f64>().ok())
+                .unwrap_or(0.0);
+        } else if !line.is_empty() && !line.starts_with('#') {
+            segments.push((start, duration));
+            start = i + 1;
+            duration = 0.0;
+            tail = 0.0;
+        }
+    }
+    let total: f64 = segments.iter().map(|s| s.1).sum::<f64>() + tail;
+    let mut at = 0.0;
+    let mut skipped = 0;
+    for (_, d) in &segments {
+        if total - at <= until {
+            break;
+        }
+        at += d;
+        skipped += 1;
+    }
+    if skipped == 0 {
+        return None;
+    }
+    let resume = segments.get(skipped).map_or(start, |s| s.0);
+    let mut out = String::with_capacity(text.len());
+    for line in &lines[..header] {
+        out.push_str(line);
+        out.push('\n');
+    }
+    out.push_str(&format!("#EXT-X-SKIP:SKIPPED-SEGMENTS={skipped}\n"));
+    for line in &lines[resume..] {
+        out.push_str(line);
+        out.push('\n');
+    }
+    Some(out)
+}
+
+/// What a reader of a [`Growing`] object gets next.
+#[derive(Debug)]
+pub enum Grown {
+    /// Bytes that arrived since the last call.
+    Data(Vec<bytes::Bytes>),
+    /// The upload ended whole: nothing more comes.
+    Complete,
+    /// The upload failed or was cut: the object is not whole.
+    Failed,
+}
+
+/// A segment's bytes received so far, its end once known.
+#[derive(Debug, Default)]
+struct GrowState {
+    chunks: Vec<bytes::Bytes>,
+    len: u64,
+    /// `Some(true)`: complete; `Some(false)`: cut.
+    end: Option<bool>,
+}
+
+/// A segment being uploaded with chunked encoding, readable by viewers while it arrives
+/// ([`Growing::reader`]). The uploader appends (every reader is woken), and ends it whole
+/// once the store holds the complete object, or cut. Its bytes count in the memory cap as
+/// the upload's body in flight; readers still sending them keep them until they are done.
+#[derive(Debug)]
+pub struct Growing {
+    state: tokio::sync::watch::Sender<GrowState>,
+}
+
+impl Growing {
+    fn new() -> Growing {
+        Growing {
+            state: tokio::sync::watch::Sender::new(GrowState::default()),
+        }
+    }
+
+    /// A reader from the first byte.
+    pub fn reader(&self) -> GrowReader {
+        GrowReader {
+            rx: self.state.subscribe(),
+            next: 0,
+        }
+    }
+
+    /// Bytes received so far.
+    pub fn len(&self) -> u64 {
+        self.state.borrow().len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn append(&self, bytes: bytes::Bytes) {
+        if bytes.is_empty() {
+            return;
+        }
+        self.state.send_modify(|s| {
+            s.len += bytes.len() as u64;
+            s.chunks.push(bytes);
+        });
+    }
+
+    fn end(&self, whole: bool) {
+        self.state.send_modify(|s| {
+            s.end.get_or_insert(whole);
+        });
+    }
+}
+
+/// One viewer's place in a [`Growing`] object.
+#[derive(Debug)]
+pub struct GrowReader {
+    rx: tokio::sync::watch::Receiver<GrowState>,
+    /// The next chunk to hand out.
+    next: usize,
+}
+
+impl GrowReader {
+    /// Wait for bytes not handed out yet, or the end.
+    pub async fn next(&mut self) -> Grown {
+        loop {
+            {
+                let s = self.rx.borrow_and_update();
+                if self.next < s.chunks.len() {
+                    let data = s.chunks[self.next..].to_vec();
+                    self.next = s.chunks.len();
+                    return Grown::Data(data);
+                }
+                match s.end {
+                    Some(true) => return Grown::Complete,
+                    Some(false) => return Grown::Failed,
+                    None => {}
+                }
+            }
+            if self.rx.changed().await.is_err() {
+                return Grown::Failed;
+            }
+        }
+    }
+}
+
+/// The uploader's handle on a [`Growing`] object it is receiving: bytes are appended as
+/// they are decoded; [`LiveStore::put_growing`] stores it complete. Dropped before that
+/// (the body failed, the connection was cut), the object ends cut and leaves the store.
+#[derive(Debug)]
+pub struct GrowingUpload<'a> {
+    store: &'a LiveStore,
+    path: String,
+    growing: Arc<Growing>,
+    stored: bool,
+}
+
+impl GrowingUpload<'_> {
+    /// Make `bytes` readable by the object's viewers.
+    pub fn append(&self, bytes: bytes::Bytes) {
+        self.growing.append(bytes);
+    }
+}
+
+impl Drop for GrowingUpload<'_> {
+    fn drop(&mut self) {
+        if !self.stored {
+            self.growing.end(false);
+            self.store.forget_growing(&self.path, &self.growing);
+        }
+    }
+}
+
 /// Why a `PUT` was refused for room (`507 Insufficient Storage`), with the limit that
 /// refused it, sent as the response's text.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -383,10 +804,22 @@ impl AuthError {
 #[derive(Debug, Clone)]
 pub enum Lookup {
     Found(Object),
+    /// Being uploaded with chunked encoding: readable as it arrives.
+    Growing(Arc<Growing>),
     /// Not there; `hold` when it is a segment of a stream that exists (it may come).
     Missing {
         hold: bool,
     },
+}
+
+impl Lookup {
+    /// The stored object found, if any.
+    pub fn object(self) -> Option<Object> {
+        match self {
+            Lookup::Found(o) => Some(o),
+            _ => None,
+        }
+    }
 }
 
 /// The live origin in `/stats` (`ingest`).
@@ -398,6 +831,15 @@ pub struct IngestStats {
     pub rejected: u64,
     pub held: u64,
     pub hold_timeouts: u64,
+    /// Blocking playlist reloads held (`_HLS_msn`), and those answered `503` at their
+    /// timeout.
+    #[serde(default)]
+    pub blocked: u64,
+    #[serde(default)]
+    pub block_timeouts: u64,
+    /// `GET`s answered from a segment still being uploaded.
+    #[serde(default)]
+    pub growing_reads: u64,
     /// Segments evicted by the window or the byte cap, and objects of expired streams.
     pub expired: u64,
     /// Segments written to the spill directory, and writes that failed there.
@@ -426,6 +868,9 @@ pub struct IngestCounters {
     pub rejected: AtomicU64,
     pub held: AtomicU64,
     pub hold_timeouts: AtomicU64,
+    pub blocked: AtomicU64,
+    pub block_timeouts: AtomicU64,
+    pub growing_reads: AtomicU64,
     /// Segments evicted by the window or the byte cap, and objects of expired streams.
     pub expired: AtomicU64,
     /// Segments written to the spill directory.
@@ -437,8 +882,16 @@ pub struct IngestCounters {
 #[derive(Debug, Default)]
 struct StreamState {
     objects: HashMap<String, Object>,
-    /// Segment names in the order they were written.
+    /// Segment names in the order they were written (parts not included).
     segments: VecDeque<String>,
+    /// Parts in the order they were written: (part name, its segment's name, when).
+    parts: VecDeque<(String, String, Instant)>,
+    /// The highest (segment, part) numbers of a part written.
+    newest_part: Option<(u64, u64)>,
+    /// Segments being uploaded with chunked encoding, by name.
+    growing: HashMap<String, Arc<Growing>>,
+    /// The target duration its HLS playlist announces (for the age of parts).
+    target: Option<Duration>,
     last_put: Option<Instant>,
     /// `GET`s held for an object not written yet, by its name: the object's `PUT` wakes
     /// only them (thousands of viewers of other streams, or of the same stream's playlist,
@@ -451,14 +904,61 @@ impl StreamState {
     /// written (`seg-41.m4s` after `seg-40.m4s`), or the names carry no numbers to compare.
     /// A segment that already left the window is not coming back, so a viewer that fell
     /// behind gets its 404 at once instead of after the hold.
+    ///
+    /// A part may come while its segment is not complete and it numbers after the newest
+    /// part written.
     fn may_come(&self, name: &str) -> bool {
-        match (
-            segment_number(name),
-            self.segments.back().and_then(|n| segment_number(n)),
-        ) {
+        let newest = self.segments.back().and_then(|n| segment_number(n));
+        if let Some((_, segment, part)) = part_of(name) {
+            return newest.is_none_or(|n| segment > n)
+                && self.newest_part.is_none_or(|p| (segment, part) > p);
+        }
+        match (segment_number(name), newest) {
             (Some(wanted), Some(newest)) => wanted > newest,
             _ => true,
         }
+    }
+
+    /// Remove the parts of segment `segment` (by name), returning them.
+    fn drop_parts_of(&mut self, segment: &str) -> Vec<Object> {
+        let mut gone = Vec::new();
+        let objects = &mut self.objects;
+        self.parts.retain(|(part, of, _)| {
+            if of != segment {
+                return true;
+            }
+            gone.extend(objects.remove(part));
+            false
+        });
+        gone
+    }
+
+    /// Remove the oldest segment (with its parts), or the oldest part when there is no
+    /// segment; `false` when there is neither.
+    fn drop_oldest(&mut self, gone: &mut Vec<Object>) -> bool {
+        if let Some(oldest) = self.segments.pop_front() {
+            gone.extend(self.objects.remove(&oldest));
+            gone.extend(self.drop_parts_of(&oldest));
+            return true;
+        }
+        match self.parts.pop_front() {
+            Some((part, _, _)) => {
+                gone.extend(self.objects.remove(&part));
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Remove `name` from the lists of segments and parts (its object already gone),
+    /// returning the parts that leave with it when it is a segment.
+    fn unlist(&mut self, name: &str) -> Vec<Object> {
+        if part_of(name).is_some() {
+            self.parts.retain(|(n, _, _)| n != name);
+            return Vec::new();
+        }
+        self.segments.retain(|n| n != name);
+        self.drop_parts_of(name)
     }
 }
 
@@ -532,8 +1032,11 @@ impl Inner {
         let Some(o) = stream.objects.remove(name) else {
             return false;
         };
-        stream.segments.retain(|n| n != name);
+        let parts = stream.unlist(name);
         self.forget(&o);
+        for p in &parts {
+            self.forget(p);
+        }
         true
     }
 }
@@ -686,19 +1189,108 @@ impl LiveStore {
         &self,
         path: &str,
         bytes: Vec<u8>,
+        upload: Upload<'_>,
+        now: Instant,
+    ) -> Result<u16, Refused> {
+        let Some((_, name)) = split(path) else {
+            return Ok(400);
+        };
+        let cache = cache_control(name, &bytes, self.config.playlist_max_age);
+        let info = name
+            .ends_with(".m3u8")
+            .then(|| PlaylistInfo::parse(&bytes))
+            .flatten();
+        let body = self.body_for(bytes);
+        self.store(path, body, cache, info, upload, now)
+    }
+
+    /// A segment `PUT` with chunked encoding starts: from now on `GET`s of `path` read it
+    /// as it arrives ([`Lookup::Growing`]), and requests held for it are woken. `None` for
+    /// a playlist or init segment (stored when whole, as before), or when a new stream
+    /// would pass `max_streams`.
+    pub fn start_growing(&self, path: &str, now: Instant) -> Option<GrowingUpload<'_>> {
+        let (dir, name) = split(path)?;
+        if is_playlist(name) || is_init(name) {
+            return None;
+        }
+        let growing = Arc::new(Growing::new());
+        let waiting = {
+            let mut g = self.lock();
+            self.expire_locked(&mut g, now);
+            if !g.streams.contains_key(dir) && g.streams.len() >= self.config.max_streams {
+                return None;
+            }
+            let stream = g.streams.entry(dir.to_string()).or_default();
+            stream.last_put = Some(now);
+            stream.growing.insert(name.to_string(), growing.clone());
+            stream.waiters.remove(name)
+        };
+        if let Some(n) = waiting {
+            n.notify_waiters();
+        }
+        Some(GrowingUpload {
+            store: self,
+            path: path.to_string(),
+            growing,
+            stored: false,
+        })
+    }
+
+    /// Store a growing object whose upload completed (its bytes counted under `upload`),
+    /// then end it whole for its readers: they have every byte the store holds.
+    pub fn put_growing(
+        &self,
+        path: &str,
+        upload: Upload<'_>,
+        mut growing: GrowingUpload<'_>,
+        now: Instant,
+    ) -> Result<u16, Refused> {
+        let Some((_, name)) = split(path) else {
+            return Ok(400);
+        };
+        let chunks = growing.growing.state.borrow().chunks.clone();
+        let body = self.body_of_chunks(&chunks);
+        drop(chunks);
+        let cache = cache_control(name, &[], self.config.playlist_max_age);
+        let stored = self.store(path, body, cache, None, upload, now);
+        growing.stored = true;
+        self.forget_growing(path, &growing.growing);
+        growing.growing.end(true);
+        stored
+    }
+
+    /// `growing` leaves the store's map of objects being uploaded (if it is still there).
+    fn forget_growing(&self, path: &str, growing: &Arc<Growing>) {
+        let Some((dir, name)) = split(path) else {
+            return;
+        };
+        let mut g = self.lock();
+        if let Some(s) = g.streams.get_mut(dir) {
+            if s.growing.get(name).is_some_and(|x| Arc::ptr_eq(x, growing)) {
+                s.growing.remove(name);
+            }
+        }
+    }
+
+    /// Store `body` at `path` (see [`LiveStore::put_upload`]).
+    fn store(
+        &self,
+        path: &str,
+        body: LiveBody,
+        cache: String,
+        info: Option<PlaylistInfo>,
         mut upload: Upload<'_>,
         now: Instant,
     ) -> Result<u16, Refused> {
         let Some((dir, name)) = split(path) else {
             return Ok(400);
         };
-        let len = bytes.len() as u64;
-        let segment = !is_playlist(name) && !is_init(name);
-        let cache = cache_control(name, &bytes, self.config.playlist_max_age);
-        let body = self.body_for(bytes);
+        let len = body.len();
+        let evictable = !is_playlist(name) && !is_init(name);
+        let part = part_of(name);
         let mut g = self.lock();
         self.expire_locked(&mut g, now);
-        if let Err(e) = self.check_room(&g, dir, name, len, segment, upload.bytes) {
+        if let Err(e) = self.check_room(&g, dir, name, len, evictable, upload.bytes) {
             drop(g);
             self.counters.rejected.fetch_add(1, Ordering::Relaxed);
             return Err(e);
@@ -712,33 +1304,60 @@ impl LiveStore {
             body,
             modified: SystemTime::now(),
             etag: format!("\"live-{}\"", g.seq),
-            kept: !segment,
+            kept: !evictable,
             cache_control: cache.into(),
+            info,
         };
         let inner = &mut *g;
         let stream = inner.streams.entry(dir.to_string()).or_default();
         stream.last_put = Some(now);
+        if let Some(t) = info
+            .and_then(|i| i.target)
+            .filter(|t| t.is_finite() && *t > 0.0)
+        {
+            stream.target = Some(Duration::from_secs_f64(t));
+        }
         let old = stream.objects.insert(name.to_string(), obj.clone());
         let waiting = stream.waiters.remove(name);
         // Names waited for by nobody now (their holds ended) leave the map.
         stream.waiters.retain(|_, n| Arc::strong_count(n) > 1);
         let mut gone = Vec::new();
-        if segment {
-            if old.is_some() {
-                stream.segments.retain(|n| n != name);
+        match (&part, evictable) {
+            (Some((segment, number, index)), true) => {
+                if old.is_some() {
+                    stream.parts.retain(|(n, _, _)| n != name);
+                }
+                stream
+                    .parts
+                    .push_back((name.to_string(), segment.clone(), now));
+                let this = (*number, *index);
+                stream.newest_part = Some(stream.newest_part.map_or(this, |p| p.max(this)));
             }
-            stream.segments.push_back(name.to_string());
+            (None, true) => {
+                if old.is_some() {
+                    stream.segments.retain(|n| n != name);
+                }
+                stream.segments.push_back(name.to_string());
+            }
+            _ => {}
         }
-        // The window, and the names a stream may hold: its oldest segments go first (room
-        // for a name that is not a segment was checked above).
+        // The window, and the names a stream may hold: its oldest segments go first, with
+        // their parts (room for a name that is not a segment was checked above).
         while stream.segments.len() > self.config.window
             || stream.objects.len() > self.config.max_objects
         {
-            let Some(oldest) = stream.segments.pop_front() else {
+            if !stream.drop_oldest(&mut gone) {
                 break;
-            };
-            if let Some(o) = stream.objects.remove(&oldest) {
-                gone.push(o);
+            }
+        }
+        // Parts past their age, even while their segment stays.
+        if let Some(age) = stream.target.map(|t| t * PART_AGE) {
+            while let Some((part, _, at)) = stream.parts.front() {
+                if now.saturating_duration_since(*at) <= age {
+                    break;
+                }
+                gone.extend(stream.objects.remove(part));
+                stream.parts.pop_front();
             }
         }
         let status = match &old {
@@ -750,7 +1369,7 @@ impl LiveStore {
         };
         inner.objects += 1;
         inner.bytes += len;
-        if !segment {
+        if !evictable {
             inner.kept_bytes += len;
         }
         self.counters
@@ -759,7 +1378,7 @@ impl LiveStore {
         for o in &gone {
             inner.forget(o);
         }
-        if segment {
+        if evictable {
             inner
                 .order
                 .push_back((dir.to_string(), name.to_string(), obj.etag.clone()));
@@ -799,7 +1418,10 @@ impl LiveStore {
                 )));
             }
             // Segments make room by evicting the stream's oldest; the other names cannot.
-            Some(s) if old.is_none() && s.objects.len() - s.segments.len() >= c.max_objects => {
+            Some(s)
+                if old.is_none()
+                    && s.objects.len() - s.segments.len() - s.parts.len() >= c.max_objects =>
+            {
                 return Err(Refused::full(format!(
                     "stream {dir} holds {} names, the most allowed (--ingest-max-objects)",
                     s.objects.len()
@@ -843,21 +1465,39 @@ impl LiveStore {
     /// holds fewer than its budget of them, the heap otherwise (or when `memfd_create`
     /// fails, which is logged once).
     fn body_for(&self, bytes: Vec<u8>) -> LiveBody {
-        let len = bytes.len() as u64;
-        if len < MAPPED_MIN || self.lock().files >= self.max_files {
-            return LiveBody::Memory(Arc::new(bytes));
+        match self.mapped(&[&bytes]) {
+            Some(body) => body,
+            None => LiveBody::Memory(Arc::new(bytes)),
         }
-        match memory_file(&bytes) {
-            Ok(file) => LiveBody::Mapped(BodyFile {
+    }
+
+    /// [`LiveStore::body_for`] of the pieces of a growing object, written in order.
+    fn body_of_chunks(&self, chunks: &[bytes::Bytes]) -> LiveBody {
+        let pieces: Vec<&[u8]> = chunks.iter().map(|c| &c[..]).collect();
+        match self.mapped(&pieces) {
+            Some(body) => body,
+            None => LiveBody::Memory(Arc::new(pieces.concat())),
+        }
+    }
+
+    /// A memory file holding `pieces` one after the other, when they are large enough and
+    /// the budget allows.
+    fn mapped(&self, pieces: &[&[u8]]) -> Option<LiveBody> {
+        let len: u64 = pieces.iter().map(|p| p.len() as u64).sum();
+        if len < MAPPED_MIN || self.lock().files >= self.max_files {
+            return None;
+        }
+        match memory_file(pieces) {
+            Ok(file) => Some(LiveBody::Mapped(BodyFile {
                 file: Arc::new(file),
                 len,
-            }),
+            })),
             Err(e) => {
                 static WARNED: std::sync::Once = std::sync::Once::new();
                 WARNED.call_once(|| {
                     tracing::warn!("live segments stay on the heap: memfd_create failed ({e})")
                 });
-                LiveBody::Memory(Arc::new(bytes))
+                None
             }
         }
     }
@@ -991,8 +1631,11 @@ impl LiveStore {
         };
         match stream.objects.remove(name) {
             Some(o) => {
-                stream.segments.retain(|n| n != name);
+                let parts = stream.unlist(name);
                 inner.forget(&o);
+                for p in &parts {
+                    inner.forget(p);
+                }
                 self.counters.deletes.fetch_add(1, Ordering::Relaxed);
                 204
             }
@@ -1009,30 +1652,40 @@ impl LiveStore {
         self.expire_locked(&mut g, now);
         match g.streams.get(dir) {
             None => Lookup::Missing { hold: false },
-            Some(s) => match s.objects.get(name) {
-                Some(o) => Lookup::Found(o.clone()),
-                None => Lookup::Missing {
+            Some(s) => match (s.objects.get(name), s.growing.get(name)) {
+                (Some(o), _) => Lookup::Found(o.clone()),
+                (None, Some(growing)) => Lookup::Growing(growing.clone()),
+                (None, None) => Lookup::Missing {
                     hold: !is_playlist(name) && s.may_come(name),
                 },
             },
         }
     }
 
-    /// Wait until `path` is written or `deadline` passes (`None`); no polling: woken by
-    /// the `PUT` of that object (or the end of its stream).
-    pub async fn wait_for(&self, path: &str, deadline: Instant) -> Option<Object> {
-        let (dir, name) = split(path)?;
+    /// Wait until `path` is written (or starts arriving with chunked encoding) or
+    /// `deadline` passes (`Missing`); no polling: woken by the `PUT` of that object (or the
+    /// end of its stream).
+    pub async fn wait_for(&self, path: &str, deadline: Instant) -> Lookup {
+        let gone = Lookup::Missing { hold: false };
+        let Some((dir, name)) = split(path) else {
+            return gone;
+        };
         loop {
             let notify = {
                 let mut g = self.lock();
                 let now = Instant::now();
                 self.expire_locked(&mut g, now);
-                let stream = g.streams.get_mut(dir)?;
+                let Some(stream) = g.streams.get_mut(dir) else {
+                    return gone;
+                };
                 if let Some(o) = stream.objects.get(name) {
-                    return Some(o.clone());
+                    return Lookup::Found(o.clone());
+                }
+                if let Some(growing) = stream.growing.get(name) {
+                    return Lookup::Growing(growing.clone());
                 }
                 if is_playlist(name) || !stream.may_come(name) || now >= deadline {
-                    return None;
+                    return gone;
                 }
                 stream.waiters.entry(name.to_string()).or_default().clone()
             };
@@ -1042,9 +1695,49 @@ impl LiveStore {
             // A PUT between the look above and `enable` woke nobody: look again, now that
             // the next one will wake us.
             match self.get(path, Instant::now()) {
-                Lookup::Found(o) => return Some(o),
-                Lookup::Missing { hold: false } => return None,
                 Lookup::Missing { hold: true } => {}
+                found => return found,
+            }
+            tokio::select! {
+                _ = &mut written => {}
+                _ = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)) => {}
+            }
+        }
+    }
+
+    /// A blocking playlist reload: wait until the playlist at `path` holds what `q` asks
+    /// for (or ends) and return it; `None` when `deadline` passes first or the playlist is
+    /// gone. Woken by the playlist's `PUT`s only.
+    pub async fn wait_playlist(
+        &self,
+        path: &str,
+        q: &BlockQuery,
+        deadline: Instant,
+    ) -> Option<Object> {
+        let (dir, name) = split(path)?;
+        let ready = |o: &Object| o.info.is_none_or(|i| block_decision(&i, q) != Block::Wait);
+        loop {
+            let notify = {
+                let mut g = self.lock();
+                let now = Instant::now();
+                self.expire_locked(&mut g, now);
+                let stream = g.streams.get_mut(dir)?;
+                let o = stream.objects.get(name)?;
+                if ready(o) {
+                    return Some(o.clone());
+                }
+                if now >= deadline {
+                    return None;
+                }
+                stream.waiters.entry(name.to_string()).or_default().clone()
+            };
+            let written = notify.notified();
+            tokio::pin!(written);
+            written.as_mut().enable();
+            match self.get(path, Instant::now()) {
+                Lookup::Found(o) if ready(&o) => return Some(o),
+                Lookup::Found(_) => {}
+                _ => return None,
             }
             tokio::select! {
                 _ = &mut written => {}
@@ -1125,6 +1818,9 @@ impl LiveStore {
             rejected: get(&c.rejected),
             held: get(&c.held),
             hold_timeouts: get(&c.hold_timeouts),
+            blocked: get(&c.blocked),
+            block_timeouts: get(&c.block_timeouts),
+            growing_reads: get(&c.growing_reads),
             expired: get(&c.expired),
             spilled: get(&c.spilled),
             spill_errors: get(&c.spill_errors),
@@ -1179,6 +1875,24 @@ impl prometheus_client::collector::Collector for IngestCollector {
             "vodkit_ingest_hold_timeouts",
             "Held GETs answered 404 when the hold passed",
             s.hold_timeouts,
+        )?;
+        counter(
+            e,
+            "vodkit_ingest_blocked",
+            "Blocking playlist reloads (_HLS_msn) held",
+            s.blocked,
+        )?;
+        counter(
+            e,
+            "vodkit_ingest_block_timeouts",
+            "Blocking playlist reloads answered 503 at their timeout",
+            s.block_timeouts,
+        )?;
+        counter(
+            e,
+            "vodkit_ingest_growing_reads",
+            "GETs answered from a segment still being uploaded",
+            s.growing_reads,
         )?;
         counter(
             e,
@@ -1682,13 +2396,21 @@ mod tests {
         }
         s.put("/live/a/seg-10.m4s", vec![1; 4], Instant::now())
             .unwrap();
-        assert!(b.await.unwrap().is_none());
+        assert!(b.await.unwrap().object().is_none());
         assert!(started.elapsed() < Duration::from_secs(5));
         // seg-1 of stream a now numbers before the newest (10): it is not coming, but the
         // held viewer is only woken by its own object or the stream's end; end it.
         s.put("/live/a/seg-1.m4s", vec![7; 6], Instant::now())
             .unwrap();
-        assert_eq!(a.await.unwrap().expect("its own object").body.len(), 6);
+        assert_eq!(
+            a.await
+                .unwrap()
+                .object()
+                .expect("its own object")
+                .body
+                .len(),
+            6
+        );
         // Nobody waits any more: the names left the map.
         assert!(s.lock().streams["/live/a/"].waiters.is_empty());
     }
@@ -1706,7 +2428,7 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(50)).await;
         s.put("/live/a/seg-1.m4s", vec![7; 9], Instant::now())
             .unwrap();
-        let got = waiter.await.unwrap().expect("written while held");
+        let got = waiter.await.unwrap().object().expect("written while held");
         assert_eq!(got.body.len(), 9);
         // Nothing comes: None at the deadline.
         let none = s
@@ -1715,6 +2437,342 @@ mod tests {
                 Instant::now() + Duration::from_millis(100),
             )
             .await;
-        assert!(none.is_none());
+        assert!(none.object().is_none());
+    }
+
+    /// An LL-HLS playlist as the source writes it: `done` complete segments from `first`
+    /// (two seconds each, parts listed for the last two), then `parts` parts of the next.
+    fn ll_playlist(first: u64, done: u64, parts: u64) -> String {
+        let mut p = String::from(
+            "#EXTM3U\n#EXT-X-VERSION:9\n#EXT-X-TARGETDURATION:2\n\
+             #EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES,PART-HOLD-BACK=1.000,CAN-SKIP-UNTIL=12.000\n\
+             #EXT-X-PART-INF:PART-TARGET=0.333\n",
+        );
+        p += &format!("#EXT-X-MEDIA-SEQUENCE:{first}\n#EXT-X-MAP:URI=\"init.mp4\"\n");
+        let part_lines = |n: u64, k: u64| {
+            (0..k)
+                .map(|i| {
+                    let ind = if i == 0 { ",INDEPENDENT=YES" } else { "" };
+                    format!("#EXT-X-PART:DURATION=0.33333,URI=\"seg-{n}.{i}.m4s\"{ind}\n")
+                })
+                .collect::<String>()
+        };
+        for n in first..first + done {
+            p += &format!(
+                "#EXT-X-PROGRAM-DATE-TIME:2026-11-28T23:00:{:02}.000Z\n",
+                n * 2 % 60
+            );
+            if n + 2 >= first + done {
+                p += &part_lines(n, 6);
+            }
+            p += &format!("#EXTINF:2.00000,\nseg-{n}.m4s\n");
+        }
+        let next = first + done;
+        if parts > 0 {
+            p += "#EXT-X-PROGRAM-DATE-TIME:2026-11-28T23:59:00.000Z\n";
+            p += &part_lines(next, parts);
+        }
+        p += &format!("#EXT-X-PRELOAD-HINT:TYPE=PART,URI=\"seg-{next}.{parts}.m4s\"\n");
+        p
+    }
+
+    #[test]
+    fn parts_belong_to_their_segment_and_not_to_the_window() {
+        let s = store();
+        let t = Instant::now();
+        assert_eq!(
+            part_of("seg-41.3.m4s"),
+            Some(("seg-41.m4s".to_string(), 41, 3))
+        );
+        assert_eq!(part_of("seg-41.m4s"), None);
+        assert_eq!(part_of("init.mp4"), None);
+        for n in 0..4u64 {
+            for p in 0..6u64 {
+                let part = format!("/live/a/seg-{n}.{p}.m4s");
+                assert_eq!(s.put(&part, vec![1; 5], t), Ok(201));
+            }
+            s.put(&format!("/live/a/seg-{n}.m4s"), vec![1; 30], t)
+                .unwrap();
+        }
+        // The window holds three segments: segment 0 left with its six parts, and the
+        // parts did not push any segment out.
+        assert_eq!(s.level(), (3 * 7, 3 * 60));
+        assert!(matches!(
+            s.get("/live/a/seg-0.2.m4s", t),
+            Lookup::Missing { hold: false }
+        ));
+        assert!(matches!(s.get("/live/a/seg-1.5.m4s", t), Lookup::Found(_)));
+        // The next part is held; a part of a complete segment, or one numbered before
+        // the newest part, is not coming.
+        assert!(matches!(
+            s.get("/live/a/seg-4.0.m4s", t),
+            Lookup::Missing { hold: true }
+        ));
+        s.put("/live/a/seg-4.0.m4s", vec![1; 5], t).unwrap();
+        s.put("/live/a/seg-4.1.m4s", vec![1; 5], t).unwrap();
+        assert!(matches!(
+            s.get("/live/a/seg-4.2.m4s", t),
+            Lookup::Missing { hold: true }
+        ));
+        assert!(matches!(
+            s.get("/live/a/seg-5.0.m4s", t),
+            Lookup::Missing { hold: true }
+        ));
+        assert!(matches!(
+            s.get("/live/a/seg-3.9.m4s", t),
+            Lookup::Missing { hold: false }
+        ));
+        // DELETE of a segment takes its parts; the parts' own DELETEs then find nothing.
+        assert_eq!(s.delete("/live/a/seg-1.m4s", t), 204);
+        assert_eq!(s.delete("/live/a/seg-1.0.m4s", t), 404);
+        assert_eq!(s.level(), (2 * 7 + 2, 2 * 60 + 10));
+        // Parts count in the byte cap and are evicted oldest first like segments.
+        let big = store();
+        for p in 0..6u64 {
+            big.put(&format!("/live/b/seg-0.{p}.m4s"), vec![1; 300], t)
+                .unwrap();
+        }
+        let (_, bytes) = big.level();
+        assert!(bytes <= 1000, "{bytes}");
+        assert!(matches!(
+            big.get("/live/b/seg-0.5.m4s", t),
+            Lookup::Found(_)
+        ));
+        assert!(matches!(
+            big.get("/live/b/seg-0.0.m4s", t),
+            Lookup::Missing { .. }
+        ));
+    }
+
+    #[test]
+    fn parts_leave_after_four_target_durations() {
+        let s = store();
+        let t = Instant::now();
+        s.put("/live/a/index.m3u8", ll_playlist(0, 1, 0).into_bytes(), t)
+            .unwrap();
+        s.put("/live/a/seg-1.0.m4s", vec![1; 5], t).unwrap();
+        let later = t + Duration::from_secs(7);
+        s.put("/live/a/seg-1.1.m4s", vec![1; 5], later).unwrap();
+        assert!(matches!(
+            s.get("/live/a/seg-1.0.m4s", later),
+            Lookup::Found(_)
+        ));
+        // Eight seconds (four target durations of 2 s) after part 0 was published.
+        let past = t + Duration::from_millis(8100);
+        s.put("/live/a/seg-1.2.m4s", vec![1; 5], past).unwrap();
+        assert!(matches!(
+            s.get("/live/a/seg-1.0.m4s", past),
+            Lookup::Missing { hold: false }
+        ));
+        assert!(matches!(
+            s.get("/live/a/seg-1.1.m4s", past),
+            Lookup::Found(_)
+        ));
+    }
+
+    #[test]
+    fn a_playlist_says_which_segments_and_parts_it_holds() {
+        let i = PlaylistInfo::parse(ll_playlist(40, 3, 2).as_bytes()).unwrap();
+        assert_eq!(i.first, 40);
+        assert_eq!(i.segments, 3);
+        assert_eq!(i.parts, 2);
+        assert_eq!(i.target, Some(2.0));
+        assert_eq!(i.can_skip_until, Some(12.0));
+        assert!(!i.ended);
+        assert_eq!(i.newest(), Some(42));
+        assert!(i.contains(42, None) && i.contains(30, None));
+        assert!(!i.contains(43, None));
+        assert!(i.contains(43, Some(0)) && i.contains(43, Some(1)));
+        assert!(!i.contains(43, Some(2)));
+        assert!(!i.contains(44, Some(0)));
+        assert!(
+            i.contains(42, Some(9)),
+            "a complete segment holds all its parts"
+        );
+        let none = PlaylistInfo::parse(ll_playlist(0, 0, 0).as_bytes()).unwrap();
+        assert_eq!(none.newest(), None);
+        assert!(!none.contains(0, None));
+        // Not a media playlist.
+        assert!(PlaylistInfo::parse(b"#EXTM3U\n#EXT-X-STREAM-INF:BANDWIDTH=1\nv.m3u8\n").is_none());
+        assert!(PlaylistInfo::parse(b"<MPD/>").is_none());
+        let ended = format!("{}#EXT-X-ENDLIST\n", ll_playlist(0, 2, 0));
+        assert!(PlaylistInfo::parse(ended.as_bytes()).unwrap().ended);
+        assert_eq!(attribute("A=1,URI=\"x,y\",B=2", "B"), Some("2"));
+        assert_eq!(attribute("A=1,URI=\"x,y\",B=2", "URI"), Some("x,y"));
+        assert_eq!(attribute("A=1", "C"), None);
+    }
+
+    #[test]
+    fn blocking_reloads_wait_for_what_they_ask_and_refuse_the_far_future() {
+        let q = |s: &str| BlockQuery::parse(s).unwrap().unwrap();
+        assert_eq!(BlockQuery::parse("x=1").unwrap(), None);
+        assert_eq!(BlockQuery::parse("").unwrap(), None);
+        assert_eq!(
+            q("_HLS_msn=43&_HLS_part=2"),
+            BlockQuery {
+                msn: Some(43),
+                part: Some(2),
+                skip: false
+            }
+        );
+        assert!(q("_HLS_skip=YES").skip && q("_HLS_msn=1&_HLS_skip=v2").skip);
+        for bad in ["_HLS_part=1", "_HLS_msn=x", "_HLS_msn=-1", "_HLS_skip=NO"] {
+            assert!(BlockQuery::parse(bad).is_err(), "{bad}");
+        }
+        let i = PlaylistInfo::parse(ll_playlist(40, 3, 2).as_bytes()).unwrap();
+        assert_eq!(block_decision(&i, &q("_HLS_msn=42")), Block::Now);
+        assert_eq!(
+            block_decision(&i, &q("_HLS_msn=43&_HLS_part=1")),
+            Block::Now
+        );
+        assert_eq!(
+            block_decision(&i, &q("_HLS_msn=43&_HLS_part=2")),
+            Block::Wait
+        );
+        assert_eq!(block_decision(&i, &q("_HLS_msn=43")), Block::Wait);
+        assert_eq!(block_decision(&i, &q("_HLS_msn=44")), Block::Wait);
+        assert!(matches!(
+            block_decision(&i, &q("_HLS_msn=45")),
+            Block::Refuse(r) if r.contains("_HLS_msn=45")
+        ));
+        assert_eq!(block_decision(&i, &q("_HLS_skip=YES")), Block::Now);
+        let ended = format!("{}#EXT-X-ENDLIST\n", ll_playlist(40, 3, 0));
+        let e = PlaylistInfo::parse(ended.as_bytes()).unwrap();
+        assert_eq!(block_decision(&e, &q("_HLS_msn=44")), Block::Now);
+        assert_eq!(i.blocking_max_age(), Duration::from_secs(12));
+    }
+
+    #[test]
+    fn a_delta_update_skips_the_segments_older_than_can_skip_until() {
+        // Ten complete 2-s segments and two parts (0.67 s) end 20.67 s after the first
+        // starts. CAN-SKIP-UNTIL=12: those starting more than 12 s before the end (40..44,
+        // at 0, 2, ... 8 s) are skipped; 45 starts 10.67 s before the end and stays.
+        let text = ll_playlist(40, 10, 2);
+        let delta = skip_segments(&text).unwrap();
+        assert!(
+            delta.contains("#EXT-X-SKIP:SKIPPED-SEGMENTS=5\n"),
+            "{delta}"
+        );
+        assert!(delta.contains("#EXT-X-MEDIA-SEQUENCE:40\n"));
+        assert!(delta.contains("#EXT-X-MAP:URI=\"init.mp4\"\n"));
+        for gone in 40..45 {
+            assert!(
+                !delta.contains(&format!("seg-{gone}.m4s")),
+                "{gone}: {delta}"
+            );
+        }
+        assert!(delta.contains("seg-45.m4s\n"));
+        // The first kept segment keeps its date; the tail (parts, hint) is unchanged.
+        let kept = delta
+            .split("#EXT-X-SKIP:SKIPPED-SEGMENTS=5\n")
+            .nth(1)
+            .unwrap();
+        assert!(kept.starts_with("#EXT-X-PROGRAM-DATE-TIME:"), "{kept}");
+        assert!(delta.ends_with(text.split("seg-49.m4s\n").nth(1).unwrap()));
+        // The delta is the same playlist to a reader: it holds the same segments and parts.
+        let (full, short) = (
+            PlaylistInfo::parse(text.as_bytes()).unwrap(),
+            PlaylistInfo::parse(delta.as_bytes()).unwrap(),
+        );
+        assert_eq!(full, short);
+        // Nothing to skip, or no CAN-SKIP-UNTIL: no delta.
+        assert_eq!(skip_segments(&ll_playlist(40, 6, 0)), None);
+        let plain = "#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\na.m4s\n#EXTINF:2,\nb.m4s\n";
+        assert_eq!(skip_segments(plain), None);
+    }
+
+    #[tokio::test]
+    async fn a_growing_segment_is_read_as_it_arrives_and_stored_when_whole() {
+        let s = Arc::new(store());
+        let t = Instant::now();
+        s.put("/live/a/seg-0.m4s", vec![0; 5], t).unwrap();
+        // A viewer held for segment 1 is woken by its first byte.
+        let s2 = s.clone();
+        let held = tokio::spawn(async move {
+            s2.wait_for("/live/a/seg-1.m4s", Instant::now() + Duration::from_secs(5))
+                .await
+        });
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        let mut upload = s.upload("/live/a/seg-1.m4s");
+        let g = s.start_growing("/live/a/seg-1.m4s", t).unwrap();
+        let Lookup::Growing(growing) = held.await.unwrap() else {
+            panic!("the held viewer gets the growing segment");
+        };
+        let mut r = growing.reader();
+        upload.grow(3).unwrap();
+        g.append(bytes::Bytes::from_static(b"abc"));
+        assert!(matches!(r.next().await, Grown::Data(d) if d.concat() == b"abc"));
+        assert_eq!(s.in_flight(), 3);
+        upload.grow(2).unwrap();
+        g.append(bytes::Bytes::from_static(b"de"));
+        assert!(s.put_growing("/live/a/seg-1.m4s", upload, g, t).is_ok());
+        assert!(matches!(r.next().await, Grown::Data(d) if d.concat() == b"de"));
+        assert!(matches!(r.next().await, Grown::Complete));
+        // A late reader of the same growing object gets every byte, then the end.
+        let mut late = growing.reader();
+        assert!(matches!(late.next().await, Grown::Data(d) if d.concat() == b"abcde"));
+        assert!(matches!(late.next().await, Grown::Complete));
+        let o = s.get("/live/a/seg-1.m4s", t).object().unwrap();
+        assert_eq!(*o.body.read().unwrap(), b"abcde".to_vec());
+        assert_eq!(s.in_flight(), 0);
+        // An upload cut in the middle: readers see it fail, and nothing is stored.
+        let g = s.start_growing("/live/a/seg-2.m4s", t).unwrap();
+        g.append(bytes::Bytes::from_static(b"xy"));
+        let Lookup::Growing(growing) = s.get("/live/a/seg-2.m4s", t) else {
+            panic!("readable while it arrives");
+        };
+        let mut r = growing.reader();
+        drop(g);
+        assert!(matches!(r.next().await, Grown::Data(_)));
+        assert!(matches!(r.next().await, Grown::Failed));
+        assert!(matches!(
+            s.get("/live/a/seg-2.m4s", t),
+            Lookup::Missing { hold: true }
+        ));
+        // Playlists and init segments are never growing.
+        assert!(s.start_growing("/live/a/index.m3u8", t).is_none());
+        assert!(s.start_growing("/live/a/init.mp4", t).is_none());
+    }
+
+    #[tokio::test]
+    async fn a_blocking_reload_is_woken_by_the_playlist_that_holds_its_part() {
+        let s = Arc::new(LiveStore::new(IngestConfig::new("live", "s3cret")));
+        let t = Instant::now();
+        s.put("/live/a/index.m3u8", ll_playlist(0, 2, 1).into_bytes(), t)
+            .unwrap();
+        let s2 = s.clone();
+        let want = BlockQuery {
+            msn: Some(2),
+            part: Some(2),
+            skip: false,
+        };
+        let waiter = tokio::spawn(async move {
+            s2.wait_playlist(
+                "/live/a/index.m3u8",
+                &want,
+                Instant::now() + Duration::from_secs(5),
+            )
+            .await
+        });
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        s.put("/live/a/index.m3u8", ll_playlist(0, 2, 2).into_bytes(), t)
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        assert!(!waiter.is_finished(), "part 1 is not part 2");
+        s.put("/live/a/index.m3u8", ll_playlist(0, 2, 3).into_bytes(), t)
+            .unwrap();
+        let got = waiter.await.unwrap().expect("the playlist with part 2");
+        assert_eq!(got.info.unwrap().parts, 3);
+        // Nothing comes: None at the deadline.
+        let far = BlockQuery {
+            msn: Some(3),
+            part: None,
+            skip: false,
+        };
+        let deadline = Instant::now() + Duration::from_millis(100);
+        assert!(s
+            .wait_playlist("/live/a/index.m3u8", &far, deadline)
+            .await
+            .is_none());
     }
 }

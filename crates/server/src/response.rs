@@ -427,6 +427,18 @@ fn multipart_segments(
 
 /// Format the complete response head.
 pub fn head_bytes(resp: &Response, date: &str, keep_alive: bool) -> Vec<u8> {
+    let length = (resp.status != 304 && resp.status != 204).then_some(resp.content_length);
+    head_with_length(resp, date, keep_alive, length)
+}
+
+/// [`head_bytes`] with `Content-Length: length`, or none (a body of unknown length, its
+/// framing in `resp.headers`: `Transfer-Encoding: chunked`).
+pub fn head_with_length(
+    resp: &Response,
+    date: &str,
+    keep_alive: bool,
+    length: Option<u64>,
+) -> Vec<u8> {
     let mut head = Vec::with_capacity(160 + resp.headers.len());
     let mut n = itoa::Buffer::new();
     for part in [
@@ -441,9 +453,9 @@ pub fn head_bytes(resp: &Response, date: &str, keep_alive: bool) -> Vec<u8> {
     ] {
         head.extend_from_slice(part.as_bytes());
     }
-    if resp.status != 304 && resp.status != 204 {
+    if let Some(length) = length {
         head.extend_from_slice(b"Content-Length: ");
-        head.extend_from_slice(n.format(resp.content_length).as_bytes());
+        head.extend_from_slice(n.format(length).as_bytes());
         head.extend_from_slice(b"\r\n");
     }
     head.extend_from_slice(if keep_alive {

@@ -58,6 +58,14 @@ pub fn path_part(target: &str) -> Result<&str, TargetError> {
     Ok(&path[..end])
 }
 
+/// The query of a request target (after `?`, before `#`), `""` without one: handlers that
+/// read parameters (signed URLs, LL-HLS delivery directives) take it from here; everything
+/// else names things by [`path_part`] alone.
+pub fn query_part(target: &str) -> &str {
+    let q = target.split_once('?').map_or("", |(_, q)| q);
+    q.split('#').next().unwrap_or(q)
+}
+
 /// Decode a request path into a relative file path with no dot segments.
 pub fn relative_path(target: &str) -> Result<PathBuf, TargetError> {
     let path = path_part(target)?;

@@ -47,6 +47,30 @@ pub(crate) trait Wire {
     ) -> Result<(), SendError>;
     /// Push out whatever the transport still buffers of a response.
     async fn flush(&mut self, clock: &SendClock) -> Result<(), SendError>;
+    /// Send `data` at once as one piece of a body of unknown length whose head announced
+    /// `Transfer-Encoding: chunked` (a segment read while it is uploaded); the body ends
+    /// with a write of the last chunk (`0\r\n\r\n`), and a response that stops before it
+    /// is not complete. HTTP/1.1: one chunk, counted as `data.len()` body bytes.
+    async fn write_chunk(&mut self, data: &[u8], clock: &mut SendClock) -> Result<(), SendError> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let size = format!("{:x}\r\n", data.len());
+        let mut framed = Vec::with_capacity(size.len() + data.len() + 2);
+        framed.extend_from_slice(size.as_bytes());
+        framed.extend_from_slice(data);
+        framed.extend_from_slice(b"\r\n");
+        let before = clock.body_sent;
+        let r = self.write(&framed, false, true, clock).await;
+        // The access log counts the payload, not its framing.
+        let sent = clock.body_sent - before;
+        clock.body_sent = before
+            + sent
+                .saturating_sub(size.len() as u64)
+                .min(data.len() as u64);
+        r?;
+        self.flush(clock).await
+    }
     /// No request is pending: give back per-connection resources kept between requests.
     fn idle(&mut self, shared: &Shared);
 }

@@ -153,6 +153,11 @@ pub struct Args {
     /// Longest a PUT's body may take to arrive, whole (408 past it, as a stalled one).
     #[arg(long, default_value = "60s", value_name = flags::DURATION, value_parser = flags::duration, requires = "ingest")]
     ingest_body_timeout: Duration,
+    /// Longest an LL-HLS blocking playlist reload (`_HLS_msn`, `_HLS_part`) is held
+    /// waiting for its segment or part (then 503); default: three times the target
+    /// duration the playlist announces.
+    #[arg(long, value_name = flags::DURATION, value_parser = flags::duration, requires = "ingest")]
+    ingest_block_timeout: Option<Duration>,
     /// Cross-origin access for browser players: `*`, or a comma-separated list of origins
     /// (echoed with `Vary: Origin`). Preflights allow the headers the player asks for (e.g.
     /// CMCD) and are cacheable for a day; `Timing-Allow-Origin` is sent too.
@@ -332,6 +337,7 @@ fn config(args: Args) -> anyhow::Result<ServerConfig> {
         ingest.max_objects = args.ingest_max_objects as usize;
         ingest.max_streams = args.ingest_max_streams as usize;
         ingest.body_timeout = args.ingest_body_timeout;
+        ingest.block_timeout = args.ingest_block_timeout;
         ingest.playlist_max_age = args.live_playlist_max_age.0;
         if let Some(dir) = &args.ingest_spill {
             let spill = vodkit_server::live::SpillConfig {
@@ -461,6 +467,8 @@ mod tests {
             "7",
             "--ingest-body-timeout",
             "5s",
+            "--ingest-block-timeout",
+            "1500ms",
         ];
         let c = config(parse(&argv).unwrap()).unwrap();
         let i = c.ingest.unwrap();
@@ -468,6 +476,7 @@ mod tests {
         assert_eq!(i.playlist_max_age, Some(Duration::from_secs(3)));
         assert_eq!((i.max_objects, i.max_streams), (9, 7));
         assert_eq!(i.body_timeout, Duration::from_secs(5));
+        assert_eq!(i.block_timeout, Some(Duration::from_millis(1500)));
         assert!(parse(&["--ingest", "/l/", "--ingest-max-streams", "0"]).is_err());
     }
 

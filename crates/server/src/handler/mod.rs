@@ -1,6 +1,8 @@
 //! The request router: the connection loop ([`crate::conn`]) parses each request and hands
 //! it to [`route`], which gives it to one handler: under the ingest prefix (`--ingest`) to
-//! [`ingest`], every other request to [`static_files`] (after dropping its body). With
+//! [`ingest`], every other request to [`static_files`] (after dropping its body); the
+//! server's clock (`GET /.vodkit/clock`, [`ingest::clock`]) is answered first, signed URLs
+//! or not. With
 //! `--secure-link`, [`secure_link`] checks the request's signature first (the live source's
 //! writes excepted: its token guards them). The
 //! admin endpoints have a listener and an address of their own ([`crate::admin`]).
@@ -28,6 +30,15 @@ pub(crate) async fn route<W: Wire>(
     asked: Asked<'_>,
 ) -> bool {
     use crate::request::Method;
+    if ingest::is_clock(asked.req) {
+        if request_body::discard_body(wire, buf, asked.req, shared)
+            .await
+            .is_err()
+        {
+            return false;
+        }
+        return ingest::clock(shared, wire, &asked).await;
+    }
     let viewer = matches!(asked.req.method, Method::Get | Method::Head);
     let grant = match secure_link::check(shared, asked.req) {
         Ok(g) => Some(g),

@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::live::{Refused, Upload};
+use crate::live::{GrowingUpload, Refused, Upload};
 use crate::request::Request;
 use crate::response::Response;
 use crate::wire::{send_text, Wire};
@@ -52,18 +52,23 @@ pub(crate) async fn discard_body<W: Wire>(
 /// its bytes counted in the live store's memory cap as they arrive (`upload`, no room
 /// reserved ahead for what is only announced). Bytes must keep coming (no gap of the header
 /// timeout) and the whole body must arrive within `timeout`. Every refusal is answered here
-/// (400 bad framing, 413 too large, 408 stalled or too slow, 507 no room) and closes.
+/// (400 bad framing, 413 too large, 408 stalled or too slow, 507 no room) and closes. A
+/// chunked body read into a `growing` object is appended to it as it is decoded (viewers
+/// read it meanwhile) and the returned bytes are empty.
+#[allow(clippy::too_many_arguments)]
 pub(crate) async fn read_upload<W: Wire>(
     wire: &mut W,
     buf: &mut Vec<u8>,
     req: &Request,
     max: u64,
     upload: &mut Upload<'_>,
+    growing: Option<&GrowingUpload<'_>>,
     timeout: Duration,
     shared: &Shared,
 ) -> Result<Vec<u8>, ()> {
     if req.chunked {
-        return read_chunked(wire, buf, max, Some(upload), timeout, shared).await;
+        let kept = Some(Kept { upload, growing });
+        return read_chunked(wire, buf, max, kept, timeout, shared).await;
     }
     let mut out = Vec::new();
     let idle = shared.config.header_timeout;
@@ -134,8 +139,15 @@ async fn read_within<W: Wire>(
     }
 }
 
+/// Where a kept chunked body goes: counted under `upload`, and appended to `growing` as it
+/// is decoded when there is one (else returned whole).
+struct Kept<'u, 'a, 'g> {
+    upload: &'u mut Upload<'a>,
+    growing: Option<&'u GrowingUpload<'g>>,
+}
+
 /// Read a chunked request body of at most `max` decoded bytes (kept, and counted, when
-/// there is an `upload`). The sender may write a segment as it encodes it, but not let
+/// there is a `kept`). The sender may write a segment as it encodes it, but not let
 /// the header timeout pass without a byte, nor take longer than `timeout` in all. On bad
 /// framing (400), a body over `max` (413), a stall (408) or no room (507) the answer is
 /// sent here; every `Err` closes.
@@ -143,7 +155,7 @@ async fn read_chunked<W: Wire>(
     wire: &mut W,
     buf: &mut Vec<u8>,
     max: u64,
-    mut upload: Option<&mut Upload<'_>>,
+    mut kept: Option<Kept<'_, '_, '_>>,
     timeout: Duration,
     shared: &Shared,
 ) -> Result<Vec<u8>, ()> {
@@ -153,11 +165,15 @@ async fn read_chunked<W: Wire>(
     let deadline = Instant::now() + timeout;
     loop {
         let before = out.len();
-        let fed = decoder.feed(buf, upload.is_some().then_some(&mut out));
-        if let Some(u) = upload.as_deref_mut() {
-            if let Err(e) = u.grow((out.len() - before) as u64) {
+        let fed = decoder.feed(buf, kept.is_some().then_some(&mut out));
+        if let Some(k) = kept.as_mut() {
+            if let Err(e) = k.upload.grow((out.len() - before) as u64) {
                 answer_cut(wire, Cut::Refused(e), shared).await;
                 return Err(());
+            }
+            if let Some(g) = k.growing {
+                // Readers get the bytes now; the body is not kept twice.
+                g.append(bytes::Bytes::from(std::mem::take(&mut out)));
             }
         }
         match fed {

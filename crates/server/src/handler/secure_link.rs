@@ -38,17 +38,11 @@ pub(crate) fn check(shared: &Shared, req: &Request) -> Result<Option<Grant>, u16
     if !uri.starts_with(&link.prefix) {
         return Ok(None);
     }
-    let query = query_of(&req.target);
+    let query = crate::target::query_part(&req.target);
     match verify(&link.secret, query, &uri, vodkit_securelink::unix_now()) {
         Verdict::Valid(grant) => Ok(Some(grant)),
         refused => Err(refused.refusal_status().unwrap_or(403)),
     }
-}
-
-/// The query of a request target (after `?`, before `#`), `""` without one.
-fn query_of(target: &str) -> &str {
-    let q = target.split_once('?').map_or("", |(_, q)| q);
-    q.split('#').next().unwrap_or(q)
 }
 
 /// Answer a refused request (its body already dropped); returns whether the connection

@@ -1,5 +1,5 @@
-//! Integration tests of the server: conformance, hostile clients, TLS, HTTP/2, I/O modes, live ingest,
-//! signed URLs and real clients.
+//! Integration tests of the server: conformance, hostile clients, TLS, HTTP/2, I/O modes, live ingest
+//! (low latency included), signed URLs and real clients.
 //!
 //! One test binary for the crate, linked once: each module holds one area's tests.
 //! The signal tests (`signal.rs`, `tls_sighup.rs`) are binaries of their own: a signal
@@ -17,6 +17,7 @@ mod http2;
 mod ingest_limits;
 mod io_modes;
 mod live_ingest;
+mod low_latency;
 mod no_panic;
 mod real_clients;
 mod secure_link;
