@@ -5,7 +5,8 @@
 //! segment still being made as a chunked body, one chunk per part at that part's time
 //! (over HTTP/1.1, or as DATA frames over HTTP/2). LL-HLS and LL-DASH viewers play it
 //! within a segment of the live edge without a stall, where classic viewers of the same
-//! stream stay at least two segments behind.
+//! stream stay at least two segments behind. The same stream, published part by part to
+//! vodkit's own live origin as the low-latency source publishes, plays as well there.
 
 use crate::common;
 
@@ -574,4 +575,131 @@ fn probes_of_a_low_latency_stream_follow_it_the_low_latency_way() {
     assert!(l.parts > 0);
     let report = run.results.probes.as_ref().expect("probes in results");
     assert_eq!(report.qos.live.as_ref().unwrap().ll_hls_sessions, 1);
+}
+
+const TOKEN: &str = "ll-token";
+
+/// Write a whole `PUT` of `body` at `path` on a new connection and read the answer's head:
+/// whether the origin stored it (201 new, 204 replaced).
+fn put(addr: std::net::SocketAddr, path: &str, body: &[u8]) -> bool {
+    let mut s = TcpStream::connect(addr).unwrap();
+    let head = format!(
+        "PUT {path} HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer {TOKEN}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    s.write_all(head.as_bytes()).unwrap();
+    s.write_all(body).unwrap();
+    matches!(status_of(&mut s), 201 | 204)
+}
+
+fn status_of(s: &mut TcpStream) -> u16 {
+    let head = common::request_head(s).unwrap_or_default();
+    let line = String::from_utf8_lossy(&head)
+        .lines()
+        .next()
+        .unwrap_or("")
+        .to_string();
+    line.split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0)
+}
+
+/// Publish the scripted stream to a live origin at `addr` under `/live/stream-0/` the way
+/// the low-latency source does: per part, `PUT` of the part, its bytes as the next chunk
+/// of the segment's chunked `PUT` (begun at the segment's start, on a connection of its
+/// own), then the playlist; the MPD once per segment, at its start. Stops after `for_s`.
+fn publish(addr: std::net::SocketAddr, text: Arc<Origin>, for_s: f64) {
+    let dir = "/live/stream-0";
+    assert!(put(addr, &format!("{dir}/init.mp4"), &[1u8; 700]));
+    let end_ms = (for_s * 1000.0) as u64;
+    let mut n = 0u64;
+    while n * SEG_MS < end_ms {
+        text.sleep_until(n * SEG_MS);
+        let mut seg = TcpStream::connect(addr).unwrap();
+        let head = format!(
+            "PUT {dir}/seg-{n}.m4s HTTP/1.1\r\nHost: test\r\nAuthorization: Bearer {TOKEN}\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+        );
+        seg.write_all(head.as_bytes()).unwrap();
+        assert!(put(
+            addr,
+            &format!("{dir}/manifest.mpd"),
+            text.mpd().as_bytes()
+        ));
+        for p in 0..PARTS {
+            let at = Origin::part_done_ms(n, p);
+            text.sleep_until(at);
+            let data = vec![2u8; PART_BYTES];
+            assert!(put(addr, &format!("{dir}/seg-{n}.{p}.m4s"), &data));
+            seg.write_all(format!("{:x}\r\n", data.len()).as_bytes())
+                .unwrap();
+            seg.write_all(&data).unwrap();
+            seg.write_all(b"\r\n").unwrap();
+            if p + 1 == PARTS {
+                seg.write_all(b"0\r\n\r\n").unwrap();
+                assert!(matches!(status_of(&mut seg), 201 | 204));
+            }
+            let playlist = text.playlist(at);
+            assert!(put(addr, &format!("{dir}/index.m3u8"), playlist.as_bytes()));
+        }
+        n += 1;
+    }
+}
+
+#[test]
+fn on_the_vodkit_origin_ll_hls_and_ll_dash_viewers_play_near_the_edge() {
+    if !vodkit_testkit::needs(&[Need::Slow]) {
+        return;
+    }
+    let server = vodkit_testkit::server::TestServer::start_with(|c| {
+        let mut i = vodkit_server::live::IngestConfig::new("/live/", TOKEN);
+        i.hold = Duration::from_secs(4);
+        c.ingest = Some(i);
+        c.http2 = Some(vodkit_server::H2Settings::default());
+    });
+    let addr = server.addr;
+    // The publisher's texts: the scripted stream's playlist and MPD, timed from now.
+    let wall0_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let text = Arc::new(Origin {
+        t0: Instant::now(),
+        wall0_ms,
+        skew_ms: 0,
+        counts: Counts::default(),
+    });
+    let publisher = std::thread::spawn(move || publish(addr, text, 16.0));
+    std::thread::sleep(Duration::from_secs(3));
+    let target = Target::parse(&format!("http://{addr}"), false).unwrap();
+    for http in [HttpVersion::Http11, HttpVersion::Http2] {
+        let run = common::run(target.clone(), viewers(2, 3.0), |c| c.http = http);
+        let latency = played(&run, LiveMode::LlHls);
+        let m = median(&latency);
+        assert!(
+            m < SEG_S,
+            "{http:?}: LL-HLS latency p50 {m:.2} s: {latency:?}"
+        );
+        let q = run.results.qos.live.as_ref().unwrap();
+        assert!(
+            q.blocking_reloads >= 4 && q.hinted_parts >= 4,
+            "{http:?}: {q:?}"
+        );
+        assert!(
+            run.results.requests.errors.is_empty(),
+            "{}",
+            run.results.summary()
+        );
+    }
+    let run = common::run(target, viewers(2, 3.0), |c| {
+        c.player = Some(PlayerConfig::new(Protocol::Dash));
+    });
+    let latency = played(&run, LiveMode::LlDash);
+    let m = median(&latency);
+    assert!(m < SEG_S, "LL-DASH latency p50 {m:.2} s: {latency:?}");
+    let q = run.results.qos.live.as_ref().unwrap();
+    assert!(q.early_segments >= 2, "{q:?}");
+    let st = server.stats().ingest.unwrap();
+    assert!(st.growing_reads >= 2, "{st:?}");
+    publisher.join().unwrap();
 }
