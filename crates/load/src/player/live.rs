@@ -267,6 +267,9 @@ async fn follow_ll_hls(
     let mut changed_at = p.now();
     // A hint that the origin did not hold (404, 503): not asked for again.
     let mut refused_hint: Option<String> = None;
+    // The origin answered a blocking reload before the part it asked for (a static
+    // server): it would not hold a hinted part either, so none are asked for.
+    let mut blocks = true;
     loop {
         if f.done() {
             return Ok(());
@@ -318,7 +321,8 @@ async fn follow_ll_hls(
         // The part is not out yet: a blocking reload for it and, when the playlist hints
         // at it, the part itself at once.
         let hint = win.ll.as_ref().and_then(|l| l.hint.clone()).filter(|h| {
-            newest_part(&win).map(|n| win.after(n)) == Some(next)
+            blocks
+                && newest_part(&win).map(|n| win.after(n)) == Some(next)
                 && refused_hint.as_deref() != Some(h.path.as_str())
         });
         let skip = win
@@ -356,6 +360,10 @@ async fn follow_ll_hls(
                 Ok(mut fresh) => {
                     fresh.merge_delta(&win);
                     win = fresh;
+                    let settled = win.settle(next);
+                    if win.part(settled).is_none() && win.get(settled.0).is_none() && !win.ended {
+                        blocks = false;
+                    }
                 }
                 Err(e) => return Err(p.broken(e.to_string())),
             },

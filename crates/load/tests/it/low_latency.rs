@@ -60,6 +60,9 @@ struct Origin {
     /// The origin's clock runs this far ahead of the machine's: its MPD and its
     /// `/.vodkit/clock` say so (the HLS dates do not).
     skew_ms: u64,
+    /// Holds blocking reloads and hinted parts (false: a static server of the same
+    /// objects, which answers at once: the playlist as it stands, 404 for what is not out).
+    holds: bool,
     counts: Counts,
 }
 
@@ -157,6 +160,9 @@ impl Origin {
                 return whole(self.playlist(now).into_bytes());
             };
             self.counts.blocking.fetch_add(1, Ordering::Relaxed);
+            if !self.holds {
+                return whole(self.playlist(now).into_bytes());
+            }
             let due = match query_number(query, "_HLS_part") {
                 Some(p) => Self::part_done_ms(msn, p),
                 None => (msn + 1) * SEG_MS,
@@ -199,6 +205,9 @@ impl Origin {
                     return missing;
                 }
                 if due > now {
+                    if !self.holds {
+                        return missing;
+                    }
                     self.counts.held_parts.fetch_add(1, Ordering::Relaxed);
                 }
                 Answer {
@@ -340,6 +349,10 @@ fn origin(h2: bool, fill_s: f64) -> (Target, Arc<Origin>) {
 
 /// [`origin`] with its clock `skew_ms` ahead of the machine's.
 fn skewed_origin(h2: bool, fill_s: f64, skew_ms: u64) -> (Target, Arc<Origin>) {
+    scripted_origin(h2, fill_s, skew_ms, true)
+}
+
+fn scripted_origin(h2: bool, fill_s: f64, skew_ms: u64, holds: bool) -> (Target, Arc<Origin>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
     let wall0_ms = SystemTime::now()
@@ -350,6 +363,7 @@ fn skewed_origin(h2: bool, fill_s: f64, skew_ms: u64) -> (Target, Arc<Origin>) {
         t0: Instant::now(),
         wall0_ms,
         skew_ms,
+        holds,
         counts: Counts::default(),
     });
     let served = o.clone();
@@ -667,6 +681,7 @@ fn on_the_vodkit_origin_ll_hls_and_ll_dash_viewers_play_near_the_edge() {
         t0: Instant::now(),
         wall0_ms,
         skew_ms: 0,
+        holds: true,
         counts: Counts::default(),
     });
     let publisher = std::thread::spawn(move || publish(addr, text, 16.0));
@@ -702,4 +717,33 @@ fn on_the_vodkit_origin_ll_hls_and_ll_dash_viewers_play_near_the_edge() {
     let st = server.stats().ingest.unwrap();
     assert!(st.growing_reads >= 2, "{st:?}");
     publisher.join().unwrap();
+}
+
+#[test]
+fn on_an_origin_that_does_not_hold_an_ll_hls_viewer_polls_and_stops_asking_for_hints() {
+    if !vodkit_testkit::needs(&[Need::Slow]) {
+        return;
+    }
+    let (target, o) = scripted_origin(false, 4.0, 0, false);
+    let run = common::run(target, viewers(1, 4.0), |_| {});
+    let latency = played(&run, LiveMode::LlHls);
+    let l = run.sessions[0]
+        .player
+        .as_ref()
+        .unwrap()
+        .live
+        .clone()
+        .unwrap();
+    // At most the first hint was asked for (answered 404); every part came listed.
+    assert!(l.hinted_parts == 0, "{l:?}");
+    assert!(
+        run.results.requests.errors.values().sum::<u64>() <= 1,
+        "{}",
+        run.results.summary()
+    );
+    assert!(l.parts >= 12, "{l:?}");
+    assert_eq!(o.counts.held_parts.load(Ordering::Relaxed), 0);
+    // Polling every half part still plays within a segment of the edge.
+    let m = median(&latency);
+    assert!(m < SEG_S, "latency p50 {m:.2} s: {latency:?}");
 }
