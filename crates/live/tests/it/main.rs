@@ -3,5 +3,6 @@
 //! One test binary for the crate, linked once: each module holds one area's tests.
 
 mod common;
+mod low_latency;
 mod origins;
 mod title_source;
