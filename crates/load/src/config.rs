@@ -313,10 +313,10 @@ impl LoadConfig {
                 .sessions
                 .iter()
                 .enumerate()
-                .find(|(_, s)| s.title.is_none())
+                .find(|(_, s)| s.title.is_none() && s.live.is_none())
             {
                 return Err(InputError(format!(
-                    "session id {} (#{} in the log) names no title: --player plays each session's title from a media set",
+                    "session id {} (#{} in the log) names no title: --player plays each on-demand session's title from a media set",
                     s.id,
                     i + 1
                 )));

@@ -70,6 +70,9 @@ pub(crate) struct Head {
     pub connection_close: bool,
     pub keep_alive: bool,
     pub range_first: Option<u64>,
+    /// The body comes in chunks (`Transfer-Encoding: chunked`): its end is marked, not
+    /// announced.
+    pub chunked: bool,
 }
 
 /// The first byte of a `Content-Range: bytes a-b/n` value.
@@ -133,7 +136,8 @@ pub(crate) fn body_plan(ask: &Ask<'_>, head: &Head) -> Result<(Option<u64>, bool
             // Read what the session needs, then hang up.
             _ => Ok((Some(read), true)),
         },
-        None => Ok((cl, cl.is_none())),
+        // Without a length the body runs to the connection's close, unless chunked.
+        None => Ok((cl, cl.is_none() && !head.chunked)),
     }
 }
 

@@ -1,7 +1,8 @@
 //! One HTTP/1.1 exchange on a persistent connection: write a GET (whole file, closed range
 //! or open-ended range), parse the response head with `httparse`, read exactly the body
-//! the request calls for (through the session's token bucket), verify it if asked, and
-//! classify whatever goes wrong. A connection may instead be a stream handle of an HTTP/2
+//! the request calls for (through the session's token bucket; a chunked body — an object
+//! the origin sends while it is still being written — decoded as it arrives), verify it if
+//! asked, and classify whatever goes wrong. A connection may instead be a stream handle of an HTTP/2
 //! connection ([`crate::h2`]), which the same checks and accounting serve.
 
 use crate::exchange::{body_plan, fail, range_first, take_body, target, Head};
@@ -269,10 +270,13 @@ fn parse_head(buf: &[u8]) -> Result<Option<Head>, ExchangeError> {
         } else if h.name.eq_ignore_ascii_case("transfer-encoding")
             && !value.eq_ignore_ascii_case("identity")
         {
-            return Err(fail(
-                FailureReason::Protocol,
-                format!("Transfer-Encoding {value:?} is not supported for file responses"),
-            ));
+            if !value.eq_ignore_ascii_case("chunked") {
+                return Err(fail(
+                    FailureReason::Protocol,
+                    format!("Transfer-Encoding {value:?} is not supported (only chunked)"),
+                ));
+            }
+            head.chunked = true;
         } else if h.name.eq_ignore_ascii_case("connection") {
             let v = value.to_ascii_lowercase();
             head.connection_close |= v.contains("close");
@@ -295,6 +299,84 @@ pub fn classify_head(buf: &[u8], ask: &Ask<'_>) -> Result<Option<(Option<u64>, b
     match parse_head(buf).map_err(unwrap)? {
         None => Ok(None),
         Some(head) => body_plan(ask, &head).map(Some).map_err(unwrap),
+    }
+}
+
+/// Where the decoding of a chunked body stands (RFC 9112 §7.1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Chunked {
+    /// A chunk-size line comes next.
+    Size,
+    /// This many data bytes of the current chunk are still to come.
+    Data(u64),
+    /// The CRLF after a chunk's data.
+    DataEnd,
+    /// Trailer fields after the last chunk, up to an empty line.
+    Trailer,
+    Done,
+}
+
+impl Chunked {
+    /// Strip the framing at the front of `buf` as far as it goes; returns how many bytes at
+    /// its front are body data (0: more input is needed, or the body is done).
+    fn step(&mut self, buf: &mut Vec<u8>) -> Result<usize, ExchangeError> {
+        let bad = |what: &str| fail(FailureReason::Protocol, format!("chunked body: {what}"));
+        loop {
+            match *self {
+                Chunked::Size => match httparse::parse_chunk_size(buf) {
+                    Ok(httparse::Status::Complete((n, size))) => {
+                        buf.drain(..n);
+                        *self = if size == 0 {
+                            Chunked::Trailer
+                        } else {
+                            Chunked::Data(size)
+                        };
+                    }
+                    Ok(httparse::Status::Partial) if buf.len() > MAX_HEAD_BYTES => {
+                        return Err(bad("chunk-size line longer than 64 KiB"))
+                    }
+                    Ok(httparse::Status::Partial) => return Ok(0),
+                    Err(_) => return Err(bad("bad chunk-size line")),
+                },
+                Chunked::Data(left) => return Ok((buf.len() as u64).min(left) as usize),
+                Chunked::DataEnd => {
+                    if buf.len() < 2 {
+                        return Ok(0);
+                    }
+                    if &buf[..2] != b"\r\n" {
+                        return Err(bad("no CRLF after a chunk's data"));
+                    }
+                    buf.drain(..2);
+                    *self = Chunked::Size;
+                }
+                Chunked::Trailer => match buf.windows(2).position(|w| w == b"\r\n") {
+                    Some(0) => {
+                        buf.drain(..2);
+                        *self = Chunked::Done;
+                    }
+                    Some(i) => {
+                        buf.drain(..i + 2);
+                    }
+                    None if buf.len() > MAX_HEAD_BYTES => {
+                        return Err(bad("trailer longer than 64 KiB"))
+                    }
+                    None => return Ok(0),
+                },
+                Chunked::Done => return Ok(0),
+            }
+        }
+    }
+
+    /// `n` data bytes of the current chunk were taken.
+    fn took(&mut self, n: usize) {
+        if let Chunked::Data(left) = *self {
+            let left = left.saturating_sub(n as u64);
+            *self = if left == 0 {
+                Chunked::DataEnd
+            } else {
+                Chunked::Data(left)
+            };
+        }
     }
 }
 
@@ -373,9 +455,14 @@ pub async fn exchange(
         .verify
         .then(|| content::path_key(ask.path.trim_start_matches('/')));
     let origin = ask.range.map(|r| r.first()).unwrap_or(0);
+    let mut chunks = head.chunked.then_some(Chunked::Size);
     loop {
         let remaining = need.map(|n| n - progress.bytes).unwrap_or(u64::MAX);
-        let take = (conn.buf.len() as u64).min(remaining) as usize;
+        let available = match chunks.as_mut() {
+            Some(c) => c.step(&mut conn.buf)?,
+            None => conn.buf.len(),
+        };
+        let take = (available as u64).min(remaining) as usize;
         if take > 0 {
             let data = &conn.buf[..take];
             take_body(
@@ -388,11 +475,28 @@ pub async fn exchange(
                 sink.as_deref_mut(),
             )?;
             conn.buf.drain(..take);
+            if let Some(c) = chunks.as_mut() {
+                c.took(take);
+                // More of the same chunk may already be buffered.
+                if need != Some(progress.bytes) {
+                    continue;
+                }
+            }
         }
-        if need == Some(progress.bytes) {
+        if need == Some(progress.bytes) || chunks == Some(Chunked::Done) {
             break;
         }
         match conn.read_some(bucket).await {
+            Ok(0) if chunks.is_some() => {
+                // An aborted upload ends the response without its last chunk.
+                return Err(fail(
+                    FailureReason::ShortBody,
+                    format!(
+                        "connection closed after {} body bytes, before the last chunk",
+                        progress.bytes
+                    ),
+                ));
+            }
             Ok(0) if need.is_none() => break,
             Ok(0) => {
                 return Err(fail(
@@ -520,7 +624,7 @@ mod tests {
     }
 
     #[test]
-    fn garbage_and_chunked_are_protocol_errors() {
+    fn garbage_and_unknown_codings_are_protocol_errors_chunked_is_read() {
         assert!(matches!(
             parse_head(b"SSH-2.0-OpenSSH\r\n\r\n"),
             Err(ExchangeError::Failed(Failure {
@@ -529,14 +633,55 @@ mod tests {
             }))
         ));
         assert!(matches!(
-            parse_head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"),
+            parse_head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"),
             Err(ExchangeError::Failed(Failure {
                 reason: FailureReason::Protocol,
                 ..
             }))
         ));
+        let head = parse_head(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+            .unwrap()
+            .unwrap();
+        assert!(head.chunked);
+        // Its end is marked: the connection stays open after it.
+        assert_eq!(body_plan(&ask(None), &head).unwrap(), (None, false));
         assert!(parse_head(b"HTTP/1.1 200 OK\r\nContent-Le")
             .unwrap()
             .is_none());
+    }
+
+    /// Decode `wire` fed in pieces of `step` bytes; the body, or the first error.
+    fn dechunk(wire: &[u8], step: usize) -> Result<(Vec<u8>, bool), ExchangeError> {
+        let mut state = Chunked::Size;
+        let mut buf = Vec::new();
+        let mut body = Vec::new();
+        for piece in wire.chunks(step) {
+            buf.extend_from_slice(piece);
+            loop {
+                let n = state.step(&mut buf)?;
+                if n == 0 {
+                    break;
+                }
+                body.extend(buf.drain(..n));
+                state.took(n);
+            }
+        }
+        Ok((body, state == Chunked::Done))
+    }
+
+    #[test]
+    fn a_chunked_body_decodes_whatever_the_reads_and_ends_at_its_last_chunk() {
+        let wire = b"5\r\nhello\r\n1;ext=1\r\n \r\nB\r\nlive world!\r\n0\r\nX-T: 1\r\n\r\n";
+        for step in [1, 2, 3, 7, 100] {
+            let (body, done) = dechunk(wire, step).unwrap();
+            assert_eq!(body, b"hello live world!", "reads of {step}");
+            assert!(done);
+        }
+        // Cut before the last chunk: not done (the exchange reports a short body).
+        let (body, done) = dechunk(&wire[..20], 4).unwrap();
+        assert!(!done);
+        assert_eq!(body, b"hello ");
+        assert!(dechunk(b"zz\r\n", 1).is_err());
+        assert!(dechunk(b"2\r\nabXY", 1).is_err());
     }
 }

@@ -259,6 +259,53 @@ pub struct LiveOutcome {
     pub late_s: Vec<f64>,
     /// The stream ended (`#EXT-X-ENDLIST`) before the viewer had watched its time.
     pub stream_ended: bool,
+    /// How it followed the stream.
+    pub mode: LiveMode,
+    /// Parts (`#EXT-X-PART`) fetched (low-latency HLS).
+    pub parts: u32,
+    /// Playlist reloads that asked the origin to hold them until a part (`_HLS_msn`).
+    pub blocking_reloads: u32,
+    /// Parts requested from a preload hint, before they existed.
+    pub hinted_parts: u32,
+    /// DASH segments whose first bytes arrived before the segment was complete (read as
+    /// they were being written).
+    pub early_segments: u32,
+    /// The viewer's throughput estimate, kbit/s: bytes over the time they were arriving,
+    /// idle gaps between a growing segment's chunks left out (dash.js's low-latency rule).
+    pub throughput_kbps: Option<f64>,
+    /// Playback-rate catch-up: seconds of media played beyond the wall-clock time they
+    /// took (negative when it slowed down more than it sped up).
+    pub catchup_s: f64,
+}
+
+/// How a live viewer followed its stream.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LiveMode {
+    /// Whole segments from the HLS playlist's window.
+    #[default]
+    Hls,
+    /// Low-latency HLS: parts, preload hints, blocking playlist reloads.
+    LlHls,
+    /// Whole segments of a dynamic DASH MPD, each requested once complete.
+    Dash,
+    /// Low-latency DASH: segments requested as they start, read as their chunks arrive.
+    LlDash,
+}
+
+impl LiveMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LiveMode::Hls => "hls",
+            LiveMode::LlHls => "ll-hls",
+            LiveMode::Dash => "dash",
+            LiveMode::LlDash => "ll-dash",
+        }
+    }
+
+    /// A low-latency mode.
+    pub fn low_latency(self) -> bool {
+        matches!(self, LiveMode::LlHls | LiveMode::LlDash)
+    }
 }
 
 /// Share of its unloaded mean bit rate a player session must keep to count as played well

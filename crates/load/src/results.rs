@@ -260,6 +260,29 @@ pub struct LiveSummary {
     pub playlist_reloads: u64,
     /// Viewers whose stream ended (`#EXT-X-ENDLIST`) before their watch time.
     pub stream_ended: u64,
+    /// Viewers that followed their stream as low-latency HLS, as DASH, as low-latency DASH
+    /// (the rest: classic HLS).
+    #[serde(default)]
+    pub ll_hls_sessions: u64,
+    #[serde(default)]
+    pub dash_sessions: u64,
+    #[serde(default)]
+    pub ll_dash_sessions: u64,
+    /// Low-latency HLS parts fetched, of them requested from a preload hint; blocking
+    /// playlist reloads (`_HLS_msn`).
+    #[serde(default)]
+    pub parts: u64,
+    #[serde(default)]
+    pub hinted_parts: u64,
+    #[serde(default)]
+    pub blocking_reloads: u64,
+    /// DASH segments read while the origin was still receiving them.
+    #[serde(default)]
+    pub early_segments: u64,
+    /// Playback-rate catch-up: seconds of media played beyond the wall-clock time they
+    /// took, summed over viewers.
+    #[serde(default)]
+    pub catchup_s: f64,
 }
 
 impl LiveSummary {
@@ -279,6 +302,14 @@ impl LiveSummary {
             skipped_segments: u64::from(l.skipped_segments),
             playlist_reloads: u64::from(l.reloads),
             stream_ended: u64::from(l.stream_ended),
+            ll_hls_sessions: u64::from(l.mode == crate::record::LiveMode::LlHls),
+            dash_sessions: u64::from(l.mode == crate::record::LiveMode::Dash),
+            ll_dash_sessions: u64::from(l.mode == crate::record::LiveMode::LlDash),
+            parts: u64::from(l.parts),
+            hinted_parts: u64::from(l.hinted_parts),
+            blocking_reloads: u64::from(l.blocking_reloads),
+            early_segments: u64::from(l.early_segments),
+            catchup_s: l.catchup_s,
             ..LiveSummary::default()
         }
     }
@@ -296,6 +327,14 @@ impl LiveSummary {
                 skipped_segments,
                 playlist_reloads,
                 stream_ended,
+                ll_hls_sessions,
+                dash_sessions,
+                ll_dash_sessions,
+                parts,
+                hinted_parts,
+                blocking_reloads,
+                early_segments,
+                catchup_s,
             ]
         );
     }
@@ -1024,6 +1063,21 @@ impl Results {
                 v.startup_ms.p50,
                 v.unstalled_sessions
             );
+            let ll = v.ll_hls_sessions + v.ll_dash_sessions;
+            if ll > 0 || v.dash_sessions > 0 {
+                out += &format!(
+                    "           low-latency {} (LL-HLS {}, LL-DASH {}), classic DASH {}  parts {} ({} hinted)  blocking reloads {}  segments read while written {}  catch-up {:+.1} s\n",
+                    ll,
+                    v.ll_hls_sessions,
+                    v.ll_dash_sessions,
+                    v.dash_sessions,
+                    v.parts,
+                    v.hinted_parts,
+                    v.blocking_reloads,
+                    v.early_segments,
+                    v.catchup_s
+                );
+            }
         }
         if let Some(a) = &q.abr {
             out += &format!(
@@ -1193,6 +1247,8 @@ pub fn write_players_csv<W: std::io::Write>(
         "seeks",
         "seek_wait_s",
         "live_skipped_segments",
+        "live_mode",
+        "live_throughput_kbps",
         "timeline",
     ])?;
     for s in sessions {
@@ -1233,6 +1289,15 @@ pub fn write_players_csv<W: std::io::Write>(
             p.live
                 .as_ref()
                 .map(|l| l.skipped_segments.to_string())
+                .unwrap_or_default(),
+            p.live
+                .as_ref()
+                .map(|l| l.mode.as_str().to_string())
+                .unwrap_or_default(),
+            p.live
+                .as_ref()
+                .and_then(|l| l.throughput_kbps)
+                .map(|k| format!("{k:.0}"))
                 .unwrap_or_default(),
             timeline,
         ])?;

@@ -143,6 +143,11 @@ struct RunArgs {
     /// (default: stream k itself).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..))]
     live_streams: Option<u32>,
+    /// Low-latency live viewing: `auto` follows a stream the low-latency way when it
+    /// offers it (LL-HLS parts, preload hints and blocking reloads; with `--player dash`,
+    /// LL-DASH segments read while being written), `off` always as a classic viewer.
+    #[arg(long, value_enum, default_value = "auto", value_name = "auto|off")]
+    low_latency: LowLatency,
     /// Run N probe sessions of LEN each during steady state and report their quality
     /// apart (`probes` in results.json; seed 004 used 20 probes of 60 s): `--probe 20,60s`.
     #[arg(long, value_name = "N,LEN")]
@@ -170,6 +175,13 @@ struct RunArgs {
     http: vodkit_load::HttpVersion,
     #[command(flatten)]
     sign: super::flags::SignUrls,
+}
+
+/// `--low-latency`: follow live streams the low-latency way when they offer it, or never.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LowLatency {
+    Auto,
+    Off,
 }
 
 fn parse_link(s: &str) -> Result<LinkMode, String> {
@@ -323,6 +335,7 @@ fn run_load(a: RunArgs) -> anyhow::Result<()> {
     }
     config.live.prefix = a.live_prefix.clone();
     config.live.streams = a.live_streams;
+    config.live.low_latency = a.low_latency == LowLatency::Auto;
     config.probes = a.probe;
     config.retry = a.retry;
     config.player = a.players.config();

@@ -574,18 +574,238 @@ pub fn hls_media(url: &str, text: &[u8]) -> Result<(Option<Piece>, Vec<Segment>)
     Ok((init, segs))
 }
 
+/// A dynamic (live) DASH MPD, as a live viewer reads it: one video representation whose
+/// `SegmentTemplate` numbers segments of a fixed duration from `availabilityStartTime`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LiveMpd {
+    url: String,
+    id: String,
+    /// `@bandwidth` of the representation played (the first video one).
+    pub bandwidth_bps: u64,
+    /// `availabilityStartTime` plus the period's start, ms since the Unix epoch: segment
+    /// `start_number` begins there.
+    pub start_ms: i64,
+    /// Segment duration (`@duration` / `@timescale`), seconds.
+    pub segment_s: f64,
+    pub start_number: u64,
+    /// Segment duration in the template's timescale (for `$Time$`).
+    ticks: f64,
+    media: String,
+    pub init: Option<Piece>,
+    /// `availabilityTimeOffset`, seconds: a segment may be requested this long before it
+    /// is complete (low-latency DASH: its chunks come as they are made).
+    pub availability_offset_s: f64,
+    /// `availabilityTimeComplete` (`false`: segments are sent while being written).
+    pub availability_complete: bool,
+    /// `ServiceDescription` / `Latency@target`, seconds.
+    pub latency_target_s: Option<f64>,
+    /// `ServiceDescription` / `PlaybackRate` (min, max).
+    pub playback_rate: Option<(f64, f64)>,
+    /// `suggestedPresentationDelay`, seconds.
+    pub suggested_delay_s: Option<f64>,
+    /// The presentation became static (the stream ended): segments past this number do not
+    /// come.
+    pub end_number: Option<u64>,
+    /// `UTCTiming` with an ISO 8601 time to fetch (`http-iso`, `http-xsdate`): the origin's
+    /// clock.
+    pub clock: Option<Piece>,
+}
+
+impl LiveMpd {
+    /// Origin path of segment number `n`.
+    pub fn segment(&self, n: u64) -> Result<Piece, ManifestError> {
+        let w = Where {
+            url: &self.url,
+            period: 0,
+            id: &self.id,
+            bandwidth: self.bandwidth_bps,
+        };
+        let time = (n.saturating_sub(self.start_number) as f64 * self.ticks) as u64;
+        Ok(Piece {
+            path: resolve(&self.url, &expand(&w, &self.media, n, time)?)?,
+            range: None,
+        })
+    }
+
+    /// Capture time of segment `n`'s first frame, ms since the Unix epoch.
+    pub fn begins_ms(&self, n: u64) -> f64 {
+        self.start_ms as f64
+            + (n.saturating_sub(self.start_number)) as f64 * self.segment_s * 1000.0
+    }
+
+    /// When segment `n` may be requested, ms since the Unix epoch: its end minus the
+    /// availability offset (DASH-IF IOP: availability start = AST + (N+1)·D − ATO).
+    pub fn available_ms(&self, n: u64) -> f64 {
+        self.begins_ms(n) + (self.segment_s - self.availability_offset_s) * 1000.0
+    }
+
+    /// Whether segments are sent while being written (a low-latency MPD).
+    pub fn low_latency(&self) -> bool {
+        self.availability_offset_s > 0.0
+    }
+
+    /// The newest segment that may be requested at `now_ms`.
+    pub fn newest_at(&self, now_ms: f64) -> Option<u64> {
+        let since = now_ms - self.available_ms(self.start_number);
+        if since < 0.0 {
+            return None;
+        }
+        let n = self.start_number + (since / (self.segment_s * 1000.0)).floor() as u64;
+        Some(match self.end_number {
+            Some(e) => n.min(e.saturating_sub(1)),
+            None => n,
+        })
+    }
+}
+
+/// Parse a DASH MPD fetched from `url` as a live stream: dynamic (or static once the
+/// stream ended), `SegmentTemplate` with `@duration` and `$Number$`.
+pub fn dash_live(url: &str, xml: &str) -> Result<LiveMpd, ManifestError> {
+    let mpd = dash_mpd_core::parse(xml)
+        .map_err(|e| ManifestError(format!("{url}: not a valid MPD: {e}")))?;
+    let dynamic = mpd.mpdtype.as_deref() == Some("dynamic");
+    let Some(period) = mpd.periods.first() else {
+        return bad(url, "no periods");
+    };
+    let Some(set) = period.adaptations.iter().find(|a| {
+        a.contentType.as_deref() == Some("video")
+            || a.mimeType
+                .as_deref()
+                .is_some_and(|m| m.starts_with("video/"))
+    }) else {
+        return bad(url, "no video adaptation set");
+    };
+    let Some(rep) = set.representations.first() else {
+        return bad(url, "the video adaptation set has no representations");
+    };
+    let id = rep.id.clone().unwrap_or_else(|| "0".into());
+    let bandwidth_bps = rep.bandwidth.unwrap_or(0);
+    let mpd_base = base_of(url, &mpd.base_url)?;
+    let base = base_of(
+        &base_of(&base_of(&mpd_base, &period.BaseURL)?, &set.BaseURL)?,
+        &rep.BaseURL,
+    )?;
+    let Some(t) = rep
+        .SegmentTemplate
+        .as_ref()
+        .or(set.SegmentTemplate.as_ref())
+        .or(period.SegmentTemplate.as_ref())
+    else {
+        return bad(url, "a live MPD without a SegmentTemplate");
+    };
+    let timescale = t.timescale.unwrap_or(1).max(1) as f64;
+    let Some(d) = t.duration.filter(|d| *d > 0.0) else {
+        return bad(
+            url,
+            "SegmentTemplate without a positive @duration (a SegmentTimeline is not followed live)",
+        );
+    };
+    let Some(media) = t.media.clone() else {
+        return bad(url, "SegmentTemplate without @media");
+    };
+    let start_number = t.startNumber.unwrap_or(1);
+    let w = Where {
+        url,
+        period: 0,
+        id: &id,
+        bandwidth: bandwidth_bps,
+    };
+    let init = match t.initialization.as_deref() {
+        Some(i) => Some(Piece {
+            path: resolve(&base, &expand(&w, i, start_number, 0)?)?,
+            range: None,
+        }),
+        None => None,
+    };
+    let segment_s = d / timescale;
+    let period_start_ms = period.start.map_or(0, |s| s.as_millis() as i64);
+    let start_ms = match (mpd.availabilityStartTime, dynamic) {
+        (Some(t), _) => t.timestamp_millis() + period_start_ms,
+        (None, true) => return bad(url, "a dynamic MPD without availabilityStartTime"),
+        (None, false) => period_start_ms,
+    };
+    let end_number = if dynamic {
+        None
+    } else {
+        let total = mpd
+            .mediaPresentationDuration
+            .or(period.duration)
+            .map(|x| x.as_secs_f64())
+            .ok_or_else(|| ManifestError(format!("{url}: a static MPD without a duration")))?;
+        Some(start_number + (total / segment_s - 1e-9).ceil().max(0.0) as u64)
+    };
+    let services = mpd
+        .ServiceDescription
+        .iter()
+        .chain(&period.service_description);
+    let (mut latency_target_s, mut playback_rate) = (None, None);
+    for sd in services {
+        if let Some(t) = sd.Latency.iter().find_map(|l| l.target) {
+            latency_target_s.get_or_insert(t / 1000.0);
+        }
+        if let Some(r) = sd.PlaybackRate.first() {
+            if let (Some(a), Some(b)) = (r.min, r.max) {
+                playback_rate.get_or_insert((a, b));
+            }
+        }
+    }
+    let clock = match mpd.UTCTiming.iter().find(|u| {
+        u.schemeIdUri.ends_with(":http-iso:2014") || u.schemeIdUri.ends_with(":http-xsdate:2014")
+    }) {
+        Some(u) => match u.value.as_deref() {
+            Some(v) => Some(Piece {
+                path: resolve(url, v)?,
+                range: None,
+            }),
+            None => None,
+        },
+        None => None,
+    };
+    let offset = t.availabilityTimeOffset.unwrap_or(0.0);
+    let availability_offset_s = if offset.is_finite() {
+        offset.clamp(0.0, segment_s)
+    } else {
+        0.0
+    };
+    Ok(LiveMpd {
+        url: base,
+        id,
+        bandwidth_bps,
+        start_ms,
+        segment_s,
+        start_number,
+        ticks: d,
+        media,
+        init,
+        availability_offset_s,
+        availability_complete: t.availabilityTimeComplete.unwrap_or(true),
+        latency_target_s,
+        playback_rate,
+        suggested_delay_s: mpd.suggestedPresentationDelay.map(|x| x.as_secs_f64()),
+        end_number,
+        clock,
+    })
+}
+
 /// A live media playlist's current window (`vodkit load` live viewers).
 #[derive(Debug, Clone, PartialEq)]
 pub struct LiveWindow {
     /// `#EXT-X-TARGETDURATION`, seconds.
     pub target_s: f64,
-    /// Media sequence number of `segments[0]`.
+    /// Media sequence number of `segments[0]` (after any segments a delta update skipped).
     pub first: u64,
     pub segments: Vec<LiveSegment>,
     /// `#EXT-X-ENDLIST`: the stream has ended and nothing will be added.
     pub ended: bool,
     /// The init segment (`#EXT-X-MAP`), if any.
     pub init: Option<Piece>,
+    /// Low-latency HLS: what the playlist announces about its parts (`#EXT-X-PART-INF`).
+    pub ll: Option<LowLatency>,
+    /// The segment in progress (number [`LiveWindow::end`]): its parts so far, no
+    /// `#EXTINF` yet.
+    pub partial: Option<LiveSegment>,
+    /// Segments a delta update (`#EXT-X-SKIP`) left out before `segments[0]`.
+    pub skipped: u64,
 }
 
 /// One segment of a live window.
@@ -595,10 +815,40 @@ pub struct LiveSegment {
     pub duration_s: f64,
     /// `#EXT-X-PROGRAM-DATE-TIME` (capture time of its first frame), ms since the Unix epoch.
     pub pdt_ms: Option<i64>,
+    /// Its parts (`#EXT-X-PART`), when the playlist still lists them.
+    pub parts: Vec<LivePart>,
 }
 
+/// One part of a live segment (`#EXT-X-PART`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LivePart {
+    pub piece: Piece,
+    pub duration_s: f64,
+    /// `INDEPENDENT=YES`: playback may start at it.
+    pub independent: bool,
+}
+
+/// What a low-latency playlist announces (`#EXT-X-PART-INF`, `#EXT-X-SERVER-CONTROL`,
+/// `#EXT-X-PRELOAD-HINT`).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct LowLatency {
+    /// `PART-TARGET`, seconds.
+    pub part_target_s: f64,
+    /// `CAN-BLOCK-RELOAD=YES`: `_HLS_msn`/`_HLS_part` reloads are held until that part.
+    pub can_block_reload: bool,
+    /// `PART-HOLD-BACK`, seconds (RFC 8216bis: at least 2 part targets; 3 if absent).
+    pub part_hold_back_s: Option<f64>,
+    /// `CAN-SKIP-UNTIL`, seconds: delta updates (`_HLS_skip=YES`) are offered.
+    pub can_skip_until_s: Option<f64>,
+    /// `#EXT-X-PRELOAD-HINT:TYPE=PART`: the part that comes next, requested before it exists.
+    pub hint: Option<Piece>,
+}
+
+/// Where a part is: media sequence number of its segment, part index in it.
+pub type PartAt = (u64, usize);
+
 impl LiveWindow {
-    /// Media sequence number one past the newest segment.
+    /// Media sequence number one past the newest complete segment.
     pub fn end(&self) -> u64 {
         self.first + self.segments.len() as u64
     }
@@ -608,11 +858,161 @@ impl LiveWindow {
         n.checked_sub(self.first)
             .and_then(|i| self.segments.get(usize::try_from(i).ok()?))
     }
+
+    /// Segment `n`, complete or in progress.
+    fn any(&self, n: u64) -> Option<&LiveSegment> {
+        match &self.partial {
+            Some(p) if n == self.end() => Some(p),
+            _ => self.get(n),
+        }
+    }
+
+    /// Part `at`, if listed.
+    pub fn part(&self, at: PartAt) -> Option<&LivePart> {
+        self.any(at.0)?.parts.get(at.1)
+    }
+
+    /// Capture time of segment `n`'s first frame, ms since the Unix epoch.
+    pub fn pdt_ms(&self, n: u64) -> Option<i64> {
+        self.any(n)?.pdt_ms
+    }
+
+    /// Seconds of parts of segment `at.0` before part `at.1`.
+    pub fn before_part_s(&self, at: PartAt) -> f64 {
+        self.any(at.0).map_or(0.0, |s| {
+            s.parts.iter().take(at.1).map(|p| p.duration_s).sum()
+        })
+    }
+
+    /// The part after `at`: the next of its segment, or part 0 of the next segment once
+    /// `at` is the last part of a complete segment.
+    pub fn after(&self, at: PartAt) -> PartAt {
+        match self.get(at.0) {
+            Some(s) if !s.parts.is_empty() && at.1 + 1 >= s.parts.len() => (at.0 + 1, 0),
+            _ => (at.0, at.1 + 1),
+        }
+    }
+
+    /// `at` moved on past the end of a complete segment whose parts are all listed (a part
+    /// index that segment turned out not to have).
+    pub fn settle(&self, at: PartAt) -> PartAt {
+        match self.get(at.0) {
+            Some(s) if !s.parts.is_empty() && at.1 >= s.parts.len() => (at.0 + 1, 0),
+            _ => at,
+        }
+    }
+
+    /// Where a low-latency viewer joins: `play`, the part whose start is at least
+    /// `hold_back_s` behind the end of the newest part, and `fetch`, the independent part
+    /// at or before it that its fetching starts from (the parts between are fetched for
+    /// decoding, not played). `None` when the parts listed do not reach that far back.
+    pub fn join(&self, hold_back_s: f64) -> Option<(PartAt, PartAt)> {
+        // Every listed part, oldest first.
+        let mut all: Vec<(PartAt, &LivePart)> = Vec::new();
+        for (i, s) in self.segments.iter().enumerate() {
+            let n = self.first + i as u64;
+            all.extend(s.parts.iter().enumerate().map(|(k, p)| ((n, k), p)));
+        }
+        if let Some(p) = &self.partial {
+            all.extend(
+                p.parts
+                    .iter()
+                    .enumerate()
+                    .map(|(k, x)| ((self.end(), k), x)),
+            );
+        }
+        let mut behind = 0.0;
+        let mut play = None;
+        for (i, (_, part)) in all.iter().enumerate().rev() {
+            behind += part.duration_s;
+            if behind + 1e-6 >= hold_back_s {
+                play = Some(i);
+                break;
+            }
+        }
+        let play = play?;
+        let fetch = (0..=play).rev().find(|&i| all[i].1.independent)?;
+        Some((all[play].0, all[fetch].0))
+    }
+
+    /// Fill the segments a delta update skipped from `older`, the window it updates (those
+    /// `older` no longer holds stay out: `first` moves past them).
+    pub fn merge_delta(&mut self, older: &LiveWindow) {
+        if self.skipped == 0 {
+            return;
+        }
+        let from = self.first - self.skipped;
+        let known: Vec<LiveSegment> = (from..self.first)
+            .skip_while(|&n| older.get(n).is_none())
+            .map_while(|n| older.get(n).cloned())
+            .collect();
+        self.first -= known.len() as u64;
+        self.skipped -= known.len() as u64;
+        self.segments.splice(0..0, known);
+    }
 }
 
-/// Parse a live (or ended) HLS media playlist: its window, with program date-times.
+/// The attributes of an attribute list (`A=1,B="x,y",C=YES`), names and unquoted values.
+fn attributes(list: &str) -> Vec<(&str, &str)> {
+    let mut out = Vec::new();
+    let mut rest = list.trim();
+    while !rest.is_empty() {
+        let Some((name, after)) = rest.split_once('=') else {
+            break;
+        };
+        let (value, next) = if let Some(q) = after.strip_prefix('"') {
+            match q.split_once('"') {
+                Some((v, n)) => (v, n),
+                None => (q, ""),
+            }
+        } else {
+            match after.split_once(',') {
+                Some((v, n)) => (v, n),
+                None => (after, ""),
+            }
+        };
+        out.push((name.trim(), value.trim()));
+        rest = next.trim_start_matches(',').trim_start();
+    }
+    out
+}
+
+fn attribute<'a>(list: &[(&str, &'a str)], name: &str) -> Option<&'a str> {
+    list.iter().find(|(n, _)| *n == name).map(|(_, v)| *v)
+}
+
+/// A positive seconds attribute, or a one-line error naming the tag and attribute.
+fn seconds(
+    url: &str,
+    tag: &str,
+    list: &[(&str, &str)],
+    name: &str,
+) -> Result<Option<f64>, ManifestError> {
+    match attribute(list, name) {
+        None => Ok(None),
+        Some(v) => match v.parse::<f64>() {
+            Ok(x) if x.is_finite() && x >= 0.0 => Ok(Some(x)),
+            _ => bad(
+                url,
+                format!("#{tag}: {name}={v} is not a number of seconds"),
+            ),
+        },
+    }
+}
+
+/// A line `m3u8-rs` does not keep: it drops tags after the last segment URI, where a
+/// low-latency playlist lists the parts of the segment in progress and the preload hint.
+/// Appended as one more URI, it carries them to us as that pseudo-segment's tags.
+const TAIL: &str = "vodkit-tail-of-the-playlist";
+
+/// Parse a live (or ended) HLS media playlist: its window, with program date-times, and
+/// — in a low-latency playlist — its parts, preload hint and server control, and the
+/// segments a delta update skipped.
 pub fn hls_live(url: &str, text: &[u8]) -> Result<LiveWindow, ManifestError> {
-    let m = match m3u8_rs::parse_media_playlist_res(text) {
+    let mut whole = Vec::with_capacity(text.len() + TAIL.len() + 2);
+    whole.extend_from_slice(text);
+    whole.extend_from_slice(format!("\n{TAIL}\n").as_bytes());
+    let m = match m3u8_rs::parse_media_playlist_res(&whole) {
         Ok(m) => m,
         Err(_) => return bad(url, "not a valid media playlist"),
     };
@@ -621,12 +1021,86 @@ pub fn hls_live(url: &str, text: &[u8]) -> Result<LiveWindow, ManifestError> {
     }
     let mut init = None;
     let mut segments = Vec::with_capacity(m.segments.len());
+    let mut ll: Option<LowLatency> = None;
+    let mut control = LowLatency::default();
+    let mut skipped = 0u64;
+    let mut partial = None;
     for s in &m.segments {
         if let (Some(map), None) = (&s.map, &init) {
             init = Some(Piece {
                 path: resolve(url, &map.uri)?,
                 range: None,
             });
+        }
+        let mut parts = Vec::new();
+        for t in &s.unknown_tags {
+            let list = attributes(t.rest.as_deref().unwrap_or(""));
+            match t.tag.as_str() {
+                "X-PART-INF" => {
+                    let Some(target) =
+                        seconds(url, "EXT-X-PART-INF", &list, "PART-TARGET")?.filter(|x| *x > 0.0)
+                    else {
+                        return bad(url, "#EXT-X-PART-INF without a positive PART-TARGET");
+                    };
+                    ll.get_or_insert_with(LowLatency::default).part_target_s = target;
+                }
+                "X-SERVER-CONTROL" => {
+                    control.can_block_reload = attribute(&list, "CAN-BLOCK-RELOAD") == Some("YES");
+                    control.part_hold_back_s =
+                        seconds(url, "EXT-X-SERVER-CONTROL", &list, "PART-HOLD-BACK")?;
+                    control.can_skip_until_s =
+                        seconds(url, "EXT-X-SERVER-CONTROL", &list, "CAN-SKIP-UNTIL")?;
+                }
+                "X-SKIP" => {
+                    skipped = attribute(&list, "SKIPPED-SEGMENTS")
+                        .and_then(|v| v.parse().ok())
+                        .ok_or_else(|| {
+                            ManifestError(format!(
+                                "{url}: #EXT-X-SKIP without a SKIPPED-SEGMENTS count"
+                            ))
+                        })?;
+                }
+                "X-PART" => {
+                    let (Some(uri), Some(duration_s)) = (
+                        attribute(&list, "URI"),
+                        seconds(url, "EXT-X-PART", &list, "DURATION")?,
+                    ) else {
+                        return bad(url, "#EXT-X-PART without URI and DURATION");
+                    };
+                    parts.push(LivePart {
+                        piece: Piece {
+                            path: resolve(url, uri)?,
+                            range: None,
+                        },
+                        duration_s,
+                        independent: attribute(&list, "INDEPENDENT") == Some("YES"),
+                    });
+                }
+                "X-PRELOAD-HINT" if attribute(&list, "TYPE") == Some("PART") => {
+                    if let Some(uri) = attribute(&list, "URI") {
+                        control.hint = Some(Piece {
+                            path: resolve(url, uri)?,
+                            range: None,
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+        let pdt_ms = s.program_date_time.map(|t| t.timestamp_millis());
+        if s.uri == TAIL {
+            if !parts.is_empty() {
+                partial = Some(LiveSegment {
+                    piece: Piece {
+                        path: String::new(),
+                        range: None,
+                    },
+                    duration_s: parts.iter().map(|p| p.duration_s).sum(),
+                    pdt_ms,
+                    parts,
+                });
+            }
+            continue;
         }
         if s.byte_range.is_some() {
             return bad(url, "#EXT-X-BYTERANGE in a live playlist is not supported");
@@ -643,15 +1117,23 @@ pub fn hls_live(url: &str, text: &[u8]) -> Result<LiveWindow, ManifestError> {
                 range: None,
             },
             duration_s: s.duration as f64,
-            pdt_ms: s.program_date_time.map(|t| t.timestamp_millis()),
+            pdt_ms,
+            parts,
         });
     }
+    let ll = ll.map(|l| LowLatency {
+        part_target_s: l.part_target_s,
+        ..control
+    });
     Ok(LiveWindow {
         target_s: m.target_duration as f64,
-        first: m.media_sequence,
+        first: m.media_sequence + skipped,
         segments,
         ended: m.end_list,
         init,
+        ll,
+        partial,
+        skipped,
     })
 }
 

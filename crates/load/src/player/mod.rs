@@ -2,7 +2,8 @@
 //! media set (`vodkit fileset create --media`) the way dash.js, hls.js and Shaka do —
 //! manifest parsing ([`manifest`]), rendition choice ([`abr`]) and the session loop with its
 //! playout buffer ([`play`]). Live viewers (sessions with `live` set) follow a live HLS
-//! playlist from its edge ([`live`]).
+//! playlist or, with `--player dash`, a dynamic DASH MPD from its edge, the low-latency
+//! way when the stream offers it ([`live`]).
 
 pub mod abr;
 pub mod live;
@@ -120,6 +121,14 @@ pub struct LiveSettings {
     pub playlist_timeout_s: f64,
     /// Give up when the playlist has not advanced for this many target durations.
     pub stale_targets: f64,
+    /// Follow a stream the low-latency way when it offers it (`--low-latency auto`):
+    /// LL-HLS parts and blocking reloads, LL-DASH segments read while being written.
+    #[serde(default = "yes")]
+    pub low_latency: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 impl Default for LiveSettings {
@@ -133,6 +142,7 @@ impl Default for LiveSettings {
             segment_timeout_s: 10.0,
             playlist_timeout_s: 10.0,
             stale_targets: 5.0,
+            low_latency: true,
         }
     }
 }
@@ -150,5 +160,11 @@ impl LiveSettings {
     pub fn playlist_path(&self, k: u32) -> String {
         let p = self.prefix.trim_end_matches('/');
         format!("{p}/stream-{k}/index.m3u8")
+    }
+
+    /// Path of stream `k`'s DASH MPD (live viewers of a `--player dash` run).
+    pub fn mpd_path(&self, k: u32) -> String {
+        let p = self.prefix.trim_end_matches('/');
+        format!("{p}/stream-{k}/manifest.mpd")
     }
 }

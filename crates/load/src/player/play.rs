@@ -47,6 +47,41 @@ pub(super) struct Got {
     pub(super) abandoned: bool,
 }
 
+/// One request of [`Player::fetch_slots`].
+pub(super) struct Want<'s> {
+    pub(super) piece: &'s Piece,
+    pub(super) media_s: f64,
+    pub(super) timeout_s: f64,
+    /// Keep the body (a playlist or manifest).
+    pub(super) keep: bool,
+    /// The viewer's connection index it goes on.
+    pub(super) slot: u32,
+    /// Sees each run of body bytes as it arrives.
+    pub(super) sink: Option<crate::http::BodySink<'s, 's>>,
+}
+
+impl<'s> Want<'s> {
+    /// `piece` on connection index 0, its body not kept.
+    pub(super) fn new(piece: &'s Piece, media_s: f64, timeout_s: f64) -> Want<'s> {
+        Want {
+            piece,
+            media_s,
+            timeout_s,
+            keep: false,
+            slot: 0,
+            sink: None,
+        }
+    }
+}
+
+/// A request of [`Player::fetch_slots`] that did not complete: its status (0: no response)
+/// and how the session ends if the caller does not take it in its stride.
+#[derive(Debug)]
+pub(super) struct Miss {
+    pub(super) status: u16,
+    pub(super) end: SessionEnd,
+}
+
 /// Smallest part a download is split into: a piece shorter than two of them goes on one
 /// connection.
 const MIN_PART_BYTES: u64 = 16 << 10;
@@ -149,6 +184,11 @@ pub(super) struct Buffer {
     pub(super) stall_began: f64,
     /// Seconds of media played so far.
     pub(super) played_s: f64,
+    /// Playback rate minus 1 (0: real time; a live viewer's catch-up plays a little faster
+    /// or slower).
+    pub(super) speedup: f64,
+    /// Seconds of media played beyond the wall-clock time it took (negative: behind).
+    pub(super) gained_s: f64,
 }
 
 impl Buffer {
@@ -157,11 +197,16 @@ impl Buffer {
         let dt = (now - self.last).max(0.0);
         self.last = now;
         if self.playing {
-            self.played_s += dt.min(self.level_s);
-            self.level_s -= dt;
+            let rate = 1.0 + self.speedup;
+            let played = (dt * rate).min(self.level_s);
+            self.played_s += played;
+            self.gained_s += played - played / rate;
+            self.level_s -= dt * rate;
             if self.level_s < 0.0 {
-                self.stall_s += -self.level_s;
-                self.stall_began = now + self.level_s;
+                // The buffer ran dry `level / rate` seconds ago (wall clock).
+                let dry = -self.level_s / rate;
+                self.stall_s += dry;
+                self.stall_began = now - dry;
                 self.level_s = 0.0;
                 self.playing = false;
                 self.stalled = true;
@@ -614,6 +659,152 @@ impl<'a> Player<'a> {
                 abandoned: false,
             }),
         }
+    }
+
+    /// The connection of index `slot` (0: the player's own), taken out while a request
+    /// uses it, with its server-closed flag.
+    fn take_slot(&mut self, slot: u32) -> (Option<Conn>, bool) {
+        match slot {
+            0 => (self.conn.take(), std::mem::take(&mut self.server_closed)),
+            k => {
+                let k = k as usize - 1;
+                while self.more.len() <= k {
+                    self.more.push((None, false));
+                }
+                (self.more[k].0.take(), std::mem::take(&mut self.more[k].1))
+            }
+        }
+    }
+
+    fn put_slot(&mut self, slot: u32, conn: Option<Conn>, closed: bool) {
+        match slot {
+            0 => (self.conn, self.server_closed) = (conn, closed),
+            k => self.more[k as usize - 1] = (conn, closed),
+        }
+    }
+
+    /// Run `wants` at once, each on its connection index (HTTP/1.1: a connection each, as
+    /// a player holds a second one for a request the origin keeps waiting; HTTP/2: streams
+    /// of the viewer's one connection), and record them all. Each result is the body (when
+    /// kept) or what made the request miss: its status, and how the session ends if the
+    /// caller does not take it in its stride (a hinted part the origin does not have yet, a
+    /// blocking reload answered 503).
+    pub(super) async fn fetch_slots(&mut self, mut wants: Vec<Want<'_>>) -> Vec<Result<Got, Miss>> {
+        let start = Instant::now();
+        let conns: Vec<_> = wants
+            .iter()
+            .map(|w| w.slot)
+            .collect::<Vec<_>>()
+            .into_iter()
+            .map(|s| self.take_slot(s))
+            .collect();
+        let (plan, shared, viewer) = (self.plan, self.shared, &self.viewer);
+        let asks: Vec<Ask<'_>> = wants
+            .iter()
+            .map(|w| Ask {
+                path: &w.piece.path,
+                range: None,
+                host: &shared.host,
+                session_id: plan.session.id,
+                verify: false,
+                sign: shared.sign.as_ref(),
+            })
+            .collect();
+        let mut bodies: Vec<(Vec<u8>, bool)> = vec![(Vec::new(), false); wants.len()];
+        let mut sinks: Vec<_> = bodies
+            .iter_mut()
+            .zip(wants.iter_mut())
+            .map(|((body, overflow), w)| {
+                let keep = w.keep;
+                let mut user = w.sink.take();
+                move |chunk: &[u8]| {
+                    if keep {
+                        if body.len() + chunk.len() <= MAX_TEXT_BYTES {
+                            body.extend_from_slice(chunk);
+                        } else {
+                            *overflow = true;
+                        }
+                    }
+                    if let Some(u) = user.as_mut() {
+                        u(chunk);
+                    }
+                }
+            })
+            .collect();
+        let done = futures_util::future::join_all(
+            conns
+                .into_iter()
+                .zip(&asks)
+                .zip(&wants)
+                .zip(sinks.iter_mut())
+                .map(|((((conn, closed), ask), w), sink)| {
+                    let sink: Option<crate::http::BodySink<'_, '_>> = Some(sink);
+                    fetch(
+                        conn,
+                        closed,
+                        ask,
+                        w.timeout_s,
+                        plan,
+                        shared,
+                        viewer,
+                        start,
+                        sink,
+                    )
+                }),
+        )
+        .await;
+        drop(sinks);
+        drop(asks);
+        let mut out = Vec::with_capacity(done.len());
+        for ((mut f, w), (body, overflow)) in done.into_iter().zip(&wants).zip(bodies) {
+            self.put_slot(w.slot, f.conn.take(), f.server_closed);
+            self.opened += f.opened;
+            self.reconnects += f.reconnects;
+            let mut req = Request::new(w.piece.path.clone(), None, w.timeout_s);
+            req.media_s = w.media_s;
+            req.conn = w.slot;
+            self.made.push(req);
+            let mut failure = f.failure.take();
+            if failure.is_none() && overflow {
+                failure = Some(crate::record::Failure::new(
+                    FailureReason::Protocol,
+                    format!("{}: larger than {MAX_TEXT_BYTES} bytes", w.piece.path),
+                ));
+            }
+            let end = failure.as_ref().map(SessionEnd::after);
+            let started = start.duration_since(self.shared.t0).as_secs_f64();
+            let index = self.records.len() as u32;
+            self.records
+                .push(f.record(index, w.slot, started, failure, w.media_s, 0.0));
+            out.push(match end {
+                Some(end) => Err(Miss {
+                    status: f.progress.status,
+                    end,
+                }),
+                None => {
+                    self.shared
+                        .live
+                        .completed_requests
+                        .fetch_add(1, Ordering::Relaxed);
+                    Ok(Got {
+                        body,
+                        bytes: f.progress.bytes,
+                        secs: f.elapsed,
+                        abandoned: false,
+                    })
+                }
+            });
+        }
+        out
+    }
+
+    /// One request of [`Player::fetch_slots`] on the player's own connection.
+    pub(super) async fn fetch_one(&mut self, want: Want<'_>) -> Result<Got, Miss> {
+        let mut all = self.fetch_slots(vec![want]).await;
+        all.pop().unwrap_or(Err(Miss {
+            status: 0,
+            end: SessionEnd::Failed(FailureReason::Protocol),
+        }))
     }
 
     /// The sidecar's (length, CRC-32) of the piece at `offset`, under `--verify`.

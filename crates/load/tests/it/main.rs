@@ -1,4 +1,4 @@
-//! Integration tests of the load generator against real servers: players, faults, TLS, HTTP/2, live streams,
+//! Integration tests of the load generator against real servers: players, faults, TLS, HTTP/2, live streams (classic and low-latency),
 //! signed URLs and kernel limits.
 //!
 //! One test binary for the crate, linked once: each module holds one area's tests.
@@ -8,6 +8,7 @@ mod faults;
 mod http2;
 mod kernel;
 mod live;
+mod low_latency;
 mod nginx;
 mod player;
 mod qos_idle;

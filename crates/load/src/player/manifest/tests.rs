@@ -215,3 +215,158 @@ fn broken_manifests_are_clear_errors() {
         assert!(e.0.contains(needle), "case {i}: `{e}` lacks `{needle}`");
     }
 }
+
+/// A low-latency playlist in the shape `vodkit live push --low-latency` writes: segment 40
+/// complete with its parts, segment 41 in progress with two parts and a hint at the third.
+const LL_PLAYLIST: &str = "#EXTM3U
+#EXT-X-VERSION:9
+#EXT-X-TARGETDURATION:2
+#EXT-X-SERVER-CONTROL:CAN-BLOCK-RELOAD=YES,PART-HOLD-BACK=1.000,CAN-SKIP-UNTIL=12.000
+#EXT-X-PART-INF:PART-TARGET=0.500
+#EXT-X-MEDIA-SEQUENCE:39
+#EXT-X-MAP:URI=\"init.mp4\"
+#EXT-X-PROGRAM-DATE-TIME:2026-11-28T23:00:00.000Z
+#EXTINF:2.00000,
+seg-39.m4s
+#EXT-X-PROGRAM-DATE-TIME:2026-11-28T23:00:02.000Z
+#EXT-X-PART:DURATION=0.50000,URI=\"seg-40.0.m4s\",INDEPENDENT=YES
+#EXT-X-PART:DURATION=0.50000,URI=\"seg-40.1.m4s\"
+#EXT-X-PART:DURATION=0.50000,URI=\"seg-40.2.m4s\"
+#EXT-X-PART:DURATION=0.50000,URI=\"seg-40.3.m4s\"
+#EXTINF:2.00000,
+seg-40.m4s
+#EXT-X-PROGRAM-DATE-TIME:2026-11-28T23:00:04.000Z
+#EXT-X-PART:DURATION=0.50000,URI=\"seg-41.0.m4s\",INDEPENDENT=YES
+#EXT-X-PART:DURATION=0.50000,URI=\"seg-41.1.m4s\"
+#EXT-X-PRELOAD-HINT:TYPE=PART,URI=\"seg-41.2.m4s\"
+";
+
+#[test]
+fn a_low_latency_playlist_gives_its_parts_hint_and_server_control() {
+    let w = hls_live("/live/stream-0/index.m3u8", LL_PLAYLIST.as_bytes()).unwrap();
+    assert_eq!((w.first, w.end()), (39, 41));
+    let ll = w.ll.as_ref().unwrap();
+    assert_eq!(ll.part_target_s, 0.5);
+    assert!(ll.can_block_reload);
+    assert_eq!(ll.part_hold_back_s, Some(1.0));
+    assert_eq!(ll.can_skip_until_s, Some(12.0));
+    assert_eq!(
+        ll.hint.as_ref().unwrap().path,
+        "/live/stream-0/seg-41.2.m4s"
+    );
+    assert!(w.get(39).unwrap().parts.is_empty());
+    assert_eq!(w.get(40).unwrap().parts.len(), 4);
+    let p = w.part((40, 0)).unwrap();
+    assert!(p.independent);
+    assert_eq!(p.piece.path, "/live/stream-0/seg-40.0.m4s");
+    assert!(!w.part((40, 1)).unwrap().independent);
+    // The segment in progress: its parts and its date, no EXTINF yet.
+    let partial = w.partial.as_ref().unwrap();
+    assert_eq!(partial.parts.len(), 2);
+    assert_eq!(
+        w.part((41, 1)).unwrap().piece.path,
+        "/live/stream-0/seg-41.1.m4s"
+    );
+    assert_eq!(w.part((41, 2)), None);
+    assert_eq!(w.pdt_ms(41).unwrap() - w.pdt_ms(40).unwrap(), 2000);
+    assert_eq!(w.before_part_s((41, 1)), 0.5);
+    // After the last part of a complete segment comes part 0 of the next.
+    assert_eq!(w.after((40, 3)), (41, 0));
+    assert_eq!(w.after((41, 1)), (41, 2));
+    assert_eq!(w.settle((40, 4)), (41, 0));
+    // A classic playlist has none of it.
+    let classic = hls_live(
+        "/x/index.m3u8",
+        b"#EXTM3U\n#EXT-X-TARGETDURATION:2\n#EXTINF:2,\nseg-1.m4s\n",
+    )
+    .unwrap();
+    assert!(classic.ll.is_none() && classic.partial.is_none());
+}
+
+#[test]
+fn the_join_point_is_the_hold_back_behind_the_newest_part_fetched_from_an_independent_one() {
+    let w = hls_live("/s/index.m3u8", LL_PLAYLIST.as_bytes()).unwrap();
+    // Newest part: 41.1. One second back (two parts) is the start of 41.0, independent.
+    assert_eq!(w.join(1.0), Some(((41, 0), (41, 0))));
+    // 1.5 s back: part 40.3 plays first; fetching starts at 40.0, the independent part.
+    assert_eq!(w.join(1.5), Some(((40, 3), (40, 0))));
+    assert_eq!(w.join(1.2), Some(((40, 3), (40, 0))));
+    // Further back than the parts listed: no join point (whole segments then).
+    assert_eq!(w.join(5.0), None);
+}
+
+#[test]
+fn a_delta_update_is_filled_from_the_window_it_updates() {
+    let full = hls_live("/s/index.m3u8", LL_PLAYLIST.as_bytes()).unwrap();
+    let delta = LL_PLAYLIST.replace(
+        "#EXT-X-PROGRAM-DATE-TIME:2026-11-28T23:00:00.000Z\n#EXTINF:2.00000,\nseg-39.m4s\n",
+        "#EXT-X-SKIP:SKIPPED-SEGMENTS=1\n",
+    );
+    let mut w = hls_live("/s/index.m3u8", delta.as_bytes()).unwrap();
+    assert_eq!((w.first, w.skipped), (40, 1));
+    assert_eq!(w.get(39), None);
+    w.merge_delta(&full);
+    assert_eq!((w.first, w.skipped), (39, 0));
+    assert_eq!(w.get(39).unwrap().piece.path, "/s/seg-39.m4s");
+    assert_eq!(w.end(), 41);
+    let bad = LL_PLAYLIST.replace("PART-TARGET=0.500", "PART-TARGET=soon");
+    let e = hls_live("/s/index.m3u8", bad.as_bytes()).unwrap_err();
+    assert!(e.0.contains("PART-TARGET"), "{e}");
+}
+
+const LL_MPD: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
+<MPD xmlns="urn:mpeg:dash:schema:mpd:2011" profiles="urn:mpeg:dash:profile:isoff-live:2011" type="dynamic" availabilityStartTime="2026-11-28T23:00:00.000Z" publishTime="2026-11-28T23:00:10.000Z" minimumUpdatePeriod="PT2.000S" timeShiftBufferDepth="PT12.000S" suggestedPresentationDelay="PT6.000S" minBufferTime="PT2.000S">
+  <ServiceDescription id="0">
+    <Latency referenceId="0" target="1500" min="1000" max="4000"/>
+    <PlaybackRate min="0.96" max="1.04"/>
+  </ServiceDescription>
+  <Period id="0" start="PT0S">
+    <AdaptationSet id="0" contentType="video" mimeType="video/mp4" segmentAlignment="true" startWithSAP="1">
+      <SegmentTemplate timescale="1000" duration="2000" startNumber="0" initialization="init.mp4" media="seg-$Number$.m4s" availabilityTimeOffset="1.500" availabilityTimeComplete="false"/>
+      <Representation id="v0" bandwidth="3000000" codecs="avc1.64001f"/>
+    </AdaptationSet>
+  </Period>
+  <UTCTiming schemeIdUri="urn:mpeg:dash:utc:http-iso:2014" value="http://127.0.0.1:8080/.vodkit/clock"/>
+</MPD>"#;
+
+#[test]
+fn a_low_latency_mpd_gives_availability_offset_and_target_latency() {
+    let m = dash_live("/live/stream-2/manifest.mpd", LL_MPD).unwrap();
+    assert_eq!(m.segment_s, 2.0);
+    assert_eq!(m.start_number, 0);
+    assert_eq!(m.availability_offset_s, 1.5);
+    assert!(!m.availability_complete);
+    assert!(m.low_latency());
+    assert_eq!(m.latency_target_s, Some(1.5));
+    assert_eq!(m.playback_rate, Some((0.96, 1.04)));
+    assert_eq!(m.bandwidth_bps, 3_000_000);
+    assert_eq!(m.init.as_ref().unwrap().path, "/live/stream-2/init.mp4");
+    assert_eq!(m.segment(7).unwrap().path, "/live/stream-2/seg-7.m4s");
+    // The origin's clock, as a path on it.
+    assert_eq!(m.clock.as_ref().unwrap().path, "/.vodkit/clock");
+    // 2026-11-28T23:00:00Z; segment 5 begins 10 s later and may be asked for 0.5 s after
+    // that (its end minus the offset), when its first chunk is complete.
+    let ast = 1_795_906_800_000.0;
+    assert_eq!(m.begins_ms(5), ast + 10_000.0);
+    assert_eq!(m.available_ms(5), ast + 10_500.0);
+    assert_eq!(m.newest_at(ast + 10_499.0), Some(4));
+    assert_eq!(m.newest_at(ast + 10_500.0), Some(5));
+    assert_eq!(m.newest_at(ast), None);
+    // Without the offset: a classic live MPD, segments available once complete.
+    let classic = LL_MPD.replace(
+        " availabilityTimeOffset=\"1.500\" availabilityTimeComplete=\"false\"",
+        "",
+    );
+    let m = dash_live("/m.mpd", &classic).unwrap();
+    assert!(!m.low_latency());
+    assert_eq!(m.available_ms(5), ast + 12_000.0);
+    assert_eq!(m.suggested_delay_s, Some(6.0));
+    // Once the stream ends the MPD is static: segments stop at its duration.
+    let ended = classic.replace(
+        "type=\"dynamic\"",
+        "type=\"static\" mediaPresentationDuration=\"PT20.000S\"",
+    );
+    assert_eq!(dash_live("/m.mpd", &ended).unwrap().end_number, Some(10));
+    let e = dash_live("/m.mpd", &classic.replace(" duration=\"2000\"", "")).unwrap_err();
+    assert!(e.0.contains("@duration"), "{e}");
+}
