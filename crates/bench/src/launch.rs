@@ -295,6 +295,7 @@ impl LocalLauncher {
             shape.route,
             std::net::SocketAddr::from(([127, 0, 0, 1], port)),
         );
+        spec.balance_factor = shape.balance_factor;
         if shape.live > 0 {
             let live = cluster::parse_origins(&list[apart..].join(","))
                 .map_err(|e| StartError::Failed(format!("the cluster's live origins: {e}")))?;

@@ -150,24 +150,28 @@ pub struct ClusterSut {
     pub live: usize,
     /// Kill the first origin at the middle of every point (`:failover`).
     pub failover: bool,
+    /// `:bounded=F`: HAProxy's consistent hashing with bounded loads, F percent of the mean
+    /// (`hash-balance-factor`); None: plain consistent hashing.
+    pub balance_factor: Option<u32>,
 }
 
 impl Serialize for ClusterSut {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        let mut st = s.serialize_struct("ClusterSut", 5)?;
+        let mut st = s.serialize_struct("ClusterSut", 6)?;
         st.serialize_field("origins", &self.origins)?;
         st.serialize_field("balancer", self.balancer.as_str())?;
         st.serialize_field("route", self.route.as_str())?;
         st.serialize_field("live_origins", &self.live)?;
         st.serialize_field("failover", &self.failover)?;
+        st.serialize_field("balance_factor", &self.balance_factor)?;
         st.end()
     }
 }
 
 /// `N:SERVER@BALANCER:ROUTE`, what follows `cluster:`: the shape and the origin's entry.
 fn parse_cluster(rest: &str) -> Result<(ClusterSut, &str), String> {
-    let form = "expected cluster:N:SERVER@haproxy|nginx:ROUTE[:live=K][:failover], e.g. cluster:3:vodkit@haproxy:title";
+    let form = "expected cluster:N:SERVER@haproxy|nginx:ROUTE[:bounded=F][:live=K][:failover], e.g. cluster:3:vodkit@haproxy:title";
     let (n, tail) = rest.split_once(':').ok_or_else(|| form.to_string())?;
     let origins = match n.parse::<usize>() {
         Ok(k) if (1..=MAX_ORIGINS).contains(&k) => k,
@@ -182,9 +186,29 @@ fn parse_cluster(rest: &str) -> Result<(ClusterSut, &str), String> {
     let balancer = balancer.parse()?;
     let mut options = route.split(':');
     let route = options.next().unwrap_or_default().parse()?;
-    let (mut live, mut failover) = (0, false);
+    let (mut live, mut failover, mut balance_factor) = (0, false, None);
     for option in options {
-        if let Some(k) = option.strip_prefix("live=") {
+        if let Some(f) = option.strip_prefix("bounded=") {
+            let hashed = matches!(
+                route,
+                vodkit_peers::cluster::Route::Title | vodkit_peers::cluster::Route::Uri
+            );
+            balance_factor = match f.parse::<u32>() {
+                Ok(f)
+                    if (100..=1000).contains(&f)
+                        && balance_factor.is_none()
+                        && hashed
+                        && balancer == vodkit_peers::cluster::launch::Balancer::Haproxy =>
+                {
+                    Some(f)
+                }
+                _ => {
+                    return Err(format!(
+                        "bounded={f}: expected a percentage of the mean load from 100 to 1000, once, with haproxy and route title or uri"
+                    ))
+                }
+            };
+        } else if let Some(k) = option.strip_prefix("live=") {
             live = match k.parse::<usize>() {
                 Ok(k) if k >= 1 && k < origins && live == 0 => k,
                 _ => {
@@ -203,7 +227,7 @@ fn parse_cluster(rest: &str) -> Result<(ClusterSut, &str), String> {
             failover = true;
         } else {
             return Err(format!(
-                "cluster option `{option}`: expected live=K or failover, each once"
+                "cluster option `{option}`: expected bounded=F, live=K or failover, each once"
             ));
         }
     }
@@ -214,6 +238,7 @@ fn parse_cluster(rest: &str) -> Result<(ClusterSut, &str), String> {
             route,
             live,
             failover,
+            balance_factor,
         },
         server,
     ))
@@ -876,6 +901,7 @@ mod tests {
                 route: Route::Title,
                 live: 0,
                 failover: false,
+                balance_factor: None,
             })
         );
         let apart = parse_one("cluster:3:vodkit@haproxy:title:live=1").unwrap();
@@ -900,6 +926,31 @@ mod tests {
         assert_eq!(json["cluster"]["route"], "title");
         let origin = suts[0].origin("o1");
         assert_eq!((origin.label.as_str(), origin.cluster), ("o1", None));
+    }
+
+    #[test]
+    fn a_cluster_may_bound_the_load_of_its_hashed_origins() {
+        let bounded = parse_one("cluster:2:vodkit@haproxy:title:bounded=125:failover").unwrap();
+        let c = bounded.cluster.unwrap();
+        assert_eq!((c.balance_factor, c.failover), (Some(125), true));
+        for (entry, needle) in [
+            ("cluster:2:vodkit@nginx:title:bounded=125", "with haproxy"),
+            (
+                "cluster:2:vodkit@haproxy:roundrobin:bounded=125",
+                "route title or uri",
+            ),
+            (
+                "cluster:2:vodkit@haproxy:title:bounded=90",
+                "from 100 to 1000",
+            ),
+            (
+                "cluster:2:vodkit@haproxy:uri:bounded=110:bounded=120",
+                "once",
+            ),
+        ] {
+            let e = parse_one(entry).unwrap_err();
+            assert!(e.contains(needle), "{entry}: {e}");
+        }
     }
 
     #[test]

@@ -53,6 +53,12 @@ pub(crate) struct ConfigArgs {
     /// HAProxy threads or nginx worker processes (default: one per core).
     #[arg(long, value_name = "N")]
     workers: Option<usize>,
+    /// HAProxy with --route title or uri: consistent hashing with bounded loads
+    /// (`hash-balance-factor`): a request whose origin has more than PERCENT % of the mean
+    /// load in flight goes to the next origin on the ring (100–1000; nginx has no such
+    /// bound).
+    #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u32).range(100..=1000))]
+    bounded: Option<u32>,
     /// Live and on-demand apart: paths under --live-prefix go only to these origins
     /// (HOST:PORT,…, none of them in --origins), routed the same way; everything else to
     /// --origins.
@@ -107,6 +113,11 @@ pub fn run(command: Command) -> anyhow::Result<()> {
             Ok(())
         }
         Command::NginxConfig(a) => {
+            if a.bounded.is_some() {
+                return Err(usage(
+                    "--bounded: nginx's `hash … consistent` has no bounded loads (HAProxy only)",
+                ));
+            }
             print!("{}", vodkit_peers::cluster::nginx::render(&spec(&a)?));
             Ok(())
         }
@@ -130,6 +141,12 @@ fn spec(a: &ConfigArgs) -> anyhow::Result<BalancerSpec> {
     }
     spec.check_interval_s = a.check_interval.as_secs_f64();
     spec.workers = a.workers;
+    if a.bounded.is_some() && !matches!(a.route, Route::Title | Route::Uri) {
+        return Err(usage(
+            "--bounded: bounded loads need a hashed route (--route title or uri)",
+        ));
+    }
+    spec.balance_factor = a.bounded;
     if let Some(list) = &a.live_origins {
         let live = parse_origins(list).map_err(|e| usage(format!("--live-origins: {e}")))?;
         spec.live = Some(

@@ -18,8 +18,12 @@ fn quoted_pattern() -> String {
 }
 
 /// The `backend` lines that pick an origin.
-fn route_lines(route: Route) -> String {
-    match route {
+fn route_lines(route: Route, balance_factor: Option<u32>) -> String {
+    let bounded = match (route, balance_factor) {
+        (Route::Title | Route::Uri, Some(f)) => format!("    hash-balance-factor {f}\n"),
+        _ => String::new(),
+    };
+    let lines: String = match route {
         Route::Title => format!(
             "    # The title key: the first path component after an optional full/, chunk-*/, nf/\n\
          \x20   # or live/, without a chunk index and .dat (t3 for /t3/v800/seg-7.m4s).\n\
@@ -31,7 +35,8 @@ fn route_lines(route: Route) -> String {
         Route::Uri => "    balance uri path-only\n    hash-type consistent\n".into(),
         Route::RoundRobin => "    balance roundrobin\n".into(),
         Route::LeastConn => "    balance leastconn\n".into(),
-    }
+    };
+    lines + &bounded
 }
 
 /// Render the complete configuration.
@@ -110,7 +115,7 @@ pub fn render(spec: &BalancerSpec) -> String {
         let _ = write!(
             c,
             "\nbackend {name}\n{}    default-server {server}\n",
-            route_lines(spec.route)
+            route_lines(spec.route, spec.balance_factor)
         );
         for (k, o) in origins.iter().enumerate() {
             let _ = writeln!(c, "    server {} {o}", named(k));
@@ -158,6 +163,25 @@ mod tests {
             assert!(c.contains("    server o1 10.0.0.1:8080\n    server o2 10.0.0.2:8080\n"));
             assert!(c.contains("bind 127.0.0.1:8000"));
             assert!(!c.contains("agent-check") && !c.contains("resolvers"));
+        }
+    }
+
+    #[test]
+    fn bounded_loads_apply_to_the_hash_routes_only() {
+        for route in [
+            Route::Title,
+            Route::Uri,
+            Route::RoundRobin,
+            Route::LeastConn,
+        ] {
+            let mut s = spec(route);
+            assert!(!render(&s).contains("hash-balance-factor"));
+            s.balance_factor = Some(125);
+            assert_eq!(
+                render(&s).contains("    hash-balance-factor 125\n"),
+                matches!(route, Route::Title | Route::Uri),
+                "{route}"
+            );
         }
     }
 

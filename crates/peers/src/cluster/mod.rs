@@ -184,6 +184,11 @@ pub struct BalancerSpec {
     /// Live and on-demand apart (seed 004's third rule): paths under this prefix go to
     /// these origins only, routed the same way; every other path to [`BalancerSpec::origins`].
     pub live: Option<LiveSplit>,
+    /// Consistent hashing with bounded loads (HAProxy's `hash-balance-factor`, percent of
+    /// the mean load, ≥ 100): a request whose origin already has more requests in flight
+    /// than this share of the mean goes to the next origin on the ring. Only for the hash
+    /// routes (`title`, `uri`) and HAProxy; nginx's `hash … consistent` has no such bound.
+    pub balance_factor: Option<u32>,
 }
 
 /// The origins that serve live streams, apart from the on-demand ones.
@@ -224,6 +229,7 @@ impl BalancerSpec {
             workers: None,
             run_dir: None,
             live: None,
+            balance_factor: None,
         }
     }
 

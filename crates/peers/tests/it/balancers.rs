@@ -24,6 +24,9 @@ fn specs() -> Vec<BalancerSpec> {
                 "127.0.0.1:18000".parse().unwrap(),
             );
             s.agent_port = agent;
+            // Bounded loads where the recipe has them (HAProxy renders the factor on the
+            // hash routes; nginx ignores it).
+            s.balance_factor = agent.map(|_| 125);
             out.push(s.clone());
             s.live = Some(
                 vodkit_peers::cluster::LiveSplit::new(
