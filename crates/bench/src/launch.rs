@@ -312,7 +312,7 @@ impl LocalLauncher {
             [(process.name.as_str(), process.pid())].into_iter(),
         );
         if shape.balancer == lb::Balancer::Haproxy {
-            cluster.stats = Some(dir.join("haproxy.sock"));
+            cluster.stats = Some(vodkit_peers::cluster::haproxy::stats_socket(&dir));
         }
         cluster.balancer = Some(process);
         Ok(Box::new(cluster))

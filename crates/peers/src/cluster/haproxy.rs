@@ -8,6 +8,24 @@
 use super::{origin_name, BalancerSpec, Route, TITLE_PATTERN};
 use std::fmt::Write;
 
+/// The longest path HAProxy accepts for a UNIX socket (`stats socket`).
+const MAX_SOCKET_PATH: usize = 97;
+
+/// Where the admin socket of a balancer run in `run_dir` lives: `run_dir/haproxy.sock`, or,
+/// when that path is longer than HAProxy accepts, a name derived from it in the system's
+/// temporary directory.
+pub fn stats_socket(run_dir: &std::path::Path) -> std::path::PathBuf {
+    use std::hash::{Hash, Hasher};
+    let inside = run_dir.join("haproxy.sock");
+    if inside.as_os_str().len() <= MAX_SOCKET_PATH {
+        return inside;
+    }
+    // DefaultHasher::new() has fixed keys: the same name for the same directory.
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    run_dir.hash(&mut h);
+    std::env::temp_dir().join(format!("vodkit-haproxy-{:016x}.sock", h.finish()))
+}
+
 /// The transaction variable holding a request's title key.
 pub const TITLE_VAR: &str = "txn.vodkit_title";
 
@@ -62,7 +80,7 @@ pub fn render(spec: &BalancerSpec) -> String {
         let _ = writeln!(
             c,
             "    stats socket \"{}\" mode 600 level admin",
-            dir.join("haproxy.sock").display()
+            stats_socket(dir).display()
         );
     }
     if names {
@@ -164,6 +182,25 @@ mod tests {
             assert!(c.contains("bind 127.0.0.1:8000"));
             assert!(!c.contains("agent-check") && !c.contains("resolvers"));
         }
+    }
+
+    #[test]
+    fn a_socket_path_too_long_for_haproxy_moves_to_the_temporary_directory() {
+        let short = std::path::Path::new("/tmp/run");
+        assert_eq!(stats_socket(short), short.join("haproxy.sock"));
+        let long = std::path::Path::new("/var/tmp/x").join("d".repeat(100));
+        let moved = stats_socket(&long);
+        assert!(
+            moved.as_os_str().len() <= MAX_SOCKET_PATH,
+            "{}",
+            moved.display()
+        );
+        assert_eq!(
+            moved,
+            stats_socket(&long),
+            "the same name for the same directory"
+        );
+        assert_ne!(moved, stats_socket(&long.join("other")));
     }
 
     #[test]

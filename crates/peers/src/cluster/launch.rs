@@ -142,7 +142,7 @@ pub fn check(balancer: Balancer, conf: &Path, prefix: &Path) -> Result<String, S
 }
 
 /// One origin's line of HAProxy's `show stat`, from the stats socket a started balancer
-/// has in its run directory (`haproxy.sock`).
+/// has in its run directory ([`super::haproxy::stats_socket`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct OriginStat {
     /// `o1`, `o2`, … ([`super::origin_name`]); live origins `l1`, `l2`, ….

@@ -87,7 +87,7 @@ fn sql_recipes_on_parquet_give_the_reported_numbers() {
     csv.finish().unwrap();
 
     let recipes = recipes();
-    assert_eq!(recipes.len(), 4, "{recipes:?}");
+    assert_eq!(recipes.len(), 5, "{recipes:?}");
     let input = serde_json::json!({ "dir": out, "recipes": recipes });
     let mut child = Command::new("python3")
         .args(["-c", RUN])
@@ -135,6 +135,11 @@ fn sql_recipes_on_parquet_give_the_reported_numbers() {
     let c = &a.chains;
     assert!(c.chains > 500, "{}", c.chains);
     close("chains", num("headline", 0, "chains"), c.chains as f64);
+    close(
+        "chains from the requests table",
+        num("chains_from_requests", 0, "chains"),
+        c.chains as f64,
+    );
     close(
         "chains <= 1 MB",
         num("headline", 0, "chains_le_1mb_pct"),
