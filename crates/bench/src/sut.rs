@@ -996,7 +996,7 @@ mod tests {
             ("cluster:2:vodkit@haproxy:title:live=0", "live=0: expected"),
             (
                 "cluster:2:vodkit@haproxy:title:dead=1",
-                "cluster option `dead=1`: expected live=K or failover",
+                "cluster option `dead=1`: expected bounded=F, live=K or failover",
             ),
             (
                 "cluster:1:vodkit@haproxy:title:failover",
