@@ -656,19 +656,10 @@ impl Publisher {
         self.put(&format!("{dir}manifest.mpd"), mpd.as_bytes(), deadline);
     }
 
-    fn run(
-        &mut self,
-        t0: Instant,
-        wall0: SystemTime,
-        stop: &AtomicBool,
-        ready: &(Mutex<u32>, std::sync::Condvar),
-    ) {
-        if self.c.low_latency.is_some() {
-            return self.run_parts(t0, wall0, stop, ready);
-        }
-        let d = Duration::from_secs_f64(self.c.segment_s);
+    /// What both publishing loops begin with: the stream's directory, the segments
+    /// backfilled, when to stop, and the init segment published.
+    fn start_stream(&mut self, d: Duration) -> (String, u64, Option<Instant>) {
         let dir = self.c.dir(self.k);
-        let len = self.c.segment_bytes();
         let backfilled = if self.c.backfill {
             u64::from(self.c.window)
         } else {
@@ -680,6 +671,22 @@ impl Publisher {
             None => init_segment(self.k),
         };
         self.put(&format!("{dir}init.mp4"), &init, Instant::now() + d);
+        (dir, backfilled, end_at)
+    }
+
+    fn run(
+        &mut self,
+        t0: Instant,
+        wall0: SystemTime,
+        stop: &AtomicBool,
+        ready: &(Mutex<u32>, std::sync::Condvar),
+    ) {
+        if self.c.low_latency.is_some() {
+            return self.run_parts(t0, wall0, stop, ready);
+        }
+        let d = Duration::from_secs_f64(self.c.segment_s);
+        let len = self.c.segment_bytes();
+        let (dir, backfilled, end_at) = self.start_stream(d);
         let mut told_ready = false;
         let mut n = 0u64;
         loop {
@@ -930,18 +937,7 @@ impl Publisher {
         let d = Duration::from_secs_f64(self.c.segment_s);
         let k = self.c.parts().unwrap_or(1);
         let p = d / k;
-        let dir = self.c.dir(self.k);
-        let backfilled = if self.c.backfill {
-            u64::from(self.c.window)
-        } else {
-            0
-        };
-        let end_at = self.c.duration.map(|x| Instant::now() + x);
-        let init = match &self.c.title {
-            Some(t) => t.init(self.k),
-            None => init_segment(self.k),
-        };
-        self.put(&format!("{dir}init.mp4"), &init, Instant::now() + d);
+        let (dir, backfilled, end_at) = self.start_stream(d);
         let mut told_ready = false;
         let mut n = 0u64;
         'segments: loop {

@@ -339,6 +339,20 @@ impl Viewing {
 }
 
 impl<'a> Player<'a> {
+    /// A request that completed: counted in the run's live status, and what it brought.
+    fn completed(&self, body: Vec<u8>, bytes: u64, secs: f64) -> Got {
+        self.shared
+            .live
+            .completed_requests
+            .fetch_add(1, Ordering::Relaxed);
+        Got {
+            body,
+            bytes,
+            secs,
+            abandoned: false,
+        }
+    }
+
     /// A player for `plan`'s session (the lease keeps its network-namespace address).
     pub(super) fn new(
         plan: &'a Plan,
@@ -505,18 +519,7 @@ impl<'a> Player<'a> {
             .push(f.record(index, 0, started, failure, media_s, 0.0));
         match end {
             Some(e) => Err(e),
-            None => {
-                self.shared
-                    .live
-                    .completed_requests
-                    .fetch_add(1, Ordering::Relaxed);
-                Ok(Got {
-                    body,
-                    bytes: f.progress.bytes,
-                    secs: f.elapsed,
-                    abandoned: false,
-                })
-            }
+            None => Ok(self.completed(body, f.progress.bytes, f.elapsed)),
         }
     }
 
@@ -781,18 +784,7 @@ impl<'a> Player<'a> {
                     status: f.progress.status,
                     end,
                 }),
-                None => {
-                    self.shared
-                        .live
-                        .completed_requests
-                        .fetch_add(1, Ordering::Relaxed);
-                    Ok(Got {
-                        body,
-                        bytes: f.progress.bytes,
-                        secs: f.elapsed,
-                        abandoned: false,
-                    })
-                }
+                None => Ok(self.completed(body, f.progress.bytes, f.elapsed)),
             });
         }
         out
