@@ -5,7 +5,7 @@
 //! before they start.
 
 use crate::experiment::{Sampler, SystemFigures};
-use crate::launch::CommandWrap;
+use crate::child::CommandWrap;
 use crate::point::{DiskMetrics, ProcessCores};
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
