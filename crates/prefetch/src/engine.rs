@@ -150,6 +150,9 @@ pub struct EngineConfig {
     /// arrival order (the default), earliest deadline first, or sweeps by head position
     /// ([`crate::schedule`]).
     pub order: IoOrder,
+    /// Engine-clock seconds a queued read waits at most before it goes ahead of the
+    /// deadline and sweep orders ([`crate::schedule::MAX_WAIT_S`] by default).
+    pub max_wait_s: f64,
 }
 
 impl Default for EngineConfig {
@@ -170,6 +173,7 @@ impl Default for EngineConfig {
             o_direct: true,
             large_folios: false,
             order: IoOrder::default(),
+            max_wait_s: crate::schedule::MAX_WAIT_S,
         }
     }
 }
@@ -488,6 +492,7 @@ struct Shared {
     mode: IoMode,
     /// How device workers order their queues (`Fifo` for the shared pool).
     order: IoOrder,
+    max_wait_s: f64,
     probe: Probe,
     max_read_bytes: u64,
     observe_every_s: f64,
@@ -880,6 +885,7 @@ impl Engine {
             } else {
                 IoOrder::Fifo
             },
+            max_wait_s: cfg.max_wait_s,
             probe: cfg.probe,
             max_read_bytes: cfg.max_read_bytes.max(4096),
             observe_every_s: cfg.observe_every_s,
@@ -1635,7 +1641,7 @@ fn worker(shared: Arc<Shared>, rx: Receiver<Job>) {
 /// from the device's recent reads.
 fn ordered_worker(shared: Arc<Shared>, rx: Receiver<Job>) {
     let mut buf: Vec<u8> = Vec::new();
-    let mut queue: Queue<Job> = Queue::new(shared.order);
+    let mut queue: Queue<Job> = Queue::new(shared.order).with_max_wait(shared.max_wait_s);
     let mut placement = Placement::new();
     // Running mean of the seconds a read takes here.
     let mut read_s = 0.0f64;

@@ -138,6 +138,7 @@ pub struct Queue<T> {
     /// The current round sweeps towards higher places.
     ascending: bool,
     round: u64,
+    max_wait_s: f64,
 }
 
 impl<T> Queue<T> {
@@ -150,7 +151,15 @@ impl<T> Queue<T> {
             front: None,
             ascending: true,
             round: 0,
+            max_wait_s: MAX_WAIT_S,
         }
+    }
+
+    /// The longest a read waits before it goes first (deadline and sweep orders);
+    /// `f64::INFINITY`: never.
+    pub fn with_max_wait(mut self, max_wait_s: f64) -> Queue<T> {
+        self.max_wait_s = max_wait_s;
+        self
     }
 
     pub fn order(&self) -> IoOrder {
@@ -224,11 +233,11 @@ impl<T> Queue<T> {
         })
     }
 
-    /// The read queued longest, if it has waited more than [`MAX_WAIT_S`].
+    /// The read queued longest, if it has waited more than the longest wait.
     fn overdue(&self, now_s: f64) -> Option<usize> {
         let i = self.oldest();
         let e = self.pending.get(i)?;
-        (now_s - e.read.queued_s > MAX_WAIT_S).then_some(i)
+        (now_s - e.read.queued_s > self.max_wait_s).then_some(i)
     }
 
     fn oldest(&self) -> usize {
