@@ -122,7 +122,6 @@ pub struct Analysis {
     pub files: FileTable,
 }
 
-
 /// Requests per batch handed to a partition.
 const BATCH: usize = 1024;
 /// Batches queued to a partition at most.
