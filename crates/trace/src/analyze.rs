@@ -221,21 +221,18 @@ impl<'f> Partition<'f> {
         let info = self.known.get(file as usize).unwrap_or(&UNKNOWN_FILE);
         self.requests.on_request(r, info);
         let name: &str = &r.session;
-        if !self.open.contains_key(name) {
-            if !self.closed.is_empty() && self.closed.contains(&name_hash(name)) {
-                self.reopened += 1;
-            }
-            self.open.insert(
-                name.into(),
-                OpenSession {
+        let s = match self.open.get_mut(name) {
+            Some(s) => s,
+            None => {
+                if !self.closed.is_empty() && self.closed.contains(&name_hash(name)) {
+                    self.reopened += 1;
+                }
+                self.open.entry(name.into()).or_insert(OpenSession {
                     first_recv: r.recv_s(),
                     last_done: r.done_s,
                     ..OpenSession::default()
-                },
-            );
-        }
-        let Some(s) = self.open.get_mut(name) else {
-            return;
+                })
+            }
         };
         s.chains.add(file, r, self.window_s);
         s.first_recv = s.first_recv.min(r.recv_s());
