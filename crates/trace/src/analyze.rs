@@ -33,7 +33,8 @@ use crate::sessions::{ParallelTracker, SessionStatsBuilder, SessionSummary};
 pub struct AnalyzeOptions {
     pub format: LogFormat,
     /// Threads parsing the log, and partitions building chains (each on a thread of its
-    /// own when more than one); the result is the same for any number.
+    /// own when more than one; one: everything on the calling thread); the result is the
+    /// same for any number.
     pub threads: usize,
     /// Adjacent requests this close in time join a chain (thesis: 40 s).
     pub window_s: f64,
@@ -638,9 +639,11 @@ pub fn analyze<R: BufRead + Send>(
                 peak_open_bytes: 0,
             },
         };
+        // With partitions on threads of their own, `threads` threads parse beside them
+        // (the calling thread hands the requests over).
         let read_opts = ReadOptions {
             format: opts.format,
-            threads: opts.threads,
+            threads: if partitions > 1 { partitions + 1 } else { 1 },
             ..Default::default()
         };
         let read = read_log_with(input, &read_opts, |r| st.add(r))?;

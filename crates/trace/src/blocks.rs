@@ -9,7 +9,9 @@ use std::io::{BufRead, Read};
 use std::sync::mpsc::{channel, sync_channel};
 use std::sync::Mutex;
 
-use crate::parse::{parse_csv, parse_line, CsvCols, LogFormat, Parsed, ReadSummary};
+use crate::parse::{
+    parse_csv, parse_csv_text, parse_line, CsvCols, LogFormat, Parsed, ReadSummary,
+};
 use crate::record::LogRequest;
 
 /// Bytes a block is filled to before it is cut at its last line end.
@@ -308,7 +310,16 @@ pub(crate) fn parse_block(
                 if raw.len() == 1 && raw[0].iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
-                out.record(parse_csv(&raw, cols), n);
+                match csv::StringRecord::from_byte_record(std::mem::take(&mut raw)) {
+                    Ok(text) => {
+                        out.record(parse_csv_text(&text, cols), n);
+                        raw = text.into_byte_record();
+                    }
+                    Err(e) => {
+                        raw = e.into_byte_record();
+                        out.record(parse_csv(&raw, cols), n);
+                    }
+                }
             }
         }
         _ => {
