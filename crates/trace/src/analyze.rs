@@ -252,19 +252,16 @@ impl<'f> Partition<'f> {
     fn sweep(&mut self, clock: f64, last: bool) -> Swept {
         let mut out = Swept {
             open: self.open.len(),
-            held: self.open.iter().map(|(k, s)| s.bytes(k)).sum(),
             ..Swept::default()
         };
-        if last {
-            out.open_at_end = self
-                .open
-                .values()
-                .filter(|s| s.last_done + self.window_s >= clock)
-                .count() as u64;
-        }
-        let horizon = self.horizon_s;
+        let (horizon, window) = (self.horizon_s, self.window_s);
         let mut done: Vec<(Box<str>, OpenSession)> = Vec::new();
+        // One pass: what every open session holds, which are near the end, which close.
         self.open.retain(|k, s| {
+            out.held += s.bytes(k);
+            if last && s.last_done + window >= clock {
+                out.open_at_end += 1;
+            }
             let close = last || s.last_done + horizon < clock;
             if close {
                 done.push((k.clone(), std::mem::take(s)));
