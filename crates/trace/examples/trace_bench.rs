@@ -1,8 +1,8 @@
 //! Benchmark driver for `scripts/bench-trace`: `synth DIR SCALE` writes a netflix-2014 log,
 //! `analyze DIR [OUT]` runs chains + phases over it (writing chains.csv and phases.csv to
 //! OUT when given) and prints requests per CPU second; `THREADS` in the environment sets
-//! the parsing threads (default 1). Peak
-//! memory is measured around each step by the script.
+//! the threads parsing and analyzing (`--threads`, default 1). Peak memory is measured
+//! around each step by the script.
 
 use std::io::BufReader;
 use std::path::Path;

@@ -6,14 +6,23 @@
 //! per request. A session is closed when the log's clock (latest completion seen) is more
 //! than `window + max_service` past its last completion; a request served for longer than
 //! `max_service` could have joined a chain already closed (such requests are counted).
+//!
+//! Threads: chains are built per (session, file), so the open sessions are partitioned by
+//! a hash of the session key over `threads` partitions, each fed its requests in log
+//! order in batches. The calling thread reads the log's clock and decides when sessions are
+//! swept; every sweep is broadcast to all partitions with that clock, so each closes what
+//! one thread would close at that point. The closed sessions of a sweep are then taken in
+//! the order of their names, as one thread takes them, and the statistics and the sink see
+//! them on the calling thread: every output is the same for any number of threads.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::BuildHasher;
 use std::io::BufRead;
+use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 
 use crate::chain::{ChainBuilder, ChainRec, CHAIN_WINDOW_S};
 use crate::chainstats::{ChainStatsBuilder, ChainSummary};
-use crate::files::FileTable;
+use crate::files::{FileInfo, FileTable};
 use crate::parse::{LogFormat, ReadSummary};
 use crate::phase::{session_phases, Phase, PhaseParams, PhaseStatsBuilder, PhaseSummary};
 use crate::read::{read_log_with, ReadOptions};
@@ -23,8 +32,9 @@ use crate::sessions::{ParallelTracker, SessionStatsBuilder, SessionSummary};
 #[derive(Clone, Debug)]
 pub struct AnalyzeOptions {
     pub format: LogFormat,
-    /// Threads parsing the log (the analysis itself runs on the calling thread); the
-    /// result is the same for any number.
+    /// Threads parsing the log, and partitions building chains (each on a thread of its
+    /// own when more than one; one: everything on the calling thread); the result is the
+    /// same for any number.
     pub threads: usize,
     /// Adjacent requests this close in time join a chain (thesis: 40 s).
     pub window_s: f64,
@@ -113,6 +123,16 @@ pub struct Analysis {
     pub files: FileTable,
 }
 
+/// Requests per batch handed to a partition.
+const BATCH: usize = 1024;
+/// Batches queued to a partition at most.
+const QUEUED: usize = 4;
+/// Sweeps sent to the partitions and not yet merged, at most.
+const LAG: usize = 8;
+/// Log seconds between sweeps.
+const SWEEP_EVERY_S: f64 = 60.0;
+
+#[derive(Default)]
 struct OpenSession {
     chains: ChainBuilder,
     parallel: Vec<(u32, ParallelTracker)>,
@@ -120,73 +140,102 @@ struct OpenSession {
     last_done: f64,
 }
 
-struct State<'s> {
-    opts: AnalyzeOptions,
-    files: FileTable,
-    max_end: Vec<u64>,
-    open: HashMap<Box<str>, OpenSession, foldhash::fast::RandomState>,
-    /// Hashes of closed sessions' names ([`name_hash`]: the same for every run).
-    closed: HashSet<u64, foldhash::fast::RandomState>,
-    clock: f64,
-    next_sweep: f64,
-    chain_stats: ChainStatsBuilder,
-    phase_stats: PhaseStatsBuilder,
-    session_stats: SessionStatsBuilder,
-    sink: &'s mut dyn SessionSink,
-    /// The sink's [`SessionSink::wants_requests`], asked once.
-    requests_out: bool,
-    err: Option<std::io::Error>,
-    reopened: u64,
-    long_service: u64,
-    excluded_tail: u64,
-    peak_open: usize,
-    peak_open_bytes: usize,
+impl OpenSession {
+    /// Bytes it holds (an estimate), its key `name` included.
+    fn bytes(&self, name: &str) -> usize {
+        name.len()
+            + std::mem::size_of::<OpenSession>()
+            + self.chains.bytes()
+            + self.parallel.capacity() * std::mem::size_of::<(u32, ParallelTracker)>()
+            + self.parallel.iter().map(|p| p.1.bytes()).sum::<usize>()
+    }
 }
 
+/// A hash of a session's name, the same for every run: picks its partition and remembers
+/// it once closed.
 fn name_hash(s: &str) -> u64 {
     foldhash::fast::FixedState::with_seed(0x5EED).hash_one(s)
 }
 
-impl State<'_> {
-    fn add(&mut self, r: &LogRequest<'_>) {
-        if self.requests_out && self.err.is_none() {
-            if let Err(e) = self.sink.request(r) {
-                self.err = Some(e);
-            }
+/// What a file first seen in the log is known as: nothing but its name.
+static UNKNOWN_FILE: FileInfo = FileInfo {
+    name: String::new(),
+    bitrate_kbps: None,
+    media: None,
+    size_bytes: None,
+    drive: None,
+};
+
+/// A session closed by a sweep, as its partition hands it back.
+struct Closing {
+    name: Box<str>,
+    /// Its chains, ordered by start time.
+    chains: Vec<ChainRec>,
+    /// Most parallel requests, per file.
+    parallel: Vec<u32>,
+    first_recv: f64,
+}
+
+/// What one partition did at one sweep.
+#[derive(Default)]
+struct Swept {
+    /// The sessions it closed, by name.
+    closed: Vec<Closing>,
+    /// Sessions open before the sweep, and the bytes they held.
+    open: usize,
+    held: usize,
+    /// At the last sweep: sessions with a request within the chain window of the log's end,
+    /// the request statistics and the sessions reopened.
+    open_at_end: u64,
+    last: Option<(SessionStatsBuilder, u64)>,
+}
+
+/// The open sessions of the clients whose names hash to one partition.
+struct Partition<'f> {
+    window_s: f64,
+    /// A session is closed once the clock is this far past its last completion.
+    horizon_s: f64,
+    /// The file table as the caller gave it (files first seen in the log are unknown).
+    known: &'f [FileInfo],
+    open: HashMap<Box<str>, OpenSession, foldhash::fast::RandomState>,
+    /// Hashes of closed sessions' names ([`name_hash`]).
+    closed: HashSet<u64, foldhash::fast::RandomState>,
+    /// Request statistics only ([`SessionStatsBuilder::on_request`]).
+    requests: SessionStatsBuilder,
+    reopened: u64,
+}
+
+impl<'f> Partition<'f> {
+    fn new(opts: &AnalyzeOptions, known: &'f [FileInfo]) -> Self {
+        Partition {
+            window_s: opts.window_s,
+            horizon_s: opts.window_s + opts.max_service_s,
+            known,
+            open: HashMap::default(),
+            closed: HashSet::default(),
+            requests: SessionStatsBuilder::default(),
+            reopened: 0,
         }
-        let file = self.files.intern(r.file);
-        if self.max_end.len() <= file as usize {
-            self.max_end.resize(file as usize + 1, 0);
-        }
-        let me = &mut self.max_end[file as usize];
-        *me = (*me).max(r.end());
-        self.session_stats.on_request(r, self.files.get(file));
-        if r.service_s > self.opts.max_service_s {
-            self.long_service += 1;
-        }
-        if r.done_s > self.clock {
-            self.clock = r.done_s;
-        }
-        let s = match self.open.get_mut(&*r.session) {
+    }
+
+    fn add(&mut self, file: u32, r: &LogRequest<'_>) {
+        let info = self.known.get(file as usize).unwrap_or(&UNKNOWN_FILE);
+        self.requests.on_request(r, info);
+        let name: &str = &r.session;
+        let s = match self.open.get_mut(name) {
             Some(s) => s,
             None => {
-                if !self.closed.is_empty() && self.closed.contains(&name_hash(&r.session)) {
+                if !self.closed.is_empty() && self.closed.contains(&name_hash(name)) {
                     self.reopened += 1;
                 }
-                self.open.insert(
-                    r.session.as_ref().into(),
-                    OpenSession {
-                        chains: ChainBuilder::default(),
-                        parallel: Vec::new(),
-                        first_recv: r.recv_s(),
-                        last_done: r.done_s,
-                    },
-                );
-                self.peak_open = self.peak_open.max(self.open.len());
-                self.open.get_mut(&*r.session).expect("just inserted")
+                self.open.entry(name.into()).or_insert(OpenSession {
+                    first_recv: r.recv_s(),
+                    last_done: r.done_s,
+                    ..OpenSession::default()
+                })
             }
         };
-        s.chains.add(file, r, self.opts.window_s);
+        s.chains.add(file, r, self.window_s);
         s.first_recv = s.first_recv.min(r.recv_s());
         s.last_done = s.last_done.max(r.done_s);
         match s.parallel.iter_mut().find(|p| p.0 == file) {
@@ -197,62 +246,160 @@ impl State<'_> {
                 s.parallel.push((file, p));
             }
         }
-        if self.clock >= self.next_sweep {
-            self.sweep(false);
-            self.next_sweep = self.clock + 60.0;
+    }
+
+    /// Close the sessions that can no longer change at `clock` (all of them when `last`).
+    fn sweep(&mut self, clock: f64, last: bool) -> Swept {
+        let mut out = Swept {
+            open: self.open.len(),
+            ..Swept::default()
+        };
+        let (horizon, window) = (self.horizon_s, self.window_s);
+        let mut done: Vec<(Box<str>, OpenSession)> = Vec::new();
+        // One pass: what every open session holds, which are near the end, which close.
+        self.open.retain(|k, s| {
+            out.held += s.bytes(k);
+            if last && s.last_done + window >= clock {
+                out.open_at_end += 1;
+            }
+            let close = last || s.last_done + horizon < clock;
+            if close {
+                done.push((k.clone(), std::mem::take(s)));
+            }
+            !close
+        });
+        done.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        for (name, s) in done {
+            self.closed.insert(name_hash(&name));
+            out.closed.push(Closing {
+                parallel: s.parallel.iter().map(|p| p.1.max).collect(),
+                first_recv: s.first_recv,
+                chains: s.chains.finish(),
+                name,
+            });
+        }
+        if last {
+            out.last = Some((std::mem::take(&mut self.requests), self.reopened));
+        }
+        out
+    }
+}
+
+/// Requests on their way to a partition, and the sweep to run after them.
+#[derive(Default)]
+struct Batch {
+    reqs: Vec<(u32, LogRequest<'static>, (u32, u32))>,
+    /// The session names, spans of which the requests hold.
+    names: String,
+    sweep: Option<(f64, bool)>,
+}
+
+impl Batch {
+    fn push(&mut self, file: u32, r: &LogRequest<'_>) {
+        let at = self.names.len() as u32;
+        self.names.push_str(&r.session);
+        self.reqs
+            .push((file, r.with_names("", ""), (at, r.session.len() as u32)));
+    }
+
+    /// Feed the requests to `p`, then sweep if asked.
+    fn run(&self, p: &mut Partition<'_>) -> Option<Swept> {
+        for (file, r, (at, len)) in &self.reqs {
+            let name = &self.names[*at as usize..(*at + *len) as usize];
+            p.add(*file, &r.with_names(name, ""));
+        }
+        self.sweep.map(|(clock, last)| p.sweep(clock, last))
+    }
+}
+
+/// The partitions: one on the calling thread, or several on threads of their own.
+enum Workers<'f> {
+    Inline(Box<Partition<'f>>),
+    Threads {
+        feed: Vec<SyncSender<Batch>>,
+        back: Vec<Receiver<Swept>>,
+        /// The batch being filled for each partition.
+        filling: Vec<Batch>,
+        /// What each partition swept and the merge has not taken yet.
+        inbox: Vec<VecDeque<Swept>>,
+    },
+}
+
+/// A sweep as the calling thread decided it.
+struct Pending {
+    clock: f64,
+    last: bool,
+    /// Files whose greatest end offset grew since the sweep before, with the new value.
+    grown: Vec<(u32, u64)>,
+}
+
+/// Takes the swept sessions in the order of one thread and feeds the statistics and sink.
+struct Merge<'s> {
+    opts: AnalyzeOptions,
+    /// Greatest end offset read per file, as of the sweep being merged.
+    max_end: Vec<u64>,
+    chain_stats: ChainStatsBuilder,
+    phase_stats: PhaseStatsBuilder,
+    session_stats: SessionStatsBuilder,
+    sink: &'s mut dyn SessionSink,
+    err: Option<std::io::Error>,
+    reopened: u64,
+    excluded_tail: u64,
+    open_at_end: u64,
+    peak_open: usize,
+    peak_open_bytes: usize,
+}
+
+impl Merge<'_> {
+    fn sweep(&mut self, files: &FileTable, p: Pending, parts: Vec<Swept>) {
+        if self.max_end.len() < files.len() {
+            self.max_end.resize(files.len(), 0);
+        }
+        for (f, end) in p.grown {
+            self.max_end[f as usize] = end;
+        }
+        // Sessions only open between sweeps: the most open at once is the most before one.
+        self.peak_open = self
+            .peak_open
+            .max(parts.iter().map(|s| s.open).sum::<usize>());
+        self.peak_open_bytes = self
+            .peak_open_bytes
+            .max(parts.iter().map(|s| s.held).sum::<usize>());
+        let several = parts.len() > 1;
+        let mut closed = Vec::new();
+        for s in parts {
+            self.open_at_end += s.open_at_end;
+            if let Some((requests, reopened)) = s.last {
+                self.session_stats.merge_requests(requests);
+                self.reopened += reopened;
+            }
+            closed.extend(s.closed);
+        }
+        if several {
+            closed.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        }
+        for c in closed {
+            self.close(files, c, p.last, p.clock);
         }
     }
 
-    /// Close sessions that can no longer change (all of them at the end of the log).
-    fn sweep(&mut self, all: bool) {
-        let held: usize = self
-            .open
-            .iter()
-            .map(|(k, s)| {
-                k.len()
-                    + std::mem::size_of::<OpenSession>()
-                    + s.chains.bytes()
-                    + s.parallel.capacity() * std::mem::size_of::<(u32, ParallelTracker)>()
-                    + s.parallel.iter().map(|p| p.1.bytes()).sum::<usize>()
-            })
-            .sum();
-        self.peak_open_bytes = self.peak_open_bytes.max(held);
-        let horizon = self.opts.window_s + self.opts.max_service_s;
-        let clock = self.clock;
-        let done: Vec<Box<str>> = self
-            .open
-            .iter()
-            .filter(|(_, s)| all || s.last_done + horizon < clock)
-            .map(|(k, _)| k.clone())
-            .collect();
-        let mut done = done;
-        done.sort();
-        for name in done {
-            let s = self.open.remove(&name).expect("listed");
-            self.close(&name, s, all);
-        }
-    }
-
-    fn close(&mut self, name: &str, s: OpenSession, at_end: bool) {
-        self.closed.insert(name_hash(name));
-        let chains = s.chains.finish();
-        let phases = session_phases(&chains, &self.files, &self.opts.phase);
+    fn close(&mut self, files: &FileTable, s: Closing, at_end: bool, clock: f64) {
+        let chains = s.chains;
+        let phases = session_phases(&chains, files, &self.opts.phase);
         for c in &chains {
-            self.chain_stats.add(c, self.files.get(c.file));
+            self.chain_stats.add(c, files.get(c.file));
         }
         let excluded = at_end
             && self.opts.exclude_tail_s > 0.0
-            && s.first_recv >= self.clock - self.opts.exclude_tail_s;
+            && s.first_recv >= clock - self.opts.exclude_tail_s;
         if excluded {
             self.excluded_tail += 1;
         } else {
             self.phase_stats
-                .add_session(&chains, &phases, &self.files, &self.opts.phase);
-            let parallel: Vec<u32> = s.parallel.iter().map(|p| p.1.max).collect();
-            let files = &self.files;
+                .add_session(&chains, &phases, files, &self.opts.phase);
             let max_end = &self.max_end;
             self.session_stats
-                .add_session(&chains, &parallel, files, |f| {
+                .add_session(&chains, &s.parallel, files, |f| {
                     files
                         .get(f)
                         .size_bytes
@@ -261,14 +408,163 @@ impl State<'_> {
         }
         if self.err.is_none() {
             let closed = ClosedSession {
-                name,
+                name: &s.name,
                 chains: &chains,
                 phases: &phases,
-                files: &self.files,
+                files,
             };
             if let Err(e) = self.sink.session(&closed) {
                 self.err = Some(e);
             }
+        }
+    }
+}
+
+/// The calling thread's part: the log's clock, the file table, routing and sweeps.
+struct State<'s, 'f> {
+    max_service_s: f64,
+    files: FileTable,
+    max_end: Vec<u64>,
+    /// Files whose `max_end` grew since the last sweep (flagged in `grew`).
+    grown: Vec<u32>,
+    grew: Vec<bool>,
+    clock: f64,
+    next_sweep: f64,
+    long_service: u64,
+    /// The sink's [`SessionSink::wants_requests`], asked once.
+    requests_out: bool,
+    workers: Workers<'f>,
+    pending: VecDeque<Pending>,
+    merge: Merge<'s>,
+}
+
+fn worker_gone() -> std::io::Error {
+    std::io::Error::other("an analysis thread stopped early")
+}
+
+impl State<'_, '_> {
+    fn add(&mut self, r: &LogRequest<'_>) {
+        if self.requests_out && self.merge.err.is_none() {
+            if let Err(e) = self.merge.sink.request(r) {
+                self.merge.err = Some(e);
+            }
+        }
+        let file = self.files.intern(r.file);
+        let f = file as usize;
+        if self.max_end.len() <= f {
+            self.max_end.resize(f + 1, 0);
+            self.grew.resize(f + 1, false);
+        }
+        if r.end() > self.max_end[f] {
+            self.max_end[f] = r.end();
+            if !self.grew[f] {
+                self.grew[f] = true;
+                self.grown.push(file);
+            }
+        }
+        if r.service_s > self.max_service_s {
+            self.long_service += 1;
+        }
+        if r.done_s > self.clock {
+            self.clock = r.done_s;
+        }
+        match &mut self.workers {
+            Workers::Inline(p) => p.add(file, r),
+            Workers::Threads { feed, filling, .. } => {
+                let i = (name_hash(&r.session) % feed.len() as u64) as usize;
+                let b = &mut filling[i];
+                b.push(file, r);
+                if b.reqs.len() >= BATCH {
+                    let full = std::mem::replace(b, Batch::with_capacity());
+                    if feed[i].send(full).is_err() && self.merge.err.is_none() {
+                        self.merge.err = Some(worker_gone());
+                    }
+                }
+            }
+        }
+        if self.clock >= self.next_sweep {
+            self.sweep(false);
+            self.next_sweep = self.clock + SWEEP_EVERY_S;
+        }
+    }
+
+    /// Close the sessions that can no longer change (all of them at the end of the log).
+    fn sweep(&mut self, last: bool) {
+        let grown = self
+            .grown
+            .drain(..)
+            .map(|f| {
+                self.grew[f as usize] = false;
+                (f, self.max_end[f as usize])
+            })
+            .collect();
+        let p = Pending {
+            clock: self.clock,
+            last,
+            grown,
+        };
+        match &mut self.workers {
+            Workers::Inline(part) => {
+                let s = part.sweep(p.clock, last);
+                self.merge.sweep(&self.files, p, vec![s]);
+            }
+            Workers::Threads { feed, filling, .. } => {
+                for (tx, b) in feed.iter().zip(filling.iter_mut()) {
+                    let mut b = std::mem::replace(b, Batch::with_capacity());
+                    b.sweep = Some((p.clock, last));
+                    if tx.send(b).is_err() && self.merge.err.is_none() {
+                        self.merge.err = Some(worker_gone());
+                    }
+                }
+                self.pending.push_back(p);
+                self.drain(if last { 0 } else { LAG });
+            }
+        }
+    }
+
+    /// Merge the sweeps every partition has finished, in order, waiting until at most
+    /// `keep` are left.
+    fn drain(&mut self, keep: usize) {
+        let Workers::Threads { back, inbox, .. } = &mut self.workers else {
+            return;
+        };
+        loop {
+            for (rx, q) in back.iter().zip(inbox.iter_mut()) {
+                q.extend(rx.try_iter());
+            }
+            while !self.pending.is_empty() && inbox.iter().all(|q| !q.is_empty()) {
+                let parts = inbox.iter_mut().filter_map(VecDeque::pop_front).collect();
+                if let Some(p) = self.pending.pop_front() {
+                    self.merge.sweep(&self.files, p, parts);
+                }
+            }
+            if self.pending.len() <= keep {
+                return;
+            }
+            for (rx, q) in back.iter().zip(inbox.iter_mut()) {
+                if q.is_empty() {
+                    match rx.recv() {
+                        Ok(s) => q.push_back(s),
+                        Err(_) => {
+                            if self.merge.err.is_none() {
+                                self.merge.err = Some(worker_gone());
+                            }
+                            self.pending.clear();
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Batch {
+    fn with_capacity() -> Batch {
+        Batch {
+            reqs: Vec::with_capacity(BATCH),
+            names: String::with_capacity(BATCH * 16),
+            sweep: None,
         }
     }
 }
@@ -281,54 +577,98 @@ pub fn analyze<R: BufRead + Send>(
     opts: &AnalyzeOptions,
     sink: &mut dyn SessionSink,
 ) -> std::io::Result<Analysis> {
-    let mut st = State {
-        opts: opts.clone(),
-        max_end: vec![0; files.len()],
-        files,
-        open: HashMap::default(),
-        closed: HashSet::default(),
-        clock: f64::NEG_INFINITY,
-        next_sweep: f64::NEG_INFINITY,
-        chain_stats: ChainStatsBuilder::default(),
-        phase_stats: PhaseStatsBuilder::default(),
-        session_stats: SessionStatsBuilder::default(),
-        requests_out: sink.wants_requests(),
-        sink,
-        err: None,
-        reopened: 0,
-        long_service: 0,
-        excluded_tail: 0,
-        peak_open: 0,
-        peak_open_bytes: 0,
-    };
-    let read_opts = ReadOptions {
-        format: opts.format,
-        threads: opts.threads,
-        ..Default::default()
-    };
-    let read = read_log_with(input, &read_opts, |r| st.add(r))?;
-    let open_at_end = st
-        .open
-        .values()
-        .filter(|s| s.last_done + opts.window_s >= st.clock)
-        .count() as u64;
-    st.sweep(true);
-    if let Some(e) = st.err.take() {
-        return Err(e);
-    }
-    Ok(Analysis {
-        read,
-        chains: st
-            .chain_stats
-            .finish(&opts.breakpoints, &opts.probabilities),
-        phases: st.phase_stats.finish(&opts.phase),
-        sessions: st.session_stats.finish(),
-        open_at_end,
-        reopened: st.reopened,
-        long_service: st.long_service,
-        excluded_tail: st.excluded_tail,
-        peak_open_sessions: st.peak_open,
-        peak_open_bytes: st.peak_open_bytes as u64,
-        files: st.files,
+    let known: Vec<FileInfo> = files.files.clone();
+    let known = &known[..];
+    let partitions = opts.threads.max(1);
+    std::thread::scope(|s| {
+        let workers = if partitions == 1 {
+            Workers::Inline(Box::new(Partition::new(opts, known)))
+        } else {
+            let mut feed = Vec::new();
+            let mut back = Vec::new();
+            for _ in 0..partitions {
+                let (tx, rx) = sync_channel::<Batch>(QUEUED);
+                let (done_tx, done_rx): (Sender<Swept>, Receiver<Swept>) = channel();
+                feed.push(tx);
+                back.push(done_rx);
+                s.spawn(move || {
+                    let mut part = Partition::new(opts, known);
+                    for b in rx {
+                        if let Some(swept) = b.run(&mut part) {
+                            if done_tx.send(swept).is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+            Workers::Threads {
+                filling: (0..partitions).map(|_| Batch::with_capacity()).collect(),
+                inbox: (0..partitions).map(|_| VecDeque::new()).collect(),
+                feed,
+                back,
+            }
+        };
+        let mut st = State {
+            max_service_s: opts.max_service_s,
+            max_end: vec![0; files.len()],
+            grew: vec![false; files.len()],
+            grown: Vec::new(),
+            files,
+            clock: f64::NEG_INFINITY,
+            next_sweep: f64::NEG_INFINITY,
+            long_service: 0,
+            requests_out: sink.wants_requests(),
+            workers,
+            pending: VecDeque::new(),
+            merge: Merge {
+                opts: opts.clone(),
+                max_end: Vec::new(),
+                chain_stats: ChainStatsBuilder::default(),
+                phase_stats: PhaseStatsBuilder::default(),
+                session_stats: SessionStatsBuilder::default(),
+                sink,
+                err: None,
+                reopened: 0,
+                excluded_tail: 0,
+                open_at_end: 0,
+                peak_open: 0,
+                peak_open_bytes: 0,
+            },
+        };
+        // With partitions on threads of their own, `threads` threads parse beside them
+        // (the calling thread hands the requests over).
+        let read_opts = ReadOptions {
+            format: opts.format,
+            threads: if partitions > 1 { partitions + 1 } else { 1 },
+            ..Default::default()
+        };
+        let read = read_log_with(input, &read_opts, |r| st.add(r))?;
+        st.sweep(true);
+        let State {
+            files,
+            long_service,
+            workers,
+            merge: mut m,
+            ..
+        } = st;
+        // The partitions' threads end when their feed closes.
+        drop(workers);
+        if let Some(e) = m.err.take() {
+            return Err(e);
+        }
+        Ok(Analysis {
+            read,
+            chains: m.chain_stats.finish(&opts.breakpoints, &opts.probabilities),
+            phases: m.phase_stats.finish(&opts.phase),
+            sessions: m.session_stats.finish(),
+            open_at_end: m.open_at_end,
+            reopened: m.reopened,
+            long_service,
+            excluded_tail: m.excluded_tail,
+            peak_open_sessions: m.peak_open,
+            peak_open_bytes: m.peak_open_bytes as u64,
+            files,
+        })
     })
 }

@@ -9,7 +9,9 @@ use std::io::{BufRead, Read};
 use std::sync::mpsc::{channel, sync_channel};
 use std::sync::Mutex;
 
-use crate::parse::{parse_csv, parse_line, CsvCols, LogFormat, Parsed, ReadSummary};
+use crate::parse::{
+    parse_csv, parse_csv_text, parse_line, CsvCols, LogFormat, Parsed, ReadSummary,
+};
 use crate::record::LogRequest;
 
 /// Bytes a block is filled to before it is cut at its last line end.
@@ -118,6 +120,8 @@ pub(crate) struct Blocks<R> {
     /// Cut only outside `"..."` (RFC 4180 fields may hold line ends).
     quotes: bool,
     done: bool,
+    /// Buffers of blocks already parsed, to fill again.
+    spare: Vec<Vec<u8>>,
 }
 
 impl<R: Read> Blocks<R> {
@@ -128,6 +132,14 @@ impl<R: Read> Blocks<R> {
             carry: first,
             quotes,
             done: false,
+            spare: Vec::new(),
+        }
+    }
+
+    /// Take back the bytes of a block that has been parsed, to fill again.
+    pub(crate) fn recycle(&mut self, bytes: Vec<u8>) {
+        if bytes.capacity() > 0 && self.spare.len() < 2 {
+            self.spare.push(bytes);
         }
     }
 
@@ -152,8 +164,12 @@ impl<R: Read> Blocks<R> {
         if self.done && self.carry.is_empty() {
             return Ok(None);
         }
-        let mut buf = std::mem::take(&mut self.carry);
-        let mut target = BLOCK_BYTES.max(buf.len() + BLOCK_BYTES / 2);
+        let mut buf = self.spare.pop().unwrap_or_default();
+        buf.clear();
+        let mut target = BLOCK_BYTES.max(self.carry.len() + BLOCK_BYTES / 2);
+        buf.reserve(target);
+        buf.extend_from_slice(&self.carry);
+        self.carry.clear();
         let mut corrupt = None;
         loop {
             if !self.done && buf.len() < target {
@@ -184,7 +200,7 @@ impl<R: Read> Blocks<R> {
             let force = buf.len() >= MAX_BLOCK_BYTES;
             match self.cut(&buf, force) {
                 Some(at) => {
-                    self.carry = buf[at..].to_vec();
+                    self.carry.extend_from_slice(&buf[at..]);
                     buf.truncate(at);
                     return Ok(Some(Block {
                         bytes: buf,
@@ -258,16 +274,21 @@ fn count_lines(b: &[u8]) -> u64 {
     n + u64::from(b.last().is_some_and(|&c| c != b'\n'))
 }
 
-/// Parse one block. A block holds far fewer than 2^32 lines and bytes (it is cut at
-/// [`MAX_BLOCK_BYTES`] plus one line).
-pub(crate) fn parse_block(block: &Block, fmt: LogFormat, cols: Option<&CsvCols>) -> ParsedBlock {
+/// Parse one block into `out` (emptied first; its buffers are reused). A block holds far
+/// fewer than 2^32 lines and bytes (it is cut at [`MAX_BLOCK_BYTES`] plus one line).
+pub(crate) fn parse_block(
+    block: &Block,
+    fmt: LogFormat,
+    cols: Option<&CsvCols>,
+    out: &mut ParsedBlock,
+) {
     let bytes = &block.bytes[..];
-    let mut out = ParsedBlock {
-        lines: count_lines(bytes),
-        reqs: Vec::with_capacity(bytes.len() / 64),
-        names: String::with_capacity(bytes.len() / 2),
-        sum: ReadSummary::default(),
-    };
+    out.lines = count_lines(bytes);
+    out.reqs.clear();
+    out.reqs.reserve(bytes.len() / 64);
+    out.names.clear();
+    out.names.reserve(bytes.len() / 2);
+    out.sum = ReadSummary::default();
     match (fmt, cols) {
         (LogFormat::Netflix, Some(cols)) => {
             let mut rdr = csv::ReaderBuilder::new()
@@ -289,7 +310,16 @@ pub(crate) fn parse_block(block: &Block, fmt: LogFormat, cols: Option<&CsvCols>)
                 if raw.len() == 1 && raw[0].iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
-                out.record(parse_csv(&raw, cols), n);
+                match csv::StringRecord::from_byte_record(std::mem::take(&mut raw)) {
+                    Ok(text) => {
+                        out.record(parse_csv_text(&text, cols), n);
+                        raw = text.into_byte_record();
+                    }
+                    Err(e) => {
+                        raw = e.into_byte_record();
+                        out.record(parse_csv(&raw, cols), n);
+                    }
+                }
             }
         }
         _ => {
@@ -313,7 +343,6 @@ pub(crate) fn parse_block(block: &Block, fmt: LogFormat, cols: Option<&CsvCols>)
     if let Some(why) = &block.corrupt {
         out.sum.broken_at(out.lines + 1, why.clone());
     }
-    out
 }
 
 /// Hands parsed blocks to the caller in order, numbering lines from the log's start and
@@ -362,30 +391,38 @@ pub(crate) fn run<R: Read + Send, F: FnMut(&LogRequest<'_>)>(
 ) -> std::io::Result<()> {
     let cols = cols.as_ref();
     if threads <= 1 {
+        let mut parsed = ParsedBlock::default();
         while let Some(b) = blocks.next_block()? {
-            out.block(&parse_block(&b, fmt, cols));
+            parse_block(&b, fmt, cols, &mut parsed);
+            out.block(&parsed);
+            blocks.recycle(b.bytes);
         }
         return Ok(());
     }
     // This thread delivers (the caller's work per request); `threads - 1` parse; one more
-    // reads and decompresses. Tokens bound the blocks in flight.
+    // reads and decompresses. Tokens bound the blocks in flight; each carries the bytes of
+    // a block delivered, for the reader to fill again (the first ones carry none).
     let workers = threads - 1;
     let ahead = workers * AHEAD_PER_THREAD;
-    let (tok_tx, tok_rx) = sync_channel::<()>(ahead);
+    let (tok_tx, tok_rx) = sync_channel::<Vec<u8>>(ahead);
     for _ in 0..ahead {
         // The channel holds `ahead` tokens: these sends never block or fail.
-        let _ = tok_tx.send(());
+        let _ = tok_tx.send(Vec::new());
     }
     let (work_tx, work_rx) = sync_channel::<(u64, Block)>(ahead);
     let work_rx = Mutex::new(work_rx);
     let work_rx = &work_rx;
-    let (done_tx, done_rx) = channel::<(u64, ParsedBlock)>();
+    // Parsed blocks delivered, for the workers to fill again.
+    let spare: Mutex<Vec<ParsedBlock>> = Mutex::new(Vec::new());
+    let spare = &spare;
+    let (done_tx, done_rx) = channel::<(u64, ParsedBlock, Vec<u8>)>();
     // Everything moves in, so a panic in the caller's sink drops the token sender and the
     // other threads end instead of waiting for it.
     std::thread::scope(move |s| -> std::io::Result<()> {
         let reader = s.spawn(move || -> std::io::Result<()> {
             let mut seq = 0u64;
-            while tok_rx.recv().is_ok() {
+            while let Ok(bytes) = tok_rx.recv() {
+                blocks.recycle(bytes);
                 let Some(b) = blocks.next_block()? else { break };
                 if work_tx.send((seq, b)).is_err() {
                     break;
@@ -402,21 +439,31 @@ pub(crate) fn run<R: Read + Send, F: FnMut(&LogRequest<'_>)>(
                     Err(_) => return,
                 };
                 let Ok((seq, b)) = job else { return };
-                if done_tx.send((seq, parse_block(&b, fmt, cols))).is_err() {
+                let mut parsed = match spare.lock() {
+                    Ok(mut s) => s.pop().unwrap_or_default(),
+                    Err(_) => return,
+                };
+                parse_block(&b, fmt, cols, &mut parsed);
+                if done_tx.send((seq, parsed, b.bytes)).is_err() {
                     return;
                 }
             });
         }
         drop(done_tx);
-        let mut pending: BTreeMap<u64, ParsedBlock> = BTreeMap::new();
+        let mut pending: BTreeMap<u64, (ParsedBlock, Vec<u8>)> = BTreeMap::new();
         let mut next = 0u64;
-        for (seq, pb) in done_rx {
-            pending.insert(seq, pb);
-            while let Some(pb) = pending.remove(&next) {
+        for (seq, pb, bytes) in done_rx {
+            pending.insert(seq, (pb, bytes));
+            while let Some((pb, bytes)) = pending.remove(&next) {
                 out.block(&pb);
                 next += 1;
+                if let Ok(mut s) = spare.lock() {
+                    if s.len() < workers + 1 {
+                        s.push(pb);
+                    }
+                }
                 // The reader may have finished and gone: nothing left to allow.
-                let _ = tok_tx.send(());
+                let _ = tok_tx.send(bytes);
             }
         }
         match reader.join() {

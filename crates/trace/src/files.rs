@@ -61,7 +61,11 @@ pub fn media_name(m: Option<Media>) -> &'static str {
 
 /// A file name as logs and tables spell it: no leading slash, no query string.
 pub fn normalize_name(path: &str) -> &str {
-    let p = path.split(['?', '#']).next().unwrap_or(path);
+    let p = match memchr::memchr2(b'?', b'#', path.as_bytes()) {
+        // An ASCII byte: a character boundary.
+        Some(i) => &path[..i],
+        None => path,
+    };
     p.trim_start_matches('/')
 }
 

@@ -2,7 +2,8 @@
 //! of client behaviour, and characterizes them (thesis chapter 5).
 //!
 //! Pipeline: a [`read`] module parses one log line into a [`record::LogRequest`]; the
-//! [`analyze`] driver feeds them to per-session [`chain::ChainBuilder`]s; when a session can
+//! [`analyze`] driver feeds them to per-session [`chain::ChainBuilder`]s (partitioned by
+//! session over the threads, merged back in one thread's order); when a session can
 //! no longer grow its chains are closed, written out, and summarized into [`chainstats`],
 //! [`phase`] and [`sessions`] statistics, which [`report`] renders as HTML.
 

@@ -221,20 +221,37 @@ fn time(s: &str, field: &str) -> Result<f64, String> {
     }
 }
 
+/// One record of a Netflix CSV log. Only the fields read are checked for UTF-8 (a line
+/// with bad bytes elsewhere is still a request).
 pub(crate) fn parse_csv<'a>(rec: &'a csv::ByteRecord, c: &CsvCols) -> Result<Parsed<'a>, String> {
-    let n = rec.len();
+    parse_csv_fields(rec.len(), c, |i, name| {
+        std::str::from_utf8(rec.get(i).unwrap_or(b""))
+            .map_err(|_| format!("field {name}: not UTF-8"))
+    })
+}
+
+/// [`parse_csv`] for a record already known to be UTF-8 throughout (checked in one pass,
+/// the common case).
+pub(crate) fn parse_csv_text<'a>(
+    rec: &'a csv::StringRecord,
+    c: &CsvCols,
+) -> Result<Parsed<'a>, String> {
+    parse_csv_fields(rec.len(), c, |i, _| Ok(rec.get(i).unwrap_or("")))
+}
+
+/// A record of `n` fields whose field `i` (called `name`) is `field(i, name)`.
+fn parse_csv_fields<'a>(
+    n: usize,
+    c: &CsvCols,
+    field: impl Fn(usize, &str) -> Result<&'a str, String>,
+) -> Result<Parsed<'a>, String> {
     if n != c.width {
         return Err(format!(
             "expected {} comma-separated fields, got {n}",
             c.width
         ));
     }
-    // Only the fields read are checked for UTF-8 (a whole-record check costs a pass).
-    let f = |i: usize, name: &str| -> Result<&'a str, String> {
-        std::str::from_utf8(rec.get(i).unwrap_or(b""))
-            .map(str::trim)
-            .map_err(|_| format!("field {name}: not UTF-8"))
-    };
+    let f = |i: usize, name: &str| field(i, name).map(str::trim);
     let open = match f(c.open, "open_ended")? {
         "1" | "true" => true,
         "0" | "false" => false,

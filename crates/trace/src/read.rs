@@ -224,6 +224,29 @@ mod tests {
     }
 
     #[test]
+    fn netflix_csv_bytes_not_utf8_fail_only_the_fields_read() {
+        let mut text =
+            b"ts_end,service_time_s,session,file,offset,length,open_ended,bytes_sent,device_type\n"
+                .to_vec();
+        text.extend_from_slice(b"10,0.5,s1,f1,0,100,0,100,t\xffv\n");
+        text.extend_from_slice(b"11,0.5,s\xc3,f1,100,100,0,100,tv\n");
+        text.extend_from_slice("12,0.5,s\u{e9},f1,200,100,0,100,tv\n".as_bytes());
+        let mut sessions = Vec::new();
+        let sum = read_log(&text[..], LogFormat::Auto, |r| {
+            sessions.push(r.session.to_string())
+        })
+        .unwrap();
+        assert_eq!(sessions, vec!["s1".to_string(), "s\u{e9}".to_string()]);
+        assert_eq!(sum.bad_lines, 1);
+        assert_eq!(sum.bad_examples[0].0, 3);
+        assert!(
+            sum.bad_examples[0].1.contains("field session: not UTF-8"),
+            "{:?}",
+            sum.bad_examples
+        );
+    }
+
+    #[test]
     fn netflix_csv_fields_may_be_quoted() {
         let text =
             "ts_end,service_time_s,session,file,offset,length,open_ended,bytes_sent,device_type\n\

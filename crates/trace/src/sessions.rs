@@ -118,6 +118,26 @@ impl SessionStatsBuilder {
         }
     }
 
+    /// Add the request counts of `other` ([`SessionStatsBuilder::on_request`]; its sessions
+    /// are not taken). Counts and saturating byte sums: the result does not depend on how
+    /// the requests were split.
+    pub fn merge_requests(&mut self, other: SessionStatsBuilder) {
+        for (mine, theirs) in self
+            .requests
+            .iter_mut()
+            .flatten()
+            .zip(other.requests.iter().flatten())
+        {
+            mine.requests += theirs.requests;
+            mine.bytes = mine.bytes.saturating_add(theirs.bytes);
+        }
+        for (key, a) in other.chunk_sizes {
+            let s = self.chunk_sizes.entry(key).or_default();
+            s.requests += a.requests;
+            s.bytes = s.bytes.saturating_add(a.bytes);
+        }
+    }
+
     /// Close a session: `parallel` holds the max concurrency per file, `size` gives a file's
     /// size in bytes when known.
     pub fn add_session(

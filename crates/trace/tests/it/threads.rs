@@ -1,5 +1,6 @@
-//! The parallel reader: the same output, byte for byte, for any number of threads and for
-//! plain, gzip and zstd logs; corrupt or cut compressed logs and logs out of completion
+//! The parallel reader and the partitioned analysis: the same output, byte for byte, for
+//! any number of threads (every table, CSV and Parquet, and every summary) and for plain,
+//! gzip and zstd logs; corrupt or cut compressed logs and logs out of completion
 //! order are reported with line numbers, never fatal; a shuffled log, sorted, gives the
 //! outputs of the log in order.
 
@@ -7,7 +8,7 @@ use std::io::Write;
 use std::path::Path;
 
 use vodkit_trace::analyze::{analyze, AnalyzeOptions, NoSink};
-use vodkit_trace::output::{DirSink, PassSummary};
+use vodkit_trace::output::{DirSink, OutputFormat, PassSummary, Tables};
 use vodkit_trace::read::{read_log_with, ReadOptions};
 use vodkit_trace::{FileTable, LogFormat};
 use vodkit_workload::netflix::{synth_log, NetflixSpec};
@@ -54,6 +55,43 @@ fn outputs(dir: &Path, log: &Path, threads: usize) -> Vec<(String, Vec<u8>)> {
     got
 }
 
+/// Every table (`--requests` included) in `format`, and every summary, for `log` analyzed
+/// on `threads` threads, as (file name, bytes) in name order.
+fn every_output(
+    log: &Path,
+    files: FileTable,
+    opts: &AnalyzeOptions,
+    format: OutputFormat,
+    out: &Path,
+) -> (vodkit_trace::Analysis, Vec<(String, Vec<u8>)>) {
+    let tables = Tables {
+        chains: true,
+        phases: true,
+        sessions: true,
+        requests: true,
+    };
+    let mut sink = DirSink::create_tables(out, tables, format, None).unwrap();
+    let input = std::io::BufReader::new(std::fs::File::open(log).unwrap());
+    let a = analyze(input, files, opts, &mut sink).unwrap();
+    sink.finish().unwrap();
+    let mut got = vec![
+        ("summary.json".to_string(), json(&PassSummary::of(&a))),
+        ("chains.json".to_string(), json(&a.chains)),
+        ("phases.json".to_string(), json(&a.phases)),
+        ("sessions.json".to_string(), json(&a.sessions)),
+    ];
+    let mut names: Vec<_> = std::fs::read_dir(out)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    names.sort();
+    assert_eq!(names.len(), 4, "{names:?}");
+    for name in names {
+        got.push((name.clone(), std::fs::read(out.join(&name)).unwrap()));
+    }
+    (a, got)
+}
+
 fn assert_same(a: &[(String, Vec<u8>)], b: &[(String, Vec<u8>)], what: &str) {
     assert_eq!(a.len(), b.len());
     for ((name, x), (_, y)) in a.iter().zip(b) {
@@ -69,6 +107,115 @@ fn one_two_and_three_threads_write_the_same_bytes() {
     assert!(one[4].1.len() > 1000, "chains.csv has rows");
     for threads in [2, 3] {
         assert_same(&one, &outputs(dir.path(), &log, threads), "threads");
+    }
+}
+
+#[test]
+fn every_table_csv_and_parquet_is_the_same_for_one_two_and_four_threads() {
+    let dir = synthesized();
+    let log = dir.path().join("log.csv");
+    let text = std::fs::read(&log).unwrap();
+    let gz = dir.path().join("log.csv.gz");
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(&text).unwrap();
+    std::fs::write(&gz, e.finish().unwrap()).unwrap();
+    let files = || FileTable::from_csv(&dir.path().join("files.csv")).unwrap();
+    for format in [OutputFormat::Csv, OutputFormat::Parquet] {
+        let run = |path: &Path, threads: usize| {
+            let opts = AnalyzeOptions {
+                threads,
+                exclude_tail_s: 600.0,
+                ..Default::default()
+            };
+            let out = dir.path().join(format!(
+                "all-{format:?}-{threads}-{}",
+                path.extension().unwrap().to_string_lossy()
+            ));
+            every_output(path, files(), &opts, format, &out).1
+        };
+        let one = run(&log, 1);
+        let requests = &one.iter().find(|x| x.0.starts_with("requests.")).unwrap().1;
+        assert!(requests.len() > 100_000, "{format:?}: requests written");
+        for (path, threads) in [(&log, 2), (&log, 4), (&gz, 1), (&gz, 4)] {
+            let what = format!("{format:?}, {threads} threads, {}", path.display());
+            assert_same(&one, &run(path, threads), &what);
+        }
+    }
+}
+
+/// A netflix CSV log whose session `big` runs through the whole log (one chain of
+/// `BIG` requests across many parsing blocks) beside clients that come and go: each is
+/// active for 4000 s and away for 4000 s, longer than a session stays open, so it is
+/// closed and seen again. No file table: files are known only by what the log says.
+fn spanning_log(path: &Path) {
+    let mut text = String::from(
+        "ts_end,service_time_s,session,file,offset,length,open_ended,bytes_sent,device_type\n",
+    );
+    let mut big = 0u64;
+    for i in 0..3 * BIG {
+        let t = 1000.0 + i as f64 * 0.2;
+        if i % 3 == 0 {
+            text += &format!(
+                "{t:.3},0.05,big,title/big.mp4,{},1000,0,1000,tv\n",
+                big * 1000
+            );
+            big += 1;
+            continue;
+        }
+        let j = i % 40;
+        if (t / 4000.0) as u64 % 2 != j % 2 {
+            continue;
+        }
+        let piece = (i / 40) % 5;
+        text += &format!(
+            "{t:.3},0.{},c{j},title/{}.mp4,{},500,{},500,pc\n",
+            j % 10,
+            (i / 200) % 13,
+            piece * 500,
+            u8::from(piece == 4)
+        );
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+const BIG: u64 = 60_000;
+
+#[test]
+fn a_session_spanning_many_blocks_and_clients_that_return_are_the_same_for_any_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log.csv");
+    spanning_log(&log);
+    let size = std::fs::metadata(&log).unwrap().len();
+    assert!(
+        size > 4 * vodkit_trace::blocks::BLOCK_BYTES as u64,
+        "the log must span several blocks: {size} bytes"
+    );
+    let run = |threads: usize| {
+        let opts = AnalyzeOptions {
+            threads,
+            exclude_tail_s: 3600.0,
+            ..Default::default()
+        };
+        let out = dir.path().join(format!("out-{threads}"));
+        every_output(&log, FileTable::default(), &opts, OutputFormat::Csv, &out)
+    };
+    let (a, one) = run(1);
+    assert_eq!(a.read.bad_lines, 0, "{}", a.read.describe());
+    assert!(a.reopened >= 20, "clients come back: {}", a.reopened);
+    assert!(a.excluded_tail > 0);
+    let chains =
+        String::from_utf8(one.iter().find(|x| x.0 == "chains.csv").unwrap().1.clone()).unwrap();
+    let big: Vec<&str> = chains.lines().filter(|l| l.starts_with("big,")).collect();
+    assert_eq!(big.len(), 1, "one chain: {big:?}");
+    assert!(
+        big[0].starts_with(&format!("big,title/big.mp4,0,{},{BIG},", BIG * 1000)),
+        "{}",
+        big[0]
+    );
+    for threads in [2, 4] {
+        let (b, many) = run(threads);
+        assert_eq!(b.reopened, a.reopened);
+        assert_same(&one, &many, &format!("{threads} threads"));
     }
 }
 
