@@ -648,12 +648,40 @@ impl Publisher {
         }
     }
 
+    /// The playlist (no part of the next segment done yet) and the MPD of `w`.
     fn publish_lists(&mut self, w: &Window, deadline: Instant) {
+        self.publish_playlist(w.clone(), 0, deadline);
+        self.publish_mpd(w, deadline);
+    }
+
+    /// Once segment `n` is out: the segment that left the window two segments before it,
+    /// and its `parts` parts, deleted (two segments of grace beyond the window).
+    fn retire(&mut self, n: u64, parts: u32) {
+        let grace = u64::from(self.c.window) + 2;
+        let Some(old) = n.checked_sub(grace) else {
+            return;
+        };
         let dir = self.c.dir(self.k);
-        let hls = playlist::hls(w);
-        self.put(&format!("{dir}index.m3u8"), hls.as_bytes(), deadline);
-        let mpd = playlist::dash(w, SystemTime::now());
-        self.put(&format!("{dir}manifest.mpd"), mpd.as_bytes(), deadline);
+        let names = std::iter::once(playlist::segment_name(old))
+            .chain((0..parts).map(|i| playlist::part_name(old, i)));
+        for name in names.collect::<Vec<_>>() {
+            if let Err(e) = self.client.send("DELETE", &format!("{dir}{name}"), &[]) {
+                self.note(e);
+            }
+        }
+    }
+
+    /// Segment `n` (`bytes`, one `PUT` with a length), then the lists that end with it.
+    fn publish_segment(&mut self, wall0: SystemTime, n: u64, bytes: &[u8], deadline: Instant) {
+        let dir = self.c.dir(self.k);
+        self.put(
+            &format!("{dir}{}", playlist::segment_name(n)),
+            bytes,
+            deadline,
+        );
+        self.report.segments += 1;
+        let w = self.window(wall0, n + 1, false);
+        self.publish_lists(&w, deadline);
     }
 
     /// What both publishing loops begin with: the stream's directory, the segments
@@ -686,7 +714,7 @@ impl Publisher {
         }
         let d = Duration::from_secs_f64(self.c.segment_s);
         let len = self.c.segment_bytes();
-        let (dir, backfilled, end_at) = self.start_stream(d);
+        let (_, backfilled, end_at) = self.start_stream(d);
         let mut told_ready = false;
         let mut n = 0u64;
         loop {
@@ -714,42 +742,20 @@ impl Publisher {
                     }
                 },
             };
-            self.put(
-                &format!("{dir}{}", playlist::segment_name(n)),
-                &bytes,
-                deadline,
-            );
-            self.report.segments += 1;
-            let w = self.window(wall0, n + 1, false);
-            self.publish_lists(&w, deadline);
+            self.publish_segment(wall0, n, &bytes, deadline);
             if n >= backfilled && Instant::now() > due + d / 2 {
                 self.report.late_segments += 1;
             }
-            // Two segments of grace beyond the window before the old one goes.
-            let grace = u64::from(self.c.window) + 2;
-            if n >= grace {
-                let old = format!("{dir}{}", playlist::segment_name(n - grace));
-                match self.client.send("DELETE", &old, &[]) {
-                    Ok(_) => {}
-                    Err(e) => self.note(e),
-                }
-            }
+            self.retire(n, 0);
             n += 1;
-            if !told_ready && n >= u64::from(self.c.window).min(4) {
-                told_ready = true;
-                let (m, cv) = ready;
-                *m.lock().unwrap_or_else(|p| p.into_inner()) += 1;
-                cv.notify_all();
+            if n >= u64::from(self.c.window).min(4) {
+                Self::tell_ready(&mut told_ready, ready);
             }
         }
         // The final playlists say the stream ended.
         let w = self.window(wall0, n, true);
         self.publish_lists(&w, Instant::now() + d);
-        if !told_ready {
-            let (m, cv) = ready;
-            *m.lock().unwrap_or_else(|p| p.into_inner()) += 1;
-            cv.notify_all();
-        }
+        Self::tell_ready(&mut told_ready, ready);
     }
 
     /// Sleep until `t`; `false` when the source was stopped first.
@@ -910,15 +916,7 @@ impl Publisher {
             self.report.parts += 1;
             whole.extend_from_slice(&bytes);
         }
-        self.put(
-            &format!("{dir}{}", playlist::segment_name(n)),
-            &whole,
-            deadline,
-        );
-        self.report.segments += 1;
-        let w = self.window(wall0, n + 1, false);
-        self.publish_playlist(w.clone(), 0, deadline);
-        self.publish_mpd(&w, deadline);
+        self.publish_segment(wall0, n, &whole, deadline);
         true
     }
 
@@ -1001,18 +999,7 @@ impl Publisher {
                     self.report.late_segments += 1;
                 }
             }
-            // Two segments of grace beyond the window before the old one and its parts go.
-            let grace = u64::from(self.c.window) + 2;
-            if n >= grace {
-                let old = n - grace;
-                let names = std::iter::once(playlist::segment_name(old))
-                    .chain((0..k).map(|i| playlist::part_name(old, i)));
-                for name in names.collect::<Vec<_>>() {
-                    if let Err(e) = self.client.send("DELETE", &format!("{dir}{name}"), &[]) {
-                        self.note(e);
-                    }
-                }
-            }
+            self.retire(n, k);
             n += 1;
             if n >= u64::from(self.c.window).min(4) {
                 Self::tell_ready(&mut told_ready, ready);
@@ -1020,8 +1007,7 @@ impl Publisher {
         }
         // The final playlists say the stream ended.
         let w = self.window(wall0, n, true);
-        self.publish_playlist(w.clone(), 0, Instant::now() + d);
-        self.publish_mpd(&w, Instant::now() + d);
+        self.publish_lists(&w, Instant::now() + d);
         Self::tell_ready(&mut told_ready, ready);
     }
 }
