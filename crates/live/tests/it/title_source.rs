@@ -5,8 +5,7 @@
 //! decodes the final window from the origin with every frame in order. Needs ffmpeg (which
 //! `.ci/run` installs); without it the test says SKIPPED.
 
-use crate::common::get;
-use std::process::Command;
+use crate::common::{ffmpeg_present, frame_times, get};
 use std::time::Duration;
 use vodkit_live::{LiveTitle, Source, SourceConfig};
 use vodkit_media::package::MediaFormat;
@@ -14,13 +13,6 @@ use vodkit_testkit::server::TestServer;
 use vodkit_workload::model::{Catalog, Media, Rendition, Title};
 
 const TOKEN: &str = "title-token";
-
-fn ffmpeg_present() -> bool {
-    vodkit_testkit::needs(&[
-        vodkit_testkit::Need::Tool("ffmpeg"),
-        vodkit_testkit::Need::Tool("ffprobe"),
-    ])
-}
 
 /// A packaged title: 3 s at 300 kbit/s in 1 s segments, `dash` (segment files).
 fn packaged(root: &std::path::Path) -> std::path::PathBuf {
@@ -121,20 +113,7 @@ fn a_packaged_title_loops_into_a_playable_live_stream() {
     if let Err(e) = vodkit_media::pool::decode(&url) {
         panic!("{e}");
     }
-    let out = Command::new("ffprobe")
-        .args(["-v", "error", "-select_streams", "v:0", "-show_entries"])
-        .args(["frame=pts_time", "-of", "csv=p=0", &url])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let pts: Vec<f64> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.trim().trim_end_matches(',').parse().ok())
-        .collect();
+    let pts = frame_times(&url);
     let fps = f64::from(vodkit_media::pool::FPS);
     assert_eq!(pts.len(), 4 * vodkit_media::pool::FPS as usize, "{pts:?}");
     let mut sorted = pts.clone();
