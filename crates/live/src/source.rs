@@ -654,6 +654,36 @@ impl Publisher {
         self.publish_mpd(w, deadline);
     }
 
+    /// Segment `n` (of `parts` parts) is out: the old one it pushes out of the window is
+    /// deleted, and the stream is ready for viewers once a few segments are out.
+    fn segment_out(
+        &mut self,
+        n: u64,
+        parts: u32,
+        told: &mut bool,
+        ready: &(Mutex<u32>, std::sync::Condvar),
+    ) {
+        self.retire(n, parts);
+        if n + 1 >= u64::from(self.c.window).min(4) {
+            Self::tell_ready(told, ready);
+        }
+    }
+
+    /// The stream ended after `end` segments: the final playlists say so (published within
+    /// a segment `d`), and it is ready (if it never was).
+    fn end_stream(
+        &mut self,
+        wall0: SystemTime,
+        end: u64,
+        d: Duration,
+        told: &mut bool,
+        ready: &(Mutex<u32>, std::sync::Condvar),
+    ) {
+        let w = self.window(wall0, end, true);
+        self.publish_lists(&w, Instant::now() + d);
+        Self::tell_ready(told, ready);
+    }
+
     /// Once segment `n` is out: the segment that left the window two segments before it,
     /// and its `parts` parts, deleted (two segments of grace beyond the window).
     fn retire(&mut self, n: u64, parts: u32) {
@@ -746,16 +776,10 @@ impl Publisher {
             if n >= backfilled && Instant::now() > due + d / 2 {
                 self.report.late_segments += 1;
             }
-            self.retire(n, 0);
+            self.segment_out(n, 0, &mut told_ready, ready);
             n += 1;
-            if n >= u64::from(self.c.window).min(4) {
-                Self::tell_ready(&mut told_ready, ready);
-            }
         }
-        // The final playlists say the stream ended.
-        let w = self.window(wall0, n, true);
-        self.publish_lists(&w, Instant::now() + d);
-        Self::tell_ready(&mut told_ready, ready);
+        self.end_stream(wall0, n, d, &mut told_ready, ready);
     }
 
     /// Sleep until `t`; `false` when the source was stopped first.
@@ -999,16 +1023,10 @@ impl Publisher {
                     self.report.late_segments += 1;
                 }
             }
-            self.retire(n, k);
+            self.segment_out(n, k, &mut told_ready, ready);
             n += 1;
-            if n >= u64::from(self.c.window).min(4) {
-                Self::tell_ready(&mut told_ready, ready);
-            }
         }
-        // The final playlists say the stream ended.
-        let w = self.window(wall0, n, true);
-        self.publish_lists(&w, Instant::now() + d);
-        Self::tell_ready(&mut told_ready, ready);
+        self.end_stream(wall0, n, d, &mut told_ready, ready);
     }
 }
 
