@@ -5,6 +5,7 @@ use std::ffi::OsStr;
 use std::io::BufRead;
 use std::process::Command;
 
+use vodkit_live::{Report, Source};
 use vodkit_testkit::http::Client;
 
 /// GET `path` from the origin on `port` of the loopback address: (status, body).
@@ -48,4 +49,19 @@ pub fn read_chunk(r: &mut impl BufRead) -> Option<Vec<u8>> {
     }
     data.truncate(size);
     Some(data)
+}
+
+/// Wait until `src` has published all it was to publish, then stop it: its report.
+pub fn run_out(src: Source) -> Report {
+    while !src.finished() {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    src.stop()
+}
+
+/// [`run_out`], every `PUT` of which succeeded.
+pub fn run_out_cleanly(src: Source) -> Report {
+    let report = run_out(src);
+    assert_eq!(report.failed_puts, 0, "{}", report.summary());
+    report
 }

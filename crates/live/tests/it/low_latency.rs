@@ -6,7 +6,7 @@
 //! segment's chunks arrive as the parts are produced, not at the end; and a real title
 //! fragmented at a quarter second (ffmpeg) plays part by part.
 
-use crate::common::{ffmpeg_present, frame_times, get, read_chunk};
+use crate::common::{ffmpeg_present, frame_times, get, read_chunk, run_out_cleanly};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::process::Command;
@@ -75,11 +75,7 @@ fn segments_on_the_origin_equal_their_parts() {
     let mpd = text(&mpd);
     assert!(mpd.contains("availabilityTimeOffset=\"0.750\" availabilityTimeComplete=\"false\""));
     assert!(mpd.contains(&format!("value=\"http://127.0.0.1:{port}/.vodkit/clock\"")));
-    while !src.finished() {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let report = src.stop();
-    assert_eq!(report.failed_puts, 0, "{}", report.summary());
+    let report = run_out_cleanly(src);
     assert_eq!(report.segments, 4, "{}", report.summary());
     assert_eq!(report.parts, 16, "{}", report.summary());
     assert!(
@@ -130,11 +126,7 @@ fn a_backfilled_window_comes_with_its_parts_at_once() {
         first.contains("#EXT-X-PRELOAD-HINT:TYPE=PART,URI=\"seg-3.0.m4s\""),
         "{first}"
     );
-    while !src.finished() {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let report = src.stop();
-    assert_eq!(report.failed_puts, 0, "{}", report.summary());
+    let report = run_out_cleanly(src);
     // The backfilled three and one in real time.
     assert_eq!(
         (report.segments, report.parts),
@@ -259,11 +251,7 @@ fn players_block_for_parts_and_read_segments_while_they_are_uploaded() {
     let (status, clock) = get(port, "/.vodkit/clock");
     assert_eq!(status, 200);
     assert!(text(&clock).ends_with('Z'), "{}", text(&clock));
-    while !src.finished() {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let report = src.stop();
-    assert_eq!(report.failed_puts, 0, "{}", report.summary());
+    run_out_cleanly(src);
 }
 
 #[test]
@@ -396,11 +384,7 @@ fn a_segment_is_uploaded_chunk_by_chunk_while_its_parts_are_produced() {
     let mut c = config(port, 3.2);
     c.token = None;
     let src = Source::start(c).unwrap();
-    while !src.finished() {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let report = src.stop();
-    assert_eq!(report.failed_puts, 0, "{}", report.summary());
+    let report = run_out_cleanly(src);
     assert_eq!(report.segments, 3, "{}", report.summary());
     let log = log.lock().unwrap().clone();
     let dir = "/live/stream-0/";
@@ -528,11 +512,7 @@ fn a_title_fragmented_at_a_quarter_second_plays_part_by_part() {
     c.validate().unwrap();
     assert_eq!(c.part_s(), Some(0.25));
     let src = Source::start(c).unwrap();
-    while !src.finished() {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let report = src.stop();
-    assert_eq!(report.failed_puts, 0, "{}", report.summary());
+    let report = run_out_cleanly(src);
     assert_eq!(report.segments, 3, "{}", report.summary());
 
     let (status, init) = get(port, "/live/stream-0/init.mp4");
