@@ -302,6 +302,7 @@ impl LoadDriver for WorkloadLoad {
             delivered_mb,
             delivered_fraction: (asked_mb > 0.0).then(|| delivered_mb / asked_mb),
             server_clock: false,
+            drain_s: None,
         })
     }
 

@@ -203,6 +203,54 @@ pub trait Testbed {
     fn device_control(&self) -> Option<std::path::PathBuf> {
         None
     }
+    /// Waits until the emulated drive has nothing to do: no request in flight and none
+    /// arriving for [`QUIET_S`], at most `max`. `Ok(Some(s))`: quiet after `s` seconds;
+    /// `Ok(None)`: nothing to wait for (no emulated drive); `Err`: still busy at `max`.
+    fn wait_quiet(&mut self, _max: std::time::Duration) -> Result<Option<f64>, String> {
+        Ok(None)
+    }
+}
+
+/// Longest wait for a fast-forward's backlog to drain before the judged run.
+pub const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// How long an emulated drive must receive no request to count as quiet.
+pub const QUIET_S: f64 = 0.25;
+
+/// Polls drives' counters (`read` gives each drive's reads so far and requests in
+/// flight, `None` when unreadable) until no drive has a request in flight and no read
+/// count moved for [`QUIET_S`]; at most `max`. Returns the seconds waited.
+pub fn wait_until_quiet(
+    mut read: impl FnMut() -> Option<Vec<(u64, u64)>>,
+    max: std::time::Duration,
+) -> Result<f64, String> {
+    let started = std::time::Instant::now();
+    let step = std::time::Duration::from_millis(20);
+    let mut last: Option<Vec<(u64, u64)>> = None;
+    let mut quiet_since: Option<std::time::Instant> = None;
+    loop {
+        let now = read().ok_or("the emulated drive's counters could not be read")?;
+        let idle = now.iter().all(|&(_, in_flight)| in_flight == 0)
+            && last
+                .as_ref()
+                .is_some_and(|l| l.iter().map(|c| c.0).eq(now.iter().map(|c| c.0)));
+        if idle {
+            let since = *quiet_since.get_or_insert_with(std::time::Instant::now);
+            if since.elapsed().as_secs_f64() >= QUIET_S {
+                return Ok(started.elapsed().as_secs_f64());
+            }
+        } else {
+            quiet_since = None;
+        }
+        if started.elapsed() >= max {
+            return Err(format!(
+                "the emulated drive was still busy after {:.0} s",
+                max.as_secs_f64()
+            ));
+        }
+        last = Some(now);
+        std::thread::sleep(step);
+    }
 }
 
 /// A plain directory on whatever disk it lives on.
@@ -632,6 +680,22 @@ pub fn play_history(
         }
     };
     let played = load.fast_forward(url, rate, ff, budget);
+    // The history ends with its own queued reads done, still at its speed: a sped-up
+    // history can leave a backlog (reads for viewers that are gone) that at real speed
+    // would delay the judged run's first seconds, which no steady server has.
+    let drain = if timed && played.is_ok() {
+        match testbed.wait_quiet(DRAIN_LIMIT) {
+            Ok(waited) => waited,
+            Err(e) => {
+                notes.push(format!(
+                    "fast-forward: {e}; the point started with a backlog"
+                ));
+                Some(DRAIN_LIMIT.as_secs_f64())
+            }
+        }
+    } else {
+        None
+    };
     let mut restore = Vec::new();
     if clock {
         if let Err(e) = server.set_clock_rate(1.0) {
@@ -652,6 +716,7 @@ pub fn play_history(
     match played {
         Ok(mut h) => {
             h.server_clock = clock;
+            h.drain_s = drain;
             if !clock {
                 notes.push(crate::warmup::NO_CLOCK_NOTE.into());
             }
@@ -690,6 +755,37 @@ pub fn unsteady_note(s: &crate::report::ServerReport) -> Option<String> {
 mod tests {
     use super::*;
     use crate::report::PointRecord;
+
+    #[test]
+    fn a_drive_is_quiet_once_nothing_is_in_flight_and_no_read_arrives() {
+        use std::time::Duration;
+        // Busy for the first ten polls (reads moving, one in flight), then still.
+        let mut polls = 0u64;
+        let waited = wait_until_quiet(
+            || {
+                polls += 1;
+                let reads = polls.min(10);
+                Some(vec![(reads, u64::from(polls < 10)), (7, 0)])
+            },
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        assert!(polls >= 10 + (QUIET_S / 0.02) as u64, "{polls} polls");
+        assert!(waited >= QUIET_S, "{waited}");
+        // A read count that keeps moving is never quiet, though nothing is in flight
+        // at the instant of each poll.
+        let mut n = 0u64;
+        let busy = wait_until_quiet(
+            || {
+                n += 1;
+                Some(vec![(n, 0)])
+            },
+            Duration::from_millis(400),
+        );
+        assert!(busy.unwrap_err().contains("still busy"));
+        // Unreadable counters are an error, not a wait.
+        assert!(wait_until_quiet(|| None, Duration::from_secs(5)).is_err());
+    }
 
     #[test]
     fn page_cache_drops_are_read_from_vmstat() {

@@ -5,7 +5,7 @@
 //! before they start.
 
 use crate::experiment::{Sampler, SystemFigures};
-use crate::launch::CommandWrap;
+use crate::child::CommandWrap;
 use crate::point::{DiskMetrics, ProcessCores};
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
@@ -830,6 +830,17 @@ impl crate::experiment::Testbed for HddTestbed {
     fn device_control(&self) -> Option<PathBuf> {
         self.bed.as_ref().map(|b| b.state().control_path())
     }
+    fn wait_quiet(&mut self, max: Duration) -> Result<Option<f64>, String> {
+        let control = self.device_control().ok_or("the emulated disk is down")?;
+        crate::experiment::wait_until_quiet(|| Some(vec![drive_activity(&control)?]), max).map(Some)
+    }
+}
+
+/// An emulated drive's reads so far and requests in flight, from its control file.
+fn drive_activity(control: &std::path::Path) -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string(control).ok()?;
+    let c = serde_json::from_str::<DeviceCounters>(&text).ok()?;
+    Some((c.reads, c.in_flight))
 }
 
 /// One emulated drive per origin of a cluster entry, each holding the same file set
@@ -863,6 +874,18 @@ impl crate::experiment::Testbed for DriveSet {
     /// The first drive's counters: the device figures are the first origin's.
     fn device_control(&self) -> Option<PathBuf> {
         self.drives.first().and_then(|d| d.device_control())
+    }
+    fn wait_quiet(&mut self, max: Duration) -> Result<Option<f64>, String> {
+        let controls: Vec<PathBuf> = self
+            .drives
+            .iter()
+            .filter_map(|d| d.device_control())
+            .collect();
+        crate::experiment::wait_until_quiet(
+            || controls.iter().map(|c| drive_activity(c)).collect(),
+            max,
+        )
+        .map(Some)
     }
 }
 

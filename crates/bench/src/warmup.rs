@@ -295,6 +295,10 @@ pub struct History {
     /// The server's prefetch clock ran at the same speed (`POST /clock`); false for a
     /// server without one (nginx, Apache), whose own timers ran at real time.
     pub server_clock: bool,
+    /// Real seconds the emulated drive took, after the history's load ended and still at
+    /// its speed, to finish what was queued (`None`: no emulated drive to wait for).
+    #[serde(default)]
+    pub drain_s: Option<f64>,
 }
 
 /// The note of a point whose server has no prefetch clock to speed up.

@@ -1651,6 +1651,7 @@ fn ordered_worker(shared: Arc<Shared>, rx: Receiver<Job>) {
             place,
             len: job.read_len,
             deadline_s: job.deadline.get(),
+            queued_s: job.enqueued_s,
         };
         queue.push(read, job);
     };

@@ -99,7 +99,15 @@ pub struct Read {
     pub len: u64,
     /// Engine-clock second its client runs dry (`f64::INFINITY`: no deadline).
     pub deadline_s: f64,
+    /// Engine-clock second it was queued.
+    pub queued_s: f64,
 }
+
+/// Longest a read waits, in engine-clock seconds, before it goes ahead of the order
+/// (deadline and sweep): clients give up on a request after some seconds whatever their
+/// buffer holds (players and the workloads' requests after 10 s), so a read whose deadline
+/// is far away, or already past, still may not wait behind round after round.
+pub const MAX_WAIT_S: f64 = 4.0;
 
 /// A read the queue chose.
 #[derive(Debug)]
@@ -190,10 +198,16 @@ impl<T> Queue<T> {
         if self.pending.is_empty() {
             return None;
         }
-        let (i, urgent) = match self.order {
-            IoOrder::Fifo => (self.oldest(), false),
-            IoOrder::Deadline => (self.earliest(), false),
-            IoOrder::Sweep => self.sweep_pick(now_s, &cost),
+        let (i, urgent) = match (self.order, self.overdue(now_s)) {
+            (IoOrder::Fifo, _) => (self.oldest(), false),
+            (IoOrder::Deadline, Some(i)) => (i, false),
+            (IoOrder::Deadline, None) => (self.earliest(), false),
+            (IoOrder::Sweep, Some(i)) => {
+                // It goes now, and a new round (same direction) starts at it.
+                self.round += 1;
+                (i, true)
+            }
+            (IoOrder::Sweep, None) => self.sweep_pick(now_s, &cost),
         };
         let e = self.pending.remove(i);
         self.head = Some(e.read.place.after(e.read.len));
@@ -208,6 +222,13 @@ impl<T> Queue<T> {
             },
             urgent,
         })
+    }
+
+    /// The read queued longest, if it has waited more than [`MAX_WAIT_S`].
+    fn overdue(&self, now_s: f64) -> Option<usize> {
+        let i = self.oldest();
+        let e = self.pending.get(i)?;
+        (now_s - e.read.queued_s > MAX_WAIT_S).then_some(i)
     }
 
     fn oldest(&self) -> usize {

@@ -250,7 +250,11 @@ fn point_window_row(p: &super::PointRecord) -> String {
     let m = &p.metrics;
     let d = m.device;
     let history = m.fast_forward.as_ref().map_or("–".into(), |h| {
-        format!("{:.0} s in {:.0} s", h.window_s, h.wall_s)
+        let drain = h
+            .drain_s
+            .filter(|&d| d >= 0.5)
+            .map_or(String::new(), |d| format!(" + {d:.0} s drain"));
+        format!("{:.0} s in {:.0} s{drain}", h.window_s, h.wall_s)
     });
     let (halves, steady) = match &m.steadiness {
         Some(st) => (st.describe(), if st.steady { "yes" } else { "**no**" }),

@@ -67,6 +67,9 @@ pub struct DeviceCounters {
     /// How many times faster than real time the model's clock runs (`timing`).
     #[serde(default = "real_time")]
     pub timing_scale: f64,
+    /// Requests the kernel sent that are queued or being served at the moment of reading.
+    #[serde(default)]
+    pub in_flight: u64,
 }
 
 fn real_time() -> f64 {
@@ -234,6 +237,7 @@ impl DiskFs {
         c.faults = st.faults.plan().clone();
         c.injected_errors = st.faults.injected;
         c.timing_scale = st.clock.scale();
+        c.in_flight = st.in_flight as u64;
         let mut out = serde_json::to_vec_pretty(&c).unwrap_or_default();
         out.push(b'\n');
         out

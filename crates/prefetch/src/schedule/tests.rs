@@ -27,6 +27,7 @@ fn read(place: u64, len: u64, deadline_s: f64) -> Read {
         place: Place::Physical(place),
         len,
         deadline_s,
+        queued_s: 0.0,
     }
 }
 
@@ -50,7 +51,11 @@ fn simulate(order: IoOrder, arrivals: &[(f64, Read)]) -> Vec<Served> {
     while out.len() < arrivals.len() {
         while next < by_time.len() && arrivals[by_time[next]].0 <= t {
             let i = by_time[next];
-            q.push(arrivals[i].1, i);
+            let read = Read {
+                queued_s: arrivals[i].0,
+                ..arrivals[i].1
+            };
+            q.push(read, i);
             next += 1;
         }
         if q.is_empty() {
@@ -332,5 +337,38 @@ fn deadlines_keep_at_most_their_limit_of_streams() {
     for i in 0..100u64 {
         d.request(Some(i), 1, 0, 10, 1e6, i as f64 * 0.01);
         assert!(d.len() <= 10, "{}", d.len());
+    }
+}
+
+#[test]
+fn a_read_waits_at_most_the_longest_wait_before_it_goes_first() {
+    for order in [IoOrder::Sweep, IoOrder::Deadline] {
+        let mut q = Queue::new(order);
+        q.push(read(500, 10, f64::INFINITY), 0);
+        q.pick(0.0, drive);
+        // Behind the head, and with no deadline: the order would leave it for last.
+        q.push(read(100, 10, f64::INFINITY), 1);
+        let mut served = Vec::new();
+        for k in 0..20u64 {
+            let now = k as f64 * 0.5;
+            q.push(
+                Read {
+                    queued_s: now,
+                    ..read(600 + k * 10, 10, now + 1.0)
+                },
+                10 + k as usize,
+            );
+            let p = q.pick(now, drive).unwrap();
+            served.push((now, p.item, p.urgent));
+        }
+        let (at, _, urgent) = *served
+            .iter()
+            .find(|s| s.1 == 1)
+            .unwrap_or_else(|| panic!("{order}: the old read was never served: {served:?}"));
+        assert!(
+            at > MAX_WAIT_S && at <= MAX_WAIT_S + 0.5,
+            "{order}: served at {at}"
+        );
+        assert_eq!(urgent, order == IoOrder::Sweep, "{order}");
     }
 }
