@@ -4,8 +4,8 @@
 //! window's two halves and the emulated drive's own counters), and the memory budget (memory cgroup, page cache included) that server commands join
 //! before they start.
 
-use crate::experiment::{Sampler, SystemFigures};
 use crate::child::CommandWrap;
+use crate::experiment::{Sampler, SystemFigures};
 use crate::point::{DiskMetrics, ProcessCores};
 use std::collections::HashMap;
 use std::os::unix::fs::MetadataExt;
