@@ -692,6 +692,7 @@ pub fn manager_replay(
         disk,
         prefetch: Prefetch::Budget,
         order: vodkit_prefetch::IoOrder::default(),
+        queue_wait_s: vodkit_sim::replay::DEFAULT_QUEUE_WAIT_S,
     };
     capacity(&w, &cfg, guess)
         .ok_or_else(|| "memory replay: no rate leaves the drive idle enough".into())

@@ -3,18 +3,19 @@
 //! time and zoned transfer rate ([`DiskTerms`], the capacity bound's terms). It answers, for
 //! the manager, the question the capacity bound answers for a perfect server: which share
 //! of the requested bytes comes from memory, how much the disk reads, and the highest rate
-//! at which the drive is at most fully busy. Comparing the two separates what the memory
+//! at which the drive is at most as busy as a server's is at capacity. Comparing the two separates what the memory
 //! policy loses from what the serving path loses (docs/simulate.md, "Memory replay").
 //!
 //! The model, in the engine's terms: a request whose bytes are all resident is a hit;
 //! otherwise the engine reads from the request's offset `max(len, prefetch)` bytes, where
 //! the prefetch is the policy's size cut to the stream's share of the budget
 //! ([`MemoryManager::prefetch_cap`]); the read costs one positioning plus its missing bytes
-//! at the transfer rate and completes at once (no queueing). The positioning follows the
-//! server's read order ([`ReplayConfig::order`]): in arrival order a read lies at an
-//! independent place; in sweeps (`vodkit serve`'s default) it is the bound's term for a sweep
-//! serving one read of each session in progress, so the replay and the bound price the drive
-//! alike and differ only in what memory holds. The response is consumed
+//! at the transfer rate and completes at once. The positioning follows the server's read
+//! order ([`ReplayConfig::order`]): in arrival order a read lies at an independent place; in
+//! sweeps (`vodkit serve`'s default) it is the bound's term for a sweep serving the reads a
+//! queue holds at capacity ([`queued_reads`]; the bound assumes one read of each session in
+//! progress). At capacity a read waits [`ReplayConfig::queue_wait_s`] in the queue on
+//! average, which caps how busy the drive may be. The response is consumed
 //! when the client's link has carried it; after its last response the viewer's connection
 //! closes ([`MemoryManager::closed`], as `vodkit serve` reports it). Page residency is exactly what was read minus what
 //! the manager dropped: the kernel never evicts, so the replay also reports the peak of
@@ -200,13 +201,50 @@ pub struct ReplayConfig {
     /// The order the server's device queue serves reads in, which sets what a read's
     /// positioning costs.
     pub order: IoOrder,
+    /// Mean seconds a read may wait in the drive's queue at capacity. A drive that serves
+    /// reads of `S` seconds with this wait is `2W/(S + 2W)` busy (an M/D/1 queue), the
+    /// capacity is the rate that keeps it at most that busy, and a sweep orders the reads
+    /// such a queue holds ([`queued_reads`]). `f64::INFINITY`: no queueing (a read of
+    /// every session in progress waits at once, the bound's sweep; capacity at a full
+    /// drive).
+    pub queue_wait_s: f64,
+}
+
+/// The mean queueing wait of a read at capacity by default: the `pace:2s` criterion's
+/// viewers tolerate about this much (docs/simulate.md, "Queueing").
+pub const DEFAULT_QUEUE_WAIT_S: f64 = 0.5;
+
+/// Reads pending at once (waiting or being served) at a drive `utilization` busy, as in an
+/// M/D/1 queue: ρ + ρ²/(2(1 − ρ)); unbounded at 1. The sweep's positioning depends on how
+/// many reads it can order, and a queue holds this many, not one per session in progress.
+pub fn queued_reads(utilization: f64) -> f64 {
+    let rho = utilization.clamp(0.0, 1.0);
+    if rho >= 1.0 {
+        return f64::INFINITY;
+    }
+    rho + rho * rho / (2.0 * (1.0 - rho))
 }
 
 impl ReplayConfig {
-    /// The positioning a read costs with `open` sessions in progress, s.
-    fn positioning_s(&self, open: usize) -> f64 {
+    /// How busy the drive may be when its reads take `service_s` each on average and wait
+    /// [`ReplayConfig::queue_wait_s`] in its queue (M/D/1: W = ρS/(2(1 − ρ))).
+    pub fn busy_limit(&self, service_s: f64) -> f64 {
+        let w = self.queue_wait_s;
+        if !w.is_finite() || service_s <= 0.0 {
+            return 1.0;
+        }
+        let w = w.max(0.0);
+        2.0 * w / (service_s + 2.0 * w)
+    }
+
+    /// The positioning a read costs with `open` sessions in progress and reads of
+    /// `service_s` on average, s.
+    fn positioning_s(&self, open: usize, service_s: f64) -> f64 {
         match self.order {
-            IoOrder::Sweep => self.disk.positioning_for(open.max(1) as f64),
+            IoOrder::Sweep => {
+                let pending = queued_reads(self.busy_limit(service_s)).min(open.max(1) as f64);
+                self.disk.positioning_for(pending.max(1.0))
+            }
             IoOrder::Fifo | IoOrder::Deadline => self.disk.positioning_s,
         }
     }
@@ -237,6 +275,10 @@ pub struct ReplayResult {
     /// Mean positioning charged per read, ms ([`ReplayConfig::order`]).
     #[serde(default)]
     pub mean_positioning_ms: f64,
+    /// The busy fraction the drive may reach with this window's mean read
+    /// ([`ReplayConfig::busy_limit`]); the capacity is the highest rate within it.
+    #[serde(default = "full")]
+    pub busy_limit: f64,
     /// Drive busy time over the window (1 = saturated).
     pub utilization: f64,
     pub disk_mb_s: f64,
@@ -412,6 +454,8 @@ pub fn replay_traced(
     };
     let mut busy_s = 0.0;
     let mut positioning_sum = 0.0;
+    // Running mean of a read's service time, which sets how long a queue the drive holds.
+    let mut service_s = cfg.disk.positioning_s + (1u64 << 20) as f64 / cfg.disk.transfer_bytes_s;
     // Sessions between their first request and their last response's delivery.
     let mut open = 0usize;
     let mut cap_sum = 0.0;
@@ -488,9 +532,8 @@ pub fn replay_traced(
                         (None, _) => u64::MAX,
                     };
                     let cap = m.prefetch_cap(id);
-                    m.set_positioning_bytes(
-                        (cfg.positioning_s(open) * cfg.disk.transfer_bytes_s) as u64,
-                    );
+                    let positioning = cfg.positioning_s(open, service_s);
+                    m.set_positioning_bytes((positioning * cfg.disk.transfer_bytes_s) as u64);
                     let prefetch = m.capped_prefetch(id, wanted, len);
                     let read_len = ctx.read_len(prefetch);
                     let (a, b) = (r.start, r.start + read_len);
@@ -498,12 +541,13 @@ pub fn replay_traced(
                     res.add(r.file, a, b);
                     let drops = m.read(id, a, b);
                     apply(&m, &mut res, drops, &mut claimed);
+                    let took = positioning + missing as f64 / cfg.disk.transfer_bytes_s;
+                    service_s += (took - service_s) / SERVICE_MEAN_READS;
                     if counted {
-                        let positioning = cfg.positioning_s(open);
                         out.disk_reads += 1;
                         out.disk_bytes += missing;
                         positioning_sum += positioning;
-                        busy_s += positioning + missing as f64 / cfg.disk.transfer_bytes_s;
+                        busy_s += took;
                         cap_sum += cap.min(1 << 40) as f64;
                         side.read_in_window = true;
                         side.read_to = side.read_to.max(b);
@@ -553,6 +597,11 @@ pub fn replay_traced(
     out.mean_positioning_ms = 1e3 * ratio(positioning_sum, out.disk_reads as f64);
     out.mean_cap_bytes = ratio(cap_sum, out.disk_reads as f64);
     out.utilization = ratio(busy_s, out.window_s);
+    out.busy_limit = if out.disk_reads > 0 {
+        cfg.busy_limit(busy_s / out.disk_reads as f64)
+    } else {
+        1.0
+    };
     out.disk_mb_s = ratio(out.disk_bytes as f64 / 1e6, out.window_s);
     out.peak_resident_bytes = res.peak;
     out.interval_hit_bytes = t.interval_hit_bytes;
@@ -570,6 +619,13 @@ pub fn replay_traced(
     out.mean_streams = per(levels[3]);
     out.mean_weighted_streams = per(levels[4]);
     out
+}
+
+/// Reads over which the running mean service time is taken.
+const SERVICE_MEAN_READS: f64 = 256.0;
+
+fn full() -> f64 {
+    1.0
 }
 
 fn ratio(a: f64, b: f64) -> f64 {
@@ -592,13 +648,15 @@ fn apply(m: &MemoryManager, res: &mut Residency, drops: Vec<Drop>, claimed: &mut
     }
 }
 
-/// The highest rate at which the replayed drive is at most fully busy (bisection to 1%),
-/// with the replay at that rate; `None` when even `lo` saturates it.
+/// The highest rate at which the replayed drive is at most as busy as its queue allows
+/// ([`ReplayResult::busy_limit`]; bisection to 1%), with the replay at that rate; `None`
+/// when even `lo` passes it.
 pub fn capacity(w: &ReplayWorkload, cfg: &ReplayConfig, guess: f64) -> Option<ReplayResult> {
     let busy = |r: f64| replay(w, cfg, r);
+    let within = |r: &ReplayResult| r.utilization <= r.busy_limit;
     let mut lo = guess.max(1e-3);
     let mut at_lo = busy(lo);
-    while at_lo.utilization > 1.0 {
+    while at_lo.utilization > at_lo.busy_limit {
         lo /= 2.0;
         if lo < 1e-3 {
             return None;
@@ -607,7 +665,7 @@ pub fn capacity(w: &ReplayWorkload, cfg: &ReplayConfig, guess: f64) -> Option<Re
     }
     let mut hi = lo * 2.0;
     let mut doublings = 0;
-    while busy(hi).utilization <= 1.0 {
+    while within(&busy(hi)) {
         lo = hi;
         hi *= 2.0;
         doublings += 1;
@@ -617,7 +675,7 @@ pub fn capacity(w: &ReplayWorkload, cfg: &ReplayConfig, guess: f64) -> Option<Re
     }
     while hi - lo > 0.01 * lo {
         let mid = 0.5 * (lo + hi);
-        if busy(mid).utilization <= 1.0 {
+        if within(&busy(mid)) {
             lo = mid;
         } else {
             hi = mid;

@@ -60,11 +60,16 @@ pub struct Args {
     #[arg(long, requires = "replay", value_name = "FILE")]
     export_trace: Option<PathBuf>,
     /// With --replay: the read order of the server replayed, which prices a read's
-    /// positioning: sweep (the default, as `vodkit serve`: a sweep serves one read of each
-    /// session in progress, the bound's term) or fifo/deadline (every read at an
-    /// independent place).
+    /// positioning: sweep (the default, as `vodkit serve`: a sweep orders the reads queued
+    /// at once, see --utilization) or fifo/deadline (every read at an independent place).
     #[arg(long, requires = "replay", value_name = "fifo|deadline|sweep")]
     io_order: Option<vodkit_prefetch::IoOrder>,
+    /// With --replay: the mean time a read may wait in the drive's queue at capacity. It
+    /// caps how busy the drive may be (M/D/1: reads of S seconds allow 2W/(S + 2W)) and
+    /// sets how many reads a sweep orders; `none`: no queueing (capacity at a full drive,
+    /// a read of every session in progress waiting at once, the bound's sweep).
+    #[arg(long, requires = "replay", value_name = flags::DURATION, default_value = "500ms", value_parser = queue_wait)]
+    queue_wait: f64,
     /// Drive preset of the disk model for t_max and s_max (wd-red, hp-10k, hitachi-5k3000,
     /// seagate-7200).
     #[arg(long, conflicts_with_all = ["t_max", "s_max"])]
@@ -258,6 +263,7 @@ fn replay(args: &Args, dir: &std::path::Path) -> anyhow::Result<()> {
             disk,
             prefetch: prefetch.clone(),
             order: args.io_order.unwrap_or_default(),
+            queue_wait_s: args.queue_wait,
         };
         let found: Vec<rp::ReplayResult> = if args.rate.is_empty() {
             match rp::capacity(&w, &cfg, bound.bound_rate / 2.0) {
@@ -426,6 +432,14 @@ fn validate(args: &Args) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!(e))?;
     print!("{text}");
     Ok(())
+}
+
+/// A duration, or `none` for no queueing.
+fn queue_wait(text: &str) -> Result<f64, String> {
+    if text == "none" {
+        return Ok(f64::INFINITY);
+    }
+    vodkit_units::parse_seconds(text).map_err(|e| format!("{e}, or none"))
 }
 
 #[cfg(test)]

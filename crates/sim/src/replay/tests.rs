@@ -42,6 +42,7 @@ fn config(budget: u64, prefetch: Prefetch) -> ReplayConfig {
         disk: DISK,
         prefetch,
         order: vodkit_prefetch::IoOrder::Fifo,
+        queue_wait_s: f64::INFINITY,
     }
 }
 
@@ -212,4 +213,55 @@ fn in_sweeps_a_read_costs_the_sweep_positioning_of_the_sessions_in_progress() {
         sweep.utilization < fifo.utilization,
         "{sweep:?} vs {fifo:?}"
     );
+}
+
+#[test]
+fn a_queue_as_busy_as_the_drive_at_capacity_bounds_what_a_sweep_orders() {
+    // M/D/1: ρ + ρ²/(2(1 − ρ)) reads pending, by hand.
+    assert!((queued_reads(0.5) - 0.75).abs() < 1e-12);
+    assert!((queued_reads(0.9) - 4.95).abs() < 1e-9);
+    assert!(queued_reads(1.0).is_infinite());
+    // A mean wait of W with reads of S seconds: ρ = 2W/(S + 2W) (W = ρS/(2(1 − ρ))).
+    let mut cfg = config(1 << 30, fixed("1MiB"));
+    cfg.queue_wait_s = 0.45;
+    assert!((cfg.busy_limit(0.1) - 0.9).abs() < 1e-12);
+    assert!(
+        (cfg.busy_limit(0.01) - 0.9 / 0.91).abs() < 1e-12,
+        "short reads queue deeper"
+    );
+    cfg.queue_wait_s = f64::INFINITY;
+    assert_eq!(cfg.busy_limit(0.1), 1.0);
+    // 300 sessions of one 1 MiB title each at 10 sessions/s: about 100 in progress, so
+    // the queue, not the sessions, sets the sweep's positioning.
+    let w = own_files(300);
+    let disk = vodkit_disk::model::disk_terms(&vodkit_disk::model::Preset::WdRed.spec(), 0.5)
+        .expect("terms");
+    cfg.disk = disk;
+    cfg.order = vodkit_prefetch::IoOrder::Sweep;
+    let all = replay(&w, &cfg, 10.0);
+    assert_eq!(all.busy_limit, 1.0);
+    cfg.queue_wait_s = 0.2;
+    let queued = replay(&w, &cfg, 10.0);
+    let service_s = queued.utilization * queued.window_s / queued.disk_reads as f64;
+    let limit = cfg.busy_limit(service_s);
+    assert!((queued.busy_limit - limit).abs() < 1e-12, "{queued:?}");
+    let expected_ms = 1e3 * disk.positioning_for(queued_reads(limit));
+    assert!(
+        (queued.mean_positioning_ms - expected_ms).abs() < 0.02 * expected_ms,
+        "{} ms, expected about {expected_ms} ms",
+        queued.mean_positioning_ms
+    );
+    assert!(
+        queued.mean_positioning_ms > all.mean_positioning_ms,
+        "{queued:?} vs {all:?}"
+    );
+    // The capacity keeps the drive within its limit, and the queue costs capacity.
+    let cap = capacity(&w, &cfg, 5.0).expect("capacity");
+    assert!(
+        cap.utilization <= cap.busy_limit && cap.utilization > 0.95 * cap.busy_limit,
+        "{cap:?}"
+    );
+    cfg.queue_wait_s = f64::INFINITY;
+    let full = capacity(&w, &cfg, 5.0).expect("capacity");
+    assert!(full.rate > cap.rate, "{full:?} vs {cap:?}");
 }

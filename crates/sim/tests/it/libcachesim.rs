@@ -75,6 +75,7 @@ fn the_replays_cache_engine_agrees_with_libcachesim() {
         },
         prefetch: Prefetch::Budget,
         order: vodkit_prefetch::IoOrder::default(),
+        queue_wait_s: vodkit_sim::replay::DEFAULT_QUEUE_WAIT_S,
     };
     let mut reqs: Vec<ObjectRequest> = Vec::new();
     replay_traced(&w, &cfg, 20.0, &mut |r| reqs.extend(export::objects(&r)));
