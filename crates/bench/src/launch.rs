@@ -100,28 +100,37 @@ pub trait VodkitStarter {
     fn start(&mut self, launch: &VodkitLaunch<'_>) -> Result<Box<dyn Running>, StartError>;
 }
 
-/// A server under test whose clients need something from the run: for HTTPS, `inner`'s
-/// URL with the `https` scheme and the CA the load generator must trust; for signed URLs,
-/// the secret it signs with.
-struct ClientNeeds {
+/// A server under test with what the run arranged around it: for HTTPS, `inner`'s URL
+/// with the `https` scheme and the CA the load generator must trust; for signed URLs, the
+/// secret it signs with; with the device's queue settings changed (`+readahead`), the
+/// previous settings, which come back when it stops.
+struct Arranged {
     inner: Box<dyn Running>,
     ca: Option<PathBuf>,
     secret: Option<vodkit_securelink::Secret>,
+    applied: Option<readahead::Applied>,
 }
 
-/// `inner` with what its clients need (as it is when they need nothing).
-fn client_needs(
+/// `inner` with what its clients need and `applied` (if any) restored when it stops (as
+/// it is when there is none of these).
+fn arranged(
     inner: Box<dyn Running>,
     ca: Option<PathBuf>,
     secret: Option<vodkit_securelink::Secret>,
+    applied: Option<readahead::Applied>,
 ) -> Box<dyn Running> {
-    if ca.is_none() && secret.is_none() {
+    if ca.is_none() && secret.is_none() && applied.is_none() {
         return inner;
     }
-    Box::new(ClientNeeds { inner, ca, secret })
+    Box::new(Arranged {
+        inner,
+        ca,
+        secret,
+        applied,
+    })
 }
 
-impl Running for ClientNeeds {
+impl Running for Arranged {
     fn base_url(&self) -> String {
         let url = self.inner.base_url();
         match (url.strip_prefix("http://"), &self.ca) {
@@ -139,19 +148,25 @@ impl Running for ClientNeeds {
         self.inner.prefetch_series()
     }
     fn tls_ca(&self) -> Option<PathBuf> {
-        self.ca.clone()
+        self.ca.clone().or_else(|| self.inner.tls_ca())
     }
     fn url_secret(&self) -> Option<vodkit_securelink::Secret> {
-        self.secret.clone()
+        self.secret.clone().or_else(|| self.inner.url_secret())
     }
     fn notes(&self) -> Vec<String> {
-        self.inner.notes()
+        let mut notes = self.inner.notes();
+        notes.extend(self.applied.as_ref().map(readahead::Applied::describe));
+        notes
     }
     fn set_clock_rate(&self, rate: f64) -> Result<bool, String> {
         self.inner.set_clock_rate(rate)
     }
     fn stop(self: Box<Self>) -> Result<Vec<String>, String> {
-        self.inner.stop()
+        let lines = self.inner.stop()?;
+        if let Some(applied) = self.applied {
+            applied.restore()?;
+        }
+        Ok(lines)
     }
 }
 
@@ -369,55 +384,6 @@ impl Running for PeerRunning {
         if let Some(d) = this.daemon {
             lines.extend(d.stop());
         }
-        Ok(lines)
-    }
-}
-
-/// A server running with the device's queue settings changed (`+readahead`); the previous
-/// settings come back when it stops.
-struct Tuned {
-    inner: Box<dyn Running>,
-    applied: readahead::Applied,
-}
-
-/// `inner`, with `applied` (if any) restored when it stops.
-fn tuned(inner: Box<dyn Running>, applied: Option<readahead::Applied>) -> Box<dyn Running> {
-    match applied {
-        Some(applied) => Box::new(Tuned { inner, applied }),
-        None => inner,
-    }
-}
-
-impl Running for Tuned {
-    fn base_url(&self) -> String {
-        self.inner.base_url()
-    }
-    fn pids(&self) -> Vec<u32> {
-        self.inner.pids()
-    }
-    fn balancer_pids(&self) -> Vec<u32> {
-        self.inner.balancer_pids()
-    }
-    fn prefetch_series(&self) -> Vec<(f64, u64)> {
-        self.inner.prefetch_series()
-    }
-    fn tls_ca(&self) -> Option<PathBuf> {
-        self.inner.tls_ca()
-    }
-    fn url_secret(&self) -> Option<vodkit_securelink::Secret> {
-        self.inner.url_secret()
-    }
-    fn notes(&self) -> Vec<String> {
-        let mut notes = self.inner.notes();
-        notes.push(self.applied.describe());
-        notes
-    }
-    fn set_clock_rate(&self, rate: f64) -> Result<bool, String> {
-        self.inner.set_clock_rate(rate)
-    }
-    fn stop(self: Box<Self>) -> Result<Vec<String>, String> {
-        let lines = self.inner.stop()?;
-        self.applied.restore()?;
         Ok(lines)
     }
 }
@@ -812,8 +778,7 @@ impl Launcher for LocalLauncher {
                     http2: sut.h2,
                 })?;
                 let ca = tls.as_ref().map(|t| t.ca.clone());
-                let inner = client_needs(inner, ca, signing.map(|s| s.secret));
-                return Ok(tuned(inner, ra));
+                return Ok(arranged(inner, ca, signing.map(|s| s.secret), ra));
             }
         };
         record_cgroups(
@@ -823,8 +788,12 @@ impl Launcher for LocalLauncher {
                 .chain(daemon.as_ref().map(|d| ("prefetchd", d.pid()))),
         );
         let peer: Box<dyn Running> = Box::new(PeerRunning { process, daemon });
-        let peer = client_needs(peer, tls.map(|t| t.ca), signing.map(|s| s.secret));
-        Ok(tuned(peer, ra))
+        Ok(arranged(
+            peer,
+            tls.map(|t| t.ca),
+            signing.map(|s| s.secret),
+            ra,
+        ))
     }
 }
 

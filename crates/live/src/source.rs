@@ -648,12 +648,70 @@ impl Publisher {
         }
     }
 
+    /// The playlist (no part of the next segment done yet) and the MPD of `w`.
     fn publish_lists(&mut self, w: &Window, deadline: Instant) {
+        self.publish_playlist(w.clone(), 0, deadline);
+        self.publish_mpd(w, deadline);
+    }
+
+    /// Segment `n` (of `parts` parts) is out: the old one it pushes out of the window is
+    /// deleted, and the stream is ready for viewers once a few segments are out.
+    fn segment_out(
+        &mut self,
+        n: u64,
+        parts: u32,
+        told: &mut bool,
+        ready: &(Mutex<u32>, std::sync::Condvar),
+    ) {
+        self.retire(n, parts);
+        if n + 1 >= u64::from(self.c.window).min(4) {
+            Self::tell_ready(told, ready);
+        }
+    }
+
+    /// The stream ended after `end` segments: the final playlists say so (published within
+    /// a segment `d`), and it is ready (if it never was).
+    fn end_stream(
+        &mut self,
+        wall0: SystemTime,
+        end: u64,
+        d: Duration,
+        told: &mut bool,
+        ready: &(Mutex<u32>, std::sync::Condvar),
+    ) {
+        let w = self.window(wall0, end, true);
+        self.publish_lists(&w, Instant::now() + d);
+        Self::tell_ready(told, ready);
+    }
+
+    /// Once segment `n` is out: the segment that left the window two segments before it,
+    /// and its `parts` parts, deleted (two segments of grace beyond the window).
+    fn retire(&mut self, n: u64, parts: u32) {
+        let grace = u64::from(self.c.window) + 2;
+        let Some(old) = n.checked_sub(grace) else {
+            return;
+        };
         let dir = self.c.dir(self.k);
-        let hls = playlist::hls(w);
-        self.put(&format!("{dir}index.m3u8"), hls.as_bytes(), deadline);
-        let mpd = playlist::dash(w, SystemTime::now());
-        self.put(&format!("{dir}manifest.mpd"), mpd.as_bytes(), deadline);
+        let names = std::iter::once(playlist::segment_name(old))
+            .chain((0..parts).map(|i| playlist::part_name(old, i)));
+        for name in names.collect::<Vec<_>>() {
+            if let Err(e) = self.client.send("DELETE", &format!("{dir}{name}"), &[]) {
+                self.note(e);
+            }
+        }
+    }
+
+    /// Segment `n` (`bytes`, one `PUT` with a length), then the lists that end with it.
+    fn publish_segment(&mut self, wall0: SystemTime, n: u64, bytes: &[u8], deadline: Instant) {
+        let dir = self.c.dir(self.k);
+        self.put(
+            &format!("{dir}{}", playlist::segment_name(n)),
+            bytes,
+            deadline,
+        );
+        self.report.segments += 1;
+        let w = self.window(wall0, n + 1, false);
+        self.publish_lists(&w, deadline);
     }
 
     /// What both publishing loops begin with: the stream's directory, the segments
@@ -686,7 +744,7 @@ impl Publisher {
         }
         let d = Duration::from_secs_f64(self.c.segment_s);
         let len = self.c.segment_bytes();
-        let (dir, backfilled, end_at) = self.start_stream(d);
+        let (_, backfilled, end_at) = self.start_stream(d);
         let mut told_ready = false;
         let mut n = 0u64;
         loop {
@@ -714,42 +772,14 @@ impl Publisher {
                     }
                 },
             };
-            self.put(
-                &format!("{dir}{}", playlist::segment_name(n)),
-                &bytes,
-                deadline,
-            );
-            self.report.segments += 1;
-            let w = self.window(wall0, n + 1, false);
-            self.publish_lists(&w, deadline);
+            self.publish_segment(wall0, n, &bytes, deadline);
             if n >= backfilled && Instant::now() > due + d / 2 {
                 self.report.late_segments += 1;
             }
-            // Two segments of grace beyond the window before the old one goes.
-            let grace = u64::from(self.c.window) + 2;
-            if n >= grace {
-                let old = format!("{dir}{}", playlist::segment_name(n - grace));
-                match self.client.send("DELETE", &old, &[]) {
-                    Ok(_) => {}
-                    Err(e) => self.note(e),
-                }
-            }
+            self.segment_out(n, 0, &mut told_ready, ready);
             n += 1;
-            if !told_ready && n >= u64::from(self.c.window).min(4) {
-                told_ready = true;
-                let (m, cv) = ready;
-                *m.lock().unwrap_or_else(|p| p.into_inner()) += 1;
-                cv.notify_all();
-            }
         }
-        // The final playlists say the stream ended.
-        let w = self.window(wall0, n, true);
-        self.publish_lists(&w, Instant::now() + d);
-        if !told_ready {
-            let (m, cv) = ready;
-            *m.lock().unwrap_or_else(|p| p.into_inner()) += 1;
-            cv.notify_all();
-        }
+        self.end_stream(wall0, n, d, &mut told_ready, ready);
     }
 
     /// Sleep until `t`; `false` when the source was stopped first.
@@ -910,15 +940,7 @@ impl Publisher {
             self.report.parts += 1;
             whole.extend_from_slice(&bytes);
         }
-        self.put(
-            &format!("{dir}{}", playlist::segment_name(n)),
-            &whole,
-            deadline,
-        );
-        self.report.segments += 1;
-        let w = self.window(wall0, n + 1, false);
-        self.publish_playlist(w.clone(), 0, deadline);
-        self.publish_mpd(&w, deadline);
+        self.publish_segment(wall0, n, &whole, deadline);
         true
     }
 
@@ -1001,28 +1023,10 @@ impl Publisher {
                     self.report.late_segments += 1;
                 }
             }
-            // Two segments of grace beyond the window before the old one and its parts go.
-            let grace = u64::from(self.c.window) + 2;
-            if n >= grace {
-                let old = n - grace;
-                let names = std::iter::once(playlist::segment_name(old))
-                    .chain((0..k).map(|i| playlist::part_name(old, i)));
-                for name in names.collect::<Vec<_>>() {
-                    if let Err(e) = self.client.send("DELETE", &format!("{dir}{name}"), &[]) {
-                        self.note(e);
-                    }
-                }
-            }
+            self.segment_out(n, k, &mut told_ready, ready);
             n += 1;
-            if n >= u64::from(self.c.window).min(4) {
-                Self::tell_ready(&mut told_ready, ready);
-            }
         }
-        // The final playlists say the stream ended.
-        let w = self.window(wall0, n, true);
-        self.publish_playlist(w.clone(), 0, Instant::now() + d);
-        self.publish_mpd(&w, Instant::now() + d);
-        Self::tell_ready(&mut told_ready, ready);
+        self.end_stream(wall0, n, d, &mut told_ready, ready);
     }
 }
 

@@ -101,7 +101,7 @@ pub(crate) async fn requests<W: Wire>(shared: &Shared, wire: &mut W, info: ConnI
             Wake::Timeout => {
                 if !buf.is_empty() {
                     shared.metrics.header_timeouts.inc();
-                    let _ = send_text(shared, wire, &Response::text(408, true)).await;
+                    let _ = send_text(shared, wire, &Response::text(408, true), false).await;
                 }
                 break;
             }
@@ -130,7 +130,7 @@ pub(crate) async fn reject<W: Wire>(
 ) {
     let started = Instant::now();
     let resp = Response::text(e.status(), true);
-    let (clock, r) = send_text(shared, wire, &resp).await;
+    let (clock, r) = send_text(shared, wire, &resp, false).await;
     record_reject(
         shared,
         info,

@@ -1689,18 +1689,12 @@ impl LiveStore {
                 }
                 stream.waiters.entry(name.to_string()).or_default().clone()
             };
-            let written = notify.notified();
-            tokio::pin!(written);
-            written.as_mut().enable();
-            // A PUT between the look above and `enable` woke nobody: look again, now that
-            // the next one will wake us.
-            match self.get(path, Instant::now()) {
-                Lookup::Missing { hold: true } => {}
-                found => return found,
-            }
-            tokio::select! {
-                _ = &mut written => {}
-                _ = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)) => {}
+            let look = || match self.get(path, Instant::now()) {
+                Lookup::Missing { hold: true } => None,
+                found => Some(found),
+            };
+            if let Some(found) = until_written(&notify, deadline, look).await {
+                return found;
             }
         }
     }
@@ -1731,17 +1725,13 @@ impl LiveStore {
                 }
                 stream.waiters.entry(name.to_string()).or_default().clone()
             };
-            let written = notify.notified();
-            tokio::pin!(written);
-            written.as_mut().enable();
-            match self.get(path, Instant::now()) {
-                Lookup::Found(o) if ready(&o) => return Some(o),
-                Lookup::Found(_) => {}
-                _ => return None,
-            }
-            tokio::select! {
-                _ = &mut written => {}
-                _ = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)) => {}
+            let look = || match self.get(path, Instant::now()) {
+                Lookup::Found(o) if ready(&o) => Some(Some(o)),
+                Lookup::Found(_) => None,
+                _ => Some(None),
+            };
+            if let Some(answer) = until_written(&notify, deadline, look).await {
+                return answer;
             }
         }
     }
@@ -1943,6 +1933,27 @@ impl prometheus_client::collector::Collector for IngestCollector {
             s.spilled_bytes as f64,
         )
     }
+}
+
+/// Wait for a write that `notify` tells of, or for `deadline`; `None` then (the caller
+/// looks again). Unless `look`, asked once the wait is armed, already has the answer: a
+/// `PUT` between the caller's own look and the arming woke nobody, and is seen this way.
+async fn until_written<T>(
+    notify: &tokio::sync::Notify,
+    deadline: Instant,
+    look: impl FnOnce() -> Option<T>,
+) -> Option<T> {
+    let written = notify.notified();
+    tokio::pin!(written);
+    written.as_mut().enable();
+    if let Some(answer) = look() {
+        return Some(answer);
+    }
+    tokio::select! {
+        _ = &mut written => {}
+        _ = tokio::time::sleep_until(tokio::time::Instant::from_std(deadline)) => {}
+    }
+    None
 }
 
 #[cfg(test)]

@@ -119,24 +119,25 @@ impl Wire for Plain {
     fn idle(&mut self, _shared: &Shared) {}
 }
 
-/// Send a whole text response (an error answer before the connection closes).
+/// Send a whole text response in one write: its head and, unless `head_only` (a `HEAD`
+/// request), its body, counted in `body_sent` once the transport took it.
 pub(crate) async fn send_text<W: Wire>(
     shared: &Shared,
     wire: &mut W,
     resp: &Response,
+    head_only: bool,
 ) -> (SendClock, Result<(), SendError>) {
     let mut clock = SendClock::new(shared.config.send_grace, shared.config.min_send_rate);
-    let mut r = wire.write(&full_text(resp), false, false, &mut clock).await;
+    let mut all = with_http_date(|date| head_bytes(resp, date, !resp.close));
+    let body = match &resp.body {
+        Body::Text(b) if !head_only => b.as_slice(),
+        _ => &[],
+    };
+    all.extend_from_slice(body);
+    let mut r = wire.write(&all, false, false, &mut clock).await;
     if r.is_ok() {
+        clock.body_sent = body.len() as u64;
         r = wire.flush(&clock).await;
     }
     (clock, r)
-}
-
-pub(crate) fn full_text(resp: &Response) -> Vec<u8> {
-    let mut out = with_http_date(|date| head_bytes(resp, date, !resp.close));
-    if let Body::Text(b) = &resp.body {
-        out.extend_from_slice(b);
-    }
-    out
 }

@@ -202,18 +202,7 @@ fn start_reuses_a_running_daemon_and_wrap_adds_the_library() {
 
 /// A catalog listing `rel` at `kbps` (one title, one rendition, one file).
 fn catalog_listing(dir: &std::path::Path, rel: &str, kbps: u32) -> std::path::PathBuf {
-    use vodkit_workload::model::{Catalog, Media, Rendition, Title};
-    let rendition = Rendition::one_file(kbps, Media::Combined, rel.into(), 16 << 20);
-    let catalog = Catalog {
-        spec: "test".into(),
-        seed: 1,
-        titles: vec![Title {
-            id: 1,
-            rank: 1,
-            duration_s: 60.0,
-            renditions: vec![rendition],
-        }],
-    };
+    let catalog = vodkit_workload::model::Catalog::of_files([(rel.into(), 16 << 20)], 60.0, kbps);
     let path = dir.join("catalog.json");
     std::fs::write(&path, serde_json::to_string(&catalog).unwrap()).unwrap();
     path

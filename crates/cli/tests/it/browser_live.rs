@@ -12,7 +12,7 @@
 //! Needs Chromium, ffmpeg and the vendored players (`scripts/install-test-deps`); without
 //! them the test says so and returns, except under `CI`.
 
-use crate::browser_player::{chromium, prerequisites, BROWSER};
+use crate::browser_player::{chromium, prerequisites, snap_js, start_player, BROWSER};
 use crate::common;
 use common::ok;
 use std::path::Path;
@@ -24,28 +24,12 @@ const WATCH_S: u32 = 12;
 /// A page that plays the live stream at `manifest` with `kind` (`hls` or `dash`) and
 /// reports the player's latency to the live edge once it has played [`WATCH_S`] seconds.
 fn page(kind: &str, manifest: &str) -> String {
-    let (script, start, latency) = match kind {
-        "dash" => (
-            "/vendor/dash.all.min.js",
-            format!(
-                "const p = dashjs.MediaPlayer().create();\n\
-                 p.on(dashjs.MediaPlayer.events.ERROR, e => ev.errors.push(JSON.stringify(e.error || e)));\n\
-                 p.initialize(v, '{manifest}', true);"
-            ),
-            "p.getCurrentLiveLatency()",
-        ),
-        _ => (
-            "/vendor/hls.min.js",
-            format!(
-                "const h = new Hls({{ lowLatencyMode: true }});\n\
-                 h.on(Hls.Events.ERROR, (_, d) => {{ if (d.fatal) ev.errors.push(d.details); }});\n\
-                 h.loadSource('{manifest}');\n\
-                 h.attachMedia(v);\n\
-                 h.on(Hls.Events.MANIFEST_PARSED, () => v.play());"
-            ),
-            "h.latency",
-        ),
+    let (script, start) = start_player(kind, manifest, "", "{ lowLatencyMode: true }");
+    let latency = match kind {
+        "dash" => "p.getCurrentLiveLatency()",
+        _ => "h.latency",
     };
+    let snap = snap_js(32, 18);
     format!(
         r#"<!doctype html>
 <html><body>
@@ -54,16 +38,7 @@ fn page(kind: &str, manifest: &str) -> String {
 <script>
 const v = document.getElementById('v');
 const ev = {{ errors: [], stalls: 0, shots: [], latencies: [] }};
-const c = document.createElement('canvas');
-c.width = 32; c.height = 18;
-function snap() {{
-  const g = c.getContext('2d');
-  g.drawImage(v, 0, 0, 32, 18);
-  const d = g.getImageData(0, 0, 32, 18).data;
-  let x = 0;
-  for (let i = 0; i < d.length; i++) x = (x * 31 + d[i]) >>> 0;
-  return x;
-}}
+{snap}
 v.addEventListener('playing', () => {{ if (ev.started === undefined) ev.started = performance.now(); }});
 // Two captures of frames actually presented, at least 3 s of media apart.
 function onFrame(now, md) {{

@@ -68,18 +68,22 @@ pub(crate) fn prerequisites() -> Option<(PathBuf, PathBuf)> {
     found
 }
 
-/// A page that plays `manifest` with the player `kind` (`dash` or `hls`) and writes what
-/// happened into `<pre id="out">` when the video ends (or after 60 s). dash.js's fast
-/// switching is off: after an up-switch it would fetch segments near the playhead again at
-/// the higher rendition, which vodkit's players never do (and a comparison of request
-/// sequences then fails on dash.js's timing, not on the rules compared).
-fn page(kind: &str, manifest: &str) -> String {
-    let (script, start) = match kind {
+/// The player script of `kind` (`dash` or `hls`) and the page's lines that start it on
+/// the `<video id="v">` with `manifest`, pushing player errors to `ev.errors`: dash.js with
+/// `dash_settings` (lines of script, each ending in a newline) before its handlers, hls.js
+/// made with `hls_options` (a script object, or nothing).
+pub(crate) fn start_player(
+    kind: &str,
+    manifest: &str,
+    dash_settings: &str,
+    hls_options: &str,
+) -> (&'static str, String) {
+    match kind {
         "dash" => (
             "/vendor/dash.all.min.js",
             format!(
                 "const p = dashjs.MediaPlayer().create();\n\
-                 p.updateSettings({{ streaming: {{ buffer: {{ fastSwitchEnabled: false }} }} }});\n\
+                 {dash_settings}\
                  p.on(dashjs.MediaPlayer.events.ERROR, e => ev.errors.push(JSON.stringify(e.error || e)));\n\
                  p.initialize(v, '{manifest}', true);"
             ),
@@ -87,14 +91,46 @@ fn page(kind: &str, manifest: &str) -> String {
         _ => (
             "/vendor/hls.min.js",
             format!(
-                "const h = new Hls();\n\
+                "const h = new Hls({hls_options});\n\
                  h.on(Hls.Events.ERROR, (_, d) => {{ if (d.fatal) ev.errors.push(d.details); }});\n\
                  h.loadSource('{manifest}');\n\
                  h.attachMedia(v);\n\
                  h.on(Hls.Events.MANIFEST_PARSED, () => v.play());"
             ),
         ),
-    };
+    }
+}
+
+/// A page's `snap()`: a hash of the video's current frame drawn at `width` × `height`
+/// pixels, to tell frames apart.
+pub(crate) fn snap_js(width: u32, height: u32) -> String {
+    format!(
+        "const c = document.createElement('canvas');
+c.width = {width}; c.height = {height};
+function snap() {{
+  const g = c.getContext('2d');
+  g.drawImage(v, 0, 0, {width}, {height});
+  const d = g.getImageData(0, 0, {width}, {height}).data;
+  let x = 0;
+  for (let i = 0; i < d.length; i++) x = (x * 31 + d[i]) >>> 0;
+  return x;
+}}"
+    )
+}
+
+/// A page that plays `manifest` with the player `kind` (`dash` or `hls`) and writes what
+/// happened into `<pre id="out">` when the video ends (or after 60 s). dash.js's fast
+/// switching is off: after an up-switch it would fetch segments near the playhead again at
+/// the higher rendition, which vodkit's players never do (and a comparison of request
+/// sequences then fails on dash.js's timing, not on the rules compared).
+fn page(kind: &str, manifest: &str) -> String {
+    let (script, start) = start_player(
+        kind,
+        manifest,
+        "p.updateSettings({ streaming: { buffer: { fastSwitchEnabled: false } } });\n",
+        "",
+    );
+    let snap = snap_js(64, 36);
     format!(
         r#"<!doctype html>
 <html><body>
@@ -104,16 +140,7 @@ fn page(kind: &str, manifest: &str) -> String {
 <script>
 const v = document.getElementById('v');
 const ev = {{ errors: [], waiting: 0, stalls: 0, shots: [] }};
-const c = document.createElement('canvas');
-c.width = 64; c.height = 36;
-function snap() {{
-  const g = c.getContext('2d');
-  g.drawImage(v, 0, 0, 64, 36);
-  const d = g.getImageData(0, 0, 64, 36).data;
-  let h = 0;
-  for (let i = 0; i < d.length; i++) h = (h * 31 + d[i]) >>> 0;
-  return h;
-}}
+{snap}
 v.addEventListener('playing', () => {{ ev.played = true; }});
 // A stall: waiting for data after playback began, before the last half second.
 v.addEventListener('waiting', () => {{

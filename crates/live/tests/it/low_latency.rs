@@ -6,7 +6,7 @@
 //! segment's chunks arrive as the parts are produced, not at the end; and a real title
 //! fragmented at a quarter second (ffmpeg) plays part by part.
 
-use crate::common::get;
+use crate::common::{ffmpeg_present, frame_times, get, read_chunk, run_out_cleanly};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::process::Command;
@@ -75,11 +75,7 @@ fn segments_on_the_origin_equal_their_parts() {
     let mpd = text(&mpd);
     assert!(mpd.contains("availabilityTimeOffset=\"0.750\" availabilityTimeComplete=\"false\""));
     assert!(mpd.contains(&format!("value=\"http://127.0.0.1:{port}/.vodkit/clock\"")));
-    while !src.finished() {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let report = src.stop();
-    assert_eq!(report.failed_puts, 0, "{}", report.summary());
+    let report = run_out_cleanly(src);
     assert_eq!(report.segments, 4, "{}", report.summary());
     assert_eq!(report.parts, 16, "{}", report.summary());
     assert!(
@@ -130,11 +126,7 @@ fn a_backfilled_window_comes_with_its_parts_at_once() {
         first.contains("#EXT-X-PRELOAD-HINT:TYPE=PART,URI=\"seg-3.0.m4s\""),
         "{first}"
     );
-    while !src.finished() {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let report = src.stop();
-    assert_eq!(report.failed_puts, 0, "{}", report.summary());
+    let report = run_out_cleanly(src);
     // The backfilled three and one in real time.
     assert_eq!(
         (report.segments, report.parts),
@@ -187,16 +179,7 @@ fn read_growing<T>(port: u16, path: &str, at_first: impl FnOnce() -> T) -> (Vec<
     let mut chunks = Vec::new();
     let mut at_first = Some(at_first);
     let mut seen = None;
-    loop {
-        let mut size = String::new();
-        r.read_line(&mut size).unwrap();
-        let size = usize::from_str_radix(size.trim(), 16).unwrap();
-        let mut data = vec![0u8; size + 2];
-        r.read_exact(&mut data).unwrap();
-        if size == 0 {
-            break;
-        }
-        data.truncate(size);
+    while let Some(data) = read_chunk(&mut r) {
         chunks.push(data);
         if let Some(f) = at_first.take() {
             seen = Some(f());
@@ -268,11 +251,7 @@ fn players_block_for_parts_and_read_segments_while_they_are_uploaded() {
     let (status, clock) = get(port, "/.vodkit/clock");
     assert_eq!(status, 200);
     assert!(text(&clock).ends_with('Z'), "{}", text(&clock));
-    while !src.finished() {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let report = src.stop();
-    assert_eq!(report.failed_puts, 0, "{}", report.summary());
+    run_out_cleanly(src);
 }
 
 #[test]
@@ -377,17 +356,10 @@ fn serve_connection(conn: usize, s: std::net::TcpStream, log: &Mutex<Vec<Arrival
             })
         };
         if chunked {
-            for i in 0.. {
-                let mut size = String::new();
-                r.read_line(&mut size).unwrap();
-                let size = usize::from_str_radix(size.trim(), 16).unwrap();
-                let mut data = vec![0u8; size + 2];
-                r.read_exact(&mut data).unwrap();
-                if size == 0 {
-                    break;
-                }
-                data.truncate(size);
+            let mut i = 0;
+            while let Some(data) = read_chunk(&mut r) {
                 record(Some(i), data);
+                i += 1;
             }
         } else {
             let mut body = vec![0u8; length];
@@ -412,11 +384,7 @@ fn a_segment_is_uploaded_chunk_by_chunk_while_its_parts_are_produced() {
     let mut c = config(port, 3.2);
     c.token = None;
     let src = Source::start(c).unwrap();
-    while !src.finished() {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let report = src.stop();
-    assert_eq!(report.failed_puts, 0, "{}", report.summary());
+    let report = run_out_cleanly(src);
     assert_eq!(report.segments, 3, "{}", report.summary());
     let log = log.lock().unwrap().clone();
     let dir = "/live/stream-0/";
@@ -492,30 +460,9 @@ fn a_segment_is_uploaded_chunk_by_chunk_while_its_parts_are_produced() {
     assert_eq!(find("manifest.mpd").len(), 3 + 1);
 }
 
-fn ffmpeg_present() -> bool {
-    vodkit_testkit::needs(&[
-        vodkit_testkit::Need::Tool("ffmpeg"),
-        vodkit_testkit::Need::Tool("ffprobe"),
-    ])
-}
-
-/// The presentation times of the video frames ffprobe decodes from `file`.
-fn frame_times(file: &std::path::Path) -> Vec<f64> {
-    let out = Command::new("ffprobe")
-        .args(["-v", "error", "-select_streams", "v:0", "-show_entries"])
-        .args(["frame=pts_time", "-of", "csv=p=0"])
-        .arg(file)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let mut t: Vec<f64> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.trim().trim_end_matches(',').parse().ok())
-        .collect();
+/// The presentation times of the video frames ffprobe decodes from `file`, in order.
+fn sorted_frame_times(file: &std::path::Path) -> Vec<f64> {
+    let mut t = frame_times(file);
     t.sort_by(f64::total_cmp);
     t
 }
@@ -528,27 +475,22 @@ fn a_title_fragmented_at_a_quarter_second_plays_part_by_part() {
     let dir = tempfile::tempdir().unwrap();
     // 3 s at 24 frames/s, a key frame every second, a fragment every quarter second.
     let file = dir.path().join("quarters.mp4");
-    let made = Command::new("ffmpeg")
-        .args(["-v", "error", "-y", "-f", "lavfi"])
-        .args(["-i", "testsrc=size=160x120:rate=24", "-t", "3"])
-        .args([
-            "-c:v",
-            "libx264",
-            "-preset",
-            "ultrafast",
-            "-pix_fmt",
-            "yuv420p",
-        ])
-        .args(["-g", "24", "-keyint_min", "24", "-sc_threshold", "0"])
-        .args(["-movflags", "+empty_moov+default_base_moof"])
-        .args(["-frag_duration", "250000"])
-        .arg(&file)
-        .output()
-        .unwrap();
-    assert!(
-        made.status.success(),
-        "{}",
-        String::from_utf8_lossy(&made.stderr)
+    vodkit_testkit::process::run_ok(
+        Command::new("ffmpeg")
+            .args(["-v", "error", "-y", "-f", "lavfi"])
+            .args(["-i", "testsrc=size=160x120:rate=24", "-t", "3"])
+            .args([
+                "-c:v",
+                "libx264",
+                "-preset",
+                "ultrafast",
+                "-pix_fmt",
+                "yuv420p",
+            ])
+            .args(["-g", "24", "-keyint_min", "24", "-sc_threshold", "0"])
+            .args(["-movflags", "+empty_moov+default_base_moof"])
+            .args(["-frag_duration", "250000"])
+            .arg(&file),
     );
     let what = file.display().to_string();
     let media = vodkit_media::rendition(&file).unwrap();
@@ -570,11 +512,7 @@ fn a_title_fragmented_at_a_quarter_second_plays_part_by_part() {
     c.validate().unwrap();
     assert_eq!(c.part_s(), Some(0.25));
     let src = Source::start(c).unwrap();
-    while !src.finished() {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let report = src.stop();
-    assert_eq!(report.failed_puts, 0, "{}", report.summary());
+    let report = run_out_cleanly(src);
     assert_eq!(report.segments, 3, "{}", report.summary());
 
     let (status, init) = get(port, "/live/stream-0/init.mp4");
@@ -591,13 +529,13 @@ fn a_title_fragmented_at_a_quarter_second_plays_part_by_part() {
     // A player joining at part 0 decodes it alone: it starts with a key frame.
     let first = dir.path().join("part0.mp4");
     std::fs::write(&first, [init.as_slice(), &parts[0]].concat()).unwrap();
-    let t = frame_times(&first);
+    let t = sorted_frame_times(&first);
     assert_eq!(t.len(), 6, "{t:?}");
     assert!((t[0] - 2.0).abs() < 1e-3, "segment 2 starts at 2 s: {t:?}");
     // The init segment and the four parts: every frame of the second, in order.
     let all = dir.path().join("seg2.mp4");
     std::fs::write(&all, [init.as_slice(), &parts.concat()].concat()).unwrap();
-    let t = frame_times(&all);
+    let t = sorted_frame_times(&all);
     assert_eq!(t.len(), 24, "{t:?}");
     assert!(
         t.windows(2)

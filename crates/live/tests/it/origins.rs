@@ -5,7 +5,7 @@
 //! there with the right size, segments that left the window were deleted, and a wrong
 //! token makes every PUT fail and the report count them.
 
-use crate::common::get;
+use crate::common::{get, run_out, run_out_cleanly};
 use std::time::Duration;
 use vodkit_live::{Source, SourceConfig};
 use vodkit_testkit::http::Client;
@@ -38,11 +38,7 @@ fn publish_and_check(port: u16, late: u64) {
     let live = m3u8_rs::parse_media_playlist_res(&text).unwrap();
     assert!(!live.end_list);
     assert!(live.segments.len() <= 4);
-    while !src.finished() {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let report = src.stop();
-    assert_eq!(report.failed_puts, 0, "{}", report.summary());
+    let report = run_out_cleanly(src);
     assert!(report.segments >= 2 * 9, "{}", report.summary());
     assert!(report.late_segments <= late, "{}", report.summary());
     for k in 0..2 {
@@ -72,10 +68,7 @@ fn wrong_token_fails_every_put(port: u16) {
     let mut c = config(port, "not-the-token");
     c.duration = Some(Duration::from_secs_f64(1.2));
     let src = Source::start(c).unwrap();
-    while !src.finished() {
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let r = src.stop();
+    let r = run_out(src);
     assert!(r.puts > 0);
     assert_eq!(r.failed_puts, r.puts, "{}", r.summary());
     assert!(
@@ -126,10 +119,7 @@ fn the_source_publishes_over_https() {
         ll.part_s = 0.125;
         c.low_latency = Some(ll);
         let src = Source::start(c).unwrap();
-        while !src.finished() {
-            std::thread::sleep(Duration::from_millis(100));
-        }
-        src.stop()
+        run_out(src)
     };
     let good = publish(&files.ca);
     assert_eq!(good.failed_puts, 0, "{}", good.summary());

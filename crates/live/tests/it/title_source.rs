@@ -5,40 +5,20 @@
 //! decodes the final window from the origin with every frame in order. Needs ffmpeg (which
 //! `.ci/run` installs); without it the test says SKIPPED.
 
-use crate::common::get;
-use std::process::Command;
+use crate::common::{ffmpeg_present, frame_times, get, run_out_cleanly};
 use std::time::Duration;
 use vodkit_live::{LiveTitle, Source, SourceConfig};
 use vodkit_media::package::MediaFormat;
 use vodkit_testkit::server::TestServer;
-use vodkit_workload::model::{Catalog, Media, Rendition, Title};
+use vodkit_workload::model::Catalog;
 
 const TOKEN: &str = "title-token";
 
-fn ffmpeg_present() -> bool {
-    vodkit_testkit::needs(&[
-        vodkit_testkit::Need::Tool("ffmpeg"),
-        vodkit_testkit::Need::Tool("ffprobe"),
-    ])
-}
-
 /// A packaged title: 3 s at 300 kbit/s in 1 s segments, `dash` (segment files).
 fn packaged(root: &std::path::Path) -> std::path::PathBuf {
-    let catalog = Catalog {
-        spec: "test".into(),
-        seed: 1,
-        titles: vec![Title {
-            id: 1,
-            rank: 1,
-            duration_s: 3.0,
-            renditions: vec![Rendition::one_file(
-                300,
-                Media::Combined,
-                "v/t1-300.dat".to_string(),
-                1000,
-            )],
-        }],
-    };
+    let mut catalog = Catalog::of_files([("v/t1-300.dat".to_string(), 1000)], 3.0, 300);
+    // Packaged as `t1/`.
+    catalog.titles[0].id = 1;
     let mut o = vodkit_media::MediaOptions::new(MediaFormat::Dash);
     o.segment_s = 1.0;
     o.pool_fragments = 2;
@@ -81,11 +61,7 @@ fn a_packaged_title_loops_into_a_playable_live_stream() {
     assert!(wrong.validate().unwrap_err().contains("--segment"));
 
     let src = Source::start(c).unwrap();
-    while !src.finished() {
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    let report = src.stop();
-    assert_eq!(report.failed_puts, 0, "{}", report.summary());
+    let report = run_out_cleanly(src);
     assert!(report.segments >= 5, "{}", report.summary());
 
     let (status, text) = get(port, "/live/stream-0/index.m3u8");
@@ -121,20 +97,7 @@ fn a_packaged_title_loops_into_a_playable_live_stream() {
     if let Err(e) = vodkit_media::pool::decode(&url) {
         panic!("{e}");
     }
-    let out = Command::new("ffprobe")
-        .args(["-v", "error", "-select_streams", "v:0", "-show_entries"])
-        .args(["frame=pts_time", "-of", "csv=p=0", &url])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let pts: Vec<f64> = String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.trim().trim_end_matches(',').parse().ok())
-        .collect();
+    let pts = frame_times(&url);
     let fps = f64::from(vodkit_media::pool::FPS);
     assert_eq!(pts.len(), 4 * vodkit_media::pool::FPS as usize, "{pts:?}");
     let mut sorted = pts.clone();

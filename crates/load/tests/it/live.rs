@@ -9,7 +9,7 @@ use crate::common;
 use std::io::Write;
 use std::net::{TcpListener, TcpStream};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, UNIX_EPOCH};
 use vodkit_load::record::{FailureReason, SessionEnd};
 use vodkit_load::Target;
 use vodkit_workload::model::{LiveView, Session};
@@ -109,10 +109,7 @@ fn read_path(stream: &mut TcpStream) -> Option<String> {
 fn origin(script: Script, fill_s: f64) -> Target {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let wall0_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
+    let wall0_ms = common::unix_now_ms();
     let o = Arc::new(Origin {
         script,
         t0: Instant::now(),

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use vodkit_load::player::{PlayerConfig, Protocol};
-use vodkit_load::record::{LiveMode, SessionEnd, SessionRecord};
+use vodkit_load::record::{LiveMode, LiveOutcome, SessionEnd, SessionRecord};
 use vodkit_load::{HttpVersion, Run, Target};
 use vodkit_testkit::Need;
 use vodkit_workload::model::{LiveView, Session};
@@ -73,6 +73,17 @@ fn query_number(query: &str, name: &str) -> Option<u64> {
 }
 
 impl Origin {
+    /// The stream starts now.
+    fn starting_now(skew_ms: u64, holds: bool) -> Arc<Origin> {
+        Arc::new(Origin {
+            t0: Instant::now(),
+            wall0_ms: common::unix_now_ms(),
+            skew_ms,
+            holds,
+            counts: Counts::default(),
+        })
+    }
+
     fn now_ms(&self) -> u64 {
         self.t0.elapsed().as_millis() as u64
     }
@@ -355,17 +366,7 @@ fn skewed_origin(h2: bool, fill_s: f64, skew_ms: u64) -> (Target, Arc<Origin>) {
 fn scripted_origin(h2: bool, fill_s: f64, skew_ms: u64, holds: bool) -> (Target, Arc<Origin>) {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();
     let port = listener.local_addr().unwrap().port();
-    let wall0_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
-    let o = Arc::new(Origin {
-        t0: Instant::now(),
-        wall0_ms,
-        skew_ms,
-        holds,
-        counts: Counts::default(),
-    });
+    let o = Origin::starting_now(skew_ms, holds);
     let served = o.clone();
     std::thread::spawn(move || {
         let rt = tokio::runtime::Builder::new_multi_thread()
@@ -438,6 +439,31 @@ fn detail(s: &SessionRecord) -> String {
     )
 }
 
+/// One viewer of `target` the classic way (`setup`, then low latency off): it plays in
+/// `mode` at least two segments behind the edge (`what` names it in the failure); its live
+/// figures.
+fn classic_view(
+    target: Target,
+    mode: LiveMode,
+    what: &str,
+    setup: impl FnOnce(&mut vodkit_load::LoadConfig),
+) -> LiveOutcome {
+    let classic = common::run(target, viewers(1, 4.0), |c| {
+        setup(c);
+        c.live.low_latency = false;
+    });
+    let latency = played(&classic, mode);
+    let m = median(&latency);
+    assert!(m >= 2.0 * SEG_S, "{what} latency p50 {m:.2} s: {latency:?}");
+    classic.sessions[0]
+        .player
+        .as_ref()
+        .unwrap()
+        .live
+        .clone()
+        .unwrap()
+}
+
 fn ll_hls_plays_near_the_edge(http: HttpVersion) {
     let h2 = http == HttpVersion::Http2;
     let (target, o) = origin(h2, 4.0);
@@ -473,23 +499,7 @@ fn ll_hls_plays_near_the_edge(http: HttpVersion) {
     );
 
     // The same stream, viewed the classic way: whole segments, three behind.
-    let classic = common::run(target, viewers(1, 4.0), |c| {
-        c.http = http;
-        c.live.low_latency = false;
-    });
-    let latency = played(&classic, LiveMode::Hls);
-    let m = median(&latency);
-    assert!(
-        m >= 2.0 * SEG_S,
-        "classic latency p50 {m:.2} s: {latency:?}"
-    );
-    let l = classic.sessions[0]
-        .player
-        .as_ref()
-        .unwrap()
-        .live
-        .clone()
-        .unwrap();
+    let l = classic_view(target, LiveMode::Hls, "classic", |c| c.http = http);
     assert_eq!((l.parts, l.blocking_reloads), (0, 0));
 }
 
@@ -545,23 +555,7 @@ fn ll_dash_viewers_read_segments_while_they_are_written() {
     // Classic DASH on the same stream: each segment once complete, from the suggested
     // presentation delay (three segments) behind.
     let growing_before = o.counts.growing.load(Ordering::Relaxed);
-    let classic = common::run(target, viewers(1, 4.0), |c| {
-        dash(c);
-        c.live.low_latency = false;
-    });
-    let latency = played(&classic, LiveMode::Dash);
-    let m = median(&latency);
-    assert!(
-        m >= 2.0 * SEG_S,
-        "classic DASH latency p50 {m:.2} s: {latency:?}"
-    );
-    let l = classic.sessions[0]
-        .player
-        .as_ref()
-        .unwrap()
-        .live
-        .clone()
-        .unwrap();
+    let l = classic_view(target, LiveMode::Dash, "classic DASH", dash);
     assert_eq!(l.early_segments, 0);
     assert_eq!(o.counts.growing.load(Ordering::Relaxed), growing_before);
 }
@@ -673,17 +667,7 @@ fn on_the_vodkit_origin_ll_hls_and_ll_dash_viewers_play_near_the_edge() {
     });
     let addr = server.addr;
     // The publisher's texts: the scripted stream's playlist and MPD, timed from now.
-    let wall0_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64;
-    let text = Arc::new(Origin {
-        t0: Instant::now(),
-        wall0_ms,
-        skew_ms: 0,
-        holds: true,
-        counts: Counts::default(),
-    });
+    let text = Origin::starting_now(0, true);
     let publisher = std::thread::spawn(move || publish(addr, text, 16.0));
     std::thread::sleep(Duration::from_secs(3));
     let target = Target::parse(&format!("http://{addr}"), false).unwrap();

@@ -7,6 +7,7 @@ use std::path::Path;
 use std::process::Command;
 use vodkit_media::package::MediaFormat;
 use vodkit_media::{create, verify, MediaOptions};
+use vodkit_testkit::process::run_ok;
 use vodkit_workload::model::{Catalog, Media, Rendition, Title};
 
 fn ffmpeg_present() -> bool {
@@ -166,24 +167,19 @@ fn damage_is_found_and_foreign_roots_refused() {
 
 /// Frames ffmpeg decodes from `manifest`, with the mean luma of each (`signalstats`).
 fn luma_means(manifest: &Path) -> Vec<f64> {
-    let out = Command::new("ffmpeg")
-        .args(["-hide_banner", "-nostdin", "-i"])
-        .arg(manifest)
-        .args([
-            "-map",
-            "0:v:0",
-            "-vf",
-            "signalstats,metadata=print:key=lavfi.signalstats.YAVG",
-            "-f",
-            "null",
-            "-",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let out = run_ok(
+        Command::new("ffmpeg")
+            .args(["-hide_banner", "-nostdin", "-i"])
+            .arg(manifest)
+            .args([
+                "-map",
+                "0:v:0",
+                "-vf",
+                "signalstats,metadata=print:key=lavfi.signalstats.YAVG",
+                "-f",
+                "null",
+                "-",
+            ]),
     );
     String::from_utf8_lossy(&out.stderr)
         .lines()
@@ -201,23 +197,22 @@ fn a_source_file_supplies_the_pictures() {
     // A 1.5 s, 30 fps, 4:3 clip that is almost white: shorter than the pool (2 × 1 s, so it
     // loops), another frame rate and aspect than any rung.
     let clip = dir.path().join("clip.mp4");
-    let made = Command::new("ffmpeg")
-        .args([
-            "-hide_banner",
-            "-loglevel",
-            "error",
-            "-nostdin",
-            "-y",
-            "-f",
-            "lavfi",
-            "-i",
-        ])
-        .arg("color=c=0xF0F0F0:size=320x240:rate=30:duration=1.5")
-        .args(["-c:v", "libx264", "-pix_fmt", "yuv420p"])
-        .arg(&clip)
-        .status()
-        .unwrap();
-    assert!(made.success());
+    run_ok(
+        Command::new("ffmpeg")
+            .args([
+                "-hide_banner",
+                "-loglevel",
+                "error",
+                "-nostdin",
+                "-y",
+                "-f",
+                "lavfi",
+                "-i",
+            ])
+            .arg("color=c=0xF0F0F0:size=320x240:rate=30:duration=1.5")
+            .args(["-c:v", "libx264", "-pix_fmt", "yuv420p"])
+            .arg(&clip),
+    );
 
     let root = dir.path().join("m");
     let mut o = options(MediaFormat::Dash);

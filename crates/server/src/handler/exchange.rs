@@ -9,9 +9,10 @@ use crate::access_log::{Entry, Outcome};
 use crate::body::{SendClock, SendError};
 use crate::io::Requester;
 use crate::range::RangeSpec;
+use crate::request::Method;
 use crate::request::Request;
 use crate::response::Response;
-use crate::wire::ConnInfo;
+use crate::wire::{send_text, ConnInfo, Wire};
 use crate::Shared;
 
 /// A request as a handler needs it: the head, its `Range` parsed once, who asks, and where
@@ -120,4 +121,30 @@ pub(crate) fn finish(
             ..Entry::ending_now(info.peer, info.id, req_no, started.elapsed())
         });
     }
+}
+
+/// Answer `asked` with the text response `resp` (no body for `HEAD`) and count it; the
+/// connection stays open unless the request, `resp` or a shutdown closes it. Returns
+/// whether it stays open.
+pub(crate) async fn answer_text<W: Wire>(
+    shared: &Shared,
+    wire: &mut W,
+    asked: &Asked<'_>,
+    mut resp: Response,
+    started: Instant,
+) -> bool {
+    let keep = asked.req.wants_keep_alive() && !resp.close && !asked.stopping;
+    resp.close = !keep;
+    let head_only = matches!(asked.req.method, Method::Head);
+    let (clock, result) = send_text(shared, wire, &resp, head_only).await;
+    finish(
+        shared,
+        asked,
+        &resp,
+        started,
+        &clock,
+        &Served::default(),
+        &result,
+    );
+    keep && result.is_ok()
 }

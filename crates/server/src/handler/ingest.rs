@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::body::{SendClock, SendError};
-use crate::handler::exchange::{finish, Asked, Served};
+use crate::handler::exchange::{answer_text, finish, Asked, Served};
 use crate::handler::request_body::{discard_body, read_upload};
 use crate::io::Prepared;
 use crate::live::{
@@ -506,9 +506,7 @@ pub(crate) fn is_clock(req: &crate::request::Request) -> bool {
 /// (`2026-11-28T23:00:00.123Z`), for DASH players' `UTCTiming` (`http-iso`); never cached,
 /// readable from any origin. Returns whether the connection stays open.
 pub(crate) async fn clock<W: Wire>(shared: &Shared, wire: &mut W, asked: &Asked<'_>) -> bool {
-    let req = asked.req;
     let started = Instant::now();
-    let mut clock = SendClock::new(shared.config.send_grace, shared.config.min_send_rate);
     let now = humantime::format_rfc3339_millis(std::time::SystemTime::now())
         .to_string()
         .into_bytes();
@@ -522,27 +520,5 @@ pub(crate) async fn clock<W: Wire>(shared: &Shared, wire: &mut W, asked: &Asked<
         close: false,
         range_log: "-".into(),
     };
-    let keep = req.wants_keep_alive() && !asked.stopping;
-    let mut all = with_http_date(|date| head_bytes(&resp, date, keep));
-    if let (Body::Text(text), false) = (
-        &resp.body,
-        matches!(req.method, crate::request::Method::Head),
-    ) {
-        all.extend_from_slice(text);
-        clock.body_sent = text.len() as u64;
-    }
-    let mut result = wire.write(&all, false, false, &mut clock).await;
-    if result.is_ok() {
-        result = wire.flush(&clock).await;
-    }
-    finish(
-        shared,
-        asked,
-        &resp,
-        started,
-        &clock,
-        &Served::default(),
-        &result,
-    );
-    keep && result.is_ok()
+    answer_text(shared, wire, asked, resp, started).await
 }

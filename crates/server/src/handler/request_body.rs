@@ -39,7 +39,7 @@ pub(crate) async fn discard_body<W: Wire>(
         return Ok(());
     }
     if len > shared.config.max_body {
-        let _ = send_text(shared, wire, &Response::text(413, true)).await;
+        let _ = send_text(shared, wire, &Response::text(413, true), false).await;
         return Err(());
     }
     let deadline = Instant::now() + timeout;
@@ -93,7 +93,7 @@ async fn answer_cut<W: Wire>(wire: &mut W, cut: Cut, shared: &Shared) {
         Cut::Refused(e) => Response::explained(e.status, &e.reason, true),
     };
     shared.metrics.count_status(resp.status);
-    let _ = send_text(shared, wire, &resp).await;
+    let _ = send_text(shared, wire, &resp, false).await;
 }
 
 /// Take the next `len` body bytes, from the buffer and then the socket, each read within
@@ -182,7 +182,7 @@ async fn read_chunked<W: Wire>(
             Err(e) => {
                 shared.metrics.bad_requests.inc();
                 shared.metrics.count_status(e.status());
-                let _ = send_text(shared, wire, &Response::text(e.status(), true)).await;
+                let _ = send_text(shared, wire, &Response::text(e.status(), true), false).await;
                 return Err(());
             }
         }

@@ -7,11 +7,11 @@ use std::time::Instant;
 
 use vodkit_securelink::{decoded_path, normalize_path, verify, Grant, Verdict};
 
-use crate::handler::exchange::{finish, Asked, Served};
+use crate::handler::exchange::{answer_text, Asked};
 use crate::request::{Method, Request};
 use crate::response::{plan, Body, Response};
 use crate::signed_manifest::{rewrite, Kind, Signing};
-use crate::wire::{send_text, Wire};
+use crate::wire::Wire;
 use crate::Shared;
 
 /// The largest manifest rewritten; a larger one is refused with 500 rather than sent
@@ -59,19 +59,7 @@ pub(crate) async fn refuse<W: Wire>(
         // A player's script should see why it was refused.
         cors.response_headers(asked.req.origin.as_deref(), &mut resp.headers);
     }
-    let keep = asked.req.wants_keep_alive() && !asked.stopping;
-    resp.close = !keep;
-    let (clock, result) = send_text(shared, wire, &resp).await;
-    finish(
-        shared,
-        asked,
-        &resp,
-        started,
-        &clock,
-        &Served::default(),
-        &result,
-    );
-    keep && result.is_ok()
+    answer_text(shared, wire, asked, resp, started).await
 }
 
 /// The first `len` bytes of `file`, at their offsets (an open-file cache may share it).

@@ -73,7 +73,7 @@ pub(crate) async fn answer<W: Wire>(
                 }
                 _ => Response::text(500, true),
             };
-            let (clock, _) = send_text(shared, wire, &failed).await;
+            let (clock, _) = send_text(shared, wire, &failed, false).await;
             let none = Served::default();
             finish(shared, asked, &failed, started, &clock, &none, &result);
             return false;

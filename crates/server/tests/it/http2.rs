@@ -11,7 +11,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::{pattern, TestServer};
+use common::{h2_connect, pattern, runtime, TestServer};
 use h2::Reason;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use vodkit_server::tls::{selfsigned, TlsSettings};
@@ -174,26 +174,7 @@ fn h2load_requests_all_succeed() {
     assert_eq!(st.http2.streams, 400);
 }
 
-/// A runtime for the test's own HTTP/2 clients.
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
 type Sender = h2::client::SendRequest<Bytes>;
-
-/// An h2c client connection (its driver spawned) made by `builder`.
-async fn h2_connect(addr: SocketAddr, builder: &h2::client::Builder) -> Sender {
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (send, conn) = builder.handshake::<_, Bytes>(tcp).await.unwrap();
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    send
-}
 
 fn get(path: &str) -> http::Request<()> {
     http::Request::get(format!("http://localhost{path}"))

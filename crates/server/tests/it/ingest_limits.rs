@@ -7,10 +7,10 @@
 
 use crate::common;
 
-use common::{Client, TestServer};
+use common::{wait_for, Client, TestServer};
 use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use vodkit_server::live::IngestConfig;
 
 const TOKEN: &str = "t0ken";
@@ -121,19 +121,6 @@ fn names_per_stream_and_streams_are_bounded() {
     }
     let st = s.stats().ingest.unwrap();
     assert_eq!((st.streams, st.objects), (2, 8), "{st:?}");
-}
-
-/// Poll `/stats` until `done` holds (the server counts bytes as its reads complete).
-fn wait_for(s: &TestServer, done: impl Fn(&vodkit_server::live::IngestStats) -> bool) {
-    let until = Instant::now() + Duration::from_secs(20);
-    loop {
-        let st = s.stats().ingest.unwrap();
-        if done(&st) {
-            return;
-        }
-        assert!(Instant::now() < until, "never reached: {st:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 #[test]

@@ -292,37 +292,32 @@ fn ffmpeg_publishes_hls_by_chunked_put() {
     }
     let s = server(|_| {});
     let url = s.url("/live/ff/index.m3u8");
-    let out = std::process::Command::new("ffmpeg")
-        .args([
-            "-hide_banner",
-            "-loglevel",
-            "error",
-            "-f",
-            "lavfi",
-            "-i",
-            "testsrc=duration=4:size=160x120:rate=25",
-            "-c:v",
-            "mpeg2video",
-            "-g",
-            "25",
-            "-f",
-            "hls",
-            "-hls_time",
-            "1",
-            "-hls_list_size",
-            "0",
-            "-method",
-            "PUT",
-            "-headers",
-            "Authorization: Bearer t0ken\r\n",
-        ])
-        .arg(&url)
-        .output()
-        .expect("spawn ffmpeg");
-    assert!(
-        out.status.success(),
-        "ffmpeg failed: {}",
-        String::from_utf8_lossy(&out.stderr)
+    vodkit_testkit::process::run_ok(
+        std::process::Command::new("ffmpeg")
+            .args([
+                "-hide_banner",
+                "-loglevel",
+                "error",
+                "-f",
+                "lavfi",
+                "-i",
+                "testsrc=duration=4:size=160x120:rate=25",
+                "-c:v",
+                "mpeg2video",
+                "-g",
+                "25",
+                "-f",
+                "hls",
+                "-hls_time",
+                "1",
+                "-hls_list_size",
+                "0",
+                "-method",
+                "PUT",
+                "-headers",
+                "Authorization: Bearer t0ken\r\n",
+            ])
+            .arg(&url),
     );
     let pl = s.connect().get("/live/ff/index.m3u8", &[]);
     assert_eq!(pl.status, 200);

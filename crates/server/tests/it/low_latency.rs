@@ -11,11 +11,10 @@ use crate::common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use bytes::Bytes;
-use common::{Client, TestServer};
-use vodkit_server::live::{IngestConfig, IngestStats};
+use common::{h2_connect, runtime, wait_for, Client, TestServer};
+use vodkit_server::live::IngestConfig;
 
 const TOKEN: &str = "t0ken";
 
@@ -29,19 +28,6 @@ fn server(http2: bool, tune: impl FnOnce(&mut IngestConfig)) -> TestServer {
             c.http2 = Some(vodkit_server::H2Settings::default());
         }
     })
-}
-
-/// Wait (polling `/stats`) until `done` holds for the live origin's counters.
-fn wait_for(s: &TestServer, done: impl Fn(&IngestStats) -> bool) {
-    let until = Instant::now() + Duration::from_secs(20);
-    loop {
-        let st = s.stats().ingest.unwrap();
-        if done(&st) {
-            return;
-        }
-        assert!(Instant::now() < until, "never reached: {st:?}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// A whole `PUT` of `body` at `path` on a new connection; the status.
@@ -248,27 +234,13 @@ fn an_upload_cut_in_the_middle_never_ends_its_viewers_response_as_complete() {
     assert_eq!(s.connect().get("/live/a/seg-0.m4s", &[]).status, 404);
 }
 
-fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-/// An h2c client connection (its driver spawned).
-async fn h2_connect(addr: SocketAddr) -> h2::client::SendRequest<Bytes> {
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let (send, conn) = h2::client::handshake(tcp).await.unwrap();
-    tokio::spawn(async move {
-        let _ = conn.await;
-    });
-    send.ready().await.unwrap()
-}
-
 /// Start a `GET` of `path` over HTTP/2: the status and the body's stream.
 async fn h2_get(addr: SocketAddr, path: &str) -> (u16, h2::RecvStream) {
-    let mut send = h2_connect(addr).await;
+    let mut send = h2_connect(addr, &h2::client::Builder::new())
+        .await
+        .ready()
+        .await
+        .unwrap();
     let req = http::Request::get(format!("http://localhost{path}"))
         .body(())
         .unwrap();

@@ -28,6 +28,14 @@ pub fn read_head(stream: &mut impl std::io::Read) -> bool {
     request_head(stream).is_some()
 }
 
+/// Milliseconds since the Unix epoch now (the start of a scripted live stream).
+pub fn unix_now_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64
+}
+
 pub fn free_port() -> u16 {
     vodkit_peers::free_port().expect("a free loopback port")
 }
