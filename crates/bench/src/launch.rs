@@ -161,6 +161,15 @@ impl Running for Arranged {
     fn set_clock_rate(&self, rate: f64) -> Result<bool, String> {
         self.inner.set_clock_rate(rate)
     }
+    fn failover(&self) -> Option<crate::failover::Kill> {
+        self.inner.failover()
+    }
+    fn engine_window(
+        &self,
+        window: (std::time::SystemTime, std::time::SystemTime),
+    ) -> Option<crate::point::EngineFigures> {
+        self.inner.engine_window(window)
+    }
     fn stop(self: Box<Self>) -> Result<Vec<String>, String> {
         let lines = self.inner.stop()?;
         if let Some(applied) = self.applied {
