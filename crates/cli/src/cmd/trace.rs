@@ -71,7 +71,8 @@ pub(crate) struct Common {
     /// Leave sessions starting this close to the log's end out of session statistics.
     #[arg(long, default_value = "0s", value_name = flags::DURATION, value_parser = flags::duration)]
     exclude_tail: Duration,
-    /// Threads parsing the log (default: all cores); the output does not depend on it.
+    /// Threads parsing the log and partitions of the analysis (default: all cores); the
+    /// output does not depend on it.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     threads: Option<u16>,
     /// Sort the log by completion time first (external merge sort within --memory, runs
