@@ -137,14 +137,20 @@ pub(crate) async fn answer_text<W: Wire>(
     resp.close = !keep;
     let head_only = matches!(asked.req.method, Method::Head);
     let (clock, result) = send_text(shared, wire, &resp, head_only).await;
-    finish(
-        shared,
-        asked,
-        &resp,
-        started,
-        &clock,
-        &Served::default(),
-        &result,
-    );
+    finish_unserved(shared, asked, &resp, started, &clock, &result, keep)
+}
+
+/// [`finish`] for an answer that read no file (text, a live object); returns whether the
+/// connection goes on: `keep` and the answer went out.
+pub(crate) fn finish_unserved(
+    shared: &Shared,
+    asked: &Asked<'_>,
+    resp: &Response,
+    started: Instant,
+    clock: &SendClock,
+    result: &Result<(), SendError>,
+    keep: bool,
+) -> bool {
+    finish(shared, asked, resp, started, clock, &Served::default(), result);
     keep && result.is_ok()
 }

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::body::{SendClock, SendError};
-use crate::handler::exchange::{answer_text, finish, Asked, Served};
+use crate::handler::exchange::{answer_text, finish_unserved, Asked};
 use crate::handler::request_body::{discard_body, read_upload};
 use crate::io::Prepared;
 use crate::live::{
@@ -254,16 +254,7 @@ pub(crate) async fn handle<W: Wire>(
     if result.is_ok() {
         result = wire.flush(&clock).await;
     }
-    finish(
-        shared,
-        asked,
-        &resp,
-        started,
-        &clock,
-        &Served::default(),
-        &result,
-    );
-    keep && result.is_ok()
+    finish_unserved(shared, asked, &resp, started, &clock, &result, keep)
 }
 
 /// What a viewer's `GET` or `HEAD` gets.
