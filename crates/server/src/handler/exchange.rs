@@ -151,6 +151,14 @@ pub(crate) fn finish_unserved(
     result: &Result<(), SendError>,
     keep: bool,
 ) -> bool {
-    finish(shared, asked, resp, started, clock, &Served::default(), result);
+    finish(
+        shared,
+        asked,
+        resp,
+        started,
+        clock,
+        &Served::default(),
+        result,
+    );
     keep && result.is_ok()
 }

@@ -115,10 +115,7 @@ fn every_table_csv_and_parquet_is_the_same_for_one_two_and_four_threads() {
     let dir = synthesized();
     let log = dir.path().join("log.csv");
     let text = std::fs::read(&log).unwrap();
-    let gz = dir.path().join("log.csv.gz");
-    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    e.write_all(&text).unwrap();
-    std::fs::write(&gz, e.finish().unwrap()).unwrap();
+    let gz = gzipped(dir.path(), &text);
     let files = || FileTable::from_csv(&dir.path().join("files.csv")).unwrap();
     for format in [OutputFormat::Csv, OutputFormat::Parquet] {
         let run = |path: &Path, threads: usize| {
@@ -224,10 +221,7 @@ fn gzip_and_zstd_logs_read_as_the_plain_one() {
     let dir = synthesized();
     let log = dir.path().join("log.csv");
     let text = std::fs::read(&log).unwrap();
-    let gz = dir.path().join("log.csv.gz");
-    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    e.write_all(&text).unwrap();
-    std::fs::write(&gz, e.finish().unwrap()).unwrap();
+    let gz = gzipped(dir.path(), &text);
     let zst = dir.path().join("log.csv.zst");
     std::fs::write(&zst, zstd::encode_all(&text[..], 1).unwrap()).unwrap();
     let plain = outputs(dir.path(), &log, 1);
@@ -409,4 +403,13 @@ fn a_shuffled_log_sorted_within_a_small_memory_gives_the_same_chains_and_phases(
         let b = &got.iter().find(|x| x.0 == name).unwrap().1;
         assert!(a == b, "{name} differs after sorting");
     }
+}
+
+/// `text` gzip-compressed into `dir/log.csv.gz`.
+fn gzipped(dir: &Path, text: &[u8]) -> std::path::PathBuf {
+    let gz = dir.join("log.csv.gz");
+    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+    e.write_all(text).unwrap();
+    std::fs::write(&gz, e.finish().unwrap()).unwrap();
+    gz
 }
