@@ -99,10 +99,7 @@ impl Sampler for ProcSampler {
             procs.push((SystemTime::now(), role_ticks(&watch)));
         }
         let control = self.device_control.clone();
-        let read_counters = move || {
-            let text = std::fs::read_to_string(control.as_ref()?).ok()?;
-            serde_json::from_str::<DeviceCounters>(&text).ok()
-        };
+        let read_counters = move || device_counters(control.as_ref()?);
         {
             let mut c = self.counters.lock().map_err(|e| e.to_string())?;
             c.clear();
@@ -832,15 +829,25 @@ impl crate::experiment::Testbed for HddTestbed {
     }
     fn wait_quiet(&mut self, max: Duration) -> Result<Option<f64>, String> {
         let control = self.device_control().ok_or("the emulated disk is down")?;
-        crate::experiment::wait_until_quiet(|| Some(vec![drive_activity(&control)?]), max).map(Some)
+        wait_quiet_on(&[control], max)
     }
 }
 
-/// An emulated drive's reads so far and requests in flight, from its control file.
-fn drive_activity(control: &std::path::Path) -> Option<(u64, u64)> {
+/// An emulated drive's counters, from its control file.
+fn device_counters(control: &std::path::Path) -> Option<DeviceCounters> {
     let text = std::fs::read_to_string(control).ok()?;
-    let c = serde_json::from_str::<DeviceCounters>(&text).ok()?;
-    Some((c.reads, c.in_flight))
+    serde_json::from_str::<DeviceCounters>(&text).ok()
+}
+
+/// [`crate::experiment::wait_until_quiet`] on the drives of these control files.
+fn wait_quiet_on(controls: &[PathBuf], max: Duration) -> Result<Option<f64>, String> {
+    let activity = || {
+        controls
+            .iter()
+            .map(|c| device_counters(c).map(|d| (d.reads, d.in_flight)))
+            .collect()
+    };
+    crate::experiment::wait_until_quiet(activity, max).map(Some)
 }
 
 /// One emulated drive per origin of a cluster entry, each holding the same file set
@@ -881,11 +888,7 @@ impl crate::experiment::Testbed for DriveSet {
             .iter()
             .filter_map(|d| d.device_control())
             .collect();
-        crate::experiment::wait_until_quiet(
-            || controls.iter().map(|c| drive_activity(c)).collect(),
-            max,
-        )
-        .map(Some)
+        wait_quiet_on(&controls, max)
     }
 }
 
