@@ -3,8 +3,9 @@
 //! time and zoned transfer rate ([`DiskTerms`], the capacity bound's terms). It answers, for
 //! the manager, the question the capacity bound answers for a perfect server: which share
 //! of the requested bytes comes from memory, how much the disk reads, and the highest rate
-//! at which the drive is at most as busy as a server's is at capacity. Comparing the two separates what the memory
-//! policy loses from what the serving path loses (docs/simulate.md, "Memory replay").
+//! at which the drive is at most as busy as a server's is at capacity. Comparing the two
+//! separates what the memory policy loses from what the serving path loses
+//! (docs/simulate.md, "Memory replay").
 //!
 //! The model, in the engine's terms: a request whose bytes are all resident is a hit;
 //! otherwise the engine reads from the request's offset `max(len, prefetch)` bytes, where
@@ -656,7 +657,7 @@ pub fn capacity(w: &ReplayWorkload, cfg: &ReplayConfig, guess: f64) -> Option<Re
     let within = |r: &ReplayResult| r.utilization <= r.busy_limit;
     let mut lo = guess.max(1e-3);
     let mut at_lo = busy(lo);
-    while at_lo.utilization > at_lo.busy_limit {
+    while !within(&at_lo) {
         lo /= 2.0;
         if lo < 1e-3 {
             return None;
