@@ -295,6 +295,14 @@ struct Batch {
 }
 
 impl Batch {
+    fn with_capacity() -> Batch {
+        Batch {
+            reqs: Vec::with_capacity(BATCH),
+            names: String::with_capacity(BATCH * 16),
+            sweep: None,
+        }
+    }
+
     fn push(&mut self, file: u32, r: &LogRequest<'_>) {
         let at = self.names.len() as u32;
         self.names.push_str(&r.session);
@@ -555,16 +563,6 @@ impl State<'_, '_> {
                     }
                 }
             }
-        }
-    }
-}
-
-impl Batch {
-    fn with_capacity() -> Batch {
-        Batch {
-            reqs: Vec::with_capacity(BATCH),
-            names: String::with_capacity(BATCH * 16),
-            sweep: None,
         }
     }
 }
