@@ -128,25 +128,21 @@ impl EngineFigures {
 
 /// CPU time used by the processes of a point over the steady-state window, in cores
 /// (CPU-seconds per second; 1.0 is one core fully busy). `None` where not known.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 pub struct ProcessCores {
     /// The server under test: its main process with all threads and all descendant
     /// processes (nginx and Apache workers), plus a `+preload` server's prefetch daemon.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server: Option<f64>,
     /// The load generator (its threads in the bench process).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub load: Option<f64>,
     /// The disk emulator serving the emulated drive (its FUSE threads, in the bench process
     /// or in the `vodkit hdd up` daemon).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk_emulator: Option<f64>,
     /// A cluster's load balancer (HAProxy or nginx with its workers); its origins are the
     /// `server`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub balancer: Option<f64>,
     /// The balancer's cores per Gbit/s the clients received ([`per_gbit_s`]), to size it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub balancer_per_gbit_s: Option<f64>,
 }
 
@@ -173,6 +169,7 @@ pub fn per_gbit_s(cores: f64, throughput_mb_s: f64) -> Option<f64> {
 }
 
 /// Client-side results of the load generator (steady state only).
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct ClientMetrics {
     pub sessions: u64,
@@ -195,30 +192,25 @@ pub struct ClientMetrics {
     #[serde(default)]
     pub refusal_p99_ms: f64,
     /// QoS figures from the load generator, passed through as it reports them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub qos: Option<serde_json::Value>,
     /// Fraction of the judged sessions (the probes where the run has them) that completed
     /// and played without a stall, as the quality criterion reads it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acceptable_fraction: Option<f64>,
     /// 95th percentile of how far completed sessions fell behind their own pace (s;
     /// `vodkit load`'s `sessions.lag_p95_s`), as the pace criterion reads it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lag_p95_s: Option<f64>,
 }
 
 /// Everything measured at one data point.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 pub struct PointMetrics {
     pub client: ClientMetrics,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub disk: Option<DiskMetrics>,
     /// Machine-wide CPU busy time: (user + nice + system + irq + softirq + steal) over all
     /// jiffies of all cores (0..1). Time idle with I/O outstanding (iowait) is not busy.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_busy: Option<f64>,
     /// Machine-wide share of all cores' time spent in iowait (0..1).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_iowait: Option<f64>,
     /// CPU used by the server, the load generator and the disk emulator, in cores.
     #[serde(default, skip_serializing_if = "ProcessCores::is_empty")]
@@ -228,13 +220,11 @@ pub struct PointMetrics {
     #[serde(default, skip_serializing)]
     pub cpu_util: Option<f64>,
     /// The server's budget cgroup (runs with `--memory`; sampled once a second).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub server_memory: Option<ServerMemory>,
     /// Connections the kernel refused during the point because a listen queue was full
     /// (`TcpExtListenOverflows` of `/proc/net/netstat`, machine-wide): each one is a client
     /// whose SYN is retried after 1, 3, 7 s, so a server that accepts too slowly shows up
     /// here before it shows up in the client's timeouts.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub listen_overflows: Option<u64>,
     /// Prefetch size over time (seconds since start, bytes) for adaptive policies.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
@@ -246,25 +236,19 @@ pub struct PointMetrics {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub notes: Vec<String>,
     /// The history played before the point ([`crate::warmup`]).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fast_forward: Option<crate::warmup::History>,
     /// The judged window's two halves compared.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub steadiness: Option<crate::warmup::Steadiness>,
     /// The emulated drive's counters over the window.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device: Option<DeviceFigures>,
     /// Times another process dropped the machine's page cache between the bench's own
     /// drop before the point and the end of its judged run (`drop_pagecache` of
     /// `/proc/vmstat`; `None` where the kernel does not count them). Above zero, the point
     /// did not start from the memory its history filled.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub outside_cache_drops: Option<u64>,
     /// The server's engine over the judged window (servers that report it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub engine: Option<EngineFigures>,
     /// A cluster origin killed in the middle of the point (`cluster:…:failover`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failover: Option<crate::failover::FailoverFigures>,
 }
 

@@ -68,6 +68,7 @@ impl Check {
 }
 
 /// A named experiment from the seeds.
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, Serialize)]
 pub struct Scenario {
     pub name: &'static str,
@@ -86,13 +87,10 @@ pub struct Scenario {
     pub checks: Vec<Check>,
     /// Compare this server's disk MB/s with a sequential read of the requested files
     /// (the `wc` reference of thesis 3.7.2), with the target fraction.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub sequential_reference: Option<(&'static str, f64)>,
     /// The capacity criterion (`--criterion` words; `None`: strict).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub criterion: Option<&'static str>,
     /// Probe sessions per point (`vodkit load --probe` words).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub probes: Option<&'static str>,
     /// The history played before every point (`auto`: on where the testbed is an emulated
     /// drive with a memory budget; `--fast-forward` overrides it).

@@ -6,6 +6,7 @@ use crate::link::Link;
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
 use std::time::Duration;
+use strum::{Display, EnumString, VariantNames};
 use vodkit_workload::model::{Measurement, Request, Session, WorkloadMeta};
 
 /// Largest start-up buffer accepted (seconds of content).
@@ -176,35 +177,21 @@ impl std::fmt::Debug for Timed {
 }
 
 /// The HTTP version of a run's viewers.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Display, EnumString, VariantNames)]
+#[strum(parse_err_ty = String, parse_err_fn = unknown_http_version)]
 pub enum HttpVersion {
     /// HTTP/1.1: a viewer's requests go one at a time on each of its connections.
     #[default]
+    #[strum(serialize = "1.1")]
     Http11,
     /// HTTP/2 ([`crate::h2`]): a viewer's requests are streams of one connection (TLS with
     /// ALPN `h2` for an `https://` target, prior knowledge for `http://`).
+    #[strum(serialize = "2")]
     Http2,
 }
 
-impl std::str::FromStr for HttpVersion {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "1.1" => Ok(HttpVersion::Http11),
-            "2" => Ok(HttpVersion::Http2),
-            other => Err(format!("--http {other:?}: expected 1.1 or 2")),
-        }
-    }
-}
-
-impl std::fmt::Display for HttpVersion {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            HttpVersion::Http11 => "1.1",
-            HttpVersion::Http2 => "2",
-        })
-    }
+fn unknown_http_version(s: &str) -> String {
+    vodkit_units::unknown_choice("--http", s, HttpVersion::VARIANTS)
 }
 
 impl LoadConfig {

@@ -53,6 +53,7 @@ fn is_zero(n: &u64) -> bool {
 }
 
 /// Run parameters and totals over the whole run (ramps included).
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunInfo {
     pub target: String,
@@ -90,10 +91,8 @@ pub struct RunInfo {
     #[serde(default)]
     pub settle_s: f64,
     /// `I/N` when this is one shard of a sharded run (`--shard`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shard: Option<crate::shard::Shard>,
     /// The agreed wall-clock start (`--start-at`), Unix seconds.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_at_unix: Option<f64>,
     /// Requests that failed on their connection and were retried once on a fresh one
     /// (`LoadConfig::retry`), and those the retry completed.
@@ -204,6 +203,7 @@ pub struct Sample {
 }
 
 /// Client-side quality (seed 004 section 2.2) over steady-state sessions.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Qos {
     /// Seconds of content the modelled player buffers before it starts.
@@ -230,10 +230,8 @@ pub struct Qos {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub note: String,
     /// What the adaptive players saw (`--player` runs only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub abr: Option<AbrSummary>,
     /// What the live viewers saw (runs with live sessions only).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live: Option<LiveSummary>,
 }
 

@@ -9,11 +9,13 @@ use crate::bmff::{self, Fragmented};
 use crate::error::MediaError;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
-use std::str::FromStr;
+use strum::{Display, EnumString, IntoStaticStr, VariantNames};
 
 /// A packaging (`--media`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[derive(Display, EnumString, IntoStaticStr, VariantNames)]
+#[strum(serialize_all = "kebab-case", parse_err_ty = String, parse_err_fn = unknown_format)]
 pub enum MediaFormat {
     /// DASH, `SegmentTemplate`, segment files.
     Dash,
@@ -37,13 +39,7 @@ impl MediaFormat {
     ];
 
     pub fn name(self) -> &'static str {
-        match self {
-            MediaFormat::Dash => "dash",
-            MediaFormat::DashSingle => "dash-single",
-            MediaFormat::Hls => "hls",
-            MediaFormat::HlsByterange => "hls-byterange",
-            MediaFormat::Cmaf => "cmaf",
-        }
+        self.into()
     }
 
     /// One file per rendition (byte-range addressing) rather than one per segment.
@@ -75,22 +71,8 @@ impl MediaFormat {
     }
 }
 
-impl std::fmt::Display for MediaFormat {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for MediaFormat {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        MediaFormat::ALL
-            .into_iter()
-            .find(|m| m.name() == s)
-            .ok_or_else(|| {
-                format!("unknown media packaging `{s}`: expected dash, dash-single, hls, hls-byterange or cmaf")
-            })
-    }
+fn unknown_format(s: &str) -> String {
+    vodkit_units::unknown_choice("media packaging", s, MediaFormat::VARIANTS)
 }
 
 /// One rung of the ladder with its pool.

@@ -50,11 +50,14 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::thread::JoinHandle;
+use strum::{Display, EnumString, IntoStaticStr, VariantNames};
 use tokio::sync::oneshot;
 
 /// How misses are read (seed 001 §5).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[derive(Display, EnumString, IntoStaticStr, VariantNames)]
+#[strum(serialize_all = "lowercase", parse_err_ty = String, parse_err_fn = unknown_mode)]
 pub enum IoMode {
     Vanilla,
     Serialized,
@@ -67,13 +70,7 @@ pub enum IoMode {
 
 impl IoMode {
     pub fn name(self) -> &'static str {
-        match self {
-            IoMode::Vanilla => "vanilla",
-            IoMode::Serialized => "serialized",
-            IoMode::Prefetch => "prefetch",
-            IoMode::Asap => "asap",
-            IoMode::Direct => "direct",
-        }
+        self.into()
     }
 
     /// One worker per device (rather than the shared pool).
@@ -87,26 +84,8 @@ impl IoMode {
     }
 }
 
-impl fmt::Display for IoMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for IoMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "vanilla" => Ok(IoMode::Vanilla),
-            "serialized" => Ok(IoMode::Serialized),
-            "prefetch" => Ok(IoMode::Prefetch),
-            "asap" => Ok(IoMode::Asap),
-            "direct" => Ok(IoMode::Direct),
-            _ => Err(format!(
-                "I/O mode `{s}`: expected vanilla, serialized, prefetch, asap or direct"
-            )),
-        }
-    }
+fn unknown_mode(s: &str) -> String {
+    vodkit_units::unknown_choice("I/O mode", s, IoMode::VARIANTS)
 }
 
 /// Engine settings.

@@ -14,32 +14,25 @@ use std::fs::File;
 use std::io;
 use std::os::fd::AsRawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
+use strum::{EnumString, VariantNames};
 
 /// How residency is checked.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[derive(EnumString, VariantNames)]
+#[strum(serialize_all = "lowercase", parse_err_ty = String, parse_err_fn = unknown_probe)]
 pub enum Probe {
     /// `cachestat`, falling back to `mincore` if unsupported.
     #[default]
     Auto,
     Cachestat,
     Mincore,
+    #[strum(to_string = "nowait", serialize = "preadv2")]
     Nowait,
 }
 
-impl std::str::FromStr for Probe {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(Probe::Auto),
-            "cachestat" => Ok(Probe::Cachestat),
-            "mincore" => Ok(Probe::Mincore),
-            "nowait" | "preadv2" => Ok(Probe::Nowait),
-            _ => Err(format!(
-                "residency probe `{s}`: expected auto, cachestat, mincore or nowait"
-            )),
-        }
-    }
+fn unknown_probe(s: &str) -> String {
+    vodkit_units::unknown_choice("residency probe", s, Probe::VARIANTS)
 }
 
 /// Page-cache state of a byte range.

@@ -21,11 +21,13 @@
 use crate::policy::FileId;
 use crate::Map;
 use serde::{Deserialize, Serialize};
-use std::fmt;
+use strum::{Display, EnumString, IntoStaticStr, VariantNames};
 
 /// How a device's queue orders its pending reads.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[derive(Display, EnumString, IntoStaticStr, VariantNames)]
+#[strum(serialize_all = "lowercase", parse_err_ty = String, parse_err_fn = unknown_order)]
 pub enum IoOrder {
     /// Arrival order.
     Fifo,
@@ -38,32 +40,12 @@ pub enum IoOrder {
 
 impl IoOrder {
     pub fn name(self) -> &'static str {
-        match self {
-            IoOrder::Fifo => "fifo",
-            IoOrder::Deadline => "deadline",
-            IoOrder::Sweep => "sweep",
-        }
+        self.into()
     }
 }
 
-impl fmt::Display for IoOrder {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for IoOrder {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "fifo" => Ok(IoOrder::Fifo),
-            "deadline" => Ok(IoOrder::Deadline),
-            "sweep" => Ok(IoOrder::Sweep),
-            _ => Err(format!(
-                "read order `{s}`: expected fifo, deadline or sweep"
-            )),
-        }
-    }
+fn unknown_order(s: &str) -> String {
+    vodkit_units::unknown_choice("read order", s, IoOrder::VARIANTS)
 }
 
 /// Where a read lies on its device, ordered as the head meets them in an ascending sweep.

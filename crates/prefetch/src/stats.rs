@@ -5,6 +5,7 @@ use crate::policy::PolicyState;
 use serde::{Deserialize, Serialize};
 
 /// Per-device figures.
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct DeviceStats {
     pub device: String,
@@ -29,13 +30,12 @@ pub struct DeviceStats {
     /// What a read of this device costs, learned from its reads
     /// ([`crate::service::ServiceFit`]): a positioning, ms, and the transfer rate, MB/s
     /// (absent until enough reads of different sizes were seen).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub positioning_ms: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transfer_mb_s: Option<f64>,
 }
 
 /// Everything the engine counts (totals since start).
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Stats {
     pub uptime_s: f64,
@@ -70,13 +70,11 @@ pub struct Stats {
     pub devices: Vec<DeviceStats>,
     pub policy: PolicyState,
     /// The memory manager's levels and totals, when the engine runs one.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<crate::memory::MemoryTotals>,
     /// What the memory manager's page-cache drops achieved (buffered modes).
     pub drops: DropStats,
     /// The `direct` mode's buffer pool (pool bytes, capacity, chunks, direct and fallback
     /// reads), in that mode only.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub direct: Option<crate::direct::DirectStats>,
 }
 

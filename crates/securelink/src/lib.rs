@@ -35,6 +35,7 @@ use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use md5::{Digest, Md5};
 use sha2::Sha256;
+use strum::{Display, EnumString, VariantNames};
 use subtle::ConstantTimeEq;
 
 /// base64url without padding when written; with or without it when read (nginx accepts both).
@@ -46,7 +47,10 @@ const B64: GeneralPurpose = GeneralPurpose::new(
 );
 
 /// Which signature a URL carries.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+///
+/// Its name in flags (parsed and displayed) is `md5` or `hmac`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Display, EnumString, VariantNames)]
+#[strum(serialize_all = "lowercase", parse_err_ty = String, parse_err_fn = unknown_form)]
 pub enum Form {
     /// nginx `secure_link_md5`: `?md5=…&expires=…`.
     #[default]
@@ -55,31 +59,8 @@ pub enum Form {
     Hmac,
 }
 
-impl Form {
-    /// The form's name in flags: `md5` or `hmac`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Form::Md5 => "md5",
-            Form::Hmac => "hmac",
-        }
-    }
-}
-
-impl std::str::FromStr for Form {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Form, String> {
-        match s {
-            "md5" => Ok(Form::Md5),
-            "hmac" => Ok(Form::Hmac),
-            _ => Err(format!("expected md5 or hmac, got {s:?}")),
-        }
-    }
-}
-
-impl fmt::Display for Form {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
+fn unknown_form(s: &str) -> String {
+    vodkit_units::unknown_choice("signature form", s, Form::VARIANTS)
 }
 
 /// The shared secret: the one line of a secret file.

@@ -9,6 +9,7 @@ use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use strum::{EnumString, VariantNames};
 
 /// First line written to a new log file; names the format version.
 pub const HEADER: &str = "#vodkit-access-log v1";
@@ -19,24 +20,16 @@ pub const FIELDS: &str = "#end_time\tservice_time\tclient\tconn\treq\tsession\tm
 
 /// How lines are written: tab-separated (the default, with two header lines) or one JSON
 /// object per line with the same field names.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, EnumString, VariantNames)]
+#[strum(serialize_all = "lowercase", parse_err_ty = String, parse_err_fn = unknown_format)]
 pub enum AccessLogFormat {
     #[default]
     Tsv,
     Jsonl,
 }
 
-impl std::str::FromStr for AccessLogFormat {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "tsv" => Ok(AccessLogFormat::Tsv),
-            "jsonl" => Ok(AccessLogFormat::Jsonl),
-            _ => Err(format!(
-                "unknown access log format {s:?} (expected tsv or jsonl)"
-            )),
-        }
-    }
+fn unknown_format(s: &str) -> String {
+    vodkit_units::unknown_choice("access log format", s, AccessLogFormat::VARIANTS)
 }
 
 /// How a response ended.

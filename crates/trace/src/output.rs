@@ -7,6 +7,7 @@ use std::io::{BufWriter, Write};
 use std::path::Path;
 
 use serde::Serialize;
+use strum::{EnumString, VariantNames};
 
 use crate::analyze::{Analysis, ClosedSession, SessionSink};
 use crate::chain::{kind_name, ms, write_row, CSV_HEADER};
@@ -45,24 +46,16 @@ struct PhaseRow<'a> {
 }
 
 /// The form of the row outputs (chains, phases).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, EnumString, VariantNames)]
+#[strum(serialize_all = "lowercase", parse_err_ty = String, parse_err_fn = unknown_format)]
 pub enum OutputFormat {
     #[default]
     Csv,
     Parquet,
 }
 
-impl std::str::FromStr for OutputFormat {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "csv" => Ok(OutputFormat::Csv),
-            "parquet" => Ok(OutputFormat::Parquet),
-            _ => Err(format!(
-                "unknown output format {s:?} (expected csv or parquet)"
-            )),
-        }
-    }
+fn unknown_format(s: &str) -> String {
+    vodkit_units::unknown_choice("output format", s, OutputFormat::VARIANTS)
 }
 
 /// One row output, as CSV or Parquet.

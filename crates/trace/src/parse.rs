@@ -6,15 +6,18 @@
 //! caller counts it (the first few are kept with their line numbers) and goes on.
 
 use crate::record::{LogRequest, RequestKind};
+use strum::{EnumString, VariantNames};
 
 /// How many bad lines are kept verbatim in a [`ReadSummary`].
 pub const BAD_EXAMPLES: usize = 5;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, EnumString, VariantNames)]
+#[strum(serialize_all = "lowercase", parse_err_ty = String, parse_err_fn = unknown_format)]
 pub enum LogFormat {
     /// Decide from the first line.
     Auto,
     /// `ts_end,service_time_s,session,file,offset,length,open_ended,bytes_sent,device_type`.
+    #[strum(to_string = "netflix", serialize = "csv")]
     Netflix,
     /// nginx `log_format vodkit_trace` (docs/trace.md).
     Nginx,
@@ -30,22 +33,8 @@ pub enum LogFormat {
     Json,
 }
 
-impl std::str::FromStr for LogFormat {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(LogFormat::Auto),
-            "netflix" | "csv" => Ok(LogFormat::Netflix),
-            "nginx" => Ok(LogFormat::Nginx),
-            "vodkit" => Ok(LogFormat::Vodkit),
-            "combined" => Ok(LogFormat::Combined),
-            "common" => Ok(LogFormat::Common),
-            "json" => Ok(LogFormat::Json),
-            _ => Err(format!(
-                "unknown log format {s:?} (expected auto, netflix, nginx, vodkit, combined, common or json)"
-            )),
-        }
-    }
+fn unknown_format(s: &str) -> String {
+    vodkit_units::unknown_choice("log format", s, LogFormat::VARIANTS)
 }
 
 /// What a pass over a log found besides the requests themselves.

@@ -32,6 +32,8 @@
 //! got 'x'`. Put where the value came from in front with [`UnitError::flag`]
 //! (`--memory: expected ...`) or [`UnitError::field`] (`spec.toml:3: sessions.request:
 //! expected ...`). As a clap `value_parser` the plain message is right: clap names the flag.
+//! A word that names none of a flag's or field's choices fails with the same one line from
+//! [`unknown_choice`] (``read order `x`: expected fifo, deadline or sweep``).
 
 use serde::de::{self, Deserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
@@ -158,6 +160,17 @@ impl From<UnitError> for String {
     fn from(e: UnitError) -> String {
         e.to_string()
     }
+}
+
+/// The error of `got`, which names none of `expected` (a flag's or field's choices, e.g. an
+/// enum's `strum::VariantNames`): ``read order `x`: expected fifo, deadline or sweep``.
+pub fn unknown_choice(what: &str, got: &str, expected: &[&str]) -> String {
+    let list = match expected {
+        [] => "nothing".to_string(),
+        [only] => only.to_string(),
+        [init @ .., last] => format!("{} or {last}", init.join(", ")),
+    };
+    format!("{what} `{got}`: expected {list}")
 }
 
 /// A byte count: `512KiB`, `1GiB`, `3M`, `2.5MB` or a number of bytes.

@@ -313,3 +313,16 @@ fn spec_fields_take_strings_and_numbers() {
         "\"10s\""
     );
 }
+
+#[test]
+fn unknown_choice_lists_the_choices_in_one_line() {
+    assert_eq!(
+        unknown_choice("read order", "x", &["fifo", "deadline", "sweep"]),
+        "read order `x`: expected fifo, deadline or sweep"
+    );
+    assert_eq!(
+        unknown_choice("--http", "3", &["1.1", "2"]),
+        "--http `3`: expected 1.1 or 2"
+    );
+    assert_eq!(unknown_choice("mode", "", &["on"]), "mode ``: expected on");
+}

@@ -11,8 +11,8 @@
 
 use crate::error::InputError;
 use crate::model::{ByteRange, Request, Session};
-use std::fmt;
 use std::io::Write;
+use strum::{Display, EnumString, VariantNames};
 
 /// Timeout given to requests of logs that do not state one (thesis 3.4: 10 s).
 pub const DEFAULT_TIMEOUT_S: f64 = 10.0;
@@ -21,7 +21,8 @@ pub const DEFAULT_CLASS: &str = "default";
 const META_PREFIX: &str = "#vodkit session";
 
 /// A session-log dialect.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Display, EnumString, VariantNames)]
+#[strum(serialize_all = "lowercase", parse_err_ty = String, parse_err_fn = unknown_format)]
 pub enum LogFormat {
     /// One JSON [`Session`] per line (`sessions.jsonl`).
     Jsonl,
@@ -40,15 +41,6 @@ impl LogFormat {
         LogFormat::Videoperf,
         LogFormat::Httperf,
     ];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            LogFormat::Jsonl => "jsonl",
-            LogFormat::Thesis => "thesis",
-            LogFormat::Videoperf => "videoperf",
-            LogFormat::Httperf => "httperf",
-        }
-    }
 
     /// Guess the dialect of a log from its content. Never fails: text without any telling
     /// attribute is taken as the thesis dialect (a plain list of URIs is valid in all three).
@@ -87,23 +79,8 @@ impl LogFormat {
     }
 }
 
-impl fmt::Display for LogFormat {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for LogFormat {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        LogFormat::ALL
-            .into_iter()
-            .find(|f| f.name() == s)
-            .ok_or_else(|| {
-                format!("unknown log format `{s}` (expected jsonl, thesis, videoperf or httperf)")
-            })
-    }
+fn unknown_format(s: &str) -> String {
+    vodkit_units::unknown_choice("log format", s, LogFormat::VARIANTS)
 }
 
 /// Why a log could not be written.

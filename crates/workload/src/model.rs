@@ -108,6 +108,7 @@ pub struct FileRef {
 }
 
 /// One viewing session (a line of `sessions.jsonl`).
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Session {
     pub id: u64,
@@ -115,44 +116,37 @@ pub struct Session {
     /// sessions/s starts session i at (sum of gaps up to i) / r.
     pub gap: f64,
     /// Explicit start time in seconds, overriding the gap schedule when present.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start_s: Option<f64>,
     /// Client class name (see [`WorkloadMeta::client_classes`]).
     pub class: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub title: Option<u32>,
     /// Nominal bit rate the session plays at (for the playout-buffer QoS model).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bitrate_kbps: Option<u32>,
     pub requests: Vec<Request>,
     /// A live viewer (no `requests`): which live stream it joins and for how long.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub live: Option<LiveView>,
     /// How an adaptive player (`vodkit load --player`) plays the title, when it does more than
     /// watch from the start for the requests' media time: where it starts, how long it
     /// watches, where it jumps.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub play: Option<PlaySpec>,
 }
 
 /// An adaptive player's viewing of its title (`play` in `sessions.jsonl`).
+#[serde_with::skip_serializing_none]
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct PlaySpec {
     /// Media position (seconds into the title) playback starts at.
     #[serde(default)]
     pub start_s: f64,
     /// Seconds of media watched in all, seeks included (absent: the requests' media time).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub watch_s: Option<f64>,
     /// Jumps, in order.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub seeks: Vec<Seek>,
     /// The viewer's player profile, overriding the run's player settings for this session:
     /// connections a byte-range segment download is spread over (thesis Table 5.3: 1–6).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub connections: Option<u32>,
     /// Seconds of media the player keeps buffered before it waits.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub buffer_target_s: Option<f64>,
 }
 

@@ -20,29 +20,22 @@
 //! the way a real player reacts to a server that slows down mid-segment.
 
 use serde::{Deserialize, Serialize};
-use std::str::FromStr;
+use strum::{EnumString, VariantNames};
 
 /// Which rule chooses renditions.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, EnumString, VariantNames)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase", parse_err_ty = String, parse_err_fn = unknown_rule)]
 pub enum Rule {
     Throughput,
+    #[strum(to_string = "buffer", serialize = "bba")]
     Buffer,
+    #[strum(to_string = "hybrid", serialize = "dynamic")]
     Hybrid,
 }
 
-impl FromStr for Rule {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Rule, String> {
-        match s {
-            "throughput" => Ok(Rule::Throughput),
-            "buffer" | "bba" => Ok(Rule::Buffer),
-            "hybrid" | "dynamic" => Ok(Rule::Hybrid),
-            _ => Err(format!(
-                "unknown ABR rule `{s}`: expected throughput, buffer or hybrid"
-            )),
-        }
-    }
+fn unknown_rule(s: &str) -> String {
+    vodkit_units::unknown_choice("ABR rule", s, Rule::VARIANTS)
 }
 
 /// Tunables of the rules (defaults close to dash.js and the BBA paper).

@@ -11,12 +11,13 @@ pub mod manifest;
 pub mod play;
 
 use serde::{Deserialize, Serialize};
-use std::str::FromStr;
+use strum::{EnumString, VariantNames};
 use vodkit_workload::model::LiveView;
 
 /// Which manifest a player opens.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, EnumString, VariantNames)]
 #[serde(rename_all = "lowercase")]
+#[strum(serialize_all = "lowercase", parse_err_ty = String, parse_err_fn = unknown_player)]
 pub enum Protocol {
     /// `/tID/manifest.mpd`.
     Dash,
@@ -24,15 +25,8 @@ pub enum Protocol {
     Hls,
 }
 
-impl FromStr for Protocol {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Protocol, String> {
-        match s {
-            "dash" => Ok(Protocol::Dash),
-            "hls" => Ok(Protocol::Hls),
-            _ => Err(format!("unknown player `{s}`: expected dash or hls")),
-        }
-    }
+fn unknown_player(s: &str) -> String {
+    vodkit_units::unknown_choice("player", s, Protocol::VARIANTS)
 }
 
 /// How the players of a run behave.

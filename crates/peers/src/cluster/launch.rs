@@ -8,9 +8,11 @@ use crate::process::{find_program, ServerProcess, StartSpec};
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
+use strum::{EnumString, IntoStaticStr, VariantNames};
 
 /// Which balancer program.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, EnumString, IntoStaticStr, VariantNames)]
+#[strum(serialize_all = "lowercase", parse_err_ty = String, parse_err_fn = unknown_balancer)]
 pub enum Balancer {
     Haproxy,
     Nginx,
@@ -18,10 +20,7 @@ pub enum Balancer {
 
 impl Balancer {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Balancer::Haproxy => "haproxy",
-            Balancer::Nginx => "nginx",
-        }
+        self.into()
     }
 
     /// The complete configuration for `spec`.
@@ -33,15 +32,8 @@ impl Balancer {
     }
 }
 
-impl std::str::FromStr for Balancer {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Balancer, String> {
-        match s {
-            "haproxy" => Ok(Balancer::Haproxy),
-            "nginx" => Ok(Balancer::Nginx),
-            _ => Err(format!("balancer `{s}`: expected haproxy or nginx")),
-        }
-    }
+fn unknown_balancer(s: &str) -> String {
+    vodkit_units::unknown_choice("balancer", s, Balancer::VARIANTS)
 }
 
 /// The HAProxy binary, if installed.

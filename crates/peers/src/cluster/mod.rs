@@ -21,6 +21,7 @@ pub mod nginx;
 use std::fmt;
 use std::str::FromStr;
 use std::sync::OnceLock;
+use strum::{Display, EnumString, IntoStaticStr, VariantNames};
 
 /// The title-key rule as a regular expression over a path (without its query): group 1
 /// (named `title`) is the key. `/t3/v800/seg-7.m4s`, `/t3/manifest.mpd` → `t3`;
@@ -42,7 +43,8 @@ pub fn title_key(target: &str) -> String {
 }
 
 /// How the balancer picks an origin for a request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Display, EnumString, IntoStaticStr, VariantNames)]
+#[strum(serialize_all = "lowercase", parse_err_ty = String, parse_err_fn = unknown_route)]
 pub enum Route {
     /// Consistent hash of the title key ([`TITLE_PATTERN`]).
     Title,
@@ -63,29 +65,12 @@ impl Route {
     ];
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            Route::Title => "title",
-            Route::Uri => "uri",
-            Route::RoundRobin => "roundrobin",
-            Route::LeastConn => "leastconn",
-        }
+        self.into()
     }
 }
 
-impl fmt::Display for Route {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Route {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Route, String> {
-        Route::ALL
-            .into_iter()
-            .find(|r| r.as_str() == s)
-            .ok_or_else(|| format!("route `{s}`: expected title, uri, roundrobin or leastconn"))
-    }
+fn unknown_route(s: &str) -> String {
+    vodkit_units::unknown_choice("route", s, Route::VARIANTS)
 }
 
 /// One origin as the balancer reaches it: `HOST:PORT`, HOST an IPv4 address, a bracketed
