@@ -3,10 +3,13 @@
 
 use serde::{Deserialize, Serialize};
 use std::fmt;
+use strum::{Display, IntoStaticStr};
 
 /// Why a request (and with it its session) failed.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[derive(Display, IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum FailureReason {
     /// The whole response did not arrive within the request's timeout.
     Timeout,
@@ -44,23 +47,7 @@ impl FailureReason {
     ];
 
     pub fn as_str(self) -> &'static str {
-        match self {
-            FailureReason::Timeout => "timeout",
-            FailureReason::Connect => "connect",
-            FailureReason::Reset => "reset",
-            FailureReason::Status => "status",
-            FailureReason::ShortBody => "short_body",
-            FailureReason::OversizedBody => "oversized_body",
-            FailureReason::Mismatch => "mismatch",
-            FailureReason::Protocol => "protocol",
-            FailureReason::Refused => "refused",
-        }
-    }
-}
-
-impl fmt::Display for FailureReason {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
+        self.into()
     }
 }
 
@@ -279,7 +266,8 @@ pub struct LiveOutcome {
 }
 
 /// How a live viewer followed its stream.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, IntoStaticStr)]
+#[strum(serialize_all = "kebab-case")]
 pub enum LiveMode {
     /// Whole segments from the HLS playlist's window.
     #[default]
@@ -294,12 +282,7 @@ pub enum LiveMode {
 
 impl LiveMode {
     pub fn as_str(self) -> &'static str {
-        match self {
-            LiveMode::Hls => "hls",
-            LiveMode::LlHls => "ll-hls",
-            LiveMode::Dash => "dash",
-            LiveMode::LlDash => "ll-dash",
-        }
+        self.into()
     }
 
     /// A low-latency mode.
@@ -336,5 +319,22 @@ impl PlayerOutcome {
             .map(|s| s.kbps as f64 * s.duration_s)
             .sum::<f64>()
             / d
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failure_reasons_read_the_same_in_csv_and_json() {
+        for r in FailureReason::ALL {
+            let json = serde_json::to_string(&r).unwrap();
+            assert_eq!(json, format!("\"{}\"", r.as_str()));
+            assert_eq!(r.to_string(), r.as_str());
+        }
+        assert_eq!(FailureReason::ShortBody.as_str(), "short_body");
+        assert_eq!(LiveMode::LlHls.as_str(), "ll-hls");
+        assert_eq!(LiveMode::LlDash.as_str(), "ll-dash");
     }
 }

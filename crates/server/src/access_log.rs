@@ -9,7 +9,7 @@ use std::io::{self, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use strum::{EnumString, VariantNames};
+use strum::{EnumString, IntoStaticStr, VariantNames};
 
 /// First line written to a new log file; names the format version.
 pub const HEADER: &str = "#vodkit-access-log v1";
@@ -33,13 +33,15 @@ fn unknown_format(s: &str) -> String {
 }
 
 /// How a response ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum Outcome {
     /// Every byte was handed to the kernel.
     Done,
     /// The client went away or the socket failed mid-response.
     Aborted,
     /// The client read slower than the minimum send rate.
+    #[strum(serialize = "slow")]
     TooSlow,
     /// The file could not be read from its disk.
     ReadError,
@@ -47,12 +49,7 @@ pub enum Outcome {
 
 impl Outcome {
     pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Done => "done",
-            Outcome::Aborted => "aborted",
-            Outcome::TooSlow => "slow",
-            Outcome::ReadError => "read_error",
-        }
+        self.into()
     }
 }
 
@@ -483,6 +480,18 @@ async fn write_loop(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn outcomes_keep_their_log_words() {
+        let words = [
+            Outcome::Done,
+            Outcome::Aborted,
+            Outcome::TooSlow,
+            Outcome::ReadError,
+        ]
+        .map(Outcome::as_str);
+        assert_eq!(words, ["done", "aborted", "slow", "read_error"]);
+    }
 
     #[test]
     fn line_has_fourteen_fields_and_escapes() {

@@ -5,6 +5,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
+use strum::{EnumString, IntoStaticStr, VariantNames};
 use vodkit_prefetch::policy::{AutoParams, FirstGrowParams};
 use vodkit_prefetch::PolicySpec;
 
@@ -14,12 +15,15 @@ use crate::model::{Reuse, RunResult, Scratch, Simulator};
 /// A policy family; the sweep parameter means a different thing for each (thesis 5.6.3).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
+#[derive(EnumString, IntoStaticStr, VariantNames)]
+#[strum(serialize_all = "kebab-case", parse_err_ty = String, parse_err_fn = unknown_family)]
 pub enum Family {
     /// The parameter is the one size.
     Fixed,
     /// The size at the reference bit rate, scaled in proportion to each file's rate.
     Proportional,
     /// The size at the reference bit rate, scaled by the square root of the rate ratio.
+    #[strum(to_string = "sqrt", serialize = "square-root")]
     Sqrt,
     /// The maximum size.
     FirstGrow,
@@ -27,6 +31,10 @@ pub enum Family {
     FirstGrowSr,
     /// The starting size at the reference rate; the policy adapts from there.
     Auto,
+}
+
+fn unknown_family(s: &str) -> String {
+    vodkit_units::unknown_choice("policy", s, Family::VARIANTS)
 }
 
 impl Family {
@@ -40,25 +48,11 @@ impl Family {
     ];
 
     pub fn name(self) -> &'static str {
-        match self {
-            Family::Fixed => "fixed",
-            Family::Proportional => "proportional",
-            Family::Sqrt => "sqrt",
-            Family::FirstGrow => "first-grow",
-            Family::FirstGrowSr => "first-grow-sr",
-            Family::Auto => "auto",
-        }
+        self.into()
     }
 
     pub fn parse(s: &str) -> Result<Family, String> {
-        let t = s.trim();
-        Family::ALL
-            .into_iter()
-            .find(|f| f.name() == t || (t == "square-root" && *f == Family::Sqrt))
-            .ok_or_else(|| {
-                let names: Vec<_> = Family::ALL.iter().map(|f| f.name()).collect();
-                format!("unknown policy `{t}` (expected {})", names.join(", "))
-            })
+        s.trim().parse()
     }
 
     /// Parses a comma-separated list (`fixed,sqrt,...`), keeping order, without repeats.
@@ -333,6 +327,21 @@ mod tests {
         assert_eq!(lowest_within(&curve, 0.6), Some(20.0));
         assert_eq!(lowest_within(&curve, 0.3), None);
         assert_eq!(lowest_within(&curve, 0.9), Some(10.0));
+    }
+
+    #[test]
+    fn family_names_round_trip_and_square_root_is_sqrt() {
+        for f in Family::ALL {
+            assert_eq!(Family::parse(f.name()), Ok(f));
+            let json = serde_json::to_string(&f).unwrap();
+            assert_eq!(json, format!("\"{}\"", f.name()));
+        }
+        assert_eq!(Family::parse(" square-root "), Ok(Family::Sqrt));
+        assert_eq!(Family::FirstGrowSr.name(), "first-grow-sr");
+        assert_eq!(
+            Family::parse("lru").unwrap_err(),
+            "policy `lru`: expected fixed, proportional, sqrt, first-grow, first-grow-sr or auto"
+        );
     }
 
     #[test]

@@ -17,7 +17,8 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::hash::Hash;
 
 /// Which order evicts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize, strum::IntoStaticStr)]
+#[strum(serialize_all = "kebab-case")]
 pub enum Algo {
     Fifo,
     Lru,
@@ -28,12 +29,7 @@ pub enum Algo {
 impl Algo {
     /// The name libCacheSim and the command line use.
     pub fn name(self) -> &'static str {
-        match self {
-            Algo::Fifo => "fifo",
-            Algo::Lru => "lru",
-            Algo::Sieve => "sieve",
-            Algo::S3Fifo => "s3-fifo",
-        }
+        self.into()
     }
 
     pub const ALL: [Algo; 4] = [Algo::Fifo, Algo::Lru, Algo::Sieve, Algo::S3Fifo];
@@ -397,6 +393,12 @@ pub fn miss_ratios<K: Copy + Eq + Hash>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn algorithms_are_named_as_libcachesim_names_them() {
+        let names: Vec<_> = Algo::ALL.iter().map(|a| a.name()).collect();
+        assert_eq!(names, ["fifo", "lru", "sieve", "s3-fifo"]);
+    }
 
     fn run(algo: Algo, cap: u64, keys: &[u64]) -> Vec<bool> {
         let mut c = ObjectCache::new(algo, cap);

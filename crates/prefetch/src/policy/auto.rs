@@ -27,7 +27,8 @@ use super::{
 use std::collections::BTreeMap;
 
 /// How the reference size is carried over to other bit rates.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, strum::IntoStaticStr)]
+#[strum(serialize_all = "lowercase")]
 pub enum Scaling {
     /// Every bit rate gets the reference size.
     None,
@@ -40,11 +41,7 @@ pub enum Scaling {
 
 impl Scaling {
     pub fn name(self) -> &'static str {
-        match self {
-            Scaling::None => "none",
-            Scaling::Sqrt => "sqrt",
-            Scaling::Proportional => "proportional",
-        }
+        self.into()
     }
 
     /// Size for `kbps` given `size` at `ref_kbps`.
