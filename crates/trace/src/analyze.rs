@@ -436,7 +436,7 @@ impl<'f> Partition<'f> {
         }
         grown += (s.parallel.capacity() - cap) * std::mem::size_of::<(u32, ParallelTracker)>();
         self.held += grown;
-        if self.held > self.budget {
+        if self.held > self.budget.saturating_sub(self.idle.index_bytes()) {
             self.spill_idle();
         }
     }

@@ -236,10 +236,7 @@ impl<T: Park> Idle<T> {
             let mut file = File::open(&run.path)?;
             file.seek(SeekFrom::Start(run.at + 8))?;
             let mut scan = BufReader::with_capacity(64 << 10, file);
-            loop {
-                let Some(run) = self.runs.get_mut(&id) else {
-                    break;
-                };
+            while let Some(run) = self.runs.get_mut(&id) {
                 let Some(last_done) = run.head.filter(|&t| due(t)) else {
                     break;
                 };

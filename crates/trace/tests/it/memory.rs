@@ -51,7 +51,7 @@ fn a_tiny_memory_spills_and_every_output_is_the_same_for_one_and_two_threads() {
     };
     let (a, want) = run(MEMORY_BYTES, 1, OutputFormat::Csv);
     assert_eq!(a.spill.sessions, 0, "{:?}", a.spill);
-    let tiny = 64 << 10;
+    let tiny = 48 << 10;
     assert!(
         a.peak_open_bytes > 8 * tiny as u64,
         "the open sessions need many times the limit: {}",
@@ -113,10 +113,15 @@ fn wide_log(path: &Path, sessions: u64, files: u64) {
 /// The memory limit of the peak-memory test.
 const LIMIT: usize = 16 << 20;
 
-/// Peak memory beyond the limit that does not depend on the log's length: the 1 MiB read
-/// buffer, parsing block and parsed requests, the two 1 MiB CSV writers, the closing
-/// sessions' sort (an eighth of the limit), chain statistics and the allocator's slack.
+/// Peak memory beyond the limit that does not depend on the log's length, on one thread:
+/// the 1 MiB read buffer, parsing block and parsed requests, the two 1 MiB CSV writers, the
+/// closing sessions' sort (an eighth of the limit), chain statistics and the allocator's
+/// slack (measured: about 12 MiB).
 const FIXED: u64 = 16 << 20;
+
+/// More per thread beyond the first: the blocks read and parsed ahead (4 of 1 MiB per
+/// parsing thread) and each thread's allocator arena (measured: about 7 MiB).
+const PER_THREAD: u64 = 8 << 20;
 
 /// Figures of one analysis in a child process (`RESULT` line of `analysis_child`).
 #[derive(Debug)]
@@ -127,7 +132,7 @@ struct Child {
     spilled: u64,
 }
 
-fn child(log: &Path, out: &Path, memory: usize) -> Child {
+fn child(log: &Path, out: &Path, memory: usize, threads: usize) -> Child {
     let exe = std::env::current_exe().unwrap();
     let o = Command::new(exe)
         .args([
@@ -139,7 +144,7 @@ fn child(log: &Path, out: &Path, memory: usize) -> Child {
         ])
         .env(
             "VODKIT_TRACE_MEMORY_CHILD",
-            format!("{}\n{}\n{memory}", log.display(), out.display()),
+            format!("{}\n{}\n{memory}\n{threads}", log.display(), out.display()),
         )
         .output()
         .unwrap();
@@ -151,7 +156,7 @@ fn child(log: &Path, out: &Path, memory: usize) -> Child {
     );
     let line = stdout
         .lines()
-        .find_map(|l| l.strip_prefix("RESULT "))
+        .find_map(|l| l.split("RESULT ").nth(1))
         .unwrap_or_else(|| panic!("no RESULT line: {stdout}"));
     let n: Vec<u64> = line.split(' ').map(|x| x.parse().unwrap()).collect();
     Child {
@@ -177,6 +182,7 @@ fn analysis_child() {
     let log = Path::new(parts.next().unwrap());
     let out = Path::new(parts.next().unwrap());
     let memory: usize = parts.next().unwrap().parse().unwrap();
+    let threads: usize = parts.next().unwrap().parse().unwrap();
     let baseline = status_kib("VmRSS:");
     let tables = Tables {
         chains: true,
@@ -186,6 +192,7 @@ fn analysis_child() {
     };
     let mut sink = DirSink::create_tables(out, tables, OutputFormat::Csv, None).unwrap();
     let opts = AnalyzeOptions {
+        threads,
         memory_bytes: memory,
         spill_dir: out.to_path_buf(),
         ..Default::default()
@@ -212,14 +219,21 @@ fn a_log_needing_many_times_the_memory_limit_is_analyzed_within_it() {
     let log = dir.path().join("log.csv");
     wide_log(&log, 2000, 100);
     let (small, large) = (dir.path().join("small"), dir.path().join("large"));
-    let spilled = child(&log, &small, LIMIT);
-    let kept = child(&log, &large, MEMORY_BYTES);
+    let spilled = child(&log, &small, LIMIT, 1);
+    let kept = child(&log, &large, MEMORY_BYTES, 1);
+    let two = child(&log, &dir.path().join("two"), LIMIT, 2);
+    eprintln!(
+        "within {} MiB: {spilled:?}, 2 threads {two:?}; kept: {kept:?}",
+        LIMIT >> 20
+    );
     // Kept in memory, the open sessions need more than four times the limit.
     assert_eq!(kept.spilled, 0, "{kept:?}");
     assert!(kept.peak_open_bytes > 4 * LIMIT as u64, "{kept:?}");
     // Within the limit, they are spilled, and held at most half of it.
-    assert!(spilled.spilled > 0, "{spilled:?}");
-    assert!(spilled.peak_open_bytes <= LIMIT as u64 / 2, "{spilled:?}");
+    for c in [&spilled, &two] {
+        assert!(c.spilled > 0, "{c:?}");
+        assert!(c.peak_open_bytes <= LIMIT as u64 / 2, "{c:?}");
+    }
     // The process's peak memory, beyond what it held before the analysis: within the limit
     // and the fixed costs, where keeping every session needs more than twice as much.
     let grew = |c: &Child| (c.peak_kib.saturating_sub(c.baseline_kib)) * 1024;
@@ -229,14 +243,27 @@ fn a_log_needing_many_times_the_memory_limit_is_analyzed_within_it() {
         grew(&spilled) >> 20
     );
     assert!(
+        grew(&two) <= LIMIT as u64 + FIXED + PER_THREAD,
+        "{two:?}: {} MiB",
+        grew(&two) >> 20
+    );
+    assert!(
         grew(&kept) > 2 * grew(&spilled),
         "{kept:?} against {spilled:?}"
     );
-    for name in ["chains.csv", "phases.csv"] {
-        let a = std::fs::read(small.join(name)).unwrap();
-        let b = std::fs::read(large.join(name)).unwrap();
-        assert!(a == b, "{name} differs");
+    for name in ["chains.csv", "phases.csv", "summary.json"] {
+        let want = std::fs::read(large.join(name)).unwrap();
+        for d in [&small, &dir.path().join("two")] {
+            let got = std::fs::read(d.join(name)).unwrap();
+            if name == "summary.json" {
+                let (a, b) = (summary_but_memory(&want), summary_but_memory(&got));
+                assert_eq!(a, b, "{}", d.display());
+            } else {
+                assert!(got == want, "{name} differs in {}", d.display());
+            }
+        }
     }
     let files = |d: &Path| std::fs::read_dir(d).unwrap().count();
     assert_eq!(files(&small), files(&large), "no spill left behind");
+    assert_eq!(files(&dir.path().join("two")), files(&large));
 }
