@@ -7,8 +7,8 @@
 //! than `window + max_service` past its last completion; a request served for longer than
 //! `max_service` could have joined a chain already closed (such requests are counted).
 //! When the open sessions would pass their share of the memory limit, those idle longest
-//! are spilled to disk ([`crate::idle`]) and read back if a request for one arrives; the
-//! sessions a sweep closes are sorted by name within a budget too ([`crate::spill`]), so
+//! are spilled to disk (the `idle` module) and read back if a request for one arrives; the
+//! sessions a sweep closes are sorted by name within a budget too (the `spill` module), so
 //! what is held stays bounded whatever the log's length, and every output is the same as
 //! with nothing spilled.
 //!
