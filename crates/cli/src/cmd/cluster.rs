@@ -56,7 +56,8 @@ pub(crate) struct ConfigArgs {
     /// HAProxy with --route title or uri: consistent hashing with bounded loads
     /// (`hash-balance-factor`): a request whose origin has more than PERCENT % of the mean
     /// load in flight goes to the next origin on the ring (100–1000; nginx has no such
-    /// bound).
+    /// bound). With --route title a viewer (`X-Session-Id`) then stays on the origin its
+    /// first request for the title went to.
     #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u32).range(100..=1000))]
     bounded: Option<u32>,
     /// Live and on-demand apart: paths under --live-prefix go only to these origins

@@ -35,10 +35,22 @@ fn quoted_pattern() -> String {
     TITLE_PATTERN.replace('\\', "\\\\").replace('$', "\\$")
 }
 
+/// The variable holding a viewer's key for bounded loads: its `X-Session-Id` and the title.
+pub const VIEWER_VAR: &str = "txn.vodkit_viewer";
+
 /// The `backend` lines that pick an origin.
 fn route_lines(route: Route, balance_factor: Option<u32>) -> String {
     let bounded = match (route, balance_factor) {
-        (Route::Title | Route::Uri, Some(f)) => format!("    hash-balance-factor {f}\n"),
+        (Route::Title, Some(f)) => format!(
+            "    # Bounded loads: a title's new viewer goes past an origin carrying more than\n\
+             \x20   # {f}% of the mean; each viewer's requests for the title then stay where its\n\
+             \x20   # first one went, so its stream (and the origin's read-ahead for it) is not split.\n\
+             \x20   hash-balance-factor {f}\n\
+             \x20   http-request set-var({VIEWER_VAR}) \"req.hdr(x-session-id),concat(:,{TITLE_VAR})\"\n\
+             \x20   stick-table type string len 160 size 1m expire 2m\n\
+             \x20   stick on var({VIEWER_VAR})\n"
+        ),
+        (Route::Uri, Some(f)) => format!("    hash-balance-factor {f}\n"),
         _ => String::new(),
     };
     let lines: String = match route {
@@ -214,10 +226,17 @@ mod tests {
             let mut s = spec(route);
             assert!(!render(&s).contains("hash-balance-factor"));
             s.balance_factor = Some(125);
+            let c = render(&s);
             assert_eq!(
-                render(&s).contains("    hash-balance-factor 125\n"),
+                c.contains("    hash-balance-factor 125\n"),
                 matches!(route, Route::Title | Route::Uri),
                 "{route}"
+            );
+            // Only a title's viewers can be kept where they started.
+            assert_eq!(
+                c.contains("    stick on var(txn.vodkit_viewer)\n"),
+                route == Route::Title,
+                "{route}: {c}"
             );
         }
     }

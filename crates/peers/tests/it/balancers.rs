@@ -120,10 +120,18 @@ fn answer(mut c: TcpStream, name: &str) {
 
 /// The body of GET `path` on 127.0.0.1:`port`.
 fn get(port: u16, path: &str) -> String {
+    get_as(port, path, None)
+}
+
+/// The body of GET `path` on 127.0.0.1:`port`, from viewer `session` (`X-Session-Id`) if given.
+fn get_as(port: u16, path: &str, session: Option<&str>) -> String {
     let mut s = TcpStream::connect((Ipv4Addr::LOCALHOST, port)).unwrap();
+    let viewer = session
+        .map(|v| format!("X-Session-Id: {v}\r\n"))
+        .unwrap_or_default();
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: x\r\n{viewer}Connection: close\r\n\r\n"
     )
     .unwrap();
     let mut out = String::new();
@@ -190,6 +198,43 @@ fn haproxy_sends_a_titles_requests_to_one_origin() {
 #[test]
 fn nginx_sends_a_titles_requests_to_one_origin() {
     routes_by_title(Balancer::Nginx, "nginx");
+}
+
+/// Bounded loads in HAProxy's recipe: a viewer's requests for a title stay on the origin its
+/// first request went to even once that origin takes no new viewers (drained through the
+/// admin socket), while a new viewer of the same title goes to the other origin.
+#[test]
+fn haproxy_keeps_a_viewer_on_its_origin_under_bounded_loads() {
+    if !needs(&[Need::Peer("haproxy")]) {
+        return;
+    }
+    let (a, b) = (named_origin("a"), named_origin("b"));
+    let port = free_port().unwrap();
+    let mut spec = BalancerSpec::new(
+        parse_origins(&format!("127.0.0.1:{a},127.0.0.1:{b}")).unwrap(),
+        Route::Title,
+        format!("127.0.0.1:{port}").parse().unwrap(),
+    );
+    spec.balance_factor = Some(125);
+    let dir = tempfile::tempdir().unwrap();
+    let _lb = start(Balancer::Haproxy, &spec, dir.path(), "/t0/manifest.mpd").unwrap();
+    let first = get_as(port, "/t3/v800/seg-1.m4s", Some("s1"));
+    let server = if first == "a" { "o1" } else { "o2" };
+    let mut sock =
+        std::os::unix::net::UnixStream::connect(dir.path().join("haproxy.sock")).unwrap();
+    writeln!(sock, "set server origins/{server} state drain").unwrap();
+    let mut reply = String::new();
+    sock.read_to_string(&mut reply).unwrap();
+    assert!(reply.trim().is_empty(), "admin socket: {reply}");
+    for k in 2..6 {
+        let path = format!("/t3/v800/seg-{k}.m4s");
+        assert_eq!(get_as(port, &path, Some("s1")), first, "s1 moved at {path}");
+    }
+    assert_ne!(
+        get_as(port, "/t3/v800/seg-1.m4s", Some("s2")),
+        first,
+        "a new viewer went to the drained origin"
+    );
 }
 
 /// An agent that answers every check with `line`.
