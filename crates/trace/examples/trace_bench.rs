@@ -70,13 +70,14 @@ fn main() -> Result<(), String> {
             let wall = t.elapsed().as_secs_f64();
             let cpu = (cpu_seconds() - cpu0).max(1e-3);
             println!(
-                "analyze ({} threads): {} requests, {} chains, {} sessions (peak {} open, {:.1} MiB) in {:.2} s wall, {:.2} s CPU: {:.0} requests/s/core, {:.0} requests/s",
+                "analyze ({} threads): {} requests, {} chains, {} sessions (peak {} open, {:.1} MiB; {} spilled) in {:.2} s wall, {:.2} s CPU: {:.0} requests/s/core, {:.0} requests/s",
                 threads,
                 a.read.requests,
                 a.chains.chains,
                 a.phases.sessions,
                 a.peak_open_sessions,
                 a.peak_open_bytes as f64 / 1048576.0,
+                a.spill.sessions,
                 wall,
                 cpu,
                 a.read.requests as f64 / cpu,

@@ -6,6 +6,11 @@
 //! per request. A session is closed when the log's clock (latest completion seen) is more
 //! than `window + max_service` past its last completion; a request served for longer than
 //! `max_service` could have joined a chain already closed (such requests are counted).
+//! When the open sessions would pass their share of the memory limit, those idle longest
+//! are spilled to disk (the `idle` module) and read back if a request for one arrives; the
+//! sessions a sweep closes are sorted by name within a budget too (the `spill` module), so
+//! what is held stays bounded whatever the log's length, and every output is the same as
+//! with nothing spilled.
 //!
 //! Threads: chains are built per (session, file), so the open sessions are partitioned by
 //! a hash of the session key over `threads` partitions, each fed its requests in log
@@ -17,17 +22,24 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::hash::BuildHasher;
-use std::io::BufRead;
+use std::io::{BufRead, Read, Write};
+use std::path::PathBuf;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
+
+use vodkit_workload::order::MergeKey;
 
 use crate::chain::{ChainBuilder, ChainRec, CHAIN_WINDOW_S};
 use crate::chainstats::{ChainStatsBuilder, ChainSummary};
 use crate::files::{FileInfo, FileTable};
+pub use crate::idle::SpillSummary;
+use crate::idle::{Idle, Park};
 use crate::parse::{LogFormat, ReadSummary};
 use crate::phase::{session_phases, Phase, PhaseParams, PhaseStatsBuilder, PhaseSummary};
 use crate::read::{read_log_with, ReadOptions};
-use crate::record::LogRequest;
+use crate::record::{LogRequest, RequestKind};
+use crate::runfile;
 use crate::sessions::{ParallelTracker, SessionStatsBuilder, SessionSummary};
+use crate::spill::{Merged, Record, Runs};
 
 #[derive(Clone, Debug)]
 pub struct AnalyzeOptions {
@@ -49,7 +61,15 @@ pub struct AnalyzeOptions {
     /// Leave sessions that start this close to the end of the log out of the session and
     /// phase statistics (thesis 5.1.2 drops the last hour); their chains are still written.
     pub exclude_tail_s: f64,
+    /// Memory for the analysis's state: the open sessions get half of it (split evenly over
+    /// the partitions) and past it the ones idle longest are spilled to `spill_dir`.
+    pub memory_bytes: usize,
+    /// Where spilled sessions go (a temporary directory made there when first needed).
+    pub spill_dir: PathBuf,
 }
+
+/// Default of [`AnalyzeOptions::memory_bytes`] (`--memory`).
+pub const MEMORY_BYTES: usize = 512 << 20;
 
 impl Default for AnalyzeOptions {
     fn default() -> Self {
@@ -62,6 +82,8 @@ impl Default for AnalyzeOptions {
             breakpoints: vec![1e6, 2e8],
             probabilities: vec![0.45],
             exclude_tail_s: 0.0,
+            memory_bytes: MEMORY_BYTES,
+            spill_dir: std::env::temp_dir(),
         }
     }
 }
@@ -116,10 +138,13 @@ pub struct Analysis {
     /// Requests served for longer than `max_service_s`.
     pub long_service: u64,
     pub excluded_tail: u64,
+    /// Most sessions open at once, spilled ones included.
     pub peak_open_sessions: usize,
-    /// Most bytes the open sessions held at once (an estimate, measured when sessions are
-    /// closed, every minute of log time).
+    /// Most bytes the open sessions held in memory at once (an estimate, measured when
+    /// sessions are closed, every minute of log time; the index of spilled ones included).
     pub peak_open_bytes: u64,
+    /// What was spilled to keep the open sessions within their memory.
+    pub spill: SpillSummary,
     pub files: FileTable,
 }
 
@@ -151,6 +176,42 @@ impl OpenSession {
     }
 }
 
+impl Park for OpenSession {
+    fn put(&self, w: &mut Vec<u8>) -> std::io::Result<()> {
+        runfile::put_f64(w, self.first_recv)?;
+        runfile::put_f64(w, self.last_done)?;
+        self.chains.put(w)?;
+        runfile::put_len(
+            w,
+            self.parallel.len(),
+            "a session with too many files to spill",
+        )?;
+        for (file, p) in &self.parallel {
+            runfile::put_u32(w, *file)?;
+            p.put(w)?;
+        }
+        Ok(())
+    }
+
+    fn get(r: &mut &[u8]) -> std::io::Result<OpenSession> {
+        let first_recv = runfile::get_f64(r)?;
+        let last_done = runfile::get_f64(r)?;
+        let chains = ChainBuilder::get(r)?;
+        let n = runfile::get_len(r)?;
+        let mut parallel = Vec::with_capacity(n);
+        for _ in 0..n {
+            let file = runfile::get_u32(r)?;
+            parallel.push((file, ParallelTracker::get(r)?));
+        }
+        Ok(OpenSession {
+            chains,
+            parallel,
+            first_recv,
+            last_done,
+        })
+    }
+}
+
 /// A hash of a session's name, the same for every run: picks its partition and remembers
 /// it once closed.
 fn name_hash(s: &str) -> u64 {
@@ -167,6 +228,7 @@ static UNKNOWN_FILE: FileInfo = FileInfo {
 };
 
 /// A session closed by a sweep, as its partition hands it back.
+#[derive(Clone, Debug, PartialEq)]
 struct Closing {
     name: Box<str>,
     /// Its chains, ordered by start time.
@@ -176,18 +238,104 @@ struct Closing {
     first_recv: f64,
 }
 
+impl Closing {
+    fn of(name: Box<str>, s: OpenSession) -> Closing {
+        Closing {
+            parallel: s.parallel.iter().map(|p| p.1.max).collect(),
+            first_recv: s.first_recv,
+            chains: s.chains.finish(),
+            name,
+        }
+    }
+}
+
+/// The sessions a sweep closes are taken in the order of their names.
+impl MergeKey for Closing {
+    fn merge_cmp(&self, other: &Closing) -> std::cmp::Ordering {
+        self.name.cmp(&other.name)
+    }
+}
+
+impl Record for Closing {
+    fn bytes(&self) -> usize {
+        std::mem::size_of::<Closing>()
+            + self.name.len()
+            + self.chains.len() * std::mem::size_of::<ChainRec>()
+            + self.parallel.len() * 4
+    }
+
+    fn write(&self, w: &mut impl Write) -> std::io::Result<()> {
+        let too_long = "a session too large to spill";
+        runfile::put_f64(w, self.first_recv)?;
+        runfile::put_bytes(w, self.name.as_bytes(), too_long)?;
+        runfile::put_len(w, self.parallel.len(), too_long)?;
+        for p in &self.parallel {
+            runfile::put_u32(w, *p)?;
+        }
+        runfile::put_len(w, self.chains.len(), too_long)?;
+        for c in &self.chains {
+            runfile::put_u32(w, c.file)?;
+            runfile::put_u64(w, c.start)?;
+            runfile::put_u64(w, c.bytes)?;
+            runfile::put_u32(w, c.requests)?;
+            runfile::put_f64(w, c.t0)?;
+            runfile::put_f64(w, c.t1)?;
+            runfile::put_u64(w, c.sent)?;
+            w.write_all(&[u8::from(c.kind == RequestKind::Open)])?;
+        }
+        Ok(())
+    }
+
+    fn read(r: &mut impl Read) -> std::io::Result<Option<Closing>> {
+        let Some(first_recv) = runfile::first8(r)? else {
+            return Ok(None);
+        };
+        let name = String::from_utf8(runfile::get_bytes(r)?).map_err(std::io::Error::other)?;
+        let n = runfile::get_len(r)?;
+        let parallel = (0..n)
+            .map(|_| runfile::get_u32(r))
+            .collect::<std::io::Result<Vec<u32>>>()?;
+        let n = runfile::get_len(r)?;
+        let mut chains = Vec::with_capacity(n);
+        for _ in 0..n {
+            chains.push(ChainRec {
+                file: runfile::get_u32(r)?,
+                start: runfile::get_u64(r)?,
+                bytes: runfile::get_u64(r)?,
+                requests: runfile::get_u32(r)?,
+                t0: runfile::get_f64(r)?,
+                t1: runfile::get_f64(r)?,
+                sent: runfile::get_u64(r)?,
+                kind: match runfile::get_u8(r)? {
+                    1 => RequestKind::Open,
+                    _ => RequestKind::Chunk,
+                },
+            });
+        }
+        Ok(Some(Closing {
+            name: name.into_boxed_str(),
+            chains,
+            parallel,
+            first_recv: f64::from_le_bytes(first_recv),
+        }))
+    }
+}
+
 /// What one partition did at one sweep.
 #[derive(Default)]
 struct Swept {
     /// The sessions it closed, by name.
-    closed: Vec<Closing>,
-    /// Sessions open before the sweep, and the bytes they held.
+    closed: Option<Merged<Closing>>,
+    /// Sessions open before the sweep (spilled ones included), and the bytes they held in
+    /// memory.
     open: usize,
     held: usize,
     /// At the last sweep: sessions with a request within the chain window of the log's end,
-    /// the request statistics and the sessions reopened.
+    /// the request statistics, the sessions reopened and what was spilled.
     open_at_end: u64,
-    last: Option<(SessionStatsBuilder, u64)>,
+    last: Option<(SessionStatsBuilder, u64, SpillSummary)>,
+    /// The first spill error since the sweep before.
+    err: Option<std::io::Error>,
 }
 
 /// The open sessions of the clients whose names hash to one partition.
@@ -198,6 +346,17 @@ struct Partition<'f> {
     /// The file table as the caller gave it (files first seen in the log are unknown).
     known: &'f [FileInfo],
     open: HashMap<Box<str>, OpenSession, foldhash::fast::RandomState>,
+    /// Bytes the open sessions in memory hold ([`OpenSession::bytes`], kept up to date).
+    held: usize,
+    /// Past this (with the spilled sessions' index), the sessions idle longest are spilled.
+    budget: usize,
+    /// Open sessions spilled to disk.
+    idle: Idle<OpenSession>,
+    /// Where the sessions a sweep closes are sorted when they pass `budget / 4`.
+    spill_dir: PathBuf,
+    /// Run files and bytes of those sorts.
+    closing_spill: SpillSummary,
+    err: Option<std::io::Error>,
     /// Hashes of closed sessions' names ([`name_hash`]).
     closed: HashSet<u64, foldhash::fast::RandomState>,
     /// Request statistics only ([`SessionStatsBuilder::on_request`]).
@@ -207,11 +366,18 @@ struct Partition<'f> {
 
 impl<'f> Partition<'f> {
     fn new(opts: &AnalyzeOptions, known: &'f [FileInfo]) -> Self {
+        let partitions = opts.threads.max(1);
         Partition {
             window_s: opts.window_s,
             horizon_s: opts.window_s + opts.max_service_s,
             known,
             open: HashMap::default(),
+            held: 0,
+            budget: (opts.memory_bytes / 2 / partitions).max(1),
+            idle: Idle::new(&opts.spill_dir, name_hash),
+            spill_dir: opts.spill_dir.clone(),
+            closing_spill: SpillSummary::default(),
+            err: None,
             closed: HashSet::default(),
             requests: SessionStatsBuilder::default(),
             reopened: 0,
@@ -222,64 +388,160 @@ impl<'f> Partition<'f> {
         let info = self.known.get(file as usize).unwrap_or(&UNKNOWN_FILE);
         self.requests.on_request(r, info);
         let name: &str = &r.session;
+        let mut grown = 0;
         let s = match self.open.get_mut(name) {
             Some(s) => s,
             None => {
-                if !self.closed.is_empty() && self.closed.contains(&name_hash(name)) {
-                    self.reopened += 1;
-                }
-                self.open.entry(name.into()).or_insert(OpenSession {
-                    first_recv: r.recv_s(),
-                    last_done: r.done_s,
-                    ..OpenSession::default()
-                })
+                let back = if self.idle.is_empty() {
+                    None
+                } else {
+                    self.idle.take(name).unwrap_or_else(|e| {
+                        self.err.get_or_insert(e);
+                        None
+                    })
+                };
+                let s = match back {
+                    Some(s) => s,
+                    None => {
+                        if !self.closed.is_empty() && self.closed.contains(&name_hash(name)) {
+                            self.reopened += 1;
+                        }
+                        OpenSession {
+                            first_recv: r.recv_s(),
+                            last_done: r.done_s,
+                            ..OpenSession::default()
+                        }
+                    }
+                };
+                grown += s.bytes(name);
+                self.open.entry(name.into()).or_insert(s)
             }
         };
-        s.chains.add(file, r, self.window_s);
+        grown += s.chains.add(file, r, self.window_s);
         s.first_recv = s.first_recv.min(r.recv_s());
         s.last_done = s.last_done.max(r.done_s);
+        let cap = s.parallel.capacity();
         match s.parallel.iter_mut().find(|p| p.0 == file) {
-            Some(p) => p.1.add(r),
+            Some(p) => {
+                let before = p.1.bytes();
+                p.1.add(r);
+                grown += p.1.bytes() - before;
+            }
             None => {
                 let mut p = ParallelTracker::default();
                 p.add(r);
+                grown += p.bytes();
                 s.parallel.push((file, p));
             }
         }
+        grown += (s.parallel.capacity() - cap) * std::mem::size_of::<(u32, ParallelTracker)>();
+        self.held += grown;
+        if self.held > self.budget.saturating_sub(self.idle.index_bytes()) {
+            self.spill_idle();
+        }
+    }
+
+    /// Spill the sessions idle longest until those in memory hold half the budget.
+    fn spill_idle(&mut self) {
+        let room = self.budget.saturating_sub(self.idle.index_bytes());
+        // Past an error, or when the index alone nearly fills the budget, keep everything.
+        if self.err.is_some() || self.held <= room || room < self.budget / 8 {
+            return;
+        }
+        let mut ages: Vec<(f64, &str)> =
+            self.open.iter().map(|(k, s)| (s.last_done, &**k)).collect();
+        ages.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
+        let mut free = self.held - room / 2;
+        let mut names = Vec::new();
+        for (_, k) in ages {
+            if free == 0 {
+                break;
+            }
+            free = free.saturating_sub(self.open.get(k).map_or(0, |s| s.bytes(k)));
+            names.push(Box::<str>::from(k));
+        }
+        let mut out = Vec::with_capacity(names.len());
+        for k in names {
+            if let Some((k, s)) = self.open.remove_entry(&k) {
+                self.held -= s.bytes(&k);
+                out.push((k, s.last_done, s));
+            }
+        }
+        match self.idle.park(out) {
+            Ok(kept) => {
+                for (k, s) in kept {
+                    self.held += s.bytes(&k);
+                    self.open.insert(k, s);
+                }
+            }
+            Err(e) => {
+                self.err.get_or_insert(e);
+            }
+        }
+        self.open.shrink_to_fit();
     }
 
     /// Close the sessions that can no longer change at `clock` (all of them when `last`).
     fn sweep(&mut self, clock: f64, last: bool) -> Swept {
         let mut out = Swept {
-            open: self.open.len(),
+            open: self.open.len() + self.idle.len(),
             ..Swept::default()
         };
         let (horizon, window) = (self.horizon_s, self.window_s);
         let mut done: Vec<(Box<str>, OpenSession)> = Vec::new();
+        let (mut held, mut gone) = (0, 0);
         // One pass: what every open session holds, which are near the end, which close.
         self.open.retain(|k, s| {
-            out.held += s.bytes(k);
+            let b = s.bytes(k);
+            held += b;
             if last && s.last_done + window >= clock {
                 out.open_at_end += 1;
             }
             let close = last || s.last_done + horizon < clock;
             if close {
+                gone += b;
                 done.push((k.clone(), std::mem::take(s)));
             }
             !close
         });
-        done.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+        out.held = held + self.idle.index_bytes();
+        self.held = held - gone;
+        let mut closing: Runs<Closing> = Runs::new(&self.spill_dir, (self.budget / 4).max(1));
+        let mut result = Ok(());
         for (name, s) in done {
             self.closed.insert(name_hash(&name));
-            out.closed.push(Closing {
-                parallel: s.parallel.iter().map(|p| p.1.max).collect(),
-                first_recv: s.first_recv,
-                chains: s.chains.finish(),
-                name,
-            });
+            if result.is_ok() {
+                result = closing.push(Closing::of(name, s));
+            }
         }
+        if result.is_ok() && !self.idle.is_empty() {
+            let (closed, open_at_end) = (&mut self.closed, &mut out.open_at_end);
+            result = self.idle.due(
+                |t| last || t + horizon < clock,
+                |name, t, s| {
+                    if last && t + window >= clock {
+                        *open_at_end += 1;
+                    }
+                    closed.insert(name_hash(&name));
+                    closing.push(Closing::of(name, s))
+                },
+            );
+        }
+        match result.and_then(|()| closing.finish()) {
+            Ok(m) => {
+                self.closing_spill.runs += m.runs as u64;
+                self.closing_spill.bytes += m.spilled;
+                out.closed = Some(m);
+            }
+            Err(e) => {
+                self.err.get_or_insert(e);
+            }
+        }
+        out.err = self.err.take();
         if last {
-            out.last = Some((std::mem::take(&mut self.requests), self.reopened));
+            let mut spill = self.idle.stats;
+            spill.add(&self.closing_spill);
+            out.last = Some((std::mem::take(&mut self.requests), self.reopened, spill));
         }
         out
     }
@@ -356,6 +618,7 @@ struct Merge<'s> {
     open_at_end: u64,
     peak_open: usize,
     peak_open_bytes: usize,
+    spill: SpillSummary,
 }
 
 impl Merge<'_> {
@@ -373,21 +636,53 @@ impl Merge<'_> {
         self.peak_open_bytes = self
             .peak_open_bytes
             .max(parts.iter().map(|s| s.held).sum::<usize>());
-        let several = parts.len() > 1;
-        let mut closed = Vec::new();
+        let mut streams = Vec::with_capacity(parts.len());
         for s in parts {
             self.open_at_end += s.open_at_end;
-            if let Some((requests, reopened)) = s.last {
+            if let Some((requests, reopened, spill)) = s.last {
                 self.session_stats.merge_requests(requests);
                 self.reopened += reopened;
+                self.spill.add(&spill);
             }
-            closed.extend(s.closed);
+            if let Some(e) = s.err {
+                self.err.get_or_insert(e);
+            }
+            streams.extend(s.closed);
         }
-        if several {
-            closed.sort_unstable_by(|a, b| a.name.cmp(&b.name));
+        if let Err(e) = self.close_in_order(files, streams, p.last, p.clock) {
+            self.err.get_or_insert(e);
         }
-        for c in closed {
-            self.close(files, c, p.last, p.clock);
+    }
+
+    /// Close the sessions of every partition's stream (each ordered by name), in the order
+    /// of their names, as one thread orders them.
+    fn close_in_order(
+        &mut self,
+        files: &FileTable,
+        mut streams: Vec<Merged<Closing>>,
+        at_end: bool,
+        clock: f64,
+    ) -> std::io::Result<()> {
+        let mut heads = Vec::with_capacity(streams.len());
+        for m in &mut streams {
+            heads.push(m.next_record()?);
+        }
+        loop {
+            let mut first: Option<usize> = None;
+            for (i, h) in heads.iter().enumerate() {
+                if let Some(c) = h {
+                    if first.is_none_or(|f| heads[f].as_ref().is_some_and(|x| c.name < x.name)) {
+                        first = Some(i);
+                    }
+                }
+            }
+            let Some(i) = first else {
+                return Ok(());
+            };
+            let next = streams[i].next_record()?;
+            if let Some(c) = std::mem::replace(&mut heads[i], next) {
+                self.close(files, c, at_end, clock);
+            }
         }
     }
 
@@ -632,6 +927,7 @@ pub fn analyze<R: BufRead + Send>(
                 open_at_end: 0,
                 peak_open: 0,
                 peak_open_bytes: 0,
+                spill: SpillSummary::default(),
             },
         };
         // With partitions on threads of their own, `threads` threads parse beside them
@@ -666,7 +962,128 @@ pub fn analyze<R: BufRead + Send>(
             excluded_tail: m.excluded_tail,
             peak_open_sessions: m.peak_open,
             peak_open_bytes: m.peak_open_bytes as u64,
+            spill: m.spill,
             files,
         })
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    /// Requests of 200 sessions over 7 files: each session comes back every 25-45 s with
+    /// a few requests, adjacent or not, some open-ended, some on a named connection; a
+    /// session is closed when idle for 100 s and a few return after that.
+    fn requests() -> Vec<(String, u32, LogRequest<'static>)> {
+        let mut out = Vec::new();
+        for step in 0..40u64 {
+            for i in 0..200u64 {
+                if (step + i) % 5 == 0 || (i % 9 == 0 && (10..16).contains(&step)) {
+                    continue;
+                }
+                let t = 1000.0 + step as f64 * (25.0 + (i % 21) as f64) + i as f64 * 0.01;
+                for k in 0..1 + (i + step) % 3 {
+                    let offset = (step * 3 + k) * 1000 + if (i + k) % 4 == 0 { 500 } else { 0 };
+                    out.push((
+                        format!("s{i}"),
+                        (i % 7) as u32,
+                        LogRequest {
+                            done_s: t + k as f64 * 0.1,
+                            service_s: 0.05 * (k + 1) as f64,
+                            session: "".into(),
+                            file: "",
+                            offset,
+                            extent: 1000,
+                            kind: if k == 2 {
+                                RequestKind::Open
+                            } else {
+                                RequestKind::Chunk
+                            },
+                            bytes_sent: 1000,
+                            conn: (i % 3 == 0).then_some(k),
+                        },
+                    ));
+                }
+            }
+        }
+        out.sort_by(|a, b| a.2.done_s.total_cmp(&b.2.done_s));
+        out
+    }
+
+    type Swept1 = (Vec<Closing>, usize, u64);
+
+    /// What one partition closes at every sweep (every 60 s and at the end), in the order
+    /// the merge takes it, for a memory limit; the sessions reopened, what was spilled and
+    /// the run files the closing sessions were sorted in.
+    fn closings(memory: usize, dir: &Path) -> (Vec<Swept1>, u64, SpillSummary, usize) {
+        let opts = AnalyzeOptions {
+            max_service_s: 60.0,
+            memory_bytes: memory,
+            spill_dir: dir.to_path_buf(),
+            ..Default::default()
+        };
+        let mut p = Partition::new(&opts, &[]);
+        let mut out = Vec::new();
+        let mut next = f64::NEG_INFINITY;
+        let reqs = requests();
+        let mut sorted_runs = 0;
+        let mut take = |s: Swept| {
+            assert!(s.err.is_none(), "{:?}", s.err);
+            let mut m = s.closed.unwrap();
+            sorted_runs += m.runs;
+            let mut closed = Vec::new();
+            while let Some(c) = m.next_record().unwrap() {
+                closed.push(c);
+            }
+            let last = s.last.map(|l| (l.1, l.2));
+            ((closed, s.open, s.open_at_end), last)
+        };
+        for (name, file, r) in &reqs {
+            p.add(*file, &r.with_names(name, ""));
+            if r.done_s >= next {
+                out.push(take(p.sweep(r.done_s, false)).0);
+                next = r.done_s + 60.0;
+            }
+        }
+        let clock = reqs.last().unwrap().2.done_s;
+        let (last, end) = take(p.sweep(clock, true));
+        out.push(last);
+        let (reopened, spill) = end.unwrap();
+        (out, reopened, spill, sorted_runs)
+    }
+
+    #[test]
+    fn sessions_spilled_reloaded_and_merged_back_close_as_if_kept_in_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let (want, reopened, none, sorted) = closings(usize::MAX, dir.path());
+        assert_eq!((none, sorted), (SpillSummary::default(), 0));
+        assert!(reopened > 0, "sessions return after closing");
+        assert!(want.iter().filter(|s| !s.0.is_empty()).count() > 3);
+        let closed: usize = want.iter().map(|s| s.0.len()).sum();
+        for memory in [40_000, 200_000] {
+            let (got, again, spill, sorted) = closings(memory, dir.path());
+            assert!(
+                spill.sessions > 0 && spill.reloaded > 0,
+                "{memory}: {spill:?}"
+            );
+            // The sessions closing at once were sorted on disk at the smallest limit.
+            assert!(sorted > 0 || memory > 40_000, "{memory}: {sorted} runs");
+            assert!(spill.runs > 0 && spill.bytes > 0, "{memory}: {spill:?}");
+            assert_eq!(again, reopened);
+            assert_eq!(got.len(), want.len());
+            for (i, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert!(
+                    g == w,
+                    "memory {memory}, sweep {i}: {} closed, want {}",
+                    g.0.len(),
+                    w.0.len()
+                );
+            }
+            assert_eq!(closed, got.iter().map(|s| s.0.len()).sum::<usize>());
+        }
+        // Every run file and directory is gone.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
 }

@@ -21,6 +21,7 @@ use vodkit_workload::model::Media;
 
 use crate::files::FileTable;
 use crate::record::{LogRequest, RequestKind};
+use crate::runfile;
 
 /// Default chain window (thesis 5.3): adjacent requests this close in time join. The one
 /// constant of `vodkit_prefetch::chain`, which owns chains; this builder is the offline
@@ -138,7 +139,9 @@ impl ChainBuilder {
                 .sum::<usize>()
     }
 
-    pub fn add(&mut self, file: u32, r: &LogRequest<'_>, window_s: f64) {
+    /// Add a request; returns the bytes [`ChainBuilder::bytes`] grew by.
+    pub fn add(&mut self, file: u32, r: &LogRequest<'_>, window_s: f64) -> usize {
+        let files_cap = self.files.capacity();
         let frags = match self.files.iter().position(|f| f.0 == file) {
             Some(i) => &mut self.files[i].1,
             None => {
@@ -146,6 +149,7 @@ impl ChainBuilder {
                 &mut self.files.last_mut().expect("just pushed").1
             }
         };
+        let frags_cap = frags.capacity();
         let (a, b) = (r.offset, r.end());
         let int = (r.recv_s(), r.done_s);
         let mut pred: Option<usize> = None;
@@ -208,6 +212,67 @@ impl ChainBuilder {
                 kind: r.kind,
             }),
         }
+        (frags.capacity() - frags_cap) * std::mem::size_of::<Frag>()
+            + (self.files.capacity() - files_cap) * std::mem::size_of::<(u32, Vec<Frag>)>()
+    }
+
+    /// Write the builder as it is (every fragment, in order) for [`ChainBuilder::get`].
+    pub(crate) fn put(&self, w: &mut impl Write) -> std::io::Result<()> {
+        let too_long = "a session with too many files or chains to spill";
+        runfile::put_len(w, self.files.len(), too_long)?;
+        for (file, frags) in &self.files {
+            runfile::put_u32(w, *file)?;
+            runfile::put_len(w, frags.len(), too_long)?;
+            for f in frags {
+                runfile::put_u64(w, f.start)?;
+                runfile::put_u64(w, f.end)?;
+                for x in [f.s_int.0, f.s_int.1, f.e_int.0, f.e_int.1, f.t0, f.t1] {
+                    runfile::put_f64(w, x)?;
+                }
+                runfile::put_u32(w, f.requests)?;
+                runfile::put_u64(w, f.sent)?;
+                w.write_all(&[u8::from(f.kind == RequestKind::Open)])?;
+            }
+        }
+        Ok(())
+    }
+
+    /// A builder written by [`ChainBuilder::put`], exactly as it was.
+    pub(crate) fn get(r: &mut impl Read) -> std::io::Result<ChainBuilder> {
+        let n = runfile::get_len(r)?;
+        let mut files = Vec::with_capacity(n);
+        for _ in 0..n {
+            let file = runfile::get_u32(r)?;
+            let m = runfile::get_len(r)?;
+            let mut frags = Vec::with_capacity(m);
+            for _ in 0..m {
+                let start = runfile::get_u64(r)?;
+                let end = runfile::get_u64(r)?;
+                let mut x = [0.0; 6];
+                for v in &mut x {
+                    *v = runfile::get_f64(r)?;
+                }
+                let requests = runfile::get_u32(r)?;
+                let sent = runfile::get_u64(r)?;
+                let kind = match runfile::get_u8(r)? {
+                    1 => RequestKind::Open,
+                    _ => RequestKind::Chunk,
+                };
+                frags.push(Frag {
+                    start,
+                    end,
+                    s_int: (x[0], x[1]),
+                    e_int: (x[2], x[3]),
+                    t0: x[4],
+                    t1: x[5],
+                    requests,
+                    sent,
+                    kind,
+                });
+            }
+            files.push((file, frags));
+        }
+        Ok(ChainBuilder { files })
     }
 
     /// The session's chains, ordered by start time (then file and offset).

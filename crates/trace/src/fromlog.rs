@@ -168,7 +168,7 @@ enum Pieces {
         viewers: Vec<(String, Vec<Seen>)>,
     },
     /// Finished sessions merged back from memory and spilled runs.
-    Sorted(crate::spill::Merged),
+    Sorted(crate::spill::Merged<crate::spill::Piece>),
 }
 
 impl SessionStream {
@@ -240,7 +240,7 @@ impl Iterator for SessionStream {
                 let seen = &seen[piece.lo as usize..piece.hi as usize];
                 Some(self.out.session(piece.start, file, seen))
             }
-            Pieces::Sorted(m) => match m.next_piece() {
+            Pieces::Sorted(m) => match m.next_record() {
                 Ok(Some(p)) => Some(self.out.session(p.start, &p.file, &p.seen)),
                 Ok(None) => None,
                 Err(e) => {
@@ -465,7 +465,7 @@ pub struct StreamRebuilder {
     open: HashMap<Box<[u8]>, Open, foldhash::fast::RandomState>,
     key: Vec<u8>,
     files: HashMap<String, (u64, u64)>,
-    runs: crate::spill::Runs,
+    runs: crate::spill::Runs<crate::spill::Piece>,
     held: usize,
     clock: f64,
     next_sweep: f64,

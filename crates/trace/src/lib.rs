@@ -5,7 +5,9 @@
 //! [`analyze`] driver feeds them to per-session [`chain::ChainBuilder`]s (partitioned by
 //! session over the threads, merged back in one thread's order); when a session can
 //! no longer grow its chains are closed, written out, and summarized into [`chainstats`],
-//! [`phase`] and [`sessions`] statistics, which [`report`] renders as HTML.
+//! [`phase`] and [`sessions`] statistics, which [`report`] renders as HTML. Open sessions
+//! past their memory budget are spilled to disk and merged back in order, so memory stays
+//! bounded for any log.
 
 pub mod analyze;
 pub mod blocks;
@@ -15,6 +17,7 @@ pub mod columnar;
 pub mod files;
 pub mod fit;
 pub mod fromlog;
+mod idle;
 pub mod output;
 mod parse;
 pub mod phase;

@@ -384,6 +384,12 @@ pub struct PassSummary<'a> {
     pub sessions_excluded_tail: u64,
     pub peak_open_sessions: usize,
     pub peak_open_bytes: u64,
+    /// Open sessions spilled to disk to stay within `--memory`, bytes and run files
+    /// written, and sessions read back.
+    pub spilled_sessions: u64,
+    pub spilled_bytes: u64,
+    pub spill_runs: u64,
+    pub sessions_reloaded: u64,
     pub files: usize,
 }
 
@@ -397,6 +403,10 @@ impl<'a> PassSummary<'a> {
             sessions_excluded_tail: a.excluded_tail,
             peak_open_sessions: a.peak_open_sessions,
             peak_open_bytes: a.peak_open_bytes,
+            spilled_sessions: a.spill.sessions,
+            spilled_bytes: a.spill.bytes,
+            spill_runs: a.spill.runs,
+            sessions_reloaded: a.spill.reloaded,
             files: a.files.len(),
         }
     }

@@ -1,6 +1,6 @@
-//! The run files of the external sorts (`--sort`, and the from-log rebuild's spill): runs
-//! in a directory made on first use, records of little-endian numbers and byte strings
-//! behind a 32-bit length.
+//! The run files of the external sorts and spills (`--sort`, the from-log rebuild's spill,
+//! the analyzer's idle and closing sessions): runs in a directory made on first use,
+//! records of little-endian numbers and byte strings behind a 32-bit length.
 
 use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
@@ -67,4 +67,43 @@ pub(crate) fn get_bytes(r: &mut impl Read) -> io::Result<Vec<u8>> {
     let mut v = vec![0u8; get_len(r)?];
     r.read_exact(&mut v)?;
     Ok(v)
+}
+
+/// Write a `u32`.
+pub(crate) fn put_u32(w: &mut impl Write, x: u32) -> io::Result<()> {
+    w.write_all(&x.to_le_bytes())
+}
+
+/// Write a `u64`.
+pub(crate) fn put_u64(w: &mut impl Write, x: u64) -> io::Result<()> {
+    w.write_all(&x.to_le_bytes())
+}
+
+/// Write an `f64`, every bit of it.
+pub(crate) fn put_f64(w: &mut impl Write, x: f64) -> io::Result<()> {
+    w.write_all(&x.to_le_bytes())
+}
+
+/// A `u32` written by [`put_u32`].
+pub(crate) fn get_u32(r: &mut impl Read) -> io::Result<u32> {
+    let mut b4 = [0u8; 4];
+    r.read_exact(&mut b4)?;
+    Ok(u32::from_le_bytes(b4))
+}
+
+/// A `u64` written by [`put_u64`].
+pub(crate) fn get_u64(r: &mut impl Read) -> io::Result<u64> {
+    Ok(u64::from_le_bytes(get8(r)?))
+}
+
+/// An `f64` written by [`put_f64`].
+pub(crate) fn get_f64(r: &mut impl Read) -> io::Result<f64> {
+    Ok(f64::from_le_bytes(get8(r)?))
+}
+
+/// One byte.
+pub(crate) fn get_u8(r: &mut impl Read) -> io::Result<u8> {
+    let mut b = [0u8; 1];
+    r.read_exact(&mut b)?;
+    Ok(b[0])
 }

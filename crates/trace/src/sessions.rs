@@ -12,6 +12,7 @@ use crate::chain::{kind_name, ChainRec};
 use crate::chainstats::title_seconds;
 use crate::files::{media_name, media_slot, FileInfo, FileTable, MEDIA};
 use crate::record::{LogRequest, RequestKind};
+use crate::runfile;
 
 const BINS: usize = 100;
 /// Chains at offset 0 shorter than this are taken for segment-table reads.
@@ -51,6 +52,34 @@ impl ParallelTracker {
             self.recent.remove(0);
         }
         self.recent.push((a, b, r.conn));
+    }
+
+    /// Write the tracker as it is, for [`ParallelTracker::get`].
+    pub(crate) fn put(&self, w: &mut impl std::io::Write) -> std::io::Result<()> {
+        runfile::put_u32(w, self.max)?;
+        runfile::put_len(w, self.recent.len(), "too many requests to spill")?;
+        for &(a, b, c) in &self.recent {
+            runfile::put_f64(w, a)?;
+            runfile::put_f64(w, b)?;
+            w.write_all(&[u8::from(c.is_some())])?;
+            runfile::put_u64(w, c.unwrap_or(0))?;
+        }
+        Ok(())
+    }
+
+    /// A tracker written by [`ParallelTracker::put`], exactly as it was.
+    pub(crate) fn get(r: &mut impl std::io::Read) -> std::io::Result<ParallelTracker> {
+        let max = runfile::get_u32(r)?;
+        let n = runfile::get_len(r)?;
+        let mut recent = Vec::with_capacity(n);
+        for _ in 0..n {
+            let a = runfile::get_f64(r)?;
+            let b = runfile::get_f64(r)?;
+            let some = runfile::get_u8(r)? == 1;
+            let c = runfile::get_u64(r)?;
+            recent.push((a, b, some.then_some(c)));
+        }
+        Ok(ParallelTracker { recent, max })
     }
 }
 

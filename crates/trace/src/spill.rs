@@ -1,6 +1,8 @@
-//! External merge sort of rebuilt sessions (`vodkit workload from-log`): sessions are
-//! finished in the order they end but written in the order they start, so they are
-//! gathered in sorted runs of bounded size, spilled to temporary files, and merged back.
+//! External merge sort of records that must come out in an order they are not made in:
+//! the from-log rebuild's sessions (finished in the order they end, written in the order
+//! they start) and the analyzer's sessions closed at one sweep (taken in the order of their
+//! names). Records are gathered in sorted runs of bounded size, spilled to temporary files,
+//! and merged back.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -56,9 +58,17 @@ impl MergeKey for Piece {
     }
 }
 
-impl Piece {
+/// A record an external sort can hold, spill and read back exactly.
+pub(crate) trait Record: MergeKey + Sized {
     /// Bytes it holds in memory (an estimate for the budget).
-    pub fn bytes(&self) -> usize {
+    fn bytes(&self) -> usize;
+    fn write(&self, w: &mut impl Write) -> std::io::Result<()>;
+    /// The next record of a run, `None` at its end.
+    fn read(r: &mut impl Read) -> std::io::Result<Option<Self>>;
+}
+
+impl Record for Piece {
+    fn bytes(&self) -> usize {
         std::mem::size_of::<Piece>()
             + self.client.len()
             + self.file.len()
@@ -122,11 +132,11 @@ impl Piece {
     }
 }
 
-/// Finished pieces gathered into sorted runs; a run is spilled when it passes the budget.
-pub(crate) struct Runs {
+/// Records gathered into sorted runs; a run is spilled when it passes the budget.
+pub(crate) struct Runs<T> {
     dir: PathBuf,
     tmp: Option<tempfile::TempDir>,
-    buf: Vec<Piece>,
+    buf: Vec<T>,
     buf_bytes: usize,
     budget: usize,
     runs: Vec<PathBuf>,
@@ -134,10 +144,10 @@ pub(crate) struct Runs {
     pub spilled: u64,
 }
 
-impl Runs {
+impl<T: Record> Runs<T> {
     /// Runs of at most `budget` bytes, spilled under `dir` (a temporary directory made
     /// there when first needed, removed when done).
-    pub fn new(dir: &Path, budget: usize) -> Runs {
+    pub fn new(dir: &Path, budget: usize) -> Runs<T> {
         Runs {
             dir: dir.to_path_buf(),
             tmp: None,
@@ -154,7 +164,7 @@ impl Runs {
         self.buf_bytes
     }
 
-    pub fn push(&mut self, p: Piece) -> std::io::Result<()> {
+    pub fn push(&mut self, p: T) -> std::io::Result<()> {
         self.buf_bytes += p.bytes();
         self.buf.push(p);
         if self.buf_bytes > self.budget {
@@ -166,7 +176,7 @@ impl Runs {
     fn spill(&mut self) -> std::io::Result<()> {
         let n = self.runs.len();
         let (path, mut w) = runfile::create(&mut self.tmp, &self.dir, ".vodkit-spill-", n)?;
-        self.buf.sort_by(Piece::merge_cmp);
+        self.buf.sort_by(T::merge_cmp);
         for p in self.buf.drain(..) {
             p.write(&mut w)?;
         }
@@ -177,15 +187,17 @@ impl Runs {
         Ok(())
     }
 
-    /// All pieces in output order.
-    pub fn finish(mut self) -> std::io::Result<Merged> {
+    /// All records in order.
+    pub fn finish(mut self) -> std::io::Result<Merged<T>> {
         if self.runs.is_empty() {
-            self.buf.sort_by(Piece::merge_cmp);
+            self.buf.sort_by(T::merge_cmp);
             return Ok(Merged {
                 memory: self.buf.into_iter(),
                 readers: Vec::new(),
                 heap: BinaryHeap::new(),
                 _tmp: None,
+                spilled: 0,
+                runs: 0,
             });
         }
         if !self.buf.is_empty() {
@@ -195,8 +207,8 @@ impl Runs {
         let mut heap = BinaryHeap::new();
         for (i, path) in self.runs.iter().enumerate() {
             let mut r = BufReader::with_capacity(1 << 16, File::open(path)?);
-            if let Some(p) = Piece::read(&mut r)? {
-                heap.push(Head::new((p, i), ()));
+            if let Some(p) = T::read(&mut r)? {
+                heap.push(MinEntry::new((p, i), ()));
             }
             readers.push(r);
         }
@@ -205,24 +217,29 @@ impl Runs {
             readers,
             heap,
             _tmp: self.tmp,
+            spilled: self.spilled,
+            runs: self.runs.len(),
         })
     }
 }
 
-/// The head piece of a run, keyed by the piece and then the run's index (equal pieces come
-/// from the lower run first).
-type Head = MinEntry<(Piece, usize), ()>;
+/// The head record of a run, keyed by the record and then the run's index (equal records
+/// come from the lower run first).
+type Head<T> = MinEntry<(T, usize), ()>;
 
-/// Pieces in output order: from memory, or merged from the spilled runs.
-pub(crate) struct Merged {
-    memory: std::vec::IntoIter<Piece>,
+/// Records in order: from memory, or merged from the spilled runs.
+pub(crate) struct Merged<T> {
+    memory: std::vec::IntoIter<T>,
     readers: Vec<BufReader<File>>,
-    heap: BinaryHeap<Head>,
+    heap: BinaryHeap<Head<T>>,
     _tmp: Option<tempfile::TempDir>,
+    /// Bytes written to run files, and their number.
+    pub spilled: u64,
+    pub runs: usize,
 }
 
-impl Merged {
-    pub fn next_piece(&mut self) -> std::io::Result<Option<Piece>> {
+impl<T: Record> Merged<T> {
+    pub fn next_record(&mut self) -> std::io::Result<Option<T>> {
         if let Some(p) = self.memory.next() {
             return Ok(Some(p));
         }
@@ -230,8 +247,8 @@ impl Merged {
             return Ok(None);
         };
         if let Some(r) = self.readers.get_mut(i) {
-            if let Some(next) = Piece::read(r)? {
-                self.heap.push(Head::new((next, i), ()));
+            if let Some(next) = T::read(r)? {
+                self.heap.push(MinEntry::new((next, i), ()));
             }
         }
         Ok(Some(p))
@@ -291,7 +308,7 @@ mod tests {
             assert_eq!(runs.runs.len() > 1, budget < 10_000, "budget {budget}");
             let mut m = runs.finish().unwrap();
             let mut got = Vec::new();
-            while let Some(p) = m.next_piece().unwrap() {
+            while let Some(p) = m.next_record().unwrap() {
                 got.push(p);
             }
             assert!(got == want, "budget {budget}");

@@ -76,7 +76,7 @@ pub(crate) struct Common {
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..))]
     threads: Option<u16>,
     /// Sort the log by completion time first (external merge sort within --memory, runs
-    /// spilled in the output directory): for logs not in completion order.
+    /// spilled to a temporary directory in --out): for logs not in completion order.
     #[arg(long)]
     sort: bool,
     /// Form of the row tables (chains, phases, with report sessions, with --requests
@@ -92,7 +92,10 @@ pub(crate) struct Common {
     /// (chains-00000.parquet, chains-00001.parquet, …).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     rows_per_file: Option<u64>,
-    /// Memory for --sort's runs; the analysis warns when its open sessions pass it.
+    /// Memory for the analysis's state: open sessions get half of it, and past that the
+    /// ones idle longest are spilled to a temporary directory in --out (read back when
+    /// they continue, merged back in order when they close; the output is the same); also
+    /// --sort's runs.
     #[arg(long, default_value = "512MiB", value_name = flags::SIZE, value_parser = flags::size)]
     memory: u64,
 }
@@ -127,6 +130,8 @@ fn options(c: &Common) -> anyhow::Result<AnalyzeOptions> {
         breakpoints,
         probabilities: c.survival_p.clone(),
         exclude_tail_s: c.exclude_tail.as_secs_f64(),
+        memory_bytes: usize::try_from(c.memory).unwrap_or(usize::MAX),
+        spill_dir: c.out.clone(),
     })
 }
 
@@ -224,12 +229,13 @@ fn go(c: Common, what: What) -> anyhow::Result<()> {
     }
     let secs = started.elapsed().as_secs_f64();
     eprintln!("{}", a.read.describe());
-    if a.peak_open_bytes > c.memory {
+    if a.spill.sessions > 0 {
         eprintln!(
-            "warning: open sessions held {} at most, more than --memory {} (sessions stay open \
-             for --window + --max-service after their last request)",
-            vodkit_units::human_size(a.peak_open_bytes),
-            vodkit_units::human_size(c.memory)
+            "open sessions past half of --memory {}: {} spilled ({} written), {} read back",
+            vodkit_units::human_size(c.memory),
+            a.spill.sessions,
+            vodkit_units::human_size(a.spill.bytes),
+            a.spill.reloaded
         );
     }
     println!(

@@ -14,7 +14,7 @@ use vodkit_trace::{FileTable, LogFormat};
 use vodkit_workload::netflix::{synth_log, NetflixSpec};
 
 /// A synthesized netflix-2014 log of several parsing blocks, with its file table.
-fn synthesized() -> tempfile::TempDir {
+pub(crate) fn synthesized() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let spec = NetflixSpec::new(5, 0.1, &[]).unwrap();
     synth_log(&spec, dir.path()).unwrap();
@@ -26,7 +26,7 @@ fn synthesized() -> tempfile::TempDir {
     dir
 }
 
-fn json<T: serde::Serialize>(v: &T) -> Vec<u8> {
+pub(crate) fn json<T: serde::Serialize>(v: &T) -> Vec<u8> {
     serde_json::to_vec_pretty(v).unwrap()
 }
 
@@ -57,7 +57,7 @@ fn outputs(dir: &Path, log: &Path, threads: usize) -> Vec<(String, Vec<u8>)> {
 
 /// Every table (`--requests` included) in `format`, and every summary, for `log` analyzed
 /// on `threads` threads, as (file name, bytes) in name order.
-fn every_output(
+pub(crate) fn every_output(
     log: &Path,
     files: FileTable,
     opts: &AnalyzeOptions,
@@ -92,7 +92,7 @@ fn every_output(
     (a, got)
 }
 
-fn assert_same(a: &[(String, Vec<u8>)], b: &[(String, Vec<u8>)], what: &str) {
+pub(crate) fn assert_same(a: &[(String, Vec<u8>)], b: &[(String, Vec<u8>)], what: &str) {
     assert_eq!(a.len(), b.len());
     for ((name, x), (_, y)) in a.iter().zip(b) {
         assert!(x == y, "{name} differs: {what}");

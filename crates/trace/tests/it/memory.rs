@@ -1,0 +1,269 @@
+//! The analysis within a memory limit: open sessions spilled to disk, read back and merged
+//! back in order give every output of the analysis that keeps them in memory, byte for
+//! byte, for one and two threads; and on a log whose open sessions need many times the
+//! limit, the state held and the process's peak memory stay within it.
+
+use std::path::Path;
+use std::process::Command;
+
+use vodkit_trace::analyze::{analyze, AnalyzeOptions, MEMORY_BYTES};
+use vodkit_trace::output::{DirSink, OutputFormat, PassSummary, Tables};
+use vodkit_trace::FileTable;
+
+use crate::threads::{assert_same, every_output, json, synthesized};
+
+/// `summary.json` without what depends on the memory limit (what was held and spilled).
+fn summary_but_memory(bytes: &[u8]) -> serde_json::Value {
+    let mut v: serde_json::Value = serde_json::from_slice(bytes).unwrap();
+    let o = v.as_object_mut().unwrap();
+    for k in [
+        "peak_open_bytes",
+        "spilled_sessions",
+        "spilled_bytes",
+        "spill_runs",
+        "sessions_reloaded",
+    ] {
+        assert!(o.remove(k).is_some(), "summary.json has {k}");
+    }
+    v
+}
+
+#[test]
+fn a_tiny_memory_spills_and_every_output_is_the_same_for_one_and_two_threads() {
+    let dir = synthesized();
+    let log = dir.path().join("log.csv");
+    let files = || FileTable::from_csv(&dir.path().join("files.csv")).unwrap();
+    let run = |memory: usize, threads: usize, format: OutputFormat| {
+        let out = dir
+            .path()
+            .join(format!("out-{memory}-{threads}-{format:?}"));
+        let opts = AnalyzeOptions {
+            threads,
+            exclude_tail_s: 600.0,
+            memory_bytes: memory,
+            // The spill directory is made in the output directory and gone at the end:
+            // every_output finds only the four tables there.
+            spill_dir: out.clone(),
+            ..Default::default()
+        };
+        std::fs::create_dir_all(&out).unwrap();
+        every_output(&log, files(), &opts, format, &out)
+    };
+    let (a, want) = run(MEMORY_BYTES, 1, OutputFormat::Csv);
+    assert_eq!(a.spill.sessions, 0, "{:?}", a.spill);
+    let tiny = 48 << 10;
+    assert!(
+        a.peak_open_bytes > 8 * tiny as u64,
+        "the open sessions need many times the limit: {}",
+        a.peak_open_bytes
+    );
+    for (memory, threads) in [(MEMORY_BYTES, 2), (tiny, 1), (tiny, 2)] {
+        let (b, got) = run(memory, threads, OutputFormat::Csv);
+        let what = format!("--memory {memory}, {threads} threads");
+        if memory == tiny {
+            let s = b.spill;
+            assert!(
+                s.sessions > 0 && s.reloaded > 0 && s.runs > 0,
+                "{what}: {s:?}"
+            );
+            assert!(
+                b.peak_open_bytes <= (tiny / 2) as u64,
+                "{what}: {} held",
+                b.peak_open_bytes
+            );
+        }
+        assert_eq!(b.peak_open_sessions, a.peak_open_sessions, "{what}");
+        assert_eq!(
+            summary_but_memory(&want[0].1),
+            summary_but_memory(&got[0].1),
+            "{what}"
+        );
+        assert_same(&want[1..], &got[1..], &what);
+    }
+    // Parquet too.
+    let (_, want) = run(MEMORY_BYTES, 1, OutputFormat::Parquet);
+    let (_, got) = run(tiny, 2, OutputFormat::Parquet);
+    assert_same(&want[1..], &got[1..], "parquet, tiny memory, 2 threads");
+}
+
+/// A log whose open sessions hold about 500 bytes per line: a viewer arrives every second
+/// and reads the start of `files` files in a minute, then stays idle; everything is within
+/// an hour, so no session closes before the end.
+fn wide_log(path: &Path, sessions: u64, files: u64) {
+    let mut lines = Vec::new();
+    for s in 0..sessions {
+        for f in 0..files {
+            let t = 1000.0 + s as f64 + f as f64 * 60.0 / files as f64;
+            lines.push((
+                t,
+                format!("{t:.3},0.01,s{s},title/{f}.mp4,0,4096,0,4096,tv\n"),
+            ));
+        }
+    }
+    lines.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut text = String::from(
+        "ts_end,service_time_s,session,file,offset,length,open_ended,bytes_sent,device_type\n",
+    );
+    for (_, l) in lines {
+        text += &l;
+    }
+    std::fs::write(path, text).unwrap();
+}
+
+/// The memory limit of the peak-memory test.
+const LIMIT: usize = 16 << 20;
+
+/// Peak memory beyond the limit that does not depend on the log's length, on one thread:
+/// the 1 MiB read buffer, parsing block and parsed requests, the two 1 MiB CSV writers, the
+/// closing sessions' sort (an eighth of the limit), chain statistics and the allocator's
+/// slack (measured: about 12 MiB).
+const FIXED: u64 = 16 << 20;
+
+/// More per thread beyond the first: the blocks read and parsed ahead (4 of 1 MiB per
+/// parsing thread) and each thread's allocator arena (measured: about 7 MiB).
+const PER_THREAD: u64 = 8 << 20;
+
+/// Figures of one analysis in a child process (`RESULT` line of `analysis_child`).
+#[derive(Debug)]
+struct Child {
+    baseline_kib: u64,
+    peak_kib: u64,
+    peak_open_bytes: u64,
+    spilled: u64,
+}
+
+fn child(log: &Path, out: &Path, memory: usize, threads: usize) -> Child {
+    let exe = std::env::current_exe().unwrap();
+    let o = Command::new(exe)
+        .args([
+            "memory::analysis_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(
+            "VODKIT_TRACE_MEMORY_CHILD",
+            format!("{}\n{}\n{memory}\n{threads}", log.display(), out.display()),
+        )
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "child: {stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let line = stdout
+        .lines()
+        .find_map(|l| l.split("RESULT ").nth(1))
+        .unwrap_or_else(|| panic!("no RESULT line: {stdout}"));
+    let n: Vec<u64> = line.split(' ').map(|x| x.parse().unwrap()).collect();
+    Child {
+        baseline_kib: n[0],
+        peak_kib: n[1],
+        peak_open_bytes: n[2],
+        spilled: n[3],
+    }
+}
+
+/// A field of `/proc/self/status` in KiB.
+fn status_kib(field: &str) -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = s.lines().find(|l| l.starts_with(field)).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+#[test]
+#[ignore = "the child process of the peak-memory test, started by it"]
+fn analysis_child() {
+    let arg = std::env::var("VODKIT_TRACE_MEMORY_CHILD").unwrap();
+    let mut parts = arg.split('\n');
+    let log = Path::new(parts.next().unwrap());
+    let out = Path::new(parts.next().unwrap());
+    let memory: usize = parts.next().unwrap().parse().unwrap();
+    let threads: usize = parts.next().unwrap().parse().unwrap();
+    let baseline = status_kib("VmRSS:");
+    let tables = Tables {
+        chains: true,
+        phases: true,
+        sessions: false,
+        requests: false,
+    };
+    let mut sink = DirSink::create_tables(out, tables, OutputFormat::Csv, None).unwrap();
+    let opts = AnalyzeOptions {
+        threads,
+        memory_bytes: memory,
+        spill_dir: out.to_path_buf(),
+        ..Default::default()
+    };
+    let input = std::io::BufReader::with_capacity(1 << 20, std::fs::File::open(log).unwrap());
+    let a = analyze(input, FileTable::default(), &opts, &mut sink).unwrap();
+    sink.finish().unwrap();
+    std::fs::write(out.join("summary.json"), json(&PassSummary::of(&a))).unwrap();
+    println!(
+        "RESULT {baseline} {} {} {}",
+        status_kib("VmHWM:"),
+        a.peak_open_bytes,
+        a.spill.sessions
+    );
+}
+
+#[test]
+fn a_log_needing_many_times_the_memory_limit_is_analyzed_within_it() {
+    if !cfg!(target_os = "linux") {
+        vodkit_testkit::need::not_here("peak memory is read from /proc (Linux)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log.csv");
+    wide_log(&log, 2000, 100);
+    let (small, large) = (dir.path().join("small"), dir.path().join("large"));
+    let spilled = child(&log, &small, LIMIT, 1);
+    let kept = child(&log, &large, MEMORY_BYTES, 1);
+    let two = child(&log, &dir.path().join("two"), LIMIT, 2);
+    eprintln!(
+        "within {} MiB: {spilled:?}, 2 threads {two:?}; kept: {kept:?}",
+        LIMIT >> 20
+    );
+    // Kept in memory, the open sessions need more than four times the limit.
+    assert_eq!(kept.spilled, 0, "{kept:?}");
+    assert!(kept.peak_open_bytes > 4 * LIMIT as u64, "{kept:?}");
+    // Within the limit, they are spilled, and held at most half of it.
+    for c in [&spilled, &two] {
+        assert!(c.spilled > 0, "{c:?}");
+        assert!(c.peak_open_bytes <= LIMIT as u64 / 2, "{c:?}");
+    }
+    // The process's peak memory, beyond what it held before the analysis: within the limit
+    // and the fixed costs, where keeping every session needs more than twice as much.
+    let grew = |c: &Child| (c.peak_kib.saturating_sub(c.baseline_kib)) * 1024;
+    assert!(
+        grew(&spilled) <= LIMIT as u64 + FIXED,
+        "{spilled:?}: {} MiB",
+        grew(&spilled) >> 20
+    );
+    assert!(
+        grew(&two) <= LIMIT as u64 + FIXED + PER_THREAD,
+        "{two:?}: {} MiB",
+        grew(&two) >> 20
+    );
+    assert!(
+        grew(&kept) > 2 * grew(&spilled),
+        "{kept:?} against {spilled:?}"
+    );
+    for name in ["chains.csv", "phases.csv", "summary.json"] {
+        let want = std::fs::read(large.join(name)).unwrap();
+        for d in [&small, &dir.path().join("two")] {
+            let got = std::fs::read(d.join(name)).unwrap();
+            if name == "summary.json" {
+                let (a, b) = (summary_but_memory(&want), summary_but_memory(&got));
+                assert_eq!(a, b, "{}", d.display());
+            } else {
+                assert!(got == want, "{name} differs in {}", d.display());
+            }
+        }
+    }
+    let files = |d: &Path| std::fs::read_dir(d).unwrap().count();
+    assert_eq!(files(&small), files(&large), "no spill left behind");
+    assert_eq!(files(&dir.path().join("two")), files(&large));
+}
