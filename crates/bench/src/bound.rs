@@ -26,6 +26,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
 pub use vodkit_disk::model::{disk_terms, DiskTerms};
+use vodkit_prefetch::memory::ranges::{merge, subtract};
 use vodkit_workload::model::{Catalog, ClientClass, Session};
 
 /// A measured capacity may exceed the bound by this fraction before it is called an error
@@ -152,40 +153,10 @@ fn read_range(
     hits
 }
 
-/// `[a, b)` minus the ranges in `seen` (sorted, disjoint), as a list of pieces.
-fn subtract(seen: &[(u64, u64)], a: u64, b: u64) -> Vec<(u64, u64)> {
-    let mut out = Vec::new();
-    let mut x = a;
-    for &(s, e) in seen {
-        if e <= x || s >= b {
-            continue;
-        }
-        if s > x {
-            out.push((x, s));
-        }
-        x = x.max(e);
-        if x >= b {
-            break;
-        }
-    }
-    if x < b {
-        out.push((x, b));
-    }
-    out
-}
-
 /// Add `[a, b)` to a sorted, disjoint range list.
 fn insert_range(seen: &mut Vec<(u64, u64)>, a: u64, b: u64) {
     seen.push((a, b));
-    seen.sort_unstable();
-    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(seen.len());
-    for &(s, e) in seen.iter() {
-        match merged.last_mut() {
-            Some(last) if s <= last.1 => last.1 = last.1.max(e),
-            _ => merged.push((s, e)),
-        }
-    }
-    *seen = merged;
+    *seen = merge(std::mem::take(seen));
 }
 
 /// Reduce a session list to steps and reuses. `classes` are the workload's client classes
@@ -297,7 +268,7 @@ pub fn prepare_after(
             // Whole microseconds, so that steps differing only by rounding share a class.
             let tau = (tau * 1e6).round() / 1e6;
             let mine = seen.entry(path).or_default();
-            let pieces = subtract(mine, a, b);
+            let pieces = subtract(a, b, mine);
             let new: u64 = pieces.iter().map(|(x, y)| y - x).sum();
             if !counted {
                 // A history session only leaves its readers behind.

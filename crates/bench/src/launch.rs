@@ -754,13 +754,11 @@ impl Launcher for LocalLauncher {
             }
         };
         let process = match (&sut.base, &tls) {
-            (Base::Nginx, None) => peers::start_nginx(&setup, &wrap).map_err(peer_error)?,
-            (Base::Nginx, Some(t)) => {
-                vodkit_peers::start_nginx_tls(&setup, t, &wrap).map_err(peer_error)?
+            (Base::Nginx, t) => {
+                peers::start_nginx_with(&setup, t.as_ref(), &wrap).map_err(peer_error)?
             }
-            (Base::Apache, None) => peers::start_apache(&setup, &wrap).map_err(peer_error)?,
-            (Base::Apache, Some(t)) => {
-                vodkit_peers::start_apache_tls(&setup, t, &wrap).map_err(peer_error)?
+            (Base::Apache, t) => {
+                peers::start_apache_with(&setup, t.as_ref(), &wrap).map_err(peer_error)?
             }
             (Base::Url { url }, _) => return Ok(Box::new(External(url.clone()))),
             (Base::Vodkit { io, policy }, tls) => {

@@ -1066,45 +1066,25 @@ mod tests {
         let t0 = SystemTime::UNIX_EPOCH + Duration::from_secs(1000);
         let at = |s: u64| t0 + Duration::from_secs(s);
         let map = |v: &[(u32, u64)]| Some(v.iter().copied().collect::<HashMap<u32, u64>>());
+        // The reading at `s` seconds: the ticks of each thread of the server, the load and
+        // the balancer (no disk emulator).
+        let reading =
+            |s: u64, server: &[(u32, u64)], load: &[(u32, u64)], balancer: &[(u32, u64)]| {
+                let ticks = RoleTicks {
+                    server: map(server),
+                    load: map(load),
+                    disk_emulator: None,
+                    balancer: map(balancer),
+                };
+                (at(s), ticks)
+            };
         let readings = vec![
-            (
-                at(0),
-                RoleTicks {
-                    server: map(&[(1, 0)]),
-                    load: map(&[(7, 0)]),
-                    disk_emulator: None,
-                    balancer: map(&[(40, 0)]),
-                },
-            ),
-            (
-                at(1),
-                RoleTicks {
-                    server: map(&[(1, 100)]),
-                    load: map(&[(7, 10)]),
-                    disk_emulator: None,
-                    balancer: map(&[(40, 50)]),
-                },
-            ),
+            reading(0, &[(1, 0)], &[(7, 0)], &[(40, 0)]),
+            reading(1, &[(1, 100)], &[(7, 10)], &[(40, 50)]),
             // Worker 2 appears, 1 keeps going; load thread 7 ended after its last reading
             // (it keeps its 10 ticks, gained before the window), worker 8 appears.
-            (
-                at(3),
-                RoleTicks {
-                    server: map(&[(1, 300), (2, 100)]),
-                    load: map(&[(8, 20)]),
-                    disk_emulator: None,
-                    balancer: map(&[(40, 150)]),
-                },
-            ),
-            (
-                at(9),
-                RoleTicks {
-                    server: map(&[(1, 900)]),
-                    load: map(&[]),
-                    disk_emulator: None,
-                    balancer: map(&[(40, 450)]),
-                },
-            ),
+            reading(3, &[(1, 300), (2, 100)], &[(8, 20)], &[(40, 150)]),
+            reading(9, &[(1, 900)], &[], &[(40, 450)]),
         ];
         // Window 1 s .. 3 s: 2 s, server 200 + 100 ticks, load 20 new ticks.
         let c = window_cores(&readings, Some((at(1), at(3))), 100.0);

@@ -11,7 +11,9 @@ use crate::link::Bucket;
 use crate::record::{Failure, FailureReason};
 use std::io::{self, Write as _};
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::atomic::AtomicU64;
+use std::task::{Context, Poll};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpSocket, TcpStream};
 use tokio::time::Instant;
@@ -38,53 +40,51 @@ fn not_bytes() -> io::Error {
     )
 }
 
+/// What a TCP or TLS byte stream is to the request loop.
+trait ByteStream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin {}
+
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin> ByteStream for T {}
+
+impl Stream {
+    /// The byte stream to read and write; `None` for an HTTP/2 handle.
+    fn bytes(self: Pin<&mut Self>) -> Option<Pin<&mut dyn ByteStream>> {
+        match self.get_mut() {
+            Stream::Plain(s) => Some(Pin::new(s)),
+            Stream::Tls(s) => Some(Pin::new(s.as_mut())),
+            Stream::H2(_) => None,
+        }
+    }
+}
+
 impl tokio::io::AsyncRead for Stream {
     fn poll_read(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
         buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Plain(s) => std::pin::Pin::new(s).poll_read(cx, buf),
-            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_read(cx, buf),
-            Stream::H2(_) => std::task::Poll::Ready(Err(not_bytes())),
-        }
+    ) -> Poll<io::Result<()>> {
+        self.bytes()
+            .map_or_else(|| Poll::Ready(Err(not_bytes())), |s| s.poll_read(cx, buf))
     }
 }
 
 impl tokio::io::AsyncWrite for Stream {
     fn poll_write(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
         buf: &[u8],
-    ) -> std::task::Poll<io::Result<usize>> {
-        match self.get_mut() {
-            Stream::Plain(s) => std::pin::Pin::new(s).poll_write(cx, buf),
-            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_write(cx, buf),
-            Stream::H2(_) => std::task::Poll::Ready(Err(not_bytes())),
-        }
+    ) -> Poll<io::Result<usize>> {
+        self.bytes()
+            .map_or_else(|| Poll::Ready(Err(not_bytes())), |s| s.poll_write(cx, buf))
     }
 
-    fn poll_flush(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Plain(s) => std::pin::Pin::new(s).poll_flush(cx),
-            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_flush(cx),
-            Stream::H2(_) => std::task::Poll::Ready(Err(not_bytes())),
-        }
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.bytes()
+            .map_or_else(|| Poll::Ready(Err(not_bytes())), |s| s.poll_flush(cx))
     }
 
-    fn poll_shutdown(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<io::Result<()>> {
-        match self.get_mut() {
-            Stream::Plain(s) => std::pin::Pin::new(s).poll_shutdown(cx),
-            Stream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_shutdown(cx),
-            Stream::H2(_) => std::task::Poll::Ready(Ok(())),
-        }
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        self.bytes()
+            .map_or(Poll::Ready(Ok(())), |s| s.poll_shutdown(cx))
     }
 }
 

@@ -14,7 +14,7 @@ pub mod package;
 pub mod pool;
 
 pub use error::MediaError;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::ProgressBar;
 use package::{MediaFormat, Piece, Rung};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -272,17 +272,7 @@ fn check_root(root: &Path, state: &Path, marker: &Marker) -> Result<(), MediaErr
 }
 
 fn progress_bar(show: bool, len: u64, what: &str) -> ProgressBar {
-    let bar = ProgressBar::with_draw_target(
-        Some(len),
-        if show {
-            ProgressDrawTarget::stderr()
-        } else {
-            ProgressDrawTarget::hidden()
-        },
-    );
-    if let Ok(style) = ProgressStyle::with_template("{msg:>9} [{bar:30}] {pos}/{len} ({eta})") {
-        bar.set_style(style.progress_chars("=> "));
-    }
+    let bar = vodkit_workload::progress::bar(show, len, "{msg:>9} [{bar:30}] {pos}/{len} ({eta})");
     bar.set_message(what.to_string());
     bar
 }

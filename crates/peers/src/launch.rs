@@ -179,15 +179,6 @@ pub fn start_nginx(setup: &PeerSetup<'_>, wrap: Wrap<'_>) -> Result<ServerProces
     start_nginx_with(setup, None, wrap)
 }
 
-/// Start nginx serving HTTPS only (TLS 1.3, sendfile on) with `tls`'s certificate.
-pub fn start_nginx_tls(
-    setup: &PeerSetup<'_>,
-    tls: &crate::tls::TlsFiles,
-    wrap: Wrap<'_>,
-) -> Result<ServerProcess, PeerError> {
-    start_nginx_with(setup, Some(tls), wrap)
-}
-
 /// `path` made absolute against the working directory: the generated configs are read by
 /// servers that resolve relative paths against their own prefix (nginx `-p`, Apache's
 /// `ServerRoot`), so a relative `--out` would be doubled or misplaced.
@@ -204,7 +195,9 @@ fn absolute_files(files: &crate::tls::TlsFiles) -> crate::tls::TlsFiles {
     }
 }
 
-fn start_nginx_with(
+/// [`start_nginx`], serving HTTPS only (TLS 1.3, sendfile on) with the certificate of `tls`
+/// when given.
+pub fn start_nginx_with(
     setup: &PeerSetup<'_>,
     tls: Option<&crate::tls::TlsFiles>,
     wrap: Wrap<'_>,
@@ -252,16 +245,9 @@ pub fn start_apache(setup: &PeerSetup<'_>, wrap: Wrap<'_>) -> Result<ServerProce
     start_apache_with(setup, None, wrap)
 }
 
-/// Start Apache serving HTTPS only (mod_ssl, TLS 1.3) with `tls`'s certificate.
-pub fn start_apache_tls(
-    setup: &PeerSetup<'_>,
-    tls: &crate::tls::TlsFiles,
-    wrap: Wrap<'_>,
-) -> Result<ServerProcess, PeerError> {
-    start_apache_with(setup, Some(tls), wrap)
-}
-
-fn start_apache_with(
+/// [`start_apache`], serving HTTPS only (mod_ssl, TLS 1.3) with the certificate of `tls`
+/// when given.
+pub fn start_apache_with(
     setup: &PeerSetup<'_>,
     tls: Option<&crate::tls::TlsFiles>,
     wrap: Wrap<'_>,

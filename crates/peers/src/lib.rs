@@ -18,7 +18,7 @@ pub use launch::{
     apache_program, cores, nginx_program, no_wrap, start_apache, start_nginx, PeerError, PeerSetup,
     StartPeer, Wrap,
 };
-pub use launch::{start_apache_tls, start_nginx_tls};
+pub use launch::{start_apache_with, start_nginx_with};
 pub use process::{
     find_program, free_port, http_get, http_status, ProcessError, ServerProcess, StartSpec,
 };

@@ -82,6 +82,23 @@ fn disk_name(sysfs: &Path, maj: u32, min: u32) -> Option<String> {
     disk.file_name().map(|n| n.to_string_lossy().into_owned())
 }
 
+/// For tests: a `/sys/dev/block` under `root` holding one disk, `disk` (a path below
+/// `root` ending in its name), at `maj:min`, and its first partition at `maj:min+1`.
+/// Returns the links directory and the disk's directory.
+#[cfg(test)]
+pub(crate) fn fake_sysfs(root: &Path, disk: &str, maj: u32, min: u32) -> (PathBuf, PathBuf) {
+    let disk = root.join(disk);
+    let name = disk.file_name().unwrap().to_string_lossy();
+    let partition = disk.join(format!("{name}1"));
+    std::fs::create_dir_all(&partition).unwrap();
+    std::fs::write(partition.join("partition"), "1\n").unwrap();
+    let links = root.join("block");
+    std::fs::create_dir_all(&links).unwrap();
+    std::os::unix::fs::symlink(&disk, links.join(format!("{maj}:{min}"))).unwrap();
+    std::os::unix::fs::symlink(&partition, links.join(format!("{maj}:{}", min + 1))).unwrap();
+    (links, disk)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -90,13 +107,7 @@ mod tests {
     #[test]
     fn partitions_resolve_to_their_disk() {
         let root = tempfile::tempdir().unwrap();
-        let devices = root.path().join("devices/pci0/block/sdb");
-        std::fs::create_dir_all(devices.join("sdb1")).unwrap();
-        std::fs::write(devices.join("sdb1/partition"), "1\n").unwrap();
-        let links = root.path().join("dev-block");
-        std::fs::create_dir_all(&links).unwrap();
-        std::os::unix::fs::symlink(&devices, links.join("8:16")).unwrap();
-        std::os::unix::fs::symlink(devices.join("sdb1"), links.join("8:17")).unwrap();
+        let (links, _) = fake_sysfs(root.path(), "devices/pci0/block/sdb", 8, 16);
         let map = DeviceMap::new().with_sysfs(&links);
         assert_eq!(map.name_for(libc::makedev(8, 16)), "sdb");
         assert_eq!(map.name_for(libc::makedev(8, 17)), "sdb");

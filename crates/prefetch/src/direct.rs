@@ -35,7 +35,7 @@ use std::fmt;
 use std::fs::File;
 use std::io;
 use std::ops::Range;
-use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -895,21 +895,12 @@ pub fn open_direct(file: &File) -> io::Result<OwnedFd> {
 
 /// Opens `path` read-only with `O_DIRECT`.
 pub fn open_direct_path(path: &Path) -> io::Result<OwnedFd> {
-    use std::os::unix::ffi::OsStrExt;
-    let c = std::ffi::CString::new(path.as_os_str().as_bytes())
-        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
-    // SAFETY: c is a valid NUL-terminated path; the flags ask for nothing unusual.
-    let fd = unsafe {
-        libc::open(
-            c.as_ptr(),
-            libc::O_RDONLY | libc::O_DIRECT | libc::O_CLOEXEC,
-        )
-    };
-    if fd < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    // SAFETY: fd was just opened by us and is owned by nobody else.
-    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    use std::os::unix::fs::OpenOptionsExt;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECT)
+        .open(path)?;
+    Ok(OwnedFd::from(file))
 }
 
 /// `preadv` of `want` bytes at `offset` into consecutive buffers, `piece` bytes per call at

@@ -50,7 +50,7 @@
 
 mod cache;
 pub mod order;
-mod ranges;
+pub mod ranges;
 pub mod retention;
 mod stream;
 

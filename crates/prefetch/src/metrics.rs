@@ -15,7 +15,7 @@
 //! `_evicted_bytes`, `_room_waits` (counters).
 
 use crate::engine::Engine;
-use crate::stats::Stats;
+use crate::stats::{DeviceStats, Stats};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -54,23 +54,30 @@ pub fn gauge(enc: &mut DescriptorEncoder, name: &str, help: &str, v: f64) -> std
     m.encode(enc.encode_descriptor(name, help, None, m.metric_type())?)
 }
 
-/// Gauge family with one label.
-fn gauges(
+/// A family with one label: a metric made by `make` (a gauge or a counter) for each
+/// `(label value, value)`; nothing when there are none.
+fn family<N: Copy, M: EncodeMetric>(
     enc: &mut DescriptorEncoder,
     name: &str,
     help: &str,
     label: &'static str,
-    values: &[(String, f64)],
+    values: &[(String, N)],
+    make: impl Fn(N) -> M,
 ) -> std::fmt::Result {
-    if values.is_empty() {
+    let Some(&(_, first)) = values.first() else {
         return Ok(());
-    }
-    let mut m = enc.encode_descriptor(name, help, None, ConstGauge::new(0.0).metric_type())?;
+    };
+    let mut m = enc.encode_descriptor(name, help, None, make(first).metric_type())?;
     for (l, v) in values {
         let labels = [(label, l.clone())];
-        ConstGauge::new(*v).encode(m.encode_family(&labels)?)?;
+        make(*v).encode(m.encode_family(&labels)?)?;
     }
     Ok(())
+}
+
+/// One figure of each device, labelled with its name.
+fn per_device<N>(s: &Stats, v: impl Fn(&DeviceStats) -> N) -> Vec<(String, N)> {
+    s.devices.iter().map(|d| (d.device.clone(), v(d))).collect()
 }
 
 /// Encodes a snapshot (also usable without an [`Engine`], e.g. by the simulator).
@@ -180,65 +187,51 @@ pub fn encode_stats(s: &Stats, mut enc: DescriptorEncoder) -> std::fmt::Result {
         "Device busy milliseconds per 128 KiB from disk",
         s.disk_ms_per_128k,
     )?;
-    let busy: Vec<_> = s
-        .devices
-        .iter()
-        .map(|d| (d.device.clone(), d.recent_busy_fraction))
-        .collect();
-    gauges(
+    family(
         e,
         "vodkit_prefetch_device_busy_fraction",
         "Recent fraction of time the device was reading",
         "device",
-        &busy,
+        &per_device(s, |d| d.recent_busy_fraction),
+        ConstGauge::new,
     )?;
-    let depth: Vec<_> = s
-        .devices
-        .iter()
-        .map(|d| (d.device.clone(), d.queue_depth as f64))
-        .collect();
-    gauges(
+    family(
         e,
         "vodkit_prefetch_device_queue_depth",
         "Reads queued or running",
         "device",
-        &depth,
+        &per_device(s, |d| d.queue_depth as f64),
+        ConstGauge::new,
     )?;
-    if !s.devices.is_empty() {
-        let m = ConstCounter::new(0.0);
-        let mut fam = e.encode_descriptor(
-            "vodkit_prefetch_device_busy_seconds",
-            "Seconds the device had a read in progress",
-            None,
-            m.metric_type(),
-        )?;
-        for d in &s.devices {
-            let labels = [("device", d.device.clone())];
-            ConstCounter::new(d.busy_s).encode(fam.encode_family(&labels)?)?;
-        }
-        let mut fam = e.encode_descriptor(
-            "vodkit_prefetch_device_late_reads",
-            "Reads that finished after the client waiting for them ran dry",
-            None,
-            m.metric_type(),
-        )?;
-        for d in &s.devices {
-            let labels = [("device", d.device.clone())];
-            ConstCounter::new(d.late_reads).encode(fam.encode_family(&labels)?)?;
-        }
-    }
+    family(
+        e,
+        "vodkit_prefetch_device_busy_seconds",
+        "Seconds the device had a read in progress",
+        "device",
+        &per_device(s, |d| d.busy_s),
+        ConstCounter::new,
+    )?;
+    family(
+        e,
+        "vodkit_prefetch_device_late_reads",
+        "Reads that finished after the client waiting for them ran dry",
+        "device",
+        &per_device(s, |d| d.late_reads),
+        ConstCounter::new,
+    )?;
     let sizes: Vec<_> = s
         .policy
         .classes
         .iter()
         .map(|c| (c.bitrate_kbps.to_string(), c.bytes as f64))
         .collect();
-    gauges(
+    family(
         e,
         "vodkit_prefetch_size_bytes",
         "Current prefetch size per bit-rate class",
         "bitrate_kbps",
         &sizes,
+        ConstGauge::new,
     )?;
     if let Some(m) = &s.memory {
         encode_memory(m, e)?;
@@ -387,7 +380,6 @@ fn encode_memory(m: &crate::memory::MemoryTotals, e: &mut DescriptorEncoder) -> 
 mod tests {
     use super::*;
     use crate::policy::{ClassSize, PolicyState};
-    use crate::stats::DeviceStats;
 
     #[derive(Debug)]
     struct Fixed(Stats);

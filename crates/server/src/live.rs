@@ -1960,6 +1960,15 @@ async fn until_written<T>(
 mod tests {
     use super::*;
 
+    /// `Some(hold)` when a GET of `path` at `now` finds nothing (`hold`: it may still come),
+    /// `None` when it finds an object.
+    fn missing(s: &LiveStore, path: &str, now: Instant) -> Option<bool> {
+        match s.get(path, now) {
+            Lookup::Missing { hold } => Some(hold),
+            _ => None,
+        }
+    }
+
     fn store() -> LiveStore {
         let mut c = IngestConfig::new("live", "s3cret");
         c.window = 3;
@@ -2058,14 +2067,8 @@ mod tests {
         assert_eq!(s.level(), (4, 170));
         assert!(matches!(s.get("/live/a/seg-9.m4s", t), Lookup::Found(_)));
         // A segment that left the window is not coming back: not held. The next one is.
-        assert!(matches!(
-            s.get("/live/a/seg-6.m4s", t),
-            Lookup::Missing { hold: false }
-        ));
-        assert!(matches!(
-            s.get("/live/a/seg-10.m4s", t),
-            Lookup::Missing { hold: true }
-        ));
+        assert_eq!(missing(&s, "/live/a/seg-6.m4s", t), Some(false));
+        assert_eq!(missing(&s, "/live/a/seg-10.m4s", t), Some(true));
         assert_eq!(segment_number("seg-41.m4s"), Some(41));
         assert_eq!(segment_number("chunk7"), Some(7));
         assert_eq!(segment_number("init.mp4"), None);
@@ -2077,10 +2080,7 @@ mod tests {
         let (_, bytes) = s.level();
         assert!(bytes <= 1000, "{bytes}");
         assert!(matches!(s.get("/live/b/seg-2.m4s", t), Lookup::Found(_)));
-        assert!(matches!(
-            s.get("/live/a/seg-7.m4s", t),
-            Lookup::Missing { .. }
-        ));
+        assert!(missing(&s, "/live/a/seg-7.m4s", t).is_some());
         assert_eq!(s.delete("/live/b/seg-2.m4s", t), 204);
         assert_eq!(s.delete("/live/b/seg-2.m4s", t), 404);
     }
@@ -2124,10 +2124,7 @@ mod tests {
                 Ok(201)
             );
         }
-        assert!(matches!(
-            s.get("/live/a/seg-2.m4s", t),
-            Lookup::Missing { .. }
-        ));
+        assert!(missing(&s, "/live/a/seg-2.m4s", t).is_some());
         assert!(matches!(s.get("/live/a/seg-4.m4s", t), Lookup::Found(_)));
         // Names that are not segments cannot be evicted: past the limit they are refused.
         s.put("/live/a/v2.m3u8", vec![0; 5], t).unwrap();
@@ -2152,10 +2149,7 @@ mod tests {
         up.grow(400).unwrap();
         assert_eq!(s.in_flight(), 400);
         // The oldest segment made room for the body arriving.
-        assert!(matches!(
-            s.get("/live/a/seg-0.m4s", t),
-            Lookup::Missing { .. }
-        ));
+        assert!(missing(&s, "/live/a/seg-0.m4s", t).is_some());
         assert!(s.memory() <= 1000, "{}", s.memory());
         let mut other = s.upload("/live/b/seg-0.m4s");
         assert_eq!(other.grow(501).unwrap_err().status, 507);
@@ -2197,10 +2191,7 @@ mod tests {
                 .unwrap();
         }
         assert!(matches!(s.get("/live/a/init.mp4", t), Lookup::Found(_)));
-        assert!(matches!(
-            s.get("/live/a/seg-5.m4s", t),
-            Lookup::Missing { hold: false }
-        ));
+        assert_eq!(missing(&s, "/live/a/seg-5.m4s", t), Some(false));
         // Re-publishing it replaces it in place.
         assert_eq!(s.put("/live/a/init.mp4", vec![8; 40], t), Ok(204));
         assert!(is_init("init-stream0.m4s") && is_init("audio_init.mp4"));
@@ -2212,19 +2203,10 @@ mod tests {
         let s = store();
         let t = Instant::now();
         s.put("/live/a/seg-0.m4s", vec![0; 5], t).unwrap();
-        assert!(matches!(
-            s.get("/live/zzz/seg-0.m4s", t),
-            Lookup::Missing { hold: false }
-        ));
-        assert!(matches!(
-            s.get("/live/a/index.m3u8", t),
-            Lookup::Missing { hold: false }
-        ));
+        assert_eq!(missing(&s, "/live/zzz/seg-0.m4s", t), Some(false));
+        assert_eq!(missing(&s, "/live/a/index.m3u8", t), Some(false));
         let later = t + Duration::from_secs(11);
-        assert!(matches!(
-            s.get("/live/a/seg-0.m4s", later),
-            Lookup::Missing { hold: false }
-        ));
+        assert_eq!(missing(&s, "/live/a/seg-0.m4s", later), Some(false));
         assert_eq!(s.level(), (0, 0));
         assert_eq!(s.streams(), 0);
     }
@@ -2284,10 +2266,7 @@ mod tests {
         assert!(matches!(o.body, LiveBody::Memory(_)));
         // The window slides over spilled segments and frees them; so does DELETE.
         s.put("/live/s0/seg-4.m4s", vec![0; 100], t).unwrap();
-        assert!(matches!(
-            s.get("/live/s0/seg-0.m4s", t),
-            Lookup::Missing { hold: false }
-        ));
+        assert_eq!(missing(&s, "/live/s0/seg-0.m4s", t), Some(false));
         assert_eq!(s.delete("/live/s1/seg-0.m4s", t), 204);
         s.spill_pending();
         let (objects, mem) = s.level();
@@ -2313,10 +2292,7 @@ mod tests {
         assert_eq!(s.level().1, 1000);
         assert_eq!(s.spilled_bytes(), 300);
         assert_eq!(s.stats().expired, 3);
-        assert!(matches!(
-            s.get("/live/s0/seg-0.m4s", t),
-            Lookup::Missing { .. }
-        ));
+        assert!(missing(&s, "/live/s0/seg-0.m4s", t).is_some());
         assert!(matches!(s.get("/live/s3/seg-0.m4s", t), Lookup::Found(_)));
     }
 
@@ -2508,31 +2484,16 @@ mod tests {
         // The window holds three segments: segment 0 left with its six parts, and the
         // parts did not push any segment out.
         assert_eq!(s.level(), (3 * 7, 3 * 60));
-        assert!(matches!(
-            s.get("/live/a/seg-0.2.m4s", t),
-            Lookup::Missing { hold: false }
-        ));
+        assert_eq!(missing(&s, "/live/a/seg-0.2.m4s", t), Some(false));
         assert!(matches!(s.get("/live/a/seg-1.5.m4s", t), Lookup::Found(_)));
         // The next part is held; a part of a complete segment, or one numbered before
         // the newest part, is not coming.
-        assert!(matches!(
-            s.get("/live/a/seg-4.0.m4s", t),
-            Lookup::Missing { hold: true }
-        ));
+        assert_eq!(missing(&s, "/live/a/seg-4.0.m4s", t), Some(true));
         s.put("/live/a/seg-4.0.m4s", vec![1; 5], t).unwrap();
         s.put("/live/a/seg-4.1.m4s", vec![1; 5], t).unwrap();
-        assert!(matches!(
-            s.get("/live/a/seg-4.2.m4s", t),
-            Lookup::Missing { hold: true }
-        ));
-        assert!(matches!(
-            s.get("/live/a/seg-5.0.m4s", t),
-            Lookup::Missing { hold: true }
-        ));
-        assert!(matches!(
-            s.get("/live/a/seg-3.9.m4s", t),
-            Lookup::Missing { hold: false }
-        ));
+        assert_eq!(missing(&s, "/live/a/seg-4.2.m4s", t), Some(true));
+        assert_eq!(missing(&s, "/live/a/seg-5.0.m4s", t), Some(true));
+        assert_eq!(missing(&s, "/live/a/seg-3.9.m4s", t), Some(false));
         // DELETE of a segment takes its parts; the parts' own DELETEs then find nothing.
         assert_eq!(s.delete("/live/a/seg-1.m4s", t), 204);
         assert_eq!(s.delete("/live/a/seg-1.0.m4s", t), 404);
@@ -2549,10 +2510,7 @@ mod tests {
             big.get("/live/b/seg-0.5.m4s", t),
             Lookup::Found(_)
         ));
-        assert!(matches!(
-            big.get("/live/b/seg-0.0.m4s", t),
-            Lookup::Missing { .. }
-        ));
+        assert!(missing(&big, "/live/b/seg-0.0.m4s", t).is_some());
     }
 
     #[test]
@@ -2571,10 +2529,7 @@ mod tests {
         // Eight seconds (four target durations of 2 s) after part 0 was published.
         let past = t + Duration::from_millis(8100);
         s.put("/live/a/seg-1.2.m4s", vec![1; 5], past).unwrap();
-        assert!(matches!(
-            s.get("/live/a/seg-1.0.m4s", past),
-            Lookup::Missing { hold: false }
-        ));
+        assert_eq!(missing(&s, "/live/a/seg-1.0.m4s", past), Some(false));
         assert!(matches!(
             s.get("/live/a/seg-1.1.m4s", past),
             Lookup::Found(_)
@@ -2736,10 +2691,7 @@ mod tests {
         drop(g);
         assert!(matches!(r.next().await, Grown::Data(_)));
         assert!(matches!(r.next().await, Grown::Failed));
-        assert!(matches!(
-            s.get("/live/a/seg-2.m4s", t),
-            Lookup::Missing { hold: true }
-        ));
+        assert_eq!(missing(&s, "/live/a/seg-2.m4s", t), Some(true));
         // Playlists and init segments are never growing.
         assert!(s.start_growing("/live/a/index.m3u8", t).is_none());
         assert!(s.start_growing("/live/a/init.mp4", t).is_none());

@@ -11,6 +11,7 @@ use std::fs::File;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 /// Why a target could not be mapped to a servable file; each maps to a status code.
@@ -186,19 +187,11 @@ impl DocRoot {
                 "not a directory",
             ));
         }
-        let c = std::ffi::CString::new(canonical.as_os_str().as_bytes())?;
-        // SAFETY: c is a valid NUL-terminated path; the returned fd is owned below.
-        let fd = unsafe {
-            libc::open(
-                c.as_ptr(),
-                libc::O_PATH | libc::O_DIRECTORY | libc::O_CLOEXEC,
-            )
-        };
-        if fd < 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: fd is a fresh descriptor we own.
-        let dir = unsafe { OwnedFd::from_raw_fd(fd) };
+        let dir = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
+            .open(&canonical)
+            .map(OwnedFd::from)?;
         Ok(DocRoot {
             dir,
             canonical,

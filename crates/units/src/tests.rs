@@ -6,6 +6,17 @@ const KI: u64 = 1024;
 const MI: u64 = 1024 * 1024;
 const GI: u64 = 1024 * 1024 * 1024;
 
+/// Each `(text, want)` of `table` is read by `parse` as `want`.
+#[track_caller]
+fn assert_parses<T: PartialEq + std::fmt::Debug + Copy>(
+    parse: impl Fn(&str) -> Result<T, UnitError>,
+    table: &[(&str, T)],
+) {
+    for &(text, want) in table {
+        assert_eq!(parse(text), Ok(want), "{text}");
+    }
+}
+
 /// Each of `bad` is refused by `parse` as `what` ("expected WHAT, got 'BAD'").
 #[track_caller]
 fn assert_refused<T: std::fmt::Debug>(
@@ -37,9 +48,7 @@ fn sizes_as_typed() {
         ("1.5KiB", 1536),
         ("10B", 10),
     ];
-    for &(text, want) in table {
-        assert_eq!(parse_size(text), Ok(want), "{text}");
-    }
+    assert_parses(parse_size, table);
     let bad = [
         "",
         "lots",
@@ -109,9 +118,7 @@ fn bit_rates_as_typed() {
         ("419 kbit/s", 419_000),
         ("64bit/s", 64),
     ];
-    for &(text, want) in table {
-        assert_eq!(parse_bit_rate(text), Ok(want), "{text}");
-    }
+    assert_parses(parse_bit_rate, table);
     let bad = ["", "fast", "3MB/s", "3MiB", "10furlongs", "-1k", "k"];
     assert_refused(
         parse_bit_rate,
@@ -136,15 +143,12 @@ fn byte_rates_as_typed() {
         ("4096", 4096),
         ("100MBps", 100_000_000),
     ];
-    for &(text, want) in table {
-        assert_eq!(parse_byte_rate(text), Ok(want), "{text}");
-    }
-    for bad in ["", "quick", "3Mbit/s", "/s"] {
-        assert_eq!(
-            parse_byte_rate(bad).unwrap_err().to_string(),
-            format!("expected a data rate like 2.5MB/s or 20MiB/s, got '{bad}'")
-        );
-    }
+    assert_parses(parse_byte_rate, table);
+    assert_refused(
+        parse_byte_rate,
+        &["", "quick", "3Mbit/s", "/s"],
+        "a data rate like 2.5MB/s or 20MiB/s",
+    );
 }
 
 #[test]
@@ -156,9 +160,7 @@ fn session_rates_as_typed() {
         ("7200/h", 2.0),
         ("0", 0.0),
     ];
-    for &(text, want) in table {
-        assert_eq!(parse_session_rate(text), Ok(want), "{text}");
-    }
+    assert_parses(parse_session_rate, table);
     for bad in ["", "-1", "2/fortnight", "many", "inf"] {
         assert!(parse_session_rate(bad).is_err(), "{bad}");
     }

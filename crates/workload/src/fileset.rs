@@ -12,7 +12,7 @@ pub mod placement;
 use crate::content;
 use crate::layout::{layout_name, relayout};
 use crate::model::{Catalog, FileRef, Layout};
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use indicatif::ProgressBar;
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -213,23 +213,13 @@ pub fn free_bytes(path: &Path) -> Result<u64, FilesetError> {
     Ok(st.f_bavail as u64 * st.f_frsize as u64)
 }
 
+/// A bar of `total` bytes, `what` they are for.
 fn bar(total: u64, enabled: bool, what: &str) -> ProgressBar {
-    let pb = ProgressBar::with_draw_target(
-        Some(total),
-        if enabled {
-            ProgressDrawTarget::stderr()
-        } else {
-            ProgressDrawTarget::hidden()
-        },
-    );
-    pb.set_style(
-        ProgressStyle::with_template(&format!(
-            "{what} [{{bar:30}}] {{bytes}}/{{total_bytes}} {{bytes_per_sec}} eta {{eta}}"
-        ))
-        .expect("valid template")
-        .progress_chars("=> "),
-    );
-    pb
+    crate::progress::bar(
+        enabled,
+        total,
+        &format!("{what} [{{bar:30}}] {{bytes}}/{{total_bytes}} {{bytes_per_sec}} eta {{eta}}"),
+    )
 }
 
 /// How much of an existing file can be kept.

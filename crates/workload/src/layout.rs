@@ -183,16 +183,11 @@ mod tests {
 
     #[test]
     fn pieces_map_content_to_files() {
+        let closed = |first, last| Some(ByteRange::Closed { first, last });
         let u = rendition(Layout::Unchunked, 1_000_000, 1_003_520);
         let p = pieces(&u, 524_288, 1_048_576);
         assert_eq!(p.len(), 1);
-        assert_eq!(
-            p[0].range,
-            Some(ByteRange::Closed {
-                first: 524_288,
-                last: 999_999
-            })
-        );
+        assert_eq!(p[0].range, closed(524_288, 999_999));
         assert_eq!(p[0].content_bytes, 475_712);
 
         let c = rendition(
@@ -219,19 +214,7 @@ mod tests {
         // A request spanning chunks becomes one request per chunk.
         let p = pieces(&c, 262_144, 786_432);
         assert_eq!(p.len(), 2);
-        assert_eq!(
-            p[0].range,
-            Some(ByteRange::Closed {
-                first: 262_144,
-                last: 524_287
-            })
-        );
-        assert_eq!(
-            p[1].range,
-            Some(ByteRange::Closed {
-                first: 0,
-                last: 262_143
-            })
-        );
+        assert_eq!(p[0].range, closed(262_144, 524_287));
+        assert_eq!(p[1].range, closed(0, 262_143));
     }
 }

@@ -19,6 +19,7 @@ pub mod matrix;
 pub mod model;
 pub mod netflix;
 pub mod order;
+pub mod progress;
 pub mod spec;
 pub mod units;
 

@@ -780,20 +780,16 @@ mod tests {
         assert_eq!(c.spec.catalog.collections[0].titles, 5000);
         assert_eq!(c.spec.catalog.collections[0].sessions, 3600);
         assert_eq!(c.spec.measurement.warmup_chunks, 1750);
-        let c = load(
-            "youtube-2014-mixed",
-            &sets(&[("catalog.collections.hd.sessions", "10")]),
-            1.0,
-        )
-        .unwrap();
-        assert_eq!(c.spec.catalog.collections[1].sessions, 10);
-        let c = load(
-            "youtube-2014-mixed",
-            &sets(&[("catalog.collections.0.titles", "7")]),
-            1.0,
-        )
-        .unwrap();
-        assert_eq!(c.spec.catalog.collections[0].titles, 7);
+        // A collection is named by its name or its index.
+        let mixed = |key, value| {
+            let c = load("youtube-2014-mixed", &sets(&[(key, value)]), 1.0).unwrap();
+            c.spec.catalog.collections
+        };
+        assert_eq!(
+            mixed("catalog.collections.hd.sessions", "10")[1].sessions,
+            10
+        );
+        assert_eq!(mixed("catalog.collections.0.titles", "7")[0].titles, 7);
         let c = load("youtube-2011", &sets(&[("layout", "chunked:2MiB")]), 1.0).unwrap();
         assert_eq!(
             c.layout,

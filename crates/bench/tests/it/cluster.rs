@@ -11,11 +11,16 @@ use vodkit_bench::launch::LocalLauncher;
 use vodkit_bench::sut::parse_one;
 use vodkit_testkit::{needs, Need};
 
+/// Lets the peers' worker users into `dir`.
+fn open_to_all(dir: &std::path::Path) {
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
 fn file_set(dir: &std::path::Path) -> std::path::PathBuf {
     let root = dir.join("video");
     std::fs::create_dir_all(&root).unwrap();
     for d in [dir, root.as_path()] {
-        std::fs::set_permissions(d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        open_to_all(d);
     }
     for i in 0..12 {
         std::fs::write(root.join(format!("t{i}.mp4")), vec![i as u8; 4096]).unwrap();
@@ -23,16 +28,39 @@ fn file_set(dir: &std::path::Path) -> std::path::PathBuf {
     root
 }
 
+/// A launcher serving `root` with its run directories under `dir`.
+fn launcher_in(dir: &std::path::Path, root: std::path::PathBuf) -> LocalLauncher {
+    LocalLauncher::new(root, dir.join("runs"), "/t0.mp4".into())
+}
+
+/// The loopback port a running entry answers on.
+fn port_of(running: &dyn vodkit_bench::experiment::Running) -> u16 {
+    running
+        .base_url()
+        .rsplit(':')
+        .next()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
+/// The note giving each origin's share of the requests (HAProxy's statistics).
+fn origins_note(notes: &[String]) -> &String {
+    notes
+        .iter()
+        .find(|n| n.starts_with("origins (from HAProxy)"))
+        .unwrap_or_else(|| panic!("no per-origin note in {notes:?}"))
+}
+
 fn serve_through(entry: &str) -> Vec<String> {
     let dir = tempfile::tempdir().unwrap();
     let root = file_set(dir.path());
-    let mut launcher = LocalLauncher::new(root, dir.path().join("runs"), "/t0.mp4".into());
+    let mut launcher = launcher_in(dir.path(), root);
     launcher.vodkit = Ok(Box::new(InProcessVodkit::new().unwrap()));
     let sut = parse_one(entry).unwrap();
     launcher.available(&sut).unwrap();
     let running = launcher.start(&sut).unwrap();
-    let url = running.base_url();
-    let port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
+    let port = port_of(&*running);
     for i in 0..12 {
         let (status, body) = vodkit_peers::http_get(port, &format!("/t{i}.mp4")).unwrap();
         assert_eq!((status, body.len()), (200, 4096), "{entry}: /t{i}.mp4");
@@ -57,10 +85,7 @@ fn an_nginx_cluster_behind_haproxy_serves_and_reports_each_origins_share() {
         return;
     }
     let notes = serve_through("cluster:2:nginx@haproxy:title");
-    let note = notes
-        .iter()
-        .find(|n| n.starts_with("origins (from HAProxy)"))
-        .unwrap_or_else(|| panic!("no per-origin note in {notes:?}"));
+    let note = origins_note(&notes);
     let sessions: u64 = note
         .split("; ")
         .filter_map(|p| {
@@ -93,26 +118,21 @@ fn live_and_on_demand_apart_sends_live_paths_to_the_live_origin_only() {
     for s in 0..4 {
         let d = root.join(format!("live/s{s}"));
         std::fs::create_dir_all(&d).unwrap();
-        std::fs::set_permissions(root.join("live"), std::fs::Permissions::from_mode(0o755))
-            .unwrap();
-        std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        open_to_all(&root.join("live"));
+        open_to_all(&d);
         std::fs::write(d.join("seg-1.m4s"), vec![1u8; 1000]).unwrap();
     }
-    let mut launcher = LocalLauncher::new(root, dir.path().join("runs"), "/t0.mp4".into());
+    let mut launcher = launcher_in(dir.path(), root);
     let sut = parse_one("cluster:3:nginx@haproxy:title:live=1").unwrap();
     let running = launcher.start(&sut).unwrap();
-    let url = running.base_url();
-    let port: u16 = url.rsplit(':').next().unwrap().parse().unwrap();
+    let port = port_of(&*running);
     for s in 0..4 {
         let (status, _) = vodkit_peers::http_get(port, &format!("/live/s{s}/seg-1.m4s")).unwrap();
         assert_eq!(status, 200);
     }
     let notes = running.notes();
     running.stop().unwrap();
-    let note = notes
-        .iter()
-        .find(|n| n.starts_with("origins (from HAProxy)"))
-        .unwrap_or_else(|| panic!("no per-origin note in {notes:?}"));
+    let note = origins_note(&notes);
     assert!(note.contains("l1 4 sessions"), "{note}");
     // The on-demand origins saw only the readiness probe.
     assert_eq!(
@@ -131,16 +151,10 @@ fn a_killed_origin_leaves_the_cluster_serving_from_the_other() {
     }
     let dir = tempfile::tempdir().unwrap();
     let root = file_set(dir.path());
-    let mut launcher = LocalLauncher::new(root, dir.path().join("runs"), "/t0.mp4".into());
+    let mut launcher = launcher_in(dir.path(), root);
     let sut = parse_one("cluster:2:nginx@haproxy:title:failover").unwrap();
     let running = launcher.start(&sut).unwrap();
-    let port: u16 = running
-        .base_url()
-        .rsplit(':')
-        .next()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let port = port_of(&*running);
     let kill = running
         .failover()
         .expect("a :failover cluster names an origin to kill");

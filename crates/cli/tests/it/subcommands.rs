@@ -26,6 +26,13 @@ fn tmp() -> tempfile::TempDir {
     tempfile::tempdir().expect("temp dir")
 }
 
+/// A temporary directory holding [`small_workload`].
+fn workload_dir() -> tempfile::TempDir {
+    let d = tmp();
+    small_workload(d.path());
+    d
+}
+
 fn exists(dir: &Path, files: &str) {
     for f in files.split_whitespace() {
         assert!(dir.join(f).exists(), "{} missing", dir.join(f).display());
@@ -45,9 +52,8 @@ fn no_subcommand_prints_help_and_exits_2() {
 
 #[test]
 fn workload() {
-    let d = tmp();
+    let d = workload_dir();
     let p = d.path();
-    small_workload(p);
     exists(
         p,
         "w/catalog.json w/sessions.jsonl w/workload.json w/summary.json",
@@ -82,9 +88,8 @@ fn workload() {
 
 #[test]
 fn fileset() {
-    let d = tmp();
+    let d = workload_dir();
     let p = d.path();
-    small_workload(p);
     let v = ok(p, "fileset verify --workload w --root files");
     assert!(!v.stdout.is_empty(), "{v:?}");
     let pl = ok(p, "fileset placement --workload w --root files");
@@ -101,9 +106,8 @@ fn fileset() {
 
 #[test]
 fn serve_load_trace_and_simulate() {
-    let d = tmp();
+    let d = workload_dir();
     let p = d.path();
-    small_workload(p);
     let mut server = common::daemon(
         p,
         "serve --root files --listen 127.0.0.1:0 --admin 127.0.0.1:0 --access-log access.log --prefetch fixed:1MiB",
@@ -202,9 +206,8 @@ fn serve_load_trace_and_simulate() {
 
 #[test]
 fn serve_checks_and_load_makes_signed_urls() {
-    let d = tmp();
+    let d = workload_dir();
     let p = d.path();
-    small_workload(p);
     std::fs::write(p.join("url.key"), "s3cr3t\n").unwrap();
     std::fs::write(p.join("empty.key"), "\n").unwrap();
     let mut server = common::daemon(
@@ -249,9 +252,8 @@ fn serve_checks_and_load_makes_signed_urls() {
 
 #[test]
 fn bench_runs_a_child_vodkit_serve() {
-    let d = tmp();
+    let d = workload_dir();
     let p = d.path();
-    small_workload(p);
     ok(
         p,
         "bench --workload w --root files --sut vodkit:asap:fixed:1MiB,nginx --search fixed-rates:5 --point-duration 3s --out b --quiet",
@@ -309,9 +311,8 @@ fn demo_checks_its_input_first() {
 
 #[test]
 fn preload_and_prefetchd() {
-    let d = tmp();
+    let d = workload_dir();
     let p = d.path();
-    small_workload(p);
     let lib = ok(p, &["preload", "--print-path"]);
     assert!(Path::new(lib.stdout.trim()).is_file(), "{lib:?}");
 

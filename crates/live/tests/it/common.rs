@@ -1,5 +1,5 @@
-//! What the live tests share: reading back what an origin holds, a chunked body piece by
-//! piece, and the frames ffprobe decodes.
+//! What the live tests share: a live origin to publish to, reading back what it holds, a
+//! chunked body piece by piece, and the frames ffprobe decodes.
 
 use std::ffi::OsStr;
 use std::io::BufRead;
@@ -7,6 +7,7 @@ use std::process::Command;
 
 use vodkit_live::{Report, Source};
 use vodkit_testkit::http::Client;
+use vodkit_testkit::server::TestServer;
 
 /// GET `path` from the origin on `port` of the loopback address: (status, body).
 pub fn get(port: u16, path: &str) -> (u16, Vec<u8>) {
@@ -14,12 +15,22 @@ pub fn get(port: u16, path: &str) -> (u16, Vec<u8>) {
     (r.status, r.body)
 }
 
-/// ffmpeg and ffprobe are installed (the test is skipped, or fails under CI, when not).
-pub fn ffmpeg_present() -> bool {
+/// A vodkit server over `root` that is a live origin under `/live/` for publishers
+/// presenting `token`.
+pub fn ingest_origin(root: &std::path::Path, token: &str) -> TestServer {
+    TestServer::serving(root, |cfg| {
+        cfg.ingest = Some(vodkit_server::live::IngestConfig::new("/live/", token));
+    })
+}
+
+/// A scratch directory for a test that runs ffmpeg and ffprobe; `None` (the test skipped,
+/// or failed under CI) when they are not installed.
+pub fn ffmpeg_scratch() -> Option<tempfile::TempDir> {
     vodkit_testkit::needs(&[
         vodkit_testkit::Need::Tool("ffmpeg"),
         vodkit_testkit::Need::Tool("ffprobe"),
     ])
+    .then(|| tempfile::tempdir().unwrap())
 }
 
 /// The presentation times of the video frames ffprobe decodes from `input` (a file or a

@@ -6,7 +6,7 @@
 //! segment's chunks arrive as the parts are produced, not at the end; and a real title
 //! fragmented at a quarter second (ffmpeg) plays part by part.
 
-use crate::common::{ffmpeg_present, frame_times, get, read_chunk, run_out_cleanly};
+use crate::common::{ffmpeg_scratch, frame_times, get, ingest_origin, read_chunk, run_out_cleanly};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::TcpListener;
 use std::process::Command;
@@ -206,9 +206,7 @@ fn hinted(playlist: &str) -> (u64, u32) {
 #[test]
 fn players_block_for_parts_and_read_segments_while_they_are_uploaded() {
     let root = tempfile::tempdir().unwrap();
-    let handle = TestServer::serving(root.path(), |cfg| {
-        cfg.ingest = Some(vodkit_server::live::IngestConfig::new("/live/", TOKEN));
-    });
+    let handle = ingest_origin(root.path(), TOKEN);
     let port = handle.addr.port();
     let mut c = config(port, 4.2);
     c.backfill = true;
@@ -469,10 +467,9 @@ fn sorted_frame_times(file: &std::path::Path) -> Vec<f64> {
 
 #[test]
 fn a_title_fragmented_at_a_quarter_second_plays_part_by_part() {
-    if !ffmpeg_present() {
+    let Some(dir) = ffmpeg_scratch() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
+    };
     // 3 s at 24 frames/s, a key frame every second, a fragment every quarter second.
     let file = dir.path().join("quarters.mp4");
     vodkit_testkit::process::run_ok(

@@ -5,7 +5,7 @@
 //! there with the right size, segments that left the window were deleted, and a wrong
 //! token makes every PUT fail and the report count them.
 
-use crate::common::{get, run_out, run_out_cleanly};
+use crate::common::{get, ingest_origin, run_out, run_out_cleanly};
 use std::time::Duration;
 use vodkit_live::{Source, SourceConfig};
 use vodkit_testkit::http::Client;
@@ -81,9 +81,7 @@ fn wrong_token_fails_every_put(port: u16) {
 #[test]
 fn vodkit_serve_is_a_live_origin() {
     let root = tempfile::tempdir().unwrap();
-    let handle = TestServer::serving(root.path(), |cfg| {
-        cfg.ingest = Some(vodkit_server::live::IngestConfig::new("/live/", TOKEN));
-    });
+    let handle = ingest_origin(root.path(), TOKEN);
     let port = handle.addr.port();
     publish_and_check(port, 0);
     wrong_token_fails_every_put(port);
@@ -221,9 +219,7 @@ fn viewers_follow_a_real_source_and_end_with_it() {
     use vodkit_load::record::SessionEnd;
     use vodkit_workload::model::{LiveView, Session};
     let root = tempfile::tempdir().unwrap();
-    let handle = TestServer::serving(root.path(), |cfg| {
-        cfg.ingest = Some(vodkit_server::live::IngestConfig::new("/live/", TOKEN));
-    });
+    let handle = ingest_origin(root.path(), TOKEN);
     let port = handle.addr.port();
     let mut c = config(port, TOKEN);
     c.backfill = true;

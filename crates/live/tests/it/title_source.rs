@@ -5,11 +5,10 @@
 //! decodes the final window from the origin with every frame in order. Needs ffmpeg (which
 //! `.ci/run` installs); without it the test says SKIPPED.
 
-use crate::common::{ffmpeg_present, frame_times, get, run_out_cleanly};
+use crate::common::{ffmpeg_scratch, frame_times, get, ingest_origin, run_out_cleanly};
 use std::time::Duration;
 use vodkit_live::{LiveTitle, Source, SourceConfig};
 use vodkit_media::package::MediaFormat;
-use vodkit_testkit::server::TestServer;
 use vodkit_workload::model::Catalog;
 
 const TOKEN: &str = "title-token";
@@ -28,10 +27,9 @@ fn packaged(root: &std::path::Path) -> std::path::PathBuf {
 
 #[test]
 fn a_packaged_title_loops_into_a_playable_live_stream() {
-    if !ffmpeg_present() {
+    let Some(dir) = ffmpeg_scratch() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
+    };
     let rendition = packaged(&dir.path().join("media"));
     let media = vodkit_media::rendition(&rendition).unwrap();
     let title = LiveTitle::new(media, "t1/v300").unwrap();
@@ -41,9 +39,7 @@ fn a_packaged_title_loops_into_a_playable_live_stream() {
     assert!(codec.starts_with("avc1."), "{codec}");
 
     let served = tempfile::tempdir().unwrap();
-    let handle = TestServer::serving(served.path(), |cfg| {
-        cfg.ingest = Some(vodkit_server::live::IngestConfig::new("/live/", TOKEN));
-    });
+    let handle = ingest_origin(served.path(), TOKEN);
     let port = handle.addr.port();
 
     let mut c = SourceConfig::new(&format!("http://127.0.0.1:{port}"), 1, 1).with_title(title);

@@ -49,10 +49,7 @@ fn wall_ms() -> f64 {
 }
 
 async fn load(p: &mut Player<'_>, cfg: &LiveSettings, url: &str) -> Result<LiveWindow, SessionEnd> {
-    let piece = Piece {
-        path: url.to_string(),
-        range: None,
-    };
+    let piece = Piece::whole(url.to_string());
     let (text, _, _) = p.get(&piece, 0.0, cfg.playlist_timeout_s, true).await?;
     manifest::hls_live(url, &text).map_err(|e| p.broken(e.to_string()))
 }
@@ -335,10 +332,7 @@ async fn follow_ll_hls(
             next.1,
             if skip { "&_HLS_skip=YES" } else { "" }
         );
-        let reload = Piece {
-            path: query,
-            range: None,
-        };
+        let reload = Piece::whole(query);
         let mut wants = vec![Want {
             keep: true,
             ..Want::new(&reload, 0.0, cfg.playlist_timeout_s + 3.0 * win.target_s)
@@ -430,10 +424,7 @@ async fn load_mpd(
     cfg: &LiveSettings,
     url: &str,
 ) -> Result<LiveMpd, SessionEnd> {
-    let piece = Piece {
-        path: url.to_string(),
-        range: None,
-    };
+    let piece = Piece::whole(url.to_string());
     let (text, _, _) = p.get(&piece, 0.0, cfg.playlist_timeout_s, true).await?;
     std::str::from_utf8(&text)
         .map_err(|_| manifest::ManifestError(format!("{url}: not UTF-8")))

@@ -16,6 +16,13 @@ pub struct Piece {
     pub range: Option<(u64, u64)>,
 }
 
+impl Piece {
+    /// The whole object at `path`.
+    pub fn whole(path: String) -> Piece {
+        Piece { path, range: None }
+    }
+}
+
 /// One media segment.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Segment {
@@ -231,10 +238,7 @@ pub fn dash(url: &str, xml: &str) -> Result<Presentation, ManifestError> {
                 (
                     None,
                     Segments::Listed(vec![Segment {
-                        piece: Piece {
-                            path: r_base.clone(),
-                            range: None,
-                        },
+                        piece: Piece::whole(r_base.clone()),
                         duration_s: d,
                     }]),
                 )
@@ -328,10 +332,7 @@ fn template_segments(
     let timescale = t.timescale.unwrap_or(1).max(1) as f64;
     let start = t.startNumber.unwrap_or(1);
     let init = match t.initialization.as_deref() {
-        Some(i) => Some(Piece {
-            path: resolve(base, &expand(w, i, start, 0)?)?,
-            range: None,
-        }),
+        Some(i) => Some(Piece::whole(resolve(base, &expand(w, i, start, 0)?)?)),
         None => None,
     };
     let Some(media) = t.media.as_deref() else {
@@ -376,10 +377,7 @@ fn template_segments(
                     return bad(w.url, format!("more than {MAX_SEGMENTS} segments"));
                 }
                 segs.push(Segment {
-                    piece: Piece {
-                        path: resolve(base, &expand(w, media, number, time)?)?,
-                        range: None,
-                    },
+                    piece: Piece::whole(resolve(base, &expand(w, media, number, time)?)?),
                     duration_s: s.d as f64 / timescale,
                 });
                 time += s.d;
@@ -406,10 +404,7 @@ fn template_segments(
             let time = (i as f64 * d) as u64;
             let dur = seg_s.min(total - i as f64 * seg_s);
             segs.push(Segment {
-                piece: Piece {
-                    path: resolve(base, &expand(w, media, number, time)?)?,
-                    range: None,
-                },
+                piece: Piece::whole(resolve(base, &expand(w, media, number, time)?)?),
                 duration_s: dur,
             });
         }
@@ -621,10 +616,10 @@ impl LiveMpd {
             bandwidth: self.bandwidth_bps,
         };
         let time = (n.saturating_sub(self.start_number) as f64 * self.ticks) as u64;
-        Ok(Piece {
-            path: resolve(&self.url, &expand(&w, &self.media, n, time)?)?,
-            range: None,
-        })
+        Ok(Piece::whole(resolve(
+            &self.url,
+            &expand(&w, &self.media, n, time)?,
+        )?))
     }
 
     /// Capture time of segment `n`'s first frame, ms since the Unix epoch.
@@ -711,10 +706,10 @@ pub fn dash_live(url: &str, xml: &str) -> Result<LiveMpd, ManifestError> {
         bandwidth: bandwidth_bps,
     };
     let init = match t.initialization.as_deref() {
-        Some(i) => Some(Piece {
-            path: resolve(&base, &expand(&w, i, start_number, 0)?)?,
-            range: None,
-        }),
+        Some(i) => Some(Piece::whole(resolve(
+            &base,
+            &expand(&w, i, start_number, 0)?,
+        )?)),
         None => None,
     };
     let segment_s = d / timescale;
@@ -753,10 +748,7 @@ pub fn dash_live(url: &str, xml: &str) -> Result<LiveMpd, ManifestError> {
         u.schemeIdUri.ends_with(":http-iso:2014") || u.schemeIdUri.ends_with(":http-xsdate:2014")
     }) {
         Some(u) => match u.value.as_deref() {
-            Some(v) => Some(Piece {
-                path: resolve(url, v)?,
-                range: None,
-            }),
+            Some(v) => Some(Piece::whole(resolve(url, v)?)),
             None => None,
         },
         None => None,
@@ -1027,10 +1019,7 @@ pub fn hls_live(url: &str, text: &[u8]) -> Result<LiveWindow, ManifestError> {
     let mut partial = None;
     for s in &m.segments {
         if let (Some(map), None) = (&s.map, &init) {
-            init = Some(Piece {
-                path: resolve(url, &map.uri)?,
-                range: None,
-            });
+            init = Some(Piece::whole(resolve(url, &map.uri)?));
         }
         let mut parts = Vec::new();
         for t in &s.unknown_tags {
@@ -1068,20 +1057,14 @@ pub fn hls_live(url: &str, text: &[u8]) -> Result<LiveWindow, ManifestError> {
                         return bad(url, "#EXT-X-PART without URI and DURATION");
                     };
                     parts.push(LivePart {
-                        piece: Piece {
-                            path: resolve(url, uri)?,
-                            range: None,
-                        },
+                        piece: Piece::whole(resolve(url, uri)?),
                         duration_s,
                         independent: attribute(&list, "INDEPENDENT") == Some("YES"),
                     });
                 }
                 "X-PRELOAD-HINT" if attribute(&list, "TYPE") == Some("PART") => {
                     if let Some(uri) = attribute(&list, "URI") {
-                        control.hint = Some(Piece {
-                            path: resolve(url, uri)?,
-                            range: None,
-                        });
+                        control.hint = Some(Piece::whole(resolve(url, uri)?));
                     }
                 }
                 _ => {}
@@ -1091,10 +1074,7 @@ pub fn hls_live(url: &str, text: &[u8]) -> Result<LiveWindow, ManifestError> {
         if s.uri == TAIL {
             if !parts.is_empty() {
                 partial = Some(LiveSegment {
-                    piece: Piece {
-                        path: String::new(),
-                        range: None,
-                    },
+                    piece: Piece::whole(String::new()),
                     duration_s: parts.iter().map(|p| p.duration_s).sum(),
                     pdt_ms,
                     parts,
@@ -1112,10 +1092,7 @@ pub fn hls_live(url: &str, text: &[u8]) -> Result<LiveWindow, ManifestError> {
             );
         }
         segments.push(LiveSegment {
-            piece: Piece {
-                path: resolve(url, &s.uri)?,
-                range: None,
-            },
+            piece: Piece::whole(resolve(url, &s.uri)?),
             duration_s: s.duration as f64,
             pdt_ms,
             parts,

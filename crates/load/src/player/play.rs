@@ -857,10 +857,7 @@ impl<'a> Player<'a> {
         cfg: &PlayerConfig,
         path: &str,
     ) -> Result<Presentation, SessionEnd> {
-        let piece = Piece {
-            path: path.to_string(),
-            range: None,
-        };
+        let piece = Piece::whole(path.to_string());
         let (text, _, _) = self.get(&piece, 0.0, cfg.manifest_timeout_s, true).await?;
         let parsed = match cfg.protocol {
             Protocol::Dash => std::str::from_utf8(&text)
@@ -875,10 +872,7 @@ impl<'a> Player<'a> {
     /// pieces; a missing or unreadable sidecar fails the session (`protocol`).
     async fn load_checksums(&mut self, manifest: &str) -> Result<(), SessionEnd> {
         let dir = manifest.rsplit_once('/').map_or("", |(d, _)| d);
-        let piece = Piece {
-            path: format!("{dir}/{}", vodkit_media::SIDECAR),
-            range: None,
-        };
+        let piece = Piece::whole(format!("{dir}/{}", vodkit_media::SIDECAR));
         let (text, _, _) = self.get(&piece, 0.0, 10.0, true).await?;
         let sidecar: vodkit_media::Sidecar = serde_json::from_slice(&text).map_err(|e| {
             self.broken(format!(
@@ -911,10 +905,7 @@ impl<'a> Player<'a> {
                 Ok((r.init.clone(), segs))
             }
             Segments::Playlist { path } => {
-                let piece = Piece {
-                    path: path.clone(),
-                    range: None,
-                };
+                let piece = Piece::whole(path.clone());
                 let (text, _, _) = self.get(&piece, 0.0, cfg.manifest_timeout_s, true).await?;
                 manifest::hls_media(path, &text).map_err(|e| self.broken(e.to_string()))
             }

@@ -51,8 +51,13 @@ enum Action {
 }
 
 fn ok_response(len: usize) -> Vec<u8> {
+    cut_response(len, len)
+}
+
+/// A 200 response announcing a body of `len` bytes that holds only the first `sent`.
+fn cut_response(len: usize, sent: usize) -> Vec<u8> {
     let mut v = format!("HTTP/1.1 200 OK\r\nContent-Length: {len}\r\n\r\n").into_bytes();
-    v.resize(v.len() + len, b'x');
+    v.resize(v.len() + sent, b'x');
     v
 }
 
@@ -67,11 +72,7 @@ fn session(id: u64, requests: Vec<Request>) -> Session {
 #[test]
 fn stalling_server_times_out_at_t_and_ends_the_session() {
     // Headers and part of the body, then silence.
-    let target = serve(|_| {
-        let mut v = b"HTTP/1.1 200 OK\r\nContent-Length: 100000\r\n\r\n".to_vec();
-        v.extend_from_slice(&[b'x'; 1000]);
-        (v, Action::Stall)
-    });
+    let target = serve(|_| (cut_response(100_000, 1000), Action::Stall));
     let t = 0.4;
     let sessions = (0..4)
         .map(|i| session(i, vec![req(t), req(t), req(t)]))
@@ -128,11 +129,7 @@ fn garbage_server_is_a_protocol_failure() {
 
 #[test]
 fn truncated_body_is_a_short_body() {
-    let target = serve(|_| {
-        let mut v = b"HTTP/1.1 200 OK\r\nContent-Length: 5000\r\n\r\n".to_vec();
-        v.extend_from_slice(&[b'x'; 1234]);
-        (v, Action::Close)
-    });
+    let target = serve(|_| (cut_response(5000, 1234), Action::Close));
     let run = run(target, vec![session(1, vec![req(2.0)])], |_| {});
     assert_eq!(
         run.sessions[0].end,

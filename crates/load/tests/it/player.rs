@@ -51,6 +51,20 @@ fn ffmpeg_present() -> bool {
     vodkit_testkit::needs(&[vodkit_testkit::Need::Tool("ffmpeg")])
 }
 
+/// The origin over a DASH media set, when ffmpeg is here to make one.
+fn dash_origin() -> Option<Origin> {
+    ffmpeg_present().then(|| Origin::serve(MediaFormat::Dash))
+}
+
+/// All `n` sessions of `r` played to their end (`format` and the request errors name a miss).
+fn assert_completed(r: &vodkit_load::Run, n: u64, format: MediaFormat) {
+    assert_eq!(
+        r.results.sessions.completed, n,
+        "{format}: {:?}",
+        r.results.requests.errors
+    );
+}
+
 const LADDER: [u32; 2] = [300, 1200];
 
 fn catalog() -> Catalog {
@@ -166,10 +180,9 @@ fn players_play_dash_and_hls_to_the_end() {
 
 #[test]
 fn a_slow_link_keeps_players_below_the_top_rung_without_stalls() {
-    if !ffmpeg_present() {
+    let Some(origin) = dash_origin() else {
         return;
-    }
-    let origin = Origin::serve(MediaFormat::Dash);
+    };
     let bw = origin.bandwidths();
     // A link between the two rungs: the low one fits, the top one does not.
     let link = (bw[0] as f64 * bw[1] as f64).sqrt() as u64;
@@ -179,11 +192,7 @@ fn a_slow_link_keeps_players_below_the_top_rung_without_stalls() {
         common::link(c, "c", link, std::time::Duration::ZERO);
     });
     let abr = r.results.qos.abr.as_ref().unwrap();
-    assert_eq!(
-        r.results.sessions.completed, 3,
-        "{:?}",
-        r.results.requests.errors
-    );
+    assert_completed(&r, 3, MediaFormat::Dash);
     let top_share = r
         .sessions
         .iter()
@@ -212,10 +221,9 @@ fn a_slow_link_keeps_players_below_the_top_rung_without_stalls() {
 
 #[test]
 fn a_download_far_slower_than_its_segment_is_abandoned_for_the_low_rung() {
-    if !ffmpeg_present() {
+    let Some(origin) = dash_origin() else {
         return;
-    }
-    let origin = Origin::serve(MediaFormat::Dash);
+    };
     let bw = origin.bandwidths();
     // Players that guess a fast link start on the top rung; the link carries half the low
     // rung's peak, so a top-rung segment takes over four segment durations (the abandon
@@ -234,11 +242,7 @@ fn a_download_far_slower_than_its_segment_is_abandoned_for_the_low_rung() {
         })
     };
     let r = play(true);
-    assert_eq!(
-        r.results.sessions.completed, 3,
-        "{:?}",
-        r.results.requests.errors
-    );
+    assert_completed(&r, 3, MediaFormat::Dash);
     for s in &r.sessions {
         let p = s.player.as_ref().unwrap();
         // The first segment was given up once and fetched again from the low rung; nothing
@@ -265,10 +269,9 @@ fn a_download_far_slower_than_its_segment_is_abandoned_for_the_low_rung() {
 
 #[test]
 fn a_player_starts_where_its_session_says_and_seeks() {
-    if !ffmpeg_present() {
+    let Some(origin) = dash_origin() else {
         return;
-    }
-    let origin = Origin::serve(MediaFormat::Dash);
+    };
     // Start 4 s into the 12 s title (1 s segments), watch 6 s in all, and after 2 s of
     // playback jump back to the start.
     let mut list = sessions(2, 60.0);
@@ -284,11 +287,7 @@ fn a_player_starts_where_its_session_says_and_seeks() {
         });
     }
     let r = run(origin.target(), list, player(Protocol::Dash));
-    assert_eq!(
-        r.results.sessions.completed, 2,
-        "{:?}",
-        r.results.requests.errors
-    );
+    assert_completed(&r, 2, MediaFormat::Dash);
     for s in &r.sessions {
         let p = s.player.as_ref().unwrap();
         let positions: Vec<f64> = p.timeline.iter().map(|t| t.media_s).collect();
@@ -332,11 +331,7 @@ fn verify_checks_every_piece_against_the_title_sidecar() {
     ] {
         let origin = Origin::serve(format);
         let r = run(origin.target(), sessions(3, 4.0), verify(protocol));
-        assert_eq!(
-            r.results.sessions.completed, 3,
-            "{format}: {:?}",
-            r.results.requests.errors
-        );
+        assert_completed(&r, 3, format);
         // The sidecar was fetched once per session, beside the manifest.
         for s in &r.sessions {
             let id = s.session.title.unwrap();
@@ -428,11 +423,7 @@ fn byte_range_segments_spread_over_several_connections_and_are_checked_whole() {
             }
         }
         let r = run(origin.target(), list, spread(protocol, per_session));
-        assert_eq!(
-            r.results.sessions.completed, 3,
-            "{format}: {:?}",
-            r.results.requests.errors
-        );
+        assert_completed(&r, 3, format);
         for s in &r.sessions {
             // Parts went out on connections 1 and 2 besides 0, each a request of its own
             // carrying its share of the media time: the 4 s watched are all there.

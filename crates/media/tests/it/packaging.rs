@@ -10,8 +10,11 @@ use vodkit_media::{create, verify, MediaOptions};
 use vodkit_testkit::process::run_ok;
 use vodkit_workload::model::{Catalog, Media, Rendition, Title};
 
-fn ffmpeg_present() -> bool {
+/// A scratch directory for a test that runs ffmpeg; `None` (the test skipped, or failed
+/// under CI) without ffmpeg.
+fn ffmpeg_scratch() -> Option<tempfile::TempDir> {
     vodkit_testkit::needs(&[vodkit_testkit::Need::Tool("ffmpeg")])
+        .then(|| tempfile::tempdir().unwrap())
 }
 
 fn catalog() -> Catalog {
@@ -54,10 +57,9 @@ fn plays(manifest: &Path) {
 
 #[test]
 fn every_packaging_parses_plays_and_verifies() {
-    if !ffmpeg_present() {
+    let Some(pools) = ffmpeg_scratch() else {
         return;
-    }
-    let pools = tempfile::tempdir().unwrap();
+    };
     for format in MediaFormat::ALL {
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("media");
@@ -128,10 +130,9 @@ fn every_packaging_parses_plays_and_verifies() {
 
 #[test]
 fn damage_is_found_and_foreign_roots_refused() {
-    if !ffmpeg_present() {
+    let Some(dir) = ffmpeg_scratch() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
+    };
     let root = dir.path().join("m");
     create(&catalog(), &root, &options(MediaFormat::DashSingle)).unwrap();
     let file = root.join("t1/v900.mp4");
@@ -190,10 +191,9 @@ fn luma_means(manifest: &Path) -> Vec<f64> {
 
 #[test]
 fn a_source_file_supplies_the_pictures() {
-    if !ffmpeg_present() {
+    let Some(dir) = ffmpeg_scratch() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
+    };
     // A 1.5 s, 30 fps, 4:3 clip that is almost white: shorter than the pool (2 × 1 s, so it
     // loops), another frame rate and aspect than any rung.
     let clip = dir.path().join("clip.mp4");

@@ -244,14 +244,9 @@ fn slices_for_refuses_holes() {
 #[test]
 fn logical_block_size_comes_from_sysfs_or_defaults() {
     let root = tempfile::tempdir().unwrap();
-    let disk = root.path().join("devices/sdq");
+    let (links, disk) = crate::device::fake_sysfs(root.path(), "devices/sdq", 65, 0);
     std::fs::create_dir_all(disk.join("queue")).unwrap();
-    std::fs::create_dir_all(disk.join("sdq1")).unwrap();
     std::fs::write(disk.join("queue/logical_block_size"), "8192\n").unwrap();
-    let links = root.path().join("block");
-    std::fs::create_dir_all(&links).unwrap();
-    std::os::unix::fs::symlink(&disk, links.join("65:0")).unwrap();
-    std::os::unix::fs::symlink(disk.join("sdq1"), links.join("65:1")).unwrap();
     assert_eq!(logical_block_size(&links, libc::makedev(65, 0)), 8192);
     assert_eq!(logical_block_size(&links, libc::makedev(65, 1)), 8192);
     assert_eq!(logical_block_size(&links, libc::makedev(0, 99)), 512);

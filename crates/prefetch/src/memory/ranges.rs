@@ -1,5 +1,5 @@
-//! Byte-range arithmetic the manager's rules share: merging, subtracting, page alignment,
-//! and admitting intervals smallest first.
+//! Byte-range arithmetic the manager's rules (and the bench's bound) share: merging,
+//! subtracting, page alignment, and admitting intervals smallest first.
 
 /// A range to drop from the page cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -25,7 +25,7 @@ pub(super) fn admit_smallest(mut gaps: Vec<u64>, budget: u64, mut used: u64) -> 
 }
 
 /// Sorted, merged copy of `v` (overlapping or touching ranges joined).
-pub(crate) fn merge(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+pub fn merge(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
     v.sort_unstable();
     let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());
     for (a, b) in v {
@@ -37,8 +37,8 @@ pub(crate) fn merge(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
     out
 }
 
-/// `[from, to)` minus the sorted ranges `holes`.
-pub(super) fn subtract(from: u64, to: u64, holes: &[(u64, u64)]) -> Vec<(u64, u64)> {
+/// `[from, to)` minus the ranges `holes` (in any order, overlapping or not).
+pub fn subtract(from: u64, to: u64, holes: &[(u64, u64)]) -> Vec<(u64, u64)> {
     let mut out = Vec::new();
     let mut at = from;
     for &(a, b) in &merge(holes.to_vec()) {

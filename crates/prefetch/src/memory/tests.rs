@@ -24,6 +24,12 @@ fn tight(usable: u64) -> MemoryConfig {
     }
 }
 
+/// Client `c` starts watching file `c` at a bit rate of `kbps`: a read of its first MiB at
+/// time 0.
+fn first_read(m: &mut MemoryManager, c: u64, kbps: u32) -> StreamId {
+    m.request(c, Some(c), 0, MIB, SIZE, kbps, 0.0).0
+}
+
 fn total(drops: &[Drop]) -> u64 {
     drops.iter().map(|d| d.end - d.start).sum()
 }
@@ -261,11 +267,11 @@ fn the_budget_is_never_exceeded() {
 #[test]
 fn shares_follow_the_square_root_of_the_bit_rate() {
     let mut m = MemoryManager::new(cfg(1 << 30));
-    let (sd, _) = m.request(1, Some(1), 0, MIB, SIZE, 419, 0.0);
-    let (hd, _) = m.request(2, Some(2), 0, MIB, SIZE, 2095, 0.0);
+    let sd = first_read(&mut m, 1, 419);
+    let hd = first_read(&mut m, 2, 2095);
     // Enough other streams that no share reaches the whole pool.
     for c in 3..7 {
-        m.request(c, Some(c), 0, MIB, SIZE, 419, 0.0);
+        first_read(&mut m, c, 419);
     }
     let ratio = m.prefetch_cap(hd) as f64 / m.prefetch_cap(sd) as f64;
     assert!((ratio - 5f64.sqrt()).abs() < 0.01, "{ratio}");
@@ -285,7 +291,7 @@ fn a_stream_that_asks_faster_than_its_bit_rate_gets_a_larger_share() {
     let (paced, _) = m.request(1, Some(1), 0, 512 * KIB, SIZE, 419, 0.0);
     let (filling, _) = m.request(2, Some(2), 0, 512 * KIB, SIZE, 419, 0.0);
     for c in 3..7 {
-        m.request(c, Some(c), 0, MIB, SIZE, 419, 0.0);
+        first_read(&mut m, c, 419);
     }
     assert_eq!(m.prefetch_cap(paced), m.prefetch_cap(filling));
     for k in 1..=8u64 {
@@ -417,10 +423,10 @@ fn the_reserve_is_bounded() {
 fn idle_streams_stop_shrinking_the_others_shares() {
     let mut m = MemoryManager::new(cfg(1 << 30));
     // Four streams: each share is 2 x pool / 4, half the pool.
-    let (a, _) = m.request(1, Some(1), 0, MIB, SIZE, 2000, 0.0);
-    let (b, _) = m.request(2, Some(2), 0, MIB, SIZE, 2000, 0.0);
+    let a = first_read(&mut m, 1, 2000);
+    let b = first_read(&mut m, 2, 2000);
     for c in 3..5 {
-        m.request(c, Some(c), 0, MIB, SIZE, 2000, 0.0);
+        first_read(&mut m, c, 2000);
     }
     let half = m.prefetch_cap(a);
     assert_eq!(half, m.prefetch_cap(b));
@@ -468,10 +474,10 @@ fn a_stream_that_sent_the_whole_file_ends() {
 fn a_quiet_stream_gives_up_its_read_ahead() {
     let mut m = MemoryManager::new(cfg(64 * MIB));
     // A read 8 MiB ahead and then stopped asking; B keeps going.
-    let (a, _) = m.request(1, Some(1), 0, MIB, SIZE, 2000, 0.0);
+    let a = first_read(&mut m, 1, 2000);
     m.read(a, 0, 8 * MIB);
     m.consumed(a, MIB, 0.5);
-    let (b, _) = m.request(2, Some(2), 0, MIB, SIZE, 2000, 0.0);
+    let b = first_read(&mut m, 2, 2000);
     let before = m.prefetch_cap(b);
     let mut dropped = Vec::new();
     for t in 1..=30 {
@@ -651,7 +657,7 @@ fn a_closed_connection_frees_its_share_and_then_its_read_ahead() {
     let (a, _) = m.request(1, Some(10), 0, MIB, SIZE, 419, 0.0);
     let (b, _) = m.request(2, Some(20), 0, MIB, SIZE, 419, 0.0);
     for c in 30..38 {
-        m.request(c, Some(c), 0, MIB, SIZE, 419, 0.0);
+        first_read(&mut m, c, 419);
     }
     m.read(b, 0, 8 * MIB);
     let shared = m.prefetch_cap(a);
@@ -710,7 +716,7 @@ fn many_open_streams_do_not_shut_out_the_consumed_cache() {
     // they sent stays cached (for the next viewer of a popular title) up to the rest.
     let mut m = MemoryManager::new(cfg(256 * MIB));
     for c in 0..300u64 {
-        let (id, _) = m.request(c, Some(c), 0, MIB, SIZE, 419, 0.0);
+        let id = first_read(&mut m, c, 419);
         m.read(id, 0, MIB);
         m.consumed(id, MIB, 0.5);
     }

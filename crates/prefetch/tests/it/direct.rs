@@ -4,7 +4,6 @@
 //! follower inside an interval served from kept chunks), and the buffered fallback.
 
 use std::fs::File;
-use std::io::Write;
 use std::sync::Arc;
 use vodkit_prefetch::memory::MemoryConfig;
 use vodkit_prefetch::residency::{self, Probe};
@@ -19,22 +18,12 @@ fn content(len: u64) -> Vec<u8> {
         .collect()
 }
 
-/// A written, fsynced file in the target directory (a real disk; /tmp may be tmpfs) with
-/// its pages dropped, or `None` when this filesystem keeps them (said, and fatal in CI).
+/// A cold file of `size` bytes of [`content`] ([`crate::cold_copy`]), its directory and
+/// its bytes.
 fn cold_file(size: u64) -> Option<(tempfile::TempDir, Arc<File>, Vec<u8>)> {
-    let dir = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap();
-    let path = dir.path().join("title.bin");
+    let dir = crate::tmp();
     let data = content(size);
-    let mut f = File::create(&path).unwrap();
-    f.write_all(&data).unwrap();
-    f.sync_all().unwrap();
-    let f = Arc::new(File::open(&path).unwrap());
-    residency::drop_cached(&f, 0, 0).unwrap();
-    if not_cached(&f, size) != size {
-        let why = "the kernel kept the file's pages after POSIX_FADV_DONTNEED";
-        vodkit_testkit::skip(why);
-        return None;
-    }
+    let f = crate::cold_copy(&dir, "title.bin", &data)?;
     Some((dir, f, data))
 }
 

@@ -1,22 +1,17 @@
 //! Engine tests on real files: residency after `posix_fadvise(DONTNEED)`, read sizes per
 //! I/O mode, FIFO order of the serialized worker, and the prefetch accounting.
 
-use super::cold_file;
+use super::{cold_file, tmp};
 use std::fs::File;
 use std::sync::Arc;
 use vodkit_prefetch::residency::{self, drop_cached, Probe};
 use vodkit_prefetch::{
     Begin, ChainKind, ChainPosition, Engine, EngineConfig, IoMode, LedgerConfig, PolicySpec,
-    ReadRequest,
+    ReadRequest, Stats,
 };
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1 << 20;
-
-fn tmp() -> tempfile::TempDir {
-    // The target directory is on a real disk; /tmp may be tmpfs.
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
-}
 
 fn engine(mode: IoMode, policy: &str) -> Engine {
     Engine::new(EngineConfig {
@@ -312,30 +307,31 @@ fn auto_engine() -> Engine {
     })
 }
 
-/// Plays a viewer reading 256 KiB at a time; `evict` drops the file's pages after each
-/// request (memory pressure).
-fn play(e: &Engine, f: &Arc<File>, bytes: u64, evict: bool) {
+/// The stats of an `auto` engine after a viewer played the first `bytes` of a cold 16 MiB
+/// file, 256 KiB at a time; `evict` drops the file's pages after each request (memory
+/// pressure). `None` when no cold file can be made here.
+fn auto_played(bytes: u64, evict: bool) -> Option<Stats> {
+    let dir = tmp();
+    let f = cold_file(&dir, "auto.bin", 16 * MIB)?;
+    let e = auto_engine();
     let mut offset = 0;
     while offset < bytes {
-        e.ensure_resident_blocking(f, req(offset, 256 * KIB))
+        e.ensure_resident_blocking(&f, req(offset, 256 * KIB))
             .unwrap();
         if evict {
-            drop_cached(f, 0, 0).unwrap();
+            drop_cached(&f, 0, 0).unwrap();
         }
         offset += 256 * KIB;
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
+    Some(e.stats())
 }
 
 #[test]
 fn engine_feeds_scores_to_the_auto_policy() {
-    let dir = tmp();
-    let Some(f) = cold_file(&dir, "auto.bin", 16 * MIB) else {
+    let Some(s) = auto_played(12 * MIB, false) else {
         return;
     };
-    let e = auto_engine();
-    play(&e, &f, 12 * MIB, false);
-    let s = e.stats();
     let d = &s.policy.detail;
     assert!(d["windows"] >= 1.0, "{d:?}");
     // Without evictions every busy window ends in the descent (phase 2 moving, 3 at a
@@ -351,13 +347,9 @@ fn engine_feeds_scores_to_the_auto_policy() {
 
 #[test]
 fn engine_reports_prefetch_evictions_to_the_auto_policy() {
-    let dir = tmp();
-    let Some(f) = cold_file(&dir, "evict.bin", 16 * MIB) else {
+    let Some(s) = auto_played(8 * MIB, true) else {
         return;
     };
-    let e = auto_engine();
-    play(&e, &f, 8 * MIB, true);
-    let s = e.stats();
     let d = &s.policy.detail;
     assert!(s.prefetch.evictions > 0);
     // Evicted within ~20 ms: eviction time × 419 kbps is tiny, so the eviction rule sets

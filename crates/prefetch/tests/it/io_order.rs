@@ -1,7 +1,7 @@
 //! The engine's read orders on real files: a device worker held busy by a long read
 //! serves the reads queued behind it by deadline, or sweeping by device place.
 
-use super::cold_file;
+use super::{cold_file, tmp};
 use std::fs::File;
 use std::os::unix::fs::MetadataExt;
 use std::sync::Arc;
@@ -11,10 +11,6 @@ use vodkit_prefetch::{Begin, Engine, EngineConfig, IoMode, Pending, ReadOutcome,
 
 const KIB: u64 = 1024;
 const MIB: u64 = 1 << 20;
-
-fn tmp() -> tempfile::TempDir {
-    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
-}
 
 fn engine(order: IoOrder) -> Engine {
     Engine::new(EngineConfig {

@@ -15,21 +15,28 @@ use vodkit_prefetch::residency::{self, drop_cached, Probe};
 
 const MIB: u64 = 1 << 20;
 
+/// A temporary directory in the target directory, which is on a real disk (/tmp may be
+/// tmpfs).
+fn tmp() -> tempfile::TempDir {
+    tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).unwrap()
+}
+
 /// A written, fsynced file with its pages dropped from the cache, or `None` (with the
 /// reason printed) when this filesystem keeps them.
 fn cold_file(dir: &tempfile::TempDir, name: &str, size: u64) -> Option<Arc<File>> {
+    let data: Vec<u8> = (0..size).map(|i| (i % MIB % 253) as u8).collect();
+    cold_copy(dir, name, &data)
+}
+
+/// [`cold_file`] holding `data`.
+fn cold_copy(dir: &tempfile::TempDir, name: &str, data: &[u8]) -> Option<Arc<File>> {
     let path = dir.path().join(name);
     let mut f = File::create(&path).unwrap();
-    let block: Vec<u8> = (0..MIB).map(|i| (i % 253) as u8).collect();
-    let mut left = size;
-    while left > 0 {
-        let n = left.min(MIB) as usize;
-        f.write_all(&block[..n]).unwrap();
-        left -= n as u64;
-    }
+    f.write_all(data).unwrap();
     f.sync_all().unwrap();
     let f = File::open(&path).unwrap();
     drop_cached(&f, 0, 0).unwrap();
+    let size = data.len() as u64;
     let r = residency::check(&f, 0, size, size, Probe::Auto).unwrap();
     if r.missing != size {
         let why = format!(
