@@ -1,8 +1,9 @@
 //! Benchmark driver for `scripts/bench-trace`: `synth DIR SCALE` writes a netflix-2014 log,
 //! `analyze DIR [OUT]` runs chains + phases over it (writing chains.csv and phases.csv to
 //! OUT when given) and prints requests per CPU second; `THREADS` in the environment sets
-//! the threads parsing and analyzing (`--threads`, default 1). Peak memory is measured
-//! around each step by the script.
+//! the threads parsing and analyzing (`--threads`, default 1) and `MEMORY` the analysis's
+//! memory limit (`--memory`, default 512MiB). Peak memory is measured around each step by
+//! the script.
 
 use std::io::BufReader;
 use std::path::Path;
@@ -54,10 +55,15 @@ fn main() -> Result<(), String> {
                 .ok()
                 .and_then(|t| t.parse().ok())
                 .unwrap_or(1);
-            let opts = AnalyzeOptions {
+            let mut opts = AnalyzeOptions {
                 threads,
                 ..Default::default()
             };
+            if let Ok(m) = std::env::var("MEMORY") {
+                opts.memory_bytes = vodkit_units::parse_positive_size(&m)
+                    .map_err(|e| format!("MEMORY: {e}"))?
+                    as usize;
+            }
             let a = match out {
                 None => analyze(input, files, &opts, &mut NoSink).map_err(|e| e.to_string())?,
                 Some(o) => {
