@@ -192,14 +192,16 @@ const MEMORY_AUTO: [&str; 5] = [
 ];
 
 /// The `cluster` scenario's servers: one vodkit origin behind HAProxy (the baseline, with the
-/// balancer's hop), two and three routed by title, three spread round robin, three nginx
-/// origins by title.
-pub const CLUSTER_SUTS: [&str; 5] = [
+/// balancer's hop), three and two routed by title with bounded loads per viewer (the
+/// recipe), three spread round robin, three nginx origins by title, and two by plain title
+/// (what the bound adds).
+pub const CLUSTER_SUTS: [&str; 6] = [
     "cluster:1:vodkit@haproxy:title",
-    "cluster:3:vodkit@haproxy:title",
-    "cluster:2:vodkit@haproxy:title",
+    "cluster:3:vodkit@haproxy:title:bounded=125",
+    "cluster:2:vodkit@haproxy:title:bounded=125",
     "cluster:3:vodkit@haproxy:roundrobin",
     "cluster:3:nginx@haproxy:title",
+    "cluster:2:vodkit@haproxy:title",
 ];
 
 /// The criterion of every on-demand scenario: the demo's ([`crate::demo::CRITERION`]).
