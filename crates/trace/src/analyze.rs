@@ -26,7 +26,7 @@ use std::io::{BufRead, Read, Write};
 use std::path::PathBuf;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 
-use vodkit_workload::order::MergeKey;
+use vodkit_workload::order::{MergeKey, MinEntry};
 
 use crate::chain::{ChainBuilder, ChainRec, CHAIN_WINDOW_S};
 use crate::chainstats::{ChainStatsBuilder, ChainSummary};
@@ -663,27 +663,21 @@ impl Merge<'_> {
         at_end: bool,
         clock: f64,
     ) -> std::io::Result<()> {
-        let mut heads = Vec::with_capacity(streams.len());
-        for m in &mut streams {
-            heads.push(m.next_record()?);
-        }
-        loop {
-            let mut first: Option<usize> = None;
-            for (i, h) in heads.iter().enumerate() {
-                if let Some(c) = h {
-                    if first.is_none_or(|f| heads[f].as_ref().is_some_and(|x| c.name < x.name)) {
-                        first = Some(i);
-                    }
-                }
-            }
-            let Some(i) = first else {
-                return Ok(());
-            };
-            let next = streams[i].next_record()?;
-            if let Some(c) = std::mem::replace(&mut heads[i], next) {
-                self.close(files, c, at_end, clock);
+        // The partitions' heads in a heap, smallest name first (names never repeat across
+        // partitions: a session's partition is its name's hash).
+        let mut heads = std::collections::BinaryHeap::with_capacity(streams.len());
+        for (i, m) in streams.iter_mut().enumerate() {
+            if let Some(c) = m.next_record()? {
+                heads.push(MinEntry::new((c, i), ()));
             }
         }
+        while let Some(MinEntry { key: (c, i), .. }) = heads.pop() {
+            if let Some(next) = streams[i].next_record()? {
+                heads.push(MinEntry::new((next, i), ()));
+            }
+            self.close(files, c, at_end, clock);
+        }
+        Ok(())
     }
 
     fn close(&mut self, files: &FileTable, s: Closing, at_end: bool, clock: f64) {

@@ -29,7 +29,7 @@ pub(crate) fn create(
 /// Write the length `n` of what follows; `too_long` says what did not fit in 32 bits.
 pub(crate) fn put_len(w: &mut impl Write, n: usize, too_long: &str) -> io::Result<()> {
     let n = u32::try_from(n).map_err(|_| io::Error::other(too_long.to_string()))?;
-    w.write_all(&n.to_le_bytes())
+    put_u32(w, n)
 }
 
 /// Write `b` behind its length.
@@ -57,9 +57,7 @@ pub(crate) fn get8(r: &mut impl Read) -> io::Result<[u8; 8]> {
 
 /// A length written by [`put_len`].
 pub(crate) fn get_len(r: &mut impl Read) -> io::Result<usize> {
-    let mut b4 = [0u8; 4];
-    r.read_exact(&mut b4)?;
-    Ok(u32::from_le_bytes(b4) as usize)
+    Ok(get_u32(r)? as usize)
 }
 
 /// Bytes written by [`put_bytes`].
