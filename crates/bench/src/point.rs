@@ -285,6 +285,9 @@ pub fn mean_of(points: &[&PointMetrics]) -> Option<PointMetrics> {
     }
     let avg =
         |f: &dyn Fn(&PointMetrics) -> f64| points.iter().map(|p| f(p)).sum::<f64>() / n as f64;
+    let mean_count =
+        |f: &dyn Fn(&PointMetrics) -> u64| points.iter().map(|p| f(p)).sum::<u64>() / n as u64;
+    let most = |f: &dyn Fn(&PointMetrics) -> u64| points.iter().map(|p| f(p)).max().unwrap_or(0);
     let avg_opt = |f: &dyn Fn(&PointMetrics) -> Option<f64>| {
         let v: Vec<f64> = points.iter().filter_map(|p| f(p)).collect();
         (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64)
@@ -298,26 +301,14 @@ pub fn mean_of(points: &[&PointMetrics]) -> Option<PointMetrics> {
     });
     Some(PointMetrics {
         client: ClientMetrics {
-            sessions: points.iter().map(|p| p.client.sessions).sum::<u64>() / n as u64,
-            failed_sessions: points
-                .iter()
-                .map(|p| p.client.failed_sessions)
-                .max()
-                .unwrap_or(0),
+            sessions: mean_count(&|p| p.client.sessions),
+            failed_sessions: most(&|p| p.client.failed_sessions),
             failure_fraction: avg(&|p| p.client.failure_fraction),
-            requests: points.iter().map(|p| p.client.requests).sum::<u64>() / n as u64,
-            timed_out_requests: points
-                .iter()
-                .map(|p| p.client.timed_out_requests)
-                .max()
-                .unwrap_or(0),
+            requests: mean_count(&|p| p.client.requests),
+            timed_out_requests: most(&|p| p.client.timed_out_requests),
             throughput_mb_s: avg(&|p| p.client.throughput_mb_s),
             steady_s: avg(&|p| p.client.steady_s),
-            refused_sessions: points
-                .iter()
-                .map(|p| p.client.refused_sessions)
-                .sum::<u64>()
-                / n as u64,
+            refused_sessions: mean_count(&|p| p.client.refused_sessions),
             goodput_fraction: avg(&|p| p.client.goodput_fraction),
             refusal_p99_ms: points
                 .iter()
