@@ -52,16 +52,9 @@ pub fn spawn(
         }
         if let Ok(Some(status)) = child.try_wait() {
             let text = std::fs::read_to_string(&log_path).unwrap_or_default();
-            let last = text
-                .lines()
-                .rfind(|l| !l.trim().is_empty())
-                .unwrap_or("")
-                .trim()
-                .to_string();
-            let why = if last.is_empty() {
-                format!("exited with {status}")
-            } else {
-                last
+            let why = match super::system::said_lines(&text).next_back() {
+                Some(last) => last.to_string(),
+                None => format!("exited with {status}"),
             };
             return Err(Error::Tool(format!("device server failed: {why}")));
         }

@@ -100,12 +100,14 @@ impl FromStr for Control {
         let Some(&command) = words.first() else {
             return Err("empty control command (eio-range, eio-rate, eio-clear, timing)".into());
         };
-        let num = |i: usize, what: &str| -> Result<u64, String> {
+        // The `i`th word, parsed; `what` names what was expected.
+        fn arg<T: std::str::FromStr>(words: &[&str], i: usize, what: &str) -> Result<T, String> {
             words
                 .get(i)
                 .and_then(|w| w.parse().ok())
-                .ok_or_else(|| format!("{command}: expected {what}"))
-        };
+                .ok_or_else(|| format!("{}: expected {what}", words[0]))
+        }
+        let num = |i: usize, what: &str| arg::<u64>(&words, i, what);
         let arity = |n: usize| -> Result<(), String> {
             if words.len() > n {
                 return Err(format!("{command}: unexpected `{}`", words[n]));
@@ -119,10 +121,7 @@ impl FromStr for Control {
             }
             "eio-rate" => {
                 arity(3)?;
-                let p: f64 = words
-                    .get(1)
-                    .and_then(|w| w.parse().ok())
-                    .ok_or("eio-rate: expected a probability between 0 and 1")?;
+                let p = arg(&words, 1, "a probability between 0 and 1")?;
                 let seed = if words.len() > 2 {
                     Some(num(2, "SEED")?)
                 } else {
@@ -136,10 +135,7 @@ impl FromStr for Control {
             }
             "timing" => {
                 arity(2)?;
-                let scale: f64 = words
-                    .get(1)
-                    .and_then(|w| w.parse().ok())
-                    .ok_or("timing: expected a clock scale (1: real time)")?;
+                let scale = arg(&words, 1, "a clock scale (1: real time)")?;
                 Control::timing(scale)
             }
             other => Err(format!(

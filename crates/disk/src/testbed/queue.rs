@@ -388,6 +388,16 @@ pub fn plan(defaults: &DiskDefaults, user: &QueueTuning, now: &QueueSettings) ->
 mod tests {
     use super::*;
 
+    /// What a WD Red under Linux `kernel` is planned to get on a device set as `now`, the
+    /// user asking for nothing.
+    fn wd_red_plan(kernel: KernelVersion, now: &QueueSettings) -> QueuePlan {
+        plan(
+            &rotational_defaults("wd-red", kernel),
+            &QueueTuning::default(),
+            now,
+        )
+    }
+
     fn loop_queue(schedulers: &[&str], max_hw: u64) -> QueueSettings {
         QueueSettings {
             device: "loop9".into(),
@@ -461,8 +471,7 @@ mod tests {
         assert_eq!(p.notes.len(), 1, "{:?}", p.notes);
         assert!(p.notes[0].contains("4096") && p.notes[0].contains("1280"));
 
-        let old = rotational_defaults("wd-red", KernelVersion::new(6, 12));
-        let p = plan(&old, &QueueTuning::default(), &now);
+        let p = wd_red_plan(KernelVersion::new(6, 12), &now);
         assert_eq!(p.tuning.max_sectors_kb, Some(1280));
         assert_eq!(p.tuning.read_ahead_kb, Some(128));
         assert!(p.notes.is_empty(), "{:?}", p.notes);
@@ -481,10 +490,8 @@ mod tests {
 
     #[test]
     fn a_missing_scheduler_falls_back_and_says_so() {
-        let d = rotational_defaults("wd-red", KernelVersion::new(6, 18));
-        let p = plan(
-            &d,
-            &QueueTuning::default(),
+        let p = wd_red_plan(
+            KernelVersion::new(6, 18),
             &loop_queue(&["none", "bfq"], 4096),
         );
         assert_eq!(p.tuning.scheduler.as_deref(), Some("none"));
@@ -494,10 +501,8 @@ mod tests {
             .iter()
             .any(|n| n.contains("mq-deadline is not offered")));
 
-        let seed_era = rotational_defaults("wd-red", KernelVersion::new(3, 2));
-        let p = plan(
-            &seed_era,
-            &QueueTuning::default(),
+        let p = wd_red_plan(
+            KernelVersion::new(3, 2),
             &loop_queue(&["none", "bfq"], 1280),
         );
         assert_eq!(p.tuning.scheduler.as_deref(), Some("bfq"));

@@ -13,15 +13,15 @@ pub fn run(prog: &str, args: &[&str]) -> Result<String, Error> {
         .map_err(|e| Error::Tool(format!("{prog}: cannot run: {e}")))?;
     if !out.status.success() {
         let err = String::from_utf8_lossy(&out.stderr);
-        let first = err
-            .lines()
-            .find(|l| !l.trim().is_empty())
-            .unwrap_or("failed")
-            .trim()
-            .to_string();
+        let first = said_lines(&err).next().unwrap_or("failed");
         return Err(Error::Tool(format!("{prog} {}: {first}", args.join(" "))));
     }
     Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// The lines of a tool's output that say something: trimmed, blank ones left out.
+pub fn said_lines(text: &str) -> impl DoubleEndedIterator<Item = &str> {
+    text.lines().map(str::trim).filter(|l| !l.is_empty())
 }
 
 /// Whether `prog` can be found on `PATH`.
