@@ -100,10 +100,10 @@ impl FeedRun for PushRun {
     fn stop(self: Box<Self>) -> Vec<String> {
         let r = self.0.stop();
         let mut notes = Vec::new();
-        if r.failed_puts > 0 || r.late_segments > 0 {
+        if r.published.failed_puts > 0 || r.published.late_segments > 0 {
             notes.push(format!(
                 "live source: {} of {} PUTs failed, {} of {} segments published late (PUT p99 {:.0} ms)",
-                r.failed_puts, r.puts, r.late_segments, r.segments, r.put_ms_p99
+                r.published.failed_puts, r.published.puts, r.published.late_segments, r.published.segments, r.put_ms_p99
             ));
         }
         notes

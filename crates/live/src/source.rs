@@ -225,15 +225,13 @@ impl SourceConfig {
     }
 }
 
-/// What one stream's publishing saw.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct StreamReport {
-    pub stream: u32,
+/// What was published: a stream's counts, and in the source's report their sums.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Published {
     pub segments: u64,
     pub puts: u64,
     /// PUTs that failed after their retries (status or I/O).
     pub failed_puts: u64,
-    pub retries: u64,
     /// Segments published more than half a segment after they were due.
     pub late_segments: u64,
     /// Low-latency mode: parts published, their `PUT`s (retries included), and parts
@@ -244,6 +242,29 @@ pub struct StreamReport {
     pub part_puts: u64,
     #[serde(default)]
     pub late_parts: u64,
+}
+
+impl std::iter::Sum for Published {
+    fn sum<I: Iterator<Item = Published>>(iter: I) -> Published {
+        iter.fold(Published::default(), |a, b| Published {
+            segments: a.segments + b.segments,
+            puts: a.puts + b.puts,
+            failed_puts: a.failed_puts + b.failed_puts,
+            late_segments: a.late_segments + b.late_segments,
+            parts: a.parts + b.parts,
+            part_puts: a.part_puts + b.part_puts,
+            late_parts: a.late_parts + b.late_parts,
+        })
+    }
+}
+
+/// What one stream's publishing saw.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct StreamReport {
+    pub stream: u32,
+    #[serde(flatten)]
+    pub published: Published,
+    pub retries: u64,
     /// The first few failures, for the reader.
     pub errors: Vec<String>,
 }
@@ -256,24 +277,16 @@ pub struct Report {
     pub bitrate_kbps: u32,
     pub segment_s: f64,
     pub elapsed_s: f64,
-    pub segments: u64,
-    pub puts: u64,
-    pub failed_puts: u64,
-    pub late_segments: u64,
+    /// The streams' counts summed.
+    #[serde(flatten)]
+    pub published: Published,
     pub put_ms_p50: f64,
     pub put_ms_p99: f64,
     pub put_ms_max: f64,
-    /// Low-latency mode: the part duration (0: whole segments), the parts published, their
-    /// `PUT`s and those late by more than half a part, and the part `PUT`s' latency (they
-    /// are in `put_ms_*` too).
+    /// Low-latency mode: the part duration (0: whole segments) and the part `PUT`s'
+    /// latency (they are in `put_ms_*` too).
     #[serde(default)]
     pub part_s: f64,
-    #[serde(default)]
-    pub parts: u64,
-    #[serde(default)]
-    pub part_puts: u64,
-    #[serde(default)]
-    pub late_parts: u64,
     #[serde(default)]
     pub part_put_ms_p50: f64,
     #[serde(default)]
@@ -293,10 +306,10 @@ impl Report {
             self.segment_s,
             self.target,
             self.elapsed_s,
-            self.segments,
-            self.puts,
-            self.failed_puts,
-            self.late_segments,
+            self.published.segments,
+            self.published.puts,
+            self.published.failed_puts,
+            self.published.late_segments,
             self.put_ms_p50,
             self.put_ms_p99,
             self.put_ms_max
@@ -305,9 +318,9 @@ impl Report {
             s += &format!(
                 "  low latency: {:.3} s parts {}  part PUTs {}  late {}  part PUT p50 {:.1} ms  p99 {:.1} ms  max {:.1} ms\n",
                 self.part_s,
-                self.parts,
-                self.part_puts,
-                self.late_parts,
+                self.published.parts,
+                self.published.part_puts,
+                self.published.late_parts,
                 self.part_put_ms_p50,
                 self.part_put_ms_p99,
                 self.part_put_ms_max
@@ -500,17 +513,11 @@ impl Source {
             bitrate_kbps: c.bitrate_kbps,
             segment_s: c.segment_s,
             elapsed_s: self.started.elapsed().as_secs_f64(),
-            segments: per_stream.iter().map(|r| r.segments).sum(),
-            puts: per_stream.iter().map(|r| r.puts).sum(),
-            failed_puts: per_stream.iter().map(|r| r.failed_puts).sum(),
-            late_segments: per_stream.iter().map(|r| r.late_segments).sum(),
+            published: per_stream.iter().map(|r| r.published).sum(),
             put_ms_p50: ms(&h, 0.5),
             put_ms_p99: ms(&h, 0.99),
             put_ms_max: max(&h),
             part_s: c.part_s().unwrap_or(0.0),
-            parts: per_stream.iter().map(|r| r.parts).sum(),
-            part_puts: per_stream.iter().map(|r| r.part_puts).sum(),
-            late_parts: per_stream.iter().map(|r| r.late_parts).sum(),
             part_put_ms_p50: ms(&hp, 0.5),
             part_put_ms_p99: ms(&hp, 0.99),
             part_put_ms_max: max(&hp),
@@ -554,12 +561,12 @@ impl Publisher {
         if let Ok(mut h) = self.latency.lock() {
             let _ = h.record(us);
         }
-        self.report.puts += 1;
+        self.report.published.puts += 1;
         if part {
             if let Ok(mut h) = self.part_latency.lock() {
                 let _ = h.record(us);
             }
-            self.report.part_puts += 1;
+            self.report.published.part_puts += 1;
         }
     }
 
@@ -597,7 +604,7 @@ impl Publisher {
             }
             break;
         }
-        self.report.failed_puts += 1;
+        self.report.published.failed_puts += 1;
         false
     }
 
@@ -622,7 +629,7 @@ impl Publisher {
     }
 
     fn fail(&mut self, e: String) {
-        self.report.failed_puts += 1;
+        self.report.published.failed_puts += 1;
         self.note(e);
     }
 
@@ -709,7 +716,7 @@ impl Publisher {
             bytes,
             deadline,
         );
-        self.report.segments += 1;
+        self.report.published.segments += 1;
         let w = self.window(wall0, n + 1, false);
         self.publish_lists(&w, deadline);
     }
@@ -774,7 +781,7 @@ impl Publisher {
             };
             self.publish_segment(wall0, n, &bytes, deadline);
             if n >= backfilled && Instant::now() > due + d / 2 {
-                self.report.late_segments += 1;
+                self.report.published.late_segments += 1;
             }
             self.segment_out(n, 0, &mut told_ready, ready);
             n += 1;
@@ -827,7 +834,7 @@ impl Publisher {
         while !up.open && !up.failed {
             if up.attempts >= UPLOAD_ATTEMPTS {
                 up.failed = true;
-                self.report.failed_puts += 1;
+                self.report.published.failed_puts += 1;
                 return;
             }
             if up.attempts > 0 {
@@ -937,7 +944,7 @@ impl Publisher {
                 deadline,
                 true,
             );
-            self.report.parts += 1;
+            self.report.published.parts += 1;
             whole.extend_from_slice(&bytes);
         }
         self.publish_segment(wall0, n, &whole, deadline);
@@ -1013,14 +1020,14 @@ impl Publisher {
                     }
                     let end = if last { n + 1 } else { n };
                     self.publish_playlist(self.window(wall0, end, false), (i + 1) % k, due + p);
-                    self.report.parts += 1;
+                    self.report.published.parts += 1;
                     if Instant::now() > due + p / 2 {
-                        self.report.late_parts += 1;
+                        self.report.published.late_parts += 1;
                     }
                 }
-                self.report.segments += 1;
+                self.report.published.segments += 1;
                 if Instant::now() > start + d + d / 2 {
-                    self.report.late_segments += 1;
+                    self.report.published.late_segments += 1;
                 }
             }
             self.segment_out(n, k, &mut told_ready, ready);

@@ -190,8 +190,8 @@ fn push(a: PushArgs) -> anyhow::Result<()> {
         std::fs::write(out, text + "\n")
             .map_err(|e| anyhow::anyhow!("writing {}: {e}", out.display()))?;
     }
-    if report.failed_puts > 0 {
-        anyhow::bail!("{} PUTs failed", report.failed_puts);
+    if report.published.failed_puts > 0 {
+        anyhow::bail!("{} PUTs failed", report.published.failed_puts);
     }
     Ok(())
 }

@@ -73,6 +73,6 @@ pub fn run_out(src: Source) -> Report {
 /// [`run_out`], every `PUT` of which succeeded.
 pub fn run_out_cleanly(src: Source) -> Report {
     let report = run_out(src);
-    assert_eq!(report.failed_puts, 0, "{}", report.summary());
+    assert_eq!(report.published.failed_puts, 0, "{}", report.summary());
     report
 }

@@ -76,10 +76,10 @@ fn segments_on_the_origin_equal_their_parts() {
     assert!(mpd.contains("availabilityTimeOffset=\"0.750\" availabilityTimeComplete=\"false\""));
     assert!(mpd.contains(&format!("value=\"http://127.0.0.1:{port}/.vodkit/clock\"")));
     let report = run_out_cleanly(src);
-    assert_eq!(report.segments, 4, "{}", report.summary());
-    assert_eq!(report.parts, 16, "{}", report.summary());
+    assert_eq!(report.published.segments, 4, "{}", report.summary());
+    assert_eq!(report.published.parts, 16, "{}", report.summary());
     assert!(
-        report.part_puts >= 16 && report.part_s == 0.25,
+        report.published.part_puts >= 16 && report.part_s == 0.25,
         "{report:?}"
     );
     assert!(report.summary().contains("low latency: 0.250 s parts 16"));
@@ -129,7 +129,7 @@ fn a_backfilled_window_comes_with_its_parts_at_once() {
     let report = run_out_cleanly(src);
     // The backfilled three and one in real time.
     assert_eq!(
-        (report.segments, report.parts),
+        (report.published.segments, report.published.parts),
         (4, 16),
         "{}",
         report.summary()
@@ -269,7 +269,7 @@ fn a_stop_mid_segment_leaves_the_unfinished_segment_out() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let report = src.stop();
-    assert_eq!(report.failed_puts, 0, "{}", report.summary());
+    assert_eq!(report.published.failed_puts, 0, "{}", report.summary());
     let (_, last) = get(port, "/live/stream-0/index.m3u8");
     let last = m3u8_rs::parse_media_playlist_res(&last).unwrap();
     assert!(last.end_list);
@@ -383,7 +383,7 @@ fn a_segment_is_uploaded_chunk_by_chunk_while_its_parts_are_produced() {
     c.token = None;
     let src = Source::start(c).unwrap();
     let report = run_out_cleanly(src);
-    assert_eq!(report.segments, 3, "{}", report.summary());
+    assert_eq!(report.published.segments, 3, "{}", report.summary());
     let log = log.lock().unwrap().clone();
     let dir = "/live/stream-0/";
     let find = |path: &str| -> Vec<&Arrival> {
@@ -510,7 +510,7 @@ fn a_title_fragmented_at_a_quarter_second_plays_part_by_part() {
     assert_eq!(c.part_s(), Some(0.25));
     let src = Source::start(c).unwrap();
     let report = run_out_cleanly(src);
-    assert_eq!(report.segments, 3, "{}", report.summary());
+    assert_eq!(report.published.segments, 3, "{}", report.summary());
 
     let (status, init) = get(port, "/live/stream-0/init.mp4");
     assert_eq!(status, 200);

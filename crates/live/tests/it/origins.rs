@@ -39,8 +39,12 @@ fn publish_and_check(port: u16, late: u64) {
     assert!(!live.end_list);
     assert!(live.segments.len() <= 4);
     let report = run_out_cleanly(src);
-    assert!(report.segments >= 2 * 9, "{}", report.summary());
-    assert!(report.late_segments <= late, "{}", report.summary());
+    assert!(report.published.segments >= 2 * 9, "{}", report.summary());
+    assert!(
+        report.published.late_segments <= late,
+        "{}",
+        report.summary()
+    );
     for k in 0..2 {
         let (status, text) = get(port, &format!("/live/stream-{k}/index.m3u8"));
         assert_eq!(status, 200);
@@ -69,8 +73,8 @@ fn wrong_token_fails_every_put(port: u16) {
     c.duration = Some(Duration::from_secs_f64(1.2));
     let src = Source::start(c).unwrap();
     let r = run_out(src);
-    assert!(r.puts > 0);
-    assert_eq!(r.failed_puts, r.puts, "{}", r.summary());
+    assert!(r.published.puts > 0);
+    assert_eq!(r.published.failed_puts, r.published.puts, "{}", r.summary());
     assert!(
         r.per_stream[0].errors[0].contains("403"),
         "{:?}",
@@ -120,16 +124,16 @@ fn the_source_publishes_over_https() {
         run_out(src)
     };
     let good = publish(&files.ca);
-    assert_eq!(good.failed_puts, 0, "{}", good.summary());
+    assert_eq!(good.published.failed_puts, 0, "{}", good.summary());
     assert!(
-        good.segments >= 2 * 3 && good.part_puts > 0,
+        good.published.segments >= 2 * 3 && good.published.part_puts > 0,
         "{}",
         good.summary()
     );
     let st = handle.stats().ingest.unwrap();
-    assert!(st.puts >= good.puts, "{st:?}");
+    assert!(st.puts >= good.published.puts, "{st:?}");
     let bad = publish(&stranger.ca);
-    assert!(bad.failed_puts > 0, "{}", bad.summary());
+    assert!(bad.published.failed_puts > 0, "{}", bad.summary());
     assert!(bad.summary().contains("certificate"), "{}", bad.summary());
 }
 
@@ -246,7 +250,7 @@ fn viewers_follow_a_real_source_and_end_with_it() {
     lc.live.streams = Some(2);
     let run = vodkit_load::run(lc, vodkit_load::CancellationToken::new()).unwrap();
     let report = src.stop();
-    assert_eq!(report.failed_puts, 0, "{}", report.summary());
+    assert_eq!(report.published.failed_puts, 0, "{}", report.summary());
     for s in &run.sessions {
         assert_eq!(s.end, SessionEnd::Completed, "{:?}", s.requests.last());
         let p = s.player.as_ref().unwrap();

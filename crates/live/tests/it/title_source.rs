@@ -58,7 +58,7 @@ fn a_packaged_title_loops_into_a_playable_live_stream() {
 
     let src = Source::start(c).unwrap();
     let report = run_out_cleanly(src);
-    assert!(report.segments >= 5, "{}", report.summary());
+    assert!(report.published.segments >= 5, "{}", report.summary());
 
     let (status, text) = get(port, "/live/stream-0/index.m3u8");
     assert_eq!(status, 200);
