@@ -193,22 +193,6 @@ fn ll_hls(w: &Window, parts: &Parts) -> String {
     p
 }
 
-/// `text` with the five XML special characters escaped, for an attribute value.
-fn xml_attr(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    for c in text.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&apos;"),
-            c => out.push(c),
-        }
-    }
-    out
-}
-
 /// ISO 8601 duration in seconds (`PT12.000S`).
 fn iso_duration(s: f64) -> String {
     format!("PT{s:.3}S")
@@ -247,7 +231,7 @@ pub fn dash(w: &Window, now: SystemTime) -> String {
         if let Some(clock) = &parts.clock_url {
             timing = format!(
                 "  <UTCTiming schemeIdUri=\"urn:mpeg:dash:utc:http-iso:2014\" value=\"{}\"/>\n",
-                xml_attr(clock)
+                quick_xml::escape::escape(clock)
             );
         }
     }
