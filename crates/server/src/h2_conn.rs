@@ -39,11 +39,11 @@ use crate::body::{SendClock, SendError};
 use crate::chunked::Chunked;
 use crate::conn::reject;
 use crate::handler::{route, Asked};
-use crate::io::Prepared;
 use crate::range::ByteRange;
 use crate::request::{parse_head, HeadError, Parsed};
 use crate::wire::{ConnInfo, Wire};
 use crate::Shared;
+use vodkit_prefetch::Slice;
 
 /// The client connection preface of HTTP/2 (RFC 9113 §3.4).
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -719,22 +719,27 @@ impl Wire for H2Wire {
         self.send_body(bytes, !more, false, clock).await
     }
 
-    async fn write_window(
+    /// `--io direct`: copied out of the pool's chunks as the windows allow.
+    async fn write_slices(
+        &mut self,
+        slices: &[Slice],
+        clock: &mut SendClock,
+    ) -> Result<(), SendError> {
+        for s in slices {
+            self.send_body(Bytes::copy_from_slice(s.bytes()), false, true, clock)
+                .await?;
+        }
+        Ok(())
+    }
+
+    async fn write_file(
         &mut self,
         _shared: &Shared,
         file: &Arc<std::fs::File>,
         window: ByteRange,
-        prep: &mut Prepared,
+        blocking: bool,
         clock: &mut SendClock,
     ) -> Result<(), SendError> {
-        if let Some(slices) = prep.slices.take() {
-            // `--io direct`: copied out of the pool's chunks as the windows allow.
-            for s in &slices {
-                self.send_body(Bytes::copy_from_slice(s.bytes()), false, true, clock)
-                    .await?;
-            }
-            return Ok(());
-        }
         let mut at = window.first;
         while at <= window.last && !self.ended {
             let want = (window.last + 1 - at).min(PIECE) as usize;
@@ -742,7 +747,7 @@ impl Wire for H2Wire {
             // window to open.
             let n = self.room(want, clock).await?;
             let mut piece = Vec::new();
-            crate::body::read_at(file, at, n, &mut piece, prep.send_blocking).await?;
+            crate::body::read_at(file, at, n, &mut piece, blocking).await?;
             piece.truncate(n);
             self.push(Bytes::from(piece), false, true, clock)?;
             at += n as u64;

@@ -12,7 +12,6 @@ use tokio_rustls::server::TlsStream;
 
 use crate::body::{read_at, SendClock, SendError};
 use crate::conn::requests;
-use crate::io::Prepared;
 use crate::range::ByteRange;
 use crate::wire::{ConnInfo, Wire};
 use crate::Shared;
@@ -108,21 +107,16 @@ impl Wire for Tls {
         }
     }
 
-    async fn write_window(
+    // `--io direct` windows go through the trait's `write_slices`: rustls reads the pool's
+    // chunks directly into its records.
+    async fn write_file(
         &mut self,
         shared: &Shared,
         file: &Arc<std::fs::File>,
         window: ByteRange,
-        prep: &mut Prepared,
+        blocking: bool,
         clock: &mut SendClock,
     ) -> Result<(), SendError> {
-        if let Some(slices) = prep.slices.take() {
-            // `--io direct`: rustls reads the pool's chunks directly into its records.
-            for s in &slices {
-                self.write(s.bytes(), true, true, clock).await?;
-            }
-            return Ok(());
-        }
         if self.body.len() < CHUNK as usize {
             if let Some(t) = &shared.tls {
                 self.body = t.buffers.take(CHUNK as usize);
@@ -132,7 +126,7 @@ impl Wire for Tls {
         while at <= window.last {
             let n = (window.last + 1 - at).min(CHUNK) as usize;
             let mut body = std::mem::take(&mut self.body);
-            let r = read_at(file, at, n, &mut body, prep.send_blocking).await;
+            let r = read_at(file, at, n, &mut body, blocking).await;
             let r = match r {
                 Ok(()) => self.write(&body[..n], true, true, clock).await,
                 Err(e) => Err(e),

@@ -6,6 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use tokio::net::TcpStream;
+use vodkit_prefetch::Slice;
 
 use crate::body::{send_bytes, send_file_range, send_slices, SendClock, SendError};
 use crate::io::Prepared;
@@ -36,13 +37,43 @@ pub(crate) trait Wire {
         is_body: bool,
         clock: &mut SendClock,
     ) -> Result<(), SendError>;
-    /// Send one window of a file range the I/O layer has prepared (`prep`).
+    /// Send one window of a file range the I/O layer has prepared (`prep`): in `--io
+    /// direct` its bytes in the engine's buffer pool, else the file's.
     async fn write_window(
         &mut self,
         shared: &Shared,
         file: &Arc<std::fs::File>,
         window: ByteRange,
         prep: &mut Prepared,
+        clock: &mut SendClock,
+    ) -> Result<(), SendError> {
+        // The pool's chunks are let go once sent, before the manager decides on them.
+        match prep.slices.take() {
+            Some(slices) => self.write_slices(&slices, clock).await,
+            None => {
+                let blocking = prep.send_blocking;
+                self.write_file(shared, file, window, blocking, clock).await
+            }
+        }
+    }
+    /// Send the pool's chunks of a window, in order; by default each is one body write.
+    async fn write_slices(
+        &mut self,
+        slices: &[Slice],
+        clock: &mut SendClock,
+    ) -> Result<(), SendError> {
+        for s in slices {
+            self.write(s.bytes(), true, true, clock).await?;
+        }
+        Ok(())
+    }
+    /// Send `window` of `file` (reading it may block on the disk when `blocking`).
+    async fn write_file(
+        &mut self,
+        shared: &Shared,
+        file: &Arc<std::fs::File>,
+        window: ByteRange,
+        blocking: bool,
         clock: &mut SendClock,
     ) -> Result<(), SendError>;
     /// Push out whatever the transport still buffers of a response.
@@ -97,19 +128,23 @@ impl Wire for Plain {
         send_bytes(&self.0, data, more, is_body, clock).await
     }
 
-    async fn write_window(
+    async fn write_slices(
+        &mut self,
+        slices: &[Slice],
+        clock: &mut SendClock,
+    ) -> Result<(), SendError> {
+        send_slices(&self.0, slices, clock).await
+    }
+
+    async fn write_file(
         &mut self,
         _shared: &Shared,
         file: &Arc<std::fs::File>,
         window: ByteRange,
-        prep: &mut Prepared,
+        blocking: bool,
         clock: &mut SendClock,
     ) -> Result<(), SendError> {
-        match prep.slices.take() {
-            // The pool's chunks are let go once sent, before the manager decides on them.
-            Some(slices) => send_slices(&self.0, &slices, clock).await,
-            None => send_file_range(&self.0, file, window, prep.send_blocking, clock).await,
-        }
+        send_file_range(&self.0, file, window, blocking, clock).await
     }
 
     async fn flush(&mut self, _clock: &SendClock) -> Result<(), SendError> {
