@@ -28,6 +28,16 @@ fn file_set(dir: &std::path::Path) -> std::path::PathBuf {
     root
 }
 
+/// A fresh directory holding [`file_set`], when nginx and HAProxy are installed.
+fn files_for_nginx_and_haproxy() -> Option<(tempfile::TempDir, std::path::PathBuf)> {
+    if !needs(&[Need::Peer("nginx"), Need::Peer("haproxy")]) {
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let root = file_set(dir.path());
+    Some((dir, root))
+}
+
 /// A launcher serving `root` with its run directories under `dir`.
 fn launcher_in(dir: &std::path::Path, root: std::path::PathBuf) -> LocalLauncher {
     LocalLauncher::new(root, dir.join("runs"), "/t0.mp4".into())
@@ -110,11 +120,9 @@ fn a_vodkit_cluster_behind_nginx_serves() {
 /// `:live=1`: the last origin gets the live paths and nothing else.
 #[test]
 fn live_and_on_demand_apart_sends_live_paths_to_the_live_origin_only() {
-    if !needs(&[Need::Peer("nginx"), Need::Peer("haproxy")]) {
+    let Some((dir, root)) = files_for_nginx_and_haproxy() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let root = file_set(dir.path());
+    };
     for s in 0..4 {
         let d = root.join(format!("live/s{s}"));
         std::fs::create_dir_all(&d).unwrap();
@@ -146,11 +154,9 @@ fn live_and_on_demand_apart_sends_live_paths_to_the_live_origin_only() {
 /// other, and the cluster still stops cleanly.
 #[test]
 fn a_killed_origin_leaves_the_cluster_serving_from_the_other() {
-    if !needs(&[Need::Peer("nginx"), Need::Peer("haproxy")]) {
+    let Some((dir, root)) = files_for_nginx_and_haproxy() else {
         return;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let root = file_set(dir.path());
+    };
     let mut launcher = launcher_in(dir.path(), root);
     let sut = parse_one("cluster:2:nginx@haproxy:title:failover").unwrap();
     let running = launcher.start(&sut).unwrap();

@@ -9,19 +9,39 @@ use vodkit_bench::experiment::LoadDriver;
 
 const FILE_BYTES: u64 = 1 << 20;
 
+/// A patterned `/t0.mp4` under `dir`, a launcher serving it, and six sessions of ranged
+/// requests for the load driver.
+struct T0 {
+    body: Vec<u8>,
+    launcher: vodkit_bench::launch::LocalLauncher,
+    /// Where the launcher's runs get their directories.
+    run_base: std::path::PathBuf,
+    load: WorkloadLoad,
+}
+
+fn t0(dir: &std::path::Path) -> T0 {
+    let body: Vec<u8> = (0..FILE_BYTES).map(|b| (b * 13 % 251) as u8).collect();
+    let (launcher, run_base) = crate::t0_launcher(dir, &body);
+    let load = WorkloadLoad::of(crate::ranged_sessions(6, 4, 1 << 18));
+    T0 {
+        body,
+        launcher,
+        run_base,
+        load,
+    }
+}
+
 #[test]
 fn tls_suts_serve_https_with_a_per_run_certificate() {
     let dir = tempfile::tempdir().unwrap();
-    let body: Vec<u8> = (0..FILE_BYTES).map(|b| (b * 13 % 251) as u8).collect();
-    let (mut launcher, run_base) = crate::t0_launcher(dir.path(), &body);
-    let mut load = WorkloadLoad::of(crate::ranged_sessions(6, 4, 1 << 18));
+    let mut t = t0(dir.path());
     let list = "vodkit+tls,nginx+tls,apache+tls";
-    let served = crate::check_each(&mut launcher, list, |sut, server| {
+    let served = crate::check_each(&mut t.launcher, list, |sut, server| {
         assert!(sut.tls);
         let url = server.base_url();
         assert!(url.starts_with("https://127.0.0.1:"), "{sut}: {url}");
         let ca = server.tls_ca().expect("a +tls server names its CA");
-        assert!(ca.starts_with(&run_base), "{}", ca.display());
+        assert!(ca.starts_with(&t.run_base), "{}", ca.display());
         let key = ca.with_file_name("key.pem");
         let mode = std::fs::metadata(&key).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o600, "{sut}: key mode");
@@ -30,14 +50,14 @@ fn tls_suts_serve_https_with_a_per_run_certificate() {
             let mut curl = std::process::Command::new("curl");
             curl.args(["-sS", "--tlsv1.3", "--cacert"]).arg(&ca);
             let out = fetch_range(curl, &url, sut);
-            assert!(out.stdout == body[1000..201_000], "{sut}: body differs");
+            assert!(out.stdout == t.body[1000..201_000], "{sut}: body differs");
         }
-        load.set_tls_ca(server.tls_ca());
-        crate::assert_all_played(&mut load, &url, 6, sut);
+        t.load.set_tls_ca(server.tls_ca());
+        crate::assert_all_played(&mut t.load, &url, 6, sut);
         // Without the CA the same run fails every session at the handshake.
-        load.set_tls_ca(Some(dir.path().join("no-ca.pem")));
+        t.load.set_tls_ca(Some(dir.path().join("no-ca.pem")));
         assert!(
-            load.run(&url, 50.0, 0).is_err(),
+            t.load.run(&url, 50.0, 0).is_err(),
             "{sut}: a missing CA file is an error"
         );
     });
@@ -47,11 +67,9 @@ fn tls_suts_serve_https_with_a_per_run_certificate() {
 #[test]
 fn h2_suts_speak_http2_to_curl_and_the_load_driver() {
     let dir = tempfile::tempdir().unwrap();
-    let body: Vec<u8> = (0..FILE_BYTES).map(|b| (b * 7 % 253) as u8).collect();
-    let (mut launcher, _run_base) = crate::t0_launcher(dir.path(), &body);
-    let mut load = WorkloadLoad::of(crate::ranged_sessions(6, 4, 1 << 18));
+    let mut t = t0(dir.path());
     let list = "vodkit+h2,vodkit+tls+h2,nginx+tls+h2";
-    let served = crate::check_each(&mut launcher, list, |sut, server| {
+    let served = crate::check_each(&mut t.launcher, list, |sut, server| {
         assert!(sut.h2);
         let url = server.base_url();
         if crate::has_curl() {
@@ -65,11 +83,11 @@ fn h2_suts_speak_http2_to_curl_and_the_load_driver() {
             let out = fetch_range(curl, &url, sut);
             assert_eq!(String::from_utf8_lossy(&out.stdout), "2", "{sut}");
             let got = std::fs::read(dir.path().join("got")).unwrap();
-            assert!(got == body[1000..201_000], "{sut}: body differs");
+            assert!(got == t.body[1000..201_000], "{sut}: body differs");
         }
-        load.set_tls_ca(server.tls_ca());
-        load.set_http2(true);
-        crate::assert_all_played(&mut load, &url, 6, sut);
+        t.load.set_tls_ca(server.tls_ca());
+        t.load.set_http2(true);
+        crate::assert_all_played(&mut t.load, &url, 6, sut);
     });
     assert!(served >= 2);
 }
