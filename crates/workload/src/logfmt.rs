@@ -10,7 +10,7 @@
 //! gap of 1.0. What each dialect drops is listed in `docs/workload.md`.
 
 use crate::error::InputError;
-use crate::model::{ByteRange, Request, Session};
+use crate::model::{non_negative, ByteRange, Request, Session};
 use std::io::Write;
 use strum::{Display, EnumString, VariantNames};
 
@@ -141,13 +141,9 @@ fn parse_jsonl(text: &str, origin: &str) -> Result<Vec<Session>, InputError> {
 
 /// Values a parsed session must satisfy whatever its dialect.
 fn check_session(s: &Session) -> Result<(), String> {
-    if !(s.gap.is_finite() && s.gap >= 0.0) {
-        return Err(format!("gap must be a non-negative number, got {}", s.gap));
-    }
+    non_negative("gap", s.gap)?;
     if let Some(t) = s.start_s {
-        if !(t.is_finite() && t >= 0.0) {
-            return Err(format!("start_s must be a non-negative number, got {t}"));
-        }
+        non_negative("start_s", t)?;
     }
     for (k, r) in s.requests.iter().enumerate() {
         check_request(r).map_err(|p| format!("request {k}: {p}"))?;
@@ -167,9 +163,7 @@ fn check_request(r: &Request) -> Result<(), String> {
         ("timeout_s", r.timeout_s),
         ("media_s", r.media_s),
     ] {
-        if !(v.is_finite() && v >= 0.0) {
-            return Err(format!("{name} must be a non-negative number, got {v}"));
-        }
+        non_negative(name, v)?;
     }
     if let Some(ByteRange::Closed { first, last }) = r.range {
         if last < first {

@@ -164,16 +164,9 @@ pub struct Seek {
 impl PlaySpec {
     /// Every number finite and in range; the error names the field.
     pub fn check(&self) -> Result<(), String> {
-        if !(self.start_s.is_finite() && self.start_s >= 0.0) {
-            return Err(format!(
-                "play.start_s must be a non-negative number, got {}",
-                self.start_s
-            ));
-        }
+        non_negative("play.start_s", self.start_s)?;
         if let Some(w) = self.watch_s {
-            if !(w.is_finite() && w > 0.0) {
-                return Err(format!("play.watch_s must be a positive number, got {w}"));
-            }
+            positive("play.watch_s", w)?;
         }
         if let Some(c) = self.connections {
             if !(1..=MAX_PLAYER_CONNECTIONS).contains(&c) {
@@ -183,27 +176,31 @@ impl PlaySpec {
             }
         }
         if let Some(b) = self.buffer_target_s {
-            if !(b.is_finite() && b > 0.0) {
-                return Err(format!(
-                    "play.buffer_target_s must be a positive number, got {b}"
-                ));
-            }
+            positive("play.buffer_target_s", b)?;
         }
         for (k, j) in self.seeks.iter().enumerate() {
-            if !(j.after_s.is_finite() && j.after_s > 0.0) {
-                return Err(format!(
-                    "play.seeks[{k}].after_s must be a positive number, got {}",
-                    j.after_s
-                ));
-            }
-            if !(j.to_s.is_finite() && j.to_s >= 0.0) {
-                return Err(format!(
-                    "play.seeks[{k}].to_s must be a non-negative number, got {}",
-                    j.to_s
-                ));
-            }
+            positive(&format!("play.seeks[{k}].after_s"), j.after_s)?;
+            non_negative(&format!("play.seeks[{k}].to_s"), j.to_s)?;
         }
         Ok(())
+    }
+}
+
+/// `v`, the value of `field`, must be a finite number above 0.
+pub(crate) fn positive(field: &str, v: f64) -> Result<(), String> {
+    if v.is_finite() && v > 0.0 {
+        Ok(())
+    } else {
+        Err(format!("{field} must be a positive number, got {v}"))
+    }
+}
+
+/// `v`, the value of `field`, must be a finite number, 0 or above.
+pub(crate) fn non_negative(field: &str, v: f64) -> Result<(), String> {
+    if v.is_finite() && v >= 0.0 {
+        Ok(())
+    } else {
+        Err(format!("{field} must be a non-negative number, got {v}"))
     }
 }
 

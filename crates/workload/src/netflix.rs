@@ -55,9 +55,7 @@ impl NetflixSpec {
     /// The spec at `scale` (multiplies titles, sessions and the arrival rate) with
     /// `key=value` overrides.
     pub fn new(seed: u64, scale: f64, sets: &[(String, String)]) -> Result<Self, String> {
-        if !(scale.is_finite() && scale > 0.0) {
-            return Err(format!("--scale must be a positive number, got {scale}"));
-        }
+        crate::model::positive("--scale", scale)?;
         let mut s = NetflixSpec {
             seed,
             titles: ((1000.0 * scale).round() as u32).max(1),
