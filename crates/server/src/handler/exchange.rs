@@ -15,8 +15,8 @@ use crate::response::Response;
 use crate::wire::{send_text, ConnInfo, Wire};
 use crate::Shared;
 
-/// A request as a handler needs it: the head, its `Range` parsed once, who asks, and where
-/// it stands on its connection.
+/// A request as a handler needs it: the head, its `Range` parsed once, who asks, where it
+/// stands on its connection, and the URL signature it was let in with.
 #[derive(Clone, Copy)]
 pub(crate) struct Asked<'a> {
     pub req: &'a Request,
@@ -27,6 +27,8 @@ pub(crate) struct Asked<'a> {
     pub req_no: u64,
     /// The server is shutting down: the answer closes the connection.
     pub stopping: bool,
+    /// Its valid URL signature under `--secure-link` (set by the router once checked).
+    pub grant: Option<&'a vodkit_securelink::Grant>,
 }
 
 impl<'a> Asked<'a> {
@@ -45,6 +47,7 @@ impl<'a> Asked<'a> {
             info,
             req_no,
             stopping,
+            grant: None,
         }
     }
 }

@@ -73,7 +73,6 @@ pub(crate) async fn handle<W: Wire>(
     live: &LiveStore,
     path: Option<&str>,
     asked: &Asked<'_>,
-    grant: Option<&vodkit_securelink::Grant>,
 ) -> bool {
     let req = asked.req;
     let started = Instant::now();
@@ -176,7 +175,7 @@ pub(crate) async fn handle<W: Wire>(
                 if discard_body(wire, buf, req, shared).await.is_err() {
                     return false;
                 }
-                match viewer_get(shared, live, path, asked, grant).await {
+                match viewer_get(shared, live, path, asked).await {
                     Viewed::Object(r, body) => {
                         object = Some(body);
                         r
@@ -271,19 +270,13 @@ enum Viewed {
 /// comes, or whole once complete for a `Range` request or an HTTP/1.0 client, which cannot
 /// take chunks); one that may still come (held); or, for a playlist asked with LL-HLS
 /// delivery directives, the playlist once it holds what they ask for.
-async fn viewer_get(
-    shared: &Shared,
-    live: &LiveStore,
-    path: &str,
-    asked: &Asked<'_>,
-    grant: Option<&vodkit_securelink::Grant>,
-) -> Viewed {
+async fn viewer_get(shared: &Shared, live: &LiveStore, path: &str, asked: &Asked<'_>) -> Viewed {
     let req = asked.req;
     let name = path.rsplit('/').next().unwrap_or("");
     if name.ends_with(".m3u8") {
         match BlockQuery::parse(crate::target::query_part(&req.target)) {
             Err(why) => return Viewed::Answer(Response::explained(400, &why, false)),
-            Ok(Some(q)) => return blocking_reload(shared, live, path, &q, asked, grant).await,
+            Ok(Some(q)) => return blocking_reload(shared, live, path, &q, asked).await,
             Ok(None) => {}
         }
     }
@@ -306,7 +299,7 @@ async fn viewer_get(
     match found {
         Lookup::Found(o) => {
             let cache = o.cache_control.clone();
-            object_answer(shared, path, o, None, &cache, asked, grant)
+            object_answer(shared, path, o, None, &cache, asked)
         }
         Lookup::Growing(g) => {
             live.counters.growing_reads.fetch_add(1, Relaxed);
@@ -353,7 +346,6 @@ async fn blocking_reload(
     path: &str,
     q: &BlockQuery,
     asked: &Asked<'_>,
-    grant: Option<&vodkit_securelink::Grant>,
 ) -> Viewed {
     let now = Instant::now();
     let o = match live.get(path, now) {
@@ -363,7 +355,7 @@ async fn blocking_reload(
     let Some(info) = o.info else {
         // Not a media playlist: the directives mean nothing to it.
         let cache = o.cache_control.clone();
-        return object_answer(shared, path, o, None, &cache, asked, grant);
+        return object_answer(shared, path, o, None, &cache, asked);
     };
     let o = match block_decision(&info, q) {
         Block::Refuse(why) => return Viewed::Answer(Response::explained(400, &why, false)),
@@ -404,7 +396,6 @@ async fn blocking_reload(
         delta.map(String::into_bytes),
         &cache,
         asked,
-        grant,
     )
 }
 
@@ -417,7 +408,6 @@ fn object_answer(
     text: Option<Vec<u8>>,
     cache: &str,
     asked: &Asked<'_>,
-    grant: Option<&vodkit_securelink::Grant>,
 ) -> Viewed {
     let name = path.rsplit('/').next().unwrap_or("");
     let made = text.is_some();
@@ -427,7 +417,7 @@ fn object_answer(
     };
     // A playlist for a signed request carries the signature to its segments (its body is
     // then this token's: no ETag).
-    let signed = super::secure_link::live_manifest(shared, path, grant, &body);
+    let signed = super::secure_link::live_manifest(shared, path, asked.grant, &body);
     let etag = match (&signed, made) {
         (None, false) => format!("ETag: {}\r\n", o.etag),
         _ => String::new(),

@@ -55,7 +55,8 @@ pub(crate) async fn route<W: Wire>(
     };
     if let Some((live, path)) = ingest_target(shared, asked.req) {
         let grant = grant.as_ref().and_then(Option::as_ref);
-        return ingest::handle(shared, wire, buf, live, path.as_deref(), &asked, grant).await;
+        let asked = Asked { grant, ..asked };
+        return ingest::handle(shared, wire, buf, live, path.as_deref(), &asked).await;
     }
     if request_body::discard_body(wire, buf, asked.req, shared)
         .await
@@ -64,7 +65,11 @@ pub(crate) async fn route<W: Wire>(
         return false;
     }
     let grant = grant.flatten();
-    static_files::answer(shared, wire, &asked, grant.as_ref()).await
+    let asked = Asked {
+        grant: grant.as_ref(),
+        ..asked
+    };
+    static_files::answer(shared, wire, &asked).await
 }
 
 /// Whether `req` is for a path under the ingest prefix.

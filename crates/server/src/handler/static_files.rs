@@ -15,20 +15,15 @@ use crate::response::{head_bytes, plan, with_http_date, Body, Response, Segment}
 use crate::wire::{send_text, Wire};
 use crate::Shared;
 
-/// Answer one request (`grant`: its valid URL signature under `--secure-link`); returns
-/// whether the connection stays open.
-pub(crate) async fn answer<W: Wire>(
-    shared: &Shared,
-    wire: &mut W,
-    asked: &Asked<'_>,
-    grant: Option<&vodkit_securelink::Grant>,
-) -> bool {
+/// Answer one request; returns whether the connection stays open.
+pub(crate) async fn answer<W: Wire>(shared: &Shared, wire: &mut W, asked: &Asked<'_>) -> bool {
     let Asked {
         req,
         specs,
         who,
         req_no,
         stopping,
+        grant,
         ..
     } = *asked;
     let started = Instant::now();
