@@ -100,13 +100,6 @@ unsafe impl Send for AlignedBuf {}
 // SAFETY: as above: `&AlignedBuf` gives only read access to initialized bytes.
 unsafe impl Sync for AlignedBuf {}
 
-/// The system's page size (4096 when it cannot be read).
-fn page_size() -> usize {
-    // SAFETY: sysconf has no preconditions.
-    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    usize::try_from(n).ok().filter(|&n| n > 0).unwrap_or(4096)
-}
-
 impl AlignedBuf {
     /// `size` zeroed bytes at an `align`-aligned address (`size` > 0, `align` a power of
     /// two).
@@ -119,7 +112,7 @@ impl AlignedBuf {
                 format!("direct buffer pool: cannot allocate {size} bytes"),
             )
         };
-        if align <= page_size() {
+        if align as u64 <= crate::residency::page_size() {
             // SAFETY: a fresh private anonymous mapping (no address hint, no descriptor);
             // the kernel returns page-aligned, zero-filled memory or MAP_FAILED.
             let raw = unsafe {

@@ -54,15 +54,11 @@ impl Residency {
     }
 }
 
-/// The system page size.
+/// The system page size (4096 when it cannot be read).
 pub fn page_size() -> u64 {
     // SAFETY: sysconf has no memory-safety preconditions.
-    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    if p > 0 {
-        p as u64
-    } else {
-        4096
-    }
+    let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    u64::try_from(n).ok().filter(|&n| n > 0).unwrap_or(4096)
 }
 
 /// Page-aligned span covering `[offset, offset + len)`: (first page byte, byte length).

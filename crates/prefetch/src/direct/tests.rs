@@ -4,6 +4,7 @@
 //! fallback.
 
 use super::*;
+use crate::residency::page_size;
 use std::io::Write;
 use std::os::unix::fs::MetadataExt;
 
@@ -262,7 +263,7 @@ fn logical_block_size_comes_from_sysfs_or_defaults() {
 fn resident_bytes() -> u64 {
     let text = std::fs::read_to_string("/proc/self/statm").unwrap();
     let pages: u64 = text.split_whitespace().nth(1).unwrap().parse().unwrap();
-    pages * page_size() as u64
+    pages * page_size()
 }
 
 /// Freed buffers give their memory back to the system at once, so the process's resident
@@ -294,7 +295,7 @@ fn freed_buffers_leave_resident_memory() {
         "64 MiB freed: resident {full} -> {after}"
     );
     // An alignment above the page size comes from the allocator, still aligned and zeroed.
-    let big = 4 * page_size();
+    let big = 4 * page_size() as usize;
     let b = AlignedBuf::zeroed(2 * big, big).unwrap();
     assert!(!b.mapped);
     assert_eq!(b.ptr.as_ptr() as usize % big, 0);
