@@ -369,19 +369,24 @@ mod tests {
 
     #[test]
     fn refused_sessions_count_against_the_rate() {
-        let mut p = PointMetrics::default();
-        p.client.sessions = 60;
-        p.client.failed_sessions = 0;
-        p.client.refused_sessions = 40;
-        let o = p.observation();
-        assert_eq!((o.sessions, o.failed_sessions), (100, 40));
-        assert!((o.failure_fraction - 0.4).abs() < 1e-12);
-        p.client.refused_sessions = 0;
-        p.client.failed_sessions = 3;
-        p.client.failure_fraction = 0.05;
-        let o = p.observation();
-        assert_eq!((o.sessions, o.failed_sessions), (60, 3));
-        assert!((o.failure_fraction - 0.05).abs() < 1e-12);
+        // (sessions served, failed, refused, failure fraction) observed as (sessions,
+        // failed, failure fraction).
+        for (given, want) in [
+            ((60, 0, 40, 0.0), (100, 40, 0.4)),
+            ((60, 3, 0, 0.05), (60, 3, 0.05)),
+        ] {
+            let mut p = PointMetrics::default();
+            let c = &mut p.client;
+            (c.sessions, c.failed_sessions, c.refused_sessions) = (given.0, given.1, given.2);
+            c.failure_fraction = given.3;
+            let o = p.observation();
+            assert_eq!(
+                (o.sessions, o.failed_sessions),
+                (want.0, want.1),
+                "{given:?}"
+            );
+            assert!((o.failure_fraction - want.2).abs() < 1e-12, "{given:?}");
+        }
     }
 
     fn point(tput: f64, disk: Option<f64>) -> PointMetrics {
