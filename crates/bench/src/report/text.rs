@@ -605,7 +605,10 @@ mod tests {
     /// Server `name`, measured, with no points yet.
     fn measured(name: &str) -> ServerReport {
         let sut = crate::sut::parse_one(name).unwrap();
-        ServerReport::not_measured(&sut, MEASURED, String::new())
+        ServerReport {
+            reason: None,
+            ..ServerReport::not_measured(&sut, MEASURED, String::new())
+        }
     }
 
     fn point(rate: f64, passed: bool, kbps: f64, stalls: u64) -> PointRecord {
@@ -631,7 +634,6 @@ mod tests {
     fn players_show_at_capacity_and_point_by_point() {
         let mut rep = strict_report("plain", None);
         let mut s = measured("nginx");
-        s.reason = None;
         s.max_failure_free_rate = Some(2.0);
         s.points = vec![
             point(1.0, true, 2900.0, 0),
@@ -725,7 +727,6 @@ mod tests {
     fn a_cluster_report_sizes_its_balancer() {
         let mut rep = strict_report("plain", None);
         let mut s = measured("cluster:2:vodkit@haproxy:title");
-        s.reason = None;
         s.max_failure_free_rate = Some(2.0);
         let mut a = point(2.0, true, 100.0, 0);
         a.metrics.client.throughput_mb_s = 250.0;
@@ -797,7 +798,6 @@ mod tests {
     fn a_failover_point_counts_the_killed_origins_sessions() {
         let mut rep = strict_report("plain", None);
         let mut s = measured("cluster:3:vodkit@haproxy:title:failover");
-        s.reason = None;
         let mut p = point(2.0, true, 100.0, 0);
         assert!(!markdown(&rep).contains("## Failover"));
         p.metrics.failover = Some(crate::failover::FailoverFigures {
