@@ -13,13 +13,17 @@ use vodkit_prefetch::{
 const KIB: u64 = 1024;
 const MIB: u64 = 1 << 20;
 
-fn engine(mode: IoMode, policy: &str) -> Engine {
-    Engine::new(EngineConfig {
+fn config(mode: IoMode, policy: &str) -> EngineConfig {
+    EngineConfig {
         mode,
         policy: policy.parse().unwrap(),
         pool_threads: 4,
         ..Default::default()
-    })
+    }
+}
+
+fn engine(mode: IoMode, policy: &str) -> Engine {
+    Engine::new(config(mode, policy))
 }
 
 fn req(offset: u64, len: u64) -> ReadRequest {
@@ -38,9 +42,18 @@ fn cold_engine(
     mode: IoMode,
     policy: &str,
 ) -> Option<(tempfile::TempDir, Arc<File>, Engine)> {
+    cold_engine_with(name, size, config(mode, policy))
+}
+
+/// [`cold_engine`] with the engine made from `cfg`.
+fn cold_engine_with(
+    name: &str,
+    size: u64,
+    cfg: EngineConfig,
+) -> Option<(tempfile::TempDir, Arc<File>, Engine)> {
     let dir = tmp();
     let f = cold_file(&dir, name, size)?;
-    Some((dir, f, engine(mode, policy)))
+    Some((dir, f, Engine::new(cfg)))
 }
 
 fn resident(f: &File, offset: u64, len: u64) -> bool {
@@ -174,11 +187,7 @@ fn serialized_worker_serves_misses_one_at_a_time_in_arrival_order() {
 
 #[test]
 fn prefetch_evictions_and_waste_are_accounted() {
-    let dir = tmp();
-    let Some(f) = cold_file(&dir, "ev.bin", 8 * MIB) else {
-        return;
-    };
-    let e = Engine::new(EngineConfig {
+    let cfg = EngineConfig {
         mode: IoMode::Asap,
         policy: PolicySpec::Fixed { bytes: 4 * MIB },
         observe_every_s: 0.0,
@@ -187,7 +196,10 @@ fn prefetch_evictions_and_waste_are_accounted() {
             ..Default::default()
         },
         ..Default::default()
-    });
+    };
+    let Some((_dir, f, e)) = cold_engine_with("ev.bin", 8 * MIB, cfg) else {
+        return;
+    };
     e.ensure_resident_blocking(&f, req(0, 512 * KIB)).unwrap();
     // Memory pressure: the prefetched pages go before the viewer asks for them.
     drop_cached(&f, 0, 0).unwrap();
@@ -212,11 +224,11 @@ fn prefetch_evictions_and_waste_are_accounted() {
 
 #[test]
 fn async_callers_await_the_worker() {
-    let dir = tmp();
-    let Some(f) = cold_file(&dir, "async.bin", 4 * MIB) else {
+    let Some((_dir, f, e)) = cold_engine("async.bin", 4 * MIB, IoMode::Asap, "sqrt:2MiB@419")
+    else {
         return;
     };
-    let e = Arc::new(engine(IoMode::Asap, "sqrt:2MiB@419"));
+    let e = Arc::new(e);
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();
@@ -380,16 +392,15 @@ fn engine_is_shareable_and_its_future_can_be_spawned() {
 
 #[test]
 fn a_sweep_dates_evictions_before_the_viewer_finds_them() {
-    let dir = tmp();
-    let Some(f) = cold_file(&dir, "sweep.bin", 8 * MIB) else {
-        return;
-    };
-    let e = Engine::new(EngineConfig {
+    let cfg = EngineConfig {
         mode: IoMode::Asap,
         policy: PolicySpec::Fixed { bytes: 4 * MIB },
         sweep_every_s: 0.0, // swept by hand below
         ..Default::default()
-    });
+    };
+    let Some((_dir, f, e)) = cold_engine_with("sweep.bin", 8 * MIB, cfg) else {
+        return;
+    };
     let o = e.ensure_resident_blocking(&f, req(0, 512 * KIB)).unwrap();
     assert_eq!(e.sweep_now(), 0, "nothing evicted yet");
     drop_cached(&f, 0, 0).unwrap();
