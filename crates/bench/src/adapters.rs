@@ -46,7 +46,7 @@ pub struct WorkloadLoad {
     pub http2: bool,
     /// The live source for workloads with live viewers (each point publishes its streams
     /// to the server under test); `None` refuses such workloads.
-    pub live_feed: Option<Box<dyn crate::live::LiveFeed>>,
+    pub live_feed: Option<crate::live::PushFeed>,
     /// Where servers accept the live streams.
     pub live_origin: crate::live::LiveOrigin,
     /// Probe sessions per point (`vodkit load --probe`); the point is judged on the
@@ -361,7 +361,7 @@ impl LoadDriver for WorkloadLoad {
         config.player = self.players.clone();
         let feed = match (
             crate::live::LiveDemand::of(&self.sessions),
-            self.live_feed.as_mut(),
+            self.live_feed.as_ref(),
         ) {
             (None, _) => None,
             (Some(_), None) => {

@@ -3,9 +3,9 @@
 //! ingests it like a live origin, and this module decides how many streams the source
 //! publishes and names the resource that saturated first at a server's capacity.
 //!
-//! The source itself sits behind [`LiveFeed`] (the `vodkit live push` pseudo-encoder in
-//! production, a fake in tests), so the load driver only knows "start N streams at this
-//! URL, stop them, tell me what went wrong".
+//! The source itself is [`PushFeed`] (the `vodkit live push` pseudo-encoder, in this
+//! process), so the load driver only knows "start N streams at this URL, stop them, tell me
+//! what went wrong".
 
 use crate::point::PointMetrics;
 use vodkit_workload::model::Session;
@@ -28,28 +28,9 @@ impl LiveOrigin {
     }
 }
 
-/// Publishes live streams to a server for one data point.
-pub trait LiveFeed {
-    /// Start publishing `streams` streams of `bitrate_kbps` to `base_url` under `origin`;
-    /// returns once every stream's playlist holds enough segments for a viewer to join.
-    fn start(
-        &mut self,
-        base_url: &str,
-        origin: &LiveOrigin,
-        streams: u32,
-        bitrate_kbps: u32,
-    ) -> Result<Box<dyn FeedRun>, String>;
-}
-
-/// A running source.
-pub trait FeedRun {
-    /// Stop publishing; returns what a reader of the point should know (failed or late
-    /// publishes), empty when ingest went cleanly.
-    fn stop(self: Box<Self>) -> Vec<String>;
-}
-
-/// The production feed: `vodkit live push`'s source in this process, starting with a full
-/// window already published (so viewers can join at once), segments of `segment_s`.
+/// The live source of a data point: `vodkit live push`'s source in this process, starting
+/// with a full window already published (so viewers can join at once), segments of
+/// `segment_s`.
 pub struct PushFeed {
     pub segment_s: f64,
     pub window: u32,
@@ -65,16 +46,19 @@ impl Default for PushFeed {
     }
 }
 
-struct PushRun(vodkit_live::Source);
+/// A running [`PushFeed`].
+pub struct PushRun(vodkit_live::Source);
 
-impl LiveFeed for PushFeed {
-    fn start(
-        &mut self,
+impl PushFeed {
+    /// Start publishing `streams` streams of `bitrate_kbps` to `base_url` under `origin`;
+    /// returns once every stream's playlist holds enough segments for a viewer to join.
+    pub fn start(
+        &self,
         base_url: &str,
         origin: &LiveOrigin,
         streams: u32,
         bitrate_kbps: u32,
-    ) -> Result<Box<dyn FeedRun>, String> {
+    ) -> Result<PushRun, String> {
         let mut c = vodkit_live::SourceConfig::new(base_url, streams, bitrate_kbps.max(1));
         c.segment_s = self.segment_s;
         c.window = self.window;
@@ -92,12 +76,14 @@ impl LiveFeed for PushFeed {
                 r.summary().trim()
             ));
         }
-        Ok(Box::new(PushRun(src)))
+        Ok(PushRun(src))
     }
 }
 
-impl FeedRun for PushRun {
-    fn stop(self: Box<Self>) -> Vec<String> {
+impl PushRun {
+    /// Stop publishing; returns what a reader of the point should know (failed or late
+    /// publishes), empty when ingest went cleanly.
+    pub fn stop(self) -> Vec<String> {
         let r = self.0.stop();
         let mut notes = Vec::new();
         if r.published.failed_puts > 0 || r.published.late_segments > 0 {

@@ -797,7 +797,7 @@ pub fn run_workload(setup: &RunSetup<'_>, progress: &mut BarProgress) -> Result<
     // Live viewers: every server is a live origin and every point runs a live source.
     if crate::live::LiveDemand::of(&load.sessions).is_some() {
         launcher.live = Some(load.live_origin.clone());
-        load.live_feed = Some(Box::new(crate::live::PushFeed::default()));
+        load.live_feed = Some(crate::live::PushFeed::default());
     }
     let mut sampler =
         crate::system::ProcSampler::for_roots(&roots, budget.as_ref().and_then(|b| b.cgroup_dir()));
