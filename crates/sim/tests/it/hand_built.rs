@@ -64,12 +64,20 @@ fn assert_util(r: &RunResult, mib: f64, seeks: f64) {
     assert!(close(r.max_disk_util, util(mib, seeks)), "{r:?}");
 }
 
-/// Chain A (10 MiB from 0 to 100 s, drive 0) and chain B (2 MiB from 50 to 70 s) on drive
-/// `b_drive` (0 or 1).
+/// Chain A: 10 MiB from 0 to 100 s on drive 0.
+fn chain_a() -> SimChain {
+    chain(0, 10 * MIB, 0.0, 100.0)
+}
+
+/// Chain A alone on one drive, run under `policy`.
+fn a_alone(policy: &str) -> RunResult {
+    run_both(&trace(vec![chain_a()], 1), policy)
+}
+
+/// Chain A and chain B (2 MiB from 50 to 70 s) on drive `b_drive` (0 or 1).
 fn a_and_b(b_drive: u32) -> Trace {
-    let a = chain(0, 10 * MIB, 0.0, 100.0);
     trace(
-        vec![a, chain(b_drive, 2 * MIB, 50.0, 70.0)],
+        vec![chain_a(), chain(b_drive, 2 * MIB, 50.0, 70.0)],
         b_drive as usize + 1,
     )
 }
@@ -79,8 +87,7 @@ fn single_chain() {
     // 10 MiB over 100 s with 4 MiB prefetches: reads at 0 s, 40 s (4 MiB progressed) and
     // 80 s (8 MiB), the last one 2 MiB past the end. Interval 0 gets 8 MiB + 2 seeks,
     // interval 1 gets 4 MiB + 1 seek. One 4 MiB buffer from 0 s to 140 s.
-    let t = trace(vec![chain(0, 10 * MIB, 0.0, 100.0)], 1);
-    let r = run_both(&t, "fixed:4MiB");
+    let r = a_alone("fixed:4MiB");
     assert_eq!(r.prefetches, 3);
     assert_eq!(r.disk_bytes, 12 * MIB);
     assert_eq!(r.wasted_bytes, 2 * MIB);
@@ -140,13 +147,7 @@ fn chains_on_different_drives() {
     assert_eq!(r.busiest_drive, 0);
     assert_eq!(r.max_memory_bytes, 8 * MIB);
     // Make drive 1 the busy one: a 30 MiB chain inside interval 0.
-    let t = trace(
-        vec![
-            chain(0, 10 * MIB, 0.0, 100.0),
-            chain(1, 30 * MIB, 0.0, 30.0),
-        ],
-        2,
-    );
+    let t = trace(vec![chain_a(), chain(1, 30 * MIB, 0.0, 30.0)], 2);
     let r = run_both(&t, "fixed:4MiB");
     // 8 reads of 4 MiB = 32 MiB, 8 seeks, all before 30 s.
     assert_util(&r, 32.0, 8.0);
@@ -157,8 +158,7 @@ fn chains_on_different_drives() {
 fn first_grow_buffer_grows_with_the_reads() {
     // First 1 MiB, growth 2, max 4 MiB over a 10 MiB chain from 0 to 100 s: reads of 1 MiB
     // at 0 s, 2 MiB at 10 s, 4 MiB (6 capped) at 30 s, 4 MiB at 70 s; 11 MiB read.
-    let t = trace(vec![chain(0, 10 * MIB, 0.0, 100.0)], 1);
-    let r = run_both(&t, "first-grow:max=4MiB,growth=2,other=1MiB");
+    let r = a_alone("first-grow:max=4MiB,growth=2,other=1MiB");
     assert_eq!(r.prefetches, 4);
     assert_eq!(r.disk_bytes, 11 * MIB);
     assert_util(&r, 7.0, 3.0);
