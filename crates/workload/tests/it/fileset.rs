@@ -18,6 +18,14 @@ fn small_catalog(seed: u64) -> Catalog {
     Plan::new(spec::load("youtube-2011", &sets, 1.0).unwrap(), seed).catalog
 }
 
+/// [`small_catalog`] and a fresh directory, when slow tests run.
+fn slow_catalog_and_dir() -> Option<(Catalog, tempfile::TempDir)> {
+    if !vodkit_testkit::needs(&[vodkit_testkit::Need::Slow]) {
+        return None;
+    }
+    Some((small_catalog(1), tempfile::tempdir().unwrap()))
+}
+
 fn opts(layout: Option<Layout>) -> CreateOptions {
     CreateOptions {
         layout,
@@ -53,11 +61,9 @@ fn a_file_set_the_emulated_disks_host_cannot_hold_is_refused_before_writing() {
 
 #[test]
 fn create_verify_resume_and_repair() {
-    if !vodkit_testkit::needs(&[vodkit_testkit::Need::Slow]) {
+    let Some((cat, dir)) = slow_catalog_and_dir() else {
         return;
-    }
-    let cat = small_catalog(1);
-    let dir = tempfile::tempdir().unwrap();
+    };
     let root = dir.path().join("root");
     let r = fileset::create(&cat, &root, &opts(None)).unwrap();
     assert_eq!(r.files, 40);
@@ -121,11 +127,9 @@ fn create_verify_resume_and_repair() {
 
 #[test]
 fn chunked_layout_shares_root_and_on_disk_size() {
-    if !vodkit_testkit::needs(&[vodkit_testkit::Need::Slow]) {
+    let Some((cat, dir)) = slow_catalog_and_dir() else {
         return;
-    }
-    let cat = small_catalog(1);
-    let dir = tempfile::tempdir().unwrap();
+    };
     fileset::create(&cat, dir.path(), &opts(None)).unwrap();
     let chunked = Layout::Chunked {
         chunk_bytes: 128 * 1024,
