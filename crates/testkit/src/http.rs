@@ -115,18 +115,25 @@ impl Client {
 }
 
 /// `GET path` from `addr` (`127.0.0.1:PORT`) on a connection closed after it: the status
-/// and the body as text.
+/// and the body as text (bytes that are not UTF-8 replaced).
 pub fn get(addr: &str, path: &str) -> (u16, String) {
+    get_with(addr, path, &[])
+}
+
+/// [`get`] with `extra` header lines.
+pub fn get_with(addr: &str, path: &str, extra: &[(&str, &str)]) -> (u16, String) {
     let mut s = TcpStream::connect(addr).unwrap_or_else(|e| panic!("connect {addr}: {e}"));
     s.set_read_timeout(Some(Duration::from_secs(10)))
         .expect("read timeout");
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .expect("send");
-    let mut text = String::new();
-    s.read_to_string(&mut text).expect("response");
+    let mut raw = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\n");
+    for (k, v) in extra {
+        raw.push_str(&format!("{k}: {v}\r\n"));
+    }
+    raw.push_str("Connection: close\r\n\r\n");
+    s.write_all(raw.as_bytes()).expect("send");
+    let mut bytes = Vec::new();
+    s.read_to_end(&mut bytes).expect("response");
+    let text = String::from_utf8_lossy(&bytes);
     let status = text
         .split_whitespace()
         .nth(1)

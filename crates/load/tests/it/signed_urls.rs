@@ -11,6 +11,7 @@ use vodkit_load::player::manifest::{self, Piece, Segments};
 use vodkit_load::Target;
 use vodkit_securelink::{unix_now, Form, Secret, Signer};
 use vodkit_server::SecureLink;
+use vodkit_testkit::http;
 use vodkit_testkit::peer::Peer;
 use vodkit_testkit::server::TestServer;
 use vodkit_testkit::{needs, Need};
@@ -133,13 +134,13 @@ fn nginx_and_vodkit_accept_and_refuse_the_same_signed_urls() {
             .trim_end_matches('/')
             .to_string();
         for (path, want, what) in &cases {
-            let (status, _) = fetch(&addr, path);
+            let (status, _) = http::get(&addr, path);
             assert_eq!(status, *want, "{server}: {what}: {path}");
         }
     }
     // The HMAC form is vodkit's own.
     let hmac = signer(Form::Hmac).sign_target("/t1/a.m4s", now);
-    assert_eq!(fetch(&vodkit_addr(&vodkit), &hmac).0, 200, "{hmac}");
+    assert_eq!(http::get(&vodkit_addr(&vodkit), &hmac).0, 200, "{hmac}");
 }
 
 fn vodkit_addr(s: &TestServer) -> String {
@@ -208,29 +209,6 @@ fn fill_title(root: &Path) {
     write_file(root, "t2/v0/seg-1.m4s", 500);
 }
 
-/// GET `path` (with its query): the status and, for a text body, the text.
-fn fetch(addr: &str, path: &str) -> (u16, String) {
-    use std::io::{Read as _, Write as _};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
-        .unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut raw = Vec::new();
-    s.read_to_end(&mut raw).unwrap();
-    let text = String::from_utf8_lossy(&raw);
-    let status = text
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = text.split_once("\r\n\r\n").map_or("", |(_, b)| b);
-    (status, body.to_string())
-}
-
 /// Fetch `piece` (ranges are served whole here: only the status matters) and record it.
 fn fetch_piece(addr: &str, piece: &Piece, fetched: &mut Vec<String>) {
     assert!(
@@ -238,7 +216,7 @@ fn fetch_piece(addr: &str, piece: &Piece, fetched: &mut Vec<String>) {
         "unsigned URI in a signed manifest: {}",
         piece.path
     );
-    let (status, _) = fetch(addr, &piece.path);
+    let (status, _) = http::get(addr, &piece.path);
     assert_eq!(status, 200, "{}", piece.path);
     fetched.push(piece.path.clone());
 }
@@ -255,7 +233,7 @@ fn signed_manifests_sign_every_uri_they_name() {
 
     // HLS: the master playlist, each variant and rendition playlist, their maps and segments.
     let master = signer(Form::Md5).sign_target("/t1/master.m3u8", now);
-    let (status, text) = fetch(&addr, &master);
+    let (status, text) = http::get(&addr, &master);
     assert_eq!(status, 200, "{text}");
     assert!(text.contains("URI=\"audio.m3u8?md5="), "{text}");
     let p = manifest::hls(&master, text.as_bytes()).unwrap();
@@ -275,7 +253,7 @@ fn signed_manifests_sign_every_uri_they_name() {
     playlists.push(manifest::resolve(&master, audio).unwrap());
     assert!(playlists.len() >= 3, "{playlists:?}");
     for list in &playlists {
-        let (status, body) = fetch(&addr, list);
+        let (status, body) = http::get(&addr, list);
         assert_eq!(status, 200, "{list}");
         let (init, segments) = manifest::hls_media(list, body.as_bytes()).unwrap();
         fetch_piece(&addr, &init.unwrap(), &mut fetched);
@@ -288,7 +266,7 @@ fn signed_manifests_sign_every_uri_they_name() {
     // DASH: templates (with and without a BaseURL), and a SegmentBase file named by BaseURL.
     for form in [Form::Md5, Form::Hmac] {
         let mpd = signer(form).sign_target("/t1/manifest.mpd", now);
-        let (status, xml) = fetch(&addr, &mpd);
+        let (status, xml) = http::get(&addr, &mpd);
         assert_eq!(status, 200, "{xml}");
         assert!(
             xml.contains("ignored/</BaseURL>"),
@@ -317,13 +295,16 @@ fn signed_manifests_sign_every_uri_they_name() {
 
     // What the manifests gave out opens nothing else: an unsigned segment, another title
     // with a scoped token of this one, and a manifest's own signature on a segment.
-    assert_eq!(fetch(&addr, "/t1/v0/seg-1.m4s").0, 403);
+    assert_eq!(http::get(&addr, "/t1/v0/seg-1.m4s").0, 403);
     let scoped = fetched.iter().find(|u| u.contains("scope=")).unwrap();
     let query = scoped.split_once('?').unwrap().1;
-    assert_eq!(fetch(&addr, &format!("/t2/v0/seg-1.m4s?{query}")).0, 403);
+    assert_eq!(
+        http::get(&addr, &format!("/t2/v0/seg-1.m4s?{query}")).0,
+        403
+    );
     let master_query = master.split_once('?').unwrap().1;
     assert_eq!(
-        fetch(&addr, &format!("/t1/v0/seg-1.m4s?{master_query}")).0,
+        http::get(&addr, &format!("/t1/v0/seg-1.m4s?{master_query}")).0,
         403
     );
     // An expired manifest is refused, not rewritten.
@@ -332,7 +313,7 @@ fn signed_manifests_sign_every_uri_they_name() {
         ..signer(Form::Md5)
     }
     .sign_target("/t1/master.m3u8", now - 10);
-    assert_eq!(fetch(&addr, &old).0, 410);
+    assert_eq!(http::get(&addr, &old).0, 410);
 }
 
 #[test]

@@ -125,19 +125,11 @@ fn get(port: u16, path: &str) -> String {
 
 /// The body of GET `path` on 127.0.0.1:`port`, from viewer `session` (`X-Session-Id`) if given.
 fn get_as(port: u16, path: &str, session: Option<&str>) -> String {
-    let mut s = TcpStream::connect((Ipv4Addr::LOCALHOST, port)).unwrap();
-    let viewer = session
-        .map(|v| format!("X-Session-Id: {v}\r\n"))
-        .unwrap_or_default();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\n{viewer}Connection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    assert!(out.starts_with("HTTP/1.1 200"), "{path}: {out}");
-    out.rsplit("\r\n\r\n").next().unwrap().to_string()
+    let viewer: Vec<_> = session.map(|v| ("X-Session-Id", v)).into_iter().collect();
+    let (status, body) =
+        vodkit_testkit::http::get_with(&format!("127.0.0.1:{port}"), path, &viewer);
+    assert_eq!(status, 200, "{path}: {body}");
+    body
 }
 
 fn routes_by_title(balancer: Balancer, peer: &str) {
