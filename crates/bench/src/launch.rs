@@ -324,9 +324,7 @@ impl LocalLauncher {
             let live = cluster::parse_origins(&list[apart..].join(","))
                 .map_err(|e| StartError::Failed(format!("the cluster's live origins: {e}")))?;
             let prefix = self.live.as_ref().map_or("/live/", |o| o.prefix.as_str());
-            spec.live = Some(
-                cluster::LiveSplit::new(prefix, live, &spec.origins).map_err(StartError::Failed)?,
-            );
+            spec.split_live(prefix, live).map_err(StartError::Failed)?;
         }
         let dir = run_dir.join("balancer");
         let process =

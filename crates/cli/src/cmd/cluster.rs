@@ -8,7 +8,7 @@ use std::net::TcpListener;
 use std::time::Duration;
 
 use vodkit_peers::cluster::agent::{serve, ProbeSpec, Verdict};
-use vodkit_peers::cluster::{parse_listen, parse_origins, BalancerSpec, LiveSplit, Route};
+use vodkit_peers::cluster::{parse_listen, parse_origins, BalancerSpec, Route};
 
 use super::usage;
 
@@ -150,10 +150,8 @@ fn spec(a: &ConfigArgs) -> anyhow::Result<BalancerSpec> {
     spec.balance_factor = a.bounded;
     if let Some(list) = &a.live_origins {
         let live = parse_origins(list).map_err(|e| usage(format!("--live-origins: {e}")))?;
-        spec.live = Some(
-            LiveSplit::new(&a.live_prefix, live, &spec.origins)
-                .map_err(|e| usage(format!("--live-origins: {e}")))?,
-        );
+        spec.split_live(&a.live_prefix, live)
+            .map_err(|e| usage(format!("--live-origins: {e}")))?;
     }
     Ok(spec)
 }

@@ -264,14 +264,8 @@ mod tests {
     #[test]
     fn live_paths_get_their_own_backend() {
         let mut s = spec(Route::Title);
-        s.live = Some(
-            crate::cluster::LiveSplit::new(
-                "/live",
-                parse_origins("10.0.0.9:8080").unwrap(),
-                &s.origins,
-            )
-            .unwrap(),
-        );
+        s.split_live("/live", parse_origins("10.0.0.9:8080").unwrap())
+            .unwrap();
         let c = render(&s);
         assert!(
             c.contains(
@@ -282,15 +276,12 @@ mod tests {
         assert!(c.contains("\nbackend live\n"), "{c}");
         assert!(c.contains("    server l1 10.0.0.9:8080\n"), "{c}");
         assert_eq!(c.matches("balance hash var(txn.vodkit_title)").count(), 2);
-        let both = crate::cluster::LiveSplit::new(
-            "/live/",
-            parse_origins("10.0.0.1:8080").unwrap(),
-            &s.origins,
-        );
+        let both = s.split_live("/live/", parse_origins("10.0.0.1:8080").unwrap());
         assert!(both
             .unwrap_err()
             .contains("both a live and an on-demand origin"));
-        assert!(crate::cluster::LiveSplit::new("live", vec![], &[])
+        assert!(s
+            .split_live("live", vec![])
             .unwrap_err()
             .contains("live prefix"));
     }

@@ -187,11 +187,7 @@ pub struct LiveSplit {
 impl LiveSplit {
     /// `origins` for paths under `prefix`; refuses a bad prefix and an origin also in
     /// `on_demand`.
-    pub fn new(
-        prefix: &str,
-        origins: Vec<Origin>,
-        on_demand: &[Origin],
-    ) -> Result<LiveSplit, String> {
+    fn new(prefix: &str, origins: Vec<Origin>, on_demand: &[Origin]) -> Result<LiveSplit, String> {
         let prefix = crate::live_prefix(prefix)?;
         if let Some(o) = origins.iter().find(|o| on_demand.contains(o)) {
             return Err(format!(
@@ -216,6 +212,13 @@ impl BalancerSpec {
             live: None,
             balance_factor: None,
         }
+    }
+
+    /// Send the paths under `prefix` to `origins` only, routed the same way; refuses a bad
+    /// prefix and an origin that is also one of the on-demand origins.
+    pub fn split_live(&mut self, prefix: &str, origins: Vec<Origin>) -> Result<(), String> {
+        self.live = Some(LiveSplit::new(prefix, origins, &self.origins)?);
+        Ok(())
     }
 
     /// The interval in milliseconds, as both configurations write it.

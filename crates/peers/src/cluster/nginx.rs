@@ -162,10 +162,8 @@ mod tests {
             Route::Title,
             "0.0.0.0:8000".parse().unwrap(),
         );
-        spec.live = Some(
-            crate::cluster::LiveSplit::new("/live/", parse_origins("10.0.0.9:8080").unwrap(), &[])
-                .unwrap(),
-        );
+        spec.split_live("/live/", parse_origins("10.0.0.9:8080").unwrap())
+            .unwrap();
         let c = render(&spec);
         assert!(c.contains("    upstream live {\n        hash $vodkit_route_key consistent;\n        server 10.0.0.9:8080"), "{c}");
         assert!(

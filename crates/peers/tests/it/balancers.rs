@@ -28,14 +28,8 @@ fn specs() -> Vec<BalancerSpec> {
             // hash routes; nginx ignores it).
             s.balance_factor = agent.map(|_| 125);
             out.push(s.clone());
-            s.live = Some(
-                vodkit_peers::cluster::LiveSplit::new(
-                    "/live/",
-                    parse_origins("10.0.1.1:8080,localhost:18090").unwrap(),
-                    &s.origins,
-                )
-                .unwrap(),
-            );
+            let live = parse_origins("10.0.1.1:8080,localhost:18090").unwrap();
+            s.split_live("/live/", live).unwrap();
             out.push(s);
         }
     }
@@ -144,14 +138,8 @@ fn routes_by_title(balancer: Balancer, peer: &str) {
         Route::Title,
         format!("127.0.0.1:{port}").parse().unwrap(),
     );
-    spec.live = Some(
-        vodkit_peers::cluster::LiveSplit::new(
-            "/live/",
-            parse_origins(&format!("127.0.0.1:{l}")).unwrap(),
-            &spec.origins,
-        )
-        .unwrap(),
-    );
+    spec.split_live("/live/", parse_origins(&format!("127.0.0.1:{l}")).unwrap())
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     let _lb = start(balancer, &spec, dir.path(), "/t0/manifest.mpd").unwrap();
     let mut by_title: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
