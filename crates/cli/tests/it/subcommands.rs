@@ -22,6 +22,14 @@ fn runtime_errors(dir: &Path, cases: &[(&str, &str)]) {
     }
 }
 
+/// A directory that cannot be made (under `/proc`).
+const NO_DIR: &str = "/proc/no-such-dir";
+
+/// `line`, with `{}` standing for [`NO_DIR`], is a runtime failure naming that directory.
+fn unwritable(dir: &Path, line: &str) {
+    runtime_error(dir, &*line.replace("{}", NO_DIR), NO_DIR);
+}
+
 fn tmp() -> tempfile::TempDir {
     tempfile::tempdir().expect("temp dir")
 }
@@ -79,11 +87,7 @@ fn workload() {
             ("workload export --format nope --in w --out x", "--format"),
         ],
     );
-    runtime_error(
-        p,
-        "workload new --spec youtube-2011 --out /proc/no-such-dir/w",
-        "/proc/no-such-dir",
-    );
+    unwritable(p, "workload new --spec youtube-2011 --out {}/w");
 }
 
 #[test]
@@ -97,11 +101,7 @@ fn fileset() {
 
     usage_error(p, "fileset verify --workload w --root absent", "absent");
     usage_error(p, "fileset create --workload w", "--root");
-    runtime_error(
-        p,
-        "fileset create --workload w --root /proc/no-such-dir",
-        "/proc/no-such-dir",
-    );
+    unwritable(p, "fileset create --workload w --root {}");
 }
 
 #[test]
@@ -186,7 +186,7 @@ fn serve_load_trace_and_simulate() {
             ),
         ],
     );
-    let no_dir = "/proc/no-such-dir";
+    let no_dir = NO_DIR;
     let load_to_no_dir = format!("{load} --max-sessions 1 --out {no_dir}/r.json");
     let simulate_to_no_dir =
         format!("simulate --chains syn/truth/chains.csv --files syn/files.csv --out {no_dir}");
@@ -196,7 +196,7 @@ fn serve_load_trace_and_simulate() {
             ("serve --root files --listen 192.0.2.1:80", "192.0.2.1:80"),
             (&load_to_no_dir, no_dir),
             (
-                "trace chains --log access.log --out /proc/no-such-dir",
+                &format!("trace chains --log access.log --out {no_dir}"),
                 no_dir,
             ),
             (&simulate_to_no_dir, no_dir),
@@ -290,10 +290,9 @@ fn bench_runs_a_child_vodkit_serve() {
             ),
         ],
     );
-    runtime_error(
+    unwritable(
         p,
-        "bench --workload w --root files --sut vodkit --search fixed-rates:5 --out /proc/no-such-dir",
-        "/proc/no-such-dir",
+        "bench --workload w --root files --sut vodkit --search fixed-rates:5 --out {}",
     );
 }
 
@@ -302,11 +301,7 @@ fn demo_checks_its_input_first() {
     // The demo itself runs for minutes (docs/bench.md); here only its argument handling.
     let d = tmp();
     usage_error(d.path(), &["demo", "--bogus"], "--bogus");
-    runtime_error(
-        d.path(),
-        "demo --out /proc/no-such-dir --quiet",
-        "/proc/no-such-dir",
-    );
+    unwritable(d.path(), "demo --out {} --quiet");
 }
 
 #[test]
@@ -373,10 +368,7 @@ fn preload_and_prefetchd() {
         p,
         &[
             (&no_program, "/nonexistent/program"),
-            (
-                "prefetchd --socket /proc/no-such-dir/x.sock",
-                "/proc/no-such-dir",
-            ),
+            (&format!("prefetchd --socket {NO_DIR}/x.sock"), NO_DIR),
         ],
     );
 }
@@ -493,7 +485,7 @@ fn hdd() {
         serde_json::json!([[100, 200]]),
         "{st}"
     );
-    runtime_error(p, &up_at("/proc/no-such-dir/hdd.img"), "/proc/no-such-dir");
+    runtime_error(p, &up_at(&format!("{NO_DIR}/hdd.img")), NO_DIR);
 }
 
 /// Whether nginx is installed (the bench reports it skipped otherwise; CI has it).
