@@ -193,18 +193,16 @@ fn each_origin_of_a_cluster_reads_its_own_emulated_drive() {
     if !needs(&[Need::Peer("haproxy")]) {
         return;
     }
-    let Some(_turns) = crate::emulated_disk_with_nginx() else {
+    let Some(t) = crate::on_emulated_disk(20, 30, 0.005) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let workload = crate::short_titles(20, 30, 0.005, dir.path());
     let req = crate::bench_request(
-        &workload,
+        &t.workload,
         "cluster:2:nginx@haproxy:title",
         "hdd:wd-red",
         "fixed-rates:2".into(),
         15,
-        dir.path(),
+        t.dir.path(),
     );
     let (rep, _) = vodkit_bench::runner::run(&req).unwrap();
     assert!(
@@ -230,8 +228,8 @@ fn each_origin_of_a_cluster_reads_its_own_emulated_drive() {
     // Both drives are down again, and their images are the workload's.
     let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
     assert!(
-        !mounts.contains(&workload.display().to_string()),
+        !mounts.contains(&t.workload.display().to_string()),
         "{mounts}"
     );
-    assert!(workload.join("hdd-2.img").is_file());
+    assert!(t.workload.join("hdd-2.img").is_file());
 }

@@ -8,20 +8,18 @@ use vodkit_bench::runner::{self, BenchRequest};
 
 #[test]
 fn miniature_bench_on_the_emulated_disk() {
-    let Some(_turns) = crate::emulated_disk_with_nginx() else {
+    let Some(t) = crate::on_emulated_disk(20, 40, 0.005) else {
         return;
     };
-    let dir = tempfile::tempdir().unwrap();
-    let workload = crate::short_titles(20, 40, 0.005, dir.path());
     let req = BenchRequest {
         memory: Some(256 << 20),
         ..crate::bench_request(
-            &workload,
+            &t.workload,
             "nginx",
             "hdd:wd-red",
             "fixed-rates:2".into(),
             20,
-            dir.path(),
+            t.dir.path(),
         )
     };
     let (rep, table) = runner::run(&req).unwrap();
@@ -49,5 +47,5 @@ fn miniature_bench_on_the_emulated_disk() {
     assert!(table.contains("nginx"));
     // The testbed is down again: nothing mounted at the workload's mount point.
     let mounts = std::fs::read_to_string("/proc/mounts").unwrap();
-    assert!(!mounts.contains(&workload.join("hdd-mnt").display().to_string()));
+    assert!(!mounts.contains(&t.workload.join("hdd-mnt").display().to_string()));
 }

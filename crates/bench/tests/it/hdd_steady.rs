@@ -18,14 +18,12 @@ const ATTEMPTS: u32 = 4;
 
 #[test]
 fn a_fast_forwarded_point_is_at_steady_state_on_the_emulated_disk() {
-    let Some(_turns) = crate::emulated_disk_with_nginx() else {
-        return;
-    };
-    let dir = tempfile::tempdir().unwrap();
     // Titles of 20-40 s; the chunks the session list asks for (it is repeated to cover the
     // history and the point) are more than the budget holds, so the disk stays in play.
-    let workload = crate::short_titles(20, 40, 0.01, dir.path());
-    let load = vodkit_bench::adapters::WorkloadLoad::open(&workload).unwrap();
+    let Some(t) = crate::on_emulated_disk(20, 40, 0.01) else {
+        return;
+    };
+    let load = vodkit_bench::adapters::WorkloadLoad::open(&t.workload).unwrap();
     let rate = runner::rate_guess(&load, OFFERED_MB_S);
     let longest = load
         .sessions
@@ -39,7 +37,14 @@ fn a_fast_forwarded_point_is_at_steady_state_on_the_emulated_disk() {
     let mut req = BenchRequest {
         memory: Some(BUDGET),
         fast_forward: FastForwardChoice::On(FastForward::DEFAULT),
-        ..crate::bench_request(&workload, "nginx", "hdd:wd-red", search, 100, dir.path())
+        ..crate::bench_request(
+            &t.workload,
+            "nginx",
+            "hdd:wd-red",
+            search,
+            100,
+            t.dir.path(),
+        )
     };
     // Other processes on a shared machine may drop the page cache (`drop_caches`, as every
     // bench point and disk test does) while the point runs. The bench counts and reports
@@ -47,7 +52,7 @@ fn a_fast_forwarded_point_is_at_steady_state_on_the_emulated_disk() {
     // machine that never leaves a point alone cannot judge it (a failure under `CI`).
     let mut rep = None;
     for attempt in 1..=ATTEMPTS {
-        req.out = dir.path().join(format!("out-{attempt}"));
+        req.out = t.dir.path().join(format!("out-{attempt}"));
         let (r, _) = runner::run(&req).unwrap();
         let drops = r.server("nginx").unwrap().points[0]
             .metrics

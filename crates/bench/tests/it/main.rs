@@ -136,6 +136,27 @@ fn short_titles(min_s: u32, max_s: u32, scale: f64, dir: &std::path::Path) -> st
     vodkit_bench::prepare::workload("youtube-2011", &[&max, &min], scale, dir).unwrap()
 }
 
+/// What a bench on the emulated disk starts from: its turns (held for the test), a fresh
+/// directory, and [`short_titles`] prepared in it.
+struct OnEmulatedDisk {
+    _turns: [vodkit_testkit::Turn; 2],
+    dir: tempfile::TempDir,
+    workload: std::path::PathBuf,
+}
+
+/// [`short_titles`] for a bench on the emulated disk with nginx; `None` where that cannot
+/// run ([`emulated_disk_with_nginx`]).
+fn on_emulated_disk(min_s: u32, max_s: u32, scale: f64) -> Option<OnEmulatedDisk> {
+    let turns = emulated_disk_with_nginx()?;
+    let dir = tempfile::tempdir().unwrap();
+    let workload = short_titles(min_s, max_s, scale, dir.path());
+    Some(OnEmulatedDisk {
+        _turns: turns,
+        dir,
+        workload,
+    })
+}
+
 /// A bench of `workload` on `suts` over `testbed`: the points of `search`, each
 /// `duration_s` long and judged by `sessions:50%`, written to `dir/out`; no memory budget,
 /// players, probes or fast-forward.
