@@ -330,6 +330,15 @@ impl Progress for BarProgress {
                 d.busy_fraction * 100.0
             ));
         }
+        if let Some(e) = &t.detail.engine {
+            self.line(format!(
+                "      engine: {:.0}% of requested bytes in memory, reads of {:.2} MiB, positioning {}, queue wait {}",
+                e.hit_fraction * 100.0,
+                e.mean_read_bytes / 1048576.0,
+                e.positioning_ms.map_or("–".into(), |ms| format!("{ms:.1} ms")),
+                e.queue_wait_ms.map_or("–".into(), |ms| format!("{ms:.0} ms")),
+            ));
+        }
         if let Some(m) = t.detail.server_memory {
             self.line(format!(
                 "      server cgroup peak {:.0} MiB ({:.0} MiB page cache, {:.0} MiB other)",

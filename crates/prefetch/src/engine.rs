@@ -412,6 +412,8 @@ struct DeviceState {
     failed_in_a_row: u32,
     /// Reads that finished after their deadline.
     late_reads: u64,
+    /// Queue waits of all reads started, summed, s.
+    wait_s: f64,
     /// What a read of this device costs, from the reads it served.
     service: crate::service::ServiceFit,
 }
@@ -1566,6 +1568,7 @@ impl Engine {
                 recent_busy_fraction: d.recent_busy,
                 queue_depth: d.queued,
                 late_reads: d.late_reads,
+                wait_s: d.wait_s,
                 positioning_ms: service.map(|(p, _)| p * 1e3),
                 transfer_mb_s: service.map(|(_, r)| r / 1e6),
             });
@@ -1677,8 +1680,10 @@ fn run_job(shared: &Shared, buf: &mut Vec<u8>, job: Job) {
             d.busy_since = started;
         }
         d.inflight += 1;
+        let wait = (started - job.enqueued_s).max(0.0);
+        d.wait_s += wait;
         if d.waits.len() < MAX_WAITS {
-            d.waits.push((started - job.enqueued_s).max(0.0));
+            d.waits.push(wait);
         }
     }
     let result: io::Result<Served> = match &shared.pool {
