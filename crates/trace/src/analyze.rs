@@ -218,15 +218,6 @@ fn name_hash(s: &str) -> u64 {
     foldhash::fast::FixedState::with_seed(0x5EED).hash_one(s)
 }
 
-/// What a file first seen in the log is known as: nothing but its name.
-static UNKNOWN_FILE: FileInfo = FileInfo {
-    name: String::new(),
-    bitrate_kbps: None,
-    media: None,
-    size_bytes: None,
-    drive: None,
-};
-
 /// A session closed by a sweep, as its partition hands it back.
 #[derive(Clone, Debug, PartialEq)]
 struct Closing {
@@ -339,12 +330,10 @@ struct Swept {
 }
 
 /// The open sessions of the clients whose names hash to one partition.
-struct Partition<'f> {
+struct Partition {
     window_s: f64,
     /// A session is closed once the clock is this far past its last completion.
     horizon_s: f64,
-    /// The file table as the caller gave it (files first seen in the log are unknown).
-    known: &'f [FileInfo],
     open: HashMap<Box<str>, OpenSession, foldhash::fast::RandomState>,
     /// Bytes the open sessions in memory hold ([`OpenSession::bytes`], kept up to date).
     held: usize,
@@ -364,13 +353,12 @@ struct Partition<'f> {
     reopened: u64,
 }
 
-impl<'f> Partition<'f> {
-    fn new(opts: &AnalyzeOptions, known: &'f [FileInfo]) -> Self {
+impl Partition {
+    fn new(opts: &AnalyzeOptions) -> Self {
         let partitions = opts.threads.max(1);
         Partition {
             window_s: opts.window_s,
             horizon_s: opts.window_s + opts.max_service_s,
-            known,
             open: HashMap::default(),
             held: 0,
             budget: (opts.memory_bytes / 2 / partitions).max(1),
@@ -384,8 +372,8 @@ impl<'f> Partition<'f> {
         }
     }
 
-    fn add(&mut self, file: u32, r: &LogRequest<'_>) {
-        let info = self.known.get(file as usize).unwrap_or(&UNKNOWN_FILE);
+    /// Add a request for `file`, of which the file table knows `info`.
+    fn add(&mut self, file: u32, info: &FileInfo, r: &LogRequest<'_>) {
         self.requests.on_request(r, info);
         let name: &str = &r.session;
         let mut grown = 0;
@@ -550,7 +538,7 @@ impl<'f> Partition<'f> {
 /// Requests on their way to a partition, and the sweep to run after them.
 #[derive(Default)]
 struct Batch {
-    reqs: Vec<(u32, LogRequest<'static>, (u32, u32))>,
+    reqs: Vec<(u32, FileInfo, LogRequest<'static>, (u32, u32))>,
     /// The session names, spans of which the requests hold.
     names: String,
     sweep: Option<(f64, bool)>,
@@ -565,26 +553,30 @@ impl Batch {
         }
     }
 
-    fn push(&mut self, file: u32, r: &LogRequest<'_>) {
+    fn push(&mut self, file: u32, info: FileInfo, r: &LogRequest<'_>) {
         let at = self.names.len() as u32;
         self.names.push_str(&r.session);
-        self.reqs
-            .push((file, r.with_names("", ""), (at, r.session.len() as u32)));
+        self.reqs.push((
+            file,
+            info,
+            r.with_names("", ""),
+            (at, r.session.len() as u32),
+        ));
     }
 
     /// Feed the requests to `p`, then sweep if asked.
-    fn run(&self, p: &mut Partition<'_>) -> Option<Swept> {
-        for (file, r, (at, len)) in &self.reqs {
+    fn run(&self, p: &mut Partition) -> Option<Swept> {
+        for (file, info, r, (at, len)) in &self.reqs {
             let name = &self.names[*at as usize..(*at + *len) as usize];
-            p.add(*file, &r.with_names(name, ""));
+            p.add(*file, info, &r.with_names(name, ""));
         }
         self.sweep.map(|(clock, last)| p.sweep(clock, last))
     }
 }
 
 /// The partitions: one on the calling thread, or several on threads of their own.
-enum Workers<'f> {
-    Inline(Box<Partition<'f>>),
+enum Workers {
+    Inline(Box<Partition>),
     Threads {
         feed: Vec<SyncSender<Batch>>,
         back: Vec<Receiver<Swept>>,
@@ -684,7 +676,7 @@ impl Merge<'_> {
         let chains = s.chains;
         let phases = session_phases(&chains, files, &self.opts.phase);
         for c in &chains {
-            self.chain_stats.add(c, files.get(c.file));
+            self.chain_stats.add(c, &files.get(c.file));
         }
         let excluded = at_end
             && self.opts.exclude_tail_s > 0.0
@@ -718,7 +710,7 @@ impl Merge<'_> {
 }
 
 /// The calling thread's part: the log's clock, the file table, routing and sweeps.
-struct State<'s, 'f> {
+struct State<'s> {
     max_service_s: f64,
     files: FileTable,
     max_end: Vec<u64>,
@@ -730,7 +722,7 @@ struct State<'s, 'f> {
     long_service: u64,
     /// The sink's [`SessionSink::wants_requests`], asked once.
     requests_out: bool,
-    workers: Workers<'f>,
+    workers: Workers,
     pending: VecDeque<Pending>,
     merge: Merge<'s>,
 }
@@ -739,7 +731,7 @@ fn worker_gone() -> std::io::Error {
     std::io::Error::other("an analysis thread stopped early")
 }
 
-impl State<'_, '_> {
+impl State<'_> {
     fn add(&mut self, r: &LogRequest<'_>) {
         if self.requests_out && self.merge.err.is_none() {
             if let Err(e) = self.merge.sink.request(r) {
@@ -747,6 +739,7 @@ impl State<'_, '_> {
             }
         }
         let file = self.files.intern(r.file);
+        let info = self.files.get(file);
         let f = file as usize;
         if self.max_end.len() <= f {
             self.max_end.resize(f + 1, 0);
@@ -766,11 +759,11 @@ impl State<'_, '_> {
             self.clock = r.done_s;
         }
         match &mut self.workers {
-            Workers::Inline(p) => p.add(file, r),
+            Workers::Inline(p) => p.add(file, &info, r),
             Workers::Threads { feed, filling, .. } => {
                 let i = (name_hash(&r.session) % feed.len() as u64) as usize;
                 let b = &mut filling[i];
-                b.push(file, r);
+                b.push(file, info, r);
                 if b.reqs.len() >= BATCH {
                     let full = std::mem::replace(b, Batch::with_capacity());
                     if feed[i].send(full).is_err() && self.merge.err.is_none() {
@@ -864,12 +857,10 @@ pub fn analyze<R: BufRead + Send>(
     opts: &AnalyzeOptions,
     sink: &mut dyn SessionSink,
 ) -> std::io::Result<Analysis> {
-    let known: Vec<FileInfo> = files.files.clone();
-    let known = &known[..];
     let partitions = opts.threads.max(1);
     std::thread::scope(|s| {
         let workers = if partitions == 1 {
-            Workers::Inline(Box::new(Partition::new(opts, known)))
+            Workers::Inline(Box::new(Partition::new(opts)))
         } else {
             let mut feed = Vec::new();
             let mut back = Vec::new();
@@ -879,7 +870,7 @@ pub fn analyze<R: BufRead + Send>(
                 feed.push(tx);
                 back.push(done_rx);
                 s.spawn(move || {
-                    let mut part = Partition::new(opts, known);
+                    let mut part = Partition::new(opts);
                     for b in rx {
                         if let Some(swept) = b.run(&mut part) {
                             if done_tx.send(swept).is_err() {
@@ -1018,7 +1009,7 @@ mod tests {
             spill_dir: dir.to_path_buf(),
             ..Default::default()
         };
-        let mut p = Partition::new(&opts, &[]);
+        let mut p = Partition::new(&opts);
         let mut out = Vec::new();
         let mut next = f64::NEG_INFINITY;
         let reqs = requests();
@@ -1035,7 +1026,7 @@ mod tests {
             ((closed, s.open, s.open_at_end), last)
         };
         for (name, file, r) in &reqs {
-            p.add(*file, &r.with_names(name, ""));
+            p.add(*file, &FileInfo::default(), &r.with_names(name, ""));
             if r.done_s >= next {
                 out.push(take(p.sweep(r.done_s, false)).0);
                 next = r.done_s + 60.0;

@@ -330,13 +330,11 @@ mod tests {
     #[test]
     fn table_and_cdfs_from_hand_built_chains() {
         let video = FileInfo {
-            name: "v".into(),
             bitrate_kbps: Some(1000),
             media: Some(Media::Video),
             ..Default::default()
         };
         let audio = FileInfo {
-            name: "a".into(),
             bitrate_kbps: Some(100),
             media: Some(Media::Audio),
             ..Default::default()

@@ -291,7 +291,7 @@ impl SessionSink for DirSink {
                     let f = files.get(c.file);
                     t.row(&[
                         Value::Text(Some(name)),
-                        Value::Text(Some(&f.name)),
+                        Value::Text(Some(files.name(c.file))),
                         Value::Int(int(c.start)),
                         Value::Int(int(c.bytes)),
                         Value::Int(int(u64::from(c.requests))),
@@ -300,7 +300,7 @@ impl SessionSink for DirSink {
                         Value::Text(Some(kind_name(c.kind))),
                         Value::Text(f.media.map(|_| media_name(f.media))),
                         Value::Int(f.bitrate_kbps.map(i64::from)),
-                        Value::Text(f.drive.as_deref()),
+                        Value::Text(files.drive(c.file)),
                     ])?;
                 }
             }

@@ -476,9 +476,12 @@ mod tests {
     #[test]
     fn fraction_portions_and_positions() {
         let mut files = FileTable::default();
-        let v = files.intern("v");
-        files.files[v as usize].media = Some(Media::Video);
-        files.files[v as usize].bitrate_kbps = Some(1000);
+        let info = FileInfo {
+            media: Some(Media::Video),
+            bitrate_kbps: Some(1000),
+            size_bytes: None,
+        };
+        let v = files.insert("v", info, None).unwrap();
         let chains = [
             ChainRec {
                 file: v,
