@@ -113,6 +113,12 @@ pub trait SessionSink {
     fn request(&mut self, _r: &LogRequest<'_>) -> std::io::Result<()> {
         Ok(())
     }
+
+    /// A warning about the pass, given at most once: what it holds passed
+    /// [`AnalyzeOptions::memory_bytes`]. Printed on stderr unless the sink takes it.
+    fn warning(&mut self, message: &str) {
+        eprintln!("warning: {message}");
+    }
 }
 
 /// A sink that ignores sessions.
@@ -145,6 +151,12 @@ pub struct Analysis {
     pub peak_open_bytes: u64,
     /// What was spilled to keep the open sessions within their memory.
     pub spill: SpillSummary,
+    /// Bytes the file table and the analysis's per-file state hold at the end (an estimate;
+    /// they grow with the files the log names and are never spilled).
+    pub file_table_bytes: u64,
+    /// Bytes the chain and session statistics and the closed sessions' keys hold at the end
+    /// (an estimate; they grow with the chains and sessions of the log).
+    pub statistics_bytes: u64,
     pub files: FileTable,
 }
 
@@ -156,6 +168,9 @@ const QUEUED: usize = 4;
 const LAG: usize = 8;
 /// Log seconds between sweeps.
 const SWEEP_EVERY_S: f64 = 60.0;
+/// Bytes a closed session's key hash takes in a partition's set (8 and a control byte per
+/// bucket, buckets at most 7/8 full and at least half that after growing: 10-21 bytes).
+const CLOSED_KEY_BYTES: usize = 16;
 
 #[derive(Default)]
 struct OpenSession {
@@ -321,6 +336,8 @@ struct Swept {
     /// memory.
     open: usize,
     held: usize,
+    /// Sessions closed so far (their keys' hashes are kept).
+    closed_keys: usize,
     /// At the last sweep: sessions with a request within the chain window of the log's end,
     /// the request statistics, the sessions reopened and what was spilled.
     open_at_end: u64,
@@ -525,6 +542,7 @@ impl Partition {
                 self.err.get_or_insert(e);
             }
         }
+        out.closed_keys = self.closed.len();
         out.err = self.err.take();
         if last {
             let mut spill = self.idle.stats;
@@ -593,6 +611,9 @@ struct Pending {
     last: bool,
     /// Files whose greatest end offset grew since the sweep before, with the new value.
     grown: Vec<(u32, u64)>,
+    /// Files in the table, and the bytes it and the calling thread's per-file state hold.
+    files: usize,
+    file_bytes: usize,
 }
 
 /// Takes the swept sessions in the order of one thread and feeds the statistics and sink.
@@ -611,12 +632,18 @@ struct Merge<'s> {
     peak_open: usize,
     peak_open_bytes: usize,
     spill: SpillSummary,
+    /// Latest [`Analysis::file_table_bytes`] and [`Analysis::statistics_bytes`].
+    file_bytes: usize,
+    statistics_bytes: usize,
+    /// Whether [`SessionSink::warning`] was given.
+    warned: bool,
 }
 
 impl Merge<'_> {
     fn sweep(&mut self, files: &FileTable, p: Pending, parts: Vec<Swept>) {
-        if self.max_end.len() < files.len() {
-            self.max_end.resize(files.len(), 0);
+        // Sized as the table was when the sweep was decided: the same for any threads.
+        if self.max_end.len() < p.files {
+            self.max_end.resize(p.files, 0);
         }
         for (f, end) in p.grown {
             self.max_end[f as usize] = end;
@@ -628,6 +655,8 @@ impl Merge<'_> {
         self.peak_open_bytes = self
             .peak_open_bytes
             .max(parts.iter().map(|s| s.held).sum::<usize>());
+        let held = parts.iter().map(|s| s.held).sum::<usize>();
+        let closed_keys = parts.iter().map(|s| s.closed_keys).sum::<usize>();
         let mut streams = Vec::with_capacity(parts.len());
         for s in parts {
             self.open_at_end += s.open_at_end;
@@ -644,6 +673,33 @@ impl Merge<'_> {
         if let Err(e) = self.close_in_order(files, streams, p.last, p.clock) {
             self.err.get_or_insert(e);
         }
+        self.file_bytes = p.file_bytes + self.max_end.capacity() * std::mem::size_of::<u64>();
+        self.statistics_bytes =
+            self.chain_stats.bytes() + self.session_stats.bytes() + closed_keys * CLOSED_KEY_BYTES;
+        self.check_memory(p.files, held, closed_keys);
+    }
+
+    /// Say once when what the pass holds passes the memory limit: the open sessions stay
+    /// within their half, but the file table and the statistics are not spilled.
+    fn check_memory(&mut self, files: usize, held: usize, closed: usize) {
+        let total = held + self.file_bytes + self.statistics_bytes;
+        if self.warned || total <= self.opts.memory_bytes {
+            return;
+        }
+        self.warned = true;
+        let size = |n: usize| vodkit_units::human_size(n as u64);
+        self.sink.warning(&format!(
+            "the analysis holds {} past --memory {}: open sessions {}, file table {} \
+             ({files} files), statistics {} ({} chains, {closed} sessions closed); the file \
+             table and statistics grow with the log's files, chains and sessions and are not \
+             spilled",
+            size(total),
+            size(self.opts.memory_bytes),
+            size(held),
+            size(self.file_bytes),
+            size(self.statistics_bytes),
+            self.chain_stats.chains(),
+        ));
     }
 
     /// Close the sessions of every partition's stream (each ordered by name), in the order
@@ -792,6 +848,11 @@ impl State<'_> {
             clock: self.clock,
             last,
             grown,
+            files: self.files.len(),
+            file_bytes: self.files.bytes()
+                + self.max_end.capacity() * std::mem::size_of::<u64>()
+                + self.grew.capacity()
+                + self.grown.capacity() * std::mem::size_of::<u32>(),
         };
         match &mut self.workers {
             Workers::Inline(part) => {
@@ -913,6 +974,9 @@ pub fn analyze<R: BufRead + Send>(
                 peak_open: 0,
                 peak_open_bytes: 0,
                 spill: SpillSummary::default(),
+                file_bytes: 0,
+                statistics_bytes: 0,
+                warned: false,
             },
         };
         // With partitions on threads of their own, `threads` threads parse beside them
@@ -948,6 +1012,8 @@ pub fn analyze<R: BufRead + Send>(
             peak_open_sessions: m.peak_open,
             peak_open_bytes: m.peak_open_bytes as u64,
             spill: m.spill,
+            file_table_bytes: m.file_bytes as u64,
+            statistics_bytes: m.statistics_bytes as u64,
             files,
         })
     })

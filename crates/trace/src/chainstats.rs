@@ -68,6 +68,11 @@ impl ChainStatsBuilder {
         self.lengths.len()
     }
 
+    /// Heap bytes held: every chain's length and class (16 bytes a chain).
+    pub fn bytes(&self) -> usize {
+        self.lengths.capacity() * std::mem::size_of::<(u64, u8)>()
+    }
+
     /// All chain lengths (for fits by callers).
     pub fn lengths(&self) -> Vec<u64> {
         self.lengths.iter().map(|l| l.0).collect()

@@ -384,6 +384,10 @@ pub struct PassSummary<'a> {
     pub spill_runs: u64,
     pub sessions_reloaded: u64,
     pub files: usize,
+    /// Bytes the file table and the per-file state held at the end (an estimate).
+    pub file_table_bytes: u64,
+    /// Bytes the chain and session statistics held at the end (an estimate).
+    pub statistics_bytes: u64,
 }
 
 impl<'a> PassSummary<'a> {
@@ -401,6 +405,8 @@ impl<'a> PassSummary<'a> {
             spill_runs: a.spill.runs,
             sessions_reloaded: a.spill.reloaded,
             files: a.files.len(),
+            file_table_bytes: a.file_table_bytes,
+            statistics_bytes: a.statistics_bytes,
         }
     }
 }
