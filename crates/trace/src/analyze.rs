@@ -689,7 +689,7 @@ impl Merge<'_> {
         self.warned = true;
         let size = |n: usize| vodkit_units::human_size(n as u64);
         self.sink.warning(&format!(
-            "the analysis holds {} past --memory {}: open sessions {}, file table {} \
+            "the analysis holds about {}, past --memory {}: open sessions {}, file table {} \
              ({files} files), statistics {} ({} chains, {closed} sessions closed); the file \
              table and statistics grow with the log's files, chains and sessions and are not \
              spilled",
