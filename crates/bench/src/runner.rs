@@ -601,13 +601,16 @@ pub fn replay_note(
     bound_hits: f64,
 ) -> String {
     format!(
-        "memory replay (vodkit's memory manager on the bound's drive terms and budget, reads as large as its budget share, {}, reads waiting {} s in the drive's queue on average with the drive at most {:.0}% busy, no CPU; docs/simulate.md): {:.2} sessions/s = {:.0}% of the bound, {:.0}% hits (bound {:.0}%), reads of {} on average at {:.1} ms positioning, {:.0} MB/s from disk, peak resident {} of {} usable",
+        "memory replay (vodkit's memory manager on the bound's drive terms and budget, reads as large as its budget share, {}, {} with the drive at most {:.0}% busy, no CPU; docs/simulate.md): {:.2} sessions/s = {:.0}% of the bound, {:.0}% hits (bound {:.0}%), reads of {} on average at {:.1} ms positioning, {:.0} MB/s from disk, peak resident {} of {} usable",
         match r.order.as_str() {
             "sweep" => "in sweeps",
             "deadline" => "by deadline",
             _ => "in arrival order",
         },
-        vodkit_sim::replay::DEFAULT_QUEUE_WAIT_S,
+        match r.queue_wait_s {
+            Some(w) => format!("reads waiting {w} s in the drive's queue on average"),
+            None => "no queueing".to_string(),
+        },
         100.0 * r.busy_limit,
         r.rate,
         100.0 * r.rate / bound_rate,

@@ -127,7 +127,7 @@ pub struct EngineConfig {
     /// pages). Off by default until it is a measured gain: docs/results/folio/report.md.
     pub large_folios: bool,
     /// The order a device's worker serves its queued reads in (serializing modes only):
-    /// arrival order (the default), earliest deadline first, or sweeps by head position
+    /// sweeps by head position (the default), earliest deadline first, or arrival order
     /// ([`crate::schedule`]).
     pub order: IoOrder,
     /// Engine-clock seconds a queued read waits at most before it goes ahead of the
