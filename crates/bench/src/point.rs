@@ -71,6 +71,8 @@ pub struct EngineCounters {
     /// What a positioning of the busiest device costs, as the engine learned it from its
     /// reads (ms; a level, not a count).
     pub positioning_ms: Option<f64>,
+    /// Seconds reads waited in the devices' queues, summed.
+    pub wait_s: f64,
 }
 
 impl From<&vodkit_prefetch::Stats> for EngineCounters {
@@ -85,6 +87,7 @@ impl From<&vodkit_prefetch::Stats> for EngineCounters {
                 .iter()
                 .max_by_key(|d| d.reads)
                 .and_then(|d| d.positioning_ms),
+            wait_s: s.devices.iter().map(|d| d.wait_s).sum(),
         }
     }
 }
@@ -104,6 +107,10 @@ pub struct EngineFigures {
     /// is what it prices a read with).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub positioning_ms: Option<f64>,
+    /// The mean time a read waited in its device's queue, ms (the replay prices the drive's
+    /// capacity at a mean wait: `--queue-wait`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue_wait_ms: Option<f64>,
 }
 
 impl EngineFigures {
@@ -122,6 +129,8 @@ impl EngineFigures {
             mean_read_bytes: read as f64 / reads as f64,
             seconds: secs,
             positioning_ms: b.positioning_ms,
+            queue_wait_ms: (b.wait_s >= a.wait_s)
+                .then(|| (b.wait_s - a.wait_s) / reads as f64 * 1e3),
         })
     }
 }
@@ -357,6 +366,7 @@ pub fn mean_of(points: &[&PointMetrics]) -> Option<PointMetrics> {
             mean_read_bytes: avg_opt(&|p| p.engine.map(|e| e.mean_read_bytes)).unwrap_or(0.0),
             seconds: avg_opt(&|p| p.engine.map(|e| e.seconds)).unwrap_or(0.0),
             positioning_ms: avg_opt(&|p| p.engine.and_then(|e| e.positioning_ms)),
+            queue_wait_ms: avg_opt(&|p| p.engine.and_then(|e| e.queue_wait_ms)),
         }),
         // Each point's own; the points list keeps them.
         failover: None,

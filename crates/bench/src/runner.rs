@@ -330,6 +330,15 @@ impl Progress for BarProgress {
                 d.busy_fraction * 100.0
             ));
         }
+        if let Some(e) = &t.detail.engine {
+            self.line(format!(
+                "      engine: {:.0}% of requested bytes in memory, reads of {:.2} MiB, positioning {}, queue wait {}",
+                e.hit_fraction * 100.0,
+                e.mean_read_bytes / 1048576.0,
+                e.positioning_ms.map_or("–".into(), |ms| format!("{ms:.1} ms")),
+                e.queue_wait_ms.map_or("–".into(), |ms| format!("{ms:.0} ms")),
+            ));
+        }
         if let Some(m) = t.detail.server_memory {
             self.line(format!(
                 "      server cgroup peak {:.0} MiB ({:.0} MiB page cache, {:.0} MiB other)",
@@ -601,13 +610,16 @@ pub fn replay_note(
     bound_hits: f64,
 ) -> String {
     format!(
-        "memory replay (vodkit's memory manager on the bound's drive terms and budget, reads as large as its budget share, {}, reads waiting {} s in the drive's queue on average with the drive at most {:.0}% busy, no CPU; docs/simulate.md): {:.2} sessions/s = {:.0}% of the bound, {:.0}% hits (bound {:.0}%), reads of {} on average at {:.1} ms positioning, {:.0} MB/s from disk, peak resident {} of {} usable",
+        "memory replay (vodkit's memory manager on the bound's drive terms and budget, reads as large as its budget share, {}, {} with the drive at most {:.0}% busy, no CPU; docs/simulate.md): {:.2} sessions/s = {:.0}% of the bound, {:.0}% hits (bound {:.0}%), reads of {} on average at {:.1} ms positioning, {:.0} MB/s from disk, peak resident {} of {} usable",
         match r.order.as_str() {
             "sweep" => "in sweeps",
             "deadline" => "by deadline",
             _ => "in arrival order",
         },
-        vodkit_sim::replay::DEFAULT_QUEUE_WAIT_S,
+        match r.queue_wait_s {
+            Some(w) => format!("reads waiting {w} s in the drive's queue on average"),
+            None => "no queueing".to_string(),
+        },
         100.0 * r.busy_limit,
         r.rate,
         100.0 * r.rate / bound_rate,

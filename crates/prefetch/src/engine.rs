@@ -39,6 +39,7 @@ use crate::placement::Placement;
 use crate::policy::{FileId, Observation, Policy, PolicySpec, ReadContext};
 use crate::residency::{self, Probe};
 use crate::schedule::{Deadlines, IoOrder, Place, Queue, Read};
+use crate::service::{SPLIT_HEAD_BYTES, SPLIT_MIN_REST_BYTES};
 use crate::stats::{DeviceStats, DropStats, Stats};
 use crossbeam_channel::{Receiver, Sender};
 use std::collections::{BTreeMap, HashMap};
@@ -126,7 +127,7 @@ pub struct EngineConfig {
     /// pages). Off by default until it is a measured gain: docs/results/folio/report.md.
     pub large_folios: bool,
     /// The order a device's worker serves its queued reads in (serializing modes only):
-    /// arrival order (the default), earliest deadline first, or sweeps by head position
+    /// sweeps by head position (the default), earliest deadline first, or arrival order
     /// ([`crate::schedule`]).
     pub order: IoOrder,
     /// Engine-clock seconds a queued read waits at most before it goes ahead of the
@@ -411,6 +412,8 @@ struct DeviceState {
     failed_in_a_row: u32,
     /// Reads that finished after their deadline.
     late_reads: u64,
+    /// Queue waits of all reads started, summed, s.
+    wait_s: f64,
     /// What a read of this device costs, from the reads it served.
     service: crate::service::ServiceFit,
 }
@@ -1565,6 +1568,7 @@ impl Engine {
                 recent_busy_fraction: d.recent_busy,
                 queue_depth: d.queued,
                 late_reads: d.late_reads,
+                wait_s: d.wait_s,
                 positioning_ms: service.map(|(p, _)| p * 1e3),
                 transfer_mb_s: service.map(|(_, r)| r / 1e6),
             });
@@ -1676,12 +1680,13 @@ fn run_job(shared: &Shared, buf: &mut Vec<u8>, job: Job) {
             d.busy_since = started;
         }
         d.inflight += 1;
+        let wait = (started - job.enqueued_s).max(0.0);
+        d.wait_s += wait;
         if d.waits.len() < MAX_WAITS {
-            d.waits.push((started - job.enqueued_s).max(0.0));
+            d.waits.push(wait);
         }
     }
-    // (bytes covered from the offset, bytes really taken from disk, pool chunks)
-    let result: io::Result<(u64, u64, Vec<Arc<Chunk>>)> = match &shared.pool {
+    let result: io::Result<Served> = match &shared.pool {
         Some(pool) => {
             let end = job.offset + job.read_len;
             pool.fill(
@@ -1694,7 +1699,12 @@ fn run_job(shared: &Shared, buf: &mut Vec<u8>, job: Job) {
             )
             .map(|f| {
                 let n = covered_from(&f.chunks, job.offset, end) - job.offset;
-                (n, f.read_bytes, f.chunks)
+                Served {
+                    n,
+                    disk: f.read_bytes,
+                    chunks: f.chunks,
+                    split: None,
+                }
             })
         }
         None => {
@@ -1710,15 +1720,32 @@ fn run_job(shared: &Shared, buf: &mut Vec<u8>, job: Job) {
             .map(|r| r.missing)
             .unwrap_or(job.read_len);
             shared.advise_random(job.file_id, &job.file);
-            read_window(
-                &job.file,
-                job.offset,
-                job.read_len,
-                job.folio,
-                shared.max_read_bytes,
-                buf,
-            )
-            .map(|n| (n, not_cached.min(n), Vec::new()))
+            let whole_miss = not_cached == job.read_len
+                && job.folio.is_none()
+                && job.read_len >= SPLIT_HEAD_BYTES + SPLIT_MIN_REST_BYTES;
+            if whole_miss {
+                read_split(shared, &job, buf).map(|(n, split)| Served {
+                    n,
+                    disk: n,
+                    chunks: Vec::new(),
+                    split,
+                })
+            } else {
+                read_window(
+                    &job.file,
+                    job.offset,
+                    job.read_len,
+                    job.folio,
+                    shared.max_read_bytes,
+                    buf,
+                )
+                .map(|n| Served {
+                    n,
+                    disk: not_cached.min(n),
+                    chunks: Vec::new(),
+                    split: None,
+                })
+            }
         }
     };
     let finished = shared.now();
@@ -1733,11 +1760,20 @@ fn run_job(shared: &Shared, buf: &mut Vec<u8>, job: Job) {
         d.late_reads += 1;
     }
     let reply = match result {
-        Ok((n, disk, chunks)) => {
+        Ok(Served {
+            n,
+            disk,
+            chunks,
+            split,
+        }) => {
             d.failed_in_a_row = 0;
-            if d.inflight == 0 && disk > 0 {
+            if d.inflight == 0 {
                 // A read alone on its device: its time is its service time.
-                d.service.add(disk, finished - started);
+                match split {
+                    Some(s) => d.service.add_split(s.head, s.head_s, s.rest, s.rest_s),
+                    None if disk > 0 => d.service.add(disk, finished - started),
+                    None => {}
+                }
             }
             d.reads += 1;
             d.read_bytes += n;
@@ -1921,6 +1957,50 @@ fn take_inflight(st: &mut State, file: FileId, id: u64) -> Option<Inflight> {
 /// Reads `[offset, offset + len)` into the page cache: its whole aligned folios as large
 /// folios ([`crate::folio::populate`]) when `folio` is given, the rest — or all of it when
 /// the mapping fails — with [`read_range`]; returns the bytes read (short at end of file).
+/// What a device read served.
+struct Served {
+    /// Bytes covered from the offset.
+    n: u64,
+    /// Bytes really taken from disk.
+    disk: u64,
+    /// `direct` mode: the pool's chunks covering the read.
+    chunks: Vec<Arc<Chunk>>,
+    /// The read's own timing of its positioning and transfer.
+    split: Option<Split>,
+}
+
+/// A read timed in two parts ([`crate::service::ServiceFit::add_split`]).
+struct Split {
+    head: u64,
+    head_s: f64,
+    rest: u64,
+    rest_s: f64,
+}
+
+/// Reads a range that is wholly missing from memory as a short head and the rest, timing
+/// each: the head pays the positioning, the rest follows on the device at its transfer
+/// rate, so the read measures both ([`crate::service`]). The device sees the same bytes in
+/// the same order as one `pread`. Returns the bytes read and the timing (none when the
+/// file ended inside the head).
+fn read_split(shared: &Shared, job: &Job, buf: &mut Vec<u8>) -> io::Result<(u64, Option<Split>)> {
+    let max = shared.max_read_bytes;
+    let t0 = shared.now();
+    let head = read_range(&job.file, job.offset, SPLIT_HEAD_BYTES, max, buf)?;
+    let t1 = shared.now();
+    if head < SPLIT_HEAD_BYTES {
+        return Ok((head, None));
+    }
+    let rest = read_range(&job.file, job.offset + head, job.read_len - head, max, buf)?;
+    let t2 = shared.now();
+    let split = Split {
+        head,
+        head_s: t1 - t0,
+        rest,
+        rest_s: t2 - t1,
+    };
+    Ok((head + rest, Some(split)))
+}
+
 fn read_window(
     file: &File,
     offset: u64,

@@ -27,6 +27,10 @@ pub struct DeviceStats {
     /// [`crate::schedule::Deadlines`] estimates it (serializing modes; 0 with the pool).
     #[serde(default)]
     pub late_reads: u64,
+    /// Seconds the device's reads waited in its queue before its worker started them, summed
+    /// (over `reads`: the mean queue wait).
+    #[serde(default)]
+    pub wait_s: f64,
     /// What a read of this device costs, learned from its reads
     /// ([`crate::service::ServiceFit`]): a positioning, ms, and the transfer rate, MB/s
     /// (absent until enough reads of different sizes were seen).

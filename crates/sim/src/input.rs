@@ -62,9 +62,11 @@ impl Trace {
                     "{name}:{line}: field t_end: expected a time not before t_start"
                 ));
             }
-            let info = table.lookup(&c.file).map(|id| table.get(id));
-            let drive_name = info
-                .and_then(|f| f.drive.clone())
+            let id = table.lookup(&c.file);
+            let info = id.map(|id| table.get(id));
+            let drive_name = id
+                .and_then(|id| table.drive(id))
+                .map(str::to_string)
                 .or_else(|| c.drive.clone())
                 .unwrap_or_else(|| DEFAULT_DRIVE.to_string());
             let bitrate = info.and_then(|f| f.bitrate_kbps).or(c.bitrate_kbps);

@@ -280,6 +280,10 @@ pub struct ReplayResult {
     /// ([`ReplayConfig::busy_limit`]); the capacity is the highest rate within it.
     #[serde(default = "full")]
     pub busy_limit: f64,
+    /// The mean queue wait at capacity that set [`ReplayResult::busy_limit`], s
+    /// ([`ReplayConfig::queue_wait_s`]; absent: no queueing).
+    #[serde(default)]
+    pub queue_wait_s: Option<f64>,
     /// Drive busy time over the window (1 = saturated).
     pub utilization: f64,
     pub disk_mb_s: f64,
@@ -448,6 +452,7 @@ pub fn replay_traced(
     let mut out = ReplayResult {
         retention: cfg.memory.retention.to_string(),
         order: cfg.order.name().to_string(),
+        queue_wait_s: cfg.queue_wait_s.is_finite().then_some(cfg.queue_wait_s),
         rate,
         window_s: end_s - from_s,
         usable_bytes: cfg.memory.usable_bytes(),

@@ -76,7 +76,7 @@ fn main() -> Result<(), String> {
             let wall = t.elapsed().as_secs_f64();
             let cpu = (cpu_seconds() - cpu0).max(1e-3);
             println!(
-                "analyze ({} threads): {} requests, {} chains, {} sessions (peak {} open, {:.1} MiB; {} spilled) in {:.2} s wall, {:.2} s CPU: {:.0} requests/s/core, {:.0} requests/s",
+                "analyze ({} threads): {} requests, {} chains, {} sessions (peak {} open, {:.1} MiB; {} spilled; file table {:.1} MiB, statistics {:.1} MiB) in {:.2} s wall, {:.2} s CPU: {:.0} requests/s/core, {:.0} requests/s",
                 threads,
                 a.read.requests,
                 a.chains.chains,
@@ -84,6 +84,8 @@ fn main() -> Result<(), String> {
                 a.peak_open_sessions,
                 a.peak_open_bytes as f64 / 1048576.0,
                 a.spill.sessions,
+                a.file_table_bytes as f64 / 1048576.0,
+                a.statistics_bytes as f64 / 1048576.0,
                 wall,
                 cpu,
                 a.read.requests as f64 / cpu,

@@ -113,6 +113,12 @@ pub trait SessionSink {
     fn request(&mut self, _r: &LogRequest<'_>) -> std::io::Result<()> {
         Ok(())
     }
+
+    /// A warning about the pass, given at most once: what it holds passed
+    /// [`AnalyzeOptions::memory_bytes`]. Printed on stderr unless the sink takes it.
+    fn warning(&mut self, message: &str) {
+        eprintln!("warning: {message}");
+    }
 }
 
 /// A sink that ignores sessions.
@@ -145,6 +151,12 @@ pub struct Analysis {
     pub peak_open_bytes: u64,
     /// What was spilled to keep the open sessions within their memory.
     pub spill: SpillSummary,
+    /// Bytes the file table and the analysis's per-file state hold at the end (an estimate;
+    /// they grow with the files the log names and are never spilled).
+    pub file_table_bytes: u64,
+    /// Bytes the chain and session statistics and the closed sessions' keys hold at the end
+    /// (an estimate; they grow with the chains and sessions of the log).
+    pub statistics_bytes: u64,
     pub files: FileTable,
 }
 
@@ -156,6 +168,9 @@ const QUEUED: usize = 4;
 const LAG: usize = 8;
 /// Log seconds between sweeps.
 const SWEEP_EVERY_S: f64 = 60.0;
+/// Bytes a closed session's key hash takes in a partition's set (8 and a control byte per
+/// bucket, buckets at most 7/8 full and at least half that after growing: 10-21 bytes).
+const CLOSED_KEY_BYTES: usize = 16;
 
 #[derive(Default)]
 struct OpenSession {
@@ -217,15 +232,6 @@ impl Park for OpenSession {
 fn name_hash(s: &str) -> u64 {
     foldhash::fast::FixedState::with_seed(0x5EED).hash_one(s)
 }
-
-/// What a file first seen in the log is known as: nothing but its name.
-static UNKNOWN_FILE: FileInfo = FileInfo {
-    name: String::new(),
-    bitrate_kbps: None,
-    media: None,
-    size_bytes: None,
-    drive: None,
-};
 
 /// A session closed by a sweep, as its partition hands it back.
 #[derive(Clone, Debug, PartialEq)]
@@ -330,6 +336,8 @@ struct Swept {
     /// memory.
     open: usize,
     held: usize,
+    /// Sessions closed so far (their keys' hashes are kept).
+    closed_keys: usize,
     /// At the last sweep: sessions with a request within the chain window of the log's end,
     /// the request statistics, the sessions reopened and what was spilled.
     open_at_end: u64,
@@ -339,12 +347,10 @@ struct Swept {
 }
 
 /// The open sessions of the clients whose names hash to one partition.
-struct Partition<'f> {
+struct Partition {
     window_s: f64,
     /// A session is closed once the clock is this far past its last completion.
     horizon_s: f64,
-    /// The file table as the caller gave it (files first seen in the log are unknown).
-    known: &'f [FileInfo],
     open: HashMap<Box<str>, OpenSession, foldhash::fast::RandomState>,
     /// Bytes the open sessions in memory hold ([`OpenSession::bytes`], kept up to date).
     held: usize,
@@ -364,13 +370,12 @@ struct Partition<'f> {
     reopened: u64,
 }
 
-impl<'f> Partition<'f> {
-    fn new(opts: &AnalyzeOptions, known: &'f [FileInfo]) -> Self {
+impl Partition {
+    fn new(opts: &AnalyzeOptions) -> Self {
         let partitions = opts.threads.max(1);
         Partition {
             window_s: opts.window_s,
             horizon_s: opts.window_s + opts.max_service_s,
-            known,
             open: HashMap::default(),
             held: 0,
             budget: (opts.memory_bytes / 2 / partitions).max(1),
@@ -384,8 +389,8 @@ impl<'f> Partition<'f> {
         }
     }
 
-    fn add(&mut self, file: u32, r: &LogRequest<'_>) {
-        let info = self.known.get(file as usize).unwrap_or(&UNKNOWN_FILE);
+    /// Add a request for `file`, of which the file table knows `info`.
+    fn add(&mut self, file: u32, info: &FileInfo, r: &LogRequest<'_>) {
         self.requests.on_request(r, info);
         let name: &str = &r.session;
         let mut grown = 0;
@@ -537,6 +542,7 @@ impl<'f> Partition<'f> {
                 self.err.get_or_insert(e);
             }
         }
+        out.closed_keys = self.closed.len();
         out.err = self.err.take();
         if last {
             let mut spill = self.idle.stats;
@@ -550,7 +556,7 @@ impl<'f> Partition<'f> {
 /// Requests on their way to a partition, and the sweep to run after them.
 #[derive(Default)]
 struct Batch {
-    reqs: Vec<(u32, LogRequest<'static>, (u32, u32))>,
+    reqs: Vec<(u32, FileInfo, LogRequest<'static>, (u32, u32))>,
     /// The session names, spans of which the requests hold.
     names: String,
     sweep: Option<(f64, bool)>,
@@ -565,26 +571,30 @@ impl Batch {
         }
     }
 
-    fn push(&mut self, file: u32, r: &LogRequest<'_>) {
+    fn push(&mut self, file: u32, info: FileInfo, r: &LogRequest<'_>) {
         let at = self.names.len() as u32;
         self.names.push_str(&r.session);
-        self.reqs
-            .push((file, r.with_names("", ""), (at, r.session.len() as u32)));
+        self.reqs.push((
+            file,
+            info,
+            r.with_names("", ""),
+            (at, r.session.len() as u32),
+        ));
     }
 
     /// Feed the requests to `p`, then sweep if asked.
-    fn run(&self, p: &mut Partition<'_>) -> Option<Swept> {
-        for (file, r, (at, len)) in &self.reqs {
+    fn run(&self, p: &mut Partition) -> Option<Swept> {
+        for (file, info, r, (at, len)) in &self.reqs {
             let name = &self.names[*at as usize..(*at + *len) as usize];
-            p.add(*file, &r.with_names(name, ""));
+            p.add(*file, info, &r.with_names(name, ""));
         }
         self.sweep.map(|(clock, last)| p.sweep(clock, last))
     }
 }
 
 /// The partitions: one on the calling thread, or several on threads of their own.
-enum Workers<'f> {
-    Inline(Box<Partition<'f>>),
+enum Workers {
+    Inline(Box<Partition>),
     Threads {
         feed: Vec<SyncSender<Batch>>,
         back: Vec<Receiver<Swept>>,
@@ -601,6 +611,9 @@ struct Pending {
     last: bool,
     /// Files whose greatest end offset grew since the sweep before, with the new value.
     grown: Vec<(u32, u64)>,
+    /// Files in the table, and the bytes it and the calling thread's per-file state hold.
+    files: usize,
+    file_bytes: usize,
 }
 
 /// Takes the swept sessions in the order of one thread and feeds the statistics and sink.
@@ -619,12 +632,18 @@ struct Merge<'s> {
     peak_open: usize,
     peak_open_bytes: usize,
     spill: SpillSummary,
+    /// Latest [`Analysis::file_table_bytes`] and [`Analysis::statistics_bytes`].
+    file_bytes: usize,
+    statistics_bytes: usize,
+    /// Whether [`SessionSink::warning`] was given.
+    warned: bool,
 }
 
 impl Merge<'_> {
     fn sweep(&mut self, files: &FileTable, p: Pending, parts: Vec<Swept>) {
-        if self.max_end.len() < files.len() {
-            self.max_end.resize(files.len(), 0);
+        // Sized as the table was when the sweep was decided: the same for any threads.
+        if self.max_end.len() < p.files {
+            self.max_end.resize(p.files, 0);
         }
         for (f, end) in p.grown {
             self.max_end[f as usize] = end;
@@ -636,6 +655,8 @@ impl Merge<'_> {
         self.peak_open_bytes = self
             .peak_open_bytes
             .max(parts.iter().map(|s| s.held).sum::<usize>());
+        let held = parts.iter().map(|s| s.held).sum::<usize>();
+        let closed_keys = parts.iter().map(|s| s.closed_keys).sum::<usize>();
         let mut streams = Vec::with_capacity(parts.len());
         for s in parts {
             self.open_at_end += s.open_at_end;
@@ -652,6 +673,33 @@ impl Merge<'_> {
         if let Err(e) = self.close_in_order(files, streams, p.last, p.clock) {
             self.err.get_or_insert(e);
         }
+        self.file_bytes = p.file_bytes + self.max_end.capacity() * std::mem::size_of::<u64>();
+        self.statistics_bytes =
+            self.chain_stats.bytes() + self.session_stats.bytes() + closed_keys * CLOSED_KEY_BYTES;
+        self.check_memory(p.files, held, closed_keys);
+    }
+
+    /// Say once when what the pass holds passes the memory limit: the open sessions stay
+    /// within their half, but the file table and the statistics are not spilled.
+    fn check_memory(&mut self, files: usize, held: usize, closed: usize) {
+        let total = held + self.file_bytes + self.statistics_bytes;
+        if self.warned || total <= self.opts.memory_bytes {
+            return;
+        }
+        self.warned = true;
+        let size = |n: usize| vodkit_units::human_size(n as u64);
+        self.sink.warning(&format!(
+            "the analysis holds about {}, past --memory {}: open sessions {}, file table {} \
+             ({files} files), statistics {} ({} chains, {closed} sessions closed); the file \
+             table and statistics grow with the log's files, chains and sessions and are not \
+             spilled",
+            size(total),
+            size(self.opts.memory_bytes),
+            size(held),
+            size(self.file_bytes),
+            size(self.statistics_bytes),
+            self.chain_stats.chains(),
+        ));
     }
 
     /// Close the sessions of every partition's stream (each ordered by name), in the order
@@ -684,7 +732,7 @@ impl Merge<'_> {
         let chains = s.chains;
         let phases = session_phases(&chains, files, &self.opts.phase);
         for c in &chains {
-            self.chain_stats.add(c, files.get(c.file));
+            self.chain_stats.add(c, &files.get(c.file));
         }
         let excluded = at_end
             && self.opts.exclude_tail_s > 0.0
@@ -718,7 +766,7 @@ impl Merge<'_> {
 }
 
 /// The calling thread's part: the log's clock, the file table, routing and sweeps.
-struct State<'s, 'f> {
+struct State<'s> {
     max_service_s: f64,
     files: FileTable,
     max_end: Vec<u64>,
@@ -730,7 +778,7 @@ struct State<'s, 'f> {
     long_service: u64,
     /// The sink's [`SessionSink::wants_requests`], asked once.
     requests_out: bool,
-    workers: Workers<'f>,
+    workers: Workers,
     pending: VecDeque<Pending>,
     merge: Merge<'s>,
 }
@@ -739,7 +787,7 @@ fn worker_gone() -> std::io::Error {
     std::io::Error::other("an analysis thread stopped early")
 }
 
-impl State<'_, '_> {
+impl State<'_> {
     fn add(&mut self, r: &LogRequest<'_>) {
         if self.requests_out && self.merge.err.is_none() {
             if let Err(e) = self.merge.sink.request(r) {
@@ -747,6 +795,7 @@ impl State<'_, '_> {
             }
         }
         let file = self.files.intern(r.file);
+        let info = self.files.get(file);
         let f = file as usize;
         if self.max_end.len() <= f {
             self.max_end.resize(f + 1, 0);
@@ -766,11 +815,11 @@ impl State<'_, '_> {
             self.clock = r.done_s;
         }
         match &mut self.workers {
-            Workers::Inline(p) => p.add(file, r),
+            Workers::Inline(p) => p.add(file, &info, r),
             Workers::Threads { feed, filling, .. } => {
                 let i = (name_hash(&r.session) % feed.len() as u64) as usize;
                 let b = &mut filling[i];
-                b.push(file, r);
+                b.push(file, info, r);
                 if b.reqs.len() >= BATCH {
                     let full = std::mem::replace(b, Batch::with_capacity());
                     if feed[i].send(full).is_err() && self.merge.err.is_none() {
@@ -799,6 +848,11 @@ impl State<'_, '_> {
             clock: self.clock,
             last,
             grown,
+            files: self.files.len(),
+            file_bytes: self.files.bytes()
+                + self.max_end.capacity() * std::mem::size_of::<u64>()
+                + self.grew.capacity()
+                + self.grown.capacity() * std::mem::size_of::<u32>(),
         };
         match &mut self.workers {
             Workers::Inline(part) => {
@@ -864,12 +918,10 @@ pub fn analyze<R: BufRead + Send>(
     opts: &AnalyzeOptions,
     sink: &mut dyn SessionSink,
 ) -> std::io::Result<Analysis> {
-    let known: Vec<FileInfo> = files.files.clone();
-    let known = &known[..];
     let partitions = opts.threads.max(1);
     std::thread::scope(|s| {
         let workers = if partitions == 1 {
-            Workers::Inline(Box::new(Partition::new(opts, known)))
+            Workers::Inline(Box::new(Partition::new(opts)))
         } else {
             let mut feed = Vec::new();
             let mut back = Vec::new();
@@ -879,7 +931,7 @@ pub fn analyze<R: BufRead + Send>(
                 feed.push(tx);
                 back.push(done_rx);
                 s.spawn(move || {
-                    let mut part = Partition::new(opts, known);
+                    let mut part = Partition::new(opts);
                     for b in rx {
                         if let Some(swept) = b.run(&mut part) {
                             if done_tx.send(swept).is_err() {
@@ -922,6 +974,9 @@ pub fn analyze<R: BufRead + Send>(
                 peak_open: 0,
                 peak_open_bytes: 0,
                 spill: SpillSummary::default(),
+                file_bytes: 0,
+                statistics_bytes: 0,
+                warned: false,
             },
         };
         // With partitions on threads of their own, `threads` threads parse beside them
@@ -957,6 +1012,8 @@ pub fn analyze<R: BufRead + Send>(
             peak_open_sessions: m.peak_open,
             peak_open_bytes: m.peak_open_bytes as u64,
             spill: m.spill,
+            file_table_bytes: m.file_bytes as u64,
+            statistics_bytes: m.statistics_bytes as u64,
             files,
         })
     })
@@ -1018,7 +1075,7 @@ mod tests {
             spill_dir: dir.to_path_buf(),
             ..Default::default()
         };
-        let mut p = Partition::new(&opts, &[]);
+        let mut p = Partition::new(&opts);
         let mut out = Vec::new();
         let mut next = f64::NEG_INFINITY;
         let reqs = requests();
@@ -1035,7 +1092,7 @@ mod tests {
             ((closed, s.open, s.open_at_end), last)
         };
         for (name, file, r) in &reqs {
-            p.add(*file, &r.with_names(name, ""));
+            p.add(*file, &FileInfo::default(), &r.with_names(name, ""));
             if r.done_s >= next {
                 out.push(take(p.sweep(r.done_s, false)).0);
                 next = r.done_s + 60.0;

@@ -351,7 +351,7 @@ pub fn write_row<W: Write>(
     let f = files.get(c.file);
     w.serialize(ChainRow {
         session,
-        file: &f.name,
+        file: files.name(c.file),
         start_offset: c.start,
         bytes: c.bytes,
         requests: c.requests,
@@ -360,7 +360,7 @@ pub fn write_row<W: Write>(
         kind: c.kind,
         media: f.media,
         bitrate_kbps: f.bitrate_kbps,
-        drive: f.drive.as_deref(),
+        drive: files.drive(c.file),
     })?;
     Ok(())
 }
@@ -438,6 +438,7 @@ pub fn parse_chains_csv(input: impl Read, name: &str) -> Result<Vec<Chain>, Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::files::FileInfo;
 
     fn req(
         offset: u64,
@@ -583,10 +584,14 @@ mod tests {
     #[test]
     fn names_with_commas_and_quotes_round_trip() {
         let mut files = FileTable::default();
-        let id = files.intern("nf/a \"b\", c.mp4");
-        files.files[id as usize].media = Some(Media::Video);
-        files.files[id as usize].bitrate_kbps = Some(2000);
-        files.files[id as usize].drive = Some("d,1".into());
+        let info = FileInfo {
+            media: Some(Media::Video),
+            bitrate_kbps: Some(2000),
+            size_bytes: None,
+        };
+        let id = files
+            .insert("nf/a \"b\", c.mp4", info, Some("d,1"))
+            .unwrap();
         let rec = ChainRec {
             file: id,
             start: 0,

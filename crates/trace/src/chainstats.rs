@@ -41,8 +41,8 @@ pub fn title_seconds(bytes: u64, kbps: u32) -> f64 {
 #[derive(Debug, Default)]
 pub struct ChainStatsBuilder {
     rows: [[RowAcc; 4]; 2],
-    /// (length, class): class 0 = open at offset 0, 1 = chunk at offset 0, 2 = other.
-    lengths: Vec<(u64, u8)>,
+    /// Chain lengths by class: 0 = open at offset 0, 1 = chunk at offset 0, 2 = other.
+    lengths: [Vec<u64>; 3],
 }
 
 impl ChainStatsBuilder {
@@ -61,21 +61,33 @@ impl ChainStatsBuilder {
             ChainKind::ChunkAtZero => 1,
             ChainKind::Other => 2,
         };
-        self.lengths.push((c.bytes, class));
+        self.lengths[class].push(c.bytes);
     }
 
     pub fn chains(&self) -> usize {
-        self.lengths.len()
+        self.lengths.iter().map(Vec::len).sum()
     }
 
-    /// All chain lengths (for fits by callers).
+    /// Heap bytes held: every chain's length (8 bytes a chain; [`Self::finish`] needs as
+    /// much again).
+    pub fn bytes(&self) -> usize {
+        self.lengths
+            .iter()
+            .map(|v| v.capacity() * std::mem::size_of::<u64>())
+            .sum()
+    }
+
+    /// All chain lengths, in no particular order (for fits by callers).
     pub fn lengths(&self) -> Vec<u64> {
-        self.lengths.iter().map(|l| l.0).collect()
+        self.lengths.concat()
     }
 
     pub fn finish(mut self, breakpoints: &[f64], probabilities: &[f64]) -> ChainSummary {
-        self.lengths.sort_unstable();
-        let lengths: Vec<u64> = self.lengths.iter().map(|l| l.0).collect();
+        for v in &mut self.lengths {
+            v.sort_unstable();
+        }
+        let mut lengths = self.lengths.concat();
+        lengths.sort_unstable();
         let total_chains = lengths.len() as u64;
         let total_bytes: u64 = lengths.iter().fold(0u64, |a, &l| a.saturating_add(l));
         let mut table = Vec::new();
@@ -108,11 +120,6 @@ impl ChainStatsBuilder {
         table.push(TableRow::new("all", "total", &grand, total_chains));
 
         let grid = log_grid();
-        let mut prefix = Vec::with_capacity(lengths.len() + 1);
-        prefix.push(0u64);
-        for l in &lengths {
-            prefix.push(prefix.last().expect("seeded").saturating_add(*l));
-        }
         let le = |x: f64| lengths.partition_point(|&l| l as f64 <= x);
         let pct = |a: u64, b: u64| {
             if b == 0 {
@@ -121,14 +128,20 @@ impl ChainStatsBuilder {
                 100.0 * a as f64 / b as f64
             }
         };
+        // Bytes in chains no longer than each point of the grid (ascending), summed on.
+        let (mut below, mut summed) = (0u64, 0);
         let length_cdf = grid
             .iter()
             .map(|&x| {
                 let i = le(x);
+                below = lengths[summed..i]
+                    .iter()
+                    .fold(below, |a, &l| a.saturating_add(l));
+                summed = i;
                 CdfPoint {
                     bytes: x,
                     chains_pct: pct(i as u64, total_chains),
-                    bytes_pct: pct(prefix[i], total_bytes),
+                    bytes_pct: pct(below, total_bytes),
                 }
             })
             .collect();
@@ -137,13 +150,8 @@ impl ChainStatsBuilder {
             .map(|&x| [x, pct(total_chains - le(x) as u64, total_chains)])
             .filter(|p| p[1] > 0.0)
             .collect();
-        let class_cdf = |class: u8| {
-            let v: Vec<u64> = self
-                .lengths
-                .iter()
-                .filter(|l| l.1 == class)
-                .map(|l| l.0)
-                .collect();
+        let class_cdf = |class: usize| {
+            let v = &self.lengths[class];
             let n = v.len() as u64;
             ZeroOffsetClass {
                 chains: n,
@@ -159,7 +167,7 @@ impl ChainStatsBuilder {
         };
         let zero_open = class_cdf(0);
         let zero_chunk = class_cdf(1);
-        let fit = PowerLawFit::fit(&lengths, breakpoints);
+        let fit = PowerLawFit::fit_sorted(&lengths, breakpoints);
         let survival = probabilities
             .iter()
             .map(|&p| SurvivalRow {
@@ -330,13 +338,11 @@ mod tests {
     #[test]
     fn table_and_cdfs_from_hand_built_chains() {
         let video = FileInfo {
-            name: "v".into(),
             bitrate_kbps: Some(1000),
             media: Some(Media::Video),
             ..Default::default()
         };
         let audio = FileInfo {
-            name: "a".into(),
             bitrate_kbps: Some(100),
             media: Some(Media::Audio),
             ..Default::default()

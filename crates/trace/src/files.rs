@@ -1,26 +1,143 @@
 //! The file table: nominal bit rate, media type, size and drive of every file, read from a
 //! `files.csv` (`file,bitrate_kbps,media,size_bytes,drive`) or from a `catalog.json`.
 
-use std::collections::HashMap;
+use std::hash::BuildHasher;
 use std::path::Path;
+
+use hashbrown::hash_table::{Entry, HashTable};
 
 use vodkit_workload::model::{Catalog, Media};
 
-#[derive(Clone, Debug, Default, PartialEq)]
+/// What the table knows of a file besides its name and drive ([`FileTable::get`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct FileInfo {
-    pub name: String,
     pub bitrate_kbps: Option<u32>,
     pub media: Option<Media>,
     pub size_bytes: Option<u64>,
-    pub drive: Option<String>,
 }
 
-/// Files by name, with dense ids for the analyzer.
+/// Strings interned once: every one in a single buffer, one after the other in the order
+/// they were first seen (their ids), found through a hash table of ids that compares
+/// against the buffer, so each string is stored once.
+#[derive(Clone, Debug, Default)]
+struct Names {
+    text: String,
+    /// Where each string ends in `text`.
+    ends: Vec<u64>,
+    /// Ids by the hash of their string.
+    index: HashTable<u32>,
+    /// A fast seeded hasher (names come from the log, one lookup per request).
+    hasher: foldhash::fast::RandomState,
+}
+
+/// The string of `id` in an interner's buffer.
+fn string_at<'t>(text: &'t str, ends: &[u64], id: u32) -> &'t str {
+    let i = id as usize;
+    let start = if i == 0 { 0 } else { ends[i - 1] as usize };
+    &text[start..ends[i] as usize]
+}
+
+impl Names {
+    fn get(&self, id: u32) -> &str {
+        string_at(&self.text, &self.ends, id)
+    }
+
+    fn find(&self, s: &str) -> Option<u32> {
+        let hash = self.hasher.hash_one(s);
+        self.index.find(hash, |&id| self.get(id) == s).copied()
+    }
+
+    /// The id of `s` (the next one when new), and whether it is new.
+    fn intern(&mut self, s: &str) -> (u32, bool) {
+        let Names {
+            text,
+            ends,
+            index,
+            hasher,
+        } = self;
+        let hash = hasher.hash_one(s);
+        let entry = index.entry(
+            hash,
+            |&id| string_at(text, ends, id) == s,
+            |&id| hasher.hash_one(string_at(text, ends, id)),
+        );
+        match entry {
+            Entry::Occupied(e) => (*e.get(), false),
+            Entry::Vacant(e) => {
+                let id = ends.len() as u32;
+                text.push_str(s);
+                ends.push(text.len() as u64);
+                e.insert(id);
+                (id, true)
+            }
+        }
+    }
+
+    /// Heap bytes held (capacities, not lengths: what the allocator gave).
+    fn bytes(&self) -> usize {
+        self.text.capacity()
+            + self.ends.capacity() * std::mem::size_of::<u64>()
+            + self.index.allocation_size()
+    }
+}
+
+/// A [`FileInfo`] and a drive in 16 bytes.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+struct Packed {
+    size_bytes: u64,
+    bitrate_kbps: u32,
+    /// 0: not known; else the drive's id in [`FileTable::drives`] plus one.
+    drive: u16,
+    /// Bits 0-1: the media (0: not known, else its place in [`MEDIA`] plus one); bit 2: bit
+    /// rate known; bit 3: size known. All zero: nothing known, as [`FileInfo::default`].
+    flags: u8,
+}
+
+const HAS_BITRATE: u8 = 1 << 2;
+const HAS_SIZE: u8 = 1 << 3;
+
+impl Packed {
+    fn new(f: &FileInfo, drive: u16) -> Packed {
+        let mut flags = match f.media {
+            None => 0,
+            m => media_slot(m) as u8 + 1,
+        };
+        if f.bitrate_kbps.is_some() {
+            flags |= HAS_BITRATE;
+        }
+        if f.size_bytes.is_some() {
+            flags |= HAS_SIZE;
+        }
+        Packed {
+            size_bytes: f.size_bytes.unwrap_or(0),
+            bitrate_kbps: f.bitrate_kbps.unwrap_or(0),
+            drive,
+            flags,
+        }
+    }
+
+    fn info(self) -> FileInfo {
+        FileInfo {
+            bitrate_kbps: (self.flags & HAS_BITRATE != 0).then_some(self.bitrate_kbps),
+            media: match self.flags & 3 {
+                0 => None,
+                m => MEDIA[usize::from(m - 1)],
+            },
+            size_bytes: (self.flags & HAS_SIZE != 0).then_some(self.size_bytes),
+        }
+    }
+}
+
+/// Files by name, with dense ids (in the order they were added) for the analyzer. Each
+/// name is stored once ([`Names`]), what is known of it in 16 bytes and drives as small
+/// ids: about 40 bytes a file beyond its name's ([`FileTable::bytes`]).
 #[derive(Clone, Debug, Default)]
 pub struct FileTable {
-    pub files: Vec<FileInfo>,
-    /// Name → id; a fast seeded hasher (names come from the log, one lookup per request).
-    index: HashMap<String, u32, foldhash::fast::RandomState>,
+    names: Names,
+    /// By id.
+    info: Vec<Packed>,
+    /// The drives' names (few).
+    drives: Names,
 }
 
 pub fn parse_media(s: &str) -> Option<Media> {
@@ -71,44 +188,74 @@ pub fn normalize_name(path: &str) -> &str {
 
 impl FileTable {
     pub fn len(&self) -> usize {
-        self.files.len()
+        self.info.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.files.is_empty()
+        self.info.is_empty()
     }
 
-    pub fn get(&self, id: u32) -> &FileInfo {
-        &self.files[id as usize]
+    /// What is known of file `id`.
+    pub fn get(&self, id: u32) -> FileInfo {
+        self.info[id as usize].info()
+    }
+
+    /// The name of file `id`.
+    pub fn name(&self, id: u32) -> &str {
+        self.names.get(id)
+    }
+
+    /// The drive of file `id`, when known.
+    pub fn drive(&self, id: u32) -> Option<&str> {
+        match self.info[id as usize].drive {
+            0 => None,
+            d => Some(self.drives.get(u32::from(d) - 1)),
+        }
     }
 
     pub fn lookup(&self, name: &str) -> Option<u32> {
-        self.index.get(normalize_name(name)).copied()
+        self.names.find(normalize_name(name))
     }
 
     /// The id of `name`, adding an entry without metadata for files the table lacks.
     pub fn intern(&mut self, name: &str) -> u32 {
-        let name = normalize_name(name);
-        if let Some(&id) = self.index.get(name) {
-            return id;
+        let (id, new) = self.names.intern(normalize_name(name));
+        if new {
+            self.info.push(Packed::default());
         }
-        let id = self.files.len() as u32;
-        self.files.push(FileInfo {
-            name: name.to_string(),
-            ..Default::default()
-        });
-        self.index.insert(name.to_string(), id);
         id
     }
 
-    fn insert(&mut self, info: FileInfo) -> Result<(), String> {
-        let name = normalize_name(&info.name).to_string();
-        if self.index.contains_key(&name) {
+    /// Add a file the table does not hold yet and return its id.
+    pub fn insert(
+        &mut self,
+        name: &str,
+        info: FileInfo,
+        drive: Option<&str>,
+    ) -> Result<u32, String> {
+        let name = normalize_name(name);
+        if self.names.find(name).is_some() {
             return Err(format!("file {name} listed twice"));
         }
-        self.index.insert(name.clone(), self.files.len() as u32);
-        self.files.push(FileInfo { name, ..info });
-        Ok(())
+        let drive = match drive {
+            None => 0,
+            Some(d) => {
+                let (id, _) = self.drives.intern(d);
+                u16::try_from(id + 1)
+                    .map_err(|_| format!("file {name}: more than {} distinct drives", u16::MAX))?
+            }
+        };
+        let (id, _) = self.names.intern(name);
+        self.info.push(Packed::new(&info, drive));
+        Ok(id)
+    }
+
+    /// Heap bytes the table holds: its names once, 16 bytes of metadata, 8 of where the
+    /// name ends and the hash index's 4-byte id and control byte per bucket for every file.
+    pub fn bytes(&self) -> usize {
+        self.names.bytes()
+            + self.info.capacity() * std::mem::size_of::<Packed>()
+            + self.drives.bytes()
     }
 
     /// Read a `files.csv` (RFC 4180 quoting, read with the `csv` crate). Errors name the
@@ -160,7 +307,6 @@ impl FileTable {
             let size = get(3);
             let media = get(2);
             let info = FileInfo {
-                name: get(0).to_string(),
                 bitrate_kbps: if bitrate.is_empty() {
                     None
                 } else {
@@ -186,17 +332,19 @@ impl FileTable {
                             .map_err(|_| bad("size_bytes", "bytes as an integer"))?,
                     )
                 },
-                drive: Some(get(4).to_string()).filter(|d| !d.is_empty()),
             };
-            if info.name.is_empty() {
+            let name = get(0);
+            if name.is_empty() {
                 return Err(bad("file", "a file name"));
             }
-            t.insert(info)
+            let drive = Some(get(4)).filter(|d| !d.is_empty());
+            t.insert(name, info, drive)
                 .map_err(|e| format!("{}:{n}: {e}", path.display()))?;
         }
         if cols.is_none() {
             return Err(format!("{}: empty file table", path.display()));
         }
+        t.shrink_to_fit();
         Ok(t)
     }
 
@@ -209,18 +357,34 @@ impl FileTable {
         for title in &cat.titles {
             for r in &title.renditions {
                 for f in &r.files {
-                    t.insert(FileInfo {
-                        name: f.path.clone(),
+                    let info = FileInfo {
                         bitrate_kbps: Some(r.bitrate_kbps),
                         media: Some(r.media),
                         size_bytes: Some(f.size_bytes),
-                        drive: None,
-                    })
-                    .map_err(|e| format!("{}: {e}", path.display()))?;
+                    };
+                    t.insert(&f.path, info, None)
+                        .map_err(|e| format!("{}: {e}", path.display()))?;
                 }
             }
         }
+        t.shrink_to_fit();
         Ok(t)
+    }
+
+    /// Give back what the buffers hold beyond their contents (once a table is read).
+    fn shrink_to_fit(&mut self) {
+        for n in [&mut self.names, &mut self.drives] {
+            n.text.shrink_to_fit();
+            n.ends.shrink_to_fit();
+            let Names {
+                text,
+                ends,
+                index,
+                hasher,
+            } = n;
+            index.shrink_to_fit(|&id| hasher.hash_one(string_at(text, ends, id)));
+        }
+        self.info.shrink_to_fit();
     }
 }
 
@@ -240,14 +404,16 @@ mod tests {
         let t = FileTable::from_csv(&p).unwrap();
         assert_eq!(t.len(), 3);
         assert_eq!(
-            t.get(2).name,
+            t.name(2),
             "w, \"x\".mp4",
             "quoted name with a comma and quotes"
         );
-        let a = t.get(t.lookup("/nf/a.mp4").unwrap());
+        let id = t.lookup("/nf/a.mp4").unwrap();
+        let a = t.get(id);
         assert_eq!(a.bitrate_kbps, Some(96));
         assert_eq!(a.media, Some(Media::Audio));
-        assert_eq!(a.drive.as_deref(), Some("d01"));
+        assert_eq!(t.drive(id), Some("d01"));
+        assert_eq!(t.drive(1), None);
         assert_eq!(t.get(t.lookup("v.mp4").unwrap()).size_bytes, None);
         std::fs::write(
             &p,
@@ -256,5 +422,75 @@ mod tests {
         .unwrap();
         let e = FileTable::from_csv(&p).unwrap_err();
         assert!(e.contains(":2: field bitrate_kbps"), "{e}");
+    }
+
+    /// Names of files as a catalog spells them, many per title and rendition.
+    fn name(i: u32) -> String {
+        format!("nf/t{:05}/v{}.mp4", i / 7, 235 + (i % 7) * 500)
+    }
+
+    #[test]
+    fn interned_names_keep_first_seen_ids_and_are_stored_once() {
+        let n = 100_000u32;
+        let mut t = FileTable::default();
+        // Table entries first, with metadata and one of a few drives, then the log's
+        // names: known ones keep their ids, new ones get the next ids in order.
+        for i in 0..n / 2 {
+            let info = FileInfo {
+                bitrate_kbps: (i % 11 != 0).then_some(i % 5000),
+                media: MEDIA[(i % 4) as usize],
+                size_bytes: (i % 3 != 0).then_some(u64::from(i) << 20),
+            };
+            let drive = format!("d{:02}", i % 36);
+            let drive = (i % 10 != 0).then_some(drive.as_str());
+            assert_eq!(t.insert(&name(i), info, drive), Ok(i));
+        }
+        assert!(t
+            .insert(&format!("/{}", name(7)), FileInfo::default(), None)
+            .unwrap_err()
+            .contains("listed twice"));
+        for i in (0..n).rev().step_by(3).chain(0..n) {
+            let id = t.intern(&format!("/{}?start=0", name(i)));
+            if i < n / 2 {
+                assert_eq!(id, i, "a table entry keeps its id");
+            }
+        }
+        assert_eq!(t.len(), n as usize);
+        // Names first seen in the log: ids in the order they were seen.
+        let mut want = n / 2;
+        for i in (0..n).rev().step_by(3).chain(0..n) {
+            if i >= n / 2 && t.lookup(&name(i)) == Some(want) {
+                want += 1;
+            }
+        }
+        assert_eq!(want, n, "every new name got the next id in order");
+        for i in 0..n {
+            let id = t.lookup(&name(i)).unwrap();
+            assert_eq!(t.name(id), name(i));
+            let f = t.get(id);
+            if id < n / 2 {
+                assert_eq!(f.bitrate_kbps, (id % 11 != 0).then_some(id % 5000));
+                assert_eq!(f.media, MEDIA[(id % 4) as usize]);
+                assert_eq!(f.size_bytes, (id % 3 != 0).then_some(u64::from(id) << 20));
+                let d = t.drive(id);
+                assert_eq!(
+                    d.map(str::to_string),
+                    (id % 10 != 0).then(|| format!("d{:02}", id % 36))
+                );
+            } else {
+                assert_eq!((f, t.drive(id)), (FileInfo::default(), None));
+            }
+        }
+        assert_eq!(t.lookup("nf/t99999/v1.mp4"), None);
+        assert_eq!(t.lookup(""), None);
+        // Each name once, plus well under 64 bytes a file for everything else.
+        assert_eq!(std::mem::size_of::<Packed>(), 16);
+        let names: usize = (0..n).map(|i| name(i).len()).sum();
+        let per_file = (t.bytes() - names) / n as usize;
+        assert!(
+            t.bytes() > names && per_file < 64,
+            "{} bytes: {per_file} a file",
+            t.bytes()
+        );
     }
 }

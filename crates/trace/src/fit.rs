@@ -39,8 +39,14 @@ impl PowerLawFit {
     /// Fit the lengths (any order) over `breakpoints` (bytes, ascending). Segments with
     /// fewer than two usable points are left out.
     pub fn fit(lengths: &[u64], breakpoints: &[f64]) -> PowerLawFit {
-        let mut sorted: Vec<u64> = lengths.iter().copied().filter(|&l| l > 0).collect();
+        let mut sorted = lengths.to_vec();
         sorted.sort_unstable();
+        PowerLawFit::fit_sorted(&sorted, breakpoints)
+    }
+
+    /// [`PowerLawFit::fit`] of lengths sorted in ascending order, without a copy.
+    pub fn fit_sorted(sorted: &[u64], breakpoints: &[f64]) -> PowerLawFit {
+        let sorted = &sorted[sorted.partition_point(|&l| l == 0)..];
         if sorted.is_empty() {
             return PowerLawFit::default();
         }
@@ -143,6 +149,11 @@ mod tests {
             .collect();
         let fit = PowerLawFit::fit(&lengths, &[1e6]);
         assert_eq!(fit.segments.len(), 2);
+        // Sorted, with zero lengths (left out of the fit): the same fit without a copy.
+        let mut sorted = lengths.clone();
+        sorted.extend([0, 0]);
+        sorted.sort_unstable();
+        assert_eq!(PowerLawFit::fit_sorted(&sorted, &[1e6]), fit);
         assert!(
             (fit.segments[0].c - 0.5).abs() < 0.03,
             "{:?}",

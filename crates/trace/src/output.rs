@@ -291,7 +291,7 @@ impl SessionSink for DirSink {
                     let f = files.get(c.file);
                     t.row(&[
                         Value::Text(Some(name)),
-                        Value::Text(Some(&f.name)),
+                        Value::Text(Some(files.name(c.file))),
                         Value::Int(int(c.start)),
                         Value::Int(int(c.bytes)),
                         Value::Int(int(u64::from(c.requests))),
@@ -300,7 +300,7 @@ impl SessionSink for DirSink {
                         Value::Text(Some(kind_name(c.kind))),
                         Value::Text(f.media.map(|_| media_name(f.media))),
                         Value::Int(f.bitrate_kbps.map(i64::from)),
-                        Value::Text(f.drive.as_deref()),
+                        Value::Text(files.drive(c.file)),
                     ])?;
                 }
             }
@@ -384,6 +384,10 @@ pub struct PassSummary<'a> {
     pub spill_runs: u64,
     pub sessions_reloaded: u64,
     pub files: usize,
+    /// Bytes the file table and the per-file state held at the end (an estimate).
+    pub file_table_bytes: u64,
+    /// Bytes the chain and session statistics held at the end (an estimate).
+    pub statistics_bytes: u64,
 }
 
 impl<'a> PassSummary<'a> {
@@ -401,6 +405,8 @@ impl<'a> PassSummary<'a> {
             spill_runs: a.spill.runs,
             sessions_reloaded: a.spill.reloaded,
             files: a.files.len(),
+            file_table_bytes: a.file_table_bytes,
+            statistics_bytes: a.statistics_bytes,
         }
     }
 }

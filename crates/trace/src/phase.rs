@@ -510,6 +510,7 @@ pub struct PhaseSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::files::FileInfo;
 
     fn chain(file: u32, t0: f64, t1: f64, bytes: u64) -> ChainRec {
         ChainRec {
@@ -527,12 +528,18 @@ mod tests {
     fn table() -> FileTable {
         let mut t = FileTable::default();
         for (name, kbps) in [("v235", 235), ("v1050", 1050), ("v1750", 1750)] {
-            let id = t.intern(name);
-            t.files[id as usize].bitrate_kbps = Some(kbps);
-            t.files[id as usize].media = Some(Media::Video);
+            let info = FileInfo {
+                bitrate_kbps: Some(kbps),
+                media: Some(Media::Video),
+                size_bytes: None,
+            };
+            t.insert(name, info, None).unwrap();
         }
-        let a = t.intern("a96");
-        t.files[a as usize].media = Some(Media::Audio);
+        let audio = FileInfo {
+            media: Some(Media::Audio),
+            ..FileInfo::default()
+        };
+        t.insert("a96", audio, None).unwrap();
         t
     }
 

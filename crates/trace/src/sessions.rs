@@ -255,6 +255,16 @@ impl SessionStatsBuilder {
         }
     }
 
+    /// Heap bytes held beyond the fixed-size bins: the fraction downloaded of every session
+    /// (4 bytes per media it has) and the chunk sizes by media and bit rate.
+    pub fn bytes(&self) -> usize {
+        self.fraction
+            .iter()
+            .map(|f| f.capacity() * 4)
+            .sum::<usize>()
+            + self.chunk_sizes.len() * std::mem::size_of::<((u8, u32), SizeAcc)>()
+    }
+
     pub fn finish(self) -> SessionSummary {
         let total_req: u64 = self.requests.iter().flatten().map(|a| a.requests).sum();
         let total_bytes: u64 = self
@@ -476,9 +486,12 @@ mod tests {
     #[test]
     fn fraction_portions_and_positions() {
         let mut files = FileTable::default();
-        let v = files.intern("v");
-        files.files[v as usize].media = Some(Media::Video);
-        files.files[v as usize].bitrate_kbps = Some(1000);
+        let info = FileInfo {
+            media: Some(Media::Video),
+            bitrate_kbps: Some(1000),
+            size_bytes: None,
+        };
+        let v = files.insert("v", info, None).unwrap();
         let chains = [
             ChainRec {
                 file: v,

@@ -293,11 +293,13 @@ fn replay_section(r: &BenchReport) -> String {
         if md.is_empty() {
             md += "\n## Run against replay\n\nThe server's engine over the judged window of its \
                    highest passing point (`/stats`: requested bytes found in memory, prefetched \
-                   ones included, the mean read, and the positioning the engine learned from \
-                   its reads) beside the memory replay of the same manager (docs/simulate.md, \
-                   \"Memory replay\"); in parentheses, run / replay.\n\n\
-                   | server | capacity (sessions/s) | hits | mean read | positioning |\n\
-                   |---|---|---|---|---|\n";
+                   ones included, the mean read, the positioning the engine learned from \
+                   its reads, and how long a read waited in the drive's queue) beside the \
+                   memory replay of the same manager (docs/simulate.md, \"Memory replay\"), \
+                   whose capacity is the rate at which reads wait its `--queue-wait`; in \
+                   parentheses, run / replay.\n\n\
+                   | server | capacity (sessions/s) | hits | mean read | positioning | queue wait |\n\
+                   |---|---|---|---|---|---|\n";
         }
         let mib = |b: f64| b / f64::from(1u32 << 20);
         let positioning = match e.positioning_ms {
@@ -308,9 +310,14 @@ fn replay_section(r: &BenchReport) -> String {
             ),
             _ => "–".to_string(),
         };
+        let wait = match (e.queue_wait_ms, replay.queue_wait_s) {
+            (Some(ms), Some(s)) => format!("{ms:.0} vs {:.0} ms ({:.2})", s * 1e3, ms / (s * 1e3)),
+            (Some(ms), None) => format!("{ms:.0} ms vs none"),
+            _ => "–".to_string(),
+        };
         let _ = writeln!(
             md,
-            "| {} | {cap:.2} vs {:.2} ({:.2}) | {:.0}% vs {:.0}% ({:.2}) | {:.2} vs {:.2} MiB ({:.2}) | {positioning} |",
+            "| {} | {cap:.2} vs {:.2} ({:.2}) | {:.0}% vs {:.0}% ({:.2}) | {:.2} vs {:.2} MiB ({:.2}) | {positioning} | {wait} |",
             s.sut,
             replay.rate,
             cap / replay.rate,
@@ -674,6 +681,7 @@ mod tests {
             mean_read_bytes: 1.5 * 1048576.0,
             seconds: 20.0,
             positioning_ms: Some(14.0),
+            queue_wait_ms: Some(120.0),
         };
         s.points = vec![
             point(5.0, true, 100.0, 0),
@@ -693,6 +701,7 @@ mod tests {
                 hit_fraction: 0.5,
                 mean_read_bytes: 1048576.0,
                 mean_positioning_ms: 10.0,
+                queue_wait_s: Some(0.5),
                 ..Default::default()
             }),
             ..Default::default()
@@ -701,7 +710,7 @@ mod tests {
         assert!(
             md.contains(
                 "| vodkit | 10.00 vs 12.50 (0.80) | 60% vs 50% (1.20) | 1.50 vs 1.00 MiB (1.50) \
-                 | 14.0 vs 10.0 ms (1.40) |"
+                 | 14.0 vs 10.0 ms (1.40) | 120 vs 500 ms (0.24) |"
             ),
             "{md}"
         );

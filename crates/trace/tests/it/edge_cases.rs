@@ -22,7 +22,7 @@ impl SessionSink for Collect {
         for c in s.chains {
             self.chains.push((
                 s.name.to_string(),
-                s.files.get(c.file).name.clone(),
+                s.files.name(c.file).to_string(),
                 c.start,
                 c.bytes,
                 c.requests,

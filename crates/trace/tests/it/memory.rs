@@ -6,7 +6,7 @@
 use std::path::Path;
 use std::process::Command;
 
-use vodkit_trace::analyze::{analyze, AnalyzeOptions, MEMORY_BYTES};
+use vodkit_trace::analyze::{analyze, AnalyzeOptions, ClosedSession, SessionSink, MEMORY_BYTES};
 use vodkit_trace::output::{DirSink, OutputFormat, PassSummary, Tables};
 use vodkit_trace::FileTable;
 
@@ -84,6 +84,78 @@ fn a_tiny_memory_spills_and_every_output_is_the_same_for_one_and_two_threads() {
     let (_, want) = run(MEMORY_BYTES, 1, OutputFormat::Parquet);
     let (_, got) = run(tiny, 2, OutputFormat::Parquet);
     assert_same(&want[1..], &got[1..], "parquet, tiny memory, 2 threads");
+}
+
+/// A sink that keeps the warnings.
+#[derive(Default)]
+struct Warnings(Vec<String>);
+
+impl SessionSink for Warnings {
+    fn session(&mut self, _: &ClosedSession<'_>) -> std::io::Result<()> {
+        Ok(())
+    }
+
+    fn warning(&mut self, message: &str) {
+        self.0.push(message.to_string());
+    }
+}
+
+/// A log naming `files` files once each, four to a session, 10 ms apart.
+fn many_files_log(files: u64) -> String {
+    let mut text = String::from(
+        "ts_end,service_time_s,session,file,offset,length,open_ended,bytes_sent,device_type\n",
+    );
+    for i in 0..files {
+        let t = 1000.0 + i as f64 * 0.01;
+        text += &format!(
+            "{t:.3},0.01,s{},nf/t{i:07}/v1750.mp4,0,4096,0,4096,tv\n",
+            i / 4
+        );
+    }
+    text
+}
+
+#[test]
+fn the_file_table_is_accounted_and_passing_the_limit_is_said_once() {
+    let files = 40_000u64;
+    let log = many_files_log(files);
+    let run = |memory: usize| {
+        let opts = AnalyzeOptions {
+            memory_bytes: memory,
+            spill_dir: std::env::temp_dir(),
+            ..Default::default()
+        };
+        let mut sink = Warnings::default();
+        let a = analyze(log.as_bytes(), FileTable::default(), &opts, &mut sink).unwrap();
+        (a, sink.0)
+    };
+    let (a, none) = run(MEMORY_BYTES);
+    assert!(none.is_empty(), "{none:?}");
+    assert_eq!(a.files.len() as u64, files);
+    // Every name once (23 bytes), and well under 100 bytes a file for the rest: the index,
+    // what is known of the file, where its name ends and the analysis's per-file state.
+    let names = files * 23;
+    let per_file = (a.file_table_bytes - names) / files;
+    assert!(
+        a.file_table_bytes > names && per_file < 100,
+        "{} bytes, {per_file} a file beyond its name",
+        a.file_table_bytes
+    );
+    // One chain a file: its length in the statistics.
+    assert!(a.statistics_bytes >= 16 * files, "{}", a.statistics_bytes);
+    // Within 1 MiB the open sessions are spilled, but the file table alone passes it: said
+    // once, with the limit and what grew.
+    let (b, warned) = run(1 << 20);
+    assert!(b.spill.sessions > 0, "{:?}", b.spill);
+    assert_eq!(
+        (b.file_table_bytes, b.statistics_bytes),
+        (a.file_table_bytes, a.statistics_bytes)
+    );
+    assert_eq!(warned.len(), 1, "{warned:?}");
+    let w = &warned[0];
+    for part in ["--memory 1.0 MiB", "file table", "files)", "statistics"] {
+        assert!(w.contains(part), "{part:?} in {w}");
+    }
 }
 
 /// A log whose open sessions hold about 500 bytes per line: a viewer arrives every second
@@ -266,4 +338,40 @@ fn a_log_needing_many_times_the_memory_limit_is_analyzed_within_it() {
     let files = |d: &Path| std::fs::read_dir(d).unwrap().count();
     assert_eq!(files(&small), files(&large), "no spill left behind");
     assert_eq!(files(&dir.path().join("two")), files(&large));
+}
+
+/// Process memory a file of [`many_files_log`] may cost beyond the limit and the fixed costs:
+/// its name (23 bytes), its entry in the file table, the analysis's per-file state and its
+/// chain's length in the statistics.
+const PER_FILE: u64 = 100;
+
+#[test]
+fn many_files_cost_the_process_little_more_than_their_names() {
+    if !cfg!(target_os = "linux") {
+        vodkit_testkit::need::not_here("peak memory is read from /proc (Linux)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log.csv");
+    let files = 400_000u64;
+    std::fs::write(&log, many_files_log(files)).unwrap();
+    let c = child(&log, &dir.path().join("out"), LIMIT, 1);
+    let grew = (c.peak_kib.saturating_sub(c.baseline_kib)) * 1024;
+    eprintln!(
+        "{files} files within {} MiB: {c:?}, grew {} MiB",
+        LIMIT >> 20,
+        grew >> 20
+    );
+    assert!(
+        c.spilled > 0 && c.peak_open_bytes <= LIMIT as u64 / 2,
+        "{c:?}"
+    );
+    // A table of about 300 bytes a file (a name stored twice, a string per drive, a copy
+    // for the partitions) would grow it by about 110 MiB, well past this.
+    assert!(
+        grew <= LIMIT as u64 + FIXED + files * PER_FILE,
+        "{c:?}: {} MiB, {} bytes a file",
+        grew >> 20,
+        grew / files
+    );
 }
