@@ -313,6 +313,24 @@ pub enum Begin {
     Pending(Pending),
 }
 
+impl Begin {
+    /// The outcome, awaiting the read if one was queued.
+    pub async fn wait(self) -> io::Result<ReadOutcome> {
+        match self {
+            Begin::Ready(o) => Ok(o),
+            Begin::Pending(p) => p.wait().await,
+        }
+    }
+
+    /// [`Begin::wait`], blocking the calling thread.
+    pub fn wait_blocking(self) -> io::Result<ReadOutcome> {
+        match self {
+            Begin::Ready(o) => Ok(o),
+            Begin::Pending(p) => p.wait_blocking(),
+        }
+    }
+}
+
 fn worker_gone() -> io::Error {
     io::Error::other("prefetch engine shut down before the read finished")
 }
@@ -1069,11 +1087,8 @@ impl Engine {
     /// a resident read): counted exactly like a hit of [`Engine::begin`], so the ledger
     /// and the policy see the whole access stream, but without a residency check.
     pub fn note_resident(&self, file: &Arc<File>, req: &ReadRequest) -> io::Result<ReadOutcome> {
-        match self.begin_with(file, req, Some(0))? {
-            Begin::Ready(o) => Ok(o),
-            // Not reached: nothing is missing, so nothing is read.
-            Begin::Pending(p) => p.wait_blocking(),
-        }
+        // Nothing is missing, so nothing is read: the outcome is ready.
+        self.begin_with(file, req, Some(0))?.wait_blocking()
     }
 
     /// Sizes a miss its caller found and reads itself (the preload library in the daemon's
@@ -1503,10 +1518,7 @@ impl Engine {
         file: &Arc<File>,
         req: ReadRequest,
     ) -> io::Result<ReadOutcome> {
-        match self.begin(file, &req)? {
-            Begin::Ready(o) => Ok(o),
-            Begin::Pending(p) => p.wait().await,
-        }
+        self.begin(file, &req)?.wait().await
     }
 
     /// Makes `[offset, offset + len)` resident, blocking the calling thread.
@@ -1515,10 +1527,7 @@ impl Engine {
         file: &Arc<File>,
         req: ReadRequest,
     ) -> io::Result<ReadOutcome> {
-        match self.begin(file, &req)? {
-            Begin::Ready(o) => Ok(o),
-            Begin::Pending(p) => p.wait_blocking(),
-        }
+        self.begin(file, &req)?.wait_blocking()
     }
 
     /// A snapshot of the accounting.
