@@ -142,14 +142,7 @@ pub fn session_phases(chains: &[ChainRec], files: &FileTable, p: &PhaseParams) -
 /// Sort and merge intervals.
 pub fn union(mut v: Vec<(f64, f64)>) -> Vec<(f64, f64)> {
     v.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut out: Vec<(f64, f64)> = Vec::with_capacity(v.len());
-    for (a, b) in v {
-        match out.last_mut() {
-            Some(last) if a <= last.1 => last.1 = last.1.max(b),
-            _ => out.push((a, b)),
-        }
-    }
-    out
+    vodkit_prefetch::memory::ranges::join_sorted(v)
 }
 
 fn length(v: &[(f64, f64)]) -> f64 {

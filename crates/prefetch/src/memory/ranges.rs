@@ -1,5 +1,6 @@
 //! Byte-range arithmetic the manager's rules (and the bench's bound) share: merging,
-//! subtracting, page alignment, and admitting intervals smallest first.
+//! subtracting, page alignment, and admitting intervals smallest first; the joining of
+//! sorted intervals also serves the trace's spans of time.
 
 /// A range to drop from the page cache.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -27,10 +28,20 @@ pub(super) fn admit_smallest(mut gaps: Vec<u64>, budget: u64, mut used: u64) -> 
 /// Sorted, merged copy of `v` (overlapping or touching ranges joined).
 pub fn merge(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
     v.sort_unstable();
-    let mut out: Vec<(u64, u64)> = Vec::with_capacity(v.len());
+    join_sorted(v)
+}
+
+/// `v`, sorted by start, with overlapping or touching intervals joined (for byte ranges
+/// and for spans of time alike).
+pub fn join_sorted<T: PartialOrd + Copy>(v: Vec<(T, T)>) -> Vec<(T, T)> {
+    let mut out: Vec<(T, T)> = Vec::with_capacity(v.len());
     for (a, b) in v {
         match out.last_mut() {
-            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            Some(last) if a <= last.1 => {
+                if b > last.1 {
+                    last.1 = b;
+                }
+            }
             _ => out.push((a, b)),
         }
     }
