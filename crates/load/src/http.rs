@@ -591,12 +591,7 @@ mod tests {
     fn random_bytes_never_panic_the_head_parser() {
         // xorshift64: deterministic garbage, half of it behind a plausible status line.
         let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
-        let mut next = || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut next = || vodkit_testkit::xorshift(&mut x);
         let asks = [
             ask(None),
             ask(Some(ByteRange::Closed { first: 5, last: 9 })),

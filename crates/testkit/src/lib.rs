@@ -12,15 +12,18 @@
 //!   its stderr lines readable while it runs, and runs bounded by a time limit.
 //! - [`peer`]: nginx or Apache serving a directory, started by `vodkit-peers`.
 //! - [`http`]: a small blocking HTTP/1.1 client that reads responses byte-exactly.
+//! - [`random`]: deterministic pseudo-random numbers ([`xorshift`]).
 //! - `server` (feature `server`): the vodkit server in-process on a temporary root.
 
 pub mod http;
 pub mod need;
 pub mod peer;
 pub mod process;
+pub mod random;
 #[cfg(feature = "server")]
 pub mod server;
 pub mod turn;
 
 pub use need::{fast_tier, needs, skip, test_name, Need};
+pub use random::xorshift;
 pub use turn::{turn, Turn};

@@ -400,12 +400,7 @@ this is not a log line
     #[test]
     fn random_input_is_never_fatal() {
         let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
-        let mut rnd = move || {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            x
-        };
+        let mut rnd = move || vodkit_testkit::xorshift(&mut x);
         let seeds = [
             COMBINED,
             "10.0.0.1 - - [01/Jan/1970:00:00:10 +0000] \"GET /a HTTP/1.0\" 200 100 1 \"0-\"\n",

@@ -1,6 +1,7 @@
 //! Tests of the memory manager on a simulated clock (no files, no page cache).
 
 use super::*;
+use vodkit_testkit::xorshift;
 
 const F: FileId = 7;
 const SIZE: u64 = 200 * MIB;
@@ -208,10 +209,7 @@ fn the_budget_is_never_exceeded() {
     let mut ids = vec![0; 40];
     let mut rng = 12345u64;
     for tick in 0..4000u64 {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        let v = (rng % 40) as usize;
+        let v = (xorshift(&mut rng) % 40) as usize;
         let file = (v % 10) as FileId;
         let kbps = if v.is_multiple_of(2) { 419 } else { 2095 };
         let now = tick as f64 * 0.05;
@@ -583,12 +581,7 @@ fn every_resident_byte_is_accounted_for() {
     // viewer: (file, next request offset, next request time, requests left)
     let mut viewers: Vec<(FileId, u64, f64, u32)> = Vec::new();
     let mut rng = 99u64;
-    let mut next = || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        rng
-    };
+    let mut next = || xorshift(&mut rng);
     let mut worst = 0i64;
     for tick in 0..4000u64 {
         let now = tick as f64 * 0.05;
@@ -1061,10 +1054,7 @@ fn every_retention_stays_within_the_budget_and_drops_what_it_refuses() {
         let mut pos = [0u64; 24];
         let mut rng = 99u64;
         for tick in 0..3000u64 {
-            rng ^= rng << 13;
-            rng ^= rng >> 7;
-            rng ^= rng << 17;
-            let v = (rng % 24) as usize;
+            let v = (xorshift(&mut rng) % 24) as usize;
             // Viewers of six titles; a viewer who reaches 16 MiB starts again elsewhere.
             let file = (v % 6) as FileId;
             if pos[v] >= 16 * MIB {

@@ -32,10 +32,8 @@ fn sessions(n: u64) -> Vec<Session> {
     let total: f64 = weights.iter().sum();
     let mut rng = 0x9e37_79b9_7f4a_7c15u64;
     let mut next = move || {
-        rng ^= rng << 13;
-        rng ^= rng >> 7;
-        rng ^= rng << 17;
-        (rng >> 11) as f64 / (1u64 << 53) as f64
+        let x = vodkit_testkit::xorshift(&mut rng);
+        (x >> 11) as f64 / (1u64 << 53) as f64
     };
     let step = 512 << 10;
     (0..n)

@@ -367,10 +367,8 @@ fn a_shuffled_log_sorted_within_a_small_memory_gives_the_same_chains_and_phases(
     // A fixed shuffle (xorshift).
     let mut x = 0x2545_F491_4F6C_DD1Du64;
     for i in (1..lines.len()).rev() {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        lines.swap(i, (x % (i as u64 + 1)) as usize);
+        let r = vodkit_testkit::xorshift(&mut x);
+        lines.swap(i, (r % (i as u64 + 1)) as usize);
     }
     let shuffled = format!("{header}\n{}\n", lines.join("\n"));
     let unsorted =
