@@ -31,6 +31,17 @@ fn first_read(m: &mut MemoryManager, c: u64, kbps: u32) -> StreamId {
     m.request(c, Some(c), 0, MIB, SIZE, kbps, 0.0).0
 }
 
+/// A manager of `budget` whose clients 1, 2, … started watching at the bit rates `kbps`
+/// ([`first_read`]), with their streams in that order.
+fn with_streams(budget: u64, kbps: &[u32]) -> (MemoryManager, Vec<StreamId>) {
+    let mut m = MemoryManager::new(cfg(budget));
+    let ids = (1..)
+        .zip(kbps)
+        .map(|(c, &k)| first_read(&mut m, c, k))
+        .collect();
+    (m, ids)
+}
+
 fn total(drops: &[Drop]) -> u64 {
     drops.iter().map(|d| d.end - d.start).sum()
 }
@@ -264,13 +275,10 @@ fn the_budget_is_never_exceeded() {
 
 #[test]
 fn shares_follow_the_square_root_of_the_bit_rate() {
-    let mut m = MemoryManager::new(cfg(1 << 30));
-    let sd = first_read(&mut m, 1, 419);
-    let hd = first_read(&mut m, 2, 2095);
-    // Enough other streams that no share reaches the whole pool.
-    for c in 3..7 {
-        first_read(&mut m, c, 419);
-    }
+    // An SD and an HD stream, and enough other SD streams that no share reaches the whole
+    // pool.
+    let (m, ids) = with_streams(1 << 30, &[419, 2095, 419, 419, 419, 419]);
+    let (sd, hd) = (ids[0], ids[1]);
     let ratio = m.prefetch_cap(hd) as f64 / m.prefetch_cap(sd) as f64;
     assert!((ratio - 5f64.sqrt()).abs() < 0.01, "{ratio}");
     let pool = m.prefetch_pool();
@@ -419,13 +427,9 @@ fn the_reserve_is_bounded() {
 
 #[test]
 fn idle_streams_stop_shrinking_the_others_shares() {
-    let mut m = MemoryManager::new(cfg(1 << 30));
     // Four streams: each share is 2 x pool / 4, half the pool.
-    let a = first_read(&mut m, 1, 2000);
-    let b = first_read(&mut m, 2, 2000);
-    for c in 3..5 {
-        first_read(&mut m, c, 2000);
-    }
+    let (mut m, ids) = with_streams(1 << 30, &[2000; 4]);
+    let (a, b) = (ids[0], ids[1]);
     let half = m.prefetch_cap(a);
     assert_eq!(half, m.prefetch_cap(b));
     assert!(half.abs_diff(m.prefetch_pool() / 2) <= 1, "{half}");
@@ -818,11 +822,18 @@ fn viewers_too_rare_for_the_budget_are_not_anticipated() {
     assert_eq!(max_kept, 0);
 }
 
-#[test]
-fn bytes_socket_buffers_still_hold_come_off_the_budget() {
+/// A viewer's first MiB read in a budget of 16 MiB with no reserve: the manager, its
+/// stream, and the prefetch pool and the stream's cap then.
+fn one_reader_in_16_mib() -> (MemoryManager, StreamId, (u64, u64)) {
     let mut m = MemoryManager::new(tight(16 * MIB));
     let (a, _) = step(&mut m, 1, 0, MIB, MIB, 0.0);
     let before = (m.prefetch_pool(), m.prefetch_cap(a));
+    (m, a, before)
+}
+
+#[test]
+fn bytes_socket_buffers_still_hold_come_off_the_budget() {
+    let (mut m, a, before) = one_reader_in_16_mib();
     // 6 MiB of dropped pages are still referenced by socket buffers.
     m.set_unreleased(6 * MIB);
     assert_eq!(m.prefetch_pool(), before.0 - 6 * MIB);
@@ -947,9 +958,7 @@ fn a_cut_prefetch_is_a_whole_number_of_requests() {
 #[test]
 fn memory_the_rest_of_the_server_holds_comes_off_the_budget() {
     // A live window of 10 MiB sits in the same budget as the page cache.
-    let mut m = MemoryManager::new(tight(16 * MIB));
-    let (a, _) = step(&mut m, 1, 0, MIB, MIB, 0.0);
-    let before = (m.prefetch_pool(), m.prefetch_cap(a));
+    let (mut m, a, before) = one_reader_in_16_mib();
     m.set_other(10 * MIB);
     assert_eq!(m.prefetch_pool(), before.0 - 10 * MIB);
     assert!(m.prefetch_cap(a) < before.1, "{before:?}");
