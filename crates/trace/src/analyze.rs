@@ -36,7 +36,7 @@ use crate::idle::{Idle, Park};
 use crate::parse::{LogFormat, ReadSummary};
 use crate::phase::{session_phases, Phase, PhaseParams, PhaseStatsBuilder, PhaseSummary};
 use crate::read::{read_log_with, ReadOptions};
-use crate::record::{LogRequest, RequestKind};
+use crate::record::LogRequest;
 use crate::runfile;
 use crate::sessions::{ParallelTracker, SessionStatsBuilder, SessionSummary};
 use crate::spill::{Merged, Record, Runs};
@@ -196,28 +196,21 @@ impl Park for OpenSession {
         runfile::put_f64(w, self.first_recv)?;
         runfile::put_f64(w, self.last_done)?;
         self.chains.put(w)?;
-        runfile::put_len(
-            w,
-            self.parallel.len(),
-            "a session with too many files to spill",
-        )?;
-        for (file, p) in &self.parallel {
+        let too_long = "a session with too many files to spill";
+        runfile::put_seq(w, &self.parallel, too_long, |w, (file, p)| {
             runfile::put_u32(w, *file)?;
-            p.put(w)?;
-        }
-        Ok(())
+            p.put(w)
+        })
     }
 
     fn get(r: &mut &[u8]) -> std::io::Result<OpenSession> {
         let first_recv = runfile::get_f64(r)?;
         let last_done = runfile::get_f64(r)?;
         let chains = ChainBuilder::get(r)?;
-        let n = runfile::get_len(r)?;
-        let mut parallel = Vec::with_capacity(n);
-        for _ in 0..n {
+        let parallel = runfile::get_seq(r, |r| {
             let file = runfile::get_u32(r)?;
-            parallel.push((file, ParallelTracker::get(r)?));
-        }
+            Ok((file, ParallelTracker::get(r)?))
+        })?;
         Ok(OpenSession {
             chains,
             parallel,
@@ -274,12 +267,8 @@ impl Record for Closing {
         let too_long = "a session too large to spill";
         runfile::put_f64(w, self.first_recv)?;
         runfile::put_bytes(w, self.name.as_bytes(), too_long)?;
-        runfile::put_len(w, self.parallel.len(), too_long)?;
-        for p in &self.parallel {
-            runfile::put_u32(w, *p)?;
-        }
-        runfile::put_len(w, self.chains.len(), too_long)?;
-        for c in &self.chains {
+        runfile::put_seq(w, &self.parallel, too_long, |w, p| runfile::put_u32(w, *p))?;
+        runfile::put_seq(w, &self.chains, too_long, |w, c| {
             runfile::put_u32(w, c.file)?;
             runfile::put_u64(w, c.start)?;
             runfile::put_u64(w, c.bytes)?;
@@ -287,9 +276,8 @@ impl Record for Closing {
             runfile::put_f64(w, c.t0)?;
             runfile::put_f64(w, c.t1)?;
             runfile::put_u64(w, c.sent)?;
-            w.write_all(&[u8::from(c.kind == RequestKind::Open)])?;
-        }
-        Ok(())
+            runfile::put_kind(w, c.kind)
+        })
     }
 
     fn read(r: &mut impl Read) -> std::io::Result<Option<Closing>> {
@@ -297,14 +285,9 @@ impl Record for Closing {
             return Ok(None);
         };
         let name = String::from_utf8(runfile::get_bytes(r)?).map_err(std::io::Error::other)?;
-        let n = runfile::get_len(r)?;
-        let parallel = (0..n)
-            .map(|_| runfile::get_u32(r))
-            .collect::<std::io::Result<Vec<u32>>>()?;
-        let n = runfile::get_len(r)?;
-        let mut chains = Vec::with_capacity(n);
-        for _ in 0..n {
-            chains.push(ChainRec {
+        let parallel = runfile::get_seq(r, runfile::get_u32)?;
+        let chains = runfile::get_seq(r, |r| {
+            Ok(ChainRec {
                 file: runfile::get_u32(r)?,
                 start: runfile::get_u64(r)?,
                 bytes: runfile::get_u64(r)?,
@@ -312,12 +295,9 @@ impl Record for Closing {
                 t0: runfile::get_f64(r)?,
                 t1: runfile::get_f64(r)?,
                 sent: runfile::get_u64(r)?,
-                kind: match runfile::get_u8(r)? {
-                    1 => RequestKind::Open,
-                    _ => RequestKind::Chunk,
-                },
-            });
-        }
+                kind: runfile::get_kind(r)?,
+            })
+        })?;
         Ok(Some(Closing {
             name: name.into_boxed_str(),
             chains,
@@ -1022,6 +1002,7 @@ pub fn analyze<R: BufRead + Send>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::record::RequestKind;
     use std::path::Path;
 
     /// Requests of 200 sessions over 7 files: each session comes back every 25-45 s with

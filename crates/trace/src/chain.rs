@@ -219,11 +219,9 @@ impl ChainBuilder {
     /// Write the builder as it is (every fragment, in order) for [`ChainBuilder::get`].
     pub(crate) fn put(&self, w: &mut impl Write) -> std::io::Result<()> {
         let too_long = "a session with too many files or chains to spill";
-        runfile::put_len(w, self.files.len(), too_long)?;
-        for (file, frags) in &self.files {
+        runfile::put_seq(w, &self.files, too_long, |w, (file, frags)| {
             runfile::put_u32(w, *file)?;
-            runfile::put_len(w, frags.len(), too_long)?;
-            for f in frags {
+            runfile::put_seq(w, frags, too_long, |w, f| {
                 runfile::put_u64(w, f.start)?;
                 runfile::put_u64(w, f.end)?;
                 for x in [f.s_int.0, f.s_int.1, f.e_int.0, f.e_int.1, f.t0, f.t1] {
@@ -231,47 +229,37 @@ impl ChainBuilder {
                 }
                 runfile::put_u32(w, f.requests)?;
                 runfile::put_u64(w, f.sent)?;
-                w.write_all(&[u8::from(f.kind == RequestKind::Open)])?;
-            }
-        }
+                runfile::put_kind(w, f.kind)
+            })
+        })?;
         Ok(())
     }
 
     /// A builder written by [`ChainBuilder::put`], exactly as it was.
     pub(crate) fn get(r: &mut impl Read) -> std::io::Result<ChainBuilder> {
-        let n = runfile::get_len(r)?;
-        let mut files = Vec::with_capacity(n);
-        for _ in 0..n {
+        let files = runfile::get_seq(r, |r| {
             let file = runfile::get_u32(r)?;
-            let m = runfile::get_len(r)?;
-            let mut frags = Vec::with_capacity(m);
-            for _ in 0..m {
+            let frags = runfile::get_seq(r, |r| {
                 let start = runfile::get_u64(r)?;
                 let end = runfile::get_u64(r)?;
                 let mut x = [0.0; 6];
                 for v in &mut x {
                     *v = runfile::get_f64(r)?;
                 }
-                let requests = runfile::get_u32(r)?;
-                let sent = runfile::get_u64(r)?;
-                let kind = match runfile::get_u8(r)? {
-                    1 => RequestKind::Open,
-                    _ => RequestKind::Chunk,
-                };
-                frags.push(Frag {
+                Ok(Frag {
                     start,
                     end,
                     s_int: (x[0], x[1]),
                     e_int: (x[2], x[3]),
                     t0: x[4],
                     t1: x[5],
-                    requests,
-                    sent,
-                    kind,
-                });
-            }
-            files.push((file, frags));
-        }
+                    requests: runfile::get_u32(r)?,
+                    sent: runfile::get_u64(r)?,
+                    kind: runfile::get_kind(r)?,
+                })
+            })?;
+            Ok((file, frags))
+        })?;
         Ok(ChainBuilder { files })
     }
 

@@ -267,19 +267,11 @@ mod tests {
 
     impl Park for V {
         fn put(&self, w: &mut Vec<u8>) -> io::Result<()> {
-            runfile::put_len(w, self.0.len(), "long")?;
-            for x in &self.0 {
-                runfile::put_f64(w, *x)?;
-            }
-            Ok(())
+            runfile::put_seq(w, &self.0, "long", |w, x| runfile::put_f64(w, *x))
         }
 
         fn get(r: &mut &[u8]) -> io::Result<V> {
-            let n = runfile::get_len(r)?;
-            (0..n)
-                .map(|_| runfile::get_f64(r))
-                .collect::<io::Result<_>>()
-                .map(V)
+            runfile::get_seq(r, runfile::get_f64).map(V)
         }
     }
 

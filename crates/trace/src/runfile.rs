@@ -6,6 +6,8 @@ use std::fs::File;
 use std::io::{self, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
 
+use crate::record::RequestKind;
+
 /// Create run number `n`, making the run directory (`prefix` and a random tail, in `dir`)
 /// in `tmp` on first use.
 pub(crate) fn create(
@@ -104,4 +106,45 @@ pub(crate) fn get_u8(r: &mut impl Read) -> io::Result<u8> {
     let mut b = [0u8; 1];
     r.read_exact(&mut b)?;
     Ok(b[0])
+}
+
+/// A request kind, as one byte (1: open-ended).
+pub(crate) fn put_kind(w: &mut impl Write, k: RequestKind) -> io::Result<()> {
+    w.write_all(&[u8::from(k == RequestKind::Open)])
+}
+
+/// A kind written by [`put_kind`].
+pub(crate) fn get_kind(r: &mut impl Read) -> io::Result<RequestKind> {
+    Ok(match get_u8(r)? {
+        1 => RequestKind::Open,
+        _ => RequestKind::Chunk,
+    })
+}
+
+/// `items` as their number ([`put_len`]; `too_long` says what did not fit) followed by
+/// each, written by `item`.
+pub(crate) fn put_seq<W: Write, T>(
+    w: &mut W,
+    items: &[T],
+    too_long: &str,
+    mut item: impl FnMut(&mut W, &T) -> io::Result<()>,
+) -> io::Result<()> {
+    put_len(w, items.len(), too_long)?;
+    for x in items {
+        item(w, x)?;
+    }
+    Ok(())
+}
+
+/// Items written by [`put_seq`], each read by `item`.
+pub(crate) fn get_seq<R: Read, T>(
+    r: &mut R,
+    mut item: impl FnMut(&mut R) -> io::Result<T>,
+) -> io::Result<Vec<T>> {
+    let n = get_len(r)?;
+    let mut v = Vec::with_capacity(n);
+    for _ in 0..n {
+        v.push(item(r)?);
+    }
+    Ok(v)
 }

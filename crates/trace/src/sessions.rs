@@ -57,28 +57,25 @@ impl ParallelTracker {
     /// Write the tracker as it is, for [`ParallelTracker::get`].
     pub(crate) fn put(&self, w: &mut impl std::io::Write) -> std::io::Result<()> {
         runfile::put_u32(w, self.max)?;
-        runfile::put_len(w, self.recent.len(), "too many requests to spill")?;
-        for &(a, b, c) in &self.recent {
+        let too_long = "too many requests to spill";
+        runfile::put_seq(w, &self.recent, too_long, |w, &(a, b, c)| {
             runfile::put_f64(w, a)?;
             runfile::put_f64(w, b)?;
             w.write_all(&[u8::from(c.is_some())])?;
-            runfile::put_u64(w, c.unwrap_or(0))?;
-        }
-        Ok(())
+            runfile::put_u64(w, c.unwrap_or(0))
+        })
     }
 
     /// A tracker written by [`ParallelTracker::put`], exactly as it was.
     pub(crate) fn get(r: &mut impl std::io::Read) -> std::io::Result<ParallelTracker> {
         let max = runfile::get_u32(r)?;
-        let n = runfile::get_len(r)?;
-        let mut recent = Vec::with_capacity(n);
-        for _ in 0..n {
+        let recent = runfile::get_seq(r, |r| {
             let a = runfile::get_f64(r)?;
             let b = runfile::get_f64(r)?;
             let some = runfile::get_u8(r)? == 1;
             let c = runfile::get_u64(r)?;
-            recent.push((a, b, some.then_some(c)));
-        }
+            Ok((a, b, some.then_some(c)))
+        })?;
         Ok(ParallelTracker { recent, max })
     }
 }

@@ -77,19 +77,17 @@ impl Record for Piece {
 
     fn write(&self, w: &mut impl Write) -> std::io::Result<()> {
         let too_long = "a session too large to spill";
-        w.write_all(&self.start.to_le_bytes())?;
+        runfile::put_f64(w, self.start)?;
         runfile::put_bytes(w, &self.client, too_long)?;
         runfile::put_bytes(w, self.file.as_bytes(), too_long)?;
-        runfile::put_len(w, self.seen.len(), too_long)?;
-        for s in &self.seen {
-            w.write_all(&s.recv_s.to_le_bytes())?;
-            w.write_all(&s.done_s.to_le_bytes())?;
-            w.write_all(&s.offset.to_le_bytes())?;
-            w.write_all(&s.extent.to_le_bytes())?;
-            w.write_all(&s.bytes_sent.to_le_bytes())?;
-            w.write_all(&[u8::from(s.kind == RequestKind::Open)])?;
-        }
-        Ok(())
+        runfile::put_seq(w, &self.seen, too_long, |w, s| {
+            runfile::put_f64(w, s.recv_s)?;
+            runfile::put_f64(w, s.done_s)?;
+            runfile::put_u64(w, s.offset)?;
+            runfile::put_u64(w, s.extent)?;
+            runfile::put_u64(w, s.bytes_sent)?;
+            runfile::put_kind(w, s.kind)
+        })
     }
 
     /// The next piece of a run, `None` at its end.
@@ -100,29 +98,21 @@ impl Record for Piece {
         let start = f64::from_le_bytes(start);
         let client = runfile::get_bytes(r)?;
         let file = String::from_utf8(runfile::get_bytes(r)?).map_err(std::io::Error::other)?;
-        let n = runfile::get_len(r)?;
-        let mut seen = Vec::with_capacity(n);
-        for _ in 0..n {
-            let recv_s = f64::from_le_bytes(runfile::get8(r)?);
-            let done_s = f64::from_le_bytes(runfile::get8(r)?);
-            let offset = u64::from_le_bytes(runfile::get8(r)?);
-            let extent = u64::from_le_bytes(runfile::get8(r)?);
-            let bytes_sent = u64::from_le_bytes(runfile::get8(r)?);
-            let mut k = [0u8; 1];
-            r.read_exact(&mut k)?;
-            seen.push(Seen {
+        let seen = runfile::get_seq(r, |r| {
+            let recv_s = runfile::get_f64(r)?;
+            let done_s = runfile::get_f64(r)?;
+            let offset = runfile::get_u64(r)?;
+            let extent = runfile::get_u64(r)?;
+            let bytes_sent = runfile::get_u64(r)?;
+            Ok(Seen {
                 recv_s,
                 done_s,
                 offset,
                 extent,
-                kind: if k[0] == 1 {
-                    RequestKind::Open
-                } else {
-                    RequestKind::Chunk
-                },
+                kind: runfile::get_kind(r)?,
                 bytes_sent,
-            });
-        }
+            })
+        })?;
         Ok(Some(Piece {
             start,
             client,
