@@ -5,7 +5,7 @@
 use serde::Serialize;
 
 use crate::chain::{kind_name, ChainRec};
-use crate::files::{media_name, media_slot, FileInfo, MEDIA};
+use crate::files::{media_label, media_slot, FileInfo, MEDIA};
 use crate::fit::{growth_factor, PowerLawFit};
 use crate::record::RequestKind;
 use vodkit_prefetch::ChainKind;
@@ -22,13 +22,58 @@ struct RowAcc {
     title_chains: u64,
 }
 
-impl RowAcc {
+impl Tally for RowAcc {
     fn add(&mut self, o: &RowAcc) {
         self.chains += o.chains;
         self.requests += o.requests;
         self.bytes = self.bytes.saturating_add(o.bytes);
         self.title_s += o.title_s;
         self.title_chains += o.title_chains;
+    }
+
+    fn is_empty(&self) -> bool {
+        self.chains == 0
+    }
+}
+
+/// What a table by request kind and media (Tables 5.2 and 5.4) counts in each cell.
+pub(crate) trait Tally: Default {
+    /// Counts `o` in too.
+    fn add(&mut self, o: &Self);
+    /// Nothing was counted (the cell gets no row).
+    fn is_empty(&self) -> bool;
+}
+
+/// The rows of a table by request kind and media: each cell with anything counted, each
+/// kind's total (media "total") after its cells, and last the total of all ("all",
+/// "total"); `row(kind, media, tally)` makes one.
+pub(crate) fn kind_media_rows<T: Tally, R>(
+    cells: &[[T; MEDIA.len()]; 2],
+    row: impl Fn(&'static str, &'static str, &T) -> R,
+) -> Vec<R> {
+    let mut rows = Vec::new();
+    let mut all = T::default();
+    for (cells, kind) in cells.iter().zip([RequestKind::Open, RequestKind::Chunk]) {
+        let mut total = T::default();
+        for (cell, media) in cells.iter().zip(MEDIA) {
+            total.add(cell);
+            if !cell.is_empty() {
+                rows.push(row(kind_name(kind), media_label(media), cell));
+            }
+        }
+        all.add(&total);
+        rows.push(row(kind_name(kind), "total", &total));
+    }
+    rows.push(row("all", "total", &all));
+    rows
+}
+
+/// `part` as a percentage of `whole` (0 when `whole` is 0).
+pub(crate) fn percent(part: f64, whole: f64) -> f64 {
+    if whole > 0.0 {
+        100.0 * part / whole
+    } else {
+        0.0
     }
 }
 
@@ -40,7 +85,7 @@ pub fn title_seconds(bytes: u64, kbps: u32) -> f64 {
 /// Collects chains as sessions close; [`ChainStatsBuilder::finish`] summarizes.
 #[derive(Debug, Default)]
 pub struct ChainStatsBuilder {
-    rows: [[RowAcc; 4]; 2],
+    rows: [[RowAcc; MEDIA.len()]; 2],
     /// Chain lengths by class: 0 = open at offset 0, 1 = chunk at offset 0, 2 = other.
     lengths: [Vec<u64>; 3],
 }
@@ -90,44 +135,13 @@ impl ChainStatsBuilder {
         lengths.sort_unstable();
         let total_chains = lengths.len() as u64;
         let total_bytes: u64 = lengths.iter().fold(0u64, |a, &l| a.saturating_add(l));
-        let mut table = Vec::new();
-        let mut grand = RowAcc::default();
-        for (k, kind) in [RequestKind::Open, RequestKind::Chunk]
-            .into_iter()
-            .enumerate()
-        {
-            let mut total = RowAcc::default();
-            for (m, media) in MEDIA.iter().enumerate() {
-                let acc = self.rows[k][m];
-                total.add(&acc);
-                if acc.chains > 0 {
-                    table.push(TableRow::new(
-                        kind_name(kind),
-                        media_name(*media),
-                        &acc,
-                        total_chains,
-                    ));
-                }
-            }
-            grand.add(&total);
-            table.push(TableRow::new(
-                kind_name(kind),
-                "total",
-                &total,
-                total_chains,
-            ));
-        }
-        table.push(TableRow::new("all", "total", &grand, total_chains));
+        let table = kind_media_rows(&self.rows, |kind, media, acc| {
+            TableRow::new(kind, media, acc, total_chains)
+        });
 
         let grid = log_grid();
         let le = |x: f64| lengths.partition_point(|&l| l as f64 <= x);
-        let pct = |a: u64, b: u64| {
-            if b == 0 {
-                0.0
-            } else {
-                100.0 * a as f64 / b as f64
-            }
-        };
+        let pct = |a: u64, b: u64| percent(a as f64, b as f64);
         // Bytes in chains no longer than each point of the grid (ascending), summed on.
         let (mut below, mut summed) = (0u64, 0);
         let length_cdf = grid
@@ -190,7 +204,7 @@ impl ChainStatsBuilder {
             .fold(0u64, |a, &l| a.saturating_add(l));
         ChainSummary {
             chains: total_chains,
-            requests: grand.requests,
+            requests: self.rows.iter().flatten().map(|a| a.requests).sum(),
             bytes: total_bytes,
             chains_le_1mb_pct: pct(le(1e6) as u64, total_chains),
             bytes_in_chains_gt_10mb_pct: pct(big, total_bytes),
@@ -240,17 +254,9 @@ impl TableRow {
         };
         TableRow {
             kind: kind.to_string(),
-            media: if media.is_empty() {
-                "unknown".into()
-            } else {
-                media.to_string()
-            },
+            media: media.to_string(),
             chains: a.chains,
-            share_pct: if total == 0 {
-                0.0
-            } else {
-                100.0 * a.chains as f64 / total as f64
-            },
+            share_pct: percent(a.chains as f64, total as f64),
             requests_per_chain: per(a.requests as f64),
             mb_per_chain: per(a.bytes as f64) / 1e6,
             title_s_per_chain: (a.title_chains > 0).then(|| a.title_s / a.title_chains as f64),

@@ -176,6 +176,14 @@ pub fn media_name(m: Option<Media>) -> &'static str {
     }
 }
 
+/// The media as the statistics tables name it: "unknown" where not known.
+pub fn media_label(m: Option<Media>) -> &'static str {
+    match m {
+        None => "unknown",
+        known => media_name(known),
+    }
+}
+
 /// A file name as logs and tables spell it: no leading slash, no query string.
 pub fn normalize_name(path: &str) -> &str {
     let p = match memchr::memchr2(b'?', b'#', path.as_bytes()) {

@@ -12,7 +12,7 @@ use serde::Serialize;
 use vodkit_workload::model::Media;
 
 use crate::chain::{ChainRec, CHAIN_WINDOW_S};
-use crate::chainstats::title_seconds;
+use crate::chainstats::{percent, title_seconds};
 use crate::files::FileTable;
 use crate::record::RequestKind;
 
@@ -350,7 +350,6 @@ impl PhaseStatsBuilder {
     }
 
     pub fn finish(self, p: &PhaseParams) -> PhaseSummary {
-        let pct = |a: f64, b: f64| if b > 0.0 { 100.0 * a / b } else { 0.0 };
         let nb = self.transient_bytes as f64 + self.stable_bytes as f64;
         let transfer = |k: u8| {
             self.transfer
@@ -366,20 +365,20 @@ impl PhaseStatsBuilder {
         PhaseSummary {
             params: *p,
             sessions: self.sessions,
-            sessions_le_short_pct: pct(self.short_sessions as f64, self.sessions as f64),
-            sessions_with_stable_pct: pct(self.with_stable as f64, self.sessions as f64),
-            sessions_starting_transient_pct: pct(
+            sessions_le_short_pct: percent(self.short_sessions as f64, self.sessions as f64),
+            sessions_with_stable_pct: percent(self.with_stable as f64, self.sessions as f64),
+            sessions_starting_transient_pct: percent(
                 self.start_transient as f64,
                 self.with_phases as f64,
             ),
             time_pct: PhaseShares {
-                transient: pct(self.transient_s, self.session_s),
-                stable: pct(self.stable_s, self.session_s),
-                inactive: pct(self.inactive_s, self.session_s),
+                transient: percent(self.transient_s, self.session_s),
+                stable: percent(self.stable_s, self.session_s),
+                inactive: percent(self.inactive_s, self.session_s),
             },
             bytes_pct: PhaseShares {
-                transient: pct(self.transient_bytes as f64, nb),
-                stable: pct(self.stable_bytes as f64, nb),
+                transient: percent(self.transient_bytes as f64, nb),
+                stable: percent(self.stable_bytes as f64, nb),
                 inactive: 0.0,
             },
             audio_bytes: self.audio_bytes,
@@ -399,7 +398,7 @@ impl PhaseStatsBuilder {
             successor_same: AssocMatrix::from(&self.successor[2]),
             successor_direction_pct: {
                 let n: u64 = self.successor_counts.iter().sum();
-                let f = |i: usize| pct(self.successor_counts[i] as f64, n as f64);
+                let f = |i: usize| percent(self.successor_counts[i] as f64, n as f64);
                 PhaseShares {
                     transient: f(0),
                     stable: f(1),
@@ -452,10 +451,7 @@ impl AssocMatrix {
             .map(|r| {
                 cols.iter()
                     .zip(&totals)
-                    .map(|(c, t)| {
-                        m.get(&(*c, *r))
-                            .map_or(0.0, |v| if *t > 0.0 { 100.0 * v / t } else { 0.0 })
-                    })
+                    .map(|(c, t)| m.get(&(*c, *r)).map_or(0.0, |v| percent(*v, *t)))
                     .collect()
             })
             .collect();

@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use vodkit_workload::model::Media;
 
-use crate::chain::{kind_name, ChainRec};
-use crate::chainstats::title_seconds;
-use crate::files::{media_name, media_slot, FileInfo, FileTable, MEDIA};
+use crate::chain::ChainRec;
+use crate::chainstats::{kind_media_rows, percent, title_seconds, Tally};
+use crate::files::{media_label, media_slot, FileInfo, FileTable, MEDIA};
 use crate::record::{LogRequest, RequestKind};
 use crate::runfile;
 
@@ -86,6 +86,17 @@ struct Acc {
     bytes: u64,
 }
 
+impl Tally for Acc {
+    fn add(&mut self, o: &Acc) {
+        self.requests += o.requests;
+        self.bytes = self.bytes.saturating_add(o.bytes);
+    }
+
+    fn is_empty(&self) -> bool {
+        self.requests == 0
+    }
+}
+
 #[derive(Clone, Copy, Debug, Default)]
 struct SizeAcc {
     requests: u64,
@@ -95,7 +106,7 @@ struct SizeAcc {
 /// Accumulates session statistics.
 #[derive(Debug)]
 pub struct SessionStatsBuilder {
-    requests: [[Acc; 4]; 2],
+    requests: [[Acc; MEDIA.len()]; 2],
     chunk_sizes: BTreeMap<(u8, u32), SizeAcc>,
     parallel: [u64; 6],
     fraction: [Vec<f32>; 3],
@@ -269,45 +280,9 @@ impl SessionStatsBuilder {
             .iter()
             .flatten()
             .fold(0u64, |t, a| t.saturating_add(a.bytes));
-        let pct = |a: f64, b: f64| if b > 0.0 { 100.0 * a / b } else { 0.0 };
-        let mut table_5_2 = Vec::new();
-        for (k, kind) in [RequestKind::Open, RequestKind::Chunk]
-            .into_iter()
-            .enumerate()
-        {
-            let mut sum = Acc::default();
-            for (m, media) in MEDIA.iter().enumerate() {
-                let a = self.requests[k][m];
-                sum.requests += a.requests;
-                sum.bytes = sum.bytes.saturating_add(a.bytes);
-                if a.requests > 0 {
-                    table_5_2.push(RequestRow::new(
-                        kind_name(kind),
-                        media_name(*media),
-                        a,
-                        total_req,
-                        total_bytes,
-                    ));
-                }
-            }
-            table_5_2.push(RequestRow::new(
-                kind_name(kind),
-                "total",
-                sum,
-                total_req,
-                total_bytes,
-            ));
-        }
-        table_5_2.push(RequestRow::new(
-            "all",
-            "total",
-            Acc {
-                requests: total_req,
-                bytes: total_bytes,
-            },
-            total_req,
-            total_bytes,
-        ));
+        let table_5_2 = kind_media_rows(&self.requests, |kind, media, a| {
+            RequestRow::new(kind, media, *a, total_req, total_bytes)
+        });
         let files: u64 = self.parallel.iter().sum();
         let ccdf = |v: &Vec<f32>| -> Vec<[f64; 2]> {
             let mut s: Vec<f32> = v.clone();
@@ -316,13 +291,13 @@ impl SessionStatsBuilder {
                 .map(|i| {
                     let x = f64::from(i) * 5.0;
                     let le = s.partition_point(|&f| f64::from(f) * 100.0 <= x);
-                    [x, pct((s.len() - le) as f64, s.len() as f64)]
+                    [x, percent((s.len() - le) as f64, s.len() as f64)]
                 })
                 .collect()
         };
         let per_bin = |v: &[u64], n: u64| {
             v.iter()
-                .map(|&c| pct(c as f64, n as f64))
+                .map(|&c| percent(c as f64, n as f64))
                 .collect::<Vec<f64>>()
         };
         SessionSummary {
@@ -331,7 +306,7 @@ impl SessionStatsBuilder {
             table_5_3_pct: self
                 .parallel
                 .iter()
-                .map(|&c| pct(c as f64, files as f64))
+                .map(|&c| percent(c as f64, files as f64))
                 .collect(),
             files_per_session: files,
             fraction_downloaded_ccdf: FractionCcdf {
@@ -352,10 +327,7 @@ impl SessionStatsBuilder {
                 .chunk_sizes
                 .iter()
                 .map(|(&(m, kbps), a)| ChunkSizeRow {
-                    media: match MEDIA[usize::from(m)] {
-                        None => "unknown".into(),
-                        some => media_name(some).into(),
-                    },
+                    media: media_label(MEDIA[usize::from(m)]).into(),
                     bitrate_kbps: kbps,
                     requests: a.requests,
                     mean_bytes: a.bytes as f64 / a.requests as f64,
@@ -379,24 +351,13 @@ pub struct RequestRow {
 
 impl RequestRow {
     fn new(kind: &str, media: &str, a: Acc, req: u64, bytes: u64) -> RequestRow {
-        let pct = |x: u64, t: u64| {
-            if t > 0 {
-                100.0 * x as f64 / t as f64
-            } else {
-                0.0
-            }
-        };
         RequestRow {
             kind: kind.into(),
-            media: if media.is_empty() {
-                "unknown".into()
-            } else {
-                media.into()
-            },
+            media: media.into(),
             requests: a.requests,
-            requests_pct: pct(a.requests, req),
+            requests_pct: percent(a.requests as f64, req as f64),
             gb: a.bytes as f64 / 1e9,
-            bytes_pct: pct(a.bytes, bytes),
+            bytes_pct: percent(a.bytes as f64, bytes as f64),
         }
     }
 }
