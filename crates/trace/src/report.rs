@@ -7,7 +7,8 @@ use crate::analyze::Analysis;
 use crate::phase::AssocMatrix;
 use vodkit_plot::{escape as esc, Axis, Plot, Series};
 
-fn table(head: &[&str], rows: &[Vec<String>]) -> String {
+/// A table with `head` over `rows`.
+fn table(head: &[&str], rows: impl IntoIterator<Item = Vec<String>>) -> String {
     let mut s = String::from("<table><tr>");
     for h in head {
         let _ = write!(s, "<th>{}</th>", esc(h));
@@ -16,12 +17,17 @@ fn table(head: &[&str], rows: &[Vec<String>]) -> String {
     for r in rows {
         s.push_str("<tr>");
         for c in r {
-            let _ = write!(s, "<td>{}</td>", esc(c));
+            let _ = write!(s, "<td>{}</td>", esc(&c));
         }
         s.push_str("</tr>");
     }
     s.push_str("</table>");
     s
+}
+
+/// `[x, y]` pairs as a plot's points.
+fn points(v: &[[f64; 2]]) -> Vec<(f64, f64)> {
+    v.iter().map(|p| (p[0], p[1])).collect()
 }
 
 fn f1(x: f64) -> String {
@@ -34,24 +40,19 @@ fn matrix(title: &str, m: &AssocMatrix) -> String {
     }
     let mut head = vec!["probed \\ stable kbit/s".to_string()];
     head.extend(m.stable_kbps.iter().map(|k| k.to_string()));
-    let rows: Vec<Vec<String>> = m
-        .probed_kbps
-        .iter()
-        .zip(&m.percent)
-        .map(|(r, vals)| {
-            let mut row = vec![r.to_string()];
-            row.extend(vals.iter().map(|v| {
-                if *v >= 0.5 {
-                    format!("{v:.0}")
-                } else {
-                    String::new()
-                }
-            }));
-            row
-        })
-        .collect();
+    let rows = m.probed_kbps.iter().zip(&m.percent).map(|(r, vals)| {
+        let mut row = vec![r.to_string()];
+        row.extend(vals.iter().map(|v| {
+            if *v >= 0.5 {
+                format!("{v:.0}")
+            } else {
+                String::new()
+            }
+        }));
+        row
+    });
     let head: Vec<&str> = head.iter().map(String::as_str).collect();
-    format!("<h3>{}</h3>{}", esc(title), table(&head, &rows))
+    format!("<h3>{}</h3>{}", esc(title), table(&head, rows))
 }
 
 fn plot(
@@ -99,10 +100,9 @@ pub fn html(a: &Analysis) -> String {
     );
 
     h.push_str("<h2>Requests by type (Table 5.2)</h2>");
-    let rows: Vec<Vec<String>> = s
-        .table_5_2
-        .iter()
-        .map(|r| {
+    h.push_str(&table(
+        &["kind", "media", "requests", "%", "GB", "%"],
+        s.table_5_2.iter().map(|r| {
             vec![
                 r.kind.clone(),
                 r.media.clone(),
@@ -111,32 +111,14 @@ pub fn html(a: &Analysis) -> String {
                 format!("{:.2}", r.gb),
                 f1(r.bytes_pct),
             ]
-        })
-        .collect();
-    h.push_str(&table(
-        &["kind", "media", "requests", "%", "GB", "%"],
-        &rows,
+        }),
     ));
 
     h.push_str("<h2>Parallel connections per file (Table 5.3)</h2>");
-    let rows = vec![s.table_5_3_pct.iter().map(|v| f1(*v)).collect::<Vec<_>>()];
-    h.push_str(&table(&["1", "2", "3", "4", "5", "6+"], &rows));
+    let row: Vec<String> = s.table_5_3_pct.iter().map(|v| f1(*v)).collect();
+    h.push_str(&table(&["1", "2", "3", "4", "5", "6+"], [row]));
 
     h.push_str("<h2>Chains (Table 5.4)</h2>");
-    let rows: Vec<Vec<String>> = c
-        .table_5_4
-        .iter()
-        .map(|r| {
-            vec![
-                r.kind.clone(),
-                r.media.clone(),
-                f1(r.share_pct),
-                f1(r.requests_per_chain),
-                f1(r.mb_per_chain),
-                r.title_s_per_chain.map(f1).unwrap_or_default(),
-            ]
-        })
-        .collect();
     h.push_str(&table(
         &[
             "kind",
@@ -146,7 +128,16 @@ pub fn html(a: &Analysis) -> String {
             "MB/chain",
             "title s/chain",
         ],
-        &rows,
+        c.table_5_4.iter().map(|r| {
+            vec![
+                r.kind.clone(),
+                r.media.clone(),
+                f1(r.share_pct),
+                f1(r.requests_per_chain),
+                f1(r.mb_per_chain),
+                r.title_s_per_chain.map(f1).unwrap_or_default(),
+            ]
+        }),
     ));
     let _ = write!(
         h,
@@ -176,7 +167,6 @@ pub fn html(a: &Analysis) -> String {
             ),
         ],
     ));
-    let cdf = |v: &Vec<[f64; 2]>| v.iter().map(|p| (p[0], p[1])).collect::<Vec<_>>();
     h.push_str(&plot(
         "Chains by start offset (Fig. 5.12)",
         "chain length (bytes)",
@@ -184,12 +174,12 @@ pub fn html(a: &Analysis) -> String {
         true,
         false,
         vec![
-            ("open-ended at 0", cdf(&c.zero_offset.open.cdf)),
-            ("chunk at 0", cdf(&c.zero_offset.chunk.cdf)),
-            ("other offsets", cdf(&c.zero_offset.nonzero.cdf)),
+            ("open-ended at 0", points(&c.zero_offset.open.cdf)),
+            ("chunk at 0", points(&c.zero_offset.chunk.cdf)),
+            ("other offsets", points(&c.zero_offset.nonzero.cdf)),
         ],
     ));
-    let mut ccdf_series = vec![("measured", cdf(&c.ccdf))];
+    let mut ccdf_series = vec![("measured", points(&c.ccdf))];
     let fits: Vec<(String, Vec<(f64, f64)>)> = c
         .fit
         .segments
@@ -215,26 +205,19 @@ pub fn html(a: &Analysis) -> String {
         true,
         ccdf_series,
     ));
-    let rows: Vec<Vec<String>> = c
-        .survival
-        .iter()
-        .flat_map(|sv| {
-            sv.segments.iter().map(move |seg| {
-                vec![
-                    format!("{}", sv.p),
-                    format!("{:.3e}", seg.lo),
-                    format!("{:.3e}", seg.hi),
-                    format!("{:.3}", seg.c),
-                    format!("{:.2}", seg.growth),
-                ]
-            })
+    let rows = c.survival.iter().flat_map(|sv| {
+        sv.segments.iter().map(move |seg| {
+            vec![
+                format!("{}", sv.p),
+                format!("{:.3e}", seg.lo),
+                format!("{:.3e}", seg.hi),
+                format!("{:.3}", seg.c),
+                format!("{:.2}", seg.growth),
+            ]
         })
-        .collect();
+    });
     h.push_str("<h3>Survival distance d = (P<sup>-1/c</sup> - 1) x</h3>");
-    h.push_str(&table(
-        &["P", "from bytes", "to bytes", "c", "d / x"],
-        &rows,
-    ));
+    h.push_str(&table(&["P", "from bytes", "to bytes", "c", "d / x"], rows));
 
     h.push_str("<h2>Phases (thesis 5.4)</h2>");
     let _ = write!(
@@ -278,7 +261,6 @@ pub fn html(a: &Analysis) -> String {
     ));
 
     h.push_str("<h2>Sessions (thesis 5.2.2)</h2>");
-    let fr = |v: &Vec<[f64; 2]>| v.iter().map(|p| (p[0], p[1])).collect::<Vec<_>>();
     h.push_str(&plot(
         "Fraction of title downloaded (Fig. 5.5)",
         "% of title",
@@ -286,9 +268,9 @@ pub fn html(a: &Analysis) -> String {
         false,
         false,
         vec![
-            ("audio", fr(&s.fraction_downloaded_ccdf.audio)),
-            ("video", fr(&s.fraction_downloaded_ccdf.video)),
-            ("combined", fr(&s.fraction_downloaded_ccdf.combined)),
+            ("audio", points(&s.fraction_downloaded_ccdf.audio)),
+            ("video", points(&s.fraction_downloaded_ccdf.video)),
+            ("combined", points(&s.fraction_downloaded_ccdf.combined)),
         ],
     ));
     let bins = |v: &Vec<f64>| {
@@ -324,10 +306,9 @@ pub fn html(a: &Analysis) -> String {
         ],
     ));
     h.push_str("<h2>Average chunk request size (Fig. 5.10)</h2>");
-    let rows: Vec<Vec<String>> = s
-        .chunk_sizes
-        .iter()
-        .map(|r| {
+    h.push_str(&table(
+        &["media", "kbit/s", "requests", "mean bytes", "mean title s"],
+        s.chunk_sizes.iter().map(|r| {
             vec![
                 r.media.clone(),
                 r.bitrate_kbps.to_string(),
@@ -337,11 +318,7 @@ pub fn html(a: &Analysis) -> String {
                     .map(|v| format!("{v:.2}"))
                     .unwrap_or_default(),
             ]
-        })
-        .collect();
-    h.push_str(&table(
-        &["media", "kbit/s", "requests", "mean bytes", "mean title s"],
-        &rows,
+        }),
     ));
     h.push_str("</body></html>\n");
     h
