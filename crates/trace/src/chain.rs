@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use vodkit_workload::model::Media;
 
-use crate::files::FileTable;
+use crate::files::{each_csv_record, FileTable};
 use crate::record::{LogRequest, RequestKind};
 use crate::runfile;
 
@@ -392,14 +392,7 @@ pub fn parse_chains_csv(input: impl Read, name: &str) -> Result<Vec<Chain>, Stri
         Err(e) => return Err(format!("{name}:1: {e}")),
     }
     let mut out = Vec::new();
-    let mut rec = csv::StringRecord::new();
-    loop {
-        match rdr.read_record(&mut rec) {
-            Ok(true) => {}
-            Ok(false) => break,
-            Err(e) => return Err(format!("{name}: {e}")),
-        }
-        let n = rec.position().map_or(0, |p| p.line());
+    each_csv_record(&mut rdr, name, |rec, n| {
         if rec.len() != header_fields.len() {
             return Err(format!(
                 "{name}:{n}: expected {} fields, got {}",
@@ -419,7 +412,8 @@ pub fn parse_chains_csv(input: impl Read, name: &str) -> Result<Vec<Chain>, Stri
             _ => format!("{name}:{n}: {e}"),
         })?;
         out.push(chain);
-    }
+        Ok(())
+    })?;
     Ok(out)
 }
 

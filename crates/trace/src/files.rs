@@ -184,6 +184,24 @@ pub fn media_label(m: Option<Media>) -> &'static str {
     }
 }
 
+/// Calls `each` with every record of `rdr` and its line number; a record that cannot be
+/// read ends the reading with `origin: error`.
+pub(crate) fn each_csv_record<R: std::io::Read>(
+    rdr: &mut csv::Reader<R>,
+    origin: &str,
+    mut each: impl FnMut(&csv::StringRecord, u64) -> Result<(), String>,
+) -> Result<(), String> {
+    let mut rec = csv::StringRecord::new();
+    loop {
+        match rdr.read_record(&mut rec) {
+            Ok(true) => {}
+            Ok(false) => return Ok(()),
+            Err(e) => return Err(format!("{origin}: {e}")),
+        }
+        each(&rec, rec.position().map_or(0, |p| p.line()))?;
+    }
+}
+
 /// A file name as logs and tables spell it: no leading slash, no query string.
 pub fn normalize_name(path: &str) -> &str {
     let p = match memchr::memchr2(b'?', b'#', path.as_bytes()) {
@@ -270,31 +288,29 @@ impl FileTable {
     /// line and field.
     pub fn from_csv(path: &Path) -> Result<FileTable, String> {
         let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        Self::parse_csv(std::io::BufReader::new(f), &path.display().to_string())
+    }
+
+    /// A `files.csv` read from `input`, as [`FileTable::from_csv`]; errors start with
+    /// `origin` (the file's name).
+    pub fn parse_csv(input: impl std::io::Read, origin: &str) -> Result<FileTable, String> {
         let mut rdr = csv::ReaderBuilder::new()
             .has_headers(false)
             .flexible(true)
             .trim(csv::Trim::All)
-            .from_reader(std::io::BufReader::new(f));
+            .from_reader(input);
         let mut t = FileTable::default();
         let mut cols: Option<[usize; 5]> = None;
-        let mut rec = csv::StringRecord::new();
-        loop {
-            match rdr.read_record(&mut rec) {
-                Ok(true) => {}
-                Ok(false) => break,
-                Err(e) => return Err(format!("{}: {e}", path.display())),
-            }
-            let n = rec.position().map_or(0, |p| p.line());
+        each_csv_record(&mut rdr, origin, |rec, n| {
             if rec.iter().all(str::is_empty) {
-                continue;
+                return Ok(());
             }
             let fields: Vec<&str> = rec.iter().collect();
             let Some(c) = cols else {
                 let pos = |name: &str| {
                     fields.iter().position(|f| *f == name).ok_or_else(|| {
                         format!(
-                            "{}:{n}: header must name file,bitrate_kbps,media,size_bytes,drive (missing {name})",
-                            path.display()
+                            "{origin}:{n}: header must name file,bitrate_kbps,media,size_bytes,drive (missing {name})"
                         )
                     })
                 };
@@ -305,12 +321,11 @@ impl FileTable {
                     pos("size_bytes")?,
                     pos("drive")?,
                 ]);
-                continue;
+                return Ok(());
             };
             let get = |k: usize| fields.get(c[k]).copied().unwrap_or("");
-            let bad = |field: &str, want: &str| {
-                format!("{}:{n}: field {field}: expected {want}", path.display())
-            };
+            let bad =
+                |field: &str, want: &str| format!("{origin}:{n}: field {field}: expected {want}");
             let bitrate = get(1);
             let size = get(3);
             let media = get(2);
@@ -347,10 +362,11 @@ impl FileTable {
             }
             let drive = Some(get(4)).filter(|d| !d.is_empty());
             t.insert(name, info, drive)
-                .map_err(|e| format!("{}:{n}: {e}", path.display()))?;
-        }
+                .map_err(|e| format!("{origin}:{n}: {e}"))?;
+            Ok(())
+        })?;
         if cols.is_none() {
-            return Err(format!("{}: empty file table", path.display()));
+            return Err(format!("{origin}: empty file table"));
         }
         t.shrink_to_fit();
         Ok(t)
@@ -402,14 +418,8 @@ mod tests {
 
     #[test]
     fn csv_table_reads_and_reports_bad_fields() {
-        let dir = tempfile::tempdir().unwrap();
-        let p = dir.path().join("files.csv");
-        std::fs::write(
-            &p,
-            "file,bitrate_kbps,media,size_bytes,drive\nnf/a.mp4,96,audio,1000,d01\n/v.mp4,,,,\n\"w, \"\"x\"\".mp4\",1,,,\n",
-        )
-        .unwrap();
-        let t = FileTable::from_csv(&p).unwrap();
+        let text = "file,bitrate_kbps,media,size_bytes,drive\nnf/a.mp4,96,audio,1000,d01\n/v.mp4,,,,\n\"w, \"\"x\"\".mp4\",1,,,\n";
+        let t = FileTable::parse_csv(text.as_bytes(), "files.csv").unwrap();
         assert_eq!(t.len(), 3);
         assert_eq!(
             t.name(2),
@@ -423,13 +433,9 @@ mod tests {
         assert_eq!(t.drive(id), Some("d01"));
         assert_eq!(t.drive(1), None);
         assert_eq!(t.get(t.lookup("v.mp4").unwrap()).size_bytes, None);
-        std::fs::write(
-            &p,
-            "file,bitrate_kbps,media,size_bytes,drive\nx,9k,video,1,d\n",
-        )
-        .unwrap();
-        let e = FileTable::from_csv(&p).unwrap_err();
-        assert!(e.contains(":2: field bitrate_kbps"), "{e}");
+        let bad = "file,bitrate_kbps,media,size_bytes,drive\nx,9k,video,1,d\n";
+        let e = FileTable::parse_csv(bad.as_bytes(), "files.csv").unwrap_err();
+        assert!(e.contains("files.csv:2: field bitrate_kbps"), "{e}");
     }
 
     /// Names of files as a catalog spells them, many per title and rendition.

@@ -169,13 +169,7 @@ fn a_log_cut_mid_session_gives_prefixes_of_the_true_chains() {
 
 #[test]
 fn nginx_log_with_session_header_and_file_table() {
-    let dir = tempfile::tempdir().unwrap();
-    let table = dir.path().join("files.csv");
-    std::fs::write(
-        &table,
-        "file,bitrate_kbps,media,size_bytes,drive\nnf/v.mp4,1000,video,100000000,d01\n",
-    )
-    .unwrap();
+    let table = "file,bitrate_kbps,media,size_bytes,drive\nnf/v.mp4,1000,video,100000000,d01\n";
     let mut log = String::new();
     for i in 0..30u64 {
         let first = i * 250_000;
@@ -187,7 +181,7 @@ fn nginx_log_with_session_header_and_file_table() {
         );
     }
     log += "1700000100.000 0.001 9 \"sess-1\" \"/nf/v.mp4\" \"bytes=99999999999-\" 416 200 0\n";
-    let files = FileTable::from_csv(&table).unwrap();
+    let files = FileTable::parse_csv(table.as_bytes(), "files.csv").unwrap();
     let mut c = Collect::default();
     let a = analyze(log.as_bytes(), files, &AnalyzeOptions::default(), &mut c).unwrap();
     assert_eq!(a.read.format, "nginx");
