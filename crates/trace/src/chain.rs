@@ -566,11 +566,7 @@ mod tests {
     #[test]
     fn names_with_commas_and_quotes_round_trip() {
         let mut files = FileTable::default();
-        let info = FileInfo {
-            media: Some(Media::Video),
-            bitrate_kbps: Some(2000),
-            size_bytes: None,
-        };
+        let info = FileInfo::of(Media::Video, 2000);
         let id = files
             .insert("nf/a \"b\", c.mp4", info, Some("d,1"))
             .unwrap();

@@ -343,16 +343,8 @@ mod tests {
 
     #[test]
     fn table_and_cdfs_from_hand_built_chains() {
-        let video = FileInfo {
-            bitrate_kbps: Some(1000),
-            media: Some(Media::Video),
-            ..Default::default()
-        };
-        let audio = FileInfo {
-            bitrate_kbps: Some(100),
-            media: Some(Media::Audio),
-            ..Default::default()
-        };
+        let video = FileInfo::of(Media::Video, 1000);
+        let audio = FileInfo::of(Media::Audio, 100);
         let mut b = ChainStatsBuilder::default();
         b.add(&rec(0, OPEN_HEADER_READ, 1, RequestKind::Open), &video);
         b.add(&rec(0, 10_000, 1, RequestKind::Chunk), &video);

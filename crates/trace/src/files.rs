@@ -16,6 +16,18 @@ pub struct FileInfo {
     pub size_bytes: Option<u64>,
 }
 
+#[cfg(test)]
+impl FileInfo {
+    /// A file of `media` at `kbps`, its size not known.
+    pub(crate) fn of(media: Media, kbps: u32) -> FileInfo {
+        FileInfo {
+            bitrate_kbps: Some(kbps),
+            media: Some(media),
+            size_bytes: None,
+        }
+    }
+}
+
 /// Strings interned once: every one in a single buffer, one after the other in the order
 /// they were first seen (their ids), found through a hash table of ids that compares
 /// against the buffer, so each string is stored once.

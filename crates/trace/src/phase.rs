@@ -517,12 +517,8 @@ mod tests {
     fn table() -> FileTable {
         let mut t = FileTable::default();
         for (name, kbps) in [("v235", 235), ("v1050", 1050), ("v1750", 1750)] {
-            let info = FileInfo {
-                bitrate_kbps: Some(kbps),
-                media: Some(Media::Video),
-                size_bytes: None,
-            };
-            t.insert(name, info, None).unwrap();
+            t.insert(name, FileInfo::of(Media::Video, kbps), None)
+                .unwrap();
         }
         let audio = FileInfo {
             media: Some(Media::Audio),

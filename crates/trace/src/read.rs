@@ -190,6 +190,15 @@ mod tests {
         (out, sum)
     }
 
+    /// The `i`-th bad line reported in `sum` is said to have `what` wrong.
+    fn assert_bad(sum: &ReadSummary, i: usize, what: &str) {
+        assert!(
+            sum.bad_examples[i].1.contains(what),
+            "{:?}",
+            sum.bad_examples
+        );
+    }
+
     #[test]
     fn netflix_csv_with_bad_lines() {
         let text =
@@ -210,16 +219,8 @@ mod tests {
         assert_eq!(reqs[1].4, RequestKind::Open);
         assert_eq!(sum.bad_lines, 3);
         assert_eq!(sum.bad_examples[0].0, 4);
-        assert!(
-            sum.bad_examples[1].1.contains("field offset"),
-            "{:?}",
-            sum.bad_examples
-        );
-        assert!(
-            sum.bad_examples[2].1.contains("field length"),
-            "{:?}",
-            sum.bad_examples
-        );
+        assert_bad(&sum, 1, "field offset");
+        assert_bad(&sum, 2, "field length");
         assert!(sum.describe().contains("line 4"));
     }
 
@@ -239,11 +240,7 @@ mod tests {
         assert_eq!(sessions, vec!["s1".to_string(), "s\u{e9}".to_string()]);
         assert_eq!(sum.bad_lines, 1);
         assert_eq!(sum.bad_examples[0].0, 3);
-        assert!(
-            sum.bad_examples[0].1.contains("field session: not UTF-8"),
-            "{:?}",
-            sum.bad_examples
-        );
+        assert_bad(&sum, 0, "field session: not UTF-8");
     }
 
     #[test]

@@ -444,12 +444,9 @@ mod tests {
     #[test]
     fn fraction_portions_and_positions() {
         let mut files = FileTable::default();
-        let info = FileInfo {
-            media: Some(Media::Video),
-            bitrate_kbps: Some(1000),
-            size_bytes: None,
-        };
-        let v = files.insert("v", info, None).unwrap();
+        let v = files
+            .insert("v", FileInfo::of(Media::Video, 1000), None)
+            .unwrap();
         let chains = [
             ChainRec {
                 file: v,
