@@ -3,7 +3,7 @@
 //! byte, for one and two threads; and on a log whose open sessions need many times the
 //! limit, the state held and the process's peak memory stay within it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use vodkit_trace::analyze::{analyze, AnalyzeOptions, ClosedSession, SessionSink, MEMORY_BYTES};
@@ -100,11 +100,21 @@ impl SessionSink for Warnings {
     }
 }
 
+/// The header of the netflix-2014 logs these tests write.
+const HEADER: &str =
+    "ts_end,service_time_s,session,file,offset,length,open_ended,bytes_sent,device_type\n";
+
+/// A temporary directory holding a `log.csv` of `text`, and the log's path.
+fn log_file(text: &str) -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("log.csv");
+    std::fs::write(&log, text).unwrap();
+    (dir, log)
+}
+
 /// A log naming `files` files once each, four to a session, 10 ms apart.
 fn many_files_log(files: u64) -> String {
-    let mut text = String::from(
-        "ts_end,service_time_s,session,file,offset,length,open_ended,bytes_sent,device_type\n",
-    );
+    let mut text = String::from(HEADER);
     for i in 0..files {
         let t = 1000.0 + i as f64 * 0.01;
         text += &format!(
@@ -161,7 +171,7 @@ fn the_file_table_is_accounted_and_passing_the_limit_is_said_once() {
 /// A log whose open sessions hold about 500 bytes per line: a viewer arrives every second
 /// and reads the start of `files` files in a minute, then stays idle; everything is within
 /// an hour, so no session closes before the end.
-fn wide_log(path: &Path, sessions: u64, files: u64) {
+fn wide_log(sessions: u64, files: u64) -> String {
     let mut lines = Vec::new();
     for s in 0..sessions {
         for f in 0..files {
@@ -173,13 +183,11 @@ fn wide_log(path: &Path, sessions: u64, files: u64) {
         }
     }
     lines.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let mut text = String::from(
-        "ts_end,service_time_s,session,file,offset,length,open_ended,bytes_sent,device_type\n",
-    );
+    let mut text = String::from(HEADER);
     for (_, l) in lines {
         text += &l;
     }
-    std::fs::write(path, text).unwrap();
+    text
 }
 
 /// The memory limit of the peak-memory test.
@@ -202,6 +210,24 @@ struct Child {
     peak_kib: u64,
     peak_open_bytes: u64,
     spilled: u64,
+}
+
+impl Child {
+    /// How far the process's peak memory rose past what it held before the analysis
+    /// (bytes).
+    fn grew(&self) -> u64 {
+        self.peak_kib.saturating_sub(self.baseline_kib) * 1024
+    }
+}
+
+/// Whether this machine tells a process's peak memory (from /proc, on Linux); says the
+/// test is skipped when not.
+fn peak_memory_readable() -> bool {
+    let linux = cfg!(target_os = "linux");
+    if !linux {
+        vodkit_testkit::need::not_here("peak memory is read from /proc (Linux)");
+    }
+    linux
 }
 
 fn child(log: &Path, out: &Path, memory: usize, threads: usize) -> Child {
@@ -283,13 +309,10 @@ fn analysis_child() {
 
 #[test]
 fn a_log_needing_many_times_the_memory_limit_is_analyzed_within_it() {
-    if !cfg!(target_os = "linux") {
-        vodkit_testkit::need::not_here("peak memory is read from /proc (Linux)");
+    if !peak_memory_readable() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("log.csv");
-    wide_log(&log, 2000, 100);
+    let (dir, log) = log_file(&wide_log(2000, 100));
     let (small, large) = (dir.path().join("small"), dir.path().join("large"));
     let spilled = child(&log, &small, LIMIT, 1);
     let kept = child(&log, &large, MEMORY_BYTES, 1);
@@ -308,19 +331,18 @@ fn a_log_needing_many_times_the_memory_limit_is_analyzed_within_it() {
     }
     // The process's peak memory, beyond what it held before the analysis: within the limit
     // and the fixed costs, where keeping every session needs more than twice as much.
-    let grew = |c: &Child| (c.peak_kib.saturating_sub(c.baseline_kib)) * 1024;
     assert!(
-        grew(&spilled) <= LIMIT as u64 + FIXED,
+        spilled.grew() <= LIMIT as u64 + FIXED,
         "{spilled:?}: {} MiB",
-        grew(&spilled) >> 20
+        spilled.grew() >> 20
     );
     assert!(
-        grew(&two) <= LIMIT as u64 + FIXED + PER_THREAD,
+        two.grew() <= LIMIT as u64 + FIXED + PER_THREAD,
         "{two:?}: {} MiB",
-        grew(&two) >> 20
+        two.grew() >> 20
     );
     assert!(
-        grew(&kept) > 2 * grew(&spilled),
+        kept.grew() > 2 * spilled.grew(),
         "{kept:?} against {spilled:?}"
     );
     for name in ["chains.csv", "phases.csv", "summary.json"] {
@@ -347,16 +369,13 @@ const PER_FILE: u64 = 100;
 
 #[test]
 fn many_files_cost_the_process_little_more_than_their_names() {
-    if !cfg!(target_os = "linux") {
-        vodkit_testkit::need::not_here("peak memory is read from /proc (Linux)");
+    if !peak_memory_readable() {
         return;
     }
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path().join("log.csv");
     let files = 400_000u64;
-    std::fs::write(&log, many_files_log(files)).unwrap();
+    let (dir, log) = log_file(&many_files_log(files));
     let c = child(&log, &dir.path().join("out"), LIMIT, 1);
-    let grew = (c.peak_kib.saturating_sub(c.baseline_kib)) * 1024;
+    let grew = c.grew();
     eprintln!(
         "{files} files within {} MiB: {c:?}, grew {} MiB",
         LIMIT >> 20,

@@ -114,8 +114,7 @@ fn one_two_and_three_threads_write_the_same_bytes() {
 fn every_table_csv_and_parquet_is_the_same_for_one_two_and_four_threads() {
     let dir = synthesized();
     let log = dir.path().join("log.csv");
-    let text = std::fs::read(&log).unwrap();
-    let gz = gzipped(dir.path(), &text);
+    let gz = compressed(dir.path(), "gz");
     let files = || FileTable::from_csv(&dir.path().join("files.csv")).unwrap();
     for format in [OutputFormat::Csv, OutputFormat::Parquet] {
         let run = |path: &Path, threads: usize| {
@@ -220,10 +219,7 @@ fn a_session_spanning_many_blocks_and_clients_that_return_are_the_same_for_any_t
 fn gzip_and_zstd_logs_read_as_the_plain_one() {
     let dir = synthesized();
     let log = dir.path().join("log.csv");
-    let text = std::fs::read(&log).unwrap();
-    let gz = gzipped(dir.path(), &text);
-    let zst = dir.path().join("log.csv.zst");
-    std::fs::write(&zst, zstd::encode_all(&text[..], 1).unwrap()).unwrap();
+    let (gz, zst) = (compressed(dir.path(), "gz"), compressed(dir.path(), "zst"));
     let plain = outputs(dir.path(), &log, 1);
     for (path, threads) in [(&gz, 1), (&gz, 2), (&zst, 2)] {
         let got = outputs(dir.path(), path, threads);
@@ -403,11 +399,19 @@ fn a_shuffled_log_sorted_within_a_small_memory_gives_the_same_chains_and_phases(
     }
 }
 
-/// `text` gzip-compressed into `dir/log.csv.gz`.
-fn gzipped(dir: &Path, text: &[u8]) -> std::path::PathBuf {
-    let gz = dir.join("log.csv.gz");
-    let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
-    e.write_all(text).unwrap();
-    std::fs::write(&gz, e.finish().unwrap()).unwrap();
-    gz
+/// `dir/log.csv` compressed into `dir/log.csv.<ext>`: `gz` (gzip) or `zst` (zstd).
+fn compressed(dir: &Path, ext: &str) -> std::path::PathBuf {
+    let text = std::fs::read(dir.join("log.csv")).unwrap();
+    let bytes = match ext {
+        "gz" => {
+            let mut e = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+            e.write_all(&text).unwrap();
+            e.finish().unwrap()
+        }
+        "zst" => zstd::encode_all(&text[..], 1).unwrap(),
+        other => panic!("no compression {other}"),
+    };
+    let path = dir.join(format!("log.csv.{ext}"));
+    std::fs::write(&path, bytes).unwrap();
+    path
 }
