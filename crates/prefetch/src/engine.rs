@@ -1963,9 +1963,6 @@ fn take_inflight(st: &mut State, file: FileId, id: u64) -> Option<Inflight> {
     Some(read)
 }
 
-/// Reads `[offset, offset + len)` into the page cache: its whole aligned folios as large
-/// folios ([`crate::folio::populate`]) when `folio` is given, the rest — or all of it when
-/// the mapping fails — with [`read_range`]; returns the bytes read (short at end of file).
 /// What a device read served.
 struct Served {
     /// Bytes covered from the offset.
@@ -2010,6 +2007,9 @@ fn read_split(shared: &Shared, job: &Job, buf: &mut Vec<u8>) -> io::Result<(u64,
     Ok((head + rest, Some(split)))
 }
 
+/// Reads `[offset, offset + len)` into the page cache: its whole aligned folios as large
+/// folios ([`crate::folio::populate`]) when `folio` is given, the rest — or all of it when
+/// the mapping fails — with [`read_range`]; returns the bytes read (short at end of file).
 fn read_window(
     file: &File,
     offset: u64,
