@@ -43,7 +43,6 @@ use crate::range::ByteRange;
 use crate::request::{parse_head, HeadError, Parsed};
 use crate::wire::{ConnInfo, Wire};
 use crate::Shared;
-use vodkit_prefetch::Slice;
 
 /// The client connection preface of HTTP/2 (RFC 9113 §3.4).
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
@@ -717,19 +716,6 @@ impl Wire for H2Wire {
         // such bodies themselves).
         let bytes = self.unframe(rest)?;
         self.send_body(bytes, !more, false, clock).await
-    }
-
-    /// `--io direct`: copied out of the pool's chunks as the windows allow.
-    async fn write_slices(
-        &mut self,
-        slices: &[Slice],
-        clock: &mut SendClock,
-    ) -> Result<(), SendError> {
-        for s in slices {
-            self.send_body(Bytes::copy_from_slice(s.bytes()), false, true, clock)
-                .await?;
-        }
-        Ok(())
     }
 
     async fn write_file(
