@@ -88,6 +88,7 @@ pub fn run(
     show_progress: bool,
     install: bool,
 ) -> Result<String, RunError> {
+    crate::runner::create_out(out)?;
     // Setup lines are printed even when quiet: they say what changes on this machine.
     let mut notes = setup::prepare(&mut setup::Host, &needs(), install, &mut |l: &str| {
         eprintln!("{l}")

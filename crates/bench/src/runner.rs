@@ -886,6 +886,7 @@ pub fn run_workload(setup: &RunSetup<'_>, progress: &mut BarProgress) -> Result<
 /// Run the request and write bench.json, report.md and report.html into `out`.
 pub fn run(req: &BenchRequest) -> Result<(BenchReport, String), RunError> {
     let checked = check_request(req)?;
+    create_out(&req.out)?;
     let mut progress = BarProgress::new(req.progress);
     let plan = |guess: f64, bound: Option<f64>| match &checked.plan_text {
         Some(t) => SearchPlan::parse(t, &SearchPlan::default_for(guess, bound)),
@@ -918,6 +919,13 @@ pub fn run(req: &BenchRequest) -> Result<(BenchReport, String), RunError> {
         report::apply_bound(&mut ran.report, b);
     }
     finish(&mut ran.report, &req.out)
+}
+
+/// Create the output directory `out` before any work, so that a directory that cannot be
+/// written fails the command at once rather than after its points.
+pub fn create_out(out: &Path) -> Result<(), RunError> {
+    std::fs::create_dir_all(out)
+        .map_err(|e| RunError::Runtime(format!("--out {}: {e}", out.display())))
 }
 
 /// Write the report files and return the terminal table with the file paths.

@@ -195,6 +195,7 @@ pub fn run(
     show_progress: bool,
 ) -> Result<String, RunError> {
     let cells = cells(s).map_err(RunError::Usage)?;
+    crate::runner::create_out(out)?;
     let mut progress = BarProgress::new(show_progress);
     let first = &cells[0];
     let plan = SearchPlan::failure_free_around(1.0);

@@ -181,26 +181,28 @@ setTimeout(() => report('timeout'), 45000);
 pub(crate) struct Shaped {
     ns: String,
     host_if: String,
+    /// The server's address on the pair (the clients' is the next one).
+    server: String,
 }
 
-/// The server's address on the shaped pair (the clients' is `.2`).
-const SHAPED_SERVER: &str = "10.232.0.1";
-
 impl Shaped {
-    fn create(bps: u64) -> Option<Shaped> {
-        let tag = std::process::id() % 100_000;
+    /// Link `index` of this process (each in its own /30 of 10.232.0.0/16).
+    fn create(bps: u64, index: u8) -> Option<Shaped> {
+        let tag = format!("{}{index}", std::process::id() % 100_000);
         let shaped = Shaped {
             ns: format!("vkbp{tag}"),
             host_if: format!("vkbp{tag}h"),
+            server: format!("10.232.{index}.1"),
         };
         let (ns, host, inner) = (&shaped.ns, &shaped.host_if, format!("vkbp{tag}n"));
+        let server = &shaped.server;
         let steps = [
             format!("netns add {ns}"),
             format!("link add {host} type veth peer name {inner}"),
             format!("link set {inner} netns {ns}"),
-            format!("addr add {SHAPED_SERVER}/30 dev {host}"),
+            format!("addr add {server}/30 dev {host}"),
             format!("link set {host} up"),
-            format!("-n {ns} addr add 10.232.0.2/30 dev {inner}"),
+            format!("-n {ns} addr add 10.232.{index}.2/30 dev {inner}"),
             format!("-n {ns} link set {inner} up"),
             format!("-n {ns} link set lo up"),
         ];
@@ -482,38 +484,74 @@ fn play_both(
     let bw = bandwidths(&std::fs::read_to_string(p.join("media/t1/manifest.mpd")).unwrap());
     assert_eq!(bw.len(), 2, "{bw:?}");
     let link = shape.then(|| (bw[0] as f64 * bw[1] as f64).sqrt() as u64);
-    let shaped_net = link.map(|bps| {
-        Shaped::create(bps)
-            .expect("cannot create a namespace with an htb-shaped veth (ip, tc) as root")
+    // Chromium and vodkit's player play at the same time, each from its own server (and
+    // access log) and, when shaped, behind its own link of the same bit rate.
+    let nets: Vec<Shaped> = link.map_or_else(Vec::new, |bps| {
+        (0..2)
+            .map(|i| {
+                Shaped::create(bps, i)
+                    .expect("cannot create a namespace with an htb-shaped veth (ip, tc) as root")
+            })
+            .collect()
     });
-    let shaped = shaped_net.as_ref();
-
-    let listen = if shaped.is_some() {
-        SHAPED_SERVER
-    } else {
-        "127.0.0.1"
-    };
+    let (browser_net, load_net) = (nets.first(), nets.get(1));
     let secure = match signed {
         true => " --secure-link url.key --secure-link-prefix /t1/",
         false => "",
     };
-    let mut server = common::daemon(
-        p,
-        &format!("serve --root media --listen {listen}:0 --cors * --access-log access.log{secure}"),
-    );
-    let url = server.wait_for("listening on ");
-    let lines = |p: &Path| std::fs::read_to_string(p.join("access.log")).unwrap_or_default();
-    let mut runs = Vec::new();
-    for (kind, entry) in [("dash", "manifest.mpd"), ("hls", "master.m3u8")] {
-        let before = lines(p).lines().count();
-        let report = chromium(
-            &format!("{url}/{kind}.html"),
-            &p.join(format!("profile-{kind}")),
-            &p.join("access.log"),
-            before,
-            shaped,
+    let serve = |net: Option<&Shaped>, log: &str| {
+        let listen = net.map_or("127.0.0.1", |s| s.server.as_str());
+        let mut server = common::daemon(
+            p,
+            &format!("serve --root media --listen {listen}:0 --cors * --access-log {log}{secure}"),
         );
-        std::thread::sleep(std::time::Duration::from_millis(1500)); // the log flushes each second
+        let url = server.wait_for("listening on ");
+        (server, url)
+    };
+    let (server, url) = serve(browser_net, "access.log");
+    let (load_server, load_url) = serve(load_net, "access-load.log");
+    let lines = |log: &str| std::fs::read_to_string(p.join(log)).unwrap_or_default();
+    let mut runs = Vec::new();
+    for kind in ["dash", "hls"] {
+        let before = lines("access.log").lines().count();
+        let load_before = lines("access-load.log").lines().count();
+        let sign = if signed { " --sign-key url.key" } else { "" };
+        let load = format!("load --target {load_url} --sessions w/sessions.jsonl --no-link --rate 1 --player {kind} --out {kind}.json{sign}");
+        let play_load = || match load_net {
+            None => {
+                ok(p, &load);
+            }
+            Some(s) => {
+                let status = s
+                    .command(env!("CARGO_BIN_EXE_vodkit"))
+                    .args(load.split_whitespace())
+                    .arg("--allow-remote")
+                    .current_dir(p)
+                    .stdin(std::process::Stdio::null())
+                    .stdout(std::process::Stdio::null())
+                    .status()
+                    .expect("ip netns exec vodkit runs");
+                assert!(
+                    status.success(),
+                    "{kind}: vodkit load in the namespace failed"
+                );
+            }
+        };
+        let report = std::thread::scope(|scope| {
+            let ours = scope.spawn(play_load);
+            let report = chromium(
+                &format!("{url}/{kind}.html"),
+                &p.join(format!("profile-{kind}")),
+                &p.join("access.log"),
+                before,
+                browser_net,
+            );
+            if let Err(e) = ours.join() {
+                std::panic::resume_unwind(e);
+            }
+            report
+        });
+        std::thread::sleep(std::time::Duration::from_millis(1500)); // the logs flush each second
                                                                     // `state` is `ended`, or `timeout` with the playhead at the end: dash.js leaves the
                                                                     // element waiting at the last frame instead of firing `ended` in headless runs.
         assert_eq!(
@@ -536,38 +574,12 @@ fn play_both(
             shots.len() == 2 && shots[0] != shots[1],
             "{kind}: frames did not advance: {report}"
         );
-        let browser = segments(&lines(p), before);
-
-        let before = lines(p).lines().count();
-        let sign = if signed { " --sign-key url.key" } else { "" };
-        let load = format!("load --target {url} --sessions w/sessions.jsonl --no-link --rate 1 --player {kind} --out {kind}.json{sign}");
-        match shaped {
-            None => {
-                ok(p, &load);
-            }
-            Some(s) => {
-                let status = s
-                    .command(env!("CARGO_BIN_EXE_vodkit"))
-                    .args(load.split_whitespace())
-                    .arg("--allow-remote")
-                    .current_dir(p)
-                    .stdin(std::process::Stdio::null())
-                    .stdout(std::process::Stdio::null())
-                    .status()
-                    .expect("ip netns exec vodkit runs");
-                assert!(
-                    status.success(),
-                    "{kind}: vodkit load in the namespace failed"
-                );
-            }
-        }
-        std::thread::sleep(std::time::Duration::from_millis(1500));
-        let ours = segments(&lines(p), before);
+        let browser = segments(&lines("access.log"), before);
+        let ours = segments(&lines("access-load.log"), load_before);
         let results = common::json_file(&p.join(format!("{kind}.json")));
-        if shaped.is_none() {
+        if load_net.is_none() {
             assert_eq!(results["qos"]["abr"]["stalls"], 0, "{kind}: {results}");
         }
-        let _ = entry;
         runs.push((kind, browser, ours, report, results));
     }
     if signed {
@@ -575,7 +587,9 @@ fn play_both(
         let (status, _) = common::http_get(addr, "/t1/v400/seg-1.m4s");
         assert_eq!(status, 403, "an unsigned segment is refused");
     }
-    let (code, _) = server.stop();
-    assert_eq!(code, 0);
+    for s in [server, load_server] {
+        let (code, _) = s.stop();
+        assert_eq!(code, 0);
+    }
     (runs, link)
 }
