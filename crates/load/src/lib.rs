@@ -27,6 +27,7 @@ pub mod steady;
 pub mod tls;
 pub mod viewer;
 pub mod warm;
+pub mod watch;
 
 pub use config::{HttpVersion, InputError, LoadConfig, Ramp, Target, Timed};
 pub use engine::{run, run_async, LoadError, Run};
@@ -37,3 +38,4 @@ pub use shard::Shard;
 pub use tls::{TlsClient, Trust};
 pub use tokio_util::sync::CancellationToken;
 pub use warm::WarmStart;
+pub use watch::{Tally, Watch};
