@@ -427,7 +427,9 @@ impl Oracle for ServerOracle<'_, '_> {
         }
         match figures {
             Ok(f) => {
-                if let (Some(d), Some(k)) = (load.halves_mb_s, f.halves_disk_mb_s) {
+                // A point stopped early has no second half to compare.
+                let halves = load.halves_mb_s.filter(|_| m.client.stopped_early.is_none());
+                if let (Some(d), Some(k)) = (halves, f.halves_disk_mb_s) {
                     let window_s = load
                         .steady
                         .and_then(|(a, b)| b.duration_since(a).ok())
@@ -554,6 +556,7 @@ pub fn run_bench(
     }
     for s in &rep.servers {
         rep.notes.extend(unsteady_note(s));
+        rep.notes.extend(early_stop_note(s));
         rep.notes.extend(no_clock_note(s));
         rep.notes.extend(shortfall_note(s));
         rep.notes.extend(overflow_note(s));
@@ -727,6 +730,26 @@ pub fn play_history(
             Ok((None, notes))
         }
     }
+}
+
+/// The report's note on a server's points that were ended once their failure was certain,
+/// listing them.
+pub fn early_stop_note(s: &crate::report::ServerReport) -> Option<String> {
+    let listed: Vec<String> = s
+        .points
+        .iter()
+        .filter_map(|p| {
+            let e = p.metrics.client.stopped_early.as_ref()?;
+            Some(format!("{:.2}/s {}", p.rate, e.describe()))
+        })
+        .collect();
+    (!listed.is_empty()).then(|| {
+        format!(
+            "{}: points ended once their failure was certain (docs/bench.md, \"Early stop\"): {}",
+            s.sut,
+            listed.join("; ")
+        )
+    })
 }
 
 /// The report's note on a server's passing points that were not steady, listing them.

@@ -174,6 +174,9 @@ pub struct LatencyStats {
     pub ttlb_intended: Percentiles,
 }
 
+/// The percentile of completed sessions' lag that [`SessionStats::lag_p95_s`] reports.
+pub const LAG_PERCENTILE: f64 = 95.0;
+
 /// A request or session start more than this late counts as late (seconds).
 pub const LATE_S: f64 = 0.05;
 
@@ -565,7 +568,7 @@ fn quality(
         q.acceptable_sessions += u64::from(p.acceptable());
     }
     stats.lag_p50_s = lag.value_at_ms(50.0) / 1000.0;
-    stats.lag_p95_s = lag.value_at_ms(95.0) / 1000.0;
+    stats.lag_p95_s = lag.value_at_ms(LAG_PERCENTILE) / 1000.0;
     q.startup_delay_ms = startup.percentiles();
     q.late_jitter_ms = late.percentiles();
     q.startup_buffer_s = config.startup_buffer_s;

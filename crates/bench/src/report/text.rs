@@ -204,10 +204,14 @@ fn point_tables(
     md
 }
 
-/// A point's row of a [`point_tables`] table: its rate, its verdict, then `cells` (joined
-/// by ` | `).
+/// A point's row of a [`point_tables`] table: its rate, its verdict (and when a point
+/// stopped early was ended), then `cells` (joined by ` | `).
 fn point_row(p: &super::PointRecord, cells: &str) -> String {
-    let verdict = if p.passed { "pass" } else { "fail" };
+    let verdict = match (p.passed, &p.metrics.client.stopped_early) {
+        (true, _) => "pass".to_string(),
+        (false, Some(e)) => format!("fail, stopped at {:.0} s", e.at_s),
+        (false, None) => "fail".to_string(),
+    };
     format!("| {:.2} | {verdict} | {cells} |", p.rate)
 }
 
