@@ -14,7 +14,7 @@
 //!   over L behind — completing one of those could only add to the count). A session's
 //!   lag never shrinks, so a count over the allowance stays over it.
 //! - `sessions:P%`: the failed sessions are at least P of the failed ones plus the most
-//!   sessions the window can complete.
+//!   sessions the window can complete (lag aside: those behind their pace count).
 //!
 //! `quality` is judged on stalls, which are known only once the run is summarised; its
 //! early stop is its `strict` part.
@@ -87,7 +87,7 @@ pub fn certain_failure(criterion: &Criterion, t: &Tally) -> Option<String> {
         Criterion::Sessions {
             max_failed_fraction,
         } => {
-            let total = not_served + most;
+            let total = not_served + most + t.open_behind;
             let share = not_served as f64 / total.max(1) as f64;
             (not_served > 0 && share >= max_failed_fraction).then(|| {
                 format!(
@@ -121,7 +121,16 @@ mod tests {
     #[test]
     fn the_allowance_is_what_the_95th_percentile_leaves_above_it() {
         // n − ⌈0.95 n⌉.
-        for (n, allowed) in [(0, 0), (1, 0), (19, 0), (20, 1), (21, 1), (39, 1), (40, 2), (100, 5)] {
+        for (n, allowed) in [
+            (0, 0),
+            (1, 0),
+            (19, 0),
+            (20, 1),
+            (21, 1),
+            (39, 1),
+            (40, 2),
+            (100, 5),
+        ] {
             assert_eq!(lag_allowance(n), allowed, "n = {n}");
         }
     }
@@ -204,6 +213,9 @@ mod tests {
         let mut t = tally(0, 0, 90);
         t.failed = 10;
         assert!(certain_failure(&c, &t).is_some());
+        // Sessions behind their pace may still complete: they count as possible.
+        t.open_behind = 10;
+        assert_eq!(certain_failure(&c, &t), None);
     }
 
     #[test]

@@ -428,7 +428,9 @@ impl Oracle for ServerOracle<'_, '_> {
         match figures {
             Ok(f) => {
                 // A point stopped early has no second half to compare.
-                let halves = load.halves_mb_s.filter(|_| m.client.stopped_early.is_none());
+                let halves = load
+                    .halves_mb_s
+                    .filter(|_| m.client.stopped_early.is_none());
                 if let (Some(d), Some(k)) = (halves, f.halves_disk_mb_s) {
                     let window_s = load
                         .steady

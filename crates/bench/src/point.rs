@@ -333,9 +333,7 @@ pub fn mean_of(points: &[&PointMetrics]) -> Option<PointMetrics> {
                 .iter()
                 .filter_map(|p| p.client.lag_p95_s)
                 .reduce(f64::max),
-            stopped_early: points
-                .iter()
-                .find_map(|p| p.client.stopped_early.clone()),
+            stopped_early: points.iter().find_map(|p| p.client.stopped_early.clone()),
         },
         disk,
         cpu_busy: avg_opt(&|p| p.cpu_busy),
