@@ -363,7 +363,9 @@ impl LoadDriver for WorkloadLoad {
         config.progress = self.live_status;
         config.source = format!("vodkit bench at {rate} sessions/s");
         let stopped: Arc<Mutex<Option<crate::early::EarlyStop>>> = Arc::default();
-        config.watch = self.early_stop.map(|criterion| {
+        // A point with a kill runs to its end: its failover figures cover the whole window.
+        let early_stop = self.early_stop.filter(|_| self.kill.is_none());
+        config.watch = early_stop.map(|criterion| {
             let stopped = stopped.clone();
             vodkit_load::Watch {
                 lag_limit_s: crate::early::lag_limit_s(&criterion),
