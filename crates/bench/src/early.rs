@@ -66,9 +66,12 @@ pub fn certain_failure(criterion: &Criterion, t: &Tally) -> Option<String> {
     let most = t.completed + t.open;
     let strict = || {
         if not_served > 0 {
-            Some(format!("{not_served} judged sessions failed"))
+            Some(format!("judged sessions failed: {not_served}"))
         } else if t.timed_out_requests > 0 {
-            Some(format!("{} requests timed out", t.timed_out_requests))
+            Some(format!(
+                "steady requests timed out: {}",
+                t.timed_out_requests
+            ))
         } else {
             None
         }
@@ -158,13 +161,13 @@ mod tests {
         t.failed = 1;
         assert_eq!(
             certain_failure(&pace(), &t).as_deref(),
-            Some("1 judged sessions failed")
+            Some("judged sessions failed: 1")
         );
         let mut t = tally(1, 0, 1000);
         t.timed_out_requests = 3;
         assert_eq!(
             certain_failure(&pace(), &t).as_deref(),
-            Some("3 requests timed out")
+            Some("steady requests timed out: 3")
         );
     }
 

@@ -822,6 +822,40 @@ mod tests {
     }
 
     #[test]
+    fn points_stopped_early_are_noted_with_when_and_why() {
+        let sut = crate::sut::parse_one("nginx").unwrap();
+        let mut s = ServerReport::not_measured(&sut, report::MEASURED, String::new());
+        let point = |rate: f64, stopped: Option<(f64, &str)>| PointRecord {
+            rate,
+            repeat: 0,
+            passed: stopped.is_none() && rate < 5.0,
+            short: false,
+            metrics: PointMetrics {
+                client: ClientMetrics {
+                    stopped_early: stopped.map(|(at_s, why)| crate::early::EarlyStop {
+                        at_s,
+                        why: why.into(),
+                    }),
+                    ..ClientMetrics::default()
+                },
+                ..PointMetrics::default()
+            },
+        };
+        s.points = vec![point(4.0, None), point(6.0, None)];
+        assert_eq!(early_stop_note(&s), None);
+        s.points
+            .push(point(12.0, Some((8.6, "judged sessions failed: 2"))));
+        s.points
+            .push(point(9.0, Some((21.0, "steady requests timed out: 1"))));
+        assert_eq!(
+            early_stop_note(&s).unwrap(),
+            "nginx: points ended once their failure was certain (docs/bench.md, \"Early stop\"): \
+             12.00/s stopped at 9 s: failure certain (judged sessions failed: 2); \
+             9.00/s stopped at 21 s: failure certain (steady requests timed out: 1)"
+        );
+    }
+
+    #[test]
     fn listen_queue_overflows_are_noted_per_point() {
         let sut = crate::sut::parse_one("nginx").unwrap();
         let mut s = ServerReport::not_measured(&sut, report::FAILED, "test".into());

@@ -808,6 +808,26 @@ mod tests {
     }
 
     #[test]
+    fn a_point_stopped_early_says_when_and_has_no_halves() {
+        let mut rep = strict_report("plain", None);
+        let mut s = measured("nginx");
+        let mut early = point(6.0, false, 100.0, 0);
+        early.metrics.fast_forward = Some(Default::default());
+        let mut whole = early.clone();
+        whole.rate = 4.0;
+        early.metrics.client.stopped_early = Some(crate::early::EarlyStop {
+            at_s: 9.2,
+            why: "3 of at most 40 sessions already more than 2 s behind, 2 allowed".into(),
+        });
+        s.points = vec![whole, early];
+        rep.servers.push(s);
+        let md = markdown(&rep);
+        assert!(md.contains("| 4.00 | fail | "), "{md}");
+        assert!(md.contains("| 6.00 | fail, stopped at 9 s | "), "{md}");
+        assert!(md.contains(" | – | – |\n"), "{md}");
+    }
+
+    #[test]
     fn a_failover_point_counts_the_killed_origins_sessions() {
         let mut rep = strict_report("plain", None);
         let mut s = measured("cluster:3:vodkit@haproxy:title:failover");
