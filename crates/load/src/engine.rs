@@ -159,7 +159,7 @@ async fn prepare(
         sign: config.sign.clone(),
         live_view: config.live.clone(),
         retry: config.retry,
-        watch: crate::watch::Watcher::of(config),
+        watch: crate::watcher::Watcher::of(config),
     });
     for t in &config.timed {
         let (cancel, action, at) = (shared.cancel.clone(), t.action.clone(), t.at_s.max(0.0));

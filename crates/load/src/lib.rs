@@ -28,6 +28,7 @@ pub mod tls;
 pub mod viewer;
 pub mod warm;
 pub mod watch;
+pub mod watcher;
 
 pub use config::{HttpVersion, InputError, LoadConfig, Ramp, Target, Timed};
 pub use engine::{run, run_async, LoadError, Run};

@@ -51,7 +51,7 @@ pub struct Shared {
     /// Retry a failed request once on a fresh connection ([`crate::LoadConfig::retry`]).
     pub retry: bool,
     /// Follows the judged sessions for the caller ([`crate::LoadConfig::watch`]).
-    pub watch: Option<crate::watch::Watcher>,
+    pub watch: Option<crate::watcher::Watcher>,
 }
 
 /// A session ready to run.
