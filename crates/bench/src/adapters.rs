@@ -56,6 +56,9 @@ pub struct WorkloadLoad {
     pub players: Option<vodkit_load::player::PlayerConfig>,
     /// Ends a point's run early when the bench is interrupted ([`crate::interrupt`]).
     pub stop: vodkit_load::CancellationToken,
+    /// End each point's run once its failure under this criterion is certain
+    /// ([`crate::early`]); `None`: every point runs its whole window.
+    pub early_stop: Option<crate::search::Criterion>,
     /// The schedule seconds of history the last fast-forward played: the next run resumes
     /// after them (taken by it).
     resume_after: Option<f64>,
@@ -98,6 +101,7 @@ impl WorkloadLoad {
             probes: None,
             players: None,
             stop: vodkit_load::CancellationToken::new(),
+            early_stop: None,
             resume_after: None,
             kill: None,
         }
@@ -239,6 +243,7 @@ pub fn client_metrics(r: &vodkit_load::Results) -> ClientMetrics {
         qos: Some(qos),
         acceptable_fraction,
         lag_p95_s: (r.sessions.lag_sessions > 0).then_some(r.sessions.lag_p95_s),
+        stopped_early: None,
     }
 }
 
@@ -357,6 +362,24 @@ impl LoadDriver for WorkloadLoad {
         });
         config.progress = self.live_status;
         config.source = format!("vodkit bench at {rate} sessions/s");
+        let stopped: Arc<Mutex<Option<crate::early::EarlyStop>>> = Arc::default();
+        // A point with a kill runs to its end: its failover figures cover the whole window.
+        let early_stop = self.early_stop.filter(|_| self.kill.is_none());
+        config.watch = early_stop.map(|criterion| {
+            let stopped = stopped.clone();
+            vodkit_load::Watch {
+                lag_limit_s: crate::early::lag_limit_s(&criterion),
+                decide: Arc::new(move |t: &vodkit_load::Tally| {
+                    let Some(why) = crate::early::certain_failure(&criterion, t) else {
+                        return false;
+                    };
+                    if let Ok(mut s) = stopped.lock() {
+                        s.get_or_insert(crate::early::EarlyStop { at_s: t.t_s, why });
+                    }
+                    true
+                }),
+            }
+        });
         config.probes = self.probes;
         config.player = self.players.clone();
         let feed = match (
@@ -395,8 +418,10 @@ impl LoadDriver for WorkloadLoad {
             )
         });
         let samples: Vec<(u64, f64)> = r.timeseries.iter().map(|s| (s.t_s, s.mb_per_s)).collect();
+        let mut client = client_metrics(r);
+        client.stopped_early = stopped.lock().ok().and_then(|mut s| s.take());
         Ok(LoadOutcome {
-            client: client_metrics(r),
+            client,
             steady,
             notes,
             halves_mb_s: crate::warmup::delivered_halves(&samples, a, b),

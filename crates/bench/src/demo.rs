@@ -81,12 +81,14 @@ pub fn needs() -> Vec<setup::Need> {
 }
 
 /// Run the demo into `out`; returns the table and the report paths. `install`: install what
-/// is missing where this process may (false: print the command instead).
+/// is missing where this process may (false: print the command instead). `early_stop`: end
+/// each point once its failure is certain ([`crate::early`]).
 pub fn run(
     out: &Path,
     vodkit_exe: Option<PathBuf>,
     show_progress: bool,
     install: bool,
+    early_stop: bool,
 ) -> Result<String, RunError> {
     crate::runner::create_out(out)?;
     // Setup lines are printed even when quiet: they say what changes on this machine.
@@ -134,6 +136,7 @@ pub fn run(
         probes: None,
         repeat: 1,
         fast_forward: Default::default(),
+        early_stop,
     };
     let (mut servers, bound): (Vec<ServerReport>, _) = run_cell(
         &cell,

@@ -427,7 +427,11 @@ impl Oracle for ServerOracle<'_, '_> {
         }
         match figures {
             Ok(f) => {
-                if let (Some(d), Some(k)) = (load.halves_mb_s, f.halves_disk_mb_s) {
+                // A point stopped early has no second half to compare.
+                let halves = load
+                    .halves_mb_s
+                    .filter(|_| m.client.stopped_early.is_none());
+                if let (Some(d), Some(k)) = (halves, f.halves_disk_mb_s) {
                     let window_s = load
                         .steady
                         .and_then(|(a, b)| b.duration_since(a).ok())
@@ -554,6 +558,7 @@ pub fn run_bench(
     }
     for s in &rep.servers {
         rep.notes.extend(unsteady_note(s));
+        rep.notes.extend(early_stop_note(s));
         rep.notes.extend(no_clock_note(s));
         rep.notes.extend(shortfall_note(s));
         rep.notes.extend(overflow_note(s));
@@ -729,6 +734,26 @@ pub fn play_history(
     }
 }
 
+/// The report's note on a server's points that were ended once their failure was certain,
+/// listing them.
+pub fn early_stop_note(s: &crate::report::ServerReport) -> Option<String> {
+    let listed: Vec<String> = s
+        .points
+        .iter()
+        .filter_map(|p| {
+            let e = p.metrics.client.stopped_early.as_ref()?;
+            Some(format!("{:.2}/s {}", p.rate, e.describe()))
+        })
+        .collect();
+    (!listed.is_empty()).then(|| {
+        format!(
+            "{}: points ended once their failure was certain (docs/bench.md, \"Early stop\"): {}",
+            s.sut,
+            listed.join("; ")
+        )
+    })
+}
+
 /// The report's note on a server's passing points that were not steady, listing them.
 pub fn unsteady_note(s: &crate::report::ServerReport) -> Option<String> {
     let listed: Vec<String> = s
@@ -794,6 +819,40 @@ mod tests {
         assert_eq!(vmstat_field(text, "drop_slab"), Some(87));
         assert_eq!(vmstat_field(text, "drop"), None);
         assert_eq!(vmstat_field("drop_pagecache x\n", "drop_pagecache"), None);
+    }
+
+    #[test]
+    fn points_stopped_early_are_noted_with_when_and_why() {
+        let sut = crate::sut::parse_one("nginx").unwrap();
+        let mut s = ServerReport::not_measured(&sut, report::MEASURED, String::new());
+        let point = |rate: f64, stopped: Option<(f64, &str)>| PointRecord {
+            rate,
+            repeat: 0,
+            passed: stopped.is_none() && rate < 5.0,
+            short: false,
+            metrics: PointMetrics {
+                client: ClientMetrics {
+                    stopped_early: stopped.map(|(at_s, why)| crate::early::EarlyStop {
+                        at_s,
+                        why: why.into(),
+                    }),
+                    ..ClientMetrics::default()
+                },
+                ..PointMetrics::default()
+            },
+        };
+        s.points = vec![point(4.0, None), point(6.0, None)];
+        assert_eq!(early_stop_note(&s), None);
+        s.points
+            .push(point(12.0, Some((8.6, "judged sessions failed: 2"))));
+        s.points
+            .push(point(9.0, Some((21.0, "steady requests timed out: 1"))));
+        assert_eq!(
+            early_stop_note(&s).unwrap(),
+            "nginx: points ended once their failure was certain (docs/bench.md, \"Early stop\"): \
+             12.00/s stopped at 9 s: failure certain (judged sessions failed: 2); \
+             9.00/s stopped at 21 s: failure certain (steady requests timed out: 1)"
+        );
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod adapters;
 pub mod bound;
 pub mod child;
 pub mod demo;
+pub mod early;
 pub mod experiment;
 pub mod failover;
 pub mod interrupt;

@@ -208,6 +208,9 @@ pub struct ClientMetrics {
     /// 95th percentile of how far completed sessions fell behind their own pace (s;
     /// `vodkit load`'s `sessions.lag_p95_s`), as the pace criterion reads it.
     pub lag_p95_s: Option<f64>,
+    /// The run was ended once its failure was certain ([`crate::early`]): the point fails,
+    /// and the figures cover the part that ran.
+    pub stopped_early: Option<crate::early::EarlyStop>,
 }
 
 /// Everything measured at one data point.
@@ -282,6 +285,7 @@ impl PointMetrics {
             acceptable_fraction: c.acceptable_fraction,
             lag_p95_s: c.lag_p95_s,
             throughput_mb_s: c.throughput_mb_s,
+            stopped_early: c.stopped_early.is_some(),
         }
     }
 }
@@ -329,6 +333,7 @@ pub fn mean_of(points: &[&PointMetrics]) -> Option<PointMetrics> {
                 .iter()
                 .filter_map(|p| p.client.lag_p95_s)
                 .reduce(f64::max),
+            stopped_early: points.iter().find_map(|p| p.client.stopped_early.clone()),
         },
         disk,
         cpu_busy: avg_opt(&|p| p.cpu_busy),

@@ -143,6 +143,9 @@ pub struct BenchRequest {
     pub point_duration: Option<Duration>,
     /// The history played before every point (`--fast-forward`).
     pub fast_forward: crate::warmup::FastForwardChoice,
+    /// End each point once its failure is certain ([`crate::early`]; `--no-early-stop`
+    /// turns it off).
+    pub early_stop: bool,
     pub out: PathBuf,
     /// The vodkit binary used to start `vodkit serve` children.
     pub vodkit_exe: Option<PathBuf>,
@@ -168,6 +171,7 @@ impl BenchRequest {
             repeat: 1,
             point_duration: None,
             fast_forward: Default::default(),
+            early_stop: true,
             out: out.to_path_buf(),
             vodkit_exe: None,
             progress: false,
@@ -289,7 +293,7 @@ impl Progress for BarProgress {
                 (true, _) => "pass",
                 // Sessions may all outlast the steady window of a failing point; it is
                 // "no data" only when nothing was even requested.
-                (false, 0) => "NO DATA",
+                (false, 0) if c.stopped_early.is_none() => "NO DATA",
                 (false, _) => "FAIL",
             },
             c.sessions,
@@ -297,6 +301,9 @@ impl Progress for BarProgress {
             c.failure_fraction * 100.0,
             c.timed_out_requests
         ));
+        if let Some(e) = &c.stopped_early {
+            self.line(format!("      {}", e.describe()));
+        }
         if let Some(h) = &t.detail.fast_forward {
             self.line(format!(
                 "      fast-forward: {:.0} s of history in {:.0} s ({:.0} MB delivered{}{})",
@@ -669,6 +676,8 @@ pub struct RunSetup<'a> {
     /// The history played before every point ([`crate::warmup`]); `Auto` resolves it from
     /// the testbed, the budget and the CPU quota.
     pub fast_forward: crate::warmup::FastForwardChoice,
+    /// End each point once its failure under the criterion is certain ([`crate::early`]).
+    pub early_stop: bool,
 }
 
 /// A finished run: the report (servers carry their fraction of the bound), the bound, and
@@ -841,6 +850,7 @@ pub fn run_workload(setup: &RunSetup<'_>, progress: &mut BarProgress) -> Result<
         stop: crate::interrupt::token(),
     };
     load.stop = crate::interrupt::token();
+    load.early_stop = setup.early_stop.then_some(setup.criterion);
     let mut rig = Rig {
         testbed: testbed.as_mut(),
         launcher: &mut launcher,
@@ -911,6 +921,7 @@ pub fn run(req: &BenchRequest) -> Result<(BenchReport, String), RunError> {
         players: req.players.as_ref(),
         sequential_read: false,
         fast_forward: req.fast_forward,
+        early_stop: req.early_stop,
     };
     let ran = run_workload(&setup, &mut progress);
     progress.finish();
@@ -1053,6 +1064,7 @@ mod tests {
             players: None,
             sequential_read: false,
             fast_forward: Default::default(),
+            early_stop: true,
         };
         let fails = |setup: &RunSetup<'_>, status: &str, needle: &str| {
             let n = run_workload(setup, &mut BarProgress::new(false))

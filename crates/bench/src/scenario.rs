@@ -95,6 +95,9 @@ pub struct Scenario {
     /// The history played before every point (`auto`: on where the testbed is an emulated
     /// drive with a memory budget; `--fast-forward` overrides it).
     pub fast_forward: crate::warmup::FastForwardChoice,
+    /// End each point once its failure is certain ([`crate::early`]; `--no-early-stop`
+    /// turns it off).
+    pub early_stop: bool,
 }
 
 /// youtube-2011 compressed four times in time so a 45-60 s data point reaches steady state:
@@ -265,6 +268,7 @@ pub fn all() -> Vec<Scenario> {
         criterion: Some(PACE),
         probes: None,
         fast_forward: crate::warmup::FastForwardChoice::Auto,
+        early_stop: true,
     };
     let chunk_suts = ["vodkit:vanilla", "vodkit:asap:fixed:2MiB"];
     vec![
@@ -582,6 +586,7 @@ pub fn matrix() -> Scenario {
         ],
         sequential_reference: None,
         fast_forward: crate::warmup::FastForwardChoice::Auto,
+        early_stop: true,
         criterion: Some("quality:95%"),
         probes: Some("20,30s"),
     }

@@ -39,6 +39,8 @@ pub struct CellPlan {
     pub repeat: u32,
     /// The history played before every point.
     pub fast_forward: crate::warmup::FastForwardChoice,
+    /// End each point once its failure is certain ([`crate::early`]).
+    pub early_stop: bool,
 }
 
 /// Turn a scenario's data into runnable cells.
@@ -78,6 +80,7 @@ pub fn cells(s: &Scenario) -> Result<Vec<CellPlan>, String> {
                 probes: s.probes.map(str::parse).transpose()?,
                 repeat: 1,
                 fast_forward: s.fast_forward,
+                early_stop: s.early_stop,
             })
         })
         .collect()
@@ -157,6 +160,7 @@ pub fn run_cell(
         probes: cell.probes,
         players: None,
         fast_forward: cell.fast_forward,
+        early_stop: cell.early_stop,
     };
     let Ran {
         report: rep,

@@ -39,9 +39,10 @@ pub enum Criterion {
 
 impl Criterion {
     /// A point passes when steady-state sessions were measured and the failures stay
-    /// within the criterion (a point without measured sessions proves nothing).
+    /// within the criterion (a point without measured sessions proves nothing); a point
+    /// stopped early had already failed.
     pub fn passes(&self, o: &Observation) -> bool {
-        if o.sessions == 0 {
+        if o.sessions == 0 || o.stopped_early {
             return false;
         }
         match *self {
@@ -141,6 +142,8 @@ pub struct Observation {
     pub lag_p95_s: Option<f64>,
     /// Bytes delivered to the clients per second over the steady state, MB/s.
     pub throughput_mb_s: f64,
+    /// The run was ended once its failure was certain ([`crate::early`]).
+    pub stopped_early: bool,
 }
 
 /// How far a passing point's throughput per offered session/s may fall below the best of
@@ -574,6 +577,7 @@ mod tests {
                 acceptable_fraction: None,
                 lag_p95_s: None,
                 throughput_mb_s: 0.0,
+                stopped_early: false,
             };
             Ok((o, ()))
         }

@@ -160,6 +160,9 @@ pub struct LoadConfig {
     pub retry: bool,
     /// Actions the caller wants done at moments of the run's clock (a fault to inject).
     pub timed: Vec<Timed>,
+    /// Tell the caller how the judged sessions are going once a second, and end the run
+    /// when it says so ([`crate::watch`]).
+    pub watch: Option<crate::watch::Watch>,
 }
 
 /// An action done at `at_s` seconds of the run's clock (on a thread of its own, so it may
@@ -239,6 +242,7 @@ impl LoadConfig {
             probes: None,
             retry: false,
             timed: Vec::new(),
+            watch: None,
         }
     }
 

@@ -159,6 +159,7 @@ async fn prepare(
         sign: config.sign.clone(),
         live_view: config.live.clone(),
         retry: config.retry,
+        watch: crate::watcher::Watcher::of(config),
     });
     for t in &config.timed {
         let (cancel, action, at) = (shared.cancel.clone(), t.action.clone(), t.at_s.max(0.0));
@@ -427,6 +428,9 @@ async fn sample(
         }
         status.show(elapsed, &s, now_fails);
         series.push(s);
+        if shared.watch.as_ref().is_some_and(|w| w.decide(elapsed)) {
+            shared.cancel.cancel();
+        }
     }
 }
 

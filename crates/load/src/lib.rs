@@ -27,6 +27,8 @@ pub mod steady;
 pub mod tls;
 pub mod viewer;
 pub mod warm;
+pub mod watch;
+pub mod watcher;
 
 pub use config::{HttpVersion, InputError, LoadConfig, Ramp, Target, Timed};
 pub use engine::{run, run_async, LoadError, Run};
@@ -37,3 +39,4 @@ pub use shard::Shard;
 pub use tls::{TlsClient, Trust};
 pub use tokio_util::sync::CancellationToken;
 pub use warm::WarmStart;
+pub use watch::{Tally, Watch};

@@ -174,6 +174,9 @@ pub struct LatencyStats {
     pub ttlb_intended: Percentiles,
 }
 
+/// The percentile of completed sessions' lag that [`SessionStats::lag_p95_s`] reports.
+pub const LAG_PERCENTILE: f64 = 95.0;
+
 /// A request or session start more than this late counts as late (seconds).
 pub const LATE_S: f64 = 0.05;
 
@@ -565,7 +568,7 @@ fn quality(
         q.acceptable_sessions += u64::from(p.acceptable());
     }
     stats.lag_p50_s = lag.value_at_ms(50.0) / 1000.0;
-    stats.lag_p95_s = lag.value_at_ms(95.0) / 1000.0;
+    stats.lag_p95_s = lag.value_at_ms(LAG_PERCENTILE) / 1000.0;
     q.startup_delay_ms = startup.percentiles();
     q.late_jitter_ms = late.percentiles();
     q.startup_buffer_s = config.startup_buffer_s;
@@ -584,11 +587,20 @@ fn quality(
 /// Seconds a completed replayed session fell behind its own pace (see
 /// [`SessionStats::lag_p95_s`]); `None` for players (they pace themselves), and for
 /// sessions that did not complete.
-fn session_lag(s: &SessionRecord, link: Option<&crate::link::Link>) -> Option<f64> {
+pub(crate) fn session_lag(s: &SessionRecord, link: Option<&crate::link::Link>) -> Option<f64> {
     if s.player.is_some() || s.end != SessionEnd::Completed {
         return None;
     }
     let (first, last) = (s.requests.first()?, s.requests.last()?);
+    let sizes: Vec<(f64, u64)> = s.requests.iter().map(|r| (r.pacing_s, r.bytes)).collect();
+    let actual = last.finished_at()? - first.started;
+    Some((actual - nominal_s(&sizes, link)).max(0.0))
+}
+
+/// What a session of requests of `(pacing, bytes)` takes on an idle server (seconds): its
+/// pacing, or the transfer of each response over the client's link when that is longer,
+/// plus a round trip per request.
+pub(crate) fn nominal_s(requests: &[(f64, u64)], link: Option<&crate::link::Link>) -> f64 {
     let transfer = |bytes: u64| {
         link.map_or(0.0, |l| {
             let wire = if l.bandwidth_bps > 0 {
@@ -599,15 +611,16 @@ fn session_lag(s: &SessionRecord, link: Option<&crate::link::Link>) -> Option<f6
             wire + 2.0 * l.one_way_delay.as_secs_f64()
         })
     };
+    let Some(&(_, first)) = requests.first() else {
+        return 0.0;
+    };
     let mut nominal = 0.0;
-    let mut prev = transfer(first.bytes);
-    for r in &s.requests[1..] {
-        nominal += r.pacing_s.max(prev);
-        prev = transfer(r.bytes);
+    let mut prev = transfer(first);
+    for &(pacing, bytes) in &requests[1..] {
+        nominal += pacing.max(prev);
+        prev = transfer(bytes);
     }
-    nominal += prev;
-    let actual = last.finished_at()? - first.started;
-    Some((actual - nominal).max(0.0))
+    nominal + prev
 }
 
 /// Each request's intended send time (seconds into the run): the session's scheduled
@@ -643,15 +656,10 @@ fn steady_requests(config: &LoadConfig, sessions: &[SessionRecord]) -> (Vec<bool
             .collect(),
         None => crate::steady::rank_sent(config, &plan, sessions),
     };
-    let in_window: Vec<bool> = sessions.iter().map(|s| plan.session(s.index)).collect();
-    // Prefilled sessions load the server like any other (their requests count) but
-    // never started up in front of the measurement, so they are not judged as sessions;
-    // nor are the sessions that arrive before a warm start has settled.
     let settle = config.settle_s();
-    let session_steady = in_window
+    let session_steady = sessions
         .iter()
-        .zip(sessions)
-        .map(|(&w, s)| w && !s.prefilled && !s.probe && s.arrival >= settle)
+        .map(|s| crate::steady::judged(&plan, s.index, s.prefilled, s.probe, s.arrival, settle))
         .collect();
     (session_steady, steady)
 }

@@ -38,6 +38,9 @@ pub async fn run(plan: Plan, shared: Arc<Shared>) -> SessionRecord {
         (None, None) => drive(&plan, &shared).await,
     };
     shared.live.active_sessions.fetch_sub(1, Ordering::Relaxed);
+    if let Some(w) = &shared.watch {
+        w.ended(&record);
+    }
     match record.end {
         SessionEnd::Completed => shared
             .live
@@ -111,6 +114,9 @@ async fn drive(plan: &Plan, shared: &Arc<Shared>) -> SessionRecord {
         let start = Instant::now();
         prev_start = Some(start);
         issued_at.push(start.duration_since(shared.t0).as_secs_f64());
+        if let (0, Some(w)) = (i, &shared.watch) {
+            w.started(plan.index, issued_at[0]);
+        }
         let slot = &mut slots[c];
         slot.busy = true;
         let conn = slot.conn.take();

@@ -197,6 +197,20 @@ pub fn steady(config: &LoadConfig, run: &[Scheduled]) -> Steady {
     }
 }
 
+/// Whether session number `index` is judged as a session: inside the session ramps, and
+/// neither prefilled by a warm start (its load counts, but it never started up in front of
+/// the measurement) nor a probe, nor arriving before a warm start has settled (`settle_s`).
+pub fn judged(
+    steady: &Steady,
+    index: usize,
+    prefilled: bool,
+    probe: bool,
+    arrival: f64,
+    settle_s: f64,
+) -> bool {
+    steady.session(index) && !prefilled && !probe && arrival >= settle_s
+}
+
 /// Steady requests of a run whose sessions choose their requests: those of steady sessions
 /// outside the request ramps in the order they were sent (probes not ranked), by record
 /// and request position.

@@ -50,6 +50,8 @@ pub struct Shared {
     pub live_view: crate::player::LiveSettings,
     /// Retry a failed request once on a fresh connection ([`crate::LoadConfig::retry`]).
     pub retry: bool,
+    /// Follows the judged sessions for the caller ([`crate::LoadConfig::watch`]).
+    pub watch: Option<crate::watcher::Watcher>,
 }
 
 /// A session ready to run.

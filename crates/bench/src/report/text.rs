@@ -204,10 +204,14 @@ fn point_tables(
     md
 }
 
-/// A point's row of a [`point_tables`] table: its rate, its verdict, then `cells` (joined
-/// by ` | `).
+/// A point's row of a [`point_tables`] table: its rate, its verdict (and when a point
+/// stopped early was ended), then `cells` (joined by ` | `).
 fn point_row(p: &super::PointRecord, cells: &str) -> String {
-    let verdict = if p.passed { "pass" } else { "fail" };
+    let verdict = match (p.passed, &p.metrics.client.stopped_early) {
+        (true, _) => "pass".to_string(),
+        (false, Some(e)) => format!("fail, stopped at {:.0} s", e.at_s),
+        (false, None) => "fail".to_string(),
+    };
     format!("| {:.2} | {verdict} | {cells} |", p.rate)
 }
 
@@ -801,6 +805,26 @@ mod tests {
             !md.contains("(loop1) 4 MB/s") && !md.contains("- some other note"),
             "{md}"
         );
+    }
+
+    #[test]
+    fn a_point_stopped_early_says_when_and_has_no_halves() {
+        let mut rep = strict_report("plain", None);
+        let mut s = measured("nginx");
+        let mut early = point(6.0, false, 100.0, 0);
+        early.metrics.fast_forward = Some(Default::default());
+        let mut whole = early.clone();
+        whole.rate = 4.0;
+        early.metrics.client.stopped_early = Some(crate::early::EarlyStop {
+            at_s: 9.2,
+            why: "3 of at most 40 sessions already more than 2 s behind, 2 allowed".into(),
+        });
+        s.points = vec![whole, early];
+        rep.servers.push(s);
+        let md = markdown(&rep);
+        assert!(md.contains("| 4.00 | fail | "), "{md}");
+        assert!(md.contains("| 6.00 | fail, stopped at 9 s | "), "{md}");
+        assert!(md.contains(" | – | – |\n"), "{md}");
     }
 
     #[test]

@@ -37,6 +37,8 @@ fn a_fast_forwarded_point_is_at_steady_state_on_the_emulated_disk() {
     let mut req = BenchRequest {
         memory: Some(BUDGET),
         fast_forward: FastForwardChoice::On(FastForward::DEFAULT),
+        // Its halves are judged: the point runs its whole window whatever its verdict.
+        early_stop: false,
         ..crate::bench_request(
             &t.workload,
             "nginx",

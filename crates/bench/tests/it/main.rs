@@ -4,6 +4,7 @@
 //! One test binary for the crate, linked once: each module holds one area's tests.
 
 mod cluster;
+mod early_stop;
 mod hdd;
 mod hdd_steady;
 mod peers;

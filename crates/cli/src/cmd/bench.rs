@@ -68,6 +68,10 @@ pub struct Args {
     /// on an emulated drive with --memory and no --server-cpus).
     #[arg(long, value_name = "SPEED[,fill=X]|off")]
     fast_forward: Option<vodkit_bench::warmup::FastForwardChoice>,
+    /// Run every point for its whole duration, even once its failure under the criterion
+    /// is certain (by default such a point ends there, failed).
+    #[arg(long)]
+    no_early_stop: bool,
     /// Run a seed experiment by name (`--scenario list` shows them).
     #[arg(long)]
     scenario: Option<String>,
@@ -113,6 +117,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         repeat: args.repeat,
         point_duration: args.point_duration,
         fast_forward: args.fast_forward.unwrap_or_default(),
+        early_stop: !args.no_early_stop,
         out: super::absolute(&out),
         vodkit_exe: std::env::current_exe().ok(),
         progress: args.quiet.progress(),
@@ -247,6 +252,7 @@ fn scenario(name: &str, args: &Args) -> anyhow::Result<()> {
     if let Some(ff) = args.fast_forward {
         s.fast_forward = ff;
     }
+    s.early_stop = !args.no_early_stop;
     let out = args
         .out
         .clone()

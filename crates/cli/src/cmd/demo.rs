@@ -15,6 +15,10 @@ pub struct Args {
     /// Debian/Ubuntu the demo installs nginx, Apache and the emulated disk's tools itself).
     #[arg(long)]
     no_install: bool,
+    /// Run every point for its whole duration, even once its failure is certain (by
+    /// default such a point ends there, failed).
+    #[arg(long)]
+    no_early_stop: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -24,6 +28,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         std::env::current_exe().ok(),
         args.quiet.progress(),
         !args.no_install,
+        !args.no_early_stop,
     ) {
         Ok(table) => {
             print!("{table}");
