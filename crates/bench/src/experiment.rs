@@ -737,43 +737,39 @@ pub fn play_history(
 /// The report's note on a server's points that were ended once their failure was certain,
 /// listing them.
 pub fn early_stop_note(s: &crate::report::ServerReport) -> Option<String> {
-    let listed: Vec<String> = s
-        .points
-        .iter()
-        .filter_map(|p| {
-            let e = p.metrics.client.stopped_early.as_ref()?;
-            Some(format!("{:.2}/s {}", p.rate, e.describe()))
-        })
-        .collect();
-    (!listed.is_empty()).then(|| {
-        format!(
-            "{}: points ended once their failure was certain (docs/bench.md, \"Early stop\"): {}",
-            s.sut,
-            listed.join("; ")
-        )
-    })
+    let listed = listed_points(s, "; ", |p| {
+        let e = p.metrics.client.stopped_early.as_ref()?;
+        Some(format!("{:.2}/s {}", p.rate, e.describe()))
+    })?;
+    Some(format!(
+        "{}: points ended once their failure was certain (docs/bench.md, \"Early stop\"): {listed}",
+        s.sut
+    ))
+}
+
+/// `describe`'s text for each of `s`'s points it describes, joined by `sep`; `None` when
+/// it describes none.
+fn listed_points(
+    s: &crate::report::ServerReport,
+    sep: &str,
+    describe: impl Fn(&crate::report::PointRecord) -> Option<String>,
+) -> Option<String> {
+    let listed: Vec<String> = s.points.iter().filter_map(describe).collect();
+    (!listed.is_empty()).then(|| listed.join(sep))
 }
 
 /// The report's note on a server's passing points that were not steady, listing them.
 pub fn unsteady_note(s: &crate::report::ServerReport) -> Option<String> {
-    let listed: Vec<String> = s
-        .points
-        .iter()
-        .filter(|p| p.passed)
-        .filter_map(|p| {
-            let st = p.metrics.steadiness.filter(|st| !st.steady)?;
-            Some(format!("{:.2}/s ({})", p.rate, st.describe()))
-        })
-        .collect();
-    (!listed.is_empty()).then(|| {
-        format!(
-            "{}: passing points not at steady state (the judged window's halves differ by more than {:.0}% in disk MB/s or {:.0} points in memory share): {}",
-            s.sut,
-            crate::warmup::DISK_TOLERANCE * 100.0,
-            crate::warmup::SHARE_TOLERANCE * 100.0,
-            listed.join(", ")
-        )
-    })
+    let listed = listed_points(s, ", ", |p| {
+        let st = p.metrics.steadiness.filter(|st| p.passed && !st.steady)?;
+        Some(format!("{:.2}/s ({})", p.rate, st.describe()))
+    })?;
+    Some(format!(
+        "{}: passing points not at steady state (the judged window's halves differ by more than {:.0}% in disk MB/s or {:.0} points in memory share): {listed}",
+        s.sut,
+        crate::warmup::DISK_TOLERANCE * 100.0,
+        crate::warmup::SHARE_TOLERANCE * 100.0,
+    ))
 }
 
 #[cfg(test)]

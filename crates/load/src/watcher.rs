@@ -268,16 +268,8 @@ mod tests {
             .collect();
         SessionRecord {
             index,
-            session,
             arrival: index as f64,
-            end,
-            requests,
-            skipped: 0,
-            connections_opened: 1,
-            reconnects: 0,
-            player: None,
-            prefilled: false,
-            probe: false,
+            ..SessionRecord::alone(session, requests, end)
         }
     }
 
