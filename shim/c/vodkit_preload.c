@@ -657,9 +657,18 @@ static void hook_iov(int fd, uint16_t op, const struct iovec *iov, int cnt, int6
 
 /* ---- intercepted functions ------------------------------------------------------------ */
 
-static mode_t mode_arg(int flags, va_list ap) {
-    return (flags & O_CREAT) || (flags & __O_TMPFILE) == __O_TMPFILE ? (mode_t)va_arg(ap, int) : 0;
-}
+/* The `mode` argument of an open call whose last named argument is `flags`: passed only
+ * with O_CREAT or O_TMPFILE. A macro, as only the variadic function may read it. */
+#define OPEN_MODE(flags)                                                                   \
+    ({                                                                                     \
+        va_list ap_;                                                                       \
+        va_start(ap_, flags);                                                              \
+        mode_t mode_ = ((flags) & O_CREAT) || ((flags) & __O_TMPFILE) == __O_TMPFILE       \
+                           ? (mode_t)va_arg(ap_, int)                                      \
+                           : 0;                                                            \
+        va_end(ap_);                                                                       \
+        mode_;                                                                             \
+    })
 
 static int after_open(int fd, int flags) {
     int saved = errno;
@@ -669,38 +678,26 @@ static int after_open(int fd, int flags) {
 }
 
 VK_EXPORT int open(const char *path, int flags, ...) {
-    va_list ap;
-    va_start(ap, flags);
-    mode_t mode = mode_arg(flags, ap);
-    va_end(ap);
+    mode_t mode = OPEN_MODE(flags);
     int fd = real.open ? real.open(path, flags, mode) : (int)syscall(SYS_openat, AT_FDCWD, path, flags, mode);
     return after_open(fd, flags);
 }
 
 VK_EXPORT int open64(const char *path, int flags, ...) {
-    va_list ap;
-    va_start(ap, flags);
-    mode_t mode = mode_arg(flags, ap);
-    va_end(ap);
+    mode_t mode = OPEN_MODE(flags);
     int fd = real.open64 ? real.open64(path, flags, mode)
                          : (int)syscall(SYS_openat, AT_FDCWD, path, flags | O_LARGEFILE, mode);
     return after_open(fd, flags);
 }
 
 VK_EXPORT int openat(int dirfd, const char *path, int flags, ...) {
-    va_list ap;
-    va_start(ap, flags);
-    mode_t mode = mode_arg(flags, ap);
-    va_end(ap);
+    mode_t mode = OPEN_MODE(flags);
     int fd = real.openat ? real.openat(dirfd, path, flags, mode) : (int)syscall(SYS_openat, dirfd, path, flags, mode);
     return after_open(fd, flags);
 }
 
 VK_EXPORT int openat64(int dirfd, const char *path, int flags, ...) {
-    va_list ap;
-    va_start(ap, flags);
-    mode_t mode = mode_arg(flags, ap);
-    va_end(ap);
+    mode_t mode = OPEN_MODE(flags);
     int fd = real.openat64 ? real.openat64(dirfd, path, flags, mode)
                            : (int)syscall(SYS_openat, dirfd, path, flags | O_LARGEFILE, mode);
     return after_open(fd, flags);

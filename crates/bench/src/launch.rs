@@ -347,19 +347,19 @@ impl LocalLauncher {
 
     /// The run directory of the `start`-th server started, `sut`.
     fn run_dir_of(&self, start: u32, sut: &Sut) -> PathBuf {
-        let safe: String = sut
-            .label
-            .chars()
-            .map(|c| {
-                if c.is_ascii_alphanumeric() || c == '-' {
-                    c
-                } else {
-                    '_'
-                }
-            })
-            .collect();
+        let safe = file_name_part(&sut.label, &['-']);
         self.run_base.join(format!("{start:03}-{safe}"))
     }
+}
+
+/// `label` as part of a file name: every character but ASCII letters, digits and those in
+/// `keep` written as `_`.
+pub(crate) fn file_name_part(label: &str, keep: &[char]) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || keep.contains(&c);
+    label
+        .chars()
+        .map(|c| if safe(c) { c } else { '_' })
+        .collect()
 }
 
 struct PeerRunning {

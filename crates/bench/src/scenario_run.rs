@@ -136,11 +136,7 @@ pub fn run_cell(
             },
         })
     };
-    let safe: String = cell
-        .label
-        .chars()
-        .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
-        .collect();
+    let safe = crate::launch::file_name_part(&cell.label, &[]);
     let setup = RunSetup {
         workload: &workload,
         root: None,

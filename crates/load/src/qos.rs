@@ -390,6 +390,11 @@ mod tests {
         playout(&SessionRecord::alone(session, requests, end), buffer_s).unwrap()
     }
 
+    /// [`played`] for a session paced by `pacing` that completed.
+    fn completed(pacing: &[f64], requests: Vec<RequestRecord>, buffer_s: f64) -> Playout {
+        played(session(pacing), requests, SessionEnd::Completed, buffer_s)
+    }
+
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() < 1e-6
     }
@@ -422,13 +427,7 @@ mod tests {
 
     #[test]
     fn startup_buffer_longer_than_the_session_waits_for_all_of_it() {
-        let s = session(&[0.0]);
-        let p = played(
-            s,
-            vec![done_over(0, 0.0, 0.5, 2.5)],
-            SessionEnd::Completed,
-            30.0,
-        );
+        let p = completed(&[0.0], vec![done_over(0, 0.0, 0.5, 2.5)], 30.0);
         assert!(close(p.startup_delay_s.unwrap(), 2.5), "{p:?}");
         assert!(close(p.play_s, 10.0));
     }
@@ -436,7 +435,6 @@ mod tests {
     #[test]
     fn smooth_paced_session_has_no_stalls() {
         // Three prebuffer chunks of 10 s, then one every 10 s, each taking 1 s.
-        let s = session(&[0.0, 0.0, 0.0, 10.0, 10.0]);
         let reqs = vec![
             done(0, 0.0, 1.0),
             done(1, 1.0, 1.0),
@@ -444,7 +442,7 @@ mod tests {
             done(3, 12.0, 1.0),
             done(4, 22.0, 1.0),
         ];
-        let p = played(s, reqs, SessionEnd::Completed, 2.0);
+        let p = completed(&[0.0, 0.0, 0.0, 10.0, 10.0], reqs, 2.0);
         // 2 s of the first 10 s chunk arrive 0.1 s into its 0.5 s body.
         assert!(close(p.startup_delay_s.unwrap(), 0.6), "{p:?}");
         assert_eq!(p.rebuffer_events, 0);
@@ -457,9 +455,8 @@ mod tests {
         // One 10 s chunk arriving instantly at 0.5 s, then one sent at 10 s whose body
         // arrives from 15 s to 15.5 s: playback runs dry at 10.5 s and resumes once 2 s
         // are buffered again, at 15.1 s.
-        let s = session(&[0.0, 10.0]);
         let reqs = vec![done_over(0, 0.0, 0.5, 0.5), done_over(1, 10.0, 5.0, 5.5)];
-        let p = played(s, reqs, SessionEnd::Completed, 2.0);
+        let p = completed(&[0.0, 10.0], reqs, 2.0);
         assert_eq!(p.startup_delay_s, Some(0.5));
         assert_eq!(p.rebuffer_events, 1);
         assert!(close(p.rebuffer_s, 4.6), "{p:?}");
@@ -471,13 +468,7 @@ mod tests {
     #[test]
     fn link_slower_than_the_bit_rate_stalls_repeatedly() {
         // One 10 s chunk whose body takes 20 s: content arrives at half speed.
-        let s = session(&[0.0]);
-        let p = played(
-            s,
-            vec![done_over(0, 0.0, 0.0, 20.0)],
-            SessionEnd::Completed,
-            2.0,
-        );
+        let p = completed(&[0.0], vec![done_over(0, 0.0, 0.0, 20.0)], 2.0);
         // Start at 4 s; dry at 8 s (4 s played); 2 s more buffered at 12 s; dry again at
         // 16 s; the last 2 s are all there at 20 s.
         assert!(close(p.startup_delay_s.unwrap(), 4.0));
@@ -495,13 +486,12 @@ mod tests {
         // stall); then nothing outstanding until 20 s, which the 10 s buffered at 14 s
         // outlast, so playback resumes at 14 s and goes on through the spell; the chunk
         // sent at 20 s lands at 26 s, 2 s after the buffer ran dry at 24 s.
-        let s = session(&[0.0, 10.0, 10.0]);
         let reqs = vec![
             done_over(0, 0.0, 0.5, 0.5),
             done_over(1, 10.0, 4.0, 4.0),
             done_over(2, 20.0, 6.0, 6.0),
         ];
-        let p = played(s, reqs, SessionEnd::Completed, 2.0);
+        let p = completed(&[0.0, 10.0, 10.0], reqs, 2.0);
         assert_eq!(p.rebuffer_events, 2, "{p:?}");
         assert!(close(p.late_s[0], 3.5) && close(p.late_s[1], 2.0), "{p:?}");
         assert!(close(p.play_s, 30.0));
@@ -511,9 +501,8 @@ mod tests {
     fn quiet_spell_longer_than_the_buffer_is_a_pause() {
         // 10 s of content, then nothing asked for 100 s (the viewer paused), then 10 s
         // more that arrives promptly: no stall, and all 20 s are played.
-        let s = session(&[0.0, 100.0]);
         let reqs = vec![done_over(0, 0.0, 0.1, 0.2), done_over(1, 100.0, 0.1, 0.2)];
-        let p = played(s, reqs, SessionEnd::Completed, 2.0);
+        let p = completed(&[0.0, 100.0], reqs, 2.0);
         assert_eq!(p.rebuffer_events, 0, "{p:?}");
         assert!(close(p.play_s, 20.0));
         assert!(p.acceptable());

@@ -51,6 +51,15 @@ pub fn escape(s: &str) -> String {
     out
 }
 
+/// How many dots in `svg` (one rendered plot, or a page holding several) are drawn open:
+/// the points series list in [`Series::open`].
+pub fn open_dots(svg: &str) -> usize {
+    svg.split("<circle")
+        .skip(1)
+        .filter(|c| c.split('>').next().unwrap_or("").contains("fill=\"none\""))
+        .count()
+}
+
 /// One line of a plot.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Series {
@@ -639,12 +648,7 @@ mod tests {
         }
         .render();
         assert_eq!(open.matches("<circle").count(), 2, "{open}");
-        let open_dots = open
-            .split("<circle")
-            .skip(1)
-            .filter(|c| c.split('>').next().unwrap_or("").contains("fill=\"none\""))
-            .count();
-        assert_eq!(open_dots, 1, "{open}");
+        assert_eq!(open_dots(&open), 1, "{open}");
         assert_eq!(
             svg.matches("MB/s").count(),
             1,

@@ -55,6 +55,25 @@ fn matrix(title: &str, m: &AssocMatrix) -> String {
     format!("<h3>{}</h3>{}", esc(title), table(&head, rows))
 }
 
+/// A plot of shares of sessions over positions in a title (Figs. 5.6, 5.7): each series'
+/// value `i` is drawn at the middle of its percent bin, `i + 0.5`.
+fn positions_plot(title: &str, series: &[(&str, &Vec<f64>)]) -> String {
+    let bins = |v: &Vec<f64>| {
+        v.iter()
+            .enumerate()
+            .map(|(i, y)| (i as f64 + 0.5, *y))
+            .collect::<Vec<_>>()
+    };
+    plot(
+        title,
+        "position in title (%)",
+        "% of sessions",
+        false,
+        false,
+        series.iter().map(|(name, v)| (*name, bins(v))).collect(),
+    )
+}
+
 fn plot(
     title: &str,
     x: &str,
@@ -273,36 +292,19 @@ pub fn html(a: &Analysis) -> String {
             ("combined", points(&s.fraction_downloaded_ccdf.combined)),
         ],
     ));
-    let bins = |v: &Vec<f64>| {
-        v.iter()
-            .enumerate()
-            .map(|(i, y)| (i as f64 + 0.5, *y))
-            .collect::<Vec<_>>()
-    };
-    h.push_str(&plot(
+    h.push_str(&positions_plot(
         "Portions of titles accessed (Fig. 5.6)",
-        "position in title (%)",
-        "% of sessions",
-        false,
-        false,
-        vec![
-            ("audio", bins(&s.portions_accessed_pct.audio)),
-            (
-                "video/combined",
-                bins(&s.portions_accessed_pct.video_or_combined),
-            ),
+        &[
+            ("audio", &s.portions_accessed_pct.audio),
+            ("video/combined", &s.portions_accessed_pct.video_or_combined),
         ],
     ));
-    h.push_str(&plot(
+    h.push_str(&positions_plot(
         "Start, end and pause positions (Fig. 5.7)",
-        "position in title (%)",
-        "% of sessions",
-        false,
-        false,
-        vec![
-            ("start", bins(&s.positions_pct.start)),
-            ("end", bins(&s.positions_pct.end)),
-            ("pause", bins(&s.positions_pct.pause)),
+        &[
+            ("start", &s.positions_pct.start),
+            ("end", &s.positions_pct.end),
+            ("pause", &s.positions_pct.pause),
         ],
     ));
     h.push_str("<h2>Average chunk request size (Fig. 5.10)</h2>");

@@ -590,12 +590,11 @@ mod tests {
         assert!(page.contains("lag p95 (s)") && page.contains("limit 2 s"));
         assert!(page.contains("95% of its sessions ended at most 2 s behind"));
         assert!(page.contains("open dots did not"));
-        let open_dots = page
-            .split("<circle")
-            .skip(1)
-            .filter(|c| c.split('>').next().unwrap_or("").contains("fill=\"none\""))
-            .count();
-        assert_eq!(open_dots, 2, "the two failed rates, one per server");
+        assert_eq!(
+            vodkit_plot::open_dots(&page),
+            2,
+            "the two failed rates, one per server"
+        );
         // Disk and delivered bytes per byte read.
         assert!(page.contains("Bytes delivered per byte read from the disk"));
         assert!(

@@ -622,6 +622,15 @@ mod tests {
         }
     }
 
+    /// The markdown of `rep` once `s` is added to it, which must have a `## {heading}`
+    /// section.
+    fn markdown_with(rep: &mut BenchReport, s: ServerReport, heading: &str) -> String {
+        rep.servers.push(s);
+        let md = markdown(rep);
+        assert!(md.contains(&format!("## {heading}")), "{md}");
+        md
+    }
+
     fn point(rate: f64, passed: bool, kbps: f64, stalls: u64) -> PointRecord {
         let mut p = PointRecord {
             rate,
@@ -752,9 +761,7 @@ mod tests {
         s.throughput_mb_s = Some(250.0);
         s.cores = Some(a.metrics.cores);
         s.points = vec![a, b];
-        rep.servers.push(s);
-        let md = markdown(&rep);
-        assert!(md.contains("## Balancer"), "{md}");
+        let md = markdown_with(&mut rep, s, "Balancer");
         assert!(
             md.contains(
                 "| cluster:2:vodkit@haproxy:title | capacity | 2.00 | 2.00 | 0.30 | 0.15 |"
@@ -790,9 +797,7 @@ mod tests {
                 p
             })
             .collect();
-        rep.servers.push(s);
-        let md = markdown(&rep);
-        assert!(md.contains("## Origins"), "{md}");
+        let md = markdown_with(&mut rep, s, "Origins");
         assert!(
             md.contains("`cluster:2:vodkit@haproxy:title` at 3.00:"),
             "{md}"
@@ -845,9 +850,7 @@ mod tests {
             recovered_requests: 7,
         });
         s.points = vec![p];
-        rep.servers.push(s);
-        let md = markdown(&rep);
-        assert!(md.contains("## Failover"), "{md}");
+        let md = markdown_with(&mut rep, s, "Failover");
         assert!(
             md.contains("| 2.00 | pass | o1 | 45 | 30 | 28 | 2 | 70 | 0 | 7 of 9 |"),
             "{md}"

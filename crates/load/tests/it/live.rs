@@ -140,6 +140,14 @@ fn viewer(id: u64, stream: u32, watch_s: f64, start_s: f64, class: &str) -> Sess
     s
 }
 
+/// `n` viewers of class `lan` joining `step_s` apart from time 0, each watching `watch_s`
+/// of stream `stream(i)`.
+fn joining(n: u64, watch_s: f64, step_s: f64, stream: impl Fn(u64) -> u32) -> Vec<Session> {
+    (0..n)
+        .map(|i| viewer(i, stream(i), watch_s, i as f64 * step_s, "lan"))
+        .collect()
+}
+
 #[test]
 fn viewers_join_at_the_edge_and_play_without_stalls_on_an_idle_origin() {
     if !vodkit_testkit::needs(&[vodkit_testkit::Need::Slow]) {
@@ -147,9 +155,7 @@ fn viewers_join_at_the_edge_and_play_without_stalls_on_an_idle_origin() {
     }
     // Let the window fill, then four viewers join half a second apart.
     let target = origin(Script::steady(6, 20_000), 3.5);
-    let sessions: Vec<Session> = (0..4)
-        .map(|i| viewer(i, i as u32, 3.0, i as f64 * 0.5, "lan"))
-        .collect();
+    let sessions = joining(4, 3.0, 0.5, |i| i as u32);
     let run = common::run(target, sessions, |_| {});
     for s in &run.sessions {
         assert_eq!(s.end, SessionEnd::Completed, "{:?}", s.requests.last());
@@ -240,9 +246,7 @@ fn probes_run_apart_from_the_load_and_report_their_own_quality() {
         return;
     }
     let target = origin(Script::steady(6, 10_000), 2.0);
-    let sessions: Vec<Session> = (0..6)
-        .map(|i| viewer(i, 0, 2.0, i as f64 * 0.3, "lan"))
-        .collect();
+    let sessions = joining(6, 2.0, 0.3, |_| 0);
     let run = common::run(target, sessions, |c| {
         c.probes = Some("2,1.5s".parse().unwrap());
         c.duration = Some(Duration::from_secs(5));

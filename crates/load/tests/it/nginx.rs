@@ -35,6 +35,13 @@ fn assert_clean(run: &vodkit_load::Run, sessions: u64, requests: u64, bytes: u64
     assert_eq!(r.latency_ms.ttlb.count, requests);
 }
 
+/// The run opened `opened` connections and reopened `reconnects` after the server closed.
+fn assert_connections(run: &vodkit_load::Run, opened: u64, reconnects: u64) {
+    let c = &run.results.connections;
+    assert_eq!(c.opened, opened);
+    assert_eq!(c.reconnects, reconnects);
+}
+
 #[test]
 fn thesis_dialect_replays_exact_counts() {
     let Some(nginx) = Nginx::start(&files()) else {
@@ -66,8 +73,7 @@ fn thesis_dialect_replays_exact_counts() {
     let bytes = (4 * CHUNK - 17 + 3 * CHUNK + 1 + 2 * CHUNK + CHUNK / 2) as u64;
     assert_clean(&run, 3, 9, bytes);
     // One persistent connection per session.
-    assert_eq!(run.results.connections.opened, 3);
-    assert_eq!(run.results.connections.reconnects, 0);
+    assert_connections(&run, 3, 0);
 }
 
 #[test]
@@ -144,8 +150,7 @@ fn open_ended_ranges_read_only_what_the_session_needs() {
     assert_clean(&run, 1, 3, 75_010);
     // Each open-ended request hangs up afterwards, so the session opened three
     // connections; those are not server-side closes.
-    assert_eq!(run.results.connections.opened, 3);
-    assert_eq!(run.results.connections.reconnects, 0);
+    assert_connections(&run, 3, 0);
 }
 
 #[test]

@@ -56,6 +56,13 @@ fn dash_origin() -> Option<Origin> {
     ffmpeg_present().then(|| Origin::serve(MediaFormat::Dash))
 }
 
+/// [`dash_origin`] and the bandwidths of its rungs (bit/s, ascending).
+fn dash_ladder() -> Option<(Origin, Vec<u64>)> {
+    let origin = dash_origin()?;
+    let bw = origin.bandwidths();
+    Some((origin, bw))
+}
+
 /// All `n` sessions of `r` played to their end (`format` and the request errors name a miss).
 fn assert_completed(r: &vodkit_load::Run, n: u64, format: MediaFormat) {
     assert_eq!(
@@ -63,6 +70,12 @@ fn assert_completed(r: &vodkit_load::Run, n: u64, format: MediaFormat) {
         "{format}: {:?}",
         r.results.requests.errors
     );
+}
+
+/// The first failure among `s`'s requests names every one of `needles`.
+fn assert_failure_names(s: &vodkit_load::record::SessionRecord, needles: &[&str]) {
+    let f = s.requests.iter().find_map(|q| q.failure.as_ref()).unwrap();
+    assert!(needles.iter().all(|n| f.detail.contains(n)), "{}", f.detail);
 }
 
 const LADDER: [u32; 2] = [300, 1200];
@@ -180,10 +193,9 @@ fn players_play_dash_and_hls_to_the_end() {
 
 #[test]
 fn a_slow_link_keeps_players_below_the_top_rung_without_stalls() {
-    let Some(origin) = dash_origin() else {
+    let Some((origin, bw)) = dash_ladder() else {
         return;
     };
-    let bw = origin.bandwidths();
     // A link between the two rungs: the low one fits, the top one does not.
     let link = (bw[0] as f64 * bw[1] as f64).sqrt() as u64;
     assert!(bw[0] * 3 / 2 < link && link < bw[1], "{bw:?}");
@@ -221,10 +233,9 @@ fn a_slow_link_keeps_players_below_the_top_rung_without_stalls() {
 
 #[test]
 fn a_download_far_slower_than_its_segment_is_abandoned_for_the_low_rung() {
-    let Some(origin) = dash_origin() else {
+    let Some((origin, bw)) = dash_ladder() else {
         return;
     };
-    let bw = origin.bandwidths();
     // Players that guess a fast link start on the top rung; the link carries half the low
     // rung's peak, so a top-rung segment takes over four segment durations (the abandon
     // rule's threshold is 1.8, and the link's 16 KiB initial burst must not hide it).
@@ -366,16 +377,7 @@ fn verify_checks_every_piece_against_the_title_sidecar() {
         .iter()
         .find(|s| s.session.title == Some(1))
         .unwrap();
-    let f = failed
-        .requests
-        .iter()
-        .find_map(|q| q.failure.as_ref())
-        .unwrap();
-    assert!(
-        f.detail.contains("seg-2.m4s") && f.detail.contains("sidecar"),
-        "{}",
-        f.detail
-    );
+    assert_failure_names(failed, &["seg-2.m4s", "sidecar"]);
     // Without --verify the same damage goes unnoticed (the check is what finds it).
     let r = run(origin.target(), sessions(3, 4.0), player(Protocol::Dash));
     assert_eq!(r.results.sessions.completed, 3);
@@ -464,14 +466,5 @@ fn byte_range_segments_spread_over_several_connections_and_are_checked_whole() {
         "{:?}",
         r.results.requests.errors
     );
-    let f = r.sessions[0]
-        .requests
-        .iter()
-        .find_map(|q| q.failure.as_ref())
-        .unwrap();
-    assert!(
-        f.detail.contains("parts") && f.detail.contains("sidecar"),
-        "{}",
-        f.detail
-    );
+    assert_failure_names(&r.sessions[0], &["parts", "sidecar"]);
 }

@@ -18,13 +18,17 @@ fn content(len: u64) -> Vec<u8> {
         .collect()
 }
 
-/// A cold file of `size` bytes of [`content`] ([`crate::cold_copy`]), its directory and
-/// its bytes.
-fn cold_file(size: u64) -> Option<(tempfile::TempDir, Arc<File>, Vec<u8>)> {
+/// A cold file of `size` bytes of [`content`] ([`crate::cold_copy`]), its directory, its
+/// bytes, and an [`engine`] with `usable` bytes and `o_direct` to read it.
+fn cold_engine(
+    size: u64,
+    usable: u64,
+    o_direct: bool,
+) -> Option<(tempfile::TempDir, Arc<File>, Vec<u8>, Engine)> {
     let dir = crate::tmp();
     let data = content(size);
     let f = crate::cold_copy(&dir, "title.bin", &data)?;
-    Some((dir, f, data))
+    Some((dir, f, data, engine(usable, o_direct)))
 }
 
 fn not_cached(f: &File, size: u64) -> u64 {
@@ -70,10 +74,9 @@ fn bytes(o: &DirectOutcome) -> Vec<u8> {
 #[test]
 fn direct_reads_are_exact_and_leave_the_page_cache_empty() {
     let size = 6 * MIB + 777;
-    let Some((_d, f, data)) = cold_file(size) else {
+    let Some((_d, f, data, e)) = cold_engine(size, 64 * MIB, true) else {
         return;
     };
-    let e = engine(64 * MIB, true);
     // Unaligned requests, one crossing a chunk boundary, and the file's last partial block.
     let mut at = 1000;
     let mut from_disk = 0;
@@ -127,10 +130,9 @@ fn direct_reads_are_exact_and_leave_the_page_cache_empty() {
 #[test]
 fn the_buffered_fallback_serves_exact_bytes_and_drops_its_pages() {
     let size = 3 * MIB + 5;
-    let Some((_d, f, data)) = cold_file(size) else {
+    let Some((_d, f, data, e)) = cold_engine(size, 64 * MIB, false) else {
         return;
     };
-    let e = engine(64 * MIB, false);
     let o = fetch(&e, &f, 1, 4095, 2 * MIB);
     assert_eq!(bytes(&o), &data[4095..4095 + 2 * MIB as usize]);
     let o = fetch(&e, &f, 1, 4095 + 2 * MIB, MIB);
@@ -165,11 +167,10 @@ fn play(e: &Engine, f: &Arc<File>, data: &[u8], client: u64, at: u64) -> u64 {
 #[test]
 fn a_lone_stream_stays_within_the_pool_and_releases_what_it_sent() {
     let size = 24 * MIB;
-    let Some((_d, f, data)) = cold_file(size) else {
+    let usable = 8 * MIB;
+    let Some((_d, f, data, e)) = cold_engine(size, usable, true) else {
         return;
     };
-    let usable = 8 * MIB;
-    let e = engine(usable, true);
     let mut at = 0;
     while at < size {
         play(&e, &f, &data, 1, at);
@@ -190,10 +191,9 @@ fn a_lone_stream_stays_within_the_pool_and_releases_what_it_sent() {
 #[test]
 fn a_follower_inside_the_interval_reads_the_kept_chunks() {
     let size = 16 * MIB;
-    let Some((_d, f, data)) = cold_file(size) else {
+    let Some((_d, f, data, e)) = cold_engine(size, 8 * MIB, true) else {
         return;
     };
-    let e = engine(8 * MIB, true);
     let step = 512 * KIB;
     let mut lead = 0;
     while lead < 4 * MIB {

@@ -1,9 +1,9 @@
 //! Arbitrary and mutated input never panics the session-log parsers (the stable-toolchain
-//! companion of the cargo-fuzz target in `crates/workload/fuzz`).
+//! companion of the cargo-fuzz target in `crates/workload/fuzz`, checking the same
+//! [`crate::logfmt_round_trip::check`]).
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
-use vodkit_workload::logfmt::{self, LogFormat};
 
 const SEEDS: &[&str] = &[
     "#vodkit session id=1 class=a gap=0.5 title=2 kbps=419 timeout=10\n/v/a range=0-524287 timeout=10 pacing=10\n\n",
@@ -14,22 +14,6 @@ const SEEDS: &[&str] = &[
 
 const ALPHABET: &[u8] =
     b" \t\n\r#=-'\"/:{}[],.0123456789abcdefghijklmnopqrstuvwxyzRange:bytes=sessionpacing";
-
-fn check(bytes: &[u8]) {
-    let text = String::from_utf8_lossy(bytes);
-    let detected = LogFormat::detect(&text);
-    for f in LogFormat::ALL {
-        if let Ok(sessions) = logfmt::parse(&text, f, "fuzz") {
-            // Whatever parses must be writable and parse back to the same sessions.
-            let mut out = Vec::new();
-            if logfmt::write(&sessions, f, &mut out).is_ok() {
-                let again = logfmt::parse(&String::from_utf8(out).unwrap(), f, "again").unwrap();
-                assert_eq!(again.len(), sessions.len(), "{f} {text:?}");
-            }
-        }
-    }
-    let _ = detected;
-}
 
 #[test]
 fn random_bytes_and_mutations_never_panic() {
@@ -54,6 +38,6 @@ fn random_bytes_and_mutations_never_panic() {
             }
             b
         };
-        check(&bytes);
+        crate::logfmt_round_trip::check(&bytes);
     }
 }

@@ -5,4 +5,5 @@
 mod fileset;
 mod generate;
 mod logfmt_no_panic;
+mod logfmt_round_trip;
 mod statistics;

@@ -314,24 +314,32 @@ fn a_delta_update_is_filled_from_the_window_it_updates() {
     assert!(e.0.contains("PART-TARGET"), "{e}");
 }
 
-const LL_MPD: &str = r#"<?xml version="1.0" encoding="UTF-8"?>
-<MPD xmlns="urn:mpeg:dash:schema:mpd:2011" profiles="urn:mpeg:dash:profile:isoff-live:2011" type="dynamic" availabilityStartTime="2026-11-28T23:00:00.000Z" publishTime="2026-11-28T23:00:10.000Z" minimumUpdatePeriod="PT2.000S" timeShiftBufferDepth="PT12.000S" suggestedPresentationDelay="PT6.000S" minBufferTime="PT2.000S">
-  <ServiceDescription id="0">
-    <Latency referenceId="0" target="1500" min="1000" max="4000"/>
-    <PlaybackRate min="0.96" max="1.04"/>
-  </ServiceDescription>
-  <Period id="0" start="PT0S">
-    <AdaptationSet id="0" contentType="video" mimeType="video/mp4" segmentAlignment="true" startWithSAP="1">
-      <SegmentTemplate timescale="1000" duration="2000" startNumber="0" initialization="init.mp4" media="seg-$Number$.m4s" availabilityTimeOffset="1.500" availabilityTimeComplete="false"/>
-      <Representation id="v0" bandwidth="3000000" codecs="avc1.64001f"/>
-    </AdaptationSet>
-  </Period>
-  <UTCTiming schemeIdUri="urn:mpeg:dash:utc:http-iso:2014" value="http://127.0.0.1:8080/.vodkit/clock"/>
-</MPD>"#;
+/// The low-latency MPD vodkit's live publisher (`vodkit_live::playlist::dash`) writes for a
+/// stream of 2 s segments in four parts available from 2026-11-28T23:00:00Z, published 10 s
+/// later with segments 0 to 5 in its window.
+fn ll_mpd() -> String {
+    use std::time::{Duration, UNIX_EPOCH};
+    let start = UNIX_EPOCH + Duration::from_secs(1_795_906_800);
+    let w = vodkit_live::playlist::Window {
+        first: 0,
+        end: 6,
+        segment_s: 2.0,
+        start,
+        bandwidth_bps: 3_000_000,
+        ended: false,
+        codecs: "avc1.64001f".into(),
+        parts: Some(vodkit_live::playlist::Parts {
+            per_segment: 4,
+            done: 0,
+            clock_url: Some("http://127.0.0.1:8080/.vodkit/clock".into()),
+        }),
+    };
+    vodkit_live::playlist::dash(&w, start + Duration::from_secs(10))
+}
 
 #[test]
 fn a_low_latency_mpd_gives_availability_offset_and_target_latency() {
-    let m = dash_live("/live/stream-2/manifest.mpd", LL_MPD).unwrap();
+    let m = dash_live("/live/stream-2/manifest.mpd", &ll_mpd()).unwrap();
     assert_eq!(m.segment_s, 2.0);
     assert_eq!(m.start_number, 0);
     assert_eq!(m.availability_offset_s, 1.5);
@@ -353,7 +361,7 @@ fn a_low_latency_mpd_gives_availability_offset_and_target_latency() {
     assert_eq!(m.newest_at(ast + 10_500.0), Some(5));
     assert_eq!(m.newest_at(ast), None);
     // Without the offset: a classic live MPD, segments available once complete.
-    let classic = LL_MPD.replace(
+    let classic = ll_mpd().replace(
         " availabilityTimeOffset=\"1.500\" availabilityTimeComplete=\"false\"",
         "",
     );
