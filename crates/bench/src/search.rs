@@ -562,6 +562,17 @@ mod tests {
         calls: u32,
     }
 
+    impl Synthetic {
+        /// A server of `capacity` sessions/s, the same in every repeat.
+        fn at(capacity: f64) -> Synthetic {
+            Synthetic {
+                capacity,
+                jitter: vec![],
+                calls: 0,
+            }
+        }
+    }
+
     impl Oracle for Synthetic {
         type Detail = ();
         type Error = String;
@@ -660,34 +671,30 @@ mod tests {
             limit_mb_s: 840.0,
             sessions_per_rate: 0.1,
         };
-        let plan = SearchPlan::FailureFree {
-            start: 36.5,
-            step: 36.5,
-            precision: 4.0,
-            max_rate: 300.0,
-        };
+        let plan = ff_to(36.5, 36.5, 4.0, 300.0);
         let out = search(&mut o, &plan, Criterion::Strict, 1, |_| {}).unwrap();
         assert!(out.repeats[0].shortfall.is_none());
         assert_eq!(out.repeats[0].max_failure_free_rate, Some(300.0));
     }
 
     fn ff(start: f64, step: f64, precision: f64) -> SearchPlan {
+        ff_to(start, step, precision, 1000.0)
+    }
+
+    /// A failure-free search that stops at `max_rate`.
+    fn ff_to(start: f64, step: f64, precision: f64, max_rate: f64) -> SearchPlan {
         SearchPlan::FailureFree {
             start,
             step,
             precision,
-            max_rate: 1000.0,
+            max_rate,
         }
     }
 
     #[test]
     fn finds_known_capacity_within_precision() {
         for cap in [0.7, 3.0, 12.34, 55.5] {
-            let mut o = Synthetic {
-                capacity: cap,
-                jitter: vec![],
-                calls: 0,
-            };
+            let mut o = Synthetic::at(cap);
             let out = search(&mut o, &ff(1.0, 2.0, 0.05), Criterion::Strict, 1, |_| {}).unwrap();
             let got = out.capacity().map(|e| e.mean).unwrap_or(0.0);
             assert!(
@@ -700,11 +707,7 @@ mod tests {
 
     #[test]
     fn start_above_capacity_bisects_down() {
-        let mut o = Synthetic {
-            capacity: 2.0,
-            jitter: vec![],
-            calls: 0,
-        };
+        let mut o = Synthetic::at(2.0);
         let out = search(&mut o, &ff(10.0, 5.0, 0.1), Criterion::Strict, 1, |_| {}).unwrap();
         let got = out.repeats[0].max_failure_free_rate.unwrap();
         assert!((1.9..=2.0).contains(&got), "{got}");
@@ -713,20 +716,12 @@ mod tests {
     #[test]
     fn session_criterion_tolerates_small_failure_share() {
         // 0.3% failures allowed: capacity moves up to cap * 1.003.
-        let mut o = Synthetic {
-            capacity: 10.0,
-            jitter: vec![],
-            calls: 0,
-        };
+        let mut o = Synthetic::at(10.0);
         let c: Criterion = "sessions:0.3%".parse().unwrap();
         let out = search(&mut o, &ff(1.0, 1.0, 0.001), c, 1, |_| {}).unwrap();
         let got = out.repeats[0].max_failure_free_rate.unwrap();
         assert!(got > 10.0 && got < 10.03 + 1e-9, "{got}");
-        let mut o = Synthetic {
-            capacity: 10.0,
-            jitter: vec![],
-            calls: 0,
-        };
+        let mut o = Synthetic::at(10.0);
         let strict = search(&mut o, &ff(1.0, 1.0, 0.001), Criterion::Strict, 1, |_| {}).unwrap();
         assert!(strict.repeats[0].max_failure_free_rate.unwrap() <= 10.0);
     }
@@ -757,11 +752,7 @@ mod tests {
 
     #[test]
     fn fixed_rates_stop_counting_after_first_failure() {
-        let mut o = Synthetic {
-            capacity: 5.0,
-            jitter: vec![],
-            calls: 0,
-        };
+        let mut o = Synthetic::at(5.0);
         let plan = SearchPlan::parse("fixed-rates:8,2,4,6", &ff(1.0, 1.0, 0.1)).unwrap();
         let out = search(&mut o, &plan, Criterion::Strict, 1, |_| {}).unwrap();
         assert_eq!(out.trials.len(), 4);
@@ -770,17 +761,8 @@ mod tests {
 
     #[test]
     fn ceiling_is_flagged() {
-        let mut o = Synthetic {
-            capacity: 500.0,
-            jitter: vec![],
-            calls: 0,
-        };
-        let plan = SearchPlan::FailureFree {
-            start: 1.0,
-            step: 1.0,
-            precision: 0.1,
-            max_rate: 3.0,
-        };
+        let mut o = Synthetic::at(500.0);
+        let plan = ff_to(1.0, 1.0, 0.1, 3.0);
         let out = search(&mut o, &plan, Criterion::Strict, 1, |_| {}).unwrap();
         assert!(out.repeats[0].hit_ceiling);
         assert_eq!(out.repeats[0].max_failure_free_rate, Some(3.0));
@@ -788,11 +770,7 @@ mod tests {
 
     #[test]
     fn nothing_passes_gives_no_capacity() {
-        let mut o = Synthetic {
-            capacity: 0.001,
-            jitter: vec![],
-            calls: 0,
-        };
+        let mut o = Synthetic::at(0.001);
         let out = search(&mut o, &ff(1.0, 1.0, 0.5), Criterion::Strict, 2, |_| {}).unwrap();
         assert!(out.capacity().is_none());
     }
@@ -831,64 +809,81 @@ mod tests {
         );
     }
 
+    /// `quality` and `pace` need what `strict` needs and their own measure: each criterion
+    /// passes its `ok` point, fails each variation of it, and refuses its malformed forms.
     #[test]
-    fn the_quality_criterion_needs_strictness_and_acceptable_play() {
-        let c: Criterion = "quality:95%".parse().unwrap();
-        assert_eq!(c.to_string(), "quality:95%");
-        let ok = Observation {
+    fn quality_and_pace_need_strictness_and_their_own_measure() {
+        let quality = Observation {
             sessions: 100,
             acceptable_fraction: Some(0.96),
             ..Observation::default()
         };
-        assert!(c.passes(&ok));
-        assert!(!c.passes(&Observation {
-            acceptable_fraction: Some(0.9),
-            ..ok
-        }));
-        assert!(!c.passes(&Observation {
-            acceptable_fraction: None,
-            ..ok
-        }));
-        assert!(!c.passes(&Observation {
-            failed_sessions: 1,
-            ..ok
-        }));
-        for bad in ["quality:", "quality:0%", "quality:120%", "quality:x"] {
-            assert!(bad.parse::<Criterion>().is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn the_pace_criterion_needs_strictness_and_sessions_on_time() {
-        let c: Criterion = "pace:2s".parse().unwrap();
-        assert_eq!(c, Criterion::Pace { max_lag_s: 2.0 });
-        assert_eq!(c.to_string(), "pace:2s");
-        assert_eq!(
-            "pace:0.5".parse::<Criterion>().unwrap().to_string(),
-            "pace:0.5s"
-        );
-        let ok = Observation {
+        let pace = Observation {
             sessions: 100,
             lag_p95_s: Some(1.5),
             ..Observation::default()
         };
-        assert!(c.passes(&ok));
-        // Every session survived, but they ended 5 s late: the load was not served.
-        assert!(!c.passes(&Observation {
-            lag_p95_s: Some(5.0),
-            ..ok
-        }));
-        assert!(!c.passes(&Observation {
-            lag_p95_s: None,
-            ..ok
-        }));
-        assert!(!c.passes(&Observation {
-            timed_out_requests: 1,
-            ..ok
-        }));
-        for bad in ["pace:", "pace:-1s", "pace:x", "pace:infs"] {
-            assert!(bad.parse::<Criterion>().is_err(), "{bad}");
+        let cases: [(&str, Observation, Vec<Observation>, [&str; 4]); 2] = [
+            (
+                "quality:95%",
+                quality,
+                vec![
+                    Observation {
+                        acceptable_fraction: Some(0.9),
+                        ..quality
+                    },
+                    Observation {
+                        acceptable_fraction: None,
+                        ..quality
+                    },
+                    Observation {
+                        failed_sessions: 1,
+                        ..quality
+                    },
+                ],
+                ["quality:", "quality:0%", "quality:120%", "quality:x"],
+            ),
+            (
+                "pace:2s",
+                pace,
+                vec![
+                    // Every session survived, but they ended 5 s late: the load was not
+                    // served.
+                    Observation {
+                        lag_p95_s: Some(5.0),
+                        ..pace
+                    },
+                    Observation {
+                        lag_p95_s: None,
+                        ..pace
+                    },
+                    Observation {
+                        timed_out_requests: 1,
+                        ..pace
+                    },
+                ],
+                ["pace:", "pace:-1s", "pace:x", "pace:infs"],
+            ),
+        ];
+        for (text, ok, failing, malformed) in cases {
+            let c: Criterion = text.parse().unwrap();
+            assert_eq!(c.to_string(), text);
+            assert!(c.passes(&ok), "{c} failed {ok:?}");
+            for p in failing {
+                assert!(!c.passes(&p), "{c} passed {p:?}");
+            }
+            for bad in malformed {
+                assert!(bad.parse::<Criterion>().is_err(), "{bad}");
+            }
         }
+        assert_eq!(
+            "pace:2s".parse::<Criterion>().unwrap(),
+            Criterion::Pace { max_lag_s: 2.0 }
+        );
+        assert_eq!(
+            "pace:0.5".parse::<Criterion>().unwrap().to_string(),
+            "pace:0.5s"
+        );
     }
 
     #[test]

@@ -2,8 +2,8 @@
 //! and keep-alive tuned for long streaming sessions, loading only the modules it needs,
 //! with every path inside the run directory and the listener on loopback.
 
-use crate::quoted;
-use std::path::PathBuf;
+use crate::{quoted, PeerConfig};
+use std::path::{Path, PathBuf};
 
 /// Where Debian keeps the Apache modules.
 pub const MODULE_DIR: &str = "/usr/lib/apache2/modules";
@@ -29,15 +29,17 @@ pub struct ApacheSetup {
     pub extra: String,
 }
 
-impl ApacheSetup {
-    pub fn conf_path(&self) -> PathBuf {
-        self.run_dir.join("apache2.conf")
+impl PeerConfig for ApacheSetup {
+    const NAME: &'static str = "apache";
+    const CONF_FILE: &'static str = "apache2.conf";
+    fn run_dir(&self) -> &Path {
+        &self.run_dir
     }
-    pub fn error_log(&self) -> PathBuf {
-        self.run_dir.join("error.log")
+    fn render(&self) -> String {
+        render(self)
     }
-    pub fn access_log(&self) -> PathBuf {
-        self.run_dir.join("access.log")
+    fn is_error_line(line: &str) -> bool {
+        is_error_line(line)
     }
 }
 

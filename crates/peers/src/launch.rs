@@ -3,6 +3,7 @@
 //! or a memory budget) on a free loopback port, and wait until it serves.
 
 use crate::process::{find_program, free_port, ProcessError, ServerProcess, StartSpec};
+use crate::PeerConfig;
 use crate::{apache, nginx};
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -151,6 +152,27 @@ struct Prepared<'t> {
     tls: Option<&'t crate::tls::TlsFiles>,
 }
 
+impl<'t> Prepared<'t> {
+    /// The peer configured by `cfg`, listening on `port`, started by `cmd`.
+    fn of<C: PeerConfig>(
+        cfg: &C,
+        port: u16,
+        cmd: Command,
+        tls: Option<&'t crate::tls::TlsFiles>,
+    ) -> Prepared<'t> {
+        Prepared {
+            name: C::NAME,
+            port,
+            conf_path: cfg.conf_path(),
+            config: cfg.render(),
+            error_log: cfg.error_log(),
+            is_error: C::is_error_line,
+            cmd,
+            tls,
+        }
+    }
+}
+
 /// Write the config, wrap the command, start it and wait until it serves.
 fn launch(
     setup: &PeerSetup<'_>,
@@ -227,17 +249,7 @@ pub fn start_nginx_with(
         .arg("-c")
         .arg(cfg.conf_path())
         .args(["-e", "stderr"]);
-    let prepared = Prepared {
-        name: "nginx",
-        port,
-        conf_path: cfg.conf_path(),
-        config: nginx::render(&cfg),
-        error_log: cfg.error_log(),
-        is_error: nginx::is_error_line,
-        cmd,
-        tls,
-    };
-    launch(setup, prepared, wrap)
+    launch(setup, Prepared::of(&cfg, port, cmd, tls), wrap)
 }
 
 /// Start Apache (event MPM) with a generated config.
@@ -271,17 +283,7 @@ pub fn start_apache_with(
     };
     let mut cmd = Command::new(program);
     cmd.arg("-f").arg(cfg.conf_path()).arg("-DFOREGROUND");
-    let prepared = Prepared {
-        name: "apache",
-        port,
-        conf_path: cfg.conf_path(),
-        config: apache::render(&cfg),
-        error_log: cfg.error_log(),
-        is_error: apache::is_error_line,
-        cmd,
-        tls,
-    };
-    launch(setup, prepared, wrap)
+    launch(setup, Prepared::of(&cfg, port, cmd, tls), wrap)
 }
 
 /// The identity wrap: run the server as is.

@@ -67,6 +67,29 @@ pub(crate) fn live_prefix_and_token(prefix: &str, token: &str) -> Result<String,
     Ok(prefix)
 }
 
+/// A peer's generated configuration: what the launcher writes, where the server logs, and
+/// how its error log reads. Its files live in the run directory.
+pub trait PeerConfig {
+    /// The server's name in reports and errors.
+    const NAME: &'static str;
+    /// The main config's file name in the run directory.
+    const CONF_FILE: &'static str;
+    fn run_dir(&self) -> &std::path::Path;
+    /// The whole main config.
+    fn render(&self) -> String;
+    /// Whether a line of the server's error log means the run was not clean.
+    fn is_error_line(line: &str) -> bool;
+    fn conf_path(&self) -> std::path::PathBuf {
+        self.run_dir().join(Self::CONF_FILE)
+    }
+    fn error_log(&self) -> std::path::PathBuf {
+        self.run_dir().join("error.log")
+    }
+    fn access_log(&self) -> std::path::PathBuf {
+        self.run_dir().join("access.log")
+    }
+}
+
 /// A path as a double-quoted config string (nginx and Apache read the same quoting).
 pub(crate) fn quoted(p: &std::path::Path) -> String {
     format!("\"{}\"", p.display().to_string().replace('"', "\\\""))

@@ -2,8 +2,8 @@
 //! (sendfile, long keep-alive, no per-connection request cap, one worker per core) with
 //! every writable path inside the run directory and the listener on loopback.
 
-use crate::quoted;
-use std::path::PathBuf;
+use crate::{quoted, PeerConfig};
+use std::path::{Path, PathBuf};
 
 /// The nginx access-log format the trace analyzer reads (docs/trace.md, `vodkit_trace`):
 /// completion time, service time, connection, session id, request URI, requested range,
@@ -53,15 +53,17 @@ pub fn nofile_target() -> Option<u64> {
     Some(65536u64.min(lim.rlim_max))
 }
 
-impl NginxSetup {
-    pub fn conf_path(&self) -> PathBuf {
-        self.run_dir.join("nginx.conf")
+impl PeerConfig for NginxSetup {
+    const NAME: &'static str = "nginx";
+    const CONF_FILE: &'static str = "nginx.conf";
+    fn run_dir(&self) -> &Path {
+        &self.run_dir
     }
-    pub fn error_log(&self) -> PathBuf {
-        self.run_dir.join("error.log")
+    fn render(&self) -> String {
+        render(self)
     }
-    pub fn access_log(&self) -> PathBuf {
-        self.run_dir.join("access.log")
+    fn is_error_line(line: &str) -> bool {
+        is_error_line(line)
     }
 }
 
