@@ -196,8 +196,9 @@ fn apache_webdav_is_a_live_origin() {
     let server = vodkit_peers::start_apache(&setup, &vodkit_peers::no_wrap).unwrap();
     // The first PUTs of the two streams arrive together, and Apache answers one of them
     // a second late (every run here: 1.00 s, in mod_dav before the 409); that segment is
-    // late, the rest are not.
-    publish_and_check(server.port, 1);
+    // late. On a machine busy with other tests one more PUT may pass the second (one CI
+    // run: 1.017 s); the rest are not late.
+    publish_and_check(server.port, 2);
     // Playlists carry the live content type and a one-second lifetime.
     let head = Client::connect(([127, 0, 0, 1], server.port).into()).request(
         "HEAD",
