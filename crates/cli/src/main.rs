@@ -43,7 +43,7 @@ enum Command {
     Sys(cmd::sys::SysCommand),
     /// Capacity experiments with servers under test side by side.
     Bench(cmd::bench::Args),
-    /// A capacity comparison on built-in defaults (about 10 minutes).
+    /// A capacity comparison on built-in defaults (about 9 minutes).
     Demo(cmd::demo::Args),
     /// Run an unmodified program under the preload shim (starts its daemon if needed).
     Preload(cmd::preload::Args),

@@ -1,4 +1,4 @@
-//! `vodkit demo`: a capacity comparison on built-in defaults (about 10 minutes).
+//! `vodkit demo`: a capacity comparison on built-in defaults (about 9 minutes).
 //! Flags only; the work is in `vodkit_bench::demo`.
 
 use std::path::PathBuf;
