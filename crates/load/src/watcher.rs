@@ -324,7 +324,7 @@ mod tests {
     fn a_playing_session_counts_behind_once_its_pace_is_past_the_limit() {
         let c = config(3, 10);
         let w = Watcher::of(&c).unwrap();
-        // Session 0 started at 0 s: 2 s of pacing, a 2 s limit and the slack: behind from
+        // The first session started at 0 s: 2 s of pacing, a 2 s limit and the slack: behind from
         // 4.5 s on while still playing.
         w.started(0, 0.0);
         assert_eq!((w.tally(4.4).open, w.tally(4.4).open_behind), (3, 0));

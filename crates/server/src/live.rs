@@ -2222,22 +2222,43 @@ mod tests {
         LiveStore::new(c)
     }
 
+    /// A [`spilling_store`] with `disk` bytes of spill space in a new directory, after
+    /// [`publish`] of `streams` streams; the directory and the time of the puts.
+    fn published(
+        disk: u64,
+        streams: usize,
+        spill_each: bool,
+    ) -> (tempfile::TempDir, LiveStore, Instant) {
+        let d = tempfile::tempdir().unwrap();
+        let s = spilling_store(d.path(), disk);
+        let t = Instant::now();
+        publish(&s, streams, t, spill_each);
+        (d, s, t)
+    }
+
     fn files_in(dir: &std::path::Path) -> usize {
         std::fs::read_dir(dir).unwrap().count()
     }
 
-    #[test]
-    fn past_the_cap_segments_go_to_disk_and_are_served_from_there() {
-        let d = tempfile::tempdir().unwrap();
-        let s = spilling_store(d.path(), 10_000);
-        let t = Instant::now();
-        // Five streams × 4 segments × 100 bytes = 2,000 bytes: twice the memory cap.
+    /// Four 100-byte segments in each of `streams` streams `/live/s0/` … at `t`, segment by
+    /// segment across the streams; stream `st`'s segment `n` is the byte 10·st + n
+    /// repeated. Every put is accepted; with `spill_each` what waits is spilled after each.
+    fn publish(s: &LiveStore, streams: usize, t: Instant, spill_each: bool) {
         for n in 0..4 {
-            for st in 0..5 {
+            for st in 0..streams {
                 let body = vec![(st * 10 + n) as u8; 100];
                 assert_eq!(s.put(&format!("/live/s{st}/seg-{n}.m4s"), body, t), Ok(201));
+                if spill_each {
+                    s.spill_pending();
+                }
             }
         }
+    }
+
+    #[test]
+    fn past_the_cap_segments_go_to_disk_and_are_served_from_there() {
+        // Five streams × 4 segments × 100 bytes = 2,000 bytes: twice the memory cap.
+        let (d, s, t) = published(10_000, 5, false);
         // Picked, not written yet: still in memory, still served.
         assert!(s.spill_waiting());
         assert_eq!(s.spilled_bytes(), 0);
@@ -2278,16 +2299,7 @@ mod tests {
 
     #[test]
     fn a_full_spill_directory_drops_its_oldest_segments() {
-        let d = tempfile::tempdir().unwrap();
-        let s = spilling_store(d.path(), 300);
-        let t = Instant::now();
-        for n in 0..4 {
-            for st in 0..4 {
-                s.put(&format!("/live/s{st}/seg-{n}.m4s"), vec![1; 100], t)
-                    .unwrap();
-                s.spill_pending();
-            }
-        }
+        let (_d, s, t) = published(300, 4, true);
         // 1,600 bytes: 1,000 in memory, 300 on disk, the 300 oldest dropped.
         assert_eq!(s.level().1, 1000);
         assert_eq!(s.spilled_bytes(), 300);
@@ -2301,12 +2313,7 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let s = spilling_store(&d.path().join("gone"), 10_000);
         let t = Instant::now();
-        for st in 0..4 {
-            for n in 0..4 {
-                s.put(&format!("/live/s{st}/seg-{n}.m4s"), vec![1; 100], t)
-                    .unwrap();
-            }
-        }
+        publish(&s, 4, t, false);
         assert_eq!(s.spill_pending(), 0);
         let st = s.stats();
         assert_eq!(st.spill_errors, 6);
