@@ -268,11 +268,17 @@ pub fn judge(s: &Scenario, rep: &mut BenchReport, sequential_mb_s: Option<f64>) 
             (_, None) => "the sequential read was not measured".to_string(),
         };
         let met = ratio.map(|r| r >= target);
-        if met == Some(false) && verdict.starts_with("reproduced") {
-            verdict = format!(
-                "not reproduced: {name} disk MB/s / sequential read = {:.2} (target {target:.2})",
-                ratio.unwrap_or(0.0)
-            );
+        if verdict.starts_with("reproduced") {
+            match met {
+                Some(false) => {
+                    verdict = format!(
+                        "not reproduced: {name} disk MB/s / sequential read = {:.2} (target {target:.2})",
+                        ratio.unwrap_or(0.0)
+                    )
+                }
+                None => verdict = format!("inconclusive: {note}"),
+                Some(true) => {}
+            }
         }
         comparisons.push(Comparison {
             what: format!("{name} disk MB/s / sequential read"),
@@ -306,6 +312,34 @@ fn labelled(label: &str, note: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_sequential_reference_without_figures_leaves_the_verdict_inconclusive() {
+        let mut s = crate::scenario::find("memory").unwrap();
+        s.checks.clear();
+        let (name, _) = s.sequential_reference.unwrap();
+        let mut rep = crate::report::new_report(
+            "w",
+            "hdd:wd-red",
+            None,
+            "pace:2s",
+            &crate::search::SearchPlan::failure_free_around(1.0),
+            1,
+        );
+        let sut = crate::sut::parse_one("vodkit:asap:auto").unwrap();
+        let mut server = crate::report::ServerReport::not_measured(&sut, "measured", String::new());
+        server.sut = name.to_string();
+        rep.servers.push(server);
+        super::judge(&s, &mut rep, Some(100.0));
+        let verdict = &rep.scenario.as_ref().unwrap().verdict;
+        assert!(verdict.starts_with("inconclusive"), "{verdict}");
+        assert_eq!(rep.comparisons[0].met, None);
+        // With the drive at 95 MB/s against a 100 MB/s sequential read it is met.
+        rep.servers[0].disk_mb_s = Some(95.0);
+        super::judge(&s, &mut rep, Some(100.0));
+        let verdict = &rep.scenario.as_ref().unwrap().verdict;
+        assert!(verdict.starts_with("reproduced"), "{verdict}");
+    }
+
     #[test]
     fn an_unnamed_cell_adds_no_prefix_to_its_notes() {
         assert_eq!(super::labelled("", "capacity bound 1"), "capacity bound 1");

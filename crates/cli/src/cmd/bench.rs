@@ -162,8 +162,8 @@ fn with_servers(
     Ok(s)
 }
 
-/// Keeps only the checks whose servers all run: the others would report every server or
-/// cell left out as "not measurable".
+/// Keeps only the checks (and the sequential-read reference) whose servers all run: the
+/// others would report every server or cell left out as "not measurable".
 fn keep_runnable_checks(s: &mut vodkit_bench::scenario::Scenario) {
     let kept: Vec<String> = s
         .cells
@@ -174,8 +174,12 @@ fn keep_runnable_checks(s: &mut vodkit_bench::scenario::Scenario) {
                 .map(move |x| vodkit_bench::scenario::qualified(c.label, x))
         })
         .collect();
-    s.checks
-        .retain(|ch| ch.servers().iter().all(|n| kept.iter().any(|k| k == n)));
+    let runs = |n: &str| kept.iter().any(|k| k == n);
+    s.checks.retain(|ch| ch.servers().iter().all(|n| runs(n)));
+    // So is the sequential-read reference, whose server is in one cell.
+    if s.sequential_reference.is_some_and(|(n, _)| !runs(n)) {
+        s.sequential_reference = None;
+    }
 }
 
 /// `s` restricted to the cells labelled `keep`, its time budget cut in proportion so each
@@ -312,6 +316,19 @@ mod tests {
         let s = vodkit_bench::scenario::find("memory").unwrap();
         let e = only_cells(s, &["mem=3GiB".to_string()]).unwrap_err();
         assert!(e.contains("mem=3GiB") && e.contains("mem=1GiB"), "{e}");
+    }
+
+    #[test]
+    fn only_the_cell_with_the_sequential_reference_keeps_it() {
+        let s = || vodkit_bench::scenario::find("memory").unwrap();
+        let (name, _) = s()
+            .sequential_reference
+            .expect("memory compares with a sequential read");
+        assert!(name.starts_with("mem=4GiB "), "{name}");
+        let small = only_cells(s(), &["mem=512MiB".to_string()]).unwrap();
+        assert!(small.sequential_reference.is_none());
+        let large = only_cells(s(), &["mem=4GiB".to_string()]).unwrap();
+        assert_eq!(large.sequential_reference, s().sequential_reference);
     }
 
     #[test]
