@@ -32,14 +32,12 @@ pub struct ApacheSetup {
 impl PeerConfig for ApacheSetup {
     const NAME: &'static str = "apache";
     const CONF_FILE: &'static str = "apache2.conf";
+    const IS_ERROR_LINE: fn(&str) -> bool = is_error_line;
     fn run_dir(&self) -> &Path {
         &self.run_dir
     }
     fn render(&self) -> String {
         render(self)
-    }
-    fn is_error_line(line: &str) -> bool {
-        is_error_line(line)
     }
 }
 

@@ -166,7 +166,7 @@ impl<'t> Prepared<'t> {
             conf_path: cfg.conf_path(),
             config: cfg.render(),
             error_log: cfg.error_log(),
-            is_error: C::is_error_line,
+            is_error: C::IS_ERROR_LINE,
             cmd,
             tls,
         }

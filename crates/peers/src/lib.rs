@@ -74,11 +74,11 @@ pub trait PeerConfig {
     const NAME: &'static str;
     /// The main config's file name in the run directory.
     const CONF_FILE: &'static str;
+    /// Whether a line of the server's error log means the run was not clean.
+    const IS_ERROR_LINE: fn(&str) -> bool;
     fn run_dir(&self) -> &std::path::Path;
     /// The whole main config.
     fn render(&self) -> String;
-    /// Whether a line of the server's error log means the run was not clean.
-    fn is_error_line(line: &str) -> bool;
     fn conf_path(&self) -> std::path::PathBuf {
         self.run_dir().join(Self::CONF_FILE)
     }

@@ -56,14 +56,12 @@ pub fn nofile_target() -> Option<u64> {
 impl PeerConfig for NginxSetup {
     const NAME: &'static str = "nginx";
     const CONF_FILE: &'static str = "nginx.conf";
+    const IS_ERROR_LINE: fn(&str) -> bool = is_error_line;
     fn run_dir(&self) -> &Path {
         &self.run_dir
     }
     fn render(&self) -> String {
         render(self)
-    }
-    fn is_error_line(line: &str) -> bool {
-        is_error_line(line)
     }
 }
 
