@@ -728,7 +728,8 @@ impl StatsPoller {
         if secs < window / 3.0 {
             return None;
         }
-        EngineFigures::between(&first.1, &last.1, secs)
+        let readings: Vec<&EngineCounters> = inside.iter().map(|(_, c)| c).collect();
+        EngineFigures::over(&readings, secs)
     }
 
     fn series(&self) -> Vec<(f64, u64)> {

@@ -61,7 +61,7 @@ impl DeviceFigures {
 
 /// The prefetch engine's own counters at one moment (`vodkit serve`'s `/stats`): what
 /// [`EngineFigures`] takes the difference of.
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct EngineCounters {
     pub requested_bytes: u64,
     /// Requested bytes that were in memory when asked for.
@@ -73,21 +73,24 @@ pub struct EngineCounters {
     pub positioning_ms: Option<f64>,
     /// Seconds reads waited in the devices' queues, summed.
     pub wait_s: f64,
+    /// The busiest device's transfer rate as the engine learned it, MB/s (a level).
+    pub transfer_mb_s: Option<f64>,
+    /// The memory manager's totals and levels, when the engine runs one.
+    pub memory: Option<vodkit_prefetch::memory::MemoryTotals>,
 }
 
 impl From<&vodkit_prefetch::Stats> for EngineCounters {
     fn from(s: &vodkit_prefetch::Stats) -> Self {
+        let busiest = s.devices.iter().max_by_key(|d| d.reads);
         EngineCounters {
             requested_bytes: s.requested_bytes,
             memory_bytes: s.memory_bytes,
             reads: s.reads,
             read_bytes: s.read_bytes,
-            positioning_ms: s
-                .devices
-                .iter()
-                .max_by_key(|d| d.reads)
-                .and_then(|d| d.positioning_ms),
+            positioning_ms: busiest.and_then(|d| d.positioning_ms),
             wait_s: s.devices.iter().map(|d| d.wait_s).sum(),
+            transfer_mb_s: busiest.and_then(|d| d.transfer_mb_s),
+            memory: s.memory.clone(),
         }
     }
 }
@@ -111,12 +114,71 @@ pub struct EngineFigures {
     /// capacity at a mean wait: `--queue-wait`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub queue_wait_ms: Option<f64>,
+    /// The engine's learned transfer rate at the later reading, MB/s (the replay reads at
+    /// the drive's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transfer_mb_s: Option<f64>,
+    /// What sized the reads, from the memory manager's counters (absent without one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sizing: Option<ReadSizing>,
+}
+
+/// What the memory manager let a window's reads be, in the memory replay's terms
+/// ([`vodkit_sim::replay::ReplayResult`]'s `mean_cap_bytes`, `capped_read_fraction`,
+/// `survival_cut_fraction` and levels): the mean cap its budget allowed a read, the shares
+/// of reads cut by the budget and by the survival of viewing depth, and its levels averaged
+/// over the window's readings. Where the run's reads are shorter than the replay's, these
+/// say whether the budget (fewer bytes a stream: more streams, more held by intervals or
+/// socket buffers) or the cut (a cheaper positioning) made them so.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct ReadSizing {
+    pub mean_cap_bytes: f64,
+    pub capped_fraction: f64,
+    pub survival_cut_fraction: f64,
+    /// Streams taking a share of the prefetch pool.
+    pub weighted_streams: f64,
+    /// The prefetch pool (usable bytes not held by kept intervals), bytes.
+    pub pool_bytes: f64,
+    /// Consumed bytes kept for following streams, bytes.
+    pub kept_bytes: f64,
+    /// Released bytes still held by socket buffers, bytes.
+    pub unreleased_bytes: f64,
+}
+
+impl ReadSizing {
+    /// The sizing between the first and the last of `readings` (in time order), levels
+    /// averaged over all of them; `None` without the manager's counters or without a read
+    /// it sized in between.
+    fn over(readings: &[&EngineCounters]) -> Option<ReadSizing> {
+        let a = readings.first()?.memory.as_ref()?;
+        let b = readings.last()?.memory.as_ref()?;
+        let sized = b
+            .sized_reads
+            .checked_sub(a.sized_reads)
+            .filter(|&n| n > 0)? as f64;
+        let share = |x: u64, y: u64| y.saturating_sub(x) as f64 / sized;
+        let levels: Vec<_> = readings.iter().filter_map(|r| r.memory.as_ref()).collect();
+        let mean = |f: fn(&vodkit_prefetch::memory::MemoryTotals) -> u64| {
+            levels.iter().map(|t| f(t) as f64).sum::<f64>() / levels.len() as f64
+        };
+        Some(ReadSizing {
+            mean_cap_bytes: share(a.cap_bytes, b.cap_bytes),
+            capped_fraction: share(a.capped_reads, b.capped_reads),
+            survival_cut_fraction: share(a.survival_cut_reads, b.survival_cut_reads),
+            weighted_streams: mean(|t| t.weighted_streams),
+            pool_bytes: mean(|t| t.prefetch_pool_bytes),
+            kept_bytes: mean(|t| t.kept_bytes),
+            unreleased_bytes: mean(|t| t.unreleased_bytes),
+        })
+    }
 }
 
 impl EngineFigures {
-    /// The figures between two readings `secs` apart; `None` when nothing was requested
-    /// or read between them.
-    pub fn between(a: &EngineCounters, b: &EngineCounters, secs: f64) -> Option<EngineFigures> {
+    /// The figures over `readings` (in time order) spanning `secs`: differences between the
+    /// first and the last, levels averaged over all; `None` when nothing was requested or
+    /// read between them.
+    pub fn over(readings: &[&EngineCounters], secs: f64) -> Option<EngineFigures> {
+        let (a, b) = (*readings.first()?, *readings.last()?);
         let requested = b.requested_bytes.checked_sub(a.requested_bytes)?;
         let memory = b.memory_bytes.checked_sub(a.memory_bytes)?;
         let reads = b.reads.checked_sub(a.reads)?;
@@ -131,6 +193,8 @@ impl EngineFigures {
             positioning_ms: b.positioning_ms,
             queue_wait_ms: (b.wait_s >= a.wait_s)
                 .then(|| (b.wait_s - a.wait_s) / reads as f64 * 1e3),
+            transfer_mb_s: b.transfer_mb_s,
+            sizing: ReadSizing::over(readings),
         })
     }
 }
@@ -372,6 +436,9 @@ pub fn mean_of(points: &[&PointMetrics]) -> Option<PointMetrics> {
             seconds: avg_opt(&|p| p.engine.map(|e| e.seconds)).unwrap_or(0.0),
             positioning_ms: avg_opt(&|p| p.engine.and_then(|e| e.positioning_ms)),
             queue_wait_ms: avg_opt(&|p| p.engine.and_then(|e| e.queue_wait_ms)),
+            transfer_mb_s: avg_opt(&|p| p.engine.and_then(|e| e.transfer_mb_s)),
+            // A level of one repeat's window, not a count to average.
+            sizing: points.iter().find_map(|p| p.engine.and_then(|e| e.sizing)),
         }),
         // Each point's own; the points list keeps them.
         failover: None,
@@ -381,6 +448,64 @@ pub fn mean_of(points: &[&PointMetrics]) -> Option<PointMetrics> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_window_says_what_sized_its_reads() {
+        use vodkit_prefetch::memory::MemoryTotals;
+        const MIB: u64 = 1 << 20;
+        // Three readings: 40 reads sized in between with caps of 2 MiB on average, 30 cut
+        // by the budget and 4 by survival; the levels move between readings.
+        let reading = |sized, cap_mib, capped, cut, streams, pool_mib| EngineCounters {
+            requested_bytes: 1000 * MIB + sized * MIB,
+            memory_bytes: 500 * MIB + sized * MIB / 2,
+            reads: sized,
+            read_bytes: sized * MIB,
+            transfer_mb_s: Some(100.0 + sized as f64),
+            memory: Some(MemoryTotals {
+                sized_reads: sized,
+                cap_bytes: cap_mib * MIB,
+                capped_reads: capped,
+                survival_cut_reads: cut,
+                weighted_streams: streams,
+                prefetch_pool_bytes: pool_mib * MIB,
+                kept_bytes: 10 * MIB,
+                unreleased_bytes: MIB,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let r = [
+            reading(10, 20, 5, 1, 90, 100),
+            reading(30, 60, 20, 2, 100, 110),
+            reading(50, 100, 35, 5, 110, 120),
+        ];
+        let refs: Vec<&EngineCounters> = r.iter().collect();
+        let e = EngineFigures::over(&refs, 10.0).expect("figures");
+        assert_eq!(e.transfer_mb_s, Some(150.0));
+        let z = e.sizing.expect("sizing");
+        assert_eq!(z.mean_cap_bytes, 2.0 * MIB as f64);
+        assert_eq!((z.capped_fraction, z.survival_cut_fraction), (0.75, 0.1));
+        assert_eq!(z.weighted_streams, 100.0);
+        assert_eq!(z.pool_bytes, 110.0 * MIB as f64);
+        assert_eq!(
+            (z.kept_bytes, z.unreleased_bytes),
+            (10.0 * MIB as f64, MIB as f64)
+        );
+        // Without the manager's counters, or without a read sized in between, no sizing.
+        let plain: Vec<EngineCounters> = r
+            .iter()
+            .map(|c| EngineCounters {
+                memory: None,
+                ..c.clone()
+            })
+            .collect();
+        let plain: Vec<&EngineCounters> = plain.iter().collect();
+        assert_eq!(
+            EngineFigures::over(&plain, 10.0).expect("figures").sizing,
+            None
+        );
+        assert_eq!(ReadSizing::over(&[&r[0], &r[0]]), None);
+    }
 
     #[test]
     fn refused_sessions_count_against_the_rate() {

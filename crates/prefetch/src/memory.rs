@@ -188,6 +188,14 @@ pub struct MemoryTotals {
     pub other_bytes: u64,
     /// Streams that ended, by ttl or by a jump (total).
     pub ended_streams: u64,
+    /// Reads sized by [`MemoryManager::capped_prefetch`] and the sum of the caps the budget
+    /// allowed them, bytes (totals; a cap counts at most 1 TiB): their ratio is the mean
+    /// cap, what the budget let a read be before the request's own length and the survival
+    /// cut.
+    #[serde(default)]
+    pub sized_reads: u64,
+    #[serde(default)]
+    pub cap_bytes: u64,
 }
 
 /// The memory manager (see the module doc).
@@ -481,6 +489,8 @@ impl MemoryManager {
     /// costs.
     pub fn capped_prefetch(&mut self, id: StreamId, wanted: u64, len: u64) -> u64 {
         let cap = self.prefetch_cap(id);
+        self.totals.sized_reads += 1;
+        self.totals.cap_bytes = self.totals.cap_bytes.saturating_add(cap.min(1 << 40));
         let capped = if wanted <= cap || wanted <= len {
             wanted
         } else {

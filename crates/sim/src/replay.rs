@@ -306,6 +306,13 @@ pub struct ReplayResult {
     /// Bytes read from disk for a stream and never requested by it (read-ahead of viewers
     /// who left), as a share of the bytes read.
     pub unrequested_read_fraction: f64,
+    /// Shares of the window's sized reads that the budget cut and that the survival of
+    /// viewing depth cut (the manager's `capped_reads` and `survival_cut_reads`,
+    /// [`vodkit_prefetch::memory::MemoryTotals`]).
+    #[serde(default)]
+    pub capped_read_fraction: f64,
+    #[serde(default)]
+    pub survival_cut_fraction: f64,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -468,6 +475,8 @@ pub fn replay_traced(
     let mut next_expire = 1.0;
     let mut claimed = 0u64;
     let (mut samples, mut levels) = (0.0f64, [0.0f64; 5]);
+    // The manager's cut counters when the window began (its first sample).
+    let (mut cut0, mut capped0, mut sized0) = (0u64, 0u64, 0u64);
     let mut sides: HashMap<(usize, FileId), Side> = HashMap::new();
     while let Some(MinEntry {
         key: (now, _),
@@ -482,6 +491,9 @@ pub fn replay_traced(
             apply(&m, &mut res, drops, &mut claimed);
             if next_expire >= from_s {
                 let t = m.totals();
+                if samples == 0.0 {
+                    (cut0, capped0, sized0) = (t.survival_cut_reads, t.capped_reads, t.sized_reads);
+                }
                 samples += 1.0;
                 levels[0] += t.unconsumed_bytes as f64;
                 levels[1] += t.kept_bytes as f64;
@@ -624,6 +636,9 @@ pub fn replay_traced(
     out.mean_cached_bytes = per(levels[2]);
     out.mean_streams = per(levels[3]);
     out.mean_weighted_streams = per(levels[4]);
+    let sized = t.sized_reads.saturating_sub(sized0) as f64;
+    out.capped_read_fraction = ratio(t.capped_reads.saturating_sub(capped0) as f64, sized);
+    out.survival_cut_fraction = ratio(t.survival_cut_reads.saturating_sub(cut0) as f64, sized);
     out
 }
 

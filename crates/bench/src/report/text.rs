@@ -283,7 +283,8 @@ fn replay_section(r: &BenchReport) -> String {
     let Some(replay) = r.bound.as_ref().and_then(|b| b.manager_replay.as_ref()) else {
         return String::new();
     };
-    let mut md = String::new();
+    let drive_mb_s = r.bound.as_ref().map_or(0.0, |b| b.transfer_mb_s);
+    let (mut md, mut sizing) = (String::new(), String::new());
     for s in &r.servers {
         let best = s
             .points
@@ -332,6 +333,39 @@ fn replay_section(r: &BenchReport) -> String {
             mib(replay.mean_read_bytes),
             e.mean_read_bytes / replay.mean_read_bytes,
         );
+        if let Some(z) = e.sizing {
+            let vs = |run: f64, rep: f64| format!("{run:.1} vs {rep:.1}");
+            let pct_vs = |run: f64, rep: f64| format!("{:.0}% vs {:.0}%", run * 100.0, rep * 100.0);
+            let rate = e
+                .transfer_mb_s
+                .map_or("–".to_string(), |t| format!("{t:.0} vs {drive_mb_s:.0}"));
+            let _ = writeln!(
+                sizing,
+                "| {} | {} | {} | {} | {} | {} | {} | {:.1} vs 0 | {rate} |",
+                s.sut,
+                vs(mib(z.mean_cap_bytes), mib(replay.mean_cap_bytes)),
+                pct_vs(z.capped_fraction, replay.capped_read_fraction),
+                pct_vs(z.survival_cut_fraction, replay.survival_cut_fraction),
+                vs(z.weighted_streams, replay.mean_weighted_streams),
+                vs(
+                    mib(z.pool_bytes),
+                    mib(replay.usable_bytes as f64 - replay.mean_kept_bytes)
+                ),
+                vs(mib(z.kept_bytes), mib(replay.mean_kept_bytes)),
+                mib(z.unreleased_bytes),
+            );
+        }
+    }
+    if !sizing.is_empty() {
+        md += "\nWhat sized the reads, run vs replay: the mean cap the budget allowed a read \
+               (MiB), the reads the budget cut and those cut where viewers are likely to have \
+               left, the streams sharing the prefetch pool, the pool and the kept intervals \
+               (MiB, averaged over the window), what socket buffers held of released pages \
+               (MiB; the replay has none) and the transfer rate (MB/s: learned from the \
+               engine's reads against the drive's).\n\n\
+               | server | mean cap | cut by budget | cut by survival | streams | pool | kept | held by sockets | transfer |\n\
+               |---|---|---|---|---|---|---|---|---|\n";
+        md += &sizing;
     }
     md
 }
@@ -701,6 +735,16 @@ mod tests {
             seconds: 20.0,
             positioning_ms: Some(14.0),
             queue_wait_ms: Some(120.0),
+            transfer_mb_s: Some(90.0),
+            sizing: Some(crate::point::ReadSizing {
+                mean_cap_bytes: 1.5 * 1048576.0,
+                capped_fraction: 0.8,
+                survival_cut_fraction: 0.1,
+                weighted_streams: 120.0,
+                pool_bytes: 100.0 * 1048576.0,
+                kept_bytes: 80.0 * 1048576.0,
+                unreleased_bytes: 4.0 * 1048576.0,
+            }),
         };
         s.points = vec![
             point(5.0, true, 100.0, 0),
@@ -715,12 +759,19 @@ mod tests {
         assert!(!markdown(&rep).contains("## Run against replay"));
         rep.bound = Some(crate::bound::CapacityBound {
             bound_rate: 20.0,
+            transfer_mb_s: 120.0,
             manager_replay: Some(vodkit_sim::replay::ReplayResult {
                 rate: 12.5,
                 hit_fraction: 0.5,
                 mean_read_bytes: 1048576.0,
                 mean_positioning_ms: 10.0,
                 queue_wait_s: Some(0.5),
+                mean_cap_bytes: 2.0 * 1048576.0,
+                capped_read_fraction: 0.7,
+                survival_cut_fraction: 0.0,
+                mean_weighted_streams: 100.0,
+                usable_bytes: 192 * 1048576,
+                mean_kept_bytes: 72.0 * 1048576.0,
                 ..Default::default()
             }),
             ..Default::default()
@@ -733,6 +784,21 @@ mod tests {
             ),
             "{md}"
         );
+        // What sized the reads, at the same point: the pool is usable less kept.
+        assert!(
+            md.contains(
+                "| vodkit | 1.5 vs 2.0 | 80% vs 70% | 10% vs 0% | 120.0 vs 100.0 | 100.0 vs 120.0 \
+                 | 80.0 vs 72.0 | 4.0 vs 0 | 90 vs 120 |"
+            ),
+            "{md}"
+        );
+        // An engine without a memory manager has no sizing row.
+        for p in &mut rep.servers[0].points {
+            if let Some(e) = &mut p.metrics.engine {
+                e.sizing = None;
+            }
+        }
+        assert!(!markdown(&rep).contains("What sized the reads"));
     }
 
     #[test]

@@ -950,9 +950,13 @@ fn a_cut_prefetch_is_a_whole_number_of_requests() {
     // A cap below one request still reads the request.
     m.read(ids[3], 0, 2 * MIB);
     m.read(ids[1], 0, 5 * MIB);
-    assert!(m.prefetch_cap(a) < 2 * MIB);
+    let last_cap = m.prefetch_cap(a);
+    assert!(last_cap < 2 * MIB);
     assert_eq!(m.capped_prefetch(a, 64 * MIB, 2 * MIB), 2 * MIB);
-    assert_eq!(m.totals().capped_reads, 5);
+    let t = m.totals();
+    assert_eq!(t.capped_reads, 5);
+    // Every sized read counts its cap, cut or not: five of 5 MiB and the last one's.
+    assert_eq!((t.sized_reads, t.cap_bytes), (6, 25 * MIB + last_cap));
 }
 
 #[test]

@@ -141,6 +141,13 @@ fn resident_bytes_stay_within_the_budget() {
         r.peak_resident_bytes,
         r.usable_bytes
     );
+    // Reads asking for the whole share are all cut by the budget; a fixed 1 MiB prefetch
+    // in a budget far larger than the streams need is never cut.
+    assert_eq!(r.capped_read_fraction, 1.0, "{r:?}");
+    assert!((0.0..=1.0).contains(&r.survival_cut_fraction), "{r:?}");
+    let roomy = replay(&w, &config(8 << 30, fixed("1MiB")), 20.0);
+    assert!(roomy.disk_reads > 100, "{roomy:?}");
+    assert_eq!(roomy.capped_read_fraction, 0.0, "{roomy:?}");
 }
 
 #[test]
