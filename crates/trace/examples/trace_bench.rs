@@ -2,11 +2,13 @@
 //! `analyze DIR [OUT]` runs chains + phases over it (writing chains.csv and phases.csv to
 //! OUT when given) and prints requests per CPU second; `THREADS` in the environment sets
 //! the threads parsing and analyzing (`--threads`, default 1) and `MEMORY` the analysis's
-//! memory limit (`--memory`, default 512MiB). Peak memory is measured around each step by
-//! the script.
+//! memory limit (`--memory`, default 512MiB) and `REPEAT` plays the log that many times back
+//! to back as one log made on the fly ([`Repeat`]: a log longer than the disk holds). Peak
+//! memory is measured around each step by the script.
 
-use std::io::BufReader;
-use std::path::Path;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read};
+use std::path::{Path, PathBuf};
 use std::time::Instant;
 
 use vodkit_trace::analyze::{analyze, AnalyzeOptions, NoSink};
@@ -47,7 +49,11 @@ fn main() -> Result<(), String> {
             let dir = Path::new(&args[2]);
             let out = args.get(3).map(Path::new);
             let files = FileTable::from_csv(&dir.join("files.csv"))?;
-            let log = std::fs::File::open(dir.join("log.csv")).map_err(|e| e.to_string())?;
+            let times: u32 = match std::env::var("REPEAT") {
+                Ok(n) => n.parse().map_err(|_| format!("REPEAT: {n} is not a count"))?,
+                Err(_) => 1,
+            };
+            let log = Repeat::open(&dir.join("log.csv"), times)?;
             let cpu0 = cpu_seconds();
             let t = Instant::now();
             let input = BufReader::with_capacity(1 << 20, log);
@@ -140,5 +146,120 @@ fn main() -> Result<(), String> {
             "usage: trace_bench synth DIR SCALE | trace_bench analyze DIR [OUT] | trace_bench fromlog-memory|fromlog-stream DIR"
                 .into(),
         ),
+    }
+}
+
+/// A netflix-format log (`ts_end,service_time_s,session,…`, one header line) played `times`
+/// times back to back as one log, made while it is read. Pass `k` adds `k × shift` to every
+/// timestamp, where `shift` is the log's last timestamp plus two hours (so every session of
+/// a pass is closed before the next begins), and `k × (largest session id + 1)` to every
+/// session id, so each pass brings new sessions and chains over the same files.
+struct Repeat {
+    path: PathBuf,
+    times: u32,
+    pass: u32,
+    input: BufReader<File>,
+    shift_s: f64,
+    sessions: u64,
+    out: Vec<u8>,
+    at: usize,
+    line: Vec<u8>,
+}
+
+impl Repeat {
+    /// Scans `path` once for its last timestamp and largest session id.
+    fn open(path: &Path, times: u32) -> Result<Repeat, String> {
+        let err = |e: std::io::Error| format!("{}: {e}", path.display());
+        let open = || {
+            File::open(path)
+                .map(|f| BufReader::with_capacity(1 << 20, f))
+                .map_err(err)
+        };
+        let (mut last_s, mut sessions) = (0.0f64, 0u64);
+        if times > 1 {
+            for line in open()?.lines().skip(1) {
+                let line = line.map_err(err)?;
+                let mut f = line.split(',');
+                let ts = f.next().and_then(|t| t.parse::<f64>().ok());
+                let session = f.nth(1).and_then(|t| t.parse::<u64>().ok());
+                last_s = last_s.max(ts.unwrap_or(0.0));
+                sessions = sessions.max(session.unwrap_or(0));
+            }
+        }
+        Ok(Repeat {
+            path: path.to_path_buf(),
+            times: times.max(1),
+            pass: 0,
+            input: open()?,
+            shift_s: last_s.ceil() + 7200.0,
+            sessions: sessions + 1,
+            out: Vec::with_capacity(1 << 20),
+            at: 0,
+            line: Vec::new(),
+        })
+    }
+
+    /// Appends the next lines to `out` until it holds about a MiB; false at the end of the
+    /// last pass.
+    fn fill(&mut self) -> std::io::Result<bool> {
+        self.out.clear();
+        self.at = 0;
+        while self.out.len() < 1 << 20 {
+            self.line.clear();
+            if self.input.read_until(b'\n', &mut self.line)? == 0 {
+                self.pass += 1;
+                if self.pass >= self.times {
+                    break;
+                }
+                self.input = BufReader::with_capacity(1 << 20, File::open(&self.path)?);
+                // The header comes once, at the start of the first pass.
+                self.line.clear();
+                self.input.read_until(b'\n', &mut self.line)?;
+                continue;
+            }
+            if self.pass == 0 {
+                self.out.extend_from_slice(&self.line);
+            } else {
+                self.shifted();
+            }
+        }
+        Ok(!self.out.is_empty())
+    }
+
+    /// `line` with its timestamp and session id moved to this pass; unchanged when they do
+    /// not parse (the analysis counts it as the bad line it is).
+    fn shifted(&mut self) {
+        let text = String::from_utf8_lossy(&self.line);
+        let mut f = text.splitn(4, ',');
+        let (Some(ts), Some(service), Some(session), Some(rest)) =
+            (f.next(), f.next(), f.next(), f.next())
+        else {
+            self.out.extend_from_slice(&self.line);
+            return;
+        };
+        let (Ok(ts), Ok(session)) = (ts.parse::<f64>(), session.parse::<u64>()) else {
+            self.out.extend_from_slice(&self.line);
+            return;
+        };
+        use std::io::Write as _;
+        let k = u64::from(self.pass);
+        let _ = write!(
+            self.out,
+            "{:.3},{service},{},{rest}",
+            ts + k as f64 * self.shift_s,
+            session + k * self.sessions
+        );
+    }
+}
+
+impl Read for Repeat {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        if self.at >= self.out.len() && !self.fill()? {
+            return Ok(0);
+        }
+        let n = buf.len().min(self.out.len() - self.at);
+        buf[..n].copy_from_slice(&self.out[self.at..self.at + n]);
+        self.at += n;
+        Ok(n)
     }
 }
