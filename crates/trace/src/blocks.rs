@@ -337,30 +337,34 @@ pub(crate) fn parse_block(
 fn parse_plain_csv(bytes: &[u8], cols: &CsvCols, out: &mut ParsedBlock) {
     let text = std::str::from_utf8(bytes).ok();
     let mut spans = Vec::with_capacity(cols.width() + 1);
-    let (mut field, mut line, mut n) = (0, 0, 0);
     // The `csv` reader numbers a record by the line after the record before it (empty lines
     // between them not counted); so are the records numbered here.
     let mut number = 1;
     // A last line without its line end ends at the end of the block.
     let unterminated = bytes.last().is_some_and(|&c| c != b'\n');
-    let ends = memchr::memchr2_iter(b',', b'\n', bytes).chain(unterminated.then_some(bytes.len()));
-    for at in ends {
-        spans.push((field, at));
-        field = at + 1;
-        if bytes.get(at) == Some(&b',') {
-            continue;
-        }
-        n += 1;
+    let ends = memchr::memchr_iter(b'\n', bytes).chain(unterminated.then_some(bytes.len()));
+    let mut start = 0;
+    for (i, end) in ends.enumerate() {
+        let line = &bytes[start..end];
         // An empty line is no record; a line of whitespace alone is one, skipped.
-        if at > line {
-            let blank = spans.len() == 1 && bytes[line..at].iter().all(u8::is_ascii_whitespace);
+        if !line.is_empty() {
+            // Fields are short: a plain loop finds their commas.
+            spans.clear();
+            let mut field = start;
+            for (at, &c) in (start..).zip(line) {
+                if c == b',' {
+                    spans.push((field, at));
+                    field = at + 1;
+                }
+            }
+            spans.push((field, end));
+            let blank = spans.len() == 1 && line.iter().all(u8::is_ascii_whitespace);
             if !blank {
                 out.record(parse_csv_spans(bytes, text, &spans, cols), number);
             }
-            number = n + 1;
+            number = i as u64 + 2;
         }
-        spans.clear();
-        line = field;
+        start = end + 1;
     }
 }
 
