@@ -160,6 +160,13 @@ pub(crate) struct CsvCols {
     width: usize,
 }
 
+impl CsvCols {
+    /// Fields a line has.
+    pub(crate) fn width(&self) -> usize {
+        self.width
+    }
+}
+
 pub(crate) const CSV_NAMES: [&str; 8] = [
     "ts_end",
     "service_time_s",
@@ -201,8 +208,55 @@ fn truncate(s: &str) -> &str {
     &s[..end]
 }
 
+/// A byte count or offset: plain decimal digits read directly (the log's every line has
+/// several), anything else as `str::parse` reads it, with its error.
+fn count(s: &str, field: &str, want: &str) -> Result<u64, String> {
+    let b = s.as_bytes();
+    // 19 digits never overflow a u64.
+    if !b.is_empty() && b.len() <= 19 && b.iter().all(u8::is_ascii_digit) {
+        return Ok(b.iter().fold(0u64, |v, &d| v * 10 + u64::from(d - b'0')));
+    }
+    num(s, field, want)
+}
+
+/// Powers of ten a f64 holds exactly.
+const EXACT_POW10: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16,
+    1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+];
+
+/// `digits[.digits]` of at most 15 digits in all, as `str::parse::<f64>` reads it: the
+/// digits as an integer (below 2^53, exact) divided by a power of ten (exact), one correctly
+/// rounded division, so the same value. `None` for anything else.
+fn plain_decimal(s: &str) -> Option<f64> {
+    let b = s.as_bytes();
+    let (mut m, mut digits, mut point) = (0u64, 0, None);
+    for (i, &c) in b.iter().enumerate() {
+        if c.is_ascii_digit() {
+            m = m * 10 + u64::from(c - b'0');
+            digits += 1;
+            if digits > 15 {
+                return None;
+            }
+        } else if c == b'.' && point.is_none() {
+            point = Some(i);
+        } else {
+            return None;
+        }
+    }
+    if digits == 0 {
+        return None;
+    }
+    // Digits after the point.
+    let frac = point.map_or(0, |p| b.len() - p - 1);
+    Some(m as f64 / EXACT_POW10[frac])
+}
+
 fn time(s: &str, field: &str) -> Result<f64, String> {
-    let v: f64 = num(s, field, "seconds")?;
+    let v: f64 = match plain_decimal(s) {
+        Some(v) => v,
+        None => num(s, field, "seconds")?,
+    };
     if v.is_finite() && v >= 0.0 {
         Ok(v)
     } else {
@@ -228,6 +282,38 @@ pub(crate) fn parse_csv_text<'a>(
     parse_csv_fields(rec.len(), c, |i, _| Ok(rec.get(i).unwrap_or("")))
 }
 
+/// One line of a Netflix CSV log without quotes or carriage returns (so its records are its
+/// lines and its fields what lies between commas, as the `csv` reader splits them): field
+/// `i` is `block[spans[i].0..spans[i].1]`, and `text` is the block when it is all UTF-8.
+/// Read as [`parse_csv`] reads the record: otherwise only the fields read are checked for
+/// UTF-8.
+pub(crate) fn parse_csv_spans<'a>(
+    block: &'a [u8],
+    text: Option<&'a str>,
+    spans: &[(usize, usize)],
+    c: &CsvCols,
+) -> Result<Parsed<'a>, String> {
+    parse_csv_fields(spans.len(), c, |i, name| {
+        let (a, b) = spans[i];
+        let not_utf8 = || format!("field {name}: not UTF-8");
+        match text {
+            // Spans start and end at commas and line ends: character boundaries.
+            Some(t) => t.get(a..b).ok_or_else(not_utf8),
+            None => std::str::from_utf8(&block[a..b]).map_err(|_| not_utf8()),
+        }
+    })
+}
+
+/// `s` without leading and trailing whitespace (`str::trim`), at once when it starts and
+/// ends with a visible ASCII character (as every field of a well-formed log does).
+fn trim(s: &str) -> &str {
+    match s.as_bytes() {
+        [] => s,
+        [a, .., b] | [a @ b] if a.is_ascii_graphic() && b.is_ascii_graphic() => s,
+        _ => s.trim(),
+    }
+}
+
 /// A record of `n` fields whose field `i` (called `name`) is `field(i, name)`.
 fn parse_csv_fields<'a>(
     n: usize,
@@ -240,7 +326,7 @@ fn parse_csv_fields<'a>(
             c.width
         ));
     }
-    let f = |i: usize, name: &str| field(i, name).map(str::trim);
+    let f = |i: usize, name: &str| field(i, name).map(trim);
     let open = match f(c.open, "open_ended")? {
         "1" | "true" => true,
         "0" | "false" => false,
@@ -251,12 +337,12 @@ fn parse_csv_fields<'a>(
             ))
         }
     };
-    let offset: u64 = num(f(c.offset, "offset")?, "offset", "a byte offset")?;
-    let sent: u64 = num(f(c.sent, "bytes_sent")?, "bytes_sent", "a byte count")?;
+    let offset = count(f(c.offset, "offset")?, "offset", "a byte offset")?;
+    let sent = count(f(c.sent, "bytes_sent")?, "bytes_sent", "a byte count")?;
     let extent = if open {
         sent
     } else {
-        num(
+        count(
             f(c.length, "length")?,
             "length",
             "a byte count (empty only for open-ended requests)",
@@ -268,7 +354,7 @@ fn parse_csv_fields<'a>(
     let conn = match c.conn {
         Some(i) => match f(i, "conn")? {
             "" => None,
-            v => Some(num(v, "conn", "a connection id")?),
+            v => Some(count(v, "conn", "a connection id")?),
         },
         None => None,
     };
@@ -697,5 +783,46 @@ pub(crate) fn parse_line(line: &str, fmt: LogFormat) -> Result<Parsed<'_>, Strin
         // The CSV is read record by record (`parse_csv`); a line reaching here is one
         // before the header.
         LogFormat::Netflix | LogFormat::Auto => Ok(Parsed::Skip),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Property test: numbers read directly are those `str::parse` reads, and what they do
+    /// not read is left to it (digits, points, signs, exponents, spaces, long and short).
+    #[test]
+    fn numbers_read_directly_are_those_str_parse_reads() {
+        let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+        let mut rnd = move || vodkit_testkit::xorshift(&mut x) as usize;
+        let alphabet = b"0123456789012345678901234567890123456789..+-e x";
+        let mut direct = 0;
+        for _ in 0..200_000 {
+            let len = rnd() % 24;
+            let s: String = (0..len)
+                .map(|_| alphabet[rnd() % alphabet.len()] as char)
+                .collect();
+            if let Some(v) = plain_decimal(&s) {
+                direct += 1;
+                assert_eq!(Ok(v), s.parse::<f64>(), "{s:?}");
+            }
+            assert_eq!(count(&s, "f", "n").ok(), s.parse::<u64>().ok(), "{s:?}");
+            assert_eq!(
+                time(&s, "f").ok(),
+                s.parse::<f64>().ok().filter(|v| v.is_finite() && *v >= 0.0),
+                "{s:?}"
+            );
+        }
+        assert!(direct > 1000, "only {direct} strings read directly");
+        for s in [
+            "0.1",
+            "0.3",
+            "1700000000.123",
+            "123456789012345",
+            "99999999999999.9",
+        ] {
+            assert_eq!(plain_decimal(s), s.parse().ok(), "{s}");
+        }
     }
 }

@@ -111,7 +111,12 @@ pub fn read_log_with<R: BufRead + Send>(
             ),
         }
     }
-    let blocks = crate::blocks::Blocks::new(input, first, fmt == LogFormat::Netflix);
+    let block_bytes = if opts.threads <= 1 {
+        crate::blocks::SMALL_BLOCK_BYTES
+    } else {
+        crate::blocks::BLOCK_BYTES
+    };
+    let blocks = crate::blocks::Blocks::new(input, first, fmt == LogFormat::Netflix, block_bytes);
     let mut out = crate::blocks::Deliver {
         sum: &mut sum,
         sink,
