@@ -68,6 +68,10 @@ pub struct AnalyzeOptions {
     pub spill_dir: PathBuf,
 }
 
+/// The chain lengths the statistics keep in memory get this fraction's inverse of
+/// [`AnalyzeOptions::memory_bytes`]; past it they go to sorted runs on disk.
+const CHAIN_LENGTHS_SHARE: usize = 16;
+
 /// Default of [`AnalyzeOptions::memory_bytes`] (`--memory`).
 pub const MEMORY_BYTES: usize = 512 << 20;
 
@@ -155,8 +159,12 @@ pub struct Analysis {
     /// they grow with the files the log names and are never spilled).
     pub file_table_bytes: u64,
     /// Bytes the chain and session statistics and the closed sessions' keys hold at the end
-    /// (an estimate; they grow with the chains and sessions of the log).
+    /// (an estimate; the session statistics and keys grow with the sessions of the log, the
+    /// chain lengths stay within their budget).
     pub statistics_bytes: u64,
+    /// Bytes of chain lengths written to disk past their budget (a sixteenth of
+    /// `--memory`).
+    pub statistics_spilled_bytes: u64,
     pub files: FileTable,
 }
 
@@ -943,7 +951,10 @@ pub fn analyze<R: BufRead + Send>(
             merge: Merge {
                 opts: opts.clone(),
                 max_end: Vec::new(),
-                chain_stats: ChainStatsBuilder::default(),
+                chain_stats: ChainStatsBuilder::new(
+                    &opts.spill_dir,
+                    (opts.memory_bytes / CHAIN_LENGTHS_SHARE).max(1),
+                ),
                 phase_stats: PhaseStatsBuilder::default(),
                 session_stats: SessionStatsBuilder::default(),
                 sink,
@@ -980,9 +991,12 @@ pub fn analyze<R: BufRead + Send>(
         if let Some(e) = m.err.take() {
             return Err(e);
         }
+        let statistics_spilled_bytes = m.chain_stats.spilled_bytes();
         Ok(Analysis {
             read,
-            chains: m.chain_stats.finish(&opts.breakpoints, &opts.probabilities),
+            chains: m
+                .chain_stats
+                .finish(&opts.breakpoints, &opts.probabilities)?,
             phases: m.phase_stats.finish(&opts.phase),
             sessions: m.session_stats.finish(),
             open_at_end: m.open_at_end,
@@ -994,6 +1008,7 @@ pub fn analyze<R: BufRead + Send>(
             spill: m.spill,
             file_table_bytes: m.file_bytes as u64,
             statistics_bytes: m.statistics_bytes as u64,
+            statistics_spilled_bytes,
             files,
         })
     })

@@ -2,12 +2,18 @@
 //! by bytes (Fig. 5.11), zero-offset chains by kind (Fig. 5.12), the CCDF with its
 //! piecewise power-law fit (Fig. 5.13) and survival growth factors.
 
+use std::io::{Read, Write};
+use std::path::Path;
+
 use serde::Serialize;
+use vodkit_workload::order::MergeKey;
 
 use crate::chain::{kind_name, ChainRec};
 use crate::files::{media_label, media_slot, FileInfo, MEDIA};
 use crate::fit::{growth_factor, PowerLawFit};
 use crate::record::RequestKind;
+use crate::runfile;
+use crate::spill::{Merged, Record, Runs};
 use vodkit_prefetch::ChainKind;
 
 /// Length an open-ended client reads from offset 0 for its segment table (thesis 5.3.2).
@@ -83,14 +89,53 @@ pub fn title_seconds(bytes: u64, kbps: u32) -> f64 {
 }
 
 /// Collects chains as sessions close; [`ChainStatsBuilder::finish`] summarizes.
-#[derive(Debug, Default)]
+///
+/// The CDFs, the CCDF and the fit are exact, so every chain's length is kept to the end: in
+/// memory up to a budget, past it in sorted runs on disk ([`Runs`]). The summary then takes
+/// one pass over the lengths merged in order, counting them (and their bytes) below every
+/// length it will ask about, which it knows beforehand: the grid, 1 MB, 10 MB and the
+/// fit's sample points ([`PowerLawFit::sample_points`], from the smallest and largest
+/// length, counted as chains are added).
 pub struct ChainStatsBuilder {
     rows: [[RowAcc; MEDIA.len()]; 2],
-    /// Chain lengths by class: 0 = open at offset 0, 1 = chunk at offset 0, 2 = other.
-    lengths: [Vec<u64>; 3],
+    lengths: Runs<Length>,
+    /// Chains of each class (open at offset 0, chunk at offset 0, other) and those of
+    /// exactly [`OPEN_HEADER_READ`] bytes.
+    per_class: [u64; 3],
+    header_reads: [u64; 3],
+    zeros: u64,
+    /// Smallest nonzero and largest length (`u64::MAX` and 0 before any).
+    min_nonzero: u64,
+    max: u64,
+    total_bytes: u64,
+    /// The first error writing a run, reported by [`ChainStatsBuilder::finish`].
+    error: Option<std::io::Error>,
+}
+
+impl Default for ChainStatsBuilder {
+    /// Statistics that keep every length in memory.
+    fn default() -> Self {
+        ChainStatsBuilder::new(&std::env::temp_dir(), usize::MAX)
+    }
 }
 
 impl ChainStatsBuilder {
+    /// Statistics whose chain lengths past `budget` bytes in memory go to sorted runs in a
+    /// temporary directory under `dir`.
+    pub fn new(dir: &Path, budget: usize) -> Self {
+        ChainStatsBuilder {
+            rows: Default::default(),
+            lengths: Runs::new(dir, budget),
+            per_class: [0; 3],
+            header_reads: [0; 3],
+            zeros: 0,
+            min_nonzero: u64::MAX,
+            max: 0,
+            total_bytes: 0,
+            error: None,
+        }
+    }
+
     pub fn add(&mut self, c: &ChainRec, f: &FileInfo) {
         let k = usize::from(c.kind == RequestKind::Chunk);
         let row = &mut self.rows[k][media_slot(f.media)];
@@ -106,82 +151,101 @@ impl ChainStatsBuilder {
             ChainKind::ChunkAtZero => 1,
             ChainKind::Other => 2,
         };
-        self.lengths[class].push(c.bytes);
+        self.per_class[class] += 1;
+        self.header_reads[class] += u64::from(c.bytes == OPEN_HEADER_READ);
+        if c.bytes == 0 {
+            self.zeros += 1;
+        } else {
+            self.min_nonzero = self.min_nonzero.min(c.bytes);
+        }
+        self.max = self.max.max(c.bytes);
+        self.total_bytes = self.total_bytes.saturating_add(c.bytes);
+        if self.error.is_none() {
+            let length = Length {
+                bytes: c.bytes,
+                class: class as u8,
+            };
+            if let Err(e) = self.lengths.push(length) {
+                self.error = Some(e);
+            }
+        }
     }
 
     pub fn chains(&self) -> usize {
-        self.lengths.iter().map(Vec::len).sum()
+        self.per_class.iter().sum::<u64>() as usize
     }
 
-    /// Heap bytes held: every chain's length (8 bytes a chain; [`Self::finish`] needs as
-    /// much again).
+    /// Bytes the lengths hold in memory (those on disk not counted).
     pub fn bytes(&self) -> usize {
-        self.lengths
-            .iter()
-            .map(|v| v.capacity() * std::mem::size_of::<u64>())
-            .sum()
+        self.lengths.held()
     }
 
-    /// All chain lengths, in no particular order (for fits by callers).
-    pub fn lengths(&self) -> Vec<u64> {
-        self.lengths.concat()
+    /// Bytes of lengths written to disk so far.
+    pub fn spilled_bytes(&self) -> u64 {
+        self.lengths.spilled
     }
 
-    pub fn finish(mut self, breakpoints: &[f64], probabilities: &[f64]) -> ChainSummary {
-        for v in &mut self.lengths {
-            v.sort_unstable();
+    pub fn finish(
+        self,
+        breakpoints: &[f64],
+        probabilities: &[f64],
+    ) -> std::io::Result<ChainSummary> {
+        if let Some(e) = self.error {
+            return Err(e);
         }
-        let mut lengths = self.lengths.concat();
-        lengths.sort_unstable();
-        let total_chains = lengths.len() as u64;
-        let total_bytes: u64 = lengths.iter().fold(0u64, |a, &l| a.saturating_add(l));
+        let total_chains: u64 = self.per_class.iter().sum();
+        let total_bytes = self.total_bytes;
         let table = kind_media_rows(&self.rows, |kind, media, acc| {
             TableRow::new(kind, media, acc, total_chains)
         });
-
         let grid = log_grid();
-        let le = |x: f64| lengths.partition_point(|&l| l as f64 <= x);
+        let nonzero = (self.min_nonzero <= self.max).then_some((self.min_nonzero, self.max));
+        let mut at = grid.clone();
+        at.push(1e6);
+        if let Some((lo, hi)) = nonzero {
+            at.extend(PowerLawFit::sample_points(lo, hi, breakpoints));
+        }
+        let below = Below::count(self.lengths.finish()?, at)?;
+        let le = |x: f64| below.at(x).chains;
         let pct = |a: u64, b: u64| percent(a as f64, b as f64);
-        // Bytes in chains no longer than each point of the grid (ascending), summed on.
-        let (mut below, mut summed) = (0u64, 0);
         let length_cdf = grid
             .iter()
             .map(|&x| {
-                let i = le(x);
-                below = lengths[summed..i]
-                    .iter()
-                    .fold(below, |a, &l| a.saturating_add(l));
-                summed = i;
+                let b = below.at(x);
                 CdfPoint {
                     bytes: x,
-                    chains_pct: pct(i as u64, total_chains),
-                    bytes_pct: pct(below, total_bytes),
+                    chains_pct: pct(b.chains, total_chains),
+                    bytes_pct: pct(b.bytes, total_bytes),
                 }
             })
             .collect();
         let ccdf = grid
             .iter()
-            .map(|&x| [x, pct(total_chains - le(x) as u64, total_chains)])
+            .map(|&x| [x, pct(total_chains - le(x), total_chains)])
             .filter(|p| p[1] > 0.0)
             .collect();
         let class_cdf = |class: usize| {
-            let v = &self.lengths[class];
-            let n = v.len() as u64;
+            let n = self.per_class[class];
             ZeroOffsetClass {
                 chains: n,
-                exactly_open_header_read_pct: pct(
-                    v.iter().filter(|&&l| l == OPEN_HEADER_READ).count() as u64,
-                    n,
-                ),
+                exactly_open_header_read_pct: pct(self.header_reads[class], n),
                 cdf: grid
                     .iter()
-                    .map(|&x| [x, pct(v.partition_point(|&l| l as f64 <= x) as u64, n)])
+                    .map(|&x| [x, pct(below.at(x).by_class[class], n)])
                     .collect(),
             }
         };
         let zero_open = class_cdf(0);
         let zero_chunk = class_cdf(1);
-        let fit = PowerLawFit::fit_sorted(&lengths, breakpoints);
+        let fit = match nonzero {
+            Some((lo, hi)) => {
+                let n = total_chains - self.zeros;
+                PowerLawFit::fit_survival(lo, hi, breakpoints, |x| {
+                    (n - (le(x) - self.zeros)) as f64 / n as f64
+                })
+            }
+            None => PowerLawFit::default(),
+        };
         let survival = probabilities
             .iter()
             .map(|&p| SurvivalRow {
@@ -198,16 +262,12 @@ impl ChainStatsBuilder {
                     .collect(),
             })
             .collect();
-        let big: u64 = lengths
-            .iter()
-            .filter(|&&l| l > 10_000_000)
-            .fold(0u64, |a, &l| a.saturating_add(l));
-        ChainSummary {
+        Ok(ChainSummary {
             chains: total_chains,
             requests: self.rows.iter().flatten().map(|a| a.requests).sum(),
             bytes: total_bytes,
-            chains_le_1mb_pct: pct(le(1e6) as u64, total_chains),
-            bytes_in_chains_gt_10mb_pct: pct(big, total_bytes),
+            chains_le_1mb_pct: pct(le(1e6), total_chains),
+            bytes_in_chains_gt_10mb_pct: pct(below.over_10mb, total_bytes),
             table_5_4: table,
             length_cdf,
             zero_offset: ZeroOffset {
@@ -220,11 +280,99 @@ impl ChainStatsBuilder {
             breakpoints: breakpoints.to_vec(),
             fit,
             survival,
-        }
+        })
     }
 }
 
-/// Lengths 100 B .. 100 GB, ten points per decade.
+/// One chain's length and class (0 open at offset 0, 1 chunk at offset 0, 2 other).
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Length {
+    bytes: u64,
+    class: u8,
+}
+
+impl MergeKey for Length {
+    fn merge_cmp(&self, other: &Length) -> std::cmp::Ordering {
+        self.bytes
+            .cmp(&other.bytes)
+            .then(self.class.cmp(&other.class))
+    }
+}
+
+impl Record for Length {
+    fn bytes(&self) -> usize {
+        std::mem::size_of::<Length>()
+    }
+
+    fn write(&self, w: &mut impl Write) -> std::io::Result<()> {
+        runfile::put_u64(w, self.bytes)?;
+        w.write_all(&[self.class])
+    }
+
+    fn read(r: &mut impl Read) -> std::io::Result<Option<Length>> {
+        let Some(b) = runfile::first8(r)? else {
+            return Ok(None);
+        };
+        let mut class = [0u8];
+        r.read_exact(&mut class)?;
+        Ok(Some(Length {
+            bytes: u64::from_le_bytes(b),
+            class: class[0],
+        }))
+    }
+}
+
+/// Chains (in all and by class) and their bytes at or below one length.
+#[derive(Clone, Copy, Debug, Default)]
+struct Tallied {
+    chains: u64,
+    by_class: [u64; 3],
+    bytes: u64,
+}
+
+/// What lies at or below each of a set of lengths, counted in one pass over the lengths in
+/// ascending order, and the bytes of chains over 10 MB.
+struct Below {
+    at: Vec<f64>,
+    tallies: Vec<Tallied>,
+    over_10mb: u64,
+}
+
+impl Below {
+    fn count(mut lengths: Merged<Length>, mut at: Vec<f64>) -> std::io::Result<Below> {
+        at.sort_by(f64::total_cmp);
+        at.dedup();
+        let mut tallies = Vec::with_capacity(at.len());
+        let (mut t, mut over_10mb) = (Tallied::default(), 0u64);
+        while let Some(l) = lengths.next_record()? {
+            let x = l.bytes as f64;
+            while tallies.len() < at.len() && x > at[tallies.len()] {
+                tallies.push(t);
+            }
+            t.chains += 1;
+            if let Some(c) = t.by_class.get_mut(usize::from(l.class)) {
+                *c += 1;
+            }
+            t.bytes = t.bytes.saturating_add(l.bytes);
+            if l.bytes > 10_000_000 {
+                over_10mb = over_10mb.saturating_add(l.bytes);
+            }
+        }
+        tallies.resize(at.len(), t);
+        Ok(Below {
+            at,
+            tallies,
+            over_10mb,
+        })
+    }
+
+    /// The tally at `x`, one of the lengths counted at.
+    fn at(&self, x: f64) -> Tallied {
+        let i = self.at.partition_point(|&a| a < x);
+        self.tallies.get(i).copied().unwrap_or_default()
+    }
+}
+
 fn log_grid() -> Vec<f64> {
     (20..=110)
         .map(|k| 10f64.powf(f64::from(k) / 10.0))
@@ -342,6 +490,66 @@ mod tests {
     }
 
     #[test]
+    fn lengths_spilled_past_their_budget_give_the_same_summary() {
+        let video = FileInfo::of(Media::Video, 1000);
+        let dir = tempfile::tempdir().unwrap();
+        let mut held = ChainStatsBuilder::default();
+        // 4,000 lengths of 16 bytes each against a 1 KiB budget: dozens of runs.
+        let mut spilled = ChainStatsBuilder::new(dir.path(), 1024);
+        let mut x = 7u64;
+        for i in 0..4000u64 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            // Lengths over eight decades, some zero, some the open header read, ties.
+            let bytes = match i % 50 {
+                0 => 0,
+                1 => OPEN_HEADER_READ,
+                _ => 10u64.pow(2 + (x >> 60) as u32 % 8) + (x >> 20) % 1000,
+            };
+            let kind = if i % 3 == 0 {
+                RequestKind::Open
+            } else {
+                RequestKind::Chunk
+            };
+            let c = rec(
+                if i % 4 == 0 { 0 } else { 10 },
+                bytes,
+                1 + (i % 7) as u32,
+                kind,
+            );
+            held.add(&c, &video);
+            spilled.add(&c, &video);
+        }
+        assert_eq!(held.spilled_bytes(), 0);
+        assert!(spilled.spilled_bytes() > 0);
+        assert!(spilled.bytes() <= 1024 + 16, "{}", spilled.bytes());
+        let a = held.finish(&[1e6, 2e8], &[0.45, 0.9]).unwrap();
+        let b = spilled.finish(&[1e6, 2e8], &[0.45, 0.9]).unwrap();
+        assert!(a.fit.segments.len() >= 2, "{:?}", a.fit);
+        assert_eq!(
+            serde_json::to_string(&a).unwrap(),
+            serde_json::to_string(&b).unwrap()
+        );
+        // The summary from the lengths agrees with the fit taken over the sorted lengths.
+        let mut all: Vec<u64> = Vec::new();
+        let mut y = 7u64;
+        for i in 0..4000u64 {
+            y = y
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            all.push(match i % 50 {
+                0 => 0,
+                1 => OPEN_HEADER_READ,
+                _ => 10u64.pow(2 + (y >> 60) as u32 % 8) + (y >> 20) % 1000,
+            });
+        }
+        assert_eq!(a.fit, PowerLawFit::fit(&all, &[1e6, 2e8]));
+        // The run directory is gone with the builder.
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+
+    #[test]
     fn table_and_cdfs_from_hand_built_chains() {
         let video = FileInfo::of(Media::Video, 1000);
         let audio = FileInfo::of(Media::Audio, 100);
@@ -350,7 +558,7 @@ mod tests {
         b.add(&rec(0, 10_000, 1, RequestKind::Chunk), &video);
         b.add(&rec(5_000, 2_000_000, 10, RequestKind::Chunk), &video);
         b.add(&rec(7, 125_000, 3, RequestKind::Chunk), &audio);
-        let s = b.finish(&[1e6, 2e8], &[0.45]);
+        let s = b.finish(&[1e6, 2e8], &[0.45]).unwrap();
         assert_eq!(s.chains, 4);
         assert_eq!(s.requests, 15);
         let chunk_video = s

@@ -47,29 +47,59 @@ impl PowerLawFit {
     /// [`PowerLawFit::fit`] of lengths sorted in ascending order, without a copy.
     pub fn fit_sorted(sorted: &[u64], breakpoints: &[f64]) -> PowerLawFit {
         let sorted = &sorted[sorted.partition_point(|&l| l == 0)..];
-        if sorted.is_empty() {
+        let (Some(&min), Some(&max)) = (sorted.first(), sorted.last()) else {
             return PowerLawFit::default();
-        }
-        let min = sorted[0] as f64;
-        let max = *sorted.last().expect("non-empty") as f64;
+        };
+        let n = sorted.len();
+        PowerLawFit::fit_survival(min, max, breakpoints, |x| {
+            let le = sorted.partition_point(|&l| (l as f64) <= x);
+            (n - le) as f64 / n as f64
+        })
+    }
+
+    /// Every length at which [`PowerLawFit::fit_survival`] asks for the survival, for
+    /// nonzero lengths from `min` to `max`: what a caller that cannot hold the lengths
+    /// counts in one pass over them beforehand.
+    pub fn sample_points(min: u64, max: u64, breakpoints: &[f64]) -> Vec<f64> {
+        PowerLawFit::segment_samples(min, max, breakpoints)
+            .into_iter()
+            .flat_map(|(_, _, xs)| xs)
+            .collect()
+    }
+
+    /// Each segment's ends and sample points: the edges are the smallest length, the
+    /// breakpoints inside and the largest; 20 points a decade, log-spaced.
+    fn segment_samples(min: u64, max: u64, breakpoints: &[f64]) -> Vec<(f64, f64, Vec<f64>)> {
+        let (min, max) = (min as f64, max as f64);
         let mut edges = vec![min];
         edges.extend(breakpoints.iter().copied().filter(|&b| b > min && b < max));
         edges.push(max);
-        let n = sorted.len() as f64;
-        let survival = |x: f64| {
-            let le = sorted.partition_point(|&l| (l as f64) <= x);
-            (sorted.len() - le) as f64 / n
-        };
+        edges
+            .windows(2)
+            .map(|w| {
+                let (lo, hi) = (w[0], w[1]);
+                let decades = (hi / lo).log10();
+                let steps = ((decades * 20.0).ceil() as usize).max(2);
+                let xs = (0..=steps)
+                    .map(|k| lo * 10f64.powf(decades * k as f64 / steps as f64))
+                    .collect();
+                (lo, hi, xs)
+            })
+            .collect()
+    }
+
+    /// The fit of the survival `survival(x)` = P(X > x) of nonzero lengths from `min` to
+    /// `max`, asked only at [`PowerLawFit::sample_points`].
+    pub fn fit_survival(
+        min: u64,
+        max: u64,
+        breakpoints: &[f64],
+        survival: impl Fn(f64) -> f64,
+    ) -> PowerLawFit {
         let mut segments = Vec::new();
-        for w in edges.windows(2) {
-            let (lo, hi) = (w[0], w[1]);
-            // 20 sample points per decade, log-spaced, where S > 0.
-            let decades = (hi / lo).log10();
-            let steps = ((decades * 20.0).ceil() as usize).max(2);
-            let mut xs = Vec::new();
-            let mut ys = Vec::new();
-            for k in 0..=steps {
-                let x = lo * 10f64.powf(decades * k as f64 / steps as f64);
+        for (lo, hi, samples) in PowerLawFit::segment_samples(min, max, breakpoints) {
+            let (mut xs, mut ys) = (Vec::new(), Vec::new());
+            for x in samples {
                 let s = survival(x);
                 if s > 0.0 {
                     xs.push(x.log10());

@@ -386,8 +386,10 @@ pub struct PassSummary<'a> {
     pub files: usize,
     /// Bytes the file table and the per-file state held at the end (an estimate).
     pub file_table_bytes: u64,
-    /// Bytes the chain and session statistics held at the end (an estimate).
+    /// Bytes the chain and session statistics held at the end (an estimate), and the bytes
+    /// of chain lengths written to disk past their budget.
     pub statistics_bytes: u64,
+    pub statistics_spilled_bytes: u64,
 }
 
 impl<'a> PassSummary<'a> {
@@ -407,6 +409,7 @@ impl<'a> PassSummary<'a> {
             files: a.files.len(),
             file_table_bytes: a.file_table_bytes,
             statistics_bytes: a.statistics_bytes,
+            statistics_spilled_bytes: a.statistics_spilled_bytes,
         }
     }
 }
