@@ -668,7 +668,8 @@ impl Merge<'_> {
     }
 
     /// Say once when what the pass holds passes the memory limit: the open sessions stay
-    /// within their half, but the file table and the statistics are not spilled.
+    /// within their half and the chain lengths within their sixteenth, but the file table
+    /// and the session statistics are not spilled.
     fn check_memory(&mut self, files: usize, held: usize, closed: usize) {
         let total = held + self.file_bytes + self.statistics_bytes;
         if self.warned || total <= self.opts.memory_bytes {
@@ -679,8 +680,8 @@ impl Merge<'_> {
         self.sink.warning(&format!(
             "the analysis holds about {}, past --memory {}: open sessions {}, file table {} \
              ({files} files), statistics {} ({} chains, {closed} sessions closed); the file \
-             table and statistics grow with the log's files, chains and sessions and are not \
-             spilled",
+             table and the session statistics grow with the log's files and sessions and are \
+             not spilled",
             size(total),
             size(self.opts.memory_bytes),
             size(held),
