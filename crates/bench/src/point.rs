@@ -68,28 +68,24 @@ pub struct EngineCounters {
     pub memory_bytes: u64,
     pub reads: u64,
     pub read_bytes: u64,
-    /// What a positioning of the busiest device costs, as the engine learned it from its
-    /// reads (ms; a level, not a count).
-    pub positioning_ms: Option<f64>,
     /// Seconds reads waited in the devices' queues, summed.
     pub wait_s: f64,
-    /// The busiest device's transfer rate as the engine learned it, MB/s (a level).
-    pub transfer_mb_s: Option<f64>,
+    /// The device with the most reads, with what a positioning and the transfer cost on it
+    /// as the engine learned them from its reads (levels, not counts).
+    pub busiest: Option<vodkit_prefetch::stats::DeviceStats>,
     /// The memory manager's totals and levels, when the engine runs one.
     pub memory: Option<vodkit_prefetch::memory::MemoryTotals>,
 }
 
 impl From<&vodkit_prefetch::Stats> for EngineCounters {
     fn from(s: &vodkit_prefetch::Stats) -> Self {
-        let busiest = s.devices.iter().max_by_key(|d| d.reads);
         EngineCounters {
             requested_bytes: s.requested_bytes,
             memory_bytes: s.memory_bytes,
             reads: s.reads,
             read_bytes: s.read_bytes,
-            positioning_ms: busiest.and_then(|d| d.positioning_ms),
             wait_s: s.devices.iter().map(|d| d.wait_s).sum(),
-            transfer_mb_s: busiest.and_then(|d| d.transfer_mb_s),
+            busiest: s.devices.iter().max_by_key(|d| d.reads).cloned(),
             memory: s.memory.clone(),
         }
     }
@@ -190,10 +186,10 @@ impl EngineFigures {
             hit_fraction: memory.min(requested) as f64 / requested as f64,
             mean_read_bytes: read as f64 / reads as f64,
             seconds: secs,
-            positioning_ms: b.positioning_ms,
+            positioning_ms: b.busiest.as_ref().and_then(|d| d.positioning_ms),
             queue_wait_ms: (b.wait_s >= a.wait_s)
                 .then(|| (b.wait_s - a.wait_s) / reads as f64 * 1e3),
-            transfer_mb_s: b.transfer_mb_s,
+            transfer_mb_s: b.busiest.as_ref().and_then(|d| d.transfer_mb_s),
             sizing: ReadSizing::over(readings),
         })
     }
@@ -460,7 +456,10 @@ mod tests {
             memory_bytes: 500 * MIB + sized * MIB / 2,
             reads: sized,
             read_bytes: sized * MIB,
-            transfer_mb_s: Some(100.0 + sized as f64),
+            busiest: Some(vodkit_prefetch::stats::DeviceStats {
+                transfer_mb_s: Some(100.0 + sized as f64),
+                ..Default::default()
+            }),
             memory: Some(MemoryTotals {
                 sized_reads: sized,
                 cap_bytes: cap_mib * MIB,
