@@ -98,6 +98,8 @@ pub struct Scenario {
     /// End each point once its failure is certain ([`crate::early`]; `--no-early-stop`
     /// turns it off).
     pub early_stop: bool,
+    /// Searches per server, for a 95% confidence interval above 1 (`--repeat`).
+    pub repeat: u32,
 }
 
 /// youtube-2011 compressed four times in time so a 45-60 s data point reaches steady state:
@@ -269,6 +271,7 @@ pub fn all() -> Vec<Scenario> {
         probes: None,
         fast_forward: crate::warmup::FastForwardChoice::Auto,
         early_stop: true,
+        repeat: 1,
     };
     let chunk_suts = ["vodkit:vanilla", "vodkit:asap:fixed:2MiB"];
     vec![
@@ -587,6 +590,7 @@ pub fn matrix() -> Scenario {
         sequential_reference: None,
         fast_forward: crate::warmup::FastForwardChoice::Auto,
         early_stop: true,
+        repeat: 1,
         criterion: Some("quality:95%"),
         probes: Some("20,30s"),
     }

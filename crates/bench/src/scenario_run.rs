@@ -78,7 +78,7 @@ pub fn cells(s: &Scenario) -> Result<Vec<CellPlan>, String> {
                     None => Criterion::Strict,
                 },
                 probes: s.probes.map(str::parse).transpose()?,
-                repeat: 1,
+                repeat: s.repeat.max(1),
                 fast_forward: s.fast_forward,
                 early_stop: s.early_stop,
             })
@@ -312,6 +312,17 @@ fn labelled(label: &str, note: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn every_cell_repeats_its_searches_as_the_scenario_says() {
+        let mut s = crate::scenario::find("memory").unwrap();
+        let once = super::cells(&s).unwrap();
+        assert!(once.iter().all(|c| c.repeat == 1));
+        s.repeat = 3;
+        let thrice = super::cells(&s).unwrap();
+        assert_eq!(thrice.len(), once.len());
+        assert!(thrice.iter().all(|c| c.repeat == 3));
+    }
+
     #[test]
     fn a_sequential_reference_without_figures_leaves_the_verdict_inconclusive() {
         let mut s = crate::scenario::find("memory").unwrap();

@@ -257,6 +257,7 @@ fn scenario(name: &str, args: &Args) -> anyhow::Result<()> {
         s.fast_forward = ff;
     }
     s.early_stop = !args.no_early_stop;
+    s.repeat = args.repeat;
     let out = args
         .out
         .clone()
