@@ -68,7 +68,7 @@ pub struct AnalyzeOptions {
     pub spill_dir: PathBuf,
 }
 
-/// The chain lengths the statistics keep in memory get this fraction's inverse of
+/// The chain lengths the statistics keep in memory get one part in this many of
 /// [`AnalyzeOptions::memory_bytes`]; past it they go to sorted runs on disk.
 const CHAIN_LENGTHS_SHARE: usize = 16;
 

@@ -496,6 +496,7 @@ mod tests {
         let mut held = ChainStatsBuilder::default();
         // 4,000 lengths of 16 bytes each against a 1 KiB budget: dozens of runs.
         let mut spilled = ChainStatsBuilder::new(dir.path(), 1024);
+        let mut all: Vec<u64> = Vec::new();
         let mut x = 7u64;
         for i in 0..4000u64 {
             x = x
@@ -520,6 +521,7 @@ mod tests {
             );
             held.add(&c, &video);
             spilled.add(&c, &video);
+            all.push(bytes);
         }
         assert_eq!(held.spilled_bytes(), 0);
         assert!(spilled.spilled_bytes() > 0);
@@ -532,18 +534,6 @@ mod tests {
             serde_json::to_string(&b).unwrap()
         );
         // The summary from the lengths agrees with the fit taken over the sorted lengths.
-        let mut all: Vec<u64> = Vec::new();
-        let mut y = 7u64;
-        for i in 0..4000u64 {
-            y = y
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            all.push(match i % 50 {
-                0 => 0,
-                1 => OPEN_HEADER_READ,
-                _ => 10u64.pow(2 + (y >> 60) as u32 % 8) + (y >> 20) % 1000,
-            });
-        }
         assert_eq!(a.fit, PowerLawFit::fit(&all, &[1e6, 2e8]));
         // The run directory is gone with the builder.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
