@@ -68,6 +68,15 @@ impl Clock {
         self.state.lock().unwrap_or_else(|p| p.into_inner()).rate
     }
 
+    /// Whether the clock has run at real time since its reading `t`: a duration measured
+    /// from `t` to now is then real seconds. A read timed while the clock ran faster has
+    /// the host's own latency (system calls, the block layer, wake-ups) multiplied by the
+    /// rate, where an emulated drive's time is scaled to match.
+    pub fn real_time_since(&self, t: f64) -> bool {
+        let a = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        a.rate == 1.0 && t >= a.at
+    }
+
     /// From now on, advance `rate` seconds per real second (the reading does not jump).
     /// `rate` must lie in (0, [`MAX_RATE`]].
     pub fn set_rate(&self, rate: f64) -> Result<(), String> {
@@ -147,6 +156,10 @@ mod tests {
         assert!(t0 <= t1 && t1 <= t2 && t2 <= t3, "{t0} {t1} {t2} {t3}");
         // 20 ms of real time at 50×: at least a second on the clock.
         assert!(t2 - t1 >= 1.0, "{t1} → {t2}");
+        assert!(!c.real_time_since(t2), "a reading taken at 50x");
+        assert!(c.real_time_since(c.now()), "back at real time");
+        c.set_rate(2.0).unwrap();
+        assert!(!c.real_time_since(c.now()), "running fast now");
         for bad in [0.0, -1.0, f64::NAN, 1e6] {
             let e = c.set_rate(bad).unwrap_err();
             assert!(e.contains("clock rate"), "{e}");

@@ -1776,8 +1776,9 @@ fn run_job(shared: &Shared, buf: &mut Vec<u8>, job: Job) {
             split,
         }) => {
             d.failed_in_a_row = 0;
-            if d.inflight == 0 {
-                // A read alone on its device: its time is its service time.
+            if d.inflight == 0 && shared.clock.real_time_since(started) {
+                // A read alone on its device, timed at real time: its time is its service
+                // time.
                 match split {
                     Some(s) => d.service.add_split(s.head, s.head_s, s.rest, s.rest_s),
                     None if disk > 0 => d.service.add(disk, finished - started),

@@ -10,7 +10,10 @@
 //! Each read measures itself where it can: the engine reads a wholly missing range as a
 //! short head and the rest ([`SPLIT_HEAD_BYTES`]), so the rest's time gives the transfer
 //! rate and the head's time less its transfer gives the positioning
-//! ([`ServiceFit::add_split`]). A line fitted through (bytes, seconds) across reads cannot
+//! ([`ServiceFit::add_split`]). The rate is bytes over seconds summed across rests, not a
+//! mean of each rest's rate: every request also pays the host's own latency (system calls,
+//! the block layer, a wake-up), which would make short rests look slow; it stays in the
+//! head's time, so the positioning carries it, as every read pays it. A line fitted through (bytes, seconds) across reads cannot
 //! tell them apart reliably: the policy chooses a read's size from its stream, and where a
 //! stream's file lies decides its positioning, so size and positioning are correlated (on
 //! the emulated WD Red under load, such a fit put the positioning at 4 ms where the drive
@@ -36,10 +39,13 @@ pub const SPLIT_MIN_REST_BYTES: u64 = 256 * 1024;
 /// reads, and a least-squares line of seconds against bytes from whole ones.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ServiceFit {
-    /// Split reads: weight, positioning seconds, seconds per byte of transfer.
+    /// Split reads: weight, and the decayed sums of head seconds, head bytes, rest
+    /// seconds and rest bytes.
     split_w: f64,
-    split_pos: f64,
-    split_spb: f64,
+    head_s: f64,
+    head_b: f64,
+    rest_s: f64,
+    rest_b: f64,
     /// Whole reads: weight and the sums of x, y, x², xy.
     w: f64,
     x: f64,
@@ -78,12 +84,12 @@ impl ServiceFit {
         {
             return;
         }
-        let spb = rest_s / rest_bytes as f64;
-        let positioning = (head_s - head_bytes as f64 * spb).max(0.0);
         let k = keep();
         self.split_w = self.split_w * k + 1.0;
-        self.split_pos = self.split_pos * k + positioning;
-        self.split_spb = self.split_spb * k + spb;
+        self.head_s = self.head_s * k + head_s;
+        self.head_b = self.head_b * k + head_bytes as f64;
+        self.rest_s = self.rest_s * k + rest_s;
+        self.rest_b = self.rest_b * k + rest_bytes as f64;
     }
 
     /// `(positioning seconds, transfer bytes/s)`: from split reads once enough were seen,
@@ -91,8 +97,9 @@ impl ServiceFit {
     /// larger they are; `None` before that.
     pub fn terms(&self) -> Option<(f64, f64)> {
         if self.split_w >= MIN_READS {
-            let spb = self.split_spb / self.split_w;
-            return (spb > 0.0).then(|| (self.split_pos / self.split_w, 1.0 / spb));
+            let spb = self.rest_s / self.rest_b;
+            let positioning = ((self.head_s - self.head_b * spb) / self.split_w).max(0.0);
+            return (spb > 0.0).then(|| (positioning, 1.0 / spb));
         }
         if self.split_w > 0.0 || self.w < MIN_READS {
             return None;
@@ -223,6 +230,27 @@ mod tests {
         assert!((p - mean).abs() < 1e-4, "split: {p} s against {mean}");
         assert!((rate - 120e6).abs() < 1e3, "split: {rate} B/s");
         assert!(split.positioning_bytes().abs_diff((mean * 120e6) as u64) < 20_000);
+    }
+
+    #[test]
+    fn a_fixed_latency_per_request_goes_to_the_positioning_not_the_rate() {
+        // 15 ms positionings at 120 MB/s, and 1.5 ms of host latency on every request;
+        // rests of 256 KiB to 8 MiB. A mean of each rest's rate would say 98 MB/s.
+        let (rate, lag, pos) = (120e6, 0.0015, 0.015);
+        let head = SPLIT_HEAD_BYTES;
+        let mut f = ServiceFit::default();
+        let mut mean_spb = 0.0;
+        let n = 600u64;
+        for i in 0..n {
+            let rest = SPLIT_MIN_REST_BYTES << (i % 6);
+            let rest_s = lag + rest as f64 / rate;
+            mean_spb += rest_s / rest as f64 / n as f64;
+            f.add_split(head, lag + pos + head as f64 / rate, rest, rest_s);
+        }
+        assert!(1.0 / mean_spb < 0.85 * rate, "{}", 1.0 / mean_spb);
+        let (p, r) = f.terms().expect("terms");
+        assert!((r - rate).abs() < 0.1 * rate, "rate {r}");
+        assert!(p > pos && p < pos + 2.0 * lag, "positioning {p}");
     }
 
     #[test]
