@@ -586,3 +586,49 @@ fn auto_starts_inside_the_memory_budget_and_searches_below_it() {
         assert!(p.prefetch_bytes(&ctx(419, 0, ChainKind::Other, t)) <= ceiling);
     }
 }
+
+#[test]
+fn a_crowd_that_lowers_the_budget_share_for_a_while_leaves_auto_its_size() {
+    let mut p = spec("auto:start=3MiB@419,step=512KiB").build();
+    let mib = 1u64 << 20;
+    let share = |bytes: u64| Some(bytes as f64 / 419f64.sqrt());
+    let at = |p: &mut Box<dyn Policy>, t: f64, ceiling: u64| {
+        p.observe(&Observation {
+            now_s: t,
+            budget_per_sqrt_kbps: share(ceiling),
+            ..Default::default()
+        });
+        p.prefetch_bytes(&ctx(419, 0, ChainKind::Other, t))
+    };
+    // A crowd: the budget allows 0.9 MiB a stream; the size in use follows at once.
+    assert_eq!(at(&mut p, 1.0, 9 * mib / 10), 9 * mib / 10);
+    // The crowd leaves: the share is 2.5 MiB, then 4 MiB; the size returns to its own 3 MiB.
+    assert_eq!(at(&mut p, 2.0, 5 * mib / 2), 5 * mib / 2);
+    assert_eq!(at(&mut p, 3.0, 4 * mib), 3 * mib);
+    let state = p.current();
+    assert_eq!(state.detail.get("target_bytes"), Some(&((3 * mib) as f64)));
+}
+
+#[test]
+fn a_window_the_budget_held_down_settles_auto_at_its_most_generous_share() {
+    let mut p = spec("auto:start=4MiB@419,step=512KiB,interval=180").build();
+    let mib = 1u64 << 20;
+    // A busy window in which the budget allowed 1 MiB, then 2 MiB, a stream.
+    for (t, ceiling) in [(1.0, mib), (90.0, 2 * mib), (182.0, 2 * mib)] {
+        p.observe(&Observation {
+            now_s: t,
+            requested_bytes: 100 * mib,
+            disk_bytes: 100 * mib,
+            disk_time_s: 80.0,
+            busy_s: 80.0,
+            budget_per_sqrt_kbps: Some(ceiling as f64 / 419f64.sqrt()),
+            ..Default::default()
+        });
+    }
+    let state = p.current();
+    assert_eq!(state.detail.get("target_bytes"), Some(&((2 * mib) as f64)));
+    assert_eq!(
+        p.prefetch_bytes(&ctx(419, 0, ChainKind::Other, 183.0)),
+        2 * mib
+    );
+}
