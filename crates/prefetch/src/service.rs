@@ -13,11 +13,11 @@
 //! ([`ServiceFit::add_split`]). The rate is bytes over seconds summed across rests, not a
 //! mean of each rest's rate: every request also pays the host's own latency (system calls,
 //! the block layer, a wake-up), which would make short rests look slow; it stays in the
-//! head's time, so the positioning carries it, as every read pays it. A line fitted through (bytes, seconds) across reads cannot
-//! tell them apart reliably: the policy chooses a read's size from its stream, and where a
-//! stream's file lies decides its positioning, so size and positioning are correlated (on
-//! the emulated WD Red under load, such a fit put the positioning at 4 ms where the drive
-//! spent 17, or the rate at 1 GB/s). The fit remains for reads that cannot be split
+//! head's time, so the positioning carries it, as every read pays it. A line fitted
+//! through (bytes, seconds) across reads cannot tell them apart reliably: the policy
+//! chooses a read's size from its stream, and where a stream's file lies decides its
+//! positioning, so size and positioning are correlated (on the emulated WD Red under load,
+//! such a fit put the positioning at 4 ms where the drive spent 17, or the rate at 1 GB/s). The fit remains for reads that cannot be split
 //! ([`ServiceFit::add`]: the `direct` pool's reads, partly cached ranges) and is used only
 //! while no split read was seen.
 //! Pure: the caller feeds each read's sizes and service times.
