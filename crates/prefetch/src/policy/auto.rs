@@ -173,10 +173,6 @@ struct Window {
     /// Σ len × kbps and Σ len over misses, for the average bit rate.
     rate_sum: f64,
     rate_weight: f64,
-    /// The memory budget's most generous ceiling during the window, and whether it ever
-    /// held the size in use below the policy's own.
-    ceiling_max: Option<u64>,
-    capped: bool,
 }
 
 impl Window {
@@ -244,11 +240,9 @@ impl AutoPolicy {
         }
     }
 
-    /// Size in use at the reference bit rate: the policy's own, held under the memory
-    /// budget's current ceiling.
+    /// Size in use at the reference bit rate.
     pub fn reference_bytes(&self) -> u64 {
-        let own = self.size.round() as u64;
-        self.ceiling.map_or(own, |c| own.min(c))
+        self.size.round() as u64
     }
 
     /// Size the policy is moving towards.
@@ -359,15 +353,6 @@ impl AutoPolicy {
         if o.requested_bytes == 0 {
             return;
         }
-        if self.window.capped {
-            // The budget held the size below the policy's own: the window measured the
-            // ceiling's size, not `p`. Settle at the most the budget allowed in it.
-            if let Some(c) = self.window.ceiling_max.filter(|&c| (c as f64) < self.size) {
-                self.target = c;
-                self.size = c as f64;
-            }
-            return;
-        }
         if self.over_threshold(&o) {
             self.jump_to_eviction_size(&o);
             return;
@@ -442,23 +427,22 @@ impl AutoPolicy {
         }
     }
 
-    /// The memory budget bounds the size in use: a size above it would only be cut short
-    /// by the engine (and measured as if it were larger). It applies at once, down and up
-    /// again, and leaves the policy's own size alone: the budget's share falls while a
-    /// crowd of streams shares it and rises when they leave, and a size cut to the lowest
-    /// share ever seen stayed there (a bench's fast-forward once held reads at 0.9 MiB
-    /// where the budget allowed 1.0–2.4). A window the ceiling held down measures nothing
-    /// for the descent; it settles the policy's own size at the most the budget allowed
-    /// during it, and the search goes on below that. The ceiling is not rounded down to the
-    /// step grid: between 0.5 and 1 MB (a busy server's share) that rounding threw away up
-    /// to half of what the budget allows.
+    /// The memory budget bounds the reference size: a size above it would only be cut
+    /// short by the engine (and measured as if it were larger). Shrinking to it is
+    /// immediate, like the eviction rule's; the search then works below it. The ceiling is
+    /// not rounded down to the step grid: between 0.5 and 1 MB (a busy server's share)
+    /// that rounding threw away up to half of what the budget allows.
     fn apply_ceiling(&mut self, per_sqrt_kbps: f64) {
         let raw = per_sqrt_kbps * f64::from(self.params.ref_kbps.max(1)).sqrt();
         let ceiling = (raw.round() as u64).clamp(self.params.min_bytes, self.params.max_bytes);
         self.ceiling = Some(ceiling);
-        let w = &mut self.window;
-        w.ceiling_max = Some(w.ceiling_max.map_or(ceiling, |m| m.max(ceiling)));
-        w.capped |= (ceiling as f64) < self.size;
+        if self.target > ceiling {
+            self.target = ceiling;
+            self.scores.retain(|&s, _| s <= ceiling);
+        }
+        if self.size > ceiling as f64 {
+            self.size = ceiling as f64;
+        }
     }
 
     fn size_for(&self, kbps: u32) -> u64 {
