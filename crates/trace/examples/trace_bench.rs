@@ -56,7 +56,8 @@ fn main() -> Result<(), String> {
             let log = Repeat::open(&dir.join("log.csv"), times)?;
             let cpu0 = cpu_seconds();
             let t = Instant::now();
-            let input = BufReader::with_capacity(1 << 20, log);
+            let cap = std::env::var("CAP").ok().and_then(|c| c.parse().ok()).unwrap_or(1 << 20);
+            let input = BufReader::with_capacity(cap, log);
             let threads = std::env::var("THREADS")
                 .ok()
                 .and_then(|t| t.parse().ok())
@@ -103,7 +104,7 @@ fn main() -> Result<(), String> {
             // Session rebuilding as `workload from-log` does it, without writing the list.
             let dir = Path::new(&args[2]);
             let log = std::fs::File::open(dir.join("log.csv")).map_err(|e| e.to_string())?;
-            let input = BufReader::with_capacity(1 << 20, log);
+            let input = BufReader::with_capacity(1 << 16, log);
             let cpu0 = cpu_seconds();
             let t = Instant::now();
             let opt = vodkit_trace::fromlog::FromLogOptions {
@@ -254,6 +255,10 @@ impl Repeat {
 
 impl Read for Repeat {
     fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        // One pass is the file as it is: read straight through, as `vodkit trace` reads it.
+        if self.times == 1 {
+            return self.input.read(buf);
+        }
         if self.at >= self.out.len() && !self.fill()? {
             return Ok(0);
         }

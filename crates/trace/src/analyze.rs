@@ -783,8 +783,7 @@ impl State<'_> {
                 self.merge.err = Some(e);
             }
         }
-        let file = self.files.intern(r.file);
-        let info = self.files.get(file);
+        let (file, info) = self.files.intern_info(r.file);
         let f = file as usize;
         if self.max_end.len() <= f {
             self.max_end.resize(f + 1, 0);

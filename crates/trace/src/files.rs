@@ -4,7 +4,7 @@
 use std::hash::BuildHasher;
 use std::path::Path;
 
-use hashbrown::hash_table::{Entry, HashTable};
+use hashbrown::hash_table::HashTable;
 
 use vodkit_workload::model::{Catalog, Media};
 
@@ -61,28 +61,33 @@ impl Names {
 
     /// The id of `s` (the next one when new), and whether it is new.
     fn intern(&mut self, s: &str) -> (u32, bool) {
+        let hash = self.hash(s);
+        self.intern_hashed(s, hash)
+    }
+
+    fn hash(&self, s: &str) -> u64 {
+        self.hasher.hash_one(s)
+    }
+
+    /// [`Names::intern`] with `hash` = [`Names::hash`] of `s`.
+    fn intern_hashed(&mut self, s: &str, hash: u64) -> (u32, bool) {
         let Names {
             text,
             ends,
             index,
             hasher,
         } = self;
-        let hash = hasher.hash_one(s);
-        let entry = index.entry(
-            hash,
-            |&id| string_at(text, ends, id) == s,
-            |&id| hasher.hash_one(string_at(text, ends, id)),
-        );
-        match entry {
-            Entry::Occupied(e) => (*e.get(), false),
-            Entry::Vacant(e) => {
-                let id = ends.len() as u32;
-                text.push_str(s);
-                ends.push(text.len() as u64);
-                e.insert(id);
-                (id, true)
-            }
+        // Found first, inserted only when new: `entry` makes room before it looks, so
+        // calling it for a name already held would grow the table at a moment that
+        // depends on which lookups [`Recent`] answered.
+        if let Some(&id) = index.find(hash, |&id| string_at(text, ends, id) == s) {
+            return (id, false);
         }
+        let id = ends.len() as u32;
+        text.push_str(s);
+        ends.push(text.len() as u64);
+        index.insert_unique(hash, id, |&id| hasher.hash_one(string_at(text, ends, id)));
+        (id, true)
     }
 
     /// Heap bytes held (capacities, not lengths: what the allocator gave).
@@ -90,6 +95,73 @@ impl Names {
         self.text.capacity()
             + self.ends.capacity() * std::mem::size_of::<u64>()
             + self.index.allocation_size()
+    }
+}
+
+/// Files looked up lately, by their names' hashes: one cache line each with the name, its
+/// id and what is known of it. A log names, line after line, the files its open sessions are
+/// reading, a small set next to the table; a hit here reads one line of a small array where
+/// the table's index, the name's end and its text are three reads spread over megabytes.
+#[derive(Clone, Debug, Default)]
+struct Recent {
+    /// [`RECENT_SLOTS`] slots once the first name is looked up.
+    slots: Vec<Slot>,
+}
+
+/// Slots of [`Recent`] (a power of two): 256 KiB, well inside a core's own cache.
+const RECENT_SLOTS: usize = 4096;
+/// Longest name a [`Slot`] holds; longer ones always go through the table.
+const RECENT_NAME: usize = 35;
+
+#[derive(Clone, Copy, Debug)]
+#[repr(C, align(64))]
+struct Slot {
+    hash: u64,
+    info: Packed,
+    id: u32,
+    /// The name's length plus one; 0: empty.
+    len: u8,
+    name: [u8; RECENT_NAME],
+}
+
+impl Recent {
+    fn at(hash: u64) -> usize {
+        (hash >> 32) as usize & (RECENT_SLOTS - 1)
+    }
+
+    fn find(&self, hash: u64, name: &str) -> Option<(u32, Packed)> {
+        let s = self.slots.get(Recent::at(hash))?;
+        let n = usize::from(s.len).checked_sub(1)?;
+        (s.hash == hash && s.name.get(..n) == Some(name.as_bytes())).then_some((s.id, s.info))
+    }
+
+    fn put(&mut self, hash: u64, name: &str, id: u32, info: Packed) {
+        let Ok(len) = u8::try_from(name.len()) else {
+            return;
+        };
+        if name.len() > RECENT_NAME {
+            return;
+        }
+        if self.slots.is_empty() {
+            let empty = Slot {
+                hash: 0,
+                info: Packed::default(),
+                id: 0,
+                len: 0,
+                name: [0; RECENT_NAME],
+            };
+            self.slots = vec![empty; RECENT_SLOTS];
+        }
+        let s = &mut self.slots[Recent::at(hash)];
+        s.hash = hash;
+        s.info = info;
+        s.id = id;
+        s.len = len + 1;
+        s.name[..name.len()].copy_from_slice(name.as_bytes());
+    }
+
+    fn bytes(&self) -> usize {
+        self.slots.capacity() * std::mem::size_of::<Slot>()
     }
 }
 
@@ -148,6 +220,8 @@ pub struct FileTable {
     names: Names,
     /// By id.
     info: Vec<Packed>,
+    /// What [`FileTable::intern_info`] found lately.
+    recent: Recent,
     /// The drives' names (few).
     drives: Names,
 }
@@ -257,11 +331,23 @@ impl FileTable {
 
     /// The id of `name`, adding an entry without metadata for files the table lacks.
     pub fn intern(&mut self, name: &str) -> u32 {
-        let (id, new) = self.names.intern(normalize_name(name));
+        self.intern_info(name).0
+    }
+
+    /// [`FileTable::intern`], and what is known of the file ([`FileTable::get`]).
+    pub fn intern_info(&mut self, name: &str) -> (u32, FileInfo) {
+        let name = normalize_name(name);
+        let hash = self.names.hash(name);
+        if let Some((id, info)) = self.recent.find(hash, name) {
+            return (id, info.info());
+        }
+        let (id, new) = self.names.intern_hashed(name, hash);
         if new {
             self.info.push(Packed::default());
         }
-        id
+        let info = self.info[id as usize];
+        self.recent.put(hash, name, id, info);
+        (id, info.info())
     }
 
     /// Add a file the table does not hold yet and return its id.
@@ -294,6 +380,7 @@ impl FileTable {
         self.names.bytes()
             + self.info.capacity() * std::mem::size_of::<Packed>()
             + self.drives.bytes()
+            + self.recent.bytes()
     }
 
     /// Read a `files.csv` (RFC 4180 quoting, read with the `csv` crate). Errors name the
@@ -453,6 +540,53 @@ mod tests {
     /// Names of files as a catalog spells them, many per title and rendition.
     fn name(i: u32) -> String {
         format!("nf/t{:05}/v{}.mp4", i / 7, 235 + (i % 7) * 500)
+    }
+
+    #[test]
+    fn recently_seen_names_give_the_table_s_ids_and_metadata() {
+        // More names than the recent slots hold, short and long (past what a slot keeps),
+        // looked up again in an order that both hits and evicts them.
+        let n = 3 * RECENT_SLOTS as u32;
+        let long = |i: u32| format!("collections/a-name-longer-than-a-slot/{}", name(i));
+        let mut t = FileTable::default();
+        for i in 0..n / 2 {
+            let info = FileInfo {
+                bitrate_kbps: Some(i),
+                media: MEDIA[(i % 4) as usize],
+                size_bytes: (i % 3 != 0).then_some(u64::from(i) << 10),
+            };
+            t.insert(&name(i), info, None).unwrap();
+        }
+        let mut want = FileTable::default();
+        for i in (0..n).chain((0..n).rev().step_by(5)).chain(0..n) {
+            for file in [name(i), long(i)] {
+                let (id, info) = t.intern_info(&format!("/{file}?x=1"));
+                // The plain table, without the recent slots in the way.
+                let id_plain = t.names.find(&file).unwrap();
+                assert_eq!(id, id_plain, "{file}");
+                assert_eq!(info, t.get(id), "{file}");
+                want.intern(&file);
+            }
+        }
+        assert_eq!(t.len(), 2 * n as usize);
+        assert_eq!(want.len(), t.len());
+    }
+
+    #[test]
+    fn the_table_grows_only_when_a_name_is_added() {
+        // Names past a slot's length always reach the table's index; looking each up again
+        // right after adding it must not change what the table holds, whatever the count
+        // (a lookup that made room before looking grew a full table a step early).
+        for n in 1..300u32 {
+            let long = |i: u32| format!("a-name-longer-than-a-recent-slot-holds/{i:08}.mp4");
+            let (mut once, mut twice) = (FileTable::default(), FileTable::default());
+            for i in 0..n {
+                once.intern(&long(i));
+                twice.intern(&long(i));
+                twice.intern(&long(i));
+            }
+            assert_eq!(once.bytes(), twice.bytes(), "{n} names");
+        }
     }
 
     #[test]
