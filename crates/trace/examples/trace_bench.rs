@@ -56,8 +56,7 @@ fn main() -> Result<(), String> {
             let log = Repeat::open(&dir.join("log.csv"), times)?;
             let cpu0 = cpu_seconds();
             let t = Instant::now();
-            let cap = std::env::var("CAP").ok().and_then(|c| c.parse().ok()).unwrap_or(1 << 20);
-            let input = BufReader::with_capacity(cap, log);
+            let input = BufReader::with_capacity(1 << 20, log);
             let threads = std::env::var("THREADS")
                 .ok()
                 .and_then(|t| t.parse().ok())
@@ -104,7 +103,7 @@ fn main() -> Result<(), String> {
             // Session rebuilding as `workload from-log` does it, without writing the list.
             let dir = Path::new(&args[2]);
             let log = std::fs::File::open(dir.join("log.csv")).map_err(|e| e.to_string())?;
-            let input = BufReader::with_capacity(1 << 16, log);
+            let input = BufReader::with_capacity(1 << 20, log);
             let cpu0 = cpu_seconds();
             let t = Instant::now();
             let opt = vodkit_trace::fromlog::FromLogOptions {
