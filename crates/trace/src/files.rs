@@ -375,7 +375,8 @@ impl FileTable {
     }
 
     /// Heap bytes the table holds: its names once, 16 bytes of metadata, 8 of where the
-    /// name ends and the hash index's 4-byte id and control byte per bucket for every file.
+    /// name ends and the hash index's 4-byte id and control byte per bucket for every file,
+    /// and the 256 KiB of recently looked-up names once a name has been looked up.
     pub fn bytes(&self) -> usize {
         self.names.bytes()
             + self.info.capacity() * std::mem::size_of::<Packed>()
