@@ -17,9 +17,9 @@
 //! through (bytes, seconds) across reads cannot tell them apart reliably: the policy
 //! chooses a read's size from its stream, and where a stream's file lies decides its
 //! positioning, so size and positioning are correlated (on the emulated WD Red under load,
-//! such a fit put the positioning at 4 ms where the drive spent 17, or the rate at 1 GB/s). The fit remains for reads that cannot be split
-//! ([`ServiceFit::add`]: the `direct` pool's reads, partly cached ranges) and is used only
-//! while no split read was seen.
+//! such a fit put the positioning at 4 ms where the drive spent 17, or the rate at 1 GB/s).
+//! The fit remains for reads that cannot be split ([`ServiceFit::add`]: the `direct` pool's
+//! reads, partly cached ranges) and is used only while no split read was seen.
 //! Pure: the caller feeds each read's sizes and service times.
 
 /// Reads after which an old read counts half.

@@ -136,9 +136,6 @@ impl Recent {
     }
 
     fn put(&mut self, hash: u64, name: &str, id: u32, info: Packed) {
-        let Ok(len) = u8::try_from(name.len()) else {
-            return;
-        };
         if name.len() > RECENT_NAME {
             return;
         }
@@ -156,7 +153,8 @@ impl Recent {
         s.hash = hash;
         s.info = info;
         s.id = id;
-        s.len = len + 1;
+        // At most RECENT_NAME bytes: the length fits a byte.
+        s.len = name.len() as u8 + 1;
         s.name[..name.len()].copy_from_slice(name.as_bytes());
     }
 
