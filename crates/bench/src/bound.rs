@@ -73,6 +73,30 @@ struct Reuse {
     bytes: u64,
     dgap: f64,
     doff: f64,
+    /// The earlier reader's offset in its own session when it read the bytes, s: the
+    /// later session had started by then when `dgap / λ ≤ lead_off`.
+    lead_off: f64,
+}
+
+/// What a server is granted to know of later readers when it keeps bytes for them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Foresight {
+    /// Every later reader of every byte, however far ahead (the bound).
+    Full,
+    /// Only readers that have already started: a byte is kept for a later session only
+    /// when that session had arrived by the time the earlier one read the byte (online
+    /// interval caching, Dan & Sitaram). Still knows how far each viewer reads.
+    StartedFollowers,
+}
+
+impl Foresight {
+    /// Whether `r` may be kept at rate `lambda`.
+    fn allows(self, r: &Reuse, lambda: f64) -> bool {
+        match self {
+            Foresight::Full => true,
+            Foresight::StartedFollowers => r.dgap / lambda <= r.lead_off,
+        }
+    }
 }
 
 /// A session list reduced to what the bound needs; independent of rate, drive and memory.
@@ -295,6 +319,7 @@ pub fn prepare_after(
                         bytes,
                         dgap: gaps - gap,
                         doff: off - their_off,
+                        lead_off: their_off,
                     });
                 }
             }
@@ -409,6 +434,18 @@ pub fn evaluate(
     lambda: f64,
     steps: u32,
 ) -> Evaluation {
+    evaluate_with(w, disk, usable_bytes, lambda, steps, Foresight::Full)
+}
+
+/// [`evaluate`] keeping only the intervals `foresight` allows.
+pub fn evaluate_with(
+    w: &Workload,
+    disk: &DiskTerms,
+    usable_bytes: f64,
+    lambda: f64,
+    steps: u32,
+    foresight: Foresight,
+) -> Evaluation {
     let steps = steps.max(1);
     let per_s = lambda / w.gap_sum;
     // Bytes on their way to clients are in memory whatever the server does.
@@ -417,6 +454,7 @@ pub fn evaluate(
         .reuses
         .iter()
         .enumerate()
+        .filter(|(_, r)| foresight.allows(r, lambda))
         .map(|(i, r)| ((r.dgap / lambda + r.doff).max(0.0), i))
         .collect();
     order.sort_by(|x, y| x.0.total_cmp(&y.0).then(x.1.cmp(&y.1)));
@@ -542,6 +580,14 @@ pub struct CapacityBound {
     /// as memory policy or serving path. Absent when not computed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub manager_replay: Option<vodkit_sim::replay::ReplayResult>,
+    /// The bound again for a server that keeps bytes only for sessions already started
+    /// ([`Foresight::StartedFollowers`]): what is left of it without guessing who comes
+    /// next, sessions/s. Absent in reports written before it was computed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_followers_rate: Option<f64>,
+    /// Share of watched bytes served from kept intervals at that rate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_followers_hit_fraction: Option<f64>,
 }
 
 /// The largest λ at which the best split keeps the drive at most fully busy (bisection on
@@ -559,27 +605,18 @@ pub fn bound(
         ));
     }
     let usable = memory.usable_bytes() as f64;
-    let util = |l: f64| evaluate(w, disk, usable, l, SPLIT_STEPS).utilization;
-    let mut hi = 1.0;
-    let mut doublings = 0;
-    while util(hi) <= 1.0 {
-        hi *= 2.0;
-        doublings += 1;
-        if doublings > 200 {
-            return Err("capacity bound: no rate saturates the drive".into());
-        }
-    }
-    let mut lo = 0.0;
-    for _ in 0..60 {
-        let mid = 0.5 * (lo + hi);
-        if util(mid) <= 1.0 {
-            lo = mid;
-        } else {
-            hi = mid;
-        }
-    }
-    let rate = lo;
+    let rate = saturating_rate(w, disk, usable, Foresight::Full)?;
     let e = evaluate(w, disk, usable, rate.max(f64::MIN_POSITIVE), SPLIT_STEPS);
+    let started = saturating_rate(w, disk, usable, Foresight::StartedFollowers)?;
+    let started_hits = evaluate_with(
+        w,
+        disk,
+        usable,
+        started.max(f64::MIN_POSITIVE),
+        SPLIT_STEPS,
+        Foresight::StartedFollowers,
+    )
+    .hit_bytes;
     let per_s = rate / w.gap_sum;
     let ref_rate = f64::from(w.ref_bitrate_kbps) * 1000.0 / 8.0;
     Ok(CapacityBound {
@@ -608,7 +645,39 @@ pub fn bound(
         disk_mb_s: per_s * e.disk_bytes / 1e6,
         positioning_share: e.positioning_share,
         manager_replay: None,
+        started_followers_rate: Some(started),
+        started_followers_hit_fraction: Some(started_hits / w.watched_bytes as f64),
     })
+}
+
+/// The largest λ at which the best split with `foresight` keeps the drive at most fully
+/// busy: doubling, then 60 bisection steps (the utilization grows with λ).
+pub fn saturating_rate(
+    w: &Workload,
+    disk: &DiskTerms,
+    usable: f64,
+    foresight: Foresight,
+) -> Result<f64, String> {
+    let util = |l: f64| evaluate_with(w, disk, usable, l, SPLIT_STEPS, foresight).utilization;
+    let mut hi = 1.0;
+    let mut doublings = 0;
+    while util(hi) <= 1.0 {
+        hi *= 2.0;
+        doublings += 1;
+        if doublings > 200 {
+            return Err("capacity bound: no rate saturates the drive".into());
+        }
+    }
+    let mut lo = 0.0;
+    for _ in 0..60 {
+        let mid = 0.5 * (lo + hi);
+        if util(mid) <= 1.0 {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Ok(lo)
 }
 
 /// The bound for a bench run: the workload on the emulated `preset` drive whose image of

@@ -606,8 +606,21 @@ pub fn bound_note(b: &crate::bound::CapacityBound) -> String {
         bytesize::ByteSize(b.transfer_memory_bytes),
         b.streams_at_bound,
         b.hit_fraction * 100.0,
-        b.disk_mb_s
-    )
+        b.disk_mb_s,
+    ) + &started_followers_note(b)
+}
+
+/// "; X sessions/s (Y% of it) keeping bytes only for sessions already started": the bound
+/// without foresight of who comes next, when computed.
+fn started_followers_note(b: &crate::bound::CapacityBound) -> String {
+    match (b.started_followers_rate, b.started_followers_hit_fraction) {
+        (Some(rate), Some(hits)) if b.bound_rate > 0.0 => format!(
+            "; {rate:.2} sessions/s ({:.0}% of it) with {:.0}% hits keeping bytes only for sessions already started",
+            100.0 * rate / b.bound_rate,
+            100.0 * hits
+        ),
+        _ => String::new(),
+    }
 }
 
 /// One line describing the memory manager's replay next to the bound it is read against.

@@ -164,6 +164,40 @@ fn c_a_close_follower_is_served_from_the_kept_interval() {
 }
 
 #[test]
+fn a_follower_not_yet_started_gets_nothing_without_foresight() {
+    // The case above: the follower starts 1/λ s after the leader, which reads its i-th MB
+    // at i s. Without foresight a MB is kept only if the follower has started by then:
+    // i ≥ 1/λ, so 9 MB at λ = 1, 8 at λ = 0.5, 5 at λ = 0.2 and none at λ = 0.1 (it starts
+    // at 10 s, after the leader's last read at 9 s).
+    let files = [("a.dat", 10 * MB)];
+    let w = prepare(&catalog(&files), &readers_of_a(&[10, 10]), &[]).unwrap();
+    let started = Foresight::StartedFollowers;
+    for (lambda, mb) in [(1.0, 9.0), (0.5, 8.0), (0.2, 5.0), (0.1, 0.0)] {
+        let e = evaluate_with(&w, &NO_SEEK, 1e12, lambda, 1, started);
+        assert_eq!(e.hit_bytes, mb * 1e6, "λ = {lambda}");
+        assert_eq!(evaluate(&w, &NO_SEEK, 1e12, lambda, 1).hit_bytes, 10e6);
+    }
+    // With memory to spare the full bound is the transfer limit of 10 MB a session pair
+    // (20 sessions/s); without foresight the first MB is read twice: R × 2 gaps / 11 MB.
+    let b = bound(&w, &DISK, &memory(1 << 50), "test").unwrap();
+    assert!(close(b.bound_rate, 20.0, 1e-6), "{}", b.bound_rate);
+    let s = b.started_followers_rate.unwrap();
+    assert!(close(s, 200.0 / 11.0, 1e-6), "{s}");
+    assert!(close(
+        b.started_followers_hit_fraction.unwrap(),
+        9.0 / 20.0,
+        1e-6
+    ));
+    // Two readers of distinct files share nothing either way.
+    let apart = bound(&distinct(2, MB, 10, 1.0), &DISK, &memory(1 << 50), "test").unwrap();
+    assert!(close(
+        apart.started_followers_rate.unwrap(),
+        apart.bound_rate,
+        1e-9
+    ));
+}
+
+#[test]
 fn after_a_history_the_first_judged_reader_may_follow_the_historys() {
     // The two sessions of one 10 MB file of the case above, the first as history: only the
     // second is judged (10 MB watched over one gap), and the whole of it may come from the
@@ -562,6 +596,8 @@ fn a_bound(rate: f64) -> CapacityBound {
         disk_mb_s: 50.0,
         manager_replay: None,
         positioning_share: 0.5,
+        started_followers_rate: None,
+        started_followers_hit_fraction: None,
     }
 }
 
