@@ -630,7 +630,7 @@ pub fn replay_note(
     bound_hits: f64,
 ) -> String {
     format!(
-        "memory replay (vodkit's memory manager on the bound's drive terms and budget, reads as large as its budget share, {}, {} with the drive at most {:.0}% busy, no CPU; docs/simulate.md): {:.2} sessions/s = {:.0}% of the bound, {:.0}% hits (bound {:.0}%), reads of {} on average at {:.1} ms positioning, {:.0} MB/s from disk, peak resident {} of {} usable",
+        "memory replay (vodkit's memory manager on the bound's drive terms and budget, reads as large as its budget share, {}, {} with the drive at most {:.0}% busy, no CPU; docs/simulate.md): {:.2} sessions/s = {:.0}% of the bound, {:.0}% hits (requested bytes resident when asked, its own read-ahead included), {:.0}% of the requested bytes not read from disk (the bound: {:.0}% from kept intervals), reads of {} on average at {:.1} ms positioning, {:.0} MB/s from disk, peak resident {} of {} usable",
         match r.order.as_str() {
             "sweep" => "in sweeps",
             "deadline" => "by deadline",
@@ -644,6 +644,7 @@ pub fn replay_note(
         r.rate,
         100.0 * r.rate / bound_rate,
         100.0 * r.hit_fraction,
+        100.0 * (1.0 - r.disk_bytes as f64 / r.requested_bytes.max(1) as f64),
         100.0 * bound_hits,
         bytesize::ByteSize(r.mean_read_bytes as u64),
         r.mean_positioning_ms,
@@ -980,6 +981,38 @@ mod tests {
             crate::sut::parse_list("nginx").unwrap(),
             &dir.join("out"),
         )
+    }
+
+    #[test]
+    fn the_replay_note_sets_bytes_not_read_beside_the_bounds_kept_intervals() {
+        // 80% of the requested bytes were resident, but the replay read 70 of every 100
+        // requested (its read-ahead is resident too): 30% came from memory it did not read
+        // for them, the figure the bound's interval hits compare with.
+        let r = vodkit_sim::replay::ReplayResult {
+            rate: 10.0,
+            requested_bytes: 1000,
+            hit_bytes: 800,
+            hit_fraction: 0.8,
+            disk_bytes: 700,
+            ..Default::default()
+        };
+        let note = replay_note(&r, 20.0, 0.45);
+        assert!(
+            note.contains("10.00 sessions/s = 50% of the bound, 80% hits"),
+            "{note}"
+        );
+        assert!(
+            note.contains(
+                "30% of the requested bytes not read from disk (the bound: 45% from kept intervals)"
+            ),
+            "{note}"
+        );
+        // Reading more than was asked shows as a negative share, not a clipped one.
+        let wasteful = vodkit_sim::replay::ReplayResult {
+            disk_bytes: 1200,
+            ..r
+        };
+        assert!(replay_note(&wasteful, 20.0, 0.45).contains("-20% of the requested bytes"));
     }
 
     #[test]
