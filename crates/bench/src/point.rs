@@ -67,7 +67,10 @@ pub struct EngineCounters {
     /// Requested bytes that were in memory when asked for.
     pub memory_bytes: u64,
     pub reads: u64,
+    /// Bytes of the ranges the engine read, and those of them that were not resident (the
+    /// rest the kernel found in the page cache and did not ask the drive for).
     pub read_bytes: u64,
+    pub disk_bytes: u64,
     /// Seconds reads waited in the devices' queues, summed.
     pub wait_s: f64,
     /// The device with the most reads, with what a positioning and the transfer cost on it
@@ -84,6 +87,7 @@ impl From<&vodkit_prefetch::Stats> for EngineCounters {
             memory_bytes: s.memory_bytes,
             reads: s.reads,
             read_bytes: s.read_bytes,
+            disk_bytes: s.disk_bytes,
             wait_s: s.devices.iter().map(|d| d.wait_s).sum(),
             busiest: s.devices.iter().max_by_key(|d| d.reads).cloned(),
             memory: s.memory.clone(),
@@ -117,6 +121,15 @@ pub struct EngineFigures {
     /// What sized the reads, from the memory manager's counters (absent without one).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sizing: Option<ReadSizing>,
+    /// Reads the engine issued per second over the window: with the drive's positionings a
+    /// second, how many requests a read became on the drive (the replay prices one).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reads_per_s: Option<f64>,
+    /// Share of the bytes of the engine's read ranges that were already resident: a
+    /// buffered read skips them, so a read with resident pieces reaches the drive as
+    /// several requests.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resident_read_fraction: Option<f64>,
 }
 
 /// What the memory manager let a window's reads be, in the memory replay's terms
@@ -191,6 +204,11 @@ impl EngineFigures {
                 .then(|| (b.wait_s - a.wait_s) / reads as f64 * 1e3),
             transfer_mb_s: b.busiest.as_ref().and_then(|d| d.transfer_mb_s),
             sizing: ReadSizing::over(readings),
+            reads_per_s: Some(reads as f64 / secs),
+            resident_read_fraction: (read > 0)
+                .then(|| b.disk_bytes.checked_sub(a.disk_bytes))
+                .flatten()
+                .map(|disk| 1.0 - disk.min(read) as f64 / read as f64),
         })
     }
 }
@@ -435,6 +453,8 @@ pub fn mean_of(points: &[&PointMetrics]) -> Option<PointMetrics> {
             transfer_mb_s: avg_opt(&|p| p.engine.and_then(|e| e.transfer_mb_s)),
             // A level of one repeat's window, not a count to average.
             sizing: points.iter().find_map(|p| p.engine.and_then(|e| e.sizing)),
+            reads_per_s: avg_opt(&|p| p.engine.and_then(|e| e.reads_per_s)),
+            resident_read_fraction: avg_opt(&|p| p.engine.and_then(|e| e.resident_read_fraction)),
         }),
         // Each point's own; the points list keeps them.
         failover: None,
@@ -456,6 +476,7 @@ mod tests {
             memory_bytes: 500 * MIB + sized * MIB / 2,
             reads: sized,
             read_bytes: sized * MIB,
+            disk_bytes: sized * MIB * 3 / 4,
             busiest: Some(vodkit_prefetch::stats::DeviceStats {
                 transfer_mb_s: Some(100.0 + sized as f64),
                 ..Default::default()
@@ -481,6 +502,9 @@ mod tests {
         let refs: Vec<&EngineCounters> = r.iter().collect();
         let e = EngineFigures::over(&refs, 10.0).expect("figures");
         assert_eq!(e.transfer_mb_s, Some(150.0));
+        // 40 reads in 10 s; of their 40 MiB, 30 came from the drive.
+        assert_eq!(e.reads_per_s, Some(4.0));
+        assert_eq!(e.resident_read_fraction, Some(0.25));
         let z = e.sizing.expect("sizing");
         assert_eq!(z.mean_cap_bytes, 2.0 * MIB as f64);
         assert_eq!((z.capped_fraction, z.survival_cut_fraction), (0.75, 0.1));

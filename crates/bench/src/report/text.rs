@@ -302,9 +302,12 @@ fn replay_section(r: &BenchReport) -> String {
                    its reads, and how long a read waited in the drive's queue) beside the \
                    memory replay of the same manager (docs/simulate.md, \"Memory replay\"), \
                    whose capacity is the rate at which reads wait its `--queue-wait`; in \
-                   parentheses, run / replay.\n\n\
-                   | server | capacity (sessions/s) | hits | mean read | positioning | queue wait |\n\
-                   |---|---|---|---|---|---|\n";
+                   parentheses, run / replay. Positionings per read: the emulated drive's \
+                   positionings over the engine's reads (the replay prices one a read), and \
+                   the share of the bytes in the engine's read ranges already resident, which \
+                   a buffered read skips, so that one read reaches the drive in pieces.\n\n\
+                   | server | capacity (sessions/s) | hits | mean read | positioning | queue wait | positionings per read |\n\
+                   |---|---|---|---|---|---|---|\n";
         }
         let mib = |b: f64| b / f64::from(1u32 << 20);
         let positioning = match e.positioning_ms {
@@ -320,9 +323,20 @@ fn replay_section(r: &BenchReport) -> String {
             (Some(ms), None) => format!("{ms:.0} ms vs none"),
             _ => "–".to_string(),
         };
+        let pieces = match (p.metrics.device, e.reads_per_s) {
+            (Some(d), Some(reads)) if reads > 0.0 => format!(
+                "{:.2} vs 1.00{}",
+                d.positionings_per_s / reads,
+                e.resident_read_fraction.map_or(String::new(), |f| format!(
+                    " ({:.0}% of read bytes resident)",
+                    f * 100.0
+                ))
+            ),
+            _ => "–".to_string(),
+        };
         let _ = writeln!(
             md,
-            "| {} | {cap:.2} vs {:.2} ({:.2}) | {:.0}% vs {:.0}% ({:.2}) | {:.2} vs {:.2} MiB ({:.2}) | {positioning} | {wait} |",
+            "| {} | {cap:.2} vs {:.2} ({:.2}) | {:.0}% vs {:.0}% ({:.2}) | {:.2} vs {:.2} MiB ({:.2}) | {positioning} | {wait} | {pieces} |",
             s.sut,
             replay.rate,
             cap / replay.rate,
@@ -736,6 +750,8 @@ mod tests {
             positioning_ms: Some(14.0),
             queue_wait_ms: Some(120.0),
             transfer_mb_s: Some(90.0),
+            reads_per_s: Some(20.0),
+            resident_read_fraction: Some(0.125),
             sizing: Some(crate::point::ReadSizing {
                 mean_cap_bytes: 1.5 * 1048576.0,
                 capped_fraction: 0.8,
@@ -753,6 +769,12 @@ mod tests {
         ];
         s.points[0].metrics.engine = Some(engine(0.9));
         s.points[1].metrics.engine = Some(engine(0.6));
+        // The drive positioned 27 times a second for the engine's 20 reads.
+        s.points[1].metrics.device = Some(crate::point::DeviceFigures {
+            positionings_per_s: 27.0,
+            kib_per_positioning: Some(2048.0),
+            busy_fraction: 0.9,
+        });
         s.points[2].metrics.engine = Some(engine(0.2));
         rep.servers.push(s);
         // Without a replay there is nothing to read the engine against.
@@ -780,7 +802,8 @@ mod tests {
         assert!(
             md.contains(
                 "| vodkit | 10.00 vs 12.50 (0.80) | 60% vs 50% (1.20) | 1.50 vs 1.00 MiB (1.50) \
-                 | 14.0 vs 10.0 ms (1.40) | 120 vs 500 ms (0.24) |"
+                 | 14.0 vs 10.0 ms (1.40) | 120 vs 500 ms (0.24) \
+                 | 1.35 vs 1.00 (12% of read bytes resident) |"
             ),
             "{md}"
         );
