@@ -205,9 +205,10 @@ impl EngineFigures {
             transfer_mb_s: b.busiest.as_ref().and_then(|d| d.transfer_mb_s),
             sizing: ReadSizing::over(readings),
             reads_per_s: Some(reads as f64 / secs),
-            resident_read_fraction: (read > 0)
-                .then(|| b.disk_bytes.checked_sub(a.disk_bytes))
-                .flatten()
+            resident_read_fraction: b
+                .disk_bytes
+                .checked_sub(a.disk_bytes)
+                .filter(|_| read > 0)
                 .map(|disk| 1.0 - disk.min(read) as f64 / read as f64),
         })
     }
