@@ -28,6 +28,8 @@ use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
 
 use vodkit_workload::order::{MergeKey, MinEntry};
 
+use compact_str::CompactString;
+
 use crate::chain::{ChainBuilder, ChainRec, CHAIN_WINDOW_S};
 use crate::chainstats::{ChainStatsBuilder, ChainSummary};
 use crate::files::{FileInfo, FileTable};
@@ -182,8 +184,8 @@ const CLOSED_KEY_BYTES: usize = 16;
 
 #[derive(Default)]
 struct OpenSession {
-    chains: ChainBuilder,
-    parallel: Vec<(u32, ParallelTracker)>,
+    /// The session's chains, with each file's parallel-request tracker beside them.
+    chains: ChainBuilder<ParallelTracker>,
     first_recv: f64,
     last_done: f64,
 }
@@ -194,8 +196,7 @@ impl OpenSession {
         name.len()
             + std::mem::size_of::<OpenSession>()
             + self.chains.bytes()
-            + self.parallel.capacity() * std::mem::size_of::<(u32, ParallelTracker)>()
-            + self.parallel.iter().map(|p| p.1.bytes()).sum::<usize>()
+            + self.chains.extras().map(|p| p.1.bytes()).sum::<usize>()
     }
 }
 
@@ -203,25 +204,15 @@ impl Park for OpenSession {
     fn put(&self, w: &mut Vec<u8>) -> std::io::Result<()> {
         runfile::put_f64(w, self.first_recv)?;
         runfile::put_f64(w, self.last_done)?;
-        self.chains.put(w)?;
-        let too_long = "a session with too many files to spill";
-        runfile::put_seq(w, &self.parallel, too_long, |w, (file, p)| {
-            runfile::put_u32(w, *file)?;
-            p.put(w)
-        })
+        self.chains.put_with(w, |w, p| p.put(w))
     }
 
     fn get(r: &mut &[u8]) -> std::io::Result<OpenSession> {
         let first_recv = runfile::get_f64(r)?;
         let last_done = runfile::get_f64(r)?;
-        let chains = ChainBuilder::get(r)?;
-        let parallel = runfile::get_seq(r, |r| {
-            let file = runfile::get_u32(r)?;
-            Ok((file, ParallelTracker::get(r)?))
-        })?;
+        let chains = ChainBuilder::get_with(r, ParallelTracker::get)?;
         Ok(OpenSession {
             chains,
-            parallel,
             first_recv,
             last_done,
         })
@@ -248,7 +239,7 @@ struct Closing {
 impl Closing {
     fn of(name: Box<str>, s: OpenSession) -> Closing {
         Closing {
-            parallel: s.parallel.iter().map(|p| p.1.max).collect(),
+            parallel: s.chains.extras().map(|p| p.1.max).collect(),
             first_recv: s.first_recv,
             chains: s.chains.finish(),
             name,
@@ -339,7 +330,8 @@ struct Partition {
     window_s: f64,
     /// A session is closed once the clock is this far past its last completion.
     horizon_s: f64,
-    open: HashMap<Box<str>, OpenSession, foldhash::fast::RandomState>,
+    /// Keyed by name, held inline up to 24 bytes (no heap block to compare on a lookup).
+    open: HashMap<CompactString, OpenSession, foldhash::fast::RandomState>,
     /// Bytes the open sessions in memory hold ([`OpenSession::bytes`], kept up to date).
     held: usize,
     /// Past this (with the spilled sessions' index), the sessions idle longest are spilled.
@@ -407,27 +399,15 @@ impl Partition {
                     }
                 };
                 grown += s.bytes(name);
-                self.open.entry(name.into()).or_insert(s)
+                self.open.entry(CompactString::from(name)).or_insert(s)
             }
         };
-        grown += s.chains.add(file, r, self.window_s);
+        let (chain_grown, parallel) = s.chains.add(file, r, self.window_s);
+        let before = parallel.bytes();
+        parallel.add(r);
+        grown += chain_grown + parallel.bytes() - before;
         s.first_recv = s.first_recv.min(r.recv_s());
         s.last_done = s.last_done.max(r.done_s);
-        let cap = s.parallel.capacity();
-        match s.parallel.iter_mut().find(|p| p.0 == file) {
-            Some(p) => {
-                let before = p.1.bytes();
-                p.1.add(r);
-                grown += p.1.bytes() - before;
-            }
-            None => {
-                let mut p = ParallelTracker::default();
-                p.add(r);
-                grown += p.bytes();
-                s.parallel.push((file, p));
-            }
-        }
-        grown += (s.parallel.capacity() - cap) * std::mem::size_of::<(u32, ParallelTracker)>();
         self.held += grown;
         if self.held > self.budget.saturating_sub(self.idle.index_bytes()) {
             self.spill_idle();
@@ -455,16 +435,16 @@ impl Partition {
         }
         let mut out = Vec::with_capacity(names.len());
         for k in names {
-            if let Some((k, s)) = self.open.remove_entry(&k) {
+            if let Some((k, s)) = self.open.remove_entry(&*k) {
                 self.held -= s.bytes(&k);
-                out.push((k, s.last_done, s));
+                out.push((k.into_string().into_boxed_str(), s.last_done, s));
             }
         }
         match self.idle.park(out) {
             Ok(kept) => {
                 for (k, s) in kept {
                     self.held += s.bytes(&k);
-                    self.open.insert(k, s);
+                    self.open.insert(CompactString::from(&*k), s);
                 }
             }
             Err(e) => {
@@ -493,7 +473,7 @@ impl Partition {
             let close = last || s.last_done + horizon < clock;
             if close {
                 gone += b;
-                done.push((k.clone(), std::mem::take(s)));
+                done.push((Box::from(k.as_str()), std::mem::take(s)));
             }
             !close
         });

@@ -16,6 +16,7 @@ use std::io::{Read, Write};
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
+use smallvec::SmallVec;
 
 use vodkit_workload::model::Media;
 
@@ -116,112 +117,111 @@ pub fn join_distance(pred: (f64, f64), succ: (f64, f64)) -> f64 {
     (pred.0 - succ.0).max(succ.0 - pred.1).max(0.0)
 }
 
-/// Builds the chains of one session.
-#[derive(Clone, Debug, Default)]
-pub struct ChainBuilder {
-    files: Vec<(u32, Vec<Frag>)>,
+/// Builds the chains of one session, keeping beside each file's fragments a value `T` of
+/// the caller's (the analyzer keeps its parallel-request tracker there), so a request finds
+/// everything its file needs in one place.
+///
+/// The file ids are searched in a small inline array (a session reads a handful of files),
+/// and each file's first fragment is stored inline: the analyzer's per-request work then
+/// touches the session and one file entry, not a chain of heap blocks.
+#[derive(Clone, Debug)]
+pub struct ChainBuilder<T = ()> {
+    /// File ids in the order the session first asked for them.
+    ids: SmallVec<[u32; 8]>,
+    /// One entry per id, in the same order.
+    files: Vec<FileChains<T>>,
 }
 
-impl ChainBuilder {
+#[derive(Clone, Debug)]
+struct FileChains<T> {
+    frags: SmallVec<[Frag; 1]>,
+    extra: T,
+}
+
+impl<T> Default for ChainBuilder<T> {
+    fn default() -> Self {
+        ChainBuilder {
+            ids: SmallVec::new(),
+            files: Vec::new(),
+        }
+    }
+}
+
+impl<T: Default> ChainBuilder<T> {
     /// Number of open fragments (for memory accounting).
     pub fn fragments(&self) -> usize {
-        self.files.iter().map(|f| f.1.len()).sum()
+        self.files.iter().map(|f| f.frags.len()).sum()
     }
 
-    /// Bytes the builder holds (an estimate: its vectors' capacities).
+    /// Bytes the builder holds (an estimate: its own size and its vectors' spilled
+    /// capacities; the caller adds what its `T`s hold on the heap).
     pub fn bytes(&self) -> usize {
         std::mem::size_of::<Self>()
-            + self.files.capacity() * std::mem::size_of::<(u32, Vec<Frag>)>()
+            + if self.ids.spilled() {
+                self.ids.capacity() * 4
+            } else {
+                0
+            }
+            + self.files.capacity() * std::mem::size_of::<FileChains<T>>()
             + self
                 .files
                 .iter()
-                .map(|f| f.1.capacity() * std::mem::size_of::<Frag>())
+                .map(|f| frag_heap(&f.frags))
                 .sum::<usize>()
     }
 
-    /// Add a request; returns the bytes [`ChainBuilder::bytes`] grew by.
-    pub fn add(&mut self, file: u32, r: &LogRequest<'_>, window_s: f64) -> usize {
-        let files_cap = self.files.capacity();
-        let frags = match self.files.iter().position(|f| f.0 == file) {
-            Some(i) => &mut self.files[i].1,
-            None => {
-                self.files.push((file, Vec::new()));
-                &mut self.files.last_mut().expect("just pushed").1
-            }
-        };
-        let frags_cap = frags.capacity();
-        let (a, b) = (r.offset, r.end());
-        let int = (r.recv_s(), r.done_s);
-        let mut pred: Option<usize> = None;
-        let mut succ: Option<usize> = None;
-        for (i, f) in frags.iter().enumerate() {
-            if f.end == a && join_distance(f.e_int, int) <= window_s {
-                if pred.is_none_or(|p| f.end - f.start > frags[p].end - frags[p].start) {
-                    pred = Some(i);
-                }
-            } else if f.start == b
-                && join_distance(int, f.s_int) <= window_s
-                && succ.is_none_or(|s| f.end - f.start > frags[s].end - frags[s].start)
-            {
-                succ = Some(i);
-            }
-        }
-        match (pred, succ) {
-            (Some(p), Some(s)) => {
-                let tail = frags[s].clone();
-                let f = &mut frags[p];
-                f.end = tail.end;
-                f.e_int = tail.e_int;
-                f.t0 = f.t0.min(tail.t0).min(int.0);
-                f.t1 = f.t1.max(tail.t1).max(int.1);
-                f.requests += tail.requests + 1;
-                f.sent = f
-                    .sent
-                    .saturating_add(tail.sent)
-                    .saturating_add(r.bytes_sent);
-                frags.swap_remove(s);
-            }
-            (Some(p), None) => {
-                let f = &mut frags[p];
-                f.end = b;
-                f.e_int = int;
-                f.t0 = f.t0.min(int.0);
-                f.t1 = f.t1.max(int.1);
-                f.requests += 1;
-                f.sent = f.sent.saturating_add(r.bytes_sent);
-            }
-            (None, Some(s)) => {
-                let f = &mut frags[s];
-                f.start = a;
-                f.s_int = int;
-                f.kind = r.kind;
-                f.t0 = f.t0.min(int.0);
-                f.t1 = f.t1.max(int.1);
-                f.requests += 1;
-                f.sent = f.sent.saturating_add(r.bytes_sent);
-            }
-            (None, None) => frags.push(Frag {
-                start: a,
-                end: b,
-                s_int: int,
-                e_int: int,
-                t0: int.0,
-                t1: int.1,
-                requests: 1,
-                sent: r.bytes_sent,
-                kind: r.kind,
-            }),
-        }
-        (frags.capacity() - frags_cap) * std::mem::size_of::<Frag>()
-            + (self.files.capacity() - files_cap) * std::mem::size_of::<(u32, Vec<Frag>)>()
+    /// The caller's values, with their files, in the order the files were first asked for.
+    pub fn extras(&self) -> impl Iterator<Item = (u32, &T)> {
+        self.ids
+            .iter()
+            .copied()
+            .zip(self.files.iter().map(|f| &f.extra))
     }
 
-    /// Write the builder as it is (every fragment, in order) for [`ChainBuilder::get`].
-    pub(crate) fn put(&self, w: &mut impl Write) -> std::io::Result<()> {
+    /// Add a request; returns the bytes [`ChainBuilder::bytes`] grew by and the caller's
+    /// value for the request's file (a default one the first time the file is seen).
+    pub fn add(&mut self, file: u32, r: &LogRequest<'_>, window_s: f64) -> (usize, &mut T) {
+        let before = self.files.capacity() * std::mem::size_of::<FileChains<T>>()
+            + if self.ids.spilled() {
+                self.ids.capacity() * 4
+            } else {
+                0
+            };
+        let i = match self.ids.iter().position(|&f| f == file) {
+            Some(i) => i,
+            None => {
+                self.ids.push(file);
+                self.files.push(FileChains {
+                    frags: SmallVec::new(),
+                    extra: T::default(),
+                });
+                self.files.len() - 1
+            }
+        };
+        let after = self.files.capacity() * std::mem::size_of::<FileChains<T>>()
+            + if self.ids.spilled() {
+                self.ids.capacity() * 4
+            } else {
+                0
+            };
+        let entry = &mut self.files[i];
+        let grown = add_to(&mut entry.frags, r, window_s);
+        (grown + after - before, &mut entry.extra)
+    }
+
+    /// Write the builder as it is (every fragment, in order) for [`ChainBuilder::get_with`],
+    /// each file's value written by `put_extra`.
+    pub(crate) fn put_with<W: Write>(
+        &self,
+        w: &mut W,
+        mut put_extra: impl FnMut(&mut W, &T) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
         let too_long = "a session with too many files or chains to spill";
-        runfile::put_seq(w, &self.files, too_long, |w, (file, frags)| {
+        let pairs: Vec<(u32, &FileChains<T>)> =
+            self.ids.iter().copied().zip(self.files.iter()).collect();
+        runfile::put_seq(w, &pairs, too_long, |w, (file, fc)| {
             runfile::put_u32(w, *file)?;
-            runfile::put_seq(w, frags, too_long, |w, f| {
+            runfile::put_seq(w, &fc.frags, too_long, |w, f| {
                 runfile::put_u64(w, f.start)?;
                 runfile::put_u64(w, f.end)?;
                 for x in [f.s_int.0, f.s_int.1, f.e_int.0, f.e_int.1, f.t0, f.t1] {
@@ -230,14 +230,18 @@ impl ChainBuilder {
                 runfile::put_u32(w, f.requests)?;
                 runfile::put_u64(w, f.sent)?;
                 runfile::put_kind(w, f.kind)
-            })
+            })?;
+            put_extra(w, &fc.extra)
         })?;
         Ok(())
     }
 
-    /// A builder written by [`ChainBuilder::put`], exactly as it was.
-    pub(crate) fn get(r: &mut impl Read) -> std::io::Result<ChainBuilder> {
-        let files = runfile::get_seq(r, |r| {
+    /// A builder written by [`ChainBuilder::put_with`], exactly as it was.
+    pub(crate) fn get_with<R: Read>(
+        r: &mut R,
+        mut get_extra: impl FnMut(&mut R) -> std::io::Result<T>,
+    ) -> std::io::Result<ChainBuilder<T>> {
+        let pairs = runfile::get_seq(r, |r| {
             let file = runfile::get_u32(r)?;
             let frags = runfile::get_seq(r, |r| {
                 let start = runfile::get_u64(r)?;
@@ -258,18 +262,27 @@ impl ChainBuilder {
                     kind: runfile::get_kind(r)?,
                 })
             })?;
-            Ok((file, frags))
+            let extra = get_extra(r)?;
+            Ok((
+                file,
+                FileChains {
+                    frags: SmallVec::from_vec(frags),
+                    extra,
+                },
+            ))
         })?;
-        Ok(ChainBuilder { files })
+        let (ids, files) = pairs.into_iter().unzip();
+        Ok(ChainBuilder { ids, files })
     }
 
     /// The session's chains, ordered by start time (then file and offset).
     pub fn finish(self) -> Vec<ChainRec> {
         let mut out: Vec<ChainRec> = self
-            .files
+            .ids
             .into_iter()
-            .flat_map(|(file, frags)| {
-                frags.into_iter().map(move |f| ChainRec {
+            .zip(self.files)
+            .flat_map(|(file, fc)| {
+                fc.frags.into_iter().map(move |f| ChainRec {
                     file,
                     start: f.start,
                     bytes: f.end - f.start,
@@ -288,6 +301,83 @@ impl ChainBuilder {
         });
         out
     }
+}
+
+/// Heap bytes of a file's fragments (none while the one inline slot holds them).
+fn frag_heap(frags: &SmallVec<[Frag; 1]>) -> usize {
+    if frags.spilled() {
+        frags.capacity() * std::mem::size_of::<Frag>()
+    } else {
+        0
+    }
+}
+
+/// Add a request to one file's fragments; returns the heap bytes they grew by.
+fn add_to(frags: &mut SmallVec<[Frag; 1]>, r: &LogRequest<'_>, window_s: f64) -> usize {
+    let heap = frag_heap(frags);
+    let (a, b) = (r.offset, r.end());
+    let int = (r.recv_s(), r.done_s);
+    let mut pred: Option<usize> = None;
+    let mut succ: Option<usize> = None;
+    for (i, f) in frags.iter().enumerate() {
+        if f.end == a && join_distance(f.e_int, int) <= window_s {
+            if pred.is_none_or(|p| f.end - f.start > frags[p].end - frags[p].start) {
+                pred = Some(i);
+            }
+        } else if f.start == b
+            && join_distance(int, f.s_int) <= window_s
+            && succ.is_none_or(|s| f.end - f.start > frags[s].end - frags[s].start)
+        {
+            succ = Some(i);
+        }
+    }
+    match (pred, succ) {
+        (Some(p), Some(s)) => {
+            let tail = frags[s].clone();
+            let f = &mut frags[p];
+            f.end = tail.end;
+            f.e_int = tail.e_int;
+            f.t0 = f.t0.min(tail.t0).min(int.0);
+            f.t1 = f.t1.max(tail.t1).max(int.1);
+            f.requests += tail.requests + 1;
+            f.sent = f
+                .sent
+                .saturating_add(tail.sent)
+                .saturating_add(r.bytes_sent);
+            frags.swap_remove(s);
+        }
+        (Some(p), None) => {
+            let f = &mut frags[p];
+            f.end = b;
+            f.e_int = int;
+            f.t0 = f.t0.min(int.0);
+            f.t1 = f.t1.max(int.1);
+            f.requests += 1;
+            f.sent = f.sent.saturating_add(r.bytes_sent);
+        }
+        (None, Some(s)) => {
+            let f = &mut frags[s];
+            f.start = a;
+            f.s_int = int;
+            f.kind = r.kind;
+            f.t0 = f.t0.min(int.0);
+            f.t1 = f.t1.max(int.1);
+            f.requests += 1;
+            f.sent = f.sent.saturating_add(r.bytes_sent);
+        }
+        (None, None) => frags.push(Frag {
+            start: a,
+            end: b,
+            s_int: int,
+            e_int: int,
+            t0: int.0,
+            t1: int.1,
+            requests: 1,
+            sent: r.bytes_sent,
+            kind: r.kind,
+        }),
+    }
+    frag_heap(frags) - heap
 }
 
 pub fn kind_name(k: RequestKind) -> &'static str {
@@ -453,7 +543,7 @@ mod tests {
     }
 
     fn chains(reqs: &[LogRequest<'_>]) -> Vec<(u64, u64, u32)> {
-        let mut b = ChainBuilder::default();
+        let mut b = ChainBuilder::<()>::default();
         for r in reqs {
             b.add(0, r, CHAIN_WINDOW_S);
         }

@@ -19,18 +19,50 @@ const BINS: usize = 100;
 const SEGMENT_TABLE_MAX: u64 = 1 << 20;
 
 /// Highest concurrency seen for one file of one session, from the last few requests.
+///
+/// The requests are kept in a fixed ring inside the tracker (no heap block to chase on
+/// every request); the count does not depend on their order.
 #[derive(Clone, Debug, Default)]
 pub struct ParallelTracker {
-    recent: Vec<(f64, f64, Option<u64>)>,
+    /// Activity interval and connection (meaningful where `with_conn` has the bit).
+    recent: [(f64, f64, u64); ParallelTracker::KEEP],
+    /// Bit `i`: `recent[i]` names its connection.
+    with_conn: u8,
+    /// Requests held, and the slot of the oldest.
+    len: u8,
+    oldest: u8,
     pub max: u32,
 }
 
 impl ParallelTracker {
     const KEEP: usize = 8;
 
-    /// Bytes it holds on the heap.
+    /// Bytes it holds on the heap (none: the ring is inline).
     pub fn bytes(&self) -> usize {
-        self.recent.capacity() * std::mem::size_of::<(f64, f64, Option<u64>)>()
+        0
+    }
+
+    fn slot(&self, i: usize) -> (f64, f64, Option<u64>) {
+        let (a, b, c) = self.recent[i];
+        (a, b, (self.with_conn >> i & 1 == 1).then_some(c))
+    }
+
+    /// The requests held, oldest first.
+    fn held(&self) -> impl Iterator<Item = (f64, f64, Option<u64>)> + '_ {
+        (0..usize::from(self.len)).map(|k| self.slot((usize::from(self.oldest) + k) % Self::KEEP))
+    }
+
+    fn push(&mut self, (a, b, c): (f64, f64, Option<u64>)) {
+        let i = if usize::from(self.len) == Self::KEEP {
+            let i = usize::from(self.oldest);
+            self.oldest = ((i + 1) % Self::KEEP) as u8;
+            i
+        } else {
+            self.len += 1;
+            (usize::from(self.oldest) + usize::from(self.len) - 1) % Self::KEEP
+        };
+        self.recent[i] = (a, b, c.unwrap_or(0));
+        self.with_conn = (self.with_conn & !(1 << i)) | (u8::from(c.is_some()) << i);
     }
 
     /// Count the requests whose activity overlaps this one (distinct connections when the
@@ -41,24 +73,23 @@ impl ParallelTracker {
         let mut conns = [None; Self::KEEP + 1];
         conns[0] = r.conn;
         let mut n = 1;
-        for &(x, y, c) in &self.recent {
+        for i in 0..usize::from(self.len) {
+            let (x, y, c) = self.slot(i);
             if x <= b && a <= y && (c.is_none() || !conns[..n].contains(&c)) {
                 conns[n] = c;
                 n += 1;
             }
         }
         self.max = self.max.max(n as u32);
-        if self.recent.len() == Self::KEEP {
-            self.recent.remove(0);
-        }
-        self.recent.push((a, b, r.conn));
+        self.push((a, b, r.conn));
     }
 
-    /// Write the tracker as it is, for [`ParallelTracker::get`].
+    /// Write the tracker as it is (the requests oldest first), for [`ParallelTracker::get`].
     pub(crate) fn put(&self, w: &mut impl std::io::Write) -> std::io::Result<()> {
         runfile::put_u32(w, self.max)?;
+        let held: Vec<_> = self.held().collect();
         let too_long = "too many requests to spill";
-        runfile::put_seq(w, &self.recent, too_long, |w, &(a, b, c)| {
+        runfile::put_seq(w, &held, too_long, |w, &(a, b, c)| {
             runfile::put_f64(w, a)?;
             runfile::put_f64(w, b)?;
             w.write_all(&[u8::from(c.is_some())])?;
@@ -66,7 +97,7 @@ impl ParallelTracker {
         })
     }
 
-    /// A tracker written by [`ParallelTracker::put`], exactly as it was.
+    /// A tracker written by [`ParallelTracker::put`], holding the same requests.
     pub(crate) fn get(r: &mut impl std::io::Read) -> std::io::Result<ParallelTracker> {
         let max = runfile::get_u32(r)?;
         let recent = runfile::get_seq(r, |r| {
@@ -76,7 +107,19 @@ impl ParallelTracker {
             let c = runfile::get_u64(r)?;
             Ok((a, b, some.then_some(c)))
         })?;
-        Ok(ParallelTracker { recent, max })
+        if recent.len() > Self::KEEP {
+            return Err(std::io::Error::other(
+                "a spilled parallel-request tracker holds more requests than it keeps",
+            ));
+        }
+        let mut t = ParallelTracker {
+            max,
+            ..ParallelTracker::default()
+        };
+        for x in recent {
+            t.push(x);
+        }
+        Ok(t)
     }
 }
 
@@ -411,6 +454,7 @@ pub struct SessionSummary {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::Write;
 
     fn lr(done: f64, service: f64, conn: Option<u64>) -> LogRequest<'static> {
         LogRequest {
@@ -439,6 +483,38 @@ mod tests {
         q.add(&lr(1.0, 0.5, Some(7)));
         q.add(&lr(1.1, 0.5, Some(7)));
         assert_eq!(q.max, 1);
+    }
+
+    #[test]
+    fn the_ring_keeps_the_last_eight_and_survives_a_spill() {
+        // Ten requests one second apart, each 0.5 s long: none overlaps another.
+        let mut p = ParallelTracker::default();
+        for i in 0..10u64 {
+            p.add(&lr(i as f64, 0.5, Some(i)));
+        }
+        assert_eq!(p.max, 1);
+        let mut buf = Vec::new();
+        p.put(&mut buf).unwrap();
+        let mut q = ParallelTracker::get(&mut &buf[..]).unwrap();
+        assert_eq!(q.held().collect::<Vec<_>>(), p.held().collect::<Vec<_>>());
+        // A long request spanning all ten overlaps only the eight kept (the two oldest
+        // were pushed out), on nine distinct connections with its own.
+        let long = lr(10.0, 10.5, Some(99));
+        p.add(&long);
+        q.add(&long);
+        assert_eq!((p.max, q.max), (9, 9));
+        // A spilled tracker holding more than the ring keeps is refused, not truncated.
+        let mut bad = Vec::new();
+        runfile::put_u32(&mut bad, 1).unwrap();
+        let many = vec![(0.0f64, 1.0f64); ParallelTracker::KEEP + 1];
+        runfile::put_seq(&mut bad, &many, "too long", |w, &(a, b)| {
+            runfile::put_f64(w, a)?;
+            runfile::put_f64(w, b)?;
+            w.write_all(&[0])?;
+            runfile::put_u64(w, 0)
+        })
+        .unwrap();
+        assert!(ParallelTracker::get(&mut &bad[..]).is_err());
     }
 
     #[test]
