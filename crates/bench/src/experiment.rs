@@ -217,6 +217,9 @@ pub const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(60);
 /// How long an emulated drive must receive no request to count as quiet.
 pub const QUIET_S: f64 = 0.25;
 
+/// Polls in a row (20 ms apart) with the counters unreadable before the wait gives up.
+const UNREADABLE_POLLS: u32 = 50;
+
 /// Polls drives' counters (`read` gives each drive's reads so far and requests in
 /// flight, `None` when unreadable) until no drive has a request in flight and no read
 /// count moved for [`QUIET_S`]; at most `max`. Returns the seconds waited.
@@ -228,8 +231,22 @@ pub fn wait_until_quiet(
     let step = std::time::Duration::from_millis(20);
     let mut last: Option<Vec<(u64, u64)>> = None;
     let mut quiet_since: Option<std::time::Instant> = None;
+    let mut unreadable = 0;
     loop {
-        let now = read().ok_or("the emulated drive's counters could not be read")?;
+        // A reading that fails once (the control file read while it changed, by a device
+        // that does not keep one text per reader) counts as busy; only a drive whose
+        // counters stay unreadable for a second ends the wait.
+        let Some(now) = read() else {
+            unreadable += 1;
+            if unreadable >= UNREADABLE_POLLS {
+                return Err("the emulated drive's counters could not be read".into());
+            }
+            quiet_since = None;
+            last = None;
+            std::thread::sleep(step);
+            continue;
+        };
+        unreadable = 0;
         let idle = now.iter().all(|&(_, in_flight)| in_flight == 0)
             && last
                 .as_ref()
@@ -804,8 +821,27 @@ mod tests {
             Duration::from_millis(400),
         );
         assert!(busy.unwrap_err().contains("still busy"));
-        // Unreadable counters are an error, not a wait.
-        assert!(wait_until_quiet(|| None, Duration::from_secs(5)).is_err());
+        // Counters that stay unreadable end the wait with an error after a second.
+        let t = std::time::Instant::now();
+        let e = wait_until_quiet(|| None, Duration::from_secs(5)).unwrap_err();
+        assert!(e.contains("could not be read"), "{e}");
+        assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+        // A reading that fails now and then while the drive is busy does not end the
+        // wait early: it still lasts until the drive has been still.
+        let mut polls = 0u64;
+        let waited = wait_until_quiet(
+            || {
+                polls += 1;
+                if polls.is_multiple_of(3) && polls < 30 {
+                    return None;
+                }
+                Some(vec![(polls.min(30), u64::from(polls < 30))])
+            },
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        assert!(polls >= 30 + (QUIET_S / 0.02) as u64, "{polls} polls");
+        assert!(waited >= QUIET_S, "{waited}");
     }
 
     #[test]

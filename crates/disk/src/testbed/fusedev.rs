@@ -20,9 +20,11 @@ use fuser::{
     ReplyWrite, Request, WriteFlags,
 };
 use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
@@ -163,6 +165,10 @@ pub struct DiskFs {
     created: SystemTime,
     /// Modelled host turnaround, s (see [`modelled_arrival`]).
     host_gap: f64,
+    /// The control file's text as each open handle first read it (see [`DiskFs::control_text`]).
+    snapshots: Mutex<HashMap<u64, Arc<[u8]>>>,
+    /// The next file handle handed out for the control file (0 is the image's).
+    next_handle: AtomicU64,
 }
 
 impl DiskFs {
@@ -195,6 +201,8 @@ impl DiskFs {
             dispatched: Condvar::new(),
             created: SystemTime::now(),
             host_gap: 0.0,
+            snapshots: Mutex::new(HashMap::new()),
+            next_handle: AtomicU64::new(1),
         }
     }
 
@@ -229,6 +237,24 @@ impl DiskFs {
             blksize: 4096,
             flags: 0,
         })
+    }
+
+    /// The control file's text for a read at `offset` through handle `fh`: taken afresh
+    /// at offset 0 and kept for the handle's later reads, so a reader that needs several
+    /// reads (`read_to_string` starts with a small one) gets one consistent JSON document
+    /// while the counters move, and a reader that goes back to the start sees new figures.
+    fn control_text(&self, fh: u64, offset: u64) -> Arc<[u8]> {
+        let mut snaps = self.snapshots.lock().unwrap_or_else(|e| e.into_inner());
+        if offset > 0 {
+            if let Some(body) = snaps.get(&fh) {
+                return Arc::clone(body);
+            }
+        }
+        let body: Arc<[u8]> = self.counters_json().into();
+        if fh != 0 {
+            snaps.insert(fh, Arc::clone(&body));
+        }
+        body
     }
 
     fn counters_json(&self) -> Vec<u8> {
@@ -518,16 +544,39 @@ impl Filesystem for DiskFs {
         // No page cache on the FUSE side: the loop device above has its own, and the
         // control file is dynamic.
         match u64::from(ino) {
-            IMAGE | CONTROL => reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO),
+            IMAGE => reply.opened(FileHandle(0), FopenFlags::FOPEN_DIRECT_IO),
+            CONTROL => {
+                let fh = self.next_handle.fetch_add(1, Ordering::Relaxed);
+                reply.opened(FileHandle(fh), FopenFlags::FOPEN_DIRECT_IO)
+            }
             _ => reply.error(Errno::ENOENT),
         }
+    }
+
+    fn release(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        if u64::from(ino) == CONTROL {
+            self.snapshots
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&u64::from(fh));
+        }
+        reply.ok();
     }
 
     fn read(
         &self,
         req: &Request,
         ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         offset: u64,
         size: u32,
         _flags: OpenFlags,
@@ -536,7 +585,7 @@ impl Filesystem for DiskFs {
     ) {
         match u64::from(ino) {
             CONTROL => {
-                let body = self.counters_json();
+                let body = self.control_text(u64::from(fh), offset);
                 let start = (offset as usize).min(body.len());
                 let end = (start + size as usize).min(body.len());
                 reply.data(&body[start..end]);

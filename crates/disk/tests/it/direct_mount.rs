@@ -35,3 +35,45 @@ fn fuse_device_is_mounted_with_mount_2() {
     assert!(system::mount_at(&fuse_dir).is_none(), "FUSE still mounted");
     assert!(testbed::load_state(&cfg.state_root, &cfg.mount).is_none());
 }
+
+/// The control file, read in small pieces while its figures change, is one whole JSON
+/// document: its text is taken when a handle reads from the start and kept for that
+/// handle's later reads; a handle reading from the start again sees the change.
+#[test]
+fn the_control_file_reads_whole_while_its_figures_change() {
+    use std::io::{Read, Seek, SeekFrom, Write};
+
+    let Some(device) = super::Device::plan("vodkit-control-read", 256 << 20) else {
+        return;
+    };
+    let bed = Testbed::up(&device.cfg).expect("device up");
+    let control = bed.state().control_path();
+    let read_rest = |f: &mut std::fs::File, text: &mut Vec<u8>| {
+        let mut piece = [0u8; 7];
+        while let Ok(n @ 1..) = f.read(&mut piece) {
+            text.extend_from_slice(&piece[..n]);
+        }
+    };
+    let mut reader = std::fs::File::open(&control).unwrap();
+    let mut text = vec![0u8; 7];
+    reader.read_exact(&mut text).unwrap();
+    // Between two reads of one handle the figures change and the document grows: a fault
+    // plan is written (through another handle).
+    let mut writer = std::fs::OpenOptions::new()
+        .write(true)
+        .open(&control)
+        .unwrap();
+    writer.write_all(b"eio-range 1000000 2000000\n").unwrap();
+    read_rest(&mut reader, &mut text);
+    let before: testbed::DeviceCounters = serde_json::from_slice(&text)
+        .unwrap_or_else(|e| panic!("torn: {e}: {}", String::from_utf8_lossy(&text)));
+    // From the start again, the same handle sees the plan.
+    reader.seek(SeekFrom::Start(0)).unwrap();
+    let mut again = Vec::new();
+    read_rest(&mut reader, &mut again);
+    let after: testbed::DeviceCounters = serde_json::from_slice(&again).unwrap();
+    assert_ne!(before.faults, after.faults, "the plan did not show");
+    writer.write_all(b"eio-clear\n").unwrap();
+    drop((reader, writer));
+    bed.down().expect("teardown");
+}
