@@ -193,10 +193,7 @@ struct OpenSession {
 impl OpenSession {
     /// Bytes it holds (an estimate), its key `name` included.
     fn bytes(&self, name: &str) -> usize {
-        name.len()
-            + std::mem::size_of::<OpenSession>()
-            + self.chains.bytes()
-            + self.chains.extras().map(|p| p.1.bytes()).sum::<usize>()
+        name.len() + std::mem::size_of::<OpenSession>() + self.chains.bytes()
     }
 }
 
@@ -402,10 +399,10 @@ impl Partition {
                 self.open.entry(CompactString::from(name)).or_insert(s)
             }
         };
+        // The tracker lives in the file's entry: the builder's growth counts it.
         let (chain_grown, parallel) = s.chains.add(file, r, self.window_s);
-        let before = parallel.bytes();
         parallel.add(r);
-        grown += chain_grown + parallel.bytes() - before;
+        grown += chain_grown;
         s.first_recv = s.first_recv.min(r.recv_s());
         s.last_done = s.last_done.max(r.done_s);
         self.held += grown;

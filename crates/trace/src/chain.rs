@@ -154,20 +154,25 @@ impl<T: Default> ChainBuilder<T> {
     }
 
     /// Bytes the builder holds (an estimate: its own size and its vectors' spilled
-    /// capacities; the caller adds what its `T`s hold on the heap).
+    /// capacities; a `T` counts by its size in the file entries).
     pub fn bytes(&self) -> usize {
         std::mem::size_of::<Self>()
-            + if self.ids.spilled() {
-                self.ids.capacity() * 4
-            } else {
-                0
-            }
-            + self.files.capacity() * std::mem::size_of::<FileChains<T>>()
+            + self.table_bytes()
             + self
                 .files
                 .iter()
                 .map(|f| frag_heap(&f.frags))
                 .sum::<usize>()
+    }
+
+    /// Heap bytes of the file entries and, once past their inline room, the file ids.
+    fn table_bytes(&self) -> usize {
+        let ids = if self.ids.spilled() {
+            self.ids.capacity() * std::mem::size_of::<u32>()
+        } else {
+            0
+        };
+        ids + self.files.capacity() * std::mem::size_of::<FileChains<T>>()
     }
 
     /// The caller's values, with their files, in the order the files were first asked for.
@@ -181,12 +186,7 @@ impl<T: Default> ChainBuilder<T> {
     /// Add a request; returns the bytes [`ChainBuilder::bytes`] grew by and the caller's
     /// value for the request's file (a default one the first time the file is seen).
     pub fn add(&mut self, file: u32, r: &LogRequest<'_>, window_s: f64) -> (usize, &mut T) {
-        let before = self.files.capacity() * std::mem::size_of::<FileChains<T>>()
-            + if self.ids.spilled() {
-                self.ids.capacity() * 4
-            } else {
-                0
-            };
+        let before = self.table_bytes();
         let i = match self.ids.iter().position(|&f| f == file) {
             Some(i) => i,
             None => {
@@ -198,12 +198,7 @@ impl<T: Default> ChainBuilder<T> {
                 self.files.len() - 1
             }
         };
-        let after = self.files.capacity() * std::mem::size_of::<FileChains<T>>()
-            + if self.ids.spilled() {
-                self.ids.capacity() * 4
-            } else {
-                0
-            };
+        let after = self.table_bytes();
         let entry = &mut self.files[i];
         let grown = add_to(&mut entry.frags, r, window_s);
         (grown + after - before, &mut entry.extra)

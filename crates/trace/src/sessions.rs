@@ -37,11 +37,6 @@ pub struct ParallelTracker {
 impl ParallelTracker {
     const KEEP: usize = 8;
 
-    /// Bytes it holds on the heap (none: the ring is inline).
-    pub fn bytes(&self) -> usize {
-        0
-    }
-
     fn slot(&self, i: usize) -> (f64, f64, Option<u64>) {
         let (a, b, c) = self.recent[i];
         (a, b, (self.with_conn >> i & 1 == 1).then_some(c))
