@@ -16,6 +16,10 @@ use vodkit_trace::output::DirSink;
 use vodkit_trace::FileTable;
 use vodkit_workload::netflix::{synth_log, NetflixSpec};
 
+/// The allocator the `vodkit` binary runs with, so that the figures are the command's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn cpu_seconds() -> f64 {
     // utime + stime of this process, from /proc (Linux).
     let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
