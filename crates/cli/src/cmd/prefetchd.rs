@@ -101,6 +101,9 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let config = args.daemon.config()?;
+    if let Err(e) = vodkit_preload::daemon::small_pages_only() {
+        eprintln!("prefetchd: cannot keep to small pages ({e}); each connection may cost 2 MiB");
+    }
     if config.admission != vodkit_prefetch::admission::AdmissionPolicy::Off && args.admin.is_none()
     {
         return Err(super::usage(
