@@ -14,7 +14,8 @@
 //! - [`schedule`]: the order a device's queue serves its reads in (`--io-order`),
 //!   [`placement`]: where a read lies on its device, and [`service`]: what a read of it
 //!   costs, learned from its reads;
-//! - [`bitrate`], [`device`], [`residency`]: inputs the engine needs.
+//! - [`bitrate`], [`device`], [`residency`]: inputs the engine needs;
+//! - [`pages`]: the process's own memory kept in small pages.
 //!
 //! See `docs/prefetch.md`.
 
@@ -30,6 +31,7 @@ pub mod folio;
 pub mod ledger;
 pub mod memory;
 pub mod metrics;
+pub mod pages;
 pub mod placement;
 pub mod policy;
 pub mod residency;

@@ -398,23 +398,6 @@ fn plan_in_library(shared: &Shared, file: &Arc<File>, request: &ReadRequest) -> 
     }
 }
 
-/// Keeps this process's memory in small pages (`PR_SET_THP_DISABLE`). The daemon runs a
-/// thread per library connection (nginx with `aio threads` opens one per thread), and with
-/// transparent huge pages the allocator backs each thread's first allocations with a
-/// 2 MiB page: about 0.85 MiB of anonymous memory per connection, measured (213 MiB for
-/// 235 connections, 36 MiB without), which a memory budget shared with the page cache
-/// cannot spare. The setting is the process's and its children inherit it, so the
-/// standalone daemon takes it, not `vodkit preload`, whose child is the application.
-pub fn small_pages_only() -> std::io::Result<()> {
-    // SAFETY: prctl with integer arguments only; it reads and writes no memory of ours.
-    let rc = unsafe { libc::prctl(libc::PR_SET_THP_DISABLE, 1, 0, 0, 0) };
-    if rc == 0 {
-        Ok(())
-    } else {
-        Err(std::io::Error::last_os_error())
-    }
-}
-
 /// Run a daemon until SIGINT or SIGTERM, writing its metrics as JSON to `metrics` (when
 /// given) every `interval` and once more at the end. Returns the final counters.
 pub fn serve_until_signalled(
@@ -476,15 +459,5 @@ mod tests {
         }
         assert!(parse_mode("direct").unwrap_err().contains("page cache"));
         assert!(parse_mode("turbo").unwrap_err().contains("mode `turbo`"));
-    }
-
-    #[test]
-    fn the_daemon_keeps_to_small_pages() {
-        small_pages_only().unwrap();
-        // SAFETY: prctl with integer arguments only.
-        let disabled = unsafe { libc::prctl(libc::PR_GET_THP_DISABLE, 0, 0, 0, 0) };
-        assert_eq!(disabled, 1, "transparent huge pages still allowed");
-        let status = std::fs::read_to_string("/proc/self/status").unwrap();
-        assert!(status.contains("THP_enabled:\t0"), "{status}");
     }
 }

@@ -101,7 +101,8 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let config = args.daemon.config()?;
-    if let Err(e) = vodkit_preload::daemon::small_pages_only() {
+    // A thread per connection: in huge pages each would cost up to 2 MiB.
+    if let Err(e) = vodkit_prefetch::pages::small_pages_only() {
         eprintln!("prefetchd: cannot keep to small pages ({e}); each connection may cost 2 MiB");
     }
     if config.admission != vodkit_prefetch::admission::AdmissionPolicy::Off && args.admin.is_none()

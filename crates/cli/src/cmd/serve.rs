@@ -404,6 +404,9 @@ fn header_value(v: String, flag: &str) -> anyhow::Result<String> {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let config = config(args)?;
+    if let Err(e) = vodkit_prefetch::pages::small_pages_only() {
+        eprintln!("vodkit serve: cannot keep to small pages ({e})");
+    }
     let scheme = super::tls::announce(&config);
     if config.http2.is_some() {
         eprintln!(
