@@ -20,7 +20,7 @@
 //! the order of their names, as one thread takes them, and the statistics and the sink see
 //! them on the calling thread: every output is the same for any number of threads.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::hash::BuildHasher;
 use std::io::{BufRead, Read, Write};
 use std::path::PathBuf;
@@ -161,8 +161,8 @@ pub struct Analysis {
     /// they grow with the files the log names and are never spilled).
     pub file_table_bytes: u64,
     /// Bytes the chain and session statistics and the closed sessions' keys hold at the end
-    /// (an estimate; the session statistics and keys grow with the sessions of the log, the
-    /// chain lengths stay within their budget).
+    /// (an estimate; the chain lengths and the keys stay within their budgets, the rest is a
+    /// fixed set of bins).
     pub statistics_bytes: u64,
     /// Bytes of chain lengths written to disk past their budget (a sixteenth of
     /// `--memory`).
@@ -178,9 +178,9 @@ const QUEUED: usize = 4;
 const LAG: usize = 8;
 /// Log seconds between sweeps.
 const SWEEP_EVERY_S: f64 = 60.0;
-/// Bytes a closed session's key hash takes in a partition's set (8 and a control byte per
-/// bucket, buckets at most 7/8 full and at least half that after growing: 10-21 bytes).
-const CLOSED_KEY_BYTES: usize = 16;
+/// Share of `--memory` (per partition, divided among them) for the closed sessions' name
+/// hashes held before a sorted run of them goes to disk.
+const CLOSED_KEYS_SHARE: usize = 64;
 
 #[derive(Default)]
 struct OpenSession {
@@ -220,6 +220,45 @@ impl Park for OpenSession {
 /// it once closed.
 fn name_hash(s: &str) -> u64 {
     foldhash::fast::FixedState::with_seed(0x5EED).hash_one(s)
+}
+
+/// A closed session's [`name_hash`]. A partition keeps one per session it closed, in sorted
+/// runs spilled past their budget, and counts the distinct ones at the end: a session
+/// seen again after it was closed is a new session under a name already counted, so the
+/// sessions reopened are the sessions opened less the distinct names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct ClosedKey(u64);
+
+impl MergeKey for ClosedKey {
+    fn merge_cmp(&self, other: &ClosedKey) -> std::cmp::Ordering {
+        self.0.cmp(&other.0)
+    }
+}
+
+impl Record for ClosedKey {
+    fn bytes(&self) -> usize {
+        std::mem::size_of::<ClosedKey>()
+    }
+
+    fn write(&self, w: &mut impl Write) -> std::io::Result<()> {
+        runfile::put_u64(w, self.0)
+    }
+
+    fn read(r: &mut impl Read) -> std::io::Result<Option<ClosedKey>> {
+        Ok(runfile::first8(r)?.map(|b| ClosedKey(u64::from_le_bytes(b))))
+    }
+}
+
+/// Distinct keys of runs merged in order.
+fn distinct(mut keys: Merged<ClosedKey>) -> std::io::Result<u64> {
+    let (mut n, mut last) = (0, None);
+    while let Some(k) = keys.next_record()? {
+        if last != Some(k) {
+            n += 1;
+            last = Some(k);
+        }
+    }
+    Ok(n)
 }
 
 /// A session closed by a sweep, as its partition hands it back.
@@ -312,8 +351,10 @@ struct Swept {
     /// memory.
     open: usize,
     held: usize,
-    /// Sessions closed so far (their keys' hashes are kept).
-    closed_keys: usize,
+    /// Sessions closed so far, and the bytes their name hashes hold in memory (the rest are
+    /// on disk).
+    closed_sessions: u64,
+    closed_key_bytes: usize,
     /// At the last sweep: sessions with a request within the chain window of the log's end,
     /// the request statistics, the sessions reopened and what was spilled.
     open_at_end: u64,
@@ -340,11 +381,13 @@ struct Partition {
     /// Run files and bytes of those sorts.
     closing_spill: SpillSummary,
     err: Option<std::io::Error>,
-    /// Hashes of closed sessions' names ([`name_hash`]).
-    closed: HashSet<u64, foldhash::fast::RandomState>,
+    /// Hashes of closed sessions' names ([`name_hash`]), one per session closed.
+    closed: Runs<ClosedKey>,
+    closed_sessions: u64,
+    /// Sessions opened (a name seen again after its session closed opens another).
+    opened: u64,
     /// Request statistics only ([`SessionStatsBuilder::on_request`]).
     requests: SessionStatsBuilder,
-    reopened: u64,
 }
 
 impl Partition {
@@ -360,9 +403,13 @@ impl Partition {
             spill_dir: opts.spill_dir.clone(),
             closing_spill: SpillSummary::default(),
             err: None,
-            closed: HashSet::default(),
+            closed: Runs::new(
+                &opts.spill_dir,
+                (opts.memory_bytes / CLOSED_KEYS_SHARE / partitions).max(1),
+            ),
+            closed_sessions: 0,
+            opened: 0,
             requests: SessionStatsBuilder::default(),
-            reopened: 0,
         }
     }
 
@@ -385,9 +432,7 @@ impl Partition {
                 let s = match back {
                     Some(s) => s,
                     None => {
-                        if !self.closed.is_empty() && self.closed.contains(&name_hash(name)) {
-                            self.reopened += 1;
-                        }
+                        self.opened += 1;
                         OpenSession {
                             first_recv: r.recv_s(),
                             last_done: r.done_s,
@@ -478,21 +523,26 @@ impl Partition {
         self.held = held - gone;
         let mut closing: Runs<Closing> = Runs::new(&self.spill_dir, (self.budget / 4).max(1));
         let mut result = Ok(());
+        self.closed_sessions += done.len() as u64;
         for (name, s) in done {
-            self.closed.insert(name_hash(&name));
             if result.is_ok() {
-                result = closing.push(Closing::of(name, s));
+                result = self
+                    .closed
+                    .push(ClosedKey(name_hash(&name)))
+                    .and_then(|()| closing.push(Closing::of(name, s)));
             }
         }
         if result.is_ok() && !self.idle.is_empty() {
             let (closed, open_at_end) = (&mut self.closed, &mut out.open_at_end);
+            let count = &mut self.closed_sessions;
             result = self.idle.due(
                 |t| last || t + horizon < clock,
                 |name, t, s| {
                     if last && t + window >= clock {
                         *open_at_end += 1;
                     }
-                    closed.insert(name_hash(&name));
+                    *count += 1;
+                    closed.push(ClosedKey(name_hash(&name)))?;
                     closing.push(Closing::of(name, s))
                 },
             );
@@ -507,13 +557,27 @@ impl Partition {
                 self.err.get_or_insert(e);
             }
         }
-        out.closed_keys = self.closed.len();
-        out.err = self.err.take();
+        out.closed_sessions = self.closed_sessions;
+        out.closed_key_bytes = self.closed.held();
         if last {
+            let keys = std::mem::replace(&mut self.closed, Runs::new(&self.spill_dir, 1));
             let mut spill = self.idle.stats;
             spill.add(&self.closing_spill);
-            out.last = Some((std::mem::take(&mut self.requests), self.reopened, spill));
+            spill.add(&SpillSummary {
+                runs: keys.runs() as u64,
+                bytes: keys.spilled,
+                ..SpillSummary::default()
+            });
+            let reopened = match keys.finish().and_then(distinct) {
+                Ok(names) => self.opened.saturating_sub(names),
+                Err(e) => {
+                    self.err.get_or_insert(e);
+                    0
+                }
+            };
+            out.last = Some((std::mem::take(&mut self.requests), reopened, spill));
         }
+        out.err = self.err.take();
         out
     }
 }
@@ -621,7 +685,8 @@ impl Merge<'_> {
             .peak_open_bytes
             .max(parts.iter().map(|s| s.held).sum::<usize>());
         let held = parts.iter().map(|s| s.held).sum::<usize>();
-        let closed_keys = parts.iter().map(|s| s.closed_keys).sum::<usize>();
+        let closed_sessions = parts.iter().map(|s| s.closed_sessions).sum::<u64>();
+        let closed_key_bytes = parts.iter().map(|s| s.closed_key_bytes).sum::<usize>();
         let mut streams = Vec::with_capacity(parts.len());
         for s in parts {
             self.open_at_end += s.open_at_end;
@@ -640,14 +705,14 @@ impl Merge<'_> {
         }
         self.file_bytes = p.file_bytes + self.max_end.capacity() * std::mem::size_of::<u64>();
         self.statistics_bytes =
-            self.chain_stats.bytes() + self.session_stats.bytes() + closed_keys * CLOSED_KEY_BYTES;
-        self.check_memory(p.files, held, closed_keys);
+            self.chain_stats.bytes() + self.session_stats.bytes() + closed_key_bytes;
+        self.check_memory(p.files, held, closed_sessions);
     }
 
     /// Say once when what the pass holds passes the memory limit: the open sessions stay
-    /// within their half and the chain lengths within their sixteenth, but the file table
-    /// and the session statistics are not spilled.
-    fn check_memory(&mut self, files: usize, held: usize, closed: usize) {
+    /// within their half, the chain lengths within their sixteenth and the closed sessions'
+    /// keys within their sixty-fourth, but the file table is not spilled.
+    fn check_memory(&mut self, files: usize, held: usize, closed: u64) {
         let total = held + self.file_bytes + self.statistics_bytes;
         if self.warned || total <= self.opts.memory_bytes {
             return;
@@ -657,8 +722,7 @@ impl Merge<'_> {
         self.sink.warning(&format!(
             "the analysis holds about {}, past --memory {}: open sessions {}, file table {} \
              ({files} files), statistics {} ({} chains, {closed} sessions closed); the file \
-             table and the session statistics grow with the log's files and sessions and are \
-             not spilled",
+             table grows with the log's files and is not spilled",
             size(total),
             size(self.opts.memory_bytes),
             size(held),

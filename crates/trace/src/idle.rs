@@ -23,7 +23,8 @@ pub(crate) trait Park: Sized {
 pub struct SpillSummary {
     /// Idle open sessions written to disk (a session written twice counts twice).
     pub sessions: u64,
-    /// Bytes written to run files (idle sessions, and closing sessions sorted on disk).
+    /// Bytes written to run files (idle sessions, closing sessions sorted on disk, and the
+    /// closed sessions' name hashes).
     pub bytes: u64,
     /// Run files written.
     pub runs: u64,

@@ -15,6 +15,9 @@ use crate::record::{LogRequest, RequestKind};
 use crate::runfile;
 
 const BINS: usize = 100;
+/// The fraction-downloaded CCDF is read at 0%, 5%, …, 300% of the title.
+const CCDF_STEPS: usize = 61;
+const CCDF_STEP_PCT: f64 = 5.0;
 /// Chains at offset 0 shorter than this are taken for segment-table reads.
 const SEGMENT_TABLE_MAX: u64 = 1 << 20;
 
@@ -147,7 +150,9 @@ pub struct SessionStatsBuilder {
     requests: [[Acc; MEDIA.len()]; 2],
     chunk_sizes: BTreeMap<(u8, u32), SizeAcc>,
     parallel: [u64; 6],
-    fraction: [Vec<f32>; 3],
+    /// Per media: sessions whose fraction downloaded first fits under each CCDF step
+    /// ([`ccdf_step`]); the last slot counts those past every step.
+    fraction: [[u64; CCDF_STEPS + 1]; 3],
     portions: [Vec<u64>; 2],
     portion_sessions: [u64; 2],
     starts: Vec<u64>,
@@ -163,7 +168,7 @@ impl Default for SessionStatsBuilder {
             requests: Default::default(),
             chunk_sizes: BTreeMap::new(),
             parallel: [0; 6],
-            fraction: Default::default(),
+            fraction: [[0; CCDF_STEPS + 1]; 3],
             portions: [vec![0; BINS], vec![0; BINS]],
             portion_sessions: [0; 2],
             starts: vec![0; BINS],
@@ -173,6 +178,15 @@ impl Default for SessionStatsBuilder {
             positioned: 0,
         }
     }
+}
+
+/// The first CCDF step `i` with `fraction × 100 ≤ 5i` (`CCDF_STEPS` when none is): a count
+/// per step gives the same CCDF as keeping every session's fraction and sorting them.
+fn ccdf_step(fraction: f32) -> usize {
+    let pct = f64::from(fraction) * 100.0;
+    (0..CCDF_STEPS)
+        .find(|&i| pct <= i as f64 * CCDF_STEP_PCT)
+        .unwrap_or(CCDF_STEPS)
 }
 
 fn bin(x: f64) -> usize {
@@ -266,7 +280,7 @@ impl SessionStatsBuilder {
         }
         for m in 0..3 {
             if has[m] {
-                self.fraction[m].push(frac[m] as f32);
+                self.fraction[m][ccdf_step(frac[m] as f32)] += 1;
             }
         }
         for (g, bins) in touched.iter().enumerate() {
@@ -301,14 +315,10 @@ impl SessionStatsBuilder {
         }
     }
 
-    /// Heap bytes held beyond the fixed-size bins: the fraction downloaded of every session
-    /// (4 bytes per media it has) and the chunk sizes by media and bit rate.
+    /// Heap bytes held beyond the fixed-size bins: the chunk sizes by media and bit rate
+    /// (one entry per pair seen, whatever the number of sessions).
     pub fn bytes(&self) -> usize {
-        self.fraction
-            .iter()
-            .map(|f| f.capacity() * 4)
-            .sum::<usize>()
-            + self.chunk_sizes.len() * std::mem::size_of::<((u8, u32), SizeAcc)>()
+        self.chunk_sizes.len() * std::mem::size_of::<((u8, u32), SizeAcc)>()
     }
 
     pub fn finish(self) -> SessionSummary {
@@ -322,14 +332,13 @@ impl SessionStatsBuilder {
             RequestRow::new(kind, media, *a, total_req, total_bytes)
         });
         let files: u64 = self.parallel.iter().sum();
-        let ccdf = |v: &Vec<f32>| -> Vec<[f64; 2]> {
-            let mut s: Vec<f32> = v.clone();
-            s.sort_by(f32::total_cmp);
-            (0..=60)
+        let ccdf = |counts: &[u64; CCDF_STEPS + 1]| -> Vec<[f64; 2]> {
+            let n: u64 = counts.iter().sum();
+            let mut le = 0;
+            (0..CCDF_STEPS)
                 .map(|i| {
-                    let x = f64::from(i) * 5.0;
-                    let le = s.partition_point(|&f| f64::from(f) * 100.0 <= x);
-                    [x, percent((s.len() - le) as f64, s.len() as f64)]
+                    le += counts[i];
+                    [i as f64 * CCDF_STEP_PCT, percent((n - le) as f64, n as f64)]
                 })
                 .collect()
         };
@@ -510,6 +519,55 @@ mod tests {
         })
         .unwrap();
         assert!(ParallelTracker::get(&mut &bad[..]).is_err());
+    }
+
+    #[test]
+    fn the_fraction_ccdf_from_steps_is_the_one_from_every_fraction() {
+        // The reference: every session's fraction kept and sorted.
+        let reference = |v: &[f32]| -> Vec<[f64; 2]> {
+            let mut s = v.to_vec();
+            s.sort_by(f32::total_cmp);
+            (0..=60)
+                .map(|i| {
+                    let x = f64::from(i) * 5.0;
+                    let le = s.partition_point(|&f| f64::from(f) * 100.0 <= x);
+                    [x, percent((s.len() - le) as f64, s.len() as f64)]
+                })
+                .collect()
+        };
+        let mut files = FileTable::default();
+        let v = files
+            .insert("v", FileInfo::of(Media::Video, 1000), None)
+            .unwrap();
+        let size = 1_000_000u64;
+        let mut b = SessionStatsBuilder::default();
+        let mut fractions = Vec::new();
+        // Fractions on and between the steps, past 300% and at 0, from a fixed sequence.
+        let mut x = 12_345u64;
+        for i in 0..5_000u64 {
+            x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+            let bytes = match i % 4 {
+                0 => (x >> 33) % (4 * size),
+                1 => (x >> 40) % 61 * size / 20,
+                2 => 1 + (x >> 33) % 1000,
+                _ => size * 3 + (x >> 33) % size,
+            };
+            let chain = ChainRec {
+                file: v,
+                start: 0,
+                bytes,
+                requests: 1,
+                t0: 0.0,
+                t1: 1.0,
+                kind: RequestKind::Chunk,
+                sent: bytes,
+            };
+            b.add_session(&[chain], &[1], &files, |_| Some(size));
+            fractions.push((bytes as f64 / size as f64) as f32);
+        }
+        let got = b.finish().fraction_downloaded_ccdf.video;
+        assert_eq!(got, reference(&fractions));
+        assert!(got[20][1] > 0.0 && got[20][1] < 100.0, "{:?}", got[20]);
     }
 
     #[test]

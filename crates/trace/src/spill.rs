@@ -154,6 +154,11 @@ impl<T: Record> Runs<T> {
         self.buf_bytes
     }
 
+    /// Run files written so far.
+    pub fn runs(&self) -> usize {
+        self.runs.len()
+    }
+
     pub fn push(&mut self, p: T) -> std::io::Result<()> {
         self.buf_bytes += p.bytes();
         self.buf.push(p);

@@ -186,15 +186,18 @@ fn a_session_spanning_many_blocks_and_clients_that_return_are_the_same_for_any_t
         size > 4 * vodkit_trace::blocks::BLOCK_BYTES as u64,
         "the log must span several blocks: {size} bytes"
     );
-    let run = |threads: usize| {
+    let run_within = |threads: usize, memory_bytes: usize| {
         let opts = AnalyzeOptions {
             threads,
             exclude_tail_s: 3600.0,
+            memory_bytes,
+            spill_dir: dir.path().to_path_buf(),
             ..Default::default()
         };
-        let out = dir.path().join(format!("out-{threads}"));
+        let out = dir.path().join(format!("out-{threads}-{memory_bytes}"));
         every_output(&log, FileTable::default(), &opts, OutputFormat::Csv, &out)
     };
+    let run = |threads: usize| run_within(threads, AnalyzeOptions::default().memory_bytes);
     let (a, one) = run(1);
     assert_eq!(a.read.bad_lines, 0, "{}", a.read.describe());
     assert!(a.reopened >= 20, "clients come back: {}", a.reopened);
@@ -212,6 +215,24 @@ fn a_session_spanning_many_blocks_and_clients_that_return_are_the_same_for_any_t
         let (b, many) = run(threads);
         assert_eq!(b.reopened, a.reopened);
         assert_same(&one, &many, &format!("{threads} threads"));
+    }
+    // Within 4 KiB the closed sessions' name hashes go to disk in runs of a few: the
+    // sessions reopened, counted from the runs merged, and every output are the same.
+    for threads in [2] {
+        let (b, small) = run_within(threads, 4096);
+        assert!(
+            b.spill.runs > 10,
+            "{threads} threads: runs {}",
+            b.spill.runs
+        );
+        assert_eq!(b.reopened, a.reopened, "{threads} threads within 4 KiB");
+        // summary.json differs in what it says of memory and spills only.
+        assert_eq!(one[0].0, "summary.json");
+        assert_same(
+            &one[1..],
+            &small[1..],
+            &format!("{threads} threads within 4 KiB"),
+        );
     }
 }
 
