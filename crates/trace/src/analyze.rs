@@ -171,9 +171,9 @@ pub struct Analysis {
 }
 
 /// Requests per batch handed to a partition.
-const BATCH: usize = 1024;
+const BATCH: usize = 4096;
 /// Batches queued to a partition at most.
-const QUEUED: usize = 4;
+const QUEUED: usize = 8;
 /// Sweeps sent to the partitions and not yet merged, at most.
 const LAG: usize = 8;
 /// Log seconds between sweeps.
