@@ -1,50 +1,75 @@
 //! `--sort`: an external merge sort of a log by completion time, for logs that are not in
 //! completion order. The log is read once (any format, compressed or not, in parallel);
 //! each request becomes one Netflix-CSV record (with its connection id), records are
-//! gathered in sorted runs of bounded size spilled to temporary files, and the runs are
-//! merged into a stream the analysis reads as a log. Ties keep the log's order.
+//! gathered in sorted runs of bounded size spilled to temporary files (the `spill`
+//! module's external sort), and the runs are merged into a stream the analysis reads as a
+//! log. Ties keep the log's order.
 
-use std::collections::BinaryHeap;
-use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::path::{Path, PathBuf};
+use std::cmp::Ordering;
+use std::io::{BufRead, Read, Write};
+use std::path::Path;
 
 use crate::parse::ReadSummary;
 use crate::read::{read_log_with, ReadOptions};
 use crate::record::{LogRequest, RequestKind};
 use crate::runfile;
-use vodkit_workload::order::MinEntry;
+use crate::spill::{Merged, Record, Runs};
+use vodkit_workload::order::MergeKey;
 
 /// The header of the sorted stream.
 pub const SORTED_HEADER: &str =
     "ts_end,service_time_s,session,file,offset,length,open_ended,bytes_sent,device_type,conn\n";
 
+/// One request as a line of the sorted stream, keyed by completion time and then its place
+/// in the log (the earliest line first).
+struct Line {
+    done: f64,
+    seq: u64,
+    text: Vec<u8>,
+}
+
+impl MergeKey for Line {
+    fn merge_cmp(&self, other: &Line) -> Ordering {
+        self.done
+            .total_cmp(&other.done)
+            .then(self.seq.cmp(&other.seq))
+    }
+}
+
+impl Record for Line {
+    fn bytes(&self) -> usize {
+        self.text.len() + 48
+    }
+
+    fn write(&self, w: &mut impl Write) -> std::io::Result<()> {
+        runfile::put_f64(w, self.done)?;
+        runfile::put_u64(w, self.seq)?;
+        runfile::put_bytes(w, &self.text, "a log line longer than 4 GiB")
+    }
+
+    fn read(r: &mut impl Read) -> std::io::Result<Option<Line>> {
+        let Some(done) = runfile::first8(r)? else {
+            return Ok(None);
+        };
+        let seq = runfile::get_u64(r)?;
+        let text = runfile::get_bytes(r)?;
+        Ok(Some(Line {
+            done: f64::from_le_bytes(done),
+            seq,
+            text,
+        }))
+    }
+}
+
 /// A log sorted by completion time, readable as a Netflix-CSV log.
 pub struct SortedLog {
     header: &'static [u8],
-    runs: Vec<BufReader<File>>,
-    heap: BinaryHeap<Head>,
-    /// The record being handed out and how much of it is gone.
+    lines: Merged<Line>,
+    /// The line being handed out and how much of it is gone.
     line: Vec<u8>,
     at: usize,
-    /// Runs' directory, removed when the log is dropped.
-    _tmp: Option<tempfile::TempDir>,
-    memory: std::vec::IntoIter<(f64, u64, Vec<u8>)>,
     /// Bytes spilled to run files.
     pub spilled: u64,
-}
-
-/// The head record of a run, keyed by completion time and then its place in the log (the
-/// earliest line first); the record and the run's index ride along.
-type Head = MinEntry<(f64, u64), (Vec<u8>, usize)>;
-
-fn read_record(r: &mut impl Read) -> std::io::Result<Option<(f64, u64, Vec<u8>)>> {
-    let Some(done) = runfile::first8(r)? else {
-        return Ok(None);
-    };
-    let seq = u64::from_le_bytes(runfile::get8(r)?);
-    let line = runfile::get_bytes(r)?;
-    Ok(Some((f64::from_le_bytes(done), seq, line)))
 }
 
 impl Read for SortedLog {
@@ -57,21 +82,12 @@ impl Read for SortedLog {
         }
         if self.at == self.line.len() {
             self.at = 0;
-            self.line.clear();
-            if let Some((_, _, l)) = self.memory.next() {
-                self.line = l;
-            } else if let Some(MinEntry {
-                value: (l, run), ..
-            }) = self.heap.pop()
-            {
-                if let Some(r) = self.runs.get_mut(run) {
-                    if let Some((d, s, next)) = read_record(r)? {
-                        self.heap.push(Head::new((d, s), (next, run)));
-                    }
+            match self.lines.next_record()? {
+                Some(l) => self.line = l.text,
+                None => {
+                    self.line.clear();
+                    return Ok(0);
                 }
-                self.line = l;
-            } else {
-                return Ok(0);
             }
         }
         let n = (self.line.len() - self.at).min(buf.len());
@@ -89,16 +105,8 @@ pub fn sort_log<R: BufRead + Send>(
     memory_bytes: usize,
     dir: &Path,
 ) -> std::io::Result<(SortedLog, ReadSummary)> {
-    let mut runs = Runs {
-        dir: dir.to_path_buf(),
-        tmp: None,
-        recs: Vec::new(),
-        bytes: 0,
-        budget: memory_bytes.max(1),
-        files: Vec::new(),
-        spilled: 0,
-        err: None,
-    };
+    let mut runs: Runs<Line> = Runs::new(dir, memory_bytes.max(1));
+    let mut err: Option<std::io::Error> = None;
     // The CSV writer writes each record into a buffer shared with this function, taken
     // after every record (csv::Writer does not lend its inner writer mutably).
     let line_buf = std::rc::Rc::new(std::cell::RefCell::new(Vec::with_capacity(256)));
@@ -113,7 +121,7 @@ pub fn sort_log<R: BufRead + Send>(
         ..opts.clone()
     };
     let sum = read_log_with(input, &read_opts, |r: &LogRequest<'_>| {
-        if runs.err.is_some() {
+        if err.is_some() {
             return;
         }
         let rec = (
@@ -132,16 +140,30 @@ pub fn sort_log<R: BufRead + Send>(
             .serialize(rec)
             .and_then(|()| w.flush().map_err(csv::Error::from))
             .map(|()| std::mem::take(&mut *line_buf.borrow_mut()));
-        match line {
-            Ok(line) => runs.push(r.done_s, seq, line),
-            Err(e) => runs.err = Some(std::io::Error::other(e)),
+        let pushed = line.map_err(std::io::Error::other).and_then(|text| {
+            runs.push(Line {
+                done: r.done_s,
+                seq,
+                text,
+            })
+        });
+        if let Err(e) = pushed {
+            err = Some(e);
         }
         seq += 1;
     })?;
-    if let Some(e) = runs.err.take() {
+    if let Some(e) = err {
         return Err(e);
     }
-    Ok((runs.finish()?, sum))
+    let lines = runs.finish()?;
+    let sorted = SortedLog {
+        header: SORTED_HEADER.as_bytes(),
+        spilled: lines.spilled,
+        lines,
+        line: Vec::new(),
+        at: 0,
+    };
+    Ok((sorted, sum))
 }
 
 /// A writer appending to a buffer someone else also holds.
@@ -155,88 +177,6 @@ impl Write for Shared {
 
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
-    }
-}
-
-struct Runs {
-    dir: PathBuf,
-    tmp: Option<tempfile::TempDir>,
-    recs: Vec<(f64, u64, Vec<u8>)>,
-    bytes: usize,
-    budget: usize,
-    files: Vec<PathBuf>,
-    spilled: u64,
-    err: Option<std::io::Error>,
-}
-
-impl Runs {
-    fn push(&mut self, done: f64, seq: u64, line: Vec<u8>) {
-        self.bytes += line.len() + 48;
-        self.recs.push((done, seq, line));
-        if self.bytes > self.budget {
-            if let Err(e) = self.spill() {
-                self.err = Some(e);
-            }
-        }
-    }
-
-    fn sort(&mut self) {
-        self.recs
-            .sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
-    }
-
-    fn spill(&mut self) -> std::io::Result<()> {
-        let n = self.files.len();
-        let (path, mut w) = runfile::create(&mut self.tmp, &self.dir, ".vodkit-sort-", n)?;
-        self.sort();
-        for (done, seq, line) in self.recs.drain(..) {
-            w.write_all(&done.to_le_bytes())?;
-            w.write_all(&seq.to_le_bytes())?;
-            runfile::put_bytes(&mut w, &line, "a log line longer than 4 GiB")?;
-        }
-        w.flush()?;
-        self.spilled += w.get_ref().metadata()?.len();
-        self.bytes = 0;
-        self.files.push(path);
-        Ok(())
-    }
-
-    fn finish(mut self) -> std::io::Result<SortedLog> {
-        if self.files.is_empty() {
-            self.sort();
-            return Ok(SortedLog {
-                header: SORTED_HEADER.as_bytes(),
-                runs: Vec::new(),
-                heap: BinaryHeap::new(),
-                line: Vec::new(),
-                at: 0,
-                _tmp: None,
-                memory: self.recs.into_iter(),
-                spilled: 0,
-            });
-        }
-        if !self.recs.is_empty() {
-            self.spill()?;
-        }
-        let mut runs = Vec::new();
-        let mut heap = BinaryHeap::new();
-        for (i, p) in self.files.iter().enumerate() {
-            let mut r = BufReader::with_capacity(1 << 16, File::open(p)?);
-            if let Some((d, s, l)) = read_record(&mut r)? {
-                heap.push(Head::new((d, s), (l, i)));
-            }
-            runs.push(r);
-        }
-        Ok(SortedLog {
-            header: SORTED_HEADER.as_bytes(),
-            runs,
-            heap,
-            line: Vec::new(),
-            at: 0,
-            _tmp: self.tmp,
-            memory: Vec::new().into_iter(),
-            spilled: self.spilled,
-        })
     }
 }
 
@@ -300,7 +240,7 @@ mod tests {
             assert_eq!(sorted.spilled > 0, memory == 1000);
             assert_eq!(sum.bad_examples[0].0, 3001, "line numbers of the original");
             let mut got = Vec::new();
-            let again = read_log(BufReader::new(sorted), LogFormat::Auto, |r| {
+            let again = read_log(std::io::BufReader::new(sorted), LogFormat::Auto, |r| {
                 got.push(fields(r))
             })
             .unwrap();

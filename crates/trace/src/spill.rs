@@ -1,8 +1,9 @@
 //! External merge sort of records that must come out in an order they are not made in:
 //! the from-log rebuild's sessions (finished in the order they end, written in the order
-//! they start) and the analyzer's sessions closed at one sweep (taken in the order of their
-//! names). Records are gathered in sorted runs of bounded size, spilled to temporary files,
-//! and merged back.
+//! they start), the analyzer's sessions closed at one sweep (taken in the order of their
+//! names), its chain lengths and closed sessions' names, and `--sort`'s log lines. Records
+//! are gathered in sorted runs of bounded size, spilled to temporary files (at most 64 at
+//! once: more are merged into one first), and merged back.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -122,6 +123,11 @@ impl Record for Piece {
     }
 }
 
+/// Most run files a sort keeps at once: past it they are merged into one, so a sort of any
+/// length holds at most this many files open when it is read back (the usual limit of open
+/// files is 1,024).
+const MAX_RUNS: usize = 64;
+
 /// Records gathered into sorted runs; a run is spilled when it passes the budget.
 pub(crate) struct Runs<T> {
     dir: PathBuf,
@@ -130,6 +136,8 @@ pub(crate) struct Runs<T> {
     buf_bytes: usize,
     budget: usize,
     runs: Vec<PathBuf>,
+    /// Run files made so far (names are never reused).
+    made: usize,
     /// Bytes written to run files.
     pub spilled: u64,
 }
@@ -145,6 +153,7 @@ impl<T: Record> Runs<T> {
             buf_bytes: 0,
             budget: budget.max(1),
             runs: Vec::new(),
+            made: 0,
             spilled: 0,
         }
     }
@@ -154,9 +163,9 @@ impl<T: Record> Runs<T> {
         self.buf_bytes
     }
 
-    /// Run files written so far.
+    /// Run files written so far (merged ones included).
     pub fn runs(&self) -> usize {
-        self.runs.len()
+        self.made
     }
 
     pub fn push(&mut self, p: T) -> std::io::Result<()> {
@@ -169,8 +178,10 @@ impl<T: Record> Runs<T> {
     }
 
     fn spill(&mut self) -> std::io::Result<()> {
-        let n = self.runs.len();
-        let (path, mut w) = runfile::create(&mut self.tmp, &self.dir, ".vodkit-spill-", n)?;
+        if self.runs.len() >= MAX_RUNS {
+            self.merge_runs()?;
+        }
+        let (path, mut w) = self.new_run()?;
         self.buf.sort_by(T::merge_cmp);
         for p in self.buf.drain(..) {
             p.write(&mut w)?;
@@ -178,6 +189,29 @@ impl<T: Record> Runs<T> {
         w.flush()?;
         self.spilled += w.get_ref().metadata()?.len();
         self.buf_bytes = 0;
+        self.runs.push(path);
+        Ok(())
+    }
+
+    fn new_run(&mut self) -> std::io::Result<(PathBuf, std::io::BufWriter<File>)> {
+        self.made += 1;
+        runfile::create(&mut self.tmp, &self.dir, ".vodkit-spill-", self.made)
+    }
+
+    /// Merge every run written so far into one (in order; equal records from the lower run
+    /// first, as the final merge takes them) and remove the merged files.
+    fn merge_runs(&mut self) -> std::io::Result<()> {
+        let (path, mut w) = self.new_run()?;
+        let mut merged = open_runs::<T>(&self.runs)?;
+        while let Some(p) = merged.next_record()? {
+            p.write(&mut w)?;
+        }
+        w.flush()?;
+        self.spilled += w.get_ref().metadata()?.len();
+        drop(merged);
+        for old in self.runs.drain(..) {
+            std::fs::remove_file(old)?;
+        }
         self.runs.push(path);
         Ok(())
     }
@@ -198,24 +232,33 @@ impl<T: Record> Runs<T> {
         if !self.buf.is_empty() {
             self.spill()?;
         }
-        let mut readers = Vec::with_capacity(self.runs.len());
-        let mut heap = BinaryHeap::new();
-        for (i, path) in self.runs.iter().enumerate() {
-            let mut r = BufReader::with_capacity(1 << 16, File::open(path)?);
-            if let Some(p) = T::read(&mut r)? {
-                heap.push(MinEntry::new((p, i), ()));
-            }
-            readers.push(r);
-        }
-        Ok(Merged {
-            memory: Vec::new().into_iter(),
-            readers,
-            heap,
-            _tmp: self.tmp,
-            spilled: self.spilled,
-            runs: self.runs.len(),
-        })
+        let mut m = open_runs(&self.runs)?;
+        m._tmp = self.tmp;
+        m.spilled = self.spilled;
+        m.runs = self.made;
+        Ok(m)
     }
+}
+
+/// The records of sorted run files, merged.
+fn open_runs<T: Record>(runs: &[PathBuf]) -> std::io::Result<Merged<T>> {
+    let mut readers = Vec::with_capacity(runs.len());
+    let mut heap = BinaryHeap::new();
+    for (i, path) in runs.iter().enumerate() {
+        let mut r = BufReader::with_capacity(1 << 16, File::open(path)?);
+        if let Some(p) = T::read(&mut r)? {
+            heap.push(MinEntry::new((p, i), ()));
+        }
+        readers.push(r);
+    }
+    Ok(Merged {
+        memory: Vec::new().into_iter(),
+        readers,
+        heap,
+        _tmp: None,
+        spilled: 0,
+        runs: runs.len(),
+    })
 }
 
 /// The head record of a run, keyed by the record and then the run's index (equal records
@@ -301,6 +344,19 @@ mod tests {
                 runs.push(p.clone()).unwrap();
             }
             assert_eq!(runs.runs.len() > 1, budget < 10_000, "budget {budget}");
+            // One run per record at a budget of one byte: merged whenever they reach the
+            // most kept at once, so no more files are ever open than that.
+            assert!(
+                runs.runs.len() <= MAX_RUNS,
+                "budget {budget}: {}",
+                runs.runs.len()
+            );
+            if budget == 1 {
+                // A merge before every 63rd spill from the 65th on writes one file more.
+                assert_eq!(runs.runs(), all.len() + (all.len() - 2) / (MAX_RUNS - 1));
+                let files = std::fs::read_dir(runs.tmp.as_ref().unwrap().path()).unwrap();
+                assert_eq!(files.count(), runs.runs.len());
+            }
             let mut m = runs.finish().unwrap();
             let mut got = Vec::new();
             while let Some(p) = m.next_record().unwrap() {
