@@ -3,7 +3,8 @@
 //! they start), the analyzer's sessions closed at one sweep (taken in the order of their
 //! names), its chain lengths and closed sessions' names, and `--sort`'s log lines. Records
 //! are gathered in sorted runs of bounded size, spilled to temporary files (at most 64 at
-//! once: more are merged into one first), and merged back.
+//! once: past that the newest are merged a level up, so a record is rewritten about once
+//! per 63-fold of runs), and merged back.
 
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -123,7 +124,7 @@ impl Record for Piece {
     }
 }
 
-/// Most run files a sort keeps at once: past it they are merged into one, so a sort of any
+/// Most run files a sort keeps at once: past it the newest are merged, so a sort of any
 /// length holds at most this many files open when it is read back (the usual limit of open
 /// files is 1,024).
 const MAX_RUNS: usize = 64;
@@ -136,6 +137,9 @@ pub(crate) struct Runs<T> {
     buf_bytes: usize,
     budget: usize,
     runs: Vec<PathBuf>,
+    /// Per run, how many merges deep it is (0: spilled from memory); never rising along
+    /// `runs`, so the runs of the lowest level are the newest.
+    levels: Vec<u32>,
     /// Run files made so far (names are never reused).
     made: usize,
     /// Bytes written to run files.
@@ -153,6 +157,7 @@ impl<T: Record> Runs<T> {
             buf_bytes: 0,
             budget: budget.max(1),
             runs: Vec::new(),
+            levels: Vec::new(),
             made: 0,
             spilled: 0,
         }
@@ -190,6 +195,7 @@ impl<T: Record> Runs<T> {
         self.spilled += w.get_ref().metadata()?.len();
         self.buf_bytes = 0;
         self.runs.push(path);
+        self.levels.push(0);
         Ok(())
     }
 
@@ -198,21 +204,34 @@ impl<T: Record> Runs<T> {
         runfile::create(&mut self.tmp, &self.dir, ".vodkit-spill-", self.made)
     }
 
-    /// Merge every run written so far into one (in order; equal records from the lower run
-    /// first, as the final merge takes them) and remove the merged files.
+    /// Merge the newest runs, those of the lowest level (and the level above when that is
+    /// one run), into one a level up, in their place: equal records stay in the order the
+    /// final merge takes them (the lower run first), and a record is rewritten once per
+    /// level, about log₆₃ of the runs, not once per merge.
     fn merge_runs(&mut self) -> std::io::Result<()> {
+        let group = |levels: &[u32]| {
+            let low = levels.last().copied().unwrap_or(0);
+            levels.iter().rposition(|&l| l != low).map_or(0, |i| i + 1)
+        };
+        let mut from = group(&self.levels);
+        if self.runs.len() - from < 2 {
+            from = group(&self.levels[..from]);
+        }
+        let level = self.levels[from] + 1;
         let (path, mut w) = self.new_run()?;
-        let mut merged = open_runs::<T>(&self.runs)?;
+        let mut merged = open_runs::<T>(&self.runs[from..])?;
         while let Some(p) = merged.next_record()? {
             p.write(&mut w)?;
         }
         w.flush()?;
         self.spilled += w.get_ref().metadata()?.len();
         drop(merged);
-        for old in self.runs.drain(..) {
+        for old in self.runs.drain(from..) {
             std::fs::remove_file(old)?;
         }
+        self.levels.truncate(from);
         self.runs.push(path);
+        self.levels.push(level);
         Ok(())
     }
 
@@ -352,10 +371,19 @@ mod tests {
                 runs.runs.len()
             );
             if budget == 1 {
-                // A merge before every 63rd spill from the 65th on writes one file more.
-                assert_eq!(runs.runs(), all.len() + (all.len() - 2) / (MAX_RUNS - 1));
                 let files = std::fs::read_dir(runs.tmp.as_ref().unwrap().path()).unwrap();
                 assert_eq!(files.count(), runs.runs.len());
+                // 500 runs need one level of merges: every record is written at most twice.
+                assert!(runs.runs() > all.len(), "merged: {}", runs.runs());
+                let once: u64 = all
+                    .iter()
+                    .map(|p| {
+                        let mut b = Vec::new();
+                        p.write(&mut b).unwrap();
+                        b.len() as u64
+                    })
+                    .sum();
+                assert!(runs.spilled <= 2 * once, "{} of {once}", runs.spilled);
             }
             let mut m = runs.finish().unwrap();
             let mut got = Vec::new();
