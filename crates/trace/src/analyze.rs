@@ -20,7 +20,9 @@
 //! the order of their names, as one thread takes them, and the statistics and the sink see
 //! them on the calling thread: every output is the same for any number of threads.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
+
+use hashbrown::hash_table::HashTable;
 use std::hash::BuildHasher;
 use std::io::{BufRead, Read, Write};
 use std::path::PathBuf;
@@ -174,6 +176,11 @@ pub struct Analysis {
 const BATCH: usize = 4096;
 /// Batches queued to a partition at most.
 const QUEUED: usize = 8;
+/// Requests gathered before the partition of a one-thread analysis adds them.
+const INLINE_BATCH: usize = 64;
+/// How many requests ahead of the one being added a partition fetches what that request
+/// will touch into the cache.
+const AHEAD: usize = 8;
 /// Sweeps sent to the partitions and not yet merged, at most.
 const LAG: usize = 8;
 /// Log seconds between sweeps.
@@ -220,6 +227,17 @@ impl Park for OpenSession {
 /// it once closed.
 fn name_hash(s: &str) -> u64 {
     foldhash::fast::FixedState::with_seed(0x5EED).hash_one(s)
+}
+
+/// Where a partition's table places a session of [`name_hash`] `h`: the bits that choosing
+/// the partition (`h % partitions`) left free.
+fn table_hash(h: u64) -> u64 {
+    h.rotate_left(32)
+}
+
+/// [`table_hash`] of an open session, for the table to grow or shrink by.
+fn rehash(e: &(CompactString, OpenSession)) -> u64 {
+    table_hash(name_hash(&e.0))
 }
 
 /// A closed session's [`name_hash`]. A partition keeps one per session it closed, in sorted
@@ -368,8 +386,9 @@ struct Partition {
     window_s: f64,
     /// A session is closed once the clock is this far past its last completion.
     horizon_s: f64,
-    /// Keyed by name, held inline up to 24 bytes (no heap block to compare on a lookup).
-    open: HashMap<CompactString, OpenSession, foldhash::fast::RandomState>,
+    /// By name, held inline up to 24 bytes (no heap block to compare on a lookup), placed
+    /// by [`table_hash`].
+    open: HashTable<(CompactString, OpenSession)>,
     /// Bytes the open sessions in memory hold ([`OpenSession::bytes`], kept up to date).
     held: usize,
     /// Past this (with the spilled sessions' index), the sessions idle longest are spilled.
@@ -396,7 +415,7 @@ impl Partition {
         Partition {
             window_s: opts.window_s,
             horizon_s: opts.window_s + opts.max_service_s,
-            open: HashMap::default(),
+            open: HashTable::new(),
             held: 0,
             budget: (opts.memory_bytes / 2 / partitions).max(1),
             idle: Idle::new(&opts.spill_dir, name_hash),
@@ -413,13 +432,31 @@ impl Partition {
         }
     }
 
-    /// Add a request for `file`, of which the file table knows `info`.
-    fn add(&mut self, file: u32, info: &FileInfo, r: &LogRequest<'_>) {
+    /// The open session called `name`, whose [`name_hash`] is `hash`.
+    fn find(&self, hash: u64, name: &str) -> Option<&OpenSession> {
+        self.open
+            .find(table_hash(hash), |(k, _)| k == name)
+            .map(|(_, s)| s)
+    }
+
+    /// Bring into the cache what adding a request of session `name` (of [`name_hash`]
+    /// `hash`) for `file` will touch: the session, which looking it up loads, and its entry
+    /// for the file.
+    fn prefetch(&self, hash: u64, name: &str, file: u32) {
+        if let Some(s) = self.find(hash, name) {
+            s.chains.prefetch(file);
+        }
+    }
+
+    /// Add a request for `file`, of which the file table knows `info`; `hash` is the
+    /// [`name_hash`] of its session.
+    fn add(&mut self, file: u32, info: &FileInfo, r: &LogRequest<'_>, hash: u64) {
         self.requests.on_request(r, info);
         let name: &str = &r.session;
+        let at = table_hash(hash);
         let mut grown = 0;
-        let s = match self.open.get_mut(name) {
-            Some(s) => s,
+        let s = match self.open.find_mut(at, |(k, _)| k == name) {
+            Some((_, s)) => s,
             None => {
                 let back = if self.idle.is_empty() {
                     None
@@ -441,7 +478,10 @@ impl Partition {
                     }
                 };
                 grown += s.bytes(name);
-                self.open.entry(CompactString::from(name)).or_insert(s)
+                let entry = self
+                    .open
+                    .insert_unique(at, (CompactString::from(name), s), rehash);
+                &mut entry.into_mut().1
             }
         };
         // The tracker lives in the file's entry: the builder's growth counts it.
@@ -472,12 +512,16 @@ impl Partition {
             if free == 0 {
                 break;
             }
-            free = free.saturating_sub(self.open.get(k).map_or(0, |s| s.bytes(k)));
+            free = free.saturating_sub(self.find(name_hash(k), k).map_or(0, |s| s.bytes(k)));
             names.push(Box::<str>::from(k));
         }
         let mut out = Vec::with_capacity(names.len());
         for k in names {
-            if let Some((k, s)) = self.open.remove_entry(&*k) {
+            let found = self
+                .open
+                .find_entry(table_hash(name_hash(&k)), |(n, _)| *n == *k);
+            if let Ok(entry) = found {
+                let ((k, s), _) = entry.remove();
                 self.held -= s.bytes(&k);
                 out.push((k.into_string().into_boxed_str(), s.last_done, s));
             }
@@ -486,14 +530,16 @@ impl Partition {
             Ok(kept) => {
                 for (k, s) in kept {
                     self.held += s.bytes(&k);
-                    self.open.insert(CompactString::from(&*k), s);
+                    let at = table_hash(name_hash(&k));
+                    self.open
+                        .insert_unique(at, (CompactString::from(&*k), s), rehash);
                 }
             }
             Err(e) => {
                 self.err.get_or_insert(e);
             }
         }
-        self.open.shrink_to_fit();
+        self.open.shrink_to_fit(rehash);
     }
 
     /// Close the sessions that can no longer change at `clock` (all of them when `last`).
@@ -506,7 +552,7 @@ impl Partition {
         let mut done: Vec<(Box<str>, OpenSession)> = Vec::new();
         let (mut held, mut gone) = (0, 0);
         // One pass: what every open session holds, which are near the end, which close.
-        self.open.retain(|k, s| {
+        self.open.retain(|(k, s)| {
             let b = s.bytes(k);
             held += b;
             if last && s.last_done + window >= clock {
@@ -582,48 +628,79 @@ impl Partition {
     }
 }
 
+/// A request on its way to a partition.
+struct Queued {
+    file: u32,
+    info: FileInfo,
+    /// The request without its names.
+    r: LogRequest<'static>,
+    /// Where its session's name lies in [`Batch::names`].
+    name: (u32, u32),
+    /// [`name_hash`] of the session's name.
+    hash: u64,
+}
+
 /// Requests on their way to a partition, and the sweep to run after them.
 #[derive(Default)]
 struct Batch {
-    reqs: Vec<(u32, FileInfo, LogRequest<'static>, (u32, u32))>,
+    reqs: Vec<Queued>,
     /// The session names, spans of which the requests hold.
     names: String,
     sweep: Option<(f64, bool)>,
 }
 
 impl Batch {
-    fn with_capacity() -> Batch {
+    fn with_capacity(requests: usize) -> Batch {
         Batch {
-            reqs: Vec::with_capacity(BATCH),
-            names: String::with_capacity(BATCH * 16),
+            reqs: Vec::with_capacity(requests),
+            names: String::with_capacity(requests * 16),
             sweep: None,
         }
     }
 
-    fn push(&mut self, file: u32, info: FileInfo, r: &LogRequest<'_>) {
+    fn push(&mut self, file: u32, info: FileInfo, r: &LogRequest<'_>, hash: u64) {
         let at = self.names.len() as u32;
         self.names.push_str(&r.session);
-        self.reqs.push((
+        self.reqs.push(Queued {
             file,
             info,
-            r.with_names("", ""),
-            (at, r.session.len() as u32),
-        ));
+            r: r.with_names("", ""),
+            name: (at, r.session.len() as u32),
+            hash,
+        });
     }
 
-    /// Feed the requests to `p`, then sweep if asked.
+    fn name(&self, q: &Queued) -> &str {
+        let (at, len) = q.name;
+        &self.names[at as usize..(at + len) as usize]
+    }
+
+    /// Feed the requests to `p`, then sweep if asked. What the request [`AHEAD`] places on
+    /// will touch (its session and file entry) is fetched into the cache while this one is
+    /// added, so the cache misses of several requests overlap instead of following one
+    /// another: with more open sessions than the caches hold, they are most of the time.
     fn run(&self, p: &mut Partition) -> Option<Swept> {
-        for (file, info, r, (at, len)) in &self.reqs {
-            let name = &self.names[*at as usize..(*at + *len) as usize];
-            p.add(*file, info, &r.with_names(name, ""));
+        for (i, q) in self.reqs.iter().enumerate() {
+            if let Some(next) = self.reqs.get(i + AHEAD) {
+                p.prefetch(next.hash, self.name(next), next.file);
+            }
+            p.add(q.file, &q.info, &q.r.with_names(self.name(q), ""), q.hash);
         }
         self.sweep.map(|(clock, last)| p.sweep(clock, last))
+    }
+
+    fn clear(&mut self) {
+        self.reqs.clear();
+        self.names.clear();
+        self.sweep = None;
     }
 }
 
 /// The partitions: one on the calling thread, or several on threads of their own.
 enum Workers {
-    Inline(Box<Partition>),
+    /// The partition, and the requests gathered for it (added at [`INLINE_BATCH`] and
+    /// before every sweep).
+    Inline(Box<Partition>, Batch),
     Threads {
         feed: Vec<SyncSender<Batch>>,
         back: Vec<Receiver<Swept>>,
@@ -844,13 +921,20 @@ impl State<'_> {
             self.clock = r.done_s;
         }
         match &mut self.workers {
-            Workers::Inline(p) => p.add(file, &info, r),
+            Workers::Inline(p, b) => {
+                b.push(file, info, r, name_hash(&r.session));
+                if b.reqs.len() >= INLINE_BATCH {
+                    b.run(p);
+                    b.clear();
+                }
+            }
             Workers::Threads { feed, filling, .. } => {
-                let i = (name_hash(&r.session) % feed.len() as u64) as usize;
+                let hash = name_hash(&r.session);
+                let i = (hash % feed.len() as u64) as usize;
                 let b = &mut filling[i];
-                b.push(file, info, r);
+                b.push(file, info, r, hash);
                 if b.reqs.len() >= BATCH {
-                    let full = std::mem::replace(b, Batch::with_capacity());
+                    let full = std::mem::replace(b, Batch::with_capacity(BATCH));
                     if feed[i].send(full).is_err() && self.merge.err.is_none() {
                         self.merge.err = Some(worker_gone());
                     }
@@ -884,13 +968,15 @@ impl State<'_> {
                 + self.grown.capacity() * std::mem::size_of::<u32>(),
         };
         match &mut self.workers {
-            Workers::Inline(part) => {
+            Workers::Inline(part, b) => {
+                b.run(part);
+                b.clear();
                 let s = part.sweep(p.clock, last);
                 self.merge.sweep(&self.files, p, vec![s]);
             }
             Workers::Threads { feed, filling, .. } => {
                 for (tx, b) in feed.iter().zip(filling.iter_mut()) {
-                    let mut b = std::mem::replace(b, Batch::with_capacity());
+                    let mut b = std::mem::replace(b, Batch::with_capacity(BATCH));
                     b.sweep = Some((p.clock, last));
                     if tx.send(b).is_err() && self.merge.err.is_none() {
                         self.merge.err = Some(worker_gone());
@@ -950,7 +1036,10 @@ pub fn analyze<R: BufRead + Send>(
     let partitions = opts.threads.max(1);
     std::thread::scope(|s| {
         let workers = if partitions == 1 {
-            Workers::Inline(Box::new(Partition::new(opts)))
+            Workers::Inline(
+                Box::new(Partition::new(opts)),
+                Batch::with_capacity(INLINE_BATCH),
+            )
         } else {
             let mut feed = Vec::new();
             let mut back = Vec::new();
@@ -971,7 +1060,9 @@ pub fn analyze<R: BufRead + Send>(
                 });
             }
             Workers::Threads {
-                filling: (0..partitions).map(|_| Batch::with_capacity()).collect(),
+                filling: (0..partitions)
+                    .map(|_| Batch::with_capacity(BATCH))
+                    .collect(),
                 inbox: (0..partitions).map(|_| VecDeque::new()).collect(),
                 feed,
                 back,
@@ -1129,7 +1220,12 @@ mod tests {
             ((closed, s.open, s.open_at_end), last)
         };
         for (name, file, r) in &reqs {
-            p.add(*file, &FileInfo::default(), &r.with_names(name, ""));
+            p.add(
+                *file,
+                &FileInfo::default(),
+                &r.with_names(name, ""),
+                name_hash(name),
+            );
             if r.done_s >= next {
                 out.push(take(p.sweep(r.done_s, false)).0);
                 next = r.done_s + 60.0;
