@@ -189,7 +189,7 @@ impl<T: Default> ChainBuilder<T> {
     pub fn prefetch(&self, file: u32) {
         if let Some(i) = self.ids.iter().position(|&f| f == file) {
             if let Some(entry) = self.files.get(i) {
-                prefetch_lines(entry);
+                crate::cacheline::prefetch(entry);
             }
         }
     }
@@ -384,22 +384,6 @@ fn add_to(frags: &mut SmallVec<[Frag; 1]>, r: &LogRequest<'_>, window_s: f64) ->
         }),
     }
     frag_heap(frags) - heap
-}
-
-/// Hint the CPU to load every cache line of `value` (nothing off x86-64).
-fn prefetch_lines<V>(value: &V) {
-    #[cfg(target_arch = "x86_64")]
-    {
-        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
-        let start = (value as *const V).cast::<i8>();
-        for off in (0..std::mem::size_of::<V>()).step_by(64) {
-            // SAFETY: a prefetch is a hint: it never faults and changes no memory. The
-            // address lies inside `value`, which the reference keeps alive.
-            unsafe { _mm_prefetch::<_MM_HINT_T0>(start.wrapping_add(off)) };
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
 }
 
 pub fn kind_name(k: RequestKind) -> &'static str {

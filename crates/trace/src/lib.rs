@@ -11,6 +11,7 @@
 
 pub mod analyze;
 pub mod blocks;
+mod cacheline;
 pub mod chain;
 pub mod chainstats;
 pub mod columnar;
