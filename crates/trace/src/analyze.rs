@@ -448,6 +448,14 @@ impl Partition {
         }
     }
 
+    /// What [`Partition::prefetch`] could not ask for before the file entry was in the
+    /// cache: the fragments it keeps on the heap.
+    fn prefetch_fragments(&self, hash: u64, name: &str, file: u32) {
+        if let Some(s) = self.find(hash, name) {
+            s.chains.prefetch_fragments(file);
+        }
+    }
+
     /// Add a request for `file`, of which the file table knows `info`; `hash` is the
     /// [`name_hash`] of its session.
     fn add(&mut self, file: u32, info: &FileInfo, r: &LogRequest<'_>, hash: u64) {
@@ -683,6 +691,9 @@ impl Batch {
         for (i, q) in self.reqs.iter().enumerate() {
             if let Some(next) = self.reqs.get(i + AHEAD) {
                 p.prefetch(next.hash, self.name(next), next.file);
+            }
+            if let Some(next) = self.reqs.get(i + AHEAD / 2) {
+                p.prefetch_fragments(next.hash, self.name(next), next.file);
             }
             p.add(q.file, &q.info, &q.r.with_names(self.name(q), ""), q.hash);
         }

@@ -194,6 +194,21 @@ impl<T: Default> ChainBuilder<T> {
         }
     }
 
+    /// After [`ChainBuilder::prefetch`] has brought `file`'s entry in: ask for the
+    /// fragments it keeps on the heap (past the one it holds inline), which the entry
+    /// points to.
+    pub fn prefetch_fragments(&self, file: u32) {
+        if let Some(i) = self.ids.iter().position(|&f| f == file) {
+            if let Some(entry) = self.files.get(i) {
+                if entry.frags.spilled() {
+                    for f in entry.frags.iter().take(8) {
+                        crate::cacheline::prefetch(&f.end);
+                    }
+                }
+            }
+        }
+    }
+
     /// Add a request; returns the bytes [`ChainBuilder::bytes`] grew by and the caller's
     /// value for the request's file (a default one the first time the file is seen).
     pub fn add(&mut self, file: u32, r: &LogRequest<'_>, window_s: f64) -> (usize, &mut T) {
