@@ -887,10 +887,11 @@ impl Merge<'_> {
 struct State<'s> {
     max_service_s: f64,
     files: FileTable,
-    max_end: Vec<u64>,
-    /// Files whose `max_end` grew since the last sweep (flagged in `grew`).
+    /// By file: its greatest end offset, and whether it grew since the last sweep (side
+    /// by side, so a request reads one cache line of them).
+    max_end: Vec<(u64, bool)>,
+    /// Files whose greatest end offset grew since the last sweep.
     grown: Vec<u32>,
-    grew: Vec<bool>,
     clock: f64,
     next_sweep: f64,
     long_service: u64,
@@ -915,13 +916,13 @@ impl State<'_> {
         let (file, info) = self.files.intern_info(r.file);
         let f = file as usize;
         if self.max_end.len() <= f {
-            self.max_end.resize(f + 1, 0);
-            self.grew.resize(f + 1, false);
+            self.max_end.resize(f + 1, (0, false));
         }
-        if r.end() > self.max_end[f] {
-            self.max_end[f] = r.end();
-            if !self.grew[f] {
-                self.grew[f] = true;
+        let (end, grew) = &mut self.max_end[f];
+        if r.end() > *end {
+            *end = r.end();
+            if !*grew {
+                *grew = true;
                 self.grown.push(file);
             }
         }
@@ -964,8 +965,9 @@ impl State<'_> {
             .grown
             .drain(..)
             .map(|f| {
-                self.grew[f as usize] = false;
-                (f, self.max_end[f as usize])
+                let (end, grew) = &mut self.max_end[f as usize];
+                *grew = false;
+                (f, *end)
             })
             .collect();
         let p = Pending {
@@ -974,8 +976,7 @@ impl State<'_> {
             grown,
             files: self.files.len(),
             file_bytes: self.files.bytes()
-                + self.max_end.capacity() * std::mem::size_of::<u64>()
-                + self.grew.capacity()
+                + self.max_end.capacity() * std::mem::size_of::<(u64, bool)>()
                 + self.grown.capacity() * std::mem::size_of::<u32>(),
         };
         match &mut self.workers {
@@ -1081,8 +1082,7 @@ pub fn analyze<R: BufRead + Send>(
         };
         let mut st = State {
             max_service_s: opts.max_service_s,
-            max_end: vec![0; files.len()],
-            grew: vec![false; files.len()],
+            max_end: vec![(0, false); files.len()],
             grown: Vec::new(),
             files,
             clock: f64::NEG_INFINITY,
