@@ -915,7 +915,11 @@ impl State<'_> {
         }
         let (file, info) = self.files.intern_info(r.file);
         let f = file as usize;
-        if self.max_end.len() <= f {
+        let known = self.max_end.len();
+        if known <= f {
+            // Grown by a quarter at a time, not doubled: 16 bytes a file.
+            self.max_end
+                .reserve_exact((f + 1).max(known + known / 4) - known);
             self.max_end.resize(f + 1, (0, false));
         }
         let (end, grew) = &mut self.max_end[f];
