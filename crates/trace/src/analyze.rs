@@ -39,7 +39,7 @@ pub use crate::idle::SpillSummary;
 use crate::idle::{Idle, Park};
 use crate::parse::{LogFormat, ReadSummary};
 use crate::phase::{session_phases, Phase, PhaseParams, PhaseStatsBuilder, PhaseSummary};
-use crate::read::{read_log_with, ReadOptions};
+use crate::read::{read_requests, ReadOptions, Requests};
 use crate::record::LogRequest;
 use crate::runfile;
 use crate::sessions::{ParallelTracker, SessionStatsBuilder, SessionSummary};
@@ -902,6 +902,16 @@ struct State<'s> {
     merge: Merge<'s>,
 }
 
+impl Requests for &mut State<'_> {
+    fn take(&mut self, r: &LogRequest<'_>) {
+        self.add(r);
+    }
+
+    fn ahead(&mut self, r: &LogRequest<'_>) {
+        self.files.prefetch(r.file);
+    }
+}
+
 fn worker_gone() -> std::io::Error {
     std::io::Error::other("an analysis thread stopped early")
 }
@@ -1124,7 +1134,7 @@ pub fn analyze<R: BufRead + Send>(
             threads: if partitions > 1 { partitions + 1 } else { 1 },
             ..Default::default()
         };
-        let read = read_log_with(input, &read_opts, |r| st.add(r))?;
+        let read = read_requests(input, &read_opts, &mut st)?;
         st.sweep(true);
         let State {
             files,

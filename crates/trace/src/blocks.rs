@@ -12,6 +12,7 @@ use std::sync::Mutex;
 use crate::parse::{
     parse_csv, parse_csv_spans, parse_csv_text, parse_line, CsvCols, LogFormat, Parsed, ReadSummary,
 };
+use crate::read::{Requests, LOOK_AHEAD};
 use crate::record::LogRequest;
 
 /// Bytes a block is filled to before it is cut at its last line end, when blocks are parsed
@@ -414,11 +415,15 @@ pub(crate) struct Deliver<'s, F> {
     pub clock: f64,
 }
 
-impl<F: FnMut(&LogRequest<'_>)> Deliver<'_, F> {
+impl<F: Requests> Deliver<'_, F> {
     fn block(&mut self, b: &ParsedBlock) {
         let base = self.sum.lines;
-        for r in &b.reqs {
-            let text = |(at, len): (u32, u32)| &b.names[at as usize..(at + len) as usize];
+        let text = |(at, len): (u32, u32)| &b.names[at as usize..(at + len) as usize];
+        for (i, r) in b.reqs.iter().enumerate() {
+            if let Some(next) = b.reqs.get(i + LOOK_AHEAD) {
+                self.sink
+                    .ahead(&next.req.with_names(text(next.session), text(next.file)));
+            }
             let req = r.req.with_names(text(r.session), text(r.file));
             if req.done_s < self.clock - self.order_tolerance_s {
                 self.sum.out_of_order(
@@ -429,7 +434,7 @@ impl<F: FnMut(&LogRequest<'_>)> Deliver<'_, F> {
             }
             self.clock = self.clock.max(req.done_s);
             self.sum.requests += 1;
-            (self.sink)(&req);
+            self.sink.take(&req);
         }
         let s = &b.sum;
         self.sum.skipped_status += s.skipped_status;
@@ -442,7 +447,7 @@ impl<F: FnMut(&LogRequest<'_>)> Deliver<'_, F> {
 
 /// Read every block of `blocks`, parse them on `threads` threads (1: on this one) and
 /// deliver them in order.
-pub(crate) fn run<R: Read + Send, F: FnMut(&LogRequest<'_>)>(
+pub(crate) fn run<R: Read + Send, F: Requests>(
     mut blocks: Blocks<R>,
     fmt: LogFormat,
     cols: Option<CsvCols>,

@@ -153,6 +153,13 @@ impl Recent {
         (s.hash == hash && s.name.get(..n) == Some(name.as_bytes())).then_some((s.id, s.info))
     }
 
+    /// Ask the CPU for the slot of `hash`.
+    fn prefetch(&self, hash: u64) {
+        if let Some(slot) = self.slots.get(Recent::at(hash, self.slots.len().max(1))) {
+            crate::cacheline::prefetch(slot);
+        }
+    }
+
     /// Remember `name` as `id` with `info`; the slots, emptied, grow to what a table of
     /// `files` wants first.
     fn put(&mut self, hash: u64, name: &str, id: u32, info: Packed, files: usize) {
@@ -352,6 +359,12 @@ impl FileTable {
     /// The id of `name`, adding an entry without metadata for files the table lacks.
     pub fn intern(&mut self, name: &str) -> u32 {
         self.intern_info(name).0
+    }
+
+    /// Fetch into the cache the slot of the recently looked-up names where `name` would
+    /// be, some requests before [`FileTable::intern_info`] looks it up.
+    pub(crate) fn prefetch(&self, name: &str) {
+        self.recent.prefetch(self.names.hash(normalize_name(name)));
     }
 
     /// [`FileTable::intern`], and what is known of the file ([`FileTable::get`]).

@@ -54,12 +54,44 @@ pub fn read_log<R: BufRead + Send>(
     read_log_with(input, &opts, sink)
 }
 
+/// What takes the requests of a log, in log order, on the calling thread. Besides each
+/// request it is shown, [`LOOK_AHEAD`] requests earlier, the request it will take then, to
+/// fetch what that one will touch into the cache.
+pub trait Requests {
+    fn take(&mut self, r: &LogRequest<'_>);
+
+    /// `r` will be taken [`LOOK_AHEAD`] requests from now (within one block of the log).
+    fn ahead(&mut self, _r: &LogRequest<'_>) {}
+}
+
+/// How far ahead [`Requests::ahead`] shows a request.
+pub const LOOK_AHEAD: usize = 8;
+
+/// A closure taking every request.
+struct Each<F>(F);
+
+impl<F: FnMut(&LogRequest<'_>)> Requests for Each<F> {
+    fn take(&mut self, r: &LogRequest<'_>) {
+        (self.0)(r)
+    }
+}
+
 /// Read every request of `input` (plain, gzip or zstd), parsing on `opts.threads`
 /// threads; `sink` is called on the calling thread, in log order.
 pub fn read_log_with<R: BufRead + Send>(
     input: R,
     opts: &ReadOptions,
     sink: impl FnMut(&LogRequest<'_>),
+) -> std::io::Result<ReadSummary> {
+    read_requests(input, opts, Each(sink))
+}
+
+/// [`read_log_with`] handing the requests to `sink`'s [`Requests::take`], each shown to its
+/// [`Requests::ahead`] first.
+pub fn read_requests<R: BufRead + Send>(
+    input: R,
+    opts: &ReadOptions,
+    sink: impl Requests,
 ) -> std::io::Result<ReadSummary> {
     let mut sum = ReadSummary::default();
     let mut input = std::io::BufReader::with_capacity(1 << 16, crate::blocks::decompressed(input)?);
@@ -202,6 +234,36 @@ mod tests {
             "{:?}",
             sum.bad_examples
         );
+    }
+
+    #[test]
+    fn each_request_is_shown_ahead_before_it_is_taken() {
+        #[derive(Default)]
+        struct Log {
+            taken: Vec<u64>,
+            ahead: Vec<u64>,
+        }
+        impl Requests for &mut Log {
+            fn take(&mut self, r: &LogRequest<'_>) {
+                self.taken.push(r.offset);
+            }
+            fn ahead(&mut self, r: &LogRequest<'_>) {
+                // Shown exactly LOOK_AHEAD requests before it is taken.
+                assert_eq!(self.taken.len() + LOOK_AHEAD, r.offset as usize);
+                self.ahead.push(r.offset);
+            }
+        }
+        let mut text = String::from(
+            "ts_end,service_time_s,session,file,offset,length,open_ended,bytes_sent,device_type\n",
+        );
+        for i in 0..200 {
+            text.push_str(&format!("{},0.1,s{},f,{i},1,0,1,tv\n", 10 + i, i % 7));
+        }
+        let mut log = Log::default();
+        read_requests(text.as_bytes(), &ReadOptions::default(), &mut log).unwrap();
+        assert_eq!(log.taken, (0..200).collect::<Vec<u64>>());
+        // One block: every request past the first LOOK_AHEAD was shown ahead.
+        assert_eq!(log.ahead, log.taken[LOOK_AHEAD..]);
     }
 
     #[test]
