@@ -8,6 +8,7 @@ use std::io::BufRead;
 use crate::parse::{csv_header, detect, CSV_NAMES};
 pub use crate::parse::{LogFormat, ReadSummary, BAD_EXAMPLES};
 use crate::record::LogRequest;
+pub use crate::record::{Requests, LOOK_AHEAD};
 
 /// How a log is read.
 #[derive(Clone, Debug)]
@@ -53,19 +54,6 @@ pub fn read_log<R: BufRead + Send>(
     };
     read_log_with(input, &opts, sink)
 }
-
-/// What takes the requests of a log, in log order, on the calling thread. Besides each
-/// request it is shown, [`LOOK_AHEAD`] requests earlier, the request it will take then, to
-/// fetch what that one will touch into the cache.
-pub trait Requests {
-    fn take(&mut self, r: &LogRequest<'_>);
-
-    /// `r` will be taken [`LOOK_AHEAD`] requests from now (within one block of the log).
-    fn ahead(&mut self, _r: &LogRequest<'_>) {}
-}
-
-/// How far ahead [`Requests::ahead`] shows a request.
-pub const LOOK_AHEAD: usize = 8;
 
 /// A closure taking every request.
 struct Each<F>(F);

@@ -56,3 +56,16 @@ impl LogRequest<'_> {
         }
     }
 }
+
+/// What takes the requests of a log, in log order, on the calling thread. Besides each
+/// request it is shown, [`LOOK_AHEAD`] requests earlier, the request it will take then, to
+/// fetch what that one will touch into the cache.
+pub trait Requests {
+    fn take(&mut self, r: &LogRequest<'_>);
+
+    /// `r` will be taken [`LOOK_AHEAD`] requests from now (within one block of the log).
+    fn ahead(&mut self, _r: &LogRequest<'_>) {}
+}
+
+/// How far ahead [`Requests::ahead`] shows a request.
+pub const LOOK_AHEAD: usize = 8;
