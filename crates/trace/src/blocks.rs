@@ -12,8 +12,7 @@ use std::sync::Mutex;
 use crate::parse::{
     parse_csv, parse_csv_spans, parse_csv_text, parse_line, CsvCols, LogFormat, Parsed, ReadSummary,
 };
-use crate::record::LogRequest;
-use crate::record::{Requests, LOOK_AHEAD};
+use crate::record::{LogRequest, Requests, LOOK_AHEAD};
 
 /// Bytes a block is filled to before it is cut at its last line end, when blocks are parsed
 /// on threads of their own.

@@ -113,8 +113,8 @@ struct Recent {
 const RECENT_SLOTS: usize = 4096;
 /// Most slots of [`Recent`]: 4 MiB, in the processor's shared cache. A log of a million
 /// files read by tens of thousands of sessions reads tens of thousands of them at once;
-/// with 4,096 slots the analysis of such a log (54 M requests, 1.18 M files) took 1.14
-/// times as long on one thread.
+/// with 4,096 slots the analysis of such a log (54 M requests, 1.18 M files) took about
+/// 1.2 times as long on one thread.
 const RECENT_SLOTS_MAX: usize = 65536;
 /// Longest name a [`Slot`] holds; longer ones always go through the table.
 const RECENT_NAME: usize = 35;
