@@ -187,10 +187,8 @@ impl<T: Default> ChainBuilder<T> {
     /// that knows a request it will add soon hides the cache miss [`ChainBuilder::add`]
     /// would otherwise wait for.
     pub fn prefetch(&self, file: u32) {
-        if let Some(i) = self.ids.iter().position(|&f| f == file) {
-            if let Some(entry) = self.files.get(i) {
-                crate::cacheline::prefetch(entry);
-            }
+        if let Some(entry) = self.entry(file) {
+            crate::cacheline::prefetch(entry);
         }
     }
 
@@ -198,22 +196,27 @@ impl<T: Default> ChainBuilder<T> {
     /// fragments it keeps on the heap (past the one it holds inline), which the entry
     /// points to.
     pub fn prefetch_fragments(&self, file: u32) {
-        if let Some(i) = self.ids.iter().position(|&f| f == file) {
-            if let Some(entry) = self.files.get(i) {
-                if entry.frags.spilled() {
-                    for f in entry.frags.iter().take(8) {
-                        crate::cacheline::prefetch(&f.end);
-                    }
-                }
+        if let Some(entry) = self.entry(file).filter(|e| e.frags.spilled()) {
+            for f in entry.frags.iter().take(8) {
+                crate::cacheline::prefetch(&f.end);
             }
         }
+    }
+
+    /// Where `file`'s entry is, if the session has asked for it.
+    fn index(&self, file: u32) -> Option<usize> {
+        self.ids.iter().position(|&f| f == file)
+    }
+
+    fn entry(&self, file: u32) -> Option<&FileChains<T>> {
+        self.index(file).and_then(|i| self.files.get(i))
     }
 
     /// Add a request; returns the bytes [`ChainBuilder::bytes`] grew by and the caller's
     /// value for the request's file (a default one the first time the file is seen).
     pub fn add(&mut self, file: u32, r: &LogRequest<'_>, window_s: f64) -> (usize, &mut T) {
         let before = self.table_bytes();
-        let i = match self.ids.iter().position(|&f| f == file) {
+        let i = match self.index(file) {
             Some(i) => i,
             None => {
                 self.ids.push(file);

@@ -139,23 +139,20 @@ impl Recent {
             .clamp(RECENT_SLOTS, RECENT_SLOTS_MAX)
     }
 
-    /// The slot of `hash` among `slots` (a power of two).
-    fn at(hash: u64, slots: usize) -> usize {
-        (hash >> 32) as usize & (slots - 1)
+    /// The slot of `hash` (a power of two of slots; 0, past the end, while there are none).
+    fn at(&self, hash: u64) -> usize {
+        (hash >> 32) as usize & self.slots.len().saturating_sub(1)
     }
 
     fn find(&self, hash: u64, name: &str) -> Option<(u32, Packed)> {
-        if self.slots.is_empty() {
-            return None;
-        }
-        let s = self.slots.get(Recent::at(hash, self.slots.len()))?;
+        let s = self.slots.get(self.at(hash))?;
         let n = usize::from(s.len).checked_sub(1)?;
         (s.hash == hash && s.name.get(..n) == Some(name.as_bytes())).then_some((s.id, s.info))
     }
 
     /// Ask the CPU for the slot of `hash`.
     fn prefetch(&self, hash: u64) {
-        if let Some(slot) = self.slots.get(Recent::at(hash, self.slots.len().max(1))) {
+        if let Some(slot) = self.slots.get(self.at(hash)) {
             crate::cacheline::prefetch(slot);
         }
     }
@@ -177,7 +174,7 @@ impl Recent {
             };
             self.slots = vec![empty; wanted];
         }
-        let at = Recent::at(hash, self.slots.len());
+        let at = self.at(hash);
         let s = &mut self.slots[at];
         s.hash = hash;
         s.info = info;
