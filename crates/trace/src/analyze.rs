@@ -70,6 +70,10 @@ pub struct AnalyzeOptions {
     pub memory_bytes: usize,
     /// Where spilled sessions go (a temporary directory made there when first needed).
     pub spill_dir: PathBuf,
+    /// Seed of the hash of session names, which picks a session's partition and its place
+    /// in the partition's table. Random by default, so that no log can be written to make
+    /// its names collide; the results do not depend on it.
+    pub hash_seed: u64,
 }
 
 /// The chain lengths the statistics keep in memory get one part in this many of
@@ -92,6 +96,7 @@ impl Default for AnalyzeOptions {
             exclude_tail_s: 0.0,
             memory_bytes: MEMORY_BYTES,
             spill_dir: std::env::temp_dir(),
+            hash_seed: std::hash::BuildHasher::hash_one(&std::hash::RandomState::new(), 0u64),
         }
     }
 }
@@ -223,24 +228,33 @@ impl Park for OpenSession {
     }
 }
 
-/// A hash of a session's name, the same for every run: picks its partition and remembers
-/// it once closed.
-fn name_hash(s: &str) -> u64 {
-    foldhash::fast::FixedState::with_seed(0x5EED).hash_one(s)
+/// The run's hash of session names: picks a session's partition and remembers it once
+/// closed. Seeded by [`AnalyzeOptions::hash_seed`] and the process's random shared seed.
+#[derive(Clone, Copy)]
+struct NameHash(u64, &'static foldhash::SharedSeed);
+
+impl NameHash {
+    fn new(seed: u64) -> Self {
+        NameHash(seed, foldhash::SharedSeed::global_random())
+    }
+
+    fn of(&self, s: &str) -> u64 {
+        foldhash::fast::SeedableRandomState::with_seed(self.0, self.1).hash_one(s)
+    }
+
+    /// [`table_hash`] of an open session, for its partition's table to grow or shrink by.
+    fn rehash(&self, e: &(CompactString, OpenSession)) -> u64 {
+        table_hash(self.of(&e.0))
+    }
 }
 
-/// Where a partition's table places a session of [`name_hash`] `h`: the bits that choosing
+/// Where a partition's table places a session of [`NameHash`] `h`: the bits that choosing
 /// the partition (`h % partitions`) left free.
 fn table_hash(h: u64) -> u64 {
     h.rotate_left(32)
 }
 
-/// [`table_hash`] of an open session, for the table to grow or shrink by.
-fn rehash(e: &(CompactString, OpenSession)) -> u64 {
-    table_hash(name_hash(&e.0))
-}
-
-/// A closed session's [`name_hash`]. A partition keeps one per session it closed, in sorted
+/// A closed session's [`NameHash`]. A partition keeps one per session it closed, in sorted
 /// runs spilled past their budget, and counts the distinct ones at the end: a session
 /// seen again after it was closed is a new session under a name already counted, so the
 /// sessions reopened are the sessions opened less the distinct names.
@@ -400,13 +414,14 @@ struct Partition {
     /// Run files and bytes of those sorts.
     closing_spill: SpillSummary,
     err: Option<std::io::Error>,
-    /// Hashes of closed sessions' names ([`name_hash`]), one per session closed.
+    /// Hashes of closed sessions' names ([`NameHash`]), one per session closed.
     closed: Runs<ClosedKey>,
     closed_sessions: u64,
     /// Sessions opened (a name seen again after its session closed opens another).
     opened: u64,
     /// Request statistics only ([`SessionStatsBuilder::on_request`]).
     requests: SessionStatsBuilder,
+    names: NameHash,
 }
 
 impl Partition {
@@ -418,7 +433,10 @@ impl Partition {
             open: HashTable::new(),
             held: 0,
             budget: (opts.memory_bytes / 2 / partitions).max(1),
-            idle: Idle::new(&opts.spill_dir, name_hash),
+            idle: Idle::new(&opts.spill_dir, {
+                let names = NameHash::new(opts.hash_seed);
+                Box::new(move |s: &str| names.of(s))
+            }),
             spill_dir: opts.spill_dir.clone(),
             closing_spill: SpillSummary::default(),
             err: None,
@@ -429,17 +447,18 @@ impl Partition {
             closed_sessions: 0,
             opened: 0,
             requests: SessionStatsBuilder::default(),
+            names: NameHash::new(opts.hash_seed),
         }
     }
 
-    /// The open session called `name`, whose [`name_hash`] is `hash`.
+    /// The open session called `name`, whose [`NameHash`] is `hash`.
     fn find(&self, hash: u64, name: &str) -> Option<&OpenSession> {
         self.open
             .find(table_hash(hash), |(k, _)| k == name)
             .map(|(_, s)| s)
     }
 
-    /// Bring into the cache what adding a request of session `name` (of [`name_hash`]
+    /// Bring into the cache what adding a request of session `name` (of [`NameHash`]
     /// `hash`) for `file` will touch: the session, which looking it up loads, and its entry
     /// for the file.
     fn prefetch(&self, hash: u64, name: &str, file: u32) {
@@ -457,11 +476,12 @@ impl Partition {
     }
 
     /// Add a request for `file`, of which the file table knows `info`; `hash` is the
-    /// [`name_hash`] of its session.
+    /// [`NameHash`] of its session.
     fn add(&mut self, file: u32, info: &FileInfo, r: &LogRequest<'_>, hash: u64) {
         self.requests.on_request(r, info);
         let name: &str = &r.session;
         let at = table_hash(hash);
+        let names = self.names;
         let mut grown = 0;
         let s = match self.open.find_mut(at, |(k, _)| k == name) {
             Some((_, s)) => s,
@@ -488,7 +508,7 @@ impl Partition {
                 grown += s.bytes(name);
                 let entry = self
                     .open
-                    .insert_unique(at, (CompactString::from(name), s), rehash);
+                    .insert_unique(at, (CompactString::from(name), s), |e| names.rehash(e));
                 &mut entry.into_mut().1
             }
         };
@@ -515,19 +535,20 @@ impl Partition {
             self.open.iter().map(|(k, s)| (s.last_done, &**k)).collect();
         ages.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
         let mut free = self.held - room / 2;
-        let mut names = Vec::new();
+        let names = self.names;
+        let mut keys = Vec::new();
         for (_, k) in ages {
             if free == 0 {
                 break;
             }
-            free = free.saturating_sub(self.find(name_hash(k), k).map_or(0, |s| s.bytes(k)));
-            names.push(Box::<str>::from(k));
+            free = free.saturating_sub(self.find(names.of(k), k).map_or(0, |s| s.bytes(k)));
+            keys.push(Box::<str>::from(k));
         }
-        let mut out = Vec::with_capacity(names.len());
-        for k in names {
+        let mut out = Vec::with_capacity(keys.len());
+        for k in keys {
             let found = self
                 .open
-                .find_entry(table_hash(name_hash(&k)), |(n, _)| *n == *k);
+                .find_entry(table_hash(names.of(&k)), |(n, _)| *n == *k);
             if let Ok(entry) = found {
                 let ((k, s), _) = entry.remove();
                 self.held -= s.bytes(&k);
@@ -538,16 +559,16 @@ impl Partition {
             Ok(kept) => {
                 for (k, s) in kept {
                     self.held += s.bytes(&k);
-                    let at = table_hash(name_hash(&k));
+                    let at = table_hash(names.of(&k));
                     self.open
-                        .insert_unique(at, (CompactString::from(&*k), s), rehash);
+                        .insert_unique(at, (CompactString::from(&*k), s), |e| names.rehash(e));
                 }
             }
             Err(e) => {
                 self.err.get_or_insert(e);
             }
         }
-        self.open.shrink_to_fit(rehash);
+        self.open.shrink_to_fit(|e| names.rehash(e));
     }
 
     /// Close the sessions that can no longer change at `clock` (all of them when `last`).
@@ -556,7 +577,7 @@ impl Partition {
             open: self.open.len() + self.idle.len(),
             ..Swept::default()
         };
-        let (horizon, window) = (self.horizon_s, self.window_s);
+        let (horizon, window, names) = (self.horizon_s, self.window_s, self.names);
         let mut done: Vec<(Box<str>, OpenSession)> = Vec::new();
         let (mut held, mut gone) = (0, 0);
         // One pass: what every open session holds, which are near the end, which close.
@@ -582,7 +603,7 @@ impl Partition {
             if result.is_ok() {
                 result = self
                     .closed
-                    .push(ClosedKey(name_hash(&name)))
+                    .push(ClosedKey(names.of(&name)))
                     .and_then(|()| closing.push(Closing::of(name, s)));
             }
         }
@@ -596,7 +617,7 @@ impl Partition {
                         *open_at_end += 1;
                     }
                     *count += 1;
-                    closed.push(ClosedKey(name_hash(&name)))?;
+                    closed.push(ClosedKey(names.of(&name)))?;
                     closing.push(Closing::of(name, s))
                 },
             );
@@ -644,7 +665,7 @@ struct Queued {
     r: LogRequest<'static>,
     /// Where its session's name lies in [`Batch::names`].
     name: (u32, u32),
-    /// [`name_hash`] of the session's name.
+    /// [`NameHash`] of the session's name.
     hash: u64,
 }
 
@@ -897,6 +918,7 @@ struct State<'s> {
     long_service: u64,
     /// The sink's [`SessionSink::wants_requests`], asked once.
     requests_out: bool,
+    names: NameHash,
     workers: Workers,
     pending: VecDeque<Pending>,
     merge: Merge<'s>,
@@ -948,14 +970,14 @@ impl State<'_> {
         }
         match &mut self.workers {
             Workers::Inline(p, b) => {
-                b.push(file, info, r, name_hash(&r.session));
+                b.push(file, info, r, self.names.of(&r.session));
                 if b.reqs.len() >= INLINE_BATCH {
                     b.run(p);
                     b.clear();
                 }
             }
             Workers::Threads { feed, filling, .. } => {
-                let hash = name_hash(&r.session);
+                let hash = self.names.of(&r.session);
                 let i = (hash % feed.len() as u64) as usize;
                 let b = &mut filling[i];
                 b.push(file, info, r, hash);
@@ -1103,6 +1125,7 @@ pub fn analyze<R: BufRead + Send>(
             next_sweep: f64::NEG_INFINITY,
             long_service: 0,
             requests_out: sink.wants_requests(),
+            names: NameHash::new(opts.hash_seed),
             workers,
             pending: VecDeque::new(),
             merge: Merge {
@@ -1249,7 +1272,7 @@ mod tests {
                 *file,
                 &FileInfo::default(),
                 &r.with_names(name, ""),
-                name_hash(name),
+                p.names.of(name),
             );
             if r.done_s >= next {
                 out.push(take(p.sweep(r.done_s, false)).0);

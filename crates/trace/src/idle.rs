@@ -71,7 +71,7 @@ pub(crate) struct Idle<T> {
     next_run: u32,
     /// Spilled sessions by a hash of their key.
     index: HashMap<u64, Loc, foldhash::fast::RandomState>,
-    hash: fn(&str) -> u64,
+    hash: Box<dyn Fn(&str) -> u64 + Send>,
     buf: Vec<u8>,
     pub stats: SpillSummary,
     _values: PhantomData<T>,
@@ -88,7 +88,7 @@ fn read_record(r: &mut impl Read) -> io::Result<(String, Vec<u8>, u64)> {
 
 impl<T: Park> Idle<T> {
     /// `hash` keys the index (a collision is detected: such a session stays in memory).
-    pub fn new(dir: &Path, hash: fn(&str) -> u64) -> Idle<T> {
+    pub fn new(dir: &Path, hash: Box<dyn Fn(&str) -> u64 + Send>) -> Idle<T> {
         Idle {
             dir: dir.to_path_buf(),
             tmp: None,
@@ -288,7 +288,7 @@ mod tests {
     #[test]
     fn spilled_sessions_come_back_when_asked_or_due_in_order() {
         let dir = tempfile::tempdir().unwrap();
-        let mut idle: Idle<V> = Idle::new(dir.path(), h);
+        let mut idle: Idle<V> = Idle::new(dir.path(), Box::new(h));
         // Two runs, interleaved in time.
         let first: Vec<_> = (0..50u32)
             .map(|i| (format!("s{i}").into_boxed_str(), f64::from(i * 2), v(i)))
@@ -357,7 +357,7 @@ mod tests {
     #[test]
     fn a_key_whose_hash_is_spilled_already_stays_in_memory() {
         let dir = tempfile::tempdir().unwrap();
-        let mut idle: Idle<V> = Idle::new(dir.path(), h);
+        let mut idle: Idle<V> = Idle::new(dir.path(), Box::new(h));
         assert_eq!(h("a1"), h("b1"));
         let kept = idle
             .park(vec![("a1".into(), 1.0, v(1)), ("b1".into(), 2.0, v(2))])

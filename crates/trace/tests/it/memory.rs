@@ -1,6 +1,6 @@
 //! The analysis within a memory limit: open sessions spilled to disk, read back and merged
 //! back in order give every output of the analysis that keeps them in memory, byte for
-//! byte, for one and two threads; and on a log whose open sessions need many times the
+//! byte, for one and two threads and any seed of the session names' hash; and on a log whose open sessions need many times the
 //! limit, the state held and the process's peak memory stay within it.
 
 use std::path::{Path, PathBuf};
@@ -31,16 +31,17 @@ fn summary_but_memory(bytes: &[u8]) -> serde_json::Value {
 }
 
 #[test]
-fn a_tiny_memory_spills_and_every_output_is_the_same_for_one_and_two_threads() {
+fn a_tiny_memory_spills_and_every_output_is_the_same_for_one_and_two_threads_and_any_hash_seed() {
     let dir = synthesized();
     let log = dir.path().join("log.csv");
     let files = || FileTable::from_csv(&dir.path().join("files.csv")).unwrap();
-    let run = |memory: usize, threads: usize, format: OutputFormat| {
+    let run = |memory: usize, threads: usize, format: OutputFormat, seed: u64| {
         let out = dir
             .path()
-            .join(format!("out-{memory}-{threads}-{format:?}"));
+            .join(format!("out-{memory}-{threads}-{format:?}-{seed}"));
         let opts = AnalyzeOptions {
             threads,
+            hash_seed: seed,
             exclude_tail_s: 600.0,
             memory_bytes: memory,
             // The spill directory is made in the output directory and gone at the end:
@@ -51,7 +52,7 @@ fn a_tiny_memory_spills_and_every_output_is_the_same_for_one_and_two_threads() {
         std::fs::create_dir_all(&out).unwrap();
         every_output(&log, files(), &opts, format, &out)
     };
-    let (a, want) = run(MEMORY_BYTES, 1, OutputFormat::Csv);
+    let (a, want) = run(MEMORY_BYTES, 1, OutputFormat::Csv, 1);
     assert_eq!(a.spill.sessions, 0, "{:?}", a.spill);
     let tiny = 48 << 10;
     assert!(
@@ -59,9 +60,18 @@ fn a_tiny_memory_spills_and_every_output_is_the_same_for_one_and_two_threads() {
         "the open sessions need many times the limit: {}",
         a.peak_open_bytes
     );
-    for (memory, threads) in [(MEMORY_BYTES, 2), (tiny, 1), (tiny, 2)] {
-        let (b, got) = run(memory, threads, OutputFormat::Csv);
-        let what = format!("--memory {memory}, {threads} threads");
+    // The sessions' partitions, their places in the tables and the order they are spilled
+    // in follow the hash of their names: other seeds must give the same bytes.
+    for (memory, threads, seed) in [
+        (MEMORY_BYTES, 2, 1),
+        (MEMORY_BYTES, 2, 2),
+        (tiny, 1, 1),
+        (tiny, 1, 3),
+        (tiny, 2, 1),
+        (tiny, 2, u64::MAX),
+    ] {
+        let (b, got) = run(memory, threads, OutputFormat::Csv, seed);
+        let what = format!("--memory {memory}, {threads} threads, hash seed {seed}");
         if memory == tiny {
             let s = b.spill;
             assert!(
@@ -83,8 +93,8 @@ fn a_tiny_memory_spills_and_every_output_is_the_same_for_one_and_two_threads() {
         assert_same(&want[1..], &got[1..], &what);
     }
     // Parquet too.
-    let (_, want) = run(MEMORY_BYTES, 1, OutputFormat::Parquet);
-    let (_, got) = run(tiny, 2, OutputFormat::Parquet);
+    let (_, want) = run(MEMORY_BYTES, 1, OutputFormat::Parquet, 1);
+    let (_, got) = run(tiny, 2, OutputFormat::Parquet, 5);
     assert_same(&want[1..], &got[1..], "parquet, tiny memory, 2 threads");
 }
 
