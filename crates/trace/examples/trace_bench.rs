@@ -29,6 +29,18 @@ fn cpu_seconds() -> f64 {
     (ticks(11) + ticks(12)) / 100.0
 }
 
+/// The process's peak resident memory so far (`VmHWM`, MiB; 0 where unknown).
+fn peak_mib() -> f64 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let kib = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .unwrap_or(0.0);
+    kib / 1024.0
+}
+
 fn main() -> Result<(), String> {
     let args: Vec<String> = std::env::args().collect();
     match args.get(1).map(String::as_str) {
@@ -86,7 +98,7 @@ fn main() -> Result<(), String> {
             let wall = t.elapsed().as_secs_f64();
             let cpu = (cpu_seconds() - cpu0).max(1e-3);
             println!(
-                "analyze ({} threads): {} requests, {} chains, {} sessions (peak {} open, {:.1} MiB; {} spilled; file table {:.1} MiB, statistics {:.1} MiB) in {:.2} s wall, {:.2} s CPU: {:.0} requests/s/core, {:.0} requests/s",
+                "analyze ({} threads): {} requests, {} chains, {} sessions (peak {} open, {:.1} MiB; {} spilled; file table {:.1} MiB, statistics {:.1} MiB; peak resident {:.0} MiB) in {:.2} s wall, {:.2} s CPU: {:.0} requests/s/core, {:.0} requests/s",
                 threads,
                 a.read.requests,
                 a.chains.chains,
@@ -96,6 +108,7 @@ fn main() -> Result<(), String> {
                 a.spill.sessions,
                 a.file_table_bytes as f64 / 1048576.0,
                 a.statistics_bytes as f64 / 1048576.0,
+                peak_mib(),
                 wall,
                 cpu,
                 a.read.requests as f64 / cpu,

@@ -27,6 +27,7 @@ use std::hash::BuildHasher;
 use std::io::{BufRead, Read, Write};
 use std::path::PathBuf;
 use std::sync::mpsc::{channel, sync_channel, Receiver, Sender, SyncSender};
+use std::sync::Arc;
 
 use vodkit_workload::order::{MergeKey, MinEntry};
 
@@ -41,6 +42,7 @@ use crate::parse::{LogFormat, ReadSummary};
 use crate::phase::{session_phases, Phase, PhaseParams, PhaseStatsBuilder, PhaseSummary};
 use crate::read::{read_requests, ReadOptions, Requests};
 use crate::record::LogRequest;
+use crate::resident::{resident_bytes, Budget};
 use crate::runfile;
 use crate::sessions::{ParallelTracker, SessionStatsBuilder, SessionSummary};
 use crate::spill::{Merged, Record, Runs};
@@ -405,8 +407,12 @@ struct Partition {
     open: HashTable<(CompactString, OpenSession)>,
     /// Bytes the open sessions in memory hold ([`OpenSession::bytes`], kept up to date).
     held: usize,
-    /// Past this (with the spilled sessions' index), the sessions idle longest are spilled.
+    /// Past this (with the spilled sessions' index), the sessions idle longest are spilled:
+    /// this partition's part of the analysis's [`Budget`], as of its last sweep.
     budget: usize,
+    shared: Arc<Budget>,
+    /// This partition's number, for the figure it reports to `shared`.
+    number: usize,
     /// Open sessions spilled to disk.
     idle: Idle<OpenSession>,
     /// Where the sessions a sweep closes are sorted when they pass `budget / 4`.
@@ -425,14 +431,16 @@ struct Partition {
 }
 
 impl Partition {
-    fn new(opts: &AnalyzeOptions) -> Self {
+    fn new(opts: &AnalyzeOptions, shared: Arc<Budget>, number: usize) -> Self {
         let partitions = opts.threads.max(1);
         Partition {
             window_s: opts.window_s,
             horizon_s: opts.window_s + opts.max_service_s,
             open: HashTable::new(),
             held: 0,
-            budget: (opts.memory_bytes / 2 / partitions).max(1),
+            budget: shared.partition(),
+            shared,
+            number,
             idle: Idle::new(&opts.spill_dir, {
                 let names = NameHash::new(opts.hash_seed);
                 Box::new(move |s: &str| names.of(s))
@@ -632,6 +640,14 @@ impl Partition {
                 self.err.get_or_insert(e);
             }
         }
+        // The share the process's memory leaves the sessions now; spilled down to it at once
+        // when it shrank.
+        self.budget = self.shared.partition();
+        if !last && self.held > self.budget.saturating_sub(self.idle.index_bytes()) {
+            self.spill_idle();
+        }
+        self.shared
+            .report(self.number, self.held + self.idle.index_bytes());
         out.closed_sessions = self.closed_sessions;
         out.closed_key_bytes = self.closed.held();
         if last {
@@ -919,6 +935,8 @@ struct State<'s> {
     /// The sink's [`SessionSink::wants_requests`], asked once.
     requests_out: bool,
     names: NameHash,
+    /// The open sessions' share of the memory limit, set before every sweep.
+    budget: Arc<Budget>,
     workers: Workers,
     pending: VecDeque<Pending>,
     merge: Merge<'s>,
@@ -997,6 +1015,7 @@ impl State<'_> {
 
     /// Close the sessions that can no longer change (all of them at the end of the log).
     fn sweep(&mut self, last: bool) {
+        self.budget.update(resident_bytes());
         let grown = self
             .grown
             .drain(..)
@@ -1082,22 +1101,24 @@ pub fn analyze<R: BufRead + Send>(
     sink: &mut dyn SessionSink,
 ) -> std::io::Result<Analysis> {
     let partitions = opts.threads.max(1);
+    let budget = Arc::new(Budget::new(opts.memory_bytes, partitions));
     std::thread::scope(|s| {
         let workers = if partitions == 1 {
             Workers::Inline(
-                Box::new(Partition::new(opts)),
+                Box::new(Partition::new(opts, budget.clone(), 0)),
                 Batch::with_capacity(INLINE_BATCH),
             )
         } else {
             let mut feed = Vec::new();
             let mut back = Vec::new();
-            for _ in 0..partitions {
+            for number in 0..partitions {
                 let (tx, rx) = sync_channel::<Batch>(QUEUED);
                 let (done_tx, done_rx): (Sender<Swept>, Receiver<Swept>) = channel();
                 feed.push(tx);
                 back.push(done_rx);
+                let shared = budget.clone();
                 s.spawn(move || {
-                    let mut part = Partition::new(opts);
+                    let mut part = Partition::new(opts, shared, number);
                     for b in rx {
                         if let Some(swept) = b.run(&mut part) {
                             if done_tx.send(swept).is_err() {
@@ -1126,6 +1147,7 @@ pub fn analyze<R: BufRead + Send>(
             long_service: 0,
             requests_out: sink.wants_requests(),
             names: NameHash::new(opts.hash_seed),
+            budget: budget.clone(),
             workers,
             pending: VecDeque::new(),
             merge: Merge {
@@ -1251,7 +1273,7 @@ mod tests {
             spill_dir: dir.to_path_buf(),
             ..Default::default()
         };
-        let mut p = Partition::new(&opts);
+        let mut p = Partition::new(&opts, Arc::new(Budget::new(opts.memory_bytes, 1)), 0);
         let mut out = Vec::new();
         let mut next = f64::NEG_INFINITY;
         let reqs = requests();

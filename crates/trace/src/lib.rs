@@ -25,6 +25,7 @@ pub mod phase;
 pub mod read;
 pub mod record;
 pub mod report;
+mod resident;
 mod runfile;
 pub mod sessions;
 pub mod sort;

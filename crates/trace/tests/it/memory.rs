@@ -251,6 +251,11 @@ fn peak_memory_readable() -> bool {
 }
 
 fn child(log: &Path, out: &Path, memory: usize, threads: usize) -> Child {
+    child_beside(log, out, memory, threads, 0)
+}
+
+/// [`child`] in a process that holds `ballast` bytes of its own all through the analysis.
+fn child_beside(log: &Path, out: &Path, memory: usize, threads: usize, ballast: usize) -> Child {
     let exe = std::env::current_exe().unwrap();
     let o = Command::new(exe)
         .args([
@@ -262,7 +267,11 @@ fn child(log: &Path, out: &Path, memory: usize, threads: usize) -> Child {
         ])
         .env(
             "VODKIT_TRACE_MEMORY_CHILD",
-            format!("{}\n{}\n{memory}\n{threads}", log.display(), out.display()),
+            format!(
+                "{}\n{}\n{memory}\n{threads}\n{ballast}",
+                log.display(),
+                out.display()
+            ),
         )
         .output()
         .unwrap();
@@ -301,6 +310,7 @@ fn analysis_child() {
     let out = Path::new(parts.next().unwrap());
     let memory: usize = parts.next().unwrap().parse().unwrap();
     let threads: usize = parts.next().unwrap().parse().unwrap();
+    let ballast = vec![1u8; parts.next().unwrap().parse().unwrap()];
     let baseline = status_kib("VmRSS:");
     let tables = Tables {
         chains: true,
@@ -319,6 +329,7 @@ fn analysis_child() {
     let a = analyze(input, FileTable::default(), &opts, &mut sink).unwrap();
     sink.finish().unwrap();
     std::fs::write(out.join("summary.json"), json(&PassSummary::of(&a))).unwrap();
+    std::hint::black_box(&ballast);
     println!(
         "RESULT {baseline} {} {} {}",
         status_kib("VmHWM:"),
@@ -380,6 +391,35 @@ fn a_log_needing_many_times_the_memory_limit_is_analyzed_within_it() {
     let files = |d: &Path| std::fs::read_dir(d).unwrap().count();
     assert_eq!(files(&small), files(&large), "no spill left behind");
     assert_eq!(files(&dir.path().join("two")), files(&large));
+}
+
+#[test]
+fn what_the_rest_of_the_process_holds_comes_out_of_the_sessions_share() {
+    if !peak_memory_readable() {
+        return;
+    }
+    let (dir, log) = log_file(&wide_log(2000, 100));
+    // 24 MiB held beside the analysis: with the sessions' half of 64 MiB and the fixed costs
+    // the process would pass the limit; the sessions get what the rest leaves instead.
+    let limit = 64 << 20;
+    let ballast = 24 << 20;
+    let c = child_beside(&log, &dir.path().join("out"), limit, 1, ballast);
+    eprintln!(
+        "within {} MiB beside {} MiB: {c:?}",
+        limit >> 20,
+        ballast >> 20
+    );
+    assert!(c.baseline_kib * 1024 > ballast as u64, "{c:?}");
+    assert!(c.spilled > 0, "{c:?}");
+    assert!(
+        c.peak_open_bytes < limit as u64 / 2 - (4 << 20),
+        "the sessions held less than their half: {c:?}"
+    );
+    assert!(
+        c.peak_kib * 1024 <= limit as u64,
+        "the process stays within the limit: {} MiB, {c:?}",
+        c.peak_kib >> 10
+    );
 }
 
 /// Process memory a file of [`many_files_log`] may cost beyond the limit and the fixed costs:

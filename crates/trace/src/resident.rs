@@ -1,0 +1,132 @@
+//! The open sessions' share of `--memory`, set at every sweep from what the whole process
+//! holds: what the rest of it needs (the file table, the statistics, the blocks and batches
+//! on their way, each thread's allocator) comes out of the sessions' half, so the process
+//! stays within the limit as long as the rest alone fits. The rule is pure
+//! ([`sessions_share`]); the analysis reads the process's resident memory and calls it.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Part of the limit kept free for what grows between two sweeps and for brief peaks (an
+/// eighth).
+const MARGIN_SHARE: usize = 8;
+
+/// The open sessions never get less than this part of the limit (a quarter, half of what
+/// they get when the rest is small), however much the rest holds: past that the limit
+/// cannot be kept and the analysis says so. Lower, the index of the spilled sessions would
+/// soon fill what is left, and spilling stop.
+const FLOOR_SHARE: usize = 4;
+
+/// Resident bytes of this process (`VmRSS` in `/proc/self/status`), or `None` where that
+/// cannot be read.
+pub(crate) fn resident_bytes() -> Option<usize> {
+    let text = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = text.lines().find_map(|l| l.strip_prefix("VmRSS:"))?;
+    let kib: usize = line.trim().strip_suffix("kB")?.trim().parse().ok()?;
+    Some(kib << 10)
+}
+
+/// Bytes the open sessions of all partitions may hold until the next sweep, when the
+/// process holds `resident` bytes of which `held` are open sessions, under `limit`: the
+/// limit less a margin and less the rest, between a quarter and half of the limit.
+pub(crate) fn sessions_share(limit: usize, resident: usize, held: usize) -> usize {
+    let target = limit - limit / MARGIN_SHARE;
+    let rest = resident.saturating_sub(held);
+    target
+        .saturating_sub(rest)
+        .clamp((limit / FLOOR_SHARE).max(1), (limit / 2).max(1))
+}
+
+/// One analysis's session budget, shared by the thread that decides the sweeps and the
+/// partitions: the total they may hold, and what each held at its last sweep.
+pub(crate) struct Budget {
+    limit: usize,
+    total: AtomicUsize,
+    held: Vec<Held>,
+}
+
+/// A partition's figure on a cache line of its own.
+#[repr(align(64))]
+#[derive(Default)]
+struct Held(AtomicUsize);
+
+impl Budget {
+    pub fn new(limit: usize, partitions: usize) -> Budget {
+        Budget {
+            limit,
+            total: AtomicUsize::new((limit / 2).max(1)),
+            held: (0..partitions.max(1)).map(|_| Held::default()).collect(),
+        }
+    }
+
+    /// What each partition may hold until its next sweep.
+    pub fn partition(&self) -> usize {
+        (self.total.load(Ordering::Relaxed) / self.held.len()).max(1)
+    }
+
+    /// Partition `i` holds `bytes` after its sweep.
+    pub fn report(&self, i: usize, bytes: usize) {
+        if let Some(h) = self.held.get(i) {
+            h.0.store(bytes, Ordering::Relaxed);
+        }
+    }
+
+    /// Set the total from the process's resident memory (left as it is where unknown).
+    pub fn update(&self, resident: Option<usize>) {
+        if let Some(r) = resident {
+            let held = self.held.iter().map(|h| h.0.load(Ordering::Relaxed)).sum();
+            let share = sessions_share(self.limit, r, held);
+            self.total.store(share, Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const MIB: usize = 1 << 20;
+
+    #[test]
+    fn the_sessions_get_what_the_rest_leaves_between_a_quarter_and_half() {
+        let limit = 512 * MIB;
+        // The rest holds 100 MiB: 448 - 100 = 348, above half: half.
+        assert_eq!(sessions_share(limit, 300 * MIB, 200 * MIB), 256 * MIB);
+        // The rest holds 300 MiB: the sessions get 448 - 300.
+        assert_eq!(sessions_share(limit, 500 * MIB, 200 * MIB), 148 * MIB);
+        assert_eq!(sessions_share(limit, 420 * MIB, 100 * MIB), 128 * MIB);
+        assert_eq!(sessions_share(limit, 410 * MIB, 100 * MIB), 138 * MIB);
+        // Memory the sessions freed and the allocator kept counts as the rest's: 448 - 400
+        // is below the floor.
+        assert_eq!(sessions_share(limit, 500 * MIB, 100 * MIB), 128 * MIB);
+        assert_eq!(sessions_share(limit, 500 * MIB, 200 * MIB), 148 * MIB);
+        // The rest alone passes the limit: a quarter.
+        assert_eq!(sessions_share(limit, 900 * MIB, 10 * MIB), 128 * MIB);
+        // Tiny limits stay positive.
+        assert_eq!(sessions_share(1, 100 * MIB, 0), 1);
+    }
+
+    #[test]
+    fn the_budget_follows_the_process_and_is_split_over_partitions() {
+        let b = Budget::new(512 * MIB, 2);
+        assert_eq!(b.partition(), 128 * MIB);
+        b.report(0, 100 * MIB);
+        b.report(1, 100 * MIB);
+        b.update(None);
+        assert_eq!(b.partition(), 128 * MIB);
+        // 448 - (468 - 200) = 180: each partition 90 MiB.
+        b.update(Some(468 * MIB));
+        assert_eq!(b.partition(), 90 * MIB);
+        b.update(Some(200 * MIB));
+        assert_eq!(b.partition(), 128 * MIB);
+    }
+
+    #[test]
+    fn this_process_is_resident() {
+        if !cfg!(target_os = "linux") {
+            vodkit_testkit::need::not_here("resident memory is read from /proc (Linux)");
+            return;
+        }
+        let r = resident_bytes().expect("statm is readable on Linux");
+        assert!(r > 1 << 20 && r < 1 << 40, "{r}");
+    }
+}
