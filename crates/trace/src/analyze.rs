@@ -756,7 +756,17 @@ enum Workers {
         filling: Vec<Batch>,
         /// What each partition swept and the merge has not taken yet.
         inbox: Vec<VecDeque<Swept>>,
+        /// Batches the partitions have added, emptied, to be filled again: a new one would
+        /// cost its pages afresh (a batch is about 600 KiB).
+        emptied: Receiver<Batch>,
     },
+}
+
+/// An emptied batch to fill, or a new one when none is back yet.
+fn refill(emptied: &Receiver<Batch>) -> Batch {
+    emptied
+        .try_recv()
+        .unwrap_or_else(|_| Batch::with_capacity(BATCH))
 }
 
 /// A sweep as the calling thread decided it.
@@ -994,13 +1004,18 @@ impl State<'_> {
                     b.clear();
                 }
             }
-            Workers::Threads { feed, filling, .. } => {
+            Workers::Threads {
+                feed,
+                filling,
+                emptied,
+                ..
+            } => {
                 let hash = self.names.of(&r.session);
                 let i = (hash % feed.len() as u64) as usize;
                 let b = &mut filling[i];
                 b.push(file, info, r, hash);
                 if b.reqs.len() >= BATCH {
-                    let full = std::mem::replace(b, Batch::with_capacity(BATCH));
+                    let full = std::mem::replace(b, refill(emptied));
                     if feed[i].send(full).is_err() && self.merge.err.is_none() {
                         self.merge.err = Some(worker_gone());
                     }
@@ -1041,9 +1056,14 @@ impl State<'_> {
                 let s = part.sweep(p.clock, last);
                 self.merge.sweep(&self.files, p, vec![s]);
             }
-            Workers::Threads { feed, filling, .. } => {
+            Workers::Threads {
+                feed,
+                filling,
+                emptied,
+                ..
+            } => {
                 for (tx, b) in feed.iter().zip(filling.iter_mut()) {
-                    let mut b = std::mem::replace(b, Batch::with_capacity(BATCH));
+                    let mut b = std::mem::replace(b, refill(emptied));
                     b.sweep = Some((p.clock, last));
                     if tx.send(b).is_err() && self.merge.err.is_none() {
                         self.merge.err = Some(worker_gone());
@@ -1111,20 +1131,25 @@ pub fn analyze<R: BufRead + Send>(
         } else {
             let mut feed = Vec::new();
             let mut back = Vec::new();
+            let (emptied_tx, emptied) = channel::<Batch>();
             for number in 0..partitions {
                 let (tx, rx) = sync_channel::<Batch>(QUEUED);
                 let (done_tx, done_rx): (Sender<Swept>, Receiver<Swept>) = channel();
                 feed.push(tx);
                 back.push(done_rx);
                 let shared = budget.clone();
+                let emptied_tx = emptied_tx.clone();
                 s.spawn(move || {
                     let mut part = Partition::new(opts, shared, number);
-                    for b in rx {
+                    for mut b in rx {
                         if let Some(swept) = b.run(&mut part) {
                             if done_tx.send(swept).is_err() {
                                 return;
                             }
                         }
+                        b.clear();
+                        // Gone only when the analysis is over.
+                        let _ = emptied_tx.send(b);
                     }
                 });
             }
@@ -1135,6 +1160,7 @@ pub fn analyze<R: BufRead + Send>(
                 inbox: (0..partitions).map(|_| VecDeque::new()).collect(),
                 feed,
                 back,
+                emptied,
             }
         };
         let mut st = State {
