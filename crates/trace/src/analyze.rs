@@ -534,9 +534,18 @@ impl Partition {
 
     /// Spill the sessions idle longest until those in memory hold half the budget.
     fn spill_idle(&mut self) {
-        let room = self.budget.saturating_sub(self.idle.index_bytes());
+        let index = self.idle.index_bytes();
+        let room = self.budget.saturating_sub(index);
         // Past an error, or when the index alone nearly fills the budget, keep everything.
         if self.err.is_some() || self.held <= room || room < self.budget / 8 {
+            return;
+        }
+        // The sessions are at their peak: what the process leaves them now.
+        self.shared
+            .at_peak(self.number, self.held + index, resident_bytes());
+        self.budget = self.shared.partition();
+        let room = self.budget.saturating_sub(index);
+        if self.held <= room || room < self.budget / 8 {
             return;
         }
         let mut ages: Vec<(f64, &str)> =
@@ -1030,7 +1039,7 @@ impl State<'_> {
 
     /// Close the sessions that can no longer change (all of them at the end of the log).
     fn sweep(&mut self, last: bool) {
-        self.budget.update(resident_bytes());
+        self.budget.lower(resident_bytes());
         let grown = self
             .grown
             .drain(..)

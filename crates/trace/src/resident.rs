@@ -2,13 +2,15 @@
 //! holds: what the rest of it needs (the file table, the statistics, the blocks and batches
 //! on their way, each thread's allocator) comes out of the sessions' half, so the process
 //! stays within the limit as long as the rest alone fits. The rule is pure
-//! ([`sessions_share`]); the analysis reads the process's resident memory and calls it.
+//! ([`sessions_share`]); the analysis reads the process's resident memory and calls it
+//! when a partition is about to spill (its sessions at their peak) and at every sweep.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Part of the limit kept free for what grows between two sweeps and for brief peaks (an
-/// eighth).
-const MARGIN_SHARE: usize = 8;
+/// Kept free of the limit for what grows between two sweeps and for brief peaks: a
+/// thirty-second of it, and at least [`MARGIN_MIN`].
+const MARGIN_SHARE: usize = 32;
+const MARGIN_MIN: usize = 16 << 20;
 
 /// The open sessions never get less than this part of the limit (a quarter, half of what
 /// they get when the rest is small), however much the rest holds: past that the limit
@@ -29,7 +31,7 @@ pub(crate) fn resident_bytes() -> Option<usize> {
 /// process holds `resident` bytes of which `held` are open sessions, under `limit`: the
 /// limit less a margin and less the rest, between a quarter and half of the limit.
 pub(crate) fn sessions_share(limit: usize, resident: usize, held: usize) -> usize {
-    let target = limit - limit / MARGIN_SHARE;
+    let target = limit.saturating_sub((limit / MARGIN_SHARE).max(MARGIN_MIN));
     let rest = resident.saturating_sub(held);
     target
         .saturating_sub(rest)
@@ -63,19 +65,34 @@ impl Budget {
         (self.total.load(Ordering::Relaxed) / self.held.len()).max(1)
     }
 
-    /// Partition `i` holds `bytes` after its sweep.
+    /// Partition `i` holds `bytes` (after its sweep).
     pub fn report(&self, i: usize, bytes: usize) {
         if let Some(h) = self.held.get(i) {
             h.0.store(bytes, Ordering::Relaxed);
         }
     }
 
-    /// Set the total from the process's resident memory (left as it is where unknown).
-    pub fn update(&self, resident: Option<usize>) {
-        if let Some(r) = resident {
-            let held = self.held.iter().map(|h| h.0.load(Ordering::Relaxed)).sum();
-            let share = sessions_share(self.limit, r, held);
+    /// The share the process leaves, when it holds `resident` bytes (`None` where unknown).
+    fn share(&self, resident: Option<usize>) -> Option<usize> {
+        let held = self.held.iter().map(|h| h.0.load(Ordering::Relaxed)).sum();
+        resident.map(|r| sessions_share(self.limit, r, held))
+    }
+
+    /// Partition `i`, about to spill, holds `bytes`: its sessions are at the top of what
+    /// they may hold, which is when the process is, so the total is set from this moment.
+    pub fn at_peak(&self, i: usize, bytes: usize, resident: Option<usize>) {
+        self.report(i, bytes);
+        if let Some(share) = self.share(resident) {
             self.total.store(share, Ordering::Relaxed);
+        }
+    }
+
+    /// Lower the total when the process, holding `resident` bytes at a sweep, leaves the
+    /// sessions less; raised only at a peak ([`Budget::at_peak`]), since between peaks what
+    /// the sessions held last is more than they hold.
+    pub fn lower(&self, resident: Option<usize>) {
+        if let Some(share) = self.share(resident) {
+            self.total.fetch_min(share, Ordering::Relaxed);
         }
     }
 }
@@ -89,18 +106,21 @@ mod tests {
     #[test]
     fn the_sessions_get_what_the_rest_leaves_between_a_quarter_and_half() {
         let limit = 512 * MIB;
-        // The rest holds 100 MiB: 448 - 100 = 348, above half: half.
+        // The margin is 16 MiB. The rest holds 100 MiB: 496 - 100 = 396, above half: half.
         assert_eq!(sessions_share(limit, 300 * MIB, 200 * MIB), 256 * MIB);
-        // The rest holds 300 MiB: the sessions get 448 - 300.
-        assert_eq!(sessions_share(limit, 500 * MIB, 200 * MIB), 148 * MIB);
-        assert_eq!(sessions_share(limit, 420 * MIB, 100 * MIB), 128 * MIB);
-        assert_eq!(sessions_share(limit, 410 * MIB, 100 * MIB), 138 * MIB);
-        // Memory the sessions freed and the allocator kept counts as the rest's: 448 - 400
-        // is below the floor.
+        // The rest holds 300 MiB: the sessions get 496 - 300.
+        assert_eq!(sessions_share(limit, 500 * MIB, 200 * MIB), 196 * MIB);
+        assert_eq!(sessions_share(limit, 410 * MIB, 100 * MIB), 186 * MIB);
+        // Memory the sessions freed and the allocator kept counts as the rest's: 496 - 400
+        // is below the floor, a quarter.
         assert_eq!(sessions_share(limit, 500 * MIB, 100 * MIB), 128 * MIB);
-        assert_eq!(sessions_share(limit, 500 * MIB, 200 * MIB), 148 * MIB);
         // The rest alone passes the limit: a quarter.
         assert_eq!(sessions_share(limit, 900 * MIB, 10 * MIB), 128 * MIB);
+        // A thirty-second of a large limit: 8 GiB less 256 MiB less a rest of 5000 MiB.
+        assert_eq!(
+            sessions_share(8192 * MIB, 5100 * MIB, 100 * MIB),
+            (8192 - 256 - 5000) * MIB
+        );
         // Tiny limits stay positive.
         assert_eq!(sessions_share(1, 100 * MIB, 0), 1);
     }
@@ -110,14 +130,21 @@ mod tests {
         let b = Budget::new(512 * MIB, 2);
         assert_eq!(b.partition(), 128 * MIB);
         b.report(0, 100 * MIB);
-        b.report(1, 100 * MIB);
-        b.update(None);
+        b.at_peak(1, 100 * MIB, None);
+        b.lower(None);
         assert_eq!(b.partition(), 128 * MIB);
-        // 448 - (468 - 200) = 180: each partition 90 MiB.
-        b.update(Some(468 * MIB));
+        // 496 - (516 - 200) = 180: each partition 90 MiB.
+        b.lower(Some(516 * MIB));
         assert_eq!(b.partition(), 90 * MIB);
-        b.update(Some(200 * MIB));
+        // A sweep never raises it.
+        b.lower(Some(200 * MIB));
+        assert_eq!(b.partition(), 90 * MIB);
+        // A peak does: 496 - (350 - 220) is above half.
+        b.at_peak(0, 120 * MIB, Some(350 * MIB));
         assert_eq!(b.partition(), 128 * MIB);
+        // And lowers it: 496 - (520 - 220) = 196.
+        b.at_peak(0, 120 * MIB, Some(520 * MIB));
+        assert_eq!(b.partition(), 98 * MIB);
     }
 
     #[test]
