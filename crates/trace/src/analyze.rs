@@ -408,7 +408,7 @@ struct Partition {
     /// Bytes the open sessions in memory hold ([`OpenSession::bytes`], kept up to date).
     held: usize,
     /// Past this (with the spilled sessions' index), the sessions idle longest are spilled:
-    /// this partition's part of the analysis's [`Budget`], as of its last sweep.
+    /// this partition's part of the analysis's [`Budget`], as of its last sweep or spill.
     budget: usize,
     shared: Arc<Budget>,
     /// This partition's number, for the figure it reports to `shared`.

@@ -39,7 +39,7 @@ pub(crate) fn sessions_share(limit: usize, resident: usize, held: usize) -> usiz
 }
 
 /// One analysis's session budget, shared by the thread that decides the sweeps and the
-/// partitions: the total they may hold, and what each held at its last sweep.
+/// partitions: the total they may hold, and what each held at its last sweep or spill.
 pub(crate) struct Budget {
     limit: usize,
     total: AtomicUsize,
@@ -60,7 +60,7 @@ impl Budget {
         }
     }
 
-    /// What each partition may hold until its next sweep.
+    /// What each partition may hold, until the share is set again.
     pub fn partition(&self) -> usize {
         (self.total.load(Ordering::Relaxed) / self.held.len()).max(1)
     }
