@@ -132,6 +132,7 @@ fn options(c: &Common) -> anyhow::Result<AnalyzeOptions> {
         exclude_tail_s: c.exclude_tail.as_secs_f64(),
         memory_bytes: usize::try_from(c.memory).unwrap_or(usize::MAX),
         spill_dir: c.out.clone(),
+        ..AnalyzeOptions::default()
     })
 }
 
