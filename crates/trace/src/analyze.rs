@@ -33,6 +33,7 @@ use vodkit_workload::order::{MergeKey, MinEntry};
 
 use compact_str::CompactString;
 
+use crate::cacheline;
 use crate::chain::{ChainBuilder, ChainRec, CHAIN_WINDOW_S};
 use crate::chainstats::{ChainStatsBuilder, ChainSummary};
 use crate::files::{FileInfo, FileTable};
@@ -475,6 +476,21 @@ impl Partition {
         }
     }
 
+    /// Bring into the cache the slot where a session of [`NameHash`] `hash` most likely
+    /// sits, before [`Partition::prefetch`] looks it up: the table's first probe for the
+    /// hash (hashbrown starts at the hash's low bits), which holds the session unless a
+    /// collision moved it further on. Only a hint: a wrong guess costs a wasted fetch.
+    fn prefetch_slot(&self, hash: u64) {
+        let buckets = self.open.num_buckets();
+        if buckets == 0 {
+            return;
+        }
+        let first = table_hash(hash) as usize & (buckets - 1);
+        if let Some(e) = self.open.get_bucket(first) {
+            cacheline::prefetch(e);
+        }
+    }
+
     /// What [`Partition::prefetch`] could not ask for before the file entry was in the
     /// cache: the fragments it keeps on the heap.
     fn prefetch_fragments(&self, hash: u64, name: &str, file: u32) {
@@ -735,6 +751,9 @@ impl Batch {
     /// another: with more open sessions than the caches hold, they are most of the time.
     fn run(&self, p: &mut Partition) -> Option<Swept> {
         for (i, q) in self.reqs.iter().enumerate() {
+            if let Some(next) = self.reqs.get(i + 2 * AHEAD) {
+                p.prefetch_slot(next.hash);
+            }
             if let Some(next) = self.reqs.get(i + AHEAD) {
                 p.prefetch(next.hash, self.name(next), next.file);
             }
