@@ -414,6 +414,10 @@ struct Partition {
     shared: Arc<Budget>,
     /// This partition's number, for the figure it reports to `shared`.
     number: usize,
+    /// What the open sessions held when the process's memory was last read at a spill: it
+    /// is read again only once they hold a sixteenth of the budget more or less, so a share
+    /// that rises with the sessions cannot have it read at every request.
+    read_at: usize,
     /// Open sessions spilled to disk.
     idle: Idle<OpenSession>,
     /// Where the sessions a sweep closes are sorted when they pass `budget / 4`.
@@ -442,6 +446,7 @@ impl Partition {
             budget: shared.partition(),
             shared,
             number,
+            read_at: 0,
             idle: Idle::new(&opts.spill_dir, {
                 let names = NameHash::new(opts.hash_seed);
                 Box::new(move |s: &str| names.of(s))
@@ -557,9 +562,12 @@ impl Partition {
             return;
         }
         // The sessions are at their peak: what the process leaves them now.
-        self.shared
-            .at_peak(self.number, self.held + index, resident_bytes());
-        self.budget = self.shared.partition();
+        if self.held.abs_diff(self.read_at) > self.budget / 16 {
+            self.read_at = self.held;
+            self.shared
+                .at_peak(self.number, self.held + index, resident_bytes());
+            self.budget = self.shared.partition();
+        }
         let room = self.budget.saturating_sub(index);
         if self.held <= room || room < self.budget / 8 {
             return;
