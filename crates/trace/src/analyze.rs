@@ -438,6 +438,7 @@ struct Partition {
 impl Partition {
     fn new(opts: &AnalyzeOptions, shared: Arc<Budget>, number: usize) -> Self {
         let partitions = opts.threads.max(1);
+        let names = NameHash::new(opts.hash_seed);
         Partition {
             window_s: opts.window_s,
             horizon_s: opts.window_s + opts.max_service_s,
@@ -447,10 +448,7 @@ impl Partition {
             shared,
             number,
             read_at: 0,
-            idle: Idle::new(&opts.spill_dir, {
-                let names = NameHash::new(opts.hash_seed);
-                Box::new(move |s: &str| names.of(s))
-            }),
+            idle: Idle::new(&opts.spill_dir, Box::new(move |s: &str| names.of(s))),
             spill_dir: opts.spill_dir.clone(),
             closing_spill: SpillSummary::default(),
             err: None,
@@ -461,7 +459,7 @@ impl Partition {
             closed_sessions: 0,
             opened: 0,
             requests: SessionStatsBuilder::default(),
-            names: NameHash::new(opts.hash_seed),
+            names,
         }
     }
 
@@ -556,9 +554,9 @@ impl Partition {
     /// Spill the sessions idle longest until those in memory hold half the budget.
     fn spill_idle(&mut self) {
         let index = self.idle.index_bytes();
-        let room = self.budget.saturating_sub(index);
         // Past an error, or when the index alone nearly fills the budget, keep everything.
-        if self.err.is_some() || self.held <= room || room < self.budget / 8 {
+        let room = |budget: usize| Some(budget.saturating_sub(index)).filter(|r| *r >= budget / 8);
+        if self.err.is_some() || room(self.budget).is_none_or(|r| self.held <= r) {
             return;
         }
         // The sessions are at their peak: what the process leaves them now.
@@ -568,10 +566,9 @@ impl Partition {
                 .at_peak(self.number, self.held + index, resident_bytes());
             self.budget = self.shared.partition();
         }
-        let room = self.budget.saturating_sub(index);
-        if self.held <= room || room < self.budget / 8 {
+        let Some(room) = room(self.budget).filter(|r| self.held > *r) else {
             return;
-        }
+        };
         let mut ages: Vec<(f64, &str)> =
             self.open.iter().map(|(k, s)| (s.last_done, &**k)).collect();
         ages.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));

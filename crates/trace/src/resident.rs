@@ -1,13 +1,13 @@
-//! The open sessions' share of `--memory`, set at every sweep from what the whole process
-//! holds: what the rest of it needs (the file table, the statistics, the blocks and batches
-//! on their way, each thread's allocator) comes out of the sessions' half, so the process
-//! stays within the limit as long as the rest alone fits. The rule is pure
-//! ([`sessions_share`]); the analysis reads the process's resident memory and calls it
-//! when a partition is about to spill (its sessions at their peak) and at every sweep.
+//! The open sessions' share of `--memory`, set from what the whole process holds: what
+//! the rest of it needs (the file table, the statistics, the blocks and batches on their
+//! way, each thread's allocator) comes out of the sessions' half, so the process stays
+//! within the limit as long as the rest alone fits. The rule is pure ([`sessions_share`]);
+//! the analysis reads the process's resident memory and calls it when a partition is about
+//! to spill (its sessions at their peak) and at every sweep.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
-/// Kept free of the limit for what grows between two sweeps and for brief peaks: a
+/// Kept free of the limit for what grows between two readings and for brief peaks: a
 /// thirty-second of it, and at least [`MARGIN_MIN`].
 const MARGIN_SHARE: usize = 32;
 const MARGIN_MIN: usize = 16 << 20;
@@ -27,7 +27,7 @@ pub(crate) fn resident_bytes() -> Option<usize> {
     Some(kib << 10)
 }
 
-/// Bytes the open sessions of all partitions may hold until the next sweep, when the
+/// Bytes the open sessions of all partitions may hold until the share is set again, when the
 /// process holds `resident` bytes of which `held` are open sessions, under `limit`: the
 /// limit less a margin and less the rest, between a quarter and half of the limit.
 pub(crate) fn sessions_share(limit: usize, resident: usize, held: usize) -> usize {
