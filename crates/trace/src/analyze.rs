@@ -193,6 +193,9 @@ const AHEAD: usize = 8;
 const LAG: usize = 8;
 /// Log seconds between sweeps.
 const SWEEP_EVERY_S: f64 = 60.0;
+/// The flag beside a file's greatest end offset in [`State`]'s `max_end`: it grew since the
+/// last sweep.
+const GREW: u64 = 1 << 63;
 /// Share of `--memory` (per partition, divided among them) for the closed sessions' name
 /// hashes held before a sorted run of them goes to disk.
 const CLOSED_KEYS_SHARE: usize = 64;
@@ -838,12 +841,14 @@ struct Merge<'s> {
 
 impl Merge<'_> {
     fn sweep(&mut self, files: &FileTable, p: Pending, parts: Vec<Swept>) {
-        // Sized as the table was when the sweep was decided: the same for any threads.
-        if self.max_end.len() < p.files {
-            self.max_end.resize(p.files, 0);
-        }
+        // Sized by the files that grew, which the sweep's decision fixed: the same for any
+        // threads.
         for (f, end) in p.grown {
-            self.max_end[f as usize] = end;
+            let f = f as usize;
+            if self.max_end.len() <= f {
+                self.max_end.resize(f + 1, 0);
+            }
+            self.max_end[f] = end;
         }
         // Sessions only open between sweeps: the most open at once is the most before one.
         self.peak_open = self
@@ -967,9 +972,11 @@ impl Merge<'_> {
 struct State<'s> {
     max_service_s: f64,
     files: FileTable,
-    /// By file: its greatest end offset, and whether it grew since the last sweep (side
-    /// by side, so a request reads one cache line of them).
-    max_end: Vec<(u64, bool)>,
+    /// By file whose size the table does not know (the statistics take its greatest end
+    /// offset for it): that offset, with [`GREW`] set when it grew since the last sweep
+    /// (one word, so a request reads one cache line of them). Up to the highest such file
+    /// seen; empty when the table knows every size.
+    max_end: Vec<u64>,
     /// Files whose greatest end offset grew since the last sweep.
     grown: Vec<u32>,
     clock: f64,
@@ -1007,21 +1014,8 @@ impl State<'_> {
             }
         }
         let (file, info) = self.files.intern_info(r.file);
-        let f = file as usize;
-        let known = self.max_end.len();
-        if known <= f {
-            // Grown by a quarter at a time, not doubled: 16 bytes a file.
-            self.max_end
-                .reserve_exact((f + 1).max(known + known / 4) - known);
-            self.max_end.resize(f + 1, (0, false));
-        }
-        let (end, grew) = &mut self.max_end[f];
-        if r.end() > *end {
-            *end = r.end();
-            if !*grew {
-                *grew = true;
-                self.grown.push(file);
-            }
+        if info.size_bytes.is_none() {
+            self.grew(file, r.end());
         }
         if r.service_s > self.max_service_s {
             self.long_service += 1;
@@ -1061,6 +1055,27 @@ impl State<'_> {
         }
     }
 
+    /// `file`, whose size is not known, was read up to `end`.
+    fn grew(&mut self, file: u32, end: u64) {
+        let f = file as usize;
+        let known = self.max_end.len();
+        if known <= f {
+            // Grown by a quarter at a time, not doubled: 8 bytes a file.
+            self.max_end
+                .reserve_exact((f + 1).max(known + known / 4) - known);
+            self.max_end.resize(f + 1, 0);
+        }
+        let slot = &mut self.max_end[f];
+        // Past 2^63 - 1 an offset is the same to the statistics (a file that size).
+        let end = end.min(!GREW);
+        if end > *slot & !GREW {
+            if *slot & GREW == 0 {
+                self.grown.push(file);
+            }
+            *slot = end | GREW;
+        }
+    }
+
     /// Close the sessions that can no longer change (all of them at the end of the log).
     fn sweep(&mut self, last: bool) {
         self.budget.lower(resident_bytes());
@@ -1068,9 +1083,9 @@ impl State<'_> {
             .grown
             .drain(..)
             .map(|f| {
-                let (end, grew) = &mut self.max_end[f as usize];
-                *grew = false;
-                (f, *end)
+                let slot = &mut self.max_end[f as usize];
+                *slot &= !GREW;
+                (f, *slot)
             })
             .collect();
         let p = Pending {
@@ -1079,7 +1094,7 @@ impl State<'_> {
             grown,
             files: self.files.len(),
             file_bytes: self.files.bytes()
-                + self.max_end.capacity() * std::mem::size_of::<(u64, bool)>()
+                + self.max_end.capacity() * std::mem::size_of::<u64>()
                 + self.grown.capacity() * std::mem::size_of::<u32>(),
         };
         match &mut self.workers {
@@ -1198,7 +1213,7 @@ pub fn analyze<R: BufRead + Send>(
         };
         let mut st = State {
             max_service_s: opts.max_service_s,
-            max_end: vec![(0, false); files.len()],
+            max_end: Vec::new(),
             grown: Vec::new(),
             files,
             clock: f64::NEG_INFINITY,

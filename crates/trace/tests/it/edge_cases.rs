@@ -231,3 +231,46 @@ fn report_renders_every_section_with_plots() {
     );
     assert!(html.ends_with("</html>\n"));
 }
+
+/// The video fraction-downloaded CCDF's share of sessions above `pct` percent of a title.
+fn video_above(a: &vodkit_trace::Analysis, pct: f64) -> f64 {
+    a.sessions
+        .fraction_downloaded_ccdf
+        .video
+        .iter()
+        .find(|p| p[0] == pct)
+        .map(|p| p[1])
+        .expect("a CCDF step at that percentage")
+}
+
+#[test]
+fn a_file_the_table_does_not_size_is_as_long_as_the_furthest_byte_read() {
+    // Session a reads the whole 1,000-byte file in four chunks, b only the first half.
+    let mut text = String::from(HEADER);
+    for (i, off) in [0u64, 250, 500, 750].iter().enumerate() {
+        let done = 10.0 + i as f64;
+        text.push_str(&format!("{done},0.01,a,v.mp4,{off},250,0,250,tv\n"));
+    }
+    for (i, off) in [0u64, 250].iter().enumerate() {
+        let done = 20.0 + i as f64;
+        text.push_str(&format!("{done},0.01,b,v.mp4,{off},250,0,250,tv\n"));
+    }
+    // Without a table: a read all of it, b half.
+    let (a, _) = run(&text);
+    assert_eq!(a.sessions.sessions, 2);
+    assert_eq!(video_above(&a, 45.0), 100.0);
+    assert_eq!(video_above(&a, 50.0), 50.0);
+    assert_eq!(video_above(&a, 95.0), 50.0);
+    assert_eq!(video_above(&a, 100.0), 0.0);
+    // A table that sizes it at 2,000 bytes is taken instead: a read half, b a quarter.
+    let table = FileTable::parse_csv(
+        "file,bitrate_kbps,media,size_bytes,drive\nv.mp4,1000,video,2000,d1\n".as_bytes(),
+        "files.csv",
+    )
+    .unwrap();
+    let mut c = Collect::default();
+    let sized = analyze(text.as_bytes(), table, &AnalyzeOptions::default(), &mut c).unwrap();
+    assert_eq!(video_above(&sized, 20.0), 100.0);
+    assert_eq!(video_above(&sized, 25.0), 50.0);
+    assert_eq!(video_above(&sized, 50.0), 0.0);
+}
