@@ -234,6 +234,11 @@ impl Park for OpenSession {
     }
 }
 
+/// An open session in its partition's table, by name: aligned to a cache line and 128
+/// bytes long, so the two lines fetched ahead of its lookup hold all of it.
+#[repr(align(64))]
+struct Entry(CompactString, OpenSession);
+
 /// The run's hash of session names: picks a session's partition and remembers it once
 /// closed. Seeded by [`AnalyzeOptions::hash_seed`] and the process's random shared seed.
 #[derive(Clone, Copy)]
@@ -249,7 +254,7 @@ impl NameHash {
     }
 
     /// [`table_hash`] of an open session, for its partition's table to grow or shrink by.
-    fn rehash(&self, e: &(CompactString, OpenSession)) -> u64 {
+    fn rehash(&self, e: &Entry) -> u64 {
         table_hash(self.of(&e.0))
     }
 }
@@ -408,7 +413,7 @@ struct Partition {
     horizon_s: f64,
     /// By name, held inline up to 24 bytes (no heap block to compare on a lookup), placed
     /// by [`table_hash`].
-    open: HashTable<(CompactString, OpenSession)>,
+    open: HashTable<Entry>,
     /// Bytes the open sessions in memory hold ([`OpenSession::bytes`], kept up to date).
     held: usize,
     /// Past this (with the spilled sessions' index), the sessions idle longest are spilled:
@@ -469,8 +474,8 @@ impl Partition {
     /// The open session called `name`, whose [`NameHash`] is `hash`.
     fn find(&self, hash: u64, name: &str) -> Option<&OpenSession> {
         self.open
-            .find(table_hash(hash), |(k, _)| k == name)
-            .map(|(_, s)| s)
+            .find(table_hash(hash), |Entry(k, _)| k == name)
+            .map(|Entry(_, s)| s)
     }
 
     /// Bring into the cache what adding a request of session `name` (of [`NameHash`]
@@ -513,8 +518,8 @@ impl Partition {
         let at = table_hash(hash);
         let names = self.names;
         let mut grown = 0;
-        let s = match self.open.find_mut(at, |(k, _)| k == name) {
-            Some((_, s)) => s,
+        let s = match self.open.find_mut(at, |Entry(k, _)| k == name) {
+            Some(Entry(_, s)) => s,
             None => {
                 let back = if self.idle.is_empty() {
                     None
@@ -538,7 +543,7 @@ impl Partition {
                 grown += s.bytes(name);
                 let entry = self
                     .open
-                    .insert_unique(at, (CompactString::from(name), s), |e| names.rehash(e));
+                    .insert_unique(at, Entry(CompactString::from(name), s), |e| names.rehash(e));
                 &mut entry.into_mut().1
             }
         };
@@ -572,8 +577,11 @@ impl Partition {
         let Some(room) = room(self.budget).filter(|r| self.held > *r) else {
             return;
         };
-        let mut ages: Vec<(f64, &str)> =
-            self.open.iter().map(|(k, s)| (s.last_done, &**k)).collect();
+        let mut ages: Vec<(f64, &str)> = self
+            .open
+            .iter()
+            .map(|Entry(k, s)| (s.last_done, &**k))
+            .collect();
         ages.sort_unstable_by(|a, b| a.0.total_cmp(&b.0).then_with(|| a.1.cmp(b.1)));
         let mut free = self.held - room / 2;
         let names = self.names;
@@ -589,9 +597,9 @@ impl Partition {
         for k in keys {
             let found = self
                 .open
-                .find_entry(table_hash(names.of(&k)), |(n, _)| *n == *k);
+                .find_entry(table_hash(names.of(&k)), |Entry(n, _)| *n == *k);
             if let Ok(entry) = found {
-                let ((k, s), _) = entry.remove();
+                let (Entry(k, s), _) = entry.remove();
                 self.held -= s.bytes(&k);
                 out.push((k.into_string().into_boxed_str(), s.last_done, s));
             }
@@ -602,7 +610,7 @@ impl Partition {
                     self.held += s.bytes(&k);
                     let at = table_hash(names.of(&k));
                     self.open
-                        .insert_unique(at, (CompactString::from(&*k), s), |e| names.rehash(e));
+                        .insert_unique(at, Entry(CompactString::from(&*k), s), |e| names.rehash(e));
                 }
             }
             Err(e) => {
@@ -622,7 +630,7 @@ impl Partition {
         let mut done: Vec<(Box<str>, OpenSession)> = Vec::new();
         let (mut held, mut gone) = (0, 0);
         // One pass: what every open session holds, which are near the end, which close.
-        self.open.retain(|(k, s)| {
+        self.open.retain(|Entry(k, s)| {
             let b = s.bytes(k);
             held += b;
             if last && s.last_done + window >= clock {
@@ -1380,6 +1388,13 @@ mod tests {
         out.push(last);
         let (reopened, spill) = end.unwrap();
         (out, reopened, spill, sorted_runs)
+    }
+
+    #[test]
+    fn an_open_session_fills_two_whole_cache_lines() {
+        // The look-ahead fetches an entry's first two lines: they must be all of it.
+        assert_eq!(std::mem::align_of::<Entry>(), 64);
+        assert_eq!(std::mem::size_of::<Entry>(), 128);
     }
 
     #[test]
