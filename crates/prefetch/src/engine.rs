@@ -133,6 +133,11 @@ pub struct EngineConfig {
     /// Engine-clock seconds a queued read waits at most before it goes ahead of the
     /// deadline and sweep orders ([`crate::schedule::MAX_WAIT_S`] by default).
     pub max_wait_s: f64,
+    /// Page-cache reads of a range that is partly resident read again the resident runs
+    /// inside it that are shorter than half a positioning's worth of transfer (dropping
+    /// them first), so the drive sees one read instead of one per missing piece
+    /// ([`crate::residency::runs_to_reread`]); `false`: skip every resident page.
+    pub reread_resident_runs: bool,
 }
 
 impl Default for EngineConfig {
@@ -154,6 +159,7 @@ impl Default for EngineConfig {
             large_folios: false,
             order: IoOrder::default(),
             max_wait_s: crate::schedule::MAX_WAIT_S,
+            reread_resident_runs: true,
         }
     }
 }
@@ -495,6 +501,8 @@ struct Shared {
     max_wait_s: f64,
     probe: Probe,
     max_read_bytes: u64,
+    /// [`EngineConfig::reread_resident_runs`].
+    reread_resident_runs: bool,
     observe_every_s: f64,
     kernel_readahead: bool,
     /// The folio size the page-cache reads build ([`EngineConfig::large_folios`]), when
@@ -888,6 +896,7 @@ impl Engine {
             max_wait_s: cfg.max_wait_s,
             probe: cfg.probe,
             max_read_bytes: cfg.max_read_bytes.max(4096),
+            reread_resident_runs: cfg.reread_resident_runs,
             observe_every_s: cfg.observe_every_s,
             kernel_readahead: cfg.kernel_readahead,
             folio: (cfg.large_folios
@@ -1682,9 +1691,14 @@ fn ordered_worker(shared: Arc<Shared>, rx: Receiver<Job>) {
 
 fn run_job(shared: &Shared, buf: &mut Vec<u8>, job: Job) {
     let started = shared.now();
+    // A resident run inside the read is worth reading again when its transfer costs less
+    // than what skipping it costs the drive: a short seek forward and the rotation to the
+    // next missing byte, about half of a positioning at an independent place.
+    let reread_up_to;
     {
         let mut st = shared.lock();
         let d = st.devices.entry(job.device.clone()).or_default();
+        reread_up_to = d.service.positioning_bytes() / 2;
         if d.inflight == 0 {
             d.busy_since = started;
         }
@@ -1729,6 +1743,22 @@ fn run_job(shared: &Shared, buf: &mut Vec<u8>, job: Job) {
             .map(|r| r.missing)
             .unwrap_or(job.read_len);
             shared.advise_random(job.file_id, &job.file);
+            let reread = if shared.reread_resident_runs
+                && job.folio.is_none()
+                && reread_up_to > 0
+                && not_cached > 0
+                && not_cached < job.read_len
+            {
+                let end = (job.offset + job.read_len).min(job.file_size);
+                residency::drop_runs_to_reread(&job.file, job.offset, end, reread_up_to)
+                    .unwrap_or_else(|e| {
+                        tracing::debug!("resident runs of {}..{end}: {e}", job.offset);
+                        0
+                    })
+            } else {
+                0
+            };
+            let not_cached = (not_cached + reread).min(job.read_len);
             let whole_miss = not_cached == job.read_len
                 && job.folio.is_none()
                 && job.read_len >= SPLIT_HEAD_BYTES + SPLIT_MIN_REST_BYTES;

@@ -237,6 +237,82 @@ fn nowait(file: &File, offset: u64, len: u64) -> io::Result<Residency> {
     })
 }
 
+/// The resident runs of `[offset, offset + len)` as `(start, end)` byte ranges in file
+/// order, page-aligned and clipped to the range (`mincore(2)` on a temporary mapping).
+pub fn resident_runs(file: &File, offset: u64, len: u64) -> io::Result<Vec<(u64, u64)>> {
+    let page = page_size();
+    let (start, span) = page_span(offset, len, page);
+    if span == 0 {
+        return Ok(Vec::new());
+    }
+    // SAFETY: mapping a file read-only and shared; the mapping is only passed to mincore
+    // and unmapped before returning, never dereferenced.
+    let vec = unsafe {
+        let addr = libc::mmap(
+            std::ptr::null_mut(),
+            span as usize,
+            libc::PROT_READ,
+            libc::MAP_SHARED,
+            file.as_raw_fd(),
+            start as libc::off_t,
+        );
+        if addr == libc::MAP_FAILED {
+            return Err(io::Error::last_os_error());
+        }
+        let mut vec = vec![0u8; (span / page) as usize];
+        let rc = libc::mincore(addr, span as usize, vec.as_mut_ptr());
+        let err = io::Error::last_os_error();
+        libc::munmap(addr, span as usize);
+        if rc != 0 {
+            return Err(err);
+        }
+        vec
+    };
+    let end = offset + len;
+    let mut runs: Vec<(u64, u64)> = Vec::new();
+    for (i, b) in vec.iter().enumerate() {
+        if b & 1 == 0 {
+            continue;
+        }
+        let a = (start + i as u64 * page).max(offset);
+        let z = (start + (i as u64 + 1) * page).min(end);
+        match runs.last_mut() {
+            Some(last) if last.1 == a => last.1 = z,
+            _ => runs.push((a, z)),
+        }
+    }
+    Ok(runs)
+}
+
+/// The resident runs of a read range `[start, end)` worth reading again: those with missing
+/// bytes on both sides (a buffered read skips resident pages, so each such run splits the
+/// read and costs the drive one more positioning) and at most `max_run` bytes long
+/// (reading them again costs less transfer than the positioning it saves). `runs` are in
+/// file order, inside the range.
+pub fn runs_to_reread(runs: &[(u64, u64)], start: u64, end: u64, max_run: u64) -> Vec<(u64, u64)> {
+    runs.iter()
+        .copied()
+        .filter(|&(a, z)| a > start && z < end && z - a <= max_run)
+        .collect()
+}
+
+/// Drops the resident runs of `[start, end)` that [`runs_to_reread`] picks with runs of at
+/// most `max_run` bytes, so that a buffered read of the range which follows reaches the
+/// drive in one piece; returns the bytes dropped. A page the kernel keeps (another reader
+/// holds it) stays and is skipped by the read, as before.
+pub fn drop_runs_to_reread(file: &File, start: u64, end: u64, max_run: u64) -> io::Result<u64> {
+    if end <= start {
+        return Ok(0);
+    }
+    let runs = resident_runs(file, start, end - start)?;
+    let mut dropped = 0;
+    for (a, z) in runs_to_reread(&runs, start, end, max_run) {
+        drop_cached(file, a, z - a)?;
+        dropped += z - a;
+    }
+    Ok(dropped)
+}
+
 /// Drops the cached pages of a range (`posix_fadvise(DONTNEED)`); for tests and tools.
 pub fn drop_cached(file: &File, offset: u64, len: u64) -> io::Result<()> {
     // SAFETY: plain syscall on an owned descriptor.
@@ -308,6 +384,96 @@ mod tests {
             let whole = check(&f, 0, size, size, probe).unwrap();
             assert_eq!(whole.missing, second.missing, "{probe:?}");
         }
+    }
+
+    #[test]
+    fn only_short_runs_with_missing_bytes_on_both_sides_are_read_again() {
+        let runs = [
+            (0, 100),
+            (300, 400),
+            (500, 2_000),
+            (2_100, 2_200),
+            (2_900, 3_000),
+        ];
+        // The first run starts the range and the last ends it: the drive starts after the
+        // one and stops before the other, so neither splits the read. (500, 2000) is
+        // longer than a positioning is worth.
+        assert_eq!(
+            runs_to_reread(&runs, 0, 3_000, 1_000),
+            vec![(300, 400), (2_100, 2_200)]
+        );
+        assert_eq!(
+            runs_to_reread(&runs, 0, 3_000, 99),
+            Vec::<(u64, u64)>::new()
+        );
+        assert_eq!(
+            runs_to_reread(&[], 0, 3_000, 1_000),
+            Vec::<(u64, u64)>::new()
+        );
+    }
+
+    /// Leaves exactly `runs` (in pages) of `f` resident, or says why it cannot.
+    fn make_resident(f: &File, size: u64, runs: &[(u64, u64)]) -> Option<()> {
+        let page = page_size();
+        drop_cached(f, 0, 0).unwrap();
+        if check(f, 0, size, size, Probe::Mincore).unwrap().missing != size {
+            vodkit_testkit::skip(format_args!(
+                "the kernel kept the pages after POSIX_FADV_DONTNEED"
+            ));
+            return None;
+        }
+        // SAFETY: plain syscall on an owned descriptor: no read-ahead past what is read.
+        unsafe { libc::posix_fadvise(f.as_raw_fd(), 0, 0, libc::POSIX_FADV_RANDOM) };
+        for &(a, z) in runs {
+            let mut buf = vec![0u8; ((z - a) * page) as usize];
+            std::os::unix::fs::FileExt::read_exact_at(f, &mut buf, a * page).unwrap();
+        }
+        let want: Vec<(u64, u64)> = runs.iter().map(|&(a, z)| (a * page, z * page)).collect();
+        let got = resident_runs(f, 0, size).unwrap();
+        if got != want {
+            vodkit_testkit::skip(format_args!(
+                "the kernel cached {got:?} for reads of {want:?}"
+            ));
+            return None;
+        }
+        Some(())
+    }
+
+    #[test]
+    fn resident_runs_are_clipped_to_the_range_and_page_aligned_inside_it() {
+        let page = page_size();
+        let size = 64 * page;
+        let (_dir, f) = written_file(size as usize);
+        if make_resident(&f, size, &[(0, 2), (8, 16), (24, 64)]).is_none() {
+            return;
+        }
+        let runs = resident_runs(&f, page / 2, size - page).unwrap();
+        assert_eq!(
+            runs,
+            vec![
+                (page / 2, 2 * page),
+                (8 * page, 16 * page),
+                (24 * page, size - page / 2)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_short_resident_run_between_missing_pages_is_dropped_and_a_long_one_kept() {
+        let page = page_size();
+        let size = 64 * page;
+        let (_dir, f) = written_file(size as usize);
+        if make_resident(&f, size, &[(0, 4), (8, 10), (16, 40), (48, 64)]).is_none() {
+            return;
+        }
+        let dropped = drop_runs_to_reread(&f, 0, size, 8 * page).unwrap();
+        // The run of 2 pages is inside and short; the first and last runs end the range;
+        // the run of 24 pages is longer than reading it again is worth.
+        assert_eq!(dropped, 2 * page);
+        assert_eq!(
+            resident_runs(&f, 0, size).unwrap(),
+            vec![(0, 4 * page), (16 * page, 40 * page), (48 * page, size)]
+        );
     }
 
     #[test]

@@ -49,6 +49,10 @@ pub struct IoSettings {
     /// boundaries ([`EngineConfig::large_folios`]). `false` (the default): 4 KiB pages, the
     /// policy's exact sizes.
     pub large_folios: bool,
+    /// Partly resident read ranges read their short resident runs again so the drive sees
+    /// one read ([`EngineConfig::reread_resident_runs`], the default); `false`: buffered
+    /// reads skip every resident page.
+    pub reread_resident_runs: bool,
     /// The prefetch-aware memory manager (`vodkit_prefetch::memory`).
     pub memory: MemorySetting,
     /// The order a device's worker serves queued reads in (`--io-order`; serializing modes).
@@ -67,6 +71,7 @@ impl Default for IoSettings {
             stats_every: Some(Duration::from_secs(10)),
             kernel_readahead: EngineConfig::default().kernel_readahead,
             large_folios: EngineConfig::default().large_folios,
+            reread_resident_runs: EngineConfig::default().reread_resident_runs,
             memory: MemorySetting::Auto,
             order: IoOrder::default(),
         }
@@ -84,6 +89,7 @@ pub fn engine_config(settings: &IoSettings) -> Result<EngineConfig, String> {
         mode: settings.mode,
         kernel_readahead: settings.kernel_readahead,
         large_folios: settings.large_folios,
+        reread_resident_runs: settings.reread_resident_runs,
         order: settings.order,
         policy: settings.prefetch.clone(),
         ..EngineConfig::default()

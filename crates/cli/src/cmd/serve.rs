@@ -49,6 +49,12 @@ pub struct Args {
     /// policy's exact sizes).
     #[arg(long, default_value = "off", value_parser = parse_on_off, value_name = "on|off", action = clap::ArgAction::Set)]
     large_folios: bool,
+    /// A read of a partly resident range reads its short resident runs again, so the drive
+    /// sees one read instead of one per missing piece: on (the default; runs shorter than
+    /// half the positioning the device has shown, in bytes it transfers meanwhile), or off
+    /// (every resident page skipped).
+    #[arg(long, default_value = "on", value_parser = parse_on_off, value_name = "on|off", action = clap::ArgAction::Set)]
+    reread_resident: bool,
     /// Interval of the prefetch statistics log line (shown with VODKIT_LOG=info); 0 = off.
     #[arg(long = "interval", alias = "stats-every", default_value = "10s", value_name = flags::DURATION, value_parser = flags::duration)]
     stats_every: Duration,
@@ -278,6 +284,7 @@ fn config(args: Args) -> anyhow::Result<ServerConfig> {
         stats_every: (!args.stats_every.is_zero()).then_some(args.stats_every),
         kernel_readahead: args.kernel_readahead,
         large_folios: args.large_folios,
+        reread_resident_runs: args.reread_resident,
         order: args.io_order.unwrap_or_default(),
     };
     config.access_log = args.access_log;
@@ -506,6 +513,22 @@ mod tests {
             vodkit_server::io::engine_config(&on.io)
                 .unwrap()
                 .large_folios
+        );
+    }
+
+    #[test]
+    fn reread_resident_flag_reaches_the_engine_config() {
+        let default = config(parse(&[]).unwrap()).unwrap();
+        assert!(
+            vodkit_server::io::engine_config(&default.io)
+                .unwrap()
+                .reread_resident_runs
+        );
+        let off = config(parse(&["--reread-resident", "off"]).unwrap()).unwrap();
+        assert!(
+            !vodkit_server::io::engine_config(&off.io)
+                .unwrap()
+                .reread_resident_runs
         );
     }
 
