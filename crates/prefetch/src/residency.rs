@@ -159,9 +159,14 @@ fn cachestat(file: &File, offset: u64, len: u64) -> io::Result<Residency> {
     })
 }
 
-fn mincore(file: &File, offset: u64, len: u64) -> io::Result<Residency> {
+/// The page map of `[offset, offset + len)` from `mincore(2)` on a temporary read-only
+/// mapping: the first page's byte offset and one byte per page (bit 0: resident).
+fn page_map(file: &File, offset: u64, len: u64) -> io::Result<(u64, Vec<u8>)> {
     let page = page_size();
     let (start, span) = page_span(offset, len, page);
+    if span == 0 {
+        return Ok((start, Vec::new()));
+    }
     // SAFETY: mapping a file read-only and shared; the mapping is only passed to mincore
     // and unmapped before returning, never dereferenced.
     unsafe {
@@ -183,12 +188,17 @@ fn mincore(file: &File, offset: u64, len: u64) -> io::Result<Residency> {
         if rc != 0 {
             return Err(err);
         }
-        let missing = vec.iter().filter(|&&b| b & 1 == 0).count() as u64;
-        Ok(Residency {
-            len,
-            missing: missing_bytes(missing, len, page),
-        })
+        Ok((start, vec))
     }
+}
+
+fn mincore(file: &File, offset: u64, len: u64) -> io::Result<Residency> {
+    let (_, map) = page_map(file, offset, len)?;
+    let missing = map.iter().filter(|&&b| b & 1 == 0).count() as u64;
+    Ok(Residency {
+        len,
+        missing: missing_bytes(missing, len, page_size()),
+    })
 }
 
 thread_local! {
@@ -241,33 +251,7 @@ fn nowait(file: &File, offset: u64, len: u64) -> io::Result<Residency> {
 /// order, page-aligned and clipped to the range (`mincore(2)` on a temporary mapping).
 pub fn resident_runs(file: &File, offset: u64, len: u64) -> io::Result<Vec<(u64, u64)>> {
     let page = page_size();
-    let (start, span) = page_span(offset, len, page);
-    if span == 0 {
-        return Ok(Vec::new());
-    }
-    // SAFETY: mapping a file read-only and shared; the mapping is only passed to mincore
-    // and unmapped before returning, never dereferenced.
-    let vec = unsafe {
-        let addr = libc::mmap(
-            std::ptr::null_mut(),
-            span as usize,
-            libc::PROT_READ,
-            libc::MAP_SHARED,
-            file.as_raw_fd(),
-            start as libc::off_t,
-        );
-        if addr == libc::MAP_FAILED {
-            return Err(io::Error::last_os_error());
-        }
-        let mut vec = vec![0u8; (span / page) as usize];
-        let rc = libc::mincore(addr, span as usize, vec.as_mut_ptr());
-        let err = io::Error::last_os_error();
-        libc::munmap(addr, span as usize);
-        if rc != 0 {
-            return Err(err);
-        }
-        vec
-    };
+    let (start, vec) = page_map(file, offset, len)?;
     let end = offset + len;
     let mut runs: Vec<(u64, u64)> = Vec::new();
     for (i, b) in vec.iter().enumerate() {
