@@ -969,19 +969,8 @@ impl Engine {
 
     /// Run the engine's clock `rate` times faster than real time from now on (1: real time);
     /// a bench's fast-forward plays a workload's history this much faster.
-    /// Back to real time from a faster clock, the history just played ended by cutting its
-    /// viewers: the memory manager's survival table forgets their ends
-    /// ([`MemoryManager::history_cut`]).
     pub fn set_clock_rate(&self, rate: f64) -> Result<(), String> {
-        let before = self.shared.clock.rate();
-        self.shared.clock.set_rate(rate)?;
-        if rate < before {
-            if let Some(m) = &mut self.shared.lock().memory {
-                let n = m.history_cut();
-                tracing::debug!("clock back to {rate}x: {n} stream ends of the history forgotten");
-            }
-        }
-        Ok(())
+        self.shared.clock.set_rate(rate)
     }
 
     /// The engine clock's rate (1: real time).

@@ -582,18 +582,6 @@ impl MemoryManager {
         self.unreleased_bytes = bytes;
     }
 
-    /// A history played on a sped-up clock has ended (a bench's fast-forward, which ends by
-    /// closing its viewers' connections mid-session and resumes them in the judged run):
-    /// the stream ends noted since the last stream opened were that cut, not viewers
-    /// leaving, and the survival table (Rule 1b) takes them back. Returns how many.
-    /// Streams still open then are the same viewers: their ends are not noted either.
-    pub fn history_cut(&mut self) -> usize {
-        for s in self.streams.values_mut() {
-            s.cut = true;
-        }
-        self.reach.forget_since_last_open()
-    }
-
     /// The bytes of the budget the rest of the process holds in its own memory — the live
     /// origin's window of segments, which sits in the same cgroup as the page cache: the
     /// manager hands out only what is left. Without it a mixed live and on-demand server
@@ -796,7 +784,6 @@ impl MemoryManager {
         }
         let id = self.next_id;
         self.next_id += 1;
-        self.reach.opened();
         let w = weight(kbps);
         self.streams.insert(
             id,
@@ -817,7 +804,6 @@ impl MemoryManager {
                 gap_s: INITIAL_GAP_S,
                 last_s: now_s,
                 closed: false,
-                cut: false,
             },
         );
         self.weights += w;
@@ -1216,9 +1202,7 @@ impl MemoryManager {
             }
         }
         self.totals.ended_streams += 1;
-        if !s.cut {
-            self.reach.ended_at(consumed, s.file_size);
-        }
+        self.reach.ended_at(consumed, s.file_size);
         let Some(fs) = self.files.get_mut(&s.file) else {
             return;
         };

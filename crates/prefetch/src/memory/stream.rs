@@ -9,9 +9,6 @@ pub type StreamId = u64;
 
 #[derive(Clone, Debug)]
 pub(super) struct Stream {
-    /// Open when a sped-up history was cut ([`super::MemoryManager::history_cut`]): its end
-    /// is not a viewer leaving, so the survival table does not note it.
-    pub(super) cut: bool,
     pub(super) file: FileId,
     pub(super) client: Option<u64>,
     pub(super) file_size: u64,
@@ -182,13 +179,7 @@ pub(super) struct Reach {
     total: f64,
     survival: Vec<f64>,
     since: u32,
-    /// The ends noted since the last stream opened, as (bucket, weight now): what
-    /// [`Reach::forget_since_last_open`] takes back (at most [`REACH_PENDING`]).
-    since_open: Vec<(usize, f64)>,
 }
-
-/// Most ends [`Reach`] remembers since the last stream opened.
-const REACH_PENDING: usize = 1 << 16;
 
 /// The bucket holding depth `offset` of a `file_size`-byte title.
 fn reach_bucket(offset: u64, file_size: u64) -> usize {
@@ -205,56 +196,25 @@ impl Reach {
         if self.counts.is_empty() {
             self.counts = vec![0.0; REACH_BUCKETS];
         }
-        let bucket = reach_bucket(consumed, file_size);
-        self.counts[bucket] += 1.0;
+        self.counts[reach_bucket(consumed, file_size)] += 1.0;
         self.total += 1.0;
-        if self.since_open.len() < REACH_PENDING {
-            self.since_open.push((bucket, 1.0));
-        }
         if self.total > 4096.0 {
             self.counts.iter_mut().for_each(|c| *c *= 0.5);
             self.total *= 0.5;
-            self.since_open.iter_mut().for_each(|(_, w)| *w *= 0.5);
         }
         self.since += 1;
         if self.since >= REACH_REFRESH || self.survival.is_empty() {
-            self.rebuild();
+            self.since = 0;
+            let mut left = self.total;
+            self.survival = self
+                .counts
+                .iter()
+                .map(|c| {
+                    left -= c;
+                    (left / self.total).clamp(0.0, 1.0)
+                })
+                .collect();
         }
-    }
-
-    fn rebuild(&mut self) {
-        self.since = 0;
-        if self.total <= 0.0 {
-            self.survival.clear();
-            return;
-        }
-        let mut left = self.total;
-        self.survival = self
-            .counts
-            .iter()
-            .map(|c| {
-                left -= c;
-                (left / self.total).clamp(0.0, 1.0)
-            })
-            .collect();
-    }
-
-    /// A stream opened: the ends noted before it stand.
-    pub(super) fn opened(&mut self) {
-        self.since_open.clear();
-    }
-
-    /// Takes back the ends noted since the last stream opened, and returns how many.
-    pub(super) fn forget_since_last_open(&mut self) -> usize {
-        let n = self.since_open.len();
-        for (bucket, w) in self.since_open.drain(..) {
-            self.counts[bucket] = (self.counts[bucket] - w).max(0.0);
-            self.total = (self.total - w).max(0.0);
-        }
-        if n > 0 {
-            self.rebuild();
-        }
-        n
     }
 
     /// Share of ended streams that consumed beyond the bucket holding depth `offset` of a

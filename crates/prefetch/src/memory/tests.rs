@@ -880,39 +880,6 @@ fn the_consumed_cache_gives_up_a_lone_viewers_bytes_before_a_popular_titles() {
 }
 
 #[test]
-fn a_cut_history_is_taken_back_from_the_survival_table() {
-    let mut r = Reach::default();
-    // 5,000 viewers leave at 60% of their titles (past the table's halving at 4,096), then
-    // the last stream opens and 1,000 streams end at 1%: a history cut mid-session.
-    for _ in 0..5000 {
-        r.ended_at(60 * MIB, 100 * MIB);
-    }
-    r.opened();
-    for _ in 0..1000 {
-        r.ended_at(MIB, 100 * MIB);
-    }
-    assert!(r.survival(10 * MIB, 100 * MIB) < 0.9);
-    assert_eq!(r.forget_since_last_open(), 1000);
-    assert_eq!(r.survival(10 * MIB, 100 * MIB), 1.0);
-    assert_eq!(r.survival(70 * MIB, 100 * MIB), 0.0);
-    // Nothing is left to take back.
-    assert_eq!(r.forget_since_last_open(), 0);
-}
-
-#[test]
-fn streams_open_when_a_history_is_cut_are_not_noted_when_they_end() {
-    let mut m = MemoryManager::new(cfg(1024 * MIB));
-    let a = first_read(&mut m, 1, 2000);
-    m.history_cut();
-    let mut drops = Vec::new();
-    m.end_stream(a, &mut drops);
-    assert!(!m.reach.is_known(), "the cut viewer's end was noted");
-    let b = first_read(&mut m, 2, 2000);
-    m.end_stream(b, &mut drops);
-    assert!(m.reach.is_known(), "a later viewer's end was not noted");
-}
-
-#[test]
 fn viewing_depth_survival_follows_where_streams_end() {
     let mut r = Reach::default();
     assert_eq!(r.survival(0, 100 * MIB), 1.0);
