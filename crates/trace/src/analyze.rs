@@ -627,9 +627,13 @@ impl Partition {
             ..Swept::default()
         };
         let (horizon, window, names) = (self.horizon_s, self.window_s, self.names);
-        let mut done: Vec<(Box<str>, OpenSession)> = Vec::new();
-        let (mut held, mut gone) = (0, 0);
-        // One pass: what every open session holds, which are near the end, which close.
+        let mut closing: Runs<Closing> = Runs::new(&self.spill_dir, (self.budget / 4).max(1));
+        let mut result = Ok(());
+        let (mut held, mut gone, mut count) = (0, 0, 0);
+        let closed = &mut self.closed;
+        // One pass: what every open session holds, which are near the end, which close. A
+        // closing session goes to `closing` at once, so the last sweep, which closes every
+        // session, never holds them twice.
         self.open.retain(|Entry(k, s)| {
             let b = s.bytes(k);
             held += b;
@@ -639,23 +643,19 @@ impl Partition {
             let close = last || s.last_done + horizon < clock;
             if close {
                 gone += b;
-                done.push((Box::from(k.as_str()), std::mem::take(s)));
+                count += 1;
+                if result.is_ok() {
+                    let name = Box::from(k.as_str());
+                    result = closed
+                        .push(ClosedKey(names.of(&name)))
+                        .and_then(|()| closing.push(Closing::of(name, std::mem::take(s))));
+                }
             }
             !close
         });
         out.held = held + self.idle.index_bytes();
         self.held = held - gone;
-        let mut closing: Runs<Closing> = Runs::new(&self.spill_dir, (self.budget / 4).max(1));
-        let mut result = Ok(());
-        self.closed_sessions += done.len() as u64;
-        for (name, s) in done {
-            if result.is_ok() {
-                result = self
-                    .closed
-                    .push(ClosedKey(names.of(&name)))
-                    .and_then(|()| closing.push(Closing::of(name, s)));
-            }
-        }
+        self.closed_sessions += count;
         if result.is_ok() && !self.idle.is_empty() {
             let (closed, open_at_end) = (&mut self.closed, &mut out.open_at_end);
             let count = &mut self.closed_sessions;
