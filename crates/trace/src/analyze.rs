@@ -890,22 +890,31 @@ impl Merge<'_> {
         self.check_memory(p.files, held, closed_sessions);
     }
 
-    /// Say once when what the pass holds passes the memory limit: the open sessions stay
-    /// within their half, the chain lengths within their sixteenth and the closed sessions'
-    /// keys within their sixty-fourth, but the file table is not spilled.
+    /// Say once when what the pass holds, or the whole process's resident memory, passes
+    /// the memory limit: the open sessions stay within their share, the chain lengths within
+    /// their sixteenth and the closed sessions' keys within their sixty-fourth, but the file
+    /// table is not spilled, and what the rest of the process holds is only made room for.
     fn check_memory(&mut self, files: usize, held: usize, closed: u64) {
+        if self.warned {
+            return;
+        }
         let total = held + self.file_bytes + self.statistics_bytes;
-        if self.warned || total <= self.opts.memory_bytes {
+        let resident = resident_bytes().unwrap_or(0);
+        let limit = self.opts.memory_bytes;
+        if total <= limit && resident <= limit {
             return;
         }
         self.warned = true;
         let size = |n: usize| vodkit_units::human_size(n as u64);
         self.sink.warning(&format!(
-            "the analysis holds about {}, past --memory {}: open sessions {}, file table {} \
-             ({files} files), statistics {} ({} chains, {closed} sessions closed); the file \
-             table grows with the log's files and is not spilled",
+            "the analysis holds about {}, and the process {} resident, past --memory {}: \
+             open sessions {}, file table {} ({files} files), statistics {} ({} chains, \
+             {closed} sessions closed); the file table grows with the log's files and is \
+             not spilled, and the rest (buffers, each thread's allocator) only shrinks the \
+             open sessions' share, down to a quarter of the limit",
             size(total),
-            size(self.opts.memory_bytes),
+            size(resident),
+            size(limit),
             size(held),
             size(self.file_bytes),
             size(self.statistics_bytes),

@@ -186,6 +186,35 @@ fn the_file_table_is_accounted_and_passing_the_limit_is_said_once() {
     }
 }
 
+#[test]
+fn a_process_past_the_limit_is_said_even_when_the_analysis_fits() {
+    if !cfg!(target_os = "linux") {
+        vodkit_testkit::need::not_here("resident memory is read from /proc (Linux)");
+        return;
+    }
+    // A hundred requests hold a few KiB; this test process alone is resident in more than
+    // 2 MiB (its binary, its threads' stacks), which the limit bounds too.
+    let log = many_files_log(100);
+    let opts = AnalyzeOptions {
+        memory_bytes: 2 << 20,
+        spill_dir: std::env::temp_dir(),
+        ..Default::default()
+    };
+    let mut sink = Warnings::default();
+    let a = analyze(log.as_bytes(), FileTable::default(), &opts, &mut sink).unwrap();
+    assert!(
+        a.file_table_bytes + a.statistics_bytes < 1 << 20,
+        "{} {}",
+        a.file_table_bytes,
+        a.statistics_bytes
+    );
+    assert_eq!(sink.0.len(), 1, "{:?}", sink.0);
+    let w = &sink.0[0];
+    for part in ["--memory 2.0 MiB", "resident", "file table"] {
+        assert!(w.contains(part), "{part:?} in {w}");
+    }
+}
+
 /// A log whose open sessions hold about 500 bytes per line: a viewer arrives every second
 /// and reads the start of `files` files in a minute, then stays idle; everything is within
 /// an hour, so no session closes before the end.
