@@ -35,10 +35,10 @@ const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// Ask the allocator to give freed memory back to the system at once, for the rest of the
 /// process, rather than after its delay. Under a tight limit the memory that spills and
 /// sweeps free would otherwise still be resident, and counted as the rest's, at the next
-/// reading; on the 54 M-request log at 256 MiB on two threads it was some 30 MiB. It costs
-/// CPU (about a sixth of that pass), so it is asked for only when the limit is tight. It
-/// acts only where the process allocates with mimalloc, as `vodkit` does; under another
-/// allocator it changes nothing.
+/// reading; on the 54 M-request log at 256 MiB on two threads it was some 30 MiB. It can
+/// cost CPU (about a sixth of that pass when set from its start), so it is asked for only
+/// once the limit is tight. It acts only where the process allocates with mimalloc, as
+/// `vodkit` does; under another allocator it changes nothing.
 fn return_freed_memory_at_once() {
     static ASKED: AtomicBool = AtomicBool::new(false);
     if !ASKED.swap(true, Ordering::Relaxed) {
