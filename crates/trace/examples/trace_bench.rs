@@ -64,14 +64,11 @@ fn main() -> Result<(), String> {
         Some("analyze") if args.len() == 3 || args.len() == 4 => {
             let dir = Path::new(&args[2]);
             let out = args.get(3).map(Path::new);
-            let files = FileTable::from_csv(&dir.join("files.csv"))?;
             let times: u32 = match std::env::var("REPEAT") {
                 Ok(n) => n.parse().map_err(|_| format!("REPEAT: {n} is not a count"))?,
                 Err(_) => 1,
             };
             let log = Repeat::open(&dir.join("log.csv"), times)?;
-            let cpu0 = cpu_seconds();
-            let t = Instant::now();
             let input = BufReader::with_capacity(1 << 20, log);
             let threads = std::env::var("THREADS")
                 .ok()
@@ -86,6 +83,15 @@ fn main() -> Result<(), String> {
                     .map_err(|e| format!("MEMORY: {e}"))?
                     as usize;
             }
+            // Read within the file table's share of the limit, as `vodkit trace` reads it
+            // (not timed).
+            let files = FileTable::from_csv_within(
+                &dir.join("files.csv"),
+                opts.file_table_bytes(),
+                &opts.spill_dir,
+            )?;
+            let cpu0 = cpu_seconds();
+            let t = Instant::now();
             let a = match out {
                 None => analyze(input, files, &opts, &mut NoSink).map_err(|e| e.to_string())?,
                 Some(o) => {
@@ -98,7 +104,7 @@ fn main() -> Result<(), String> {
             let wall = t.elapsed().as_secs_f64();
             let cpu = (cpu_seconds() - cpu0).max(1e-3);
             println!(
-                "analyze ({} threads): {} requests, {} chains, {} sessions (peak {} open, {:.1} MiB; {} spilled; file table {:.1} MiB, statistics {:.1} MiB; peak resident {:.0} MiB) in {:.2} s wall, {:.2} s CPU: {:.0} requests/s/core, {:.0} requests/s",
+                "analyze ({} threads): {} requests, {} chains, {} sessions (peak {} open, {:.1} MiB; {} spilled; file table {:.1} MiB ({} spills), statistics {:.1} MiB; peak resident {:.0} MiB) in {:.2} s wall, {:.2} s CPU: {:.0} requests/s/core, {:.0} requests/s",
                 threads,
                 a.read.requests,
                 a.chains.chains,
@@ -107,6 +113,7 @@ fn main() -> Result<(), String> {
                 a.peak_open_bytes as f64 / 1048576.0,
                 a.spill.sessions,
                 a.file_table_bytes as f64 / 1048576.0,
+                a.files.spills(),
                 a.statistics_bytes as f64 / 1048576.0,
                 peak_mib(),
                 wall,

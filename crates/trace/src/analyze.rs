@@ -83,8 +83,21 @@ pub struct AnalyzeOptions {
 /// [`AnalyzeOptions::memory_bytes`]; past it they go to sorted runs on disk.
 const CHAIN_LENGTHS_SHARE: usize = 16;
 
+/// The file table keeps in memory at most one part in this many of
+/// [`AnalyzeOptions::memory_bytes`]; past it the files go to disk until looked up again.
+const FILE_TABLE_SHARE: usize = 8;
+
 /// Default of [`AnalyzeOptions::memory_bytes`] (`--memory`).
 pub const MEMORY_BYTES: usize = 512 << 20;
+
+impl AnalyzeOptions {
+    /// Bytes the file table keeps in memory ([`FileTable::bound`]): an eighth of
+    /// [`AnalyzeOptions::memory_bytes`]. A table read before the analysis
+    /// ([`FileTable::from_csv_within`]) should be read within it too.
+    pub fn file_table_bytes(&self) -> usize {
+        self.memory_bytes / FILE_TABLE_SHARE
+    }
+}
 
 impl Default for AnalyzeOptions {
     fn default() -> Self {
@@ -892,8 +905,9 @@ impl Merge<'_> {
 
     /// Say once when what the pass holds, or the whole process's resident memory, passes
     /// the memory limit: the open sessions stay within their share, the chain lengths within
-    /// their sixteenth and the closed sessions' keys within their sixty-fourth, but the file
-    /// table is not spilled, and what the rest of the process holds is only made room for.
+    /// their sixteenth, the closed sessions' keys within their sixty-fourth and the file
+    /// table's names within an eighth, but the per-file greatest offsets are not spilled,
+    /// and what the rest of the process holds is only made room for.
     fn check_memory(&mut self, files: usize, held: usize, closed: u64) {
         if self.warned {
             return;
@@ -909,9 +923,11 @@ impl Merge<'_> {
         self.sink.warning(&format!(
             "the analysis holds about {}, and the process {} resident, past --memory {}: \
              open sessions {}, file table {} ({files} files), statistics {} ({} chains, \
-             {closed} sessions closed); the file table grows with the log's files and is \
-             not spilled, and the rest (buffers, each thread's allocator) only shrinks the \
-             open sessions' share, down to a quarter of the limit",
+             {closed} sessions closed); the file table keeps an eighth of the limit in \
+             memory and the rest on disk, but the greatest offset read of a file whose size \
+             it does not know stays in memory, and the rest of the process (buffers, each \
+             thread's allocator) only shrinks the open sessions' share, down to a quarter of \
+             the limit",
             size(total),
             size(resident),
             size(limit),
@@ -1181,10 +1197,11 @@ impl State<'_> {
 /// session as it closes. Only I/O errors (reading the log, or from the sink) fail.
 pub fn analyze<R: BufRead + Send>(
     input: R,
-    files: FileTable,
+    mut files: FileTable,
     opts: &AnalyzeOptions,
     sink: &mut dyn SessionSink,
 ) -> std::io::Result<Analysis> {
+    files.bound(opts.file_table_bytes(), &opts.spill_dir);
     let partitions = opts.threads.max(1);
     let budget = Arc::new(Budget::new(opts.memory_bytes, partitions));
     std::thread::scope(|s| {
@@ -1283,6 +1300,9 @@ pub fn analyze<R: BufRead + Send>(
         drop(workers);
         if let Some(e) = m.err.take() {
             return Err(e);
+        }
+        if let Some(e) = files.error() {
+            return Err(std::io::Error::other(e.to_string()));
         }
         let statistics_spilled_bytes = m.chain_stats.spilled_bytes();
         Ok(Analysis {

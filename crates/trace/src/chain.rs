@@ -453,7 +453,7 @@ pub fn write_row<W: Write>(
     let f = files.get(c.file);
     w.serialize(ChainRow {
         session,
-        file: files.name(c.file),
+        file: &files.name(c.file),
         start_offset: c.start,
         bytes: c.bytes,
         requests: c.requests,

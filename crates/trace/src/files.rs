@@ -1,12 +1,17 @@
 //! The file table: nominal bit rate, media type, size and drive of every file, read from a
 //! `files.csv` (`file,bitrate_kbps,media,size_bytes,drive`) or from a `catalog.json`.
 
+use std::borrow::Cow;
+use std::cell::Cell;
 use std::hash::BuildHasher;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use hashbrown::hash_table::HashTable;
 
 use vodkit_workload::model::{Catalog, Media};
+
+use crate::coldfiles::{Cold, Leaving};
 
 /// What the table knows of a file besides its name and drive ([`FileTable::get`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -54,8 +59,12 @@ impl Names {
         string_at(&self.text, &self.ends, id)
     }
 
+    #[cfg(test)]
     fn find(&self, s: &str) -> Option<u32> {
-        let hash = self.hasher.hash_one(s);
+        self.find_hashed(s, self.hash(s))
+    }
+
+    fn find_hashed(&self, s: &str, hash: u64) -> Option<u32> {
         self.index.find(hash, |&id| self.get(id) == s).copied()
     }
 
@@ -224,6 +233,27 @@ impl Packed {
         }
     }
 
+    /// The 16 bytes the part on disk keeps.
+    fn to_bytes(self) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&self.size_bytes.to_le_bytes());
+        b[8..12].copy_from_slice(&self.bitrate_kbps.to_le_bytes());
+        b[12..14].copy_from_slice(&self.drive.to_le_bytes());
+        b[14] = self.flags;
+        b
+    }
+
+    fn from_bytes(b: [u8; 16]) -> Packed {
+        let mut size = [0u8; 8];
+        size.copy_from_slice(&b[..8]);
+        Packed {
+            size_bytes: u64::from_le_bytes(size),
+            bitrate_kbps: u32::from_le_bytes([b[8], b[9], b[10], b[11]]),
+            drive: u16::from_le_bytes([b[12], b[13]]),
+            flags: b[14],
+        }
+    }
+
     fn info(self) -> FileInfo {
         FileInfo {
             bitrate_kbps: (self.flags & HAS_BITRATE != 0).then_some(self.bitrate_kbps),
@@ -239,15 +269,50 @@ impl Packed {
 /// Files by name, with dense ids (in the order they were added) for the analyzer. Each
 /// name is stored once ([`Names`]), what is known of it in 16 bytes and drives as small
 /// ids: about 40 bytes a file beyond its name's ([`FileTable::bytes`]).
-#[derive(Clone, Debug, Default)]
+///
+/// Past a limit ([`FileTable::bound`]) the table lets go of the files it holds: they go to
+/// disk ([`Cold`]) with their ids, and a name looked up again comes back into memory with
+/// its id, so ids and answers are the same as with everything in memory.
+#[derive(Debug, Default)]
 pub struct FileTable {
+    /// The names in memory, by slot: every file's, its slot its id, until the table first
+    /// lets go; after that the files added or looked up since it last did.
     names: Names,
-    /// By id.
+    /// By slot.
     info: Vec<Packed>,
+    /// The id of each slot, once the table has let go of files.
+    ids: Vec<u32>,
+    /// Slots by id, once the table has let go of files.
+    slots: HashTable<u32>,
+    /// Files added: ids `0..files`.
+    files: u32,
     /// What [`FileTable::intern_info`] found lately.
     recent: Recent,
+    /// Once the table has let go of files: the metadata last read back from disk, by id (the
+    /// id plus one, 0: empty; a power of two of slots), so that of a file whose sessions
+    /// close is read back once, not for every chain and table.
+    known: Vec<Cell<(u32, Packed)>>,
     /// The drives' names (few).
     drives: Names,
+    /// Heap bytes past which the files in memory go to disk (0: never), and where.
+    limit: usize,
+    spill_dir: PathBuf,
+    cold: Option<Box<Cold>>,
+    /// The first error reading or writing the part on disk.
+    err: OnceLock<String>,
+}
+
+/// Most slots of [`FileTable::known`] (1.5 MiB); it gets a power of two of them, one for
+/// every 128 bytes of the limit, at least 64.
+const KNOWN: usize = 65536;
+
+/// Fewest files the table lets go of at once: below, a limit too small for the files
+/// looked up between two spills would make a run of every name.
+const LEAVING_MIN: usize = 256;
+
+/// The hash of an id in [`FileTable::slots`].
+fn id_hash(id: u32) -> u64 {
+    u64::from(id).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
 pub fn parse_media(s: &str) -> Option<Media> {
@@ -324,33 +389,123 @@ pub fn normalize_name(path: &str) -> &str {
 
 impl FileTable {
     pub fn len(&self) -> usize {
-        self.info.len()
+        self.files as usize
     }
 
     pub fn is_empty(&self) -> bool {
-        self.info.is_empty()
+        self.files == 0
+    }
+
+    /// Let go of the files in memory, to a directory made in `dir`, whenever they hold more
+    /// than `bytes` (0: never), now if they already do.
+    pub fn bound(&mut self, bytes: usize, dir: &Path) {
+        self.limit = bytes;
+        self.spill_dir = dir.to_path_buf();
+        if self.over() {
+            self.let_go();
+        }
+    }
+
+    /// The first error reading or writing the files let go to disk: the answers since may
+    /// be wrong.
+    pub fn error(&self) -> Option<&str> {
+        self.err.get().map(String::as_str)
+    }
+
+    /// Times the table let go of files with new ids to disk.
+    pub fn spills(&self) -> usize {
+        self.cold.as_ref().map_or(0, |c| c.runs())
+    }
+
+    fn fail(&self, e: std::io::Error) {
+        let _ = self.err.set(format!("file table on disk: {e}"));
+    }
+
+    /// The slot of file `id` in memory.
+    fn slot(&self, id: u32) -> Option<usize> {
+        if self.cold.is_none() {
+            return Some(id as usize);
+        }
+        self.slots
+            .find(id_hash(id), |&s| self.ids[s as usize] == id)
+            .map(|&s| s as usize)
+    }
+
+    fn packed(&self, id: u32) -> Packed {
+        let Some(cold) = &self.cold else {
+            return self.info[id as usize];
+        };
+        if let Some(k) = self
+            .known
+            .get(id as usize & self.known.len().wrapping_sub(1))
+        {
+            let (known, p) = k.get();
+            if known == id.wrapping_add(1) {
+                return p;
+            }
+        }
+        if let Some(s) = self.slot(id) {
+            return self.info[s];
+        }
+        match cold.packed(id) {
+            Ok(b) => {
+                let p = Packed::from_bytes(b);
+                self.remember(id, p);
+                p
+            }
+            Err(e) => {
+                self.fail(e);
+                Packed::default()
+            }
+        }
     }
 
     /// What is known of file `id`.
     pub fn get(&self, id: u32) -> FileInfo {
-        self.info[id as usize].info()
+        self.packed(id).info()
     }
 
-    /// The name of file `id`.
-    pub fn name(&self, id: u32) -> &str {
-        self.names.get(id)
+    /// The name of file `id` (read back from disk when the table let go of it).
+    pub fn name(&self, id: u32) -> Cow<'_, str> {
+        if let Some(s) = self.slot(id) {
+            return Cow::Borrowed(self.names.get(s as u32));
+        }
+        match self.cold.as_ref().map(|c| c.name(id)) {
+            Some(Ok(n)) => Cow::Owned(n),
+            Some(Err(e)) => {
+                self.fail(e);
+                Cow::Borrowed("")
+            }
+            None => Cow::Borrowed(""),
+        }
     }
 
     /// The drive of file `id`, when known.
     pub fn drive(&self, id: u32) -> Option<&str> {
-        match self.info[id as usize].drive {
+        match self.packed(id).drive {
             0 => None,
             d => Some(self.drives.get(u32::from(d) - 1)),
         }
     }
 
+    /// The id of file `name` and what is known of it, if the table holds it.
+    fn find(&self, name: &str, hash: u64) -> Option<(u32, Packed)> {
+        if let Some(s) = self.names.find_hashed(name, hash) {
+            let id = self.ids.get(s as usize).copied().unwrap_or(s);
+            return Some((id, self.info[s as usize]));
+        }
+        match self.cold.as_ref()?.find(hash, name) {
+            Ok(found) => found.map(|(id, b)| (id, Packed::from_bytes(b))),
+            Err(e) => {
+                self.fail(e);
+                None
+            }
+        }
+    }
+
     pub fn lookup(&self, name: &str) -> Option<u32> {
-        self.names.find(normalize_name(name))
+        let name = normalize_name(name);
+        self.find(name, self.names.hash(name)).map(|(id, _)| id)
     }
 
     /// The id of `name`, adding an entry without metadata for files the table lacks.
@@ -371,13 +526,110 @@ impl FileTable {
         if let Some((id, info)) = self.recent.find(hash, name) {
             return (id, info.info());
         }
-        let (id, new) = self.names.intern_hashed(name, hash);
-        if new {
-            self.info.push(Packed::default());
+        let (id, info) = if self.cold.is_none() {
+            let (id, new) = self.names.intern_hashed(name, hash);
+            if new {
+                self.info.push(Packed::default());
+                self.files += 1;
+            }
+            (id, self.info[id as usize])
+        } else {
+            let (id, info) = match self.find(name, hash) {
+                Some(found) => found,
+                None => {
+                    self.files += 1;
+                    (self.files - 1, Packed::default())
+                }
+            };
+            if self.slot(id).is_none() {
+                self.hold(name, hash, id, info);
+            }
+            (id, info)
+        };
+        self.recent.put(hash, name, id, info, self.files as usize);
+        if self.over() {
+            self.let_go();
         }
-        let info = self.info[id as usize];
-        self.recent.put(hash, name, id, info, self.info.len());
         (id, info.info())
+    }
+
+    /// Keep `name` (of `hash`) in memory as `id` with `info`, once the table has let go.
+    fn hold(&mut self, name: &str, hash: u64, id: u32, info: Packed) {
+        let (slot, _) = self.names.intern_hashed(name, hash);
+        self.info.push(info);
+        self.ids.push(id);
+        let ids = &self.ids;
+        self.slots
+            .insert_unique(id_hash(id), slot, |&s| id_hash(ids[s as usize]));
+    }
+
+    fn remember(&self, id: u32, info: Packed) {
+        let mask = self.known.len().wrapping_sub(1);
+        if let Some(k) = self.known.get(id as usize & mask) {
+            k.set((id.wrapping_add(1), info));
+        }
+    }
+
+    /// Heap bytes of the files in memory.
+    fn held(&self) -> usize {
+        self.names.bytes()
+            + self.info.capacity() * std::mem::size_of::<Packed>()
+            + self.ids.capacity() * std::mem::size_of::<u32>()
+            + self.slots.allocation_size()
+    }
+
+    /// Whether the files in memory should go to disk.
+    fn over(&self) -> bool {
+        self.limit > 0
+            && self.info.len() >= LEAVING_MIN
+            && self.err.get().is_none()
+            && self.held() > self.limit
+    }
+
+    /// Write the files added since the last time to disk, and let go of every file in
+    /// memory; a failure is kept ([`FileTable::error`]) and stops further spills.
+    fn let_go(&mut self) {
+        if let Err(e) = self.write_out() {
+            self.fail(e);
+            return;
+        }
+        let names = Names {
+            hasher: self.names.hasher.clone(),
+            ..Names::default()
+        };
+        self.names = names;
+        self.info = Vec::new();
+        self.ids = Vec::new();
+        self.slots = HashTable::new();
+        if self.known.is_empty() {
+            let slots = (self.limit / 128).clamp(64, KNOWN);
+            self.known = vec![Cell::new((0, Packed::default())); 1 << slots.ilog2()];
+        }
+    }
+
+    fn write_out(&mut self) -> std::io::Result<()> {
+        if self.cold.is_none() {
+            self.cold = Some(Box::new(Cold::create(&self.spill_dir)?));
+        }
+        let Some(cold) = self.cold.as_mut() else {
+            return Ok(());
+        };
+        let first = cold.ids();
+        let (names, ids) = (&self.names, &self.ids);
+        let leaving = self.info.iter().enumerate().filter_map(|(slot, info)| {
+            let id = ids.get(slot).copied().unwrap_or(slot as u32);
+            if id < first {
+                return None;
+            }
+            let name = names.get(slot as u32);
+            Some(Leaving {
+                id,
+                name,
+                hash: names.hash(name),
+                packed: info.to_bytes(),
+            })
+        });
+        cold.write(leaving)
     }
 
     /// Add a file the table does not hold yet and return its id.
@@ -388,7 +640,8 @@ impl FileTable {
         drive: Option<&str>,
     ) -> Result<u32, String> {
         let name = normalize_name(name);
-        if self.names.find(name).is_some() {
+        let hash = self.names.hash(name);
+        if self.find(name, hash).is_some() {
             return Err(format!("file {name} listed twice"));
         }
         let drive = match drive {
@@ -399,38 +652,66 @@ impl FileTable {
                     .map_err(|_| format!("file {name}: more than {} distinct drives", u16::MAX))?
             }
         };
-        let (id, _) = self.names.intern(name);
-        self.info.push(Packed::new(&info, drive));
+        let id = self.files;
+        self.files += 1;
+        let packed = Packed::new(&info, drive);
+        if self.cold.is_none() {
+            self.names.intern_hashed(name, hash);
+            self.info.push(packed);
+        } else {
+            self.hold(name, hash, id, packed);
+        }
+        if self.over() {
+            self.let_go();
+        }
         Ok(id)
     }
 
     /// Heap bytes the table holds: its names once, 16 bytes of metadata, 8 of where the
-    /// name ends and the hash index's 4-byte id and control byte per bucket for every file,
-    /// and the recently looked-up names (256 KiB to 4 MiB, a line for every sixteen files)
-    /// once a name has been looked up.
+    /// name ends and the hash index's 4-byte id and control byte per bucket for every file
+    /// in memory, and the recently looked-up names (256 KiB to 4 MiB, a line for every
+    /// sixteen files) once a name has been looked up; past its limit about a byte and a
+    /// half for each file on disk, and the lately looked-up ids (24 bytes for every 128 of
+    /// the limit, at most 1.5 MiB).
     pub fn bytes(&self) -> usize {
-        self.names.bytes()
-            + self.info.capacity() * std::mem::size_of::<Packed>()
+        self.held()
             + self.drives.bytes()
             + self.recent.bytes()
+            + self.known.capacity() * std::mem::size_of::<Cell<(u32, Packed)>>()
+            + self.cold.as_ref().map_or(0, |c| c.bytes())
     }
 
     /// Read a `files.csv` (RFC 4180 quoting, read with the `csv` crate). Errors name the
     /// line and field.
     pub fn from_csv(path: &Path) -> Result<FileTable, String> {
+        Self::from_csv_within(path, 0, Path::new(""))
+    }
+
+    /// [`FileTable::from_csv`] into a table [`FileTable::bound`] by `bytes` in `dir` as it
+    /// is read, so a catalog of any size is read within the limit.
+    pub fn from_csv_within(path: &Path, bytes: usize, dir: &Path) -> Result<FileTable, String> {
         let f = std::fs::File::open(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        Self::parse_csv(std::io::BufReader::new(f), &path.display().to_string())
+        let mut t = FileTable::default();
+        t.bound(bytes, dir);
+        t.read_csv(std::io::BufReader::new(f), &path.display().to_string())?;
+        Ok(t)
     }
 
     /// A `files.csv` read from `input`, as [`FileTable::from_csv`]; errors start with
     /// `origin` (the file's name).
     pub fn parse_csv(input: impl std::io::Read, origin: &str) -> Result<FileTable, String> {
+        let mut t = FileTable::default();
+        t.read_csv(input, origin)?;
+        Ok(t)
+    }
+
+    fn read_csv(&mut self, input: impl std::io::Read, origin: &str) -> Result<(), String> {
         let mut rdr = csv::ReaderBuilder::new()
             .has_headers(false)
             .flexible(true)
             .trim(csv::Trim::All)
             .from_reader(input);
-        let mut t = FileTable::default();
+        let t = self;
         let mut cols: Option<[usize; 5]> = None;
         each_csv_record(&mut rdr, origin, |rec, n| {
             if rec.iter().all(str::is_empty) {
@@ -500,7 +781,10 @@ impl FileTable {
             return Err(format!("{origin}: empty file table"));
         }
         t.shrink_to_fit();
-        Ok(t)
+        if let Some(e) = t.error() {
+            return Err(format!("{origin}: {e}"));
+        }
+        Ok(())
     }
 
     /// Build the table from a `catalog.json` (drive unknown).
@@ -624,6 +908,20 @@ mod tests {
         }
     }
 
+    /// What a table says of file `i`: metadata, some of it not known, and one of a few
+    /// drives or none.
+    fn entry(i: u32) -> (FileInfo, Option<String>) {
+        let info = FileInfo {
+            bitrate_kbps: (!i.is_multiple_of(11)).then_some(i % 5000),
+            media: MEDIA[(i % 4) as usize],
+            size_bytes: (!i.is_multiple_of(3)).then_some(u64::from(i) << 20),
+        };
+        (
+            info,
+            (!i.is_multiple_of(10)).then(|| format!("d{:02}", i % 36)),
+        )
+    }
+
     #[test]
     fn interned_names_keep_first_seen_ids_and_are_stored_once() {
         let n = 100_000u32;
@@ -631,13 +929,8 @@ mod tests {
         // Table entries first, with metadata and one of a few drives, then the log's
         // names: known ones keep their ids, new ones get the next ids in order.
         for i in 0..n / 2 {
-            let info = FileInfo {
-                bitrate_kbps: (i % 11 != 0).then_some(i % 5000),
-                media: MEDIA[(i % 4) as usize],
-                size_bytes: (i % 3 != 0).then_some(u64::from(i) << 20),
-            };
-            let drive = format!("d{:02}", i % 36);
-            let drive = (i % 10 != 0).then_some(drive.as_str());
+            let (info, drive) = entry(i);
+            let drive = drive.as_deref();
             assert_eq!(t.insert(&name(i), info, drive), Ok(i));
         }
         assert!(t
@@ -686,6 +979,67 @@ mod tests {
             t.bytes() > names && per_file < 64,
             "{} bytes: {per_file} a file",
             t.bytes()
+        );
+    }
+
+    #[test]
+    fn a_bounded_table_gives_the_ids_and_answers_of_one_in_memory() {
+        let dir = tempfile::tempdir().unwrap();
+        let n = 30_000u32;
+        let long = |i: u32| format!("collections/a-name-longer-than-a-slot/{}", name(i));
+        let limit = 256 << 10;
+        let (mut bounded, mut free) = (FileTable::default(), FileTable::default());
+        bounded.bound(limit, dir.path());
+        // Table entries with metadata and drives (they go to disk as they are read), then
+        // the log's names: known ones, new ones, short and long, seen again after the
+        // table let go of them.
+        for i in 0..n / 2 {
+            let (info, drive) = entry(i);
+            let drive = drive.as_deref();
+            assert_eq!(
+                bounded.insert(&name(i), info, drive),
+                free.insert(&name(i), info, drive)
+            );
+            assert!(bounded.held() <= limit);
+        }
+        let on_disk = bounded.spills();
+        assert!(on_disk > 0);
+        assert!(bounded
+            .insert(&name(3), FileInfo::default(), None)
+            .unwrap_err()
+            .contains("listed twice"));
+        for i in (0..n).rev().step_by(3).chain(0..n).chain((0..n).step_by(7)) {
+            for file in [name(i), long(i)] {
+                let q = format!("/{file}?x=1");
+                assert_eq!(bounded.intern_info(&q), free.intern_info(&q), "{file}");
+                assert!(bounded.held() <= limit);
+            }
+        }
+        assert!(
+            bounded.spills() > on_disk + 2,
+            "{} spills",
+            bounded.spills()
+        );
+        assert_eq!(bounded.len(), free.len());
+        for id in 0..free.len() as u32 {
+            assert_eq!(bounded.name(id), free.name(id));
+            assert_eq!(bounded.get(id), free.get(id), "{id}");
+            assert_eq!(bounded.drive(id), free.drive(id), "{id}");
+        }
+        for i in 0..n {
+            assert_eq!(bounded.lookup(&long(i)), free.lookup(&long(i)));
+        }
+        assert_eq!(bounded.lookup("nf/t99999/v1.mp4"), None);
+        assert_eq!(bounded.error(), None);
+        // What stays: the files looked up since the last spill, the recent names and ids,
+        // and under two bytes a file on disk.
+        let cold = bounded.cold.as_ref().unwrap().bytes();
+        assert!(cold < 2 * free.len(), "{cold} bytes");
+        assert!(
+            bounded.bytes() < free.bytes() / 2,
+            "{} of {}",
+            bounded.bytes(),
+            free.bytes()
         );
     }
 }

@@ -14,6 +14,7 @@ pub mod blocks;
 mod cacheline;
 pub mod chain;
 pub mod chainstats;
+mod coldfiles;
 pub mod columnar;
 pub mod files;
 pub mod fit;

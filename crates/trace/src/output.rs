@@ -291,7 +291,7 @@ impl SessionSink for DirSink {
                     let f = files.get(c.file);
                     t.row(&[
                         Value::Text(Some(name)),
-                        Value::Text(Some(files.name(c.file))),
+                        Value::Text(Some(&files.name(c.file))),
                         Value::Int(int(c.start)),
                         Value::Int(int(c.bytes)),
                         Value::Int(int(u64::from(c.requests))),

@@ -136,9 +136,12 @@ fn options(c: &Common) -> anyhow::Result<AnalyzeOptions> {
     })
 }
 
-fn file_table(c: &Common) -> anyhow::Result<FileTable> {
+/// The file table, a `files.csv` read within the analysis's share of `--memory`.
+fn file_table(c: &Common, opts: &AnalyzeOptions) -> anyhow::Result<FileTable> {
     match (&c.files, &c.catalog) {
-        (Some(f), _) => FileTable::from_csv(f).map_err(usage),
+        (Some(f), _) => {
+            FileTable::from_csv_within(f, opts.file_table_bytes(), &opts.spill_dir).map_err(usage)
+        }
         (None, Some(cat)) => FileTable::from_catalog(cat).map_err(usage),
         (None, None) => Ok(FileTable::default()),
     }
@@ -170,7 +173,7 @@ fn open_log(path: &Path) -> anyhow::Result<impl std::io::BufRead + Send> {
 
 fn go(c: Common, what: What) -> anyhow::Result<()> {
     let opts = options(&c)?;
-    let files = file_table(&c)?;
+    let files = file_table(&c, &opts)?;
     let log = open_log(&c.log)?;
     let chains = what != What::Phases;
     let phases = what != What::Chains;

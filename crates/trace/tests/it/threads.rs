@@ -72,7 +72,7 @@ pub(crate) fn every_output(
     };
     let mut sink = DirSink::create_tables(out, tables, format, None).unwrap();
     let input = std::io::BufReader::new(std::fs::File::open(log).unwrap());
-    let a = analyze(input, files, opts, &mut sink).unwrap();
+    let mut a = analyze(input, files, opts, &mut sink).unwrap();
     sink.finish().unwrap();
     let mut got = vec![
         ("summary.json".to_string(), json(&PassSummary::of(&a))),
@@ -80,6 +80,8 @@ pub(crate) fn every_output(
         ("phases.json".to_string(), json(&a.phases)),
         ("sessions.json".to_string(), json(&a.sessions)),
     ];
+    // The part of the file table on disk, if it went there, is removed with the table.
+    a.files = FileTable::default();
     let mut names: Vec<_> = std::fs::read_dir(out)
         .unwrap()
         .map(|e| e.unwrap().file_name().into_string().unwrap())
