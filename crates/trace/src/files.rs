@@ -286,6 +286,9 @@ pub struct FileTable {
     slots: HashTable<u32>,
     /// Files added: ids `0..files`.
     files: u32,
+    /// Files up to the last one [`FileTable::insert`] added: past it, only names first seen
+    /// in a log, of which nothing is known.
+    listed: u32,
     /// What [`FileTable::intern_info`] found lately.
     recent: Recent,
     /// Once the table has let go of files: the metadata last read back from disk, by id (the
@@ -414,7 +417,7 @@ impl FileTable {
 
     /// Times the table let go of files with new ids to disk.
     pub fn spills(&self) -> usize {
-        self.cold.as_ref().map_or(0, |c| c.runs())
+        self.cold.as_ref().map_or(0, |c| c.writes())
     }
 
     fn fail(&self, e: std::io::Error) {
@@ -446,6 +449,9 @@ impl FileTable {
         }
         if let Some(s) = self.slot(id) {
             return self.info[s];
+        }
+        if id >= self.listed {
+            return Packed::default();
         }
         match cold.packed(id) {
             Ok(b) => {
@@ -654,6 +660,7 @@ impl FileTable {
         };
         let id = self.files;
         self.files += 1;
+        self.listed = self.files;
         let packed = Packed::new(&info, drive);
         if self.cold.is_none() {
             self.names.intern_hashed(name, hash);
