@@ -134,7 +134,11 @@ impl Run {
     }
 
     /// Call `each` with the pairs of `hash` until it says it found what it looked for.
-    fn each_of(&self, hash: u64, mut each: impl FnMut(Pair) -> io::Result<bool>) -> io::Result<bool> {
+    fn each_of(
+        &self,
+        hash: u64,
+        mut each: impl FnMut(Pair) -> io::Result<bool>,
+    ) -> io::Result<bool> {
         // The block before the first mark past `hash` holds the first pair with it (pairs
         // with the same hash may run on into the next blocks).
         let mut block = self.marks.partition_point(|&m| m < hash).saturating_sub(1);

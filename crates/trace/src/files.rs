@@ -584,12 +584,24 @@ impl FileTable {
             + self.slots.allocation_size()
     }
 
+    /// Bytes the files in memory fill: their names, what is known of them, where their
+    /// names end, their ids, and about 8 bytes a file in each hash index. The vectors'
+    /// spare room is left out: a vector that just doubled has not touched it, so it is not
+    /// resident yet, and counting it would let a table read from a `files.csv` of just
+    /// under the limit go to disk for a moment's doubling.
+    fn filled(&self) -> usize {
+        let n = self.info.len();
+        self.names.text.len()
+            + n * (std::mem::size_of::<u64>() + std::mem::size_of::<Packed>() + 8)
+            + self.ids.len() * (std::mem::size_of::<u32>() + 8)
+    }
+
     /// Whether the files in memory should go to disk.
     fn over(&self) -> bool {
         self.limit > 0
             && self.info.len() >= LEAVING_MIN
             && self.err.get().is_none()
-            && self.held() > self.limit
+            && self.filled() > self.limit
     }
 
     /// Write the files added since the last time to disk, and let go of every file in
@@ -1007,7 +1019,7 @@ mod tests {
                 bounded.insert(&name(i), info, drive),
                 free.insert(&name(i), info, drive)
             );
-            assert!(bounded.held() <= limit);
+            assert!(bounded.filled() <= limit);
         }
         let on_disk = bounded.spills();
         assert!(on_disk > 0);
@@ -1019,7 +1031,7 @@ mod tests {
             for file in [name(i), long(i)] {
                 let q = format!("/{file}?x=1");
                 assert_eq!(bounded.intern_info(&q), free.intern_info(&q), "{file}");
-                assert!(bounded.held() <= limit);
+                assert!(bounded.filled() <= limit && bounded.held() <= 3 * limit);
             }
         }
         assert!(
