@@ -181,7 +181,8 @@ pub struct Analysis {
     /// What was spilled to keep the open sessions within their memory.
     pub spill: SpillSummary,
     /// Bytes the file table and the analysis's per-file state hold at the end (an estimate;
-    /// they grow with the files the log names and are never spilled).
+    /// the table keeps an eighth of the limit in memory and about a byte and a half for
+    /// each file it let go to disk, the per-file state grows with the files the log names).
     pub file_table_bytes: u64,
     /// Bytes the chain and session statistics and the closed sessions' keys hold at the end
     /// (an estimate; the chain lengths and the keys stay within their budgets, the rest is a

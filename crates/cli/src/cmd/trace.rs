@@ -94,7 +94,8 @@ pub(crate) struct Common {
     rows_per_file: Option<u64>,
     /// Memory for the analysis's state: open sessions get half of it, and past that the
     /// ones idle longest are spilled to a temporary directory in --out (read back when
-    /// they continue, merged back in order when they close; the output is the same); also
+    /// they continue, merged back in order when they close; the output is the same); the
+    /// file table keeps an eighth of it and the rest of its files on disk there too; also
     /// --sort's runs.
     #[arg(long, default_value = "512MiB", value_name = flags::SIZE, value_parser = flags::size)]
     memory: u64,
