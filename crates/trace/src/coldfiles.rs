@@ -183,8 +183,11 @@ impl Run {
 }
 
 impl Cold {
-    /// An empty part on disk, in a directory made in `dir`.
+    /// An empty part on disk, in a directory made in `dir` (made first if need be: a table
+    /// read before the analysis's output directory exists spills into it all the same).
     pub(crate) fn create(dir: &Path) -> io::Result<Cold> {
+        std::fs::create_dir_all(dir)
+            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
         let d = tempfile::Builder::new()
             .prefix("vodkit-files-")
             .tempdir_in(dir)
@@ -418,7 +421,8 @@ mod tests {
     #[test]
     fn names_written_are_found_by_hash_and_read_back_by_id() {
         let dir = tempfile::tempdir().unwrap();
-        let mut c = Cold::create(dir.path()).unwrap();
+        // In a directory not made yet (an output directory the analysis makes later).
+        let mut c = Cold::create(&dir.path().join("out/not-yet")).unwrap();
         // Twelve writes, so the runs were merged; many names share a hash (a tenth of the
         // hashes), so found means the name was compared, and runs span several blocks.
         let name = |i: u32| format!("t{}/v{i}.mp4", i % 97);
