@@ -297,7 +297,8 @@ pub struct FileTable {
     known: Vec<Cell<(u32, Packed)>>,
     /// The drives' names (few).
     drives: Names,
-    /// Heap bytes past which the files in memory go to disk (0: never), and where.
+    /// Bytes the files in memory may fill ([`FileTable::filled`]) before they go to disk
+    /// (0: never), and where they go.
     limit: usize,
     spill_dir: PathBuf,
     cold: Option<Box<Cold>>,
@@ -399,7 +400,7 @@ impl FileTable {
         self.files == 0
     }
 
-    /// Let go of the files in memory, to a directory made in `dir`, whenever they hold more
+    /// Let go of the files in memory, to a directory made in `dir`, whenever they fill more
     /// than `bytes` (0: never), now if they already do.
     pub fn bound(&mut self, bytes: usize, dir: &Path) {
         self.limit = bytes;
