@@ -205,6 +205,48 @@ fn serve_load_trace_and_simulate() {
 }
 
 #[test]
+fn trace_reads_a_file_table_past_its_share_of_memory() {
+    // 600 listed files, each read once, four to a session: within 64 KiB the file table's
+    // eighth holds a few hundred of them, so it goes to disk while files.csv is read, before
+    // the output directory exists, and every output must still be the default's.
+    let d = tmp();
+    let p = d.path();
+    let mut files = String::from("file,bitrate_kbps,media,size_bytes,drive\n");
+    let mut log = String::from(
+        "ts_end,service_time_s,session,file,offset,length,open_ended,bytes_sent,device_type\n",
+    );
+    for i in 0..600u32 {
+        let media = ["video", "audio"][(i % 2) as usize];
+        files += &format!(
+            "nf/t{i:05}/v.mp4,{},{media},{},d{}\n",
+            235 + i,
+            4096 + i,
+            i % 3
+        );
+        let t = 1000.0 + f64::from(i) * 0.5;
+        log += &format!("{t:.3},0.01,s{},nf/t{i:05}/v.mp4,0,4096,0,4096,tv\n", i / 4);
+    }
+    std::fs::write(p.join("files.csv"), files).unwrap();
+    std::fs::write(p.join("log.csv"), log).unwrap();
+    for (memory, out) in [("", "t-default"), ("--memory 64KiB", "t-small")] {
+        ok(
+            p,
+            &format!("trace report --log log.csv --files files.csv {memory} --out {out}"),
+        );
+    }
+    for f in ["chains.csv", "phases.csv", "sessions.csv", "chains.json"] {
+        let a = std::fs::read(p.join("t-default").join(f)).unwrap();
+        let b = std::fs::read(p.join("t-small").join(f)).unwrap();
+        assert!(a == b, "{f} differs within 64 KiB");
+    }
+    let chains = std::fs::read_to_string(p.join("t-small/chains.csv")).unwrap();
+    assert!(
+        chains.contains("nf/t00599/v.mp4") && chains.contains(",d2"),
+        "{chains}"
+    );
+}
+
+#[test]
 fn serve_checks_and_load_makes_signed_urls() {
     let d = workload_dir();
     let p = d.path();
