@@ -618,18 +618,9 @@ impl Partition {
                 out.push((k.into_string().into_boxed_str(), s.last_done, s));
             }
         }
-        match self.idle.park(out) {
-            Ok(kept) => {
-                for (k, s) in kept {
-                    self.held += s.bytes(&k);
-                    let at = table_hash(names.of(&k));
-                    self.open
-                        .insert_unique(at, Entry(CompactString::from(&*k), s), |e| names.rehash(e));
-                }
-            }
-            Err(e) => {
-                self.err.get_or_insert(e);
-            }
+        // The index's latest part stays a hash map within an eighth of the budget.
+        if let Err(e) = self.idle.park(out, self.budget / 8) {
+            self.err.get_or_insert(e);
         }
         self.open.shrink_to_fit(|e| names.rehash(e));
     }

@@ -1,15 +1,18 @@
 //! Idle open sessions on disk: when the analyzer's open sessions would pass their memory
-//! budget, the ones idle longest are written to a run sorted by their last completion; a
-//! small index says which keys are on disk and where, a session is read back when a
-//! request for it arrives, and the sweeps take the rest back in order of last completion
-//! as they close them.
+//! budget, the ones idle longest are written to a run sorted by their last completion; an
+//! index says where each key's record is (a hash map of the latest ones, and past its share
+//! of memory an index on disk, [`HashRuns`], about a byte and a half a session in memory)
+//! and a bit a record which are still there. A session is read back
+//! when a request for it arrives, and the sweeps take the rest back in order of last
+//! completion as they close them.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::fs::File;
 use std::io::{self, BufReader, Read, Seek, SeekFrom, Write};
 use std::marker::PhantomData;
 use std::path::{Path, PathBuf};
 
+use crate::hashruns::{HashRuns, Pair};
 use crate::runfile;
 
 /// A value that can be written to a run and read back exactly.
@@ -41,23 +44,26 @@ impl SpillSummary {
     }
 }
 
-/// Where a spilled session's record starts.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Loc {
-    run: u32,
-    at: u64,
-}
-
 /// One run of spilled sessions, sorted by last completion. No file is held open between
 /// uses: a partition may have many runs.
 struct Run {
     path: PathBuf,
-    /// Offset of the first record the sweeps have not read, and its last completion;
-    /// `None` once read through.
+    /// Offset and number of the first record the sweeps have not read, and its last
+    /// completion; `None` once read through.
     at: u64,
+    rec: u32,
     head: Option<f64>,
-    /// Records not yet taken back.
+    /// Records not yet taken back, and a bit a record: set while it is.
     live: usize,
+    alive: Vec<u64>,
+}
+
+impl Run {
+    fn is_alive(&self, rec: u32) -> bool {
+        self.alive
+            .get(rec as usize / 64)
+            .is_some_and(|w| w & (1 << (rec % 64)) != 0)
+    }
 }
 
 const TOO_LONG: &str = "a session too large to spill";
@@ -69,8 +75,14 @@ pub(crate) struct Idle<T> {
     tmp: Option<tempfile::TempDir>,
     runs: BTreeMap<u32, Run>,
     next_run: u32,
-    /// Spilled sessions by a hash of their key.
-    index: HashMap<u64, Loc, foldhash::fast::RandomState>,
+    /// Where the latest records are, by the hash of their key: (run, record number, offset).
+    recent: HashMap<u64, (u32, u32, u64), foldhash::fast::RandomState>,
+    /// (hash of the key, run, record number, offset) of the records `recent` let go of.
+    index: HashRuns,
+    /// Sessions on disk.
+    spilled: usize,
+    /// Bytes of the runs' bits.
+    bits_bytes: usize,
     hash: Box<dyn Fn(&str) -> u64 + Send>,
     buf: Vec<u8>,
     pub stats: SpillSummary,
@@ -87,14 +99,18 @@ fn read_record(r: &mut impl Read) -> io::Result<(String, Vec<u8>, u64)> {
 }
 
 impl<T: Park> Idle<T> {
-    /// `hash` keys the index (a collision is detected: such a session stays in memory).
+    /// `hash` keys the index (keys whose hashes meet are told apart by the key a record
+    /// holds).
     pub fn new(dir: &Path, hash: Box<dyn Fn(&str) -> u64 + Send>) -> Idle<T> {
         Idle {
             dir: dir.to_path_buf(),
             tmp: None,
             runs: BTreeMap::new(),
             next_run: 0,
-            index: HashMap::default(),
+            recent: HashMap::default(),
+            index: HashRuns::new("index"),
+            spilled: 0,
+            bits_bytes: 0,
             hash,
             buf: Vec::new(),
             stats: SpillSummary::default(),
@@ -104,48 +120,41 @@ impl<T: Park> Idle<T> {
 
     /// Sessions on disk.
     pub fn len(&self) -> usize {
-        self.index.len()
+        self.spilled
     }
 
     pub fn is_empty(&self) -> bool {
-        self.index.is_empty()
+        self.spilled == 0
     }
 
-    /// Bytes the index holds in memory (an estimate).
+    /// Bytes the index holds in memory: the recent map, the disk index's filters and marks,
+    /// and the runs' bits.
     pub fn index_bytes(&self) -> usize {
-        self.index.capacity() * (std::mem::size_of::<(u64, Loc)>() + 1)
+        self.recent_bytes() + self.index.bytes() + self.bits_bytes
     }
 
-    /// Write `sessions` (key, last completion, value) to a new run. Returns those that
-    /// were not written: a key whose hash is already spilled stays in memory.
+    fn recent_bytes(&self) -> usize {
+        self.recent.capacity() * (std::mem::size_of::<(u64, (u32, u32, u64))>() + 1)
+    }
+
+    /// Write `sessions` (key, last completion, value) to a new run; past `recent_limit`
+    /// bytes the map of where the latest records are goes to the index on disk.
     pub fn park(
         &mut self,
         mut sessions: Vec<(Box<str>, f64, T)>,
-    ) -> io::Result<Vec<(Box<str>, T)>> {
-        let mut kept = Vec::new();
+        recent_limit: usize,
+    ) -> io::Result<()> {
+        if sessions.is_empty() {
+            return Ok(());
+        }
         sessions.sort_by(|a, b| a.1.total_cmp(&b.1).then_with(|| a.0.cmp(&b.0)));
-        let mut hashes = Vec::with_capacity(sessions.len());
-        let mut fresh: HashSet<u64, foldhash::fast::RandomState> = HashSet::default();
-        let mut write = Vec::with_capacity(sessions.len());
-        for (name, last_done, v) in sessions {
-            let h = (self.hash)(&name);
-            if self.index.contains_key(&h) || !fresh.insert(h) {
-                kept.push((name, v));
-            } else {
-                hashes.push(h);
-                write.push((name, last_done, v));
-            }
-        }
-        if write.is_empty() {
-            return Ok(kept);
-        }
         let run = self.next_run;
         self.next_run += 1;
         let (path, mut w) =
             runfile::create(&mut self.tmp, &self.dir, ".vodkit-idle-", run as usize)?;
         let mut at = 0u64;
-        let mut locs = Vec::with_capacity(write.len());
-        for (name, last_done, v) in &write {
+        let mut pairs = Vec::with_capacity(sessions.len());
+        for (rec, (name, last_done, v)) in sessions.iter().enumerate() {
             self.buf.clear();
             runfile::put_f64(&mut self.buf, *last_done)?;
             runfile::put_bytes(&mut self.buf, name.as_bytes(), TOO_LONG)?;
@@ -156,64 +165,141 @@ impl<T: Park> Idle<T> {
                 u32::try_from(self.buf.len() - body - 4).map_err(|_| io::Error::other(TOO_LONG))?;
             self.buf[body..body + 4].copy_from_slice(&len.to_le_bytes());
             w.write_all(&self.buf)?;
-            locs.push(at);
+            pairs.push(Pair {
+                hash: (self.hash)(name),
+                id: run,
+                len: u32::try_from(rec).map_err(|_| io::Error::other(TOO_LONG))?,
+                at,
+            });
             at += self.buf.len() as u64;
         }
         w.flush()?;
         drop(w);
-        let head = write.first().map(|s| s.1);
-        for (h, at) in hashes.into_iter().zip(locs) {
-            self.index.insert(h, Loc { run, at });
+        let n = sessions.len();
+        let mut alive = vec![u64::MAX; n.div_ceil(64)];
+        if !n.is_multiple_of(64) {
+            if let Some(last) = alive.last_mut() {
+                *last = (1 << (n % 64)) - 1;
+            }
         }
-        self.stats.sessions += write.len() as u64;
-        self.stats.bytes += at;
-        self.stats.runs += 1;
+        self.bits_bytes += alive.capacity() * 8;
         self.runs.insert(
             run,
             Run {
                 path,
                 at: 0,
-                head,
-                live: write.len(),
+                rec: 0,
+                head: sessions.first().map(|s| s.1),
+                live: n,
+                alive,
             },
         );
-        Ok(kept)
+        // A key whose hash meets one in the map (another key: the session itself is not on
+        // disk twice) goes to the index on disk.
+        let mut clash = Vec::new();
+        for p in pairs {
+            match self.recent.entry(p.hash) {
+                std::collections::hash_map::Entry::Vacant(v) => {
+                    v.insert((p.id, p.len, p.at));
+                }
+                std::collections::hash_map::Entry::Occupied(_) => clash.push(p),
+            }
+        }
+        if self.recent_bytes() > recent_limit {
+            clash.extend(self.recent.drain().map(|(hash, (id, len, at))| Pair {
+                hash,
+                id,
+                len,
+                at,
+            }));
+            self.recent.shrink_to_fit();
+        }
+        self.file_on_disk(clash)?;
+        self.spilled += n;
+        self.stats.sessions += n as u64;
+        self.stats.bytes += at;
+        self.stats.runs += 1;
+        Ok(())
+    }
+
+    /// Pairs of the index on disk (the ones still alive are kept when it merges).
+    fn file_on_disk(&mut self, pairs: Vec<Pair>) -> io::Result<()> {
+        if pairs.is_empty() {
+            return Ok(());
+        }
+        let dir = self
+            .tmp
+            .as_ref()
+            .map(|t| t.path().to_path_buf())
+            .ok_or_else(|| io::Error::other("idle sessions: no directory"))?;
+        let runs = &self.runs;
+        self.index.add(&dir, pairs, |p| {
+            runs.get(&p.id).is_some_and(|r| r.is_alive(p.len))
+        })
+    }
+
+    /// The record `p` points to, if it is still there and holds `name`.
+    fn read_if(runs: &BTreeMap<u32, Run>, p: Pair, name: &str) -> io::Result<Option<Vec<u8>>> {
+        let Some(run) = runs.get(&p.id).filter(|r| r.is_alive(p.len)) else {
+            return Ok(None);
+        };
+        let mut f = File::open(&run.path)?;
+        f.seek(SeekFrom::Start(p.at))?;
+        let mut r = BufReader::with_capacity(4 << 10, f);
+        runfile::get_f64(&mut r)?;
+        let (got, body, _) = read_record(&mut r)?;
+        Ok((got == name).then_some(body))
     }
 
     /// The session `name` if it is on disk, taken back.
     pub fn take(&mut self, name: &str) -> io::Result<Option<T>> {
-        let h = (self.hash)(name);
-        let Some(&loc) = self.index.get(&h) else {
-            return Ok(None);
-        };
-        let Some(run) = self.runs.get(&loc.run) else {
-            return Ok(None);
-        };
-        let mut f = File::open(&run.path)?;
-        f.seek(SeekFrom::Start(loc.at))?;
-        let mut r = BufReader::with_capacity(4 << 10, f);
-        runfile::get_f64(&mut r)?;
-        let (got, body, _) = read_record(&mut r)?;
-        if got != name {
+        if self.spilled == 0 {
             return Ok(None);
         }
+        let hash = (self.hash)(name);
+        let mut found = None;
+        if let Some(&(id, len, at)) = self.recent.get(&hash) {
+            let p = Pair { hash, id, len, at };
+            if let Some(body) = Self::read_if(&self.runs, p, name)? {
+                self.recent.remove(&hash);
+                found = Some((id, len, body));
+            }
+        }
+        if found.is_none() {
+            let runs = &self.runs;
+            self.index.each_of(hash, |p| {
+                found = Self::read_if(runs, p, name)?.map(|body| (p.id, p.len, body));
+                Ok(found.is_some())
+            })?;
+        }
+        let Some((run, rec, body)) = found else {
+            return Ok(None);
+        };
         let v = T::get(&mut &body[..])?;
-        self.index.remove(&h);
-        self.release(loc.run)?;
+        self.release(run, rec)?;
         self.stats.reloaded += 1;
         Ok(Some(v))
     }
 
-    /// One record of `run` is taken back: the run is removed once none is left.
-    fn release(&mut self, run: u32) -> io::Result<()> {
+    /// Record `rec` of `run` is taken back: the run is removed once none is left.
+    fn release(&mut self, run: u32, rec: u32) -> io::Result<()> {
         let Some(r) = self.runs.get_mut(&run) else {
             return Ok(());
         };
+        if let Some(w) = r.alive.get_mut(rec as usize / 64) {
+            *w &= !(1 << (rec % 64));
+        }
         r.live -= 1;
+        self.spilled -= 1;
         if r.live == 0 {
             if let Some(r) = self.runs.remove(&run) {
+                self.bits_bytes -= r.alive.capacity() * 8;
                 std::fs::remove_file(&r.path)?;
             }
+        }
+        if self.spilled == 0 {
+            self.index.clear()?;
+            self.recent.clear();
         }
         Ok(())
     }
@@ -241,16 +327,19 @@ impl<T: Park> Idle<T> {
                 let Some(last_done) = run.head.filter(|&t| due(t)) else {
                     break;
                 };
-                let at = run.at;
+                let (rec, at) = (run.rec, run.at);
                 let (name, body, len) = read_record(&mut scan)?;
                 run.at += len;
+                run.rec += 1;
                 run.head = runfile::first8(&mut scan)?.map(f64::from_le_bytes);
-                let h = (self.hash)(&name);
                 // A record whose session was taken back (and maybe spilled again) is stale.
-                if self.index.get(&h) == Some(&Loc { run: id, at }) {
-                    self.index.remove(&h);
+                if run.is_alive(rec) {
+                    let h = (self.hash)(&name);
+                    if self.recent.get(&h) == Some(&(id, rec, at)) {
+                        self.recent.remove(&h);
+                    }
                     let v = T::get(&mut &body[..])?;
-                    self.release(id)?;
+                    self.release(id, rec)?;
                     f(name.into_boxed_str(), last_done, v)?;
                 }
             }
@@ -293,7 +382,7 @@ mod tests {
         let first: Vec<_> = (0..50u32)
             .map(|i| (format!("s{i}").into_boxed_str(), f64::from(i * 2), v(i)))
             .collect();
-        assert!(idle.park(first).unwrap().is_empty());
+        idle.park(first, 0).unwrap();
         let second: Vec<_> = (50..100u32)
             .map(|i| {
                 (
@@ -303,7 +392,7 @@ mod tests {
                 )
             })
             .collect();
-        assert!(idle.park(second).unwrap().is_empty());
+        idle.park(second, usize::MAX).unwrap();
         assert_eq!(
             (idle.len(), idle.stats.runs, idle.stats.sessions),
             (100, 2, 100)
@@ -313,10 +402,8 @@ mod tests {
         assert_eq!(idle.take("s60").unwrap(), Some(v(60)));
         assert_eq!(idle.take("s60").unwrap(), None);
         assert_eq!(idle.take("nobody").unwrap(), None);
-        assert!(idle
-            .park(vec![("s7".into(), 1000.0, v(7))])
-            .unwrap()
-            .is_empty());
+        idle.park(vec![("s7".into(), 1000.0, v(7))], usize::MAX)
+            .unwrap();
         // A sweep takes everything last completed before 20 s, in each run's order.
         let mut got = Vec::new();
         idle.due(
@@ -355,18 +442,83 @@ mod tests {
     }
 
     #[test]
-    fn a_key_whose_hash_is_spilled_already_stays_in_memory() {
+    fn keys_whose_hashes_meet_are_told_apart() {
         let dir = tempfile::tempdir().unwrap();
         let mut idle: Idle<V> = Idle::new(dir.path(), Box::new(h));
         assert_eq!(h("a1"), h("b1"));
-        let kept = idle
-            .park(vec![("a1".into(), 1.0, v(1)), ("b1".into(), 2.0, v(2))])
-            .unwrap();
-        assert_eq!(kept, vec![("b1".into(), v(2))]);
-        let kept = idle.park(vec![("b1".into(), 2.0, v(2))]).unwrap();
-        assert_eq!(kept.len(), 1);
-        // b1 is not a1, though their hashes meet.
+        // b1 meets a1 in the map of recent records and goes to the index on disk.
+        idle.park(
+            vec![("a1".into(), 1.0, v(1)), ("b1".into(), 2.0, v(2))],
+            usize::MAX,
+        )
+        .unwrap();
+        assert_eq!(idle.index.run_sizes(), vec![1]);
+        idle.park(vec![("c1".into(), 3.0, v(3))], 0).unwrap();
+        assert_eq!(idle.len(), 3);
+        assert_eq!(idle.take("b1").unwrap(), Some(v(2)));
         assert_eq!(idle.take("b1").unwrap(), None);
+        assert_eq!(idle.take("d1").unwrap(), None);
         assert_eq!(idle.take("a1").unwrap(), Some(v(1)));
+        assert_eq!(idle.take("c1").unwrap(), Some(v(3)));
+        assert!(idle.is_empty());
+    }
+
+    #[test]
+    fn many_runs_keep_the_index_small_and_find_every_session() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut idle: Idle<V> = Idle::new(
+            dir.path(),
+            Box::new(|s: &str| {
+                s.bytes().fold(0xcbf2_9ce4_8422_2325u64, |a, b| {
+                    (a ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+                })
+            }),
+        );
+        // Forty runs of 500 sessions; every third session of each comes back and goes to
+        // disk again later, so the index holds stale pairs its merges drop.
+        let mut back = Vec::new();
+        for k in 0..40u32 {
+            let run: Vec<_> = (k * 500..(k + 1) * 500)
+                .map(|i| (format!("s{i}").into_boxed_str(), f64::from(i), v(i)))
+                .collect();
+            idle.park(run, 4096).unwrap();
+            for i in (k * 500..(k + 1) * 500).step_by(3) {
+                assert_eq!(idle.take(&format!("s{i}")).unwrap(), Some(v(i)), "{i}");
+                back.push(i);
+            }
+            if k % 2 == 1 {
+                let again: Vec<_> = back
+                    .drain(..)
+                    .map(|i| (format!("s{i}").into_boxed_str(), 1e6 + f64::from(i), v(i)))
+                    .collect();
+                idle.park(again, 4096).unwrap();
+            }
+        }
+        assert_eq!(idle.len(), 20_000);
+        // Far less than the 25 bytes a session a hash map of them took.
+        assert!(
+            idle.index_bytes() < 20_000 * 4,
+            "{} bytes",
+            idle.index_bytes()
+        );
+        let sizes = idle.index.run_sizes();
+        assert!(sizes.len() <= crate::hashruns::MAX_RUNS, "{sizes:?}");
+        assert!(sizes.iter().sum::<usize>() > 10_000, "on disk: {sizes:?}");
+        assert!(idle.recent_bytes() <= 4096 * 2, "{}", idle.recent_bytes());
+        let mut got = Vec::new();
+        idle.due(
+            |_| true,
+            |name, t, x| {
+                got.push((name.to_string(), t, x));
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert_eq!(got.len(), 20_000);
+        let mut names: Vec<u32> = got.iter().map(|g| g.0[1..].parse().unwrap()).collect();
+        names.sort_unstable();
+        assert!(names.iter().copied().eq(0..20_000));
+        assert!(got.iter().all(|(n, _, x)| *x == v(n[1..].parse().unwrap())));
+        assert!(idle.is_empty());
     }
 }

@@ -19,6 +19,7 @@ pub mod columnar;
 pub mod files;
 pub mod fit;
 pub mod fromlog;
+mod hashruns;
 mod idle;
 pub mod output;
 mod parse;
