@@ -84,8 +84,9 @@ fn stalling_server_times_out_at_t_and_ends_the_session() {
     for s in &run.sessions {
         assert_eq!(s.end, SessionEnd::Failed(FailureReason::Timeout));
         let r = &s.requests[0];
+        // Never before T; after it by no more than a busy 2-core machine delays a timer.
         assert!(
-            (r.elapsed - t).abs() <= 0.05 * t,
+            r.elapsed >= 0.95 * t && r.elapsed <= 1.5 * t,
             "timed out after {} s, T = {t} s",
             r.elapsed
         );
