@@ -39,6 +39,7 @@ use crate::chainstats::{ChainStatsBuilder, ChainSummary};
 use crate::files::{FileInfo, FileTable};
 pub use crate::idle::SpillSummary;
 use crate::idle::{Idle, Park};
+use crate::offsets::Offsets;
 use crate::parse::{LogFormat, ReadSummary};
 use crate::phase::{session_phases, Phase, PhaseParams, PhaseStatsBuilder, PhaseSummary};
 use crate::read::{read_requests, ReadOptions, Requests};
@@ -86,6 +87,11 @@ const CHAIN_LENGTHS_SHARE: usize = 16;
 /// The file table keeps in memory at most one part in this many of
 /// [`AnalyzeOptions::memory_bytes`]; past it the files go to disk until looked up again.
 const FILE_TABLE_SHARE: usize = 8;
+
+/// Each of the two copies of the sizeless files' furthest bytes read (the calling thread's
+/// and the one as of the sweep being merged) keeps in memory at most one part in this many
+/// of [`AnalyzeOptions::memory_bytes`]; past it their pages go to disk until used again.
+const OFFSETS_SHARE: usize = 64;
 
 /// Default of [`AnalyzeOptions::memory_bytes`] (`--memory`).
 pub const MEMORY_BYTES: usize = 512 << 20;
@@ -833,7 +839,7 @@ struct Pending {
 struct Merge<'s> {
     opts: AnalyzeOptions,
     /// Greatest end offset read per file, as of the sweep being merged.
-    max_end: Vec<u64>,
+    max_end: Offsets,
     chain_stats: ChainStatsBuilder,
     phase_stats: PhaseStatsBuilder,
     session_stats: SessionStatsBuilder,
@@ -857,11 +863,7 @@ impl Merge<'_> {
         // Sized by the files that grew, which the sweep's decision fixed: the same for any
         // threads.
         for (f, end) in p.grown {
-            let f = f as usize;
-            if self.max_end.len() <= f {
-                self.max_end.resize(f + 1, 0);
-            }
-            self.max_end[f] = end;
+            *self.max_end.slot(f as usize) = end;
         }
         // Sessions only open between sweeps: the most open at once is the most before one.
         self.peak_open = self
@@ -889,7 +891,7 @@ impl Merge<'_> {
         if let Err(e) = self.close_in_order(files, streams, p.last, p.clock) {
             self.err.get_or_insert(e);
         }
-        self.file_bytes = p.file_bytes + self.max_end.capacity() * std::mem::size_of::<u64>();
+        self.file_bytes = p.file_bytes + self.max_end.bytes();
         self.statistics_bytes =
             self.chain_stats.bytes() + self.session_stats.bytes() + closed_key_bytes;
         self.check_memory(p.files, held, closed_sessions);
@@ -916,8 +918,7 @@ impl Merge<'_> {
             "the analysis holds about {}, and the process {} resident, past --memory {}: \
              open sessions {}, file table {} ({files} files), statistics {} ({} chains, \
              {closed} sessions closed); the file table keeps an eighth of the limit in \
-             memory and the rest on disk, but the greatest offset read of a file whose size \
-             it does not know stays in memory, and the rest of the process (buffers, each \
+             memory and the rest on disk, and the rest of the process (buffers, each \
              thread's allocator) only shrinks the open sessions' share, down to a quarter of \
              the limit",
             size(total),
@@ -970,13 +971,10 @@ impl Merge<'_> {
         } else {
             self.phase_stats
                 .add_session(&chains, &phases, files, &self.opts.phase);
-            let max_end = &self.max_end;
+            let max_end = &mut self.max_end;
             self.session_stats
                 .add_session(&chains, &s.parallel, files, |f| {
-                    files
-                        .get(f)
-                        .size_bytes
-                        .or_else(|| max_end.get(f as usize).copied())
+                    files.get(f).size_bytes.or_else(|| max_end.get(f as usize))
                 });
         }
         if self.err.is_none() {
@@ -999,9 +997,9 @@ struct State<'s> {
     files: FileTable,
     /// By file whose size the table does not know (the statistics take its greatest end
     /// offset for it): that offset, with [`GREW`] set when it grew since the last sweep
-    /// (one word, so a request reads one cache line of them). Up to the highest such file
-    /// seen; empty when the table knows every size.
-    max_end: Vec<u64>,
+    /// (one word, so a request reads one cache line of them), in pages within a
+    /// sixty-fourth of the limit; none when the table knows every size.
+    max_end: Offsets,
     /// Files whose greatest end offset grew since the last sweep.
     grown: Vec<u32>,
     clock: f64,
@@ -1082,15 +1080,7 @@ impl State<'_> {
 
     /// `file`, whose size is not known, was read up to `end`.
     fn grew(&mut self, file: u32, end: u64) {
-        let f = file as usize;
-        let known = self.max_end.len();
-        if known <= f {
-            // Grown by a quarter at a time, not doubled: 8 bytes a file.
-            self.max_end
-                .reserve_exact((f + 1).max(known + known / 4) - known);
-            self.max_end.resize(f + 1, 0);
-        }
-        let slot = &mut self.max_end[f];
+        let slot = self.max_end.slot(file as usize);
         // Past 2^63 - 1 an offset is the same to the statistics (a file that size).
         let end = end.min(!GREW);
         if end > *slot & !GREW {
@@ -1108,7 +1098,7 @@ impl State<'_> {
             .grown
             .drain(..)
             .map(|f| {
-                let slot = &mut self.max_end[f as usize];
+                let slot = self.max_end.slot(f as usize);
                 *slot &= !GREW;
                 (f, *slot)
             })
@@ -1119,7 +1109,7 @@ impl State<'_> {
             grown,
             files: self.files.len(),
             file_bytes: self.files.bytes()
-                + self.max_end.capacity() * std::mem::size_of::<u64>()
+                + self.max_end.bytes()
                 + self.grown.capacity() * std::mem::size_of::<u32>(),
         };
         match &mut self.workers {
@@ -1239,7 +1229,7 @@ pub fn analyze<R: BufRead + Send>(
         };
         let mut st = State {
             max_service_s: opts.max_service_s,
-            max_end: Vec::new(),
+            max_end: Offsets::new(&opts.spill_dir, opts.memory_bytes / OFFSETS_SHARE),
             grown: Vec::new(),
             files,
             clock: f64::NEG_INFINITY,
@@ -1252,7 +1242,7 @@ pub fn analyze<R: BufRead + Send>(
             pending: VecDeque::new(),
             merge: Merge {
                 opts: opts.clone(),
-                max_end: Vec::new(),
+                max_end: Offsets::new(&opts.spill_dir, opts.memory_bytes / OFFSETS_SHARE),
                 chain_stats: ChainStatsBuilder::new(
                     &opts.spill_dir,
                     (opts.memory_bytes / CHAIN_LENGTHS_SHARE).max(1),
@@ -1286,11 +1276,15 @@ pub fn analyze<R: BufRead + Send>(
             long_service,
             workers,
             merge: mut m,
+            max_end: mut ends,
             ..
         } = st;
         // The partitions' threads end when their feed closes.
         drop(workers);
         if let Some(e) = m.err.take() {
+            return Err(e);
+        }
+        if let Some(e) = ends.take_error().or_else(|| m.max_end.take_error()) {
             return Err(e);
         }
         if let Some(e) = files.error() {

@@ -21,6 +21,7 @@ pub mod fit;
 pub mod fromlog;
 mod hashruns;
 mod idle;
+mod offsets;
 pub mod output;
 mod parse;
 pub mod phase;

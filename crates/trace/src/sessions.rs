@@ -234,7 +234,7 @@ impl SessionStatsBuilder {
         chains: &[ChainRec],
         parallel: &[u32],
         files: &FileTable,
-        size: impl Fn(u32) -> Option<u64>,
+        mut size: impl FnMut(u32) -> Option<u64>,
     ) {
         if chains.is_empty() {
             return;
