@@ -120,7 +120,13 @@ fn a_follower_inside_the_interval_reads_the_kept_pages() {
     }
     e.settle_drops();
     let m = e.memory().unwrap();
-    assert_eq!(follower_disk, 0, "every follower byte was in memory: {m:?}");
+    // Every follower byte was kept; the host's reclaim, under a busy machine's other I/O,
+    // may still take a page or two the manager kept (seen: 8 KiB of 12 MiB), where a
+    // policy that dropped the interval would miss megabytes.
+    assert!(
+        follower_disk <= 64 << 10,
+        "every follower byte was in memory: {follower_disk} from disk, {m:?}"
+    );
     assert!(m.interval_hit_bytes >= 4 * MIB, "{m:?}");
     assert!(m.kept_bytes > 0 && m.kept_bytes <= 8 * MIB, "{m:?}");
     // Between the follower and the leader the pages are resident.
