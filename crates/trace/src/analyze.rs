@@ -44,7 +44,7 @@ use crate::parse::{LogFormat, ReadSummary};
 use crate::phase::{session_phases, Phase, PhaseParams, PhaseStatsBuilder, PhaseSummary};
 use crate::read::{read_requests, ReadOptions, Requests};
 use crate::record::LogRequest;
-use crate::resident::{resident_bytes, Budget};
+use crate::resident::{resident_bytes, small_pages_under, Budget};
 use crate::runfile;
 use crate::sessions::{ParallelTracker, SessionStatsBuilder, SessionSummary};
 use crate::spill::{Merged, Record, Runs};
@@ -1185,6 +1185,7 @@ pub fn analyze<R: BufRead + Send>(
 ) -> std::io::Result<Analysis> {
     files.bound(opts.file_table_bytes(), &opts.spill_dir);
     let partitions = opts.threads.max(1);
+    small_pages_under(opts.memory_bytes);
     let budget = Arc::new(Budget::new(opts.memory_bytes, partitions));
     std::thread::scope(|s| {
         let workers = if partitions == 1 {
