@@ -188,7 +188,8 @@ pub struct Analysis {
     pub spill: SpillSummary,
     /// Bytes the file table and the analysis's per-file state hold at the end (an estimate;
     /// the table keeps an eighth of the limit in memory and about a byte and a half for
-    /// each file it let go to disk, the per-file state grows with the files the log names).
+    /// each file it let go to disk, the sizeless files' greatest offsets a sixty-fourth
+    /// each in pages).
     pub file_table_bytes: u64,
     /// Bytes the chain and session statistics and the closed sessions' keys hold at the end
     /// (an estimate; the chain lengths and the keys stay within their budgets, the rest is a
@@ -899,9 +900,9 @@ impl Merge<'_> {
 
     /// Say once when what the pass holds, or the whole process's resident memory, passes
     /// the memory limit: the open sessions stay within their share, the chain lengths within
-    /// their sixteenth, the closed sessions' keys within their sixty-fourth and the file
-    /// table's names within an eighth, but the per-file greatest offsets are not spilled,
-    /// and what the rest of the process holds is only made room for.
+    /// their sixteenth, the closed sessions' keys within their sixty-fourth, the file
+    /// table's names within an eighth and the sizeless files' greatest offsets within a
+    /// sixty-fourth each, but what the rest of the process holds is only made room for.
     fn check_memory(&mut self, files: usize, held: usize, closed: u64) {
         if self.warned {
             return;

@@ -13,6 +13,7 @@ use std::os::unix::fs::FileExt;
 use std::path::Path;
 
 use crate::hashruns::{HashRuns, Pair};
+use crate::runfile::at_dir;
 
 /// Bytes of a record: where the entry starts (8), the name's length (4), four unused.
 const RECORD: usize = 16;
@@ -46,12 +47,11 @@ impl Cold {
     /// An empty part on disk, in a directory made in `dir` (made first if need be: a table
     /// read before the analysis's output directory exists spills into it all the same).
     pub(crate) fn create(dir: &Path) -> io::Result<Cold> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+        std::fs::create_dir_all(dir).map_err(at_dir(dir))?;
         let d = tempfile::Builder::new()
             .prefix("vodkit-files-")
             .tempdir_in(dir)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?;
+            .map_err(at_dir(dir))?;
         let open = |name: &str| {
             std::fs::OpenOptions::new()
                 .read(true)

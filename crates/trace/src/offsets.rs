@@ -9,6 +9,8 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+use crate::runfile::at_dir;
+
 /// Words a page holds (4 KiB).
 const PAGE: usize = 512;
 
@@ -145,10 +147,8 @@ impl Offsets {
 
     fn scratch(&mut self) -> io::Result<&File> {
         if self.scratch.is_none() {
-            std::fs::create_dir_all(&self.dir)
-                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", self.dir.display())))?;
-            let f = tempfile::tempfile_in(&self.dir)
-                .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", self.dir.display())))?;
+            std::fs::create_dir_all(&self.dir).map_err(at_dir(&self.dir))?;
+            let f = tempfile::tempfile_in(&self.dir).map_err(at_dir(&self.dir))?;
             self.scratch = Some(f);
         }
         self.scratch

@@ -174,8 +174,8 @@ mod tests {
             vodkit_testkit::need::not_here("/proc/self/status has no THP_enabled (Linux 5.0+)");
             return;
         }
-        // This test's process is its own (one test binary per crate runs its tests in
-        // threads): the flag is the process's, so a large limit is asked first.
+        // The flag is the whole test process's, and another test of this binary may have
+        // set it already: a large limit must leave it as it was, a small one clears it.
         let before = thp();
         assert!(!small_pages_under(SMALL_PAGES_BELOW));
         assert_eq!(thp(), before);

@@ -8,6 +8,11 @@ use std::path::{Path, PathBuf};
 
 use crate::record::RequestKind;
 
+/// An I/O error on `dir`, with the directory named.
+pub(crate) fn at_dir(dir: &Path) -> impl Fn(io::Error) -> io::Error + '_ {
+    move |e| io::Error::new(e.kind(), format!("{}: {e}", dir.display()))
+}
+
 /// Create run number `n`, making the run directory (`prefix` and a random tail, in `dir`)
 /// in `tmp` on first use.
 pub(crate) fn create(
@@ -21,7 +26,7 @@ pub(crate) fn create(
         None => tempfile::Builder::new()
             .prefix(prefix)
             .tempdir_in(dir)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?,
+            .map_err(at_dir(dir))?,
     };
     let path = tmp.insert(t).path().join(format!("run-{n}"));
     let w = BufWriter::with_capacity(1 << 16, File::create(&path)?);
