@@ -68,8 +68,6 @@ fn main() -> Result<(), String> {
                 Ok(n) => n.parse().map_err(|_| format!("REPEAT: {n} is not a count"))?,
                 Err(_) => 1,
             };
-            let log = Repeat::open(&dir.join("log.csv"), times)?;
-            let input = BufReader::with_capacity(1 << 20, log);
             let threads = std::env::var("THREADS")
                 .ok()
                 .and_then(|t| t.parse().ok())
@@ -83,6 +81,9 @@ fn main() -> Result<(), String> {
                     .map_err(|e| format!("MEMORY: {e}"))?
                     as usize;
             }
+            opts.prepare_process();
+            let log = Repeat::open(&dir.join("log.csv"), times)?;
+            let input = BufReader::with_capacity(1 << 20, log);
             // Read within the file table's share of the limit, as `vodkit trace` reads it
             // (not timed).
             let files = FileTable::from_csv_within(

@@ -103,6 +103,14 @@ impl AnalyzeOptions {
     pub fn file_table_bytes(&self) -> usize {
         self.memory_bytes / FILE_TABLE_SHARE
     }
+
+    /// Fit the process's memory to the limit before anything large is allocated: under a
+    /// small `--memory` it maps its memory in small pages from then on. [`analyze`] does
+    /// so itself; a caller that reads a file table or opens the log first calls this
+    /// before, since pages already huge stay so.
+    pub fn prepare_process(&self) {
+        small_pages_under(self.memory_bytes);
+    }
 }
 
 impl Default for AnalyzeOptions {
@@ -201,8 +209,14 @@ pub struct Analysis {
     pub files: FileTable,
 }
 
-/// Requests per batch handed to a partition.
+/// Requests per batch handed to a partition, at most ([`batch_len`]).
 const BATCH: usize = 4096;
+/// Requests per batch at least, however small `--memory`.
+const MIN_BATCH: usize = 256;
+/// The log in flight between the threads gets two parts in this many of
+/// [`AnalyzeOptions::memory_bytes`]: one for the blocks being read and parsed, one for the
+/// batches queued to the partitions. Their usual sizes fit from 512 MiB up.
+const IN_FLIGHT_SHARE: usize = 16;
 /// Batches queued to a partition at most.
 const QUEUED: usize = 8;
 /// Requests gathered before the partition of a one-thread analysis adds them.
@@ -810,6 +824,8 @@ enum Workers {
         back: Vec<Receiver<Swept>>,
         /// The batch being filled for each partition.
         filling: Vec<Batch>,
+        /// Requests per batch ([`batch_len`]).
+        batch: usize,
         /// What each partition swept and the merge has not taken yet.
         inbox: Vec<VecDeque<Swept>>,
         /// Batches the partitions have added, emptied, to be filled again: a new one would
@@ -818,11 +834,19 @@ enum Workers {
     },
 }
 
-/// An emptied batch to fill, or a new one when none is back yet.
-fn refill(emptied: &Receiver<Batch>) -> Batch {
+/// An emptied batch to fill, or a new one of `len` requests when none is back yet.
+fn refill(emptied: &Receiver<Batch>, len: usize) -> Batch {
     emptied
         .try_recv()
-        .unwrap_or_else(|_| Batch::with_capacity(BATCH))
+        .unwrap_or_else(|_| Batch::with_capacity(len))
+}
+
+/// Requests per batch when `partitions` partitions each have [`QUEUED`] batches queued, one
+/// being added and one being filled, within `bytes` in all (a request and its session's
+/// name); from [`MIN_BATCH`] to [`BATCH`].
+fn batch_len(partitions: usize, bytes: usize) -> usize {
+    let per_request = std::mem::size_of::<Queued>() + 16;
+    (bytes / (partitions.max(1) * (QUEUED + 2) * per_request)).clamp(MIN_BATCH, BATCH)
 }
 
 /// A sweep as the calling thread decided it.
@@ -1058,6 +1082,7 @@ impl State<'_> {
             Workers::Threads {
                 feed,
                 filling,
+                batch,
                 emptied,
                 ..
             } => {
@@ -1065,8 +1090,8 @@ impl State<'_> {
                 let i = (hash % feed.len() as u64) as usize;
                 let b = &mut filling[i];
                 b.push(file, info, r, hash);
-                if b.reqs.len() >= BATCH {
-                    let full = std::mem::replace(b, refill(emptied));
+                if b.reqs.len() >= *batch {
+                    let full = std::mem::replace(b, refill(emptied, *batch));
                     if feed[i].send(full).is_err() && self.merge.err.is_none() {
                         self.merge.err = Some(worker_gone());
                     }
@@ -1123,11 +1148,12 @@ impl State<'_> {
             Workers::Threads {
                 feed,
                 filling,
+                batch,
                 emptied,
                 ..
             } => {
                 for (tx, b) in feed.iter().zip(filling.iter_mut()) {
-                    let mut b = std::mem::replace(b, refill(emptied));
+                    let mut b = std::mem::replace(b, refill(emptied, *batch));
                     b.sweep = Some((p.clock, last));
                     if tx.send(b).is_err() && self.merge.err.is_none() {
                         self.merge.err = Some(worker_gone());
@@ -1186,7 +1212,7 @@ pub fn analyze<R: BufRead + Send>(
 ) -> std::io::Result<Analysis> {
     files.bound(opts.file_table_bytes(), &opts.spill_dir);
     let partitions = opts.threads.max(1);
-    small_pages_under(opts.memory_bytes);
+    opts.prepare_process();
     let budget = Arc::new(Budget::new(opts.memory_bytes, partitions));
     std::thread::scope(|s| {
         let workers = if partitions == 1 {
@@ -1195,6 +1221,7 @@ pub fn analyze<R: BufRead + Send>(
                 Batch::with_capacity(INLINE_BATCH),
             )
         } else {
+            let batch = batch_len(partitions, opts.memory_bytes / IN_FLIGHT_SHARE);
             let mut feed = Vec::new();
             let mut back = Vec::new();
             let (emptied_tx, emptied) = channel::<Batch>();
@@ -1221,8 +1248,9 @@ pub fn analyze<R: BufRead + Send>(
             }
             Workers::Threads {
                 filling: (0..partitions)
-                    .map(|_| Batch::with_capacity(BATCH))
+                    .map(|_| Batch::with_capacity(batch))
                     .collect(),
+                batch,
                 inbox: (0..partitions).map(|_| VecDeque::new()).collect(),
                 feed,
                 back,
@@ -1269,6 +1297,7 @@ pub fn analyze<R: BufRead + Send>(
         let read_opts = ReadOptions {
             format: opts.format,
             threads: if partitions > 1 { partitions + 1 } else { 1 },
+            in_flight_bytes: opts.memory_bytes / IN_FLIGHT_SHARE,
             ..Default::default()
         };
         let read = read_requests(input, &read_opts, &mut st)?;
@@ -1320,6 +1349,29 @@ mod tests {
     use super::*;
     use crate::record::RequestKind;
     use std::path::Path;
+
+    #[test]
+    fn batches_in_flight_keep_within_their_bytes_down_to_the_smallest_batch() {
+        let per_request = std::mem::size_of::<Queued>() + 16;
+        // The default limit's sixteenth holds full batches on two and four partitions.
+        assert_eq!(batch_len(2, MEMORY_BYTES / IN_FLIGHT_SHARE), BATCH);
+        assert_eq!(batch_len(4, MEMORY_BYTES / IN_FLIGHT_SHARE), BATCH);
+        assert_eq!(batch_len(2, 0), MIN_BATCH);
+        for partitions in [2usize, 3, 8] {
+            for mib in [1usize, 2, 8, 16] {
+                let bytes = mib << 20;
+                let n = batch_len(partitions, bytes);
+                assert!((MIN_BATCH..=BATCH).contains(&n));
+                let held = partitions * (QUEUED + 2) * n * per_request;
+                if n > MIN_BATCH {
+                    assert!(held <= bytes, "{partitions} {mib}: {held}");
+                }
+                if n < BATCH {
+                    assert!(held + partitions * (QUEUED + 2) * per_request > bytes);
+                }
+            }
+        }
+    }
 
     /// Requests of 200 sessions over 7 files: each session comes back every 25-45 s with
     /// a few requests, adjacent or not, some open-ended, some on a named connection; a

@@ -33,6 +33,22 @@ const MAX_BLOCK_BYTES: usize = 64 << 20;
 /// of 1 MiB of log being about 2.5 MiB).
 const AHEAD_PER_THREAD: usize = 2;
 
+/// A parsed block holds about this many times its text (a parsed block of 1 MiB of log
+/// being about 2.5 MiB), so a block in flight costs this many times its text in all.
+const PARSED_PER_TEXT: usize = 3;
+
+/// The size blocks are cut to: [`SMALL_BLOCK_BYTES`] on one thread, [`BLOCK_BYTES`] on
+/// several unless the blocks in flight (read ahead, being parsed, delivered, and their
+/// parsed forms) would pass `in_flight_bytes`, down to [`SMALL_BLOCK_BYTES`].
+pub fn block_bytes(threads: usize, in_flight_bytes: usize) -> usize {
+    if threads <= 1 {
+        return SMALL_BLOCK_BYTES;
+    }
+    let workers = threads - 1;
+    let blocks = workers * AHEAD_PER_THREAD + workers + 1;
+    (in_flight_bytes / (blocks * PARSED_PER_TEXT)).clamp(SMALL_BLOCK_BYTES, BLOCK_BYTES)
+}
+
 /// How a log's bytes are stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Compression {
@@ -127,7 +143,7 @@ pub(crate) struct Blocks<R> {
     carry: Vec<u8>,
     /// Cut only outside `"..."` (RFC 4180 fields may hold line ends).
     quotes: bool,
-    /// [`BLOCK_BYTES`] or [`SMALL_BLOCK_BYTES`].
+    /// [`block_bytes`].
     block_bytes: usize,
     done: bool,
     /// Buffers of blocks already parsed, to fill again.
@@ -549,6 +565,36 @@ mod tests {
             out.push(x.bytes);
         }
         out
+    }
+
+    #[test]
+    fn blocks_in_flight_keep_within_their_bytes_down_to_the_small_size() {
+        // One thread parses and delivers small blocks whatever the bytes.
+        assert_eq!(block_bytes(1, usize::MAX), SMALL_BLOCK_BYTES);
+        assert_eq!(block_bytes(1, 0), SMALL_BLOCK_BYTES);
+        // Several: the full size when it fits, never below the small one.
+        assert_eq!(block_bytes(3, usize::MAX), BLOCK_BYTES);
+        assert_eq!(block_bytes(3, 0), SMALL_BLOCK_BYTES);
+        for threads in [2, 3, 5] {
+            let in_flight = (threads - 1) * (AHEAD_PER_THREAD + 1) + 1;
+            for mib in [2usize, 8, 16, 32] {
+                let bytes = mib << 20;
+                let b = block_bytes(threads, bytes);
+                assert!((SMALL_BLOCK_BYTES..=BLOCK_BYTES).contains(&b));
+                if b > SMALL_BLOCK_BYTES {
+                    assert!(in_flight * PARSED_PER_TEXT * b <= bytes, "{threads} {mib}");
+                }
+                if b < BLOCK_BYTES {
+                    // Cut no further than the bytes require.
+                    assert!(
+                        in_flight * PARSED_PER_TEXT * (b + 1) > bytes,
+                        "{threads} {mib}"
+                    );
+                }
+            }
+        }
+        // 8 MiB on three threads (two parsing): seven blocks of about 390 KiB.
+        assert_eq!(block_bytes(3, 8 << 20), (8 << 20) / 21);
     }
 
     #[test]

@@ -20,6 +20,9 @@ pub struct ReadOptions {
     /// A request completing more than this before the latest completion already read is
     /// counted as out of order, with its line number.
     pub order_tolerance_s: f64,
+    /// Most bytes the blocks in flight between the threads may hold (their text and what
+    /// it parses into); under it the blocks are cut smaller ([`crate::blocks::block_bytes`]).
+    pub in_flight_bytes: usize,
 }
 
 /// Default of [`ReadOptions::order_tolerance_s`]: servers write a log in completion order,
@@ -32,6 +35,7 @@ impl Default for ReadOptions {
             format: LogFormat::Auto,
             threads: 1,
             order_tolerance_s: ORDER_TOLERANCE_S,
+            in_flight_bytes: usize::MAX,
         }
     }
 }
@@ -131,11 +135,7 @@ pub fn read_requests<R: BufRead + Send>(
             ),
         }
     }
-    let block_bytes = if opts.threads <= 1 {
-        crate::blocks::SMALL_BLOCK_BYTES
-    } else {
-        crate::blocks::BLOCK_BYTES
-    };
+    let block_bytes = crate::blocks::block_bytes(opts.threads, opts.in_flight_bytes);
     let blocks = crate::blocks::Blocks::new(input, first, fmt == LogFormat::Netflix, block_bytes);
     let mut out = crate::blocks::Deliver {
         sum: &mut sum,

@@ -50,16 +50,18 @@ fn return_freed_memory_at_once() {
 }
 
 /// Below this `--memory` the process maps its memory in small pages only.
-const SMALL_PAGES_BELOW: usize = 128 << 20;
+const SMALL_PAGES_BELOW: usize = 256 << 20;
 
 /// Under a `limit` below [`SMALL_PAGES_BELOW`], stop transparent huge pages for the rest of
-/// the process before the analysis allocates. mimalloc asks for them, and each is 2 MiB
-/// resident however little of it is used: a log of 1 M files and 250,000 sessions open at
-/// once peaked at 51 MiB within 32 MiB with them and 30 MiB without, as fast. Under larger
-/// limits they stay: on the 54 M-request log at 256 MiB on two threads the pass took 1.35
-/// times as long without them, and stopping them once the limit turned out tight left the
-/// peak where it was (pages already huge stay so). Where the kernel has no such setting it
-/// changes nothing.
+/// the process. mimalloc asks for them, and each is 2 MiB resident however little of it is
+/// used: a log of 1 M files and 250,000 sessions open at once peaked at 51 MiB within
+/// 32 MiB with them and 30 MiB without, as fast; the 54 M-request log within 128 MiB at 134
+/// and 151 MiB on one and two threads with them, 117 and 135 without, no slower. From
+/// 256 MiB up they stay: there the pass took 1.35 times as long without them on two
+/// threads, and stopping them once the limit turned out tight left the peak where it was
+/// (pages already huge stay so, which is why the caller asks before it allocates: see
+/// `AnalyzeOptions::prepare_process`). Where the kernel has no such setting it changes
+/// nothing.
 pub(crate) fn small_pages_under(limit: usize) -> bool {
     if limit >= SMALL_PAGES_BELOW {
         return false;

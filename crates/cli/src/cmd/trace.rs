@@ -139,6 +139,7 @@ fn options(c: &Common) -> anyhow::Result<AnalyzeOptions> {
 
 /// The file table, a `files.csv` read within the analysis's share of `--memory`.
 fn file_table(c: &Common, opts: &AnalyzeOptions) -> anyhow::Result<FileTable> {
+    opts.prepare_process();
     match (&c.files, &c.catalog) {
         (Some(f), _) => {
             FileTable::from_csv_within(f, opts.file_table_bytes(), &opts.spill_dir).map_err(usage)
