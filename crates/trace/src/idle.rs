@@ -68,6 +68,42 @@ impl Run {
 
 const TOO_LONG: &str = "a session too large to spill";
 
+/// Runs kept open to read sessions back from: opening a run for every session read back
+/// cost as much as the read under a tight limit (millions of sessions come back).
+const OPEN_RUNS: usize = 16;
+
+/// Run files open for reading, the one used last at the end.
+#[derive(Default)]
+struct OpenRuns(Vec<(u32, File)>);
+
+impl OpenRuns {
+    /// Run `id`'s file (at `path`), opened if it is not open yet; the one used longest ago
+    /// is closed past [`OPEN_RUNS`].
+    fn get(&mut self, id: u32, path: &Path) -> io::Result<&File> {
+        match self.0.iter().position(|(r, _)| *r == id) {
+            Some(i) => {
+                let open = self.0.remove(i);
+                self.0.push(open);
+            }
+            None => {
+                if self.0.len() >= OPEN_RUNS {
+                    self.0.remove(0);
+                }
+                self.0.push((id, File::open(path)?));
+            }
+        }
+        match self.0.last() {
+            Some((_, f)) => Ok(f),
+            None => Err(io::Error::other("idle sessions: no run open")),
+        }
+    }
+
+    /// Close run `id`'s file, if open.
+    fn close(&mut self, id: u32) {
+        self.0.retain(|(r, _)| *r != id);
+    }
+}
+
 /// Spilled sessions of one partition, values `T`, in a temporary directory made in `dir`
 /// on first use (removed when dropped).
 pub(crate) struct Idle<T> {
@@ -85,6 +121,7 @@ pub(crate) struct Idle<T> {
     bits_bytes: usize,
     hash: Box<dyn Fn(&str) -> u64 + Send>,
     buf: Vec<u8>,
+    open: OpenRuns,
     pub stats: SpillSummary,
     _values: PhantomData<T>,
 }
@@ -113,6 +150,7 @@ impl<T: Park> Idle<T> {
             bits_bytes: 0,
             hash,
             buf: Vec::new(),
+            open: OpenRuns::default(),
             stats: SpillSummary::default(),
             _values: PhantomData,
         }
@@ -239,11 +277,16 @@ impl<T: Park> Idle<T> {
     }
 
     /// The record `p` points to, if it is still there and holds `name`.
-    fn read_if(runs: &BTreeMap<u32, Run>, p: Pair, name: &str) -> io::Result<Option<Vec<u8>>> {
+    fn read_if(
+        runs: &BTreeMap<u32, Run>,
+        open: &mut OpenRuns,
+        p: Pair,
+        name: &str,
+    ) -> io::Result<Option<Vec<u8>>> {
         let Some(run) = runs.get(&p.id).filter(|r| r.is_alive(p.len)) else {
             return Ok(None);
         };
-        let mut f = File::open(&run.path)?;
+        let mut f = open.get(p.id, &run.path)?;
         f.seek(SeekFrom::Start(p.at))?;
         let mut r = BufReader::with_capacity(4 << 10, f);
         runfile::get_f64(&mut r)?;
@@ -260,15 +303,15 @@ impl<T: Park> Idle<T> {
         let mut found = None;
         if let Some(&(id, len, at)) = self.recent.get(&hash) {
             let p = Pair { hash, id, len, at };
-            if let Some(body) = Self::read_if(&self.runs, p, name)? {
+            if let Some(body) = Self::read_if(&self.runs, &mut self.open, p, name)? {
                 self.recent.remove(&hash);
                 found = Some((id, len, body));
             }
         }
         if found.is_none() {
-            let runs = &self.runs;
+            let (runs, open) = (&self.runs, &mut self.open);
             self.index.each_of(hash, |p| {
-                found = Self::read_if(runs, p, name)?.map(|body| (p.id, p.len, body));
+                found = Self::read_if(runs, open, p, name)?.map(|body| (p.id, p.len, body));
                 Ok(found.is_some())
             })?;
         }
@@ -293,6 +336,7 @@ impl<T: Park> Idle<T> {
         self.spilled -= 1;
         if r.live == 0 {
             if let Some(r) = self.runs.remove(&run) {
+                self.open.close(run);
                 self.bits_bytes -= r.alive.capacity() * 8;
                 std::fs::remove_file(&r.path)?;
             }
@@ -461,6 +505,32 @@ mod tests {
         assert_eq!(idle.take("a1").unwrap(), Some(v(1)));
         assert_eq!(idle.take("c1").unwrap(), Some(v(3)));
         assert!(idle.is_empty());
+    }
+
+    #[test]
+    fn at_most_a_few_runs_stay_open_and_each_is_the_file_asked_for() {
+        let dir = tempfile::tempdir().unwrap();
+        let paths: Vec<PathBuf> = (0..40)
+            .map(|i| {
+                let p = dir.path().join(format!("run-{i}"));
+                std::fs::write(&p, format!("run {i}")).unwrap();
+                p
+            })
+            .collect();
+        let mut open = OpenRuns::default();
+        for round in 0..3 {
+            for (i, p) in paths.iter().enumerate().rev() {
+                let mut text = String::new();
+                let mut f = open.get(i as u32, p).unwrap();
+                f.seek(SeekFrom::Start(0)).unwrap();
+                f.read_to_string(&mut text).unwrap();
+                assert_eq!(text, format!("run {i}"), "round {round}");
+                assert!(open.0.len() <= OPEN_RUNS);
+            }
+        }
+        open.close(0);
+        assert!(open.0.iter().all(|(id, _)| *id != 0));
+        assert_eq!(open.0.len(), OPEN_RUNS - 1);
     }
 
     #[test]

@@ -18,13 +18,26 @@ const MARGIN_MIN: usize = 16 << 20;
 /// soon fill what is left, and spilling stop.
 const FLOOR_SHARE: usize = 4;
 
-/// Resident bytes of this process (`VmRSS` in `/proc/self/status`), or `None` where that
-/// cannot be read.
+/// Resident bytes of this process (the second field of `/proc/self/statm`, in pages), or
+/// `None` where that cannot be read. `statm` rather than `status`: under a tight limit it
+/// is read at nearly every spill, and the kernel writes `status`'s fifty lines each time.
 pub(crate) fn resident_bytes() -> Option<usize> {
-    let text = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = text.lines().find_map(|l| l.strip_prefix("VmRSS:"))?;
-    let kib: usize = line.trim().strip_suffix("kB")?.trim().parse().ok()?;
-    Some(kib << 10)
+    let text = std::fs::read_to_string("/proc/self/statm").ok()?;
+    let pages: usize = text.split_ascii_whitespace().nth(1)?.parse().ok()?;
+    Some(pages * page_size())
+}
+
+/// The system's page size in bytes.
+fn page_size() -> usize {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: `sysconf` reads a constant of the system; it takes no pointers.
+        let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        if n > 0 {
+            return n as usize;
+        }
+    }
+    4096
 }
 
 /// mimalloc's `mi_option_purge_delay` (`mimalloc.h`, the same place in its versions 2 and
@@ -263,5 +276,15 @@ mod tests {
         }
         let r = resident_bytes().expect("statm is readable on Linux");
         assert!(r > 1 << 20 && r < 1 << 40, "{r}");
+        // The same as `VmRSS` in `status`, give or take what moved between the readings.
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let kib: usize = status
+            .lines()
+            .find_map(|l| l.strip_prefix("VmRSS:"))
+            .and_then(|v| v.trim().strip_suffix("kB"))
+            .and_then(|v| v.trim().parse().ok())
+            .expect("VmRSS in /proc/self/status");
+        let vm_rss = kib << 10;
+        assert!(r.abs_diff(vm_rss) < 4 << 20, "statm {r}, VmRSS {vm_rss}");
     }
 }
