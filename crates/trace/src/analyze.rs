@@ -42,7 +42,7 @@ use crate::idle::{Idle, Park};
 use crate::offsets::Offsets;
 use crate::parse::{LogFormat, ReadSummary};
 use crate::phase::{session_phases, Phase, PhaseParams, PhaseStatsBuilder, PhaseSummary};
-use crate::read::{read_requests, ReadOptions, Requests};
+use crate::read::{read_requests, ReadOptions, Requests, IN_FLIGHT_SHARE};
 use crate::record::LogRequest;
 use crate::resident::{resident_bytes, small_pages_under, Budget};
 use crate::runfile;
@@ -209,14 +209,12 @@ pub struct Analysis {
     pub files: FileTable,
 }
 
-/// Requests per batch handed to a partition, at most ([`batch_len`]).
+/// Requests per batch handed to a partition, at most ([`batch_len`]): the batches queued
+/// to the partitions get the share of the limit the blocks being read and parsed get
+/// ([`IN_FLIGHT_SHARE`]), and fit it at this size from 512 MiB up.
 const BATCH: usize = 4096;
 /// Requests per batch at least, however small `--memory`.
 const MIN_BATCH: usize = 256;
-/// The log in flight between the threads gets two parts in this many of
-/// [`AnalyzeOptions::memory_bytes`]: one for the blocks being read and parsed, one for the
-/// batches queued to the partitions. Their usual sizes fit from 512 MiB up.
-const IN_FLIGHT_SHARE: usize = 16;
 /// Batches queued to a partition at most.
 const QUEUED: usize = 8;
 /// Requests gathered before the partition of a one-thread analysis adds them.

@@ -25,6 +25,10 @@ pub struct ReadOptions {
     pub in_flight_bytes: usize,
 }
 
+/// The blocks in flight between a reader's threads get one part in this many of a memory
+/// limit (`--memory`), in the analysis and in `--sort`'s reading alike.
+pub const IN_FLIGHT_SHARE: usize = 16;
+
 /// Default of [`ReadOptions::order_tolerance_s`]: servers write a log in completion order,
 /// give or take the buffering of parallel workers.
 pub const ORDER_TOLERANCE_S: f64 = 60.0;

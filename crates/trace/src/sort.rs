@@ -10,7 +10,7 @@ use std::io::{BufRead, Read, Write};
 use std::path::Path;
 
 use crate::parse::ReadSummary;
-use crate::read::{read_log_with, ReadOptions};
+use crate::read::{read_log_with, ReadOptions, IN_FLIGHT_SHARE};
 use crate::record::{LogRequest, RequestKind};
 use crate::runfile;
 use crate::spill::{Merged, Record, Runs};
@@ -116,10 +116,10 @@ pub fn sort_log<R: BufRead + Send>(
         .from_writer(Shared(line_buf.clone()));
     let mut seq = 0u64;
     // The order check means nothing for a log about to be sorted. The blocks in flight
-    // take a sixteenth of the limit at most, as in the analysis.
+    // take their share of the limit, as in the analysis.
     let read_opts = ReadOptions {
         order_tolerance_s: f64::INFINITY,
-        in_flight_bytes: opts.in_flight_bytes.min(memory_bytes / 16),
+        in_flight_bytes: opts.in_flight_bytes.min(memory_bytes / IN_FLIGHT_SHARE),
         ..opts.clone()
     };
     let sum = read_log_with(input, &read_opts, |r: &LogRequest<'_>| {
