@@ -24,20 +24,8 @@ const FLOOR_SHARE: usize = 4;
 pub(crate) fn resident_bytes() -> Option<usize> {
     let text = std::fs::read_to_string("/proc/self/statm").ok()?;
     let pages: usize = text.split_ascii_whitespace().nth(1)?.parse().ok()?;
-    Some(pages * page_size())
-}
-
-/// The system's page size in bytes.
-fn page_size() -> usize {
-    #[cfg(target_os = "linux")]
-    {
-        // SAFETY: `sysconf` reads a constant of the system; it takes no pointers.
-        let n = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-        if n > 0 {
-            return n as usize;
-        }
-    }
-    4096
+    let page = usize::try_from(vodkit_prefetch::residency::page_size()).ok()?;
+    Some(pages * page)
 }
 
 /// mimalloc's `mi_option_purge_delay` (`mimalloc.h`, the same place in its versions 2 and
