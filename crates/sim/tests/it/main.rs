@@ -5,3 +5,4 @@
 mod hand_built;
 mod libcachesim;
 mod netflix;
+mod popularity_cache;
